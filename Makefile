@@ -1,0 +1,45 @@
+# oppsched: the two commands a user needs are `make run` and `make test`.
+# Both set up a fresh Debian machine first (packages, .venv, build); every step is
+# idempotent and does nothing when nothing changed.
+
+BUILD      ?= build
+BUILD_TYPE ?= RelWithDebInfo
+VENV       := .venv
+PY         := $(VENV)/bin/python
+OUT        ?= results/default
+JOBS       ?= $(shell nproc)
+
+.PHONY: all setup build test test-cpp test-py run bench format clean help
+
+all: build
+
+help:
+	@echo "make run     set up, build, run the default experiment, write a report"
+	@echo "make test    set up, build, run every test (ctest + pytest)"
+	@echo "make bench   set up, build, run the benchmarks (never part of the tests)"
+	@echo "make format  clang-format the C++ tree"
+
+setup:
+	@tools/bootstrap.sh
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	      -DPython3_EXECUTABLE=/usr/bin/python3
+
+build: setup $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	@tools/run-tests.sh $(BUILD)
+
+run: build
+	$(PY) -m oppsched run experiments/default.yaml --out $(OUT)
+
+bench: build
+	$(PY) -m oppsched bench --build $(BUILD)
+
+format:
+	find host gr-oppsched -name '*.h' -o -name '*.cc' | xargs clang-format -i
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,52 @@
+#pragma once
+// Types shared by every part of the MAC library.
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace oppsched {
+
+// Time on the caller's clock, in nanoseconds. Algorithms never read a clock themselves:
+// `now` is passed in, so the daemon uses CLOCK_MONOTONIC and tests use a fake clock.
+using time_ns = std::int64_t;
+constexpr time_ns kNsPerSec = 1'000'000'000;
+constexpr time_ns kNsPerMs = 1'000'000;
+constexpr double to_seconds(time_ns t) { return static_cast<double>(t) * 1e-9; }
+constexpr time_ns from_seconds(double s) { return static_cast<time_ns>(s * 1e9); }
+
+// A downlink (or uplink) IP packet as it sits in a queue: the real bytes plus metadata.
+struct Packet {
+    std::vector<std::uint8_t> data;  // the IPv4 or IPv6 packet, as on the wire
+    std::uint32_t user = 0;          // destination user (index of its queue)
+    std::uint64_t id = 0;            // unique per packet within a run (traces)
+    time_ns arrival = 0;             // when it reached the AP queue
+    bool high_priority = false;      // SPM-AF priority mark (seed 004, §5)
+    std::size_t size() const { return data.size(); }
+};
+
+// Result of an operation on untrusted input: a value, or an error that names the field
+// and the value that was wrong.
+struct Error {
+    std::string message;
+};
+
+template <class T>
+class Result {
+public:
+    Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
+    Result(Error error) : v_(std::move(error)) {}    // NOLINT: implicit by design
+    bool ok() const { return std::holds_alternative<T>(v_); }
+    explicit operator bool() const { return ok(); }
+    const T& value() const& { return std::get<T>(v_); }
+    T& value() & { return std::get<T>(v_); }
+    T&& value() && { return std::get<T>(std::move(v_)); }
+    const T* operator->() const { return &std::get<T>(v_); }
+    const std::string& error() const { return std::get<Error>(v_).message; }
+
+private:
+    std::variant<T, Error> v_;
+};
+
+}  // namespace oppsched

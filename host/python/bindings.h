@@ -1,0 +1,14 @@
+#pragma once
+#include <pybind11/pybind11.h>
+
+namespace oppsched::py {
+// One function per area of the MAC library, each in its own bind_<area>.cc.
+void bind_tcpip(pybind11::module_& m);      // TCP/IP header parsing and window rewriting
+void bind_pdu(pybind11::module_& m);        // MAC PDU, segmentation, reassembly, CRC-32
+void bind_aqm(pybind11::module_& m);        // queues and AQMs
+void bind_sched(pybind11::module_& m);      // schedulers
+void bind_harq(pybind11::module_& m);       // HARQ entity
+void bind_linkadapt(pybind11::module_& m);  // CQI -> MCS tables, OLLA
+void bind_clamp(pybind11::module_& m);      // CLAMP router and client agents
+void bind_channel(pybind11::module_& m);    // Jakes fading, CLAMP slot error model
+}  // namespace oppsched::py

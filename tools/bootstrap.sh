@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# One-time (and idempotent) set-up of a Debian 12 / Ubuntu 22.04+ machine for oppsched:
+#   1. installs the Debian packages the project needs (only those missing),
+#   2. creates .venv from /usr/bin/python3 with --system-site-packages (GNU Radio's Python
+#      lives in the system site-packages and must stay visible),
+#   3. installs the `oppsched` Python package (tools/) into it, editable.
+# A second run with nothing to do takes well under a second.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+
+packages=(
+  # toolchain
+  build-essential cmake ninja-build pkg-config git
+  # radio
+  gnuradio gnuradio-dev libvolk2-dev libuhd-dev uhd-host
+  # C++ libraries
+  libboost-dev libboost-program-options-dev libboost-system-dev libboost-thread-dev
+  libzmq3-dev cppzmq-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libgmp-dev
+  libgtest-dev libgmock-dev libbenchmark-dev pybind11-dev
+  # Python
+  python3 python3-dev python3-venv python3-pip python3-setuptools python3-wheel
+  python3-numpy python3-scipy python3-pandas python3-matplotlib python3-yaml python3-pytest
+  python3-scapy python3-zmq
+  # network tools for the end-to-end runs
+  iperf3 tcpdump tshark iproute2 procps kmod
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]})); then
+  sudo=()
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "bootstrap: not root, using sudo to install Debian packages"
+    sudo=(sudo)
+  fi
+  echo "bootstrap: installing ${#missing[@]} Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get update -qq
+  # tshark asks whether non-root users may capture; answer for it.
+  echo "wireshark-common wireshark-common/install-setuid boolean false" | "${sudo[@]}" debconf-set-selections
+  "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/tmp/oppsched-apt.log 2>&1 || {
+    echo "bootstrap: apt-get install failed; last lines of /tmp/oppsched-apt.log:" >&2
+    tail -n 30 /tmp/oppsched-apt.log >&2
+    exit 1
+  }
+  echo "bootstrap: Debian packages installed"
+fi
+
+venv=$top/.venv
+if [ ! -x "$venv/bin/python" ]; then
+  echo "bootstrap: creating $venv from /usr/bin/python3 (--system-site-packages)"
+  /usr/bin/python3 -m venv --system-site-packages "$venv"
+fi
+
+# Editable install of tools/ (no downloads: build dependencies come from Debian's setuptools).
+stamp=$venv/.oppsched-installed
+if [ ! -f "$stamp" ] || [ tools/pyproject.toml -nt "$stamp" ]; then
+  echo "bootstrap: installing the oppsched Python package into .venv"
+  "$venv/bin/python" -m pip install -q --no-build-isolation --no-deps --no-index -e tools
+  touch "$stamp"
+fi
+
+# The compiled extension modules are built by CMake into build/python; make the venv see them.
+site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+pth="$site/oppsched-build.pth"
+want="$top/build/python"
+if [ ! -f "$pth" ] || [ "$(cat "$pth")" != "$want" ]; then
+  echo "$want" >"$pth"
+fi

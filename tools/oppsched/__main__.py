@@ -1,0 +1,3 @@
+from oppsched.cli import main
+
+raise SystemExit(main())

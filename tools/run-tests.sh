@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs every test: ctest (GoogleTest unit tests and GNU Radio QA) then pytest
+# (Python API, CLI, integration runs in network namespaces). Ends with one summary line.
+set -uo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-build}
+cd "$top"
+
+echo "== ctest (C++ unit tests, GNU Radio QA) =="
+ctest --test-dir "$build" --output-on-failure -j "$(nproc)" 2>&1 | tee "$build/ctest.log"
+ctest_rc=${PIPESTATUS[0]}
+
+echo "== pytest (Python API, CLI, integration) =="
+"$top/.venv/bin/python" -m pytest tools/tests -q -p no:cacheprovider 2>&1 | tee "$build/pytest.log"
+pytest_rc=${PIPESTATUS[0]}
+[ "$pytest_rc" -eq 5 ] && pytest_rc=0   # no tests collected is not a failure of the code
+
+c_line=$(grep -E 'tests passed' "$build/ctest.log" | tail -n 1)
+p_line=$(grep -E '(passed|failed|error)' "$build/pytest.log" | tail -n 1)
+echo "== summary =="
+echo "ctest:  ${c_line:-no result}"
+echo "pytest: ${p_line:-no result}"
+if [ "$ctest_rc" -ne 0 ] || [ "$pytest_rc" -ne 0 ]; then
+  echo "TESTS FAILED (ctest exit $ctest_rc, pytest exit $pytest_rc)"
+  exit 1
+fi
+echo "ALL TESTS PASSED"
