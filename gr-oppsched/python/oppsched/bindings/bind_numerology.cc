@@ -1,0 +1,39 @@
+#include <gnuradio/oppsched/numerology.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "bindings.h"
+
+namespace py = pybind11;
+using namespace gr::oppsched;
+
+void bind_numerology(py::module& m)
+{
+    py::class_<numerology_params>(m, "numerology_params")
+        .def(py::init<>())
+        .def_readwrite("sample_rate", &numerology_params::sample_rate)
+        .def_readwrite("slot_duration", &numerology_params::slot_duration)
+        .def_readwrite("fft_len", &numerology_params::fft_len)
+        .def_readwrite("cp_len", &numerology_params::cp_len)
+        .def_readwrite("data_carriers", &numerology_params::data_carriers)
+        .def_readwrite("pilot_carriers", &numerology_params::pilot_carriers)
+        .def_readwrite("preamble_symbols", &numerology_params::preamble_symbols)
+        .def_readwrite("header_symbols", &numerology_params::header_symbols);
+
+    py::class_<numerology>(m, "numerology")
+        .def(py::init<const numerology_params&>(), py::arg("params"))
+        .def_static("profile", &numerology::profile, py::arg("name"),
+                    py::arg("sample_rate") = 1e6)
+        .def_static("profile_names", &numerology::profile_names)
+        .def_property_readonly("params", &numerology::params)
+        .def_property_readonly("symbol_len", &numerology::symbol_len)
+        .def_property_readonly("slot_samples", &numerology::slot_samples)
+        .def_property_readonly("symbols_per_slot", &numerology::symbols_per_slot)
+        .def_property_readonly("guard_samples", &numerology::guard_samples)
+        .def_property_readonly("payload_symbols", &numerology::payload_symbols)
+        .def_property_readonly("payload_resource_elements",
+                               &numerology::payload_resource_elements)
+        .def_property_readonly("subcarrier_spacing", &numerology::subcarrier_spacing)
+        .def_property_readonly("realised_slot_duration",
+                               &numerology::realised_slot_duration);
+}
