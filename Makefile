@@ -7,6 +7,7 @@ BUILD_TYPE ?= RelWithDebInfo
 VENV       := .venv
 PY         := $(VENV)/bin/python
 OUT        ?= results/default
+EXPERIMENT ?= experiments/srinivasan-baras/scheduler_comparison.yaml
 JOBS       ?= $(shell nproc)
 
 .PHONY: all setup build test test-cpp test-py run bench format clean help
@@ -33,7 +34,7 @@ test: build
 	@tools/run-tests.sh $(BUILD)
 
 run: build
-	$(PY) -m oppsched run experiments/default.yaml --out $(OUT)
+	$(PY) -m oppsched run $(EXPERIMENT) --out $(OUT)
 
 bench: build
 	$(PY) -m oppsched bench --build $(BUILD)

@@ -1,0 +1,80 @@
+"""The `oppsched` command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from oppsched.config import ConfigError
+
+
+def _cmd_run(a) -> int:
+    from oppsched.runner import run_experiment
+
+    run_experiment(a.experiment, a.out, a.set or [], a.duration)
+    return 0
+
+
+def _cmd_analyze(a) -> int:
+    from oppsched.runner import analyze_dir
+
+    analyze_dir(a.results)
+    return 0
+
+
+def _cmd_check(a) -> int:
+    from oppsched.runner import load_experiment
+
+    for path in a.experiments:
+        _, _, resolved = load_experiment(path, a.set or [])
+        print(f"{path}: ok ({resolved['kind']}, {len(resolved['variants']) or 1} run(s))")
+    return 0
+
+
+def _cmd_bench(a) -> int:
+    from oppsched.bench import run_bench
+
+    return run_bench(a.build, a.out, a.filter)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="oppsched", description=(
+        "oppsched: a testbed for TCP over opportunistic scheduling and AQM on a wireless downlink"))
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    r = sub.add_parser("run", help="run an experiment file, write a results folder with a report")
+    r.add_argument("experiment", help="experiment YAML file")
+    r.add_argument("--out", default="results/latest", help="results folder (default: %(default)s)")
+    r.add_argument("--duration", type=float, help="override duration_s (seconds)")
+    r.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override a key of the experiment (dotted path, e.g. scheduler.alpha=0.1)")
+    r.set_defaults(fn=_cmd_run)
+
+    an = sub.add_parser("analyze", help="recompute summaries, plots and report from the traces")
+    an.add_argument("results", help="results folder written by `oppsched run`")
+    an.set_defaults(fn=_cmd_analyze)
+
+    c = sub.add_parser("check", help="validate experiment files without running them")
+    c.add_argument("experiments", nargs="+")
+    c.add_argument("--set", action="append", metavar="KEY=VALUE")
+    c.set_defaults(fn=_cmd_check)
+
+    b = sub.add_parser("bench", help="run the benchmarks (C++ Google Benchmark binaries)")
+    b.add_argument("--build", default="build", help="build folder (default: %(default)s)")
+    b.add_argument("--out", default="results/bench", help="where to write JSON (default: %(default)s)")
+    b.add_argument("--filter", default="", help="benchmark name regex")
+    b.set_defaults(fn=_cmd_bench)
+
+    a = p.parse_args(argv)
+    try:
+        return a.fn(a)
+    except ConfigError as exc:
+        print(f"oppsched: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("oppsched: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

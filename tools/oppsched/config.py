@@ -1,0 +1,178 @@
+"""Experiment files: loading, validation against a schema, and `--set` overrides.
+
+An experiment is a YAML mapping. Its schema is a nested dict whose leaves are `Field`s; a
+list of mappings is described by `ListOf(schema)`. Validation rejects unknown keys, wrong
+types, NaN/inf and out-of-range numbers with an error that names the dotted path of the
+field and the value, and fills in defaults, giving the *resolved* experiment that is
+written into summary.json.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A bad experiment file or override; the message names the field and the value."""
+
+
+_REQUIRED = object()
+
+
+@dataclass
+class Field:
+    type: type | tuple
+    default: Any = _REQUIRED
+    min: float | None = None
+    max: float | None = None
+    choices: tuple | None = None
+    check: Callable[[Any], str | None] | None = None  # returns an error text or None
+    doc: str = ""
+
+    def validate(self, path: str, value: Any) -> Any:
+        types = self.type if isinstance(self.type, tuple) else (self.type,)
+        if float in types and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if isinstance(value, bool) and bool not in types:
+            raise ConfigError(f"{path}: {value!r} is a boolean, expected {_tname(types)}")
+        if not isinstance(value, types):
+            raise ConfigError(f"{path}: {value!r} is not {_tname(types)}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{path}: {value!r} is not a finite number")
+        if self.min is not None and isinstance(value, (int, float)) and value < self.min:
+            raise ConfigError(f"{path}: {value!r} is below the minimum {self.min}")
+        if self.max is not None and isinstance(value, (int, float)) and value > self.max:
+            raise ConfigError(f"{path}: {value!r} is above the maximum {self.max}")
+        if self.choices is not None and value not in self.choices:
+            raise ConfigError(f"{path}: {value!r} is not one of {', '.join(map(str, self.choices))}")
+        if self.check is not None:
+            why = self.check(value)
+            if why:
+                raise ConfigError(f"{path}: {value!r} {why}")
+        return value
+
+
+@dataclass
+class ListOf:
+    schema: dict
+    min_len: int = 0
+    default: Any = field(default_factory=list)
+
+
+def _tname(types: tuple) -> str:
+    names = {int: "an integer", float: "a number", str: "a string", bool: "a boolean",
+             list: "a list", dict: "a mapping"}
+    return " or ".join(names.get(t, t.__name__) for t in types)
+
+
+def validate(schema: dict, data: Any, path: str = "") -> dict:
+    """Returns the resolved mapping (defaults filled in) or raises ConfigError."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path or '<top>'}: {data!r} is not a mapping")
+    unknown = sorted(set(data) - set(schema))
+    if unknown:
+        where = f"{path}." if path else ""
+        raise ConfigError(f"{where}{unknown[0]}: unknown key (known: {', '.join(sorted(schema))})")
+    out = {}
+    for key, spec in schema.items():
+        p = f"{path}.{key}" if path else key
+        if isinstance(spec, dict):
+            out[key] = validate(spec, data.get(key), p)
+        elif isinstance(spec, ListOf):
+            items = data.get(key, copy.deepcopy(spec.default))
+            if not isinstance(items, list):
+                raise ConfigError(f"{p}: {items!r} is not a list")
+            if len(items) < spec.min_len:
+                raise ConfigError(f"{p}: needs at least {spec.min_len} entries, has {len(items)}")
+            out[key] = [validate(spec.schema, it, f"{p}[{i}]") for i, it in enumerate(items)]
+        else:
+            if key in data:
+                out[key] = spec.validate(p, data[key])
+            elif spec.default is _REQUIRED:
+                raise ConfigError(f"{p}: required key is missing")
+            else:
+                out[key] = copy.deepcopy(spec.default)
+    return out
+
+
+def parse_override(text: str) -> tuple[list[str | int], Any]:
+    """`a.b[2].c=value` -> (['a', 'b', 2, 'c'], value parsed as YAML)."""
+    if "=" not in text:
+        raise ConfigError(f"--set {text!r}: expected key=value")
+    key, raw = text.split("=", 1)
+    parts: list[str | int] = []
+    for piece in key.strip().split("."):
+        while "[" in piece:
+            name, rest = piece.split("[", 1)
+            if name:
+                parts.append(name)
+            idx, piece = rest.split("]", 1)
+            try:
+                parts.append(int(idx))
+            except ValueError:
+                raise ConfigError(f"--set {text!r}: index {idx!r} is not an integer") from None
+        if piece:
+            parts.append(piece)
+    if not parts:
+        raise ConfigError(f"--set {text!r}: empty key")
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"--set {text!r}: value is not valid YAML ({exc})") from None
+    return parts, value
+
+
+def apply_override(data: dict, schema: dict, text: str) -> None:
+    """Applies one `--set` to the raw (unvalidated) experiment; unknown keys are errors."""
+    parts, value = parse_override(text)
+    node: Any = data
+    spec: Any = schema
+    path = ""
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if isinstance(part, int):
+            if not isinstance(spec, ListOf):
+                raise ConfigError(f"--set {text!r}: {path} is not a list")
+            if not isinstance(node, list) or not (0 <= part < len(node)):
+                n = len(node) if isinstance(node, list) else 0
+                raise ConfigError(f"--set {text!r}: {path}[{part}] out of range ({n} entries)")
+            path = f"{path}[{part}]"
+            if last:
+                node[part] = value
+                return
+            node, spec = node[part], spec.schema
+            continue
+        if not isinstance(spec, dict) or part not in spec:
+            known = ", ".join(sorted(spec)) if isinstance(spec, dict) else "none"
+            raise ConfigError(f"--set {text!r}: unknown key {part!r} at '{path or '<top>'}' (known: {known})")
+        path = f"{path}.{part}" if path else part
+        if last:
+            node[part] = value
+            return
+        child_spec = spec[part]
+        if part not in node or node[part] is None:
+            node[part] = [] if isinstance(child_spec, ListOf) else {}
+        node, spec = node[part], child_spec
+
+
+def load(path: str | Path, schema: dict, overrides: list[str] = ()) -> dict:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({exc})") from None
+    for o in overrides:
+        apply_override(data, schema, o)
+    return validate(schema, data)

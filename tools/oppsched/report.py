@@ -1,0 +1,84 @@
+"""report.html: the page a person reads first after a run (self-contained but for the PNGs
+beside it)."""
+
+from __future__ import annotations
+
+import html
+import os
+from pathlib import Path
+
+
+def _fmt(x, scale=1.0, digits=1, unit=""):
+    if x is None:
+        return "&ndash;"
+    return f"{x * scale:.{digits}f}{unit}"
+
+
+def write_report(outdir: Path, experiment: dict, runs) -> Path:
+    outdir = Path(outdir)
+    e = html.escape
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        f"<title>oppsched: {e(experiment['experiment'])}</title>",
+        "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
+        "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #bbb;padding:3px 8px;"
+        "text-align:right}th{background:#eee}td:first-child,th:first-child{text-align:left}"
+        "img{max-width:100%;border:1px solid #ddd;margin:4px 0}</style></head><body>",
+        f"<h1>{e(experiment['experiment'])}</h1>",
+        f"<p>{e(experiment.get('description', ''))}</p>",
+        f"<p>kind <code>{e(experiment['kind'])}</code>, {experiment['duration_s']:g} s per run, "
+        f"seed {experiment['seed']}, {len(runs)} run(s).</p>",
+    ]
+
+    # Side-by-side comparison.
+    parts.append("<h2>Comparison</h2><table><tr><th>run</th><th>Jain (users)</th>"
+                 "<th>Jain (flows)</th><th>aggregate MAC (kb/s)</th><th>slots</th><th>empty</th>"
+                 "<th>late</th><th>TBs</th><th>TBs failed</th></tr>")
+    for label, s, _ in runs:
+        agg = sum(u["mac_throughput_bps"] for u in s["users"])
+        parts.append(
+            f"<tr><td>{e(label)}</td><td>{_fmt(s['jain_index_users'], digits=3)}</td>"
+            f"<td>{_fmt(s.get('jain_index_flows'), digits=3)}</td><td>{_fmt(agg, 1e-3)}</td>"
+            f"<td>{s['slots']['total']}</td><td>{s['slots']['empty']}</td><td>{s['slots']['late']}</td>"
+            f"<td>{s['harq']['tb_sent']}</td><td>{s['harq']['tb_failed_final']}</td></tr>")
+    parts.append("</table>")
+
+    names = [u["name"] for u in runs[0][1]["users"]]
+    parts.append("<h3>Per user</h3><table><tr><th>user</th>")
+    for label, _, _ in runs:
+        parts.append(f"<th>{e(label)}: slots %</th><th>{e(label)}: kb/s</th>")
+    parts.append("</tr>")
+    for i, name in enumerate(names):
+        parts.append(f"<tr><td>{e(name)}</td>")
+        for _, s, _ in runs:
+            u = s["users"][i] if i < len(s["users"]) else None
+            parts.append(f"<td>{_fmt(u and u['slot_fraction'], 100)}</td>"
+                         f"<td>{_fmt(u and u['mac_throughput_bps'], 1e-3)}</td>")
+        parts.append("</tr>")
+    parts.append("</table>")
+
+    flows = [f["id"] for f in runs[0][1]["flows"]]
+    if flows:
+        parts.append("<h3>Per flow</h3><table><tr><th>flow</th>")
+        for label, _, _ in runs:
+            parts.append(f"<th>{e(label)}: goodput kb/s</th><th>{e(label)}: RTT ms</th>")
+        parts.append("</tr>")
+        for i, fid in enumerate(flows):
+            parts.append(f"<tr><td>{e(fid)}</td>")
+            for _, s, _ in runs:
+                f = s["flows"][i] if i < len(s["flows"]) else None
+                parts.append(f"<td>{_fmt(f and f['goodput_bps'], 1e-3)}</td>"
+                             f"<td>{_fmt(f and f['rtt_ms_mean'])}</td>")
+            parts.append("</tr>")
+        parts.append("</table>")
+
+    for label, s, rundir in runs:
+        rel = os.path.relpath(rundir, outdir)
+        parts.append(f"<h2>Run: {e(label)}</h2>")
+        parts.append(f"<p>Folder <code>{e(rel)}</code>: summary.json, traces, config.json.</p>")
+        for png in s.get("plots", []):
+            parts.append(f"<img src='{e(os.path.join(rel, png))}' alt='{e(png)}'>")
+    parts.append("</body></html>")
+    path = outdir / "report.html"
+    path.write_text("\n".join(parts))
+    return path

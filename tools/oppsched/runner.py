@@ -1,0 +1,164 @@
+"""`oppsched run` and `oppsched analyze`: experiment files in, results folders out.
+
+A results folder holds, per run, config.json (the resolved experiment), the traces the
+kind writes, summary.json (computed from the traces alone, so `oppsched analyze` can
+recompute it) and plots; at its top, report.html, which a person reads first. An
+experiment with `variants` runs once per variant, each in its own sub-folder, and the
+report compares them side by side.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from oppsched import config as cfgmod
+from oppsched.config import ConfigError, Field, ListOf
+from oppsched.experiments import KINDS, kind_module
+from oppsched.report import write_report
+
+COMMON = {
+    "experiment": Field(str, doc="name of the experiment"),
+    "description": Field(str, "", doc="one paragraph for the report"),
+    "kind": Field(str, choices=tuple(KINDS)),
+    "duration_s": Field(float, 30.0, min=0.01, max=7 * 86400.0),
+    "seed": Field(int, 1, min=0, max=2**31 - 1, doc="seeds every random source of the run"),
+    "variants": ListOf({
+        "name": Field(str, check=lambda s: None if re.fullmatch(r"[A-Za-z0-9_.-]+", s)
+                      else "is not a plain name (letters, digits, _ . -)"),
+        "set": Field(dict, {}, doc="dotted key -> value, applied like --set"),
+    }),
+}
+
+
+def schema_for(kind: str) -> dict:
+    return {**COMMON, **kind_module(kind).SCHEMA}
+
+
+def load_experiment(path: str | Path, overrides=(), duration: float | None = None):
+    """Returns (raw, schema, resolved) or raises ConfigError naming the field and value."""
+    p = Path(path)
+    try:
+        raw = yaml.safe_load(p.read_text()) or {}
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({exc})") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the experiment must be a mapping, not {type(raw).__name__}")
+    kind = raw.get("kind")
+    if kind not in KINDS:
+        raise ConfigError(f"kind: {kind!r} is not one of {', '.join(KINDS)}")
+    schema = schema_for(kind)
+    for o in overrides:
+        cfgmod.apply_override(raw, schema, o)
+    if duration is not None:
+        raw["duration_s"] = duration
+    resolved = cfgmod.validate(schema, raw)
+    # Validate every variant now: a typo in the last variant must not surface after an hour.
+    for v in resolved["variants"]:
+        variant_config(raw, schema, v)
+    return raw, schema, resolved
+
+
+def variant_config(raw: dict, schema: dict, variant: dict) -> dict:
+    data = copy.deepcopy(raw)
+    data["variants"] = []
+    for key, value in variant["set"].items():
+        try:
+            cfgmod.apply_override(data, schema, f"{key}={json.dumps(value)}")
+        except ConfigError as exc:
+            raise ConfigError(f"variants[{variant['name']}].set: {exc}") from None
+    resolved = cfgmod.validate(schema, data)
+    resolved["variant"] = variant["name"]
+    return resolved
+
+
+class Progress:
+    def __init__(self, label: str):
+        self.label = label
+        self.t0 = time.monotonic()
+
+    def __call__(self, done: int, total: int, what: str) -> None:
+        pct = 100.0 * done / total if total else 100.0
+        el = time.monotonic() - self.t0
+        print(f"  [{self.label}] {done}/{total} {what} ({pct:.0f}%, {el:.1f} s)", file=sys.stderr,
+              flush=True)
+
+
+def run_experiment(path, outdir, overrides=(), duration=None) -> list[tuple[str, dict, Path]]:
+    raw, schema, resolved = load_experiment(path, overrides, duration)
+    mod = kind_module(resolved["kind"])
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    runs = []
+    variants = resolved["variants"] or [None]
+    print(f"oppsched: experiment {resolved['experiment']} ({resolved['kind']}), "
+          f"{len(variants)} run(s) of {resolved['duration_s']:g} s -> {outdir}", file=sys.stderr)
+    for v in variants:
+        cfg = variant_config(raw, schema, v) if v else dict(resolved, variant="")
+        rundir = outdir / v["name"] if v else outdir
+        rundir.mkdir(parents=True, exist_ok=True)
+        (rundir / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+        label = v["name"] if v else cfg["experiment"]
+        print(f"oppsched: run {label}", file=sys.stderr)
+        mod.run(cfg, rundir, Progress(label))
+        summary = analyze_run(rundir)
+        runs.append((label, summary, rundir))
+    (outdir / "experiment.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
+    report = write_report(outdir, resolved, runs)
+    print(text_summary(runs))
+    print(f"oppsched: report: {report}")
+    return runs
+
+
+def analyze_run(rundir: Path) -> dict:
+    cfg = json.loads((Path(rundir) / "config.json").read_text())
+    mod = kind_module(cfg["kind"])
+    summary = mod.analyze(Path(rundir))
+    summary["plots"] = mod.plot(Path(rundir), summary)
+    (Path(rundir) / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def analyze_dir(outdir) -> list[tuple[str, dict, Path]]:
+    """Recomputes summaries, plots and the report of a results folder from its traces."""
+    outdir = Path(outdir)
+    if (outdir / "config.json").exists():
+        rundirs = [outdir]
+    else:
+        rundirs = sorted(p.parent for p in outdir.glob("*/config.json"))
+    if not rundirs:
+        raise ConfigError(f"{outdir}: no config.json here or one level down: not a results folder")
+    runs = []
+    for rd in rundirs:
+        s = analyze_run(rd)
+        runs.append((s["config"].get("variant") or s["experiment"], s, rd))
+    resolved = runs[0][1]["config"]
+    report = write_report(outdir, resolved, runs)
+    print(text_summary(runs))
+    print(f"oppsched: report: {report}")
+    return runs
+
+
+def text_summary(runs) -> str:
+    lines = []
+    for label, s, _ in runs:
+        lines.append(f"== {label}: {s['experiment']}, {s['duration_s']:.1f} s, "
+                     f"{s['slots']['total']} slots ({s['slots']['empty']} empty, {s['slots']['late']} late)")
+        for f in s["flows"]:
+            lines.append(f"   flow {f['id']:>8} ({f['user']}): goodput {f['goodput_bps']/1e3:9.1f} kb/s, "
+                         f"RTT {f['rtt_ms_mean']:.1f} ms")
+        for u in s["users"]:
+            lines.append(f"   user {u['name']:>8}: slots {100*u['slot_fraction']:5.1f} %, "
+                         f"MAC throughput {u['mac_throughput_bps']/1e3:9.1f} kb/s")
+        jf = s.get("jain_index_flows")
+        lines.append(f"   Jain index: users {s['jain_index_users']:.3f}"
+                     + (f", flows {jf:.3f}" if jf is not None else ""))
+    return "\n".join(lines)

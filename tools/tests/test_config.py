@@ -1,0 +1,71 @@
+"""Experiment-file validation and --set overrides: every error names the field and value."""
+
+import math
+
+import pytest
+
+from oppsched.config import ConfigError, Field, ListOf, apply_override, parse_override, validate
+
+SCHEMA = {
+    "duration_s": Field(float, 10.0, min=0.01),
+    "name": Field(str),
+    "scheduler": {"kind": Field(str, "pf", choices=("pf", "rr")), "alpha": Field(float, 0.03, min=1e-6, max=1.0)},
+    "users": ListOf({"name": Field(str), "snr_db": Field(float, 0.0)}, min_len=1),
+}
+
+
+def ok_data():
+    return {"name": "x", "users": [{"name": "a"}]}
+
+
+def test_defaults_are_filled_in_and_ints_become_floats():
+    out = validate(SCHEMA, {"name": "x", "duration_s": 5, "users": [{"name": "a", "snr_db": 3}]})
+    assert out["duration_s"] == 5.0 and isinstance(out["duration_s"], float)
+    assert out["scheduler"] == {"kind": "pf", "alpha": 0.03}
+    assert out["users"] == [{"name": "a", "snr_db": 3.0}]
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"name": "x", "users": [{"name": "a"}], "bogus": 1}, "bogus: unknown key"),
+    ({"name": "x", "users": [{"name": "a"}], "scheduler": {"alfa": 1}}, "scheduler.alfa: unknown key"),
+    ({"name": "x", "users": [{"name": "a"}], "duration_s": "long"}, "duration_s: 'long' is not a number"),
+    ({"name": "x", "users": [{"name": "a"}], "duration_s": float("nan")}, "duration_s: nan is not a finite"),
+    ({"name": "x", "users": [{"name": "a"}], "duration_s": -1}, "duration_s: -1.0 is below the minimum"),
+    ({"name": "x", "users": [{"name": "a"}], "scheduler": {"kind": "wfq"}}, "scheduler.kind: 'wfq' is not one of pf, rr"),
+    ({"name": "x", "users": [{"name": "a", "snr_db": True}]}, "users[0].snr_db: True is a boolean"),
+    ({"name": "x", "users": []}, "users: needs at least 1"),
+    ({"users": [{"name": "a"}]}, "name: required key is missing"),
+])
+def test_bad_values_are_rejected_naming_field_and_value(data, message):
+    with pytest.raises(ConfigError) as e:
+        validate(SCHEMA, data)
+    assert message in str(e.value)
+
+
+def test_set_overrides_nested_and_indexed_keys_with_yaml_values():
+    data = ok_data()
+    apply_override(data, SCHEMA, "scheduler.alpha=0.1")
+    apply_override(data, SCHEMA, "users[0].snr_db=-3.5")
+    apply_override(data, SCHEMA, "name=run 2")
+    out = validate(SCHEMA, data)
+    assert out["scheduler"]["alpha"] == 0.1
+    assert out["users"][0]["snr_db"] == -3.5
+    assert out["name"] == "run 2"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("scheduler.beta=1", "unknown key 'beta' at 'scheduler'"),
+    ("users[3].snr_db=1", "users[3] out of range (1 entries)"),
+    ("duration_s", "expected key=value"),
+    ("scheduler[0]=1", "scheduler is not a list"),
+])
+def test_bad_overrides_are_errors(text, message):
+    with pytest.raises(ConfigError) as e:
+        apply_override(ok_data(), SCHEMA, text)
+    assert message in str(e.value)
+
+
+def test_override_value_is_parsed_as_yaml():
+    assert parse_override("a.b=[1, 2]") == (["a", "b"], [1, 2])
+    parts, v = parse_override("x=.nan")
+    assert math.isnan(v)
