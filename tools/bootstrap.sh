@@ -11,7 +11,7 @@ cd "$top"
 
 packages=(
   # toolchain
-  build-essential cmake ninja-build pkg-config git
+  build-essential cmake ninja-build pkg-config git clang-format
   # radio
   gnuradio gnuradio-dev libvolk2-dev libuhd-dev uhd-host
   # C++ libraries

@@ -1,5 +1,288 @@
+// Python bindings of oppsched/channel.h: Jakes (seed 000's Jakes model, or seed 002's random
+// sum of sinusoids with model="sum_of_sinusoids") and ClampLink (seed 000's slot rate rule,
+// error rule and adaptive backoff margin). Errors become ValueError with the C++ message.
+#include <pybind11/complex.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
 #include "bindings.h"
+#include "oppsched/channel.h"
 
 namespace oppsched::py {
-void bind_channel(pybind11::module_& m) { (void)m; }
+namespace {
+
+namespace pyb = pybind11;
+using namespace pyb::literals;
+using channel::ClampLink;
+using channel::ClampLinkParams;
+using channel::FadingChannel;
+using channel::MarginScope;
+using channel::SlotOutcome;
+
+// A fading model chosen by name; the Python class `Jakes`.
+struct PyFading {
+    std::unique_ptr<FadingChannel> ch;
+    std::string model;
+    std::uint64_t seed = 0;
+};
+
+std::uint64_t seed_from(const pyb::int_& s) {
+    const auto v = PyLong_AsUnsignedLongLong(s.ptr());
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        std::ostringstream os;
+        os << "channel.seed: " << std::string(pyb::repr(s)) << " not in [0, 2^64)";
+        throw std::invalid_argument(os.str());
+    }
+    return static_cast<std::uint64_t>(v);
+}
+
+MarginScope scope_from(const std::string& s) {
+    if (s == "after_retransmissions") return MarginScope::after_retransmissions;
+    if (s == "per_attempt") return MarginScope::per_attempt;
+    throw std::invalid_argument("clamp_link.scope: '" + s +
+                                "' not one of 'after_retransmissions', 'per_attempt'");
+}
+const char* scope_name(MarginScope s) {
+    return s == MarginScope::per_attempt ? "per_attempt" : "after_retransmissions";
+}
+
+pyb::dict link_stats(const channel::ClampLinkStats& s) {
+    return pyb::dict("attempts"_a = s.attempts, "errors"_a = s.errors, "delivered"_a = s.delivered,
+                     "dropped"_a = s.dropped, "capped"_a = s.capped,
+                     "bits_delivered"_a = s.bits_delivered, "loss_rate"_a = s.loss_rate(),
+                     "error_rate"_a = s.error_rate());
+}
+
+pyb::dict link_params(const ClampLinkParams& p) {
+    return pyb::dict("slot_s"_a = p.slot_s, "w0_hz"_a = p.w0_hz, "cmax_bps"_a = p.cmax_bps,
+                     "target_loss"_a = p.target_loss, "max_attempts"_a = p.max_attempts,
+                     "scope"_a = scope_name(p.scope), "margin_init"_a = p.margin_init,
+                     "margin_step"_a = p.margin_step, "margin_min"_a = p.margin_min,
+                     "margin_max"_a = p.margin_max);
+}
+
+template <class T>
+T cast_field(const pyb::handle& v, const std::string& key) {
+    try {
+        return v.cast<T>();
+    } catch (const pyb::cast_error&) {
+        throw std::invalid_argument("clamp_link." + key + ": " + std::string(pyb::repr(v)) +
+                                    " has the wrong type");
+    }
+}
+
+// Keyword overrides on top of a preset (the Python constructor and the presets share it).
+ClampLink make_link(ClampLinkParams p, const pyb::kwargs& kw) {
+    for (const auto& item : kw) {
+        const std::string k = pyb::str(item.first);
+        const pyb::handle v = item.second;
+        if (k == "slot_s")
+            p.slot_s = cast_field<double>(v, k);
+        else if (k == "w0_hz")
+            p.w0_hz = cast_field<double>(v, k);
+        else if (k == "cmax_bps")
+            p.cmax_bps = cast_field<double>(v, k);
+        else if (k == "target_loss")
+            p.target_loss = cast_field<double>(v, k);
+        else if (k == "max_attempts")
+            p.max_attempts = cast_field<int>(v, k);
+        else if (k == "scope")
+            p.scope = scope_from(cast_field<std::string>(v, k));
+        else if (k == "margin_init")
+            p.margin_init = cast_field<double>(v, k);
+        else if (k == "margin_step")
+            p.margin_step = cast_field<double>(v, k);
+        else if (k == "margin_min")
+            p.margin_min = cast_field<double>(v, k);
+        else if (k == "margin_max")
+            p.margin_max = cast_field<double>(v, k);
+        else
+            throw std::invalid_argument("clamp_link." + k + ": unknown parameter");
+    }
+    return ClampLink(p);
+}
+
+}  // namespace
+
+void bind_channel(pybind11::module_& m) {
+    m.attr("CLAMP_MEAN_SNR_DB") = channel::kClampMeanSnrDb;
+    m.attr("CLAMP_SLOW_DOPPLER_HZ") = channel::kClampSlowDopplerHz;
+    m.attr("CLAMP_FAST_DOPPLER_HZ") = channel::kClampFastDopplerHz;
+    m.attr("CLAMP_ATTEMPTS_SLOW_FADING") = channel::kClampAttemptsSlowFading;
+    m.attr("CLAMP_ATTEMPTS_FAST_FADING") = channel::kClampAttemptsFastFading;
+
+    pyb::class_<PyFading>(
+        m, "Jakes",
+        "Per-user Rayleigh fading. model='clamp': seed 000's Jakes model (G = 20 generators, "
+        "random oscillator phases per seed); model='sum_of_sinusoids': seed 002 eq. 4. "
+        "gain(t) is h(t) with E|h|^2 = 1; snr_linear(t) = 10^(mean_snr_db/10) |h(t)|^2.")
+        .def(pyb::init([](double doppler_hz, double mean_snr_db, const pyb::int_& seed,
+                          const std::string& model, int oscillators, double angle_offset,
+                          bool random_phases) {
+                 PyFading f;
+                 f.model = model;
+                 f.seed = seed_from(seed);
+                 if (model == "clamp") {
+                     channel::JakesParams p;
+                     p.doppler_hz = doppler_hz;
+                     p.mean_snr_db = mean_snr_db;
+                     p.seed = f.seed;
+                     p.generators = oscillators;
+                     p.angle_offset = angle_offset;
+                     p.random_phases = random_phases;
+                     f.ch = channel::make_fading(p);
+                 } else if (model == "sum_of_sinusoids") {
+                     channel::SumOfSinusoidsParams p;
+                     p.doppler_hz = doppler_hz;
+                     p.mean_snr_db = mean_snr_db;
+                     p.seed = f.seed;
+                     p.paths = oscillators;
+                     f.ch = channel::make_fading(p);
+                 } else {
+                     throw std::invalid_argument("channel.model: '" + model +
+                                                 "' not one of 'clamp', 'sum_of_sinusoids'");
+                 }
+                 return f;
+             }),
+             "doppler_hz"_a, "mean_snr_db"_a, "seed"_a, pyb::kw_only(), "model"_a = "clamp",
+             "oscillators"_a = channel::kClampGenerators, "angle_offset"_a = 0.5,
+             "random_phases"_a = true)
+        .def(
+            "gain", [](const PyFading& f, double t_s) { return f.ch->gain(t_s); }, "t_s"_a)
+        .def(
+            "snr_linear", [](const PyFading& f, double t_s) { return f.ch->snr_linear(t_s); },
+            "t_s"_a)
+        .def(
+            "snr_db", [](const PyFading& f, double t_s) { return f.ch->snr_db(t_s); }, "t_s"_a)
+        .def(
+            "gain_many",
+            [](const PyFading& f,
+               const pyb::array_t<double, pyb::array::c_style | pyb::array::forcecast>& t) {
+                pyb::array_t<std::complex<double>> out(t.request().shape);
+                const double* in = t.data();
+                auto* o = out.mutable_data();
+                for (pyb::ssize_t i = 0; i < t.size(); ++i) o[i] = f.ch->gain(in[i]);
+                return out;
+            },
+            "t_s"_a, "h(t) for an array of times (any shape), complex128")
+        .def(
+            "snr_linear_many",
+            [](const PyFading& f,
+               const pyb::array_t<double, pyb::array::c_style | pyb::array::forcecast>& t) {
+                pyb::array_t<double> out(t.request().shape);
+                const double* in = t.data();
+                double* o = out.mutable_data();
+                for (pyb::ssize_t i = 0; i < t.size(); ++i) o[i] = f.ch->snr_linear(in[i]);
+                return out;
+            },
+            "t_s"_a, "SNR(t), linear, for an array of times (any shape)")
+        .def(
+            "gains",
+            [](const PyFading& f, double t0_s, double dt_s, pyb::ssize_t n) {
+                if (n < 0) throw std::invalid_argument("channel.n: negative sample count");
+                pyb::array_t<std::complex<double>> out(n);
+                f.ch->gains(t0_s, dt_s, static_cast<std::size_t>(n), out.mutable_data());
+                return out;
+            },
+            "t0_s"_a, "dt_s"_a, "n"_a,
+            "h(t0 + i dt), i < n, by phasor recurrence (the emulator's symbol-rate path)")
+        .def_property_readonly("mean_snr_linear",
+                               [](const PyFading& f) { return f.ch->mean_snr_linear(); })
+        .def_property_readonly("doppler_hz", [](const PyFading& f) { return f.ch->doppler_hz(); })
+        .def_property_readonly("model", [](const PyFading& f) { return f.model; })
+        .def_property_readonly("seed", [](const PyFading& f) { return f.seed; })
+        .def("__repr__", [](const PyFading& f) {
+            std::ostringstream os;
+            os << "Jakes(doppler_hz=" << f.ch->doppler_hz()
+               << ", mean_snr_db=" << channel::linear_to_db(f.ch->mean_snr_linear())
+               << ", seed=" << f.seed << ", model='" << f.model << "')";
+            return os.str();
+        });
+
+    pyb::class_<ClampLink>(
+        m, "ClampLink",
+        "Seed 000's slot model for one destination: rate B = slot min(W0 log2(1 + (1 - m) "
+        "N_start), C_max) (eq. 18), error iff B > slot W0 log2(1 + N_end), n consecutive "
+        "failures drop, adaptive backoff margin m towards target_loss. Keyword arguments "
+        "override the high-rate preset (W0 = 4.3 MHz, C_max = 10 Mb/s, 3 ms, n = 5).")
+        .def(pyb::init(
+            [](const pyb::kwargs& kw) { return make_link(ClampLinkParams::high_rate(), kw); }))
+        .def_static(
+            "high_rate",
+            [](int max_attempts, const pyb::kwargs& kw) {
+                return make_link(ClampLinkParams::high_rate(max_attempts), kw);
+            },
+            "max_attempts"_a = channel::kClampAttemptsSlowFading,
+            "W0 = 4.3 MHz, C_max = 10 Mb/s (n = 5 slow fading, 15 fast)")
+        .def_static(
+            "low_rate",
+            [](int max_attempts, const pyb::kwargs& kw) {
+                return make_link(ClampLinkParams::low_rate(max_attempts), kw);
+            },
+            "max_attempts"_a = channel::kClampAttemptsSlowFading,
+            "W0 = 620 kHz, C_max = 1.44 Mb/s (§V-J)")
+        .def("rate_bps", &ClampLink::rate_bps, "snr_start"_a)
+        .def("rate_bits", &ClampLink::rate_bits, "snr_start"_a)
+        .def("capacity_bits", &ClampLink::capacity_bits, "snr_end"_a)
+        .def("is_error", &ClampLink::is_error, "bits"_a, "snr_end"_a)
+        .def(
+            "on_feedback",
+            [](ClampLink& l, bool success) {
+                return std::string(to_string(l.on_feedback(success)));
+            },
+            "success"_a, "ACK/NACK of one attempt; returns 'delivered', 'retry' or 'dropped'")
+        .def(
+            "transmit",
+            [](ClampLink& l, double snr_start, double snr_end) {
+                const auto a = l.transmit(snr_start, snr_end);
+                return pyb::make_tuple(a.bits, a.error, std::string(to_string(a.outcome)));
+            },
+            "snr_start"_a, "snr_end"_a, "One slot: returns (bits, error, outcome).")
+        .def(
+            "transmit_many",
+            [](ClampLink& l,
+               const pyb::array_t<double, pyb::array::c_style | pyb::array::forcecast>& start,
+               const pyb::array_t<double, pyb::array::c_style | pyb::array::forcecast>& end) {
+                if (start.size() != end.size())
+                    throw std::invalid_argument("clamp_link.snr_end: size differs from snr_start");
+                const pyb::ssize_t n = start.size();
+                pyb::array_t<double> bits(n), margin(n);
+                pyb::array_t<bool> error(n);
+                pyb::array_t<std::int8_t> outcome(n);
+                const double* s = start.data();
+                const double* e = end.data();
+                for (pyb::ssize_t i = 0; i < n; ++i) {
+                    const auto a = l.transmit(s[i], e[i]);
+                    bits.mutable_data()[i] = a.bits;
+                    error.mutable_data()[i] = a.error;
+                    outcome.mutable_data()[i] = static_cast<std::int8_t>(a.outcome);
+                    margin.mutable_data()[i] = l.margin();
+                }
+                return pyb::dict("bits"_a = bits, "error"_a = error, "outcome"_a = outcome,
+                                 "margin"_a = margin);
+            },
+            "snr_start"_a, "snr_end"_a,
+            "Consecutive slots; returns a dict of arrays: bits, error, outcome (0 delivered, "
+            "1 retry, 2 dropped), margin (after each slot).")
+        .def("reset", &ClampLink::reset)
+        .def_property_readonly("margin", &ClampLink::margin)
+        .def_property_readonly("consecutive_failures",
+                               [](const ClampLink& l) { return l.state().consecutive_failures; })
+        .def_property_readonly("stats", [](const ClampLink& l) { return link_stats(l.stats()); })
+        .def_property_readonly("params", [](const ClampLink& l) { return link_params(l.params()); })
+        .def("__repr__", [](const ClampLink& l) {
+            std::ostringstream os;
+            os << "ClampLink(w0_hz=" << l.params().w0_hz << ", cmax_bps=" << l.params().cmax_bps
+               << ", max_attempts=" << l.params().max_attempts << ", margin=" << l.margin() << ")";
+            return os.str();
+        });
+}
+
 }  // namespace oppsched::py

@@ -1,5 +1,162 @@
+// Python bindings of oppsched/clamp.h: ClampReceiver (the client agent, seed 000 §IV-B/C)
+// and ClampPrice (the router agent, §IV-A). Times are float seconds on the Python side
+// (rounded to the nearest ns), sizes are int bytes. Errors become ValueError with the C++
+// message (field and value).
+#include <pybind11/pybind11.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
 #include "bindings.h"
+#include "oppsched/clamp.h"
 
 namespace oppsched::py {
-void bind_clamp(pybind11::module_& m) { (void)m; }
+namespace {
+
+namespace pyb = pybind11;
+using namespace pyb::literals;
+
+time_ns seconds_to_ns(double t_s, const char* field) {
+    if (!std::isfinite(t_s) || std::abs(t_s) > 9.2e9) {
+        std::ostringstream os;
+        os << field << ": " << t_s << " not a finite time in seconds";
+        throw std::invalid_argument(os.str());
+    }
+    return static_cast<time_ns>(std::llround(t_s * 1e9));
+}
+
+// Python ints to unsigned C++ fields: out of range is a ValueError naming the field (not
+// pybind11's TypeError), as for every other bad value.
+std::uint64_t to_unsigned(long long v, std::uint64_t max, const char* field) {
+    if (v < 0 || static_cast<unsigned long long>(v) > max) {
+        std::ostringstream os;
+        os << field << ": " << v << " not in [0, " << max << "]";
+        throw std::invalid_argument(os.str());
+    }
+    return static_cast<std::uint64_t>(v);
+}
+constexpr std::uint64_t kU32 = std::numeric_limits<std::uint32_t>::max();
+
+pyb::dict client_stats(const clamp::ClientStats& s) {
+    return pyb::dict("packets"_a = s.packets,
+                     "slow_start_exits_delta_w"_a = s.slow_start_exits_delta_w,
+                     "slow_start_exits_dupack"_a = s.slow_start_exits_dupack,
+                     "slow_start_exits_threshold"_a = s.slow_start_exits_threshold,
+                     "clipped_high"_a = s.clipped_high, "clipped_low"_a = s.clipped_low,
+                     "floored"_a = s.floored, "os_limited"_a = s.os_limited);
+}
+
+}  // namespace
+
+void bind_clamp(pybind11::module_& m) {
+    using clamp::ClientAgent;
+    using clamp::ClientParams;
+    using clamp::RouterAgent;
+    using clamp::RouterParams;
+
+    pyb::class_<ClientAgent>(m, "ClampReceiver",
+                             "CLAMP client agent for one TCP flow (Andrew & Hanly, seed 000, "
+                             "eqs. 14-17 and receiver slow start).\n\n"
+                             "on_data() returns the window (bytes) to advertise in the ACK.")
+        .def(pyb::init([](double tau_bytes, long long alpha_packets, double beta,
+                          long long mss_bytes, double max_increase_bytes, double min_window_bytes,
+                          double slow_start_threshold_bytes, int dupack_threshold) {
+                 ClientParams p;
+                 p.tau_bytes = tau_bytes;
+                 p.alpha_packets = static_cast<std::size_t>(
+                     to_unsigned(alpha_packets, 100'000'000, "clamp.client.alpha_packets"));
+                 p.beta = beta;
+                 p.mss_bytes = static_cast<std::uint32_t>(
+                     to_unsigned(mss_bytes, kU32, "clamp.client.mss_bytes"));
+                 p.max_increase_bytes = max_increase_bytes;
+                 p.min_window_bytes = min_window_bytes;
+                 p.slow_start_threshold_bytes = slow_start_threshold_bytes;
+                 p.dupack_threshold = dupack_threshold;
+                 return ClientAgent(p);
+             }),
+             "tau_bytes"_a = 500.0, "alpha_packets"_a = 1000, "beta"_a = 0.001,
+             "mss_bytes"_a = 1448, pyb::kw_only(), "max_increase_bytes"_a = 10000.0,
+             "min_window_bytes"_a = 0.0, "slow_start_threshold_bytes"_a = 0.0,
+             "dupack_threshold"_a = 3)
+        .def(
+            "on_data",
+            [](ClientAgent& c, double t_s, long long size_bytes, double price_s,
+               long long awnd_os_bytes) {
+                return c.on_data(seconds_to_ns(t_s, "clamp.client.t_s"),
+                                 static_cast<std::uint32_t>(
+                                     to_unsigned(size_bytes, kU32, "clamp.client.size_bytes")),
+                                 price_s,
+                                 static_cast<std::uint32_t>(to_unsigned(
+                                     awnd_os_bytes, kU32, "clamp.client.awnd_os_bytes")));
+            },
+            "t_s"_a, "size_bytes"_a, "price_s"_a, "awnd_os_bytes"_a,
+            "Data packet of size_bytes received at t_s carrying price_s; the OS would "
+            "advertise awnd_os_bytes. Returns AWND = min(w, awnd_os_bytes) in bytes.")
+        .def("on_dupack", &ClientAgent::on_dupack,
+             "A duplicate ACK was sent; the third in a row ends slow start (w halves).")
+        .def("on_new_ack", &ClientAgent::on_new_ack, "A non-duplicate ACK was sent.")
+        .def("reset", &ClientAgent::reset)
+        .def_property_readonly("w", &ClientAgent::window, "CLAMP window w, bytes (float)")
+        .def_property_readonly("advertised", &ClientAgent::advertised,
+                               "AWND(t_k) = min(w, AWND_os), bytes (float)")
+        .def_property_readonly("in_slow_start", &ClientAgent::in_slow_start)
+        .def_property_readonly("mu_hat", &ClientAgent::mu_hat, "rate estimate, bytes/s (eq. 15)")
+        .def_property_readonly("d_hat", &ClientAgent::d_hat, "RTT estimate, s (eq. 16)")
+        .def_property_readonly("last_delta_w", &ClientAgent::last_delta_w,
+                               "Delta w of eq. 14 at the last packet, before clipping")
+        .def_property_readonly("stats",
+                               [](const ClientAgent& c) { return client_stats(c.stats()); })
+        .def("__repr__", [](const ClientAgent& c) {
+            std::ostringstream os;
+            os << "ClampReceiver(w=" << c.window() << ", slow_start=" << c.in_slow_start()
+               << ", mu_hat=" << c.mu_hat() << ", d_hat=" << c.d_hat() << ")";
+            return os.str();
+        });
+
+    pyb::class_<RouterAgent>(m, "ClampPrice",
+                             "CLAMP router agent for one AP queue (seed 000 §IV-A): EMA of the "
+                             "queue at arrivals, price p = max((b q - a)/mu_c, 0) seconds.")
+        .def(pyb::init([](double a_bytes, double b, double ema_rate_per_s) {
+                 RouterParams p;
+                 p.a_bytes = a_bytes;
+                 p.b = b;
+                 p.ema_rate_per_s = ema_rate_per_s;
+                 return RouterAgent(p);
+             }),
+             "a_bytes"_a = 5500.0, "b"_a = 1.0, pyb::kw_only(), "ema_rate_per_s"_a = 2.0)
+        .def(
+            "on_arrival",
+            [](RouterAgent& r, double t_s, long long queue_bytes) {
+                r.on_arrival(seconds_to_ns(t_s, "clamp.router.t_s"),
+                             static_cast<std::size_t>(
+                                 to_unsigned(queue_bytes, std::numeric_limits<std::int64_t>::max(),
+                                             "clamp.router.queue_bytes")));
+            },
+            "t_s"_a, "queue_bytes"_a,
+            "A packet arrived at t_s finding queue_bytes in the queue (excluding itself).")
+        .def("price", &RouterAgent::price, "mu_c_bytes_per_s"_a,
+             "Price in seconds to stamp on a packet sent now; mu_c is the queue's service "
+             "rate in bytes/s.")
+        .def("reset", &RouterAgent::reset)
+        .def_property_readonly("q", &RouterAgent::average_queue_bytes,
+                               "the moving average q, bytes")
+        .def_property_readonly("stats",
+                               [](const RouterAgent& r) {
+                                   const auto& s = r.stats();
+                                   return pyb::dict("arrivals"_a = s.arrivals,
+                                                    "prices"_a = s.prices,
+                                                    "positive_prices"_a = s.positive_prices);
+                               })
+        .def("__repr__", [](const RouterAgent& r) {
+            std::ostringstream os;
+            os << "ClampPrice(a_bytes=" << r.params().a_bytes << ", b=" << r.params().b
+               << ", q=" << r.average_queue_bytes() << ")";
+            return os.str();
+        });
+}
+
 }  // namespace oppsched::py

@@ -1,5 +1,287 @@
+// Python bindings of oppsched/crc32.h, oppsched/pdu.h and oppsched/segmentation.h:
+// crc32, serialize_pdu / parse_pdu, Segmenter, Reassembler. Errors become ValueError with
+// the C++ message (field and value).
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+
 #include "bindings.h"
+#include "oppsched/crc32.h"
+#include "oppsched/pdu.h"
+#include "oppsched/segmentation.h"
 
 namespace oppsched::py {
-void bind_pdu(pybind11::module_& m) { (void)m; }
+namespace {
+
+pybind11::bytes to_bytes(const std::vector<std::uint8_t>& v) {
+    return pybind11::bytes(reinterpret_cast<const char*>(v.data()), v.size());
+}
+std::vector<std::uint8_t> to_vec(const pybind11::bytes& b) {
+    const std::string s = b;
+    return std::vector<std::uint8_t>(s.begin(), s.end());
+}
+
+template <class T>
+T range_checked(const pybind11::handle& h, const char* field, long long lo, long long hi) {
+    const long long v = h.cast<long long>();
+    if (v < lo || v > hi)
+        throw std::invalid_argument(std::string(field) + ": " + std::to_string(v) + " not in [" +
+                                    std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return static_cast<T>(v);
+}
+
+pybind11::dict record_dict(const pdu::TbRecord& r) {
+    pybind11::dict d;
+    d["user"] = r.user;
+    d["seq"] = r.seq;
+    d["tb_bytes"] = r.tb_bytes;
+    d["padding"] = r.padding;
+    d["data_bytes"] = r.data_bytes;
+    pybind11::list segs;
+    for (const auto& s : r.segments) {
+        pybind11::dict sd;
+        sd["packet_id"] = s.packet_id;
+        sd["packet_seq"] = s.packet_seq;
+        sd["packet_len"] = s.packet_len;
+        sd["offset"] = s.offset;
+        sd["seg_len"] = s.seg_len;
+        sd["first"] = s.first();
+        sd["last"] = s.last();
+        segs.append(sd);
+    }
+    d["segments"] = segs;
+    return d;
+}
+
+pybind11::dict pdu_dict(const pdu::Pdu& p, std::size_t padding) {
+    pybind11::dict d;
+    d["user"] = p.header.user;
+    d["seq"] = p.header.seq;
+    d["price"] = p.header.price_s ? pybind11::cast(*p.header.price_s) : pybind11::none();
+    pybind11::list segs;
+    for (const auto& s : p.segments) {
+        pybind11::dict sd;
+        sd["packet_seq"] = s.packet_seq;
+        sd["packet_len"] = s.packet_len;
+        sd["offset"] = s.offset;
+        sd["data"] = to_bytes(s.data);
+        sd["first"] = s.first();
+        sd["last"] = s.last();
+        segs.append(sd);
+    }
+    d["segments"] = segs;
+    d["padding"] = padding;
+    return d;
+}
+
+pybind11::list delivered_list(const pdu::Reassembler::Delivered& v) {
+    pybind11::list l;
+    for (const auto& p : v) l.append(to_bytes(p));
+    return l;
+}
+
+}  // namespace
+
+void bind_pdu(pybind11::module_& m) {
+    m.def(
+        "crc32",
+        [](const pybind11::bytes& data, std::uint32_t crc) {
+            const std::string s = data;
+            return oppsched::crc32(reinterpret_cast<const std::uint8_t*>(s.data()), s.size(), crc);
+        },
+        pybind11::arg("data"), pybind11::kw_only(), pybind11::arg("crc") = 0,
+        "CRC-32 (IEEE 802.3 / zlib), chainable like zlib.crc32.");
+
+    m.attr("PDU_HEADER_BYTES") = pdu::kHeaderBytes;
+    m.attr("PDU_SEGMENT_HEADER_BYTES") = pdu::kSegmentHeaderBytes;
+    m.attr("PDU_MIN_BYTES") = pdu::kMinPduBytes;
+
+    m.def(
+        "serialize_pdu",
+        [](int user, long long seq, const pybind11::list& segments, long long tb_bytes,
+           std::optional<float> price) {
+            pdu::Pdu p;
+            p.header.user =
+                range_checked<std::uint16_t>(pybind11::int_(user), "pdu.user", 0, 0xFFFF);
+            p.header.seq =
+                range_checked<std::uint32_t>(pybind11::int_(seq), "pdu.seq", 0, 0xFFFFFFFFll);
+            p.header.price_s = price;
+            for (const auto& item : segments) {
+                const auto d = item.cast<pybind11::dict>();
+                pdu::Segment s;
+                s.packet_seq =
+                    range_checked<std::uint16_t>(d["packet_seq"], "segment.packet_seq", 0, 0xFFFF);
+                s.offset = d.contains("offset") ? range_checked<std::uint16_t>(
+                                                      d["offset"], "segment.offset", 0, 0xFFFF)
+                                                : 0;
+                s.data = to_vec(d["data"].cast<pybind11::bytes>());
+                s.packet_len = d.contains("packet_len")
+                                   ? range_checked<std::uint16_t>(d["packet_len"],
+                                                                  "segment.packet_len", 0, 0xFFFF)
+                                   : static_cast<std::uint16_t>(
+                                         std::min<std::size_t>(s.offset + s.data.size(), 0xFFFF));
+                p.segments.push_back(std::move(s));
+            }
+            if (tb_bytes < 0)
+                throw std::invalid_argument("pdu.tb_bytes: " + std::to_string(tb_bytes) +
+                                            " is negative");
+            auto r = pdu::serialize(p, static_cast<std::size_t>(tb_bytes));
+            if (!r) throw std::invalid_argument(r.error());
+            return to_bytes(r.value());
+        },
+        pybind11::kw_only(), pybind11::arg("user"), pybind11::arg("seq"), pybind11::arg("segments"),
+        pybind11::arg("tb_bytes"), pybind11::arg("price") = pybind11::none(),
+        "Serialise a MAC PDU into exactly tb_bytes bytes. segments: list of dicts with "
+        "packet_seq, data (bytes), and optionally offset (0) and packet_len (offset + "
+        "len(data)). price: CLAMP price in seconds, or None.");
+
+    m.def(
+        "parse_pdu",
+        [](const pybind11::bytes& data) {
+            const std::string s = data;
+            const auto* d = reinterpret_cast<const std::uint8_t*>(s.data());
+            auto v = pdu::parse_view(d, s.size());
+            if (!v) throw std::invalid_argument(v.error());
+            auto r = pdu::parse(d, s.size());
+            return pdu_dict(r.value(), v->padding);
+        },
+        pybind11::arg("data"),
+        "Parse a MAC PDU into a dict (user, seq, price, segments, padding); ValueError "
+        "naming the field and value if malformed.");
+
+    pybind11::class_<pdu::Segmenter>(m, "Segmenter",
+                                     "Fills TBs of a user from a packet source (one per user).")
+        .def(pybind11::init([](int user, long long first_seq, int first_packet_seq) {
+                 pdu::SegmenterParams p;
+                 p.user = range_checked<std::uint16_t>(pybind11::int_(user), "segmenter.user", 0,
+                                                       0xFFFF);
+                 p.first_seq = range_checked<std::uint32_t>(pybind11::int_(first_seq),
+                                                            "segmenter.first_seq", 0, 0xFFFFFFFFll);
+                 p.first_packet_seq = range_checked<std::uint16_t>(
+                     pybind11::int_(first_packet_seq), "segmenter.first_packet_seq", 0, 0xFFFF);
+                 return std::make_unique<pdu::Segmenter>(p);
+             }),
+             pybind11::kw_only(), pybind11::arg("user") = 0, pybind11::arg("first_seq") = 0,
+             pybind11::arg("first_packet_seq") = 0)
+        .def(
+            "build",
+            [](pdu::Segmenter& s, std::size_t tb_bytes, pybind11::object source,
+               std::optional<float> price) {
+                // The source returns bytes, (bytes, id) or None; ids default to a counter.
+                std::uint64_t auto_id = s.stats().packets_started + s.stats().packets_rejected;
+                pdu::PacketSource src;
+                if (!source.is_none()) {
+                    src = [&source, &auto_id]() -> std::optional<Packet> {
+                        pybind11::object o = source();
+                        if (o.is_none()) return std::nullopt;
+                        Packet p;
+                        if (pybind11::isinstance<pybind11::tuple>(o)) {
+                            auto t = o.cast<pybind11::tuple>();
+                            p.data = to_vec(t[0].cast<pybind11::bytes>());
+                            p.id = t[1].cast<std::uint64_t>();
+                        } else {
+                            p.data = to_vec(o.cast<pybind11::bytes>());
+                            p.id = auto_id;
+                        }
+                        ++auto_id;
+                        return p;
+                    };
+                }
+                pdu::BuiltTb tb = s.build(tb_bytes, src, price);
+                return pybind11::make_tuple(to_bytes(tb.bytes), record_dict(tb.record));
+            },
+            pybind11::arg("tb_bytes"), pybind11::arg("source"), pybind11::kw_only(),
+            pybind11::arg("price") = pybind11::none(),
+            "Build the next TB: returns (pdu_bytes, record). source() returns bytes, "
+            "(bytes, packet_id) or None when the queue is empty. If source raises, the "
+            "exception propagates and the packets pulled for this TB are lost.")
+        .def_property_readonly("next_seq", &pdu::Segmenter::next_seq)
+        .def_property_readonly("next_packet_seq", &pdu::Segmenter::next_packet_seq)
+        .def_property_readonly("has_partial", &pdu::Segmenter::has_partial)
+        .def_property_readonly("partial_remaining", &pdu::Segmenter::partial_remaining)
+        .def("abandon_partial", &pdu::Segmenter::abandon_partial)
+        .def_property_readonly("stats", [](const pdu::Segmenter& s) {
+            const auto& t = s.stats();
+            pybind11::dict d;
+            d["tbs"] = t.tbs;
+            d["packets_started"] = t.packets_started;
+            d["packets_completed"] = t.packets_completed;
+            d["packets_rejected"] = t.packets_rejected;
+            d["packets_abandoned"] = t.packets_abandoned;
+            d["data_bytes"] = t.data_bytes;
+            d["overhead_bytes"] = t.overhead_bytes;
+            d["padding_bytes"] = t.padding_bytes;
+            return d;
+        });
+
+    pybind11::class_<pdu::Reassembler>(m, "Reassembler",
+                                       "In-order delivery of a user's packets from decoded "
+                                       "PDUs, with reordering window, timeout and memory cap.")
+        .def(pybind11::init([](std::optional<int> user, long long first_seq, int first_packet_seq,
+                               long long window, time_ns timeout_ns, long long max_bytes) {
+                 pdu::ReassemblerParams p;
+                 if (user)
+                     p.user = range_checked<std::uint16_t>(pybind11::int_(*user),
+                                                           "reassembler.user", 0, 0xFFFF);
+                 p.first_seq = range_checked<std::uint32_t>(
+                     pybind11::int_(first_seq), "reassembler.first_seq", 0, 0xFFFFFFFFll);
+                 p.first_packet_seq = range_checked<std::uint16_t>(
+                     pybind11::int_(first_packet_seq), "reassembler.first_packet_seq", 0, 0xFFFF);
+                 p.window = range_checked<std::uint32_t>(pybind11::int_(window),
+                                                         "reassembler.window", 0, 0xFFFFFFFFll);
+                 p.timeout = timeout_ns;
+                 if (max_bytes < 0)
+                     throw std::invalid_argument(
+                         "reassembler.max_bytes: " + std::to_string(max_bytes) + " is negative");
+                 p.max_bytes = static_cast<std::size_t>(max_bytes);
+                 return std::make_unique<pdu::Reassembler>(p);
+             }),
+             pybind11::kw_only(), pybind11::arg("user") = pybind11::none(),
+             pybind11::arg("first_seq") = 0, pybind11::arg("first_packet_seq") = 0,
+             pybind11::arg("window") = 64, pybind11::arg("timeout_ns") = 50 * kNsPerMs,
+             pybind11::arg("max_bytes") = 1 << 20)
+        .def(
+            "on_pdu",
+            [](pdu::Reassembler& r, const pybind11::bytes& data, time_ns now_ns) {
+                const std::string s = data;
+                return delivered_list(
+                    r.on_pdu(reinterpret_cast<const std::uint8_t*>(s.data()), s.size(), now_ns));
+            },
+            pybind11::arg("data"), pybind11::arg("now_ns"),
+            "A decoded PDU; returns the packets (bytes) now deliverable, in order.")
+        .def(
+            "on_lost",
+            [](pdu::Reassembler& r, std::uint32_t seq, time_ns now_ns) {
+                return delivered_list(r.on_lost(seq, now_ns));
+            },
+            pybind11::arg("seq"), pybind11::arg("now_ns"),
+            "The AP reports PDU seq lost after its last HARQ attempt.")
+        .def(
+            "poll",
+            [](pdu::Reassembler& r, time_ns now_ns) { return delivered_list(r.poll(now_ns)); },
+            pybind11::arg("now_ns"))
+        .def_property_readonly("next_deadline", &pdu::Reassembler::next_deadline)
+        .def_property_readonly("held_bytes", &pdu::Reassembler::held_bytes)
+        .def_property_readonly("next_seq", &pdu::Reassembler::next_seq)
+        .def_property_readonly("stats", [](const pdu::Reassembler& r) {
+            const auto& t = r.stats();
+            pybind11::dict d;
+            d["delivered"] = t.delivered;
+            d["delivered_bytes"] = t.delivered_bytes;
+            d["dropped_incomplete"] = t.dropped_incomplete;
+            d["dropped_timeout"] = t.dropped_timeout;
+            d["dropped_memory"] = t.dropped_memory;
+            d["duplicates"] = t.duplicates;
+            d["malformed"] = t.malformed;
+            d["tbs_received"] = t.tbs_received;
+            d["tbs_lost_reported"] = t.tbs_lost_reported;
+            d["tbs_given_up"] = t.tbs_given_up;
+            return d;
+        });
+}
+
 }  // namespace oppsched::py

@@ -14,7 +14,7 @@ def _fmt(x, scale=1.0, digits=1, unit=""):
     return f"{x * scale:.{digits}f}{unit}"
 
 
-def write_report(outdir: Path, experiment: dict, runs) -> Path:
+def write_report(outdir: Path, experiment: dict, runs, compare_pngs=()) -> Path:
     outdir = Path(outdir)
     e = html.escape
     parts = [
@@ -42,6 +42,9 @@ def write_report(outdir: Path, experiment: dict, runs) -> Path:
             f"<td>{s['slots']['total']}</td><td>{s['slots']['empty']}</td><td>{s['slots']['late']}</td>"
             f"<td>{s['harq']['tb_sent']}</td><td>{s['harq']['tb_failed_final']}</td></tr>")
     parts.append("</table>")
+
+    for png in compare_pngs:
+        parts.append(f"<img src='{e(png)}' alt='{e(png)}'>")
 
     names = [u["name"] for u in runs[0][1]["users"]]
     parts.append("<h3>Per user</h3><table><tr><th>user</th>")

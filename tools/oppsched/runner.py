@@ -112,7 +112,7 @@ def run_experiment(path, outdir, overrides=(), duration=None) -> list[tuple[str,
         summary = analyze_run(rundir)
         runs.append((label, summary, rundir))
     (outdir / "experiment.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
-    report = write_report(outdir, resolved, runs)
+    report = write_report(outdir, resolved, runs, _compare(mod, outdir, runs))
     print(text_summary(runs))
     print(f"oppsched: report: {report}")
     return runs
@@ -141,10 +141,16 @@ def analyze_dir(outdir) -> list[tuple[str, dict, Path]]:
         s = analyze_run(rd)
         runs.append((s["config"].get("variant") or s["experiment"], s, rd))
     resolved = runs[0][1]["config"]
-    report = write_report(outdir, resolved, runs)
+    mod = kind_module(resolved["kind"])
+    report = write_report(outdir, resolved, runs, _compare(mod, outdir, runs))
     print(text_summary(runs))
     print(f"oppsched: report: {report}")
     return runs
+
+
+def _compare(mod, outdir: Path, runs) -> list[str]:
+    fn = getattr(mod, "compare_plots", None)
+    return fn(Path(outdir), runs) if fn else []
 
 
 def text_summary(runs) -> str:

@@ -41,6 +41,8 @@ SCHEMA = {
         "name": Field(str),
         "mean_snr_db": Field(float, 0.0, min=-30.0, max=60.0),
         "doppler_hz": Field(float, 10.0, min=0.0, max=2000.0),
+        "fading": Field(str, "sum_of_sinusoids", choices=("sum_of_sinusoids", "clamp"),
+                        doc="seed 002's random-phase sum of sinusoids, or seed 000's Jakes (G=20)"),
         "weight": Field(float, 1.0, min=1e-6, doc="wpf: scheduling weight"),
     }, min_len=1),
 }
@@ -53,9 +55,12 @@ def _rates_bps(cfg: dict, snr_lin: np.ndarray) -> np.ndarray:
         return np.minimum(r, phy["max_rate_bps"])
     from oppsched import mac
 
-    table = mac.evdo_table()
+    # seed 002 Table I: the rate of the highest row whose SNR threshold is met, 0 below it
+    table = mac.McsTable.evdo()
+    thresholds = np.asarray(table.thresholds_db)
+    rates = np.concatenate([[0.0], np.asarray(table.rates_bps)])
     snr_db = 10.0 * np.log10(np.maximum(snr_lin, 1e-30))
-    return np.array([[table.rate_bps(float(x)) for x in row] for row in snr_db])
+    return rates[np.searchsorted(thresholds, snr_db, side="right")]
 
 
 def _scheduler(cfg: dict):
@@ -82,8 +87,8 @@ def run(cfg: dict, outdir: Path, progress) -> None:
     snr = np.empty((len(users), n_slots))
     for i, u in enumerate(users):
         # one independent, seeded fading process per user
-        j = mac.Jakes(doppler_hz=u["doppler_hz"], mean_snr_db=u["mean_snr_db"],
-                      seed=cfg["seed"] * 1000 + i)
+        j = mac.Jakes(u["doppler_hz"], u["mean_snr_db"], cfg["seed"] * 1000 + i,
+                      model=u["fading"])
         snr[i] = j.snr_linear_many(t)
     rates = _rates_bps(cfg, snr)
     sched = _scheduler(cfg)
@@ -156,16 +161,20 @@ def plot(outdir: Path, summary: dict) -> list[str]:
     names = [u["name"] for u in summary["users"]]
     files = []
 
-    fig, ax = plt.subplots(figsize=(8, 3.5))
-    window = trace[trace["t_s"] <= min(2.0, trace["t_s"].max())]
-    for i, name in enumerate(names):
-        ax.plot(window["t_s"], window[f"snr_db.{name}"], lw=0.8, label=name)
+    # Three representative users (lowest, median, highest nominal SNR) over one second.
+    order = sorted(range(len(names)), key=lambda i: summary["config"]["users"][i]["mean_snr_db"])
+    shown = sorted({order[0], order[len(order) // 2], order[-1]})
+    fig, axes = plt.subplots(len(shown), 1, figsize=(8, 1.6 + 1.4 * len(shown)), sharex=True,
+                             squeeze=False)
+    window = trace[trace["t_s"] <= min(1.0, trace["t_s"].max())]
+    for ax, i in zip(axes[:, 0], shown):
+        name = names[i]
+        ax.plot(window["t_s"], window[f"snr_db.{name}"], lw=0.8, color="0.4")
         mine = window[window["user"] == i]
-        ax.plot(mine["t_s"], mine[f"snr_db.{name}"], ".", ms=2, color=ax.lines[-1].get_color())
-    ax.set_xlabel("time (s)")
-    ax.set_ylabel("SNR (dB)")
-    ax.set_title("SNR per user (dots: slots the user was served)")
-    ax.legend(fontsize=7, ncol=4)
+        ax.plot(mine["t_s"], mine[f"snr_db.{name}"], "o", ms=3, color="tab:red")
+        ax.set_ylabel(f"{name}\nSNR (dB)")
+    axes[0, 0].set_title("SNR of three users; red: slots in which the user was served")
+    axes[-1, 0].set_xlabel("time (s)")
     fig.tight_layout()
     fig.savefig(outdir / "snr_and_service.png", dpi=110)
     plt.close(fig)
@@ -185,3 +194,32 @@ def plot(outdir: Path, summary: dict) -> list[str]:
     plt.close(fig)
     files.append("users.png")
     return files
+
+
+def compare_plots(outdir: Path, runs) -> list[str]:
+    """Across variants: slot fraction and throughput against nominal SNR (seed 002 Figs. 9-12)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    for label, s, _ in runs:
+        snr = [u["mean_snr_db"] for u in s["config"]["users"]]
+        order = np.argsort(snr)
+        x = np.asarray(snr)[order]
+        us = [s["users"][i] for i in order]
+        axes[0].plot(x, [100 * u["slot_fraction"] for u in us], "o-", ms=3, label=label)
+        axes[1].plot(x, [u["mac_throughput_bps"] / 1e3 for u in us], "o-", ms=3, label=label)
+        axes[2].plot(x, [u["jitter"]["cov"] for u in us], "o-", ms=3, label=label)
+    axes[0].set_ylabel("slots (%)")
+    axes[1].set_ylabel("MAC throughput (kb/s)")
+    axes[2].set_ylabel("scheduling jitter CoV")
+    for ax in axes:
+        ax.set_xlabel("nominal SNR (dB)")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(outdir / "compare_users.png", dpi=110)
+    plt.close(fig)
+    return ["compare_users.png"]

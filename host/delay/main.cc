@@ -1,0 +1,492 @@
+// oppsched-delay: the user-space wired-path delay stage (design.md, "Wired-path delay"),
+// used where the kernel has no netem. It forwards Ethernet frames between two interfaces
+// (normally two veth ends in the run's "wire" namespace) and delays each direction by its
+// own one-way delay, optionally behind a rate limit with a byte-limited FIFO.
+//
+//   server netns S_i --veth-- [a  oppsched-delay  b] --veth-- AP netns
+//        direction ab = a -> b (downlink data),  ba = b -> a (uplink ACKs)
+//
+// Timing: each frame's arrival is its kernel receive timestamp (SO_TIMESTAMPNS, mapped to
+// CLOCK_MONOTONIC), so the daemon's own wake-up latency does not add to the delay; frames
+// are released by an absolute CLOCK_MONOTONIC timerfd armed for the head frame's due time,
+// with the timer slack set to 1 ns. A frame is never sent before its due time; how late it
+// goes out is measured per frame (histogram in the stats). Frames of one direction are
+// never reordered (DelayLine's invariant).
+//
+// Stats (JSON) go to --stats-file (atomically replaced) on SIGUSR1 and at exit, or to
+// stderr without it. SIGTERM/SIGINT end the daemon cleanly (held frames are discarded and
+// counted). --ready-file is written once both sockets are bound: the Python runner polls
+// for it instead of sleeping.
+#include <sched.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <array>
+#include <boost/program_options.hpp>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "oppsched/delay_line.h"
+#include "oppsched/version.h"
+#include "packet_port.h"
+
+namespace po = boost::program_options;
+using oppsched::time_ns;
+using oppsched::wired::DelayLine;
+using oppsched::wired::DelayLineParams;
+using oppsched::wired::EnqueueResult;
+using oppsched::wired::PacketPort;
+
+namespace {
+
+constexpr const char* kProg = "oppsched-delay";
+constexpr int kExitUsage = 2;
+constexpr int kExitRuntime = 1;
+constexpr std::size_t kBufferBytes = 256 * 1024;  // > any GSO super-frame (64 KiB) + header
+constexpr int kBurst = 256;                       // frames read per socket per wake-up
+constexpr double kMaxDelayMs = 60'000.0;
+constexpr double kMaxRate = 1e12;
+
+// Lateness histogram bucket upper edges, in microseconds (last bucket: everything above).
+constexpr std::array<time_ns, 8> kLateEdgesUs = {10, 50, 100, 200, 500, 1000, 5000, 50000};
+
+// Process-wide facts reported in the stats (set once in run()).
+bool g_rt_applied = false;
+std::uint64_t g_stats_writes = 0;
+
+void log_line(const char* level, const std::string& msg) {
+    std::fprintf(stderr, "%s: %s: %s\n", kProg, level, msg.c_str());
+}
+
+time_ns clock_ns(clockid_t id) {
+    timespec ts;
+    clock_gettime(id, &ts);
+    return static_cast<time_ns>(ts.tv_sec) * oppsched::kNsPerSec + ts.tv_nsec;
+}
+
+struct UsageError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+template <class T>
+[[noreturn]] void bad_option(const std::string& option, T value, const std::string& why) {
+    std::ostringstream os;
+    os << "--" << option << ": " << value << " " << why;
+    throw UsageError(os.str());
+}
+
+struct Options {
+    std::string if_a, if_b;
+    double delay_ab_ms = 0.0, delay_ba_ms = 0.0;
+    double rate_ab_bps = 0.0, rate_ba_bps = 0.0;
+    long long limit_ab_bytes = 0, limit_ba_bytes = 0;
+    long long hold_bytes = 64LL * 1024 * 1024;
+    double late_us = 200.0;
+    int rt_priority = 0;
+    long long socket_buffer_bytes = 4LL * 1024 * 1024;
+    std::string stats_file, ready_file;
+};
+
+// Parses and validates every option in one place. Returns false for --help/--version.
+bool parse_options(int argc, char** argv, Options& o) {
+    double delay_ms = 0.0, rate_bps = 0.0;
+    long long limit_bytes = 0;
+    po::options_description desc(
+        "oppsched-delay: forwards Ethernet frames between two interfaces, delaying each\n"
+        "direction (a->b is 'ab', b->a is 'ba'); per-direction options override the common "
+        "ones.\nOptions");
+    // clang-format off
+    desc.add_options()
+        ("help,h", "this text")
+        ("version", "print the version")
+        ("if-a", po::value(&o.if_a)->required(), "interface a (e.g. the server side veth end)")
+        ("if-b", po::value(&o.if_b)->required(), "interface b (e.g. the AP side veth end)")
+        ("delay-ms", po::value(&delay_ms), "one-way delay of both directions, ms [0, 60000]")
+        ("delay-ab-ms", po::value<double>(), "one-way delay a->b, ms")
+        ("delay-ba-ms", po::value<double>(), "one-way delay b->a, ms")
+        ("rate-bps", po::value(&rate_bps), "link rate of both directions, bit/s; 0 = unlimited")
+        ("rate-ab-bps", po::value<double>(), "link rate a->b, bit/s")
+        ("rate-ba-bps", po::value<double>(), "link rate b->a, bit/s")
+        ("limit-bytes", po::value(&limit_bytes),
+         "FIFO in front of the rate limiter, bytes, both directions; 0 = unlimited")
+        ("limit-ab-bytes", po::value<long long>(), "FIFO limit a->b, bytes")
+        ("limit-ba-bytes", po::value<long long>(), "FIFO limit b->a, bytes")
+        ("hold-bytes", po::value(&o.hold_bytes)->default_value(o.hold_bytes),
+         "memory bound per direction on everything held (incl. propagating), bytes; 0 = none")
+        ("late-us", po::value(&o.late_us)->default_value(o.late_us),
+         "a frame sent more than this after its due time counts as late, microseconds")
+        ("rt-priority", po::value(&o.rt_priority)->default_value(0),
+         "SCHED_FIFO priority 1..99, best effort (0: normal scheduling)")
+        ("socket-buffer-bytes",
+         po::value(&o.socket_buffer_bytes)->default_value(o.socket_buffer_bytes),
+         "SO_RCVBUF/SO_SNDBUF of each packet socket")
+        ("stats-file", po::value(&o.stats_file), "JSON counters, written on SIGUSR1 and at exit")
+        ("ready-file", po::value(&o.ready_file), "written (with the pid) once forwarding runs");
+    // clang-format on
+    po::variables_map vm;
+    po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
+    if (vm.count("help")) {
+        std::ostringstream os;
+        os << desc;
+        std::fputs(os.str().c_str(), stdout);
+        return false;
+    }
+    if (vm.count("version")) {
+        std::printf("%s %s\n", kProg, oppsched::version());
+        return false;
+    }
+    po::notify(vm);  // throws for a missing required option
+
+    o.delay_ab_ms = vm.count("delay-ab-ms") ? vm["delay-ab-ms"].as<double>() : delay_ms;
+    o.delay_ba_ms = vm.count("delay-ba-ms") ? vm["delay-ba-ms"].as<double>() : delay_ms;
+    o.rate_ab_bps = vm.count("rate-ab-bps") ? vm["rate-ab-bps"].as<double>() : rate_bps;
+    o.rate_ba_bps = vm.count("rate-ba-bps") ? vm["rate-ba-bps"].as<double>() : rate_bps;
+    o.limit_ab_bytes =
+        vm.count("limit-ab-bytes") ? vm["limit-ab-bytes"].as<long long>() : limit_bytes;
+    o.limit_ba_bytes =
+        vm.count("limit-ba-bytes") ? vm["limit-ba-bytes"].as<long long>() : limit_bytes;
+
+    auto check_if = [](const char* opt, const std::string& v) {
+        if (v.empty() || v.size() > 15 || v.find('/') != std::string::npos)
+            bad_option(opt, "'" + v + "'", "is not an interface name (1..15 characters, no '/')");
+    };
+    check_if("if-a", o.if_a);
+    check_if("if-b", o.if_b);
+    if (o.if_a == o.if_b) bad_option("if-b", o.if_b, "is the same interface as --if-a");
+    const char* which[] = {"delay-ab-ms", "delay-ba-ms"};
+    const double delays[] = {o.delay_ab_ms, o.delay_ba_ms};
+    for (int i = 0; i < 2; ++i)
+        if (!std::isfinite(delays[i]) || delays[i] < 0.0 || delays[i] > kMaxDelayMs)
+            bad_option(vm.count(which[i]) ? which[i] : "delay-ms", delays[i],
+                       "not in [0, 60000] ms");
+    const char* rwhich[] = {"rate-ab-bps", "rate-ba-bps"};
+    const double rates[] = {o.rate_ab_bps, o.rate_ba_bps};
+    for (int i = 0; i < 2; ++i)
+        if (!std::isfinite(rates[i]) ||
+            (rates[i] != 0.0 && (rates[i] < 1e3 || rates[i] > kMaxRate)))
+            bad_option(vm.count(rwhich[i]) ? rwhich[i] : "rate-bps", rates[i],
+                       "not 0 (unlimited) or in [1e3, 1e12] bit/s");
+    const char* lwhich[] = {"limit-ab-bytes", "limit-ba-bytes"};
+    const long long limits[] = {o.limit_ab_bytes, o.limit_ba_bytes};
+    for (int i = 0; i < 2; ++i)
+        if (limits[i] < 0)
+            bad_option(vm.count(lwhich[i]) ? lwhich[i] : "limit-bytes", limits[i], "is negative");
+    if (o.hold_bytes < 0) bad_option("hold-bytes", o.hold_bytes, "is negative");
+    if (!std::isfinite(o.late_us) || o.late_us < 0.0)
+        bad_option("late-us", o.late_us, "is negative");
+    if (o.rt_priority < 0 || o.rt_priority > 99)
+        bad_option("rt-priority", o.rt_priority, "not in [0, 99]");
+    if (o.socket_buffer_bytes < 64 * 1024 || o.socket_buffer_bytes > (1LL << 30))
+        bad_option("socket-buffer-bytes", o.socket_buffer_bytes, "not in [65536, 2^30]");
+    return true;
+}
+
+// One direction: the delay line plus what only the real-time loop can know.
+struct Direction {
+    const char* name;
+    PacketPort* in;
+    PacketPort* out;
+    std::unique_ptr<DelayLine> line;
+    time_ns late_threshold = 0;
+    std::uint64_t received = 0, truncated = 0, sent = 0, send_errors = 0, late = 0;
+    std::uint64_t discarded_at_exit = 0, kernel_stamps = 0;
+    int last_send_errno = 0;
+    time_ns late_max = 0;
+    double late_sum = 0.0;  // ns, over sent frames
+    std::array<std::uint64_t, kLateEdgesUs.size() + 1> late_hist{};
+};
+
+std::string stats_json(const Options& o, const Direction* dirs, bool final_write) {
+    std::ostringstream os;
+    os << "{\"program\": \"" << kProg << "\", \"pid\": " << getpid()
+       << ", \"seq\": " << ++g_stats_writes << ", \"final\": " << (final_write ? "true" : "false")
+       << ", \"rt_priority\": " << o.rt_priority
+       << ", \"rt_priority_applied\": " << (g_rt_applied ? "true" : "false") << ", \"if_a\": \""
+       << o.if_a << "\", \"if_b\": \"" << o.if_b << "\", \"late_us\": " << o.late_us
+       << ", \"late_hist_edges_us\": [";
+    for (std::size_t i = 0; i < kLateEdgesUs.size(); ++i) os << (i ? ", " : "") << kLateEdgesUs[i];
+    os << "], \"directions\": {";
+    for (int i = 0; i < 2; ++i) {
+        const Direction& d = dirs[i];
+        const auto& s = d.line->stats();
+        const auto& p = d.line->params();
+        os << (i ? ", " : "") << "\"" << d.name << "\": {"
+           << "\"delay_ms\": " << static_cast<double>(p.delay) / 1e6
+           << ", \"rate_bps\": " << p.rate_bps << ", \"limit_bytes\": " << p.limit_bytes
+           << ", \"received\": " << d.received << ", \"forwarded\": " << d.sent
+           << ", \"forwarded_bytes\": " << s.released_bytes
+           << ", \"dropped\": " << (s.dropped_limit + s.dropped_hold + d.truncated + d.send_errors)
+           << ", \"dropped_limit\": " << s.dropped_limit << ", \"dropped_hold\": " << s.dropped_hold
+           << ", \"dropped_truncated\": " << d.truncated << ", \"send_errors\": " << d.send_errors
+           << ", \"last_send_errno\": " << d.last_send_errno << ", \"late\": " << d.late
+           << ", \"held_frames\": " << d.line->held_frames()
+           << ", \"discarded_at_exit\": " << d.discarded_at_exit
+           << ", \"clamped_arrivals\": " << s.clamped_arrivals
+           << ", \"kernel_timestamps\": " << d.kernel_stamps
+           << ", \"in_netdown_events\": " << d.in->netdown_events() << ", \"late_mean_us\": "
+           << (d.sent ? d.late_sum / static_cast<double>(d.sent) / 1e3 : 0.0)
+           << ", \"late_max_us\": " << static_cast<double>(d.late_max) / 1e3
+           << ", \"late_hist\": [";
+        for (std::size_t k = 0; k < d.late_hist.size(); ++k)
+            os << (k ? ", " : "") << d.late_hist[k];
+        os << "]}";
+    }
+    os << "}}\n";
+    return os.str();
+}
+
+void write_stats(const Options& o, const Direction* dirs, bool final_write) {
+    const std::string text = stats_json(o, dirs, final_write);
+    if (o.stats_file.empty()) {
+        std::fputs(text.c_str(), stderr);
+        return;
+    }
+    // Write beside and rename: a reader never sees half a file.
+    const std::string tmp = o.stats_file + ".tmp";
+    {
+        std::ofstream f(tmp, std::ios::trunc);
+        f << text;
+        if (!f) {
+            log_line("error", o.stats_file + ": cannot write the stats");
+            return;
+        }
+    }
+    if (std::rename(tmp.c_str(), o.stats_file.c_str()) != 0)
+        log_line("error", o.stats_file + ": rename: " + std::strerror(errno));
+}
+
+void write_ready(const std::string& path) {
+    if (path.empty()) return;
+    const std::string tmp = path + ".tmp";
+    {
+        std::ofstream f(tmp, std::ios::trunc);
+        f << getpid() << "\n";
+        if (!f) throw std::runtime_error("--ready-file: " + path + ": cannot write");
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0)
+        throw std::runtime_error("--ready-file: " + path + ": rename: " + std::strerror(errno));
+}
+
+class Fd final {
+  public:
+    explicit Fd(int fd) : fd_(fd) {}
+    ~Fd() {
+        if (fd_ >= 0) ::close(fd_);
+    }
+    Fd(const Fd&) = delete;
+    Fd& operator=(const Fd&) = delete;
+    int get() const { return fd_; }
+
+  private:
+    int fd_;
+};
+
+// Sends every frame of `d` whose due time has passed.
+void release_due(Direction& d) {
+    for (;;) {
+        const time_ns now = clock_ns(CLOCK_MONOTONIC);
+        auto f = d.line->pop_due(now);
+        if (!f) return;
+        const int err = d.out->send(f->data.data(), f->data.size());
+        if (err != 0) {
+            ++d.send_errors;
+            d.last_send_errno = err;
+            continue;
+        }
+        ++d.sent;
+        const time_ns late = now - f->due;  // >= 0 by pop_due's contract
+        d.late_sum += static_cast<double>(late);
+        if (late > d.late_max) d.late_max = late;
+        if (late > d.late_threshold) ++d.late;
+        std::size_t k = 0;
+        while (k < kLateEdgesUs.size() && late > kLateEdgesUs[k] * 1000) ++k;
+        ++d.late_hist[k];
+    }
+}
+
+void receive_burst(Direction& d, std::vector<std::uint8_t>& buf) {
+    // realtime - monotonic, to map kernel SO_TIMESTAMPNS stamps onto CLOCK_MONOTONIC.
+    const time_ns mono0 = clock_ns(CLOCK_MONOTONIC);
+    const time_ns offset = clock_ns(CLOCK_REALTIME) - mono0;
+    for (int i = 0; i < kBurst; ++i) {
+        auto r = d.in->receive(buf);
+        if (!r) return;
+        ++d.received;
+        if (r->truncated) {
+            ++d.truncated;
+            continue;
+        }
+        const time_ns now = clock_ns(CLOCK_MONOTONIC);
+        time_ns arrival = now;
+        if (r->kernel_realtime != 0) {
+            const time_ns k = r->kernel_realtime - offset;
+            // Trust the stamp only if plausible (a realtime step would make it nonsense).
+            if (k <= now && k > now - oppsched::kNsPerSec) {
+                arrival = k;
+                ++d.kernel_stamps;
+            }
+        }
+        std::vector<std::uint8_t> frame(buf.begin(), buf.begin() + static_cast<long>(r->length));
+        const std::size_t wire = PacketPort::wire_bytes(frame.data(), frame.size());
+        d.line->enqueue(arrival, std::move(frame), wire);
+    }
+}
+
+void arm_timer(int tfd, const Direction* dirs) {
+    time_ns next = -1;
+    for (int i = 0; i < 2; ++i)
+        if (auto due = dirs[i].line->next_due(); due && (next < 0 || *due < next)) next = *due;
+    itimerspec its{};
+    if (next >= 0) {
+        if (next <= 0) next = 1;  // 0 would disarm
+        its.it_value.tv_sec = next / oppsched::kNsPerSec;
+        its.it_value.tv_nsec = next % oppsched::kNsPerSec;
+    }
+    if (timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, nullptr) != 0)
+        throw std::runtime_error(std::string("timerfd_settime: ") + std::strerror(errno));
+}
+
+DelayLineParams line_params(double delay_ms, double rate, long long limit, long long hold) {
+    DelayLineParams p;
+    p.delay = static_cast<time_ns>(std::llround(delay_ms * 1e6));
+    p.rate_bps = rate;
+    p.limit_bytes = static_cast<std::size_t>(limit);
+    p.hold_bytes = static_cast<std::size_t>(hold);
+    return p;
+}
+
+int run(const Options& o) {
+    // Signals are taken synchronously through a signalfd, so they are blocked first.
+    sigset_t mask;
+    sigemptyset(&mask);
+    for (int s : {SIGTERM, SIGINT, SIGHUP, SIGUSR1}) sigaddset(&mask, s);
+    if (sigprocmask(SIG_BLOCK, &mask, nullptr) != 0)
+        throw std::runtime_error(std::string("sigprocmask: ") + std::strerror(errno));
+    Fd sfd(signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
+    Fd tfd(timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
+    Fd efd(epoll_create1(EPOLL_CLOEXEC));
+    if (sfd.get() < 0 || tfd.get() < 0 || efd.get() < 0)
+        throw std::runtime_error(std::string("signalfd/timerfd/epoll: ") + std::strerror(errno));
+
+    // The default timer slack (50 us) would be most of our error budget.
+    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+    if (o.rt_priority > 0) {
+        sched_param sp{};
+        sp.sched_priority = o.rt_priority;
+        // Best effort: a container may have no real-time budget. The stats say whether
+        // it took effect (rt_priority_applied).
+        if (sched_setscheduler(0, SCHED_FIFO, &sp) == 0) {
+            g_rt_applied = true;
+            if (mlockall(MCL_CURRENT | MCL_FUTURE) != 0)
+                log_line("warning", std::string("mlockall: ") + std::strerror(errno));
+        } else {
+            log_line("warning", "--rt-priority: " + std::to_string(o.rt_priority) +
+                                    ": sched_setscheduler: " + std::strerror(errno) +
+                                    "; running with normal scheduling");
+        }
+    }
+
+    const int sockbuf = static_cast<int>(o.socket_buffer_bytes);
+    auto port_a = PacketPort::open(o.if_a, "--if-a", sockbuf);
+    auto port_b = PacketPort::open(o.if_b, "--if-b", sockbuf);
+    Direction dirs[2] = {
+        {"ab", port_a.get(), port_b.get(),
+         std::make_unique<DelayLine>(
+             line_params(o.delay_ab_ms, o.rate_ab_bps, o.limit_ab_bytes, o.hold_bytes))},
+        {"ba", port_b.get(), port_a.get(),
+         std::make_unique<DelayLine>(
+             line_params(o.delay_ba_ms, o.rate_ba_bps, o.limit_ba_bytes, o.hold_bytes))},
+    };
+    for (auto& d : dirs) d.late_threshold = static_cast<time_ns>(std::llround(o.late_us * 1e3));
+
+    // epoll data: 0 = a, 1 = b, 2 = timer, 3 = signal.
+    const int fds[] = {port_a->fd(), port_b->fd(), tfd.get(), sfd.get()};
+    for (std::uint64_t i = 0; i < 4; ++i) {
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ev.data.u64 = i;
+        if (epoll_ctl(efd.get(), EPOLL_CTL_ADD, fds[i], &ev) != 0)
+            throw std::runtime_error(std::string("epoll_ctl: ") + std::strerror(errno));
+    }
+    write_ready(o.ready_file);
+    log_line("info", "forwarding " + o.if_a + " <-> " + o.if_b);
+
+    std::vector<std::uint8_t> buf(kBufferBytes);
+    bool running = true;
+    while (running) {
+        epoll_event events[4];
+        const int n = epoll_wait(efd.get(), events, 4, -1);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            throw std::runtime_error(std::string("epoll_wait: ") + std::strerror(errno));
+        }
+        for (int i = 0; i < n; ++i) {
+            switch (events[i].data.u64) {
+                case 0:
+                    receive_burst(dirs[0], buf);
+                    break;
+                case 1:
+                    receive_burst(dirs[1], buf);
+                    break;
+                case 2: {
+                    std::uint64_t expirations;
+                    (void)!read(tfd.get(), &expirations, sizeof expirations);
+                    break;
+                }
+                case 3: {
+                    signalfd_siginfo si;
+                    while (read(sfd.get(), &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+                        if (si.ssi_signo == SIGUSR1)
+                            write_stats(o, dirs, false);
+                        else
+                            running = false;
+                    }
+                    break;
+                }
+            }
+        }
+        release_due(dirs[0]);
+        release_due(dirs[1]);
+        arm_timer(tfd.get(), dirs);
+    }
+    for (auto& d : dirs) d.discarded_at_exit = d.line->held_frames();
+    write_stats(o, dirs, true);
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Options o;
+    try {
+        if (!parse_options(argc, argv, o)) return 0;
+    } catch (const po::error& e) {
+        // Boost's messages name the option and the value ("the argument ('x') for option
+        // '--delay-ms' is invalid").
+        log_line("error", e.what());
+        return kExitUsage;
+    } catch (const UsageError& e) {
+        log_line("error", e.what());
+        return kExitUsage;
+    }
+    try {
+        return run(o);
+    } catch (const std::exception& e) {
+        log_line("error", e.what());
+        return kExitRuntime;
+    }
+}

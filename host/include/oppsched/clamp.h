@@ -1,0 +1,200 @@
+#pragma once
+// CLAMP: receiver-side window clamping driven by an explicit congestion price from the
+// access point. Andrew & Hanly, "Active Queue Management for Fair Resource Allocation in
+// Wireless Networks" (seed 000), §III-B (fluid model) and §IV (the protocol).
+//
+//   RouterAgent  (§IV-A, one per AP queue): exponential moving average of the queue length
+//                at each arrival, and the price p = max((b q - a)/mu_c, 0) (eqs. 7 and 13)
+//                that the AP stamps on every packet it sends to that queue's user.
+//   ClientAgent  (§IV-B/C, one per TCP flow at the receiver): rate estimate (eq. 15), RTT
+//                estimate (eq. 16), window update (eq. 14) with its clipping, receiver
+//                slow start, and the advertised window AWND = min(w, AWND_os) (eq. 17).
+//
+// Both are plain algorithms: no I/O, no clock (`now` is passed in), no globals. Each has
+// params (configuration, validated once in the constructor; a bad value throws
+// std::invalid_argument naming the field and the value), state and stats.
+//
+// In equilibrium with k flows sharing one queue of service rate mu_c, each flow gets
+// mu_c/k whatever its RTT, and the averaged queue settles at q* = (k tau + a)/b (eq. 11).
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "oppsched/common.h"
+
+namespace oppsched::clamp {
+
+// ---------------------------------------------------------------------------------------
+// Router (access point) agent, §IV-A.
+
+struct RouterParams {
+    // a (bytes), eq. 7/13: shifts the equilibrium queue, q* = (k tau + a)/b. The paper's
+    // deterministic-link experiment (Fig. 2) uses 5500 B; in the fading runs it is swept.
+    double a_bytes = 5500.0;
+    // b (dimensionless), eq. 7: the controller's reactivity. Theorem 1: the fluid loop
+    // converges iff b < pi/2; the paper uses b = 1 throughout (Table II).
+    double b = 1.0;
+    // The constant in q(n) = exp(-c I) q(n-1) + (1 - exp(-c I)) Q(n), in 1/s. The paper
+    // writes exp(-2I) with I the inter-arrival time in seconds, so c = 2 /s: the average
+    // forgets with a time constant of 0.5 s, independent of the packet rate.
+    double ema_rate_per_s = 2.0;
+
+    // Throws std::invalid_argument ("clamp.router.b: 2 not in (0, pi/2)") on a bad field.
+    void validate() const;
+};
+
+struct RouterState {
+    double q_bytes = 0.0;      // the moving average q(n), bytes
+    time_ns last_arrival = 0;  // time of arrival n-1 (valid iff arrivals > 0)
+    bool has_arrival = false;
+};
+
+struct RouterStats {
+    std::uint64_t arrivals = 0;
+    std::uint64_t prices = 0;           // price() calls
+    std::uint64_t positive_prices = 0;  // of which p > 0 (the EMA was above a/b)
+};
+
+// Per queue. Cost: one exp() per arrival, O(1) per price; no allocation.
+class RouterAgent final {
+  public:
+    explicit RouterAgent(const RouterParams& params = {});
+
+    // Arrival n of a packet at this queue at time `now`, finding `queue_bytes` (Q(n)) in
+    // the queue. The paper says only "the current queue size at packet arrival n"; pass
+    // the backlog the packet finds, excluding itself, so that q estimates the
+    // time-average queue (arrivals see time averages) that the fluid model's q(t) is.
+    // The first arrival has no interval I; it is taken as I = infinity (q(1) = Q(1)),
+    // i.e. there is no history to weigh. `now` must not go backwards (a negative I is
+    // treated as 0: the EMA is left unchanged by a repeated timestamp's weight).
+    void on_arrival(time_ns now, std::size_t queue_bytes);
+
+    // The price (seconds) to stamp on a packet sent now, eq. 13 with eq. 7's b:
+    //   p = max((b q - a) / mu_c, 0).
+    // (Eq. 13 is printed as (q - a)/mu_c: the paper's b = 1. Eq. 7 has b q; we keep b so
+    // that q* = (k tau + a)/b, eq. 11, holds for any b.) mu_c is the rate in bytes/s the
+    // scheduler could give this queue if it were always backlogged; the caller measures
+    // it. Throws std::invalid_argument if mu_c is not finite and > 0.
+    double price(double mu_c_bytes_per_s);
+    // The same without counting it in the stats.
+    double peek_price(double mu_c_bytes_per_s) const;
+
+    double average_queue_bytes() const { return state_.q_bytes; }
+    const RouterParams& params() const { return params_; }
+    const RouterState& state() const { return state_; }
+    const RouterStats& stats() const { return stats_; }
+    void reset();
+
+  private:
+    RouterParams params_;
+    RouterState state_;
+    RouterStats stats_;
+};
+
+// ---------------------------------------------------------------------------------------
+// Client (receiver) agent, §IV-B and §IV-C.
+
+struct ClientParams {
+    double tau_bytes = 500.0;             // tau, eq. 14: bytes each flow aims to keep queued
+    std::size_t alpha_packets = 1000;     // alpha, eq. 15: rate-estimator window, packets
+    double beta = 0.001;                  // beta, eq. 16: RTT-estimator gain, in (0, 1)
+    std::uint32_t mss_bytes = 1448;       // MSS: initial window and slow-start increment
+    double max_increase_bytes = 10000.0;  // "Delta w is clipped to a maximum of 10 kbytes"
+    // Floor on w. Not in the paper: Delta w >= -s_k alone lets w reach 0 under a sustained
+    // high price; a zero window stops the ACK clock, and with it every CLAMP update
+    // (they run per received packet), so the flow would stall until TCP's persist timer.
+    // One MSS keeps one segment in flight. 0 means "one MSS".
+    double min_window_bytes = 0.0;
+    // Receiver slow-start threshold (§IV-C: "in practice, a receiver-side threshold would
+    // also need to be used"; the paper's simulations do without). When w reaches it,
+    // slow start ends WITHOUT halving, as TCP's ssthresh does. 0 = none (the paper).
+    double slow_start_threshold_bytes = 0.0;
+    int dupack_threshold = 3;  // "three duplicate acknowledgments"
+
+    // Throws std::invalid_argument ("clamp.client.beta: 1.5 not in (0, 1)").
+    void validate() const;
+};
+
+struct ClientState {
+    double w_bytes = 0.0;     // w(t_k), the CLAMP window (before the min with AWND_os)
+    double awnd_bytes = 0.0;  // AWND(t_k) of eq. 17, the last window advertised
+    bool slow_start = true;
+    double mu_hat = 0.0;  // eq. 15, bytes/s (valid iff mu_valid)
+    bool mu_valid = false;
+    double d_hat = 0.0;  // eq. 16, seconds (valid iff d_valid)
+    bool d_valid = false;
+    double last_delta_w = 0.0;  // Delta w(t_k) of eq. 14 before clipping (0 if undefined)
+    time_ns last_t = 0;         // t_{k-1} (valid iff packets > 0)
+    std::uint64_t packets = 0;  // k
+    int dupacks = 0;            // consecutive duplicate ACKs sent (slow start only)
+};
+
+struct ClientStats {
+    std::uint64_t packets = 0;
+    std::uint64_t slow_start_exits_delta_w = 0;    // slow start ended on Delta w < 0
+    std::uint64_t slow_start_exits_dupack = 0;     // ... on the dupack threshold
+    std::uint64_t slow_start_exits_threshold = 0;  // ... on slow_start_threshold_bytes
+    std::uint64_t clipped_high = 0;                // Delta w clipped to max_increase_bytes
+    std::uint64_t clipped_low = 0;                 // Delta w clipped to -s_k
+    std::uint64_t floored = 0;                     // w held at min_window_bytes
+    std::uint64_t os_limited = 0;                  // AWND_os < w: the OS window advertised
+};
+
+// Per flow. Cost per packet: O(1) (a ring buffer of alpha+1 (time, size) pairs, allocated
+// once in the constructor: 16 (alpha+1) bytes).
+class ClientAgent final {
+  public:
+    explicit ClientAgent(const ClientParams& params = {});
+
+    // Packet k (size s_k bytes, carrying price p in seconds) received at t_k = now; the
+    // receiver's OS would advertise awnd_os_bytes. Returns AWND(t_k) = min(w, AWND_os)
+    // (eq. 17), floored to whole bytes: the window to write into the ACK.
+    //
+    // Order of the computation at t_k (the paper leaves it implicit):
+    //  1. mu_hat(t_k), eq. 15, over the packets k-alpha..k (fewer at the start).
+    //  2. d_hat(t_k), eq. 16, using AWND as advertised before this packet, i.e. the window
+    //     actually in force at t_k. Eq. 16 names AWND(t_k), which eq. 17 defines from
+    //     w(t_k), which needs Delta w(t_k), which needs d_hat(t_k): a cycle; the window in
+    //     force is the causal reading. The first time mu_hat exists, d_hat starts at that
+    //     sample (the paper gives no initial value).
+    //  3. Delta w(t_k), eq. 14, with p and t_k - t_{k-1}.
+    //  4. Slow start: w += MSS, unless Delta w < 0 (then w <- w/2 and slow start ends).
+    //     Otherwise w += clip(Delta w, -s_k, 10 kB).
+    //  5. AWND(t_k) = min(w, AWND_os).
+    std::uint32_t on_data(time_ns now, std::uint32_t size_bytes, double price_s,
+                          std::uint32_t awnd_os_bytes);
+
+    // The receiver sent a duplicate ACK. The dupack_threshold-th consecutive one during
+    // slow start ends it and halves w (§IV-C); after slow start CLAMP ignores loss.
+    void on_dupack();
+    // The receiver sent an ACK that advanced (not a duplicate): resets the dupack count.
+    // Callers that cannot tell may skip it; dupacks then count cumulatively.
+    void on_new_ack();
+
+    double window() const { return state_.w_bytes; }         // w, bytes
+    double advertised() const { return state_.awnd_bytes; }  // AWND(t_k), bytes
+    bool in_slow_start() const { return state_.slow_start; }
+    double mu_hat() const { return state_.mu_hat; }  // bytes/s, 0 until known
+    double d_hat() const { return state_.d_hat; }    // seconds, 0 until known
+    double last_delta_w() const { return state_.last_delta_w; }
+    const ClientParams& params() const { return params_; }
+    const ClientState& state() const { return state_; }
+    const ClientStats& stats() const { return stats_; }
+    void reset();
+
+  private:
+    void end_slow_start_halving();
+    double min_window() const;
+
+    ClientParams params_;
+    ClientState state_;
+    ClientStats stats_;
+    // Ring buffer of the last alpha+1 packets (eq. 15 sums s_{k-alpha}..s_k).
+    std::vector<time_ns> ring_t_;
+    std::vector<std::uint32_t> ring_s_;
+    std::size_t ring_head_ = 0;  // index of the oldest entry
+    std::size_t ring_count_ = 0;
+    std::uint64_t ring_bytes_ = 0;
+};
+
+}  // namespace oppsched::clamp

@@ -1,0 +1,209 @@
+#pragma once
+// Segmentation (AP) and reassembly (client) of IP packets into MAC PDUs (oppsched/pdu.h).
+//
+// Segmenter (one per user at the AP): fills a TB of a given size from a packet source,
+// several packets per TB, a packet split across TBs continuing at the start of the next
+// TB of the same user, zero padding when the source runs dry. The source is a callback, so
+// any queue or AQM can feed it (dequeue-time AQMs such as CoDel drop inside it). Each TB
+// comes with a record of the packet fragments it carried, for HARQ loss accounting and
+// traces.
+//
+// Reassembler (one per user at the client): delivers IP packets in MAC sequence order with
+// a reordering window (HARQ processes finish out of order), a timeout and a memory cap. A
+// TB lost after its last HARQ attempt (reported by the AP side, or detected by the timeout)
+// drops exactly the packets it carried part of; later complete packets are not held back
+// beyond the timeout.
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "oppsched/common.h"
+#include "oppsched/pdu.h"
+
+namespace oppsched::pdu {
+
+// Returns the next packet of the user's queue, or nullopt when it is empty.
+using PacketSource = std::function<std::optional<Packet>()>;
+
+// One fragment a TB carried.
+struct SegmentRecord {
+    std::uint64_t packet_id = 0;   // Packet::id
+    std::uint16_t packet_seq = 0;  // MAC packet sequence number on the wire
+    std::uint16_t packet_len = 0;
+    std::uint16_t offset = 0;
+    std::uint16_t seg_len = 0;
+    bool first() const { return offset == 0; }
+    bool last() const { return std::size_t{offset} + seg_len == packet_len; }
+};
+
+struct TbRecord {
+    std::uint16_t user = 0;
+    std::uint32_t seq = 0;  // PDU sequence number
+    std::size_t tb_bytes = 0;
+    std::size_t padding = 0;     // zero bytes before the CRC
+    std::size_t data_bytes = 0;  // packet bytes carried
+    std::vector<SegmentRecord> segments;
+};
+
+struct BuiltTb {
+    std::vector<std::uint8_t> bytes;  // exactly tb_bytes: the serialised PDU
+    TbRecord record;
+};
+
+struct SegmenterParams {
+    std::uint16_t user = 0;
+    std::uint32_t first_seq = 0;         // PDU sequence number of the first TB
+    std::uint16_t first_packet_seq = 0;  // packet sequence number of the first packet
+    void validate() const {}             // every value is valid
+};
+
+struct SegmenterStats {
+    std::uint64_t tbs = 0;
+    std::uint64_t packets_started = 0;    // packets whose first byte was sent
+    std::uint64_t packets_completed = 0;  // packets whose last byte was sent
+    std::uint64_t packets_rejected = 0;   // empty or > 65535 bytes: dropped, never sent
+    std::uint64_t packets_abandoned = 0;  // partially sent, then abandon_partial()
+    std::uint64_t data_bytes = 0;
+    std::uint64_t overhead_bytes = 0;  // PDU and segment headers, CRC
+    std::uint64_t padding_bytes = 0;
+};
+
+class Segmenter final {
+  public:
+    explicit Segmenter(SegmenterParams params = {});
+
+    // Builds the next TB of exactly `tb_bytes` bytes (throws std::invalid_argument if not
+    // in [20, 65535]). First continues the partially sent packet, then pulls packets from
+    // `source` while a segment header and at least one data byte still fit; a packet
+    // pulled is always started in this TB. `price_s` (seconds, finite, >= 0) is stamped in
+    // the header when given. Cost: one copy of the carried bytes plus the CRC.
+    BuiltTb build(std::size_t tb_bytes, const PacketSource& source,
+                  std::optional<float> price_s = std::nullopt);
+
+    // The partially sent packet: bytes still to send (0 if none).
+    std::size_t partial_remaining() const;
+    bool has_partial() const { return partial_.has_value(); }
+    // Forgets the partially sent packet (e.g. the user's queue is flushed). The client
+    // drops it as incomplete when the next TB starts a new packet.
+    void abandon_partial();
+
+    std::uint32_t next_seq() const { return next_seq_; }
+    std::uint16_t next_packet_seq() const { return next_packet_seq_; }
+    const SegmenterStats& stats() const { return stats_; }
+    const SegmenterParams& params() const { return params_; }
+
+  private:
+    struct Partial {
+        Packet packet;
+        std::uint16_t packet_seq = 0;
+        std::size_t sent = 0;
+    };
+    SegmenterParams params_;
+    std::optional<Partial> partial_;
+    std::uint32_t next_seq_;
+    std::uint16_t next_packet_seq_;
+    SegmenterStats stats_;
+};
+
+struct ReassemblerParams {
+    std::optional<std::uint16_t> user;   // accept only PDUs for this user (nullopt: any)
+    std::uint32_t first_seq = 0;         // PDU sequence number expected first
+    std::uint16_t first_packet_seq = 0;  // packet sequence number expected first
+    std::uint32_t window = 64;           // PDUs [next, next + window) may be buffered; >= 1
+    time_ns timeout = 50 * kNsPerMs;     // a gap is given up once a later PDU waited this
+    std::size_t max_bytes = 1 << 20;     // packet bytes held (buffered PDUs + partial)
+    void validate() const;               // throws std::invalid_argument naming field, value
+};
+
+// Every packet lost is counted exactly once, by the cause of the TB loss that took it:
+// reported (dropped_incomplete), timeout or window overflow (dropped_timeout), memory cap
+// (dropped_memory). Packets lost whole inside a lost TB are counted from the gap in
+// packet sequence numbers.
+struct ReassemblerStats {
+    std::uint64_t delivered = 0;  // packets delivered
+    std::uint64_t delivered_bytes = 0;
+    std::uint64_t dropped_incomplete = 0;  // packets lost with a TB reported lost by the AP
+    std::uint64_t dropped_timeout = 0;     // packets lost with a TB given up by timeout/window
+    std::uint64_t dropped_memory = 0;      // packets lost with a TB given up for the memory cap
+    std::uint64_t duplicates = 0;          // PDUs already buffered or already passed (HARQ
+                                           // duplicates, or late after being given up)
+    std::uint64_t malformed = 0;           // PDUs that failed to parse or named another user
+    std::uint64_t tbs_received = 0;        // PDUs accepted
+    std::uint64_t tbs_lost_reported = 0;   // loss reports that took effect
+    std::uint64_t tbs_given_up = 0;        // missing PDUs skipped by timeout, window or memory
+};
+
+class Reassembler final {
+  public:
+    using Delivered = std::vector<std::vector<std::uint8_t>>;
+
+    explicit Reassembler(ReassemblerParams params = {});
+
+    // A decoded PDU. Returns the packets that became deliverable, in order. Also gives up
+    // gaps that have timed out at `now`. Malformed PDUs are counted and ignored (`error`,
+    // if given, receives the parse error).
+    Delivered on_pdu(const std::uint8_t* data, std::size_t len, time_ns now,
+                     std::string* error = nullptr);
+    Delivered on_pdu(const std::vector<std::uint8_t>& b, time_ns now) {
+        return on_pdu(b.data(), b.size(), now);
+    }
+    // The AP reports that PDU `seq` failed its last HARQ attempt. Ignored for PDUs already
+    // received or passed.
+    Delivered on_lost(std::uint32_t seq, time_ns now);
+    // Gives up gaps whose oldest later PDU has waited >= timeout. Call once per slot or at
+    // next_deadline().
+    Delivered poll(time_ns now);
+
+    // When poll() would next give up a gap (nullopt if nothing is waiting).
+    std::optional<time_ns> next_deadline() const;
+    std::size_t held_bytes() const { return held_bytes_; }
+    std::size_t buffered_pdus() const { return buffer_.size(); }
+    std::uint32_t next_seq() const { return static_cast<std::uint32_t>(next_); }
+    const ReassemblerStats& stats() const { return stats_; }
+    const ReassemblerParams& params() const { return params_; }
+
+  private:
+    enum class Cause : std::uint8_t { reported, timeout, memory };
+    struct Seg {
+        std::uint16_t packet_seq, packet_len, offset, seg_len;
+        std::size_t data_pos;  // in Entry::data
+    };
+    struct Entry {
+        bool lost = false;  // a loss report, not a PDU
+        time_ns arrival = 0;
+        std::vector<std::uint8_t> data;  // the segments' data, back to back
+        std::vector<Seg> segs;
+    };
+    struct Partial {
+        std::uint16_t packet_seq = 0;
+        std::uint16_t packet_len = 0;
+        std::vector<std::uint8_t> data;
+    };
+
+    std::optional<std::uint64_t> unwrap(std::uint32_t seq) const;
+    void process(const Entry& e, Delivered& out);
+    void process_loss(Cause cause);
+    void count_drop(Cause cause, std::uint64_t n);
+    void account_gap(std::uint16_t packet_seq);
+    void drop_partial(Cause cause);
+    void drain(Delivered& out);
+    void give_up_until(std::uint64_t target, Cause cause, Delivered& out);
+    void enforce_timeout(time_ns now, Delivered& out);
+    void enforce_memory(Delivered& out);
+
+    ReassemblerParams params_;
+    std::uint64_t next_;                     // unwrapped sequence number expected next
+    std::map<std::uint64_t, Entry> buffer_;  // PDUs (or loss reports) beyond next_
+    std::optional<Partial> partial_;
+    std::uint16_t expected_packet_seq_;   // packet seq whose first byte is expected next
+    Cause last_cause_ = Cause::reported;  // blamed for packets found missing by seq gaps
+    bool loss_pending_ = false;           // a TB was lost since the last packet start
+    std::size_t held_bytes_ = 0;
+    ReassemblerStats stats_;
+};
+
+}  // namespace oppsched::pdu

@@ -1,0 +1,289 @@
+// Fading models (seed 000 §V-B Jakes; seed 002 §III-A eq. 4) and the CLAMP slot error
+// model (seed 000 §V-B, eq. 18). See channel.h.
+#include "oppsched/channel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+
+namespace oppsched::channel {
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+constexpr double kTwoPi = 2.0 * kPi;
+// The batch recurrence is re-anchored with exact trigonometry this often.
+constexpr std::size_t kReanchorEvery = 1024;
+
+template <class T>
+[[noreturn]] void bad(const char* field, T value, const char* why) {
+    std::ostringstream os;
+    os << field << ": " << value << " " << why;
+    throw std::invalid_argument(os.str());
+}
+
+// Uniform on [0, 1) from the top 53 bits: the same on every standard library (the
+// std:: distributions' algorithms are implementation-defined).
+double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+
+// A pair of independent standard normals (Box-Muller), portable for the same reason.
+std::pair<double, double> normal_pair(std::mt19937_64& rng) {
+    const double u1 = 1.0 - uniform01(rng);  // (0, 1]: log() finite
+    const double u2 = uniform01(rng);
+    const double r = std::sqrt(-2.0 * std::log(u1));
+    return {r * std::cos(kTwoPi * u2), r * std::sin(kTwoPi * u2)};
+}
+
+void check_common(const char* prefix_doppler, double doppler_hz, const char* prefix_snr,
+                  double mean_snr_db) {
+    if (!std::isfinite(doppler_hz) || doppler_hz < 0.0)
+        bad(prefix_doppler, doppler_hz, "not in [0, inf) Hz");
+    if (!std::isfinite(mean_snr_db) || mean_snr_db < -100.0 || mean_snr_db > 100.0)
+        bad(prefix_snr, mean_snr_db, "not in [-100, 100] dB");
+}
+
+}  // namespace
+
+double db_to_linear(double db) { return std::pow(10.0, db / 10.0); }
+double linear_to_db(double x) { return 10.0 * std::log10(x); }
+
+// ---------------------------------------------------------------------------------------
+// JakesChannel (seed 000)
+
+void JakesParams::validate() const {
+    check_common("channel.jakes.doppler_hz", doppler_hz, "channel.jakes.mean_snr_db", mean_snr_db);
+    if (generators < 1 || generators > 4096)
+        bad("channel.jakes.generators", generators, "not in [1, 4096]");
+    if (!std::isfinite(angle_offset) || angle_offset < -1.0 || angle_offset > 1.0)
+        bad("channel.jakes.angle_offset", angle_offset, "not in [-1, 1]");
+}
+
+JakesChannel::JakesChannel(const JakesParams& params) : params_(params) {
+    params_.validate();
+    snr_avg_ = db_to_linear(params_.mean_snr_db);
+    const int g = params_.generators;
+    scale_ = std::sqrt(2.0 / g);
+    omega_.resize(g);
+    theta_.assign(g, 0.0);
+    beta_.resize(g);
+    std::mt19937_64 rng(params_.seed);
+    for (int i = 0; i < g; ++i) {
+        const int n = i + 1;  // the paper's n = 1..G
+        // w_n = 2 pi f_d cos(pi/(2G) (n + 0.5)), as printed (see channel.h on the offset).
+        omega_[i] =
+            kTwoPi * params_.doppler_hz * std::cos(kPi / (2.0 * g) * (n + params_.angle_offset));
+        // exp(j pi n / G): Dent et al.'s beta_n = pi n / N0, which gives the in-phase and
+        // quadrature parts equal power and no cross-correlation.
+        beta_[i] = std::polar(1.0, kPi * n / g);
+        if (params_.random_phases) theta_[i] = kTwoPi * uniform01(rng);
+    }
+}
+
+std::complex<double> JakesChannel::gain(double t_s) const {
+    std::complex<double> acc{0.0, 0.0};
+    for (std::size_t i = 0; i < omega_.size(); ++i)
+        acc += std::cos(omega_[i] * t_s + theta_[i]) * beta_[i];
+    return scale_ * acc;
+}
+
+void JakesChannel::gains(double t0_s, double dt_s, std::size_t n, std::complex<double>* out) const {
+    const std::size_t g = omega_.size();
+    std::vector<std::complex<double>> u(g), step(g);
+    for (std::size_t k = 0; k < g; ++k) step[k] = std::polar(1.0, omega_[k] * dt_s);
+    for (std::size_t i = 0; i < n; ++i) {
+        if (i % kReanchorEvery == 0) {
+            const double t = t0_s + static_cast<double>(i) * dt_s;
+            for (std::size_t k = 0; k < g; ++k) u[k] = std::polar(1.0, omega_[k] * t + theta_[k]);
+        }
+        std::complex<double> acc{0.0, 0.0};
+        for (std::size_t k = 0; k < g; ++k) {
+            acc += u[k].real() * beta_[k];  // cos(w_k t + theta_k) exp(j pi k / G)
+            u[k] *= step[k];
+        }
+        out[i] = scale_ * acc;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// SumOfSinusoidsChannel (seed 002)
+
+void SumOfSinusoidsParams::validate() const {
+    check_common("channel.sos.doppler_hz", doppler_hz, "channel.sos.mean_snr_db", mean_snr_db);
+    if (paths < 1 || paths > 4096) bad("channel.sos.paths", paths, "not in [1, 4096]");
+}
+
+SumOfSinusoidsChannel::SumOfSinusoidsChannel(const SumOfSinusoidsParams& params) : params_(params) {
+    params_.validate();
+    snr_avg_ = db_to_linear(params_.mean_snr_db);
+    const int k = params_.paths;
+    omega_.resize(k);
+    amp_.resize(k);
+    std::mt19937_64 rng(params_.seed);
+    const double norm = 1.0 / std::sqrt(2.0 * k);  // CN(0, 1) parts have variance 1/2; / sqrt(K)
+    for (int j = 0; j < k; ++j) {
+        const auto [x, y] = normal_pair(rng);
+        amp_[j] = {x * norm, y * norm};
+        omega_[j] = kTwoPi * params_.doppler_hz * std::cos(kTwoPi * uniform01(rng));
+    }
+}
+
+std::complex<double> SumOfSinusoidsChannel::gain(double t_s) const {
+    std::complex<double> acc{0.0, 0.0};
+    for (std::size_t j = 0; j < omega_.size(); ++j)
+        acc += amp_[j] * std::polar(1.0, omega_[j] * t_s);
+    return acc;
+}
+
+void SumOfSinusoidsChannel::gains(double t0_s, double dt_s, std::size_t n,
+                                  std::complex<double>* out) const {
+    const std::size_t k = omega_.size();
+    std::vector<std::complex<double>> u(k), step(k);
+    for (std::size_t j = 0; j < k; ++j) step[j] = std::polar(1.0, omega_[j] * dt_s);
+    for (std::size_t i = 0; i < n; ++i) {
+        if (i % kReanchorEvery == 0) {
+            const double t = t0_s + static_cast<double>(i) * dt_s;
+            for (std::size_t j = 0; j < k; ++j) u[j] = amp_[j] * std::polar(1.0, omega_[j] * t);
+        }
+        std::complex<double> acc{0.0, 0.0};
+        for (std::size_t j = 0; j < k; ++j) {
+            acc += u[j];
+            u[j] *= step[j];
+        }
+        out[i] = acc;
+    }
+}
+
+std::unique_ptr<FadingChannel> make_fading(const FadingConfig& config) {
+    struct Visitor {
+        std::unique_ptr<FadingChannel> operator()(const JakesParams& p) const {
+            return std::make_unique<JakesChannel>(p);
+        }
+        std::unique_ptr<FadingChannel> operator()(const SumOfSinusoidsParams& p) const {
+            return std::make_unique<SumOfSinusoidsChannel>(p);
+        }
+    };
+    return std::visit(Visitor{}, config);
+}
+
+// ---------------------------------------------------------------------------------------
+// ClampLink (seed 000 §V-B)
+
+ClampLinkParams ClampLinkParams::high_rate(int max_attempts) {
+    ClampLinkParams p;
+    p.w0_hz = 4.3e6;
+    p.cmax_bps = 10e6;
+    p.max_attempts = max_attempts;
+    return p;
+}
+
+ClampLinkParams ClampLinkParams::low_rate(int max_attempts) {
+    ClampLinkParams p;
+    p.w0_hz = 620e3;
+    p.cmax_bps = 1.44e6;
+    p.max_attempts = max_attempts;
+    return p;
+}
+
+void ClampLinkParams::validate() const {
+    if (!std::isfinite(slot_s) || slot_s <= 0.0)
+        bad("clamp_link.slot_s", slot_s, "not in (0, inf)");
+    if (!std::isfinite(w0_hz) || w0_hz <= 0.0) bad("clamp_link.w0_hz", w0_hz, "not in (0, inf)");
+    if (!std::isfinite(cmax_bps) || cmax_bps <= 0.0)
+        bad("clamp_link.cmax_bps", cmax_bps, "not in (0, inf)");
+    if (!std::isfinite(target_loss) || target_loss <= 0.0 || target_loss >= 1.0)
+        bad("clamp_link.target_loss", target_loss, "not in (0, 1)");
+    if (max_attempts < 1) bad("clamp_link.max_attempts", max_attempts, "not in [1, inf)");
+    if (scope != MarginScope::after_retransmissions && scope != MarginScope::per_attempt)
+        bad("clamp_link.scope", static_cast<int>(scope), "not a MarginScope");
+    if (!std::isfinite(margin_step) || margin_step < 0.0 || margin_step > 1.0)
+        bad("clamp_link.margin_step", margin_step, "not in [0, 1]");
+    if (!std::isfinite(margin_min) || margin_min < 0.0 || margin_min >= 1.0)
+        bad("clamp_link.margin_min", margin_min, "not in [0, 1)");
+    if (!std::isfinite(margin_max) || margin_max < margin_min || margin_max >= 1.0)
+        bad("clamp_link.margin_max", margin_max, "not in [margin_min, 1)");
+    if (!std::isfinite(margin_init) || margin_init < margin_min || margin_init > margin_max)
+        bad("clamp_link.margin_init", margin_init, "not in [margin_min, margin_max]");
+}
+
+const char* to_string(SlotOutcome o) {
+    switch (o) {
+        case SlotOutcome::delivered:
+            return "delivered";
+        case SlotOutcome::retry:
+            return "retry";
+        case SlotOutcome::dropped:
+            return "dropped";
+    }
+    return "?";
+}
+
+ClampLink::ClampLink(const ClampLinkParams& params) : params_(params) {
+    params_.validate();
+    reset();
+}
+
+void ClampLink::reset() {
+    state_ = {};
+    state_.margin = params_.margin_init;
+    stats_ = {};
+}
+
+double ClampLink::rate_bps(double snr_start) const {
+    // Eq. 18 (per second). log2: C_max = W0 log2(1 + SNR_ave) in both of the paper's rate
+    // cases, see ClampLinkParams::high_rate. A negative or NaN SNR carries nothing.
+    const double n = std::isnan(snr_start) ? 0.0 : std::max(snr_start, 0.0);
+    const double shannon = params_.w0_hz * std::log2(1.0 + (1.0 - state_.margin) * n);
+    return std::min(shannon, params_.cmax_bps);
+}
+
+double ClampLink::capacity_bits(double snr_end) const {
+    const double n = std::isnan(snr_end) ? 0.0 : std::max(snr_end, 0.0);
+    // Same association as rate_bits() (slot * (W0 log2)), so equal SNRs compare equal.
+    return params_.slot_s * (params_.w0_hz * std::log2(1.0 + n));
+}
+
+void ClampLink::observe(double e) {
+    // Robbins-Monro: m <- clamp(m + gamma (e - target)); fixed point P(e = 1 | m) = target.
+    const double m = state_.margin + params_.margin_step * (e - params_.target_loss);
+    state_.margin = std::clamp(m, params_.margin_min, params_.margin_max);
+}
+
+SlotOutcome ClampLink::on_feedback(bool success) {
+    ++stats_.attempts;
+    SlotOutcome out;
+    if (success) {
+        state_.consecutive_failures = 0;
+        ++stats_.delivered;
+        out = SlotOutcome::delivered;
+    } else {
+        ++stats_.errors;
+        // §V-B: "If n consecutive attempts to a given destination fail, then all packets
+        // which would have been completed by that transmission are dropped."
+        if (++state_.consecutive_failures >= params_.max_attempts) {
+            state_.consecutive_failures = 0;
+            ++stats_.dropped;
+            out = SlotOutcome::dropped;
+        } else {
+            out = SlotOutcome::retry;
+        }
+    }
+    if (params_.scope == MarginScope::per_attempt) {
+        observe(success ? 0.0 : 1.0);
+    } else if (out != SlotOutcome::retry) {
+        observe(out == SlotOutcome::dropped ? 1.0 : 0.0);
+    }
+    return out;
+}
+
+ClampLink::Attempt ClampLink::transmit(double snr_start, double snr_end) {
+    const double bps = rate_bps(snr_start);
+    if (bps >= params_.cmax_bps) ++stats_.capped;
+    const double bits = params_.slot_s * bps;
+    const bool error = is_error(bits, snr_end);
+    const SlotOutcome outcome = on_feedback(!error);
+    if (!error) stats_.bits_delivered += bits;
+    return {bits, error, outcome};
+}
+
+}  // namespace oppsched::channel

@@ -1,0 +1,383 @@
+#include "oppsched/wire.h"
+
+#include <cstring>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+#include "oppsched/crc32.h"
+
+namespace oppsched::wire {
+namespace {
+
+class Writer {
+public:
+    explicit Writer(std::size_t reserve) { b_.reserve(reserve); }
+    void u8(std::uint8_t v) { b_.push_back(v); }
+    void u16(std::uint16_t v) { put(v, 2); }
+    void u32(std::uint32_t v) { put(v, 4); }
+    void u64(std::uint64_t v) { put(v, 8); }
+    void i64(std::int64_t v) { put(static_cast<std::uint64_t>(v), 8); }
+    void f32(float v) {
+        std::uint32_t u;
+        std::memcpy(&u, &v, 4);
+        put(u, 4);
+    }
+    void bytes(const std::vector<std::uint8_t>& v) { b_.insert(b_.end(), v.begin(), v.end()); }
+    std::vector<std::uint8_t>& buf() { return b_; }
+
+private:
+    void put(std::uint64_t v, int n) {
+        for (int i = n - 1; i >= 0; --i) b_.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
+    }
+    std::vector<std::uint8_t> b_;
+};
+
+// Bounds-checked big-endian (network order) reader; the first failure is remembered with the field name.
+class Reader {
+public:
+    Reader(const std::uint8_t* p, std::size_t n, const char* msg) : p_(p), n_(n), msg_(msg) {}
+    bool ok() const { return err_.empty(); }
+    const std::string& error() const { return err_; }
+    std::uint64_t get(int n, const char* field) {
+        if (!ok()) return 0;
+        if (n_ - pos_ < static_cast<std::size_t>(n)) {
+            std::ostringstream s;
+            s << msg_ << "." << field << ": truncated (needs " << n << " bytes at offset "
+              << pos_ << ", body has " << n_ << ")";
+            err_ = s.str();
+            return 0;
+        }
+        std::uint64_t v = 0;
+        for (int i = 0; i < n; ++i) v = (v << 8) | p_[pos_ + i];
+        pos_ += n;
+        return v;
+    }
+    std::uint8_t u8(const char* f) { return static_cast<std::uint8_t>(get(1, f)); }
+    std::uint16_t u16(const char* f) { return static_cast<std::uint16_t>(get(2, f)); }
+    std::uint64_t u64(const char* f) { return get(8, f); }
+    std::int64_t i64(const char* f) { return static_cast<std::int64_t>(get(8, f)); }
+    float f32(const char* f) {
+        auto u = static_cast<std::uint32_t>(get(4, f));
+        float v;
+        std::memcpy(&v, &u, 4);
+        return v;
+    }
+    std::vector<std::uint8_t> bytes(std::size_t n, const char* f) {
+        if (!ok()) return {};
+        if (n_ - pos_ < n) {
+            std::ostringstream s;
+            s << msg_ << "." << f << ": length " << n << " exceeds the " << (n_ - pos_)
+              << " bytes left";
+            err_ = s.str();
+            return {};
+        }
+        std::vector<std::uint8_t> v(p_ + pos_, p_ + pos_ + n);
+        pos_ += n;
+        return v;
+    }
+    void fail(std::string e) {
+        if (ok()) err_ = std::move(e);
+    }
+    void expect_end() {
+        if (ok() && pos_ != n_) {
+            std::ostringstream s;
+            s << msg_ << ": " << (n_ - pos_) << " trailing bytes after the body";
+            err_ = s.str();
+        }
+    }
+
+private:
+    const std::uint8_t* p_;
+    std::size_t n_;
+    std::size_t pos_ = 0;
+    const char* msg_;
+    std::string err_;
+};
+
+std::uint16_t checked_len(std::size_t n, const char* field) {
+    if (n > std::numeric_limits<std::uint16_t>::max())
+        throw std::invalid_argument(std::string(field) + ": " + std::to_string(n) +
+                                    " bytes exceed the 65535-byte field");
+    return static_cast<std::uint16_t>(n);
+}
+
+struct BodyWriter {
+    Writer& w;
+    void operator()(const SlotRequest& m) {
+        w.u64(m.slot);
+        w.i64(m.air_time_ns);
+    }
+    void operator()(const SlotGrant& m) {
+        w.u64(m.slot);
+        w.u8(m.empty ? 1 : 0);
+        w.u16(m.user);
+        w.u8(m.mcs);
+        w.u8(m.harq_pid);
+        w.u8(m.ndi);
+        w.u8(m.rv);
+        w.u16(checked_len(m.tb.size(), "slot_grant.tb"));
+        w.bytes(m.tb);
+    }
+    void operator()(const RxIndication& m) {
+        w.u64(m.slot);
+        w.u16(m.user);
+        w.u8(m.mcs);
+        w.u8(m.harq_pid);
+        w.u8(m.ndi);
+        w.u8(m.rv);
+        w.u8((m.header_ok ? 1 : 0) | (m.addressed ? 2 : 0) | (m.crc_ok ? 4 : 0));
+        w.f32(m.snr_db);
+        w.u8(m.cqi);
+        w.u8(m.combined);
+        w.u16(checked_len(m.tb.size(), "rx_indication.tb"));
+        w.bytes(m.tb);
+    }
+    void operator()(const CqiReport& m) {
+        w.u16(m.user);
+        w.u64(m.slot);
+        w.f32(m.snr_db);
+        w.u8(m.cqi);
+    }
+    void operator()(const HarqFeedback& m) {
+        w.u16(m.user);
+        w.u64(m.slot);
+        w.u8(m.harq_pid);
+        w.u8(m.ack ? 1 : 0);
+    }
+    void operator()(const UplinkPacket& m) {
+        w.u16(m.user);
+        w.u16(checked_len(m.packet.size(), "uplink_packet.packet"));
+        w.bytes(m.packet);
+    }
+};
+
+template <class T>
+std::string bad_value(const char* field, T v, const char* why) {
+    std::ostringstream s;
+    s << field << ": " << +v << " " << why;
+    return s.str();
+}
+
+}  // namespace
+
+const char* to_string(MsgType t) {
+    switch (t) {
+        case MsgType::slot_request: return "slot_request";
+        case MsgType::slot_grant: return "slot_grant";
+        case MsgType::rx_indication: return "rx_indication";
+        case MsgType::cqi_report: return "cqi_report";
+        case MsgType::harq_feedback: return "harq_feedback";
+        case MsgType::uplink_packet: return "uplink_packet";
+    }
+    return "unknown";
+}
+
+MsgType type_of(const Message& m) {
+    return static_cast<MsgType>(m.index() + 1);  // variant order == MsgType numbering
+}
+
+bool SlotRequest::operator==(const SlotRequest& o) const {
+    return slot == o.slot && air_time_ns == o.air_time_ns;
+}
+bool SlotGrant::operator==(const SlotGrant& o) const {
+    return slot == o.slot && empty == o.empty && user == o.user && mcs == o.mcs &&
+           harq_pid == o.harq_pid && ndi == o.ndi && rv == o.rv && tb == o.tb;
+}
+bool RxIndication::operator==(const RxIndication& o) const {
+    return slot == o.slot && user == o.user && mcs == o.mcs && harq_pid == o.harq_pid &&
+           ndi == o.ndi && rv == o.rv && header_ok == o.header_ok && addressed == o.addressed &&
+           crc_ok == o.crc_ok && snr_db == o.snr_db && cqi == o.cqi && combined == o.combined &&
+           tb == o.tb;
+}
+bool CqiReport::operator==(const CqiReport& o) const {
+    return user == o.user && slot == o.slot && snr_db == o.snr_db && cqi == o.cqi;
+}
+bool HarqFeedback::operator==(const HarqFeedback& o) const {
+    return user == o.user && slot == o.slot && harq_pid == o.harq_pid && ack == o.ack;
+}
+bool UplinkPacket::operator==(const UplinkPacket& o) const {
+    return user == o.user && packet == o.packet;
+}
+
+std::vector<std::uint8_t> encode(const Message& msg, std::uint32_t seq) {
+    Writer w(kHeaderLen + 64);
+    w.u32(kMagic);
+    w.u8(kVersion);
+    w.u8(static_cast<std::uint8_t>(type_of(msg)));
+    w.u16(0);
+    w.u32(seq);
+    w.u32(0);  // body_len, patched below
+    std::visit(BodyWriter{w}, msg);
+    auto& b = w.buf();
+    const auto body_len = static_cast<std::uint32_t>(b.size() - kHeaderLen);
+    for (int i = 0; i < 4; ++i) b[12 + i] = static_cast<std::uint8_t>(body_len >> (8 * (3 - i)));
+    w.u32(crc32(b.data(), b.size()));
+    return std::move(b);
+}
+
+Result<Frame> decode(const std::uint8_t* data, std::size_t len, std::size_t max_len) {
+    if (len > max_len) {
+        std::ostringstream s;
+        s << "frame: " << len << " bytes exceed the limit of " << max_len;
+        return Error{s.str()};
+    }
+    if (len < kHeaderLen + kTrailerLen) {
+        return Error{bad_value("frame.length", len, "bytes is shorter than header + CRC (20)")};
+    }
+    Reader h(data, kHeaderLen, "header");
+    const auto magic = static_cast<std::uint32_t>(h.get(4, "magic"));
+    const auto version = h.u8("version");
+    const auto type = h.u8("type");
+    h.u16("reserved");
+    const auto seq = static_cast<std::uint32_t>(h.get(4, "seq"));
+    const auto body_len = static_cast<std::uint32_t>(h.get(4, "body_len"));
+    if (magic != kMagic) {
+        std::ostringstream s;
+        s << "header.magic: 0x" << std::hex << magic << " is not 0x" << kMagic;
+        return Error{s.str()};
+    }
+    if (version != kVersion) return Error{bad_value("header.version", version, "is not 1")};
+    if (static_cast<std::size_t>(body_len) != len - kHeaderLen - kTrailerLen) {
+        std::ostringstream s;
+        s << "header.body_len: " << body_len << " does not match the frame ("
+          << (len - kHeaderLen - kTrailerLen) << " body bytes)";
+        return Error{s.str()};
+    }
+    std::uint32_t crc_rx = 0;
+    for (int i = 0; i < 4; ++i) crc_rx = (crc_rx << 8) | data[len - 4 + i];
+    const std::uint32_t crc = crc32(data, len - kTrailerLen);
+    if (crc != crc_rx) {
+        std::ostringstream s;
+        s << "frame.crc: 0x" << std::hex << crc_rx << " does not match the computed 0x" << crc;
+        return Error{s.str()};
+    }
+
+    const std::uint8_t* body = data + kHeaderLen;
+    Frame f;
+    f.seq = seq;
+    switch (static_cast<MsgType>(type)) {
+        case MsgType::slot_request: {
+            Reader r(body, body_len, "slot_request");
+            SlotRequest m;
+            m.slot = r.u64("slot");
+            m.air_time_ns = r.i64("air_time_ns");
+            r.expect_end();
+            if (!r.ok()) return Error{r.error()};
+            f.msg = m;
+            break;
+        }
+        case MsgType::slot_grant: {
+            Reader r(body, body_len, "slot_grant");
+            SlotGrant m;
+            m.slot = r.u64("slot");
+            const auto flags = r.u8("flags");
+            m.empty = flags & 1;
+            m.user = r.u16("user");
+            m.mcs = r.u8("mcs");
+            m.harq_pid = r.u8("harq_pid");
+            m.ndi = r.u8("ndi");
+            m.rv = r.u8("rv");
+            const auto n = r.u16("tb_len");
+            m.tb = r.bytes(n, "tb");
+            r.expect_end();
+            if (r.ok() && m.empty && !m.tb.empty())
+                r.fail(bad_value("slot_grant.tb_len", n, "bytes in a slot marked empty"));
+            if (!r.ok()) return Error{r.error()};
+            f.msg = std::move(m);
+            break;
+        }
+        case MsgType::rx_indication: {
+            Reader r(body, body_len, "rx_indication");
+            RxIndication m;
+            m.slot = r.u64("slot");
+            m.user = r.u16("user");
+            m.mcs = r.u8("mcs");
+            m.harq_pid = r.u8("harq_pid");
+            m.ndi = r.u8("ndi");
+            m.rv = r.u8("rv");
+            const auto flags = r.u8("flags");
+            m.header_ok = flags & 1;
+            m.addressed = flags & 2;
+            m.crc_ok = flags & 4;
+            m.snr_db = r.f32("snr_db");
+            m.cqi = r.u8("cqi");
+            m.combined = r.u8("combined");
+            const auto n = r.u16("tb_len");
+            m.tb = r.bytes(n, "tb");
+            r.expect_end();
+            if (!r.ok()) return Error{r.error()};
+            f.msg = std::move(m);
+            break;
+        }
+        case MsgType::cqi_report: {
+            Reader r(body, body_len, "cqi_report");
+            CqiReport m;
+            m.user = r.u16("user");
+            m.slot = r.u64("slot");
+            m.snr_db = r.f32("snr_db");
+            m.cqi = r.u8("cqi");
+            r.expect_end();
+            if (!r.ok()) return Error{r.error()};
+            f.msg = m;
+            break;
+        }
+        case MsgType::harq_feedback: {
+            Reader r(body, body_len, "harq_feedback");
+            HarqFeedback m;
+            m.user = r.u16("user");
+            m.slot = r.u64("slot");
+            m.harq_pid = r.u8("harq_pid");
+            const auto ack = r.u8("ack");
+            r.expect_end();
+            if (r.ok() && ack > 1) r.fail(bad_value("harq_feedback.ack", ack, "is not 0 or 1"));
+            if (!r.ok()) return Error{r.error()};
+            m.ack = ack == 1;
+            f.msg = m;
+            break;
+        }
+        case MsgType::uplink_packet: {
+            Reader r(body, body_len, "uplink_packet");
+            UplinkPacket m;
+            m.user = r.u16("user");
+            const auto n = r.u16("len");
+            m.packet = r.bytes(n, "packet");
+            r.expect_end();
+            if (!r.ok()) return Error{r.error()};
+            f.msg = std::move(m);
+            break;
+        }
+        default:
+            return Error{bad_value("header.type", type, "is not a known message type (1..6)")};
+    }
+    return f;
+}
+
+std::uint64_t SeqTracker::on_receive(std::uint32_t seq) {
+    ++stats_.received;
+    if (!started_) {
+        started_ = true;
+        next_ = seq + 1;
+        return 0;
+    }
+    if (seq == next_) {
+        ++next_;
+        return 0;
+    }
+    if (seq == 0) {  // the peer restarted: its numbering begins again
+        ++stats_.restarts;
+        next_ = 1;
+        return 0;
+    }
+    const std::uint32_t ahead = seq - next_;  // modular distance
+    if (ahead < (1u << 31)) {
+        stats_.lost += ahead;
+        next_ = seq + 1;
+        return ahead;
+    }
+    ++stats_.out_of_order;
+    return 0;
+}
+
+}  // namespace oppsched::wire

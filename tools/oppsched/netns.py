@@ -1,0 +1,1128 @@
+"""Network-namespace topology builder with guaranteed teardown.
+
+Two layers:
+
+* Primitives: a :class:`Session` owns everything one run creates -- namespaces (named
+  ``PREFIX-RUNID-ROLE``), veth pairs and TUN devices inside them, and processes started in
+  them -- and removes all of it on exit: normal return, exception, Ctrl-C, SIGTERM/SIGHUP
+  (turned into SystemExit while the session is open) and, as a last resort, atexit.
+  :func:`cleanup_stale` removes what a run killed with SIGKILL left behind.
+  :class:`Netns` runs commands and processes inside one namespace and waits for things to
+  be ready by checking (ports listening, links up, files written), never by sleeping.
+
+* The testbed topology (design.md, "Data path"): :class:`Topology` describes N servers,
+  each behind its own wired path of one-way delay d_i/2 per direction to the AP (seed 000,
+  Table I: S_i--X, 100 Mb/s, d_i/2), one AP namespace and M client namespaces;
+  :class:`Testbed` builds it. The wired paths use netem where the kernel has it and the
+  project's user-space stage ``oppsched-delay`` otherwise (see oppsched.wired); the choice
+  is made automatically and recorded in :meth:`Testbed.describe`.
+
+Addressing (IPv4 and IPv6, only ever inside the run's own namespaces):
+
+    server i   10.1.i.1/24      fd00:1:i::1/64     (i in hex in IPv6)   AP side .254 / ::fe
+    client j   10.2.j.1/24      fd00:2:j::1/64                          AP side .254 / ::fe
+    client_links="tun": clients are 10.2.j.1/32, fd00:2:j::1/128 on their TUN "radio0";
+    the AP's TUN "radio0" is 10.2.255.254/32, fd00:2:ffff::fe/128 with routes to 10.2/16 and
+    fd00:2::/32; the AP daemon and client agents attach to these persistent TUNs by name.
+
+Everything here needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN): see :func:`is_root`.
+
+Example::
+
+    topo = Topology(servers=(ServerSpec("S1", rtt_ms=30),), clients=(ClientSpec("R1"),))
+    with Testbed(topo) as tb:
+        srv = tb.clients[0].ns.spawn_iperf3_server(5201)
+        out = tb.servers[0].ns.run(["iperf3", "-c", tb.clients[0].addr4, "-J", "-t", "2"])
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import fcntl
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+DEFAULT_PREFIX = "oppsched"
+OWNER_DIR = Path("/run/oppsched-netns")  # tmpfs: gone after a reboot, like the namespaces
+RUN_ENV = "OPPSCHED_NETNS_RUN"  # set in every process a Session starts: finds escapees
+IP = shutil.which("ip") or "/usr/sbin/ip"
+TC = shutil.which("tc") or "/usr/sbin/tc"
+
+_PREFIX_RE = re.compile(r"[A-Za-z0-9_]{1,24}")
+_ROLE_RE = re.compile(r"[a-z0-9]{1,12}")
+_RUN_ID_RE = re.compile(r"[0-9a-f]{6}")
+_IFNAME_RE = re.compile(r"[A-Za-z0-9_.]{1,15}")
+
+
+class NetnsError(RuntimeError):
+    """A command or step failed; the message names what and why."""
+
+
+class ReadinessTimeout(NetnsError):
+    """Something did not become ready within its timeout."""
+
+
+def is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def _fmt(argv: Sequence[str]) -> str:
+    return " ".join(str(a) for a in argv)
+
+
+def run_cmd(argv: Sequence[str], *, timeout: float = 30.0, check: bool = True,
+            input: str | None = None) -> subprocess.CompletedProcess:
+    """Runs a command to completion (text output captured); raises NetnsError on failure."""
+    argv = [str(a) for a in argv]
+    try:
+        cp = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, input=input,
+                            stdin=None if input is not None else subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise NetnsError(f"`{_fmt(argv)}`: {argv[0]} not found") from None
+    except subprocess.TimeoutExpired:
+        raise NetnsError(f"`{_fmt(argv)}` did not finish within {timeout:g} s") from None
+    if check and cp.returncode != 0:
+        msg = (cp.stderr or cp.stdout).strip()
+        raise NetnsError(f"`{_fmt(argv)}` failed (exit {cp.returncode}): {msg}")
+    return cp
+
+
+def wait_for(probe: Callable[[], Any], *, timeout: float, what: str,
+             interval: float = 0.002, max_interval: float = 0.05) -> Any:
+    """Calls probe() until it returns something truthy and returns that.
+
+    The poll interval starts small and backs off to max_interval. After `timeout` seconds,
+    raises ReadinessTimeout("WHAT: not ready after T s"). probe() may raise to give up early
+    (e.g. the process that should open a port has died).
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        now = time.monotonic()
+        if now >= deadline:
+            raise ReadinessTimeout(f"{what}: not ready after {timeout:g} s")
+        time.sleep(min(interval, deadline - now))
+        interval = min(interval * 2, max_interval)
+
+
+# ----------------------------------------------------------------------------------------
+# Entering a namespace from one thread (for sockets and ioctls without a subprocess)
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_CLONE_NEWNET = 0x40000000
+
+
+def in_netns(name: str, fn: Callable[[], Any]) -> Any:
+    """Runs fn() in a short-lived thread that has joined namespace `name`; returns its value.
+
+    setns(CLONE_NEWNET) only moves the calling thread, so the rest of the process stays
+    where it was. Sockets keep the namespace they were created in, so a socket made by fn()
+    can be used from any thread afterwards.
+    """
+    out: dict[str, Any] = {}
+
+    def body():
+        try:
+            fd = os.open(f"/run/netns/{name}", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                if _libc.setns(fd, _CLONE_NEWNET) != 0:
+                    e = ctypes.get_errno()
+                    raise OSError(e, f"setns({name}): {os.strerror(e)}")
+            finally:
+                os.close(fd)
+            out["value"] = fn()
+        except BaseException as exc:  # handed to the caller's thread
+            out["error"] = exc
+
+    t = threading.Thread(target=body, name=f"netns-{name}", daemon=True)
+    t.start()
+    t.join()
+    if "error" in out:
+        raise out["error"]
+    return out.get("value")
+
+
+# Legacy ethtool ioctls (struct ethtool_value), enough to switch segmentation offloads.
+_SIOCETHTOOL = 0x8946
+_ETHTOOL = {"tso": (0x1E, 0x1F), "gso": (0x23, 0x24), "gro": (0x2B, 0x2C)}  # (get, set)
+
+
+def _ethtool(sock: socket.socket, dev: str, cmd: int, value: int = 0) -> int:
+    buf = ctypes.create_string_buffer(struct.pack("II", cmd, value), 8)
+    ifr = struct.pack("16sP", dev.encode(), ctypes.addressof(buf)).ljust(40, b"\0")
+    fcntl.ioctl(sock.fileno(), _SIOCETHTOOL, ifr)
+    return struct.unpack("II", buf.raw)[1]
+
+
+# ----------------------------------------------------------------------------------------
+# Processes
+
+
+def _proc_start_time(pid: int) -> int | None:
+    """Field 22 of /proc/PID/stat (start time in clock ticks): tells a reused pid apart."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(")") + 2:].split()[19])
+
+
+def _signal_proc(popen: subprocess.Popen, sig: int) -> None:
+    """Signals the process group a Session started (leader pid = pgid), and the leader
+    itself while it is not reaped. Once reaped, its pid may belong to someone else: only
+    the group is signalled then (a group id stays reserved while any member lives)."""
+    try:
+        os.killpg(popen.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+    if popen.returncode is None:
+        try:
+            os.kill(popen.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+class Proc:
+    """A process a Session started inside a namespace, in its own process group."""
+
+    def __init__(self, name: str, ns: "Netns", argv: list[str], popen: subprocess.Popen,
+                 log_path: Path | None):
+        self.name = name
+        self.ns = ns
+        self.argv = argv
+        self.popen = popen
+        self.log_path = log_path
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def running(self) -> bool:
+        return self.popen.poll() is None
+
+    @property
+    def returncode(self) -> int | None:
+        return self.popen.poll()
+
+    def wait(self, timeout: float | None = None) -> int:
+        try:
+            return self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise NetnsError(f"{self.name}: still running after {timeout:g} s") from None
+
+    def send_signal(self, sig: int) -> None:
+        if self.running():
+            self.popen.send_signal(sig)
+
+    def log_tail(self, lines: int = 15) -> str:
+        if self.log_path is None:
+            return ""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.rstrip().splitlines()[-lines:])
+
+    def check_alive(self) -> None:
+        """Raises NetnsError (with the end of its log) if the process has exited."""
+        rc = self.popen.poll()
+        if rc is not None:
+            tail = self.log_tail()
+            raise NetnsError(f"{self.name} (in {self.ns.name}) exited with {rc}"
+                             + (f":\n{tail}" if tail else ""))
+
+    def stop(self, timeout: float = 3.0) -> int | None:
+        """SIGTERM to the process group, then SIGKILL after `timeout`. Returns the exit code."""
+        if self.popen.poll() is None:
+            _signal_proc(self.popen, signal.SIGTERM)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                pass
+        # The leader may be gone while members of its group live on: kill the group anyway.
+        _signal_proc(self.popen, signal.SIGKILL)
+        try:
+            return self.popen.wait(5.0)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def __repr__(self) -> str:
+        return f"Proc({self.name!r}, pid={self.pid}, ns={self.ns.name!r})"
+
+
+# ----------------------------------------------------------------------------------------
+# One namespace
+
+
+class Netns:
+    """Handle on one network namespace (it must exist); commands run inside it."""
+
+    def __init__(self, name: str, session: "Session | None" = None, role: str = ""):
+        self.name = name
+        self.session = session
+        self.role = role
+
+    def __repr__(self) -> str:
+        return f"Netns({self.name!r})"
+
+    def exec_argv(self, argv: Sequence[str]) -> list[str]:
+        return [IP, "netns", "exec", self.name, *[str(a) for a in argv]]
+
+    def run(self, argv: Sequence[str], *, timeout: float = 30.0, check: bool = True,
+            input: str | None = None) -> subprocess.CompletedProcess:
+        """Runs argv inside the namespace to completion (output captured as text)."""
+        return run_cmd(self.exec_argv(argv), timeout=timeout, check=check, input=input)
+
+    def ip(self, *args: Any, timeout: float = 10.0) -> str:
+        """`ip -n NAME ARGS...`; returns stdout."""
+        return run_cmd([IP, "-n", self.name, *args], timeout=timeout).stdout
+
+    def tc(self, *args: Any, timeout: float = 10.0) -> str:
+        return run_cmd([TC, "-n", self.name, *args], timeout=timeout).stdout
+
+    def sysctl(self, values: dict[str, Any]) -> None:
+        """Sets per-namespace sysctls, e.g. {"net.ipv4.tcp_congestion_control": "reno"}."""
+        if not values:
+            return
+        self.run(["sysctl", "-q", "-w", *[f"{k}={v}" for k, v in values.items()]])
+
+    def read_sysctl(self, key: str) -> str:
+        return self.run(["sysctl", "-n", key]).stdout.strip()
+
+    def pids(self) -> list[int]:
+        cp = run_cmd([IP, "netns", "pids", self.name], check=False)
+        return [int(p) for p in cp.stdout.split() if p.isdigit()]
+
+    def links(self) -> list[dict]:
+        return json.loads(self.ip("-j", "link", "show") or "[]")
+
+    def link(self, dev: str) -> dict:
+        return json.loads(self.ip("-j", "link", "show", "dev", dev))[0]
+
+    def wait_link_up(self, dev: str, timeout: float = 5.0) -> None:
+        """Waits until `dev` is administratively up and has carrier (LOWER_UP)."""
+        def up():
+            flags = self.link(dev).get("flags", [])
+            return "UP" in flags and "LOWER_UP" in flags
+        wait_for(up, timeout=timeout, what=f"{self.name}: link {dev} up")
+
+    def listening(self, proto: str = "tcp") -> set[int]:
+        """Local ports with a listening (tcp) or bound (udp) socket in this namespace."""
+        flag = {"tcp": "-Hltn", "udp": "-Hlun"}[proto]
+        out = self.run(["ss", flag]).stdout
+        ports = set()
+        for line in out.splitlines():
+            cols = line.split()
+            if len(cols) >= 4 and ":" in cols[3]:
+                port = cols[3].rsplit(":", 1)[1]
+                if port.isdigit():
+                    ports.add(int(port))
+        return ports
+
+    def wait_listening(self, port: int, proto: str = "tcp", timeout: float = 10.0,
+                       proc: Proc | None = None) -> None:
+        """Waits until something listens on `port`; fails at once if `proc` exits."""
+        def probe():
+            if proc is not None:
+                proc.check_alive()
+            return port in self.listening(proto)
+        wait_for(probe, timeout=timeout, what=f"{self.name}: {proto} port {port} listening")
+
+    def socket(self, family: int = socket.AF_INET, type: int = socket.SOCK_DGRAM,
+               proto: int = 0) -> socket.socket:
+        """A socket created inside this namespace."""
+        return in_netns(self.name, lambda: socket.socket(family, type, proto))
+
+    def offloads(self, dev: str) -> dict[str, bool]:
+        with self.socket() as s:
+            return {k: bool(_ethtool(s, dev, get)) for k, (get, _set) in _ETHTOOL.items()}
+
+    def set_offloads(self, dev: str, enabled: bool) -> None:
+        """Switches TSO, GSO and GRO of `dev` on or off (ethtool -K, without ethtool)."""
+        with self.socket() as s:
+            for key, (_get, set_cmd) in _ETHTOOL.items():
+                try:
+                    _ethtool(s, dev, set_cmd, int(enabled))
+                except OSError as exc:
+                    raise NetnsError(f"{self.name}: {dev}: cannot set {key} "
+                                     f"{'on' if enabled else 'off'}: {exc.strerror}") from None
+
+    def ping(self, address: str, count: int = 20, interval: float = 0.05,
+             timeout: float = 2.0, size: int = 56) -> list[float | None]:
+        """ICMP echo RTTs in ms (None: lost), via oppsched.pinger run in this namespace."""
+        return self.ping_many([address], count, interval, timeout, size)[address]
+
+    def ping_many(self, addresses: Sequence[str], count: int = 1, interval: float = 0.05,
+                  timeout: float = 2.0, size: int = 56) -> dict[str, list[float | None]]:
+        """ping() of several addresses at the same time, from one process."""
+        pkg_parent = str(Path(__file__).resolve().parent.parent)
+        argv = ["env", f"PYTHONPATH={pkg_parent}", sys.executable, "-m", "oppsched.pinger",
+                *addresses, "--count", count, "--interval", interval, "--timeout", timeout,
+                "--size", size]
+        budget = count * interval + timeout + 30.0
+        cp = self.run(argv, timeout=budget)
+        out = {}
+        for line in cp.stdout.splitlines():
+            d = json.loads(line)
+            out[d["address"]] = d["rtt_ms"]
+        return out
+
+    def spawn(self, argv: Sequence[str], *, name: str, log: str | Path | None = None,
+              env: dict[str, str] | None = None) -> Proc:
+        if self.session is None:
+            raise NetnsError(f"{self.name}: spawn needs a Session (it owns the processes)")
+        return self.session.spawn(self, argv, name=name, log=log, env=env)
+
+    def spawn_iperf3_server(self, port: int = 5201, *, name: str | None = None,
+                            extra: Sequence[str] = (), timeout: float = 10.0) -> Proc:
+        """Starts `iperf3 -s -p PORT` here and returns once the port listens."""
+        p = self.spawn(["iperf3", "-s", "-p", str(port), *extra],
+                       name=name or f"iperf3-s-{self.role or self.name}-{port}")
+        self.wait_listening(port, "tcp", timeout=timeout, proc=p)
+        return p
+
+
+# ----------------------------------------------------------------------------------------
+# Session: what one run owns
+
+
+def new_run_id() -> str:
+    return secrets.token_hex(3)
+
+
+class Session:
+    """Owns the namespaces, devices and processes of one run and always removes them.
+
+    Use as a context manager. While open (main thread only), SIGTERM and SIGHUP raise
+    SystemExit so that the ``with`` body unwinds and teardown runs; Ctrl-C does the same
+    through KeyboardInterrupt. Teardown is idempotent and also registered with atexit.
+    An owner file in /run/oppsched-netns tells :func:`cleanup_stale` that the run is alive.
+    """
+
+    def __init__(self, prefix: str = DEFAULT_PREFIX, run_id: str | None = None,
+                 workdir: str | Path | None = None, *, handle_signals: bool = True):
+        if not _PREFIX_RE.fullmatch(prefix):
+            raise ValueError(f"prefix: {prefix!r} is not 1..24 letters, digits or _")
+        run_id = run_id or new_run_id()
+        if not _RUN_ID_RE.fullmatch(run_id):
+            raise ValueError(f"run_id: {run_id!r} is not 6 lowercase hex digits")
+        self.prefix = prefix
+        self.run_id = run_id
+        self.name = f"{prefix}-{run_id}"
+        self._own_workdir = workdir is None
+        self.workdir = Path(workdir) if workdir is not None else None
+        self.handle_signals = handle_signals
+        self.namespaces: list[Netns] = []
+        self.tuns: list[tuple[Netns, str]] = []
+        self.veths: list[tuple[Netns, str, Netns, str]] = []
+        self.procs: list[Proc] = []
+        self.teardown_errors: list[str] = []
+        self._started = False
+        self._closed = False
+        self._old_handlers: dict[int, Any] = {}
+        self._before_teardown: list[Callable[[], None]] = []
+
+    # -- life cycle --
+
+    def __enter__(self) -> "Session":
+        self.start()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        errors = self.teardown()
+        if errors and exc_type is None:
+            raise NetnsError(f"{self.name}: teardown incomplete: " + "; ".join(errors))
+
+    def start(self) -> None:
+        if self._started:
+            return
+        if not is_root():
+            raise NetnsError("network namespaces need root (CAP_NET_ADMIN, CAP_SYS_ADMIN)")
+        self._started = True
+        if self.workdir is None:
+            self.workdir = Path(tempfile.mkdtemp(prefix=f"{self.name}-"))
+        else:
+            self.workdir.mkdir(parents=True, exist_ok=True)
+        OWNER_DIR.mkdir(parents=True, exist_ok=True)
+        self._write_owner()
+        atexit.register(self.teardown)
+        if self.handle_signals and threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGHUP):
+                self._old_handlers[sig] = signal.signal(sig, self._on_signal)
+
+    def _on_signal(self, signum, _frame):
+        raise SystemExit(128 + signum)
+
+    def _owner_path(self) -> Path:
+        return OWNER_DIR / f"{self.name}.json"
+
+    def _write_owner(self) -> None:
+        data = {"pid": os.getpid(), "start": _proc_start_time(os.getpid()),
+                "namespaces": [n.name for n in self.namespaces], "workdir": str(self.workdir)}
+        tmp = self._owner_path().with_suffix(".tmp")
+        tmp.write_text(json.dumps(data))
+        tmp.replace(self._owner_path())
+
+    def on_teardown(self, fn: Callable[[], None]) -> None:
+        """Registers fn to run first at teardown (e.g. to read a daemon's final stats)."""
+        self._before_teardown.append(fn)
+
+    # -- building blocks --
+
+    def _check_open(self) -> None:
+        if not self._started:
+            raise NetnsError(f"{self.name}: session not started (use `with Session(...)`)")
+        if self._closed:
+            raise NetnsError(f"{self.name}: session already torn down")
+
+    def add_netns(self, role: str) -> Netns:
+        """Creates namespace PREFIX-RUNID-ROLE with its loopback up."""
+        self._check_open()
+        if not _ROLE_RE.fullmatch(role):
+            raise ValueError(f"role: {role!r} is not 1..12 lowercase letters or digits")
+        ns = Netns(f"{self.name}-{role}", self, role)
+        if any(n.name == ns.name for n in self.namespaces):
+            raise NetnsError(f"{ns.name}: namespace already in this session")
+        run_cmd([IP, "netns", "add", ns.name])
+        self.namespaces.append(ns)  # recorded before anything else can fail
+        self._write_owner()
+        ns.ip("link", "set", "dev", "lo", "up")
+        return ns
+
+    def add_veth(self, a: Netns, if_a: str, b: Netns, if_b: str, *, mtu: int | None = None,
+                 up: bool = True) -> None:
+        """A veth pair with one end in each namespace; never touches the host namespace."""
+        self._check_open()
+        for n in (if_a, if_b):
+            if not _IFNAME_RE.fullmatch(n):
+                raise ValueError(f"interface name: {n!r} is not 1..15 of [A-Za-z0-9_.]")
+        # Keywords `name`/`dev` always: ip(8) takes a bare "b" for "broadcast".
+        argv = [IP, "link", "add", "name", if_a, "netns", a.name]
+        if mtu:
+            argv += ["mtu", mtu]
+        argv += ["type", "veth", "peer", "name", if_b, "netns", b.name]
+        if mtu:
+            argv += ["mtu", mtu]
+        run_cmd(argv)
+        self.veths.append((a, if_a, b, if_b))
+        if up:
+            a.ip("link", "set", "dev", if_a, "up")
+            b.ip("link", "set", "dev", if_b, "up")
+
+    def add_tun(self, ns: Netns, dev: str, *, mtu: int | None = None, up: bool = True) -> None:
+        """A persistent TUN device (no packet-info header) for a daemon to attach to by name."""
+        self._check_open()
+        if not _IFNAME_RE.fullmatch(dev):
+            raise ValueError(f"interface name: {dev!r} is not 1..15 of [A-Za-z0-9_.]")
+        ns.ip("tuntap", "add", "dev", dev, "mode", "tun")
+        self.tuns.append((ns, dev))
+        if mtu:
+            ns.ip("link", "set", "dev", dev, "mtu", mtu)
+        if up:
+            ns.ip("link", "set", "dev", dev, "up")
+
+    def spawn(self, ns: Netns, argv: Sequence[str], *, name: str,
+              log: str | Path | None = None, env: dict[str, str] | None = None) -> Proc:
+        """Starts argv inside ns, in a new process group, stdout+stderr to a log file
+        (default WORKDIR/NAME.log). It is stopped at teardown if still running."""
+        self._check_open()
+        if not re.fullmatch(r"[A-Za-z0-9_.:-]{1,64}", name):
+            raise ValueError(f"name: {name!r} is not 1..64 of [A-Za-z0-9_.:-]")
+        log_path = Path(log) if log is not None else self.workdir / f"{name}.log"
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        full_env[RUN_ENV] = self.name
+        argv = [str(a) for a in argv]
+        with open(log_path, "ab") as logf:
+            try:
+                popen = subprocess.Popen(ns.exec_argv(argv), stdin=subprocess.DEVNULL,
+                                         stdout=logf, stderr=subprocess.STDOUT, env=full_env,
+                                         start_new_session=True, close_fds=True)
+            except OSError as exc:
+                raise NetnsError(f"{name}: cannot start `{_fmt(argv)}`: {exc}") from None
+        p = Proc(name, ns, argv, popen, log_path)
+        self.procs.append(p)
+        return p
+
+    # -- teardown --
+
+    def teardown(self, grace: float = 3.0) -> list[str]:
+        """Stops every process, deletes every device and namespace of the run.
+
+        Safe to call more than once. Never raises for a step that fails: it goes on with
+        the others and returns (and keeps in teardown_errors) what could not be removed.
+        """
+        if self._closed or not self._started:
+            return self.teardown_errors
+        self._closed = True
+        # A second Ctrl-C or SIGTERM must not cut teardown short.
+        in_main = threading.current_thread() is threading.main_thread()
+        masked = {}
+        if in_main:
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                try:
+                    masked[sig] = signal.signal(sig, signal.SIG_IGN)
+                except (ValueError, OSError):
+                    pass
+        errors: list[str] = []
+        try:
+            for fn in self._before_teardown:
+                try:
+                    fn()
+                except Exception as exc:  # noqa: BLE001 -- report and go on
+                    errors.append(f"before-teardown hook: {exc}")
+            # 1. Our processes, newest first, each by its process group: SIGTERM, then KILL.
+            live = [p for p in reversed(self.procs) if p.running()]
+            for p in live:
+                _signal_proc(p.popen, signal.SIGTERM)
+            deadline = time.monotonic() + grace
+            for p in live:
+                try:
+                    p.popen.wait(max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    pass
+            for p in reversed(self.procs):
+                _signal_proc(p.popen, signal.SIGKILL)
+                try:
+                    p.popen.wait(5.0)
+                except subprocess.TimeoutExpired:
+                    errors.append(f"process {p.name} (pid {p.pid}) survived SIGKILL")
+            # 2. Anything else still inside our namespaces or carrying our marker.
+            errors += _kill_run_leftovers(self.name, [n.name for n in self.namespaces])
+            # 3. TUN devices (deleting the namespace would do it; be explicit anyway).
+            for ns, dev in reversed(self.tuns):
+                run_cmd([IP, "-n", ns.name, "tuntap", "del", "dev", dev, "mode", "tun"],
+                        check=False)
+            # 4. Namespaces (veths go with them).
+            for ns in reversed(self.namespaces):
+                cp = run_cmd([IP, "netns", "del", ns.name], check=False)
+                if cp.returncode != 0 and Path(f"/run/netns/{ns.name}").exists():
+                    errors.append(f"cannot delete namespace {ns.name}: {cp.stderr.strip()}")
+            try:
+                self._owner_path().unlink()
+            except FileNotFoundError:
+                pass
+            if self._own_workdir and self.workdir is not None and not errors:
+                shutil.rmtree(self.workdir, ignore_errors=True)
+        finally:
+            for sig, old in masked.items():
+                signal.signal(sig, old)
+            if in_main:
+                for sig, old in self._old_handlers.items():
+                    signal.signal(sig, old)
+            self._old_handlers.clear()
+            try:
+                atexit.unregister(self.teardown)
+            except Exception:  # noqa: BLE001
+                pass
+        self.teardown_errors = errors
+        if errors:
+            warnings.warn(f"{self.name}: teardown incomplete: " + "; ".join(errors))
+        return errors
+
+
+def _marked_pids(run_names: Iterable[str]) -> list[int]:
+    """Pids whose environment carries RUN_ENV=<one of run_names>."""
+    wanted = {f"{RUN_ENV}={r}".encode() for r in run_names}
+    if not wanted:
+        return []
+    me = os.getpid()
+    found = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == me:
+            continue
+        try:
+            env = Path(f"/proc/{d}/environ").read_bytes()
+        except OSError:
+            continue
+        if any(item in wanted for item in env.split(b"\0")):
+            found.append(int(d))
+    return found
+
+
+def _kill_run_leftovers(run_name: str, ns_names: Sequence[str]) -> list[str]:
+    """SIGKILLs every process inside the namespaces or marked with the run; waits for them."""
+    pids: set[int] = set(_marked_pids([run_name]))
+    for n in ns_names:
+        pids.update(Netns(n).pids())
+    pids.discard(os.getpid())
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    errors = []
+    deadline = time.monotonic() + 5.0
+    for pid in pids:
+        while Path(f"/proc/{pid}").exists():
+            # Dead once a zombie; its parent (maybe a Popen of the caller's) reaps it.
+            if _is_zombie(pid):
+                break
+            if time.monotonic() > deadline:
+                errors.append(f"pid {pid} survived SIGKILL")
+                break
+            time.sleep(0.01)
+    return errors
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rindex(")") + 2] == "Z"
+
+
+def list_netns() -> list[str]:
+    out = run_cmd([IP, "netns", "list"]).stdout
+    return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+
+def _owner_alive(run_name: str) -> bool:
+    try:
+        data = json.loads((OWNER_DIR / f"{run_name}.json").read_text())
+    except (OSError, ValueError):
+        return False
+    pid, start = data.get("pid"), data.get("start")
+    return isinstance(pid, int) and start is not None and _proc_start_time(pid) == start
+
+
+def cleanup_stale(prefix: str = DEFAULT_PREFIX, *, force: bool = False) -> list[str]:
+    """Removes namespaces (and their processes and devices) of crashed runs of `prefix`.
+
+    A run is stale when its owner process (recorded in /run/oppsched-netns) is gone; a live
+    run is left alone unless force=True. Also kills processes that carry a stale run's
+    marker but have left its namespaces. Returns the namespaces removed.
+    """
+    if not _PREFIX_RE.fullmatch(prefix):
+        raise ValueError(f"prefix: {prefix!r} is not 1..24 letters, digits or _")
+    if not is_root():
+        raise NetnsError("cleanup_stale needs root")
+    pat = re.compile(rf"({re.escape(prefix)}-[0-9a-f]{{6}})-[a-z0-9]+")
+    runs: dict[str, list[str]] = {}
+    for name in list_netns():
+        m = pat.fullmatch(name)
+        if m:
+            runs.setdefault(m.group(1), []).append(name)
+    # Owner files whose namespaces are all gone may still have marked processes.
+    if OWNER_DIR.is_dir():
+        for f in OWNER_DIR.glob(f"{prefix}-*.json"):
+            if re.fullmatch(rf"{re.escape(prefix)}-[0-9a-f]{{6}}", f.stem):
+                runs.setdefault(f.stem, [])
+    removed = []
+    for run_name, names in sorted(runs.items()):
+        if not force and _owner_alive(run_name):
+            continue
+        _kill_run_leftovers(run_name, names)
+        for n in names:
+            cp = run_cmd([IP, "netns", "del", n], check=False)
+            if cp.returncode == 0:
+                removed.append(n)
+        try:
+            (OWNER_DIR / f"{run_name}.json").unlink()
+        except FileNotFoundError:
+            pass
+    return removed
+
+
+# ----------------------------------------------------------------------------------------
+# Topology
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """A server S_i behind its own wired path to the AP (seed 000, Fig. 3, Table I)."""
+    name: str
+    rtt_ms: float  # d_i: round-trip propagation delay of the wired path; d_i/2 each way
+    rate_bps: float = 0.0  # wired link capacity per direction (Table I: 100 Mb/s); 0 = none
+    limit_bytes: int = 0  # FIFO in front of that rate limit, bytes; 0 = unlimited
+
+
+@dataclass(frozen=True)
+class ClientSpec:
+    """A client R_j. With client_links="veth", link_delay_ms is the one-way delay each way
+    of its stand-in link to the AP (seed 000 Table I: X--R_i 1 ms); 0 = a plain veth."""
+    name: str
+    link_delay_ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class TcpSettings:
+    """Per-namespace TCP sysctls, applied to every server and client namespace."""
+    congestion_control: str = "reno"
+    sack: bool = True
+    ecn: int = 0  # net.ipv4.tcp_ecn: 0 off, 1 request and accept, 2 accept only
+    timestamps: bool = True
+    window_scaling: bool = True
+    no_metrics_save: bool = True  # no cached ssthresh/RTT from an earlier connection
+    extra: tuple[tuple[str, str], ...] = ()  # more (key, value) sysctls
+
+    def sysctls(self) -> dict[str, str]:
+        d = {
+            "net.ipv4.tcp_congestion_control": self.congestion_control,
+            "net.ipv4.tcp_sack": int(self.sack),
+            "net.ipv4.tcp_ecn": self.ecn,
+            "net.ipv4.tcp_timestamps": int(self.timestamps),
+            "net.ipv4.tcp_window_scaling": int(self.window_scaling),
+            "net.ipv4.tcp_no_metrics_save": int(self.no_metrics_save),
+        }
+        d.update(dict(self.extra))
+        return {k: str(v) for k, v in d.items()}
+
+
+WIRED_BACKENDS = ("auto", "netem", "userspace")
+CLIENT_LINKS = ("veth", "tun")
+
+
+@dataclass(frozen=True)
+class Topology:
+    servers: tuple[ServerSpec, ...]
+    clients: tuple[ClientSpec, ...]
+    tcp: TcpSettings = field(default_factory=TcpSettings)
+    ipv4: bool = True
+    ipv6: bool = True
+    wired: str = "auto"  # auto: netem where the kernel has it, else oppsched-delay
+    client_links: str = "veth"  # veth: stand-in links for tests; tun: TUNs for the radio
+    offloads: bool = False  # False: TSO/GSO/GRO off, so pcaps and rate limits see packets
+    rt_priority: int = 10  # SCHED_FIFO priority of oppsched-delay (0: normal scheduling)
+    mtu: int = 1500
+
+    def validate(self) -> None:
+        """Raises ValueError naming the field and the value."""
+        if not self.servers:
+            raise ValueError("topology.servers: empty; at least one server is needed")
+        if len(self.servers) > 250:
+            raise ValueError(f"topology.servers: {len(self.servers)} servers, at most 250")
+        if len(self.clients) > 250:
+            raise ValueError(f"topology.clients: {len(self.clients)} clients, at most 250")
+        for kind, specs in (("servers", self.servers), ("clients", self.clients)):
+            names = [s.name for s in specs]
+            for i, n in enumerate(names):
+                if not n or names.index(n) != i:
+                    raise ValueError(f"topology.{kind}[{i}].name: {n!r} is empty or repeated")
+        for i, s in enumerate(self.servers):
+            p = f"topology.servers[{i}]"
+            if not (isinstance(s.rtt_ms, (int, float)) and 0 <= s.rtt_ms <= 60_000):
+                raise ValueError(f"{p}.rtt_ms: {s.rtt_ms!r} not in [0, 60000]")
+            if not (s.rate_bps == 0 or 1e3 <= s.rate_bps <= 1e12):
+                raise ValueError(f"{p}.rate_bps: {s.rate_bps!r} not 0 or in [1e3, 1e12]")
+            if not (isinstance(s.limit_bytes, int) and s.limit_bytes >= 0):
+                raise ValueError(f"{p}.limit_bytes: {s.limit_bytes!r} is not an int >= 0")
+        for j, c in enumerate(self.clients):
+            if not (0 <= c.link_delay_ms <= 60_000):
+                raise ValueError(f"topology.clients[{j}].link_delay_ms: {c.link_delay_ms!r} "
+                                 "not in [0, 60000]")
+        if self.wired not in WIRED_BACKENDS:
+            raise ValueError(f"topology.wired: {self.wired!r} not one of "
+                             f"{', '.join(WIRED_BACKENDS)}")
+        if self.client_links not in CLIENT_LINKS:
+            raise ValueError(f"topology.client_links: {self.client_links!r} not one of "
+                             f"{', '.join(CLIENT_LINKS)}")
+        if not (self.ipv4 or self.ipv6):
+            raise ValueError("topology.ipv4/ipv6: both false; at least one family is needed")
+        if not (0 <= self.rt_priority <= 99):
+            raise ValueError(f"topology.rt_priority: {self.rt_priority!r} not in [0, 99]")
+        if not (576 <= self.mtu <= 65535):
+            raise ValueError(f"topology.mtu: {self.mtu!r} not in [576, 65535]")
+        if not re.fullmatch(r"[a-z0-9_]{1,15}", self.tcp.congestion_control):
+            raise ValueError(f"topology.tcp.congestion_control: {self.tcp.congestion_control!r}")
+        if self.tcp.ecn not in (0, 1, 2):
+            raise ValueError(f"topology.tcp.ecn: {self.tcp.ecn!r} not 0, 1 or 2")
+
+    @classmethod
+    def seed000(cls, **kw) -> "Topology":
+        """Seed 000 (CLAMP), Fig. 3 with Tables I-II: S1..S4 with d = 30, 130, 10, 180 ms
+        over 100 Mb/s wired links; clients R1, R2 and R34 (R3 and R4 share one device and
+        one AP queue, so one namespace); X--R links 1 ms."""
+        servers = tuple(ServerSpec(f"S{i + 1}", d, rate_bps=100e6)
+                        for i, d in enumerate((30.0, 130.0, 10.0, 180.0)))
+        clients = (ClientSpec("R1", 1.0), ClientSpec("R2", 1.0), ClientSpec("R34", 1.0))
+        return cls(servers=servers, clients=clients, **kw)
+
+
+def server_addr(i: int, v6: bool, ap_side: bool = False) -> str:
+    if v6:
+        return f"fd00:1:{i:x}::{'fe' if ap_side else '1'}"
+    return f"10.1.{i}.{254 if ap_side else 1}"
+
+
+def client_addr(j: int, v6: bool, ap_side: bool = False) -> str:
+    if v6:
+        return f"fd00:2:{j:x}::{'fe' if ap_side else '1'}"
+    return f"10.2.{j}.{254 if ap_side else 1}"
+
+
+AP_TUN_ADDR4, AP_TUN_ADDR6 = "10.2.255.254", "fd00:2:ffff::fe"
+CLIENT_NET4, CLIENT_NET6 = "10.2.0.0/16", "fd00:2::/32"
+
+
+@dataclass
+class Node:
+    """A server or client as built: its namespace, interface and addresses."""
+    name: str
+    ns: Netns
+    dev: str
+    addr4: str | None
+    addr6: str | None
+    gw4: str | None  # next hop towards the AP (None on a TUN: routes point at the device)
+    gw6: str | None
+
+    def addr(self, v6: bool = False) -> str:
+        a = self.addr6 if v6 else self.addr4
+        if a is None:
+            raise NetnsError(f"{self.name}: no {'IPv6' if v6 else 'IPv4'} address "
+                             "(family switched off in the topology)")
+        return a
+
+
+def ensure_congestion_control(name: str) -> list[str]:
+    """Makes `name` usable as a namespace's default TCP congestion control.
+
+    A namespace other than the host's may only default to an algorithm in the host's
+    net.ipv4.tcp_allowed_congestion_control (the kernel refuses others with EPERM), so a
+    missing one is added there (loading tcp_NAME first if needed). That list only says what
+    unprivileged sockets may pick: widening it changes no running connection. Returns the
+    host changes made, for the record.
+    """
+    base = Path("/proc/sys/net/ipv4")
+    changes = []
+    avail = (base / "tcp_available_congestion_control").read_text().split()
+    if name not in avail:
+        run_cmd(["modprobe", f"tcp_{name}"], check=False)
+        avail = (base / "tcp_available_congestion_control").read_text().split()
+        if name not in avail:
+            raise NetnsError(f"topology.tcp.congestion_control: {name!r} is not available in "
+                             f"this kernel (available: {' '.join(avail)})")
+        changes.append(f"loaded kernel module tcp_{name}")
+    allowed = (base / "tcp_allowed_congestion_control").read_text().split()
+    if name not in allowed:
+        (base / "tcp_allowed_congestion_control").write_text(" ".join(allowed + [name]))
+        changes.append(f"added {name} to the host's net.ipv4.tcp_allowed_congestion_control")
+    return changes
+
+
+class Testbed:
+    """Builds a Topology in a fresh Session; a context manager that always tears down.
+
+    Attributes once entered: session, ap (Netns), servers and clients (lists of Node),
+    links (list of oppsched.wired.WiredLink), wired (oppsched.wired.WiredChoice),
+    host_changes (what had to be changed outside the namespaces, normally nothing).
+    """
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    def __init__(self, topology: Topology, *, prefix: str = DEFAULT_PREFIX,
+                 run_id: str | None = None, workdir: str | Path | None = None,
+                 delay_binary: str | Path | None = None, handle_signals: bool = True,
+                 verify: bool = True):
+        topology.validate()
+        self.verify = verify
+        self.topology = topology
+        self.session = Session(prefix, run_id, workdir, handle_signals=handle_signals)
+        self.delay_binary = delay_binary
+        self.ap: Netns | None = None
+        self.wire: Netns | None = None
+        self.servers: list[Node] = []
+        self.clients: list[Node] = []
+        self.links: list = []
+        self.wired = None
+        self.final_wired_stats: dict[str, dict] = {}
+        self.host_changes: list[str] = []
+
+    @property
+    def name(self) -> str:
+        return self.session.name
+
+    def __enter__(self) -> "Testbed":
+        self.session.start()
+        try:
+            self._build()
+        except BaseException:
+            self.session.teardown()
+            raise
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.session.__exit__(exc_type, exc, tb)
+
+    def teardown(self) -> list[str]:
+        return self.session.teardown()
+
+    # -- building --
+
+    def _build(self) -> None:
+        from oppsched import wired  # late: wired imports this module
+
+        t = self.topology
+        s = self.session
+        self.wired = wired.choose_backend(t.wired, self.delay_binary)
+        self.host_changes += ensure_congestion_control(t.tcp.congestion_control)
+        self.session.on_teardown(self._collect_final_stats)
+
+        no6 = {"net.ipv6.conf.all.disable_ipv6": 1, "net.ipv6.conf.default.disable_ipv6": 1}
+        # No DAD (link-local addresses would stay tentative ~1 s, and a router cannot send
+        # neighbour solicitations meanwhile), no router solicitations or RAs: set before
+        # any interface exists, so the default.* values apply to every one of them.
+        quiet6 = {"net.ipv6.conf.all.accept_dad": 0, "net.ipv6.conf.default.accept_dad": 0,
+                  "net.ipv6.conf.default.router_solicitations": 0,
+                  "net.ipv6.conf.default.accept_ra": 0}
+        tcp = {**t.tcp.sysctls(), **(quiet6 if t.ipv6 else no6)}
+        self.ap = s.add_netns("ap")
+        ap_sys = dict(tcp)
+        ap_sys.update({"net.ipv4.ip_forward": 1, "net.ipv4.conf.all.rp_filter": 0,
+                       "net.ipv4.conf.default.rp_filter": 0})
+        if t.ipv6:
+            ap_sys["net.ipv6.conf.all.forwarding"] = 1
+        self.ap.sysctl(ap_sys)
+        srv_ns = []
+        for i in range(len(t.servers)):
+            ns = s.add_netns(f"s{i}")
+            ns.sysctl(tcp)
+            srv_ns.append(ns)
+        cli_ns = []
+        for j in range(len(t.clients)):
+            ns = s.add_netns(f"r{j}")
+            ns.sysctl(tcp)
+            cli_ns.append(ns)
+
+        def wire_ns():
+            if self.wire is None:
+                self.wire = wired.wire_namespace(s)
+            return self.wire
+
+        # Wired paths S_i -- AP: one-way d_i/2 each direction.
+        for i, (spec, ns) in enumerate(zip(t.servers, srv_ns)):
+            link_spec = wired.LinkSpec.symmetric(spec.rtt_ms / 2.0, spec.rate_bps, spec.limit_bytes)
+            link = wired.build_link(s, f"s{i}", ns, "eth0", self.ap, f"s{i}", link_spec,
+                                    self.wired, wire_ns=wire_ns, rt_priority=t.rt_priority,
+                                    mtu=t.mtu, offloads=t.offloads, start=False)
+            self.links.append(link)
+            node = Node(spec.name, ns, "eth0",
+                        server_addr(i, False) if t.ipv4 else None,
+                        server_addr(i, True) if t.ipv6 else None,
+                        server_addr(i, False, True) if t.ipv4 else None,
+                        server_addr(i, True, True) if t.ipv6 else None)
+            self._address_p2p(node, self.ap, f"s{i}", i, server_addr)
+            self.servers.append(node)
+
+        # AP -- clients.
+        if t.client_links == "veth":
+            for j, (spec, ns) in enumerate(zip(t.clients, cli_ns)):
+                link_spec = wired.LinkSpec.symmetric(spec.link_delay_ms)
+                link = wired.build_link(s, f"r{j}", self.ap, f"r{j}", ns, "eth0", link_spec,
+                                        self.wired, wire_ns=wire_ns, rt_priority=t.rt_priority,
+                                        mtu=t.mtu, offloads=t.offloads, start=False)
+                self.links.append(link)
+                node = Node(spec.name, ns, "eth0",
+                            client_addr(j, False) if t.ipv4 else None,
+                            client_addr(j, True) if t.ipv6 else None,
+                            client_addr(j, False, True) if t.ipv4 else None,
+                            client_addr(j, True, True) if t.ipv6 else None)
+                self._address_p2p(node, self.ap, f"r{j}", j, client_addr)
+                self.clients.append(node)
+        else:
+            s.add_tun(self.ap, "radio0", mtu=t.mtu)
+            if t.ipv4:
+                self.ap.ip("addr", "add", f"{AP_TUN_ADDR4}/32", "dev", "radio0")
+                self.ap.ip("route", "add", CLIENT_NET4, "dev", "radio0")
+            if t.ipv6:
+                self.ap.ip("-6", "addr", "add", f"{AP_TUN_ADDR6}/128", "dev", "radio0", "nodad")
+                self.ap.ip("-6", "route", "add", CLIENT_NET6, "dev", "radio0")
+            for j, (spec, ns) in enumerate(zip(t.clients, cli_ns)):
+                s.add_tun(ns, "radio0", mtu=t.mtu)
+                node = Node(spec.name, ns, "radio0",
+                            client_addr(j, False) if t.ipv4 else None,
+                            client_addr(j, True) if t.ipv6 else None, None, None)
+                if t.ipv4:
+                    ns.ip("addr", "add", f"{node.addr4}/32", "dev", "radio0")
+                    ns.ip("route", "add", "default", "dev", "radio0")
+                if t.ipv6:
+                    ns.ip("-6", "addr", "add", f"{node.addr6}/128", "dev", "radio0", "nodad")
+                    ns.ip("-6", "route", "add", "default", "dev", "radio0")
+                self.clients.append(node)
+
+        # Delay stages last (their interfaces exist and are up), then check readiness.
+        for link in self.links:
+            link.start()
+        for link in self.links:
+            link.wait_ready()
+        if self.verify and t.client_links == "veth" and self.clients:
+            self.check_reachability()
+
+    def check_reachability(self, timeout: float | None = None) -> None:
+        """Pings every client from every server (each family) once: proves the routes and
+        fills the neighbour caches, so a flow's first packets do not wait for ARP/ND
+        through the delayed path. Raises NetnsError naming the pairs that failed."""
+        t = self.topology
+        if timeout is None:  # three round trips of the longest path, at least 1 s
+            timeout = max(1.0, 3 * max(s.rtt_ms for s in t.servers) / 1000.0
+                          + 6 * max((c.link_delay_ms for c in t.clients), default=0) / 1000.0)
+        addrs = [c.addr4 for c in self.clients if c.addr4] + \
+                [c.addr6 for c in self.clients if c.addr6]
+        # One pinger per server, all at once: the slowest path sets the time taken.
+        with ThreadPoolExecutor(max_workers=len(self.servers)) as pool:
+            results = list(pool.map(lambda srv: srv.ns.ping_many(addrs, count=1, timeout=timeout),
+                                    self.servers))
+        failed = [f"{srv.name} -> {a}" for srv, res in zip(self.servers, results)
+                  for a, r in res.items() if r[0] is None]
+        if failed:
+            raise NetnsError(f"{self.name}: unreachable after {timeout:g} s: " + ", ".join(failed))
+
+    def _address_p2p(self, node: Node, ap: Netns, ap_dev: str, k: int, addr_fn) -> None:
+        t = self.topology
+        if t.ipv4:
+            node.ns.ip("addr", "add", f"{node.addr4}/24", "dev", node.dev)
+            ap.ip("addr", "add", f"{addr_fn(k, False, True)}/24", "dev", ap_dev)
+            node.ns.ip("route", "add", "default", "via", node.gw4)
+        if t.ipv6:
+            # nodad: usable at once (DAD would hold the address tentative for ~1 s).
+            node.ns.ip("-6", "addr", "add", f"{node.addr6}/64", "dev", node.dev, "nodad")
+            ap.ip("-6", "addr", "add", f"{addr_fn(k, True, True)}/64", "dev", ap_dev, "nodad")
+            node.ns.ip("-6", "route", "add", "default", "via", node.gw6)
+
+    # -- observing --
+
+    def wired_stats(self, timeout: float = 2.0) -> dict[str, dict | None]:
+        """Counters of every delayed link now (oppsched-delay JSON, or tc -s for netem)."""
+        return {link.name: link.stats(timeout=timeout) for link in self.links}
+
+    def _collect_final_stats(self) -> None:
+        for link in self.links:
+            link.stop()
+            self.final_wired_stats[link.name] = link.final_stats()
+
+    def describe(self) -> dict:
+        """What was built, for config.json/summary.json: backend, namespaces, addresses."""
+        t = self.topology
+        return {
+            "run": self.name,
+            "wired": self.wired.describe() if self.wired else None,
+            "host_changes": list(self.host_changes),
+            "topology": asdict(t),
+            "ap": {"ns": self.ap.name if self.ap else None},
+            "wire_ns": self.wire.name if self.wire else None,
+            "servers": [{"name": n.name, "ns": n.ns.name, "dev": n.dev, "addr4": n.addr4,
+                         "addr6": n.addr6} for n in self.servers],
+            "clients": [{"name": n.name, "ns": n.ns.name, "dev": n.dev, "addr4": n.addr4,
+                         "addr6": n.addr6} for n in self.clients],
+            "links": [link.describe() for link in self.links],
+        }

@@ -1,0 +1,139 @@
+"""MAC PDU, CRC-32, segmentation and reassembly from Python (oppsched.mac)."""
+
+import pathlib
+import random
+import struct
+import zlib
+
+import pytest
+
+from oppsched import mac
+
+VECTORS = pathlib.Path(__file__).resolve().parents[2] / "host" / "tests" / "vectors"
+
+
+def vector(name: str) -> bytes:
+    return bytes.fromhex((VECTORS / name).read_text().strip())
+
+
+def test_crc32_known_answer_and_zlib_agreement():
+    assert mac.crc32(b"123456789") == 0xCBF43926
+    rng = random.Random(3)
+    for n in list(range(40)) + [1500, 4096]:
+        data = rng.randbytes(n)
+        assert mac.crc32(data) == zlib.crc32(data)
+    assert mac.crc32(b"6789", crc=mac.crc32(b"12345")) == 0xCBF43926
+
+
+def test_golden_vector_two_packets():
+    p = mac.parse_pdu(vector("pdu_v1_two_packets.hex"))
+    assert (p["user"], p["seq"], p["price"], p["padding"]) == (3, 0x01020304, 0.25, 19)
+    assert [(s["packet_seq"], s["packet_len"], s["offset"], s["data"]) for s in p["segments"]] == [
+        (7, 5, 0, b"ABCDE"), (8, 10, 0, b"WXYZ")]
+    assert p["segments"][1]["first"] and not p["segments"][1]["last"]
+
+
+def test_golden_vector_continuation_without_price():
+    p = mac.parse_pdu(vector("pdu_v1_continuation_no_price.hex"))
+    assert (p["user"], p["seq"], p["price"]) == (0, 0xFFFFFFFF, None)
+    (s,) = p["segments"]
+    assert (s["packet_seq"], s["offset"], s["data"], s["last"]) == (8, 4, b"abcdef", True)
+
+
+def test_serialize_reproduces_the_golden_vectors():
+    b = mac.serialize_pdu(user=3, seq=0x01020304, price=0.25, tb_bytes=64, segments=[
+        {"packet_seq": 7, "data": b"ABCDE"},
+        {"packet_seq": 8, "packet_len": 10, "data": b"WXYZ"}])
+    assert b == vector("pdu_v1_two_packets.hex")
+    b = mac.serialize_pdu(user=1, seq=5, price=0.0, tb_bytes=20, segments=[])
+    assert b == vector("pdu_v1_empty.hex")
+
+
+def test_the_wire_layout_is_big_endian_with_a_trailing_crc():
+    b = vector("pdu_v1_two_packets.hex")
+    version, flags, user, seq, price, nseg, plen = struct.unpack(">BBHIfHH", b[:16])
+    assert (version, flags, user, seq, price, nseg, plen) == (1, 1, 3, 0x01020304, 0.25, 2, 25)
+    assert struct.unpack(">I", b[-4:])[0] == zlib.crc32(b[:-4])
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda b: b[:10], "pdu.length: 10"),
+    (lambda b: b[:20] + bytes([b[20] ^ 1]) + b[21:], "pdu.crc32"),
+])
+def test_malformed_pdus_raise_value_error_naming_the_field(mutate, message):
+    with pytest.raises(ValueError, match=message):
+        mac.parse_pdu(mutate(vector("pdu_v1_two_packets.hex")))
+
+
+def test_a_lying_length_field_is_caught_even_with_a_valid_crc():
+    b = bytearray(vector("pdu_v1_two_packets.hex"))
+    b[22:24] = (200).to_bytes(2, "big")  # segment 0 seg_len
+    b[-4:] = zlib.crc32(bytes(b[:-4])).to_bytes(4, "big")
+    with pytest.raises(ValueError, match=r"pdu.segment\[0\].seg_len: 200"):
+        mac.parse_pdu(bytes(b))
+
+
+def test_serialize_rejects_segments_that_do_not_fit():
+    with pytest.raises(ValueError, match="pdu.tb_bytes: 30"):
+        mac.serialize_pdu(user=0, seq=0, tb_bytes=30,
+                          segments=[{"packet_seq": 0, "data": b"x" * 10}])
+
+
+def test_segmenter_builds_tbs_and_records_what_they_carry():
+    queue = [b"a" * 30, (b"b" * 100, 77), b"c" * 10]
+    seg = mac.Segmenter(user=2)
+    pdu, rec = seg.build(100, lambda: queue.pop(0) if queue else None, price=0.5)
+    assert len(pdu) == 100
+    assert [(s["packet_id"], s["seg_len"], s["last"]) for s in rec["segments"]] == [
+        (0, 30, True), (77, 34, False)]
+    assert seg.has_partial and seg.partial_remaining == 66
+    parsed = mac.parse_pdu(pdu)
+    assert parsed["user"] == 2 and parsed["price"] == 0.5
+    with pytest.raises(ValueError, match="segmenter.tb_bytes: 10"):
+        seg.build(10, None)
+
+
+def test_segmentation_shuffle_within_window_reassembly_round_trip():
+    rng = random.Random(8)
+    packets = [rng.randbytes(rng.randrange(1, 1500)) for _ in range(200)]
+    queue = list(packets)
+    seg = mac.Segmenter()
+    tbs = []
+    while queue or seg.has_partial:
+        tbs.append(seg.build(rng.randrange(40, 900), lambda: queue.pop(0) if queue else None)[0])
+    window = 8
+    for i in range(0, len(tbs), window):
+        block = tbs[i:i + window]
+        rng.shuffle(block)
+        tbs[i:i + window] = block
+    r = mac.Reassembler(window=window, timeout_ns=10**9)
+    out = []
+    for k, tb in enumerate(tbs):
+        out += r.on_pdu(tb, k * 1_000_000)
+        out += r.on_pdu(tb, k * 1_000_000)  # HARQ duplicate
+    assert out == packets
+    assert r.stats["duplicates"] == len(tbs)
+    assert r.held_bytes == 0
+
+
+def test_lost_tb_drops_exactly_the_packets_it_carried():
+    packets = [bytes([i]) * 60 for i in range(6)]
+    queue = list(packets)
+    seg = mac.Segmenter()
+    built = []
+    while queue or seg.has_partial:
+        built.append(seg.build(100, lambda: queue.pop(0) if queue else None))
+    victims = {s["packet_id"] for s in built[1][1]["segments"]}
+    r = mac.Reassembler(timeout_ns=10_000_000)
+    out = []
+    for k, (pdu, rec) in enumerate(built):
+        out += r.on_lost(rec["seq"], k) if k == 1 else r.on_pdu(pdu, k)
+    assert out == [p for i, p in enumerate(packets) if i not in victims]
+    assert r.stats["dropped_incomplete"] == len(victims)
+
+
+def test_reassembler_params_are_validated():
+    with pytest.raises(ValueError, match="reassembler.window: 0"):
+        mac.Reassembler(window=0)
+    with pytest.raises(ValueError, match="reassembler.max_bytes"):
+        mac.Reassembler(max_bytes=10)

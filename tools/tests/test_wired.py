@@ -1,0 +1,250 @@
+"""The wired path: oppsched-delay (options, accuracy, counters) and the delayed topology.
+
+The end-to-end tests need root and a delayed-link backend: netem where the kernel has it,
+else the oppsched-delay binary (found through $OPPSCHED_DELAY_BIN, PATH or build/). Without
+root they are skipped; without a backend they are skipped locally and fail under CI (where
+`make test` has built the binary, so its absence is a build fault).
+
+Timing assertions: RTTs are measured with kernel receive timestamps (oppsched.pinger). A
+delay stage never releases a frame early, so the minimum RTT is at least the configured
+round trip; on a busy 2-core machine single pings can be late by a millisecond or more, so
+the median (not the maximum) must lie within 0.5 ms of the configured value.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+
+import pytest
+
+from oppsched import netns, wired
+from oppsched.netns import ClientSpec, NetnsError, ServerSpec, Session, Testbed, Topology
+from oppsched.wired import LinkSpec, WiredChoice
+
+TOLERANCE_MS = 0.5
+ROOT = netns.is_root()
+needs_root = pytest.mark.skipif(not ROOT, reason="network namespaces need root (CAP_NET_ADMIN)")
+
+
+def _backend_or_skip() -> WiredChoice:
+    choice = wired.choose_backend("auto")
+    if choice.backend == "userspace" and choice.binary is None:
+        msg = ("kernel has no netem and oppsched-delay is not built "
+               f"(cmake --build build --target oppsched-delay, or set {wired.DELAY_BINARY_ENV})")
+        if os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return choice
+
+
+@pytest.fixture
+def backend():
+    if not ROOT:
+        pytest.skip("network namespaces need root (CAP_NET_ADMIN)")
+    return _backend_or_skip()
+
+
+def rtt_summary(rtts):
+    got = [r for r in rtts if r is not None]
+    assert len(got) >= 0.9 * len(rtts), f"lost replies: {rtts}"
+    return statistics.median(got), min(got), max(got)
+
+
+# ----------------------------------------------------------------------------------------
+# oppsched-delay's command line (no root needed)
+
+
+@pytest.fixture
+def delay_binary():
+    b = wired.find_delay_binary()
+    if b is None:
+        msg = "oppsched-delay is not built"
+        if os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return b
+
+
+XY = ["--if-a", "x", "--if-b", "y"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--if-a", "x"], "the option '--if-b' is required but missing"),
+    (XY + ["--delay-ms", "abc"], "the argument ('abc') for option '--delay-ms' is invalid"),
+    (XY + ["--delay-ab-ms", "-3"], "--delay-ab-ms: -3 not in [0, 60000] ms"),
+    (XY + ["--delay-ms", "70000"], "--delay-ms: 70000 not in [0, 60000] ms"),
+    (XY + ["--rate-bps", "5"], "--rate-bps: 5 not 0 (unlimited) or in [1e3, 1e12] bit/s"),
+    (XY + ["--limit-ba-bytes", "-1"], "--limit-ba-bytes: -1 is negative"),
+    (XY + ["--rt-priority", "100"], "--rt-priority: 100 not in [0, 99]"),
+    (["--if-a", "x", "--if-b", "x"], "--if-b: x is the same interface as --if-a"),
+    (XY + ["--bogus", "1"], "unrecognised option '--bogus'"),
+])
+def test_delay_stage_rejects_bad_options_naming_option_and_value(delay_binary, args, message):
+    # Validation comes before any socket is opened: safe to run anywhere, even without root.
+    cp = subprocess.run([str(delay_binary), *args], capture_output=True, text=True, timeout=10)
+    assert cp.returncode == 2
+    assert message in cp.stderr
+
+
+def test_delay_stage_help_lists_the_options(delay_binary):
+    cp = subprocess.run([str(delay_binary), "--help"], capture_output=True, text=True, timeout=10)
+    assert cp.returncode == 0
+    for opt in ("--if-a", "--delay-ab-ms", "--rate-ba-bps", "--limit-bytes", "--stats-file"):
+        assert opt in cp.stdout
+
+
+# ----------------------------------------------------------------------------------------
+# Backend choice and netem commands (pure)
+
+
+def test_auto_backend_prefers_netem_and_records_why(monkeypatch):
+    monkeypatch.setattr(wired, "netem_available", lambda refresh=False: (True, ""))
+    assert wired.choose_backend("auto").backend == "netem"
+    monkeypatch.setattr(wired, "netem_available",
+                        lambda refresh=False: (False, "`tc qdisc add ... netem` failed: unknown"))
+    c = wired.choose_backend("auto")
+    assert c.backend == "userspace" and "kernel has no netem" in c.reason
+    assert c.describe()["requested"] == "auto"
+    with pytest.raises(NetnsError, match="netem requested but the kernel has none"):
+        wired.choose_backend("netem")
+    assert wired.choose_backend("userspace").backend == "userspace"
+    with pytest.raises(ValueError, match="wired: 'tc'"):
+        wired.choose_backend("tc")
+
+
+def test_netem_commands_delay_each_direction_and_add_tbf_for_a_rate():
+    (only,) = wired.netem_commands("ns1", "eth0", 15.0, 0.0, 0)
+    assert only[1:] == ["-n", "ns1", "qdisc", "replace", "dev", "eth0", "root", "handle", "1:",
+                        "netem", "delay", "15000us", "limit", str(wired.NETEM_PACKET_LIMIT)]
+    netem, tbf = wired.netem_commands("ns1", "eth0", 0.25, 100e6, 30000)
+    assert netem[netem.index("delay") + 1] == "250us"
+    assert tbf[tbf.index("parent") + 1] == "1:1" and "tbf" in tbf
+    assert tbf[tbf.index("rate") + 1] == "100000000bit"
+    assert tbf[tbf.index("limit") + 1] == "30000"
+    assert int(tbf[tbf.index("burst") + 1]) == 12500  # 1 ms at 100 Mb/s
+
+
+def test_link_spec_validation_names_field_and_value():
+    with pytest.raises(ValueError, match=r"link.delay_ba_ms: -1"):
+        LinkSpec(1.0, -1).validate()
+    with pytest.raises(ValueError, match=r"link.rate_ab_bps: 10"):
+        LinkSpec(rate_ab_bps=10).validate()
+    assert LinkSpec().is_plain() and not LinkSpec.symmetric(1.0).is_plain()
+
+
+@needs_root
+def test_netem_probe_answers_and_leaves_no_scratch_namespace():
+    ok, why = wired.netem_available(refresh=True)
+    assert isinstance(ok, bool) and (ok or "netem" in why)
+    assert not [n for n in netns.list_netns() if n.startswith(f"{netns.DEFAULT_PREFIX}probe-")]
+
+
+# ----------------------------------------------------------------------------------------
+# End to end through the delay stage
+
+
+@pytest.mark.parametrize("v6", [False, True], ids=["ipv4", "ipv6"])
+def test_ping_rtt_through_the_wired_path_equals_the_configured_round_trip(backend, v6):
+    d = 30.0  # seed 000 Table II, d_1
+    topo = Topology(servers=(ServerSpec("S1", d),), clients=(ClientSpec("R1"),))
+    with Testbed(topo, prefix="otwire") as tb:
+        assert tb.wired.backend == backend.backend
+        assert tb.describe()["links"][0]["backend"] == backend.backend
+        rtts = tb.servers[0].ns.ping(tb.clients[0].addr(v6), count=20, interval=0.02)
+        med, lo, hi = rtt_summary(rtts)
+        assert lo >= d, rtts
+        assert abs(med - d) <= TOLERANCE_MS, f"median {med:.3f} ms vs {d} ms: {rtts}"
+        if backend.backend == "userspace":
+            st = tb.wired_stats()["s0"]["directions"]
+            assert st["ab"]["forwarded"] >= 20 and st["ba"]["forwarded"] >= 20
+            assert st["ab"]["delay_ms"] == d / 2 and st["ba"]["delay_ms"] == d / 2
+            assert st["ab"]["dropped"] == 0
+
+
+def test_each_direction_has_its_own_delay(backend):
+    # Built from the parts: 4 ms one way, 11 ms back; the RTT is their sum.
+    with Session(prefix="otwire") as s:
+        a, b = s.add_netns("a"), s.add_netns("b")
+        for n in (a, b):
+            n.sysctl({"net.ipv6.conf.all.disable_ipv6": 1, "net.ipv6.conf.default.disable_ipv6": 1})
+        link = wired.build_link(s, "l0", a, "eth0", b, "eth0", LinkSpec(4.0, 11.0), backend,
+                                wire_ns=lambda: wired.wire_namespace(s), rt_priority=10)
+        a.ip("addr", "add", "10.9.0.1/24", "dev", "eth0")
+        b.ip("addr", "add", "10.9.0.2/24", "dev", "eth0")
+        rtts = a.ping("10.9.0.2", count=15, interval=0.02)
+        med, lo, _ = rtt_summary(rtts[1:])  # the first one also waits for ARP
+        assert lo >= 15.0 and abs(med - 15.0) <= TOLERANCE_MS, rtts
+        if backend.backend == "userspace":
+            st = link.stats()["directions"]
+            assert (st["ab"]["delay_ms"], st["ba"]["delay_ms"]) == (4.0, 11.0)
+
+
+@pytest.mark.parametrize("v6", [False, True], ids=["ipv4", "ipv6"])
+def test_iperf3_reno_flow_sees_the_delay_and_the_rate_limit(backend, v6):
+    d, rate, limit = 40.0, 20e6, 30_000
+    max_queue_ms = limit * 8 / rate * 1e3  # 12 ms: the most the FIFO can add
+    topo = Topology(servers=(ServerSpec("S1", d, rate_bps=rate, limit_bytes=limit),),
+                    clients=(ClientSpec("R1"),))
+    with Testbed(topo, prefix="otwire") as tb:
+        srv, cli = tb.servers[0], tb.clients[0]
+        assert srv.ns.read_sysctl("net.ipv4.tcp_congestion_control") == "reno"
+        cli.ns.spawn_iperf3_server(5201, extra=["-1"])
+        cp = srv.ns.run(["iperf3", "-c", cli.addr(v6), "-p", "5201", "-t", "2", "-i", "0.5",
+                         "-J"], timeout=60)
+        res = json.loads(cp.stdout)
+        sender = res["end"]["streams"][0]["sender"]
+        min_rtt, mean_rtt = sender["min_rtt"] / 1e3, sender["mean_rtt"] / 1e3
+        goodput = res["end"]["sum_received"]["bits_per_second"]
+        assert res["end"]["sender_tcp_congestion"] == "reno"
+        # iperf3 samples the kernel's smoothed RTT once per interval: never below the path
+        # delay, and above it by at most the FIFO's worth of queueing (plus serialisation of
+        # 1514-byte frames at 20 Mb/s, 0.6 ms, and slack).
+        for rtt in (min_rtt, mean_rtt):
+            assert d <= rtt <= d + max_queue_ms + 3.0, sender
+        assert 0.5 * rate <= goodput <= rate, goodput
+        if backend.backend == "userspace":
+            st = tb.wired_stats()["s0"]["directions"]["ab"]
+            assert st["forwarded"] > 1000 and st["rate_bps"] == rate
+
+
+def test_seed000_topology_gives_each_server_its_own_delay(backend):
+    # Seed 000, Fig. 3 / Tables I-II: d = 30, 130, 10, 180 ms; X--R links 1 ms each way.
+    topo = Topology.seed000()
+    with Testbed(topo, prefix="otwire") as tb:
+        assert [s.name for s in tb.servers] == ["S1", "S2", "S3", "S4"]
+        for spec, srv in zip(topo.servers, tb.servers):
+            want = spec.rtt_ms + 2 * 1.0
+            med, lo, _ = rtt_summary(srv.ns.ping(tb.clients[0].addr4, count=5, interval=0.02))
+            assert lo >= want and abs(med - want) <= TOLERANCE_MS, (spec, med, lo)
+
+
+def test_delay_stage_writes_final_counters_and_exits_cleanly_at_teardown(backend):
+    if backend.backend != "userspace":
+        pytest.skip("oppsched-delay is only used where the kernel has no netem")
+    topo = Topology(servers=(ServerSpec("S1", 2.0),), clients=(ClientSpec("R1"),))
+    with Testbed(topo, prefix="otwire") as tb:
+        tb.servers[0].ns.ping(tb.clients[0].addr4, count=5, interval=0.01)
+        proc = tb.links[0].proc
+        names = [n.name for n in tb.session.namespaces]
+    assert proc.returncode == 0, proc.log_tail()
+    final = tb.final_wired_stats["s0"]
+    assert final["final"] is True
+    ab = final["directions"]["ab"]
+    assert ab["forwarded"] >= 5 and ab["received"] == ab["forwarded"] + ab["dropped"] + \
+        ab["discarded_at_exit"]
+    assert sum(ab["late_hist"]) == ab["forwarded"]
+    assert not set(names) & set(netns.list_netns())
+
+
+@needs_root
+def test_missing_delay_binary_is_a_clear_error_and_nothing_is_left(monkeypatch, tmp_path):
+    monkeypatch.setattr(wired, "netem_available", lambda refresh=False: (False, "no netem"))
+    topo = Topology(servers=(ServerSpec("S1", 10.0),), clients=(ClientSpec("R1"),))
+    tb = Testbed(topo, prefix="otwire", delay_binary=tmp_path / "nope")
+    with pytest.raises(NetnsError, match="oppsched-delay was not found"):
+        with tb:
+            pass
+    assert not [n for n in netns.list_netns() if n.startswith(tb.name)]
