@@ -1,0 +1,312 @@
+#pragma once
+// Active queue management at the AP: one interface, ten disciplines.
+//
+// Every AQM owns its packet storage (SPM-AF removes ACKs from the middle of the queue, LAS
+// reorders it), takes `now` on enqueue and dequeue, and never reads a clock. The contract
+// every implementation keeps, and that tests/test_aqm_contract.cc checks for each kind:
+//
+//   * the limit (bytes and/or packets) is never exceeded;
+//   * every packet passed to enqueue() leaves exactly once: returned by dequeue(), or
+//     reported as a Drop (rejected at arrival, dropped by the AQM later, evicted, flushed);
+//   * FIFO disciplines (all but LAS and T-LAS) deliver in arrival order; LAS and T-LAS keep
+//     each flow's packets in order.
+//
+// Where an AQM decides to signal congestion it marks an ECN-capable packet CE (RFC 3168,
+// via tcpip::mark_ce) and drops a packet that is not ECN-capable; with ecn = false it always
+// drops. Two rules of the papers refine this: PIE drops even ECN-capable packets once its
+// drop probability exceeds mark_ecn_threshold (RFC 8033 §5.1), and REAQM, which marks only,
+// drops ECN-capable packets only on a full buffer (seed 003 §3.1).
+//
+// Rate-based disciplines (REM, REAQM, AVQ, PIE with use_departure_rate, RED's idle decay)
+// need the link capacity c. RateConfig::capacity_bps > 0 fixes it; the default (0) measures
+// the service rate this queue actually gets from its dequeues (ServiceRateEstimator). The
+// measured rate is the default because on an opportunistic downlink a user's rate changes
+// with its channel and with the share the scheduler gives it, so no configured constant is
+// right for a wireless user; a fixed capacity is for wired or deterministic links.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "oppsched/common.h"
+
+namespace oppsched::aqm {
+
+// ---------------------------------------------------------------------------------------
+// Limits, drops, statistics
+
+// Queue capacity. 0 means "no limit of this kind"; at least one must be set.
+struct QueueLimits {
+    std::size_t bytes = 0;     // sum of Packet::size() (IP bytes)
+    std::size_t packets = 50;  // seed 003 §4 and seed 004 §7 use 50-packet buffers
+};
+
+enum class DropReason : std::uint8_t {
+    overflow,              // arrival rejected: it would exceed the limit (tail drop)
+    early_drop,            // arrival dropped by the AQM's probabilistic test (not ECT, or ecn off)
+    aqm_drop,              // queued packet dropped by the AQM at dequeue (CoDel)
+    superseded_ack,        // queued pure ACK made redundant by a newer ACK (SPM-AF filter)
+    evicted_low_priority,  // queued ACK / low-priority packet pushed out by a high-priority one
+    evicted_las,           // queued packet with the most attained service pushed out (LAS)
+    flushed,               // queued packet discarded by clear()
+};
+constexpr std::size_t kDropReasonCount = 7;
+std::string_view to_string(DropReason r);
+// True for the reasons that remove a packet that had been accepted into the queue.
+constexpr bool removes_queued_packet(DropReason r) {
+    return r != DropReason::overflow && r != DropReason::early_drop;
+}
+
+struct Drop {
+    Packet packet;
+    DropReason reason = DropReason::overflow;
+    time_ns at = 0;
+};
+// Receives every drop as it happens. Without a sink, drops are kept until take_drops().
+using DropSink = std::function<void(Drop&&)>;
+
+// Counters common to every AQM plus the algorithm state worth plotting. Fields that do not
+// apply to a discipline stay 0.
+struct AqmStats {
+    std::uint64_t offered = 0;   // enqueue() calls
+    std::uint64_t enqueued = 0;  // accepted arrivals
+    std::uint64_t dequeued = 0;
+    std::uint64_t enqueued_bytes = 0;
+    std::uint64_t dequeued_bytes = 0;
+    std::uint64_t marked = 0;  // packets marked CE by this AQM
+    std::array<std::uint64_t, kDropReasonCount> dropped{};  // by DropReason
+    std::uint64_t dropped_bytes = 0;
+    std::uint64_t dropped_total() const;
+    std::uint64_t dropped_by(DropReason r) const { return dropped[static_cast<std::size_t>(r)]; }
+
+    // Algorithm state.
+    double drop_probability = 0;    // RED p_b, REM/REAQM 1 - phi^-p, PIE drop_prob
+    double price = 0;               // REM, REAQM: the link price p
+    double avg_queue = 0;           // RED: EWMA queue length (packets)
+    double input_rate = 0;          // REM, REAQM: y of the last period (mean-size packets per T)
+    double service_rate_bps = 0;    // capacity in use (configured or measured); 0 = unknown
+    double virtual_capacity_bps = 0;  // AVQ: C~
+    double virtual_queue_bytes = 0;   // AVQ: VQ
+    double queue_delay_s = 0;       // PIE: current_qdelay; CoDel: sojourn of the last dequeue
+    double burst_allowance_s = 0;   // PIE
+    bool dropping = false;          // CoDel: in the dropping state
+    std::uint32_t codel_count = 0;  // CoDel: drops in the current dropping state
+    std::size_t flows = 0;          // LAS, T-LAS: flows with state
+};
+
+// ---------------------------------------------------------------------------------------
+// Configuration
+
+// Link capacity for rate-based AQMs: fixed (capacity_bps > 0) or measured (0, the default).
+// Measurement (after RFC 8033 §5.2's departure-rate estimator): dequeued bytes
+// and the time the queue was backlogged are accumulated across busy periods; when at least
+// sample_bytes have been served, sample = bytes / busy time and
+//   rate <- (1 - ema_weight) * rate + ema_weight * sample      (the first sample sets rate).
+// Busy time is counted from the later of (previous dequeue, arrival into an empty queue), so
+// idle periods never dilute the estimate; the rate is unknown (0) until the first sample.
+struct RateConfig {
+    double capacity_bps = 0.0;         // > 0: fixed capacity; 0: measure
+    std::size_t sample_bytes = 16384;  // RFC 8033 DQ_THRESHOLD (2^14 bytes)
+    double ema_weight = 0.25;          // RFC 8033: DQ_THRESHOLD / 2^16
+};
+
+// Drop-tail: no AQM, the baseline of both seeds.
+struct DropTailParams {};
+
+// RED with Floyd's "gentle" modification (Floyd & Jacobson 1993; Floyd 2000, "Recommendation
+// on using the gentle variant of RED"). Thresholds in packets. Defaults: ns-2's RED defaults.
+struct RedParams {
+    double min_th = 5.0;         // packets
+    double max_th = 15.0;        // packets (3 x min_th, Floyd's rule of thumb)
+    double w_q = 0.002;          // EWMA weight
+    double max_p = 0.1;          // drop probability at max_th (ns-2 linterm_ = 10)
+    bool gentle = true;          // p_b rises linearly from max_p at max_th to 1 at 2 max_th
+    double mean_packet_size = 500;  // bytes of a "small packet" for the idle decay (ns-2)
+};
+
+// REM (Athuraliya, Low, Li, Yin, IEEE Network 2001): per update interval T
+//   p <- [p + gamma (alpha (b - b*) + x - c)]+ ,  mark with probability 1 - phi^-p.
+// b, x and c are in packets of mean_packet_size bytes (b: queue, x: arrivals in T, c: bytes the
+// link can serve in T), as in the ns-2 REM code. Defaults: the paper's / ns-2's.
+struct RemParams {
+    double gamma = 0.001;
+    double alpha = 0.1;
+    double phi = 1.001;
+    double target = 20.0;         // b*, packets
+    time_ns update_interval = 2 * kNsPerMs;
+    double input_weight = 1.0;    // EWMA weight on x (1 = no smoothing, ns-2 inw_)
+    double mean_packet_size = 1000;  // bytes per "packet" unit
+};
+
+// REAQM (seed 003, Wang & Song 2007, §3.1, eqs 1-5). Per update interval T:
+//   f(q) = alpha q / c + 1                                           (3)
+//   y <= c or !modified_update: p <- [p + gamma (f(q) y - c)]+      (2), (4)
+//   y >  c and  modified_update: p <- [p + gamma (alpha' q (y - y0)/c + y - c)]+   (5)
+//   mark with probability m = 1 - phi^-p                             (1)
+// and drop only on a full buffer (for ECN-capable traffic, the paper's setting).
+// Units as REM: q in packets, y and c in packets per T (packets of mean_packet_size bytes).
+// The paper gives alpha, gamma, phi and the 50-packet buffer; it gives no value for alpha'
+// (only "larger than alpha") nor y0, so alpha' = 2 alpha and y0 = c (y0_ratio = 1) are ours.
+struct ReaqmParams {
+    double alpha = 0.11;
+    double alpha_prime = 0.22;   // alpha' > alpha (eq. 5)
+    double gamma = 0.001;
+    double phi = 1.001;
+    double y0_ratio = 1.0;       // y0 = y0_ratio * c (eq. 5)
+    bool modified_update = true; // use eq. 5 when y > c (the paper's experiments do)
+    time_ns update_interval = 2 * kNsPerMs;
+    double mean_packet_size = 1000;  // bytes; the seed's TCP packets are 1000 bytes
+};
+
+// AVQ (Kunniyur & Srikant, IEEE/ACM ToN 2004, Fig. 1). At each arrival of b bytes at time t:
+//   VQ <- max(VQ - C~ (t - s), 0);  if VQ + b > B: mark/drop  else VQ <- VQ + b
+//   C~ <- max(min(C~ + alpha gamma C (t - s), C) - alpha b, 0);  s <- t
+// B = the real buffer (virtual_buffer_bytes = 0) or the given size. Defaults: the paper's.
+struct AvqParams {
+    double gamma = 0.98;   // desired utilisation
+    double alpha = 0.15;   // damping / smoothing
+    std::size_t virtual_buffer_bytes = 0;  // 0: the byte limit, else packets x mean_packet_size
+    double mean_packet_size = 1000;
+};
+
+// CoDel (RFC 8289): head drop at dequeue; ECN marking as in Linux codel_impl.h.
+struct CodelParams {
+    time_ns target = 5 * kNsPerMs;
+    time_ns interval = 100 * kNsPerMs;
+    std::size_t mtu = 1500;  // RFC 8289 MAXPACKET ("SHOULD use interface MTU")
+};
+
+// PIE (RFC 8033: basic algorithm §4 / Appendix A; ECN §5.1, departure-rate delay §5.2,
+// de-randomisation §5.4, cap on the drop adjustment §5.5). Defaults: the RFC's.
+struct PieParams {
+    time_ns target = 15 * kNsPerMs;     // QDELAY_REF
+    time_ns tupdate = 15 * kNsPerMs;    // T_UPDATE
+    double alpha = 0.125;               // 1/s
+    double beta = 1.25;                 // 1/s
+    time_ns max_burst = 150 * kNsPerMs; // MAX_BURST
+    double mark_ecn_threshold = 0.1;    // mark ECT only while drop_prob <= this (§5.1)
+    double mean_packet_size = 1500;     // MEAN_PKTSIZE of the 2-packet safeguard
+    bool use_departure_rate = false;    // qdelay = bytes / rate (else timestamps, as Linux)
+    bool derandomize = false;           // §5.4 accumulated probability
+    bool cap_drop_adjustment = true;    // §5.5: step <= 0.02 once drop_prob >= 0.1 (as Linux)
+};
+
+// SPM-AF (seed 004, Wu/Gong/Williamson, §6.1): FIFO with ACK filtering and priority eviction.
+struct SpmAfParams {};
+
+// LAS (seed 004 §6.2; Rai et al. 2003/2004): serve the flow with the least attained service.
+struct LasParams {
+    time_ns flow_idle_timeout = 30 * kNsPerSec;  // forget idle flows with nothing queued
+};
+
+// T-LAS (seed 004 §6.2): LAS for a flow's first threshold_packets packets, then FIFO.
+struct TlasParams {
+    std::size_t threshold_packets = 50;  // seed 004: "e.g., 50 packets"
+    time_ns flow_idle_timeout = 30 * kNsPerSec;
+};
+
+enum class AqmKind : std::uint8_t { droptail, red, rem, reaqm, avq, codel, pie, spmaf, las, tlas };
+constexpr std::size_t kAqmKindCount = 10;
+std::string_view to_string(AqmKind k);
+// Accepts the names above, case-insensitive, ignoring '-' and '_' ("drop-tail", "SPM-AF").
+std::optional<AqmKind> aqm_kind_from_string(std::string_view name);
+
+using AqmParams = std::variant<DropTailParams, RedParams, RemParams, ReaqmParams, AvqParams,
+                               CodelParams, PieParams, SpmAfParams, LasParams, TlasParams>;
+
+struct AqmConfig {
+    AqmParams params = DropTailParams{};  // the kind is the alternative held
+    QueueLimits limits{};
+    bool ecn = true;         // mark ECN-capable packets instead of dropping them
+    std::uint64_t seed = 1;  // of the AQM's own std::mt19937_64
+    RateConfig rate{};
+    AqmKind kind() const { return static_cast<AqmKind>(params.index()); }
+};
+
+// A configuration with the defaults of `kind`.
+AqmConfig default_config(AqmKind kind);
+
+// Throws std::invalid_argument naming the field and the value ("red.max_p: 1.5 not in (0,1]").
+// The only place configuration is checked; make_aqm calls it.
+void validate(const AqmConfig& config);
+
+// ---------------------------------------------------------------------------------------
+// The interface
+
+class Aqm {
+public:
+    virtual ~Aqm() = default;
+    virtual AqmKind kind() const = 0;
+
+    // Offers a packet that arrives at `now` (sets packet.arrival = now: sojourn times are
+    // measured from here). Returns true if it was accepted (possibly marked CE, possibly after
+    // other packets were removed); false if it was dropped, in which case it has been reported
+    // to the drop sink.
+    virtual bool enqueue(Packet packet, time_ns now) = 0;
+    // The next packet in service order, or nothing if the queue is empty (or the AQM dropped
+    // every queued packet at this dequeue). Segmentation pulls whole packets with this.
+    virtual std::optional<Packet> dequeue(time_ns now) = 0;
+    // The packet dequeue() would consider next; nullptr if empty. Dequeue-time AQMs (CoDel)
+    // may still drop it.
+    virtual const Packet* peek() const = 0;
+
+    virtual std::size_t bytes() const = 0;
+    virtual std::size_t packets() const = 0;
+    bool empty() const { return packets() == 0; }
+    virtual const QueueLimits& limits() const = 0;
+    virtual AqmStats stats() const = 0;
+
+    // Drops every queued packet with reason `flushed`.
+    virtual void clear(time_ns now) = 0;
+
+    virtual void set_drop_sink(DropSink sink) = 0;
+    // Drops recorded since the last call (only when no sink is set).
+    virtual std::vector<Drop> take_drops() = 0;
+};
+
+// Validates `config` and builds the AQM it describes.
+std::unique_ptr<Aqm> make_aqm(const AqmConfig& config);
+
+// ---------------------------------------------------------------------------------------
+// Building blocks shared by the AQMs (public so that other parts of the MAC can reuse them).
+
+// The service rate a queue receives, fixed or measured (see RateConfig). O(1) per call.
+class ServiceRateEstimator final {
+public:
+    explicit ServiceRateEstimator(const RateConfig& config);
+    // An arrival at `now`; `queue_was_empty`: the queue held nothing before it.
+    void on_enqueue(bool queue_was_empty, time_ns now);
+    // A packet of `size` bytes served at `now`; `queue_now_empty`: nothing is left behind it.
+    void on_dequeue(std::size_t size, bool queue_now_empty, time_ns now);
+    // Bits per second; 0 while unknown (measuring, no sample yet).
+    double rate_bps() const { return rate_bps_; }
+    bool known() const { return rate_bps_ > 0.0; }
+    bool measured() const { return measuring_; }
+
+private:
+    bool measuring_;
+    std::size_t sample_bytes_;
+    double weight_;
+    double rate_bps_ = 0.0;
+    bool busy_ = false;
+    time_ns busy_since_ = 0;
+    std::uint64_t acc_bytes_ = 0;
+    time_ns acc_time_ = 0;
+};
+
+// ECN field of an IPv4/IPv6 packet (RFC 3168 codepoint), 0 (Not-ECT) if too short or neither.
+inline std::uint8_t ecn_field(const std::vector<std::uint8_t>& p) {
+    if (p.size() < 2) return 0;
+    const unsigned v = p[0] >> 4;
+    if (v == 4) return p[1] & 0x03u;
+    if (v == 6) return (p[1] >> 4) & 0x03u;
+    return 0;
+}
+
+}  // namespace oppsched::aqm

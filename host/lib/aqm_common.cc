@@ -1,0 +1,245 @@
+// The AQM factory, configuration validation (the one place it happens), names, and the
+// service-rate estimator shared by the rate-based disciplines.
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "aqm_internal.h"
+
+namespace oppsched::aqm {
+
+// AqmConfig::kind() is the variant index: the alternatives must follow AqmKind's order.
+static_assert(std::variant_size_v<AqmParams> == kAqmKindCount);
+static_assert(std::is_same_v<std::variant_alternative_t<static_cast<std::size_t>(AqmKind::tlas),
+                                                        AqmParams>,
+                             TlasParams>);
+static_assert(std::is_same_v<std::variant_alternative_t<static_cast<std::size_t>(AqmKind::spmaf),
+                                                        AqmParams>,
+                             SpmAfParams>);
+
+namespace {
+
+constexpr std::array<std::string_view, kAqmKindCount> kKindNames = {
+    "droptail", "red", "rem", "reaqm", "avq", "codel", "pie", "spmaf", "las", "tlas"};
+constexpr std::array<std::string_view, kDropReasonCount> kReasonNames = {
+    "overflow",    "early_drop", "aqm_drop", "superseded_ack", "evicted_low_priority",
+    "evicted_las", "flushed"};
+
+std::string num(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return buf;
+}
+
+[[noreturn]] void fail(const std::string& field, const std::string& value,
+                       const std::string& why) {
+    throw std::invalid_argument(field + ": " + value + " " + why);
+}
+
+// Each check is written so that NaN fails it.
+void positive(const char* field, double v) {
+    if (!(v > 0.0) || !std::isfinite(v)) fail(field, num(v), "must be > 0");
+}
+void non_negative(const char* field, double v) {
+    if (!(v >= 0.0) || !std::isfinite(v)) fail(field, num(v), "must be >= 0");
+}
+void in_open_closed_unit(const char* field, double v) {
+    if (!(v > 0.0 && v <= 1.0)) fail(field, num(v), "not in (0,1]");
+}
+void in_closed_unit(const char* field, double v) {
+    if (!(v >= 0.0 && v <= 1.0)) fail(field, num(v), "not in [0,1]");
+}
+void positive_time(const char* field, time_ns v) {
+    if (v <= 0) fail(field, std::to_string(v) + " ns", "must be > 0");
+}
+
+void validate_params(const DropTailParams&, const AqmConfig&) {}
+
+void validate_params(const RedParams& p, const AqmConfig&) {
+    non_negative("red.min_th", p.min_th);
+    if (!(p.max_th > p.min_th) || !std::isfinite(p.max_th))
+        fail("red.max_th", num(p.max_th), "must be > min_th (" + num(p.min_th) + ")");
+    in_open_closed_unit("red.w_q", p.w_q);
+    in_open_closed_unit("red.max_p", p.max_p);
+    positive("red.mean_packet_size", p.mean_packet_size);
+}
+
+void validate_params(const RemParams& p, const AqmConfig&) {
+    positive("rem.gamma", p.gamma);
+    non_negative("rem.alpha", p.alpha);
+    if (!(p.phi > 1.0) || !std::isfinite(p.phi)) fail("rem.phi", num(p.phi), "must be > 1");
+    non_negative("rem.target", p.target);
+    positive_time("rem.update_interval", p.update_interval);
+    in_open_closed_unit("rem.input_weight", p.input_weight);
+    positive("rem.mean_packet_size", p.mean_packet_size);
+}
+
+void validate_params(const ReaqmParams& p, const AqmConfig&) {
+    non_negative("reaqm.alpha", p.alpha);
+    // Seed 003 eq. 5: "alpha' is relative weight parameter larger than alpha".
+    if (p.modified_update && (!(p.alpha_prime > p.alpha) || !std::isfinite(p.alpha_prime)))
+        fail("reaqm.alpha_prime", num(p.alpha_prime),
+             "must be > alpha (" + num(p.alpha) + "), seed 003 eq. 5");
+    positive("reaqm.gamma", p.gamma);
+    if (!(p.phi > 1.0) || !std::isfinite(p.phi)) fail("reaqm.phi", num(p.phi), "must be > 1");
+    non_negative("reaqm.y0_ratio", p.y0_ratio);
+    positive_time("reaqm.update_interval", p.update_interval);
+    positive("reaqm.mean_packet_size", p.mean_packet_size);
+}
+
+void validate_params(const AvqParams& p, const AqmConfig&) {
+    in_open_closed_unit("avq.gamma", p.gamma);
+    positive("avq.alpha", p.alpha);
+    positive("avq.mean_packet_size", p.mean_packet_size);
+}
+
+void validate_params(const CodelParams& p, const AqmConfig&) {
+    positive_time("codel.target", p.target);
+    positive_time("codel.interval", p.interval);
+    if (p.target >= p.interval)
+        fail("codel.target", std::to_string(p.target) + " ns",
+             "must be < interval (" + std::to_string(p.interval) + " ns)");
+    if (p.mtu == 0) fail("codel.mtu", "0", "must be > 0");
+}
+
+void validate_params(const PieParams& p, const AqmConfig&) {
+    positive_time("pie.target", p.target);
+    positive_time("pie.tupdate", p.tupdate);
+    non_negative("pie.alpha", p.alpha);
+    non_negative("pie.beta", p.beta);
+    if (p.max_burst < 0) fail("pie.max_burst", std::to_string(p.max_burst) + " ns", "must be >= 0");
+    in_closed_unit("pie.mark_ecn_threshold", p.mark_ecn_threshold);
+    positive("pie.mean_packet_size", p.mean_packet_size);
+}
+
+void validate_params(const SpmAfParams&, const AqmConfig&) {}
+
+void validate_params(const LasParams& p, const AqmConfig&) {
+    positive_time("las.flow_idle_timeout", p.flow_idle_timeout);
+}
+
+void validate_params(const TlasParams& p, const AqmConfig&) {
+    if (p.threshold_packets == 0) fail("tlas.threshold_packets", "0", "must be >= 1");
+    positive_time("tlas.flow_idle_timeout", p.flow_idle_timeout);
+}
+
+}  // namespace
+
+std::string_view to_string(DropReason r) { return kReasonNames.at(static_cast<std::size_t>(r)); }
+std::string_view to_string(AqmKind k) { return kKindNames.at(static_cast<std::size_t>(k)); }
+
+std::optional<AqmKind> aqm_kind_from_string(std::string_view name) {
+    std::string s;
+    for (char c : name) {
+        if (c == '-' || c == '_') continue;
+        s.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+    }
+    for (std::size_t i = 0; i < kKindNames.size(); ++i)
+        if (s == kKindNames[i]) return static_cast<AqmKind>(i);
+    return std::nullopt;
+}
+
+std::uint64_t AqmStats::dropped_total() const {
+    std::uint64_t n = 0;
+    for (auto d : dropped) n += d;
+    return n;
+}
+
+AqmConfig default_config(AqmKind kind) {
+    AqmConfig c;
+    switch (kind) {
+        case AqmKind::droptail: c.params = DropTailParams{}; break;
+        case AqmKind::red: c.params = RedParams{}; break;
+        case AqmKind::rem: c.params = RemParams{}; break;
+        case AqmKind::reaqm: c.params = ReaqmParams{}; break;
+        case AqmKind::avq: c.params = AvqParams{}; break;
+        case AqmKind::codel: c.params = CodelParams{}; break;
+        case AqmKind::pie: c.params = PieParams{}; break;
+        case AqmKind::spmaf: c.params = SpmAfParams{}; break;
+        case AqmKind::las: c.params = LasParams{}; break;
+        case AqmKind::tlas: c.params = TlasParams{}; break;
+    }
+    return c;
+}
+
+void validate(const AqmConfig& c) {
+    if (c.limits.bytes == 0 && c.limits.packets == 0)
+        fail("aqm.limits", "0 bytes and 0 packets", "leave the queue unbounded; set one");
+    if (!(c.rate.capacity_bps >= 0.0) || !std::isfinite(c.rate.capacity_bps))
+        fail("rate.capacity_bps", num(c.rate.capacity_bps), "must be >= 0 (0 = measure)");
+    if (c.rate.sample_bytes == 0) fail("rate.sample_bytes", "0", "must be > 0");
+    in_open_closed_unit("rate.ema_weight", c.rate.ema_weight);
+    std::visit([&c](const auto& p) { validate_params(p, c); }, c.params);
+}
+
+std::unique_ptr<Aqm> make_aqm(const AqmConfig& c) {
+    validate(c);
+    using namespace detail;
+    return std::visit(
+        [&c](const auto& p) -> std::unique_ptr<Aqm> {
+            using P = std::decay_t<decltype(p)>;
+            if constexpr (std::is_same_v<P, DropTailParams>) {
+                return make_droptail(c);
+            } else if constexpr (std::is_same_v<P, RedParams>) {
+                return make_red(c, p);
+            } else if constexpr (std::is_same_v<P, RemParams>) {
+                return make_rem(c, p);
+            } else if constexpr (std::is_same_v<P, ReaqmParams>) {
+                return make_reaqm(c, p);
+            } else if constexpr (std::is_same_v<P, AvqParams>) {
+                return make_avq(c, p);
+            } else if constexpr (std::is_same_v<P, CodelParams>) {
+                return make_codel(c, p);
+            } else if constexpr (std::is_same_v<P, PieParams>) {
+                return make_pie(c, p);
+            } else if constexpr (std::is_same_v<P, SpmAfParams>) {
+                return make_spmaf(c, p);
+            } else if constexpr (std::is_same_v<P, LasParams>) {
+                return make_las(c, p);
+            } else {
+                static_assert(std::is_same_v<P, TlasParams>, "every AqmParams alternative");
+                return make_tlas(c, p);
+            }
+        },
+        c.params);
+}
+
+// ---------------------------------------------------------------------------------------
+
+ServiceRateEstimator::ServiceRateEstimator(const RateConfig& c)
+    : measuring_(c.capacity_bps <= 0.0),
+      sample_bytes_(c.sample_bytes),
+      weight_(c.ema_weight),
+      rate_bps_(c.capacity_bps > 0.0 ? c.capacity_bps : 0.0) {}
+
+void ServiceRateEstimator::on_enqueue(bool queue_was_empty, time_ns now) {
+    if (!measuring_) return;
+    if (queue_was_empty && !busy_) {
+        busy_ = true;
+        busy_since_ = now;
+    }
+}
+
+void ServiceRateEstimator::on_dequeue(std::size_t size, bool queue_now_empty, time_ns now) {
+    if (!measuring_) return;
+    if (busy_) {
+        acc_time_ += std::max<time_ns>(0, now - busy_since_);
+        acc_bytes_ += size;
+        busy_since_ = now;
+    }
+    busy_ = !queue_now_empty;
+    // Several packets may leave at the same instant (one TB carries several): wait until the
+    // cycle spans some time as well as sample_bytes.
+    if (acc_bytes_ >= sample_bytes_ && acc_time_ > 0) {
+        const double sample = static_cast<double>(acc_bytes_) * 8.0 / to_seconds(acc_time_);
+        rate_bps_ = rate_bps_ > 0.0 ? (1.0 - weight_) * rate_bps_ + weight_ * sample : sample;
+        acc_bytes_ = 0;
+        acc_time_ = 0;
+    }
+}
+
+}  // namespace oppsched::aqm

@@ -1,0 +1,134 @@
+// Price-based AQMs: REM (Athuraliya, Low, Li, Yin 2001) and REAQM (seed 003, Wang & Song 2007).
+//
+// Both keep a link price p, updated once per interval T, and mark each arrival with
+// probability 1 - phi^-p. Units follow the ns-2 REM code that REAQM was compared against:
+// queue length, input rate and capacity are all counted in packets of mean_packet_size bytes,
+// the rates per interval T (x, y: bytes that arrived during T; c: bytes the link serves in T).
+//
+// There are no timers: the intervals that ended before an event are closed at that event
+// (PeriodClock). The queue length at a period's end is the current one, since nothing has
+// changed since the previous event. Intervals with no arrivals have y = 0, so the update is a
+// constant step and k of them are applied in closed form, p <- [p + k step]+ (exact: with a
+// constant step the [.]+ clamp can only bind once). While the capacity is unknown (measuring,
+// no sample yet) the price is held.
+#include <algorithm>
+#include <cmath>
+
+#include "aqm_internal.h"
+
+namespace oppsched::aqm::detail {
+namespace {
+
+// Shared skeleton: period bookkeeping, probabilistic marking, stats.
+class PriceAqm : public FifoAqm {
+public:
+    PriceAqm(const AqmConfig& c, time_ns interval, double phi, double unit)
+        : FifoAqm(c, true), clock_(interval), phi_(phi), unit_(unit) {}
+
+protected:
+    void advance(time_ns now) final {
+        const std::int64_t n = clock_.advance(now);
+        if (n == 0) return;
+        const double in = static_cast<double>(in_bytes_) / unit_;
+        in_bytes_ = 0;
+        if (!rate_.known()) return;
+        const double c = rate_.rate_bps() * to_seconds(clock_.period()) / (8.0 * unit_);
+        const double q = static_cast<double>(fifo_.bytes()) / unit_;
+        close_periods(in, q, c, n);
+        prob_ = 1.0 - std::pow(phi_, -price_);  // 1 - phi^-p
+    }
+    // Applies n updates: the first with `in` packets of input, the other n-1 with none.
+    virtual void close_periods(double in, double q, double c, std::int64_t n) = 0;
+
+    Verdict decide(const Packet& pk, time_ns /*now*/) final {
+        // Every arrival counts toward the input rate, including those the limit then drops
+        // (the input rate is the offered load; ns-2 REM counts before the limit check).
+        in_bytes_ += pk.size();
+        if (prob_ > 0.0 && uniform() < prob_) return Verdict::signal;
+        return Verdict::accept;
+    }
+    void fill_stats(AqmStats& s) const final {
+        s.price = price_;
+        s.drop_probability = prob_;
+        s.input_rate = last_input_;
+    }
+
+    double price_ = 0.0;
+    double prob_ = 0.0;
+    double last_input_ = 0.0;
+
+private:
+    PeriodClock clock_;
+    double phi_;
+    double unit_;
+    std::uint64_t in_bytes_ = 0;
+};
+
+// REM: p <- [p + gamma (alpha (b - b*) + x - c)]+, x low-pass filtered with input_weight.
+class Rem final : public PriceAqm {
+public:
+    Rem(const AqmConfig& c, const RemParams& p)
+        : PriceAqm(c, p.update_interval, p.phi, p.mean_packet_size), p_(p) {}
+    AqmKind kind() const override { return AqmKind::rem; }
+
+private:
+    void close_periods(double in, double b, double c, std::int64_t n) override {
+        const double w = p_.input_weight;
+        auto step = [&](double x_in) {
+            x_ = (1.0 - w) * x_ + w * x_in;
+            price_ = std::max(0.0, price_ + p_.gamma * (p_.alpha * (b - p_.target) + x_ - c));
+        };
+        step(in);
+        last_input_ = in;
+        std::int64_t k = n - 1;
+        // Empty periods: x decays geometrically; once it is negligible the step is constant.
+        for (; k > 0 && x_ > 1e-12; --k) step(0.0);
+        if (k > 0) {
+            x_ = 0.0;
+            const double s = p_.gamma * (p_.alpha * (b - p_.target) - c);
+            price_ = std::max(0.0, price_ + static_cast<double>(k) * s);
+        }
+    }
+
+    RemParams p_;
+    double x_ = 0.0;  // filtered input rate
+};
+
+// REAQM, seed 003 §3.1.
+class Reaqm final : public PriceAqm {
+public:
+    Reaqm(const AqmConfig& c, const ReaqmParams& p)
+        : PriceAqm(c, p.update_interval, p.phi, p.mean_packet_size), p_(p) {}
+    AqmKind kind() const override { return AqmKind::reaqm; }
+
+private:
+    void close_periods(double y, double q, double c, std::int64_t n) override {
+        double delta;
+        if (p_.modified_update && y > c) {
+            // Eq. 5: p <- [p + gamma (alpha' q (y - y0) / c + y - c)]+ , positive rate mismatch.
+            const double y0 = p_.y0_ratio * c;
+            delta = p_.gamma * (p_.alpha_prime * q * (y - y0) / c + y - c);
+        } else {
+            // Eqs. 2-4: p <- [p + gamma (f(q) y - c)]+ , f(q) = alpha q / c + 1.
+            const double f = p_.alpha * q / c + 1.0;
+            delta = p_.gamma * (f * y - c);
+        }
+        price_ = std::max(0.0, price_ + delta);
+        last_input_ = y;
+        // The other n - 1 periods had y = 0: f(q) * 0 - c = -c each.
+        if (n > 1) price_ = std::max(0.0, price_ - static_cast<double>(n - 1) * p_.gamma * c);
+    }
+
+    ReaqmParams p_;
+};
+
+}  // namespace
+
+std::unique_ptr<Aqm> make_rem(const AqmConfig& c, const RemParams& p) {
+    return std::make_unique<Rem>(c, p);
+}
+std::unique_ptr<Aqm> make_reaqm(const AqmConfig& c, const ReaqmParams& p) {
+    return std::make_unique<Reaqm>(c, p);
+}
+
+}  // namespace oppsched::aqm::detail

@@ -1,0 +1,102 @@
+// LAS and T-LAS (seed 004 §6.2) behaviour.
+#include <gtest/gtest.h>
+
+#include "oppsched/aqm.h"
+#include "test_aqm_packets.h"
+
+using namespace oppsched;
+using namespace oppsched::aqm;
+using namespace oppsched::aqm::testing;
+
+namespace {
+
+AqmConfig las_config(std::size_t limit, std::size_t threshold = 0) {
+    AqmConfig c = default_config(threshold ? AqmKind::tlas : AqmKind::las);
+    c.limits = {0, limit};
+    if (threshold) std::get<TlasParams>(c.params).threshold_packets = threshold;
+    return c;
+}
+
+// Flow A = sport 5000, B = 5001, ...
+std::vector<std::uint8_t> pkt(int flow) {
+    return data_packet(1000, 0, static_cast<std::uint16_t>(5000 + flow));
+}
+
+std::vector<int> drain_flows(Harness& h) {
+    std::vector<int> v;
+    while (auto p = h.aqm->dequeue(0)) {
+        auto r = tcpip::parse(p->data);
+        v.push_back(r->flow.sport - 5000);
+    }
+    return v;
+}
+
+TEST(Las, a_new_flow_is_served_before_a_flow_that_has_had_service) {
+    Harness h(las_config(100));
+    for (int i = 0; i < 10; ++i) h.offer(pkt(0), 0);
+    for (int i = 0; i < 5; ++i) h.aqm->dequeue(0);  // A has attained 5000 bytes
+    for (int i = 0; i < 3; ++i) h.offer(pkt(1), 1);
+    EXPECT_EQ(drain_flows(h), (std::vector<int>{1, 1, 1, 0, 0, 0, 0, 0}));
+}
+
+TEST(Las, flows_with_equal_service_alternate) {
+    Harness h(las_config(100));
+    for (int i = 0; i < 3; ++i) h.offer(pkt(0), 0);
+    for (int i = 0; i < 3; ++i) h.offer(pkt(1), 0);
+    EXPECT_EQ(drain_flows(h), (std::vector<int>{0, 1, 0, 1, 0, 1}));
+}
+
+TEST(Las, when_full_the_packet_with_the_most_attained_service_is_evicted) {
+    Harness h(las_config(5));
+    for (int i = 0; i < 5; ++i) h.offer(pkt(0), 0);
+    EXPECT_TRUE(h.offer(pkt(1), 0));  // B's first packet outranks A's fifth
+    ASSERT_EQ(h.drops.size(), 1u);
+    EXPECT_EQ(h.drops[0].reason, DropReason::evicted_las);
+    EXPECT_EQ(h.drops[0].packet.id, 4u);
+    // An arrival of the flow with the most service is itself the lowest priority.
+    EXPECT_FALSE(h.offer(pkt(0), 0));
+    EXPECT_EQ(h.drops.back().reason, DropReason::overflow);
+    // The evicted packet was never served: A's next packet takes its place in the order.
+    EXPECT_EQ(drain_flows(h), (std::vector<int>{0, 1, 0, 0, 0}));
+}
+
+TEST(Tlas, flows_past_the_threshold_fall_back_to_fifo_behind_new_flows) {
+    Harness tlas(las_config(100, 5));
+    Harness las(las_config(100));
+    for (Harness* h : {&tlas, &las}) {
+        for (int i = 0; i < 8; ++i) h->offer(pkt(0), 0);   // A: 5 with priority, 3 FIFO
+        for (int i = 0; i < 10; ++i) h->offer(pkt(1), 0);  // B: likewise 5 + 5
+    }
+    EXPECT_EQ(drain_flows(tlas),
+              (std::vector<int>{0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 0, 0, 1, 1, 1, 1, 1}));
+    // Plain LAS keeps interleaving by attained service.
+    EXPECT_EQ(drain_flows(las),
+              (std::vector<int>{0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 1, 1}));
+}
+
+TEST(Tlas, a_full_queue_evicts_the_newest_fifo_packet_for_a_priority_arrival) {
+    Harness h(las_config(6, 2));
+    for (int i = 0; i < 6; ++i) h.offer(pkt(0), 0);  // 2 priority + 4 FIFO
+    EXPECT_TRUE(h.offer(pkt(1), 0));
+    ASSERT_EQ(h.drops.size(), 1u);
+    EXPECT_EQ(h.drops[0].packet.id, 5u);
+    EXPECT_EQ(h.drops[0].reason, DropReason::evicted_las);
+    EXPECT_FALSE(h.offer(pkt(0), 0));  // a FIFO-class arrival at a full queue is dropped
+}
+
+TEST(Las, idle_flows_are_forgotten_after_the_timeout) {
+    AqmConfig c = las_config(100);
+    std::get<LasParams>(c.params).flow_idle_timeout = kNsPerSec;
+    Harness h(c);
+    for (int i = 0; i < 5; ++i) h.offer(pkt(0), 0);
+    drain_flows(h);
+    EXPECT_EQ(h.aqm->stats().flows, 1u);
+    h.offer(pkt(1), 3 * kNsPerSec);  // the sweep runs: A has been idle for 3 s
+    EXPECT_EQ(h.aqm->stats().flows, 1u);
+    // A returns as a new flow with no attained service: it ties with B's next packet.
+    h.offer(pkt(0), 3 * kNsPerSec);
+    h.offer(pkt(1), 3 * kNsPerSec);
+    EXPECT_EQ(drain_flows(h), (std::vector<int>{1, 0, 1}));
+}
+
+}  // namespace

@@ -1,0 +1,154 @@
+// Drop-tail and RED (gentle) behaviour, with a fake clock.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "oppsched/aqm.h"
+#include "test_aqm_packets.h"
+
+using namespace oppsched;
+using namespace oppsched::aqm;
+using namespace oppsched::aqm::testing;
+
+namespace {
+
+constexpr std::uint8_t kEct = tcpip::kEct0;
+
+TEST(DropTail, drops_only_arrivals_that_exceed_the_packet_limit) {
+    AqmConfig c = default_config(AqmKind::droptail);
+    c.limits = {0, 3};
+    Harness h(c);
+    for (int i = 0; i < 3; ++i) EXPECT_TRUE(h.offer(data_packet(1000), 0));
+    EXPECT_FALSE(h.offer(data_packet(1000), 0));
+    ASSERT_EQ(h.drops.size(), 1u);
+    EXPECT_EQ(h.drops[0].reason, DropReason::overflow);
+    EXPECT_EQ(h.drops[0].packet.id, 3u);
+    ASSERT_TRUE(h.aqm->dequeue(1).has_value());
+    EXPECT_TRUE(h.offer(data_packet(1000), 2));
+}
+
+TEST(DropTail, byte_limit_admits_a_small_packet_after_rejecting_a_large_one) {
+    AqmConfig c = default_config(AqmKind::droptail);
+    c.limits = {2500, 0};
+    Harness h(c);
+    EXPECT_TRUE(h.offer(data_packet(1500), 0));
+    EXPECT_FALSE(h.offer(data_packet(1500), 0));  // 3000 > 2500
+    EXPECT_TRUE(h.offer(data_packet(1000), 0));   // exactly 2500
+    EXPECT_EQ(h.aqm->bytes(), 2500u);
+    EXPECT_FALSE(h.offer(udp_packet(28), 0));
+}
+
+AqmConfig red_config(double w_q, bool gentle = true) {
+    AqmConfig c = default_config(AqmKind::red);
+    c.limits = {0, 200};
+    auto& p = std::get<RedParams>(c.params);
+    p.w_q = w_q;  // 1: avg = instantaneous queue, so the tests set it exactly
+    p.gentle = gentle;
+    return c;
+}
+
+TEST(Red, below_min_th_never_marks_or_drops) {
+    Harness h(red_config(1.0));
+    time_ns t = 0;
+    for (int i = 0; i < 10000; ++i) {
+        // The queue before each arrival cycles through 0..3 < min_th = 5.
+        h.offer(data_packet(1000, i % 2 ? kEct : tcpip::kNotEct), t);
+        if (h.aqm->packets() == 4) {
+            while (h.aqm->dequeue(t)) {
+            }
+        }
+        t += kNsPerMs;
+    }
+    EXPECT_EQ(h.aqm->stats().marked, 0u);
+    EXPECT_TRUE(h.drops.empty());
+}
+
+TEST(Red, gentle_probability_is_linear_between_thresholds_and_up_to_twice_max_th) {
+    Harness h(red_config(1.0));
+    const double min_th = 5, max_th = 15, max_p = 0.1;
+    for (int q = 0; q < 30; ++q) {
+        // ECT arrivals are marked, never dropped: the queue grows by exactly one each time.
+        ASSERT_TRUE(h.offer(data_packet(1000, kEct), 0));
+        const double pb = h.aqm->stats().drop_probability;
+        double expected = 0.0;
+        if (q >= min_th && q < max_th) {
+            expected = max_p * (q - min_th) / (max_th - min_th);
+        } else if (q >= max_th) {
+            expected = max_p + (1 - max_p) * (q - max_th) / max_th;
+        }
+        EXPECT_NEAR(pb, expected, 1e-12) << "queue " << q;
+        EXPECT_DOUBLE_EQ(h.aqm->stats().avg_queue, q);
+    }
+    EXPECT_TRUE(h.drops.empty());
+}
+
+TEST(Red, gentle_above_twice_max_th_signals_every_arrival) {
+    Harness h(red_config(1.0));
+    while (h.aqm->packets() < 31) ASSERT_TRUE(h.offer(data_packet(1000, kEct), 0));
+    int signalled = 0;
+    constexpr int kN = 2000;
+    for (int i = 0; i < kN; ++i) {
+        // Non-ECT: a signal is a drop, so the queue stays at 31 >= 2 max_th.
+        if (!h.offer(data_packet(1000), kNsPerMs * i)) ++signalled;
+    }
+    EXPECT_GE(signalled, 0.95 * kN);
+    EXPECT_EQ(h.drops_with(DropReason::early_drop), static_cast<std::size_t>(signalled));
+    EXPECT_EQ(h.aqm->packets(), 31u);
+}
+
+TEST(Red, without_gentle_every_arrival_above_max_th_is_signalled) {
+    Harness h(red_config(1.0, false));
+    while (h.aqm->packets() < 15) ASSERT_TRUE(h.offer(data_packet(1000, kEct), 0));
+    for (int i = 0; i < 100; ++i) EXPECT_FALSE(h.offer(data_packet(1000), 0));
+    EXPECT_DOUBLE_EQ(h.aqm->stats().drop_probability, 1.0);
+}
+
+TEST(Red, uniformised_marks_are_never_more_than_one_over_pb_apart) {
+    // Queue held at 10: p_b = 0.05. With p_a = p_b / (1 - count p_b) the gaps between marks
+    // are uniform on 1 .. 1/p_b - 1 (Floyd & Jacobson 1993 §7), so the mean fraction is 0.1.
+    Harness h(red_config(1.0));
+    while (h.aqm->packets() < 10) ASSERT_TRUE(h.offer(data_packet(1000, kEct), 0));
+    const auto marked0 = h.aqm->stats().marked;
+    int since = 0, max_gap = 0, marks = 0;
+    constexpr int kN = 40000;
+    for (int i = 0; i < kN; ++i) {
+        const auto before = h.aqm->stats().marked;
+        ASSERT_TRUE(h.offer(data_packet(1000, kEct), 0));
+        ++since;
+        if (h.aqm->stats().marked != before) {
+            ++marks;
+            max_gap = std::max(max_gap, since);
+            since = 0;
+        }
+        h.aqm->dequeue(0);
+    }
+    EXPECT_NEAR(h.aqm->stats().drop_probability, 0.05, 1e-12);
+    EXPECT_LE(max_gap, 20);
+    EXPECT_NEAR(static_cast<double>(marks) / kN, 0.1, 0.01);
+    EXPECT_EQ(h.aqm->stats().marked - marked0, static_cast<std::uint64_t>(marks));
+}
+
+TEST(Red, average_decays_over_an_idle_period_at_the_link_rate) {
+    AqmConfig c = red_config(0.5);
+    c.rate.capacity_bps = 1e6;  // 500-byte packets: 250 per second
+    Harness h(c);
+    for (int i = 0; i < 20; ++i) h.offer(data_packet(1000, kEct), 0);
+    const double avg_busy = h.aqm->stats().avg_queue;
+    EXPECT_GT(avg_busy, 15.0);
+    while (h.aqm->dequeue(kNsPerMs)) {
+    }
+    h.offer(data_packet(1000, kEct), kNsPerMs + 100 * kNsPerMs);  // 100 ms idle: m = 25
+    EXPECT_NEAR(h.aqm->stats().avg_queue, avg_busy * std::pow(0.5, 26), 1e-9);
+
+    // With the rate unknown (measuring, fewer than 16 kB served) only the one sample counts.
+    AqmConfig m = red_config(0.5);
+    Harness h2(m);
+    for (int i = 0; i < 10; ++i) h2.offer(data_packet(1000, kEct), 0);
+    const double avg2 = h2.aqm->stats().avg_queue;
+    while (h2.aqm->dequeue(kNsPerMs)) {
+    }
+    h2.offer(data_packet(1000, kEct), kNsPerSec);
+    EXPECT_DOUBLE_EQ(h2.aqm->stats().avg_queue, avg2 * 0.5);
+}
+
+}  // namespace
