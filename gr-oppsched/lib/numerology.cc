@@ -9,54 +9,88 @@ namespace oppsched {
 
 namespace {
 template <class T>
-[[noreturn]] void bad(const char* field, T value, const char* why)
-{
+[[noreturn]] void bad(const char* field, T value, const char* why) {
     std::ostringstream s;
     s << "numerology." << field << ": " << value << " " << why;
     throw std::invalid_argument(s.str());
 }
-} // namespace
+}  // namespace
 
-numerology::numerology(const numerology_params& p) : d_p(p), d_slot_samples(0)
-{
+numerology::numerology(const numerology_params& p) : d_p(p), d_slot_samples(0) {
     if (!(p.sample_rate > 0) || !std::isfinite(p.sample_rate))
         bad("sample_rate", p.sample_rate, "must be a positive number of samples/s");
     if (!(p.slot_duration > 0) || !std::isfinite(p.slot_duration))
         bad("slot_duration", p.slot_duration, "must be a positive number of seconds");
     if (p.fft_len < 16 || (p.fft_len & (p.fft_len - 1)) != 0)
         bad("fft_len", p.fft_len, "must be a power of two >= 16");
-    if (p.cp_len < 0 || p.cp_len >= p.fft_len)
-        bad("cp_len", p.cp_len, "must be in [0, fft_len)");
+    if (p.cp_len < 0 || p.cp_len >= p.fft_len) bad("cp_len", p.cp_len, "must be in [0, fft_len)");
     if (p.data_carriers < 1) bad("data_carriers", p.data_carriers, "must be >= 1");
     if (p.pilot_carriers < 0) bad("pilot_carriers", p.pilot_carriers, "must be >= 0");
     // DC stays empty and at least one guard carrier on each edge.
     if (p.data_carriers + p.pilot_carriers > p.fft_len - 3)
         bad("data_carriers", p.data_carriers, "+ pilot_carriers leave no DC and guard carriers");
-    if (p.preamble_symbols < 1) bad("preamble_symbols", p.preamble_symbols, "must be >= 1");
+    // One STF symbol + long-training guard interval (>= cp_len) + two long symbols.
+    if (p.preamble_symbols * (p.fft_len + p.cp_len) < 2 * (p.fft_len + p.cp_len) + p.fft_len)
+        bad("preamble_symbols", p.preamble_symbols,
+            "too short for STF + LTF guard (>= cp_len) + 2 long symbols (need >= 3)");
     if (p.header_symbols < 1) bad("header_symbols", p.header_symbols, "must be >= 1");
     const double n = std::round(p.slot_duration * p.sample_rate);
     if (n > 1e9) bad("slot_duration", p.slot_duration, "gives more than 1e9 samples per slot");
     d_slot_samples = static_cast<int>(n);
     if (payload_symbols() < 1)
         bad("slot_duration", p.slot_duration, "leaves no payload symbol at this sample rate");
+    build_subcarriers();
 }
 
-numerology numerology::profile(const std::string& name, double sample_rate)
-{
+void numerology::build_subcarriers() {
+    const int n_occ = occupied_carriers();
+    d_occupied.clear();
+    // Floor(n/2) carriers below DC, the rest above: -n/2..-1, 1..ceil(n/2).
+    const int below = n_occ / 2;
+    for (int k = -below; k < 0; ++k) d_occupied.push_back(k);
+    for (int k = 1; k <= n_occ - below; ++k) d_occupied.push_back(k);
+
+    d_pilots.clear();
+    const int n_pil = d_p.pilot_carriers;
+    if (d_p.fft_len == 64 && d_p.data_carriers == 48 && n_pil == 4) {
+        d_pilots = {-21, -7, 7, 21};  // 802.11a (IEEE 802.11-2016 §17.3.5.10)
+    } else {
+        // Spread evenly: pilot i at position floor((i + 1/2) n_occ / n_pil) of the list.
+        for (int i = 0; i < n_pil; ++i)
+            d_pilots.push_back(
+                d_occupied[static_cast<size_t>(((2 * i + 1) * n_occ) / (2 * n_pil))]);
+    }
+    d_data.clear();
+    for (int k : d_occupied) {
+        bool pilot = false;
+        for (int q : d_pilots) pilot = pilot || (q == k);
+        if (!pilot) d_data.push_back(k);
+    }
+    // Invariants the modulator and the demodulator rely on.
+    if (static_cast<int>(d_data.size()) != d_p.data_carriers ||
+        static_cast<int>(d_pilots.size()) != n_pil)
+        bad("pilot_carriers", n_pil, "could not be placed among the occupied carriers");
+}
+
+double numerology::noise_variance_for_snr_db(double snr_db, double signal_power) const {
+    // Es/N0 per occupied subcarrier = (fft_len/occupied) * P_sample / sigma^2.
+    return signal_power * subcarrier_snr_gain() / std::pow(10.0, snr_db / 10.0);
+}
+
+numerology numerology::profile(const std::string& name, double sample_rate) {
     numerology_params p;
     p.sample_rate = sample_rate;
     if (name == "evdo") {
-        p.slot_duration = 1.667e-3; // seed 002: EV-DO downlink slot
+        p.slot_duration = 1.667e-3;  // seed 002: EV-DO downlink slot
     } else if (name == "clamp") {
-        p.slot_duration = 3e-3; // seed 000: 3 ms slots
+        p.slot_duration = 3e-3;  // seed 000: 3 ms slots
     } else {
-        throw std::invalid_argument("numerology.profile: '" + name +
-                                    "' is not one of evdo, clamp");
+        throw std::invalid_argument("numerology.profile: '" + name + "' is not one of evdo, clamp");
     }
     return numerology(p);
 }
 
-std::vector<std::string> numerology::profile_names() { return { "evdo", "clamp" }; }
+std::vector<std::string> numerology::profile_names() { return {"evdo", "clamp"}; }
 
-} // namespace oppsched
-} // namespace gr
+}  // namespace oppsched
+}  // namespace gr

@@ -16,8 +16,14 @@ struct numerology_params {
     int cp_len = 16;                  //!< cyclic prefix, samples
     int data_carriers = 48;           //!< data subcarriers per OFDM symbol
     int pilot_carriers = 4;           //!< pilot subcarriers per OFDM symbol
-    int preamble_symbols = 2;         //!< OFDM-symbol durations taken by the preamble
-    int header_symbols = 2;           //!< OFDM symbols carrying the control header
+    //! OFDM-symbol durations taken by the preamble: one short-training symbol (cp + fft) and
+    //! the long training (guard interval + two fft-long symbols) in the rest, so at least 3
+    //! (the guard interval must be >= cp_len). See preamble.h.
+    int preamble_symbols = 3;
+    //! OFDM symbols carrying the control header. 4 lets the 192 coded header bits go out
+    //! as BPSK (about 1 dB more robust than MCS 0); with 2-3 the codec must use QPSK, about
+    //! 2 dB less robust than MCS 0, and the header would limit the lowest MCS.
+    int header_symbols = 4;
 };
 
 /*!
@@ -26,10 +32,35 @@ struct numerology_params {
  * A slot is slot_samples() = round(slot_duration * sample_rate) samples: the preamble,
  * the header symbols, payload_symbols() payload symbols and guard_samples() of silence at
  * the end (absorbs timing offsets and burst ramp-down).
+ *
+ * Time layout of one slot (sample offsets from the slot start, default numerology):
+ * \code
+ *   0    STF: cp_len + fft_len samples, only even subcarriers -> two identical halves
+ *   80   LTF guard interval: ltf_gi_samples() (= 32), the tail of the long symbol
+ *   112  LTF symbol 0 (fft_len)            ltf_offset(0)
+ *   176  LTF symbol 1 (fft_len, identical) ltf_offset(1)
+ *   240  data-bearing symbol 0 (header)    symbol_offset(0), CP first
+ *   ...  header_symbols header symbols, then payload_symbols() payload symbols
+ *        guard_samples() zeros
+ * \endcode
+ *
+ * Frequency layout: subcarriers are named by their signed index k in
+ * [-fft_len/2, fft_len/2), k = 0 is DC (never used); fft_bin(k) maps k to the FFT bin.
+ * With fft_len 64, 48 data and 4 pilots the allocation is 802.11a's (IEEE 802.11-2016
+ * §17.3.5.10): occupied k = -26..-1, 1..26, pilots at -21, -7, 7, 21, DC and the 11 edge
+ * carriers (-32..-27, 27..31) empty. Other sizes: the occupied carriers are the
+ * data + pilot carriers closest to DC on both sides (floor(n/2) below DC, the rest above),
+ * the pilots spread evenly over them.
+ *
+ * SNR convention (one definition for the modulator, the channel emulator, the SNR/CQI
+ * estimator and the link curves): the SNR is the mean Es/N0 per occupied subcarrier.
+ * The modulator gives every occupied subcarrier unit mean energy and scales the IFFT so
+ * that the mean power per sample of an OFDM symbol is 1; with white noise of variance
+ * sigma^2 per complex sample, Es/N0 = (fft_len / occupied_carriers()) / sigma^2, i.e.
+ * SNR_subcarrier_dB = SNR_sample_dB + 10 log10(fft_len / occupied) (+0.902 dB for 64/52).
  */
-class OPPSCHED_API numerology final
-{
-public:
+class OPPSCHED_API numerology final {
+  public:
     /*! \throws std::invalid_argument naming the field and value when inconsistent. */
     explicit numerology(const numerology_params& p);
 
@@ -45,8 +76,7 @@ public:
     int slot_samples() const { return d_slot_samples; }
     int symbols_per_slot() const { return d_slot_samples / symbol_len(); }
     int guard_samples() const { return d_slot_samples - symbols_per_slot() * symbol_len(); }
-    int payload_symbols() const
-    {
+    int payload_symbols() const {
         return symbols_per_slot() - d_p.preamble_symbols - d_p.header_symbols;
     }
     //! data subcarrier-symbols available to the payload in one slot
@@ -55,10 +85,48 @@ public:
     //! the slot duration actually realised at this sample rate (s)
     double realised_slot_duration() const { return d_slot_samples / d_p.sample_rate; }
 
-private:
+    // ---- frequency layout (signed subcarrier indices, DC = 0) ----
+    //! data subcarriers in increasing k: the order of the REs within one OFDM symbol
+    const std::vector<int>& data_subcarriers() const { return d_data; }
+    //! pilot subcarriers in increasing k
+    const std::vector<int>& pilot_subcarriers() const { return d_pilots; }
+    //! data and pilot subcarriers together, increasing k
+    const std::vector<int>& occupied_subcarriers() const { return d_occupied; }
+    int occupied_carriers() const { return d_p.data_carriers + d_p.pilot_carriers; }
+    //! FFT bin of signed subcarrier k (k in [-fft_len/2, fft_len/2))
+    int fft_bin(int k) const { return k < 0 ? k + d_p.fft_len : k; }
+
+    // ---- time layout of a slot (sample offsets from the slot's first sample) ----
+    int preamble_samples() const { return d_p.preamble_symbols * symbol_len(); }
+    //! short training field: cp_len + fft_len samples, periodic with period fft_len/2
+    int stf_samples() const { return symbol_len(); }
+    //! guard interval in front of the two long-training symbols (>= cp_len)
+    int ltf_gi_samples() const { return preamble_samples() - stf_samples() - 2 * d_p.fft_len; }
+    //! first sample of long-training symbol i (0 or 1), i.e. where its FFT window starts
+    int ltf_offset(int i) const { return stf_samples() + ltf_gi_samples() + i * d_p.fft_len; }
+    //! OFDM symbols carrying data REs: header_symbols + payload_symbols()
+    int data_symbols() const { return d_p.header_symbols + payload_symbols(); }
+    //! first sample (start of the CP) of data-bearing symbol s (0 = first header symbol)
+    int symbol_offset(int s) const { return preamble_samples() + s * symbol_len(); }
+    //! data REs of the header symbols: header_symbols * data_carriers
+    int header_resource_elements() const { return d_p.header_symbols * d_p.data_carriers; }
+
+    // ---- SNR convention (see the class comment) ----
+    //! Es/N0 per occupied subcarrier over SNR per sample: fft_len / occupied_carriers()
+    double subcarrier_snr_gain() const {
+        return static_cast<double>(d_p.fft_len) / occupied_carriers();
+    }
+    //! per-sample noise variance that gives Es/N0 = snr_db per occupied subcarrier when
+    //! the OFDM symbols have mean sample power \p signal_power (1 for the modulator)
+    double noise_variance_for_snr_db(double snr_db, double signal_power = 1.0) const;
+
+  private:
+    void build_subcarriers();
+
     numerology_params d_p;
     int d_slot_samples;
+    std::vector<int> d_data, d_pilots, d_occupied;
 };
 
-} // namespace oppsched
-} // namespace gr
+}  // namespace oppsched
+}  // namespace gr

@@ -12,4 +12,7 @@ PYBIND11_MODULE(oppsched_python, m)
     py::module::import("gnuradio.gr");
     m.doc() = "oppsched PHY: slotted OFDM downlink, HARQ, CQI, channel emulator";
     bind_numerology(m);
+    bind_fec(m);
+    bind_ofdm(m);
+    bind_emulator(m);
 }

@@ -1,0 +1,148 @@
+#pragma once
+// Slot detection, timing and CFO estimation on a continuous sample stream. Pure class:
+// no gr::block, no I/O. The RX block feeds it whatever chunks the scheduler gives and
+// gets back each slot found, CFO-corrected and aligned for ofdm_demodulator.
+//
+// Algorithm (preamble layout in preamble.h):
+//  1. Detection and coarse timing: the Schmidl & Cox timing metric (Schmidl & Cox, IEEE
+//     Trans. Commun. 45(12), 1997, eqs. 5-8) on the STF's period L = fft_len/2,
+//        P(d) = sum_{m<W} conj(r[d+m]) r[d+m+L],
+//        M(d) = |P(d)|^2 / (E1(d) E2(d)),  E1 = sum |r[d+m]|^2, E2 = sum |r[d+m+L]|^2,
+//     with the window W = cp_len + L (= 48) that covers the whole periodic STF including
+//     its CP (S&C use W = L and R(d) = E2; the Cauchy-Schwarz normalisation E1 E2 keeps
+//     M in [0, 1], so silence-to-signal edges cannot exceed 1). M is maintained with
+//     running sums (O(1) per sample, double precision, recomputed every 1024 samples).
+//     Noise alone: M ~ Exp(1)/W, P(M > 0.15) = e^{-7.2} per sample (crossings come in
+//     clusters: measured 9e-5 peak searches per noise sample); at per-sample SNR s the
+//     peak is (s/(1+s))^2 (0.2 at 0 dB Es/N0). A crossing of detection_threshold starts a
+//     peak search over W + L positions (extended once if M is still rising at its end);
+//     the arg max is the coarse STF start.
+//  2. Coarse CFO: eps_c = angle(P) / pi subcarrier spacings (S&C eq. 39 with L = N/2),
+//     range +-1 spacing.
+//  3. Verification, fine timing: the coarse-CFO-corrected samples are cross-correlated
+//     with the two known long symbols (2 fft_len samples) at +-ltf_search positions
+//     around where the LTF should be; C(d) = |sum r ref*|^2 / (sum|r|^2 sum|ref|^2).
+//     The detection is kept only if the correlation energy within +-cp_len/2 of the peak
+//     exceeds ltf_threshold (noise alone: each C ~ Exp(1)/128, the sum of 17 exceeds
+//     0.35 with probability ~1e-7; a slot at 0 dB Es/N0 gives ~0.55). Fine timing: the
+//     earliest position within cp_len/2 before the peak whose C >= first_path_fraction
+//     of the peak (the first significant path), minus timing_backoff samples so every
+//     FFT window starts inside the CP.
+//  4. Fine CFO: angle of the lag-fft_len autocorrelation of the two long symbols
+//     (range +-0.5 spacing around eps_c). CFO = eps_c + eps_f.
+//  5. Truncation check: a slot cut short (burst ended early) is dropped. The two long
+//     symbols must have energies within a factor 2 (a cut inside the LTF). From the LTF
+//     the per-sample noise sigma^2 (difference of the two symbols) and signal power P
+//     (their mean) are known; if P/sigma^2 >= truncation_min_snr_db, every data-bearing
+//     symbol must have power >= sigma^2 + truncation_fraction P. Below that SNR a
+//     truncation cannot be told from noise and the slot is delivered (the header CRC
+//     rejects it).
+//  6. The slot's samples from the estimated start, CFO-corrected with the phase origin at
+//     the slot start, are delivered; the search resumes just before the next possible
+//     slot start (start + slot_samples - (W + L)/2), so a slot is never found twice.
+//
+// Measured (default parameters, 200 slots per point, CFO 0.2 spacing, AWGN): detection
+// probability 26% at -3 dB Es/N0, 67% at -1 dB, 95% at 0 dB, 98% at 1 dB, 100% from 2 dB
+// up (the CQI table starts at -4 dB: below ~0 dB a slot is mostly reported as CQI 0 by
+// not being found). Pure noise, 3e7 samples: 2763 peak searches, 0 detections.
+// Robustness: non-finite input samples are replaced by 0 (counted); zeros give M = 0;
+// pure noise is rejected by the LTF verification; nothing here throws on data.
+// Latency: a slot is reported once its last sample (plus ltf_search + 2 cp_len) arrived.
+// Memory: O(slot_samples) buffered.
+#include <gnuradio/gr_complex.h>
+#include <gnuradio/oppsched/api.h>
+#include <gnuradio/oppsched/numerology.h>
+#include <gnuradio/oppsched/preamble.h>
+
+#include <complex>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace gr {
+namespace oppsched {
+
+struct slot_sync_params {
+    float detection_threshold = 0.15f;  //!< S&C metric M that starts a peak search, (0,1)
+    float ltf_threshold = 0.35f;        //!< LTF correlation energy to accept, (0, 4]
+    int ltf_search = 32;                //!< +- samples searched around the coarse LTF position
+    float first_path_fraction = 0.2f;   //!< (0,1]: first path = first C >= this * peak
+    int timing_backoff = 2;  //!< samples the FFT windows start inside the CP, [0, cp_len)
+    float truncation_fraction = 0.05f;   //!< symbol power must be >= sigma^2 + this*P, [0,1)
+    double truncation_min_snr_db = 7.0;  //!< per-sample SNR above which truncation is checked
+    //! throws std::invalid_argument naming the field ("slot_sync.ltf_search: -1 ...")
+    void validate(const numerology& n) const;
+};
+
+struct slot_detection {
+    std::uint64_t start = 0;          //!< stream index (0 = first sample pushed) of the slot start
+    double cfo = 0.0;                 //!< carrier frequency offset, subcarrier spacings
+    double cfo_hz = 0.0;              //!< the same in Hz
+    float sc_metric = 0.0f;           //!< S&C metric M at the coarse peak, [0, 1]
+    float ltf_metric = 0.0f;          //!< LTF correlation C at the fine-timing peak, [0, 1]
+    float snr_db = 0.0f;              //!< per-sample SNR seen in the LTF (time domain, diagnostic)
+    std::vector<gr_complex> samples;  //!< slot_samples() samples from start, CFO-corrected
+};
+
+struct slot_sync_stats {
+    std::uint64_t samples = 0;             //!< samples pushed
+    std::uint64_t triggers = 0;            //!< S&C threshold crossings (peak searches)
+    std::uint64_t detections = 0;          //!< slots delivered
+    std::uint64_t rejected_ltf = 0;        //!< triggers the LTF verification rejected
+    std::uint64_t rejected_truncated = 0;  //!< verified slots dropped as cut short
+    std::uint64_t nonfinite = 0;           //!< non-finite input samples replaced by 0
+};
+
+class OPPSCHED_API slot_sync final {
+  public:
+    slot_sync(const numerology& n, const slot_sync_params& p = {});
+
+    /*!
+     * \brief Consume \p n samples; append every slot completed so far to \p found.
+     * \return number of detections appended
+     */
+    size_t push(const gr_complex* in, size_t n, std::vector<slot_detection>& found);
+    std::vector<slot_detection> push(const std::vector<gr_complex>& in);
+
+    //! Forget the stream (the next sample pushed has index 0 again); stats are kept.
+    void reset();
+
+    const slot_sync_stats& stats() const { return d_stats; }
+    const slot_sync_params& params() const { return d_p; }
+    const numerology& geometry() const { return d_seq.geometry(); }
+    //! samples held back (waiting for the rest of a slot or the metric window)
+    size_t buffered() const { return d_buf.size(); }
+
+  private:
+    enum class state { search, peak, verify };
+    float metric_at(std::uint64_t d);                 // updates the running sums to position d
+    bool verify(std::vector<slot_detection>& found);  // state verify, all samples present
+    const gr_complex* at(std::uint64_t abs) const {
+        return &d_buf[static_cast<size_t>(abs - d_base)];
+    }
+    void trim();
+
+    slot_sync_params d_p;
+    ofdm_sequences d_seq;
+    int d_L, d_W;
+    std::vector<gr_complex> d_buf;  // samples [d_base, d_base + size)
+    std::uint64_t d_base = 0;
+    std::uint64_t d_scan = 0;  // next metric position
+    // running sums for the window at d_sum_pos
+    bool d_sums_valid = false;
+    std::uint64_t d_sum_pos = 0;
+    int d_since_recompute = 0;
+    std::complex<double> d_P{0.0, 0.0};
+    double d_E1 = 0.0, d_E2 = 0.0;
+    // peak search
+    state d_state = state::search;
+    std::uint64_t d_peak_end = 0, d_best_pos = 0, d_trigger_pos = 0;
+    float d_best_m = 0.0f;
+    std::complex<double> d_best_P{0.0, 0.0};
+    slot_sync_stats d_stats;
+    std::vector<gr_complex> d_seg, d_corr_scratch;  // scratch
+    std::vector<float> d_c;
+};
+
+}  // namespace oppsched
+}  // namespace gr

@@ -1,0 +1,325 @@
+// Slot synchronisation; see slot_sync.h.
+#include <gnuradio/oppsched/slot_sync.h>
+#include <volk/volk.h>
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <stdexcept>
+
+namespace gr {
+namespace oppsched {
+
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+constexpr int kRecomputeEvery = 1024;
+
+template <class T>
+[[noreturn]] void bad(const char* field, T value, const char* why) {
+    std::ostringstream s;
+    s << "slot_sync." << field << ": " << value << " " << why;
+    throw std::invalid_argument(s.str());
+}
+
+// out[i] = in[i] * exp(-j 2 pi eps i / N) (phase origin at i = 0), eps in subcarrier
+// spacings; double-precision phasor, re-anchored every 256 samples.
+void derotate(const gr_complex* in, gr_complex* out, size_t n, double eps, int n_fft) {
+    const double w = -2.0 * kPi * eps / n_fft;
+    size_t i = 0;
+    while (i < n) {
+        const size_t len = std::min<size_t>(256, n - i);
+        lv_32fc_t phase =
+            lv_cmake(static_cast<float>(std::cos(w * i)), static_cast<float>(std::sin(w * i)));
+        const lv_32fc_t inc =
+            lv_cmake(static_cast<float>(std::cos(w)), static_cast<float>(std::sin(w)));
+        volk_32fc_s32fc_x2_rotator_32fc(out + i, in + i, inc, &phase, static_cast<unsigned>(len));
+        i += len;
+    }
+}
+
+}  // namespace
+
+void slot_sync_params::validate(const numerology& n) const {
+    if (!(detection_threshold > 0.0f && detection_threshold < 1.0f))
+        bad("detection_threshold", detection_threshold, "not in (0, 1)");
+    if (!(ltf_threshold > 0.0f && ltf_threshold <= 4.0f))
+        bad("ltf_threshold", ltf_threshold, "not in (0, 4]");
+    if (ltf_search < 1 || ltf_search > n.symbol_len())
+        bad("ltf_search", ltf_search, "not in [1, symbol_len]");
+    if (!(first_path_fraction > 0.0f && first_path_fraction <= 1.0f))
+        bad("first_path_fraction", first_path_fraction, "not in (0, 1]");
+    if (timing_backoff < 0 || timing_backoff >= n.params().cp_len)
+        bad("timing_backoff", timing_backoff, "not in [0, cp_len)");
+    if (!(truncation_fraction >= 0.0f && truncation_fraction < 1.0f))
+        bad("truncation_fraction", truncation_fraction, "not in [0, 1)");
+    if (!std::isfinite(truncation_min_snr_db))
+        bad("truncation_min_snr_db", truncation_min_snr_db, "not finite");
+}
+
+slot_sync::slot_sync(const numerology& n, const slot_sync_params& p)
+    : d_p(p),
+      d_seq(n),
+      d_L(n.params().fft_len / 2),
+      d_W(n.params().cp_len + n.params().fft_len / 2) {
+    d_p.validate(n);
+}
+
+void slot_sync::reset() {
+    d_buf.clear();
+    d_base = 0;
+    d_scan = 0;
+    d_sums_valid = false;
+    d_state = state::search;
+}
+
+float slot_sync::metric_at(std::uint64_t d) {
+    bool exact = !(d_sums_valid && d == d_sum_pos + 1 && d_since_recompute < kRecomputeEvery);
+    if (!exact) {
+        const std::uint64_t o = d - 1;
+        const std::complex<double> a_old(*at(o)), b_old(*at(o + d_L));
+        const std::complex<double> a_new(*at(o + d_W)), b_new(*at(o + d_W + d_L));
+        const double e1_old = d_E1, e2_old = d_E2;
+        d_P += std::conj(a_new) * b_new - std::conj(a_old) * b_old;
+        d_E1 += std::norm(a_new) - std::norm(a_old);
+        d_E2 += std::norm(b_new) - std::norm(b_old);
+        ++d_since_recompute;
+        // When a window's energy collapses by 60 dB in one step (the end of a burst), the
+        // sliding sums hold only rounding residue of the old energy: recompute exactly.
+        exact = d_E1 < 1e-6 * e1_old || d_E2 < 1e-6 * e2_old;
+    }
+    if (exact) {
+        d_P = 0.0;
+        d_E1 = d_E2 = 0.0;
+        for (int m = 0; m < d_W; ++m) {
+            const std::complex<double> a(*at(d + m)), b(*at(d + m + d_L));
+            d_P += std::conj(a) * b;
+            d_E1 += std::norm(a);
+            d_E2 += std::norm(b);
+        }
+        d_since_recompute = 0;
+    }
+    d_sums_valid = true;
+    d_sum_pos = d;
+    const double den = d_E1 * d_E2;
+    if (!(den > 1e-300)) return 0.0f;
+    return static_cast<float>(std::min(1.0, std::norm(d_P) / den));
+}
+
+size_t slot_sync::push(const gr_complex* in, size_t n, std::vector<slot_detection>& found) {
+    const size_t before = found.size();
+    d_buf.reserve(d_buf.size() + n);
+    for (size_t i = 0; i < n; ++i) {
+        gr_complex v = in[i];
+        if (!std::isfinite(v.real()) || !std::isfinite(v.imag())) {
+            v = gr_complex(0.0f, 0.0f);
+            ++d_stats.nonfinite;
+        }
+        d_buf.push_back(v);
+    }
+    d_stats.samples += n;
+
+    const numerology& num = geometry();
+    const std::uint64_t span = static_cast<std::uint64_t>(d_W + d_L);
+    for (;;) {
+        const std::uint64_t end = d_base + d_buf.size();
+        if (d_state != state::verify) {
+            while (d_scan + span <= end) {
+                const float m = metric_at(d_scan);
+                if (d_state == state::search) {
+                    if (m >= d_p.detection_threshold) {
+                        ++d_stats.triggers;
+                        d_state = state::peak;
+                        d_peak_end = d_scan + span;
+                        d_trigger_pos = d_scan;
+                        d_best_m = m;
+                        d_best_pos = d_scan;
+                        d_best_P = d_P;
+                    }
+                } else if (m > d_best_m) {
+                    d_best_m = m;
+                    d_best_pos = d_scan;
+                    d_best_P = d_P;
+                }
+                ++d_scan;
+                if (d_state == state::peak && d_scan > d_peak_end) {
+                    // Still rising at the end of the window (the trigger came from noise
+                    // just before a preamble): look one more window ahead, once.
+                    if (d_best_pos + 4 > d_peak_end && d_peak_end - d_trigger_pos < 2 * span) {
+                        d_peak_end += span;
+                        continue;
+                    }
+                    d_state = state::verify;
+                    break;
+                }
+            }
+            if (d_state != state::verify) break;  // need more samples
+        }
+        // verify: wait until the whole slot (and the LTF search window) is buffered
+        const std::uint64_t need =
+            d_best_pos + static_cast<std::uint64_t>(d_p.ltf_search + num.slot_samples() +
+                                                    2 * num.params().cp_len + num.params().fft_len);
+        if (end < need) break;
+        verify(found);
+        d_state = state::search;
+    }
+    trim();
+    return found.size() - before;
+}
+
+std::vector<slot_detection> slot_sync::push(const std::vector<gr_complex>& in) {
+    std::vector<slot_detection> found;
+    push(in.data(), in.size(), found);
+    return found;
+}
+
+bool slot_sync::verify(std::vector<slot_detection>& found) {
+    const numerology& num = geometry();
+    const int n_fft = num.params().fft_len;
+    const int cp = num.params().cp_len;
+    const int S = d_p.ltf_search;
+    const std::int64_t base = static_cast<std::int64_t>(d_base);
+    const std::int64_t coarse = static_cast<std::int64_t>(d_best_pos);
+    // Coarse CFO (S&C eq. 39): angle(P) = 2 pi eps L / N.
+    const double eps_c = std::arg(d_best_P) * n_fft / (2.0 * kPi * d_L);
+
+    // Coarse-corrected segment around the expected LTF.
+    const std::int64_t e = coarse + num.ltf_offset(0);
+    const std::int64_t seg_start = std::max(base, e - S - cp);
+    const std::int64_t d_lo = std::max(e - S, seg_start + cp);
+    const std::int64_t d_hi = e + S;
+    const std::int64_t seg_end = d_hi + 2 * n_fft + cp;  // exclusive
+    const size_t seg_len = static_cast<size_t>(seg_end - seg_start);
+    d_seg.resize(seg_len);
+    derotate(at(static_cast<std::uint64_t>(seg_start)), d_seg.data(), seg_len, eps_c, n_fft);
+
+    // LTF cross-correlation over [d_lo, d_hi].
+    const auto& ref = d_seq.ltf_pair();
+    double e_ref = 0.0;
+    for (const auto& v : ref) e_ref += std::norm(v);
+    const size_t n_pos = static_cast<size_t>(d_hi - d_lo + 1);
+    d_c.assign(n_pos, 0.0f);
+    const size_t n_ref = ref.size();
+    size_t j0 = static_cast<size_t>(d_lo - seg_start);
+    double e_r = 0.0;
+    for (size_t m = 0; m < n_ref; ++m) e_r += std::norm(d_seg[j0 + m]);
+    size_t pk = 0;
+    for (size_t i = 0; i < n_pos; ++i) {
+        const size_t j = j0 + i;
+        if (i > 0) e_r += std::norm(d_seg[j + n_ref - 1]) - std::norm(d_seg[j - 1]);
+        lv_32fc_t c;
+        volk_32fc_x2_conjugate_dot_prod_32fc(&c, d_seg.data() + j, ref.data(),
+                                             static_cast<unsigned>(n_ref));
+        const double den = std::max(e_r, 0.0) * e_ref;
+        d_c[i] = den > 1e-300 ? static_cast<float>(std::min(1.0, std::norm(c) / den)) : 0.0f;
+        if (d_c[i] > d_c[pk]) pk = i;
+    }
+    float win = 0.0f;
+    const size_t half = static_cast<size_t>(cp / 2);
+    for (size_t i = (pk >= half ? pk - half : 0); i <= std::min(n_pos - 1, pk + half); ++i)
+        win += d_c[i];
+    if (!(win >= d_p.ltf_threshold)) {
+        ++d_stats.rejected_ltf;
+        return false;
+    }
+    size_t first = pk;
+    for (size_t i = (pk >= half ? pk - half : 0); i <= pk; ++i) {
+        if (d_c[i] >= d_p.first_path_fraction * d_c[pk]) {
+            first = i;
+            break;
+        }
+    }
+    const std::int64_t t0 = d_lo + static_cast<std::int64_t>(first) - d_p.timing_backoff;
+
+    // Fine CFO from the two long symbols (lag N): angle = 2 pi eps_f.
+    const size_t k0 = static_cast<size_t>(t0 - seg_start);
+    std::complex<double> a(0.0, 0.0);
+    for (int m = 0; m < n_fft; ++m)
+        a += std::conj(std::complex<double>(d_seg[k0 + m])) *
+             std::complex<double>(d_seg[k0 + n_fft + m]);
+    const double eps = eps_c + std::arg(a) / (2.0 * kPi);
+
+    std::int64_t start = t0 - num.ltf_offset(0);
+    if (start < base) {
+        // The stream began inside the timing backoff (a slot at the very first sample):
+        // use what is there. Any earlier means the slot's beginning was never received.
+        if (start + d_p.timing_backoff < base) {
+            ++d_stats.rejected_truncated;
+            return false;
+        }
+        start = base;
+    }
+    slot_detection det;
+    det.start = static_cast<std::uint64_t>(start);
+    det.cfo = eps;
+    det.cfo_hz = eps * num.subcarrier_spacing();
+    det.sc_metric = d_best_m;
+    det.ltf_metric = d_c[pk];
+    const size_t ns = static_cast<size_t>(num.slot_samples());
+    det.samples.resize(ns);
+    derotate(at(static_cast<std::uint64_t>(start)), det.samples.data(), ns, eps, n_fft);
+
+    // Truncation check from the LTF's own noise and signal levels.
+    const gr_complex* r1 = det.samples.data() + num.ltf_offset(0);
+    const gr_complex* r2 = det.samples.data() + num.ltf_offset(1);
+    double dsum = 0.0, ssum = 0.0, e1 = 0.0, e2 = 0.0;
+    for (int m = 0; m < n_fft; ++m) {
+        dsum += std::norm(r1[m] - r2[m]);
+        ssum += std::norm(r1[m] + r2[m]);
+        e1 += std::norm(r1[m]);
+        e2 += std::norm(r2[m]);
+    }
+    // The two long symbols carry the same signal and independent noise: energies within
+    // a factor 2 (their ratio fluctuates by ~1/sqrt(fft_len) from the noise). A burst cut
+    // (or begun) inside the LTF fails this at any SNR.
+    if (!(e2 >= 0.5 * e1 && e1 >= 0.5 * e2)) {
+        ++d_stats.rejected_truncated;
+        return false;
+    }
+    const double sigma2 = dsum / (2.0 * n_fft);
+    const double p_sig = std::max(0.0, ssum / (4.0 * n_fft) - 0.5 * sigma2);
+    const double snr = sigma2 > 0.0 ? p_sig / sigma2 : 1e12;
+    det.snr_db = static_cast<float>(10.0 * std::log10(std::max(snr, 1e-6)));
+    if (snr >= std::pow(10.0, d_p.truncation_min_snr_db / 10.0)) {
+        const double floor = sigma2 + d_p.truncation_fraction * p_sig;
+        for (int s = 0; s < num.data_symbols(); ++s) {
+            const gr_complex* x = det.samples.data() + num.symbol_offset(s) + cp;
+            double ps = 0.0;
+            for (int m = 0; m < n_fft; ++m) ps += std::norm(x[m]);
+            if (ps / n_fft < floor) {
+                ++d_stats.rejected_truncated;
+                return false;
+            }
+        }
+    }
+
+    // Resume just before the next possible slot start.
+    const std::uint64_t resume =
+        det.start + static_cast<std::uint64_t>(num.slot_samples() - (d_W + d_L) / 2);
+    if (resume > d_scan) {
+        d_scan = resume;
+        d_sums_valid = false;
+    }
+    ++d_stats.detections;
+    found.push_back(std::move(det));
+    return true;
+}
+
+void slot_sync::trim() {
+    const numerology& num = geometry();
+    std::int64_t keep = static_cast<std::int64_t>(d_scan) - 1;
+    if (d_state != state::search) {
+        const std::int64_t from =
+            static_cast<std::int64_t>(d_best_pos) - d_p.ltf_search - 2 * num.params().cp_len;
+        keep = std::min(keep, from);
+    }
+    const std::int64_t drop = keep - static_cast<std::int64_t>(d_base);
+    if (drop <= 0) return;
+    const size_t nd = std::min(static_cast<size_t>(drop), d_buf.size());
+    if (nd < 4096 && nd * 2 < d_buf.size()) return;  // amortise the erase
+    d_buf.erase(d_buf.begin(), d_buf.begin() + static_cast<std::ptrdiff_t>(nd));
+    d_base += nd;
+}
+
+}  // namespace oppsched
+}  // namespace gr

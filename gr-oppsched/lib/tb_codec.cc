@@ -1,0 +1,218 @@
+#include <gnuradio/oppsched/rate_matcher.h>
+#include <gnuradio/oppsched/scrambler.h>
+#include <gnuradio/oppsched/tb_codec.h>
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "oppsched/crc32.h"  // the one CRC-32 of the project (host MAC library)
+
+namespace gr {
+namespace oppsched {
+
+namespace {
+
+void check_rv(int rv) {
+    if (rv < 0 || rv > 3)
+        throw std::invalid_argument("rv: " + std::to_string(rv) + " not in [0,3]");
+}
+
+void check_tb_bytes(std::size_t bytes, int mcs, const numerology& n) {
+    const std::size_t max = mcs_table::tb_bytes(mcs, n);
+    if (bytes < 1 || bytes > max)
+        throw std::invalid_argument("tb_bytes: " + std::to_string(bytes) + " not in [1," +
+                                    std::to_string(max) + "] for mcs " + std::to_string(mcs));
+}
+
+std::vector<interleaver> make_interleavers(const numerology& n) {
+    std::vector<interleaver> v;
+    for (const auto& m : mcs_table::all()) {
+        const int ncbps = n.params().data_carriers * m.bits_per_symbol;
+        if (ncbps % 16 != 0)
+            throw std::invalid_argument(
+                "numerology.data_carriers: " + std::to_string(n.params().data_carriers) +
+                " gives N_CBPS " + std::to_string(ncbps) + " at " + m.name +
+                ", not a multiple of 16 (802.11a interleaver)");
+        v.emplace_back(ncbps, m.bits_per_symbol);
+    }
+    return v;
+}
+
+std::vector<qam_mapper> make_mappers() {
+    std::vector<qam_mapper> v;
+    for (const auto& m : mcs_table::all()) v.emplace_back(m.bits_per_symbol);
+    return v;
+}
+
+// Steps 1-5 of the TX chain into `coded` (coded_bits values).
+void encode_bits(const std::uint8_t* tb, std::size_t tb_bytes, int mcs, int rv, std::uint8_t seed,
+                 const numerology& n, const interleaver& il, std::vector<std::uint8_t>& coded) {
+    const mcs_info& m = mcs_table::get(mcs);
+    check_rv(rv);
+    check_tb_bytes(tb_bytes, mcs, n);
+    scrambler scr(seed);  // validates the seed
+    const std::vector<std::uint8_t> info = tb_info_bits(tb, tb_bytes);
+    const std::size_t mother_bits = mcs_table::mother_bits(tb_bytes);
+    std::vector<std::uint8_t> mother(mother_bits);
+    conv_encoder_k7::encode_zero_tail(info.data(), info.size(), mother.data());
+    const std::size_t C = mcs_table::coded_bits(mcs, n);
+    const auto sel = rate_matcher::selection(mother_bits, m.rate, rv, C);
+    std::vector<std::uint8_t> matched(C);
+    for (std::size_t i = 0; i < C; ++i) matched[i] = mother[sel[i]];
+    scr.apply(matched.data(), C);
+    coded.resize(C);
+    il.interleave(matched.data(), coded.data(), C);
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> tb_info_bits(const std::uint8_t* tb, std::size_t n) {
+    const std::uint32_t crc = ::oppsched::crc32(tb, n);
+    std::vector<std::uint8_t> bits(8 * (n + 4));
+    auto put = [&bits](std::size_t byte_index, std::uint8_t v) {
+        for (int b = 0; b < 8; ++b)
+            bits[8 * byte_index + static_cast<std::size_t>(b)] = (v >> (7 - b)) & 1u;
+    };
+    for (std::size_t i = 0; i < n; ++i) put(i, tb[i]);
+    for (std::size_t i = 0; i < 4; ++i) put(n + i, static_cast<std::uint8_t>(crc >> (24 - 8 * i)));
+    return bits;
+}
+
+// ---------------------------------------------------------------------------------------
+
+tb_encoder::tb_encoder(const numerology& n)
+    : d_num(n),
+      d_re(static_cast<std::size_t>(n.payload_resource_elements())),
+      d_il(make_interleavers(n)),
+      d_map(make_mappers()) {}
+
+std::vector<std::uint8_t> tb_encoder::coded_bits(const std::vector<std::uint8_t>& tb, int mcs,
+                                                 int rv, std::uint8_t seed) const {
+    mcs_table::get(mcs);
+    std::vector<std::uint8_t> coded;
+    encode_bits(tb.data(), tb.size(), mcs, rv, seed, d_num, d_il[static_cast<std::size_t>(mcs)],
+                coded);
+    return coded;
+}
+
+void tb_encoder::encode(const std::uint8_t* tb, std::size_t tb_bytes, int mcs, int rv,
+                        std::uint8_t seed, gr_complex* out) const {
+    mcs_table::get(mcs);
+    std::vector<std::uint8_t> coded;
+    encode_bits(tb, tb_bytes, mcs, rv, seed, d_num, d_il[static_cast<std::size_t>(mcs)], coded);
+    d_map[static_cast<std::size_t>(mcs)].map(coded.data(), coded.size(), out);
+}
+
+std::vector<gr_complex> tb_encoder::encode(const std::vector<std::uint8_t>& tb, int mcs, int rv,
+                                           std::uint8_t seed) const {
+    std::vector<gr_complex> out(d_re);
+    encode(tb.data(), tb.size(), mcs, rv, seed, out.data());
+    return out;
+}
+
+// ---------------------------------------------------------------------------------------
+
+tb_decoder::tb_decoder(const numerology& n, viterbi_backend backend, float quant_target)
+    : d_num(n),
+      d_re(static_cast<std::size_t>(n.payload_resource_elements())),
+      d_max_mother(mcs_table::max_mother_bits(n)),
+      d_il(make_interleavers(n)),
+      d_map(make_mappers()),
+      d_vit(d_max_mother / 2, backend, quant_target) {
+    const std::size_t max_coded = d_re * 6;
+    d_llr.reserve(max_coded);
+    d_llr2.reserve(max_coded);
+    d_sel.reserve(max_coded);
+    d_bits.reserve(d_max_mother / 2);
+    d_reenc.reserve(d_max_mother);
+}
+
+std::unique_ptr<harq_buffer> tb_decoder::make_harq_buffer() const {
+    return std::make_unique<harq_buffer>(d_max_mother);
+}
+
+tb_decode_result tb_decoder::decode(const gr_complex* re, const float* noise_var, std::size_t n_re,
+                                    const tb_rx_params& p, harq_buffer& harq) {
+    const mcs_info& m = mcs_table::get(p.mcs);
+    check_rv(p.rv);
+    check_tb_bytes(p.tb_bytes, p.mcs, d_num);
+    if (n_re != d_re)
+        throw std::invalid_argument("tb_decoder.n_re: " + std::to_string(n_re) + " REs, expected " +
+                                    std::to_string(d_re));
+    scrambler scr(p.scrambler_seed);
+    const std::size_t mcs_i = static_cast<std::size_t>(p.mcs);
+    const std::size_t C = mcs_table::coded_bits(p.mcs, d_num);
+    const std::size_t M = mcs_table::mother_bits(p.tb_bytes);
+    const std::size_t K = M / 2 - conv_encoder_k7::memory;
+    if (M > harq.capacity())
+        throw std::invalid_argument("harq_buffer.capacity: " + std::to_string(harq.capacity()) +
+                                    " < " + std::to_string(M) + " mother bits of this TB");
+
+    // demap -> deinterleave -> descramble
+    d_llr.resize(C);
+    d_llr2.resize(C);
+    d_map[mcs_i].demap(re, noise_var, n_re, d_llr.data());
+    d_il[mcs_i].deinterleave(d_llr.data(), d_llr2.data(), C);
+    scr.apply_llr(d_llr2.data(), C);
+
+    // de-rate-match into the HARQ buffer (combining)
+    const std::array<std::size_t, 4> key = {M, static_cast<std::size_t>(m.rate) + 1,
+                                            static_cast<std::size_t>(p.rv), C};
+    if (key != d_sel_key) {  // the same TB size, MCS and RV recur: reuse the selection
+        rate_matcher::selection_into(M, m.rate, p.rv, C, d_sel);
+        d_sel_key = key;
+    }
+    harq.begin(p.ndi, M);
+    harq.accumulate(d_sel.data(), d_llr2.data(), C);
+
+    // Viterbi over the combined mother codeword
+    d_bits.resize(K);
+    d_vit.decode(harq.llrs(), K, termination::zero_tail, d_bits.data());
+
+    tb_decode_result r;
+    r.bytes.assign(p.tb_bytes, 0);
+    for (std::size_t i = 0; i < p.tb_bytes; ++i) {
+        std::uint8_t v = 0;
+        for (std::size_t b = 0; b < 8; ++b)
+            v = static_cast<std::uint8_t>((v << 1) | d_bits[8 * i + b]);
+        r.bytes[i] = v;
+    }
+    std::uint32_t rx_crc = 0;
+    for (std::size_t b = 0; b < 32; ++b) rx_crc = (rx_crc << 1) | d_bits[8 * p.tb_bytes + b];
+    r.crc_ok = ::oppsched::crc32(r.bytes.data(), r.bytes.size()) == rx_crc;
+
+    // statistics after combining
+    d_reenc.resize(M);
+    conv_encoder_k7::encode_zero_tail(d_bits.data(), K, d_reenc.data());
+    const float* L = harq.llrs();
+    std::size_t covered = 0, errors = 0;
+    double sum_abs = 0.0;
+    for (std::size_t j = 0; j < M; ++j) {  // branch-free: erasures (0) add nothing
+        const float l = L[j];
+        const bool cov = l != 0.0f;
+        covered += cov;
+        sum_abs += std::fabs(l);
+        errors += cov & ((l < 0.0f) != (d_reenc[j] != 0));
+    }
+    r.stats.receptions = harq.receptions();
+    r.stats.mother_bits = M;
+    r.stats.covered_bits = covered;
+    r.stats.mean_abs_llr = covered ? sum_abs / static_cast<double>(covered) : 0.0;
+    r.stats.channel_bit_errors = errors;
+    r.stats.effective_code_rate =
+        covered ? static_cast<double>(K) / static_cast<double>(covered) : 0.0;
+    return r;
+}
+
+tb_decode_result tb_decoder::decode(const std::vector<gr_complex>& re,
+                                    const std::vector<float>& noise_var, const tb_rx_params& p,
+                                    harq_buffer& harq) {
+    if (noise_var.size() != re.size())
+        throw std::invalid_argument("tb_decoder.noise_var: " + std::to_string(noise_var.size()) +
+                                    " values for " + std::to_string(re.size()) + " REs");
+    return decode(re.data(), noise_var.data(), re.size(), p, harq);
+}
+
+}  // namespace oppsched
+}  // namespace gr
