@@ -1,0 +1,178 @@
+// Cost of the client agent's per-event work (client_core.h), as oppsched-client does it:
+//  - one RxIndication carrying a TB of two 1440-byte TCP segments of a CLAMP flow (HARQ
+//    feedback, CQI, reassembly with its CRC, parse + ClientAgent update per packet);
+//  - one outgoing ACK through the CLAMP rewrite (parse, flow lookup, WindowTracker), and the
+//    same with CLAMP off (the copy into the UplinkPacket only);
+//  - one uplink message through the UplinkDelay (encode with CRC, delay line).
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "oppsched/client_core.h"
+#include "oppsched/pdu.h"
+#include "oppsched/tcpip.h"
+#include "oppsched/wire.h"
+
+using namespace oppsched;
+using namespace oppsched::client;
+
+namespace {
+
+using Bytes = std::vector<std::uint8_t>;
+
+void put16(Bytes& p, std::size_t o, std::uint16_t v) {
+    p[o] = static_cast<std::uint8_t>(v >> 8);
+    p[o + 1] = static_cast<std::uint8_t>(v);
+}
+void put32(Bytes& p, std::size_t o, std::uint32_t v) {
+    put16(p, o, static_cast<std::uint16_t>(v >> 16));
+    put16(p, o + 2, static_cast<std::uint16_t>(v));
+}
+
+// IPv4 TCP segment; `down` = server 10.0.0.1:5201 -> client 10.1.0.2:40000.
+Bytes segment(bool down, std::uint8_t flags, std::uint32_t seq, std::uint32_t ack,
+              std::uint16_t window, std::size_t payload, bool syn_options) {
+    const std::size_t opt = syn_options ? 8 : 0;
+    Bytes p(40 + opt + payload, 0);
+    p[0] = 0x45;
+    put16(p, 2, static_cast<std::uint16_t>(p.size()));
+    p[8] = 64;
+    p[9] = tcpip::kProtoTcp;
+    const std::uint8_t srv[4] = {10, 0, 0, 1}, cli[4] = {10, 1, 0, 2};
+    for (int i = 0; i < 4; ++i) {
+        p[12 + i] = down ? srv[i] : cli[i];
+        p[16 + i] = down ? cli[i] : srv[i];
+    }
+    put16(p, 20, down ? 5201 : 40000);
+    put16(p, 22, down ? 40000 : 5201);
+    put32(p, 24, seq);
+    put32(p, 28, ack);
+    p[32] = static_cast<std::uint8_t>(((20 + opt) / 4) << 4);
+    p[33] = flags;
+    put16(p, 34, window);
+    if (syn_options) {
+        const std::uint8_t o[8] = {2, 4, 0x05, 0xB4, 1, 3, 3, 7};
+        std::copy(o, o + 8, p.begin() + 40);
+    }
+    return p;
+}
+
+constexpr std::uint32_t kClientIsn = 1000, kServerIsn = 500000;
+
+ClientCoreParams params(bool clamp) {
+    ClientCoreParams p;
+    p.clamp.enabled = clamp;
+    return p;
+}
+
+Bytes pdu(std::uint32_t seq, std::uint16_t packet_seq, const std::vector<Bytes>& pkts,
+          std::optional<float> price) {
+    pdu::Pdu pd;
+    pd.header.seq = seq;
+    pd.header.price_s = price;
+    for (const auto& b : pkts) {
+        pdu::Segment s;
+        s.packet_seq = packet_seq++;
+        s.packet_len = static_cast<std::uint16_t>(b.size());
+        s.data = b;
+        pd.segments.push_back(std::move(s));
+    }
+    return pdu::serialize(pd, pdu::pdu_min_bytes(pd)).value();
+}
+
+// A core with the connection's handshake done and a price known.
+std::unique_ptr<ClientCore> opened(bool clamp) {
+    auto core = std::make_unique<ClientCore>(params(clamp));
+    core->on_uplink_packet(0, segment(false, tcpip::kSyn, kClientIsn, 0, 64240, 0, true));
+    wire::RxIndication ind;
+    ind.header_ok = ind.addressed = ind.crc_ok = true;
+    ind.tb =
+        pdu(0, 0,
+            {segment(true, tcpip::kSyn | tcpip::kAck, kServerIsn, kClientIsn + 1, 65160, 0, true)},
+            0.001f);
+    core->on_rx_indication(0, ind);
+    return core;
+}
+
+void BM_client_rx_tb_two_segments_clamp(benchmark::State& state) {
+    constexpr std::size_t kBatch = 4096;
+    constexpr std::size_t kSeg = 1440;
+    std::vector<wire::RxIndication> inds;
+    auto build = [&](std::uint32_t first_pdu, std::uint16_t first_pkt, std::uint32_t first_off) {
+        inds.clear();
+        for (std::size_t i = 0; i < kBatch; ++i) {
+            std::vector<Bytes> pk;
+            for (int j = 0; j < 2; ++j) {
+                const std::uint32_t off =
+                    first_off + static_cast<std::uint32_t>((2 * i + j) * kSeg);
+                pk.push_back(segment(true, tcpip::kAck | tcpip::kPsh, kServerIsn + 1 + off,
+                                     kClientIsn + 1, 502, kSeg, false));
+            }
+            wire::RxIndication ind;
+            ind.slot = first_pdu + i;
+            ind.header_ok = ind.addressed = ind.crc_ok = true;
+            ind.snr_db = 10.0f;
+            ind.tb = pdu(first_pdu + static_cast<std::uint32_t>(i),
+                         static_cast<std::uint16_t>(first_pkt + 2 * i), pk, 0.001f);
+            inds.push_back(std::move(ind));
+        }
+    };
+    auto core = opened(true);
+    build(1, 1, 0);
+    std::size_t i = 0;
+    time_ns now = kNsPerMs;
+    for (auto _ : state) {
+        if (i == kBatch) {
+            state.PauseTiming();
+            core = opened(true);
+            build(1, 1, 0);
+            i = 0;
+            state.ResumeTiming();
+        }
+        auto out = core->on_rx_indication(now, inds[i++]);
+        benchmark::DoNotOptimize(out.delivered.data());
+        now += 3 * kNsPerMs;
+    }
+    state.SetItemsProcessed(state.iterations());
+    state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * 2 * (kSeg + 40)));
+}
+BENCHMARK(BM_client_rx_tb_two_segments_clamp);
+
+void run_ack(benchmark::State& state, bool clamp) {
+    auto core = opened(clamp);
+    Bytes ack = segment(false, tcpip::kAck, kClientIsn + 1, kServerIsn + 1, 500, 0, false);
+    std::uint32_t acked = 0;
+    time_ns now = kNsPerMs;
+    for (auto _ : state) {
+        acked += 2880;
+        put32(ack, 28, kServerIsn + 1 + acked);  // ACKs advance (checksum not checked)
+        auto out = core->on_uplink_packet(now, ack);
+        benchmark::DoNotOptimize(out.data());
+        now += kNsPerMs;
+    }
+    state.SetItemsProcessed(state.iterations());
+    state.counters["rewritten"] = static_cast<double>(core->stats().clamp_acks_rewritten);
+    core->take_window_records();
+}
+void BM_client_ack_clamp_rewrite(benchmark::State& state) { run_ack(state, true); }
+void BM_client_ack_clamp_off(benchmark::State& state) { run_ack(state, false); }
+BENCHMARK(BM_client_ack_clamp_rewrite);
+BENCHMARK(BM_client_ack_clamp_off);
+
+void BM_client_uplink_delay_feedback(benchmark::State& state) {
+    UplinkDelay d(UplinkDelayParams{kNsPerMs, 4u << 20});
+    time_ns now = 0;
+    const wire::Message m = wire::HarqFeedback{0, 0, 1, true};
+    for (auto _ : state) {
+        d.enqueue(now, m);
+        now += 100'000;
+        auto f = d.pop_due(now);
+        benchmark::DoNotOptimize(f.data());
+    }
+    state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_client_uplink_delay_feedback);
+
+}  // namespace

@@ -1,0 +1,272 @@
+#pragma once
+// The client agent's logic (oppsched-client, docs/daemons.md), without any I/O: what the
+// daemon does with each RxIndication from its PHY and each packet its TUN gives it.
+//
+//   downlink  RxIndication --> HARQ feedback (ACK iff crc_ok) for an addressed TB whose
+//                              header decoded; CQI report every cqi_period_slots slots;
+//                              the TB (a MAC PDU, pdu.h) --> Reassembler (segmentation.h)
+//                              --> IP packets in order, for the TUN. The PDU header's CLAMP
+//                              price is remembered with its arrival time.
+//   uplink    TUN packet     --> UplinkPacket. With CLAMP on, a TCP ACK of a connection seen
+//                              from its SYN gets its advertised window rewritten to
+//                              AWND = min(w, AWND_os) (Andrew & Hanly, seed 000, eq. 17), w
+//                              from that flow's clamp::ClientAgent (§IV-B/C, eqs. 14-16),
+//                              through tcpip::WindowTracker (window scale from the
+//                              handshake, right edge never moved left, RFC 1624 checksum).
+//
+//   UplinkDelay: everything sent uplink waits uplink_delay (default 1 ms, seed 000 Table I)
+//   in a wired::DelayLine, then goes out as an encoded wire frame with the socket's seq.
+//
+// Plain classes: `now` is passed in (CLOCK_MONOTONIC in the daemon, a fake clock in tests),
+// no clock, no globals, no I/O. Params are validated once, in validate(), which throws
+// std::invalid_argument naming the field and the value.
+//
+// CLAMP details the paper leaves to the implementer (and why):
+//  - Flows. A flow is a TCP connection through the client, keyed by its downlink direction
+//    (server -> client). Its record is created when its SYN is seen (either direction); its
+//    ClientAgent when the SYN-ACK completes the handshake, with MSS = the smaller of the two
+//    MSS options (the "connection's maximum segment size" of §IV-C) unless configured.
+//    Connections not seen from their SYN pass unchanged (their window scale is unknown).
+//  - s_k (eq. 14/15) is the TCP payload of downlink segment k: the bytes the window counts
+//    and the ACK advances by (so Delta w >= -s_k keeps the right edge, §IV-B).
+//  - AWND_os (eq. 17) is the window the OS put in the ACK being rewritten; on_data() gets
+//    the one of the flow's latest ACK (the window in force, for eq. 16).
+//  - Duplicate ACKs (§IV-C "three duplicate acknowledgments") are outgoing pure ACKs that
+//    repeat the previous ACK number while downlink data beyond it has been received.
+//  - Price freshness (fail open). The price rides on PDUs, so it can only "stop arriving"
+//    while PDUs arrive: when a PDU without a price arrives more than price_timeout after the
+//    last PDU with one (or after the first PDU, if none ever had one), CLAMP stops
+//    clamping: ACKs pass unchanged and the agents are not fed. One ClampEvent (fail_open)
+//    marks it; the next priced PDU resumes clamping (ClampEvent resume). A silent downlink
+//    (no PDU at all, e.g. an idle flow) does not fail open: nothing is stale until a PDU
+//    shows the AP stopped stamping. While failed open (or before any price), ACKs of
+//    tracked flows still go through WindowTracker::rewrite() with the OS window itself, so
+//    the tracker keeps the right edge the sender saw and clamping resumes without ever
+//    moving it left; the bytes are unchanged (the OS never shrinks its window).
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "oppsched/clamp.h"
+#include "oppsched/common.h"
+#include "oppsched/delay_line.h"
+#include "oppsched/segmentation.h"
+#include "oppsched/tcpip.h"
+#include "oppsched/wire.h"
+
+namespace oppsched::client {
+
+struct ClampConfig {
+    bool enabled = false;
+    // tau (500 B), alpha (1000), beta (0.001), clipping, floor, dupack threshold: §IV-B/C.
+    // agent.mss_bytes is the MSS used when mss_bytes is 0 and the handshake carried no MSS.
+    clamp::ClientParams agent;
+    // MSS of every flow's agent (§IV-C: w(0) = MSS, +MSS per packet in slow start).
+    // 0 = learn it per connection: min(MSS option of the SYN, of the SYN-ACK).
+    std::uint32_t mss_bytes = 0;
+    // Price freshness: see the header comment. (0, 60 s].
+    time_ns price_timeout = 1000 * kNsPerMs;
+    std::size_t max_flows = 1024;                 // CLAMP flow records held (LRU eviction beyond)
+    time_ns flow_idle_timeout = 300 * kNsPerSec;  // a flow idle this long is forgotten
+    std::size_t max_pending_records = 1 << 16;    // window rows/events not yet taken, at most
+};
+
+struct ClientCoreParams {
+    std::uint16_t user = 0;  // this client's user id (wire messages and PDU header)
+    // Reordering window, timeout and memory cap (segmentation.h); `user` is forced to the
+    // field above, first_seq/first_packet_seq must match the AP's segmenter (both 0).
+    pdu::ReassemblerParams reassembly;
+    std::uint32_t cqi_period_slots = 1;  // >= 1: a CqiReport when slot >= last report + this
+    ClampConfig clamp;
+
+    // Throws std::invalid_argument ("client.cqi_period_slots: 0 not in [1, 1000000]").
+    void validate() const;
+};
+
+// One row of windows.<user>.csv (docs/daemons.md): an ACK rewritten while clamping.
+struct WindowRecord {
+    time_ns t = 0;
+    std::string flow;  // "server_addr:port>client_addr:port" (IPv6 addresses in brackets)
+    double price_s = 0.0;
+    double w_bytes = 0.0;                // the agent's w
+    std::uint64_t awnd_os_bytes = 0;     // the window the OS advertised
+    std::uint64_t advertised_bytes = 0;  // the window now in the ACK (field << shift)
+};
+
+struct ClampEvent {
+    enum class Kind : std::uint8_t { fail_open, resume };
+    time_ns t = 0;
+    Kind kind = Kind::fail_open;
+    std::string detail;  // human readable: why
+};
+const char* to_string(ClampEvent::Kind k);
+
+struct ClientCoreStats {
+    // Downlink / PHY.
+    std::uint64_t rx_indications = 0;    // slots heard
+    std::uint64_t rx_addressed = 0;      // addressed to this client, header decoded
+    std::uint64_t rx_header_failed = 0;  // addressed, header not decoded: no feedback
+    std::uint64_t rx_crc_ok = 0;
+    std::uint64_t rx_crc_failed = 0;
+    std::uint64_t rx_other_user = 0;  // addressed, but the indication names another user
+    std::uint64_t harq_acks = 0;
+    std::uint64_t harq_nacks = 0;
+    std::uint64_t cqi_reports = 0;
+    std::uint64_t cqi_bad_snr = 0;  // slots whose SNR was not finite: no CQI report
+    std::uint64_t pdu_errors = 0;   // TBs the reassembler refused (malformed/other user)
+    std::uint64_t pdus_priced = 0;
+    std::uint64_t pdus_unpriced = 0;
+    std::uint64_t delivered_packets = 0;
+    std::uint64_t delivered_bytes = 0;
+    // Uplink.
+    std::uint64_t uplink_packets = 0;
+    std::uint64_t uplink_bytes = 0;
+    std::uint64_t uplink_dropped_size = 0;  // empty or > 65535 bytes: cannot be framed
+    std::uint64_t uplink_unparsed = 0;      // not IPv4/IPv6 we could parse: sent unchanged
+    // CLAMP.
+    std::uint64_t clamp_flows_created = 0;
+    std::uint64_t clamp_flows_evicted = 0;
+    std::uint64_t clamp_flows_expired = 0;
+    std::uint64_t clamp_flows_closed = 0;  // RST seen
+    std::uint64_t clamp_agents_created = 0;
+    std::uint64_t clamp_data_packets = 0;    // downlink segments fed to an agent
+    std::uint64_t clamp_data_unpriced = 0;   // downlink segments not fed (no fresh price)
+    std::uint64_t clamp_acks_rewritten = 0;  // ACKs clamped (one WindowRecord each)
+    std::uint64_t clamp_acks_reduced = 0;    // ... whose window is below the OS's
+    std::uint64_t clamp_acks_fail_open = 0;  // ACKs of tracked flows passed unchanged
+    std::uint64_t clamp_acks_unknown = 0;    // ACKs of connections not seen from their SYN
+    std::uint64_t clamp_dupacks = 0;
+    std::uint64_t clamp_fail_open_events = 0;
+    std::uint64_t clamp_resume_events = 0;
+    std::uint64_t clamp_records_dropped = 0;  // rows/events beyond max_pending_records
+};
+
+// Output of one downlink event.
+struct RxOutput {
+    std::vector<std::vector<std::uint8_t>> delivered;  // IP packets for the TUN, in order
+    std::vector<wire::Message> uplink;                 // HarqFeedback, CqiReport
+};
+
+struct PriceSample {
+    float price_s = 0.0f;
+    time_ns at = 0;             // when the PDU carrying it arrived
+    std::uint32_t pdu_seq = 0;  // its MAC sequence number
+};
+
+class ClientCore final {
+  public:
+    explicit ClientCore(const ClientCoreParams& params);
+    ~ClientCore();
+    ClientCore(const ClientCore&) = delete;
+    ClientCore& operator=(const ClientCore&) = delete;
+
+    // One slot heard by the PHY. Cost: the reassembler's (one CRC over the TB, one copy of
+    // its data) plus, with CLAMP on, one parse and two hash lookups per delivered packet.
+    RxOutput on_rx_indication(time_ns now, const wire::RxIndication& ind);
+
+    // One IP packet read from the TUN (client -> servers). Returns what to send uplink (the
+    // packet, its window possibly rewritten; nothing if it cannot be framed). Cost with
+    // CLAMP on: one parse, three hash lookups, an O(1) rewrite.
+    std::vector<wire::Message> on_uplink_packet(time_ns now, std::vector<std::uint8_t> packet);
+
+    // Gives up reassembly gaps that timed out and forgets idle CLAMP flows. Returns packets
+    // that became deliverable. Call at next_deadline() (and now and then).
+    std::vector<std::vector<std::uint8_t>> poll(time_ns now);
+    // When poll() next has something to do (nullopt: nothing pending).
+    std::optional<time_ns> next_deadline() const;
+
+    // Trace rows (windows.<user>.csv) and fail-open/resume events since the last call.
+    std::vector<WindowRecord> take_window_records();
+    std::vector<ClampEvent> take_events();
+
+    // True while ACKs are being clamped (CLAMP on, a price seen, not failed open).
+    bool clamping() const;
+    std::optional<PriceSample> last_price() const { return price_; }
+    std::size_t clamp_flows() const;
+    // The agent of the connection whose downlink direction is `downlink_flow`, if any.
+    const clamp::ClientAgent* agent(const tcpip::FlowKey& downlink_flow) const;
+
+    const ClientCoreParams& params() const { return params_; }
+    const ClientCoreStats& stats() const { return stats_; }
+    const pdu::ReassemblerStats& reassembly_stats() const { return reassembler_.stats(); }
+    const tcpip::WindowTrackerStats& tracker_stats() const { return tracker_.stats(); }
+
+  private:
+    struct Flow;
+    using FlowMap = std::unordered_map<tcpip::FlowKey, std::unique_ptr<Flow>, tcpip::FlowKeyHash>;
+
+    void on_pdu_accepted(time_ns now, const std::vector<std::uint8_t>& tb);
+    void deliver(time_ns now, pdu::Reassembler::Delivered&& pkts,
+                 std::vector<std::vector<std::uint8_t>>& out);
+    void downlink_clamp(time_ns now, const std::vector<std::uint8_t>& pkt);
+    void uplink_clamp(time_ns now, std::vector<std::uint8_t>& pkt);
+    Flow* find_flow(const tcpip::FlowKey& downlink);
+    Flow& create_flow(time_ns now, const tcpip::FlowKey& downlink);
+    void ensure_agent(Flow& f);
+    void expire_flows(time_ns now);
+    void push_event(time_ns now, ClampEvent::Kind kind, std::string detail);
+
+    ClientCoreParams params_;
+    ClientCoreStats stats_;
+    pdu::Reassembler reassembler_;
+    tcpip::WindowTracker tracker_;
+    std::optional<std::uint64_t> last_cqi_slot_;
+
+    // CLAMP price state.
+    std::optional<PriceSample> price_;
+    std::optional<time_ns> last_priced_pdu_t_;  // last PDU carrying a price (any seq)
+    std::optional<time_ns> first_pdu_t_;
+    bool failed_open_ = false;
+    std::optional<time_ns> last_expire_;
+
+    FlowMap flows_;
+    std::vector<WindowRecord> records_;
+    std::vector<ClampEvent> events_;
+};
+
+// ---------------------------------------------------------------------------------------
+// The uplink delay (docs/daemons.md "Uplink"): every message waits `delay` before it is
+// pushed. Messages are encoded at enqueue time with the uplink socket's next sequence
+// number, so a message dropped here (hold_bytes) is a gap the AP counts.
+
+struct UplinkDelayParams {
+    time_ns delay = 1 * kNsPerMs;       // uplink_delay_ms (seed 000 Table I: 1 ms), [0, 10 s]
+    std::size_t hold_bytes = 4u << 20;  // memory bound on frames waiting; >= 70000
+    void validate() const;  // throws std::invalid_argument naming the field and the value
+};
+
+struct UplinkDelayStats {
+    std::uint64_t enqueued = 0;
+    std::uint64_t released = 0;
+    std::uint64_t dropped = 0;  // hold_bytes exceeded
+    std::uint64_t encode_errors = 0;
+};
+
+class UplinkDelay final {
+  public:
+    explicit UplinkDelay(const UplinkDelayParams& params = {});
+    // Encodes `m` with the next sequence number and holds it until now + delay. false if
+    // dropped (memory bound) or not encodable (counted).
+    bool enqueue(time_ns now, const wire::Message& m);
+    // Frames due at `now`, in order.
+    std::vector<std::vector<std::uint8_t>> pop_due(time_ns now);
+    std::optional<time_ns> next_due() const { return line_.next_due(); }
+    std::size_t held_frames() const { return line_.held_frames(); }
+    std::uint32_t next_seq() const { return next_seq_; }
+    const UplinkDelayStats& stats() const { return stats_; }
+
+  private:
+    UplinkDelayParams params_;
+    wired::DelayLine line_;
+    std::uint32_t next_seq_ = 0;
+    UplinkDelayStats stats_;
+};
+
+// "10.0.0.1:5201>10.1.0.2:40000" / "[2001:db8::1]:5201>[2001:db8::2]:40000".
+std::string flow_name(const tcpip::FlowKey& k);
+
+}  // namespace oppsched::client

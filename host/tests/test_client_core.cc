@@ -1,0 +1,840 @@
+// Tests of oppsched/client_core.h: HARQ feedback, CQI reporting, reassembly through the
+// client core, prices from the PDU header, CLAMP window rewriting of outgoing ACKs (IPv4 and
+// IPv6) with its fail-open behaviour, and the uplink delay. Fake clock throughout.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "oppsched/clamp.h"
+#include "oppsched/client_core.h"
+#include "oppsched/pdu.h"
+#include "oppsched/tcpip.h"
+#include "oppsched/wire.h"
+
+using namespace oppsched;
+using namespace oppsched::client;
+
+namespace {
+
+using Bytes = std::vector<std::uint8_t>;
+constexpr time_ns kMs = kNsPerMs;
+
+// ---- An independent packet builder and TCP checksum (not the code under test). --------
+
+void put16(Bytes& p, std::size_t off, std::uint16_t v) {
+    p[off] = static_cast<std::uint8_t>(v >> 8);
+    p[off + 1] = static_cast<std::uint8_t>(v);
+}
+void put32(Bytes& p, std::size_t off, std::uint32_t v) {
+    put16(p, off, static_cast<std::uint16_t>(v >> 16));
+    put16(p, off + 2, static_cast<std::uint16_t>(v));
+}
+std::uint16_t get16(const Bytes& p, std::size_t off) {
+    return static_cast<std::uint16_t>((p[off] << 8) | p[off + 1]);
+}
+std::uint32_t ref_sum(const std::uint8_t* p, std::size_t n, std::uint32_t s = 0) {
+    for (std::size_t i = 0; i < n; ++i) s += (i % 2 == 0) ? (p[i] << 8) : p[i];
+    return s;
+}
+std::uint16_t ref_fold(std::uint32_t s) {
+    while (s > 0xFFFF) s = (s & 0xFFFF) + (s >> 16);
+    return static_cast<std::uint16_t>(s);
+}
+std::size_t tcp_offset(const Bytes& p) { return (p[0] >> 4) == 6 ? 40 : 20; }
+// Pseudo-header + segment sum, checksum field included as it is.
+std::uint32_t ref_tcp_sum(const Bytes& pkt) {
+    const bool v6 = (pkt[0] >> 4) == 6;
+    const std::size_t off = tcp_offset(pkt);
+    const std::size_t total = v6 ? 40 + get16(pkt, 4) : get16(pkt, 2);
+    const std::size_t seg = total - off;
+    std::uint32_t s = v6 ? ref_sum(&pkt[8], 32) : ref_sum(&pkt[12], 8);
+    s += 6 + static_cast<std::uint32_t>(seg);
+    return ref_sum(&pkt[off], seg, s);
+}
+bool checksum_valid(const Bytes& p) { return ref_fold(ref_tcp_sum(p)) == 0xFFFF; }
+
+struct Endpoint {
+    std::array<std::uint8_t, 16> addr{};
+    std::uint16_t port = 0;
+};
+
+// A TCP segment from `from` to `to`, with a correct checksum (and IPv4 header checksum).
+Bytes tcp_segment(int ipv, const Endpoint& from, const Endpoint& to, std::uint8_t flags,
+                  std::uint32_t seq, std::uint32_t ack, std::uint16_t window, const Bytes& options,
+                  std::size_t payload) {
+    const std::size_t ip_len = ipv == 4 ? 20 : 40;
+    const std::size_t tcp_len = 20 + options.size();
+    Bytes p(ip_len + tcp_len + payload, 0);
+    if (ipv == 4) {
+        p[0] = 0x45;
+        put16(p, 2, static_cast<std::uint16_t>(p.size()));
+        p[8] = 64;
+        p[9] = tcpip::kProtoTcp;
+        std::copy(from.addr.begin(), from.addr.begin() + 4, p.begin() + 12);
+        std::copy(to.addr.begin(), to.addr.begin() + 4, p.begin() + 16);
+        put16(p, 10, static_cast<std::uint16_t>(~ref_fold(ref_sum(p.data(), 20))));
+    } else {
+        p[0] = 0x60;
+        put16(p, 4, static_cast<std::uint16_t>(p.size() - 40));
+        p[6] = tcpip::kProtoTcp;
+        p[7] = 64;
+        std::copy(from.addr.begin(), from.addr.end(), p.begin() + 8);
+        std::copy(to.addr.begin(), to.addr.end(), p.begin() + 24);
+    }
+    const std::size_t o = ip_len;
+    put16(p, o, from.port);
+    put16(p, o + 2, to.port);
+    put32(p, o + 4, seq);
+    put32(p, o + 8, ack);
+    p[o + 12] = static_cast<std::uint8_t>((tcp_len / 4) << 4);
+    p[o + 13] = flags;
+    put16(p, o + 14, window);
+    std::copy(options.begin(), options.end(), p.begin() + static_cast<long>(o + 20));
+    for (std::size_t i = 0; i < payload; ++i)
+        p[o + tcp_len + i] = static_cast<std::uint8_t>(i * 7 + 1);
+    put16(p, o + 16, static_cast<std::uint16_t>(~ref_fold(ref_tcp_sum(p))));
+    return p;
+}
+
+Bytes udp_packet(std::size_t payload) {
+    Bytes p(28 + payload, 0);
+    p[0] = 0x45;
+    put16(p, 2, static_cast<std::uint16_t>(p.size()));
+    p[8] = 64;
+    p[9] = tcpip::kProtoUdp;
+    p[12] = 10, p[15] = 2;
+    p[16] = 10, p[19] = 1;
+    put16(p, 10, static_cast<std::uint16_t>(~ref_fold(ref_sum(p.data(), 20))));
+    put16(p, 20, 4000);
+    put16(p, 22, 53);
+    put16(p, 24, static_cast<std::uint16_t>(8 + payload));
+    return p;
+}
+
+// One TCP connection between a server (downlink sender) and the client.
+struct Conn {
+    int ipv = 4;
+    Endpoint server, client;
+    std::optional<std::uint8_t> ws_client = 7, ws_server = 7;
+    std::uint16_t mss_client = 1460, mss_server = 1460;
+    std::uint32_t client_isn = 1000, server_isn = 700000;
+
+    explicit Conn(int v, std::uint16_t client_port = 40000) : ipv(v) {
+        if (v == 4) {
+            server.addr[0] = 10, server.addr[3] = 1;
+            client.addr[0] = 10, client.addr[1] = 1, client.addr[3] = 2;
+        } else {
+            server.addr[0] = 0x20, server.addr[1] = 0x01, server.addr[15] = 1;
+            client.addr[0] = 0x20, client.addr[1] = 0x01, client.addr[2] = 1, client.addr[15] = 2;
+        }
+        server.port = 5201;
+        client.port = client_port;
+    }
+    static Bytes syn_options(std::uint16_t mss, std::optional<std::uint8_t> ws) {
+        Bytes o = {2, 4, static_cast<std::uint8_t>(mss >> 8), static_cast<std::uint8_t>(mss)};
+        if (ws) o.insert(o.end(), {1, 3, 3, *ws});
+        return o;
+    }
+    // Uplink (client -> server).
+    Bytes client_syn() const {
+        return tcp_segment(ipv, client, server, tcpip::kSyn, client_isn, 0, 64240,
+                           syn_options(mss_client, ws_client), 0);
+    }
+    Bytes client_ack(std::uint32_t acked_bytes, std::uint16_t window_field,
+                     std::size_t payload = 0) const {
+        return tcp_segment(ipv, client, server, tcpip::kAck, client_isn + 1,
+                           server_isn + 1 + acked_bytes, window_field, {}, payload);
+    }
+    Bytes client_synack() const {  // for a server-opened connection
+        return tcp_segment(ipv, client, server, tcpip::kSyn | tcpip::kAck, client_isn,
+                           server_isn + 1, 65160, syn_options(mss_client, ws_client), 0);
+    }
+    // Downlink (server -> client).
+    Bytes server_synack() const {
+        return tcp_segment(ipv, server, client, tcpip::kSyn | tcpip::kAck, server_isn,
+                           client_isn + 1, 65160, syn_options(mss_server, ws_server), 0);
+    }
+    Bytes server_syn() const {
+        return tcp_segment(ipv, server, client, tcpip::kSyn, server_isn, 0, 64240,
+                           syn_options(mss_server, ws_server), 0);
+    }
+    Bytes server_data(std::uint32_t offset, std::size_t len) const {
+        return tcp_segment(ipv, server, client, tcpip::kAck | tcpip::kPsh, server_isn + 1 + offset,
+                           client_isn + 1, 502, {}, len);
+    }
+    Bytes server_rst() const {
+        return tcp_segment(ipv, server, client, tcpip::kRst, server_isn + 1, 0, 0, {}, 0);
+    }
+    tcpip::FlowKey downlink_key() const {
+        auto r = tcpip::parse(server_data(0, 1));
+        return r.value().flow;
+    }
+};
+
+// The advertised window of an uplink segment in bytes, with the given shift.
+std::uint64_t window_of(const Bytes& p, std::uint8_t shift) {
+    return std::uint64_t{get16(p, tcp_offset(p) + 14)} << shift;
+}
+std::uint32_t ack_of(const Bytes& p) {
+    const std::size_t o = tcp_offset(p) + 8;
+    return (std::uint32_t{get16(p, o)} << 16) | get16(p, o + 2);
+}
+
+// A client core fed by a fake PHY: one PDU (one segment per packet) per slot.
+struct Harness {
+    explicit Harness(ClientCoreParams p) : core(p), user(p.user) {}
+
+    Bytes pdu_bytes(const std::vector<Bytes>& pkts, std::optional<float> price, std::uint32_t seq) {
+        pdu::Pdu pd;
+        pd.header.user = user;
+        pd.header.seq = seq;
+        pd.header.price_s = price;
+        for (const Bytes& b : pkts) {
+            pdu::Segment s;
+            s.packet_seq = packet_seq++;
+            s.packet_len = static_cast<std::uint16_t>(b.size());
+            s.data = b;
+            pd.segments.push_back(std::move(s));
+        }
+        auto r = pdu::serialize(pd, pdu::pdu_min_bytes(pd));
+        EXPECT_TRUE(r.ok()) << r.error();
+        return r.value();
+    }
+    wire::RxIndication indication(Bytes tb, bool crc_ok = true, bool addressed = true) {
+        wire::RxIndication ind;
+        ind.slot = slot++;
+        ind.user = user;
+        ind.mcs = 5;
+        ind.harq_pid = static_cast<std::uint8_t>(ind.slot % 8);
+        ind.header_ok = true;
+        ind.addressed = addressed;
+        ind.crc_ok = crc_ok;
+        ind.snr_db = 12.5f;
+        ind.cqi = 9;
+        ind.tb = std::move(tb);
+        return ind;
+    }
+    // Sends `pkts` in the next PDU; returns the packets delivered.
+    std::vector<Bytes> down(time_ns now, const std::vector<Bytes>& pkts,
+                            std::optional<float> price) {
+        auto out = core.on_rx_indication(now, indication(pdu_bytes(pkts, price, pdu_seq++)));
+        return out.delivered;
+    }
+    // One uplink packet; returns it as it would leave (empty if none).
+    Bytes up(time_ns now, Bytes pkt) {
+        auto out = core.on_uplink_packet(now, std::move(pkt));
+        if (out.empty()) return {};
+        return std::get<wire::UplinkPacket>(out.at(0)).packet;
+    }
+    // Opens `c` from the client side (SYN up, SYN-ACK down with `price`, ACK up).
+    void open(time_ns now, const Conn& c, std::optional<float> price) {
+        EXPECT_EQ(up(now, c.client_syn()), c.client_syn());  // SYN never rewritten
+        EXPECT_EQ(down(now, {c.server_synack()}, price).size(), 1u);
+    }
+
+    ClientCore core;
+    std::uint16_t user;
+    std::uint32_t pdu_seq = 0;
+    std::uint16_t packet_seq = 0;
+    std::uint64_t slot = 0;
+};
+
+ClientCoreParams clamp_params() {
+    ClientCoreParams p;
+    p.user = 3;
+    p.clamp.enabled = true;
+    p.clamp.price_timeout = 200 * kMs;
+    return p;
+}
+
+const wire::HarqFeedback* feedback(const RxOutput& o) {
+    for (const auto& m : o.uplink)
+        if (auto* f = std::get_if<wire::HarqFeedback>(&m)) return f;
+    return nullptr;
+}
+const wire::CqiReport* cqi(const RxOutput& o) {
+    for (const auto& m : o.uplink)
+        if (auto* c = std::get_if<wire::CqiReport>(&m)) return c;
+    return nullptr;
+}
+
+}  // namespace
+
+// ---- HARQ feedback and CQI ---------------------------------------------------------------
+
+TEST(ClientCoreRx, addressed_tb_with_good_crc_is_acked_and_its_packets_delivered) {
+    ClientCoreParams p;
+    p.user = 3;
+    Harness h(p);
+    const Bytes a = udp_packet(100), b = udp_packet(300);
+    auto ind = h.indication(h.pdu_bytes({a, b}, std::nullopt, 0));
+    ind.harq_pid = 5;
+    ind.slot = 77;
+    const RxOutput out = h.core.on_rx_indication(10 * kMs, ind);
+    ASSERT_NE(feedback(out), nullptr);
+    EXPECT_TRUE(feedback(out)->ack);
+    EXPECT_EQ(feedback(out)->harq_pid, 5);
+    EXPECT_EQ(feedback(out)->slot, 77u);
+    EXPECT_EQ(feedback(out)->user, 3);
+    ASSERT_EQ(out.delivered.size(), 2u);
+    EXPECT_EQ(out.delivered[0], a);
+    EXPECT_EQ(out.delivered[1], b);
+    EXPECT_EQ(h.core.stats().harq_acks, 1u);
+}
+
+TEST(ClientCoreRx, addressed_tb_with_bad_crc_is_nacked_and_nothing_is_delivered) {
+    ClientCoreParams p;
+    p.user = 3;
+    Harness h(p);
+    const RxOutput out = h.core.on_rx_indication(
+        0, h.indication(h.pdu_bytes({udp_packet(100)}, std::nullopt, 0), /*crc_ok=*/false));
+    ASSERT_NE(feedback(out), nullptr);
+    EXPECT_FALSE(feedback(out)->ack);
+    EXPECT_TRUE(out.delivered.empty());
+    EXPECT_EQ(h.core.stats().harq_nacks, 1u);
+    EXPECT_EQ(h.core.reassembly_stats().tbs_received, 0u);
+}
+
+TEST(ClientCoreRx, tb_whose_header_failed_gets_no_feedback_but_the_slot_gets_a_cqi_report) {
+    Harness h(ClientCoreParams{});
+    auto ind = h.indication({});
+    ind.header_ok = false;
+    const RxOutput out = h.core.on_rx_indication(0, ind);
+    EXPECT_EQ(feedback(out), nullptr);
+    EXPECT_NE(cqi(out), nullptr);
+    EXPECT_EQ(h.core.stats().rx_header_failed, 1u);
+}
+
+TEST(ClientCoreRx, slot_for_another_client_gets_only_a_cqi_report) {
+    Harness h(ClientCoreParams{});
+    const RxOutput out = h.core.on_rx_indication(
+        0, h.indication(h.pdu_bytes({udp_packet(50)}, std::nullopt, 0), true, false));
+    EXPECT_EQ(feedback(out), nullptr);
+    EXPECT_NE(cqi(out), nullptr);
+    EXPECT_TRUE(out.delivered.empty());
+}
+
+TEST(ClientCoreRx, addressed_indication_naming_another_user_id_gets_no_feedback) {
+    ClientCoreParams p;
+    p.user = 3;
+    Harness h(p);
+    auto ind = h.indication(h.pdu_bytes({udp_packet(50)}, std::nullopt, 0));
+    ind.user = 4;
+    const RxOutput out = h.core.on_rx_indication(0, ind);
+    EXPECT_EQ(feedback(out), nullptr);
+    EXPECT_EQ(h.core.stats().rx_other_user, 1u);
+}
+
+TEST(ClientCoreRx, corrupt_pdu_with_good_phy_crc_is_acked_counted_and_not_delivered) {
+    Harness h(ClientCoreParams{});
+    Bytes tb = h.pdu_bytes({udp_packet(50)}, std::nullopt, 0);
+    tb[20] ^= 0xFF;  // breaks the PDU's own CRC-32
+    const RxOutput out = h.core.on_rx_indication(0, h.indication(tb));
+    ASSERT_NE(feedback(out), nullptr);
+    EXPECT_TRUE(feedback(out)->ack);  // the PHY decoded it: HARQ is done with it
+    EXPECT_TRUE(out.delivered.empty());
+    EXPECT_EQ(h.core.stats().pdu_errors, 1u);
+}
+
+TEST(ClientCoreRx, cqi_report_carries_the_snr_and_cqi_measured_on_the_slot) {
+    ClientCoreParams p;
+    p.user = 2;
+    Harness h(p);
+    auto ind = h.indication({}, true, false);
+    ind.slot = 41;
+    ind.snr_db = -3.25f;
+    ind.cqi = 4;
+    const RxOutput out = h.core.on_rx_indication(0, ind);
+    ASSERT_NE(cqi(out), nullptr);
+    EXPECT_EQ(cqi(out)->user, 2);
+    EXPECT_EQ(cqi(out)->slot, 41u);
+    EXPECT_FLOAT_EQ(cqi(out)->snr_db, -3.25f);
+    EXPECT_EQ(cqi(out)->cqi, 4);
+}
+
+TEST(ClientCoreRx, cqi_is_reported_every_period_slots_by_slot_number) {
+    ClientCoreParams p;
+    p.cqi_period_slots = 4;
+    Harness h(p);
+    std::vector<std::uint64_t> reported;
+    for (std::uint64_t s : {0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13}) {  // slot 4 missed
+        auto ind = h.indication({}, true, false);
+        ind.slot = s;
+        const RxOutput out = h.core.on_rx_indication(static_cast<time_ns>(s) * kMs, ind);
+        if (cqi(out)) reported.push_back(cqi(out)->slot);
+    }
+    EXPECT_EQ(reported, (std::vector<std::uint64_t>{0, 5, 9, 13}));
+}
+
+TEST(ClientCoreRx, every_slot_is_reported_with_period_one_and_a_nan_snr_is_not) {
+    Harness h(ClientCoreParams{});
+    int n = 0;
+    for (int s = 0; s < 5; ++s) n += cqi(h.core.on_rx_indication(0, h.indication({}, 1, 0))) != 0;
+    EXPECT_EQ(n, 5);
+    auto ind = h.indication({}, true, false);
+    ind.snr_db = std::nanf("");
+    EXPECT_EQ(cqi(h.core.on_rx_indication(0, ind)), nullptr);
+    EXPECT_EQ(h.core.stats().cqi_bad_snr, 1u);
+}
+
+// ---- Reassembly -------------------------------------------------------------------------
+
+TEST(ClientCoreRx, pdus_decoded_out_of_order_are_delivered_in_sequence_order) {
+    Harness h(ClientCoreParams{});
+    const Bytes a = udp_packet(10), b = udp_packet(20), c = udp_packet(30);
+    const Bytes pdu0 = h.pdu_bytes({a}, std::nullopt, 0);
+    const Bytes pdu1 = h.pdu_bytes({b, c}, std::nullopt, 1);
+    auto out1 = h.core.on_rx_indication(1 * kMs, h.indication(pdu1));
+    EXPECT_TRUE(out1.delivered.empty());  // waits for PDU 0 (HARQ still retrying it)
+    auto out0 = h.core.on_rx_indication(2 * kMs, h.indication(pdu0));
+    EXPECT_EQ(out0.delivered, (std::vector<Bytes>{a, b, c}));
+}
+
+TEST(ClientCoreRx, a_gap_is_given_up_by_poll_after_the_reassembly_timeout) {
+    ClientCoreParams p;
+    p.reassembly.timeout = 30 * kMs;
+    Harness h(p);
+    const Bytes a = udp_packet(10), b = udp_packet(20);
+    const Bytes pdu0 = h.pdu_bytes({a}, std::nullopt, 0);  // never arrives
+    (void)pdu0;
+    const Bytes pdu1 = h.pdu_bytes({b}, std::nullopt, 1);
+    EXPECT_TRUE(h.core.on_rx_indication(0, h.indication(pdu1)).delivered.empty());
+    ASSERT_TRUE(h.core.next_deadline().has_value());
+    EXPECT_EQ(*h.core.next_deadline(), 30 * kMs);
+    EXPECT_TRUE(h.core.poll(29 * kMs).empty());
+    EXPECT_EQ(h.core.poll(30 * kMs), (std::vector<Bytes>{b}));
+    EXPECT_EQ(h.core.reassembly_stats().dropped_timeout, 1u);
+}
+
+TEST(ClientCoreRx, price_of_the_latest_pdu_is_kept_with_its_arrival_time) {
+    Harness h(ClientCoreParams{});
+    EXPECT_FALSE(h.core.last_price().has_value());
+    h.down(5 * kMs, {udp_packet(10)}, 0.25f);
+    h.down(6 * kMs, {udp_packet(10)}, std::nullopt);
+    ASSERT_TRUE(h.core.last_price().has_value());
+    EXPECT_FLOAT_EQ(h.core.last_price()->price_s, 0.25f);
+    EXPECT_EQ(h.core.last_price()->at, 5 * kMs);
+    EXPECT_EQ(h.core.last_price()->pdu_seq, 0u);
+    h.down(7 * kMs, {udp_packet(10)}, 0.0625f);
+    EXPECT_FLOAT_EQ(h.core.last_price()->price_s, 0.0625f);
+    EXPECT_EQ(h.core.last_price()->at, 7 * kMs);
+    EXPECT_EQ(h.core.stats().pdus_priced, 2u);
+    EXPECT_EQ(h.core.stats().pdus_unpriced, 1u);
+}
+
+// ---- Uplink -----------------------------------------------------------------------------
+
+TEST(ClientCoreUplink, packets_go_uplink_unchanged_with_clamp_off_and_bad_sizes_are_dropped) {
+    ClientCoreParams p;
+    p.user = 9;
+    Harness h(p);
+    const Conn c(4);
+    h.up(0, c.client_syn());
+    h.down(0, {c.server_synack()}, 0.001f);
+    const Bytes ack = c.client_ack(0, 1000);
+    const auto out = h.core.on_uplink_packet(0, ack);
+    ASSERT_EQ(out.size(), 1u);
+    const auto& up = std::get<wire::UplinkPacket>(out[0]);
+    EXPECT_EQ(up.user, 9);
+    EXPECT_EQ(up.packet, ack);
+    EXPECT_TRUE(h.core.on_uplink_packet(0, {}).empty());
+    EXPECT_TRUE(h.core.on_uplink_packet(0, Bytes(70000, 0x45)).empty());
+    EXPECT_EQ(h.core.stats().uplink_dropped_size, 2u);
+    EXPECT_EQ(h.core.stats().uplink_packets, 2u);  // the SYN and the ACK
+}
+
+// ---- CLAMP ------------------------------------------------------------------------------
+
+class ClampRewrite : public ::testing::TestWithParam<int> {};
+
+// The ACK carries the ClientAgent's window: the core feeds the agent exactly what a
+// reference agent, fed by hand, gets; the field is min(w, AWND_os) rounded up to 2^7 and the
+// checksum verifies by full recomputation.
+TEST_P(ClampRewrite, ack_window_is_rewritten_to_the_agents_window_with_a_valid_checksum) {
+    Harness h(clamp_params());
+    const Conn c(GetParam());
+    h.open(0, c, 0.002f);
+
+    clamp::ClientParams rp;  // reference: the paper's parameters, MSS from the handshake
+    rp.mss_bytes = 1460;
+    clamp::ClientAgent ref(rp);
+    std::uint32_t awnd_os = 64240;  // until an ACK is seen: the client's SYN window
+
+    const std::uint16_t os_field = 2000;  // << 7 = 256000 bytes
+    time_ns t = 1 * kMs;
+    std::uint32_t off = 0;
+    // Independent model of the field: ceil(min(w, AWND_os) / 2^7), raised if needed so that
+    // the right edge (ack + window) does not move left of the largest one advertised.
+    std::optional<std::uint64_t> edge;
+    int agent_limited = 0, edge_held = 0;
+    std::uint64_t last_adv = 0;
+    for (int k = 0; k < 60; ++k) {
+        const float price = k < 20 ? 0.0f : 0.004f;
+        const auto d = h.down(t, {c.server_data(off, 1000)}, price);
+        ASSERT_EQ(d.size(), 1u);
+        ref.on_data(t, 1000, price, awnd_os);
+        off += 1000;
+        Bytes ack = c.client_ack(off, os_field);
+        const Bytes sent = h.up(t + 100'000, ack);
+        awnd_os = os_field << 7;
+        ASSERT_EQ(sent.size(), ack.size());
+        EXPECT_TRUE(checksum_valid(sent)) << "k=" << k;
+        const std::uint64_t adv = window_of(sent, 7);
+        const std::uint64_t want =
+            std::min<std::uint64_t>(static_cast<std::uint64_t>(ref.window()), awnd_os);
+        std::uint64_t field = (want + 127) / 128;  // rounded up to the scale granularity
+        const std::uint64_t ack_no = ack_of(sent);
+        if (edge && *edge > ack_no && (*edge - ack_no + 127) / 128 > field) {
+            field = (*edge - ack_no + 127) / 128;
+            ++edge_held;
+        } else {
+            ++agent_limited;
+        }
+        EXPECT_EQ(adv, field * 128) << "k=" << k;
+        last_adv = adv;
+        edge = std::max(edge.value_or(0), ack_no + field * 128);
+        t += 2 * kMs;
+    }
+    // Both cases happened: the agent's window (slow start, then Delta w >= -s_k) and the
+    // held edge (after slow start ended by halving w, §IV-C).
+    EXPECT_GT(agent_limited, 20);
+    EXPECT_GT(edge_held, 0);
+    const auto* agent = h.core.agent(c.downlink_key());
+    ASSERT_NE(agent, nullptr);
+    EXPECT_DOUBLE_EQ(agent->window(), ref.window());
+    EXPECT_FALSE(agent->in_slow_start());  // the price ended slow start (Delta w < 0)
+    EXPECT_EQ(h.core.stats().clamp_acks_rewritten, 60u);
+    EXPECT_GT(h.core.stats().clamp_acks_reduced, 0u);
+
+    const auto rows = h.core.take_window_records();
+    ASSERT_EQ(rows.size(), 60u);
+    EXPECT_EQ(rows.back().awnd_os_bytes, 256000u);
+    EXPECT_FLOAT_EQ(static_cast<float>(rows.back().price_s), 0.004f);
+    EXPECT_DOUBLE_EQ(rows.back().w_bytes, ref.window());
+    EXPECT_EQ(rows.back().advertised_bytes, last_adv);
+    EXPECT_EQ(rows.back().flow, GetParam() == 4 ? "10.0.0.1:5201>10.1.0.2:40000"
+                                                : "[2001::1]:5201>[2001:100::2]:40000");
+    EXPECT_TRUE(h.core.take_window_records().empty());  // taken
+}
+
+TEST_P(ClampRewrite, right_edge_never_moves_left_when_w_falls) {
+    Harness h(clamp_params());
+    const Conn c(GetParam());
+    h.open(0, c, 0.0f);
+    time_ns t = 1 * kMs;
+    std::uint32_t off = 0;
+    std::int64_t max_edge = -1;
+    std::uint32_t shrinks = 0;
+    double prev_w = 0;
+    for (int k = 0; k < 80; ++k) {
+        // Slow start grows w; from k = 40 a high price makes Delta w < 0: w halves, then
+        // shrinks by up to s_k per packet.
+        const float price = k < 40 ? 0.0f : 0.05f;
+        h.down(t, {c.server_data(off, 1400)}, price);
+        const double w = h.core.agent(c.downlink_key())->window();
+        shrinks += w < prev_w;
+        prev_w = w;
+        // Delayed ACKs: the receiver ACKs every second segment, the edge check must hold
+        // against ACK numbers that lag the data.
+        if (k % 2 == 1) {
+            const Bytes sent = h.up(t, c.client_ack(off, 3000));
+            const std::int64_t edge = static_cast<std::int64_t>(ack_of(sent)) +
+                                      static_cast<std::int64_t>(window_of(sent, 7));
+            EXPECT_GE(edge, max_edge) << "k=" << k;
+            max_edge = std::max(max_edge, edge);
+        }
+        off += 1400;
+        t += 3 * kMs;
+    }
+    EXPECT_GT(shrinks, 10u);  // w did fall, so the edge rule was exercised
+}
+
+TEST_P(ClampRewrite, ack_of_a_flow_not_seen_from_its_syn_is_unchanged) {
+    Harness h(clamp_params());
+    const Conn c(GetParam());
+    // No handshake seen: data and ACKs of an established connection.
+    h.down(0, {c.server_data(0, 1000)}, 0.01f);
+    const Bytes ack = c.client_ack(1000, 1234);
+    EXPECT_EQ(h.up(1 * kMs, ack), ack);
+    EXPECT_EQ(h.core.stats().clamp_acks_unknown, 1u);
+    EXPECT_EQ(h.core.stats().clamp_acks_rewritten, 0u);
+}
+
+TEST_P(ClampRewrite, server_opened_connection_is_clamped_and_its_syn_ack_is_not) {
+    Harness h(clamp_params());
+    const Conn c(GetParam());
+    h.down(0, {c.server_syn()}, 0.0f);
+    EXPECT_EQ(h.up(0, c.client_synack()), c.client_synack());
+    // The SYN-ACK (unscaled window 65160) already promised data up to ISN + 1 + 65160: that
+    // edge is held while receiver slow start (w = MSS + k MSS) catches up with it.
+    // (Rounding each held window up to 2^7 moves the edge right by < 128 bytes per ACK.)
+    int held = 0, agent = 0;
+    std::uint64_t edge = 65160;  // relative to ISN + 1
+    for (std::uint32_t k = 1; k <= 40; ++k) {
+        h.down(k * kMs, {c.server_data(1000 * (k - 1), 1000)}, 0.0f);
+        const Bytes sent = h.up(k * kMs, c.client_ack(1000 * k, 4000));
+        EXPECT_TRUE(checksum_valid(sent));
+        const std::uint64_t w_field = ((k + 1) * 1460 + 127) / 128;
+        const std::uint64_t edge_field = (edge - 1000 * k + 127) / 128;
+        const std::uint64_t field = std::max(w_field, edge_field);
+        EXPECT_EQ(window_of(sent, 7), field * 128) << "k=" << k;
+        (edge_field > w_field ? held : agent) += 1;
+        edge = std::max<std::uint64_t>(edge, 1000 * k + field * 128);
+    }
+    EXPECT_GT(held, 0);
+    EXPECT_GT(agent, 0);
+    EXPECT_EQ(h.core.stats().clamp_acks_rewritten, 40u);
+}
+
+TEST_P(ClampRewrite, fail_open_after_price_timeout_then_clamping_resumes) {
+    Harness h(clamp_params());  // price_timeout 200 ms
+    const Conn c(GetParam());
+    h.open(0, c, 0.001f);
+    std::uint32_t off = 0;
+    h.down(1 * kMs, {c.server_data(off, 1000)}, 0.001f);
+    off += 1000;
+    EXPECT_TRUE(h.core.clamping());
+    EXPECT_LT(window_of(h.up(1 * kMs, c.client_ack(off, 5000)), 7), 5000u << 7);
+
+    // The AP stops stamping prices: unpriced PDUs for longer than the timeout.
+    for (time_ns t = 50 * kMs; t <= 250 * kMs; t += 50 * kMs) {
+        h.down(t, {c.server_data(off, 1000)}, std::nullopt);
+        off += 1000;
+    }
+    EXPECT_FALSE(h.core.clamping());
+    const auto ev = h.core.take_events();
+    ASSERT_EQ(ev.size(), 1u);
+    EXPECT_EQ(ev[0].kind, ClampEvent::Kind::fail_open);
+    EXPECT_EQ(ev[0].t, 250 * kMs);
+    EXPECT_EQ(h.core.stats().clamp_fail_open_events, 1u);
+    const Bytes ack = c.client_ack(off, 5000);
+    EXPECT_EQ(h.up(251 * kMs, ack), ack);  // passes unchanged
+    EXPECT_EQ(h.core.stats().clamp_acks_fail_open, 1u);
+    h.down(260 * kMs, {c.server_data(off, 1000)}, std::nullopt);  // no second event
+    off += 1000;
+    EXPECT_TRUE(h.core.take_events().empty());
+
+    // Prices return: clamping resumes, without moving the right edge left of the
+    // unclamped ACK's.
+    h.down(300 * kMs, {c.server_data(off, 1000)}, 0.001f);
+    off += 1000;
+    EXPECT_TRUE(h.core.clamping());
+    const auto ev2 = h.core.take_events();
+    ASSERT_EQ(ev2.size(), 1u);
+    EXPECT_EQ(ev2[0].kind, ClampEvent::Kind::resume);
+    const Bytes sent = h.up(301 * kMs, c.client_ack(off, 5000));
+    EXPECT_TRUE(checksum_valid(sent));
+    const std::uint64_t old_edge = ack_of(ack) + (std::uint64_t{5000} << 7);
+    EXPECT_GE(ack_of(sent) + window_of(sent, 7), old_edge);
+    EXPECT_EQ(h.core.stats().clamp_acks_rewritten, 2u);
+    EXPECT_EQ(h.core.stats().clamp_resume_events, 1u);
+}
+
+TEST_P(ClampRewrite, a_silent_downlink_does_not_fail_open) {
+    Harness h(clamp_params());
+    const Conn c(GetParam());
+    h.open(0, c, 0.001f);
+    h.down(1 * kMs, {c.server_data(0, 1000)}, 0.001f);
+    // Ten seconds with no PDU at all (idle flow), then an ACK: still clamped.
+    const Bytes sent = h.up(10 * kNsPerSec, c.client_ack(1000, 5000));
+    EXPECT_TRUE(h.core.clamping());
+    EXPECT_LT(window_of(sent, 7), 5000u << 7);
+    EXPECT_TRUE(h.core.take_events().empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(IpVersions, ClampRewrite, ::testing::Values(4, 6),
+                         [](const auto& info) { return "ipv" + std::to_string(info.param); });
+
+TEST(ClampCore, syn_is_never_rewritten_and_handshake_ack_gets_w0_equal_mss) {
+    Harness h(clamp_params());
+    Conn c(4);
+    c.mss_client = 1400;  // the smaller MSS option wins
+    const Bytes syn = c.client_syn();
+    EXPECT_EQ(h.up(0, syn), syn);
+    h.down(0, {c.server_synack()}, 0.0f);
+    const Bytes sent = h.up(0, c.client_ack(0, 502));  // the handshake's ACK
+    // §IV-C: w(0) = MSS = 1400 -> field ceil(1400 / 128) = 11.
+    EXPECT_EQ(get16(sent, 34), 11);
+    EXPECT_TRUE(checksum_valid(sent));
+    EXPECT_EQ(h.core.agent(c.downlink_key())->params().mss_bytes, 1400u);
+}
+
+TEST(ClampCore, configured_mss_overrides_the_handshake) {
+    auto p = clamp_params();
+    p.clamp.mss_bytes = 1000;
+    Harness h(p);
+    const Conn c(4);
+    h.open(0, c, 0.0f);
+    EXPECT_EQ(h.core.agent(c.downlink_key())->params().mss_bytes, 1000u);
+}
+
+TEST(ClampCore, scaling_off_when_one_side_does_not_offer_it) {
+    Harness h(clamp_params());
+    Conn c(4);
+    c.ws_server = std::nullopt;
+    h.open(0, c, 0.0f);
+    h.down(1 * kMs, {c.server_data(0, 1460)}, 0.0f);
+    const Bytes sent = h.up(1 * kMs, c.client_ack(1460, 60000));
+    EXPECT_EQ(get16(sent, 34), 2 * 1460);  // unscaled: exactly w
+    EXPECT_TRUE(checksum_valid(sent));
+}
+
+TEST(ClampCore, three_duplicate_acks_end_receiver_slow_start_and_halve_w) {
+    Harness h(clamp_params());
+    const Conn c(4);
+    h.open(0, c, 0.0f);
+    time_ns t = 1 * kMs;
+    for (int k = 0; k < 10; ++k, t += kMs) h.down(t, {c.server_data(1000 * k, 1000)}, 0.0f);
+    h.up(t, c.client_ack(10000, 5000));
+    // Segment 10 lost; 11, 12, 13 arrive and each triggers a duplicate ACK.
+    for (int k = 11; k < 14; ++k, t += kMs) h.down(t, {c.server_data(1000 * k, 1000)}, 0.0f);
+    const auto* a = h.core.agent(c.downlink_key());
+    ASSERT_TRUE(a->in_slow_start());
+    const double w_before = a->window();
+    h.up(t, c.client_ack(10000, 5000));
+    h.up(t, c.client_ack(10000, 5000));
+    EXPECT_TRUE(a->in_slow_start());
+    h.up(t, c.client_ack(10000, 5000));
+    EXPECT_FALSE(a->in_slow_start());
+    EXPECT_DOUBLE_EQ(a->window(), w_before / 2);
+    EXPECT_EQ(h.core.stats().clamp_dupacks, 3u);
+}
+
+TEST(ClampCore, repeated_ack_with_no_data_outstanding_is_not_a_duplicate) {
+    Harness h(clamp_params());
+    const Conn c(4);
+    h.open(0, c, 0.0f);
+    h.down(1 * kMs, {c.server_data(0, 1000)}, 0.0f);
+    for (int i = 0; i < 4; ++i) h.up(2 * kMs, c.client_ack(1000, 5000));  // window updates
+    EXPECT_EQ(h.core.stats().clamp_dupacks, 0u);
+    EXPECT_TRUE(h.core.agent(c.downlink_key())->in_slow_start());
+}
+
+TEST(ClampCore, before_any_price_acks_pass_unchanged) {
+    Harness h(clamp_params());
+    const Conn c(4);
+    h.open(0, c, std::nullopt);  // the SYN-ACK's PDU carries no price
+    EXPECT_FALSE(h.core.clamping());
+    const Bytes ack = c.client_ack(0, 5000);
+    EXPECT_EQ(h.up(1 * kMs, ack), ack);
+    EXPECT_EQ(h.core.stats().clamp_acks_fail_open, 1u);
+    EXPECT_TRUE(h.core.take_events().empty());  // start-up, not a failure (yet)
+    // ... until PDUs keep coming without a price for longer than the timeout.
+    h.down(250 * kMs, {udp_packet(10)}, std::nullopt);
+    const auto ev = h.core.take_events();
+    ASSERT_EQ(ev.size(), 1u);
+    EXPECT_EQ(ev[0].kind, ClampEvent::Kind::fail_open);
+}
+
+TEST(ClampCore, rst_forgets_the_flow_and_non_tcp_passes_unchanged) {
+    Harness h(clamp_params());
+    const Conn c(4);
+    h.open(0, c, 0.0f);
+    EXPECT_EQ(h.core.clamp_flows(), 1u);
+    h.down(1 * kMs, {c.server_rst()}, 0.0f);
+    EXPECT_EQ(h.core.clamp_flows(), 0u);
+    const Bytes ack = c.client_ack(0, 5000);
+    EXPECT_EQ(h.up(2 * kMs, ack), ack);
+    const Bytes udp = udp_packet(40);
+    EXPECT_EQ(h.up(2 * kMs, udp), udp);
+}
+
+TEST(ClampCore, flow_table_is_bounded_and_idle_flows_expire) {
+    auto p = clamp_params();
+    p.clamp.max_flows = 2;
+    p.clamp.flow_idle_timeout = 10 * kNsPerSec;
+    Harness h(p);
+    for (std::uint16_t port = 40000; port < 40003; ++port) h.up(0, Conn(4, port).client_syn());
+    EXPECT_EQ(h.core.clamp_flows(), 2u);
+    EXPECT_EQ(h.core.stats().clamp_flows_evicted, 1u);
+    h.core.poll(11 * kNsPerSec);
+    EXPECT_EQ(h.core.clamp_flows(), 0u);
+    EXPECT_EQ(h.core.stats().clamp_flows_expired, 2u);
+}
+
+TEST(ClampCore, window_records_beyond_the_pending_bound_are_counted_not_kept) {
+    auto p = clamp_params();
+    p.clamp.max_pending_records = 3;
+    Harness h(p);
+    const Conn c(4);
+    h.open(0, c, 0.0f);
+    for (int i = 0; i < 5; ++i) h.up(1 * kMs, c.client_ack(0, 5000));
+    EXPECT_EQ(h.core.take_window_records().size(), 3u);
+    EXPECT_EQ(h.core.stats().clamp_records_dropped, 2u);
+}
+
+// ---- Parameters ---------------------------------------------------------------------------
+
+TEST(ClientCoreParams, invalid_values_throw_naming_the_field_and_the_value) {
+    auto expect_bad = [](ClientCoreParams p, const std::string& field) {
+        try {
+            ClientCore core(p);
+            FAIL() << "no error for " << field;
+        } catch (const std::invalid_argument& e) {
+            EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+        }
+    };
+    ClientCoreParams p;
+    p.cqi_period_slots = 0;
+    expect_bad(p, "client.cqi_period_slots: 0");
+    p = {};
+    p.clamp.price_timeout = 0;
+    expect_bad(p, "client.clamp.price_timeout: 0");
+    p = {};
+    p.clamp.mss_bytes = 10;
+    expect_bad(p, "client.clamp.mss_bytes: 10");
+    p = {};
+    p.clamp.agent.beta = 1.5;
+    expect_bad(p, "clamp.client.beta: 1.5");
+    p = {};
+    p.reassembly.window = 0;
+    expect_bad(p, "reassembler.window: 0");
+    p = {};
+    p.clamp.max_flows = 0;
+    expect_bad(p, "client.clamp.max_flows: 0");
+    EXPECT_THROW(UplinkDelay(UplinkDelayParams{-1, 1 << 20}), std::invalid_argument);
+    EXPECT_THROW(UplinkDelay(UplinkDelayParams{kMs, 100}), std::invalid_argument);
+}
+
+// ---- Uplink delay -------------------------------------------------------------------------
+
+TEST(UplinkDelay, messages_leave_after_the_delay_in_order_with_consecutive_seqs) {
+    UplinkDelay d(UplinkDelayParams{1 * kMs, 1 << 20});
+    EXPECT_TRUE(d.enqueue(10 * kMs, wire::CqiReport{1, 5, 3.0f, 7}));
+    EXPECT_TRUE(d.enqueue(10 * kMs + 200'000, wire::HarqFeedback{1, 5, 2, true}));
+    ASSERT_TRUE(d.next_due().has_value());
+    EXPECT_EQ(*d.next_due(), 11 * kMs);
+    EXPECT_TRUE(d.pop_due(11 * kMs - 1).empty());
+    auto f1 = d.pop_due(11 * kMs);
+    ASSERT_EQ(f1.size(), 1u);
+    auto r1 = wire::decode(f1[0]);
+    ASSERT_TRUE(r1.ok()) << r1.error();
+    EXPECT_EQ(r1->seq, 0u);
+    EXPECT_TRUE(std::holds_alternative<wire::CqiReport>(r1->msg));
+    auto f2 = d.pop_due(12 * kMs);
+    ASSERT_EQ(f2.size(), 1u);
+    auto r2 = wire::decode(f2[0]);
+    ASSERT_TRUE(r2.ok());
+    EXPECT_EQ(r2->seq, 1u);
+    EXPECT_EQ(std::get<wire::HarqFeedback>(r2->msg), (wire::HarqFeedback{1, 5, 2, true}));
+    EXPECT_EQ(d.held_frames(), 0u);
+}
+
+TEST(UplinkDelay, a_message_dropped_for_memory_still_consumes_its_seq) {
+    UplinkDelay d(UplinkDelayParams{1 * kMs, 70000});
+    wire::UplinkPacket big{0, Bytes(60000, 1)};
+    EXPECT_TRUE(d.enqueue(0, big));
+    EXPECT_FALSE(d.enqueue(0, big));  // 2 x 60 kB > 70 kB held
+    EXPECT_TRUE(d.enqueue(2 * kMs, wire::CqiReport{}));
+    auto frames = d.pop_due(3 * kMs);
+    ASSERT_EQ(frames.size(), 2u);
+    EXPECT_EQ(wire::decode(frames[1])->seq, 2u);  // the AP sees a gap of one
+    EXPECT_EQ(d.stats().dropped, 1u);
+}
