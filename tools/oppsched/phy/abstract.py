@@ -1,0 +1,1276 @@
+"""The abstract (slot-level) PHY: the clock master of a testbed run without sample processing.
+
+    python -m oppsched.phy.abstract --config phy.yaml [--check] [--set key=value ...]
+
+It stands in for the radio (docs/daemons.md, "Slot timing"; design.md, "PHY"):
+
+- Slot n starts at t0 + n * slot_ns on CLOCK_MONOTONIC (time.monotonic_ns): an absolute
+  schedule, so the slot clock never drifts, however late one tick wakes up. slot_ns is
+  slot_s rounded to whole nanoseconds (1.667 ms and 3 ms are exact).
+- SlotRequest(n) (with its air time t0 + n * slot_ns) is pushed on `phy_requests` at the
+  start of slot n - lead_slots. At the start of slot n the PHY takes SlotGrant(n) from
+  what `phy_grants` delivered; a grant that has not arrived makes slot n an empty slot
+  (counted `late`); a grant for a slot already past is counted `grants_late` and dropped.
+- Every user's SNR comes from its own seeded channel model, evaluated at the slot's time
+  since slot 0 (t = n * slot_ns, not wall-clock time: the same seed gives the same SNR
+  sequence on every run): seed 000's Jakes model (G = 20, §V-B), seed 002's sum of
+  sinusoids (eq. 4), a replayed SNR trace, or a constant SNR (awgn).
+- The addressed user's TB succeeds or fails by the error model:
+    curves     BLER(mcs, SNR) from a link-curve CSV (`oppsched linkcurves`: mcs,snr_db,bler),
+               success drawn with a seeded RNG; the SNR is the slot's (at its start).
+    threshold  seed 000 §V-B's end-of-slot rule on the MCS table: success iff the SNR at the
+               END of the slot meets the MCS's threshold (the rate was chosen at the start
+               from an older CQI; the channel may have faded since). Deterministic.
+    clamp      seed 000 §V-B's rule literally, through oppsched.mac.ClampLink: error iff
+               B = slot_s * rate(mcs) > slot_s * W0 log2(1 + N(e)), N(e) the SNR at slot end.
+               Deterministic.
+  HARQ chase combining: a retransmission is decoded at the effective SNR = sum (linear) of
+  the SNRs of every transmission of that (user, HARQ process) since its NDI last toggled,
+  this one included (maximal-ratio combining of identical copies adds SNRs; redundancy
+  versions are treated as copies, i.e. incremental redundancy gets no extra coding gain).
+- At the END of slot n (when a radio would have received and decoded it) every user gets
+  an RxIndication on `rx_<id>` (PUSH, non-blocking, ZMQ_IMMEDIATE): header_ok = true,
+  addressed = (user == grant.user), crc_ok per the error model for the addressed user, the
+  TB only if addressed and crc_ok, snr_db = the measured SNR at the slot's start (+ optional
+  Gaussian estimation error), cqi = 1 + the highest MCS whose threshold snr_db meets (0 =
+  below the lowest MCS: "zero rate", seed 002 §III). Empty slots also produce RxIndications
+  (header only, user 0xFFFF, addressed = false) so that CQI flows every slot.
+
+Counters go to phy.stats.json at exit and on SIGUSR1; SIGTERM/SIGINT finish the current slot,
+write stats and the optional slot trace (phy_slots.csv) and exit 0. Configuration errors
+name the field and the value, exit status 2, before any socket is created. See docs/daemons.md,
+"Abstract PHY configuration", for every key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import csv
+import gc
+import json
+import logging
+import math
+import os
+import re
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import yaml
+
+from oppsched import mac
+from oppsched.config import ConfigError, Field, ListOf, apply_override
+from oppsched.config import validate as validate_schema
+
+log = logging.getLogger("oppsched.phy.abstract")
+
+NO_USER = 0xFFFF  # RxIndication.user of an empty slot: no header user
+MAX_CQI = 255  # u8 on the wire
+SNR_FLOOR_LIN = 1e-30  # -300 dB: a Jakes null is never exactly 0, but log10(0) must not raise
+MAX_FRAME = 70_000  # wire::kMaxFrameLen
+
+CHANNEL_MODELS = ("clamp", "sum_of_sinusoids", "trace", "awgn")
+ERROR_MODELS = ("curves", "threshold", "clamp")
+TABLE_PRESETS = ("evdo", "ofdm_provisional", "clamp")
+
+# Independent random streams per user, all from SeedSequence([seed, channel seed, stream]).
+_STREAM_ERROR, _STREAM_NOISE = 1, 2
+
+
+def _positive(v: float) -> str | None:
+    return None if v > 0 else "is not > 0"
+
+
+def _endpoint(v: str) -> str | None:
+    if v == "" or re.fullmatch(r"(ipc|tcp|inproc)://.+", v):
+        return None
+    return "is not a ZeroMQ endpoint (ipc://PATH, tcp://HOST:PORT) or '' (the default)"
+
+
+def _user_name(v: str) -> str | None:
+    return None if re.fullmatch(r"[A-Za-z0-9_.-]+", v) else "is not a name of [A-Za-z0-9_.-]+"
+
+
+_CHANNEL = {
+    "model": Field(str, "clamp", choices=CHANNEL_MODELS),
+    "doppler_hz": Field((float, type(None)), None, min=0.0, max=1e5),  # null = absent
+    "mean_snr_db": Field(float, mac.CLAMP_MEAN_SNR_DB, min=-100.0, max=100.0),
+    "seed": Field((int, type(None)), None, min=0, max=2**64 - 1),  # null = derived
+    "oscillators": Field(int, 20, min=1, max=4096),
+    "trace": Field(str, ""),
+    "trace_loop": Field(bool, True),
+}
+
+_USER = {
+    "id": Field(int, min=0, max=NO_USER - 1),
+    "name": Field(str, check=_user_name),
+    "rx": Field(str, "", check=_endpoint),
+    "channel": _CHANNEL,
+}
+
+SCHEMA = {
+    "slot_s": Field(float, min=1e-5, max=1.0, check=_positive),
+    "lead_slots": Field(int, 3, min=1, max=1000),
+    "seed": Field(int, 1, min=0, max=2**64 - 1),
+    "max_slots": Field(int, 0, min=0),
+    "run_dir": Field(str, ""),
+    "endpoints": {
+        "phy_requests": Field(str, "", check=_endpoint),
+        "phy_grants": Field(str, "", check=_endpoint),
+    },
+    "users": ListOf(_USER, min_len=1),
+    "error_model": Field(str, "threshold", choices=ERROR_MODELS),
+    "mcs_table": Field(str),
+    "link_curves": Field(str, ""),
+    "clamp": {
+        "w0_hz": Field(float, 4.3e6, min=1.0, max=1e12),
+        "cmax_bps": Field(float, 10e6, min=1.0, max=1e12),
+        "levels": Field(int, 32, min=1, max=255),
+    },
+    "chase_combining": Field(bool, True),
+    "measurement": {"noise_db": Field(float, 0.0, min=0.0, max=30.0)},
+    "traces": {"stats": Field(str, ""), "slots": Field(str, "")},
+    "timing": {
+        "startup_wait_s": Field(float, 5.0, min=0.0, max=600.0),
+        "spin_us": Field(float, 0.0, min=0.0, max=10_000.0),
+        "rt_priority": Field(int, 0, min=0, max=99),
+    },
+    "zmq": {
+        "hwm": Field(int, 1000, min=1, max=1_000_000),
+        "reconnect_ms": Field(int, 10, min=1, max=60_000),
+    },
+}
+
+
+# ----------------------------------------------------------------------------------------
+# Configuration
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that rejects a key repeated in one mapping (the C++ daemons do too)."""
+
+
+def _mapping_no_dupes(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False):
+    seen = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            mark = key_node.start_mark
+            raise ConfigError(f"{key}: duplicate key (line {mark.line + 1})")
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_no_dupes)
+
+
+def load_config(path: str | Path, overrides: list[str] | tuple = ()) -> dict:
+    """Reads, validates and resolves phy.yaml: defaults filled in, relative paths made
+    absolute (relative to the file's directory), endpoints and trace paths defaulted into
+    run_dir. Raises ConfigError naming the field and the value."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read ({exc.strerror})") from None
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"not valid YAML ({exc})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"<top>: {data!r} is not a mapping")
+    for o in overrides:
+        apply_override(data, SCHEMA, o)
+    return resolve(validate_schema(SCHEMA, data), p.resolve().parent)
+
+
+def resolve(cfg: dict, base: Path) -> dict:
+    """Cross-field checks and path resolution on a schema-validated mapping."""
+
+    def absolute(s: str) -> str:
+        return str((base / s).resolve()) if s and not os.path.isabs(s) else s
+
+    users = cfg["users"]
+    ids = [u["id"] for u in users]
+    if sorted(ids) != list(range(len(users))):
+        bad = next(
+            i for i, u in enumerate(users) if ids.count(u["id"]) > 1 or u["id"] >= len(users)
+        )
+        raise ConfigError(
+            f"users[{bad}].id: {users[bad]['id']!r} is not unique in 0..{len(users) - 1} "
+            "(ids are 0..N-1, the wire's user field)"
+        )
+    names = [u["name"] for u in users]
+    for i, n in enumerate(names):
+        if names.index(n) != i:
+            raise ConfigError(f"users[{i}].name: {n!r} is used twice")
+    for i, u in enumerate(users):
+        ch = u["channel"]
+        where = f"users[{i}].channel"
+        if ch["model"] in ("clamp", "sum_of_sinusoids") and ch["doppler_hz"] is None:
+            raise ConfigError(f"{where}.doppler_hz: required for model {ch['model']!r}")
+        if ch["model"] == "trace":
+            if not ch["trace"]:
+                raise ConfigError(
+                    f"{where}.trace: required for model 'trace' (a CSV time_s,snr_db)"
+                )
+        elif ch["trace"]:
+            raise ConfigError(f"{where}.trace: {ch['trace']!r} given but model is {ch['model']!r}")
+        ch["trace"] = absolute(ch["trace"])
+    if cfg["error_model"] == "curves" and not cfg["link_curves"]:
+        raise ConfigError("link_curves: required with error_model 'curves' (a CSV mcs,snr_db,bler)")
+    if cfg["mcs_table"] == "":
+        raise ConfigError(f"mcs_table: '' is not one of {', '.join(TABLE_PRESETS)} or a CSV path")
+    if cfg["mcs_table"] not in TABLE_PRESETS:
+        cfg["mcs_table"] = absolute(cfg["mcs_table"])
+    cfg["link_curves"] = absolute(cfg["link_curves"])
+
+    run_dir = Path(absolute(cfg["run_dir"]) if cfg["run_dir"] else base)
+    cfg["run_dir"] = str(run_dir)
+    for name in ("phy_requests", "phy_grants"):
+        if not cfg["endpoints"][name]:
+            cfg["endpoints"][name] = f"ipc://{run_dir}/zmq/{name}"
+    for u in users:
+        if not u["rx"]:
+            u["rx"] = f"ipc://{run_dir}/zmq/rx_{u['id']}"
+    cfg["traces"]["stats"] = absolute(cfg["traces"]["stats"]) or str(run_dir / "phy.stats.json")
+    cfg["traces"]["slots"] = absolute(cfg["traces"]["slots"])
+    cfg["users"] = sorted(users, key=lambda u: u["id"])  # index == wire user id
+    return cfg
+
+
+# ----------------------------------------------------------------------------------------
+# Models: MCS table, link curves, SNR traces, channels
+
+
+def clamp_table(w0_hz: float, cmax_bps: float, levels: int):
+    """Seed 000 eq. 18 quantised to `levels` MCS: rate_k = k C_max / levels (k = 1..levels),
+    threshold_k = 2^(rate_k / W0) - 1, the SNR at which W0 log2(1 + N) carries rate_k (with
+    W0 = 4.3 MHz, C_max = 10 Mb/s, 32 levels: 312.5 kb/s at -12.9 dB .. 10 Mb/s at 6.0 dB).
+    The AP must use the same table (see docs/daemons.md, "Abstract PHY configuration")."""
+    entries = []
+    for k in range(1, levels + 1):
+        rate = cmax_bps * k / levels
+        snr_db = 10.0 * math.log10(2.0 ** (rate / w0_hz) - 1.0)
+        entries.append(mac.McsEntry(f"CLAMP {rate / 1e3:.3f} kb/s", snr_db, rate))
+    return mac.McsTable("clamp", entries)
+
+
+def load_mcs_table(cfg: dict):
+    spec = cfg["mcs_table"]
+    if spec == "evdo":
+        return mac.McsTable.evdo()
+    if spec == "ofdm_provisional":
+        return mac.McsTable.ofdm_provisional()
+    if spec == "clamp":
+        c = cfg["clamp"]
+        try:
+            return clamp_table(c["w0_hz"], c["cmax_bps"], c["levels"])
+        except ValueError as exc:
+            raise ConfigError(f"clamp: {c!r} gives no valid MCS table ({exc})") from None
+    try:
+        text = Path(spec).read_text()
+    except OSError as exc:
+        raise ConfigError(
+            f"mcs_table: {spec!r} cannot be read ({exc.strerror}); expected one of "
+            f"{', '.join(TABLE_PRESETS)} or a CSV name,min_snr_db,rate_bps"
+        ) from None
+    try:
+        return mac.McsTable.from_csv(text, Path(spec).stem)
+    except ValueError as exc:
+        raise ConfigError(f"mcs_table: {spec!r}: {exc}") from None
+
+
+def _read_csv(path: str, where: str, columns: tuple[str, ...]) -> list[tuple[int, dict]]:
+    """Rows of a CSV with a header naming at least `columns` ('#' lines and blank lines
+    skipped), each as (line number, {column: float}). Non-numeric or non-finite values,
+    missing columns and an empty file are ConfigErrors naming the file and the line."""
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError as exc:
+        raise ConfigError(f"{where}: {path!r} cannot be read ({exc.strerror})") from None
+    numbered = [
+        (i + 1, ln) for i, ln in enumerate(lines) if ln.strip() and not ln.lstrip().startswith("#")
+    ]
+    if not numbered:
+        raise ConfigError(f"{where}: {path!r} has no header line")
+    header = [h.strip() for h in next(csv.reader([numbered[0][1]]))]
+    missing = [c for c in columns if c not in header]
+    if missing:
+        raise ConfigError(
+            f"{where}: {path!r} header {','.join(header)!r} lacks column(s) "
+            f"{', '.join(missing)}"
+        )
+    idx = {c: header.index(c) for c in columns}
+    rows = []
+    for lineno, ln in numbered[1:]:
+        cells = next(csv.reader([ln]))
+        row = {}
+        for c, j in idx.items():
+            try:
+                v = float(cells[j])
+            except (IndexError, ValueError):
+                cell = cells[j] if j < len(cells) else ""
+                raise ConfigError(
+                    f"{where}: {path!r} line {lineno}: {c} {cell!r} is not a number"
+                ) from None
+            if not math.isfinite(v):
+                raise ConfigError(f"{where}: {path!r} line {lineno}: {c} {v!r} is not finite")
+            row[c] = v
+        rows.append((lineno, row))
+    if not rows:
+        raise ConfigError(f"{where}: {path!r} has no data rows")
+    return rows
+
+
+class LinkCurves:
+    """BLER(mcs, SNR dB) from measured link curves.
+
+    Between two measured SNRs the BLER is interpolated linearly in log10(BLER) (waterfall
+    curves are close to straight lines there, so a coarse SNR grid is not biased towards
+    too many errors); when either neighbour is 0 (no error measured), linearly in BLER.
+    Outside the measured range the end value holds (clamp at the ends). O(log points)."""
+
+    def __init__(self, curves: dict[int, tuple[list[float], list[float]]]):
+        self._curves = curves
+
+    @classmethod
+    def from_csv(cls, path: str, n_mcs: int, where: str = "link_curves") -> "LinkCurves":
+        per: dict[int, dict[float, float]] = {}
+        for lineno, r in _read_csv(path, where, ("mcs", "snr_db", "bler")):
+            m = r["mcs"]
+            if m != int(m) or not 0 <= m < n_mcs:
+                raise ConfigError(
+                    f"{where}: {path!r} line {lineno}: mcs {r['mcs']!r} is not an "
+                    f"MCS of the mcs_table (0..{n_mcs - 1})"
+                )
+            if not 0.0 <= r["bler"] <= 1.0:
+                raise ConfigError(
+                    f"{where}: {path!r} line {lineno}: bler {r['bler']!r} not in [0, 1]"
+                )
+            pts = per.setdefault(int(m), {})
+            if r["snr_db"] in pts:
+                raise ConfigError(
+                    f"{where}: {path!r} line {lineno}: mcs {int(m)} has snr_db "
+                    f"{r['snr_db']!r} twice"
+                )
+            pts[r["snr_db"]] = r["bler"]
+        absent = [m for m in range(n_mcs) if m not in per]
+        if absent:
+            raise ConfigError(
+                f"{where}: {path!r} has no rows for mcs {absent[0]} (the mcs_table "
+                f"has {n_mcs} MCS; every one needs a curve)"
+            )
+        curves = {}
+        for m, pts in per.items():
+            xs = sorted(pts)
+            curves[m] = (xs, [pts[x] for x in xs])
+        return cls(curves)
+
+    def bler(self, mcs: int, snr_db: float) -> float:
+        xs, ys = self._curves[mcs]
+        if snr_db <= xs[0]:
+            return ys[0]
+        if snr_db >= xs[-1]:
+            return ys[-1]
+        i = bisect.bisect_right(xs, snr_db)
+        x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
+        f = (snr_db - x0) / (x1 - x0)
+        if y0 > 0.0 and y1 > 0.0:
+            l0 = math.log10(y0)
+            return 10.0 ** (l0 + f * (math.log10(y1) - l0))
+        return y0 + f * (y1 - y0)
+
+
+class SnrTrace:
+    """Replay of a recorded SNR trace (CSV time_s,snr_db, times strictly increasing).
+
+    SNR(t) is interpolated linearly in dB between samples; before the first sample the
+    first value holds. After the last: with loop, the trace repeats with period
+    t_last - t_first (t_first + (t - t_first) mod period); without, the last value holds.
+    A one-row trace is a constant SNR."""
+
+    def __init__(self, times: list[float], snr_db: list[float], loop: bool):
+        self.times, self.snr = times, snr_db
+        self.loop = loop and len(times) > 1
+        self.period = times[-1] - times[0]
+
+    @classmethod
+    def from_csv(cls, path: str, loop: bool, where: str) -> "SnrTrace":
+        rows = _read_csv(path, where, ("time_s", "snr_db"))
+        times, snr = [], []
+        for lineno, r in rows:
+            if times and r["time_s"] <= times[-1]:
+                raise ConfigError(
+                    f"{where}: {path!r} line {lineno}: time_s {r['time_s']!r} is not "
+                    f"after {times[-1]!r} (times must increase)"
+                )
+            if not -100.0 <= r["snr_db"] <= 100.0:
+                raise ConfigError(
+                    f"{where}: {path!r} line {lineno}: snr_db {r['snr_db']!r} not in " "[-100, 100]"
+                )
+            times.append(r["time_s"])
+            snr.append(r["snr_db"])
+        return cls(times, snr, loop)
+
+    def snr_db(self, t: float) -> float:
+        ts = self.times
+        if t <= ts[0]:
+            return self.snr[0]
+        if t >= ts[-1]:
+            if not self.loop:
+                return self.snr[-1]
+            t = ts[0] + (t - ts[0]) % self.period
+        i = bisect.bisect_right(ts, t)
+        if i >= len(ts):
+            return self.snr[-1]
+        f = (t - ts[i - 1]) / (ts[i] - ts[i - 1])
+        return self.snr[i - 1] + f * (self.snr[i] - self.snr[i - 1])
+
+    def snr_linear(self, t: float) -> float:
+        return 10.0 ** (self.snr_db(t) / 10.0)
+
+
+def _seed_of(*words: int) -> np.random.SeedSequence:
+    return np.random.SeedSequence([int(w) for w in words])
+
+
+def channel_seed(cfg: dict, user: dict) -> int:
+    """The user's channel.seed, or one derived from the run seed and the user id."""
+    s = user["channel"]["seed"]
+    if s is not None:
+        return int(s)
+    return int(_seed_of(cfg["seed"], user["id"]).generate_state(1, np.uint64)[0])
+
+
+def make_channel(cfg: dict, index: int) -> Callable[[float], float]:
+    """SNR(t) (linear; t in seconds since slot 0) of users[index]."""
+    u = cfg["users"][index]
+    ch = u["channel"]
+    where = f"users[{index}].channel"
+    if ch["model"] == "awgn":
+        lin = 10.0 ** (ch["mean_snr_db"] / 10.0)
+        return lambda t: lin
+    if ch["model"] == "trace":
+        return SnrTrace.from_csv(ch["trace"], ch["trace_loop"], f"{where}.trace").snr_linear
+    try:
+        model = mac.Jakes(
+            ch["doppler_hz"],
+            ch["mean_snr_db"],
+            channel_seed(cfg, u),
+            model=ch["model"],
+            oscillators=ch["oscillators"],
+        )
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    return model.snr_linear
+
+
+# ----------------------------------------------------------------------------------------
+# Error models and chase combining
+
+
+def to_db(lin: float) -> float:
+    return 10.0 * math.log10(max(lin, SNR_FLOOR_LIN))
+
+
+class ThresholdModel:
+    """Seed 000 §V-B's end-of-slot rule on the MCS table: success iff SNR(slot end) >=
+    the MCS's threshold. Deterministic."""
+
+    name = "threshold"
+    at_slot_end = True
+
+    def __init__(self, table):
+        self.thresholds = list(table.thresholds_db)
+
+    def success(self, mcs: int, snr_lin: float, rng: np.random.Generator) -> bool:
+        return to_db(snr_lin) >= self.thresholds[mcs]
+
+
+class ClampModel:
+    """Seed 000 §V-B literally: B = slot_s * rate(mcs) bits were chosen at the slot start;
+    an error iff B > slot_s W0 log2(1 + N(e)) (oppsched.mac.ClampLink.is_error)."""
+
+    name = "clamp"
+    at_slot_end = True
+
+    def __init__(self, table, slot_s: float, w0_hz: float, cmax_bps: float):
+        self.link = mac.ClampLink(slot_s=slot_s, w0_hz=w0_hz, cmax_bps=cmax_bps)
+        self.bits = [slot_s * r for r in table.rates_bps]
+
+    def success(self, mcs: int, snr_lin: float, rng: np.random.Generator) -> bool:
+        return not self.link.is_error(self.bits[mcs], snr_lin)
+
+
+class CurvesModel:
+    """BLER from the link curves at the slot's SNR; one uniform draw per decision (always
+    drawn, so the stream does not depend on the BLER values)."""
+
+    name = "curves"
+    at_slot_end = False
+
+    def __init__(self, curves: LinkCurves):
+        self.curves = curves
+
+    def success(self, mcs: int, snr_lin: float, rng: np.random.Generator) -> bool:
+        return rng.random() >= self.curves.bler(mcs, to_db(snr_lin))
+
+
+class ChaseCombiner:
+    """Per (user, HARQ process): the linear sum of the decoding SNRs of every transmission
+    since the process's NDI last changed (a new TB), this one included. With chase
+    combining off, every transmission stands alone."""
+
+    def __init__(self, enabled: bool = True):
+        self.enabled = enabled
+        self._state: dict[tuple[int, int], list] = {}
+
+    def combine(self, user: int, pid: int, ndi: int, snr_lin: float) -> tuple[float, int]:
+        """Returns (effective SNR, transmissions combined)."""
+        st = self._state.get((user, pid))
+        if not self.enabled or st is None or st[0] != ndi:
+            st = [ndi, 0.0, 0]
+            self._state[(user, pid)] = st
+        st[1] += snr_lin
+        st[2] += 1
+        return st[1], st[2]
+
+
+@dataclass
+class Models:
+    table: Any
+    error: Any
+    channels: list[Callable[[float], float]]
+    curves: LinkCurves | None = None
+
+
+def build_models(cfg: dict) -> Models:
+    """Everything the configuration names (tables, curves, traces, channel models), built
+    and checked; ConfigError names the field."""
+    table = load_mcs_table(cfg)
+    curves = None
+    if cfg["error_model"] == "curves":
+        curves = LinkCurves.from_csv(cfg["link_curves"], len(table))
+        error = CurvesModel(curves)
+    elif cfg["error_model"] == "threshold":
+        error = ThresholdModel(table)
+    else:
+        c = cfg["clamp"]
+        try:
+            error = ClampModel(table, cfg["slot_s"], c["w0_hz"], c["cmax_bps"])
+        except ValueError as exc:
+            raise ConfigError(f"clamp: {exc}") from None
+    channels = [make_channel(cfg, i) for i in range(len(cfg["users"]))]
+    return Models(table, error, channels, curves)
+
+
+# ----------------------------------------------------------------------------------------
+# The slot logic (no sockets, no clock)
+
+
+MALFORMED_REASONS = ("decode", "type", "user", "mcs", "no_tb", "oversized")
+
+
+class _Every:
+    """Rate limit: at most one log line per key per second."""
+
+    def __init__(self, period_s: float = 1.0):
+        self.period_ns = int(period_s * 1e9)
+        self.last: dict[str, int] = {}
+        self.suppressed: dict[str, int] = {}
+
+    def __call__(self, key: str, msg: str, *args) -> None:
+        now = time.monotonic_ns()
+        if now - self.last.get(key, -self.period_ns) >= self.period_ns:
+            n = self.suppressed.pop(key, 0)
+            log.warning(msg + (f" (+{n} more)" if n else ""), *args)
+            self.last[key] = now
+        else:
+            self.suppressed[key] = self.suppressed.get(key, 0) + 1
+
+
+@dataclass
+class UserState:
+    name: str
+    id: int
+    seq: int = 0  # rx_<id> socket's wire sequence number
+    addressed: int = 0
+    tb_ok: int = 0
+    tb_failed: int = 0
+    rx_sent: int = 0
+    rx_dropped: int = 0
+    snr_db_sum: float = 0.0
+    slots: int = 0
+
+
+@dataclass
+class SlotOutcome:
+    """One slot's result: the RxIndication frames, in user-id order, and the trace row."""
+
+    slot: int
+    frames: list[bytes]
+    row: list[Any] = field(default_factory=list)
+
+
+class PhyCore:
+    """The abstract PHY's decisions, clocked by slot numbers: requests, grant bookkeeping,
+    SNRs, the error model, chase combining and RxIndications. No I/O and no clock, so it is
+    tested without sockets; PhyProcess drives it in real time."""
+
+    def __init__(self, cfg: dict, models: Models):
+        self.cfg = cfg
+        self.models = models
+        self.slot_s = cfg["slot_s"]
+        self.slot_ns = int(round(cfg["slot_s"] * 1e9))
+        self.t0_ns = 0  # air time of slot 0 (set by the clock before the first request)
+        self.n_users = len(cfg["users"])
+        self.users = [UserState(u["name"], u["id"]) for u in cfg["users"]]
+        self.noise_db = cfg["measurement"]["noise_db"]
+        self.combiner = ChaseCombiner(cfg["chase_combining"])
+        self.bytes_per_slot = [
+            models.table.bytes_per_slot(m, cfg["slot_s"]) for m in range(len(models.table))
+        ]
+        seeds = [channel_seed(cfg, u) for u in cfg["users"]]
+        self.rng_error = [
+            np.random.Generator(np.random.PCG64(_seed_of(cfg["seed"], s, _STREAM_ERROR)))
+            for s in seeds
+        ]
+        self.rng_noise = [
+            np.random.Generator(np.random.PCG64(_seed_of(cfg["seed"], s, _STREAM_NOISE)))
+            for s in seeds
+        ]
+        self.grants: dict[int, dict] = {}
+        self.requested = 0  # slots 0..requested-1 have been requested
+        self.processed = 0  # slots 0..processed-1 are on air (past)
+        self.request_seq = 0
+        self.grant_seq_next: int | None = None
+        self.counters = {
+            k: 0
+            for k in (
+                "slots",
+                "empty",
+                "late",
+                "tb_ok",
+                "tb_failed",
+                "requests_sent",
+                "requests_dropped",
+                "grants_received",
+                "grants_late",
+                "grants_malformed",
+                "grants_duplicate",
+                "grants_unrequested",
+                "grants_seq_lost",
+            )
+        }
+        self.malformed = {k: 0 for k in MALFORMED_REASONS}
+        self.warn = _Every()
+
+    # -- time --------------------------------------------------------------------------
+
+    def air_time_ns(self, n: int) -> int:
+        return self.t0_ns + n * self.slot_ns
+
+    def channel_time_s(self, n: int) -> float:
+        """Channel-model time of slot n's start: slot-based, so runs are reproducible."""
+        return n * self.slot_ns * 1e-9
+
+    # -- requests ----------------------------------------------------------------------
+
+    def request_frame(self, n: int) -> bytes:
+        """SlotRequest(n); the caller pushes it and reports with request_sent()."""
+        frame = mac.wire.encode(
+            "slot_request", self.request_seq, {"slot": n, "air_time_ns": self.air_time_ns(n)}
+        )
+        self.request_seq = (self.request_seq + 1) & 0xFFFFFFFF
+        self.requested = max(self.requested, n + 1)
+        return frame
+
+    def request_sent(self, ok: bool) -> None:
+        self.counters["requests_sent" if ok else "requests_dropped"] += 1
+
+    # -- grants ------------------------------------------------------------------------
+
+    def _malformed(self, reason: str, detail: str) -> None:
+        self.counters["grants_malformed"] += 1
+        self.malformed[reason] += 1
+        self.warn(f"malformed.{reason}", "phy_grants: malformed grant (%s): %s", reason, detail)
+
+    def on_grant_frame(self, frame: bytes) -> None:
+        """Books one message from phy_grants. Never raises: bad input is counted."""
+        self.counters["grants_received"] += 1
+        try:
+            seq, kind, g = mac.wire.decode(frame, MAX_FRAME)
+        except ValueError as exc:
+            self._malformed("decode", str(exc))
+            return
+        if kind != "slot_grant":
+            self._malformed("type", f"a {kind}, not a slot_grant")
+            return
+        if self.grant_seq_next is not None and seq != self.grant_seq_next:
+            if seq == 0:
+                log.info("phy_grants: sequence restarted at 0 (AP daemon restarted?)")
+            elif seq > self.grant_seq_next:
+                self.counters["grants_seq_lost"] += seq - self.grant_seq_next
+        self.grant_seq_next = (seq + 1) & 0xFFFFFFFF
+        n = g["slot"]
+        # The content first, so that a malformed grant is counted as such however late.
+        bad = self._check_content(g)
+        if bad is not None:
+            self._malformed(*bad)
+        if n < self.processed:
+            if bad is None:
+                self.counters["grants_late"] += 1
+                self.warn(
+                    "late",
+                    "phy_grants: grant for slot %d arrived after the slot (now %d)",
+                    n,
+                    self.processed,
+                )
+            return
+        if n >= self.requested:
+            if bad is None:
+                self.counters["grants_unrequested"] += 1
+                self.warn(
+                    "unrequested",
+                    "phy_grants: grant for slot %d, never requested (last %d)",
+                    n,
+                    self.requested - 1,
+                )
+            return
+        if n in self.grants:
+            if bad is None:
+                self.counters["grants_duplicate"] += 1
+                self.warn("duplicate", "phy_grants: second grant for slot %d ignored", n)
+            return
+        # A malformed grant still answers the request: the slot goes out empty, not late.
+        self.grants[n] = g if bad is None else {"empty": True, "slot": n}
+
+    def _check_content(self, g: dict) -> tuple[str, str] | None:
+        """(reason, detail) if a decoded SlotGrant cannot go on air, else None."""
+        if g["empty"]:
+            return None
+        n = g["slot"]
+        if g["user"] >= self.n_users:
+            return "user", f"slot {n}: user {g['user']} not in 0..{self.n_users - 1}"
+        if g["mcs"] >= len(self.bytes_per_slot):
+            return "mcs", f"slot {n}: mcs {g['mcs']} not in 0..{len(self.bytes_per_slot) - 1}"
+        if not g["tb"]:
+            return "no_tb", f"slot {n}: non-empty grant without a TB"
+        if len(g["tb"]) > self.bytes_per_slot[g["mcs"]]:
+            return "oversized", (
+                f"slot {n}: TB of {len(g['tb'])} bytes > {self.bytes_per_slot[g['mcs']]} that "
+                f"mcs {g['mcs']} carries in a slot (do the AP and the PHY use the same "
+                "mcs_table and slot_s?)"
+            )
+        return None
+
+    # -- slots -------------------------------------------------------------------------
+
+    def cqi_of(self, snr_db: float) -> int:
+        """1 + the highest MCS whose threshold snr_db meets; 0 below the lowest MCS."""
+        return min(self.models.table.select(snr_db) + 1, MAX_CQI)
+
+    def run_slot(self, n: int) -> SlotOutcome:
+        """Slot n goes on air now: take its grant, draw the SNRs, decide the TB, build every
+        user's RxIndication (to be delivered at the end of the slot)."""
+        c = self.counters
+        c["slots"] += 1
+        self.processed = n + 1
+        g = self.grants.pop(n, None)
+        for stale in [s for s in self.grants if s < n]:  # cannot happen; keeps the dict bounded
+            del self.grants[stale]
+        late = g is None
+        if late:
+            c["late"] += 1
+        t = self.channel_time_s(n)
+        true_lin = [ch(t) for ch in self.models.channels]
+        true_db = [to_db(x) for x in true_lin]
+        if self.noise_db > 0.0:
+            meas_db = [
+                d + self.noise_db * r.standard_normal() for d, r in zip(true_db, self.rng_noise)
+            ]
+        else:
+            meas_db = true_db
+        for u, d in zip(self.users, meas_db):
+            u.snr_db_sum += d
+            u.slots += 1
+
+        header = {"slot": n, "header_ok": True, "crc_ok": False, "addressed": False, "combined": 0}
+        if g is None or g["empty"]:
+            c["empty"] += 1
+            header.update(user=NO_USER, mcs=0, harq_pid=0, ndi=0, rv=0)
+            target, ok, combined, eff_db = -1, None, 0, float("nan")
+        else:
+            target, mcs = g["user"], g["mcs"]
+            header.update(user=target, mcs=mcs, harq_pid=g["harq_pid"], ndi=g["ndi"], rv=g["rv"])
+            model = self.models.error
+            if model.at_slot_end:
+                dec_lin = self.models.channels[target](self.channel_time_s(n + 1))
+            else:
+                dec_lin = true_lin[target]
+            eff_lin, combined = self.combiner.combine(target, g["harq_pid"], g["ndi"], dec_lin)
+            eff_db = to_db(eff_lin)
+            ok = model.success(mcs, eff_lin, self.rng_error[target])
+            st = self.users[target]
+            st.addressed += 1
+            if ok:
+                c["tb_ok"] += 1
+                st.tb_ok += 1
+            else:
+                c["tb_failed"] += 1
+                st.tb_failed += 1
+
+        frames = []
+        for i, st in enumerate(self.users):
+            d = dict(header)
+            d["snr_db"] = meas_db[i]
+            d["cqi"] = self.cqi_of(meas_db[i])
+            if i == target:
+                d["addressed"] = True
+                d["crc_ok"] = bool(ok)
+                d["combined"] = min(combined, 255)
+                if ok:
+                    d["tb"] = g["tb"]
+            frames.append(mac.wire.encode("rx_indication", st.seq, d))
+            st.seq = (st.seq + 1) & 0xFFFFFFFF
+        row = [
+            n,
+            self.air_time_ns(n),
+            int(late),
+            target,
+            header["mcs"] if target >= 0 else -1,
+            header["harq_pid"],
+            header["ndi"],
+            combined,
+            "" if target < 0 else f"{eff_db:.3f}",
+            "" if ok is None else int(ok),
+        ]
+        row += [f"{d:.3f}" for d in true_db]
+        return SlotOutcome(n, frames, row)
+
+    def trace_header(self) -> list[str]:
+        return [
+            "slot",
+            "t_ns",
+            "late",
+            "user",
+            "mcs",
+            "harq_pid",
+            "ndi",
+            "combined",
+            "eff_snr_db",
+            "success",
+        ] + [f"snr_db.{u.name}" for u in self.users]
+
+    def rx_result(self, user: int, ok: bool) -> None:
+        st = self.users[user]
+        if ok:
+            st.rx_sent += 1
+        else:
+            st.rx_dropped += 1
+
+    def stats(self) -> dict:
+        out: dict[str, Any] = dict(self.counters)
+        out["grants_malformed_by"] = dict(self.malformed)
+        out["users"] = {
+            u.name: {
+                "id": u.id,
+                "addressed": u.addressed,
+                "tb_ok": u.tb_ok,
+                "tb_failed": u.tb_failed,
+                "rx_sent": u.rx_sent,
+                "rx_dropped": u.rx_dropped,
+                "snr_db_mean": (u.snr_db_sum / u.slots) if u.slots else None,
+            }
+            for u in self.users
+        }
+        out["config"] = {
+            "slot_ns": self.slot_ns,
+            "t0_ns": self.t0_ns,
+            "lead_slots": self.cfg["lead_slots"],
+            "error_model": self.cfg["error_model"],
+            "mcs_table": self.models.table.name,
+            "mcs_count": len(self.models.table),
+            "chase_combining": self.cfg["chase_combining"],
+            "seed": self.cfg["seed"],
+        }
+        return out
+
+
+# ----------------------------------------------------------------------------------------
+# Timing statistics
+
+
+class Histogram:
+    """Microsecond histogram (1 us bins up to 100 ms, then one overflow bin) for the tick
+    lateness and busy time: O(1) per sample, percentiles without storing samples."""
+
+    BINS = 100_000
+
+    def __init__(self):
+        self.bins = [0] * (self.BINS + 1)
+        self.n = 0
+        self.total_us = 0.0
+        self.max_us = 0.0
+
+    def add_ns(self, ns: int) -> None:
+        us = max(ns, 0) / 1000.0
+        self.bins[min(int(us), self.BINS)] += 1
+        self.n += 1
+        self.total_us += us
+        self.max_us = max(self.max_us, us)
+
+    def percentiles(self, qs: tuple[float, ...]) -> list[float | None]:
+        """Bin centres (us) of the given quantiles, in one pass up to the largest sample."""
+        if not self.n:
+            return [None] * len(qs)
+        wants = sorted((q * self.n, j) for j, q in enumerate(qs))
+        out: list[float | None] = [None] * len(qs)
+        acc, w = 0, 0
+        for i in range(min(int(self.max_us), self.BINS) + 1):
+            acc += self.bins[i]
+            while w < len(wants) and acc >= wants[w][0] and acc > 0:
+                out[wants[w][1]] = float(i) + 0.5
+                w += 1
+            if w == len(wants):
+                break
+        return out
+
+    def summary(self) -> dict:
+        p50, p90, p99, p999 = self.percentiles((0.5, 0.9, 0.99, 0.999))
+        return {
+            "count": self.n,
+            "mean": (self.total_us / self.n) if self.n else None,
+            "p50": p50,
+            "p90": p90,
+            "p99": p99,
+            "p999": p999,
+            "max": self.max_us,
+        }
+
+
+# ----------------------------------------------------------------------------------------
+# The process: sockets, clock, signals, files
+
+
+class PhyProcess:
+    """Drives PhyCore in real time (see the module docstring for the schedule)."""
+
+    def __init__(self, cfg: dict, core: PhyCore, now_ns: Callable[[], int] = time.monotonic_ns):
+        import zmq  # only the process needs it; the core and its tests do not
+
+        self.zmq = zmq
+        self.cfg = cfg
+        self.core = core
+        self.now_ns = now_ns
+        self.ctx = zmq.Context.instance()
+        self.stop = False
+        self.dump = False
+        self.lateness = Histogram()
+        self.busy = Histogram()
+        self.overruns = 0
+        self.ticks = 0
+        self.trace_file = None
+        self.trace = None
+        self.req = self.grants = None
+        self.rx: list = []
+
+    # -- sockets -----------------------------------------------------------------------
+
+    def _socket(self, kind, endpoint: str, name: str):
+        zmq, z = self.zmq, self.cfg["zmq"]
+        s = self.ctx.socket(kind)
+        s.setsockopt(zmq.LINGER, 0)
+        s.setsockopt(zmq.SNDHWM, z["hwm"])
+        s.setsockopt(zmq.RCVHWM, z["hwm"])
+        s.setsockopt(zmq.SNDTIMEO, 100)
+        s.setsockopt(zmq.RCVTIMEO, 100)
+        s.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME)
+        s.setsockopt(zmq.RECONNECT_IVL, z["reconnect_ms"])
+        if kind == zmq.PUSH:
+            s.setsockopt(zmq.IMMEDIATE, 1)
+        try:
+            s.connect(endpoint)
+        except zmq.ZMQError as exc:
+            s.close()
+            raise RuntimeError(f"{name}: cannot connect {endpoint}: {exc}") from None
+        return s
+
+    def open(self) -> None:
+        zmq = self.zmq
+        ep = self.cfg["endpoints"]
+        self.req = self._socket(zmq.PUSH, ep["phy_requests"], "phy_requests")
+        self.grants = self._socket(zmq.PULL, ep["phy_grants"], "phy_grants")
+        self.rx = [self._socket(zmq.PUSH, u["rx"], f"rx_{u['id']}") for u in self.cfg["users"]]
+        path = self.cfg["traces"]["slots"]
+        if path:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            self.trace_file = open(path, "w", newline="", buffering=1 << 16)
+            self.trace = csv.writer(self.trace_file)
+            self.trace.writerow(self.core.trace_header())
+
+    def wait_for_peers(self) -> None:
+        """With ZMQ_IMMEDIATE a PUSH socket is writable only once a peer is connected: wait
+        (at most timing.startup_wait_s) for the AP and every client, so that the first
+        slots are not lost to connection set-up. Missing peers are logged, not fatal."""
+        zmq = self.zmq
+        limit = self.cfg["timing"]["startup_wait_s"]
+        if limit <= 0:
+            return
+        pending = {
+            s: name
+            for s, name in [(self.req, "phy_requests")]
+            + [(s, f"rx_{u['id']}") for s, u in zip(self.rx, self.cfg["users"])]
+        }
+        deadline = time.monotonic() + limit
+        poller = zmq.Poller()
+        for s in pending:
+            poller.register(s, zmq.POLLOUT)
+        while pending and time.monotonic() < deadline and not self.stop:
+            for s, ev in poller.poll(timeout=20):
+                if ev & zmq.POLLOUT and s in pending:
+                    del pending[s]
+                    poller.unregister(s)
+        if pending:
+            log.warning(
+                "starting without peers on %s after %.1f s",
+                ", ".join(sorted(pending.values())),
+                limit,
+            )
+
+    def close(self) -> None:
+        # A short linger on the PUSH sockets lets the last slot's indications leave (a
+        # clean stop "finishes the current slot"); with ZMQ_IMMEDIATE nothing is queued for
+        # a peer that is gone, so this cannot hang.
+        for s in [self.req, *self.rx]:
+            if s is not None:
+                s.close(linger=200)
+        if self.grants is not None:
+            self.grants.close(linger=0)
+        if self.trace_file:
+            self.trace_file.close()
+            self.trace_file = None
+
+    # -- stats -------------------------------------------------------------------------
+
+    def stats(self) -> dict:
+        out = self.core.stats()
+        out["timing"] = {
+            "ticks": self.ticks,
+            "overruns": self.overruns,
+            "lateness_us": self.lateness.summary(),
+            "busy_us": self.busy.summary(),
+            "spin_us": self.cfg["timing"]["spin_us"],
+        }
+        return out
+
+    def write_stats(self) -> None:
+        path = Path(self.cfg["traces"]["stats"])
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_text(json.dumps(self.stats(), indent=1, sort_keys=True) + "\n")
+            os.replace(tmp, path)
+        except OSError as exc:
+            log.error("cannot write %s: %s", path, exc)
+        if self.trace_file:
+            self.trace_file.flush()
+
+    # -- the loop ----------------------------------------------------------------------
+
+    def _on_signal(self, signum, _frame) -> None:
+        if signum == signal.SIGUSR1:
+            self.dump = True
+        else:
+            self.stop = True
+
+    def install_signals(self) -> None:
+        for s in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
+            signal.signal(s, self._on_signal)
+
+    def _sleep_until(self, deadline: int) -> None:
+        spin = int(self.cfg["timing"]["spin_us"] * 1000)
+        while True:
+            rem = deadline - self.now_ns()
+            if rem <= 0:
+                return
+            if rem > spin:
+                time.sleep((rem - spin) / 1e9)
+            # else: spin (only with timing.spin_us > 0)
+
+    def _drain_grants(self) -> None:
+        zmq = self.zmq
+        while True:
+            try:
+                frame = self.grants.recv(zmq.NOBLOCK, copy=True)
+            except zmq.Again:
+                return
+            except zmq.ZMQError as exc:
+                self.core.warn("recv", "phy_grants: receive error %s", exc)
+                return
+            while self.grants.getsockopt(zmq.RCVMORE):  # one frame per message: drop the rest
+                self.grants.recv(zmq.NOBLOCK)
+                frame = b""
+            self.core.on_grant_frame(frame)
+
+    def _push(self, sock, frame: bytes) -> bool:
+        try:
+            sock.send(frame, self.zmq.NOBLOCK)
+            return True
+        except self.zmq.ZMQError:  # Again: no peer (ZMQ_IMMEDIATE) or HWM reached
+            return False
+
+    def run(self) -> None:
+        core, lead = self.core, self.cfg["lead_slots"]
+        max_slots = self.cfg["max_slots"]
+        # Everything allocated so far (modules, models, sockets) lives as long as the
+        # process: move it out of the cyclic collector's reach, so that a full collection
+        # in the loop scans only what the loop allocates (ms -> us pauses).
+        gc.collect()
+        gc.freeze()
+        slot_ns = core.slot_ns
+        # Slot 0 starts lead_slots (+1 for start-up) slots from now; the first tick, which
+        # requests slot 0, is one slot from now.
+        core.t0_ns = self.now_ns() + (lead + 1) * slot_ns
+        k = -lead
+        pending: SlotOutcome | None = None
+        while True:
+            deadline = core.t0_ns + k * slot_ns
+            self._sleep_until(deadline)
+            woke = self.now_ns()
+            self.ticks += 1
+            self.lateness.add_ns(woke - deadline)
+            if woke - deadline >= slot_ns:
+                self.overruns += 1
+                core.warn(
+                    "overrun",
+                    "tick %d woke %.3f ms late (more than a slot)",
+                    k,
+                    (woke - deadline) / 1e6,
+                )
+            # End of slot k-1: the receivers have it.
+            if pending is not None:
+                for i, (sock, frame) in enumerate(zip(self.rx, pending.frames)):
+                    core.rx_result(i, self._push(sock, frame))
+                if self.trace is not None:
+                    self.trace.writerow(pending.row)
+                pending = None
+            if self.stop or (max_slots and k >= max_slots):
+                break
+            n_req = k + lead
+            if not max_slots or n_req < max_slots:
+                core.request_sent(self._push(self.req, core.request_frame(n_req)))
+            self._drain_grants()
+            if k >= 0:
+                pending = core.run_slot(k)
+            if self.dump:
+                self.dump = False
+                self.write_stats()
+            self.busy.add_ns(self.now_ns() - woke)
+            k += 1
+
+
+# ----------------------------------------------------------------------------------------
+# Command line
+
+
+def set_rt_priority(prio: int) -> bool:
+    """SCHED_FIFO at `prio` (1..99) for this process and the threads it starts later (the
+    ZeroMQ I/O thread), as radio software asks for (UHD's set_thread_priority). 0: leave
+    the scheduler alone. Failure (no CAP_SYS_NICE) is a warning, not an error."""
+    if prio <= 0:
+        return False
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(prio))
+        return True
+    except (OSError, AttributeError) as exc:
+        log.warning(
+            "timing.rt_priority %d: cannot switch to SCHED_FIFO (%s); running unprivileged",
+            prio,
+            exc,
+        )
+        return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m oppsched.phy.abstract",
+        description="Slot-level abstract PHY (clock master): SNR from the channel models, TB "
+        "success from link curves or the CLAMP slot error model.",
+    )
+    ap.add_argument(
+        "--config", required=True, help="phy.yaml (docs/daemons.md, Abstract PHY configuration)"
+    )
+    ap.add_argument(
+        "--check",
+        action="store_true",
+        help="validate the configuration and the files it names, then exit",
+    )
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one configuration value (repeatable)",
+    )
+    ap.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    args = ap.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        stream=sys.stderr,
+        format="phy-abstract %(levelname)s: %(message)s",
+    )
+    try:
+        cfg = load_config(args.config, args.set)
+        models = build_models(cfg)
+    except ConfigError as exc:
+        print(f"{args.config}: {exc}", file=sys.stderr)
+        return 2
+    if args.check:
+        print(
+            f"{args.config}: ok ({len(cfg['users'])} users, slot {cfg['slot_s'] * 1e3:g} ms, "
+            f"error_model {cfg['error_model']}, mcs_table {models.table.name} "
+            f"({len(models.table)} MCS))"
+        )
+        return 0
+    set_rt_priority(cfg["timing"]["rt_priority"])  # before ZeroMQ starts its I/O thread
+    core = PhyCore(cfg, models)
+    proc = PhyProcess(cfg, core)
+    proc.install_signals()
+    try:
+        proc.open()
+        proc.wait_for_peers()
+        log.info(
+            "running: %d users, slot %.3f ms, lead %d slots, error model %s",
+            len(cfg["users"]),
+            cfg["slot_s"] * 1e3,
+            cfg["lead_slots"],
+            cfg["error_model"],
+        )
+        proc.run()
+    except RuntimeError as exc:
+        log.error("%s", exc)
+        return 1
+    finally:
+        proc.write_stats()
+        proc.close()
+    c = core.counters
+    log.info(
+        "stopped after %d slots (%d empty, %d late, %d TB ok, %d TB failed)",
+        c["slots"],
+        c["empty"],
+        c["late"],
+        c["tb_ok"],
+        c["tb_failed"],
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
