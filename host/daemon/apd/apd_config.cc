@@ -1,0 +1,416 @@
+// Reading apd.yaml: see apd_config.h and docs/daemons.md "oppsched-apd configuration".
+#include "apd_config.h"
+
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "oppsched/daemon/config.h"
+#include "oppsched/pdu.h"
+#include "oppsched/wire.h"
+
+namespace oppsched::apd {
+namespace {
+
+using daemon::ConfigNode;
+using daemon::Range;
+
+// The MAC library's validators name fields in their own terms ("red.max_p", "sched.alpha");
+// rename the prefix to the YAML path so every error names the key the user wrote.
+[[noreturn]] void rethrow_renamed(const std::invalid_argument& e,
+                                  const std::vector<std::pair<std::string, std::string>>& map) {
+    std::string msg = e.what();
+    for (const auto& [from, to] : map) {
+        if (msg.compare(0, from.size(), from) == 0) {
+            msg = to + msg.substr(from.size());
+            break;
+        }
+    }
+    throw std::invalid_argument(msg);
+}
+
+// ---- aqm.params: the same keys as Python's oppsched.mac.make_aqm(kind, **params) ----------
+
+using AqmSetter = std::function<void(aqm::AqmConfig&, const ConfigNode&, const std::string&)>;
+
+template <class P, class T>
+AqmSetter num_field(T P::*member) {
+    return [member](aqm::AqmConfig& c, const ConfigNode& n, const std::string& key) {
+        auto& p = std::get<P>(c.params);
+        if constexpr (std::is_same_v<T, bool>) {
+            p.*member = n.get<bool>(key, p.*member);
+        } else if constexpr (std::is_floating_point_v<T>) {
+            p.*member = n.get<double>(key, p.*member);
+        } else {
+            p.*member = static_cast<T>(n.get<std::uint64_t>(key, p.*member));
+        }
+    };
+}
+
+template <class P>
+AqmSetter seconds_field(time_ns P::*member) {
+    return [member](aqm::AqmConfig& c, const ConfigNode& n, const std::string& key) {
+        auto& p = std::get<P>(c.params);
+        p.*member = from_seconds(n.get<double>(key, to_seconds(p.*member), Range::closed(0, 1e6)));
+    };
+}
+
+const std::map<std::string, AqmSetter>& aqm_setters(aqm::AqmKind k) {
+    using namespace aqm;
+    static const std::map<AqmKind, std::map<std::string, AqmSetter>> all = {
+        {AqmKind::droptail, {}},
+        {AqmKind::red,
+         {{"min_th", num_field(&RedParams::min_th)},
+          {"max_th", num_field(&RedParams::max_th)},
+          {"w_q", num_field(&RedParams::w_q)},
+          {"max_p", num_field(&RedParams::max_p)},
+          {"gentle", num_field(&RedParams::gentle)},
+          {"mean_packet_size", num_field(&RedParams::mean_packet_size)}}},
+        {AqmKind::rem,
+         {{"gamma", num_field(&RemParams::gamma)},
+          {"alpha", num_field(&RemParams::alpha)},
+          {"phi", num_field(&RemParams::phi)},
+          {"target", num_field(&RemParams::target)},
+          {"update_interval_s", seconds_field(&RemParams::update_interval)},
+          {"input_weight", num_field(&RemParams::input_weight)},
+          {"mean_packet_size", num_field(&RemParams::mean_packet_size)}}},
+        {AqmKind::reaqm,
+         {{"alpha", num_field(&ReaqmParams::alpha)},
+          {"alpha_prime", num_field(&ReaqmParams::alpha_prime)},
+          {"gamma", num_field(&ReaqmParams::gamma)},
+          {"phi", num_field(&ReaqmParams::phi)},
+          {"y0_ratio", num_field(&ReaqmParams::y0_ratio)},
+          {"modified_update", num_field(&ReaqmParams::modified_update)},
+          {"update_interval_s", seconds_field(&ReaqmParams::update_interval)},
+          {"mean_packet_size", num_field(&ReaqmParams::mean_packet_size)}}},
+        {AqmKind::avq,
+         {{"gamma", num_field(&AvqParams::gamma)},
+          {"alpha", num_field(&AvqParams::alpha)},
+          {"virtual_buffer_bytes", num_field(&AvqParams::virtual_buffer_bytes)},
+          {"mean_packet_size", num_field(&AvqParams::mean_packet_size)}}},
+        {AqmKind::codel,
+         {{"target_s", seconds_field(&CodelParams::target)},
+          {"interval_s", seconds_field(&CodelParams::interval)},
+          {"mtu", num_field(&CodelParams::mtu)}}},
+        {AqmKind::pie,
+         {{"target_s", seconds_field(&PieParams::target)},
+          {"tupdate_s", seconds_field(&PieParams::tupdate)},
+          {"alpha", num_field(&PieParams::alpha)},
+          {"beta", num_field(&PieParams::beta)},
+          {"max_burst_s", seconds_field(&PieParams::max_burst)},
+          {"mark_ecn_threshold", num_field(&PieParams::mark_ecn_threshold)},
+          {"mean_packet_size", num_field(&PieParams::mean_packet_size)},
+          {"use_departure_rate", num_field(&PieParams::use_departure_rate)},
+          {"derandomize", num_field(&PieParams::derandomize)},
+          {"cap_drop_adjustment", num_field(&PieParams::cap_drop_adjustment)}}},
+        {AqmKind::spmaf, {}},
+        {AqmKind::las, {{"flow_idle_timeout_s", seconds_field(&LasParams::flow_idle_timeout)}}},
+        {AqmKind::tlas,
+         {{"threshold_packets", num_field(&TlasParams::threshold_packets)},
+          {"flow_idle_timeout_s", seconds_field(&TlasParams::flow_idle_timeout)}}},
+    };
+    return all.at(k);
+}
+
+const std::set<std::string> kAqmTimeFields = {"update_interval", "target",    "interval",
+                                              "tupdate",         "max_burst", "flow_idle_timeout"};
+
+std::vector<std::pair<std::string, std::string>> aqm_renames(aqm::AqmKind kind) {
+    std::vector<std::pair<std::string, std::string>> m;
+    const std::string k(aqm::to_string(kind));
+    for (const auto& f : kAqmTimeFields)
+        m.emplace_back(k + "." + f + ":", "aqm.params." + f + "_s:");
+    m.emplace_back(k + ".", "aqm.params.");
+    m.emplace_back("rate.capacity_bps", "aqm.params.capacity_bps");
+    m.emplace_back("rate.sample_bytes", "aqm.params.rate_sample_bytes");
+    m.emplace_back("rate.ema_weight", "aqm.params.rate_ema_weight");
+    m.emplace_back("aqm.limits", "queue.limit_bytes/limit_packets");
+    return m;
+}
+
+aqm::AqmConfig read_aqm(const ConfigNode& root) {
+    const ConfigNode a = root.child_or_empty("aqm");
+    std::vector<std::string> kinds;
+    for (std::size_t i = 0; i < aqm::kAqmKindCount; ++i)
+        kinds.emplace_back(aqm::to_string(static_cast<aqm::AqmKind>(i)));
+    const std::string kind_name = a.get<std::string>("kind", "droptail");
+    const auto kind = aqm::aqm_kind_from_string(kind_name);
+    if (!kind) {
+        std::string all;
+        for (const auto& k : kinds) all += (all.empty() ? "" : ", ") + k;
+        a.fail("kind", "'" + kind_name + "' not one of " + all);
+    }
+    aqm::AqmConfig c = aqm::default_config(*kind);
+    c.ecn = a.get<bool>("ecn", true);
+    c.seed = root.get<std::uint64_t>("seed", 1);
+    const ConfigNode params = a.child_or_empty("params");
+    if (!params.is_map()) a.fail("params", "must be a mapping");
+    const auto& setters = aqm_setters(*kind);
+    for (const auto& key : params.keys()) {
+        const auto it = setters.find(key);
+        if (it != setters.end()) {
+            it->second(c, params, key);
+        } else if (key == "capacity_bps") {
+            c.rate.capacity_bps = params.get<double>(key, 0.0, Range::non_negative());
+        } else if (key == "rate_sample_bytes") {
+            c.rate.sample_bytes = params.get<std::uint64_t>(key, c.rate.sample_bytes);
+        } else if (key == "rate_ema_weight") {
+            c.rate.ema_weight = params.get<double>(key, c.rate.ema_weight);
+        } else {
+            std::string known;
+            for (const auto& [k, _] : setters) known += (known.empty() ? "" : ", ") + k;
+            known += std::string(known.empty() ? "" : ", ") +
+                     "capacity_bps, rate_sample_bytes, rate_ema_weight";
+            params.fail(key, "unknown parameter for aqm kind " +
+                                 std::string(aqm::to_string(*kind)) + " (known: " + known + ")");
+        }
+    }
+    return c;
+}
+
+sched::policy_params read_scheduler(const ConfigNode& root, std::size_t n_users) {
+    const ConfigNode s = root.child_or_empty("scheduler");
+    const std::string kind = s.get_choice("kind", "pf", {"pf", "glambda", "rr", "maxrate", "wpf"});
+    const double alpha = s.get<double>("alpha", sched::kDefaultAlpha, Range::open_closed(0, 1));
+    if (kind != "glambda" && s.has("lambda")) s.fail("lambda", "only valid with kind glambda");
+    if (kind != "wpf" && s.has("weights")) s.fail("weights", "only valid with kind wpf");
+    sched::policy_params p;
+    if (kind == "pf") p = sched::pf_params{alpha};
+    if (kind == "rr") p = sched::round_robin_params{alpha};
+    if (kind == "maxrate") p = sched::max_rate_params{alpha};
+    if (kind == "glambda")
+        p = sched::glambda_params{alpha, s.get<double>("lambda", 1.0, Range::non_negative())};
+    if (kind == "wpf") {
+        auto w = s.require<std::vector<double>>("weights", Range::positive());
+        if (w.size() != n_users)
+            s.fail("weights",
+                   std::to_string(w.size()) + " weights for " + std::to_string(n_users) + " users");
+        p = sched::weighted_pf_params{alpha, std::move(w)};
+    }
+    return p;
+}
+
+}  // namespace
+
+ApdConfig load_apd_config(const std::string& path) {
+    const ConfigNode root = ConfigNode::load_file(path);
+    ApdConfig c;
+    ap::ApCoreParams& core = c.core;
+
+    c.tun = root.require<std::string>("tun");
+    if (c.tun.empty() || c.tun.size() > 15) root.fail("tun", "'" + c.tun + "' not a device name");
+    core.slot_s = root.require<double>("slot_s", Range::open_closed(0, 1));
+    core.lead_slots = root.get<std::uint32_t>("lead_slots", 4, Range::closed(0, 100000));
+    c.log_level = root.get_choice("log_level", "info",
+                                  {"trace", "debug", "info", "warn", "error", "critical", "off"});
+    root.get<std::uint64_t>("seed", 1);  // read again in read_aqm
+
+    const ConfigNode ep = root.child("endpoints");
+    c.ep_phy_requests = ep.require<std::string>("phy_requests");
+    c.ep_phy_grants = ep.require<std::string>("phy_grants");
+    c.ep_uplink = ep.require<std::string>("uplink");
+    for (const auto& [k, v] :
+         {std::pair{"phy_requests", c.ep_phy_requests}, std::pair{"phy_grants", c.ep_phy_grants},
+          std::pair{"uplink", c.ep_uplink}}) {
+        if (v.rfind("ipc://", 0) != 0 && v.rfind("tcp://", 0) != 0 && v.rfind("inproc://", 0) != 0)
+            ep.fail(k, "'" + v + "' is not an ipc://, tcp:// or inproc:// endpoint");
+        if (v.rfind("ipc://", 0) == 0 && v.size() - 6 > 107)
+            ep.fail(k, "'" + v + "' is longer than a Unix socket path (107 bytes)");
+    }
+    if (c.ep_phy_requests == c.ep_phy_grants || c.ep_phy_requests == c.ep_uplink ||
+        c.ep_phy_grants == c.ep_uplink)
+        root.fail("endpoints", "the three endpoints must differ");
+
+    // The same keys as oppsched-client's `zmq` section.
+    const ConfigNode z = root.child_or_empty("zmq");
+    c.zmq.send_hwm = c.zmq.recv_hwm = z.get<int>("hwm", 1000, Range::closed(1, 1e6));
+    c.zmq.send_timeout_ms = c.zmq.recv_timeout_ms =
+        z.get<int>("timeout_ms", 100, Range::closed(1, 60000));
+    c.zmq.max_msg_size = z.get<std::int64_t>(
+        "max_msg_bytes", static_cast<std::int64_t>(wire::kMaxFrameLen), Range::closed(64, 16e6));
+    c.tun_batch = z.get<std::size_t>("tun_batch", 64, Range::closed(1, 100000));
+
+    // ---- users ----
+    const ConfigNode users = root.child("users");
+    const auto items = users.items();
+    if (items.empty()) users.fail("", "must list at least one user");
+    core.users.assign(items.size(), ap::UserParams{});
+    std::vector<bool> seen(items.size(), false);
+    for (const auto& it : items) {
+        const auto id = it.require<std::uint32_t>("id", Range::closed(0, 65535));
+        if (id >= items.size())
+            it.fail("id", std::to_string(id) + " not in [0," + std::to_string(items.size() - 1) +
+                              "] (ids are 0..N-1)");
+        if (seen[id]) it.fail("id", std::to_string(id) + " is used twice");
+        seen[id] = true;
+        ap::UserParams& u = core.users[id];
+        u.name = it.require<std::string>("name");
+        u.addresses = it.get<std::vector<std::string>>("addresses", {});
+        u.queue_limit_bytes =
+            it.get_optional<std::size_t>("queue_limit_bytes", Range::closed(0, 1e12));
+        u.queue_limit_packets =
+            it.get_optional<std::size_t>("queue_limit_packets", Range::closed(0, 1e9));
+    }
+
+    // ---- queues and AQM ----
+    const ConfigNode q = root.child_or_empty("queue");
+    const std::string mode = q.get_choice("mode", "per_user", {"per_user", "shared"});
+    core.queue_mode = mode == "shared" ? aqm::QueueMode::shared : aqm::QueueMode::per_user;
+    core.aqm = read_aqm(root);
+    core.aqm.limits.bytes =
+        q.get_optional<std::size_t>("limit_bytes", Range::closed(0, 1e12)).value_or(0);
+    core.aqm.limits.packets =
+        q.get_optional<std::size_t>("limit_packets", Range::closed(0, 1e9)).value_or(50);
+    try {
+        aqm::validate(core.aqm);
+    } catch (const std::invalid_argument& e) {
+        rethrow_renamed(e, aqm_renames(core.aqm.kind()));
+    }
+    if (core.queue_mode == aqm::QueueMode::per_user) {
+        for (std::size_t i = 0; i < items.size(); ++i) {
+            const auto& u = core.users[i];
+            aqm::AqmConfig uc = core.aqm;
+            if (u.queue_limit_bytes) uc.limits.bytes = *u.queue_limit_bytes;
+            if (u.queue_limit_packets) uc.limits.packets = *u.queue_limit_packets;
+            try {
+                aqm::validate(uc);
+            } catch (const std::invalid_argument& e) {
+                auto m = aqm_renames(core.aqm.kind());
+                m.back().second = "users[id " + std::to_string(i) + "].queue_limit_bytes/packets";
+                rethrow_renamed(e, m);
+            }
+        }
+    }
+
+    // ---- CLAMP ----
+    const ConfigNode cl = root.child_or_empty("clamp");
+    core.clamp.enabled = cl.get<bool>("enabled", false);
+    core.clamp.router.a_bytes = cl.get<double>("a_bytes", 5500.0, Range::non_negative());
+    core.clamp.router.b = cl.get<double>("b", 1.0, Range::positive());
+    core.clamp.router.ema_rate_per_s = cl.get<double>("ema_rate_per_s", 2.0, Range::positive());
+    core.clamp.mu_init_slots = cl.get<std::uint32_t>("mu_init_slots", 32, Range::closed(1, 1e7));
+    core.clamp.mu_ema_weight = cl.get<double>("mu_ema_weight", 0.01, Range::open_closed(0, 1));
+    core.clamp.mu_floor_bps = cl.get<double>("mu_floor_bps", 1000.0, Range::positive());
+    try {
+        core.clamp.router.validate();
+    } catch (const std::invalid_argument& e) {
+        rethrow_renamed(e, {{"clamp.router.", "clamp."}});
+    }
+
+    // ---- scheduler ----
+    core.scheduler = read_scheduler(root, core.users.size());
+    try {
+        sched::scheduler_config sc;
+        sc.num_users = core.users.size();
+        sc.policy = core.scheduler;
+        sched::validate(sc);
+    } catch (const std::invalid_argument& e) {
+        rethrow_renamed(e, {{"sched.", "scheduler."}});
+    }
+
+    // ---- HARQ ----
+    const ConfigNode h = root.child_or_empty("harq");
+    core.harq.num_processes =
+        h.get<std::uint32_t>("processes", 8, Range::closed(1, harq::kMaxProcesses));
+    core.harq.max_transmissions =
+        h.get<std::uint32_t>("max_transmissions", 5, Range::closed(1, harq::kMaxTransmissions));
+    core.harq.rv_sequence =
+        h.get<std::vector<std::uint8_t>>("rv_sequence", {0, 2, 3, 1}, Range::closed(0, 3));
+    core.harq.feedback_timeout_slots =
+        h.get<std::int64_t>("feedback_timeout_slots", 16, Range::closed(2, 1e6));
+    // Default: the earliest slot the feedback of slot s can act on (ap_core.h), below the timeout.
+    const std::int64_t delay_default =
+        std::min<std::int64_t>(core.lead_slots + 2, core.harq.feedback_timeout_slots - 1);
+    core.harq.feedback_delay_slots =
+        h.get<std::int64_t>("feedback_delay_slots", delay_default, Range::closed(1, 1e6));
+    try {
+        harq::harq_config hc = core.harq;
+        hc.num_users = static_cast<std::uint32_t>(core.users.size());
+        harq::validate(hc);
+    } catch (const std::invalid_argument& e) {
+        rethrow_renamed(e, {{"harq.num_processes", "harq.processes"}});
+    }
+
+    // ---- link adaptation ----
+    const ConfigNode la = root.child_or_empty("link_adaptation");
+    const std::string table = la.get<std::string>("table", "evdo");
+    linkadapt::ofdm_numerology num;
+    num.sample_rate_hz = la.get<double>("ofdm_sample_rate_hz", 1e6, Range::positive());
+    // The abstract PHY's `clamp` section (same names, same defaults): both sides must build
+    // the same `clamp` table.
+    const ConfigNode lc = la.child_or_empty("clamp");
+    ap::ClampTableParams ct;
+    ct.w0_hz = lc.get<double>("w0_hz", ct.w0_hz, Range::closed(1, 1e12));
+    ct.cmax_bps = lc.get<double>("cmax_bps", ct.cmax_bps, Range::closed(1, 1e12));
+    ct.levels = lc.get<std::uint32_t>("levels", ct.levels, Range::closed(1, 255));
+    try {
+        if (auto t = ap::mcs_table_by_name(table, num, ct)) {
+            core.table = *t;
+        } else {
+            std::ifstream in(table);
+            if (!in)
+                la.fail("table", "'" + table +
+                                     "' is neither evdo, ofdm_provisional, clamp nor a "
+                                     "readable CSV file");
+            std::stringstream ss;
+            ss << in.rdbuf();
+            auto r = linkadapt::mcs_table::from_csv(ss.str(), table);
+            if (!r) la.fail("table", "'" + table + "': " + r.error());
+            core.table = r.value();
+        }
+    } catch (const daemon::ConfigError&) {
+        throw;
+    } catch (const std::invalid_argument& e) {
+        la.fail("table", "'" + table + "': " + e.what());
+    }
+    core.olla_enabled = la.get<bool>("olla", true);
+    core.olla.target_bler = la.get<double>("target_bler", 0.1);
+    core.olla.delta_down_db = la.get<double>("delta_down_db", 0.5);
+    core.olla.delta_up_db = la.get<double>("delta_up_db", 0.0);
+    core.olla.min_offset_db = la.get<double>("min_offset_db", -10.0);
+    core.olla.max_offset_db = la.get<double>("max_offset_db", 10.0);
+    core.olla.initial_offset_db = la.get<double>("initial_offset_db", 0.0);
+    try {
+        linkadapt::olla check(core.olla);
+    } catch (const std::invalid_argument& e) {
+        rethrow_renamed(e, {{"olla.", "link_adaptation."}});
+    }
+
+    // ---- slot clock ----
+    const ConfigNode sc = root.child_or_empty("slot_clock");
+    core.restart_backjump_slots =
+        sc.get<std::int64_t>("restart_backjump_slots", 1000, Range::closed(1, 1e12));
+    core.grant_cache = sc.get<std::uint32_t>("grant_cache", 64, Range::closed(1, 1e6));
+
+    // ---- traces ----
+    const ConfigNode tr = root.child_or_empty("traces");
+    c.trace_slots = tr.get<std::string>("slots", "");
+    c.trace_packets = tr.get<std::string>("packets", "");
+    c.stats_path = tr.get<std::string>("stats", "");
+    core.record_slots = !c.trace_slots.empty();
+    core.record_packets = !c.trace_packets.empty();
+
+    root.check_no_unknown_keys();
+    core.validate();  // the combinations (addresses, limits, table vs slot)
+
+    // Every grant must fit a message: frame header 16 + SlotGrant fields 17 + TB + CRC 4.
+    std::size_t max_tb = 0;
+    for (std::size_t m = 0; m < core.table.size(); ++m)
+        max_tb = std::max<std::size_t>(
+            max_tb,
+            std::min<std::size_t>(core.table.bytes_per_slot(static_cast<int>(m), core.slot_s),
+                                  pdu::kMaxPduBytes));
+    const std::size_t max_grant = wire::kHeaderLen + 17 + max_tb + wire::kTrailerLen;
+    if (static_cast<std::size_t>(c.zmq.max_msg_size) < max_grant)
+        z.fail("max_msg_bytes", std::to_string(c.zmq.max_msg_size) + " < " +
+                                    std::to_string(max_grant) + ", the largest SlotGrant (table " +
+                                    core.table.name() + ", slot_s " + std::to_string(core.slot_s) +
+                                    ")");
+    return c;
+}
+
+}  // namespace oppsched::apd

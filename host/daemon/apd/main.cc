@@ -1,0 +1,397 @@
+// oppsched-apd: the AP MAC daemon (docs/daemons.md).
+//
+//   oppsched-apd --config apd.yaml [--check]
+//
+// Order of start-up (each step needs the previous one, see the common library's headers):
+//   1. configuration (strict; any error: message naming the field, exit 2, nothing opened);
+//      --check stops here with exit 0;
+//   2. signals blocked + signalfd (before any thread exists);
+//   3. the persistent TUN opened by name, the trace files opened;
+//   4. every capability dropped (single-threaded: capabilities are per thread);
+//   5. ZeroMQ context and sockets (phy_requests PULL, phy_grants PUSH, uplink PULL, all bound).
+// Main loop: zmq::poll over uplink, phy_requests, the TUN fd and the signal fd. A malformed
+// message is counted per endpoint and logged at most once a second; a dead PHY or client
+// only means nothing arrives (grants are sent non-blocking and counted when nobody takes
+// them). SIGTERM/SIGINT: the current message is finished, traces flushed, stats written,
+// exit 0. SIGUSR1: stats written now.
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include "apd_config.h"
+#include "oppsched/ap_core.h"
+#include "oppsched/daemon/config.h"
+#include "oppsched/daemon/csv_writer.h"
+#include "oppsched/daemon/log.h"
+#include "oppsched/daemon/privileges.h"
+#include "oppsched/daemon/signals.h"
+#include "oppsched/daemon/stats.h"
+#include "oppsched/daemon/tun.h"
+#include "oppsched/daemon/zmq_endpoint.h"
+#include "oppsched/version.h"
+#include "oppsched/wire.h"
+
+namespace oppsched::apd {
+namespace {
+
+constexpr int kExitConfig = 2;
+constexpr int kExitRuntime = 1;
+constexpr std::size_t kMaxMessagesPerTurn = 256;  // per socket, so no input starves another
+
+void usage(std::FILE* f) {
+    std::fprintf(f,
+                 "usage: oppsched-apd --config apd.yaml [--check]\n"
+                 "  --config FILE  the daemon's configuration (docs/daemons.md)\n"
+                 "  --check        validate the configuration and exit (0 valid, 2 invalid)\n");
+}
+
+class Apd final {
+  public:
+    explicit Apd(ApdConfig cfg) : cfg_(std::move(cfg)) {}
+
+    int run();
+
+  private:
+    void open_traces();
+    void write_traces(bool final);
+    void write_stats();
+    void fill_stats();
+    void on_phy_message(const std::vector<std::uint8_t>& msg);
+    void on_uplink_message(const std::vector<std::uint8_t>& msg);
+    void read_tun();
+    void malformed(const char* endpoint, const std::string& why);
+
+    ApdConfig cfg_;
+    std::unique_ptr<ap::ApCore> core_;
+    std::unique_ptr<daemon::SignalSet> signals_;
+    std::unique_ptr<daemon::TunDevice> tun_;
+    std::unique_ptr<daemon::CsvWriter> slots_csv_;
+    std::unique_ptr<daemon::CsvWriter> packets_csv_;
+    std::unique_ptr<zmq::context_t> ctx_;
+    std::unique_ptr<daemon::PullEndpoint> phy_requests_;
+    std::unique_ptr<daemon::PushEndpoint> phy_grants_;
+    std::unique_ptr<daemon::PullEndpoint> uplink_;
+    daemon::Stats stats_;
+    daemon::RateLimitedLog rlog_;
+    wire::SeqTracker phy_seq_;
+    std::vector<wire::SeqTracker> uplink_seq_;  // per user
+    std::uint64_t phy_restarts_seen_ = 0;
+    std::uint32_t grant_seq_ = 0;
+    std::vector<std::uint8_t> buf_;
+    time_ns started_ = 0;
+};
+
+void Apd::malformed(const char* endpoint, const std::string& why) {
+    ++stats_.counter(std::string("malformed.") + endpoint);
+    rlog_.warn(std::string("malformed.") + endpoint, "{}: malformed message dropped: {}", endpoint,
+               why);
+}
+
+void Apd::open_traces() {
+    if (!cfg_.trace_slots.empty()) {
+        std::vector<std::string> h = {"slot", "t_ns", "user", "mcs",     "tb_bytes", "harq_pid",
+                                      "rv",   "ndi",  "retx", "outcome", "late"};
+        for (const auto& u : core_->params().users) {
+            h.push_back("cqi." + u.name);
+            h.push_back("queue." + u.name);
+            h.push_back("price." + u.name);
+        }
+        slots_csv_ = std::make_unique<daemon::CsvWriter>(cfg_.trace_slots, h);
+    }
+    if (!cfg_.trace_packets.empty())
+        packets_csv_ = std::make_unique<daemon::CsvWriter>(
+            cfg_.trace_packets,
+            std::vector<std::string>{"t_ns", "event", "user", "packet_id", "bytes", "reason"});
+}
+
+void Apd::write_traces(bool final) {
+    if (slots_csv_) {
+        auto rows = final ? core_->final_rows() : core_->take_slot_rows();
+        for (const auto& r : rows) {
+            auto& w = *slots_csv_;
+            w.field(r.slot).field(std::int64_t{r.t_ns}).field(r.user).field(r.mcs);
+            w.field(std::uint64_t{r.tb_bytes}).field(r.harq_pid).field(r.rv).field(r.ndi);
+            w.field(r.retx).field(std::string_view(r.outcome)).field(r.late ? 1 : 0);
+            for (std::size_t u = 0; u < r.cqi.size(); ++u)
+                w.field(r.cqi[u]).field(r.queue[u]).field(r.price[u]);
+            w.end_row();
+        }
+    }
+    if (packets_csv_) {
+        for (const auto& r : core_->take_packet_records()) {
+            packets_csv_->field(std::int64_t{r.t}).field(r.event).field(r.user);
+            packets_csv_->field(r.packet_id)
+                .field(std::uint64_t{r.bytes})
+                .field(std::string_view(r.reason));
+            packets_csv_->end_row();
+        }
+    }
+    if (final) {
+        if (slots_csv_) slots_csv_->flush();
+        if (packets_csv_) packets_csv_->flush();
+    }
+}
+
+void Apd::write_stats() {
+    if (cfg_.stats_path.empty()) return;
+    try {
+        fill_stats();
+    } catch (const std::exception& e) {  // e.g. user names that nest into each other
+        rlog_.warn("stats.fill", "stats: {}", e.what());
+    }
+    if (!stats_.write_json(cfg_.stats_path))
+        rlog_.warn("stats", "cannot write {}: {}", cfg_.stats_path, std::strerror(errno));
+}
+
+void Apd::fill_stats() {
+    daemon::Stats& s = stats_;
+    s.set("version", std::string(oppsched::version()));
+    s.set("uptime_s", to_seconds(daemon::monotonic_ns() - started_));
+    for (const auto& [k, v] : core_->counters()) s.set("core." + k, v);
+    for (const auto& [k, v] : core_->gauges()) s.set("core." + k, v);
+    auto pull = [&s](const std::string& n, const daemon::PullEndpoint* ep) {
+        if (!ep) return;
+        s.set("zmq." + n + ".received", ep->stats().received);
+        s.set("zmq." + n + ".dropped_oversized", ep->stats().dropped_oversized);
+        s.set("zmq." + n + ".dropped_multipart", ep->stats().dropped_multipart);
+        s.set("zmq." + n + ".recv_errors", ep->stats().recv_errors);
+    };
+    pull("phy_requests", phy_requests_.get());
+    pull("uplink", uplink_.get());
+    if (phy_grants_) {
+        s.set("zmq.phy_grants.sent", phy_grants_->stats().sent);
+        s.set("zmq.phy_grants.dropped_no_peer", phy_grants_->stats().dropped_no_peer);
+        s.set("zmq.phy_grants.dropped_oversized", phy_grants_->stats().dropped_oversized);
+        s.set("zmq.phy_grants.send_errors", phy_grants_->stats().send_errors);
+    }
+    auto seq = [&s](const std::string& n, const wire::SeqTracker& t) {
+        s.set("seq." + n + ".received", t.stats().received);
+        s.set("seq." + n + ".lost", t.stats().lost);
+        s.set("seq." + n + ".out_of_order", t.stats().out_of_order);
+        s.set("seq." + n + ".restarts", t.stats().restarts);
+    };
+    seq("phy_requests", phy_seq_);
+    for (std::size_t u = 0; u < uplink_seq_.size(); ++u)
+        seq("uplink." + core_->params().users[u].name, uplink_seq_[u]);
+    if (tun_) {
+        const auto& t = tun_->stats();
+        s.set("tun.rx_packets", t.rx_packets);
+        s.set("tun.rx_bytes", t.rx_bytes);
+        s.set("tun.rx_errors", t.rx_errors);
+        s.set("tun.tx_packets", t.tx_packets);
+        s.set("tun.tx_bytes", t.tx_bytes);
+        s.set("tun.tx_errors", t.tx_errors);
+        s.set("tun.tx_would_block", t.tx_would_block);
+    }
+    if (slots_csv_) {
+        s.set("traces.slots_rows", slots_csv_->rows());
+        s.set("traces.slots_errors", slots_csv_->errors());
+    }
+    if (packets_csv_) {
+        s.set("traces.packets_rows", packets_csv_->rows());
+        s.set("traces.packets_errors", packets_csv_->errors());
+    }
+    // Every counter the loop may touch exists from the start (0 rather than absent).
+    for (const char* ep : {"phy_requests", "uplink"}) {
+        s.counter(std::string("malformed.") + ep);
+        s.counter(std::string("unexpected_type.") + ep);
+    }
+    s.counter("uplink.unknown_user");
+}
+
+void Apd::on_phy_message(const std::vector<std::uint8_t>& msg) {
+    auto r = wire::decode(msg, static_cast<std::size_t>(cfg_.zmq.max_msg_size));
+    if (!r) return malformed("phy_requests", r.error());
+    phy_seq_.on_receive(r->seq);
+    if (phy_seq_.stats().restarts > phy_restarts_seen_) {
+        phy_restarts_seen_ = phy_seq_.stats().restarts;
+        spdlog::info("phy_requests: the PHY restarted (sequence back at 0)");
+        core_->on_phy_restart();
+    }
+    const auto* req = std::get_if<wire::SlotRequest>(&r->msg);
+    if (!req) {
+        ++stats_.counter("unexpected_type.phy_requests");
+        rlog_.warn("unexpected.phy_requests", "phy_requests: unexpected {} message dropped",
+                   wire::to_string(wire::type_of(r->msg)));
+        return;
+    }
+    const wire::SlotGrant g =
+        core_->on_slot_request(daemon::monotonic_ns(), req->slot, req->air_time_ns);
+    const auto bytes = wire::encode(g, grant_seq_++);
+    if (!phy_grants_->send(bytes))
+        rlog_.warn("grant_not_sent", "phy_grants: grant for slot {} not sent (no PHY connected?)",
+                   g.slot);
+}
+
+void Apd::on_uplink_message(const std::vector<std::uint8_t>& msg) {
+    auto r = wire::decode(msg, static_cast<std::size_t>(cfg_.zmq.max_msg_size));
+    if (!r) return malformed("uplink", r.error());
+    const auto* cqi = std::get_if<wire::CqiReport>(&r->msg);
+    const auto* fb = std::get_if<wire::HarqFeedback>(&r->msg);
+    const auto* pkt = std::get_if<wire::UplinkPacket>(&r->msg);
+    if (!cqi && !fb && !pkt) {
+        ++stats_.counter("unexpected_type.uplink");
+        rlog_.warn("unexpected.uplink", "uplink: unexpected {} message dropped",
+                   wire::to_string(wire::type_of(r->msg)));
+        return;
+    }
+    const std::uint16_t user = cqi ? cqi->user : fb ? fb->user : pkt->user;
+    if (user >= uplink_seq_.size()) {
+        ++stats_.counter("uplink.unknown_user");
+        rlog_.warn("uplink.unknown_user", "uplink: message from unknown user {} dropped", user);
+        return;
+    }
+    uplink_seq_[user].on_receive(r->seq);
+    if (cqi) {
+        core_->on_cqi(cqi->user, cqi->slot, cqi->snr_db, cqi->cqi);
+    } else if (fb) {
+        core_->on_harq_feedback(fb->user, fb->slot, fb->harq_pid, fb->ack);
+    } else {
+        // Toward the servers: the kernel routes it out of the AP namespace.
+        if (pkt->packet.empty()) return malformed("uplink", "empty UplinkPacket");
+        if (!tun_->write(pkt->packet.data(), pkt->packet.size()))
+            rlog_.warn("tun.write", "{}: write failed: {}", tun_->name(), std::strerror(errno));
+    }
+}
+
+void Apd::read_tun() {
+    buf_.resize(65536);
+    for (std::size_t i = 0; i < cfg_.tun_batch; ++i) {
+        const long n = tun_->read(buf_.data(), buf_.size());
+        if (n == 0) return;
+        if (n < 0) {
+            rlog_.warn("tun.read", "{}: read failed: {}", tun_->name(), std::strerror(errno));
+            return;
+        }
+        core_->on_downlink_packet(daemon::monotonic_ns(),
+                                  std::vector<std::uint8_t>(buf_.begin(), buf_.begin() + n));
+    }
+}
+
+int Apd::run() {
+    started_ = daemon::monotonic_ns();
+    core_ = std::make_unique<ap::ApCore>(cfg_.core);
+    uplink_seq_.assign(core_->users(), wire::SeqTracker{});
+    try {
+        signals_ = std::make_unique<daemon::SignalSet>();
+        tun_ = daemon::TunDevice::open(cfg_.tun);
+        open_traces();
+        const auto dropped = daemon::drop_all_capabilities();
+        spdlog::info("{}", dropped.summary());
+        ctx_ = std::make_unique<zmq::context_t>(1);
+        phy_requests_ = std::make_unique<daemon::PullEndpoint>(
+            *ctx_, "phy_requests", cfg_.ep_phy_requests, daemon::Role::bind, cfg_.zmq);
+        phy_grants_ = std::make_unique<daemon::PushEndpoint>(
+            *ctx_, "phy_grants", cfg_.ep_phy_grants, daemon::Role::bind, cfg_.zmq);
+        uplink_ = std::make_unique<daemon::PullEndpoint>(*ctx_, "uplink", cfg_.ep_uplink,
+                                                         daemon::Role::bind, cfg_.zmq);
+    } catch (const std::exception& e) {
+        spdlog::error("start-up failed: {}", e.what());
+        return kExitRuntime;
+    }
+    spdlog::info("oppsched-apd {}: {} users on {}, requests {}, grants {}, uplink {}",
+                 oppsched::version(), core_->users(), cfg_.tun, cfg_.ep_phy_requests,
+                 cfg_.ep_phy_grants, cfg_.ep_uplink);
+    write_stats();
+
+    std::vector<std::uint8_t> msg;
+    bool stop = false;
+    int stop_signal = 0;
+    while (!stop) {
+        zmq::pollitem_t items[] = {
+            uplink_->pollitem(),
+            phy_requests_->pollitem(),
+            {nullptr, tun_->fd(), ZMQ_POLLIN, 0},
+            {nullptr, signals_->fd(), ZMQ_POLLIN, 0},
+        };
+        try {
+            zmq::poll(items, 4, std::chrono::milliseconds(200));
+        } catch (const zmq::error_t& e) {
+            if (e.num() != EINTR) {
+                spdlog::error("zmq::poll: {}", e.what());
+                return kExitRuntime;
+            }
+            continue;
+        }
+        if (items[3].revents & ZMQ_POLLIN) {
+            const auto p = signals_->drain();
+            if (p.dump_stats) {  // stats now, and the traces so far readable
+                write_traces(false);
+                if (slots_csv_) slots_csv_->flush();
+                if (packets_csv_) packets_csv_->flush();
+                write_stats();
+            }
+            if (p.stop) {
+                stop = true;
+                stop_signal = p.stop_signal;
+            }
+        }
+        // Feedback first: it frees HARQ processes for the grants answered just after.
+        for (std::size_t i = 0; i < kMaxMessagesPerTurn && uplink_->receive(msg); ++i)
+            on_uplink_message(msg);
+        for (std::size_t i = 0; i < kMaxMessagesPerTurn && phy_requests_->receive(msg); ++i)
+            on_phy_message(msg);
+        if (items[2].revents & ZMQ_POLLIN) read_tun();
+        write_traces(false);
+    }
+    spdlog::info("signal {} ({}): stopping", stop_signal, strsignal(stop_signal));
+    write_traces(true);
+    write_stats();
+    return 0;
+}
+
+}  // namespace
+}  // namespace oppsched::apd
+
+int main(int argc, char** argv) {
+    using namespace oppsched;
+    std::string config;
+    bool check = false;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--config" && i + 1 < argc) {
+            config = argv[++i];
+        } else if (a.rfind("--config=", 0) == 0) {
+            config = a.substr(9);
+        } else if (a == "--check") {
+            check = true;
+        } else if (a == "-h" || a == "--help") {
+            apd::usage(stdout);
+            return 0;
+        } else {
+            std::fprintf(stderr, "oppsched-apd: unknown argument '%s'\n", a.c_str());
+            apd::usage(stderr);
+            return apd::kExitConfig;
+        }
+    }
+    daemon::init_logging("apd");
+    if (config.empty()) {
+        apd::usage(stderr);
+        return apd::kExitConfig;
+    }
+    apd::ApdConfig cfg;
+    try {
+        cfg = apd::load_apd_config(config);
+        daemon::init_logging("apd", cfg.log_level);
+        ap::ApCore validate_only(cfg.core);  // every combination, before anything is opened
+    } catch (const std::exception& e) {
+        spdlog::error("{}: {}", config, e.what());
+        return apd::kExitConfig;
+    }
+    if (check) {
+        spdlog::info("{}: valid", config);
+        return 0;
+    }
+    try {
+        return apd::Apd(std::move(cfg)).run();
+    } catch (const std::exception& e) {
+        spdlog::critical("fatal: {}", e.what());
+        return apd::kExitRuntime;
+    }
+}

@@ -1,0 +1,564 @@
+// oppsched-client: the client agent of one user (docs/daemons.md).
+//
+//   oppsched-client --config client.yaml [--check]
+//
+// PHY RX --(rx_<user>, PULL, bound here)--> RxIndication --> client::ClientCore
+//   --> delivered IP packets --> TUN (the client's radio interface)
+//   --> HARQ feedback, CQI reports --> UplinkDelay (uplink_delay_ms) --> uplink PUSH
+// TUN --> ClientCore::on_uplink_packet (CLAMP rewrites ACK windows) --> UplinkDelay --> uplink
+//
+// All the logic is in the MAC library (client_core.h, tested with a fake clock); this file
+// is configuration, sockets, the TUN, timers, stats and traces. One thread, one poll loop
+// over: the rx socket, the TUN fd, a timerfd (uplink delay line, reassembly timeouts) and a
+// signalfd (SIGTERM/SIGINT: stop; SIGUSR1: stats now).
+//
+// Exit status: 0 after SIGTERM/SIGINT (stats and traces written); 2 for a bad command line
+// or configuration (nothing opened); 1 for a start-up failure (TUN, sockets, files).
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <regex>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include "oppsched/client_core.h"
+#include "oppsched/daemon/config.h"
+#include "oppsched/daemon/csv_writer.h"
+#include "oppsched/daemon/log.h"
+#include "oppsched/daemon/privileges.h"
+#include "oppsched/daemon/signals.h"
+#include "oppsched/daemon/stats.h"
+#include "oppsched/daemon/tun.h"
+#include "oppsched/daemon/zmq_endpoint.h"
+#include "oppsched/wire.h"
+
+namespace {
+
+using namespace oppsched;
+using daemon::ConfigNode;
+using daemon::Range;
+
+constexpr int kExitConfig = 2;
+constexpr int kExitStartup = 1;
+// Messages / packets handled per readiness event before the timers get a look: bounds the
+// lateness of uplink frames under a burst.
+constexpr int kBatch = 64;
+// ZeroMQ itself drops (and disconnects) a peer sending more than ZMQ_MAXMSGSIZE without
+// telling us; keep that limit well above a wire frame so that oversized garbage reaches
+// wire::decode and is counted as malformed.
+constexpr std::int64_t kRxZmqMaxMsg = 1 << 20;
+constexpr time_ns kHousekeeping = 200 * kNsPerMs;
+
+// ---------------------------------------------------------------------------------------
+// Configuration (docs/daemons.md, "oppsched-client configuration").
+
+struct Config {
+    std::uint16_t user = 0;
+    std::string name;
+    std::string tun;
+    std::string rx_endpoint, uplink_endpoint;
+    int hwm = 1000;
+    int socket_timeout_ms = 100;
+    client::ClientCoreParams core;
+    client::UplinkDelayParams uplink;
+    std::string windows_trace, events_trace, stats_path;
+    std::string log_level = "info";
+};
+
+std::string dirname_of(const std::string& path) {
+    const auto slash = path.rfind('/');
+    if (slash == std::string::npos) return ".";
+    return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+void check_endpoint(const ConfigNode& n, const std::string& key, const std::string& v) {
+    static const std::regex re(R"(^(ipc://.+|tcp://.+:[0-9]+|inproc://.+)$)");
+    if (!std::regex_match(v, re))
+        n.fail(key, "'" + v + "' is not an ipc://PATH, tcp://HOST:PORT or inproc:// endpoint");
+    if (v.rfind("ipc://", 0) == 0 && v.size() - 6 > 107)
+        n.fail(key, "'" + v + "' is longer than a Unix socket path (107 bytes)");
+}
+
+Config load_config(const std::string& path) {
+    const ConfigNode root = ConfigNode::load_file(path);
+    Config c;
+    c.user = root.require<std::uint16_t>("user");
+    c.name = root.require<std::string>("name");
+    if (!std::regex_match(c.name, std::regex(R"(^[A-Za-z0-9_.-]{1,64}$)")))
+        root.fail("name", "'" + c.name + "' is not 1..64 of [A-Za-z0-9_.-]");
+    c.tun = root.require<std::string>("tun");
+    if (c.tun.empty() || c.tun.size() > 15 || c.tun.find('/') != std::string::npos)
+        root.fail("tun", "'" + c.tun + "' is not an interface name (1..15 chars, no '/')");
+
+    const ConfigNode ep = root.child("endpoints");
+    c.rx_endpoint = ep.require<std::string>("rx");
+    check_endpoint(ep, "rx", c.rx_endpoint);
+    c.uplink_endpoint = ep.require<std::string>("uplink");
+    check_endpoint(ep, "uplink", c.uplink_endpoint);
+
+    const ConfigNode z = root.child_or_empty("zmq");
+    c.hwm = z.get<int>("hwm", 1000, Range::closed(1, 1e6));
+    c.socket_timeout_ms = z.get<int>("timeout_ms", 100, Range::closed(1, 60000));
+
+    const double delay_ms = root.get<double>("uplink_delay_ms", 1.0, Range::closed(0, 10000));
+    c.uplink.delay = static_cast<time_ns>(delay_ms * kNsPerMs + 0.5);
+
+    const ConfigNode cqi = root.child_or_empty("cqi");
+    c.core.user = c.user;
+    c.core.cqi_period_slots =
+        cqi.get<std::uint32_t>("period_slots", 1, Range::closed(1, 1'000'000));
+
+    const ConfigNode ra = root.child_or_empty("reassembly");
+    c.core.reassembly.window = ra.get<std::uint32_t>("window", 64, Range::closed(1, 1 << 20));
+    const double ra_timeout_ms = ra.get<double>("timeout_ms", 50.0, Range::open_closed(0, 60000));
+    c.core.reassembly.timeout = static_cast<time_ns>(ra_timeout_ms * kNsPerMs + 0.5);
+    c.core.reassembly.max_bytes = static_cast<std::size_t>(
+        ra.get<std::uint64_t>("max_bytes", 1 << 20, Range::closed(65535, 1ull << 32)));
+
+    const ConfigNode cl = root.child_or_empty("clamp");
+    auto& k = c.core.clamp;
+    k.enabled = cl.get<bool>("enabled", false);
+    k.agent.tau_bytes = cl.get<double>("tau_bytes", 500.0, Range::positive());
+    k.agent.alpha_packets = cl.get<std::uint32_t>("alpha_packets", 1000, Range::closed(1, 1e8));
+    k.agent.beta = cl.get<double>("beta", 0.001, Range::open(0, 1));
+    k.mss_bytes = cl.get<std::uint32_t>("mss", 0, Range::closed(0, 65535));
+    if (k.mss_bytes != 0 && k.mss_bytes < 64)
+        cl.fail("mss", std::to_string(k.mss_bytes) + " not 0 (learn) or in [64, 65535]");
+    const double pt_ms = cl.get<double>("price_timeout_ms", 1000.0, Range::open_closed(0, 60000));
+    k.price_timeout = static_cast<time_ns>(pt_ms * kNsPerMs + 0.5);
+    k.agent.max_increase_bytes = cl.get<double>("max_increase_bytes", 10000.0, Range::positive());
+    k.agent.min_window_bytes = cl.get<double>("min_window_bytes", 0.0, Range::non_negative());
+    k.agent.slow_start_threshold_bytes =
+        cl.get<double>("slow_start_threshold_bytes", 0.0, Range::non_negative());
+    k.agent.dupack_threshold = cl.get<int>("dupack_threshold", 3, Range::closed(1, 1000));
+    k.max_flows = cl.get<std::uint32_t>("max_flows", 1024, Range::closed(1, 1e6));
+    const double idle_s =
+        cl.get<double>("flow_idle_timeout_s", 300.0, Range::open_closed(0, 86400));
+    k.flow_idle_timeout = static_cast<time_ns>(idle_s * kNsPerSec);
+
+    const ConfigNode tr = root.child_or_empty("traces");
+    c.windows_trace = tr.get<std::string>("windows", "");
+    c.stats_path = tr.get<std::string>("stats", "");
+    // The fail-open/resume events (client_core.h): by default beside the stats file.
+    const std::string events_default =
+        (k.enabled && !c.stats_path.empty())
+            ? dirname_of(c.stats_path) + "/client." + c.name + ".events.csv"
+            : "";
+    c.events_trace = tr.get<std::string>("events", events_default);
+
+    c.log_level =
+        root.get_choice("log_level", "info", {"trace", "debug", "info", "warn", "error", "off"});
+    root.check_no_unknown_keys();
+
+    // Second line of defence: the library's own validation (names its fields).
+    c.core.validate();
+    c.uplink.validate();
+    return c;
+}
+
+// ---------------------------------------------------------------------------------------
+
+class TimerFd final {
+  public:
+    TimerFd() : fd_(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)) {
+        if (fd_ < 0)
+            throw std::runtime_error(std::string("timerfd_create: ") + std::strerror(errno));
+    }
+    ~TimerFd() { ::close(fd_); }
+    TimerFd(const TimerFd&) = delete;
+    TimerFd& operator=(const TimerFd&) = delete;
+    int fd() const { return fd_; }
+    // Arms at absolute CLOCK_MONOTONIC time `t` (nullopt: disarms). A time in the past
+    // fires at once.
+    void arm(std::optional<time_ns> t) {
+        if (t == armed_) return;
+        itimerspec its{};
+        if (t) {
+            const time_ns v = std::max<time_ns>(*t, 1);
+            its.it_value.tv_sec = v / kNsPerSec;
+            its.it_value.tv_nsec = v % kNsPerSec;
+        }
+        ::timerfd_settime(fd_, TFD_TIMER_ABSTIME, &its, nullptr);
+        armed_ = t;
+    }
+    void clear() {
+        std::uint64_t n;
+        while (::read(fd_, &n, sizeof n) == sizeof n) {
+        }
+        armed_.reset();
+    }
+
+  private:
+    int fd_;
+    std::optional<time_ns> armed_;
+};
+
+std::optional<time_ns> earliest(std::optional<time_ns> a, std::optional<time_ns> b) {
+    if (!a) return b;
+    if (!b) return a;
+    return std::min(*a, *b);
+}
+
+struct RxCounters {
+    std::uint64_t malformed = 0;   // wire::decode failed (includes oversized frames)
+    std::uint64_t oversized = 0;   // of which longer than wire::kMaxFrameLen
+    std::uint64_t wrong_type = 0;  // a valid frame that is not an RxIndication
+};
+
+class ClientDaemon final {
+  public:
+    ClientDaemon(const Config& cfg, daemon::SignalSet& signals)
+        : cfg_(cfg), signals_(signals), core_(cfg.core), uplink_delay_(cfg.uplink) {}
+
+    // Opens the TUN and the trace files, drops capabilities, then creates the sockets.
+    void start() {
+        tun_ = daemon::TunDevice::open(cfg_.tun);
+        if (!cfg_.windows_trace.empty() && cfg_.core.clamp.enabled)
+            windows_ = std::make_unique<daemon::CsvWriter>(
+                cfg_.windows_trace, std::vector<std::string>{"t_ns", "flow", "price_s", "w_bytes",
+                                                             "awnd_os_bytes", "advertised_bytes"});
+        if (!cfg_.events_trace.empty())
+            events_ = std::make_unique<daemon::CsvWriter>(
+                cfg_.events_trace, std::vector<std::string>{"t_ns", "event", "detail"});
+        // docs/daemons.md: after opening its TUN the client keeps no capability. Before the
+        // ZeroMQ context: its I/O threads would otherwise keep them.
+        const auto drop = daemon::drop_all_capabilities();
+        spdlog::info("capabilities dropped: {}", drop.summary());
+
+        ctx_ = std::make_unique<zmq::context_t>(1);
+        daemon::SocketOptions rx_opt;
+        rx_opt.recv_hwm = cfg_.hwm;
+        rx_opt.send_hwm = cfg_.hwm;
+        rx_opt.recv_timeout_ms = cfg_.socket_timeout_ms;
+        rx_opt.send_timeout_ms = cfg_.socket_timeout_ms;
+        rx_opt.max_msg_size = kRxZmqMaxMsg;
+        rx_opt.immediate = false;
+        rx_ = std::make_unique<daemon::PullEndpoint>(*ctx_, "endpoints.rx", cfg_.rx_endpoint,
+                                                     daemon::Role::bind, rx_opt);
+        daemon::SocketOptions up_opt = rx_opt;
+        up_opt.max_msg_size = static_cast<std::int64_t>(wire::kMaxFrameLen);
+        up_opt.immediate = true;
+        up_ = std::make_unique<daemon::PushEndpoint>(
+            *ctx_, "endpoints.uplink", cfg_.uplink_endpoint, daemon::Role::connect, up_opt);
+        started_ns_ = daemon::monotonic_ns();
+        spdlog::info("user {} ({}): tun {}, rx {} (bound), uplink {}, uplink delay {} ms, clamp {}",
+                     cfg_.user, cfg_.name, cfg_.tun, cfg_.rx_endpoint, cfg_.uplink_endpoint,
+                     static_cast<double>(cfg_.uplink.delay) / kNsPerMs,
+                     cfg_.core.clamp.enabled ? "on" : "off");
+    }
+
+    int run() {
+        std::vector<std::uint8_t> msg;
+        std::vector<std::uint8_t> buf(65536);
+        time_ns next_housekeeping = daemon::monotonic_ns() + kHousekeeping;
+        for (;;) {
+            timer_.arm(earliest(earliest(uplink_delay_.next_due(), core_.next_deadline()),
+                                next_housekeeping));
+            zmq::pollitem_t items[] = {
+                rx_->pollitem(),
+                {nullptr, tun_->fd(), ZMQ_POLLIN, 0},
+                {nullptr, timer_.fd(), ZMQ_POLLIN, 0},
+                {nullptr, signals_.fd(), ZMQ_POLLIN, 0},
+            };
+            try {
+                zmq::poll(items, 4, std::chrono::milliseconds(-1));
+            } catch (const zmq::error_t& e) {
+                if (e.num() != EINTR) throw;
+            }
+            if (items[3].revents & ZMQ_POLLIN) {
+                const auto p = signals_.drain();
+                if (p.dump_stats) write_stats();
+                if (p.stop) {
+                    spdlog::info("signal {}: stopping", p.stop_signal);
+                    break;
+                }
+            }
+            if (items[0].revents & ZMQ_POLLIN) {
+                for (int i = 0; i < kBatch && rx_->receive(msg); ++i) on_rx_frame(msg);
+            }
+            if (items[1].revents & ZMQ_POLLIN) {
+                for (int i = 0; i < kBatch; ++i) {
+                    const long n = tun_->read(buf.data(), buf.size());
+                    if (n <= 0) {
+                        if (n < 0)
+                            log_.warn("tun.read", "tun {}: read error: {}", cfg_.tun,
+                                      std::strerror(errno));
+                        break;
+                    }
+                    const time_ns now = daemon::monotonic_ns();
+                    auto out = core_.on_uplink_packet(
+                        now, std::vector<std::uint8_t>(buf.begin(), buf.begin() + n));
+                    for (const auto& m : out) uplink_delay_.enqueue(now, m);
+                }
+            }
+            if (items[2].revents & ZMQ_POLLIN) timer_.clear();
+            const time_ns now = daemon::monotonic_ns();
+            for (const auto& f : uplink_delay_.pop_due(now)) {
+                if (!up_->send(f))
+                    log_.warn("uplink.send", "uplink: frame not sent (no apd connected?)");
+            }
+            if (const auto d = core_.next_deadline(); d && *d <= now) to_tun(core_.poll(now));
+            if (now >= next_housekeeping) {
+                to_tun(core_.poll(now));
+                next_housekeeping = now + kHousekeeping;
+            }
+            drain_traces();
+        }
+        drain_traces();
+        if (windows_) windows_->flush();
+        if (events_) events_->flush();
+        write_stats();
+        return 0;
+    }
+
+  private:
+    void on_rx_frame(const std::vector<std::uint8_t>& frame) {
+        const time_ns now = daemon::monotonic_ns();
+        auto r = wire::decode(frame.data(), frame.size(), wire::kMaxFrameLen);
+        if (!r) {
+            ++rx_counters_.malformed;
+            if (frame.size() > wire::kMaxFrameLen) ++rx_counters_.oversized;
+            log_.warn("rx.malformed", "{}: malformed frame ({} bytes): {}", cfg_.rx_endpoint,
+                      frame.size(), r.error());
+            return;
+        }
+        seq_.on_receive(r->seq);
+        const auto* ind = std::get_if<wire::RxIndication>(&r->msg);
+        if (!ind) {
+            ++rx_counters_.wrong_type;
+            log_.warn("rx.type", "{}: unexpected {} message", cfg_.rx_endpoint,
+                      wire::to_string(wire::type_of(r->msg)));
+            return;
+        }
+        auto out = core_.on_rx_indication(now, *ind);
+        for (const auto& m : out.uplink) uplink_delay_.enqueue(now, m);
+        to_tun(std::move(out.delivered));
+    }
+
+    void to_tun(std::vector<std::vector<std::uint8_t>>&& pkts) {
+        for (const auto& p : pkts) {
+            if (!tun_->write(p.data(), p.size()))
+                log_.warn("tun.write", "tun {}: write failed ({} bytes): {}", cfg_.tun, p.size(),
+                          std::strerror(errno));
+        }
+    }
+
+    void drain_traces() {
+        auto rows = core_.take_window_records();
+        if (windows_) {
+            for (const auto& w : rows) {
+                windows_->field(static_cast<std::int64_t>(w.t))
+                    .field(std::string_view(w.flow))
+                    .field(w.price_s)
+                    .field(w.w_bytes)
+                    .field(static_cast<std::uint64_t>(w.awnd_os_bytes))
+                    .field(static_cast<std::uint64_t>(w.advertised_bytes))
+                    .end_row();
+            }
+        }
+        for (const auto& e : core_.take_events()) {
+            // Transitions only, so at most one line per change of state.
+            if (e.kind == client::ClampEvent::Kind::fail_open)
+                spdlog::warn("CLAMP fail open: {}", e.detail);
+            else
+                spdlog::info("CLAMP resumes: {}", e.detail);
+            if (events_)
+                events_->field(static_cast<std::int64_t>(e.t))
+                    .field(client::to_string(e.kind))
+                    .field(std::string_view(e.detail))
+                    .end_row();
+        }
+    }
+
+    void write_stats() {
+        if (cfg_.stats_path.empty()) return;
+        daemon::Stats s;
+        const auto& c = core_.stats();
+        const auto& ra = core_.reassembly_stats();
+        s.set("user", static_cast<std::uint64_t>(cfg_.user));
+        s.set("name", cfg_.name);
+        s.set("uptime_s", static_cast<double>(daemon::monotonic_ns() - started_ns_) / kNsPerSec);
+        // Malformed messages and gaps by endpoint (docs/daemons.md "Traces").
+        s.set("malformed.rx", rx_counters_.malformed + rx_->stats().dropped_oversized +
+                                  rx_->stats().dropped_multipart);
+        s.set("gaps.rx", seq_.stats().lost);
+        s.set("rx.received", rx_->stats().received);
+        s.set("rx.decode_errors", rx_counters_.malformed);
+        s.set("rx.oversized", rx_counters_.oversized + rx_->stats().dropped_oversized);
+        s.set("rx.multipart", rx_->stats().dropped_multipart);
+        s.set("rx.wrong_type", rx_counters_.wrong_type);
+        s.set("rx.seq.received", seq_.stats().received);
+        s.set("rx.seq.lost", seq_.stats().lost);
+        s.set("rx.seq.out_of_order", seq_.stats().out_of_order);
+        s.set("rx.seq.restarts", seq_.stats().restarts);
+        s.set("phy.slots_heard", c.rx_indications);
+        s.set("phy.addressed", c.rx_addressed);
+        s.set("phy.header_failed", c.rx_header_failed);
+        s.set("phy.crc_ok", c.rx_crc_ok);
+        s.set("phy.crc_failed", c.rx_crc_failed);
+        s.set("phy.other_user", c.rx_other_user);
+        s.set("harq.acks", c.harq_acks);
+        s.set("harq.nacks", c.harq_nacks);
+        s.set("cqi.reports", c.cqi_reports);
+        s.set("cqi.bad_snr", c.cqi_bad_snr);
+        s.set("reassembly.pdu_errors", c.pdu_errors);
+        s.set("reassembly.tbs_received", ra.tbs_received);
+        s.set("reassembly.delivered", ra.delivered);
+        s.set("reassembly.delivered_bytes", ra.delivered_bytes);
+        s.set("reassembly.dropped_incomplete", ra.dropped_incomplete);
+        s.set("reassembly.dropped_timeout", ra.dropped_timeout);
+        s.set("reassembly.dropped_memory", ra.dropped_memory);
+        s.set("reassembly.duplicates", ra.duplicates);
+        s.set("reassembly.malformed", ra.malformed);
+        s.set("reassembly.tbs_given_up", ra.tbs_given_up);
+        s.set("uplink.packets", c.uplink_packets);
+        s.set("uplink.bytes", c.uplink_bytes);
+        s.set("uplink.dropped_size", c.uplink_dropped_size);
+        s.set("uplink.unparsed", c.uplink_unparsed);
+        const auto& d = uplink_delay_.stats();
+        s.set("uplink.delay.enqueued", d.enqueued);
+        s.set("uplink.delay.released", d.released);
+        s.set("uplink.delay.dropped", d.dropped);
+        s.set("uplink.delay.held", static_cast<std::uint64_t>(uplink_delay_.held_frames()));
+        s.set("uplink.zmq.sent", up_->stats().sent);
+        s.set("uplink.zmq.dropped_no_peer", up_->stats().dropped_no_peer);
+        s.set("uplink.zmq.dropped_oversized", up_->stats().dropped_oversized);
+        s.set("uplink.zmq.send_errors", up_->stats().send_errors);
+        const auto& t = tun_->stats();
+        s.set("tun.rx_packets", t.rx_packets);
+        s.set("tun.rx_bytes", t.rx_bytes);
+        s.set("tun.rx_errors", t.rx_errors);
+        s.set("tun.tx_packets", t.tx_packets);
+        s.set("tun.tx_bytes", t.tx_bytes);
+        s.set("tun.tx_errors", t.tx_errors);
+        s.set("tun.tx_would_block", t.tx_would_block);
+        s.set("clamp.enabled", cfg_.core.clamp.enabled);
+        s.set("clamp.clamping", core_.clamping());
+        if (const auto p = core_.last_price()) {
+            s.set("clamp.last_price_s", static_cast<double>(p->price_s));
+        }
+        s.set("clamp.flows", static_cast<std::uint64_t>(core_.clamp_flows()));
+        s.set("clamp.flows_created", c.clamp_flows_created);
+        s.set("clamp.flows_evicted", c.clamp_flows_evicted);
+        s.set("clamp.flows_expired", c.clamp_flows_expired);
+        s.set("clamp.flows_closed", c.clamp_flows_closed);
+        s.set("clamp.agents_created", c.clamp_agents_created);
+        s.set("clamp.data_packets", c.clamp_data_packets);
+        s.set("clamp.data_unpriced", c.clamp_data_unpriced);
+        s.set("clamp.acks_rewritten", c.clamp_acks_rewritten);
+        s.set("clamp.acks_reduced", c.clamp_acks_reduced);
+        s.set("clamp.acks_fail_open", c.clamp_acks_fail_open);
+        s.set("clamp.acks_unknown_flow", c.clamp_acks_unknown);
+        s.set("clamp.dupacks", c.clamp_dupacks);
+        s.set("clamp.fail_open_events", c.clamp_fail_open_events);
+        s.set("clamp.resume_events", c.clamp_resume_events);
+        s.set("clamp.records_dropped", c.clamp_records_dropped);
+        s.set("clamp.pdus_priced", c.pdus_priced);
+        s.set("clamp.pdus_unpriced", c.pdus_unpriced);
+        const auto& tk = core_.tracker_stats();
+        s.set("clamp.tracker.syns", tk.syns);
+        s.set("clamp.tracker.syn_acks", tk.syn_acks);
+        s.set("clamp.tracker.rewritten", tk.rewritten);
+        s.set("clamp.tracker.right_edge_held", tk.right_edge_held);
+        s.set("clamp.tracker.unchanged_unknown", tk.unchanged_unknown);
+        s.set("clamp.tracker.evicted", tk.evicted);
+        s.set("clamp.tracker.expired", tk.expired);
+        s.set("traces.windows_rows", windows_ ? windows_->rows() : std::uint64_t{0});
+        s.set("traces.write_errors",
+              (windows_ ? windows_->errors() : 0) + (events_ ? events_->errors() : 0));
+        if (!s.write_json(cfg_.stats_path))
+            spdlog::error("cannot write stats {}: {}", cfg_.stats_path, std::strerror(errno));
+    }
+
+    const Config& cfg_;
+    daemon::SignalSet& signals_;
+    client::ClientCore core_;
+    client::UplinkDelay uplink_delay_;
+    wire::SeqTracker seq_;
+    RxCounters rx_counters_;
+    daemon::RateLimitedLog log_;
+    TimerFd timer_;
+    std::unique_ptr<daemon::TunDevice> tun_;
+    std::unique_ptr<daemon::CsvWriter> windows_, events_;
+    std::unique_ptr<zmq::context_t> ctx_;
+    std::unique_ptr<daemon::PullEndpoint> rx_;
+    std::unique_ptr<daemon::PushEndpoint> up_;
+    time_ns started_ns_ = 0;
+};
+
+void usage() { spdlog::error("usage: oppsched-client --config client.yaml [--check]"); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    // Diagnostics on stderr (the runner collects it into logs/client.<user>.log).
+    spdlog::set_default_logger(spdlog::stderr_color_st("client"));
+    spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e [client] %l: %v");
+    std::string config_path;
+    bool check_only = false;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--config" && i + 1 < argc) {
+            config_path = argv[++i];
+        } else if (a.rfind("--config=", 0) == 0) {
+            config_path = a.substr(9);
+        } else if (a == "--check") {
+            check_only = true;
+        } else if (a == "-h" || a == "--help") {
+            usage();
+            return 0;
+        } else {
+            spdlog::error("unknown argument '{}'", a);
+            usage();
+            return kExitConfig;
+        }
+    }
+    if (config_path.empty()) {
+        usage();
+        return kExitConfig;
+    }
+
+    Config cfg;
+    try {
+        cfg = load_config(config_path);
+    } catch (const std::exception& e) {  // ConfigError, std::invalid_argument
+        spdlog::error("{}: {}", config_path, e.what());
+        return kExitConfig;
+    }
+    spdlog::set_level(spdlog::level::from_str(cfg.log_level));
+    if (check_only) {
+        spdlog::info("{}: configuration valid", config_path);
+        return 0;
+    }
+
+    try {
+        daemon::SignalSet signals;  // before any thread (ZeroMQ's)
+        int rc = 0;
+        {
+            ClientDaemon d(cfg, signals);
+            d.start();
+            rc = d.run();
+        }
+        // ~SignalSet unblocks the signals: one still pending (a second SIGTERM - runners
+        // signal the process and its group - or a late SIGUSR1) would then kill us with
+        // its default action instead of exit 0. Ignoring discards pending ones.
+        std::signal(SIGTERM, SIG_IGN);
+        std::signal(SIGINT, SIG_IGN);
+        std::signal(SIGUSR1, SIG_IGN);
+        return rc;
+    } catch (const std::exception& e) {
+        spdlog::error("{}", e.what());
+        return kExitStartup;
+    }
+}

@@ -1,0 +1,103 @@
+// Buffered CSV writer: see oppsched/daemon/csv_writer.h.
+#include "oppsched/daemon/csv_writer.h"
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+namespace oppsched::daemon {
+
+CsvWriter::CsvWriter(const std::string& path, std::vector<std::string> header,
+                     std::size_t buffer_bytes)
+    : path_(path), header_(std::move(header)), buffer_bytes_(buffer_bytes) {
+    if (header_.empty()) throw std::invalid_argument("CsvWriter: empty header for " + path);
+    f_ = std::fopen(path.c_str(), "w");
+    if (!f_) throw std::runtime_error("cannot open " + path + ": " + std::strerror(errno));
+    buf_.reserve(buffer_bytes_ + 256);
+    for (const auto& h : header_) field(std::string_view(h));
+    fields_in_row_ = header_.size();
+    end_row();
+    rows_ = 0;  // the header is not a row
+    flush();
+}
+
+CsvWriter::~CsvWriter() {
+    flush();
+    if (f_) std::fclose(f_);
+}
+
+void CsvWriter::sep() {
+    if (fields_in_row_++ > 0) buf_ += ',';
+}
+
+CsvWriter& CsvWriter::field(std::int64_t v) {
+    sep();
+    char b[24];
+    auto r = std::to_chars(b, b + sizeof b, v);
+    buf_.append(b, r.ptr);
+    return *this;
+}
+
+CsvWriter& CsvWriter::field(std::uint64_t v) {
+    sep();
+    char b[24];
+    auto r = std::to_chars(b, b + sizeof b, v);
+    buf_.append(b, r.ptr);
+    return *this;
+}
+
+CsvWriter& CsvWriter::field(double v) {
+    sep();
+    if (!std::isfinite(v)) return *this;  // empty -> NaN for pandas
+    char b[32];
+    const int n = std::snprintf(b, sizeof b, "%.9g", v);
+    buf_.append(b, static_cast<std::size_t>(n));
+    return *this;
+}
+
+CsvWriter& CsvWriter::field(std::string_view v) {
+    sep();
+    if (v.find_first_of(",\"\n\r") == std::string_view::npos) {
+        buf_.append(v);
+        return *this;
+    }
+    buf_ += '"';
+    for (const char c : v) {
+        if (c == '"') buf_ += '"';
+        buf_ += c;
+    }
+    buf_ += '"';
+    return *this;
+}
+
+CsvWriter& CsvWriter::empty() {
+    sep();
+    return *this;
+}
+
+void CsvWriter::end_row() {
+    if (fields_in_row_ != header_.size())
+        throw std::logic_error("CsvWriter " + path_ + ": row has " +
+                               std::to_string(fields_in_row_) + " fields, header has " +
+                               std::to_string(header_.size()));
+    buf_ += '\n';
+    fields_in_row_ = 0;
+    ++rows_;
+    if (buf_.size() >= buffer_bytes_) flush();
+}
+
+bool CsvWriter::flush() {
+    if (!f_) return false;
+    bool ok = true;
+    if (!buf_.empty()) {
+        ok = std::fwrite(buf_.data(), 1, buf_.size(), f_) == buf_.size();
+        buf_.clear();
+    }
+    ok = (std::fflush(f_) == 0) && ok;
+    if (!ok) ++errors_;
+    return ok;
+}
+
+}  // namespace oppsched::daemon

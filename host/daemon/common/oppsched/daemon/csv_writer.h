@@ -1,0 +1,58 @@
+#pragma once
+// Buffered CSV trace writer (traces of docs/daemons.md: pandas reads each in one call).
+// Rows are built field by field into an in-memory buffer that is written to the file when it
+// exceeds buffer_bytes, on flush() and on destruction. Doubles use the shortest "%.9g"-like
+// form; NaN/inf are written as empty fields (pandas: NaN). Strings containing a comma, quote
+// or newline are quoted (RFC 4180).
+//
+//   CsvWriter w(path, {"slot", "user", "outcome"});
+//   w.field(std::uint64_t{7}).field(std::int64_t{-1}).field("ack").end_row();
+//
+// end_row() with a field count different from the header throws std::logic_error (a bug).
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace oppsched::daemon {
+
+class CsvWriter final {
+  public:
+    // Creates/truncates path and writes the header. Throws std::runtime_error naming the path.
+    CsvWriter(const std::string& path, std::vector<std::string> header,
+              std::size_t buffer_bytes = 1 << 16);
+    ~CsvWriter();
+    CsvWriter(const CsvWriter&) = delete;
+    CsvWriter& operator=(const CsvWriter&) = delete;
+
+    CsvWriter& field(std::int64_t v);
+    CsvWriter& field(std::uint64_t v);
+    CsvWriter& field(int v) { return field(static_cast<std::int64_t>(v)); }
+    CsvWriter& field(unsigned v) { return field(static_cast<std::uint64_t>(v)); }
+    CsvWriter& field(double v);
+    CsvWriter& field(std::string_view v);
+    CsvWriter& field(const char* v) { return field(std::string_view(v)); }
+    CsvWriter& empty();  // an empty field
+    void end_row();
+
+    // Writes the buffer to the file (fflush too). false on I/O error (counted in errors()).
+    bool flush();
+    std::uint64_t rows() const { return rows_; }
+    std::uint64_t errors() const { return errors_; }
+    std::size_t columns() const { return header_.size(); }
+    const std::string& path() const { return path_; }
+
+  private:
+    void sep();
+    std::string path_;
+    std::vector<std::string> header_;
+    std::size_t buffer_bytes_;
+    std::FILE* f_ = nullptr;
+    std::string buf_;
+    std::size_t fields_in_row_ = 0;
+    std::uint64_t rows_ = 0;
+    std::uint64_t errors_ = 0;
+};
+
+}  // namespace oppsched::daemon

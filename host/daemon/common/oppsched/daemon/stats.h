@@ -1,0 +1,35 @@
+#pragma once
+// Named counters written as one JSON document (docs/daemons.md: "*.stats.json: counters
+// written at exit and on SIGUSR1"). Names are dotted paths and are written as nested
+// objects: "malformed.uplink" -> {"malformed": {"uplink": 3}}. A name may not be both a
+// leaf and a prefix of another name (std::invalid_argument when setting it).
+// Keys are written sorted. Non-finite doubles are written as null.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <variant>
+
+namespace oppsched::daemon {
+
+class Stats final {
+  public:
+    using Value = std::variant<std::uint64_t, std::int64_t, double, bool, std::string>;
+
+    // A counter, created at 0. The reference stays valid for the life of this object.
+    std::uint64_t& counter(const std::string& name);
+    // Sets a value (overwrites, any type).
+    void set(const std::string& name, Value v);
+    bool contains(const std::string& name) const { return values_.count(name) != 0; }
+    const Value* find(const std::string& name) const;
+
+    std::string to_json() const;
+    // Writes to "<path>.tmp" then renames over path (readers never see a partial file).
+    // Returns false on any error (errno kept); never throws for I/O.
+    bool write_json(const std::string& path) const;
+
+  private:
+    void check_name(const std::string& name) const;
+    std::map<std::string, Value> values_;
+};
+
+}  // namespace oppsched::daemon

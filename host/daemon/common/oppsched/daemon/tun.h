@@ -1,0 +1,45 @@
+#pragma once
+// A persistent TUN device opened by name (IFF_TUN | IFF_NO_PI, O_NONBLOCK). The runner creates
+// and configures the device (`ip tuntap add mode tun name X`, addresses, routes, up); a
+// daemon only attaches to it, so it never creates one: open() fails if no interface of that
+// name exists. Each read()/write() is one IP packet (IPv4 or IPv6), no packet-info header.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+namespace oppsched::daemon {
+
+class TunDevice final {
+  public:
+    struct Stats {
+        std::uint64_t rx_packets = 0, rx_bytes = 0, rx_errors = 0;
+        std::uint64_t tx_packets = 0, tx_bytes = 0, tx_errors = 0;
+        std::uint64_t tx_would_block = 0;  // kernel queue full: packet dropped
+    };
+    // Throws std::runtime_error("tun.name: '<name>' ...: <reason>") if the device does not
+    // exist, is not a TUN, or cannot be attached (EBUSY: another process holds it, EPERM).
+    static std::unique_ptr<TunDevice> open(const std::string& name);
+    ~TunDevice();
+    TunDevice(const TunDevice&) = delete;
+    TunDevice& operator=(const TunDevice&) = delete;
+
+    int fd() const { return fd_; }  // for poll (ZMQ_POLLIN on a raw fd in zmq::poll)
+    const std::string& name() const { return name_; }
+
+    // One packet into buf (cap should be >= the MTU; 65535 is always enough). Returns its
+    // length, 0 if nothing is pending (EAGAIN), -1 on error (counted; errno preserved).
+    long read(std::uint8_t* buf, std::size_t cap);
+    // Writes one packet; false on error or EAGAIN (counted in stats()).
+    bool write(const std::uint8_t* data, std::size_t len);
+    const Stats& stats() const { return stats_; }
+
+  private:
+    TunDevice(int fd, std::string name) : fd_(fd), name_(std::move(name)) {}
+    int fd_;
+    std::string name_;
+    Stats stats_;
+};
+
+}  // namespace oppsched::daemon

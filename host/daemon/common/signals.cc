@@ -1,0 +1,54 @@
+// signalfd-based signal handling: see oppsched/daemon/signals.h.
+#include "oppsched/daemon/signals.h"
+
+#include <pthread.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace oppsched::daemon {
+
+SignalSet::SignalSet() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGUSR1);
+    if (pthread_sigmask(SIG_BLOCK, &set, &old_mask_) != 0)
+        throw std::runtime_error("pthread_sigmask failed");
+    fd_ = ::signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (fd_ < 0) {
+        const int e = errno;
+        pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+        throw std::runtime_error(std::string("signalfd: ") + std::strerror(e));
+    }
+    std::signal(SIGPIPE, SIG_IGN);
+}
+
+SignalSet::~SignalSet() {
+    if (fd_ >= 0) ::close(fd_);
+    pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+}
+
+SignalSet::Pending SignalSet::drain() {
+    Pending p;
+    signalfd_siginfo si;
+    for (;;) {
+        const ssize_t n = ::read(fd_, &si, sizeof si);
+        if (n != static_cast<ssize_t>(sizeof si)) break;  // EAGAIN: nothing more
+        const int sig = static_cast<int>(si.ssi_signo);
+        if (sig == SIGTERM || sig == SIGINT) {
+            p.stop = true;
+            p.stop_signal = sig;
+        } else if (sig == SIGUSR1) {
+            p.dump_stats = true;
+        }
+    }
+    return p;
+}
+
+}  // namespace oppsched::daemon

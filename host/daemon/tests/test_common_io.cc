@@ -1,0 +1,291 @@
+// ZeroMQ endpoints, CSV writer, stats JSON, rate-limited log, signals, TUN refusal and the
+// capability drop of the daemons' common library.
+#include <gtest/gtest.h>
+#include <net/if.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "oppsched/daemon/csv_writer.h"
+#include "oppsched/daemon/log.h"
+#include "oppsched/daemon/privileges.h"
+#include "oppsched/daemon/signals.h"
+#include "oppsched/daemon/stats.h"
+#include "oppsched/daemon/tun.h"
+#include "oppsched/daemon/zmq_endpoint.h"
+
+namespace oppsched::daemon {
+namespace {
+
+std::string slurp(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+std::string temp_path(const std::string& name) {
+    return ::testing::TempDir() + "/oppsched_daemon_test_" + std::to_string(::getpid()) + "_" +
+           name;
+}
+
+// ---- ZeroMQ ------------------------------------------------------------------------------
+
+TEST(ZmqEndpoint, when_no_peer_is_connected_then_send_returns_false_at_once_and_counts) {
+    zmq::context_t ctx(1);
+    SocketOptions o;
+    o.send_timeout_ms = 30;
+    PushEndpoint push(ctx, "grants", "inproc://nobody-" + std::to_string(::getpid()), Role::bind,
+                      o);
+    const std::vector<std::uint8_t> msg(100, 1);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 10; ++i) EXPECT_FALSE(push.send(msg));
+    EXPECT_FALSE(push.send(msg, /*wait=*/true));  // bounded by SNDTIMEO
+    const auto elapsed = std::chrono::steady_clock::now() - t0;
+    EXPECT_EQ(push.stats().dropped_no_peer, 11u);
+    EXPECT_EQ(push.stats().sent, 0u);
+    // Generous bound: not a speed test, only "never blocks indefinitely".
+    EXPECT_LT(elapsed, std::chrono::seconds(5));
+}
+
+TEST(ZmqEndpoint, when_a_peer_is_connected_then_messages_arrive_in_order) {
+    zmq::context_t ctx(1);
+    const std::string ep = "inproc://pair-" + std::to_string(::getpid());
+    PullEndpoint pull(ctx, "requests", ep, Role::bind);
+    PushEndpoint push(ctx, "phy", ep, Role::connect);
+    std::vector<std::uint8_t> got;
+    EXPECT_FALSE(pull.receive(got));  // nothing yet, does not block
+    ASSERT_TRUE(push.send(std::vector<std::uint8_t>{1, 2, 3}, /*wait=*/true));
+    ASSERT_TRUE(push.send(std::vector<std::uint8_t>{4}, /*wait=*/true));
+    ASSERT_TRUE(pull.receive(got, /*wait=*/true));
+    EXPECT_EQ(got, (std::vector<std::uint8_t>{1, 2, 3}));
+    ASSERT_TRUE(pull.receive(got, /*wait=*/true));
+    EXPECT_EQ(got, (std::vector<std::uint8_t>{4}));
+    EXPECT_EQ(pull.stats().received, 2u);
+    EXPECT_EQ(push.stats().sent, 2u);
+}
+
+TEST(ZmqEndpoint, when_a_message_is_oversized_then_both_ends_drop_and_count_it) {
+    zmq::context_t ctx(1);
+    const std::string ep = "inproc://big-" + std::to_string(::getpid());
+    SocketOptions small;
+    small.max_msg_size = 100;
+    SocketOptions big;
+    big.max_msg_size = 1000;
+    PullEndpoint pull(ctx, "uplink", ep, Role::bind, small);
+    PushEndpoint push_small(ctx, "a", ep, Role::connect, small);
+    PushEndpoint push_big(ctx, "b", ep, Role::connect, big);
+    EXPECT_FALSE(push_small.send(std::vector<std::uint8_t>(101, 0)));
+    EXPECT_EQ(push_small.stats().dropped_oversized, 1u);
+    ASSERT_TRUE(push_big.send(std::vector<std::uint8_t>(150, 0), true));  // reaches the PULL
+    ASSERT_TRUE(push_big.send(std::vector<std::uint8_t>(10, 7), true));
+    std::vector<std::uint8_t> got;
+    ASSERT_TRUE(pull.receive(got, /*wait=*/true));
+    EXPECT_EQ(got, std::vector<std::uint8_t>(10, 7));  // the big one was skipped
+    EXPECT_EQ(pull.stats().dropped_oversized, 1u);
+}
+
+TEST(ZmqEndpoint, when_receive_waits_then_it_gives_up_after_the_timeout) {
+    zmq::context_t ctx(1);
+    SocketOptions o;
+    o.recv_timeout_ms = 20;
+    PullEndpoint pull(ctx, "x", "inproc://quiet-" + std::to_string(::getpid()), Role::bind, o);
+    std::vector<std::uint8_t> got;
+    EXPECT_FALSE(pull.receive(got, /*wait=*/true));
+    EXPECT_EQ(pull.stats().received, 0u);
+}
+
+TEST(ZmqEndpoint, when_binding_ipc_then_the_directory_is_created) {
+    const std::string dir = temp_path("zmqdir");
+    const std::string ep = "ipc://" + dir + "/nested/sock";
+    {
+        zmq::context_t ctx(1);
+        PullEndpoint pull(ctx, "x", ep, Role::bind);
+        struct stat st {};
+        ASSERT_EQ(::stat((dir + "/nested").c_str(), &st), 0);
+        EXPECT_TRUE(S_ISDIR(st.st_mode));
+        EXPECT_EQ(::stat((dir + "/nested/sock").c_str(), &st), 0);
+    }
+    std::system(("rm -rf '" + dir + "'").c_str());
+}
+
+TEST(ZmqEndpoint, when_an_endpoint_cannot_be_bound_then_the_error_names_it) {
+    zmq::context_t ctx(1);
+    try {
+        PullEndpoint pull(ctx, "uplink", "bogus://x", Role::bind);
+        FAIL();
+    } catch (const std::runtime_error& e) {
+        EXPECT_EQ(std::string(e.what()).rfind("uplink: cannot bind bogus://x", 0), 0u) << e.what();
+    }
+}
+
+// ---- CSV ---------------------------------------------------------------------------------
+
+TEST(CsvWriter, when_rows_are_written_then_the_file_has_header_rows_and_quoting) {
+    const std::string path = temp_path("t.csv");
+    {
+        CsvWriter w(path, {"slot", "user", "cqi", "outcome"});
+        w.field(std::uint64_t{7}).field(-1).field(1.25).field("ack").end_row();
+        w.field(std::uint64_t{8}).field(2).field(std::nan("")).field("a,\"b\"").end_row();
+        w.field(std::uint64_t{9}).empty().field(1e-12).field("").end_row();
+        EXPECT_EQ(w.rows(), 3u);
+    }
+    EXPECT_EQ(slurp(path),
+              "slot,user,cqi,outcome\n7,-1,1.25,ack\n8,2,,\"a,\"\"b\"\"\"\n9,,1e-12,\n");
+    std::remove(path.c_str());
+}
+
+TEST(CsvWriter, when_the_buffer_is_not_full_then_rows_reach_the_file_on_flush) {
+    const std::string path = temp_path("buf.csv");
+    CsvWriter w(path, {"a"}, /*buffer_bytes=*/1 << 20);
+    w.field(1).end_row();
+    EXPECT_EQ(slurp(path), "a\n");  // the header is written at once, the row is buffered
+    ASSERT_TRUE(w.flush());
+    EXPECT_EQ(slurp(path), "a\n1\n");
+    std::remove(path.c_str());
+}
+
+TEST(CsvWriter, when_the_buffer_fills_then_it_is_written_without_flush) {
+    const std::string path = temp_path("small.csv");
+    CsvWriter w(path, {"a"}, /*buffer_bytes=*/8);
+    for (int i = 0; i < 5; ++i) w.field(1000 + i).end_row();  // 5 bytes each
+    EXPECT_GE(slurp(path).size(), std::string("a\n1000\n1001\n").size());
+    std::remove(path.c_str());
+}
+
+TEST(CsvWriter, when_a_row_has_the_wrong_number_of_fields_then_it_throws) {
+    const std::string path = temp_path("bad.csv");
+    CsvWriter w(path, {"a", "b"});
+    w.field(1);
+    EXPECT_THROW(w.end_row(), std::logic_error);
+    std::remove(path.c_str());
+}
+
+TEST(CsvWriter, when_the_path_cannot_be_opened_then_the_error_names_it) {
+    try {
+        CsvWriter w("/nonexistent-dir/x.csv", {"a"});
+        FAIL();
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("/nonexistent-dir/x.csv"), std::string::npos);
+    }
+}
+
+// ---- Stats -------------------------------------------------------------------------------
+
+TEST(StatsJson, when_names_are_dotted_then_the_json_is_nested_and_sorted) {
+    Stats s;
+    ++s.counter("malformed.uplink");
+    s.counter("malformed.phy_requests") += 3;
+    s.set("core.users.ue0.snr_db", 4.5);
+    s.set("core.users.ue0.name", std::string("ue\"0"));
+    s.set("nan", std::nan(""));
+    s.set("ok", true);
+    s.set("neg", std::int64_t{-2});
+    EXPECT_EQ(s.to_json(),
+              "{\"core\":{\"users\":{\"ue0\":{\"name\":\"ue\\\"0\",\"snr_db\":4.5}}},"
+              "\"malformed\":{\"phy_requests\":3,\"uplink\":1},\"nan\":null,\"neg\":-2,"
+              "\"ok\":true}\n");
+}
+
+TEST(StatsJson, when_a_name_is_both_leaf_and_prefix_then_it_is_refused) {
+    Stats s;
+    s.counter("a.b");
+    EXPECT_THROW(s.counter("a"), std::invalid_argument);
+    EXPECT_THROW(s.counter("a.b.c"), std::invalid_argument);
+    EXPECT_THROW(s.counter("x..y"), std::invalid_argument);
+    EXPECT_NO_THROW(s.counter("a.c"));
+}
+
+TEST(StatsJson, when_written_then_the_file_holds_the_document_and_no_temporary_is_left) {
+    const std::string path = temp_path("stats.json");
+    Stats s;
+    std::uint64_t& c = s.counter("x.y");
+    c = 5;
+    ASSERT_TRUE(s.write_json(path));
+    EXPECT_EQ(slurp(path), "{\"x\":{\"y\":5}}\n");
+    c = 6;  // the reference stays valid
+    ASSERT_TRUE(s.write_json(path));
+    EXPECT_EQ(slurp(path), "{\"x\":{\"y\":6}}\n");
+    EXPECT_NE(::access((path + ".tmp").c_str(), F_OK), 0);
+    EXPECT_FALSE(s.write_json("/nonexistent-dir/stats.json"));
+    std::remove(path.c_str());
+}
+
+// ---- Rate-limited log --------------------------------------------------------------------
+
+TEST(RateLimitedLog, when_a_kind_repeats_within_the_interval_then_it_is_suppressed) {
+    RateLimitedLog log(kNsPerSec);
+    EXPECT_TRUE(log.allow("malformed.uplink", 0));
+    EXPECT_FALSE(log.allow("malformed.uplink", kNsPerSec / 2));
+    EXPECT_FALSE(log.allow("malformed.uplink", kNsPerSec - 1));
+    EXPECT_TRUE(log.allow("malformed.phy", kNsPerSec / 2));  // kinds are independent
+    EXPECT_EQ(log.suppressed("malformed.uplink"), 2u);
+    EXPECT_TRUE(log.allow("malformed.uplink", kNsPerSec));
+}
+
+// ---- Signals -----------------------------------------------------------------------------
+
+TEST(SignalSet, when_signals_arrive_then_drain_reports_stop_and_stats) {
+    SignalSet sigs;
+    EXPECT_FALSE(sigs.drain().stop);
+    ::raise(SIGUSR1);
+    auto p = sigs.drain();
+    EXPECT_TRUE(p.dump_stats);
+    EXPECT_FALSE(p.stop);
+    ::raise(SIGTERM);
+    p = sigs.drain();
+    EXPECT_TRUE(p.stop);
+    EXPECT_EQ(p.stop_signal, SIGTERM);
+    EXPECT_FALSE(p.dump_stats);
+    ::raise(SIGINT);
+    EXPECT_EQ(sigs.drain().stop_signal, SIGINT);
+}
+
+// ---- TUN ---------------------------------------------------------------------------------
+
+TEST(TunDevice, when_the_device_does_not_exist_then_open_fails_and_creates_nothing) {
+    const std::string name = "oppnx" + std::to_string(::getpid() % 100000);
+    try {
+        TunDevice::open(name);
+        FAIL();
+    } catch (const std::runtime_error& e) {
+        EXPECT_EQ(std::string(e.what()).rfind("tun.name: '" + name + "'", 0), 0u) << e.what();
+    }
+    EXPECT_EQ(::if_nametoindex(name.c_str()), 0u);
+    EXPECT_THROW(TunDevice::open(""), std::runtime_error);
+    EXPECT_THROW(TunDevice::open("lo"), std::runtime_error);  // exists, not a TUN
+}
+
+// ---- Capabilities ------------------------------------------------------------------------
+
+TEST(Privileges, when_dropped_then_no_capability_is_left_and_no_new_privs_is_set) {
+    // In a child: the drop is irreversible and per process.
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        int code = 0;
+        try {
+            drop_all_capabilities();
+            if (has_any_capability()) code = 2;
+            if (::prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1) code = 3;
+            if (::prctl(PR_CAPBSET_READ, 12 /* CAP_NET_ADMIN */, 0, 0, 0) == 1) code = 4;
+        } catch (...) {
+            code = 1;
+        }
+        ::_exit(code);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+}  // namespace
+}  // namespace oppsched::daemon

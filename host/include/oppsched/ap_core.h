@@ -1,0 +1,252 @@
+#pragma once
+// The AP MAC of oppsched-apd (docs/daemons.md), without any I/O: a slot-clocked class the
+// daemon feeds with downlink IP packets (from its TUN), SlotRequests (from the PHY) and CQI /
+// HARQ feedback (from the clients), and that answers every SlotRequest with a SlotGrant.
+//
+//   downlink packet --classify by destination address--> user u (unknown: counted, dropped)
+//       --> CLAMP RouterAgent of u's queue: on_arrival(now, backlog before the packet)
+//       --> QueueSet/AQM (one queue per user, or one shared FIFO)
+//   SlotRequest(n)
+//       --> HARQ: timeouts; a pending retransmission (oldest NACK first) takes the slot
+//       --> else the scheduler ranks the users that can be served (backlogged, a free HARQ
+//           process, a usable MCS) at the rate their latest CQI gives through link adaptation
+//           (mcs_table + OLLA), the winner's TB is built by its Segmenter at the TB size of
+//           the MCS, stamped with the CLAMP price of its queue, registered with HARQ
+//       --> SlotGrant(n) (empty when nobody can be served)
+//   CqiReport      --> the user's latest SNR (the CQI the MAC uses is the SNR in dB)
+//   HarqFeedback   --> HARQ (by process and the slot of the transmission) --> OLLA, trace
+//                      outcome; a TB dropped after max transmissions drops exactly the
+//                      packets its segmentation record says it carried.
+//
+// Choices (where the design leaves them open), and why:
+//  - Slot clock. HARQ and the scheduler run on the PHY's slot numbers, mapped to an internal
+//    monotonic slot count: when the PHY restarts (the daemon calls on_phy_restart() when the
+//    requests' wire sequence restarts at 0; a slot number that jumps back by more than
+//    restart_backjump_slots counts as a restart too) the internal count continues at
+//    last + 1, so HARQ timers never run backwards. TBs in flight then time out.
+//  - Feedback time. "now" for HARQ feedback is the newest slot requested. A TB sent in slot s
+//    is answered after it was on air (s), plus the uplink delay, and is acted on in the next
+//    grant, at the earliest slot s + lead_slots + 1 + uplink slots; feedback_delay_slots
+//    must not exceed that or processes idle. Default lead_slots + 2 (1 ms uplink < 1 slot).
+//  - Requests. A request for a slot older than the newest one already answered is either a
+//    duplicate (the grant is in the cache of the last grant_cache grants: the same grant is
+//    returned again, nothing is scheduled twice) or out of order (never granted: an empty
+//    grant). Both are counted, neither is traced. A jump forward counts the skipped slots.
+//    A request for slot n is late when a request for m >= n + lead_slots was seen before
+//    (docs/daemons.md "Slot timing"); only possible for duplicates/out-of-order requests.
+//  - No CQI yet: the lowest MCS (the user can be served before its first report, at the
+//    most robust rate). A CQI below the lowest threshold: rate 0 (seed 002 §III, the user
+//    "requests zero rate"; channel-aware schedulers skip it, round robin does not, but an
+//    MCS must exist to send: such a user is not eligible).
+//  - Unusable MCS: a TB must hold the PDU header, CRC, one segment header and one byte
+//    (29 bytes). MCSs whose bytes_per_slot is smaller (EV-DO below 153.6 kb/s at 1.667 ms)
+//    count as rate 0. TBs are capped at 65535 bytes (pdu.h).
+//  - CLAMP mu_c (seed 000 eq. 13: "the rate the queue would get if it were always
+//    backlogged"): measured per queue over the slots in which the queue had data at the
+//    start of the slot, as new-TB data bytes served per slot (0 when another user, or a
+//    retransmission, took the slot). The first mu_init_slots such slots give the mean, then
+//    an EMA with weight mu_ema_weight per backlogged slot. Until known, TBs carry no price
+//    (PRICE flag clear); mu_c is floored at mu_floor_bps so a starved queue gets a large,
+//    finite price. In shared mode the one queue's mu_c is the whole cell's.
+//  - HARQ timeouts (no feedback): the trace says "timeout"; the packets are neither dropped
+//    nor resent (the client may have them). OLLA is not updated.
+//  - Shared FIFO: only the user owning the head-of-line packet (or one finishing a packet
+//    split across TBs) is eligible; per-user queue limits do not apply (one queue).
+//
+// Cost per slot: O(U) for the scheduler inputs, O(U * P) for the HARQ scans, one copy of the
+// TB bytes. Not thread-safe.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "oppsched/aqm.h"
+#include "oppsched/clamp.h"
+#include "oppsched/common.h"
+#include "oppsched/harq.h"
+#include "oppsched/linkadapt.h"
+#include "oppsched/queue.h"
+#include "oppsched/sched.h"
+#include "oppsched/segmentation.h"
+#include "oppsched/wire.h"
+
+namespace oppsched::ap {
+
+// Seed 000's eq. 18 (CLAMP's Shannon rule rate = min(W0 log2(1 + N), C_max)) quantised, the
+// same table the abstract PHY builds for `mcs_table: clamp` (docs/daemons.md, "Abstract PHY
+// configuration"): rate_k = k C_max / levels (k = 1..levels), min_snr_db_k =
+// 10 log10(2^(rate_k / W0) - 1). The paper's adaptive margin m is OLLA's offset here
+// (10 log10(1 - m) dB).
+struct ClampTableParams {
+    double w0_hz = 4.3e6;       // W0 (seed 000 §V-D; §V-J's low-rate case: 620e3)
+    double cmax_bps = 10e6;     // C_max (§V-J: 1.44e6)
+    std::uint32_t levels = 32;  // [1, 255]
+};
+linkadapt::mcs_table clamp_table(const ClampTableParams& p = {});
+
+// The tables by name: "evdo", "ofdm_provisional" (with `num`), "clamp" (with `clamp`).
+// nullopt for any other name (the daemon then reads it as a CSV path).
+std::optional<linkadapt::mcs_table> mcs_table_by_name(const std::string& name,
+                                                      const linkadapt::ofdm_numerology& num = {},
+                                                      const ClampTableParams& clamp = {});
+
+struct UserParams {
+    std::string name;                                // trace column names: cqi.<name>, ...
+    std::vector<std::string> addresses;              // IPv4/IPv6 destination addresses of this user
+    std::optional<std::size_t> queue_limit_bytes;    // per-user override (per_user mode)
+    std::optional<std::size_t> queue_limit_packets;  // per-user override (per_user mode)
+};
+
+struct ClampParams {
+    bool enabled = false;
+    clamp::RouterParams router{};      // a_bytes, b, ema_rate_per_s (seed 000 §IV-A)
+    std::uint32_t mu_init_slots = 32;  // backlogged slots averaged before mu_c is known
+    double mu_ema_weight = 0.01;       // EMA weight per backlogged slot, (0, 1]
+    double mu_floor_bps = 1000.0;      // > 0
+};
+
+struct ApCoreParams {
+    std::vector<UserParams> users;  // index = user id (the wire `user`)
+    aqm::QueueMode queue_mode = aqm::QueueMode::per_user;
+    aqm::AqmConfig aqm{};  // kind, params, default limits, ecn, seed, rate
+    ClampParams clamp{};
+    sched::policy_params scheduler = sched::pf_params{};
+    harq::harq_config harq{};  // num_users is set from users.size()
+    linkadapt::mcs_table table = linkadapt::mcs_table::evdo();
+    bool olla_enabled = true;
+    linkadapt::olla_config olla{};
+    double slot_s = 1.667e-3;                    // slot duration, (0, 1]
+    std::uint32_t lead_slots = 4;                // the PHY's lead (late accounting)
+    std::int64_t restart_backjump_slots = 1000;  // >= 1
+    std::uint32_t grant_cache = 64;              // grants kept for duplicate requests, >= 1
+    bool record_slots = true;                    // produce SlotRows (slots.csv)
+    bool record_packets = false;                 // produce PacketRecords (packets.csv)
+
+    // Throws std::invalid_argument naming the field (config key) and the value, e.g.
+    // "users[1].addresses[0]: '10.0.0.300' is not an IPv4 or IPv6 address".
+    void validate() const;
+};
+
+// One row of slots.csv (docs/daemons.md). Per-user vectors are indexed by user id.
+struct SlotRow {
+    std::uint64_t slot = 0;  // the PHY's slot number
+    time_ns t_ns = 0;        // air time of the slot (SlotRequest::air_time_ns)
+    int user = -1;           // -1: empty slot
+    int mcs = -1;
+    std::uint32_t tb_bytes = 0;
+    int harq_pid = -1, rv = -1, ndi = -1;
+    int retx = 0;         // transmissions of this TB before this one
+    std::string outcome;  // ack, nack, timeout, dropped; "" for an empty slot (or unknown
+                          // at exit)
+    bool late = false;
+    std::vector<double> cqi;           // latest SNR dB, NaN if none
+    std::vector<std::uint64_t> queue;  // bytes queued (+ unsent rest of a split packet)
+    std::vector<double> price;         // current CLAMP price s, NaN if none
+};
+
+// One row of packets.csv.
+struct PacketRecord {
+    time_ns t = 0;
+    const char* event = "";  // "enqueue", "dequeue", "drop", "mark"
+    int user = -1;
+    std::uint64_t packet_id = 0;
+    std::uint32_t bytes = 0;
+    std::string reason;  // drop: DropReason name, "unknown_destination", "malformed",
+                         // "harq_max_tx"
+};
+
+struct UserStats {
+    std::uint64_t enqueued = 0, enqueued_bytes = 0, dropped = 0;
+    std::uint64_t slots_new = 0, slots_retx = 0;
+    std::uint64_t data_bytes = 0;  // packet bytes sent in new TBs
+    std::uint64_t tb_bytes = 0;    // all TB bytes sent (retransmissions included)
+    std::uint64_t harq_dropped_packets = 0;
+};
+
+struct ApCoreStats {
+    // Downlink packets.
+    std::uint64_t downlink_packets = 0, downlink_bytes = 0;
+    std::uint64_t unknown_destination = 0;  // no user has that address: dropped
+    std::uint64_t malformed_packets = 0;    // not IPv4/IPv6, too short or too long: dropped
+    std::uint64_t enqueued = 0;
+    std::array<std::uint64_t, aqm::kDropReasonCount> queue_drops{};  // by aqm::DropReason
+    std::uint64_t marked = 0;
+    // Slots.
+    std::uint64_t slot_requests = 0;
+    std::uint64_t grants_new = 0, grants_retx = 0, grants_empty = 0;
+    std::uint64_t requests_duplicate = 0;     // answered from the grant cache
+    std::uint64_t requests_out_of_order = 0;  // older than the newest, not cached: empty grant
+    std::uint64_t requests_late = 0;
+    std::uint64_t slots_skipped = 0;      // slot numbers never requested (gaps)
+    std::uint64_t phy_restarts = 0;       // on_phy_restart() calls that took effect
+    std::uint64_t slot_backjumps = 0;     // restarts detected from the slot numbers
+    std::uint64_t tbs_without_price = 0;  // CLAMP on, mu_c not known yet
+    // HARQ results (the harq_entity's own counters are in harq_stats()).
+    std::uint64_t harq_dropped_tbs = 0, harq_dropped_packets = 0, harq_timeout_tbs = 0;
+    // Uplink control.
+    std::uint64_t cqi_reports = 0, cqi_invalid = 0, cqi_unknown_user = 0;
+    std::uint64_t feedback = 0, feedback_unknown_user = 0, feedback_invalid_process = 0;
+    std::uint64_t feedback_stale = 0;
+};
+
+class ApCore final {
+  public:
+    explicit ApCore(ApCoreParams params);  // validates (std::invalid_argument)
+    ~ApCore();
+    ApCore(const ApCore&) = delete;
+    ApCore& operator=(const ApCore&) = delete;
+
+    // An IP packet read from the TUN at `now`. Returns true if it was queued.
+    bool on_downlink_packet(time_ns now, std::vector<std::uint8_t> bytes);
+
+    // The PHY asks what to send in `slot` (air time on the PHY's clock); answered at once.
+    wire::SlotGrant on_slot_request(time_ns now, std::uint64_t slot, time_ns air_time_ns);
+
+    // The PHY restarted (its wire sequence began again at 0): the next request re-bases the
+    // slot clock. Idempotent until the next request.
+    void on_phy_restart();
+
+    // The latest channel report of `user` (wire CqiReport): snr_db is the CQI the MAC uses.
+    void on_cqi(std::uint32_t user, std::uint64_t slot, double snr_db, std::uint8_t cqi);
+
+    // ACK/NACK of the TB sent to `user` in PHY slot `slot` on HARQ process `pid`.
+    void on_harq_feedback(std::uint32_t user, std::uint64_t slot, std::uint8_t pid, bool ack);
+
+    // Trace rows completed since the last call (slot rows in slot order, once their outcome
+    // is known). final_rows() also hands out the rows still waiting for an outcome (exit).
+    std::vector<SlotRow> take_slot_rows();
+    std::vector<SlotRow> final_rows();
+    std::vector<PacketRecord> take_packet_records();
+
+    const ApCoreStats& stats() const;
+    const UserStats& user_stats(std::uint32_t user) const;
+    const harq::harq_stats& harq_stats() const;
+    // Every counter and gauge as dotted names (for the stats JSON): "queue.<name>.marked",
+    // "harq.acked", "olla.<name>.offset_db", ...
+    std::vector<std::pair<std::string, std::uint64_t>> counters() const;
+    std::vector<std::pair<std::string, double>> gauges() const;
+
+    // Introspection (tests, traces).
+    std::size_t users() const;
+    const ApCoreParams& params() const;
+    std::size_t queued_bytes(std::uint32_t user) const;
+    std::optional<double> mu_c_bps(std::uint32_t user) const;  // nullopt until known
+    std::optional<double> price(std::uint32_t user) const;     // nullopt: none stamped now
+    int mcs_for(std::uint32_t user) const;                     // kNoMcs if none usable
+    double rate_bps(std::uint32_t user) const;                 // the scheduler's R_i
+    const clamp::RouterAgent& router_of(std::uint32_t user) const;
+    std::optional<std::uint32_t> classify(const std::vector<std::uint8_t>& packet) const;
+    std::uint32_t tb_bytes_for_mcs(int mcs) const;  // 0 if unusable
+
+  private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace oppsched::ap

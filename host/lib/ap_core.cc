@@ -1,0 +1,908 @@
+// The AP MAC core: see oppsched/ap_core.h for the data path, the choices and their reasons.
+#include "oppsched/ap_core.h"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+#include <unordered_set>
+
+#include "oppsched/pdu.h"
+
+namespace oppsched::ap {
+namespace {
+
+constexpr std::size_t kMinUsableTb = pdu::kMinPduBytes + pdu::kSegmentHeaderBytes + 1;  // 29
+
+std::string num(double v) {
+    std::ostringstream os;
+    os << v;
+    return os.str();
+}
+
+[[noreturn]] void bad(const std::string& field, const std::string& value, const std::string& why) {
+    throw std::invalid_argument(field + ": " + value + " " + why);
+}
+
+// An address as 17 bytes: version + 16 address bytes (IPv4 in the first 4).
+using AddrKey = std::array<std::uint8_t, 17>;
+struct AddrKeyHash {
+    std::size_t operator()(const AddrKey& k) const {
+        std::size_t h = 1469598103934665603ull;
+        for (auto b : k) h = (h ^ b) * 1099511628211ull;
+        return h;
+    }
+};
+
+std::optional<AddrKey> parse_address(const std::string& s) {
+    AddrKey k{};
+    if (::inet_pton(AF_INET, s.c_str(), k.data() + 1) == 1) {
+        k[0] = 4;
+        return k;
+    }
+    if (::inet_pton(AF_INET6, s.c_str(), k.data() + 1) == 1) {
+        k[0] = 6;
+        return k;
+    }
+    return std::nullopt;
+}
+
+// Destination address of an IPv4/IPv6 packet (the header fields only; tcpip::parse would
+// refuse packets whose transport header is odd, and those still have a destination).
+std::optional<AddrKey> destination(const std::vector<std::uint8_t>& p) {
+    if (p.empty()) return std::nullopt;
+    AddrKey k{};
+    const unsigned v = p[0] >> 4;
+    if (v == 4 && p.size() >= 20 && (p[0] & 0x0f) >= 5) {
+        k[0] = 4;
+        std::copy(p.begin() + 16, p.begin() + 20, k.begin() + 1);
+        return k;
+    }
+    if (v == 6 && p.size() >= 40) {
+        k[0] = 6;
+        std::copy(p.begin() + 24, p.begin() + 40, k.begin() + 1);
+        return k;
+    }
+    return std::nullopt;
+}
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// Tables
+
+linkadapt::mcs_table clamp_table(const ClampTableParams& p) {
+    if (!(p.w0_hz >= 1 && p.w0_hz <= 1e12)) bad("clamp.w0_hz", num(p.w0_hz), "not in [1, 1e12]");
+    if (!(p.cmax_bps >= 1 && p.cmax_bps <= 1e12))
+        bad("clamp.cmax_bps", num(p.cmax_bps), "not in [1, 1e12]");
+    if (p.levels < 1 || p.levels > 255)
+        bad("clamp.levels", std::to_string(p.levels), "not in [1, 255]");
+    std::vector<linkadapt::mcs_entry> rows;
+    for (std::uint32_t k = 1; k <= p.levels; ++k) {
+        const double rate = static_cast<double>(k) * p.cmax_bps / p.levels;
+        // Eq. 18 inverted: the SNR at which W0 log2(1 + N) reaches rate_k.
+        const double snr_db = 10.0 * std::log10(std::pow(2.0, rate / p.w0_hz) - 1.0);
+        std::ostringstream n;
+        n << "clamp " << k << "/" << p.levels;
+        rows.push_back(linkadapt::mcs_entry{n.str(), snr_db, rate, 0, 0.0});
+    }
+    return linkadapt::mcs_table("clamp", std::move(rows));
+}
+
+std::optional<linkadapt::mcs_table> mcs_table_by_name(const std::string& name,
+                                                      const linkadapt::ofdm_numerology& num_,
+                                                      const ClampTableParams& clamp) {
+    if (name == "evdo") return linkadapt::mcs_table::evdo();
+    if (name == "ofdm_provisional") return linkadapt::mcs_table::ofdm_provisional(num_);
+    if (name == "clamp") return clamp_table(clamp);
+    return std::nullopt;
+}
+
+// ---------------------------------------------------------------------------------------
+// Parameters
+
+void ApCoreParams::validate() const {
+    if (users.empty()) bad("users", "[]", "must name at least one user");
+    if (users.size() > 65535)
+        bad("users", std::to_string(users.size()), "entries: more than 65535");
+    std::unordered_map<AddrKey, std::size_t, AddrKeyHash> seen;
+    std::unordered_set<std::string> names;
+    for (std::size_t u = 0; u < users.size(); ++u) {
+        const std::string f = "users[" + std::to_string(u) + "]";
+        const auto& up = users[u];
+        const bool name_ok = !up.name.empty() && up.name.size() <= 64 &&
+                             std::all_of(up.name.begin(), up.name.end(), [](char ch) {
+                                 return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' ||
+                                        ch == '.' || ch == '-';
+                             });
+        if (!name_ok) bad(f + ".name", "'" + up.name + "'", "not 1..64 of [A-Za-z0-9_.-]");
+        if (!names.insert(up.name).second) bad(f + ".name", "'" + up.name + "'", "is used twice");
+        for (std::size_t i = 0; i < up.addresses.size(); ++i) {
+            const std::string fa = f + ".addresses[" + std::to_string(i) + "]";
+            const auto k = parse_address(up.addresses[i]);
+            if (!k) bad(fa, "'" + up.addresses[i] + "'", "is not an IPv4 or IPv6 address");
+            const auto [it, inserted] = seen.emplace(*k, u);
+            if (!inserted)
+                bad(fa, "'" + up.addresses[i] + "'",
+                    "is also an address of users[" + std::to_string(it->second) + "]");
+        }
+        if (up.queue_limit_bytes && *up.queue_limit_bytes == 0 &&
+            (up.queue_limit_packets ? *up.queue_limit_packets : aqm.limits.packets) == 0)
+            bad(f + ".queue_limit_bytes", "0", "and no packet limit: the queue is unbounded");
+    }
+    try {
+        aqm::validate(aqm);
+        for (std::size_t u = 0; u < users.size(); ++u) {
+            aqm::AqmConfig c = aqm;
+            if (users[u].queue_limit_bytes) c.limits.bytes = *users[u].queue_limit_bytes;
+            if (users[u].queue_limit_packets) c.limits.packets = *users[u].queue_limit_packets;
+            aqm::validate(c);
+        }
+    } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(std::string("aqm: ") + e.what());
+    }
+    if (clamp.enabled) {
+        try {
+            clamp.router.validate();
+        } catch (const std::invalid_argument& e) {
+            throw std::invalid_argument(std::string("clamp: ") + e.what());
+        }
+    }
+    if (clamp.mu_init_slots < 1) bad("clamp.mu_init_slots", "0", "not >= 1");
+    if (!(clamp.mu_ema_weight > 0 && clamp.mu_ema_weight <= 1))
+        bad("clamp.mu_ema_weight", num(clamp.mu_ema_weight), "not in (0,1]");
+    if (!(clamp.mu_floor_bps > 0) || !std::isfinite(clamp.mu_floor_bps))
+        bad("clamp.mu_floor_bps", num(clamp.mu_floor_bps), "not > 0");
+    try {
+        sched::scheduler_config sc;
+        sc.num_users = users.size();
+        sc.policy = scheduler;
+        sched::validate(sc);
+    } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(std::string("scheduler: ") + e.what());
+    }
+    try {
+        harq::harq_config hc = harq;
+        hc.num_users = static_cast<std::uint32_t>(users.size());
+        harq::validate(hc);
+        if (olla_enabled) linkadapt::olla check(olla);
+    } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(e.what());
+    }
+    if (!(slot_s > 0 && slot_s <= 1)) bad("slot_s", num(slot_s), "not in (0,1]");
+    if (lead_slots > 100000) bad("lead_slots", std::to_string(lead_slots), "not in [0,100000]");
+    if (restart_backjump_slots < 1)
+        bad("restart_backjump_slots", std::to_string(restart_backjump_slots), "not >= 1");
+    if (grant_cache < 1) bad("grant_cache", "0", "not >= 1");
+    if (table.size() > 256) bad("link_adaptation.table", table.name(), "has more than 256 MCSs");
+    bool usable = false;
+    for (std::size_t m = 0; m < table.size(); ++m)
+        usable = usable || table.bytes_per_slot(static_cast<int>(m), slot_s) >= kMinUsableTb;
+    if (!usable)
+        bad("link_adaptation.table", "'" + table.name() + "'",
+            "has no MCS carrying >= 29 bytes in a slot of " + num(slot_s) + " s");
+}
+
+// ---------------------------------------------------------------------------------------
+// State
+
+struct ApCore::Impl {
+    struct TbInfo {
+        std::uint32_t user = 0;
+        int mcs = 0;
+        std::vector<std::uint8_t> bytes;
+        pdu::TbRecord record;
+    };
+    struct MuEstimator {
+        bool known = false;
+        double bps = 0;
+        std::uint32_t n = 0;
+        double acc_bytes = 0;
+    };
+    struct PendingRow {
+        SlotRow row;
+        bool resolved = false;
+    };
+    struct CachedGrant {
+        std::int64_t slot = -1;
+        wire::SlotGrant grant;
+    };
+
+    explicit Impl(ApCoreParams p) : params(std::move(p)) {}
+
+    ApCoreParams params;
+    ApCoreStats stats;
+    std::vector<UserStats> ustats;
+    std::uint32_t n_users = 0;
+
+    std::unordered_map<AddrKey, std::uint32_t, AddrKeyHash> addr_to_user;
+    // Queues: per_user -> aqms[u]; shared -> qset.
+    std::vector<std::unique_ptr<aqm::Aqm>> aqms;
+    std::unique_ptr<aqm::QueueSet> qset;
+    std::vector<clamp::RouterAgent> routers;  // one per queue
+    std::vector<MuEstimator> mu;              // one per queue
+    std::vector<pdu::Segmenter> segmenters;   // one per user
+    std::unique_ptr<sched::scheduler_policy> policy;
+    std::unique_ptr<harq::harq_entity> harq;
+    std::vector<linkadapt::olla> olla;
+    std::vector<double> snr_db;  // NaN: no CQI yet
+    std::vector<std::uint32_t> tb_bytes_of_mcs;
+
+    std::unordered_map<std::uint64_t, TbInfo> tbs;  // by TB id, while HARQ holds it
+    std::uint64_t next_tb_id = 1;
+    std::uint64_t next_packet_id = 1;
+    time_ns last_now = 0;  // latest `now` seen (times the records of feedback events)
+
+    // Slot clock.
+    bool have_slot = false;
+    bool restart_pending = false;
+    std::int64_t last_internal = 0;  // newest internal slot answered
+    std::int64_t last_phy = 0;       // its PHY slot number
+    std::int64_t offset = 0;         // internal = phy + offset
+    std::int64_t newest_requested = 0;
+    std::vector<CachedGrant> cache;  // ring by internal slot
+
+    // Traces.
+    std::deque<PendingRow> pending;  // rows in slot order, waiting for outcomes
+    std::uint64_t pending_base = 0;  // row number of pending.front()
+    std::uint64_t next_row = 0;
+    std::vector<std::uint64_t> tx_row;  // per (user, pid): row number of the last transmission
+    std::vector<SlotRow> ready;
+    std::vector<PacketRecord> precords;
+
+    // Scratch.
+    std::vector<double> rates;
+    std::vector<bool> eligible;
+    std::vector<bool> backlogged_q;
+    std::vector<std::uint64_t> served_q;
+    std::vector<harq::harq_event> events;
+
+    std::size_t queue_index(std::uint32_t u) const {
+        return params.queue_mode == aqm::QueueMode::shared ? 0 : u;
+    }
+    std::size_t queue_count() const { return routers.size(); }
+    std::size_t q_bytes_of_queue(std::size_t qi) const {
+        return qset ? qset->total_bytes() : aqms[qi]->bytes();
+    }
+    std::size_t user_queue_bytes(std::uint32_t u) const {
+        return (qset ? qset->bytes(u) : aqms[u]->bytes()) + segmenters[u].partial_remaining();
+    }
+    bool queue_eligible(std::uint32_t u) const {
+        if (segmenters[u].has_partial()) return true;
+        return qset ? qset->eligible(u) : !aqms[u]->empty();
+    }
+    std::uint64_t marked_of_queue(std::size_t qi) const {
+        return qset ? qset->queue(0).stats().marked : aqms[qi]->stats().marked;
+    }
+
+    void record(time_ns t, const char* ev, int user, std::uint64_t id, std::size_t bytes,
+                std::string reason = {}) {
+        if (!params.record_packets) return;
+        precords.push_back(
+            PacketRecord{t, ev, user, id, static_cast<std::uint32_t>(bytes), std::move(reason)});
+    }
+
+    void on_drop(aqm::Drop&& d) {
+        ++stats.queue_drops[static_cast<std::size_t>(d.reason)];
+        if (d.packet.user < n_users) ++ustats[d.packet.user].dropped;
+        record(d.at, "drop", static_cast<int>(d.packet.user), d.packet.id, d.packet.size(),
+               std::string(aqm::to_string(d.reason)));
+    }
+
+    int mcs_for(std::uint32_t u) const {
+        int m = 0;  // no CQI yet: the lowest MCS (ap_core.h)
+        if (!std::isnan(snr_db[u])) {
+            m = params.olla_enabled ? olla[u].select(params.table, snr_db[u])
+                                    : linkadapt::cqi_to_mcs(params.table, snr_db[u]);
+        }
+        if (m < 0 || tb_bytes_of_mcs[static_cast<std::size_t>(m)] == 0) return linkadapt::kNoMcs;
+        return m;
+    }
+    double rate_of_mcs(int m) const {
+        return m < 0 ? 0.0 : params.table[static_cast<std::size_t>(m)].rate_bps;
+    }
+
+    std::optional<double> price_now(std::size_t qi, bool count) {
+        if (!params.clamp.enabled || !mu[qi].known) return std::nullopt;
+        const double mu_bytes = std::max(mu[qi].bps, params.clamp.mu_floor_bps) / 8.0;
+        return count ? routers[qi].price(mu_bytes) : routers[qi].peek_price(mu_bytes);
+    }
+    double peek_price(std::uint32_t u) const {
+        const std::size_t qi = queue_index(u);
+        if (!params.clamp.enabled || !mu[qi].known) return kNaN;
+        return routers[qi].peek_price(std::max(mu[qi].bps, params.clamp.mu_floor_bps) / 8.0);
+    }
+
+    void update_mu() {
+        const double w = params.clamp.mu_ema_weight;
+        for (std::size_t qi = 0; qi < queue_count(); ++qi) {
+            if (!backlogged_q[qi]) continue;
+            MuEstimator& m = mu[qi];
+            const double sample_bps = static_cast<double>(served_q[qi]) * 8.0 / params.slot_s;
+            if (!m.known) {
+                m.acc_bytes += static_cast<double>(served_q[qi]);
+                if (++m.n >= params.clamp.mu_init_slots) {
+                    m.bps = m.acc_bytes * 8.0 / (m.n * params.slot_s);
+                    m.known = true;
+                }
+            } else {
+                m.bps = (1.0 - w) * m.bps + w * sample_bps;
+            }
+        }
+    }
+
+    // ---- trace rows ----
+    SlotRow new_row(std::uint64_t phy_slot, time_ns air, bool late) const {
+        SlotRow r;
+        r.slot = phy_slot;
+        r.t_ns = air;
+        r.late = late;
+        r.cqi = snr_db;
+        r.queue.resize(n_users);
+        r.price.resize(n_users);
+        for (std::uint32_t u = 0; u < n_users; ++u) {
+            r.queue[u] = user_queue_bytes(u);
+            r.price[u] = peek_price(u);
+        }
+        return r;
+    }
+    std::uint64_t push_row(SlotRow&& r, bool resolved) {
+        pending.push_back(PendingRow{std::move(r), resolved});
+        const std::uint64_t n = next_row++;
+        flush_rows();
+        return n;
+    }
+    void resolve_row(std::uint32_t u, std::uint8_t pid, const char* outcome) {
+        if (!params.record_slots) return;
+        const std::uint64_t n = tx_row[u * params.harq.num_processes + pid];
+        if (n < pending_base || n >= pending_base + pending.size()) return;
+        PendingRow& p = pending[n - pending_base];
+        if (p.resolved) return;
+        p.row.outcome = outcome;
+        p.resolved = true;
+        flush_rows();
+    }
+    void flush_rows() {
+        // Rows leave in slot order; a row can only wait for its feedback timeout, so the
+        // deque stays bounded; the cap is a guard against a misconfigured timeout.
+        constexpr std::size_t kMaxPending = 1 << 16;
+        while (!pending.empty() && (pending.front().resolved || pending.size() > kMaxPending)) {
+            ready.push_back(std::move(pending.front().row));
+            pending.pop_front();
+            ++pending_base;
+        }
+    }
+
+    // ---- HARQ events ----
+    void handle_event(const harq::harq_event& ev, time_ns now) {
+        switch (ev.kind) {
+            case harq::event_kind::acked:
+            case harq::event_kind::nacked:
+            case harq::event_kind::dropped_max_tx: {
+                const bool ack = ev.kind == harq::event_kind::acked;
+                auto it = tbs.find(ev.tb.id);
+                if (params.olla_enabled && it != tbs.end())
+                    olla[ev.user].update(
+                        ack, linkadapt::olla::position_of(params.table, it->second.mcs));
+                resolve_row(
+                    ev.user, ev.process,
+                    ack ? "ack" : (ev.kind == harq::event_kind::nacked ? "nack" : "dropped"));
+                if (ev.kind == harq::event_kind::dropped_max_tx && it != tbs.end()) {
+                    // Seed 000 §V-B: drop the packets that TB carried (part of).
+                    ++stats.harq_dropped_tbs;
+                    std::vector<std::uint64_t> ids;
+                    for (const auto& s : it->second.record.segments)
+                        if (std::find(ids.begin(), ids.end(), s.packet_id) == ids.end()) {
+                            ids.push_back(s.packet_id);
+                            record(now, "drop", static_cast<int>(ev.user), s.packet_id,
+                                   s.packet_len, "harq_max_tx");
+                        }
+                    stats.harq_dropped_packets += ids.size();
+                    ustats[ev.user].harq_dropped_packets += ids.size();
+                }
+                if (ev.kind != harq::event_kind::nacked && it != tbs.end()) tbs.erase(it);
+                break;
+            }
+            case harq::event_kind::timed_out:
+            case harq::event_kind::flushed:
+                ++stats.harq_timeout_tbs;
+                resolve_row(ev.user, ev.process, "timeout");
+                tbs.erase(ev.tb.id);
+                break;
+            case harq::event_kind::stale_feedback:
+                ++stats.feedback_stale;
+                break;
+        }
+    }
+
+    wire::SlotGrant grant_from(const harq::tx_grant& g, const TbInfo& tb, std::uint64_t slot) {
+        wire::SlotGrant out;
+        out.slot = slot;
+        out.empty = false;
+        out.user = static_cast<std::uint16_t>(g.user);
+        out.mcs = static_cast<std::uint8_t>(tb.mcs);
+        out.harq_pid = g.process;
+        out.ndi = g.ndi ? 1 : 0;
+        out.rv = g.rv;
+        out.tb = tb.bytes;
+        return out;
+    }
+
+    void remember(std::int64_t internal, const wire::SlotGrant& g) {
+        CachedGrant& c = cache[static_cast<std::size_t>(internal) % cache.size()];
+        c.slot = internal;
+        c.grant = g;
+    }
+};
+
+// ---------------------------------------------------------------------------------------
+
+ApCore::ApCore(ApCoreParams params) {
+    params.validate();
+    params.harq.num_users = static_cast<std::uint32_t>(params.users.size());
+    impl_ = std::make_unique<Impl>(std::move(params));
+    Impl& m = *impl_;
+    const ApCoreParams& p = m.params;
+    m.n_users = static_cast<std::uint32_t>(p.users.size());
+    m.ustats.resize(m.n_users);
+    for (std::uint32_t u = 0; u < m.n_users; ++u)
+        for (const auto& a : p.users[u].addresses) m.addr_to_user.emplace(*parse_address(a), u);
+
+    if (p.queue_mode == aqm::QueueMode::shared) {
+        aqm::QueueSetConfig qc;
+        qc.users = m.n_users;
+        qc.mode = aqm::QueueMode::shared;
+        qc.aqm = p.aqm;
+        m.qset = std::make_unique<aqm::QueueSet>(qc);
+        m.qset->set_drop_sink([&m](aqm::Drop&& d) { m.on_drop(std::move(d)); });
+    } else {
+        for (std::uint32_t u = 0; u < m.n_users; ++u) {
+            aqm::AqmConfig c = p.aqm;
+            c.seed = p.aqm.seed + u;  // independent draws per queue, reproducible
+            if (p.users[u].queue_limit_bytes) c.limits.bytes = *p.users[u].queue_limit_bytes;
+            if (p.users[u].queue_limit_packets) c.limits.packets = *p.users[u].queue_limit_packets;
+            m.aqms.push_back(aqm::make_aqm(c));
+            m.aqms.back()->set_drop_sink([&m](aqm::Drop&& d) { m.on_drop(std::move(d)); });
+        }
+    }
+    const std::size_t nq = p.queue_mode == aqm::QueueMode::shared ? 1 : m.n_users;
+    m.routers.assign(nq,
+                     clamp::RouterAgent(p.clamp.enabled ? p.clamp.router : clamp::RouterParams{}));
+    m.mu.assign(nq, Impl::MuEstimator{});
+    for (std::uint32_t u = 0; u < m.n_users; ++u) {
+        pdu::SegmenterParams sp;
+        sp.user = static_cast<std::uint16_t>(u);
+        m.segmenters.emplace_back(sp);
+    }
+    sched::scheduler_config sc;
+    sc.num_users = m.n_users;
+    sc.policy = p.scheduler;
+    m.policy = sched::make_scheduler(sc);
+    m.harq = std::make_unique<harq::harq_entity>(p.harq);
+    for (std::uint32_t u = 0; u < m.n_users; ++u) m.olla.emplace_back(p.olla);
+    m.snr_db.assign(m.n_users, kNaN);
+    for (std::size_t i = 0; i < p.table.size(); ++i) {
+        const std::uint32_t b =
+            std::min<std::uint32_t>(p.table.bytes_per_slot(static_cast<int>(i), p.slot_s),
+                                    static_cast<std::uint32_t>(pdu::kMaxPduBytes));
+        m.tb_bytes_of_mcs.push_back(b >= kMinUsableTb ? b : 0);
+    }
+    m.cache.assign(p.grant_cache, Impl::CachedGrant{});
+    m.tx_row.assign(static_cast<std::size_t>(m.n_users) * p.harq.num_processes, ~0ull);
+    m.rates.assign(m.n_users, 0.0);
+    m.eligible.assign(m.n_users, false);
+    m.backlogged_q.assign(nq, false);
+    m.served_q.assign(nq, 0);
+}
+
+ApCore::~ApCore() = default;
+
+std::optional<std::uint32_t> ApCore::classify(const std::vector<std::uint8_t>& packet) const {
+    const auto k = destination(packet);
+    if (!k) return std::nullopt;
+    const auto it = impl_->addr_to_user.find(*k);
+    if (it == impl_->addr_to_user.end()) return std::nullopt;
+    return it->second;
+}
+
+bool ApCore::on_downlink_packet(time_ns now, std::vector<std::uint8_t> bytes) {
+    Impl& m = *impl_;
+    m.last_now = std::max(m.last_now, now);
+    ++m.stats.downlink_packets;
+    m.stats.downlink_bytes += bytes.size();
+    const std::uint64_t id = m.next_packet_id++;
+    const auto dst = destination(bytes);
+    if (!dst || bytes.size() > pdu::kMaxPacketBytes) {
+        ++m.stats.malformed_packets;
+        m.record(now, "drop", -1, id, bytes.size(), "malformed");
+        return false;
+    }
+    const auto it = m.addr_to_user.find(*dst);
+    if (it == m.addr_to_user.end()) {
+        ++m.stats.unknown_destination;
+        m.record(now, "drop", -1, id, bytes.size(), "unknown_destination");
+        return false;
+    }
+    const std::uint32_t u = it->second;
+    const std::size_t qi = m.queue_index(u);
+    const std::size_t size = bytes.size();
+    // Seed 000 §IV-A: the EMA sees Q(n), the backlog this packet finds (clamp.h).
+    if (m.params.clamp.enabled) m.routers[qi].on_arrival(now, m.q_bytes_of_queue(qi));
+    Packet pkt;
+    pkt.data = std::move(bytes);
+    pkt.user = u;
+    pkt.id = id;
+    pkt.arrival = now;
+    const std::uint64_t marked_before = m.marked_of_queue(qi);
+    m.record(now, "enqueue", static_cast<int>(u), id, size);
+    const bool ok =
+        m.qset ? m.qset->enqueue(std::move(pkt), now) : m.aqms[u]->enqueue(std::move(pkt), now);
+    if (ok) {
+        ++m.stats.enqueued;
+        ++m.ustats[u].enqueued;
+        m.ustats[u].enqueued_bytes += size;
+        if (m.marked_of_queue(qi) > marked_before) {
+            ++m.stats.marked;
+            m.record(now, "mark", static_cast<int>(u), id, size);
+        }
+    }
+    return ok;
+}
+
+void ApCore::on_phy_restart() {
+    Impl& m = *impl_;
+    if (!m.have_slot || m.restart_pending) return;
+    m.restart_pending = true;
+    ++m.stats.phy_restarts;
+}
+
+wire::SlotGrant ApCore::on_slot_request(time_ns now, std::uint64_t slot, time_ns air_time_ns) {
+    Impl& m = *impl_;
+    const ApCoreParams& p = m.params;
+    m.last_now = std::max(m.last_now, now);
+    ++m.stats.slot_requests;
+    wire::SlotGrant empty;
+    empty.slot = slot;
+    empty.empty = true;
+    if (slot > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max() / 4)) {
+        ++m.stats.requests_out_of_order;  // not a slot number any PHY produces
+        ++m.stats.grants_empty;
+        return empty;
+    }
+    const std::int64_t ps = static_cast<std::int64_t>(slot);
+
+    // ---- map to the internal slot clock ----
+    if (m.have_slot && !m.restart_pending && ps + p.restart_backjump_slots < m.last_phy) {
+        ++m.stats.slot_backjumps;
+        m.restart_pending = true;
+    }
+    if (m.restart_pending) {
+        m.offset = m.last_internal + 1 - ps;
+        m.newest_requested = m.last_internal;
+        m.restart_pending = false;
+    }
+    const std::int64_t s = ps + m.offset;
+    bool late = false;
+    if (m.have_slot) {
+        late =
+            p.lead_slots > 0 && m.newest_requested >= s + static_cast<std::int64_t>(p.lead_slots);
+        if (s <= m.last_internal) {
+            if (late) ++m.stats.requests_late;
+            const auto& c = m.cache[static_cast<std::size_t>(s) % m.cache.size()];
+            if (c.slot == s) {
+                ++m.stats.requests_duplicate;
+                return c.grant;
+            }
+            ++m.stats.requests_out_of_order;
+            ++m.stats.grants_empty;
+            return empty;
+        }
+        if (s > m.last_internal + 1)
+            m.stats.slots_skipped += static_cast<std::uint64_t>(s - m.last_internal - 1);
+    }
+    m.have_slot = true;
+    m.last_internal = s;
+    m.last_phy = ps;
+    m.newest_requested = std::max(m.newest_requested, s);
+
+    // ---- HARQ timeouts ----
+    m.events.clear();
+    m.harq->expire(s, m.events);
+    for (const auto& ev : m.events) m.handle_event(ev, now);
+
+    // ---- scheduler inputs ----
+    for (std::size_t qi = 0; qi < m.queue_count(); ++qi) {
+        m.served_q[qi] = 0;
+        m.backlogged_q[qi] = false;
+    }
+    for (std::uint32_t u = 0; u < m.n_users; ++u) {
+        const int mcs = m.mcs_for(u);
+        m.rates[u] = m.rate_of_mcs(mcs);
+        const bool has_data = m.queue_eligible(u);
+        if (has_data) m.backlogged_q[m.queue_index(u)] = true;
+        m.eligible[u] = has_data && mcs >= 0 && m.harq->free_process(u, s).has_value();
+    }
+
+    wire::SlotGrant out = empty;
+    SlotRow row;
+    const bool tracing = p.record_slots;
+    if (tracing) row = m.new_row(slot, air_time_ns, late);
+
+    if (const auto rx = m.harq->next_retransmission(s)) {
+        // HARQ retransmissions first (sched.h: the policy is not asked; update() still once).
+        const harq::tx_grant g = m.harq->retransmit(rx->user, rx->process, s);
+        const auto& tb = m.tbs.at(g.tb.id);
+        out = m.grant_from(g, tb, slot);
+        m.policy->update(m.rates, static_cast<int>(g.user), m.rate_of_mcs(tb.mcs));
+        ++m.stats.grants_retx;
+        ++m.ustats[g.user].slots_retx;
+        m.ustats[g.user].tb_bytes += tb.bytes.size();
+        if (tracing) {
+            row.user = static_cast<int>(g.user);
+            row.mcs = tb.mcs;
+            row.tb_bytes = static_cast<std::uint32_t>(tb.bytes.size());
+            row.harq_pid = g.process;
+            row.rv = g.rv;
+            row.ndi = g.ndi ? 1 : 0;
+            row.retx = static_cast<int>(g.transmission - 1);
+            m.tx_row[g.user * p.harq.num_processes + g.process] = m.push_row(std::move(row), false);
+        }
+    } else {
+        const int u = m.policy->choose(m.rates, m.eligible);
+        if (u == sched::kNoUser) {
+            m.policy->update(m.rates, sched::kNoUser, 0.0);
+            ++m.stats.grants_empty;
+            if (tracing) m.push_row(std::move(row), true);
+        } else {
+            const auto user = static_cast<std::uint32_t>(u);
+            const int mcs = m.mcs_for(user);
+            const std::uint32_t tb_bytes = m.tb_bytes_of_mcs[static_cast<std::size_t>(mcs)];
+            const std::size_t qi = m.queue_index(user);
+            std::optional<float> price;
+            if (p.clamp.enabled) {
+                if (const auto pr = m.price_now(qi, true)) {
+                    price = static_cast<float>(*pr);
+                } else {
+                    ++m.stats.tbs_without_price;
+                }
+            }
+            pdu::PacketSource source = [&m, user, qi, now]() -> std::optional<Packet> {
+                const std::uint64_t marked_before = m.marked_of_queue(qi);
+                std::optional<Packet> pk =
+                    m.qset ? m.qset->dequeue(user, now) : m.aqms[user]->dequeue(now);
+                if (pk) {
+                    m.record(now, "dequeue", static_cast<int>(user), pk->id, pk->size());
+                    if (m.marked_of_queue(qi) > marked_before) {  // dequeue-time marking
+                        ++m.stats.marked;
+                        m.record(now, "mark", static_cast<int>(user), pk->id, pk->size());
+                    }
+                }
+                return pk;
+            };
+            pdu::BuiltTb built = m.segmenters[user].build(tb_bytes, source, price);
+            const std::uint64_t id = m.next_tb_id++;
+            const harq::tx_grant g = m.harq->new_transmission(
+                user, harq::tb_ref{id, static_cast<std::uint32_t>(built.bytes.size())}, s);
+            m.served_q[qi] += built.record.data_bytes;
+            Impl::TbInfo info;
+            info.user = user;
+            info.mcs = mcs;
+            info.bytes = std::move(built.bytes);
+            info.record = std::move(built.record);
+            m.ustats[user].data_bytes += info.record.data_bytes;
+            m.ustats[user].tb_bytes += info.bytes.size();
+            ++m.ustats[user].slots_new;
+            auto& stored = m.tbs.emplace(id, std::move(info)).first->second;
+            out = m.grant_from(g, stored, slot);
+            m.policy->update(m.rates, u, m.rates[user]);
+            ++m.stats.grants_new;
+            if (tracing) {
+                row.user = u;
+                row.mcs = mcs;
+                row.tb_bytes = static_cast<std::uint32_t>(stored.bytes.size());
+                row.harq_pid = g.process;
+                row.rv = g.rv;
+                row.ndi = g.ndi ? 1 : 0;
+                row.retx = 0;
+                m.tx_row[user * p.harq.num_processes + g.process] =
+                    m.push_row(std::move(row), false);
+            }
+        }
+    }
+    if (p.clamp.enabled) m.update_mu();
+    m.remember(s, out);
+    return out;
+}
+
+void ApCore::on_cqi(std::uint32_t user, std::uint64_t /*slot*/, double snr_db,
+                    std::uint8_t /*cqi*/) {
+    Impl& m = *impl_;
+    if (user >= m.n_users) {
+        ++m.stats.cqi_unknown_user;
+        return;
+    }
+    if (!std::isfinite(snr_db) || std::fabs(snr_db) > 300.0) {
+        ++m.stats.cqi_invalid;
+        return;
+    }
+    ++m.stats.cqi_reports;
+    m.snr_db[user] = snr_db;
+}
+
+void ApCore::on_harq_feedback(std::uint32_t user, std::uint64_t slot, std::uint8_t pid, bool ack) {
+    Impl& m = *impl_;
+    ++m.stats.feedback;
+    if (user >= m.n_users) {
+        ++m.stats.feedback_unknown_user;
+        return;
+    }
+    if (pid >= m.params.harq.num_processes) {
+        ++m.stats.feedback_invalid_process;
+        return;
+    }
+    if (!m.have_slot ||
+        slot > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max() / 4)) {
+        ++m.stats.feedback_stale;
+        return;
+    }
+    const std::int64_t tx_slot = static_cast<std::int64_t>(slot) + m.offset;
+    // The feedback names the process and the slot of the transmission; the NDI is the one
+    // the process holds (the slot already identifies the TB, harq.h on_feedback).
+    const bool ndi = m.harq->process(user, pid).ndi;
+    const harq::harq_event ev = m.harq->on_feedback(user, pid, ndi, ack, m.last_internal, tx_slot);
+    m.handle_event(ev, m.last_now);
+}
+
+std::vector<SlotRow> ApCore::take_slot_rows() {
+    std::vector<SlotRow> out;
+    out.swap(impl_->ready);
+    return out;
+}
+
+std::vector<SlotRow> ApCore::final_rows() {
+    Impl& m = *impl_;
+    while (!m.pending.empty()) {
+        m.ready.push_back(std::move(m.pending.front().row));
+        m.pending.pop_front();
+        ++m.pending_base;
+    }
+    return take_slot_rows();
+}
+
+std::vector<PacketRecord> ApCore::take_packet_records() {
+    std::vector<PacketRecord> out;
+    out.swap(impl_->precords);
+    return out;
+}
+
+const ApCoreStats& ApCore::stats() const { return impl_->stats; }
+const UserStats& ApCore::user_stats(std::uint32_t user) const { return impl_->ustats.at(user); }
+const harq::harq_stats& ApCore::harq_stats() const { return impl_->harq->stats(); }
+std::size_t ApCore::users() const { return impl_->n_users; }
+const ApCoreParams& ApCore::params() const { return impl_->params; }
+std::size_t ApCore::queued_bytes(std::uint32_t user) const { return impl_->user_queue_bytes(user); }
+std::optional<double> ApCore::mu_c_bps(std::uint32_t user) const {
+    const auto& mu = impl_->mu.at(impl_->queue_index(user));
+    if (!mu.known) return std::nullopt;
+    return mu.bps;
+}
+std::optional<double> ApCore::price(std::uint32_t user) const {
+    const double v = impl_->peek_price(user);
+    if (std::isnan(v)) return std::nullopt;
+    return v;
+}
+int ApCore::mcs_for(std::uint32_t user) const { return impl_->mcs_for(user); }
+double ApCore::rate_bps(std::uint32_t user) const {
+    return impl_->rate_of_mcs(impl_->mcs_for(user));
+}
+const clamp::RouterAgent& ApCore::router_of(std::uint32_t user) const {
+    return impl_->routers.at(impl_->queue_index(user));
+}
+std::uint32_t ApCore::tb_bytes_for_mcs(int mcs) const {
+    if (mcs < 0 || static_cast<std::size_t>(mcs) >= impl_->tb_bytes_of_mcs.size()) return 0;
+    return impl_->tb_bytes_of_mcs[static_cast<std::size_t>(mcs)];
+}
+
+std::vector<std::pair<std::string, std::uint64_t>> ApCore::counters() const {
+    const Impl& m = *impl_;
+    const ApCoreStats& s = m.stats;
+    std::vector<std::pair<std::string, std::uint64_t>> c = {
+        {"downlink.packets", s.downlink_packets},
+        {"downlink.bytes", s.downlink_bytes},
+        {"downlink.unknown_destination", s.unknown_destination},
+        {"downlink.malformed", s.malformed_packets},
+        {"downlink.enqueued", s.enqueued},
+        {"downlink.marked", s.marked},
+        {"slots.requests", s.slot_requests},
+        {"slots.grants_new", s.grants_new},
+        {"slots.grants_retx", s.grants_retx},
+        {"slots.grants_empty", s.grants_empty},
+        {"slots.duplicate_requests", s.requests_duplicate},
+        {"slots.out_of_order_requests", s.requests_out_of_order},
+        {"slots.late", s.requests_late},
+        {"slots.skipped", s.slots_skipped},
+        {"slots.phy_restarts", s.phy_restarts},
+        {"slots.slot_backjumps", s.slot_backjumps},
+        {"clamp.tbs_without_price", s.tbs_without_price},
+        {"harq.dropped_tbs", s.harq_dropped_tbs},
+        {"harq.dropped_packets", s.harq_dropped_packets},
+        {"harq.timeout_tbs", s.harq_timeout_tbs},
+        {"uplink_control.cqi_reports", s.cqi_reports},
+        {"uplink_control.cqi_invalid", s.cqi_invalid},
+        {"uplink_control.cqi_unknown_user", s.cqi_unknown_user},
+        {"uplink_control.feedback", s.feedback},
+        {"uplink_control.feedback_unknown_user", s.feedback_unknown_user},
+        {"uplink_control.feedback_invalid_process", s.feedback_invalid_process},
+        {"uplink_control.feedback_stale", s.feedback_stale},
+    };
+    for (std::size_t i = 0; i < aqm::kDropReasonCount; ++i)
+        c.emplace_back(
+            "queue_drops." + std::string(aqm::to_string(static_cast<aqm::DropReason>(i))),
+            s.queue_drops[i]);
+    const harq::harq_stats& h = m.harq->stats();
+    c.insert(c.end(), {{"harq.tb_sent", h.tb_sent},
+                       {"harq.tx_attempts", h.tx_attempts},
+                       {"harq.acked", h.acked},
+                       {"harq.nacks", h.nacks},
+                       {"harq.failed_final", h.failed_final},
+                       {"harq.timeouts", h.timeouts},
+                       {"harq.stale_feedback", h.stale_feedback},
+                       {"harq.in_flight", m.harq->in_flight()}});
+    for (std::uint32_t u = 0; u < m.n_users; ++u) {
+        const std::string pre = "users." + m.params.users[u].name + ".";
+        const UserStats& us = m.ustats[u];
+        const pdu::SegmenterStats& sg = m.segmenters[u].stats();
+        c.insert(c.end(), {{pre + "enqueued", us.enqueued},
+                           {pre + "enqueued_bytes", us.enqueued_bytes},
+                           {pre + "dropped", us.dropped},
+                           {pre + "slots_new", us.slots_new},
+                           {pre + "slots_retx", us.slots_retx},
+                           {pre + "data_bytes", us.data_bytes},
+                           {pre + "tb_bytes", us.tb_bytes},
+                           {pre + "harq_dropped_packets", us.harq_dropped_packets},
+                           {pre + "queued_bytes", m.user_queue_bytes(u)},
+                           {pre + "segmenter.tbs", sg.tbs},
+                           {pre + "segmenter.packets_started", sg.packets_started},
+                           {pre + "segmenter.packets_completed", sg.packets_completed},
+                           {pre + "segmenter.packets_rejected", sg.packets_rejected},
+                           {pre + "segmenter.padding_bytes", sg.padding_bytes}});
+    }
+    for (std::size_t qi = 0; qi < m.queue_count(); ++qi) {
+        const aqm::AqmStats a = m.qset ? m.qset->queue(0).stats() : m.aqms[qi]->stats();
+        const std::string pre =
+            "aqm." + (m.qset ? std::string("shared") : m.params.users[qi].name) + ".";
+        c.insert(c.end(), {{pre + "offered", a.offered},
+                           {pre + "enqueued", a.enqueued},
+                           {pre + "dequeued", a.dequeued},
+                           {pre + "marked", a.marked},
+                           {pre + "dropped", a.dropped_total()}});
+    }
+    return c;
+}
+
+std::vector<std::pair<std::string, double>> ApCore::gauges() const {
+    const Impl& m = *impl_;
+    std::vector<std::pair<std::string, double>> g;
+    for (std::uint32_t u = 0; u < m.n_users; ++u) {
+        const std::string pre = "users." + m.params.users[u].name + ".";
+        g.emplace_back(pre + "snr_db", m.snr_db[u]);
+        g.emplace_back(pre + "olla_offset_db", m.params.olla_enabled ? m.olla[u].offset_db() : 0.0);
+        g.emplace_back(pre + "sched_average_bps",
+                       u < m.policy->averages().size() ? m.policy->averages()[u] : 0.0);
+    }
+    for (std::size_t qi = 0; qi < m.queue_count(); ++qi) {
+        const std::string pre =
+            "clamp." + (m.qset ? std::string("shared") : m.params.users[qi].name) + ".";
+        g.emplace_back(pre + "mu_c_bps", m.mu[qi].known ? m.mu[qi].bps : kNaN);
+        g.emplace_back(pre + "avg_queue_bytes", m.routers[qi].average_queue_bytes());
+    }
+    return g;
+}
+
+}  // namespace oppsched::ap

@@ -1,0 +1,455 @@
+// ApCore (oppsched/ap_core.h): the AP MAC, driven slot by slot with a fake clock.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "oppsched/ap_core.h"
+#include "oppsched/pdu.h"
+
+namespace oppsched::ap {
+namespace {
+
+constexpr double kSlot = 0.01;  // 10 ms: the test table gives 125 / 500 byte TBs
+
+linkadapt::mcs_table test_table() {
+    return linkadapt::mcs_table("test", {{"low", 0.0, 100e3, 0, 0.0},      // 125 B / slot
+                                         {"high", 10.0, 400e3, 0, 0.0}});  // 500 B / slot
+}
+
+// A minimal IPv4 packet of `size` bytes to 10.0.0.<host> (UDP-less: protocol 253).
+std::vector<std::uint8_t> ipv4_to(std::uint8_t host, std::size_t size, std::uint8_t fill = 0xab) {
+    std::vector<std::uint8_t> p(size, fill);
+    p[0] = 0x45;
+    p[1] = 0;
+    p[2] = static_cast<std::uint8_t>(size >> 8);
+    p[3] = static_cast<std::uint8_t>(size);
+    p[8] = 64;
+    p[9] = 253;
+    p[12] = 10, p[13] = 9, p[14] = 9, p[15] = 9;
+    p[16] = 10, p[17] = 0, p[18] = 0, p[19] = host;
+    return p;
+}
+
+std::vector<std::uint8_t> ipv6_to_fd00(std::uint8_t last, std::size_t size) {
+    std::vector<std::uint8_t> p(size, 0x5a);
+    p[0] = 0x60;
+    p[1] = p[2] = p[3] = 0;
+    p[4] = static_cast<std::uint8_t>((size - 40) >> 8);
+    p[5] = static_cast<std::uint8_t>(size - 40);
+    p[6] = 253;
+    p[7] = 64;
+    for (int i = 8; i < 40; ++i) p[i] = 0;
+    p[24] = 0xfd;
+    p[39] = last;
+    return p;
+}
+
+ApCoreParams two_users() {
+    ApCoreParams p;
+    p.users = {{"ue0", {"10.0.0.1", "fd00::1"}, {}, {}}, {"ue1", {"10.0.0.2"}, {}, {}}};
+    p.table = test_table();
+    p.slot_s = kSlot;
+    p.lead_slots = 2;
+    p.harq.num_processes = 4;
+    p.harq.max_transmissions = 3;
+    p.harq.feedback_delay_slots = 1;
+    p.harq.feedback_timeout_slots = 8;
+    p.aqm.limits = {0, 100};
+    p.record_packets = true;
+    return p;
+}
+
+time_ns t_of(std::uint64_t slot) { return static_cast<time_ns>(slot) * 10 * kNsPerMs; }
+
+wire::SlotGrant request(ApCore& ap, std::uint64_t slot) {
+    return ap.on_slot_request(t_of(slot), slot, t_of(slot) + 20 * kNsPerMs);
+}
+
+pdu::Pdu parse_ok(const wire::SlotGrant& g) {
+    auto r = pdu::parse(g.tb);
+    EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error());
+    return r.ok() ? r.value() : pdu::Pdu{};
+}
+
+TEST(ApCore, when_backlogged_then_every_slot_carries_one_tb_of_the_mcs_size) {
+    ApCore ap(two_users());
+    for (int i = 0; i < 20; ++i) ASSERT_TRUE(ap.on_downlink_packet(0, ipv4_to(1, 100)));
+    ap.on_cqi(0, 0, 20.0, 0);  // high MCS
+    std::uint32_t prev_seq = 0;
+    for (std::uint64_t s = 0; s < 4; ++s) {
+        const auto g = request(ap, s);
+        ASSERT_FALSE(g.empty);
+        EXPECT_EQ(g.slot, s);
+        EXPECT_EQ(g.user, 0);
+        EXPECT_EQ(g.mcs, 1);
+        EXPECT_EQ(g.tb.size(), 500u);
+        EXPECT_EQ(g.tb.size(), ap.tb_bytes_for_mcs(1));
+        const auto pdu = parse_ok(g);
+        EXPECT_EQ(pdu.header.user, 0);
+        if (s > 0) {
+            EXPECT_EQ(pdu.header.seq, prev_seq + 1);
+        }
+        prev_seq = pdu.header.seq;
+        ap.on_harq_feedback(0, s, g.harq_pid, true);
+    }
+    EXPECT_EQ(ap.stats().grants_new, 4u);
+    EXPECT_EQ(ap.harq_stats().acked, 4u);
+}
+
+TEST(ApCore, when_no_cqi_yet_then_the_lowest_mcs_is_used) {
+    ApCore ap(two_users());
+    ASSERT_TRUE(ap.on_downlink_packet(0, ipv4_to(2, 300)));
+    EXPECT_EQ(ap.mcs_for(1), 0);
+    const auto g = request(ap, 0);
+    ASSERT_FALSE(g.empty);
+    EXPECT_EQ(g.user, 1);
+    EXPECT_EQ(g.mcs, 0);
+    EXPECT_EQ(g.tb.size(), 125u);
+}
+
+TEST(ApCore, when_cqi_below_every_threshold_then_the_user_is_not_served) {
+    ApCore ap(two_users());
+    ASSERT_TRUE(ap.on_downlink_packet(0, ipv4_to(2, 300)));
+    ap.on_cqi(1, 0, -5.0, 0);
+    EXPECT_EQ(ap.mcs_for(1), linkadapt::kNoMcs);
+    EXPECT_TRUE(request(ap, 0).empty);
+    ap.on_cqi(1, 1, 3.0, 0);
+    EXPECT_FALSE(request(ap, 1).empty);
+}
+
+TEST(ApCore, when_nacked_then_the_retransmission_preempts_new_data) {
+    ApCore ap(two_users());
+    for (int i = 0; i < 10; ++i) {
+        ap.on_downlink_packet(0, ipv4_to(1, 200));
+        ap.on_downlink_packet(0, ipv4_to(2, 200));
+    }
+    ap.on_cqi(0, 0, 20.0, 0);
+    ap.on_cqi(1, 0, 20.0, 0);
+    const auto first = request(ap, 0);
+    ASSERT_FALSE(first.empty);
+    ap.on_harq_feedback(first.user, 0, first.harq_pid, false);  // NACK
+    const auto second = request(ap, 1);                         // due at 0 + feedback_delay (1)
+    ASSERT_FALSE(second.empty);
+    EXPECT_EQ(second.user, first.user);
+    EXPECT_EQ(second.harq_pid, first.harq_pid);
+    EXPECT_EQ(second.ndi, first.ndi);
+    EXPECT_EQ(second.tb, first.tb);
+    EXPECT_EQ(second.rv, 2);  // rv_sequence {0, 2, 3, 1}
+    EXPECT_EQ(ap.stats().grants_retx, 1u);
+    ap.on_harq_feedback(second.user, 1, second.harq_pid, true);
+    const auto third = request(ap, 2);
+    ASSERT_FALSE(third.empty);
+    EXPECT_NE(third.tb, first.tb);
+}
+
+TEST(ApCore, when_max_transmissions_reached_then_exactly_the_carried_packets_are_dropped) {
+    auto p = two_users();
+    p.harq.max_transmissions = 2;
+    ApCore ap(p);
+    // Low MCS: 125-byte TBs. 16 header + 4 CRC leave 105: a 60-byte packet (8 + 60) and
+    // 29 bytes of the next one (8 + 29). The third packet is not touched.
+    for (int i = 0; i < 3; ++i) ap.on_downlink_packet(0, ipv4_to(1, 60));
+    const auto enq = ap.take_packet_records();
+    ASSERT_EQ(enq.size(), 3u);
+    const auto g = request(ap, 0);
+    ASSERT_FALSE(g.empty);
+    const auto pdu = parse_ok(g);
+    ASSERT_EQ(pdu.segments.size(), 2u);
+    EXPECT_TRUE(pdu.segments[0].first() && pdu.segments[0].last());
+    EXPECT_FALSE(pdu.segments[1].last());
+    std::set<std::uint64_t> carried;
+    for (const auto& r : ap.take_packet_records())
+        if (std::string(r.event) == "dequeue") carried.insert(r.packet_id);
+    ASSERT_EQ(carried.size(), 2u);
+
+    ap.on_harq_feedback(0, 0, g.harq_pid, false);
+    const auto retx = request(ap, 1);
+    ASSERT_EQ(retx.tb, g.tb);
+    ap.on_harq_feedback(0, 1, retx.harq_pid, false);  // 2nd NACK: max_transmissions
+    EXPECT_EQ(ap.stats().harq_dropped_tbs, 1u);
+    EXPECT_EQ(ap.stats().harq_dropped_packets, 2u);
+    std::set<std::uint64_t> dropped;
+    for (const auto& r : ap.take_packet_records()) {
+        if (std::string(r.event) == "drop") {
+            EXPECT_EQ(r.reason, "harq_max_tx");
+            dropped.insert(r.packet_id);
+        }
+    }
+    EXPECT_EQ(dropped, carried);
+    EXPECT_NE(dropped.count(enq[2].packet_id), 1u);
+    const auto rows = ap.final_rows();
+    ASSERT_GE(rows.size(), 2u);
+    EXPECT_EQ(rows[0].outcome, "nack");
+    EXPECT_EQ(rows[1].outcome, "dropped");
+    EXPECT_EQ(rows[1].retx, 1);
+}
+
+TEST(ApCore, when_clamp_is_on_then_the_pdu_carries_the_router_agents_price) {
+    auto p = two_users();
+    p.clamp.enabled = true;
+    p.clamp.router.a_bytes = 0.0;  // any backlog gives a positive price
+    p.clamp.mu_init_slots = 2;
+    ApCore ap(p);
+    ap.on_cqi(0, 0, 20.0, 0);
+    for (int i = 0; i < 40; ++i) ap.on_downlink_packet(t_of(0) + i, ipv4_to(1, 400));
+    const auto g0 = request(ap, 0);  // mu_c not known yet: no price
+    EXPECT_FALSE(parse_ok(g0).header.price_s.has_value());
+    EXPECT_EQ(ap.stats().tbs_without_price, 1u);
+    ap.on_harq_feedback(0, 0, g0.harq_pid, true);
+    ap.on_harq_feedback(0, 1, request(ap, 1).harq_pid, true);
+    ASSERT_TRUE(ap.mu_c_bps(0).has_value());
+    EXPECT_NEAR(*ap.mu_c_bps(0), (500.0 - 20 - 16) * 8 / kSlot, 1000.0);  // ~ data bytes/slot
+    for (std::uint64_t s = 2; s < 5; ++s) {
+        const double mu = std::max(*ap.mu_c_bps(0), p.clamp.mu_floor_bps);
+        const double expected = ap.router_of(0).peek_price(mu / 8.0);
+        ASSERT_GT(expected, 0.0);
+        EXPECT_EQ(ap.price(0).value(), expected);
+        const auto g = request(ap, s);
+        const auto pdu = parse_ok(g);
+        ASSERT_TRUE(pdu.header.price_s.has_value());
+        EXPECT_EQ(*pdu.header.price_s, static_cast<float>(expected));
+        ap.on_harq_feedback(0, s, g.harq_pid, true);
+    }
+    EXPECT_EQ(ap.router_of(0).stats().prices, 3u);  // slots 0 and 1 had no mu_c yet
+    EXPECT_EQ(ap.stats().tbs_without_price, 2u);
+    EXPECT_EQ(ap.router_of(0).stats().arrivals, 40u);
+}
+
+TEST(ApCore, when_clamp_is_off_then_no_price_is_stamped) {
+    ApCore ap(two_users());
+    ap.on_downlink_packet(0, ipv4_to(1, 100));
+    EXPECT_FALSE(parse_ok(request(ap, 0)).header.price_s.has_value());
+    EXPECT_FALSE(ap.price(0).has_value());
+}
+
+TEST(ApCore, when_destination_is_unknown_then_the_packet_is_dropped_and_counted) {
+    ApCore ap(two_users());
+    EXPECT_FALSE(ap.on_downlink_packet(0, ipv4_to(77, 100)));
+    EXPECT_FALSE(ap.on_downlink_packet(0, {0x45, 0x00}));  // truncated
+    EXPECT_EQ(ap.stats().unknown_destination, 1u);
+    EXPECT_EQ(ap.stats().malformed_packets, 1u);
+    EXPECT_EQ(ap.queued_bytes(0) + ap.queued_bytes(1), 0u);
+    const auto recs = ap.take_packet_records();
+    ASSERT_EQ(recs.size(), 2u);
+    EXPECT_EQ(recs[0].reason, "unknown_destination");
+    EXPECT_EQ(recs[0].user, -1);
+    EXPECT_TRUE(request(ap, 0).empty);
+}
+
+TEST(ApCore, when_destination_is_ipv6_then_it_is_classified_by_its_address) {
+    ApCore ap(two_users());
+    EXPECT_EQ(ap.classify(ipv6_to_fd00(1, 80)), std::optional<std::uint32_t>(0));
+    EXPECT_EQ(ap.classify(ipv6_to_fd00(9, 80)), std::nullopt);
+    EXPECT_TRUE(ap.on_downlink_packet(0, ipv6_to_fd00(1, 80)));
+    EXPECT_EQ(ap.queued_bytes(0), 80u);
+}
+
+TEST(ApCore, when_queue_is_shared_then_the_head_of_line_user_blocks_the_better_one) {
+    for (const auto mode : {aqm::QueueMode::per_user, aqm::QueueMode::shared}) {
+        auto p = two_users();
+        p.queue_mode = mode;
+        p.scheduler = sched::max_rate_params{};
+        ApCore ap(p);
+        ap.on_cqi(0, 0, 1.0, 0);                    // poor: low MCS
+        ap.on_cqi(1, 0, 20.0, 0);                   // good: max rate would pick it
+        ap.on_downlink_packet(0, ipv4_to(1, 100));  // user 0 at the head of line
+        ap.on_downlink_packet(1, ipv4_to(2, 100));
+        const auto g = request(ap, 0);
+        ASSERT_FALSE(g.empty);
+        EXPECT_EQ(g.user, mode == aqm::QueueMode::shared ? 0 : 1);
+    }
+}
+
+TEST(ApCore, when_only_one_user_is_backlogged_then_the_scheduler_serves_only_it) {
+    auto p = two_users();
+    p.scheduler = sched::max_rate_params{};
+    ApCore ap(p);
+    ap.on_cqi(0, 0, 1.0, 0);
+    ap.on_cqi(1, 0, 20.0, 0);  // better, but nothing queued
+    for (int i = 0; i < 3; ++i) ap.on_downlink_packet(0, ipv4_to(1, 100));
+    const auto g = request(ap, 0);
+    ASSERT_FALSE(g.empty);
+    EXPECT_EQ(g.user, 0);
+    ap.on_harq_feedback(0, 0, g.harq_pid, true);
+    // 3 x 100 bytes at the low MCS: 125-byte TBs carry 97 data bytes each with one segment
+    // header, 86 + 3 with two: 4 TBs, then empty slots.
+    for (std::uint64_t s = 1; s < 10; ++s) {
+        const auto gs = request(ap, s);
+        EXPECT_EQ(gs.empty, s >= 4) << s;
+        if (!gs.empty) {
+            EXPECT_EQ(gs.user, 0);
+            ap.on_harq_feedback(0, s, gs.harq_pid, true);
+        }
+    }
+    EXPECT_EQ(ap.stats().grants_new, 4u);
+    EXPECT_EQ(ap.user_stats(1).slots_new, 0u);
+    EXPECT_EQ(ap.user_stats(0).data_bytes, 300u);
+}
+
+TEST(ApCore, when_every_harq_process_waits_then_the_user_is_not_eligible) {
+    auto p = two_users();
+    p.harq.num_processes = 2;
+    p.harq.feedback_delay_slots = 3;
+    ApCore ap(p);
+    for (int i = 0; i < 20; ++i) ap.on_downlink_packet(0, ipv4_to(1, 100));
+    EXPECT_FALSE(request(ap, 0).empty);
+    EXPECT_FALSE(request(ap, 1).empty);
+    EXPECT_TRUE(request(ap, 2).empty);  // both processes await feedback
+}
+
+TEST(ApCore, when_requests_are_duplicate_late_or_out_of_order_then_they_are_counted) {
+    ApCore ap(two_users());
+    for (int i = 0; i < 50; ++i) ap.on_downlink_packet(0, ipv4_to(1, 100));
+    const auto g10 = request(ap, 10);
+    const auto g11 = request(ap, 11);
+    ASSERT_FALSE(g10.empty);
+    EXPECT_EQ(request(ap, 11), g11);  // duplicate: the same grant again
+    EXPECT_EQ(ap.stats().requests_duplicate, 1u);
+    EXPECT_TRUE(request(ap, 5).empty);  // never granted, older than the newest
+    EXPECT_EQ(ap.stats().requests_out_of_order, 1u);
+    request(ap, 20);  // 12..19 skipped
+    EXPECT_EQ(ap.stats().slots_skipped, 8u);
+    EXPECT_EQ(request(ap, 10), g10);          // cached and late (20 >= 10 + lead 2)
+    EXPECT_EQ(ap.stats().requests_late, 2u);  // slot 5 (after 11) and slot 10 (after 20)
+    EXPECT_EQ(ap.stats().slot_requests, 6u);
+    EXPECT_EQ(ap.stats().grants_new, 3u);
+}
+
+TEST(ApCore, when_the_phy_restarts_then_slot_numbers_from_zero_are_granted_again) {
+    ApCore ap(two_users());
+    for (int i = 0; i < 50; ++i) ap.on_downlink_packet(0, ipv4_to(1, 100));
+    for (std::uint64_t s = 100; s < 105; ++s) {
+        const auto g = request(ap, s);
+        ap.on_harq_feedback(g.user, s, g.harq_pid, true);
+    }
+    ap.on_phy_restart();
+    ap.on_phy_restart();  // idempotent until the next request
+    EXPECT_EQ(ap.stats().phy_restarts, 1u);
+    const auto g = request(ap, 0);
+    EXPECT_FALSE(g.empty);
+    EXPECT_EQ(g.slot, 0u);
+    EXPECT_EQ(ap.stats().requests_out_of_order, 0u);
+    // Without a sequence restart, a jump back beyond restart_backjump_slots is one too.
+    auto p = two_users();
+    p.restart_backjump_slots = 10;
+    ApCore ap2(p);
+    for (int i = 0; i < 50; ++i) ap2.on_downlink_packet(0, ipv4_to(1, 100));
+    request(ap2, 500);
+    EXPECT_TRUE(request(ap2, 495).empty);  // within the window: out of order
+    EXPECT_FALSE(request(ap2, 3).empty);   // far back: restart
+    EXPECT_EQ(ap2.stats().slot_backjumps, 1u);
+}
+
+TEST(ApCore, when_feedback_never_comes_then_the_tb_times_out_and_the_row_says_so) {
+    ApCore ap(two_users());
+    ap.on_downlink_packet(0, ipv4_to(1, 60));  // one TB
+    const auto g = request(ap, 0);
+    ASSERT_FALSE(g.empty);
+    for (std::uint64_t s = 1; s <= 8; ++s) request(ap, s);
+    EXPECT_EQ(ap.stats().harq_timeout_tbs, 1u);
+    const auto rows = ap.take_slot_rows();
+    ASSERT_EQ(rows.size(), 9u);
+    EXPECT_EQ(rows[0].outcome, "timeout");
+    EXPECT_EQ(rows[0].user, 0);
+    EXPECT_EQ(rows[1].user, -1);
+    EXPECT_EQ(rows[1].mcs, -1);
+    EXPECT_EQ(rows[1].outcome, "");
+    // Late feedback for it is stale.
+    ap.on_harq_feedback(0, 0, g.harq_pid, true);
+    EXPECT_EQ(ap.stats().feedback_stale, 1u);
+}
+
+TEST(ApCore, when_feedback_is_invalid_then_it_is_counted_and_ignored) {
+    ApCore ap(two_users());
+    ap.on_harq_feedback(0, 0, 0, true);   // before any slot
+    ap.on_harq_feedback(7, 0, 0, true);   // no such user
+    ap.on_harq_feedback(0, 0, 15, true);  // no such process
+    ap.on_cqi(9, 0, 1.0, 0);
+    ap.on_cqi(0, 0, std::nan(""), 0);
+    EXPECT_EQ(ap.stats().feedback_stale, 1u);
+    EXPECT_EQ(ap.stats().feedback_unknown_user, 1u);
+    EXPECT_EQ(ap.stats().feedback_invalid_process, 1u);
+    EXPECT_EQ(ap.stats().cqi_unknown_user, 1u);
+    EXPECT_EQ(ap.stats().cqi_invalid, 1u);
+}
+
+TEST(ApCore, when_rows_complete_then_they_leave_in_slot_order_with_their_outcomes) {
+    ApCore ap(two_users());
+    for (int i = 0; i < 10; ++i) ap.on_downlink_packet(0, ipv4_to(1, 100));
+    ap.on_cqi(1, 0, 12.0, 0);
+    const auto g0 = request(ap, 0);
+    const auto g1 = request(ap, 1);
+    EXPECT_TRUE(ap.take_slot_rows().empty());  // both wait for feedback
+    ap.on_harq_feedback(0, 1, g1.harq_pid, true);
+    EXPECT_TRUE(ap.take_slot_rows().empty());  // slot 0 still open
+    ap.on_harq_feedback(0, 0, g0.harq_pid, false);
+    const auto rows = ap.take_slot_rows();
+    ASSERT_EQ(rows.size(), 2u);
+    EXPECT_EQ(rows[0].slot, 0u);
+    EXPECT_EQ(rows[0].outcome, "nack");
+    EXPECT_EQ(rows[1].outcome, "ack");
+    EXPECT_EQ(rows[0].t_ns, t_of(0) + 20 * kNsPerMs);
+    ASSERT_EQ(rows[0].cqi.size(), 2u);
+    EXPECT_TRUE(std::isnan(rows[0].cqi[0]));
+    EXPECT_EQ(rows[0].cqi[1], 12.0);
+    EXPECT_EQ(rows[0].queue[0], 1000u);
+    EXPECT_EQ(ap.harq_stats().nacks, 1u);
+}
+
+TEST(ApCore, when_params_are_invalid_then_the_error_names_the_field_and_value) {
+    auto expect_error = [](ApCoreParams p, const std::string& what) {
+        try {
+            ApCore ap(p);
+            ADD_FAILURE() << "no error for " << what;
+        } catch (const std::invalid_argument& e) {
+            EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+        }
+    };
+    auto p = two_users();
+    p.users[1].addresses = {"10.0.0.300"};
+    expect_error(p, "users[1].addresses[0]: '10.0.0.300'");
+    p = two_users();
+    p.users[1].addresses = {"10.0.0.1"};
+    expect_error(p, "users[1].addresses[0]: '10.0.0.1' is also an address of users[0]");
+    p = two_users();
+    p.users.clear();
+    expect_error(p, "users");
+    p = two_users();
+    p.slot_s = std::nan("");
+    expect_error(p, "slot_s: nan");
+    p = two_users();
+    p.harq.max_transmissions = 0;
+    expect_error(p, "harq.max_transmissions: 0");
+    p = two_users();
+    p.slot_s = 1e-5;  // 125 bytes/s x 10 us: no MCS carries a PDU
+    expect_error(p, "link_adaptation.table");
+}
+
+TEST(ApCore, when_table_is_evdo_then_mcs_too_small_for_a_pdu_are_unusable) {
+    auto p = two_users();
+    p.table = linkadapt::mcs_table::evdo();
+    p.slot_s = 1.667e-3;
+    ApCore ap(p);
+    EXPECT_EQ(ap.tb_bytes_for_mcs(0), 0u);  // 38.4 kb/s: 8 bytes
+    EXPECT_EQ(ap.tb_bytes_for_mcs(1), 0u);  // 16 bytes
+    EXPECT_EQ(ap.tb_bytes_for_mcs(2), 32u);
+    ap.on_cqi(0, 0, -12.0, 0);
+    EXPECT_EQ(ap.mcs_for(0), linkadapt::kNoMcs);
+    EXPECT_EQ(ap.rate_bps(0), 0.0);
+}
+
+TEST(ApCore, clamp_table_is_eq18_quantised_as_the_phy_builds_it) {
+    const auto t = clamp_table({});
+    ASSERT_EQ(t.size(), 32u);
+    EXPECT_EQ(t.entries().back().rate_bps, 10e6);
+    EXPECT_NEAR(t.entries().back().min_snr_db, 6.03, 0.01);  // W0 log2(1 + N) = C_max
+    EXPECT_NEAR(t[0].rate_bps, 312.5e3, 1e-6);
+    EXPECT_NEAR(t[0].min_snr_db, -12.9, 0.05);  // docs/daemons.md: 312.5 kb/s at -12.9 dB
+    EXPECT_TRUE(mcs_table_by_name("clamp").has_value());
+    EXPECT_FALSE(mcs_table_by_name("nope").has_value());
+}
+
+}  // namespace
+}  // namespace oppsched::ap
