@@ -550,13 +550,7 @@ int main(int argc, char** argv) {
             d.start();
             rc = d.run();
         }
-        // ~SignalSet unblocks the signals: one still pending (a second SIGTERM - runners
-        // signal the process and its group - or a late SIGUSR1) would then kill us with
-        // its default action instead of exit 0. Ignoring discards pending ones.
-        std::signal(SIGTERM, SIG_IGN);
-        std::signal(SIGINT, SIG_IGN);
-        std::signal(SIGUSR1, SIG_IGN);
-        return rc;
+        return rc;  // ~SignalSet ignores late SIGTERM/SIGUSR1, so exit 0 stays exit 0
     } catch (const std::exception& e) {
         spdlog::error("{}", e.what());
         return kExitStartup;

@@ -30,6 +30,12 @@ SignalSet::SignalSet() {
 }
 
 SignalSet::~SignalSet() {
+    // A SIGTERM that arrives after the loop has stopped reading (the runner signals the
+    // process group and the pid) must not kill a daemon that is already exiting cleanly:
+    // ignore the handled signals, drop what is pending, and only then restore the mask.
+    std::signal(SIGTERM, SIG_IGN);
+    std::signal(SIGINT, SIG_IGN);
+    std::signal(SIGUSR1, SIG_IGN);
     if (fd_ >= 0) ::close(fd_);
     pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
 }
