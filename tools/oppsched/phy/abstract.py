@@ -249,16 +249,9 @@ def resolve(cfg: dict, base: Path) -> dict:
 
 
 def clamp_table(w0_hz: float, cmax_bps: float, levels: int):
-    """Seed 000 eq. 18 quantised to `levels` MCS: rate_k = k C_max / levels (k = 1..levels),
-    threshold_k = 2^(rate_k / W0) - 1, the SNR at which W0 log2(1 + N) carries rate_k (with
-    W0 = 4.3 MHz, C_max = 10 Mb/s, 32 levels: 312.5 kb/s at -12.9 dB .. 10 Mb/s at 6.0 dB).
-    The AP must use the same table (see docs/daemons.md, "Abstract PHY configuration")."""
-    entries = []
-    for k in range(1, levels + 1):
-        rate = cmax_bps * k / levels
-        snr_db = 10.0 * math.log10(2.0 ** (rate / w0_hz) - 1.0)
-        entries.append(mac.McsEntry(f"CLAMP {rate / 1e3:.3f} kb/s", snr_db, rate))
-    return mac.McsTable("clamp", entries)
+    """Seed 000 eq. 18 quantised to `levels` MCS (rate_k = k C_max / levels at the SNR where
+    W0 log2(1 + N) reaches it): the AP daemon's own C++ table, so the two always agree."""
+    return mac.McsTable.clamp(w0_hz, cmax_bps, levels)
 
 
 def load_mcs_table(cfg: dict):
@@ -270,6 +263,7 @@ def load_mcs_table(cfg: dict):
     if spec == "clamp":
         c = cfg["clamp"]
         try:
+            # seed 000 eq. 18 quantised: the AP daemon's own C++ table, so both agree
             return clamp_table(c["w0_hz"], c["cmax_bps"], c["levels"])
         except ValueError as exc:
             raise ConfigError(f"clamp: {c!r} gives no valid MCS table ({exc})") from None
