@@ -71,6 +71,11 @@ def main(argv=None) -> int:
     except ConfigError as exc:
         print(f"oppsched: error: {exc}", file=sys.stderr)
         return 2
+    except RuntimeError as exc:  # TestbedError, NetnsError: a run that could not be done
+        if type(exc).__name__ not in ("TestbedError", "NetnsError", "ReadinessTimeout"):
+            raise
+        print(f"oppsched: error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("oppsched: interrupted", file=sys.stderr)
         return 130

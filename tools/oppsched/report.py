@@ -31,14 +31,24 @@ def write_report(outdir: Path, experiment: dict, runs, compare_pngs=()) -> Path:
     ]
 
     # Side-by-side comparison.
+    has_good = any(s.get("aggregate_goodput_bps") is not None for _, s, _ in runs)
+    has_fs = any(s.get("jain_index_flows_fair_share") is not None for _, s, _ in runs)
     parts.append("<h2>Comparison</h2><table><tr><th>run</th><th>Jain (users)</th>"
-                 "<th>Jain (flows)</th><th>aggregate MAC (kb/s)</th><th>slots</th><th>empty</th>"
-                 "<th>late</th><th>TBs</th><th>TBs failed</th></tr>")
+                 "<th>Jain (flows)</th>"
+                 + ("<th>Jain (flows / fair share)</th>" if has_fs else "")
+                 + "<th>aggregate MAC (kb/s)</th>"
+                 + ("<th>aggregate goodput (kb/s)</th><th>goodput / MAC</th>" if has_good else "")
+                 + "<th>slots</th><th>empty</th><th>late</th><th>TBs</th><th>TBs failed</th></tr>")
     for label, s, _ in runs:
         agg = sum(u["mac_throughput_bps"] for u in s["users"])
+        good = (f"<td>{_fmt(s.get('aggregate_goodput_bps'), 1e-3)}</td>"
+                f"<td>{_fmt(s.get('goodput_mac_fraction'), digits=3)}</td>") if has_good else ""
         parts.append(
             f"<tr><td>{e(label)}</td><td>{_fmt(s['jain_index_users'], digits=3)}</td>"
-            f"<td>{_fmt(s.get('jain_index_flows'), digits=3)}</td><td>{_fmt(agg, 1e-3)}</td>"
+            f"<td>{_fmt(s.get('jain_index_flows'), digits=3)}</td>"
+            + (f"<td>{_fmt(s.get('jain_index_flows_fair_share'), digits=3)}</td>" if has_fs
+               else "")
+            + f"<td>{_fmt(agg, 1e-3)}</td>{good}"
             f"<td>{s['slots']['total']}</td><td>{s['slots']['empty']}</td><td>{s['slots']['late']}</td>"
             f"<td>{s['harq']['tb_sent']}</td><td>{s['harq']['tb_failed_final']}</td></tr>")
     parts.append("</table>")
@@ -48,15 +58,19 @@ def write_report(outdir: Path, experiment: dict, runs, compare_pngs=()) -> Path:
 
     names = [u["name"] for u in runs[0][1]["users"]]
     parts.append("<h3>Per user</h3><table><tr><th>user</th>")
+    has_q = any(u.get("mean_queue_delay_ms") is not None for _, s, _ in runs for u in s["users"])
     for label, _, _ in runs:
-        parts.append(f"<th>{e(label)}: slots %</th><th>{e(label)}: kb/s</th>")
+        parts.append(f"<th>{e(label)}: slots %</th><th>{e(label)}: kb/s</th>"
+                     + (f"<th>{e(label)}: queue delay ms</th>" if has_q else ""))
     parts.append("</tr>")
     for i, name in enumerate(names):
         parts.append(f"<tr><td>{e(name)}</td>")
         for _, s, _ in runs:
             u = s["users"][i] if i < len(s["users"]) else None
             parts.append(f"<td>{_fmt(u and u['slot_fraction'], 100)}</td>"
-                         f"<td>{_fmt(u and u['mac_throughput_bps'], 1e-3)}</td>")
+                         f"<td>{_fmt(u and u['mac_throughput_bps'], 1e-3)}</td>"
+                         + (f"<td>{_fmt(u and u.get('mean_queue_delay_ms'))}</td>" if has_q
+                            else ""))
         parts.append("</tr>")
     parts.append("</table>")
 
@@ -72,6 +86,18 @@ def write_report(outdir: Path, experiment: dict, runs, compare_pngs=()) -> Path:
                 f = s["flows"][i] if i < len(s["flows"]) else None
                 parts.append(f"<td>{_fmt(f and f['goodput_bps'], 1e-3)}</td>"
                              f"<td>{_fmt(f and f['rtt_ms_mean'])}</td>")
+            parts.append("</tr>")
+        parts.append("</table>")
+
+    procs = sorted({p for _, s, _ in runs for p in (s.get("cpu_s") or {})})
+    if procs:
+        parts.append("<h3>CPU seconds per process</h3><table><tr><th>process</th>")
+        parts += [f"<th>{e(label)}</th>" for label, _, _ in runs]
+        parts.append("</tr>")
+        for p in procs:
+            parts.append(f"<tr><td>{e(p)}</td>")
+            for _, s, _ in runs:
+                parts.append(f"<td>{_fmt((s.get('cpu_s') or {}).get(p), digits=2)}</td>")
             parts.append("</tr>")
         parts.append("</table>")
 

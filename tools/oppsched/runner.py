@@ -61,6 +61,7 @@ def load_experiment(path: str | Path, overrides=(), duration: float | None = Non
     if duration is not None:
         raw["duration_s"] = duration
     resolved = cfgmod.validate(schema, raw)
+    _kind_check(kind, resolved)
     # Validate every variant now: a typo in the last variant must not surface after an hour.
     for v in resolved["variants"]:
         variant_config(raw, schema, v)
@@ -76,8 +77,20 @@ def variant_config(raw: dict, schema: dict, variant: dict) -> dict:
         except ConfigError as exc:
             raise ConfigError(f"variants[{variant['name']}].set: {exc}") from None
     resolved = cfgmod.validate(schema, data)
+    try:
+        _kind_check(resolved["kind"], resolved)
+    except ConfigError as exc:
+        raise ConfigError(f"variants[{variant['name']}]: {exc}") from None
     resolved["variant"] = variant["name"]
     return resolved
+
+
+def _kind_check(kind: str, resolved: dict) -> None:
+    """Cross-field checks of a kind (impossible combinations), if it has any: a kind module
+    may define check(resolved) raising ConfigError naming the field and the value."""
+    fn = getattr(kind_module(kind), "check", None)
+    if fn is not None:
+        fn(resolved)
 
 
 class Progress:
@@ -159,12 +172,18 @@ def text_summary(runs) -> str:
         lines.append(f"== {label}: {s['experiment']}, {s['duration_s']:.1f} s, "
                      f"{s['slots']['total']} slots ({s['slots']['empty']} empty, {s['slots']['late']} late)")
         for f in s["flows"]:
+            rtt = f.get("rtt_ms_mean")
             lines.append(f"   flow {f['id']:>8} ({f['user']}): goodput {f['goodput_bps']/1e3:9.1f} kb/s, "
-                         f"RTT {f['rtt_ms_mean']:.1f} ms")
+                         + (f"RTT {rtt:.1f} ms" if rtt is not None else "RTT -"))
         for u in s["users"]:
             lines.append(f"   user {u['name']:>8}: slots {100*u['slot_fraction']:5.1f} %, "
                          f"MAC throughput {u['mac_throughput_bps']/1e3:9.1f} kb/s")
         jf = s.get("jain_index_flows")
+        fs = s.get("jain_index_flows_fair_share")
         lines.append(f"   Jain index: users {s['jain_index_users']:.3f}"
-                     + (f", flows {jf:.3f}" if jf is not None else ""))
+                     + (f", flows {jf:.3f}" if jf is not None else "")
+                     + (f", flows/fair share {fs:.3f}" if fs is not None else ""))
+        gm = s.get("goodput_mac_fraction")
+        if gm is not None:
+            lines.append(f"   TCP goodput / MAC throughput: {gm:.3f}")
     return "\n".join(lines)

@@ -1,5 +1,6 @@
 """Kinds of experiment. Each kind is a module with SCHEMA (its keys beside the common ones),
-run(config, outdir, progress) and analyze(outdir) -> summary dict."""
+run(config, outdir, progress) and analyze(outdir) -> summary dict; optionally check(config)
+(cross-field checks, ConfigError), plot(outdir, summary) and compare_plots(outdir, runs)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from importlib import import_module
 
 KINDS = {
     "macsim": "oppsched.experiments.macsim",
+    "testbed": "oppsched.experiments.testbed",
 }
 
 

@@ -1,0 +1,300 @@
+"""The configuration files of a testbed run's processes, generated in ONE place.
+
+`oppsched run` (kind testbed) writes, into the run folder:
+
+    apd.yaml            oppsched-apd          (docs/daemons.md, "oppsched-apd configuration")
+    client.<dev>.yaml   oppsched-client, one per device ("oppsched-client configuration")
+    phy.yaml            the PHY               ("Abstract PHY configuration")
+
+from the resolved experiment (experiments/testbed.py SCHEMA) and the run's layout (paths,
+ZeroMQ endpoints, addresses). Every daemon validates its file strictly (unknown keys are
+errors), so the shapes here follow those sections exactly; `extra.apd`, `extra.client` and
+`extra.phy` in the experiment are deep-merged last, for a knob the experiment schema does
+not model yet.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+# Seed 000 §V-D: n = 5 link-layer attempts in the slow-fading scenario (0.6 Hz), 15 in the
+# fast-fading one (60 Hz). Between the two we take the fast value from 10 Hz up.
+CLAMP_ATTEMPTS_SLOW, CLAMP_ATTEMPTS_FAST = 5, 15
+FAST_FADING_HZ = 10.0
+
+# Named PHY profiles (design.md "PHY": 1.667 ms EV-DO, 3 ms CLAMP). Values a profile
+# implies when the experiment leaves them null.
+PROFILES = {
+    "clamp": {"slot_s": 3e-3, "mcs_table": "clamp", "error_model": "clamp",
+              "channel_model": "clamp"},
+    "evdo": {"slot_s": 1.667e-3, "mcs_table": "evdo", "error_model": "threshold",
+             "channel_model": "sum_of_sinusoids"},
+}
+
+ZMQ_NAMES = ("phy_requests", "phy_grants", "uplink")
+# seed 000 eq. 18 at §V-D's W0 = 4.3 MHz and C_max = 10 Mb/s, 32 levels: the `clamp` preset
+# of both the apd and the abstract PHY.
+CLAMP_TABLE_DEFAULTS = {"w0_hz": 4.3e6, "cmax_bps": 10e6, "levels": 32}
+# sun_path holds 108 bytes; leave room for "ipc://" parsing and the longest name.
+_IPC_MAX = 100
+
+
+@dataclass
+class User:
+    """A client device as the daemons see it: numeric id (the wire `user`), name, addresses."""
+    id: int
+    name: str
+    addr4: str | None
+    addr6: str | None
+    netns: str = ""
+
+
+@dataclass
+class Layout:
+    """Where a run's files and sockets are."""
+    rundir: Path
+    zmq_dir: Path
+    users: list[User]
+    ap_netns: str = ""
+    tun: str = "radio0"
+    endpoints: dict[str, str] = field(default_factory=dict)
+    mcs_table: str = ""  # a CSV both the apd and the PHY read, when the run writes one
+
+    @classmethod
+    def make(cls, rundir: Path, users: list[User], scratch: Path | None = None,
+             ap_netns: str = "") -> "Layout":
+        """ipc endpoints under RUN_DIR/zmq (docs/daemons.md); if that path is too long for
+        a Unix socket address, under `scratch`/zmq instead (a short per-run directory)."""
+        rundir = Path(rundir).resolve()
+        zmq_dir = rundir / "zmq"
+        longest = max([len(n) for n in ZMQ_NAMES] + [len(f"rx_{u.id}") for u in users]) + 1
+        if len(str(zmq_dir)) + longest > _IPC_MAX:
+            if scratch is None:
+                raise ValueError(f"{zmq_dir}: too long for ipc:// socket paths and no scratch "
+                                 "directory given")
+            zmq_dir = Path(scratch).resolve() / "zmq"
+        lay = cls(rundir, zmq_dir, users, ap_netns)
+        for n in ZMQ_NAMES:
+            lay.endpoints[n] = f"ipc://{zmq_dir}/{n}"
+        for u in users:
+            lay.endpoints[f"rx_{u.id}"] = f"ipc://{zmq_dir}/rx_{u.id}"
+        return lay
+
+    def ipc_path(self, name: str) -> Path:
+        return self.zmq_dir / name
+
+    def path(self, name: str) -> str:
+        return str(self.rundir / name)
+
+
+# ----------------------------------------------------------------------------------------
+# Resolved values that depend on several fields
+
+
+def slot_s(cfg: dict) -> float:
+    return cfg["phy"]["slot_s"] or PROFILES[cfg["phy"]["profile"]]["slot_s"]
+
+
+def mcs_table(cfg: dict) -> str:
+    """A preset name, or the absolute path of a CSV table."""
+    t = cfg["phy"]["mcs_table"] or PROFILES[cfg["phy"]["profile"]]["mcs_table"]
+    return str(Path(t).resolve()) if t.endswith(".csv") else t
+
+
+def error_model(cfg: dict) -> str:
+    return cfg["phy"]["error_model"] or PROFILES[cfg["phy"]["profile"]]["error_model"]
+
+
+def channel_model(cfg: dict, dev: dict) -> str:
+    return dev["channel"]["model"] or PROFILES[cfg["phy"]["profile"]]["channel_model"]
+
+
+def max_transmissions(cfg: dict) -> int:
+    """harq.max_transmissions, or seed 000's n: 15 with fast fading, 5 with slow."""
+    n = cfg["harq"]["max_transmissions"]
+    if n is not None:
+        return n
+    fastest = max(d["channel"]["doppler_hz"] for d in cfg["devices"])
+    return CLAMP_ATTEMPTS_FAST if fastest >= FAST_FADING_HZ else CLAMP_ATTEMPTS_SLOW
+
+
+def device_limit_bytes(cfg: dict, dev: dict) -> int:
+    v = dev["queue"]["limit_bytes"]
+    return cfg["queue"]["limit_bytes"] if v is None else v
+
+
+def reassembly(cfg: dict) -> dict:
+    """The client's reassembly settings. A gap in the PDU sequence is a TB still in HARQ
+    (or lost after max_transmissions, seed 000 §V-B: "all packets which would have been
+    completed by that transmission are dropped"); giving up earlier delivers later packets
+    past it, which TCP takes for losses (duplicate ACKs, halved windows) although nothing
+    was lost. So by default the client waits as long as HARQ may still deliver it: every
+    transmission costs at most one HARQ round trip, lead_slots + 3 slots (the request lead,
+    the slot on air, its feedback and the next grant), plus the uplink delay."""
+    r = cfg["reassembly"]
+    s = slot_s(cfg)
+    rtt_slots = cfg["phy"]["lead_slots"] + 3
+    harq_s = max_transmissions(cfg) * rtt_slots * s + cfg["uplink_delay_ms"] / 1e3
+    out = {"timeout_ms": r["timeout_ms"] if r["timeout_ms"] is not None
+           else round(1e3 * harq_s, 3),
+           "window": r["window"] if r["window"] is not None
+           else max(64, 2 * max_transmissions(cfg) * rtt_slots)}
+    if r["max_bytes"] is not None:
+        out["max_bytes"] = r["max_bytes"]
+    return out
+
+
+def user_seed(cfg: dict, index: int) -> int:
+    """One independent seed per user's channel (and the PHY's error draws), from the run seed."""
+    return int(cfg["seed"]) * 1000 + 17 * index + 1
+
+
+def deep_merge(base: dict, extra: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in (extra or {}).items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def _scheduler(cfg: dict) -> dict:
+    s = cfg["scheduler"]
+    out = {"kind": s["kind"], "alpha": s["alpha"]}
+    if s["kind"] == "glambda":
+        out["lambda"] = s["lam"]
+    if s["kind"] == "wpf":
+        out["weights"] = list(s["weights"])
+    return out
+
+
+def _aqm(cfg: dict) -> dict:
+    a = cfg["aqm"]
+    return {"kind": a["kind"], "ecn": a["ecn"], "params": dict(a["params"])}
+
+
+# ----------------------------------------------------------------------------------------
+# The three files
+
+
+def apd_config(cfg: dict, lay: Layout) -> dict:
+    c = cfg["clamp"]
+    h = cfg["harq"]
+    users = []
+    for u, dev in zip(lay.users, cfg["devices"]):
+        addrs = [a for a in (u.addr4, u.addr6) if a]
+        entry = {"id": u.id, "name": u.name, "addresses": addrs}
+        if dev["queue"]["limit_bytes"] is not None:  # else queue.limit_bytes applies
+            entry["queue_limit_bytes"] = dev["queue"]["limit_bytes"]
+        users.append(entry)
+    conf = {
+        "tun": lay.tun,
+        "slot_s": slot_s(cfg),
+        "lead_slots": cfg["phy"]["lead_slots"],
+        "endpoints": {n: lay.endpoints[n] for n in ZMQ_NAMES},
+        "users": users,
+        "queue": {"mode": cfg["queue"]["mode"], "limit_bytes": cfg["queue"]["limit_bytes"],
+                  "limit_packets": cfg["queue"]["limit_packets"]},
+        "aqm": _aqm(cfg),
+        "scheduler": _scheduler(cfg),
+        "harq": {"processes": h["processes"], "max_transmissions": max_transmissions(cfg),
+                 "feedback_timeout_slots": h["feedback_timeout_slots"]},
+        "link_adaptation": {"table": lay.mcs_table or mcs_table(cfg),
+                            "olla": cfg["link_adaptation"]["olla"],
+                            "target_bler": cfg["link_adaptation"]["target_bler"]},
+        "clamp": {"enabled": c["enabled"], "a_bytes": c["a_bytes"], "b": c["b"],
+                  "ema_rate_per_s": c["ema_rate_per_s"]},
+        "traces": {"slots": lay.path("slots.csv"),
+                   "packets": lay.path("packets.csv") if cfg["traces"]["packets"] else "",
+                   "stats": lay.path("apd.stats.json")},
+        "seed": int(cfg["seed"]),
+    }
+    return deep_merge(conf, cfg["extra"]["apd"])
+
+
+def client_config(cfg: dict, lay: Layout, user: User) -> dict:
+    c = cfg["clamp"]
+    conf = {
+        "user": user.id,
+        "name": user.name,
+        "tun": lay.tun,
+        "endpoints": {"rx": lay.endpoints[f"rx_{user.id}"], "uplink": lay.endpoints["uplink"]},
+        "uplink_delay_ms": cfg["uplink_delay_ms"],
+        "cqi": {"period_slots": cfg["cqi"]["period_slots"]},
+        "reassembly": reassembly(cfg),
+        "clamp": {"enabled": c["enabled"], "tau_bytes": c["tau_bytes"],
+                  "alpha_packets": c["alpha_packets"], "beta": c["beta"],
+                  "max_increase_bytes": c["max_increase_bytes"],
+                  "min_window_bytes": c["min_window_bytes"],
+                  "slow_start_threshold_bytes": c["slow_start_threshold_bytes"]},
+        "traces": {"windows": lay.path(f"windows.{user.name}.csv") if c["enabled"] else "",
+                   "stats": lay.path(f"client.{user.name}.stats.json")},
+    }
+    return deep_merge(conf, cfg["extra"]["client"])
+
+
+def phy_config(cfg: dict, lay: Layout) -> dict:
+    """phy.yaml of the abstract PHY (python -m oppsched.phy.abstract; docs/daemons.md,
+    "Abstract PHY configuration")."""
+    p = cfg["phy"]
+    users = []
+    for u, dev in zip(lay.users, cfg["devices"]):
+        ch = dev["channel"]
+        channel = {"model": channel_model(cfg, dev), "mean_snr_db": ch["mean_snr_db"],
+                   "doppler_hz": ch["doppler_hz"], "seed": user_seed(cfg, u.id)}
+        if ch.get("trace"):
+            channel["trace"] = ch["trace"]
+        users.append({"id": u.id, "name": u.name, "rx": lay.endpoints[f"rx_{u.id}"],
+                      "channel": channel})
+    conf = {
+        "slot_s": slot_s(cfg),
+        "lead_slots": p["lead_slots"],
+        "seed": int(cfg["seed"]),
+        "run_dir": str(lay.rundir),
+        "endpoints": {"phy_requests": lay.endpoints["phy_requests"],
+                      "phy_grants": lay.endpoints["phy_grants"]},
+        "users": users,
+        "error_model": error_model(cfg),
+        "mcs_table": lay.mcs_table or mcs_table(cfg),
+        "clamp": dict(p["clamp_table"]),
+        "chase_combining": p["chase_combining"],
+        "traces": {"stats": lay.path("phy.stats.json"),
+                   "slots": lay.path("phy_slots.csv") if p["slot_trace"] else ""},
+    }
+    if p["link_curves"]:
+        conf["link_curves"] = str(Path(p["link_curves"]).resolve())
+    return deep_merge(conf, cfg["extra"]["phy"])
+
+
+def write_all(cfg: dict, lay: Layout) -> dict[str, Path]:
+    """Writes apd.yaml, client.<dev>.yaml and phy.yaml into the run folder; returns
+    {"apd": path, "client.<dev>": path, "phy": path}."""
+    out = {}
+    if mcs_table(cfg) == "clamp" and cfg["phy"]["clamp_table"] != CLAMP_TABLE_DEFAULTS:
+        # The apd's `clamp` preset is eq. 18 at the paper's W0 and C_max; other values go
+        # to both through one CSV, so that grant.mcs means the same rate on both sides.
+        from oppsched import mac
+        t = cfg["phy"]["clamp_table"]
+        path = lay.rundir / "mcs_table.csv"
+        path.write_text(mac.McsTable.clamp(t["w0_hz"], t["cmax_bps"], t["levels"]).to_csv())
+        lay.mcs_table = str(path)
+
+    def dump(name: str, data: dict) -> Path:
+        path = lay.rundir / name
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text("# written by oppsched run (tools/oppsched/daemonconf.py)\n"
+                       + yaml.safe_dump(data, sort_keys=False, default_flow_style=False))
+        os.replace(tmp, path)
+        return path
+
+    out["apd"] = dump("apd.yaml", apd_config(cfg, lay))
+    for u in lay.users:
+        out[f"client.{u.name}"] = dump(f"client.{u.name}.yaml", client_config(cfg, lay, u))
+    out["phy"] = dump("phy.yaml", phy_config(cfg, lay))
+    return out

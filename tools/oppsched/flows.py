@@ -1,0 +1,206 @@
+"""Real TCP flows for the testbed: iperf3 command lines, their results, live goodput.
+
+Direction (seed 000 Fig. 3): data flows from a server S_i to a client R_j, i.e. down the
+radio. iperf3 names its two ends the other way round, so:
+
+* the iperf3 *receiver* (`iperf3 -s -1`) runs in the client's namespace, one per flow on
+  its own port, and writes its JSON (per-interval bytes received) to
+  `flow.<id>.receiver.json`;
+* the iperf3 *sender* (`iperf3 -c CLIENT_ADDR`) runs in the server's namespace with the
+  flow's congestion control (`-C`), parallel streams (`-P`) and length (`-t` seconds or
+  `-n` bytes), and writes `flow.<id>.sender.json`: goodput (bytes the receiver got, which
+  iperf3 exchanges at the end) and the sender's TCP RTT (tcp_info, `mean_rtt`).
+
+Both use `--logfile`, so warnings never end up inside the JSON.
+
+iperf3 runs whole seconds: `-t` takes an integer (3.12 truncates "1.5" to 1), so a flow
+scheduled for stop_s - start_s seconds runs round(stop_s - start_s) s, at least 1; the run
+records the times actually used.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+BASE_PORT = 5201
+
+
+@dataclass
+class FlowPlan:
+    """One flow as the runner starts it."""
+    id: str
+    server: str
+    server_index: int
+    device: str
+    device_index: int
+    family: str  # "ipv4" or "ipv6"
+    dst_addr: str  # the client's address (the iperf3 receiver)
+    port: int
+    start_s: float
+    seconds: int | None  # -t, or None with nbytes
+    nbytes: int | None  # -n
+    cc: str
+    parallel: int
+    interval_s: float
+    # Filled in while running (seconds after the run's t0):
+    started_at_s: float | None = None
+    ended_at_s: float | None = None
+    exit_code: int | None = None
+    extra: dict = field(default_factory=dict)
+
+    def receiver_json(self, rundir: Path) -> Path:
+        return Path(rundir) / f"flow.{self.id}.receiver.json"
+
+    def sender_json(self, rundir: Path) -> Path:
+        return Path(rundir) / f"flow.{self.id}.sender.json"
+
+    def receiver_argv(self, rundir: Path) -> list[str]:
+        return ["iperf3", "-s", "-1", "-p", str(self.port), "-J", "-i", _fmt_s(self.interval_s),
+                "--logfile", str(self.receiver_json(rundir))]
+
+    def sender_argv(self, rundir: Path) -> list[str]:
+        argv = ["iperf3", "-c", self.dst_addr, "-p", str(self.port), "-J",
+                "-i", _fmt_s(self.interval_s), "-C", self.cc, "-P", str(self.parallel),
+                "--connect-timeout", "10000", "--logfile", str(self.sender_json(rundir))]
+        if self.nbytes is not None:
+            argv += ["-n", str(self.nbytes)]
+        else:
+            argv += ["-t", str(self.seconds)]
+        if self.family == "ipv6":
+            argv.append("-6")
+        else:
+            argv.append("-4")
+        return argv
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def _fmt_s(x: float) -> str:
+    return f"{x:g}"
+
+
+def iperf_seconds(start_s: float, stop_s: float) -> int:
+    """The whole seconds iperf3 -t runs for a flow scheduled from start_s to stop_s."""
+    return max(1, int(math.floor(stop_s - start_s + 0.5)))
+
+
+# ----------------------------------------------------------------------------------------
+# Results
+
+
+def load_json(path: Path) -> dict | None:
+    try:
+        text = Path(path).read_text()
+    except OSError:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        # iperf3 may prepend a line of text (e.g. a warning) before the JSON object
+        i = text.find("{")
+        if i < 0:
+            return None
+        try:
+            return json.loads(text[i:])
+        except ValueError:
+            return None
+
+
+def sender_result(path: Path) -> dict:
+    """Goodput and RTT from the sender's JSON.
+
+    goodput_bps: bytes the receiver got (end.sum_received) over the receiver's seconds;
+    rtt_ms_mean: mean of the per-stream tcp_info mean RTTs, weighted by bytes sent;
+    retransmits: the sender's retransmitted segments. Missing pieces are None; `error` is
+    iperf3's own error text if it reported one.
+    """
+    d = load_json(path)
+    out = {"goodput_bps": None, "bytes_received": None, "seconds": None, "rtt_ms_mean": None,
+           "rtt_ms_max": None, "retransmits": None, "bytes_sent": None, "error": None,
+           "streams": 0}
+    if d is None:
+        out["error"] = f"{Path(path).name}: missing or not JSON"
+        return out
+    out["error"] = d.get("error")
+    end = d.get("end") or {}
+    recv = end.get("sum_received") or {}
+    sent = end.get("sum_sent") or {}
+    if recv:
+        out["bytes_received"] = int(recv.get("bytes", 0))
+        out["seconds"] = float(recv.get("seconds", 0.0))
+        out["goodput_bps"] = float(recv.get("bits_per_second", 0.0))
+    if sent:
+        out["bytes_sent"] = int(sent.get("bytes", 0))
+        out["retransmits"] = sent.get("retransmits")
+    rtts, weights, maxes = [], [], []
+    for s in end.get("streams", []):
+        snd = s.get("sender") or {}
+        if "mean_rtt" in snd:
+            rtts.append(snd["mean_rtt"] / 1000.0)  # iperf3 reports microseconds
+            weights.append(max(1, snd.get("bytes", 0)))
+            maxes.append(snd.get("max_rtt", 0) / 1000.0)
+    out["streams"] = len(end.get("streams", []))
+    if rtts:
+        out["rtt_ms_mean"] = float(np.average(rtts, weights=weights))
+        out["rtt_ms_max"] = float(max(maxes))
+    return out
+
+
+def intervals(path: Path, offset_s: float = 0.0) -> pd.DataFrame:
+    """Per-interval sums of an iperf3 JSON (either end): t_s (interval end, plus
+    offset_s), seconds, bytes, bps, and from the sender, snd_cwnd and rtt_ms (stream 0)."""
+    d = load_json(path)
+    rows = []
+    for iv in (d or {}).get("intervals", []):
+        s = iv.get("sum") or {}
+        if s.get("omitted"):
+            continue
+        row = {"t_s": offset_s + float(s.get("end", 0.0)), "seconds": float(s.get("seconds", 0.0)),
+               "bytes": int(s.get("bytes", 0)), "bps": float(s.get("bits_per_second", 0.0))}
+        st = (iv.get("streams") or [{}])[0]
+        if "snd_cwnd" in st:
+            row["snd_cwnd"] = int(st["snd_cwnd"])
+        if "rtt" in st:
+            row["rtt_ms"] = st["rtt"] / 1000.0
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    for c in ("t_s", "seconds", "bytes", "bps"):
+        if c not in df:
+            df[c] = pd.Series(dtype=float)
+    return df
+
+
+# ----------------------------------------------------------------------------------------
+# Live progress: bytes acknowledged per connection, from `ss -ti` in a server namespace
+
+_BYTES_ACKED = re.compile(r"\bbytes_acked:(\d+)")
+
+
+def parse_ss_bytes_acked(text: str) -> dict[int, int]:
+    """`ss -Htin` output -> {peer port: sum of bytes_acked over its connections}."""
+    out: dict[int, int] = {}
+    port = None
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if not line.startswith((" ", "\t")):
+            cols = line.split()
+            port = None
+            if len(cols) >= 5:  # State Recv-Q Send-Q Local:Port Peer:Port [Process]
+                peer = cols[4]
+                if ":" in peer:
+                    p = peer.rsplit(":", 1)[1]
+                    port = int(p) if p.isdigit() else None
+            continue
+        m = _BYTES_ACKED.search(line)
+        if m and port is not None:
+            out[port] = out.get(port, 0) + int(m.group(1))
+    return out
