@@ -32,9 +32,12 @@ def _cmd_check(a) -> int:
 
 
 def _cmd_bench(a) -> int:
-    from oppsched.bench import run_bench
+    from oppsched.bench import run_bench, run_phy_bench
 
-    return run_bench(a.build, a.out, a.filter)
+    if a.what == "phy":  # only the PHY chain bench: --out is the JSON file
+        return run_phy_bench(a.out or "results/bench/phy.json", a.min_time, a.build)
+    return run_bench(a.build, a.out or "results/bench", a.filter,
+                     phy=a.what == "all", min_time=a.min_time)
 
 
 def main(argv=None) -> int:
@@ -59,11 +62,23 @@ def main(argv=None) -> int:
     c.add_argument("--set", action="append", metavar="KEY=VALUE")
     c.set_defaults(fn=_cmd_check)
 
-    b = sub.add_parser("bench", help="run the benchmarks (C++ Google Benchmark binaries)")
+    b = sub.add_parser("bench", help="run the benchmarks (C++ Google Benchmark binaries, "
+                       "then the PHY chain vs GNU Radio's reference blocks)")
+    b.add_argument("what", nargs="?", default="all", choices=("all", "cpp", "phy"),
+                   help="all (default): C++ binaries then the PHY chain bench; cpp: only the "
+                   "C++ binaries; phy: only the PHY chain bench")
     b.add_argument("--build", default="build", help="build folder (default: %(default)s)")
-    b.add_argument("--out", default="results/bench", help="where to write JSON (default: %(default)s)")
-    b.add_argument("--filter", default="", help="benchmark name regex")
+    b.add_argument("--out", default=None, help="where to write JSON: a folder (default "
+                   "results/bench; the PHY chain bench writes phy.json there), or with `phy` "
+                   "the JSON file (default results/bench/phy.json)")
+    b.add_argument("--filter", default="", help="benchmark name regex (C++ binaries)")
+    b.add_argument("--min-time", type=float, default=3.0,
+                   help="CPU seconds per PHY chain measurement (default: %(default)s)")
     b.set_defaults(fn=_cmd_bench)
+
+    from oppsched.linkcurves import add_parsers as _linkcurves_parsers
+
+    _linkcurves_parsers(sub)  # `linkcurves` and `mcstable`
 
     a = p.parse_args(argv)
     try:

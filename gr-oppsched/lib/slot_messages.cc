@@ -1,0 +1,242 @@
+// PMT dictionaries of the per-slot messages; see slot_messages.h.
+#include "slot_messages.h"
+
+#include <cmath>
+#include <limits>
+
+namespace gr {
+namespace oppsched {
+namespace slot_msg {
+
+namespace {
+
+using ::oppsched::Error;
+using ::oppsched::Result;
+
+const pmt::pmt_t k_slot = pmt::intern("slot");
+const pmt::pmt_t k_air = pmt::intern("air_time_ns");
+const pmt::pmt_t k_empty = pmt::intern("empty");
+const pmt::pmt_t k_user = pmt::intern("user");
+const pmt::pmt_t k_mcs = pmt::intern("mcs");
+const pmt::pmt_t k_pid = pmt::intern("harq_pid");
+const pmt::pmt_t k_ndi = pmt::intern("ndi");
+const pmt::pmt_t k_rv = pmt::intern("rv");
+const pmt::pmt_t k_tb = pmt::intern("tb");
+const pmt::pmt_t k_slot_est = pmt::intern("slot_estimated");
+const pmt::pmt_t k_detected = pmt::intern("detected");
+const pmt::pmt_t k_header_ok = pmt::intern("header_ok");
+const pmt::pmt_t k_tb_bytes = pmt::intern("tb_bytes");
+const pmt::pmt_t k_addressed = pmt::intern("addressed");
+const pmt::pmt_t k_crc_ok = pmt::intern("crc_ok");
+const pmt::pmt_t k_snr = pmt::intern("snr_db");
+const pmt::pmt_t k_esnr = pmt::intern("effective_snr_db");
+const pmt::pmt_t k_cqi = pmt::intern("cqi");
+const pmt::pmt_t k_combined = pmt::intern("combined");
+const pmt::pmt_t k_cfo = pmt::intern("cfo_hz");
+const pmt::pmt_t k_sample = pmt::intern("sample");
+
+Error err(const pmt::pmt_t& key, const std::string& what) {
+    return Error{pmt::symbol_to_string(key) + ": " + what};
+}
+
+// A PMT integer (long or uint64; a bool is accepted as 0/1 for flags) in [lo, hi].
+bool int_of(const pmt::pmt_t& v, long double& out) {
+    if (pmt::is_uint64(v)) {
+        out = static_cast<long double>(pmt::to_uint64(v));
+        return true;
+    }
+    if (pmt::is_integer(v)) {
+        out = static_cast<long double>(pmt::to_long(v));
+        return true;
+    }
+    if (pmt::is_bool(v)) {
+        out = pmt::to_bool(v) ? 1 : 0;
+        return true;
+    }
+    return false;
+}
+
+template <class T>
+Result<T> get_int(const pmt::pmt_t& d, const pmt::pmt_t& key, long double lo, long double hi,
+                  bool required, T fallback = T{}) {
+    const pmt::pmt_t v = pmt::dict_ref(d, key, pmt::PMT_NIL);
+    if (pmt::eq(v, pmt::PMT_NIL)) {
+        if (required) return err(key, "missing");
+        return fallback;
+    }
+    long double x = 0;
+    if (!int_of(v, x)) return err(key, "not an integer (" + pmt::write_string(v) + ")");
+    if (x < lo || x > hi)
+        return err(key, std::to_string(static_cast<long long>(x)) + " out of range");
+    return static_cast<T>(x);
+}
+
+Result<bool> get_bool(const pmt::pmt_t& d, const pmt::pmt_t& key, bool required,
+                      bool fallback = false) {
+    const pmt::pmt_t v = pmt::dict_ref(d, key, pmt::PMT_NIL);
+    if (pmt::eq(v, pmt::PMT_NIL)) {
+        if (required) return err(key, "missing");
+        return fallback;
+    }
+    if (pmt::is_bool(v)) return pmt::to_bool(v);
+    long double x = 0;
+    if (int_of(v, x) && (x == 0 || x == 1)) return x == 1;
+    return err(key, "not a bool (" + pmt::write_string(v) + ")");
+}
+
+Result<double> get_real(const pmt::pmt_t& d, const pmt::pmt_t& key, bool required,
+                        double fallback = 0.0) {
+    const pmt::pmt_t v = pmt::dict_ref(d, key, pmt::PMT_NIL);
+    if (pmt::eq(v, pmt::PMT_NIL)) {
+        if (required) return err(key, "missing");
+        return fallback;
+    }
+    if (!pmt::is_number(v) || pmt::is_complex(v))
+        return err(key, "not a number (" + pmt::write_string(v) + ")");
+    const double x = pmt::to_double(v);
+    if (!std::isfinite(x)) return err(key, "not finite");
+    return x;
+}
+
+Result<std::vector<std::uint8_t>> get_bytes(const pmt::pmt_t& d, const pmt::pmt_t& key) {
+    const pmt::pmt_t v = pmt::dict_ref(d, key, pmt::PMT_NIL);
+    if (pmt::eq(v, pmt::PMT_NIL)) return std::vector<std::uint8_t>{};
+    if (!pmt::is_u8vector(v)) return err(key, "not a u8vector");
+    return pmt::u8vector_elements(v);
+}
+
+constexpr long double u64_max = static_cast<long double>(std::numeric_limits<std::uint64_t>::max());
+constexpr long double i64_min = static_cast<long double>(std::numeric_limits<std::int64_t>::min());
+constexpr long double i64_max = static_cast<long double>(std::numeric_limits<std::int64_t>::max());
+
+}  // namespace
+
+pmt::pmt_t to_pmt(const request& r) {
+    pmt::pmt_t d = pmt::make_dict();
+    d = pmt::dict_add(d, k_slot, pmt::from_uint64(r.slot));
+    d = pmt::dict_add(d, k_air, pmt::from_long(static_cast<long>(r.air_time_ns)));
+    return d;
+}
+
+pmt::pmt_t to_pmt(const grant& g) {
+    pmt::pmt_t d = pmt::make_dict();
+    d = pmt::dict_add(d, k_slot, pmt::from_uint64(g.slot));
+    d = pmt::dict_add(d, k_empty, pmt::from_bool(g.empty));
+    d = pmt::dict_add(d, k_user, pmt::from_long(g.user));
+    d = pmt::dict_add(d, k_mcs, pmt::from_long(g.mcs));
+    d = pmt::dict_add(d, k_pid, pmt::from_long(g.harq_pid));
+    d = pmt::dict_add(d, k_ndi, pmt::from_bool(g.ndi));
+    d = pmt::dict_add(d, k_rv, pmt::from_long(g.rv));
+    d = pmt::dict_add(d, k_tb, pmt::init_u8vector(g.tb.size(), g.tb));
+    return d;
+}
+
+pmt::pmt_t to_pmt(const rx_report& r) {
+    pmt::pmt_t d = pmt::make_dict();
+    d = pmt::dict_add(d, k_slot, pmt::from_uint64(r.slot));
+    d = pmt::dict_add(d, k_slot_est, pmt::from_bool(r.slot_estimated));
+    d = pmt::dict_add(d, k_detected, pmt::from_bool(r.detected));
+    d = pmt::dict_add(d, k_header_ok, pmt::from_bool(r.header_ok));
+    d = pmt::dict_add(d, k_user, pmt::from_long(r.user));
+    d = pmt::dict_add(d, k_mcs, pmt::from_long(r.mcs));
+    d = pmt::dict_add(d, k_pid, pmt::from_long(r.harq_pid));
+    d = pmt::dict_add(d, k_ndi, pmt::from_bool(r.ndi));
+    d = pmt::dict_add(d, k_rv, pmt::from_long(r.rv));
+    d = pmt::dict_add(d, k_tb_bytes, pmt::from_long(r.tb_bytes));
+    d = pmt::dict_add(d, k_addressed, pmt::from_bool(r.addressed));
+    d = pmt::dict_add(d, k_crc_ok, pmt::from_bool(r.crc_ok));
+    d = pmt::dict_add(d, k_snr, pmt::from_double(r.snr_db));
+    d = pmt::dict_add(d, k_esnr, pmt::from_double(r.effective_snr_db));
+    d = pmt::dict_add(d, k_cqi, pmt::from_long(r.cqi));
+    d = pmt::dict_add(d, k_combined, pmt::from_long(r.combined));
+    d = pmt::dict_add(d, k_cfo, pmt::from_double(r.cfo_hz));
+    d = pmt::dict_add(d, k_sample, pmt::from_uint64(r.sample));
+    if (r.addressed && r.crc_ok) d = pmt::dict_add(d, k_tb, pmt::init_u8vector(r.tb.size(), r.tb));
+    return d;
+}
+
+Result<request> request_from_pmt(const pmt::pmt_t& m) {
+    if (!pmt::is_dict(m)) return Error{"request: not a dict"};
+    request r;
+    auto s = get_int<std::uint64_t>(m, k_slot, 0, u64_max, true);
+    if (!s) return Error{s.error()};
+    r.slot = s.value();
+    auto a = get_int<std::int64_t>(m, k_air, i64_min, i64_max, false, 0);
+    if (!a) return Error{a.error()};
+    r.air_time_ns = a.value();
+    return r;
+}
+
+Result<grant> grant_from_pmt(const pmt::pmt_t& m) {
+    if (!pmt::is_dict(m)) return Error{"grant: not a dict"};
+    grant g;
+    auto s = get_int<std::uint64_t>(m, k_slot, 0, u64_max, true);
+    if (!s) return Error{s.error()};
+    g.slot = s.value();
+    auto tb = get_bytes(m, k_tb);
+    if (!tb) return Error{tb.error()};
+    g.tb = std::move(tb).value();
+    auto e = get_bool(m, k_empty, false, false);
+    if (!e) return Error{e.error()};
+    g.empty = e.value() || g.tb.empty();
+    if (g.empty) {
+        g.tb.clear();
+        return g;  // the control fields of an empty slot are not looked at
+    }
+    auto user = get_int<std::uint16_t>(m, k_user, 0, user_nobody - 1, true);
+    if (!user) return Error{user.error()};
+    auto mcs = get_int<std::uint8_t>(m, k_mcs, 0, 15, true);
+    if (!mcs) return Error{mcs.error()};
+    auto pid = get_int<std::uint8_t>(m, k_pid, 0, 15, false, 0);
+    if (!pid) return Error{pid.error()};
+    auto ndi = get_bool(m, k_ndi, false, false);
+    if (!ndi) return Error{ndi.error()};
+    auto rv = get_int<std::uint8_t>(m, k_rv, 0, 3, false, 0);
+    if (!rv) return Error{rv.error()};
+    g.user = user.value();
+    g.mcs = mcs.value();
+    g.harq_pid = pid.value();
+    g.ndi = ndi.value();
+    g.rv = rv.value();
+    return g;
+}
+
+Result<rx_report> rx_from_pmt(const pmt::pmt_t& m) {
+    if (!pmt::is_dict(m)) return Error{"rx: not a dict"};
+    rx_report r;
+    auto s = get_int<std::uint64_t>(m, k_slot, 0, u64_max, true);
+    if (!s) return Error{s.error()};
+    r.slot = s.value();
+#define OPPSCHED_GET(var, expr)                \
+    do {                                       \
+        auto res_ = (expr);                    \
+        if (!res_) return Error{res_.error()}; \
+        var = res_.value();                    \
+    } while (0)
+    OPPSCHED_GET(r.slot_estimated, get_bool(m, k_slot_est, false, false));
+    OPPSCHED_GET(r.detected, get_bool(m, k_detected, false, true));
+    OPPSCHED_GET(r.header_ok, get_bool(m, k_header_ok, true));
+    OPPSCHED_GET(r.user, get_int<std::uint16_t>(m, k_user, 0, 0xFFFF, false, user_nobody));
+    OPPSCHED_GET(r.mcs, get_int<std::uint8_t>(m, k_mcs, 0, 255, false, 0));
+    OPPSCHED_GET(r.harq_pid, get_int<std::uint8_t>(m, k_pid, 0, 255, false, 0));
+    OPPSCHED_GET(r.ndi, get_bool(m, k_ndi, false, false));
+    OPPSCHED_GET(r.rv, get_int<std::uint8_t>(m, k_rv, 0, 255, false, 0));
+    OPPSCHED_GET(r.tb_bytes, get_int<std::uint32_t>(m, k_tb_bytes, 0, 0xFFFF, false, 0));
+    OPPSCHED_GET(r.addressed, get_bool(m, k_addressed, false, false));
+    OPPSCHED_GET(r.crc_ok, get_bool(m, k_crc_ok, false, false));
+    OPPSCHED_GET(r.snr_db, get_real(m, k_snr, true));
+    OPPSCHED_GET(r.effective_snr_db, get_real(m, k_esnr, false, r.snr_db));
+    OPPSCHED_GET(r.cqi, get_int<int>(m, k_cqi, 0, 255, true));
+    OPPSCHED_GET(r.combined, get_int<int>(m, k_combined, 0, 255, false, 0));
+    OPPSCHED_GET(r.cfo_hz, get_real(m, k_cfo, false, 0.0));
+    OPPSCHED_GET(r.sample, get_int<std::uint64_t>(m, k_sample, 0, u64_max, false, 0));
+    OPPSCHED_GET(r.tb, get_bytes(m, k_tb));
+#undef OPPSCHED_GET
+    if (!r.tb.empty() && !(r.addressed && r.crc_ok))
+        return Error{"tb: present although not (addressed and crc_ok)"};
+    return r;
+}
+
+}  // namespace slot_msg
+}  // namespace oppsched
+}  // namespace gr

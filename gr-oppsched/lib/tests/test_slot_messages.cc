@@ -1,0 +1,144 @@
+// The helpers under the blocks: the slot clock (exact tx_time / air times) and the PMT
+// dictionaries of the per-slot messages (round trips; bad input gives an Error naming the
+// key, never an exception).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <limits>
+
+#include "slot_messages.h"
+#include "slot_time.h"
+
+using namespace gr::oppsched;
+
+TEST(SlotClock, tx_time_is_exact_after_a_billion_slots) {
+    slot_clock c(1667, 1e6);  // evdo at 1 Msps
+    c.set_t0(2.5);
+    auto t = c.tx_time(0);
+    EXPECT_EQ(t.first, 2u);
+    EXPECT_EQ(t.second, 0.5);
+    // 1e9 slots = 1.667e12 samples = 1667000 s exactly: a double n * T would be off
+    t = c.tx_time(1'000'000'000ull);
+    EXPECT_EQ(t.first, 2u + 1'667'000u);
+    EXPECT_EQ(t.second, 0.5);
+    EXPECT_EQ(c.air_time_ns(1'000'000'000ull), (2'500'000'000ll + 1'667'000ll * 1'000'000'000ll));
+    EXPECT_EQ(c.air_time_ns(3), 2'500'000'000ll + 3 * 1'667'000ll);
+}
+
+TEST(SlotClock, fraction_carries_into_full_seconds) {
+    slot_clock c(15000, 5e6);  // clamp at 5 Msps: 3 ms
+    c.set_t0(10.999);
+    const auto t = c.tx_time(1);
+    EXPECT_EQ(t.first, 11u);
+    EXPECT_NEAR(t.second, 0.002, 1e-12);
+    EXPECT_GE(t.second, 0.0);
+    EXPECT_LT(t.second, 1.0);
+    c.set_t0_ns(7'000'000'123);
+    EXPECT_EQ(c.air_time_ns(2), 7'000'000'123 + 6'000'000);
+}
+
+TEST(SlotClock, bad_values_throw_naming_the_field) {
+    EXPECT_THROW(slot_clock(100, 0.0), std::invalid_argument);
+    slot_clock c(100, 1e6);
+    try {
+        c.set_t0(-1.0);
+        FAIL();
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("t0_s"), std::string::npos);
+    }
+}
+
+TEST(SlotMessages, grant_round_trips_and_empty_tb_is_an_empty_slot) {
+    slot_msg::grant g;
+    g.slot = (1ull << 40) + 3;
+    g.empty = false;
+    g.user = 7;
+    g.mcs = 5;
+    g.harq_pid = 15;
+    g.ndi = true;
+    g.rv = 3;
+    g.tb = {1, 2, 3};
+    auto r = slot_msg::grant_from_pmt(slot_msg::to_pmt(g));
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_EQ(r->slot, g.slot);
+    EXPECT_FALSE(r->empty);
+    EXPECT_EQ(r->user, 7);
+    EXPECT_EQ(r->mcs, 5);
+    EXPECT_EQ(r->harq_pid, 15);
+    EXPECT_TRUE(r->ndi);
+    EXPECT_EQ(r->rv, 3);
+    EXPECT_EQ(r->tb, g.tb);
+    g.tb.clear();
+    r = slot_msg::grant_from_pmt(slot_msg::to_pmt(g));
+    ASSERT_TRUE(r.ok());
+    EXPECT_TRUE(r->empty);
+}
+
+TEST(SlotMessages, bad_grants_give_an_error_naming_the_key) {
+    slot_msg::grant g;
+    g.empty = false;
+    g.user = 1;
+    g.tb = {9};
+    const pmt::pmt_t ok = slot_msg::to_pmt(g);
+    struct bad_case {
+        pmt::pmt_t msg;
+        const char* key;
+    };
+    const bad_case cases[] = {
+        {pmt::from_long(3), "not a dict"},
+        {pmt::dict_delete(ok, pmt::mp("slot")), "slot: missing"},
+        {pmt::dict_add(ok, pmt::mp("slot"), pmt::from_long(-1)), "slot"},
+        {pmt::dict_add(ok, pmt::mp("user"), pmt::from_long(0xFFFF)), "user"},
+        {pmt::dict_add(ok, pmt::mp("rv"), pmt::from_long(4)), "rv"},
+        {pmt::dict_add(ok, pmt::mp("harq_pid"), pmt::mp("x")), "harq_pid"},
+        {pmt::dict_add(ok, pmt::mp("ndi"), pmt::from_long(2)), "ndi"},
+        {pmt::dict_add(ok, pmt::mp("tb"), pmt::init_f32vector(1, std::vector<float>{1.0f})), "tb"},
+    };
+    for (const auto& c : cases) {
+        auto r = slot_msg::grant_from_pmt(c.msg);
+        ASSERT_FALSE(r.ok()) << c.key;
+        EXPECT_NE(r.error().find(c.key), std::string::npos) << r.error();
+    }
+}
+
+TEST(SlotMessages, rx_report_round_trips_and_tb_only_when_decoded) {
+    slot_msg::rx_report x;
+    x.slot = 42;
+    x.header_ok = x.addressed = x.crc_ok = true;
+    x.user = 3;
+    x.mcs = 7;
+    x.snr_db = 21.5;
+    x.effective_snr_db = 19.0;
+    x.cqi = 12;
+    x.combined = 2;
+    x.tb = {5, 6};
+    auto r = slot_msg::rx_from_pmt(slot_msg::to_pmt(x));
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_EQ(r->slot, 42u);
+    EXPECT_EQ(r->tb, x.tb);
+    EXPECT_EQ(r->effective_snr_db, 19.0);
+    EXPECT_EQ(r->combined, 2);
+    x.crc_ok = false;  // to_pmt leaves the TB out
+    r = slot_msg::rx_from_pmt(slot_msg::to_pmt(x));
+    ASSERT_TRUE(r.ok());
+    EXPECT_TRUE(r->tb.empty());
+    auto bad = pmt::dict_add(slot_msg::to_pmt(x), pmt::mp("tb"),
+                             pmt::init_u8vector(1, std::vector<std::uint8_t>{1}));
+    EXPECT_FALSE(slot_msg::rx_from_pmt(bad).ok());
+    bad = pmt::dict_add(slot_msg::to_pmt(x), pmt::mp("snr_db"),
+                        pmt::from_double(std::numeric_limits<double>::quiet_NaN()));
+    auto e = slot_msg::rx_from_pmt(bad);
+    ASSERT_FALSE(e.ok());
+    EXPECT_NE(e.error().find("snr_db"), std::string::npos);
+}
+
+TEST(SlotMessages, request_round_trips) {
+    slot_msg::request q;
+    q.slot = std::numeric_limits<std::uint64_t>::max();
+    q.air_time_ns = -5;
+    auto r = slot_msg::request_from_pmt(slot_msg::to_pmt(q));
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_EQ(r->slot, q.slot);
+    EXPECT_EQ(r->air_time_ns, -5);
+    EXPECT_FALSE(slot_msg::request_from_pmt(pmt::make_dict()).ok());
+}
