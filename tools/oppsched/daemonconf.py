@@ -96,12 +96,25 @@ class Layout:
 # Resolved values that depend on several fields
 
 
+def measured_mcs_table(profile: str) -> Path:
+    """The measured OFDM MCS table of a profile: what phy.mode sample's blocks achieve at
+    BLER 0.1 (experiments/linkcurves/awgn-<profile>-1msps, `oppsched linkcurves`)."""
+    return (Path(__file__).resolve().parents[2] / "experiments" / "linkcurves"
+            / f"awgn-{profile}-1msps" / "mcs_table.csv")
+
+
 def slot_s(cfg: dict) -> float:
+    """phy.mode sample: always the profile's numerology (slot_tx's slot: 1.667 / 3 ms)."""
+    if cfg["phy"]["mode"] == "sample":
+        return PROFILES[cfg["phy"]["profile"]]["slot_s"]
     return cfg["phy"]["slot_s"] or PROFILES[cfg["phy"]["profile"]]["slot_s"]
 
 
 def mcs_table(cfg: dict) -> str:
-    """A preset name, or the absolute path of a CSV table."""
+    """A preset name, or the absolute path of a CSV table (phy.mode sample: the measured
+    OFDM table of the profile)."""
+    if cfg["phy"]["mode"] == "sample":
+        return str(measured_mcs_table(cfg["phy"]["profile"]))
     t = cfg["phy"]["mcs_table"] or PROFILES[cfg["phy"]["profile"]]["mcs_table"]
     return str(Path(t).resolve()) if t.endswith(".csv") else t
 
@@ -269,6 +282,12 @@ def phy_config(cfg: dict, lay: Layout) -> dict:
     }
     if p["link_curves"]:
         conf["link_curves"] = str(Path(p["link_curves"]).resolve())
+    if p["mode"] == "sample":
+        # python -m oppsched.phy.loopback: the same keys plus `sample:`; the blocks decode
+        # for real, so the error model and link curves do not apply.
+        conf["sample"] = {"profile": p["profile"]}
+        conf["error_model"] = "threshold"
+        conf.pop("link_curves", None)
     return deep_merge(conf, cfg["extra"]["phy"])
 
 
@@ -276,7 +295,7 @@ def write_all(cfg: dict, lay: Layout) -> dict[str, Path]:
     """Writes apd.yaml, client.<dev>.yaml and phy.yaml into the run folder; returns
     {"apd": path, "client.<dev>": path, "phy": path}."""
     out = {}
-    if mcs_table(cfg) == "clamp" and cfg["phy"]["clamp_table"] != CLAMP_TABLE_DEFAULTS:
+    if mcs_table(cfg) == "clamp" and cfg["phy"]["mode"] != "sample" and cfg["phy"]["clamp_table"] != CLAMP_TABLE_DEFAULTS:
         # The apd's `clamp` preset is eq. 18 at the paper's W0 and C_max; other values go
         # to both through one CSV, so that grant.mcs means the same rate on both sides.
         from oppsched import mac

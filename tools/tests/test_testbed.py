@@ -129,7 +129,8 @@ def test_unknown_keys_name_the_field():
     (["scheduler.kind=wpf", "scheduler.weights=[1, 2]"], "scheduler.weights: [1, 2] has 2"),
     (["scheduler.weights=[1]"], "scheduler.weights: [1] is only for scheduler.kind wpf"),
     (["aqm.params={max_p: 0.1}"], "aqm.params: {'max_p': 0.1}: drop-tail has no parameters"),
-    (["phy.mode=sample"], "phy.mode: 'sample' is not available yet"),
+    (["phy.mode=sample", "phy.slot_s=0.002"], "phy.slot_s: 0.002 cannot be set with phy.mode"),
+    (["phy.mode=sample", "phy.mcs_table=evdo"], "phy.mcs_table: 'evdo' cannot be set with phy"),
     (["phy.mode=uhd"], "phy.mode: 'uhd' is not available yet"),
     (["harq.feedback_timeout_slots=4"], "harq.feedback_timeout_slots: 4 is not more than"),
     (["queue.mode=shared", "devices[0].queue.limit_bytes=1000"],
@@ -230,6 +231,22 @@ def test_config_files_are_written_for_every_process(tmp_path):
     assert phy["slot_s"] == 3e-3 and phy["x"] == 1
     seeds = [u["channel"]["seed"] for u in phy["users"]]
     assert len(set(seeds)) == 2  # independent fading per user
+
+
+@pytest.mark.parametrize("profile, slot", [("evdo", 1.667e-3), ("clamp", 3e-3)])
+def test_sample_mode_gives_apd_and_loopback_the_measured_table_and_profile_slot(
+        tmp_path, profile, slot):
+    cfg = cfg_of(overrides=["phy.mode=sample", f"phy.profile={profile}"])
+    files = daemonconf.write_all(cfg, _layout(tmp_path, cfg))
+    apd = yaml.safe_load(files["apd"].read_text())
+    phy = yaml.safe_load(files["phy"].read_text())
+    table = str(daemonconf.measured_mcs_table(profile))
+    assert table.endswith(f"experiments/linkcurves/awgn-{profile}-1msps/mcs_table.csv")
+    assert Path(table).is_file()
+    assert apd["link_adaptation"]["table"] == table and phy["mcs_table"] == table
+    assert apd["slot_s"] == slot and phy["slot_s"] == slot
+    assert phy["sample"] == {"profile": profile}
+    assert phy["endpoints"]["phy_requests"] == apd["endpoints"]["phy_requests"]
 
 
 def test_long_run_folders_put_the_ipc_sockets_in_a_short_scratch_dir(tmp_path):
@@ -716,3 +733,38 @@ def test_a_real_run_that_fails_midway_leaves_nothing_behind(tmp_path):
     run = json.loads((tmp_path / "out" / "run.json").read_text())
     assert run["status"] == "failed"
     assert_run_gone(run["run_name"])
+
+
+E2E_SAMPLE = """
+experiment: e2e-sample
+kind: testbed
+duration_s: 6
+phy: {mode: sample, profile: evdo}
+devices:
+  - {name: R1, channel: {mean_snr_db: 20.0, doppler_hz: 5.0, model: clamp}}
+servers:
+  - {name: S1, rtt_ms: 20}
+flows:
+  - {id: f1, server: S1, device: R1, family: FAMILY}
+queue: {limit_bytes: 60000}
+"""
+
+
+@pytest.mark.parametrize("family", ["ipv4", "ipv6"])
+def test_end_to_end_tcp_over_the_sample_level_gnu_radio_phy(tmp_path, family):
+    """Real TCP through the GNU Radio loopback: OFDM samples, the channel emulator, sync,
+    Viterbi decoding and HARQ, driven by the AP daemon and feeding the client agent."""
+    _real_ready()
+    out, s = _e2e(tmp_path, E2E_SAMPLE.replace("FAMILY", family))
+    (f,) = s["flows"]
+    assert f["error"] is None
+    assert f["goodput_bps"] > 100e3, f          # the radio carries a TCP flow
+    (u,) = s["users"]
+    assert u["mac_throughput_bps"] >= f["goodput_bps"] * 0.9
+    assert s["harq"]["tb_sent"] > 100
+    phy = json.loads((out / "phy.stats.json").read_text())
+    assert phy, "phy.stats.json is empty"
+    procs = {p["name"]: p for p in json.loads((out / "processes.json").read_text())}
+    for n in ("apd", "client.R1", "phy"):
+        assert procs[n]["exit_code"] == 0, (n, procs[n])
+    assert_run_gone(json.loads((out / "run.json").read_text())["run_name"])

@@ -324,11 +324,22 @@ def check(cfg: dict) -> None:
     if a["kind"] == "droptail" and a["params"]:
         raise ConfigError(f"aqm.params: {a['params']!r}: drop-tail has no parameters")
     _check_aqm_params(cfg)
-    if cfg["phy"]["mode"] != "abstract":
+    if cfg["phy"]["mode"] == "uhd":
         raise ConfigError(
             f"phy.mode: {cfg['phy']['mode']!r} is not available yet: the testbed runner drives "
-            "the abstract PHY only (the sample-level GNU Radio PHY, python -m "
-            "oppsched.phy.loopback, and UHD come later); use phy.mode abstract")
+            "the abstract PHY and the sample-level GNU Radio PHY (python -m "
+            "oppsched.phy.loopback) only; use phy.mode abstract or sample")
+    if cfg["phy"]["mode"] == "sample":
+        # The blocks fix the numerology and decode for real: the apd must use the measured
+        # OFDM table of the profile and the profile's slot.
+        for key in ("slot_s", "mcs_table", "error_model"):
+            if cfg["phy"][key] is not None:
+                raise ConfigError(
+                    f"phy.{key}: {cfg['phy'][key]!r} cannot be set with phy.mode sample (it "
+                    "uses the profile's slot and measured MCS table, and real decoding)")
+        if cfg["phy"]["link_curves"]:
+            raise ConfigError(f"phy.link_curves: {cfg['phy']['link_curves']!r} cannot be set "
+                              "with phy.mode sample (real decoding)")
     if cfg["phy"]["mcs_table"] and str(cfg["phy"]["mcs_table"]).endswith(".csv") and not Path(
             cfg["phy"]["mcs_table"]).is_file():
         raise ConfigError(f"phy.mcs_table: {cfg['phy']['mcs_table']!r}: no such file")
@@ -424,6 +435,13 @@ def find_programs(cfg: dict) -> dict:
         else:
             missing.append("the abstract PHY (tools/oppsched/phy/abstract.py, "
                            "python -m oppsched.phy.abstract)")
+    elif mode == "sample":
+        so = list((b / "python/gnuradio/oppsched").glob("oppsched_python*.so"))
+        if so and (TOOLS / "oppsched/phy/loopback.py").is_file():
+            out["phy"] = [sys.executable, "-m", "oppsched.phy.loopback"]
+        else:
+            missing.append(f"the sample PHY (gnuradio.oppsched in {b}/python: cmake --build "
+                           f"{b}; tools/oppsched/phy/loopback.py)")
     for tool in ("iperf3", "tcpdump"):
         if shutil.which(tool) is None and not (tool == "tcpdump" and not cfg["capture"]["pcaps"]):
             missing.append(f"{tool} (apt-get install {tool})")

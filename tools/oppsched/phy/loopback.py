@@ -1,0 +1,278 @@
+"""The sample-level PHY: the abstract PHY's role played by the real gr-oppsched blocks.
+
+    python -m oppsched.phy.loopback --config phy.yaml [--check] [--set key=value ...]
+
+One GNU Radio flowgraph (the same graph as flowgraphs/loopback.grc, for N users):
+
+    mac_grant_source <-> slot_tx (realtime, continuous) -> channel_emulator_cc
+        -> output u -> slot_rx(user_id = u) -> rx_indication_sink(rx_<u>)
+
+slot_tx is the clock master (CLOCK_MONOTONIC, the apd's clock); mac_grant_source connects
+to the apd's phy_requests / phy_grants; each rx_indication_sink to its client's rx_<id>.
+The configuration is the abstract PHY's (docs/daemons.md, "Abstract PHY configuration"),
+loaded and validated by oppsched.phy.abstract, plus a `sample:` section (profile,
+sample_rate, t0_s, connect_wait_ms). Differences:
+
+- slot_s is optional: 0 (the default) = the profile's numerology; else it must equal it.
+- mcs_table defaults to the measured OFDM table of the profile
+  (experiments/linkcurves/awgn-<profile>-1msps/mcs_table.csv); the apd must use the same.
+- error_model, link_curves, clamp, chase_combining, measurement and timing.spin_us are
+  ignored: the blocks decode for real (HARQ combining in slot_rx).
+- channel.model maps to the emulator's fading model: awgn -> none, clamp -> Jakes (seed
+  000), sum_of_sinusoids -> seed 002's, trace -> SNR trace replayed (no fading).
+
+Stats (phy.stats.json) from the blocks' getters at exit and on SIGUSR1; SIGTERM/SIGINT stop
+the top block, write stats and exit 0. Configuration errors: exit 2, naming field and value.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+
+import yaml
+
+from oppsched.config import ConfigError, Field, apply_override
+from oppsched.config import validate as validate_schema
+from oppsched.phy import abstract
+
+log = logging.getLogger("oppsched.phy.loopback")
+
+PROFILES = ("evdo", "clamp")
+REPO = Path(__file__).resolve().parents[3]
+
+
+def measured_mcs_table(profile: str) -> Path:
+    """The measured OFDM MCS table of a profile (the apd's link_adaptation table)."""
+    return REPO / "experiments" / "linkcurves" / f"awgn-{profile}-1msps" / "mcs_table.csv"
+
+
+SCHEMA = copy.deepcopy(abstract.SCHEMA)
+SCHEMA["slot_s"] = Field(float, 0.0, min=0.0, max=1.0)  # 0 = the profile's numerology
+SCHEMA["mcs_table"] = Field(str, "")  # '' = the measured table of the profile
+SCHEMA["sample"] = {
+    "profile": Field(str, "evdo", choices=PROFILES),
+    "sample_rate": Field(float, 1e6, min=1e5, max=100e6),
+    "t0_s": Field(float, 0.5, min=0.0, max=60.0),
+    "connect_wait_ms": Field(int, 1000, min=0, max=600_000),
+    "report_effective_snr": Field(bool, True),
+}
+
+
+def profile_slot_s(profile: str, sample_rate: float) -> float:
+    from gnuradio import oppsched
+
+    tx = oppsched.slot_tx(profile, sample_rate, 3, 0.0, True, True)
+    return tx.slot_duration()
+
+
+def load_config(path: str | Path, overrides: list[str] | tuple = ()) -> dict:
+    p = Path(path)
+    try:
+        data = yaml.load(p.read_text(), Loader=abstract._UniqueKeyLoader) or {}
+    except OSError as exc:
+        raise ConfigError(f"cannot read ({exc.strerror})") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"not valid YAML ({exc})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"<top>: {data!r} is not a mapping")
+    for o in overrides:
+        apply_override(data, SCHEMA, o)
+    cfg = validate_schema(SCHEMA, data)
+    s = cfg["sample"]
+    if not cfg["mcs_table"]:
+        cfg["mcs_table"] = str(measured_mcs_table(s["profile"]))
+    if cfg["error_model"] == "curves" and not cfg["link_curves"]:
+        cfg["error_model"] = "threshold"  # unused here: the blocks decode for real
+    cfg = abstract.resolve(cfg, p.resolve().parent)
+    for i, u in enumerate(cfg["users"]):
+        ch = u["channel"]
+        if ch["model"] == "clamp" and ch["doppler_hz"] is None:
+            raise ConfigError(f"users[{i}].channel.doppler_hz: required for model 'clamp'")
+    try:
+        slot = profile_slot_s(s["profile"], s["sample_rate"])
+    except (ValueError, RuntimeError) as exc:
+        raise ConfigError(f"sample.sample_rate: {s['sample_rate']!r}: {exc}") from None
+    if cfg["slot_s"] and abs(cfg["slot_s"] - slot) > 1e-6:
+        raise ConfigError(
+            f"slot_s: {cfg['slot_s']!r} differs from profile {s['profile']!r}'s slot "
+            f"{slot!r} s at {s['sample_rate']:g} Hz (leave it 0)"
+        )
+    cfg["slot_s"] = slot
+    abstract.load_mcs_table(cfg)  # the table must load (the apd uses the same one)
+    return cfg
+
+
+def build_params(cfg: dict):
+    from gnuradio import oppsched
+
+    s = cfg["sample"]
+    users = cfg["users"]
+    chans = [u["channel"] for u in users]
+    model = {"awgn": "awgn", "clamp": "jakes", "sum_of_sinusoids": "sum_of_sinusoids",
+             "trace": "trace"}
+    return oppsched.emulator_params(
+        sample_rate=s["sample_rate"],
+        profile=s["profile"],
+        num_users=len(users),
+        mean_snr_db=[c["mean_snr_db"] for c in chans],
+        fading=[model[c["model"]] for c in chans],
+        doppler_hz=[c["doppler_hz"] or 0.0 for c in chans],
+        oscillators=[c["oscillators"] for c in chans],
+        snr_trace=[c["trace"] for c in chans],
+        trace_loop=[c["trace_loop"] for c in chans],
+        seed=cfg["seed"],
+    )
+
+
+class Loopback:
+    def __init__(self, cfg: dict):
+        from gnuradio import gr, oppsched
+
+        self.cfg = cfg
+        s = cfg["sample"]
+        z = cfg["zmq"]
+        self.tb = gr.top_block("oppsched_loopback")
+        self.tx = oppsched.slot_tx(
+            s["profile"], s["sample_rate"], cfg["lead_slots"], s["t0_s"], True, True
+        )
+        self.grants = oppsched.mac_grant_source(
+            cfg["endpoints"]["phy_requests"], cfg["endpoints"]["phy_grants"],
+            z["hwm"], z["reconnect_ms"], s["connect_wait_ms"],
+        )
+        self.emu = oppsched.channel_emulator_cc(build_params(cfg))
+        self.tb.msg_connect(self.tx, "request", self.grants, "request")
+        self.tb.msg_connect(self.grants, "grant", self.tx, "grant")
+        self.tb.connect(self.tx, self.emu)
+        self.rx, self.sinks = [], []
+        for i, u in enumerate(cfg["users"]):
+            rx = oppsched.slot_rx(s["profile"], s["sample_rate"], u["id"])
+            sink = oppsched.rx_indication_sink(
+                u["rx"], z["hwm"], s["report_effective_snr"], z["reconnect_ms"],
+                s["connect_wait_ms"],
+            )
+            self.tb.connect((self.emu, i), rx)
+            self.tb.msg_connect(rx, "rx", sink, "rx")
+            self.rx.append(rx)
+            self.sinks.append(sink)
+
+    def stats(self) -> dict:
+        tx, g = self.tx, self.grants
+        return {
+            "mode": "sample",
+            "profile": self.cfg["sample"]["profile"],
+            "sample_rate": self.cfg["sample"]["sample_rate"],
+            "slot_s": self.cfg["slot_s"],
+            "slots": tx.slots(),
+            "empty": tx.empty(),
+            "late": tx.late(),
+            "tb_sent": tx.tb_sent(),
+            "overruns": tx.overruns(),
+            "grants": {
+                "received": tx.grants_received(),
+                "late": tx.grants_late(),
+                "duplicate": tx.grants_duplicate(),
+                "malformed": tx.grants_malformed() + g.grants_malformed(),
+                "wrong_type": g.grants_wrong_type(),
+                "overflow": tx.grants_overflow(),
+                "seq_lost": g.grants_seq_lost(),
+            },
+            "requests": {"sent": g.requests_sent(), "dropped": g.requests_dropped()},
+            "users": [
+                {
+                    "id": u["id"],
+                    "name": u["name"],
+                    "slots_detected": rx.slots_detected(),
+                    "slots_missed": rx.slots_missed(),
+                    "headers_ok": rx.headers_ok(),
+                    "header_errors": rx.header_errors(),
+                    "addressed": rx.addressed(),
+                    "tb_ok": rx.tb_ok(),
+                    "tb_failed": rx.tb_failed(),
+                    "bler": rx.bler(),
+                    "last_snr_db": rx.last_snr_db(),
+                    "last_cqi": rx.last_cqi(),
+                    "indications_sent": sink.sent(),
+                    "indications_dropped": sink.dropped(),
+                }
+                for u, rx, sink in zip(self.cfg["users"], self.rx, self.sinks)
+            ],
+        }
+
+    def write_stats(self) -> None:
+        path = Path(self.cfg["traces"]["stats"])
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_text(json.dumps(self.stats(), indent=1, sort_keys=True) + "\n")
+            os.replace(tmp, path)
+        except OSError as exc:
+            log.error("cannot write %s: %s", path, exc)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m oppsched.phy.loopback",
+        description="Sample-level PHY: slot_tx -> channel emulator -> slot_rx per user, "
+        "bridged to oppsched-apd and the client agents over ZeroMQ.",
+    )
+    ap.add_argument("--config", required=True, help="phy.yaml (abstract PHY keys + sample:)")
+    ap.add_argument("--check", action="store_true", help="validate the configuration, exit")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="phy-loopback %(levelname)s: %(message)s")
+    try:
+        cfg = load_config(args.config, args.set)
+        params = build_params(cfg)
+    except (ConfigError, ValueError) as exc:
+        print(f"{args.config}: {exc}", file=sys.stderr)
+        return 2
+    if args.check:
+        print(f"{args.config}: ok ({len(cfg['users'])} users, profile "
+              f"{cfg['sample']['profile']}, slot {cfg['slot_s'] * 1e3:g} ms, "
+              f"mcs_table {cfg['mcs_table']})")
+        return 0
+    del params
+    abstract.set_rt_priority(cfg["timing"]["rt_priority"])
+    lb = Loopback(cfg)
+    stop = threading.Event()
+    dump = threading.Event()
+
+    def on_signal(signum, _frame):
+        (dump if signum == signal.SIGUSR1 else stop).set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
+        signal.signal(sig, on_signal)
+    lb.tb.start()
+    log.info("running: %d users, profile %s, %g Hz, slot %.3f ms, lead %d",
+             len(cfg["users"]), cfg["sample"]["profile"], cfg["sample"]["sample_rate"],
+             cfg["slot_s"] * 1e3, cfg["lead_slots"])
+    max_slots = cfg["max_slots"]
+    try:
+        while not stop.is_set():
+            stop.wait(0.1)
+            if dump.is_set():
+                dump.clear()
+                lb.write_stats()
+            if max_slots and lb.tx.slots() >= max_slots:
+                break
+    finally:
+        lb.tb.stop()
+        lb.tb.wait()
+        lb.write_stats()
+    st = lb.stats()
+    log.info("stopped after %d slots (%d empty, %d late)", st["slots"], st["empty"], st["late"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
