@@ -248,6 +248,18 @@ def resolve(cfg: dict, base: Path) -> dict:
 # Models: MCS table, link curves, SNR traces, channels
 
 
+def write_json_atomic(path: Path, data: dict) -> None:
+    """Writes stats JSON so that a reader never sees half a file (temp file, then rename);
+    a failure is logged, never fatal (a PHY must not die over its statistics)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+        os.replace(tmp, path)
+    except OSError as exc:
+        log.error("cannot write %s: %s", path, exc)
+
+
 def clamp_table(w0_hz: float, cmax_bps: float, levels: int):
     """Seed 000 eq. 18 quantised to `levels` MCS (rate_k = k C_max / levels at the SNR where
     W0 log2(1 + N) reaches it): the AP daemon's own C++ table, so the two always agree."""
@@ -1065,14 +1077,7 @@ class PhyProcess:
         return out
 
     def write_stats(self) -> None:
-        path = Path(self.cfg["traces"]["stats"])
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_text(json.dumps(self.stats(), indent=1, sort_keys=True) + "\n")
-            os.replace(tmp, path)
-        except OSError as exc:
-            log.error("cannot write %s: %s", path, exc)
+        write_json_atomic(Path(self.cfg["traces"]["stats"]), self.stats())
         if self.trace_file:
             self.trace_file.flush()
 

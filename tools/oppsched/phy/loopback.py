@@ -29,9 +29,7 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import logging
-import os
 import signal
 import sys
 import threading
@@ -207,14 +205,7 @@ class Loopback:
         }
 
     def write_stats(self) -> None:
-        path = Path(self.cfg["traces"]["stats"])
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_text(json.dumps(self.stats(), indent=1, sort_keys=True) + "\n")
-            os.replace(tmp, path)
-        except OSError as exc:
-            log.error("cannot write %s: %s", path, exc)
+        abstract.write_json_atomic(Path(self.cfg["traces"]["stats"]), self.stats())
 
 
 def main(argv: list[str] | None = None) -> int:
