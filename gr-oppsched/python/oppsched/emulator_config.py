@@ -66,6 +66,11 @@ _PHY_CHANNEL_KEYS = {
 }
 
 
+
+# Per-user emulator settings, in the order the channel_emulator params take them.
+_USER_FIELDS = ("mean_snr_db", "fading", "doppler_hz", "oscillators", "taps", "cfo_hz",
+                "snr_trace", "trace_loop", "add_noise", "jakes_angle_offset")
+
 def _per_user(name, value, n):
     if isinstance(value, (list, tuple)):
         if len(value) != n:
@@ -174,21 +179,7 @@ def _from_config(config, sample_rate, profile):
         seed=data.get("seed", 1),
         update_interval=data.get("update_interval", 0) if not is_phy else 0,
     )
-    cols = {
-        k: []
-        for k in (
-            "mean_snr_db",
-            "fading",
-            "doppler_hz",
-            "oscillators",
-            "taps",
-            "cfo_hz",
-            "snr_trace",
-            "trace_loop",
-            "add_noise",
-            "jakes_angle_offset",
-        )
-    }
+    cols = {k: [] for k in _USER_FIELDS}
     for i, u in enumerate(users):
         p = f"users[{i}]"
         if not isinstance(u, dict):
@@ -273,18 +264,7 @@ def emulator_params(
             jakes_angle_offset,
         ) = (
             cols[k]
-            for k in (
-                "mean_snr_db",
-                "fading",
-                "doppler_hz",
-                "oscillators",
-                "taps",
-                "cfo_hz",
-                "snr_trace",
-                "trace_loop",
-                "add_noise",
-                "jakes_angle_offset",
-            )
+            for k in _USER_FIELDS
         )
         taps_per_user = taps
     else:

@@ -26,6 +26,7 @@
 
 #include "apd_config.h"
 #include "oppsched/ap_core.h"
+#include "oppsched/daemon/args.h"
 #include "oppsched/daemon/config.h"
 #include "oppsched/daemon/csv_writer.h"
 #include "oppsched/daemon/log.h"
@@ -351,30 +352,19 @@ int Apd::run() {
 
 int main(int argc, char** argv) {
     using namespace oppsched;
-    std::string config;
-    bool check = false;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        if (a == "--config" && i + 1 < argc) {
-            config = argv[++i];
-        } else if (a.rfind("--config=", 0) == 0) {
-            config = a.substr(9);
-        } else if (a == "--check") {
-            check = true;
-        } else if (a == "-h" || a == "--help") {
-            apd::usage(stdout);
-            return 0;
-        } else {
-            std::fprintf(stderr, "oppsched-apd: unknown argument '%s'\n", a.c_str());
-            apd::usage(stderr);
-            return apd::kExitConfig;
-        }
+    const auto args = daemon::parse_args(argc, argv);
+    if (args.help) {
+        apd::usage(stdout);
+        return 0;
     }
-    daemon::init_logging("apd");
-    if (config.empty()) {
+    if (!args.error.empty()) {
+        std::fprintf(stderr, "oppsched-apd: %s\n", args.error.c_str());
         apd::usage(stderr);
         return apd::kExitConfig;
     }
+    daemon::init_logging("apd");
+    const std::string& config = args.config;
+    const bool check = args.check;
     apd::ApdConfig cfg;
     try {
         cfg = apd::load_apd_config(config);

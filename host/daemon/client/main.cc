@@ -37,6 +37,7 @@
 #include "oppsched/daemon/csv_writer.h"
 #include "oppsched/daemon/log.h"
 #include "oppsched/daemon/privileges.h"
+#include "oppsched/daemon/args.h"
 #include "oppsched/daemon/signals.h"
 #include "oppsched/daemon/stats.h"
 #include "oppsched/daemon/tun.h"
@@ -505,29 +506,18 @@ int main(int argc, char** argv) {
     // Diagnostics on stderr (the runner collects it into logs/client.<user>.log).
     spdlog::set_default_logger(spdlog::stderr_color_st("client"));
     spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e [client] %l: %v");
-    std::string config_path;
-    bool check_only = false;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        if (a == "--config" && i + 1 < argc) {
-            config_path = argv[++i];
-        } else if (a.rfind("--config=", 0) == 0) {
-            config_path = a.substr(9);
-        } else if (a == "--check") {
-            check_only = true;
-        } else if (a == "-h" || a == "--help") {
-            usage();
-            return 0;
-        } else {
-            spdlog::error("unknown argument '{}'", a);
-            usage();
-            return kExitConfig;
-        }
+    const auto args = daemon::parse_args(argc, argv);
+    if (args.help) {
+        usage();
+        return 0;
     }
-    if (config_path.empty()) {
+    if (!args.error.empty()) {
+        spdlog::error("{}", args.error);
         usage();
         return kExitConfig;
     }
+    const std::string& config_path = args.config;
+    const bool check_only = args.check;
 
     Config cfg;
     try {
