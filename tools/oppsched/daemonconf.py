@@ -103,17 +103,21 @@ def measured_mcs_table(profile: str) -> Path:
             / f"awgn-{profile}-1msps" / "mcs_table.csv")
 
 
+# The PHY modes that run the gr-oppsched blocks (the profile's numerology, real decoding).
+BLOCK_MODES = ("sample", "uhd")
+
+
 def slot_s(cfg: dict) -> float:
-    """phy.mode sample: always the profile's numerology (slot_tx's slot: 1.667 / 3 ms)."""
-    if cfg["phy"]["mode"] == "sample":
+    """phy.mode sample/uhd: always the profile's numerology (slot_tx's slot: 1.667 / 3 ms)."""
+    if cfg["phy"]["mode"] in BLOCK_MODES:
         return PROFILES[cfg["phy"]["profile"]]["slot_s"]
     return cfg["phy"]["slot_s"] or PROFILES[cfg["phy"]["profile"]]["slot_s"]
 
 
 def mcs_table(cfg: dict) -> str:
     """A preset name, or the absolute path of a CSV table (phy.mode sample: the measured
-    OFDM table of the profile)."""
-    if cfg["phy"]["mode"] == "sample":
+    OFDM table of the profile; uhd too)."""
+    if cfg["phy"]["mode"] in BLOCK_MODES:
         return str(measured_mcs_table(cfg["phy"]["profile"]))
     t = cfg["phy"]["mcs_table"] or PROFILES[cfg["phy"]["profile"]]["mcs_table"]
     return str(Path(t).resolve()) if t.endswith(".csv") else t
@@ -282,12 +286,20 @@ def phy_config(cfg: dict, lay: Layout) -> dict:
     }
     if p["link_curves"]:
         conf["link_curves"] = str(Path(p["link_curves"]).resolve())
-    if p["mode"] == "sample":
+    if p["mode"] in BLOCK_MODES:
         # python -m oppsched.phy.loopback: the same keys plus `sample:`; the blocks decode
         # for real, so the error model and link curves do not apply.
         conf["sample"] = {"profile": p["profile"]}
         conf["error_model"] = "threshold"
         conf.pop("link_curves", None)
+    if p["mode"] == "uhd":
+        # python -m oppsched.phy.uhd: the loopback's file plus the radios; `origin` makes
+        # the PHY's messages name the experiment's fields (phy.uhd.ap.args, ...).
+        u = p["uhd"]
+        conf["sample"]["sample_rate"] = u["sample_rate"]
+        conf["uhd"] = {"ap": {**u["ap"], "origin": "phy.uhd.ap"}}
+        for i, (pu, dev) in enumerate(zip(users, cfg["devices"])):
+            pu["uhd"] = {**dev["uhd"], "origin": f"devices[{i}].uhd"}
     return deep_merge(conf, cfg["extra"]["phy"])
 
 
@@ -295,7 +307,8 @@ def write_all(cfg: dict, lay: Layout) -> dict[str, Path]:
     """Writes apd.yaml, client.<dev>.yaml and phy.yaml into the run folder; returns
     {"apd": path, "client.<dev>": path, "phy": path}."""
     out = {}
-    if mcs_table(cfg) == "clamp" and cfg["phy"]["mode"] != "sample" and cfg["phy"]["clamp_table"] != CLAMP_TABLE_DEFAULTS:
+    if mcs_table(cfg) == "clamp" and cfg["phy"]["mode"] not in BLOCK_MODES and \
+            cfg["phy"]["clamp_table"] != CLAMP_TABLE_DEFAULTS:
         # The apd's `clamp` preset is eq. 18 at the paper's W0 and C_max; other values go
         # to both through one CSV, so that grant.mcs means the same rate on both sides.
         from oppsched import mac

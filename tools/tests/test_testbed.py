@@ -131,7 +131,7 @@ def test_unknown_keys_name_the_field():
     (["aqm.params={max_p: 0.1}"], "aqm.params: {'max_p': 0.1}: drop-tail has no parameters"),
     (["phy.mode=sample", "phy.slot_s=0.002"], "phy.slot_s: 0.002 cannot be set with phy.mode"),
     (["phy.mode=sample", "phy.mcs_table=evdo"], "phy.mcs_table: 'evdo' cannot be set with phy"),
-    (["phy.mode=uhd"], "phy.mode: 'uhd' is not available yet"),
+    (["phy.mode=uhd"], "phy.uhd.ap.args: required with phy.mode uhd"),
     (["harq.feedback_timeout_slots=4"], "harq.feedback_timeout_slots: 4 is not more than"),
     (["queue.mode=shared", "devices[0].queue.limit_bytes=1000"],
      "devices[0].queue.limit_bytes: 1000 with queue.mode shared"),

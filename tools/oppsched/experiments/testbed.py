@@ -47,6 +47,7 @@ from oppsched.config import ConfigError, Field, ListOf
 from oppsched.daemonconf import PROFILES
 from oppsched.flows import BASE_PORT, FlowPlan, iperf_seconds
 from oppsched.metrics import jain_index
+from oppsched.phy.radio import RADIO_AP, RADIO_CLIENT, check_radio_args, whole_hz
 
 REPO = Path(__file__).resolve().parents[3]
 TOOLS = REPO / "tools"
@@ -110,6 +111,11 @@ SCHEMA = {
         },
         "chase_combining": Field(bool, True, doc="HARQ retransmissions add their SNRs"),
         "slot_trace": Field(bool, False, doc="the PHY writes phy_slots.csv"),
+        "uhd": {  # phy.mode uhd (python -m oppsched.phy.uhd): the AP radio; devices[].uhd
+            "sample_rate": Field(float, 1e6, min=1e5, max=61.44e6, check=whole_hz,
+                                 doc="every radio's complex sample rate"),
+            "ap": RADIO_AP,
+        },
     },
     "devices": ListOf({
         "name": Field(str, check=_name),
@@ -125,6 +131,7 @@ SCHEMA = {
                                "time_s,snr_db; null: the profile's"),
             "trace": Field(str, "", doc="model trace: CSV time_s,snr_db"),
         },
+        "uhd": RADIO_CLIENT,  # phy.mode uhd: this device's receiving radio
         "queue": {"limit_bytes": Field((int, _NONE), None, min=0,
                                        doc="this device's AP queue limit; null: "
                                            "queue.limit_bytes")},
@@ -324,22 +331,20 @@ def check(cfg: dict) -> None:
     if a["kind"] == "droptail" and a["params"]:
         raise ConfigError(f"aqm.params: {a['params']!r}: drop-tail has no parameters")
     _check_aqm_params(cfg)
-    if cfg["phy"]["mode"] == "uhd":
-        raise ConfigError(
-            f"phy.mode: {cfg['phy']['mode']!r} is not available yet: the testbed runner drives "
-            "the abstract PHY and the sample-level GNU Radio PHY (python -m "
-            "oppsched.phy.loopback) only; use phy.mode abstract or sample")
-    if cfg["phy"]["mode"] == "sample":
+    if cfg["phy"]["mode"] in ("sample", "uhd"):
         # The blocks fix the numerology and decode for real: the apd must use the measured
         # OFDM table of the profile and the profile's slot.
+        mode = cfg["phy"]["mode"]
         for key in ("slot_s", "mcs_table", "error_model"):
             if cfg["phy"][key] is not None:
                 raise ConfigError(
-                    f"phy.{key}: {cfg['phy'][key]!r} cannot be set with phy.mode sample (it "
+                    f"phy.{key}: {cfg['phy'][key]!r} cannot be set with phy.mode {mode} (it "
                     "uses the profile's slot and measured MCS table, and real decoding)")
         if cfg["phy"]["link_curves"]:
             raise ConfigError(f"phy.link_curves: {cfg['phy']['link_curves']!r} cannot be set "
-                              "with phy.mode sample (real decoding)")
+                              f"with phy.mode {mode} (real decoding)")
+    if cfg["phy"]["mode"] == "uhd":
+        _check_uhd(cfg)
     if cfg["phy"]["mcs_table"] and str(cfg["phy"]["mcs_table"]).endswith(".csv") and not Path(
             cfg["phy"]["mcs_table"]).is_file():
         raise ConfigError(f"phy.mcs_table: {cfg['phy']['mcs_table']!r}: no such file")
@@ -372,6 +377,13 @@ def check(cfg: dict) -> None:
     for k, v in cfg["tcp"]["extra"].items():
         if not re.fullmatch(r"net\.[a-z0-9_.]+", str(k)):
             raise ConfigError(f"tcp.extra.{k}: not a net.* sysctl name")
+
+
+def _check_uhd(cfg: dict) -> None:
+    """phy.mode uhd: every radio named by its args, each radio a different device."""
+    check_radio_args([("phy.uhd.ap", cfg["phy"]["uhd"]["ap"])] + [
+        (f"devices[{i}].uhd", d["uhd"]) for i, d in enumerate(cfg["devices"])],
+        " with phy.mode uhd")
 
 
 def _check_aqm_params(cfg: dict) -> None:
@@ -442,6 +454,16 @@ def find_programs(cfg: dict) -> dict:
         else:
             missing.append(f"the sample PHY (gnuradio.oppsched in {b}/python: cmake --build "
                            f"{b}; tools/oppsched/phy/loopback.py)")
+    elif mode == "uhd":
+        # The radios themselves are looked for by the PHY when it starts (its first act).
+        so = list((b / "python/gnuradio/oppsched").glob("oppsched_python*.so"))
+        if so and (TOOLS / "oppsched/phy/uhd.py").is_file() and \
+                importlib.util.find_spec("gnuradio.uhd") is not None:
+            out["phy"] = [sys.executable, "-m", "oppsched.phy.uhd"]
+        else:
+            missing.append(f"the UHD PHY (gnuradio.oppsched in {b}/python: cmake --build "
+                           f"{b}; gnuradio.uhd: apt-get install gr-uhd; "
+                           "tools/oppsched/phy/uhd.py)")
     for tool in ("iperf3", "tcpdump"):
         if shutil.which(tool) is None and not (tool == "tcpdump" and not cfg["capture"]["pcaps"]):
             missing.append(f"{tool} (apt-get install {tool})")
@@ -712,6 +734,17 @@ def _users(cfg: dict) -> list[daemonconf.User]:
             for j, d in enumerate(cfg["devices"])]
 
 
+class HostNs:
+    """The root network namespace, for Session.spawn: the command runs as it is (the
+    Session still owns the process: its group is stopped at teardown, and it carries the
+    run's marker, which teardown's leftover sweep also kills)."""
+
+    name = "root"
+
+    def exec_argv(self, argv) -> list[str]:
+        return [str(a) for a in argv]
+
+
 def preflight(cfg: dict, progs: dict, files: dict) -> None:
     """Every program validates its file (`--check`: parse and validate, open nothing)
     before any namespace exists, so a bad value fails in a second with the program's own
@@ -817,8 +850,10 @@ def run(cfg: dict, outdir: Path, progress) -> None:
                 daemons.append(f"client.{u.name}")
             _wait_files([lay.ipc_path(f"rx_{u.id}") for u in users],
                         "oppsched-client: rx endpoints bound", up, procs, daemons)
-            spawn(tb.ap, [*progs["phy"], "--config", files["phy"]], "phy", "phy",
-                  env=phy_env(cfg))
+            # Over the air the radios are on the host's USB/Ethernet: the UHD PHY runs in
+            # the root namespace (its ipc endpoints are files, reachable from any namespace).
+            spawn(HostNs() if cfg["phy"]["mode"] == "uhd" else tb.ap,
+                  [*progs["phy"], "--config", files["phy"]], "phy", "phy", env=phy_env(cfg))
             daemons.append("phy")
             record["radio_ready_s"] = _wait_radio(tb, up, procs, daemons)
             record["status"] = "radio up"

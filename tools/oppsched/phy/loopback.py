@@ -23,6 +23,10 @@ sample_rate, t0_s, connect_wait_ms). Differences:
 
 Stats (phy.stats.json) from the blocks' getters at exit and on SIGUSR1; SIGTERM/SIGINT stop
 the top block, write stats and exit 0. Configuration errors: exit 2, naming field and value.
+
+The pieces the over-the-air PHY (oppsched.phy.uhd) shares with this one are functions here:
+load_config (with a schema), connect_grants (the apd bridge), connect_rx (slot_rx and the
+client bridge), tx_stats / user_stats and run_until_signal (signals, stats, max_slots).
 """
 
 from __future__ import annotations
@@ -71,7 +75,11 @@ def profile_slot_s(profile: str, sample_rate: float) -> float:
     return tx.slot_duration()
 
 
-def load_config(path: str | Path, overrides: list[str] | tuple = ()) -> dict:
+def load_config(path: str | Path, overrides: list[str] | tuple = (),
+                schema: dict | None = None) -> dict:
+    """Loads and validates phy.yaml against `schema` (default: SCHEMA; the UHD PHY passes
+    its extension of it) and resolves the profile's slot and MCS table."""
+    schema = SCHEMA if schema is None else schema
     p = Path(path)
     try:
         data = yaml.load(p.read_text(), Loader=abstract._UniqueKeyLoader) or {}
@@ -82,8 +90,8 @@ def load_config(path: str | Path, overrides: list[str] | tuple = ()) -> dict:
     if not isinstance(data, dict):
         raise ConfigError(f"<top>: {data!r} is not a mapping")
     for o in overrides:
-        apply_override(data, SCHEMA, o)
-    cfg = validate_schema(SCHEMA, data)
+        apply_override(data, schema, o)
+    cfg = validate_schema(schema, data)
     s = cfg["sample"]
     if not cfg["mcs_table"]:
         cfg["mcs_table"] = str(measured_mcs_table(s["profile"]))
@@ -130,78 +138,132 @@ def build_params(cfg: dict):
     )
 
 
+def connect_grants(tb, cfg: dict, tx):
+    """A mac_grant_source on the apd's phy_requests/phy_grants, wired to slot_tx `tx`'s
+    request/grant message ports in top block `tb`. Returns the bridge."""
+    from gnuradio import oppsched
+
+    s, z = cfg["sample"], cfg["zmq"]
+    grants = oppsched.mac_grant_source(
+        cfg["endpoints"]["phy_requests"], cfg["endpoints"]["phy_grants"],
+        z["hwm"], z["reconnect_ms"], s["connect_wait_ms"],
+    )
+    tb.msg_connect(tx, "request", grants, "request")
+    tb.msg_connect(grants, "grant", tx, "grant")
+    return grants
+
+
+def connect_rx(tb, cfg: dict, user: dict, src) -> tuple:
+    """slot_rx(user_id) fed from `src` (a block or (block, port)) and its
+    rx_indication_sink on the user's `rx` endpoint. Returns (slot_rx, sink)."""
+    from gnuradio import oppsched
+
+    s, z = cfg["sample"], cfg["zmq"]
+    rx = oppsched.slot_rx(s["profile"], s["sample_rate"], user["id"])
+    sink = oppsched.rx_indication_sink(
+        user["rx"], z["hwm"], s["report_effective_snr"], z["reconnect_ms"],
+        s["connect_wait_ms"],
+    )
+    tb.connect(src, rx)
+    tb.msg_connect(rx, "rx", sink, "rx")
+    return rx, sink
+
+
+def tx_stats(tx, g) -> dict:
+    """The AP side's counters (slot_tx `tx`, mac_grant_source `g`) for phy.stats.json."""
+    return {
+        "slots": tx.slots(),
+        "empty": tx.empty(),
+        "late": tx.late(),
+        "tb_sent": tx.tb_sent(),
+        "overruns": tx.overruns(),
+        "grants": {
+            "received": tx.grants_received(),
+            "late": tx.grants_late(),
+            "duplicate": tx.grants_duplicate(),
+            "malformed": tx.grants_malformed() + g.grants_malformed(),
+            "wrong_type": g.grants_wrong_type(),
+            "overflow": tx.grants_overflow(),
+            "seq_lost": g.grants_seq_lost(),
+        },
+        "requests": {"sent": g.requests_sent(), "dropped": g.requests_dropped()},
+    }
+
+
+def user_stats(u: dict, rx, sink) -> dict:
+    """One client receiver's counters (slot_rx `rx`, rx_indication_sink `sink`)."""
+    return {
+        "id": u["id"],
+        "name": u["name"],
+        "slots_detected": rx.slots_detected(),
+        "slots_missed": rx.slots_missed(),
+        "headers_ok": rx.headers_ok(),
+        "header_errors": rx.header_errors(),
+        "addressed": rx.addressed(),
+        "tb_ok": rx.tb_ok(),
+        "tb_failed": rx.tb_failed(),
+        "bler": rx.bler(),
+        "last_snr_db": rx.last_snr_db(),
+        "last_cqi": rx.last_cqi(),
+        "indications_sent": sink.sent(),
+        "indications_dropped": sink.dropped(),
+    }
+
+
+def run_until_signal(start, stop, write_stats, slots, max_slots: int) -> None:
+    """The PHY process's life (docs/daemons.md, "Signals and lifetime"): installs the
+    handlers, calls start(), writes stats on SIGUSR1, returns after SIGTERM/SIGINT or once
+    slots() reaches max_slots (0 = never), always calling stop() then write_stats()."""
+    stop_ev = threading.Event()
+    dump = threading.Event()
+
+    def on_signal(signum, _frame):
+        (dump if signum == signal.SIGUSR1 else stop_ev).set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
+        signal.signal(sig, on_signal)
+    start()
+    try:
+        while not stop_ev.is_set():
+            stop_ev.wait(0.1)
+            if dump.is_set():
+                dump.clear()
+                write_stats()
+            if max_slots and slots() >= max_slots:
+                break
+    finally:
+        stop()
+        write_stats()
+
+
 class Loopback:
     def __init__(self, cfg: dict):
         from gnuradio import gr, oppsched
 
         self.cfg = cfg
         s = cfg["sample"]
-        z = cfg["zmq"]
         self.tb = gr.top_block("oppsched_loopback")
         self.tx = oppsched.slot_tx(
             s["profile"], s["sample_rate"], cfg["lead_slots"], s["t0_s"], True, True
         )
-        self.grants = oppsched.mac_grant_source(
-            cfg["endpoints"]["phy_requests"], cfg["endpoints"]["phy_grants"],
-            z["hwm"], z["reconnect_ms"], s["connect_wait_ms"],
-        )
+        self.grants = connect_grants(self.tb, cfg, self.tx)
         self.emu = oppsched.channel_emulator_cc(build_params(cfg))
-        self.tb.msg_connect(self.tx, "request", self.grants, "request")
-        self.tb.msg_connect(self.grants, "grant", self.tx, "grant")
         self.tb.connect(self.tx, self.emu)
         self.rx, self.sinks = [], []
         for i, u in enumerate(cfg["users"]):
-            rx = oppsched.slot_rx(s["profile"], s["sample_rate"], u["id"])
-            sink = oppsched.rx_indication_sink(
-                u["rx"], z["hwm"], s["report_effective_snr"], z["reconnect_ms"],
-                s["connect_wait_ms"],
-            )
-            self.tb.connect((self.emu, i), rx)
-            self.tb.msg_connect(rx, "rx", sink, "rx")
+            rx, sink = connect_rx(self.tb, cfg, u, (self.emu, i))
             self.rx.append(rx)
             self.sinks.append(sink)
 
     def stats(self) -> dict:
-        tx, g = self.tx, self.grants
         return {
             "mode": "sample",
             "profile": self.cfg["sample"]["profile"],
             "sample_rate": self.cfg["sample"]["sample_rate"],
             "slot_s": self.cfg["slot_s"],
-            "slots": tx.slots(),
-            "empty": tx.empty(),
-            "late": tx.late(),
-            "tb_sent": tx.tb_sent(),
-            "overruns": tx.overruns(),
-            "grants": {
-                "received": tx.grants_received(),
-                "late": tx.grants_late(),
-                "duplicate": tx.grants_duplicate(),
-                "malformed": tx.grants_malformed() + g.grants_malformed(),
-                "wrong_type": g.grants_wrong_type(),
-                "overflow": tx.grants_overflow(),
-                "seq_lost": g.grants_seq_lost(),
-            },
-            "requests": {"sent": g.requests_sent(), "dropped": g.requests_dropped()},
-            "users": [
-                {
-                    "id": u["id"],
-                    "name": u["name"],
-                    "slots_detected": rx.slots_detected(),
-                    "slots_missed": rx.slots_missed(),
-                    "headers_ok": rx.headers_ok(),
-                    "header_errors": rx.header_errors(),
-                    "addressed": rx.addressed(),
-                    "tb_ok": rx.tb_ok(),
-                    "tb_failed": rx.tb_failed(),
-                    "bler": rx.bler(),
-                    "last_snr_db": rx.last_snr_db(),
-                    "last_cqi": rx.last_cqi(),
-                    "indications_sent": sink.sent(),
-                    "indications_dropped": sink.dropped(),
-                }
-                for u, rx, sink in zip(self.cfg["users"], self.rx, self.sinks)
-            ],
+            **tx_stats(self.tx, self.grants),
+            "users": [user_stats(u, rx, sink)
+                      for u, rx, sink in zip(self.cfg["users"], self.rx, self.sinks)],
         }
 
     def write_stats(self) -> None:
@@ -235,31 +297,18 @@ def main(argv: list[str] | None = None) -> int:
     del params
     abstract.set_rt_priority(cfg["timing"]["rt_priority"])
     lb = Loopback(cfg)
-    stop = threading.Event()
-    dump = threading.Event()
 
-    def on_signal(signum, _frame):
-        (dump if signum == signal.SIGUSR1 else stop).set()
+    def start():
+        lb.tb.start()
+        log.info("running: %d users, profile %s, %g Hz, slot %.3f ms, lead %d",
+                 len(cfg["users"]), cfg["sample"]["profile"], cfg["sample"]["sample_rate"],
+                 cfg["slot_s"] * 1e3, cfg["lead_slots"])
 
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
-        signal.signal(sig, on_signal)
-    lb.tb.start()
-    log.info("running: %d users, profile %s, %g Hz, slot %.3f ms, lead %d",
-             len(cfg["users"]), cfg["sample"]["profile"], cfg["sample"]["sample_rate"],
-             cfg["slot_s"] * 1e3, cfg["lead_slots"])
-    max_slots = cfg["max_slots"]
-    try:
-        while not stop.is_set():
-            stop.wait(0.1)
-            if dump.is_set():
-                dump.clear()
-                lb.write_stats()
-            if max_slots and lb.tx.slots() >= max_slots:
-                break
-    finally:
+    def stop():
         lb.tb.stop()
         lb.tb.wait()
-        lb.write_stats()
+
+    run_until_signal(start, stop, lb.write_stats, lb.tx.slots, cfg["max_slots"])
     st = lb.stats()
     log.info("stopped after %d slots (%d empty, %d late)", st["slots"], st["empty"], st["late"])
     return 0

@@ -1,0 +1,70 @@
+"""One USRP's settings: the schema shared by the UHD PHY's phy.yaml (oppsched.phy.uhd:
+`uhd.ap`, `users[i].uhd`) and the experiment (testbed.py: `phy.uhd.ap`, `devices[i].uhd`).
+Only oppsched.config here, so the experiment schema loads without GNU Radio or the MAC.
+"""
+
+from __future__ import annotations
+
+import re
+
+from oppsched.config import ConfigError, Field
+
+# uhd::usrp::multi_usrp clock/time sources; "" = leave the device's default.
+SOURCES = ("", "internal", "external", "gpsdo", "mimo")
+_ARGS_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=[^,=\s]+(,[A-Za-z_][A-Za-z0-9_]*=[^,=\s]+)*")
+
+
+def check_args(v: str) -> str | None:
+    """UHD device args: '' (unset) or key=value[,key=value...] (e.g. type=b200,serial=X)."""
+    if v == "" or _ARGS_RE.fullmatch(v):
+        return None
+    return "is not UHD device args key=value[,key=value...] (e.g. 'type=b200,serial=30F1A2B')"
+
+
+def _antenna(v: str) -> str | None:
+    return None if re.fullmatch(r"[A-Za-z0-9/_+-]{1,32}", v) else "is not an antenna name"
+
+
+# One radio's settings, shared by phy.yaml and the experiment schema (testbed.py).
+RADIO_COMMON = {
+    "args": Field(str, "", check=check_args,
+                  doc="UHD device args (uhd_find_devices --args); required"),
+    "gain_db": Field(float, 40.0, min=0.0, max=100.0, doc="plain dB (the device's range)"),
+    "bandwidth_hz": Field(float, 0.0, min=0.0, max=200e6, doc="analog filter; 0 = default"),
+    "clock_source": Field(str, "", choices=SOURCES, doc="10 MHz reference; '' = default"),
+    "time_source": Field(str, "", choices=SOURCES,
+                         doc="PPS; external/gpsdo: device time set at the next PPS"),
+}
+RADIO_AP = {
+    **RADIO_COMMON,
+    "freq_hz": Field(float, 2.45e9, min=10e6, max=6e9, doc="centre frequency"),
+    "gain_db": Field(float, 50.0, min=0.0, max=100.0, doc="TX gain, plain dB"),
+    "antenna": Field(str, "TX/RX", check=_antenna),
+    "start_delay_s": Field(float, 2.0, min=0.1, max=60.0,
+                           doc="the lead: slot 0 at device time T + start_delay_s, T the "
+                               "whole second the device time was set to"),
+}
+RADIO_CLIENT = {
+    **RADIO_COMMON,
+    "freq_hz": Field((float, type(None)), None, min=10e6, max=6e9, doc="null: uhd.ap's"),
+    "antenna": Field(str, "RX2", check=_antenna),
+}
+
+
+def whole_hz(v: float) -> str | None:
+    return None if v == int(v) else "is not whole Hz (tx_time is exact in integer samples)"
+
+
+def check_radio_args(radios: list[tuple[str, dict]], when: str = "") -> None:
+    """Every radio (field, settings) has args, and no two name the same device (the same
+    key=value pairs in any order); ConfigError naming the field and the value."""
+    seen: dict[str, str] = {}
+    for field, r in radios:
+        if not r["args"]:
+            raise ConfigError(f"{field}.args: required{when} (the radio's UHD device args, "
+                              "e.g. 'type=b200,serial=30F1A2B')")
+        key = ",".join(sorted(r["args"].split(",")))
+        if key in seen:
+            raise ConfigError(f"{field}.args: {r['args']!r} names the same device as "
+                              f"{seen[key]}.args; every radio needs its own (serial=...)")
+        seen[key] = field

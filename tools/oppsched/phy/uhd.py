@@ -1,0 +1,302 @@
+"""The over-the-air PHY: the loopback's AP TX and client RX flowgraphs on USRPs.
+
+    python -m oppsched.phy.uhd --config phy.yaml [--check] [--set key=value ...]
+
+One process, one GNU Radio top block per radio (the graphs of flowgraphs/ap_tx_uhd.grc and
+flowgraphs/client_rx_uhd.grc):
+
+    AP:          mac_grant_source <-> slot_tx (burst mode) -> uhd.usrp_sink   (uhd.ap)
+    client u:    uhd.usrp_source (users[u].uhd) -> slot_rx(user_id = u) -> rx_indication_sink
+
+The daemon-facing side is the loopback's, built by the same functions
+(oppsched.phy.loopback: connect_grants, connect_rx, tx_stats, user_stats,
+run_until_signal): the same ZeroMQ endpoints and messages (phy_requests / phy_grants to
+the apd, rx_<id> to each client), the same phy.stats.json (at exit and on SIGUSR1), the
+same lifetime (SIGTERM/SIGINT: stop, write stats, exit 0). The file is the loopback's
+(abstract PHY keys + `sample:`; sample.t0_s is not used) plus `uhd.ap` and `users[i].uhd`
+(RADIO_AP / RADIO_CLIENT below).
+
+Slot clock. The AP radio paces the stream. At start the AP device's time is set to a whole
+second T of the host's CLOCK_MONOTONIC (set_time_now; with an external or GPSDO time
+source at the next PPS), so the air times the apd sees are on its own clock, as with the
+loopback; slot n is a timed burst (tx_time, tx_sob, tx_eob from slot_tx in burst mode) at
+device time T + uhd.ap.start_delay_s + n T_slot. start_delay_s (the lead) must cover what
+follows the time setting: building the AP graph and starting every flowgraph. The client
+radios need no time: slot_rx finds the slots by their preamble.
+
+Order of work: configuration (exit 2 naming field and value), then, before anything else is
+created, uhd.find_devices with every radio's args: a radio missing (or args matching more
+than one device) is exit 1 with "<field>.args '<args>': no UHD device found". A field is
+named by the radio's `origin` (the runner sets it to the experiment's field, e.g.
+phy.uhd.ap / devices[0].uhd; by default its key in this file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import logging
+import math
+import sys
+import time
+from pathlib import Path
+
+from oppsched.config import ConfigError, Field, ListOf
+from oppsched.phy import abstract, loopback
+from oppsched.phy.radio import RADIO_AP, RADIO_CLIENT, check_radio_args, whole_hz
+
+log = logging.getLogger("oppsched.phy.uhd")
+
+# slot_tx's output buffer in burst mode: generation stays close to air time (ap_tx_uhd.grc).
+TX_MAX_OUTPUT_BUFFER = 4096
+
+_ORIGIN = {"origin": Field(str, "", doc="the field named in messages; '' = its key here")}
+
+SCHEMA = copy.deepcopy(loopback.SCHEMA)
+SCHEMA["users"] = ListOf({**SCHEMA["users"].schema, "uhd": {**RADIO_CLIENT, **_ORIGIN}},
+                         min_len=SCHEMA["users"].min_len)
+SCHEMA["uhd"] = {"ap": {**RADIO_AP, **_ORIGIN}}
+
+
+class RadioError(RuntimeError):
+    """A radio is missing or cannot be set up; the message names the field and the args."""
+
+
+def radios(cfg: dict) -> list[tuple[str, dict]]:
+    """(field named in messages, settings) of every radio: the AP, then each user's."""
+    return [(cfg["uhd"]["ap"]["origin"], cfg["uhd"]["ap"])] + [
+        (u["uhd"]["origin"], u["uhd"]) for u in cfg["users"]]
+
+
+def load_config(path: str | Path, overrides: list[str] | tuple = ()) -> dict:
+    """The loopback's configuration (same loader) plus the radios; ConfigError naming the
+    field and value."""
+    cfg = loopback.load_config(path, overrides, schema=SCHEMA)
+    fs = cfg["sample"]["sample_rate"]
+    if whole_hz(fs):
+        raise ConfigError(f"sample.sample_rate: {fs!r} {whole_hz(fs)}")
+    ap = cfg["uhd"]["ap"]
+    ap["origin"] = ap["origin"] or "uhd.ap"
+    for i, u in enumerate(cfg["users"]):
+        r = u["uhd"]
+        r["origin"] = r["origin"] or f"users[{i}].uhd"
+        if r["freq_hz"] is None:
+            r["freq_hz"] = ap["freq_hz"]
+    check_radio_args(radios(cfg))
+    return cfg
+
+
+# ----------------------------------------------------------------------------------------
+# Devices
+
+
+def find_devices(args: str) -> list[str]:
+    """uhd.find_devices(args) as strings. GNU Radio 3.10.5's pythonised find_devices calls
+    a find_devices_raw its module does not have; the binding underneath is uhd.find."""
+    from gnuradio import uhd
+
+    addr = uhd.device_addr(args)
+    try:
+        found = list(uhd.find_devices(addr))
+    except AttributeError:
+        found = list(uhd.find(addr))
+    return [a.to_string() for a in found]
+
+
+def check_radios(cfg: dict, find=find_devices) -> None:
+    """Every radio's args must match exactly one device; RadioError naming the field."""
+    for origin, r in radios(cfg):
+        found = find(r["args"])
+        if not found:
+            raise RadioError(f"{origin}.args {r['args']!r}: no UHD device found "
+                             f"(uhd_find_devices --args '{r['args']}' lists what UHD sees)")
+        if len(found) > 1:
+            raise RadioError(f"{origin}.args {r['args']!r}: {len(found)} UHD devices match "
+                             f"({'; '.join(found)}); add serial=... to pick one")
+
+
+def configure_radio(usrp, origin: str, r: dict, fs: float) -> None:
+    """Clock/time source, sample rate (checked), frequency, gain, antenna, bandwidth."""
+    if r["clock_source"]:
+        usrp.set_clock_source(r["clock_source"], 0)
+    if r["time_source"]:
+        usrp.set_time_source(r["time_source"], 0)
+    usrp.set_samp_rate(fs)
+    got = usrp.get_samp_rate()
+    if abs(got - fs) > 1e-9 * fs:
+        raise RadioError(f"{origin}.args {r['args']!r}: the device runs at {got!r} Hz, not "
+                         f"sample.sample_rate {fs!r} (set master_clock_rate in the args)")
+    usrp.set_center_freq(r["freq_hz"], 0)
+    usrp.set_gain(r["gain_db"], 0)
+    usrp.set_antenna(r["antenna"], 0)
+    if r["bandwidth_hz"]:
+        usrp.set_bandwidth(r["bandwidth_hz"], 0)
+
+
+def set_device_time(usrp, r: dict, clock=time.monotonic, sleep=time.sleep) -> int:
+    """Sets the device time to a whole second T of `clock` (CLOCK_MONOTONIC: the apd's
+    clock) and returns T: at once (internal), or at the next PPS (external, gpsdo), which
+    leaves the device time within one second of the host's."""
+    from gnuradio import uhd
+
+    if r["time_source"] in ("external", "gpsdo"):
+        t = int(math.floor(clock())) + 1
+        usrp.set_time_next_pps(uhd.time_spec(float(t)))
+        sleep(1.2)  # the PPS edge has passed: the device time is T + (time since the edge)
+        return t
+    t = int(math.floor(clock()))
+    usrp.set_time_now(uhd.time_spec(float(t)), uhd.ALL_MBOARDS)
+    return t
+
+
+def ap_t0_s(cfg: dict, device_time_s: int) -> float:
+    """Device time of slot 0's first sample: the time set plus the lead. Exact for leads
+    with a short binary fraction; else within one double ulp of T (1e-12 s at 1e4 s)."""
+    return float(device_time_s) + cfg["uhd"]["ap"]["start_delay_s"]
+
+
+# ----------------------------------------------------------------------------------------
+# Flowgraphs, up to the radio endpoints (tools/tests/test_phy_uhd.py runs them with test
+# sinks and sources in place of the USRPs)
+
+
+def build_ap_tx(tb, cfg: dict, device_time_s: int, sink):
+    """mac_grant_source <-> slot_tx in burst mode -> `sink` (uhd.usrp_sink on air).
+
+    slot_tx tags slot n's first sample with tx_time = ap_t0_s + n T_slot (UHD's
+    (full seconds, fraction) pair, computed in integer samples) and tx_sob, its last with
+    tx_eob: one timed burst per slot. Returns (slot_tx, mac_grant_source)."""
+    from gnuradio import oppsched
+
+    s = cfg["sample"]
+    tx = oppsched.slot_tx(s["profile"], s["sample_rate"], cfg["lead_slots"],
+                          ap_t0_s(cfg, device_time_s), False, False)
+    tx.set_max_output_buffer(TX_MAX_OUTPUT_BUFFER)
+    grants = loopback.connect_grants(tb, cfg, tx)
+    tb.connect(tx, sink)
+    return tx, grants
+
+
+def build_client_rx(tb, cfg: dict, user: dict, source):
+    """`source` (uhd.usrp_source on air) -> slot_rx(user id) -> rx_indication_sink on the
+    user's rx endpoint. Returns (slot_rx, sink)."""
+    return loopback.connect_rx(tb, cfg, user, source)
+
+
+class UhdPhy:
+    """The radios and their flowgraphs. Client radios first (their set-up takes seconds
+    and must not eat the AP's lead), the AP's device time last, just before start()."""
+
+    def __init__(self, cfg: dict):
+        from gnuradio import gr, uhd
+
+        self.cfg = cfg
+        fs = cfg["sample"]["sample_rate"]
+        stream = uhd.stream_args(cpu_format="fc32", channels=[0])
+        self.rx_tbs, self.rx, self.sinks = [], [], []
+        for u in cfg["users"]:
+            r = u["uhd"]
+            tb = gr.top_block(f"oppsched_uhd_rx_{u['id']}")
+            src = _open(lambda r=r: uhd.usrp_source(r["args"], stream), r)
+            configure_radio(src, r["origin"], r, fs)
+            rx, sink = build_client_rx(tb, cfg, u, src)
+            self.rx_tbs.append(tb)
+            self.rx.append(rx)
+            self.sinks.append(sink)
+        ap = cfg["uhd"]["ap"]
+        self.tb = gr.top_block("oppsched_uhd_ap")
+        self.usrp_tx = _open(lambda: uhd.usrp_sink(ap["args"], stream, ""), ap)
+        configure_radio(self.usrp_tx, ap["origin"], ap, fs)
+        self.device_time_s = set_device_time(self.usrp_tx, ap)
+        self.t0_s = ap_t0_s(cfg, self.device_time_s)
+        self.tx, self.grants = build_ap_tx(self.tb, cfg, self.device_time_s, self.usrp_tx)
+
+    def start(self) -> None:
+        for tb in self.rx_tbs:
+            tb.start()
+        self.tb.start()
+
+    def stop(self) -> None:
+        self.tb.stop()
+        self.tb.wait()
+        for tb in self.rx_tbs:
+            tb.stop()
+            tb.wait()
+
+    def stats(self) -> dict:
+        c = self.cfg
+        return {
+            "mode": "uhd",
+            "profile": c["sample"]["profile"],
+            "sample_rate": c["sample"]["sample_rate"],
+            "slot_s": c["slot_s"],
+            "device_time_s": self.device_time_s,
+            "t0_s": self.t0_s,
+            "radios": {origin: r["args"] for origin, r in radios(c)},
+            **loopback.tx_stats(self.tx, self.grants),
+            "users": [loopback.user_stats(u, rx, sink)
+                      for u, rx, sink in zip(c["users"], self.rx, self.sinks)],
+        }
+
+    def write_stats(self) -> None:
+        abstract.write_json_atomic(Path(self.cfg["traces"]["stats"]), self.stats())
+
+
+def _open(make, r: dict):
+    try:
+        return make()
+    except RuntimeError as exc:
+        raise RadioError(f"{r['origin']}.args {r['args']!r}: cannot open the device "
+                         f"({exc})") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m oppsched.phy.uhd",
+        description="Over-the-air PHY: slot_tx -> USRP (timed bursts) at the AP, USRP -> "
+        "slot_rx per client, bridged to oppsched-apd and the client agents over ZeroMQ.",
+    )
+    ap.add_argument("--config", required=True, help="phy.yaml (loopback keys + uhd:)")
+    ap.add_argument("--check", action="store_true",
+                    help="validate the configuration and exit (no device is looked for)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="phy-uhd %(levelname)s: %(message)s")
+    try:
+        cfg = load_config(args.config, args.set)
+    except (ConfigError, ValueError) as exc:
+        print(f"{args.config}: {exc}", file=sys.stderr)
+        return 2
+    if args.check:
+        print(f"{args.config}: ok ({len(cfg['users'])} users, profile "
+              f"{cfg['sample']['profile']}, slot {cfg['slot_s'] * 1e3:g} ms, radios "
+              + "; ".join(f"{o} {r['args']}" for o, r in radios(cfg)) + ")")
+        return 0
+    try:
+        check_radios(cfg)  # before anything else: no socket, no flowgraph
+        abstract.set_rt_priority(cfg["timing"]["rt_priority"])
+        phy = UhdPhy(cfg)
+    except ImportError as exc:
+        print(f"phy-uhd: gnuradio.uhd cannot be imported ({exc})", file=sys.stderr)
+        return 1
+    except RadioError as exc:
+        print(f"phy-uhd: {exc}", file=sys.stderr)
+        return 1
+
+    def start():
+        phy.start()
+        log.info("running: %d users, profile %s, %g Hz, slot %.3f ms, lead %d, device time "
+                 "%d s, slot 0 at %.6f s", len(cfg["users"]), cfg["sample"]["profile"],
+                 cfg["sample"]["sample_rate"], cfg["slot_s"] * 1e3, cfg["lead_slots"],
+                 phy.device_time_s, phy.t0_s)
+
+    loopback.run_until_signal(start, phy.stop, phy.write_stats, phy.tx.slots, cfg["max_slots"])
+    st = phy.stats()
+    log.info("stopped after %d slots (%d empty, %d late)", st["slots"], st["empty"], st["late"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

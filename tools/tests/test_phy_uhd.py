@@ -1,0 +1,399 @@
+"""The over-the-air PHY (python -m oppsched.phy.uhd) and the runner's phy.mode uhd, checked
+without a radio: the schema of the radios (experiment and phy.yaml), the device check that
+comes before anything else (exit 1 naming the field and the args), a full `oppsched run`
+that fails on the missing radio and leaves nothing behind, and the flowgraphs up to the
+radio endpoints: the AP TX chain's timed bursts (tx_time of slot n = T + lead + n T_slot,
+tx_sob/tx_eob around every slot) into a test sink, and the client RX chain decoding them.
+What needs a USRP (tuning, gains, real bursts on air, PPS) is not tested here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from oppsched import daemonconf, netns
+from oppsched.config import ConfigError
+from oppsched.experiments import testbed
+
+from test_testbed import BASE, PREFIX, _delay_or_netem_available, _layout, _require, \
+    assert_run_gone, cfg_of, error_of  # noqa: E402
+
+try:
+    from gnuradio import oppsched as _gr_oppsched  # noqa: F401
+    from gnuradio import uhd as _gr_uhd  # noqa: F401
+
+    HAVE_GR = True
+except ImportError:
+    HAVE_GR = False
+
+needs_gr = pytest.mark.skipif(not HAVE_GR and not os.environ.get("CI"),
+                              reason="gnuradio.oppsched / gnuradio.uhd not importable "
+                                     "(PYTHONPATH=<build>/python)")
+ROOT = Path(__file__).resolve().parents[2]
+NO_DEVICE = "type=b200,serial=oppsched-no-such-radio"  # matches nothing here
+UHD = ["phy.mode=uhd", f"phy.uhd.ap.args='{NO_DEVICE}'",
+       "devices[0].uhd.args='type=b200,serial=oppsched-client-0'"]
+
+
+# ----------------------------------------------------------------------------------------
+# The experiment's radios (no GNU Radio needed)
+
+
+def test_a_valid_uhd_experiment_resolves_with_the_radio_defaults():
+    c = cfg_of(overrides=UHD)
+    u = c["phy"]["uhd"]
+    assert u["ap"]["args"] == NO_DEVICE and u["ap"]["antenna"] == "TX/RX"
+    assert u["ap"]["start_delay_s"] == 2.0 and u["sample_rate"] == 1e6
+    assert c["devices"][0]["uhd"]["antenna"] == "RX2"
+    assert c["devices"][0]["uhd"]["freq_hz"] is None  # = the AP's
+
+
+@pytest.mark.parametrize("overrides, expect", [
+    (["phy.mode=uhd"], "phy.uhd.ap.args: required with phy.mode uhd"),
+    (UHD[:2], "devices[0].uhd.args: required with phy.mode uhd"),
+    (UHD + ["phy.uhd.ap.args='type b200'"],
+     "phy.uhd.ap.args: 'type b200' is not UHD device args"),
+    (UHD + ["devices[0].uhd.args=serial"], "devices[0].uhd.args: 'serial' is not UHD device args"),
+    (UHD + ["devices[0].uhd.args='serial=oppsched-no-such-radio,type=b200'"],
+     "devices[0].uhd.args: 'serial=oppsched-no-such-radio,type=b200' names the same device as "
+     "phy.uhd.ap.args"),
+    (UHD + ["phy.uhd.ap.gain_db=-3"], "phy.uhd.ap.gain_db: -3.0 is below the minimum"),
+    (UHD + ["devices[0].uhd.freq_hz=9000000000.0"], "devices[0].uhd.freq_hz: 9000000000.0 is above"),
+    (UHD + ["phy.uhd.ap.clock_source=atomic"], "phy.uhd.ap.clock_source: 'atomic' is not one of"),
+    (UHD + ["devices[0].uhd.time_source=ntp"], "devices[0].uhd.time_source: 'ntp' is not one of"),
+    (UHD + ["phy.uhd.ap.start_delay_s=0"], "phy.uhd.ap.start_delay_s: 0.0 is below the minimum"),
+    (UHD + ["phy.uhd.sample_rate=1000000.5"], "phy.uhd.sample_rate: 1000000.5 is not whole Hz"),
+    (UHD + ["phy.uhd.ap.antenna='TX RX'"], "phy.uhd.ap.antenna: 'TX RX' is not an antenna"),
+    (UHD + ["phy.slot_s=0.002"], "phy.slot_s: 0.002 cannot be set with phy.mode uhd"),
+])
+def test_bad_radio_settings_name_the_field_and_value(overrides, expect):
+    msg = error_of(overrides=overrides)
+    assert msg.startswith(expect), msg
+
+
+def test_unknown_radio_keys_name_the_field():
+    assert "unknown key 'serial' at 'phy.uhd.ap'" in error_of(
+        overrides=UHD + ["phy.uhd.ap.serial=3"])
+    assert error_of(BASE.replace("{name: R1}", "{name: R1, uhd: {port: 1}}")).startswith(
+        "devices[0].uhd.port: unknown key")
+
+
+# ----------------------------------------------------------------------------------------
+# phy.yaml of the UHD PHY
+
+
+def _runner_phy_yaml(tmp_path: Path, overrides=()) -> Path:
+    cfg = cfg_of(overrides=[*UHD, "phy.profile=evdo", *overrides])
+    return daemonconf.write_all(cfg, _layout(tmp_path, cfg))["phy"]
+
+
+@needs_gr
+def test_the_runners_phy_yaml_loads_with_the_radios_and_their_experiment_fields(tmp_path):
+    from oppsched.phy import uhd
+
+    path = _runner_phy_yaml(tmp_path, ["devices[0].uhd.gain_db=31", "phy.uhd.ap.freq_hz=915.0e+6"])
+    c = uhd.load_config(path)
+    assert c["mcs_table"] == str(daemonconf.measured_mcs_table("evdo"))  # as the apd's
+    assert abs(c["slot_s"] - 1.667e-3) < 1e-6
+    assert c["uhd"]["ap"]["args"] == NO_DEVICE and c["uhd"]["ap"]["origin"] == "phy.uhd.ap"
+    r = c["users"][0]["uhd"]
+    assert r["origin"] == "devices[0].uhd" and r["gain_db"] == 31.0
+    assert r["freq_hz"] == 915e6  # null: the AP's frequency
+    assert c["endpoints"]["phy_requests"].startswith("ipc://")
+
+
+@needs_gr
+@pytest.mark.parametrize("change, expect", [
+    (lambda d: d["users"][0].pop("uhd"), "users[0].uhd.args: required"),
+    (lambda d: d["uhd"]["ap"].update(args=""), "uhd.ap.args: required"),
+    (lambda d: d["uhd"]["ap"].update(start_delay_s=-1.0), "uhd.ap.start_delay_s: -1.0"),
+    (lambda d: d["sample"].update(sample_rate=1e6 + 0.25), "sample.sample_rate: 1000000.25 is "
+     "not whole Hz"),
+    (lambda d: d["users"][0]["uhd"].update(args=d["uhd"]["ap"]["args"]),
+     "users[0].uhd.args: 'type=b200' names the same device as uhd.ap.args"),
+])
+def test_bad_phy_yaml_names_field_and_value(tmp_path, change, expect):
+    from oppsched.phy import uhd
+
+    d = {"run_dir": str(tmp_path), "users": [{"id": 0, "name": "u0",
+                                               "channel": {"model": "awgn"},
+                                               "uhd": {"args": "type=b200,serial=1"}}],
+         "uhd": {"ap": {"args": "type=b200"}}, "sample": {}}
+    change(d)
+    p = tmp_path / "phy.yaml"
+    p.write_text(yaml.safe_dump(d))
+    with pytest.raises(ConfigError) as e:
+        uhd.load_config(p)
+    assert str(e.value).startswith(expect), str(e.value)
+
+
+# ----------------------------------------------------------------------------------------
+# The device check: first, exit 1, naming the field and the args
+
+
+def _phy(*args, timeout=60):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(ROOT / "tools"), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    return subprocess.run([sys.executable, "-m", "oppsched.phy.uhd", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout, env=env,
+                          stdin=subprocess.DEVNULL)
+
+
+@needs_gr
+def test_a_missing_radio_exits_1_naming_the_field_and_args_before_any_socket(tmp_path):
+    path = _runner_phy_yaml(tmp_path)
+    zmq_dir = tmp_path / "zmq"
+    before = set(zmq_dir.iterdir()) if zmq_dir.exists() else set()
+    p = _phy("--config", path)
+    assert p.returncode == 1, p.stderr
+    assert f"phy.uhd.ap.args '{NO_DEVICE}': no UHD device found" in p.stderr, p.stderr
+    assert not (tmp_path / "phy.stats.json").exists()  # nothing was built or written
+    assert (set(zmq_dir.iterdir()) if zmq_dir.exists() else set()) == before
+    # --check validates the file only: no device is looked for
+    p = _phy("--config", path, "--check")
+    assert p.returncode == 0 and "ok" in p.stdout, p.stderr
+    # on its own (no runner), the field is the file's own
+    p = _phy("--config", path, "--set", "uhd.ap.origin=''")
+    assert p.returncode == 1 and f"uhd.ap.args '{NO_DEVICE}': no UHD device found" in p.stderr
+    # a bad file is still exit 2
+    p = _phy("--config", path, "--set", "uhd.ap.gain_db=-1")
+    assert p.returncode == 2 and "uhd.ap.gain_db: -1.0" in p.stderr
+
+
+@needs_gr
+def test_every_radio_must_match_exactly_one_device(tmp_path):
+    from oppsched.phy import uhd
+
+    c = uhd.load_config(_runner_phy_yaml(tmp_path))
+    seen = []
+
+    def find(args):
+        seen.append(args)
+        return {NO_DEVICE: ["type=b200,serial=A"]}.get(args, [])
+
+    with pytest.raises(uhd.RadioError, match=r"devices\[0\]\.uhd\.args 'type=b200,serial="
+                       r"oppsched-client-0': no UHD device found"):
+        uhd.check_radios(c, find)
+    assert seen == [NO_DEVICE, "type=b200,serial=oppsched-client-0"]  # the AP first
+    with pytest.raises(uhd.RadioError, match=r"phy.uhd.ap.args .*: 2 UHD devices match"):
+        uhd.check_radios(c, lambda a: ["serial=A", "serial=B"])
+    uhd.check_radios(c, lambda a: [a])  # one each: fine
+
+
+# ----------------------------------------------------------------------------------------
+# Radio set-up, with a stand-in for the USRP block
+
+
+class FakeUsrp:
+    def __init__(self, rate_factor=1.0):
+        self.calls = []
+        self.rate = None
+        self.rate_factor = rate_factor
+
+    def __getattr__(self, name):
+        return lambda *a: self.calls.append((name, *a))
+
+    def set_samp_rate(self, fs):
+        self.rate = fs * self.rate_factor
+
+    def get_samp_rate(self):
+        return self.rate
+
+
+@needs_gr
+def test_radios_are_configured_from_their_settings():
+    from oppsched.phy import uhd
+
+    r = {"args": "type=b200", "origin": "phy.uhd.ap", "clock_source": "external",
+         "time_source": "", "freq_hz": 915e6, "gain_db": 60.0, "antenna": "TX/RX",
+         "bandwidth_hz": 0.0}
+    u = FakeUsrp()
+    uhd.configure_radio(u, r["origin"], r, 2e6)
+    assert u.rate == 2e6
+    assert u.calls == [("set_clock_source", "external", 0), ("set_center_freq", 915e6, 0),
+                       ("set_gain", 60.0, 0), ("set_antenna", "TX/RX", 0)]
+    with pytest.raises(uhd.RadioError, match=r"phy.uhd.ap.args 'type=b200': the device runs "
+                       "at 1999999.0 Hz, not sample.sample_rate 2000000.0"):
+        uhd.configure_radio(FakeUsrp(1 - 5e-7), r["origin"], r, 2e6)
+
+
+@needs_gr
+def test_device_time_is_a_whole_second_of_the_host_clock_now_or_at_the_next_pps():
+    from oppsched.phy import uhd
+
+    u = FakeUsrp()
+    t = uhd.set_device_time(u, {"time_source": ""}, clock=lambda: 1234.75, sleep=None)
+    (name, spec, _mb), = u.calls
+    assert t == 1234 and name == "set_time_now"
+    assert (spec.get_full_secs(), spec.get_frac_secs()) == (1234, 0.0)
+    u, slept = FakeUsrp(), []
+    t = uhd.set_device_time(u, {"time_source": "external"}, clock=lambda: 1234.75,
+                            sleep=slept.append)
+    (name, spec), = u.calls
+    assert t == 1235 and name == "set_time_next_pps" and spec.get_full_secs() == 1235
+    assert slept and slept[0] > 1.0  # returns after the PPS edge
+
+
+# ----------------------------------------------------------------------------------------
+# The flowgraphs up to the radio endpoints
+
+
+def _tx_cfg(tmp_path: Path, profile: str, lead: float, fs: float = 1e6) -> dict:
+    from oppsched.phy import uhd
+
+    d = {"run_dir": str(tmp_path), "lead_slots": 3,
+         "sample": {"profile": profile, "sample_rate": fs, "connect_wait_ms": 0},
+         "users": [{"id": 0, "name": "u0", "channel": {"model": "awgn"},
+                    "uhd": {"args": "type=b200,serial=1"}}],
+         "uhd": {"ap": {"args": "type=b200,serial=0", "start_delay_s": lead}}}
+    p = tmp_path / "phy.yaml"
+    p.write_text(yaml.safe_dump(d))
+    (tmp_path / "zmq").mkdir(exist_ok=True)
+    return uhd.load_config(p)
+
+
+def _tags(sink) -> dict[str, list[tuple[int, object]]]:
+    import pmt
+
+    out: dict[str, list] = {}
+    for t in sink.tags():
+        out.setdefault(pmt.symbol_to_string(t.key), []).append((t.offset, t.value))
+    return out
+
+
+@needs_gr
+@pytest.mark.parametrize("profile, lead, fs", [("evdo", 0.25, 1e6), ("clamp", 2.0, 1e6),
+                                               ("evdo", 1.5, 5e6)])
+def test_ap_tx_chain_sends_each_slot_as_a_timed_burst_at_t0_plus_lead(tmp_path, profile, lead,
+                                                                      fs):
+    import pmt
+    from gnuradio import blocks, gr
+
+    from oppsched.phy import uhd
+
+    cfg = _tx_cfg(tmp_path, profile, lead, fs)
+    n_slots, t_dev = 12, 86_399  # device time set to a whole second of CLOCK_MONOTONIC
+    tb = gr.top_block()
+    head = blocks.head(gr.sizeof_gr_complex, 1)  # resized below, once S is known
+    tx, grants = uhd.build_ap_tx(tb, cfg, t_dev, head)
+    S = tx.slot_samples()
+    head.set_length(n_slots * S)
+    sink = blocks.vector_sink_c()
+    tb.connect(head, sink)
+    tb.run()
+    assert len(sink.data()) == n_slots * S
+    assert tx.slot_duration() == pytest.approx(cfg["slot_s"], abs=1e-12)
+    tags = _tags(sink)
+    times = tags["tx_time"]
+    assert [off for off, _ in times] == [n * S for n in range(n_slots)]
+    lead_ticks = round(lead * fs)
+    assert lead_ticks == lead * fs  # the test's leads are whole samples
+    for n, (_, v) in enumerate(times):
+        ticks = lead_ticks + n * S  # samples since the device time t_dev
+        full, frac = pmt.to_uint64(pmt.tuple_ref(v, 0)), pmt.to_double(pmt.tuple_ref(v, 1))
+        assert full == t_dev + ticks // int(fs), n  # whole seconds: exact
+        assert frac == pytest.approx((ticks % int(fs)) / fs, abs=1e-12), n  # within a ulp
+    assert [off for off, _ in tags["tx_sob"]] == [n * S for n in range(n_slots)]
+    assert [off for off, _ in tags["tx_eob"]] == [(n + 1) * S - 1 for n in range(n_slots)]
+    assert all(pmt.to_bool(v) for _, v in tags["tx_sob"] + tags["tx_eob"])
+    assert [pmt.to_uint64(v) for _, v in tags["slot"]] == list(range(n_slots))
+    assert tx.slots() >= n_slots and grants.requests_sent() + grants.requests_dropped() > 0
+
+
+@needs_gr
+def test_client_rx_chain_decodes_the_ap_bursts(tmp_path):
+    from gnuradio import blocks, gr
+
+    from oppsched.phy import uhd
+
+    cfg = _tx_cfg(tmp_path, "evdo", 0.5)
+    tb = gr.top_block()
+    head = blocks.head(gr.sizeof_gr_complex, 1)
+    tx, _ = uhd.build_ap_tx(tb, cfg, 100, head)
+    head.set_length(20 * tx.slot_samples())
+    rx, sink = uhd.build_client_rx(tb, cfg, cfg["users"][0], head)
+    tb.run()
+    # every slot is an (empty) slot with a header for nobody: detected, header decoded
+    assert rx.slots_detected() >= 15 and rx.headers_ok() >= 15, (rx.slots_detected(),
+                                                                 rx.headers_ok())
+    assert rx.addressed() == 0
+    assert sink.sent() + sink.dropped() >= 15  # one indication per slot heard
+
+
+# ----------------------------------------------------------------------------------------
+# The runner: phy.mode uhd without a radio fails cleanly and leaves nothing behind
+
+
+E2E_UHD = """
+experiment: e2e-uhd
+kind: testbed
+duration_s: 3
+phy:
+  mode: uhd
+  profile: evdo
+  uhd: {ap: {args: "NODEV"}}
+devices:
+  - {name: R1, uhd: {args: "type=b200,serial=oppsched-client-0"}}
+servers:
+  - {name: S1, rtt_ms: 10}
+flows:
+  - {id: f1, server: S1, device: R1}
+capture: {pcaps: false}
+timeouts: {startup_s: 30}
+""".replace("NODEV", NO_DEVICE)
+
+
+@needs_gr
+def test_a_uhd_run_without_a_radio_fails_naming_the_radio_and_leaves_nothing(tmp_path,
+                                                                              monkeypatch):
+    if not netns.is_root():
+        _require(False, "network namespaces need root")
+    cfg = cfg_of(E2E_UHD)
+    try:
+        testbed.find_programs(cfg)
+    except testbed.TestbedError as exc:
+        _require(False, str(exc))
+    _require(*_delay_or_netem_available())
+    from oppsched.runner import run_experiment
+
+    monkeypatch.setenv("OPPSCHED_NETNS_PREFIX", PREFIX)
+    exp = tmp_path / "exp.yaml"
+    exp.write_text(E2E_UHD)
+    with pytest.raises(testbed.TestbedError) as e:
+        run_experiment(exp, tmp_path / "out")
+    assert f"phy.uhd.ap.args '{NO_DEVICE}': no UHD device found" in str(e.value), str(e.value)
+    out = tmp_path / "out"
+    run = json.loads((out / "run.json").read_text())
+    assert run["status"] == "failed" and "no UHD device found" in run["error"]
+    assert run["run_name"].startswith(PREFIX) and run["teardown_errors"] == []
+    procs = {p["name"]: p for p in json.loads((out / "processes.json").read_text())}
+    # the namespaces and daemons were built as for sample mode; the PHY ran in the root
+    # namespace and exited 1; the daemons were stopped
+    assert procs["apd"]["netns"].endswith("-ap") and procs["client.R1"]["netns"] != "root"
+    assert procs["phy"]["netns"] == "root" and procs["phy"]["exit_code"] == 1
+    assert procs["phy"]["argv"][-3:] == ["oppsched.phy.uhd", "--config", str(out / "phy.yaml")]
+    phy_yaml = yaml.safe_load((out / "phy.yaml").read_text())
+    assert phy_yaml["uhd"]["ap"]["args"] == NO_DEVICE
+    assert "no UHD device found" in (out / "logs" / "phy.log").read_text()
+    assert_run_gone(run["run_name"])
+
+
+def test_the_example_uhd_experiment_is_the_default_one_over_b210s():
+    from oppsched.runner import load_experiment
+
+    _, _, uhd_cfg = load_experiment(ROOT / "experiments/clamp/fading-uhd.yaml")
+    _, _, base = load_experiment(ROOT / "experiments/clamp/fading.yaml")
+    assert uhd_cfg["phy"]["mode"] == "uhd"
+    radios = [uhd_cfg["phy"]["uhd"]["ap"]["args"]] + [d["uhd"]["args"]
+                                                      for d in uhd_cfg["devices"]]
+    assert all("type=b200" in a and "serial=" in a for a in radios)
+    assert len(set(radios)) == len(radios)
+    assert [d["name"] for d in uhd_cfg["devices"]] == [d["name"] for d in base["devices"]]
+    assert uhd_cfg["flows"] == base["flows"] and uhd_cfg["servers"] == base["servers"]
