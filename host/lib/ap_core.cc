@@ -298,8 +298,12 @@ struct ApCore::Impl {
     int mcs_for(std::uint32_t u) const {
         int m = 0;  // no CQI yet: the lowest MCS (ap_core.h)
         if (!std::isnan(snr_db[u])) {
-            m = params.olla_enabled ? olla[u].select(params.table, snr_db[u])
-                                    : linkadapt::cqi_to_mcs(params.table, snr_db[u]);
+            m = linkadapt::cqi_to_mcs(params.table, snr_db[u]);
+            // OLLA's backoff lowers the MCS, but never takes a user whose report meets the
+            // lowest MCS below it (ap_core.h): "zero rate" is what the user reports (seed
+            // 002 §III), not a backoff, which at the lowest MCS could only idle the slot.
+            if (params.olla_enabled && m >= 0)
+                m = std::max(0, olla[u].select(params.table, snr_db[u]));
         }
         if (m < 0 || tb_bytes_of_mcs[static_cast<std::size_t>(m)] == 0) return linkadapt::kNoMcs;
         return m;
@@ -409,6 +413,18 @@ struct ApCore::Impl {
                 if (ev.kind != harq::event_kind::nacked && it != tbs.end()) tbs.erase(it);
                 break;
             }
+            case harq::event_kind::not_received: {
+                // The client never got the TB (slot empty on air, or header lost): HARQ
+                // sends it again with the same NDI. OLLA counts it as a failure, as the
+                // measured link curves behind the MCS table count missed slots and header
+                // errors as TB errors (docs/architecture.md "Link curves").
+                auto it = tbs.find(ev.tb.id);
+                if (params.olla_enabled && it != tbs.end())
+                    olla[ev.user].update(
+                        false, linkadapt::olla::position_of(params.table, it->second.mcs));
+                resolve_row(ev.user, ev.process, "unheard");
+                break;
+            }
             case harq::event_kind::timed_out:
             case harq::event_kind::flushed:
                 ++stats.harq_timeout_tbs;
@@ -418,6 +434,31 @@ struct ApCore::Impl {
             case harq::event_kind::stale_feedback:
                 ++stats.feedback_stale;
                 break;
+        }
+    }
+
+    // A CqiReport for PHY slot `phy_slot` from `user`: the client heard that slot, and it
+    // sends its HARQ feedback for a slot before the CQI of the same or a later slot (one
+    // uplink socket, in order, client_core.h). So a TB of this user sent in a slot <= phy_slot
+    // still awaiting feedback was never received: the slot went out empty (its grant
+    // reached the PHY late: the PHY then sends preamble + header addressed to nobody) or
+    // the client did not decode its header. Either way the receiver's HARQ state is as
+    // before, and the TB must go again with the same NDI (harq.h on_not_received); waiting
+    // for the feedback timeout instead would abandon the TB (a TCP loss) and make the next
+    // TB on the process carry the NDI the receiver already holds, so that it would deliver
+    // the earlier TB again while this one counts as ACKed. O(P).
+    void check_unheard(std::uint32_t user, std::uint64_t phy_slot) {
+        if (!have_slot || restart_pending ||
+            phy_slot > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max() / 4))
+            return;
+        const std::int64_t heard = static_cast<std::int64_t>(phy_slot) + offset;
+        for (std::uint32_t k = 0; k < params.harq.num_processes; ++k) {
+            const auto pid = static_cast<std::uint8_t>(k);
+            const harq::process_view v = harq->process(user, pid);
+            if (v.phase != harq::process_phase::awaiting_feedback || v.last_tx_slot > heard)
+                continue;
+            handle_event(harq->on_not_received(user, pid, v.last_tx_slot, last_internal),
+                         last_now);
         }
     }
 
@@ -650,7 +691,8 @@ wire::SlotGrant ApCore::on_slot_request(time_ns now, std::uint64_t slot, time_ns
             row.harq_pid = g.process;
             row.rv = g.rv;
             row.ndi = g.ndi ? 1 : 0;
-            row.retx = static_cast<int>(g.transmission - 1);
+            // Slots this TB took before (unheard ones included), so retx == 0 is a new TB.
+            row.retx = static_cast<int>(g.transmission - 1 + g.unheard);
             m.tx_row[g.user * p.harq.num_processes + g.process] = m.push_row(std::move(row), false);
         }
     } else {
@@ -720,7 +762,7 @@ wire::SlotGrant ApCore::on_slot_request(time_ns now, std::uint64_t slot, time_ns
     return out;
 }
 
-void ApCore::on_cqi(std::uint32_t user, std::uint64_t /*slot*/, double snr_db,
+void ApCore::on_cqi(std::uint32_t user, std::uint64_t slot, double snr_db,
                     std::uint8_t /*cqi*/) {
     Impl& m = *impl_;
     if (user >= m.n_users) {
@@ -733,6 +775,7 @@ void ApCore::on_cqi(std::uint32_t user, std::uint64_t /*slot*/, double snr_db,
     }
     ++m.stats.cqi_reports;
     m.snr_db[user] = snr_db;
+    m.check_unheard(user, slot);
 }
 
 void ApCore::on_harq_feedback(std::uint32_t user, std::uint64_t slot, std::uint8_t pid, bool ack) {
@@ -853,6 +896,7 @@ std::vector<std::pair<std::string, std::uint64_t>> ApCore::counters() const {
                        {"harq.failed_final", h.failed_final},
                        {"harq.timeouts", h.timeouts},
                        {"harq.stale_feedback", h.stale_feedback},
+                       {"harq.not_received", h.not_received},
                        {"harq.in_flight", m.harq->in_flight()}});
     for (std::uint32_t u = 0; u < m.n_users; ++u) {
         const std::string pre = "users." + m.params.users[u].name + ".";

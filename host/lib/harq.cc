@@ -21,6 +21,8 @@ const char* to_string(event_kind k) {
             return "acked";
         case event_kind::nacked:
             return "nacked";
+        case event_kind::not_received:
+            return "not_received";
         case event_kind::dropped_max_tx:
             return "dropped_max_tx";
         case event_kind::timed_out:
@@ -122,6 +124,7 @@ tx_grant harq_entity::grant(std::uint32_t user, std::uint8_t process, const proc
     // Transmission k (1-based) uses rv_sequence[(k - 1) mod len]: 0, 2, 3, 1, 0, ... by default.
     g.rv = cfg_.rv_sequence[(p.transmissions - 1) % cfg_.rv_sequence.size()];
     g.transmission = p.transmissions;
+    g.unheard = p.unheard;
     g.tb = p.tb;
     g.slot = p.last_tx;
     return g;
@@ -137,6 +140,8 @@ tx_grant harq_entity::new_transmission(std::uint32_t user, tb_ref tb, slot_t now
     p.phase = process_phase::awaiting_feedback;
     p.ndi = !p.ndi;  // new data: toggle
     p.transmissions = 1;
+    p.unheard = 0;
+    p.redo = false;
     p.tb = tb;
     p.last_tx = now;
     p.ready = now + cfg_.feedback_delay_slots;
@@ -192,7 +197,11 @@ tx_grant harq_entity::retransmit(std::uint32_t user, std::uint8_t process, slot_
              std::to_string(process) + " has no retransmission due at slot " + std::to_string(now));
     }
     p.phase = process_phase::awaiting_feedback;
-    ++p.transmissions;  // same NDI, next RV
+    if (p.redo) {
+        p.redo = false;  // the receiver never got the last one: same NDI, same RV again
+    } else {
+        ++p.transmissions;  // same NDI, next RV
+    }
     p.last_tx = now;
     p.ready = now + cfg_.feedback_delay_slots;
     ++stats_.tx_attempts;
@@ -243,6 +252,36 @@ harq_event harq_entity::on_feedback(std::uint32_t user, std::uint8_t process, bo
     return ev;
 }
 
+harq_event harq_entity::on_not_received(std::uint32_t user, std::uint8_t process, slot_t tx_slot,
+                                        slot_t now) {
+    proc& p = at(user, process);
+    harq_event ev;
+    ev.user = user;
+    ev.process = process;
+    ev.slot = now;
+    if (p.phase != process_phase::awaiting_feedback || tx_slot != p.last_tx) {
+        ev.kind = event_kind::stale_feedback;
+        return ev;
+    }
+    ++stats_.not_received;
+    ++p.unheard;
+    ev.tb = p.tb;
+    ev.transmissions = p.transmissions;
+    if (p.unheard >= cfg_.max_transmissions) {
+        // Bounded like NACKs, so a client that never decodes the header cannot hold the
+        // process (and, retransmissions going first, the slots) forever.
+        ++stats_.failed_final;
+        ev.kind = event_kind::dropped_max_tx;
+        release(p, p.ready);
+        return ev;
+    }
+    p.phase = process_phase::retx_pending;
+    p.nack_slot = now;
+    p.redo = true;
+    ev.kind = event_kind::not_received;
+    return ev;
+}
+
 void harq_entity::expire(slot_t now, std::vector<harq_event>& out) {
     for (std::size_t i = 0; i < procs_.size(); ++i) {
         proc& p = procs_[i];
@@ -287,6 +326,7 @@ process_view harq_entity::process(std::uint32_t user, std::uint8_t process) cons
     v.phase = p.phase;
     v.ndi = p.ndi;
     v.transmissions = p.transmissions;
+    v.unheard = p.unheard;
     v.tb = p.tb;
     v.last_tx_slot = p.last_tx;
     v.ready_slot = p.ready;

@@ -36,6 +36,7 @@ pybind11::dict stats_dict(const harq_stats& s) {
     d["timeouts"] = s.timeouts;
     d["flushed"] = s.flushed;
     d["stale_feedback"] = s.stale_feedback;
+    d["not_received"] = s.not_received;
     return d;
 }
 
@@ -50,6 +51,8 @@ void bind_harq(pybind11::module_& m) {
         .def_readonly("ndi", &tx_grant::ndi)
         .def_readonly("rv", &tx_grant::rv)
         .def_readonly("transmission", &tx_grant::transmission, "1 = first transmission")
+        .def_readonly("unheard", &tx_grant::unheard,
+                      "earlier transmissions the receiver never got (not in `transmission`)")
         .def_readonly("slot", &tx_grant::slot)
         .def_property_readonly("tb_id", [](const tx_grant& g) { return g.tb.id; })
         .def_property_readonly("bytes", [](const tx_grant& g) { return g.tb.bytes; })
@@ -63,7 +66,7 @@ void bind_harq(pybind11::module_& m) {
 
     pb::class_<harq_event>(m, "HarqEvent",
                            "Outcome of feedback or of a timeout. kind: acked, nacked, "
-                           "dropped_max_tx, timed_out, flushed, stale_feedback.")
+                           "dropped_max_tx, timed_out, flushed, stale_feedback, not_received.")
         .def_property_readonly("kind", [](const harq_event& e) { return to_string(e.kind); })
         .def_readonly("user", &harq_event::user)
         .def_readonly("process", &harq_event::process)
@@ -134,6 +137,11 @@ void bind_harq(pybind11::module_& m) {
              pb::arg("slot"))
         .def("on_feedback", &harq_entity::on_feedback, pb::arg("user"), pb::arg("process"),
              pb::arg("ndi"), pb::arg("ack"), pb::arg("slot"), pb::arg("tx_slot") = pb::none())
+        .def("on_not_received", &harq_entity::on_not_received, pb::arg("user"),
+             pb::arg("process"), pb::arg("tx_slot"), pb::arg("slot"),
+             "The receiver never got the transmission of `tx_slot` (empty/late slot or header "
+             "lost): undone, sent again with the same NDI and RV (not_received), or "
+             "dropped_max_tx.")
         .def(
             "expire",
             [](harq_entity& h, slot_t slot) {
@@ -158,6 +166,7 @@ void bind_harq(pybind11::module_& m) {
                 d["phase"] = phase_name(v.phase);
                 d["ndi"] = v.ndi;
                 d["transmissions"] = v.transmissions;
+                d["unheard"] = v.unheard;
                 d["tb_id"] = v.tb.id;
                 d["bytes"] = v.tb.bytes;
                 d["last_tx_slot"] = v.last_tx_slot;
@@ -172,7 +181,7 @@ void bind_harq(pybind11::module_& m) {
         .def_property_readonly(
             "stats", [](const harq_entity& h) { return stats_dict(h.stats()); },
             "tb_sent, tx_attempts, acked, nacks, failed_final, timeouts, "
-            "flushed, stale_feedback");
+            "flushed, stale_feedback, not_received");
 }
 
 }  // namespace oppsched::py

@@ -119,6 +119,20 @@ TEST(ApCore, when_cqi_below_every_threshold_then_the_user_is_not_served) {
     EXPECT_FALSE(request(ap, 1).empty);
 }
 
+TEST(ApCore, when_olla_backs_off_past_the_lowest_mcs_then_a_user_reporting_it_keeps_it) {
+    ApCoreParams p = two_users();
+    p.olla.initial_offset_db = -8.0;  // as after many NACKs at the higher MCS
+    ApCore ap(p);
+    ap.on_downlink_packet(0, ipv4_to(1, 60));
+    ap.on_cqi(0, 0, 5.0, 0);  // meets "low" (0 dB) by itself, not with the -8 dB offset
+    EXPECT_EQ(ap.mcs_for(0), 0);
+    EXPECT_FALSE(request(ap, 0).empty);
+    ap.on_cqi(0, 0, 15.0, 0);  // 15 - 8 = 7 dB: still the low MCS, not the high one
+    EXPECT_EQ(ap.mcs_for(0), 0);
+    ap.on_cqi(0, 0, -1.0, 0);  // the user itself reports zero rate: not served
+    EXPECT_EQ(ap.mcs_for(0), linkadapt::kNoMcs);
+}
+
 TEST(ApCore, when_nacked_then_the_retransmission_preempts_new_data) {
     ApCore ap(two_users());
     for (int i = 0; i < 10; ++i) {
@@ -359,6 +373,67 @@ TEST(ApCore, when_feedback_never_comes_then_the_tb_times_out_and_the_row_says_so
     // Late feedback for it is stale.
     ap.on_harq_feedback(0, 0, g.harq_pid, true);
     EXPECT_EQ(ap.stats().feedback_stale, 1u);
+}
+
+// The late-grant hazard (docs/daemons.md "Slot timing"): a grant that reaches the PHY late
+// makes its slot go out empty, so the client answers nothing for it but still reports the
+// CQI of that slot. The TB must go again on its process with the NDI it was given (new to
+// the receiver); were it counted as sent, the next TB would carry the NDI of the last TB on
+// air, the receiver would deliver that one again, and the new TB would be ACKed and lost.
+TEST(ApCore, when_the_client_reports_a_slot_without_feedback_then_the_tb_goes_again_same_ndi) {
+    ApCoreParams p = two_users();
+    p.harq.num_processes = 1;
+    ApCore ap(p);
+    for (int i = 0; i < 3; ++i) ap.on_downlink_packet(0, ipv4_to(1, 90));
+    ap.on_cqi(0, 0, 5.0, 0);  // low MCS: 125-byte TBs, one 90-byte packet each
+    const auto z = request(ap, 0);
+    ASSERT_FALSE(z.empty);
+    ap.on_harq_feedback(0, 0, z.harq_pid, true);  // feedback first, then the slot's CQI
+    ap.on_cqi(0, 0, 5.0, 1);
+    EXPECT_EQ(ap.harq_stats().not_received, 0u);
+    const auto a = request(ap, 1);  // its grant is late at the PHY: slot 1 goes out empty
+    ASSERT_FALSE(a.empty);
+    ASSERT_NE(a.ndi, z.ndi);
+    ap.on_cqi(0, 1, 5.0, 1);  // the client heard slot 1 (addressed to nobody): no feedback
+    EXPECT_EQ(ap.harq_stats().not_received, 1u);
+    const auto a2 = request(ap, 2);
+    ASSERT_FALSE(a2.empty);
+    EXPECT_EQ(a2.harq_pid, a.harq_pid);
+    EXPECT_EQ(a2.ndi, a.ndi);  // never toggled back to the NDI the receiver holds
+    EXPECT_EQ(a2.rv, a.rv);    // the undone transmission is repeated, not the next RV
+    EXPECT_EQ(a2.tb, a.tb);
+    EXPECT_EQ(ap.harq_stats().acked, 1u);  // only Z so far
+    ap.on_harq_feedback(0, 2, a2.harq_pid, true);
+    EXPECT_EQ(ap.harq_stats().acked, 2u);
+    const auto b = request(ap, 3);
+    ASSERT_FALSE(b.empty);
+    EXPECT_NE(b.tb, a.tb);
+    EXPECT_NE(b.ndi, a.ndi);
+    const auto rows = ap.take_slot_rows();
+    ASSERT_GE(rows.size(), 3u);
+    EXPECT_EQ(rows[0].outcome, "ack");
+    EXPECT_EQ(rows[1].outcome, "unheard");
+    EXPECT_EQ(rows[1].retx, 0);
+    EXPECT_EQ(rows[2].outcome, "ack");
+    EXPECT_EQ(rows[2].retx, 1);  // the TB's second slot
+    EXPECT_EQ(ap.stats().harq_timeout_tbs, 0u);
+}
+
+TEST(ApCore, when_the_cqi_is_for_an_earlier_slot_then_the_tb_still_waits_for_its_feedback) {
+    ApCore ap(two_users());
+    ap.on_downlink_packet(0, ipv4_to(1, 60));
+    request(ap, 0);
+    const auto g = request(ap, 1);  // nothing else queued: slot 0 carried the TB
+    EXPECT_TRUE(g.empty);
+    ap.on_cqi(0, 0, 20.0, 1);  // CQI of slot 0 without feedback: not received
+    EXPECT_EQ(ap.harq_stats().not_received, 1u);
+    const auto again = request(ap, 2);
+    ASSERT_FALSE(again.empty);
+    ap.on_cqi(0, 1, 20.0, 1);  // slot 1 is before the retransmission (slot 2): no effect
+    ap.on_cqi(1, 5, 20.0, 1);  // another user's report: no effect
+    EXPECT_EQ(ap.harq_stats().not_received, 1u);
+    ap.on_harq_feedback(0, 2, again.harq_pid, true);
+    EXPECT_EQ(ap.harq_stats().acked, 1u);
 }
 
 TEST(ApCore, when_feedback_is_invalid_then_it_is_counted_and_ignored) {

@@ -187,6 +187,62 @@ TEST(harq, stale_feedback_changes_nothing) {
     EXPECT_THROW(h.on_feedback(1, 0, true, true, 5), std::invalid_argument);
 }
 
+// A transmission the receiver never got (its slot went out empty because the grant came
+// late, or the header was lost) is undone: same NDI, same RV, not counted towards
+// max_transmissions; the next TB on the process still toggles the NDI exactly once.
+TEST(harq, when_a_transmission_is_not_received_then_it_is_sent_again_with_the_same_ndi_and_rv) {
+    harq_entity h(small(1, 1, 2));
+    const tx_grant z = h.new_transmission(0, {1, 100}, 0);
+    ASSERT_EQ(h.on_feedback(0, 0, z.ndi, true, 4).kind, event_kind::acked);
+    const tx_grant a = h.new_transmission(0, {2, 100}, 4);
+    EXPECT_NE(a.ndi, z.ndi);
+    EXPECT_EQ(h.on_not_received(0, 0, 3, 6).kind, event_kind::stale_feedback);  // other slot
+    const harq_event ev = h.on_not_received(0, 0, 4, 6);
+    EXPECT_EQ(ev.kind, event_kind::not_received);
+    EXPECT_EQ(ev.tb.id, 2u);
+    EXPECT_FALSE(h.free_process(0, 100).has_value());  // the TB holds its process
+    const tx_grant a2 = h.retransmit(0, 0, 8);
+    EXPECT_EQ(a2.ndi, a.ndi);  // still new data to the receiver
+    EXPECT_EQ(a2.rv, a.rv);    // the undone transmission is repeated
+    EXPECT_EQ(a2.transmission, 1u);
+    EXPECT_EQ(a2.unheard, 1u);
+    EXPECT_EQ(a2.tb.id, 2u);
+    // NACK on the one counted transmission, then the second (last of max 2) is a real one.
+    ASSERT_EQ(h.on_feedback(0, 0, a2.ndi, false, 12, slot_t{8}).kind, event_kind::nacked);
+    const tx_grant a3 = h.retransmit(0, 0, 12);
+    EXPECT_EQ(a3.transmission, 2u);
+    EXPECT_EQ(a3.rv, 2);
+    ASSERT_EQ(h.on_feedback(0, 0, a3.ndi, true, 16, slot_t{12}).kind, event_kind::acked);
+    const tx_grant b = h.new_transmission(0, {3, 100}, 16);
+    EXPECT_NE(b.ndi, a.ndi);
+    EXPECT_EQ(b.unheard, 0u);
+    EXPECT_EQ(h.stats().not_received, 1u);
+    EXPECT_EQ(h.stats().tx_attempts, 5u);  // slots used, the unheard one included
+    EXPECT_EQ(h.stats().tb_sent, 3u);
+}
+
+TEST(harq, when_max_transmissions_are_not_received_then_the_tb_is_dropped) {
+    harq_entity h(small(1, 1, 3));
+    tx_grant g = h.new_transmission(0, {7, 100}, 0);
+    slot_t now = 0;
+    EXPECT_EQ(h.on_not_received(0, 0, now, now + 4).kind, event_kind::not_received);
+    now += 4;
+    g = h.retransmit(0, 0, now);
+    EXPECT_EQ(h.on_not_received(0, 0, now, now + 4).kind, event_kind::not_received);
+    now += 4;
+    g = h.retransmit(0, 0, now);
+    EXPECT_EQ(g.transmission, 1u);
+    EXPECT_EQ(g.unheard, 2u);
+    const harq_event last = h.on_not_received(0, 0, now, now + 4);
+    EXPECT_EQ(last.kind, event_kind::dropped_max_tx);
+    EXPECT_EQ(last.tb.id, 7u);
+    EXPECT_EQ(h.stats().failed_final, 1u);
+    EXPECT_EQ(h.in_flight(), 0u);
+    EXPECT_EQ(h.stats().tb_sent,
+              h.stats().acked + h.stats().failed_final + h.stats().timeouts + h.stats().flushed +
+                  h.in_flight());
+}
+
 TEST(harq, retransmissions_are_offered_oldest_nack_first) {
     harq_entity h(small(3, 2));
     const tx_grant a = h.new_transmission(2, {1, 10}, 0);

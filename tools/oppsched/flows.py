@@ -114,10 +114,14 @@ def load_json(path: Path) -> dict | None:
             return None
 
 
-def sender_result(path: Path) -> dict:
+def sender_result(path: Path, receiver_path: Path | None = None) -> dict:
     """Goodput and RTT from the sender's JSON.
 
-    goodput_bps: bytes the receiver got (end.sum_received) over the receiver's seconds;
+    goodput_bps: bytes the receiver got (end.sum_received) over the receiver's seconds; a
+    sender stopped before the receiver's totals reached it (a flow still running at the
+    grace deadline: its control messages wait behind a long radio queue) has none, and
+    then they come from the receiver's own JSON (receiver_path), `goodput_source`
+    'receiver' instead of 'sender';
     rtt_ms_mean: mean of the per-stream tcp_info mean RTTs, weighted by bytes sent;
     retransmits: the sender's retransmitted segments. Missing pieces are None; `error` is
     iperf3's own error text if it reported one.
@@ -137,6 +141,14 @@ def sender_result(path: Path) -> dict:
         out["bytes_received"] = int(recv.get("bytes", 0))
         out["seconds"] = float(recv.get("seconds", 0.0))
         out["goodput_bps"] = float(recv.get("bits_per_second", 0.0))
+    out["goodput_source"] = "sender" if out["bytes_received"] else None
+    if not out["bytes_received"] and receiver_path is not None:
+        r = ((load_json(receiver_path) or {}).get("end") or {}).get("sum_received") or {}
+        if int(r.get("bytes", 0)) > 0 and float(r.get("seconds", 0.0)) > 0:
+            out["bytes_received"] = int(r["bytes"])
+            out["seconds"] = float(r["seconds"])
+            out["goodput_bps"] = 8.0 * out["bytes_received"] / out["seconds"]
+            out["goodput_source"] = "receiver"
     if sent:
         out["bytes_sent"] = int(sent.get("bytes", 0))
         out["retransmits"] = sent.get("retransmits")

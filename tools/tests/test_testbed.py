@@ -249,6 +249,14 @@ def test_sample_mode_gives_apd_and_loopback_the_measured_table_and_profile_slot(
     assert phy["endpoints"]["phy_requests"] == apd["endpoints"]["phy_requests"]
 
 
+def test_the_clamp_fading_experiment_runs_on_the_sample_phy_with_just_the_mode_set():
+    # fading.yaml states the profile's own slot (3 ms): allowed with the blocks; any other
+    # slot is not (test_impossible_combinations_are_rejected_naming_the_field).
+    _, _, res = load_experiment(ROOT / "experiments/clamp/fading.yaml", ["phy.mode=sample"])
+    assert res["phy"]["mode"] == "sample" and daemonconf.slot_s(res) == 3e-3
+    assert daemonconf.mcs_table(res).endswith("awgn-clamp-1msps/mcs_table.csv")
+
+
 def test_long_run_folders_put_the_ipc_sockets_in_a_short_scratch_dir(tmp_path):
     cfg = cfg_of()
     deep = tmp_path / ("x" * 90)
@@ -322,6 +330,23 @@ def test_iperf3_results_are_read(tmp_path):
     iv = flows.intervals(p, offset_s=10)
     assert iv["t_s"].tolist() == [10.5, 11.0] and iv["snd_cwnd"].tolist() == [14480, 28960]
     assert flows.sender_result(tmp_path / "missing.json")["error"]
+
+
+def test_a_sender_stopped_at_the_deadline_takes_goodput_from_the_receiver(tmp_path):
+    # iperf3 stopped before the receiver's totals reached the sender (its control messages
+    # queued behind a long radio queue): the sender has 0 bytes, the receiver the truth.
+    s = tmp_path / "s.json"
+    s.write_text(json.dumps({"error": "interrupt - the client has terminated", "end": {
+        "sum_received": {"bytes": 0, "seconds": 26.1, "bits_per_second": 0},
+        "sum_sent": {"bytes": 190000, "retransmits": 3}}}))
+    r = tmp_path / "r.json"
+    r.write_text(json.dumps({"end": {"sum_received": {"bytes": 180808, "seconds": 26.2}}}))
+    assert flows.sender_result(s)["goodput_bps"] == 0  # without the receiver: what it says
+    got = flows.sender_result(s, r)
+    assert got["bytes_received"] == 180808 and got["goodput_source"] == "receiver"
+    assert got["goodput_bps"] == pytest.approx(8 * 180808 / 26.2)
+    assert got["retransmits"] == 3 and got["error"].startswith("interrupt")
+    assert flows.sender_result(s, tmp_path / "missing.json")["goodput_bps"] == 0
 
 
 def test_flow_command_lines():

@@ -13,7 +13,8 @@
 //           (mcs_table + OLLA), the winner's TB is built by its Segmenter at the TB size of
 //           the MCS, stamped with the CLAMP price of its queue, registered with HARQ
 //       --> SlotGrant(n) (empty when nobody can be served)
-//   CqiReport      --> the user's latest SNR (the CQI the MAC uses is the SNR in dB)
+//   CqiReport      --> the user's latest SNR (the CQI the MAC uses is the SNR in dB); TBs
+//                      of that user sent in that slot or before without feedback: unheard
 //   HarqFeedback   --> HARQ (by process and the slot of the transmission) --> OLLA, trace
 //                      outcome; a TB dropped after max transmissions drops exactly the
 //                      packets its segmentation record says it carried.
@@ -37,7 +38,19 @@
 //  - No CQI yet: the lowest MCS (the user can be served before its first report, at the
 //    most robust rate). A CQI below the lowest threshold: rate 0 (seed 002 §III, the user
 //    "requests zero rate"; channel-aware schedulers skip it, round robin does not, but an
-//    MCS must exist to send: such a user is not eligible).
+//    MCS must exist to send: such a user is not eligible). OLLA's offset lowers the MCS but
+//    never below the lowest one when the report itself meets it: a backoff past the lowest
+//    MCS cannot make a TB more robust, it would only leave the slot empty (with a CQI older
+//    than the coherence time, as at 60 Hz with 3 ms slots, most slots).
+//  - Unheard transmissions. A CqiReport for slot c from a user with a TB sent in a slot
+//    <= c that is still awaiting feedback means the client never got that TB (clients send
+//    a slot's feedback before its CQI, on one socket): the slot went out empty (its grant
+//    reached the PHY late; the PHY does not tell the apd) or the header was lost. HARQ
+//    undoes the transmission (harq.h on_not_received: same NDI, same RV, not counted in
+//    max_transmissions, at most max_transmissions of them) and it goes again like a NACKed
+//    one; the row's outcome is "unheard", OLLA counts it as a failure (the link curves
+//    behind the measured tables count missed slots and header errors as TB errors). A
+//    retransmission's `retx` counts every earlier slot of the TB, unheard ones included.
 //  - Unusable MCS: a TB must hold the PDU header, CRC, one segment header and one byte
 //    (29 bytes). MCSs whose bytes_per_slot is smaller (EV-DO below 153.6 kb/s at 1.667 ms)
 //    count as rate 0. TBs are capped at 65535 bytes (pdu.h).
@@ -48,8 +61,9 @@
 //    an EMA with weight mu_ema_weight per backlogged slot. Until known, TBs carry no price
 //    (PRICE flag clear); mu_c is floored at mu_floor_bps so a starved queue gets a large,
 //    finite price. In shared mode the one queue's mu_c is the whole cell's.
-//  - HARQ timeouts (no feedback): the trace says "timeout"; the packets are neither dropped
-//    nor resent (the client may have them). OLLA is not updated.
+//  - HARQ timeouts (no feedback and no later CQI from the client either): the trace says
+//    "timeout"; the packets are neither dropped nor resent (the client may have them). OLLA
+//    is not updated.
 //  - Shared FIFO: only the user owning the head-of-line packet (or one finishing a packet
 //    split across TBs) is eligible; per-user queue limits do not apply (one queue).
 //

@@ -20,10 +20,21 @@
 //                                   |  ^         --NACK, n < max--> retx_pending (nacked)
 //                                   |  +--retransmit-- retx_pending
 //                                   |            --NACK, n == max--> idle  (dropped_max_tx)
+//                                   |            --not received--> retx_pending (not_received)
+//                                   |            --not received, unheard == max--> idle
+//                                   |                                      (dropped_max_tx)
 //                                   +--timeout--> idle                     (timed_out)
 //   flush_user: any busy process --> idle                                  (flushed)
 // A NACKed TB waits in retx_pending until the MAC retransmits it; the MAC offers pending
 // retransmissions to the slot before new data (next_retransmission(), oldest NACK first).
+//
+// A transmission the receiver never got (its slot went out empty because the grant reached
+// the PHY late, or the client did not decode the slot's header: the client heard a later
+// slot without answering this one, see on_not_received) left the receiver's HARQ state as it
+// was. It is undone: it does not count as a transmission (max_transmissions, RV), the NDI
+// stays (still new to the receiver, so the next transmission is never mistaken for a
+// retransmission of the previous TB), and the TB is sent again like a NACKed one. At most
+// max_transmissions such transmissions per TB (counted in `unheard`), then it is dropped.
 //
 // Invariant (tested): stats.tb_sent == acked + failed_final + timeouts + flushed + in_flight().
 //
@@ -75,6 +86,9 @@ struct tx_grant {
     bool ndi = false;
     std::uint8_t rv = 0;
     std::uint32_t transmission = 1;  // 1 = first transmission of this TB
+    // Earlier transmissions of this TB the receiver never got (not in `transmission`); the
+    // slots the TB took before this one are transmission - 1 + unheard.
+    std::uint32_t unheard = 0;
     tb_ref tb;
     slot_t slot = 0;
     bool is_retransmission() const { return transmission > 1; }
@@ -83,6 +97,7 @@ struct tx_grant {
 enum class event_kind : std::uint8_t {
     acked,           // TB delivered: release its packets
     nacked,          // TB will be retransmitted (retx pending); nothing to do yet
+    not_received,    // the receiver never got the transmission: sent again, NDI kept
     dropped_max_tx,  // NACK on the last allowed transmission: drop the TB's packets
     timed_out,       // no feedback by the timeout: outcome unknown, process freed
     flushed,         // flush_user(): the user left, TB abandoned
@@ -101,13 +116,14 @@ struct harq_event {
 
 struct harq_stats {
     std::uint64_t tb_sent = 0;      // new TBs
-    std::uint64_t tx_attempts = 0;  // every transmission, first ones included
+    std::uint64_t tx_attempts = 0;  // every transmission, first ones included (and unheard)
     std::uint64_t acked = 0;
     std::uint64_t nacks = 0;         // every NACK received (incl. the final one)
     std::uint64_t failed_final = 0;  // dropped after max_transmissions
     std::uint64_t timeouts = 0;
     std::uint64_t flushed = 0;
     std::uint64_t stale_feedback = 0;
+    std::uint64_t not_received = 0;  // transmissions the receiver never got (undone)
 };
 
 enum class process_phase : std::uint8_t { idle, awaiting_feedback, retx_pending };
@@ -117,6 +133,7 @@ struct process_view {
     process_phase phase = process_phase::idle;
     bool ndi = false;  // NDI of the current/last TB (false before any TB)
     std::uint32_t transmissions = 0;
+    std::uint32_t unheard = 0;  // transmissions of this TB the receiver never got
     tb_ref tb;
     slot_t last_tx_slot = 0;
     slot_t ready_slot = 0;  // reusable (idle) / retransmittable (retx_pending) from
@@ -164,6 +181,17 @@ class harq_entity final {
     harq_event on_feedback(std::uint32_t user, std::uint8_t process, bool ndi, bool ack, slot_t now,
                            std::optional<slot_t> tx_slot = std::nullopt);
 
+    // The receiver never got the transmission of (user, process) sent in `tx_slot`: its slot
+    // went out empty (the grant reached the PHY late) or the client did not decode the
+    // slot's header. Either way the receiver's HARQ state for the process is unchanged, so
+    // the transmission is undone (see the header comment): the TB is pending for
+    // retransmission with the same NDI and RV (not_received), or dropped (dropped_max_tx)
+    // once max_transmissions transmissions were not received. Returns stale_feedback (and
+    // changes nothing) if the process is not awaiting feedback for `tx_slot`.
+    // Throws std::invalid_argument if user or process is out of range.
+    harq_event on_not_received(std::uint32_t user, std::uint8_t process, slot_t tx_slot,
+                               slot_t now);
+
     // Frees processes whose feedback is overdue at `now`; appends one timed_out per TB.
     // Call once per slot (or more rarely: a timeout is then reported late, never lost).
     void expire(slot_t now, std::vector<harq_event>& out);
@@ -182,6 +210,8 @@ class harq_entity final {
         process_phase phase = process_phase::idle;
         bool ndi = false;
         std::uint32_t transmissions = 0;
+        std::uint32_t unheard = 0;
+        bool redo = false;  // the next retransmit() repeats the undone transmission
         tb_ref tb;
         slot_t last_tx = 0;
         slot_t ready = 0;  // see process_view::ready_slot

@@ -336,6 +336,9 @@ def check(cfg: dict) -> None:
         # OFDM table of the profile and the profile's slot.
         mode = cfg["phy"]["mode"]
         for key in ("slot_s", "mcs_table", "error_model"):
+            if key == "slot_s" and cfg["phy"][key] is not None and abs(
+                    cfg["phy"][key] - PROFILES[cfg["phy"]["profile"]]["slot_s"]) < 1e-9:
+                continue  # the profile's own slot (fading.yaml states it): allowed
             if cfg["phy"][key] is not None:
                 raise ConfigError(
                     f"phy.{key}: {cfg['phy'][key]!r} cannot be set with phy.mode {mode} (it "
@@ -1048,7 +1051,8 @@ def analyze(outdir: Path) -> dict:
     flows = []
     for k, f in enumerate(cfg["flows"]):
         plan = plans.get(f["id"], {})
-        snd = sender_result(rundir / f"flow.{f['id']}.sender.json")
+        snd = sender_result(rundir / f"flow.{f['id']}.sender.json",
+                            rundir / f"flow.{f['id']}.receiver.json")
         rcv = intervals(rundir / f"flow.{f['id']}.receiver.json", plan.get("started_at_s") or 0.0)
         steady = None
         if not rcv.empty:
@@ -1064,7 +1068,8 @@ def analyze(outdir: Path) -> dict:
                or cfg["tcp"]["congestion_control"], "family": f["family"],
                "port": plan.get("port", BASE_PORT + k), "started_at_s": plan.get("started_at_s"),
                "ended_at_s": plan.get("ended_at_s"), "exit_code": plan.get("exit_code"),
-               "error": snd["error"], "goodput_pcap_bps": None}
+               "error": snd["error"], "goodput_source": snd["goodput_source"],
+               "goodput_pcap_bps": None}
         pc = rundir / f"client.{f['device']}.pcap"
         if plan.get("dst_addr") and pc.exists() and pc.stat().st_size < 512e6 and snd["seconds"]:
             from oppsched import pcap
@@ -1118,7 +1123,9 @@ def analyze(outdir: Path) -> dict:
                 "transmissions": int(sent.sum()),
                 "retransmissions": int((sent & (retx > 0)).sum()),
                 "acks": int((outcome == "ack").sum()), "nacks": int((outcome == "nack").sum()),
-                "timeouts": int((outcome == "timeout").sum())}
+                "timeouts": int((outcome == "timeout").sum()),
+                # sent, never received (slot empty on air or header lost), sent again
+                "unheard": int((outcome == "unheard").sum())}
         harq["residual_loss"] = harq["tb_failed_final"] / harq["tb_sent"] if harq["tb_sent"] \
             else 0.0
         for u in users_cfg:
