@@ -24,7 +24,7 @@ from oppsched.config import ConfigError  # noqa: E402
 
 REQUIRED = ["mcs", "modulation", "code_rate", "spectral_efficiency", "snr_db", "tbs", "errors",
             "bler", "slots", "header_errors", "missed_detections"]
-# MCS 0 (BPSK 1/2, 10% BLER near 3 dB) and MCS 4 (16QAM 3/4, near 14 dB): -8 dB is far
+# MCS 0 (BPSK 1/2, 10% BLER near 0.4 dB) and MCS 4 (16QAM 3/4, near 12.4 dB): -8 dB is far
 # below both (no slot is even reliably detected), 30 dB far above both.
 SNRS = (-8.0, 10.0, 30.0)
 
@@ -184,8 +184,9 @@ def test_snr_at_bler_interpolates_in_log_bler_and_reports_the_range():
 
 
 def test_harq_adds_bler_after_retransmissions_and_they_never_exceed_the_first(tmp_path):
-    # 64QAM 5/6 at 19 dB: most first transmissions fail, RV 2 adds the missing parity
-    rc = cli.main(["linkcurves", "--mcs", "7", "--snr", "19", "--slots", "40",
+    # 64QAM 5/6 at 18 dB (10% at 19.45 dB): most first transmissions fail, RV 2 adds the
+    # missing parity
+    rc = cli.main(["linkcurves", "--mcs", "7", "--snr", "18", "--slots", "40",
                    "--min-errors", "1000", "--harq", "--max-tx", "3", "--seed", "2",
                    "--out", str(tmp_path)])
     assert rc == 0
@@ -199,14 +200,15 @@ def test_harq_adds_bler_after_retransmissions_and_they_never_exceed_the_first(tm
 
 
 def test_a_point_is_reproducible_and_independent_of_the_rest_of_the_sweep():
-    cfg = lc.SweepConfig(mcs=[0], snrs=[2.0], slots=50, min_errors=1000, seed=9)
-    cfg2 = lc.SweepConfig(mcs=[0, 1], snrs=[1.0, 2.0], slots=50, min_errors=1000, seed=9,
+    # MCS 0 at 0 dB: on its waterfall (10% at 0.35 dB)
+    cfg = lc.SweepConfig(mcs=[0], snrs=[0.0], slots=50, min_errors=1000, seed=9)
+    cfg2 = lc.SweepConfig(mcs=[0, 1], snrs=[-1.0, 0.0], slots=50, min_errors=1000, seed=9,
                           skip_after_zero=False)
     quiet = lambda s: None  # noqa: E731
     a = lc.run_sweep(cfg, quiet)[0]
-    b = [r for r in lc.run_sweep(cfg2, quiet) if r["mcs"] == 0 and r["snr_db"] == 2.0][0]
+    b = [r for r in lc.run_sweep(cfg2, quiet) if r["mcs"] == 0 and r["snr_db"] == 0.0][0]
     assert a == b
-    c = lc.run_sweep(lc.SweepConfig(mcs=[0], snrs=[2.0], slots=50, min_errors=1000, seed=10),
+    c = lc.run_sweep(lc.SweepConfig(mcs=[0], snrs=[0.0], slots=50, min_errors=1000, seed=10),
                      quiet)[0]
     assert 0 < a["errors"] < 50  # on the waterfall, so another seed gives another count
     assert c != a  # (snr_est_db alone differs for other noise)
@@ -220,7 +222,7 @@ def test_the_flowgraph_of_the_blocks_agrees_exactly_with_the_classes():
     if not blocks_available(phy):
         pytest.skip("gr-oppsched blocks not built")
     errors = {}
-    for snr in (2.5, 3.5):  # on MCS 0's waterfall: payload and header errors both occur
+    for snr in (0.0, 1.0):  # on MCS 0's waterfall: payload and header errors both occur
         cfg = lc.SweepConfig(mcs=[0], snrs=[snr], slots=150, min_errors=10**6, seed=4)
         cfg.validate()
         chain = lc.Chain(cfg)
@@ -232,7 +234,7 @@ def test_the_flowgraph_of_the_blocks_agrees_exactly_with_the_classes():
         assert b["snr_est_db"] == pytest.approx(a["snr_est_db"], abs=0.1)
         errors[snr] = (b["errors"], b["header_errors"])
     # the comparison covered failed payloads and failed headers (deterministic: seeded)
-    assert errors[2.5][0] > errors[2.5][1] > 0
+    assert errors[0.0][0] > errors[0.0][1] > 0
     assert cli.main(["linkcurves", "--flowgraph", "--harq", "--out", "/nonexistent"]) == 2
 
 

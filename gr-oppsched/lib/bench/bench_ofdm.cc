@@ -27,7 +27,9 @@ std::vector<gr_complex> rx_stream(const numerology& num, int n) {
     std::mt19937_64 rng(1);
     std::vector<gr_complex> tx;
     for (int k = 0; k < n; ++k) {
-        const auto s = mod.modulate(qpsk(rng, 96), qpsk(rng, 720));
+        const auto s =
+            mod.modulate(qpsk(rng, static_cast<size_t>(num.header_resource_elements())),
+                         qpsk(rng, static_cast<size_t>(num.payload_resource_elements())));
         tx.insert(tx.end(), s.begin(), s.end());
     }
     tx.resize(tx.size() + 200, gr_complex(0, 0));

@@ -220,6 +220,62 @@ TEST(SlotSync, truncated_slots_are_not_reported_and_the_next_full_slot_is) {
     EXPECT_GE(sync.stats().rejected_truncated, 1u);
 }
 
+TEST(SlotSync, a_deep_fade_in_the_middle_of_a_slot_does_not_drop_it) {
+    // 30 dB, the slot's amplitude falls linearly to 0 at the middle of the payload and
+    // rises back over +-400 samples (a Rayleigh null, as 60 Hz Jakes makes them): ~4
+    // symbols are at the noise floor. The old check (every symbol >= sigma^2 + 0.05 P)
+    // dropped such slots; now it is delivered and its header symbols (before the fade)
+    // are demodulated cleanly.
+    const auto num = numerology::profile("evdo", 1e6);
+    ofdm_modulator mod(num);
+    std::mt19937_64 rng(31);
+    const auto hdr = random_qam(rng, static_cast<size_t>(num.header_resource_elements()), 2);
+    auto s = mod.modulate(hdr, random_qam(rng, static_cast<size_t>(num.payload_resource_elements()), 2));
+    const double mid = num.symbol_offset(num.data_symbols() / 2 + 2);
+    for (size_t n = 0; n < s.size(); ++n)
+        s[n] *= static_cast<float>(std::min(1.0, std::abs(static_cast<double>(n) - mid) / 400.0));
+    std::vector<gr_complex> x(700, gr_complex(0, 0));
+    const std::uint64_t start = x.size();
+    x.insert(x.end(), s.begin(), s.end());
+    x.resize(x.size() + 700, gr_complex(0, 0));
+    add_awgn(rng, x, num.noise_variance_for_snr_db(30.0));
+    slot_sync sync(num);
+    const auto found = sync.push(x);
+    ASSERT_EQ(found.size(), 1u);
+    EXPECT_NEAR(static_cast<double>(found[0].start), static_cast<double>(start), 4.0);
+    EXPECT_EQ(sync.stats().rejected_truncated, 0u);
+    ofdm_demodulator dem(num);
+    const auto r = dem.demodulate(found[0].samples, false);
+    ASSERT_TRUE(r.valid);
+    EXPECT_LT(mse(r.header, hdr), 0.02);
+}
+
+TEST(SlotSync, a_slot_cut_mid_way_and_followed_at_once_by_the_next_does_not_hide_it) {
+    // Slot A cut after 6 data symbols, 200 samples of silence, then slot B starts inside
+    // A's span: B must be found (the search resumes at A's first silent symbol).
+    const auto num = numerology::profile("evdo", 1e6);
+    ofdm_modulator mod(num);
+    std::mt19937_64 rng(32);
+    auto slot = [&]() {
+        return mod.modulate(random_qam(rng, static_cast<size_t>(num.header_resource_elements()), 2),
+                            random_qam(rng, static_cast<size_t>(num.payload_resource_elements()), 2));
+    };
+    std::vector<gr_complex> x(500, gr_complex(0, 0));
+    auto a = slot();
+    a.resize(static_cast<size_t>(num.symbol_offset(6)));
+    x.insert(x.end(), a.begin(), a.end());
+    x.resize(x.size() + 200, gr_complex(0, 0));
+    const std::uint64_t b_start = x.size();
+    const auto b = slot();
+    x.insert(x.end(), b.begin(), b.end());
+    x.resize(x.size() + 2000, gr_complex(0, 0));
+    add_awgn(rng, x, num.noise_variance_for_snr_db(20.0));
+    slot_sync sync(num);
+    const auto found = sync.push(x);
+    ASSERT_GE(found.size(), 1u);
+    EXPECT_NEAR(static_cast<double>(found.back().start), static_cast<double>(b_start), 4.0);
+}
+
 TEST(SlotSync, a_stream_that_ends_mid_slot_reports_nothing_until_the_slot_completes) {
     const auto num = numerology::profile("evdo", 1e6);
     ofdm_modulator mod(num);

@@ -33,10 +33,16 @@
 //  5. Truncation check: a slot cut short (burst ended early) is dropped. The two long
 //     symbols must have energies within a factor 2 (a cut inside the LTF). From the LTF
 //     the per-sample noise sigma^2 (difference of the two symbols) and signal power P
-//     (their mean) are known; if P/sigma^2 >= truncation_min_snr_db, every data-bearing
-//     symbol must have power >= sigma^2 + truncation_fraction P. Below that SNR a
-//     truncation cannot be told from noise and the slot is delivered (the header CRC
-//     rejects it).
+//     (their mean) are known; if P/sigma^2 >= truncation_min_snr_db, a data-bearing symbol
+//     is SILENT when its power is below 2 sigma^2 + truncation_fraction P (the noise floor
+//     with a margin of 5.6 standard deviations of the two 64-sample estimates). The slot
+//     is dropped only when a silent run of >= truncation_min_symbols symbols reaches its
+//     end (the burst stopped). A silent stretch that is followed by signal again -- a deep
+//     fade in the middle of the slot (60 Hz Jakes), or a cut slot followed at once by the
+//     next burst -- does not drop the slot: it is delivered (the header and payload CRCs
+//     decide) and the search resumes at the first silent symbol, so a burst starting
+//     there is still found. Below truncation_min_snr_db a truncation cannot be told from
+//     noise and the slot is delivered (the header CRC rejects it).
 //  6. The slot's samples from the estimated start, CFO-corrected with the phase origin at
 //     the slot start, are delivered; the search resumes just before the next possible
 //     slot start (start + slot_samples - (W + L)/2), so a slot is never found twice.
@@ -68,7 +74,10 @@ struct slot_sync_params {
     int ltf_search = 32;                //!< +- samples searched around the coarse LTF position
     float first_path_fraction = 0.2f;   //!< (0,1]: first path = first C >= this * peak
     int timing_backoff = 2;  //!< samples the FFT windows start inside the CP, [0, cp_len)
-    float truncation_fraction = 0.05f;   //!< symbol power must be >= sigma^2 + this*P, [0,1)
+    //! a symbol is silent below 2 sigma^2 + this * P, [0, 1) (0: the noise floor alone;
+    //! a relative term makes deep fades count as silence)
+    float truncation_fraction = 0.0f;
+    int truncation_min_symbols = 4;      //!< trailing silent symbols that drop a slot, >= 1
     double truncation_min_snr_db = 7.0;  //!< per-sample SNR above which truncation is checked
     //! throws std::invalid_argument naming the field ("slot_sync.ltf_search: -1 ...")
     void validate(const numerology& n) const;

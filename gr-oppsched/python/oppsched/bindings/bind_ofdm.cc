@@ -130,6 +130,11 @@ void bind_ofdm(py::module& m) {
     // ---- demodulator ----
     py::class_<ofdm_demodulator_params> dp(m, "ofdm_demodulator_params");
     dp.def_readwrite("track_phase", &ofdm_demodulator_params::track_phase)
+        .def_readwrite("track_gain", &ofdm_demodulator_params::track_gain)
+        .def_readwrite("tracking_halfwidth", &ofdm_demodulator_params::tracking_halfwidth)
+        .def_readwrite("smooth_channel", &ofdm_demodulator_params::smooth_channel)
+        .def_readwrite("chest_delay_margin", &ofdm_demodulator_params::chest_delay_margin)
+        .def_readwrite("chest_adaptive_window", &ofdm_demodulator_params::chest_adaptive_window)
         .def_readwrite("snr", &ofdm_demodulator_params::snr);
     kwargs_init(dp);
 
@@ -148,7 +153,13 @@ void bind_ofdm(py::module& m) {
         .def_property_readonly("channel",
                                [](const ofdm_demod_result& r) { return to_numpy(r.channel); })
         .def_property_readonly("phase",
-                               [](const ofdm_demod_result& r) { return to_numpy(r.phase); });
+                               [](const ofdm_demod_result& r) { return to_numpy(r.phase); })
+        .def_readonly("chest_window", &ofdm_demod_result::chest_window)
+        .def_property_readonly("gain",
+                               [](const ofdm_demod_result& r) { return to_numpy(r.gain); })
+        .def_property_readonly("channel_error_var", [](const ofdm_demod_result& r) {
+            return to_numpy(r.channel_error_var);
+        });
 
     py::class_<ofdm_demodulator>(m, "ofdm_demodulator")
         .def(py::init<const numerology&, const ofdm_demodulator_params&>(), py::arg("numerology"),
@@ -180,6 +191,7 @@ void bind_ofdm(py::module& m) {
         .def_readwrite("timing_backoff", &slot_sync_params::timing_backoff)
         .def_readwrite("truncation_fraction", &slot_sync_params::truncation_fraction)
         .def_readwrite("truncation_min_snr_db", &slot_sync_params::truncation_min_snr_db)
+        .def_readwrite("truncation_min_symbols", &slot_sync_params::truncation_min_symbols)
         .def("validate", &slot_sync_params::validate, py::arg("numerology"));
     kwargs_init(ssp);
 
