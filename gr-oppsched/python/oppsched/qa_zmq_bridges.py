@@ -134,8 +134,10 @@ class qa_zmq_bridges(gr_unittest.TestCase):
         for r in reqs:
             self.assertEqual(r["air_time_ns"] - t0, r["slot"] * 3_000_000)
         self.assertAlmostEqual(t0 / 1e9, time.monotonic(), delta=60)  # CLOCK_MONOTONIC
-        self.assertEqual(bridge.requests_sent(), len(reqs))
-        self.assertEqual(bridge.grants_received(), len(reqs))
+        # The flowgraph stops while the last request or two and their grants may still be
+        # in the sockets: those are the only ones allowed to be missing on either side.
+        self.assertIn(bridge.requests_sent() - len(reqs), (0, 1, 2))
+        self.assertIn(len(reqs) - bridge.grants_received(), (0, 1, 2))
         self.assertEqual(bridge.grants_seq_lost(), 0)
         # the daemon had lead slots to answer: (almost) no slot went out late
         self.assertLessEqual(tx.late(), n_slots // 4)
