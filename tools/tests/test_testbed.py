@@ -15,6 +15,7 @@ Tiers:
 from __future__ import annotations
 
 import json
+import math
 import os
 import struct
 import subprocess
@@ -172,12 +173,14 @@ def test_ecn_is_negotiated_only_where_the_aqm_marks():
     assert testbed.resolved_ecn(cfg_of(overrides=["tcp.ecn=2"])) == 2
 
 
-def test_the_clamp_fading_experiment_is_seed_000_fig_3():
-    _, schema, res = load_experiment(ROOT / "experiments/clamp/fading.yaml")
+@pytest.mark.parametrize("name", ["fading.yaml", "fading-abstract.yaml"])
+def test_the_clamp_fading_experiments_are_seed_000_fig_3(name):
+    _, schema, res = load_experiment(ROOT / "experiments/clamp" / name)
     assert res["kind"] == "testbed"
     assert [s["rtt_ms"] for s in res["servers"]] == [30, 130, 10, 180]  # Table II d_1..d_4
     assert all(s["rate_bps"] == 100e6 for s in res["servers"])          # Table I
     assert [d["name"] for d in res["devices"]] == ["R1", "R2", "R34"]
+    assert all(d["channel"]["doppler_hz"] == 60.0 for d in res["devices"])  # §V-B fast
     # flows 3 and 4 share one device, hence one AP queue and one channel
     assert [(f["server"], f["device"]) for f in res["flows"]] == [
         ("S1", "R1"), ("S2", "R2"), ("S3", "R34"), ("S4", "R34")]
@@ -186,13 +189,26 @@ def test_the_clamp_fading_experiment_is_seed_000_fig_3():
     assert res["duration_s"] * len(res["variants"]) <= 180  # a few minutes in total
     from oppsched.runner import variant_config
     import yaml as _y
-    raw = _y.safe_load((ROOT / "experiments/clamp/fading.yaml").read_text())
+    raw = _y.safe_load((ROOT / "experiments/clamp" / name).read_text())
     v = {x["name"]: variant_config(raw, schema, x) for x in res["variants"]}
     assert v["clamp-off"]["clamp"]["enabled"] is False
-    assert v["clamp-off"]["queue"]["limit_bytes"] == 60000       # §V-H TCP buffer
     assert v["clamp-on"]["clamp"]["enabled"] is True
     assert v["clamp-on"]["queue"]["limit_bytes"] == 6000000      # §V-E: 6 MB for CLAMP
     assert v["clamp-on"]["clamp"]["tau_bytes"] == 500 and v["clamp-on"]["clamp"]["b"] == 1.0
+    snr = {d["channel"]["mean_snr_db"] for d in res["devices"]}
+    if name == "fading-abstract.yaml":  # the paper's own link
+        assert res["phy"]["mode"] == "abstract" and snr == {10 * math.log10(4)}  # SNR_avg 4
+        assert v["clamp-off"]["queue"]["limit_bytes"] == 60000   # §V-H TCP buffer
+        assert v["clamp-on"]["clamp"]["a_bytes"] == 27000
+    else:
+        # The default (make run): the sample PHY, its mean SNR where the paper's sits on
+        # eq. 18 (the top rate): the measured threshold of the top MCS of its table.
+        assert res["phy"]["mode"] == "sample"
+        top = pd.read_csv(daemonconf.mcs_table(res), comment="#")["min_snr_db"].iloc[-1]
+        assert len(snr) == 1 and abs(snr.pop() - top) < 1.0
+        # buffers scaled with the rate: drop-tail about twice CLAMP's q* = (k tau + a)/b
+        q_star = (500 + v["clamp-on"]["clamp"]["a_bytes"]) / 1.0
+        assert 1.8 * q_star <= v["clamp-off"]["queue"]["limit_bytes"] <= 2.4 * q_star
 
 
 # ----------------------------------------------------------------------------------------
@@ -249,10 +265,11 @@ def test_sample_mode_gives_apd_and_loopback_the_measured_table_and_profile_slot(
     assert phy["endpoints"]["phy_requests"] == apd["endpoints"]["phy_requests"]
 
 
-def test_the_clamp_fading_experiment_runs_on_the_sample_phy_with_just_the_mode_set():
-    # fading.yaml states the profile's own slot (3 ms): allowed with the blocks; any other
-    # slot is not (test_impossible_combinations_are_rejected_naming_the_field).
-    _, _, res = load_experiment(ROOT / "experiments/clamp/fading.yaml", ["phy.mode=sample"])
+def test_the_abstract_clamp_fading_experiment_runs_on_the_sample_phy_with_just_the_mode_set():
+    # fading-abstract.yaml states the profile's own slot (3 ms): allowed with the blocks; any
+    # other slot is not (test_impossible_combinations_are_rejected_naming_the_field).
+    _, _, res = load_experiment(ROOT / "experiments/clamp/fading-abstract.yaml",
+                                ["phy.mode=sample"])
     assert res["phy"]["mode"] == "sample" and daemonconf.slot_s(res) == 3e-3
     assert daemonconf.mcs_table(res).endswith("awgn-clamp-1msps/mcs_table.csv")
 
