@@ -466,10 +466,14 @@ class Session:
         self._write_owner()
         atexit.register(self.teardown)
         if self.handle_signals and threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGTERM, signal.SIGHUP):
+            # SIGINT too: a runner started where SIGINT is ignored (a background job of a
+            # script) would otherwise never tear down on `kill -INT`.
+            for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
                 self._old_handlers[sig] = signal.signal(sig, self._on_signal)
 
     def _on_signal(self, signum, _frame):
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt  # Ctrl-C as usual: the caller's handlers see it
         raise SystemExit(128 + signum)
 
     def _owner_path(self) -> Path:
