@@ -12,15 +12,15 @@ namespace gr {
 namespace oppsched {
 
 //! The numerology of a block: a named profile at \p sample_rate, with the slot duration
-//! overridden when \p slot_duration_s > 0. Throws std::invalid_argument naming the field.
+//! overridden when \p slot_duration_s > 0, payload FEC \p fec ("ldpc" / "conv"). Throws std::invalid_argument naming the field.
 inline numerology block_numerology(const std::string& profile, double sample_rate,
-                                   double slot_duration_s) {
+                                   double slot_duration_s, const std::string& fec = "ldpc") {
     if (!(sample_rate > 0) || !std::isfinite(sample_rate))
         throw std::invalid_argument("sample_rate: " + std::to_string(sample_rate) + " must be > 0");
     if (!std::isfinite(slot_duration_s) || slot_duration_s < 0)
         throw std::invalid_argument("slot_duration_s: " + std::to_string(slot_duration_s) +
                                     " must be >= 0");
-    numerology n = numerology::profile(profile, sample_rate);
+    numerology n = numerology::profile(profile, sample_rate, fec);
     if (slot_duration_s == 0) return n;
     numerology_params p = n.params();
     p.slot_duration = slot_duration_s;

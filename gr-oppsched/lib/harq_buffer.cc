@@ -15,7 +15,7 @@ harq_buffer::harq_buffer(std::size_t capacity) {
     d_llr.assign(capacity, 0.0f);
 }
 
-bool harq_buffer::begin(bool ndi, std::size_t mother_bits) {
+bool harq_buffer::begin(bool ndi, std::size_t mother_bits, std::uint32_t layout) {
     if (mother_bits == 0 || mother_bits > d_llr.size())
         throw std::invalid_argument("harq_buffer.mother_bits: " + std::to_string(mother_bits) +
                                     " not in [1," + std::to_string(d_llr.size()) + "]");
@@ -24,7 +24,7 @@ bool harq_buffer::begin(bool ndi, std::size_t mother_bits) {
     if (keep && ndi != d_ndi) {
         keep = false;
         ++d_stats.new_data_clears;
-    } else if (keep && mother_bits != d_mother) {
+    } else if (keep && (mother_bits != d_mother || layout != d_layout)) {
         keep = false;
         ++d_stats.size_mismatch_clears;
     } else if (!keep) {
@@ -40,6 +40,7 @@ bool harq_buffer::begin(bool ndi, std::size_t mother_bits) {
     }
     d_ndi = ndi;
     d_mother = mother_bits;
+    d_layout = layout;
     ++d_receptions;
     return keep;
 }

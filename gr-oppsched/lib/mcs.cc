@@ -1,6 +1,8 @@
 #include <gnuradio/oppsched/mcs.h>
+#include <gnuradio/oppsched/ldpc_rate_matcher.h>
 #include <gnuradio/oppsched/rate_matcher.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -53,8 +55,15 @@ std::size_t mcs_table::mother_bits(std::size_t tb_bytes) {
     return 2 * (8 * (tb_bytes + 4) + tail_bits);
 }
 
-std::size_t mcs_table::tb_bytes_for_coded_bits(int index, std::size_t coded_bits) {
+std::size_t mcs_table::tb_bytes_for_coded_bits(int index, std::size_t coded_bits,
+                                               fec_scheme fec) {
     const auto& m = get(index);
+    if (fec == fec_scheme::ldpc) {
+        // K = 8 (bytes + 4) <= floor(C R): no tail, the code rate is exact per codeword
+        const std::size_t cap = coded_bits * static_cast<std::size_t>(m.rate_num) /
+                                static_cast<std::size_t>(m.rate_den);
+        return cap >= 8 + crc_bits ? (cap - crc_bits) / 8 : 0;
+    }
     auto fits = [&](std::size_t bytes) {
         return rate_matcher::max_kept_bits(mother_bits(bytes), m.rate) <= coded_bits;
     };
@@ -70,14 +79,26 @@ std::size_t mcs_table::tb_bytes_for_coded_bits(int index, std::size_t coded_bits
 }
 
 std::size_t mcs_table::tb_bytes(int index, const numerology& n) {
-    return tb_bytes_for_coded_bits(index, coded_bits(index, n));
+    return tb_bytes_for_coded_bits(index, coded_bits(index, n), n.params().fec);
+}
+
+std::size_t mcs_table::soft_bits(std::size_t tb_bytes, int index, const numerology& n) {
+    const auto& m = get(index);
+    if (n.params().fec == fec_scheme::conv) return mother_bits(tb_bytes);
+    return ldpc_segmentation(8 * (tb_bytes + 4), m.rate, coded_bits(index, n)).total_bits();
 }
 
 std::size_t mcs_table::max_mother_bits(const numerology& n) {
     std::size_t m = 0;
     for (const auto& e : k_table) {
         const std::size_t b = tb_bytes(e.index, n);
-        if (b > 0 && mother_bits(b) > m) m = mother_bits(b);
+        if (n.params().fec == fec_scheme::conv) {
+            if (b > 0) m = std::max(m, soft_bits(b, e.index, n));
+        } else {
+            // a smaller TB may take a longer, unpunctured codeword: scan every size
+            // (O(tb_bytes) cheap constructions, once per decoder)
+            for (std::size_t t = 1; t <= b; ++t) m = std::max(m, soft_bits(t, e.index, n));
+        }
     }
     return m;
 }

@@ -34,6 +34,8 @@ numerology::numerology(const numerology_params& p) : d_p(p), d_slot_samples(0) {
         bad("preamble_symbols", p.preamble_symbols,
             "too short for STF + LTF guard (>= cp_len) + 2 long symbols (need >= 3)");
     if (p.header_symbols < 1) bad("header_symbols", p.header_symbols, "must be >= 1");
+    if (p.fec != fec_scheme::ldpc && p.fec != fec_scheme::conv)
+        bad("fec", static_cast<int>(p.fec), "is not one of ldpc (0), conv (1)");
     const double n = std::round(p.slot_duration * p.sample_rate);
     if (n > 1e9) bad("slot_duration", p.slot_duration, "gives more than 1e9 samples per slot");
     d_slot_samples = static_cast<int>(n);
@@ -77,9 +79,19 @@ double numerology::noise_variance_for_snr_db(double snr_db, double signal_power)
     return signal_power * subcarrier_snr_gain() / std::pow(10.0, snr_db / 10.0);
 }
 
-numerology numerology::profile(const std::string& name, double sample_rate) {
+const char* to_string(fec_scheme f) { return f == fec_scheme::conv ? "conv" : "ldpc"; }
+
+fec_scheme fec_from_string(const std::string& name) {
+    if (name == "ldpc") return fec_scheme::ldpc;
+    if (name == "conv") return fec_scheme::conv;
+    throw std::invalid_argument("numerology.fec: '" + name + "' is not one of ldpc, conv");
+}
+
+numerology numerology::profile(const std::string& name, double sample_rate,
+                               const std::string& fec) {
     numerology_params p;
     p.sample_rate = sample_rate;
+    p.fec = fec_from_string(fec);
     if (name == "evdo") {
         p.slot_duration = 1.667e-3;  // seed 002: EV-DO downlink slot
     } else if (name == "clamp") {

@@ -22,8 +22,8 @@ const pmt::pmt_t k_mcs = pmt::mp("mcs");
 
 slot_rx::sptr slot_rx::make(const std::string& profile, double sample_rate, int user_id,
                             double detection_threshold, double ltf_threshold, int missed_slots,
-                            double noise_ema, double slot_duration_s) {
-    const numerology num = block_numerology(profile, sample_rate, slot_duration_s);
+                            double noise_ema, double slot_duration_s, const std::string& fec) {
+    const numerology num = block_numerology(profile, sample_rate, slot_duration_s, fec);
     slot_sync_params sp;
     sp.detection_threshold = static_cast<float>(detection_threshold);
     sp.ltf_threshold = static_cast<float>(ltf_threshold);
@@ -52,6 +52,7 @@ slot_rx_impl::slot_rx_impl(const numerology& num, int user_id, const slot_sync_p
     if (missed_slots < 0)
         throw std::invalid_argument("slot_rx.missed_slots: " + std::to_string(missed_slots) +
                                     " must be >= 0");
+    d_hdr_re.resize(d_hdr.resource_elements());
     message_port_register_out(k_rx_port);
     message_port_register_out(k_symbols_port);
 }
@@ -145,6 +146,10 @@ void slot_rx_impl::process(const slot_detection& det) {
         if (r.addressed && h->tb_bytes > 0) {
             ++d_addressed;
             try {
+                // Header-aided channel estimation: the CRC-checked header is known
+                // training (ofdm_demodulator.h step 6), before the TB decode.
+                d_hdr.encode(h.value(), d_hdr_re.data());
+                d_demod.refine_with_header(d_hdr_re.data(), d_hdr_re.size(), d_res);
                 tb_rx_params p;
                 p.mcs = h->mcs;
                 p.rv = h->rv;

@@ -69,6 +69,7 @@ class slot_rx_impl final : public slot_rx {
     std::array<std::unique_ptr<harq_buffer>, harq_processes> d_harq;
     std::vector<slot_detection> d_found;
     ofdm_demod_result d_res;
+    std::vector<gr_complex> d_hdr_re;  // the decoded header re-encoded (header-aided chest)
 
     // slot numbering: the last slot seen (header or extrapolated) and where it started
     bool d_locked = false;

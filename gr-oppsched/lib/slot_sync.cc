@@ -225,6 +225,16 @@ bool slot_sync::verify(std::vector<slot_detection>& found) {
         win += d_c[i];
     if (!(win >= d_p.ltf_threshold)) {
         ++d_stats.rejected_ltf;
+        // The S&C threshold is only a pre-filter (see slot_sync.h step 1): with a low
+        // threshold a noise maximum can win the peak search while the real STF peak lies
+        // later in the same window. Resume right after the rejected peak instead of after
+        // the window, so that peak is searched (and verified) on its own; each rejection
+        // advances the scan by >= 1 sample, so this terminates.
+        const std::uint64_t next = d_best_pos + 1;
+        if (next < d_scan) {
+            d_scan = next;
+            d_sums_valid = false;
+        }
         return false;
     }
     size_t first = pk;

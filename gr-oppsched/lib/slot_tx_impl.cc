@@ -34,9 +34,9 @@ std::int64_t monotonic_ns() {
 
 slot_tx::sptr slot_tx::make(const std::string& profile, double sample_rate, int lead_slots,
                             double t0_s, bool continuous, bool realtime, double slot_duration_s,
-                            int max_pending) {
+                            int max_pending, const std::string& fec) {
     return gnuradio::make_block_sptr<slot_tx_impl>(
-        block_numerology(profile, sample_rate, slot_duration_s), lead_slots, t0_s, continuous,
+        block_numerology(profile, sample_rate, slot_duration_s, fec), lead_slots, t0_s, continuous,
         realtime, max_pending);
 }
 

@@ -1,7 +1,9 @@
+#include <gnuradio/oppsched/ldpc_rate_matcher.h>
 #include <gnuradio/oppsched/rate_matcher.h>
 #include <gnuradio/oppsched/scrambler.h>
 #include <gnuradio/oppsched/tb_codec.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -53,11 +55,32 @@ void encode_bits(const std::uint8_t* tb, std::size_t tb_bytes, int mcs, int rv, 
     check_tb_bytes(tb_bytes, mcs, n);
     scrambler scr(seed);  // validates the seed
     const std::vector<std::uint8_t> info = tb_info_bits(tb, tb_bytes);
-    const std::size_t mother_bits = mcs_table::mother_bits(tb_bytes);
-    std::vector<std::uint8_t> mother(mother_bits);
-    conv_encoder_k7::encode_zero_tail(info.data(), info.size(), mother.data());
     const std::size_t C = mcs_table::coded_bits(mcs, n);
-    const auto sel = rate_matcher::selection(mother_bits, m.rate, rv, C);
+    std::vector<std::uint8_t> mother;
+    std::vector<std::uint32_t> sel;
+    if (n.params().fec == fec_scheme::ldpc) {
+        // the codewords' info + parity bits, codeword after codeword (ldpc_rate_matcher.h)
+        const ldpc_segmentation seg(info.size(), m.rate, C);
+        std::vector<std::uint8_t> cw_in, cw;
+        mother.resize(seg.total_bits());
+        for (int i = 0; i < seg.codewords(); ++i) {
+            const ldpc_code& code = ldpc_code::get(seg.codeword_length(i), m.rate);
+            const std::size_t k = seg.codeword_info_bits(i);
+            cw_in.assign(static_cast<std::size_t>(code.k()), 0);  // shortened bits: zeros
+            cw.resize(static_cast<std::size_t>(code.n()));
+            std::copy_n(info.begin() + static_cast<std::ptrdiff_t>(seg.info_offset(i)), k,
+                        cw_in.begin());
+            code.encode(cw_in.data(), cw.data());
+            auto out = mother.begin() + static_cast<std::ptrdiff_t>(seg.offset(i));
+            out = std::copy_n(cw.begin(), k, out);
+            std::copy(cw.begin() + code.k(), cw.end(), out);
+        }
+        seg.selection_into(rv, sel);
+    } else {
+        mother.resize(mcs_table::mother_bits(tb_bytes));
+        conv_encoder_k7::encode_zero_tail(info.data(), info.size(), mother.data());
+        rate_matcher::selection_into(mother.size(), m.rate, rv, C, sel);
+    }
     std::vector<std::uint8_t> matched(C);
     for (std::size_t i = 0; i < C; ++i) matched[i] = mother[sel[i]];
     scr.apply(matched.data(), C);
@@ -119,13 +142,15 @@ tb_decoder::tb_decoder(const numerology& n, viterbi_backend backend, float quant
       d_max_mother(mcs_table::max_mother_bits(n)),
       d_il(make_interleavers(n)),
       d_map(make_mappers()),
-      d_vit(d_max_mother / 2, backend, quant_target) {
+      d_vit(n.params().fec == fec_scheme::conv ? d_max_mother / 2 : 0, backend, quant_target) {
     const std::size_t max_coded = d_re * 6;
     d_llr.reserve(max_coded);
     d_llr2.reserve(max_coded);
     d_sel.reserve(max_coded);
-    d_bits.reserve(d_max_mother / 2);
+    d_bits.reserve(d_max_mother);
     d_reenc.reserve(d_max_mother);
+    d_cw_llr.reserve(1944);
+    d_cw_bits.reserve(1944);
 }
 
 std::unique_ptr<harq_buffer> tb_decoder::make_harq_buffer() const {
@@ -143,11 +168,10 @@ tb_decode_result tb_decoder::decode(const gr_complex* re, const float* noise_var
     scrambler scr(p.scrambler_seed);
     const std::size_t mcs_i = static_cast<std::size_t>(p.mcs);
     const std::size_t C = mcs_table::coded_bits(p.mcs, d_num);
-    const std::size_t M = mcs_table::mother_bits(p.tb_bytes);
-    const std::size_t K = M / 2 - conv_encoder_k7::memory;
+    const std::size_t M = mcs_table::soft_bits(p.tb_bytes, p.mcs, d_num);
     if (M > harq.capacity())
         throw std::invalid_argument("harq_buffer.capacity: " + std::to_string(harq.capacity()) +
-                                    " < " + std::to_string(M) + " mother bits of this TB");
+                                    " < " + std::to_string(M) + " soft bits of this TB");
 
     // demap -> deinterleave -> descramble
     d_llr.resize(C);
@@ -156,6 +180,13 @@ tb_decode_result tb_decoder::decode(const gr_complex* re, const float* noise_var
     d_il[mcs_i].deinterleave(d_llr.data(), d_llr2.data(), C);
     scr.apply_llr(d_llr2.data(), C);
 
+    if (d_num.params().fec == fec_scheme::ldpc) {
+        tb_decode_result r;
+        decode_ldpc(p, C, harq, r);
+        return r;
+    }
+    const std::size_t K = M / 2 - conv_encoder_k7::memory;
+
     // de-rate-match into the HARQ buffer (combining)
     const std::array<std::size_t, 4> key = {M, static_cast<std::size_t>(m.rate) + 1,
                                             static_cast<std::size_t>(p.rv), C};
@@ -163,7 +194,7 @@ tb_decode_result tb_decoder::decode(const gr_complex* re, const float* noise_var
         rate_matcher::selection_into(M, m.rate, p.rv, C, d_sel);
         d_sel_key = key;
     }
-    harq.begin(p.ndi, M);
+    harq.begin(p.ndi, M, 0);
     harq.accumulate(d_sel.data(), d_llr2.data(), C);
 
     // Viterbi over the combined mother codeword
@@ -203,6 +234,70 @@ tb_decode_result tb_decoder::decode(const gr_complex* re, const float* noise_var
     r.stats.effective_code_rate =
         covered ? static_cast<double>(K) / static_cast<double>(covered) : 0.0;
     return r;
+}
+
+void tb_decoder::decode_ldpc(const tb_rx_params& p, std::size_t C, harq_buffer& harq,
+                             tb_decode_result& r) {
+    const mcs_info& m = mcs_table::get(p.mcs);
+    const std::size_t K = 8 * (p.tb_bytes + 4);
+    const ldpc_segmentation seg(K, m.rate, C);
+    const std::size_t M = seg.total_bits();
+    // de-rate-match into the HARQ buffer (combining); the layout key keeps codewords of
+    // another rate from being combined
+    const std::array<std::size_t, 4> key = {M, static_cast<std::size_t>(m.rate) + 101,
+                                            static_cast<std::size_t>(p.rv), C};
+    if (key != d_sel_key) {
+        seg.selection_into(p.rv, d_sel);
+        d_sel_key = key;
+    }
+    harq.begin(p.ndi, M, static_cast<std::uint32_t>(m.rate) + 1);
+    harq.accumulate(d_sel.data(), d_llr2.data(), C);
+
+    d_bits.resize(K);
+    const float* L = harq.llrs();
+    std::size_t covered = 0, errors = 0;
+    double sum_abs = 0.0;
+    int iterations = 0;
+    for (int i = 0; i < seg.codewords(); ++i) {
+        const ldpc_code& code = ldpc_code::get(seg.codeword_length(i), m.rate);
+        const std::size_t kc = static_cast<std::size_t>(code.k());
+        d_cw_llr.resize(static_cast<std::size_t>(code.n()));
+        d_cw_bits.resize(static_cast<std::size_t>(code.n()));
+        seg.codeword_llrs(L, i, d_cw_llr.data());
+        iterations += d_ldpc.decode(code, d_cw_llr.data(), d_cw_bits.data()).iterations;
+        const std::size_t k = seg.codeword_info_bits(i);
+        std::copy_n(d_cw_bits.begin(), k,
+                    d_bits.begin() + static_cast<std::ptrdiff_t>(seg.info_offset(i)));
+        // statistics over this codeword's buffer positions
+        const float* b = L + seg.offset(i);
+        const std::size_t B = seg.buffer_bits(i);
+        for (std::size_t t = 0; t < B; ++t) {
+            const float l = b[t];
+            const std::uint8_t bit = t < k ? d_cw_bits[t] : d_cw_bits[kc + (t - k)];
+            const bool cov = l != 0.0f;
+            covered += cov;
+            sum_abs += std::fabs(l);
+            errors += cov & ((l < 0.0f) != (bit != 0));
+        }
+    }
+    r.bytes.assign(p.tb_bytes, 0);
+    for (std::size_t i = 0; i < p.tb_bytes; ++i) {
+        std::uint8_t v = 0;
+        for (std::size_t b = 0; b < 8; ++b)
+            v = static_cast<std::uint8_t>((v << 1) | d_bits[8 * i + b]);
+        r.bytes[i] = v;
+    }
+    std::uint32_t rx_crc = 0;
+    for (std::size_t b = 0; b < 32; ++b) rx_crc = (rx_crc << 1) | d_bits[8 * p.tb_bytes + b];
+    r.crc_ok = ::oppsched::crc32(r.bytes.data(), r.bytes.size()) == rx_crc;
+    r.stats.receptions = harq.receptions();
+    r.stats.mother_bits = M;
+    r.stats.covered_bits = covered;
+    r.stats.mean_abs_llr = covered ? sum_abs / static_cast<double>(covered) : 0.0;
+    r.stats.channel_bit_errors = errors;
+    r.stats.effective_code_rate =
+        covered ? static_cast<double>(K) / static_cast<double>(covered) : 0.0;
+    r.stats.fec_iterations = iterations;
 }
 
 tb_decode_result tb_decoder::decode(const std::vector<gr_complex>& re,

@@ -96,11 +96,15 @@ class Layout:
 # Resolved values that depend on several fields
 
 
-def measured_mcs_table(profile: str) -> Path:
-    """The measured OFDM MCS table of a profile: what phy.mode sample's blocks achieve at
-    BLER 0.1 (experiments/linkcurves/awgn-<profile>-1msps, `oppsched linkcurves`)."""
-    return (Path(__file__).resolve().parents[2] / "experiments" / "linkcurves"
-            / f"awgn-{profile}-1msps" / "mcs_table.csv")
+def measured_mcs_table(profile: str, fec: str = "ldpc") -> Path:
+    """The measured OFDM MCS table of a profile and payload FEC: what phy.mode sample's
+    blocks achieve at BLER 0.1 (experiments/linkcurves/awgn-<profile>-1msps for LDPC,
+    experiments/linkcurves/conv/awgn-<profile>-1msps for the convolutional code;
+    `oppsched linkcurves`)."""
+    base = Path(__file__).resolve().parents[2] / "experiments" / "linkcurves"
+    if fec == "conv":
+        base = base / "conv"
+    return base / f"awgn-{profile}-1msps" / "mcs_table.csv"
 
 
 # The PHY modes that run the gr-oppsched blocks (the profile's numerology, real decoding).
@@ -118,7 +122,7 @@ def mcs_table(cfg: dict) -> str:
     """A preset name, or the absolute path of a CSV table (phy.mode sample: the measured
     OFDM table of the profile; uhd too)."""
     if cfg["phy"]["mode"] in BLOCK_MODES:
-        return str(measured_mcs_table(cfg["phy"]["profile"]))
+        return str(measured_mcs_table(cfg["phy"]["profile"], cfg["phy"]["fec"]))
     t = cfg["phy"]["mcs_table"] or PROFILES[cfg["phy"]["profile"]]["mcs_table"]
     return str(Path(t).resolve()) if t.endswith(".csv") else t
 
@@ -289,7 +293,7 @@ def phy_config(cfg: dict, lay: Layout) -> dict:
     if p["mode"] in BLOCK_MODES:
         # python -m oppsched.phy.loopback: the same keys plus `sample:`; the blocks decode
         # for real, so the error model and link curves do not apply.
-        conf["sample"] = {"profile": p["profile"]}
+        conf["sample"] = {"profile": p["profile"], "fec": p["fec"]}
         conf["error_model"] = "threshold"
         conf.pop("link_curves", None)
     if p["mode"] == "uhd":

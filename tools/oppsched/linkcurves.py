@@ -65,12 +65,13 @@ from oppsched.config import ConfigError
 RV_SEQUENCE = (0, 2, 3, 1)
 CHANNELS = ("awgn", "fading")
 PROFILES = ("evdo", "clamp")
+FECS = ("ldpc", "conv")
 LEAD_SAMPLES = 400  # silence before the first slot (the sync's metric window fills)
 
 CSV_COLUMNS = [
     "mcs", "modulation", "code_rate", "spectral_efficiency", "snr_db", "tbs", "slots",
     "errors", "bler", "header_errors", "missed_detections", "false_detections",
-    "snr_est_db", "tb_bits_per_re", "transmissions", "channel", "profile", "sample_rate_hz",
+    "snr_est_db", "tb_bits_per_re", "transmissions", "channel", "profile", "fec", "sample_rate_hz",
 ]
 MODULATION = {1: "BPSK", 2: "QPSK", 4: "16QAM", 6: "64QAM"}
 
@@ -175,6 +176,7 @@ class SweepConfig:
     max_tx: int = 4
     harq_processes: int = 4
     profile: str = "evdo"
+    fec: str = "ldpc"  # payload FEC: ldpc | conv (numerology.h)
     sample_rate: float = 1e6
     slots: int = 2000  # TBs per point at most
     min_errors: int = 100  # first-transmission errors that end a point
@@ -191,6 +193,8 @@ class SweepConfig:
             raise ConfigError(f"--channel: {self.channel!r} not one of {', '.join(CHANNELS)}")
         if self.profile not in PROFILES:
             raise ConfigError(f"--profile: {self.profile!r} not one of {', '.join(PROFILES)}")
+        if self.fec not in FECS:
+            raise ConfigError(f"--fec: {self.fec!r} not one of {', '.join(FECS)}")
         if not (math.isfinite(self.sample_rate) and self.sample_rate > 0):
             raise ConfigError(f"--sample-rate: {self.sample_rate!r} not > 0 (Hz)")
         if self.slots < 1:
@@ -226,7 +230,7 @@ class SweepConfig:
                 raise ConfigError("--flowgraph: the gr-oppsched blocks (slot_tx, slot_rx, "
                                   "channel_emulator_cc) are not in this build")
         try:
-            num = phy.numerology.profile(self.profile, self.sample_rate)
+            num = phy.numerology.profile(self.profile, self.sample_rate, self.fec)
         except ValueError as exc:
             raise ConfigError(f"--sample-rate: {self.sample_rate:g} Hz does not fit the "
                               f"{self.profile} profile ({exc})") from None
@@ -260,7 +264,7 @@ class Chain:
         phy = _phy()
         self.phy = phy
         self.cfg = cfg
-        self.num = phy.numerology.profile(cfg.profile, cfg.sample_rate)
+        self.num = phy.numerology.profile(cfg.profile, cfg.sample_rate, cfg.fec)
         self.enc = phy.tb_encoder(self.num)
         self.dec = phy.tb_decoder(self.num)
         self.hdr = phy.header_codec(self.num)
@@ -363,6 +367,8 @@ class PointRunner:
             return "header"
         if h != h_sent:  # a corrupted header that passed the CRC: the TB is lost all the same
             return "header"
+        # header-aided channel estimation (ofdm_demodulator.h step 6), as slot_rx does
+        self.dem.refine_with_header(self.chain.hdr.encode(h), r)
         res = self.chain.dec.decode(
             r.payload, r.payload_nvar, self.rx_buf[h.harq_process], mcs=h.mcs, rv=h.rv,
             tb_bytes=h.tb_bytes, ndi=h.ndi, scrambler_seed=phy.scrambler_seed_for_slot(h.slot))
@@ -497,6 +503,7 @@ class PointRunner:
             "transmissions": self.transmissions,
             "channel": self.cfg.channel,
             "profile": self.cfg.profile,
+            "fec": self.cfg.fec,
             "sample_rate_hz": self.cfg.sample_rate,
         }
         if self.cfg.harq:
@@ -585,7 +592,7 @@ def write_csv(rows: list[dict], path: Path) -> None:
 
 _INT_COLS = {"mcs", "tbs", "slots", "errors", "header_errors", "missed_detections",
              "false_detections", "transmissions"}
-_STR_COLS = {"modulation", "channel", "profile"}
+_STR_COLS = {"modulation", "channel", "profile", "fec"}
 
 
 def read_csv(path: Path, arg: str = "CURVES") -> list[dict]:
@@ -709,14 +716,14 @@ def summary_table(summary: dict) -> str:
 
 
 def derive_table(summary: dict, profile: str, sample_rate: float,
-                 source: str = "") -> tuple[str, list[str]]:
+                 source: str = "", fec: str = "ldpc") -> tuple[str, list[str]]:
     """(CSV text in mcs_table::from_csv's format, warnings). Rows are MCS 0..K in order
     (the table index is the PHY MCS the AP puts in the header), so MCS 0 must have a
     threshold and the table ends before the first MCS without one. Thresholds must
     increase strictly (from_csv checks it): an MCS whose measured threshold is not above
     the previous one gets the previous + 0.1 dB, which only delays its use slightly."""
     phy = _phy()
-    num = phy.numerology.profile(profile, sample_rate)
+    num = phy.numerology.profile(profile, sample_rate, fec)
     slot_s = num.params.slot_duration
     target = summary["target_bler"]
     have = {e["mcs"]: e for e in summary["mcs"]}
@@ -749,12 +756,14 @@ def derive_table(summary: dict, profile: str, sample_rate: float,
         f"# CQI (SNR dB, mean Es/N0 per occupied subcarrier) -> MCS, target first-transmission "
         f"BLER {target:g}",
         f"# measured link curves{': ' + source if source else ''}; profile {profile} at "
-        f"{sample_rate:g} Hz, slot {slot_s * 1e3:g} ms; rate_bps = 8 * TB bytes / slot",
+        f"{sample_rate:g} Hz, {fec} FEC, slot {slot_s * 1e3:g} ms; rate_bps = 8 * TB bytes / slot",
     ]
     lines += [f"# warning: {w}" for w in warnings]
     lines.append("name,min_snr_db,rate_bps,bits_per_symbol,code_rate")
     for name, thr, rate, bps, cr, tb in rows:
-        lines.append(f"{name},{thr:.2f},{rate:.3f},{bps},{cr:.6g}")
+        # rounded UP to the printed 0.001 b/s: mcs_table::bytes_per_slot floors
+        # rate * slot / 8, which must give back the TB size, not one byte less
+        lines.append(f"{name},{thr:.2f},{math.ceil(rate * 1000.0) / 1000.0:.3f},{bps},{cr:.6g}")
     return "\n".join(lines) + "\n", warnings
 
 
@@ -860,7 +869,7 @@ def config_from_args(a) -> SweepConfig:
     cfg = SweepConfig(
         channel=a.channel, mcs=parse_mcs_list(a.mcs), snrs=parse_snr_range(a.snr),
         tbs=a.tbs, harq=a.harq, max_tx=a.max_tx, harq_processes=a.harq_processes,
-        profile=a.profile, sample_rate=a.sample_rate, slots=a.slots, min_errors=a.min_errors,
+        profile=a.profile, fec=a.fec, sample_rate=a.sample_rate, slots=a.slots, min_errors=a.min_errors,
         seed=a.seed, doppler_hz=a.doppler, cfo_hz=a.cfo, skip_after_zero=not a.no_skip,
         target_bler=a.target_bler, flowgraph=a.flowgraph)
     cfg.validate()
@@ -874,7 +883,8 @@ def command_line(a) -> str:
         parts += ["--tbs", str(a.tbs)]
     if a.harq:
         parts += ["--harq", "--max-tx", str(a.max_tx), "--harq-processes", str(a.harq_processes)]
-    parts += ["--profile", a.profile, "--sample-rate", f"{a.sample_rate:g}", "--slots",
+    parts += ["--profile", a.profile, "--fec", a.fec, "--sample-rate", f"{a.sample_rate:g}",
+              "--slots",
               str(a.slots), "--min-errors", str(a.min_errors), "--seed", str(a.seed)]
     if a.channel == "fading":
         parts += ["--doppler", f"{a.doppler:g}"]
@@ -910,18 +920,19 @@ def cmd_linkcurves(a) -> int:
     chan = cfg.channel
     if cfg.channel == "fading":
         chan += f" (Jakes, f_d {cfg.doppler_hz:g} Hz)"
-    title = (f"{chan}, {cfg.profile} profile at {cfg.sample_rate / 1e6:g} Msps"
+    title = (f"{chan}, {cfg.profile} profile at {cfg.sample_rate / 1e6:g} Msps, {cfg.fec.upper()}"
              f"{', HARQ' if cfg.harq else ''}")
     plot(rows, summary, out / "linkcurves.png", title)
     print(summary_table(summary))
     print(f"\nwrote {out / 'linkcurves.csv'}, {out / 'summary.json'}, {out / 'linkcurves.png'}")
     if a.table:
-        _write_table(summary, cfg.profile, cfg.sample_rate, str(out / "linkcurves.csv"), a.table)
+        _write_table(summary, cfg.profile, cfg.sample_rate, str(out / "linkcurves.csv"), a.table,
+                     cfg.fec)
     return 0
 
 
-def _write_table(summary, profile, sample_rate, source, dest) -> None:
-    text, warnings = derive_table(summary, profile, sample_rate, source)
+def _write_table(summary, profile, sample_rate, source, dest, fec="ldpc") -> None:
+    text, warnings = derive_table(summary, profile, sample_rate, source, fec)
     for w in warnings:
         print(f"mcstable: warning: {w}", file=sys.stderr)
     load_table(text)  # must load in the MAC: fail here rather than in the daemon
@@ -940,6 +951,9 @@ def cmd_mcstable(a) -> int:
         raise ConfigError("--profile: not given and the CSV has no profile column")
     if profile not in PROFILES:
         raise ConfigError(f"--profile: {profile!r} not one of {', '.join(PROFILES)}")
+    fec = a.fec or str(rows[0].get("fec", "") or "") or "ldpc"
+    if fec not in FECS:
+        raise ConfigError(f"--fec: {fec!r} not one of {', '.join(FECS)}")
     sample_rate = a.sample_rate or float(rows[0].get("sample_rate_hz", 0) or 0)
     if not sample_rate > 0:
         raise ConfigError("--sample-rate: not given and the CSV has no sample_rate_hz column")
@@ -947,7 +961,7 @@ def cmd_mcstable(a) -> int:
         raise ConfigError(f"--target-bler: {a.target_bler!r} not in (0, 1)")
     summary = summarize(rows, a.target_bler)
     print(summary_table(summary))
-    _write_table(summary, profile, sample_rate, str(a.curves), a.out)
+    _write_table(summary, profile, sample_rate, str(a.curves), a.out, fec)
     return 0
 
 
@@ -977,6 +991,8 @@ def add_parsers(sub) -> None:
                     "between transmissions of a TB (default %(default)s)")
     lc.add_argument("--profile", default="evdo", help="evdo (1.667 ms) | clamp (3 ms) "
                     "(default %(default)s)")
+    lc.add_argument("--fec", default="ldpc", help="payload FEC: ldpc (802.11n QC-LDPC) | conv "
+                    "(K=7 convolutional) (default %(default)s)")
     lc.add_argument("--sample-rate", type=float, default=1e6, help="Hz (default %(default)g)")
     lc.add_argument("--slots", type=int, default=2000, help="TBs per point at most "
                     "(default %(default)s)")
@@ -1005,6 +1021,7 @@ def add_parsers(sub) -> None:
     mt.add_argument("curves", help="linkcurves.csv written by `oppsched linkcurves`")
     mt.add_argument("--out", required=True, help="table CSV to write")
     mt.add_argument("--profile", default=None, help="evdo | clamp (default: from the CSV)")
+    mt.add_argument("--fec", default=None, help="ldpc | conv (default: from the CSV)")
     mt.add_argument("--sample-rate", type=float, default=None,
                     help="Hz (default: from the CSV)")
     mt.add_argument("--target-bler", type=float, default=0.1, help="(default %(default)g)")

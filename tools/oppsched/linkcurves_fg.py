@@ -58,7 +58,7 @@ def measure_point_flowgraph(chain, mcs: int, snr_db: float) -> dict:
     sent = {}
     ndi = [False, False]
     tx = phy.slot_tx(cfg.profile, cfg.sample_rate, lead_slots=3, t0_s=0.0, continuous=True,
-                     realtime=False, slot_duration_s=0.0, max_pending=n + 8)
+                     realtime=False, slot_duration_s=0.0, max_pending=n + 8, fec=cfg.fec)
     for k in range(1, n + 1):
         p = k % 2
         ndi[p] = not ndi[p]
@@ -68,7 +68,7 @@ def measure_point_flowgraph(chain, mcs: int, snr_db: float) -> dict:
                                   _grant(pmt, k, 1, mcs, p, ndi[p], 0, tb))
     # the emulator block with the parameters (and seed) of the class runner's emulator
     em = phy.channel_emulator_cc(pr.em.params)
-    rx = phy.slot_rx(cfg.profile, cfg.sample_rate, user_id=1)
+    rx = phy.slot_rx(cfg.profile, cfg.sample_rate, user_id=1, fec=cfg.fec)
     head = blocks.head(gr.sizeof_gr_complex, (n + 2) * ss)
     dbg = blocks.message_debug()
     tb = gr.top_block()

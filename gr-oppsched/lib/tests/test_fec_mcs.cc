@@ -3,6 +3,7 @@
 #include <gnuradio/oppsched/rate_matcher.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -35,10 +36,10 @@ TEST(FecMcs, table_lists_the_eight_schemes_with_their_spectral_efficiency) {
     EXPECT_THROW(mcs_table::get(-1), std::invalid_argument);
 }
 
-TEST(FecMcs, tb_size_is_payload_res_times_rate_minus_crc_and_tail) {
+TEST(FecMcs, conv_tb_size_is_payload_res_times_rate_minus_crc_and_tail) {
     for (const auto& name : numerology::profile_names()) {
         for (double fs : {1e6, 5e6}) {
-            const auto n = numerology::profile(name, fs);
+            const auto n = numerology::profile(name, fs, "conv");
             const std::size_t re = static_cast<std::size_t>(n.payload_resource_elements());
             // rate 1/2, no puncturing: C coded bits = 2 (K + 6) at most, K = 8 bytes + 32
             EXPECT_EQ(mcs_table::tb_bytes(0, n), (re / 2 - 6 - 32) / 8);
@@ -52,16 +53,66 @@ TEST(FecMcs, tb_size_is_payload_res_times_rate_minus_crc_and_tail) {
         }
     }
     // evdo at 1 Msps with the default numerology (13 payload symbols of 48 REs)
-    const auto n = numerology::profile("evdo", 1e6);
+    const auto n = numerology::profile("evdo", 1e6, "conv");
     ASSERT_EQ(n.payload_resource_elements(), 624);
     EXPECT_EQ(mcs_table::tb_bytes(0, n), 34u);
     EXPECT_EQ(mcs_table::tb_bytes(7, n), 385u);
 }
 
-TEST(FecMcs, tb_size_is_maximal_for_every_mcs_profile_and_rate) {
+TEST(FecMcs, ldpc_tb_size_is_coded_bits_times_rate_minus_crc_in_whole_bytes) {
     for (const auto& name : numerology::profile_names()) {
         for (double fs : {1e6, 5e6}) {
-            const auto n = numerology::profile(name, fs);
+            const auto n = numerology::profile(name, fs);  // LDPC is the default
+            ASSERT_EQ(n.params().fec, fec_scheme::ldpc);
+            std::size_t prev = 0;
+            for (const auto& m : mcs_table::all()) {
+                const std::size_t C = mcs_table::coded_bits(m.index, n);
+                const std::size_t cap = C * static_cast<std::size_t>(m.rate_num) /
+                                        static_cast<std::size_t>(m.rate_den);
+                const std::size_t b = mcs_table::tb_bytes(m.index, n);
+                EXPECT_EQ(b, (cap - 32) / 8) << name << " " << fs << " " << m.name;
+                EXPECT_GT(b, prev) << m.name;
+                prev = b;
+                EXPECT_EQ(mcs_table::tb_bytes_for_coded_bits(m.index, C, fec_scheme::ldpc), b);
+            }
+        }
+    }
+    const auto n = numerology::profile("evdo", 1e6);
+    EXPECT_EQ(mcs_table::tb_bytes(0, n), 35u);   // (312 - 32) / 8
+    EXPECT_EQ(mcs_table::tb_bytes(7, n), 386u);  // (3120 - 32) / 8
+    EXPECT_EQ(mcs_table::tb_bytes_for_coded_bits(0, 70, fec_scheme::ldpc), 0u);
+    EXPECT_EQ(mcs_table::tb_bytes_for_coded_bits(0, 80, fec_scheme::ldpc), 1u);
+}
+
+TEST(FecMcs, ldpc_harq_capacity_holds_the_soft_bits_of_every_tb_size) {
+    for (const auto& name : numerology::profile_names()) {
+        const auto n = numerology::profile(name, 1e6);
+        const std::size_t cap = mcs_table::max_mother_bits(n);
+        std::size_t seen = 0;
+        for (const auto& m : mcs_table::all())
+            for (std::size_t b = 1; b <= mcs_table::tb_bytes(m.index, n); ++b)
+                seen = std::max(seen, mcs_table::soft_bits(b, m.index, n));
+        EXPECT_EQ(cap, seen) << name;
+    }
+}
+
+TEST(FecMcs, fec_names_round_trip_and_unknown_names_are_refused) {
+    EXPECT_EQ(fec_from_string("ldpc"), fec_scheme::ldpc);
+    EXPECT_EQ(fec_from_string("conv"), fec_scheme::conv);
+    EXPECT_STREQ(to_string(fec_scheme::conv), "conv");
+    try {
+        numerology::profile("evdo", 1e6, "turbo");
+        FAIL() << "turbo accepted";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("numerology.fec: 'turbo'"), std::string::npos)
+            << e.what();
+    }
+}
+
+TEST(FecMcs, conv_tb_size_is_maximal_for_every_mcs_profile_and_rate) {
+    for (const auto& name : numerology::profile_names()) {
+        for (double fs : {1e6, 5e6}) {
+            const auto n = numerology::profile(name, fs, "conv");
             std::size_t prev = 0;
             for (const auto& m : mcs_table::all()) {
                 const std::size_t b = mcs_table::tb_bytes(m.index, n);
@@ -80,8 +131,8 @@ TEST(FecMcs, tb_size_is_maximal_for_every_mcs_profile_and_rate) {
     }
 }
 
-TEST(FecMcs, harq_capacity_and_lowest_mcs_lookups) {
-    const auto n = numerology::profile("clamp", 1e6);
+TEST(FecMcs, conv_harq_capacity_and_lowest_mcs_lookups) {
+    const auto n = numerology::profile("clamp", 1e6, "conv");
     EXPECT_EQ(mcs_table::max_mother_bits(n), mcs_table::mother_bits(mcs_table::tb_bytes(7, n)));
     EXPECT_EQ(mcs_table::lowest_mcs_for_bytes(1, n), 0);
     EXPECT_EQ(mcs_table::lowest_mcs_for_bytes(mcs_table::tb_bytes(0, n) + 1, n), 1);

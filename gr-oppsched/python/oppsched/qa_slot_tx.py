@@ -106,12 +106,14 @@ class qa_slot_tx(gr_unittest.TestCase):
         for r in reps:
             self.assertTrue(r["header_ok"])
         self.assertEqual([r["user"] for r in reps], [0, 0, 0xFFFF, 0xFFFF, 0xFFFF])
-        self.assertEqual([r["tb_bytes"] for r in reps], [73, 40, 0, 0, 0])
+        full = oppsched.mcs_table.tb_bytes(1, oppsched.numerology.profile("evdo", 1e6))
+        self.assertEqual(full, 74)  # QPSK 1/2, LDPC: (1248 / 2 - 32) / 8
+        self.assertEqual([r["tb_bytes"] for r in reps], [full, 40, 0, 0, 0])
         self.assertEqual([r["crc_ok"] for r in reps], [True, True, False, False, False])
 
     def test_malformed_grants_are_counted_and_their_slot_goes_out_empty_not_late(self):
         bad_slot0 = grant_dict(0, 0, 9, b"abc")  # mcs 9
-        too_long = grant_dict(1, 0, 0, bytes(35))  # MCS 0 carries 34 bytes
+        too_long = grant_dict(1, 0, 0, bytes(36))  # MCS 0 carries 35 bytes (LDPC)
         bad_pid = grant_dict(2, 0, 0, b"x", harq_pid=16)
         nobody = grant_dict(3, 0xFFFF, 0, b"x")  # user 0xFFFF is reserved for "nobody"
         no_slot = pmt.dict_delete(grant_dict(4, 0, 0, b"x"), pmt.intern("slot"))

@@ -92,6 +92,9 @@ SCHEMA = {
         "profile": Field(str, "clamp", choices=tuple(PROFILES),
                          doc="clamp (seed 000: 3 ms slots, eq. 18 rates and errors) or evdo "
                              "(seed 002: 1.667 ms slots, EV-DO table)"),
+        "fec": Field(str, "ldpc", choices=("ldpc", "conv"),
+                     doc="payload FEC of modes sample/uhd: ldpc (802.11n QC-LDPC) or conv "
+                         "(K=7 convolutional); picks the measured MCS table too"),
         "slot_s": Field((float, _NONE), None, min=1e-4, max=0.1, doc="null: the profile's"),
         "lead_slots": Field(int, 4, min=1, max=1000,
                             doc="SlotRequest n is sent this many slots before slot n"),

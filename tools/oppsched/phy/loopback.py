@@ -51,9 +51,14 @@ PROFILES = ("evdo", "clamp")
 REPO = Path(__file__).resolve().parents[3]
 
 
-def measured_mcs_table(profile: str) -> Path:
-    """The measured OFDM MCS table of a profile (the apd's link_adaptation table)."""
-    return REPO / "experiments" / "linkcurves" / f"awgn-{profile}-1msps" / "mcs_table.csv"
+FECS = ("ldpc", "conv")
+
+
+def measured_mcs_table(profile: str, fec: str = "ldpc") -> Path:
+    """The measured OFDM MCS table of a profile and FEC (the apd's link_adaptation table)."""
+    from oppsched.daemonconf import measured_mcs_table as table
+
+    return table(profile, fec)
 
 
 SCHEMA = copy.deepcopy(abstract.SCHEMA)
@@ -61,6 +66,7 @@ SCHEMA["slot_s"] = Field(float, 0.0, min=0.0, max=1.0)  # 0 = the profile's nume
 SCHEMA["mcs_table"] = Field(str, "")  # '' = the measured table of the profile
 SCHEMA["sample"] = {
     "profile": Field(str, "evdo", choices=PROFILES),
+    "fec": Field(str, "ldpc", choices=FECS),
     "sample_rate": Field(float, 1e6, min=1e5, max=100e6),
     "t0_s": Field(float, 0.5, min=0.0, max=60.0),
     "connect_wait_ms": Field(int, 1000, min=0, max=600_000),
@@ -94,7 +100,7 @@ def load_config(path: str | Path, overrides: list[str] | tuple = (),
     cfg = validate_schema(schema, data)
     s = cfg["sample"]
     if not cfg["mcs_table"]:
-        cfg["mcs_table"] = str(measured_mcs_table(s["profile"]))
+        cfg["mcs_table"] = str(measured_mcs_table(s["profile"], s["fec"]))
     if cfg["error_model"] == "curves" and not cfg["link_curves"]:
         cfg["error_model"] = "threshold"  # unused here: the blocks decode for real
     cfg = abstract.resolve(cfg, p.resolve().parent)
@@ -159,7 +165,7 @@ def connect_rx(tb, cfg: dict, user: dict, src) -> tuple:
     from gnuradio import oppsched
 
     s, z = cfg["sample"], cfg["zmq"]
-    rx = oppsched.slot_rx(s["profile"], s["sample_rate"], user["id"])
+    rx = oppsched.slot_rx(s["profile"], s["sample_rate"], user["id"], fec=s["fec"])
     sink = oppsched.rx_indication_sink(
         user["rx"], z["hwm"], s["report_effective_snr"], z["reconnect_ms"],
         s["connect_wait_ms"],
@@ -244,7 +250,8 @@ class Loopback:
         s = cfg["sample"]
         self.tb = gr.top_block("oppsched_loopback")
         self.tx = oppsched.slot_tx(
-            s["profile"], s["sample_rate"], cfg["lead_slots"], s["t0_s"], True, True
+            s["profile"], s["sample_rate"], cfg["lead_slots"], s["t0_s"], True, True,
+            fec=s["fec"]
         )
         self.grants = connect_grants(self.tb, cfg, self.tx)
         self.emu = oppsched.channel_emulator_cc(build_params(cfg))
@@ -259,6 +266,7 @@ class Loopback:
         return {
             "mode": "sample",
             "profile": self.cfg["sample"]["profile"],
+            "fec": self.cfg["sample"]["fec"],
             "sample_rate": self.cfg["sample"]["sample_rate"],
             "slot_s": self.cfg["slot_s"],
             **tx_stats(self.tx, self.grants),

@@ -170,7 +170,7 @@ def build_ap_tx(tb, cfg: dict, device_time_s: int, sink):
 
     s = cfg["sample"]
     tx = oppsched.slot_tx(s["profile"], s["sample_rate"], cfg["lead_slots"],
-                          ap_t0_s(cfg, device_time_s), False, False)
+                          ap_t0_s(cfg, device_time_s), False, False, fec=s["fec"])
     tx.set_max_output_buffer(TX_MAX_OUTPUT_BUFFER)
     grants = loopback.connect_grants(tb, cfg, tx)
     tb.connect(tx, sink)
@@ -228,6 +228,7 @@ class UhdPhy:
         return {
             "mode": "uhd",
             "profile": c["sample"]["profile"],
+            "fec": c["sample"]["fec"],
             "sample_rate": c["sample"]["sample_rate"],
             "slot_s": c["slot_s"],
             "device_time_s": self.device_time_s,

@@ -44,10 +44,13 @@ class OPPSCHED_API harq_buffer final {
 
     /*!
      * \brief Start a reception of a TB with \p mother_bits mother-code bits and NDI \p ndi.
+     * \param layout what the positions mean beyond their number (LDPC: the code rate + 1,
+     *        since codewords of two rates cannot be combined; conv: 0); a different layout
+     *        clears the buffer like a different length
      * \return true when earlier receptions are kept (this one will be combined)
      * \throws std::invalid_argument when mother_bits is 0 or exceeds the capacity
      */
-    bool begin(bool ndi, std::size_t mother_bits);
+    bool begin(bool ndi, std::size_t mother_bits, std::uint32_t layout = 0);
     //! llrs[idx[i]] += llr[i] for i < n (idx < mother_bits(), unchecked in release builds)
     void accumulate(const std::uint32_t* idx, const float* llr, std::size_t n);
     //! forget everything (e.g. after the MAC gave up on the TB)
@@ -69,6 +72,7 @@ class OPPSCHED_API harq_buffer final {
   private:
     std::vector<float> d_llr;
     std::size_t d_mother = 0;
+    std::uint32_t d_layout = 0;
     int d_receptions = 0;
     bool d_ndi = false;
     harq_buffer_stats d_stats;

@@ -54,8 +54,12 @@ struct mcs_info {
 /*!
  * \brief The 8-entry MCS table and the TB size arithmetic the MAC asks about.
  *
- * TB layout on the air (see tb_codec.h): TB bytes, then a CRC-32 (4 bytes), then 6 zero
- * tail bits; the mother codeword of K = 8*(tb_bytes+4) info bits has 2*(K+6) bits; the
+ * TB layout on the air (see tb_codec.h): TB bytes, then a CRC-32 (4 bytes): K = 8*(tb_bytes+4)
+ * info bits. The TB size depends on the numerology's FEC (numerology_params::fec):
+ *  - ldpc: K <= floor(coded_bits() R), the 802.11n LDPC codewords of ldpc_rate_matcher.h;
+ *    tb_bytes() = floor((floor(coded_bits() R) - 32) / 8).
+ *  - conv: 6 zero
+ * tail bits follow; the mother codeword of K = 8*(tb_bytes+4) info bits has 2*(K+6) bits; the
  * rate matcher (rate_matcher.h) keeps the bits the RV's puncturing pattern selects and
  * repeats them cyclically to fill exactly coded_bits() = payload REs * bits_per_symbol.
  * tb_bytes() is the largest TB whose punctured codeword fits coded_bits() for every RV,
@@ -79,10 +83,18 @@ class OPPSCHED_API mcs_table final {
      */
     static std::size_t tb_bytes(int index, const numerology& n);
     //! tb_bytes() for a raw coded-bit budget (the numerology-free core of tb_bytes())
-    static std::size_t tb_bytes_for_coded_bits(int index, std::size_t coded_bits);
-    //! mother-codeword length 2*(8*(tb_bytes+4)+6) of a TB of \p tb_bytes bytes
+    static std::size_t tb_bytes_for_coded_bits(int index, std::size_t coded_bits,
+                                               fec_scheme fec = fec_scheme::conv);
+    //! conv: mother-codeword length 2*(8*(tb_bytes+4)+6) of a TB of \p tb_bytes bytes
     static std::size_t mother_bits(std::size_t tb_bytes);
-    //! the longest mother codeword any MCS produces in \p n (HARQ buffer capacity)
+    /*!
+     * \brief Soft-buffer bits of a TB of \p tb_bytes at MCS \p index in \p n: the conv
+     * mother codeword (mother_bits()) or the LDPC codewords' sent-able bits
+     * (ldpc_segmentation::total_bits()). \throws std::invalid_argument when the TB does
+     * not fit.
+     */
+    static std::size_t soft_bits(std::size_t tb_bytes, int index, const numerology& n);
+    //! the largest soft_bits() any MCS's largest TB needs in \p n (HARQ buffer capacity)
     static std::size_t max_mother_bits(const numerology& n);
     //! the most robust (lowest) MCS whose TB holds at least \p bytes, or -1 if none does
     static int lowest_mcs_for_bytes(std::size_t bytes, const numerology& n);

@@ -3,11 +3,26 @@
 // derive every length from the same place. Pure class: no gr::block, no I/O.
 #include <gnuradio/oppsched/api.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace gr {
 namespace oppsched {
+
+/*!
+ * \brief The payload's forward error correction (tb_codec.h):
+ *  - ldpc (default): the 802.11n QC-LDPC codes (ldpc.h), n = 648/1296/1944, one code per
+ *    code rate, several codewords per TB (ldpc_segmentation in rate_matcher.h);
+ *  - conv: the K=7 rate-1/2 convolutional code punctured to the MCS rate (conv_code.h).
+ * TX and RX must agree (the header does not carry it): it is part of the numerology.
+ */
+enum class fec_scheme : std::uint8_t { ldpc = 0, conv = 1 };
+
+//! "ldpc" / "conv"
+OPPSCHED_API const char* to_string(fec_scheme f);
+/*! \throws std::invalid_argument "numerology.fec: 'x' is not one of ldpc, conv" */
+OPPSCHED_API fec_scheme fec_from_string(const std::string& name);
 
 struct numerology_params {
     double sample_rate = 1e6;         //!< complex samples per second (Hz)
@@ -24,6 +39,8 @@ struct numerology_params {
     //! as BPSK (about 1 dB more robust than MCS 0); with 2-3 the codec must use QPSK, about
     //! 2 dB less robust than MCS 0, and the header would limit the lowest MCS.
     int header_symbols = 4;
+    //! payload FEC (both ends must use the same)
+    fec_scheme fec = fec_scheme::ldpc;
 };
 
 /*!
@@ -66,9 +83,11 @@ class OPPSCHED_API numerology final {
 
     /*!
      * \brief The named profiles of the seeds: "evdo" (1.667 ms slots, seed 002) and
-     * "clamp" (3 ms slots, seed 000), at the given sample rate (Hz).
+     * "clamp" (3 ms slots, seed 000), at the given sample rate (Hz), with payload FEC
+     * \p fec ("ldpc" or "conv").
      */
-    static numerology profile(const std::string& name, double sample_rate = 1e6);
+    static numerology profile(const std::string& name, double sample_rate = 1e6,
+                              const std::string& fec = "ldpc");
     static std::vector<std::string> profile_names();
 
     const numerology_params& params() const { return d_p; }

@@ -56,6 +56,31 @@
 //     the interface's N0/|H_k|^2 at symbol s with the channel-estimation error m_k and the
 //     gain-tracking error v_s = lev_s N0 / sum_p|H^_p|^2 + sum_p m_p |H^_p|^2/(sum_p|H^_p|^2)^2
 //     included (without smoothing or tracking: the old 1.5 N0/|H^_k|^2 + CPE term).
+//  6. Header-aided channel estimation (refine_with_header, header_aided_chest): once the
+//     header has decoded with a good CRC its REs are known (header_codec::encode), as are
+//     the pilots of the header symbols, so the header symbols become extra training
+//     symbols, as 802.11 receivers re-use the decoded SIGNAL field (decision-directed
+//     estimation). The LS estimate per occupied subcarrier is then the ML combination of
+//     the two LTF observations and the header_symbols observations Y_s,k = H_k g_s X_s,k
+//     + n (X_s,k the known header RE or pilot; g_s the symbol's common gain, estimated
+//     per header symbol from all its 52 known REs with the first-pass H^,
+//        g_s = sum_k conj(H^_k X_s,k) Y_s,k / sum_k |H^_k X_s,k|^2,
+//     not from the 4 pilots of step 3, whose channel-estimation error would enter every
+//     subcarrier coherently: measured 1.45 x the ideal LS error with the pilot gains):
+//        h_k = (z_1,k + z_2,k + sum_s conj(g_s X_s,k) Y_s,k) / (2 + sum_s |g_s X_s,k|^2),
+//     error variance N0 / (2 + sum_s |g_s X_s,k|^2): N0/6 for 4 unit-energy header
+//     symbols instead of N0/2. Then steps 2 (smoothing, window choice, eps and m_k with the
+//     new LS error), 3 (tracking), 4 and 5 are redone on the FFTs kept from demodulate()
+//     (no new FFT, no allocation). The SNR estimate and CQI stay on the LTF. An undetected
+//     header error (CRC passed on a wrong header) would make the estimate worse; the
+//     16-bit CRC plus the field checks make that rare, and such a slot is lost anyway.
+//     Measured: channel-estimate MSE 0.35 (flat) / 0.38 (3 taps) of the first pass at
+//     20 dB (theory 1/3; test_header_chest.cc). SNR at 10% BLER (linkcurves, evdo 1 Msps,
+//     LDPC, AWGN, same seeds, without -> with): MCS 7 18.10 -> 17.77 dB, MCS 3 7.57 ->
+//     7.25 dB, MCS 0 0.53 -> 0.53 dB (header-limited); flat Jakes 60 Hz MCS 4: BLER equal
+//     or lower at every point 20..30 dB. The header REs are re-equalised too, with an
+//     estimate that contains them (their noise variances are then optimistic; they are
+//     not decoded again).
 //
 // Output REs are in the interface order (phy_common.md): symbol by symbol, data
 // subcarriers in increasing k; header REs (header_resource_elements()) and payload REs
@@ -84,6 +109,9 @@ struct ofdm_demodulator_params {
     //! per slot, use the short window [-m, cp_len/2] when the energy the long one adds
     //! is consistent with noise alone (see step 2)
     bool chest_adaptive_window = true;
+    //! refine_with_header() re-estimates the channel with the decoded header (step 6);
+    //! false: it is a no-op
+    bool header_aided_chest = true;
     snr_estimator_params snr;  //!< noise averaging, CQI table, effective-SNR method
     //! throws std::invalid_argument naming the field ("ofdm_demodulator.tracking_halfwidth: ...")
     void validate() const;
@@ -125,6 +153,24 @@ class OPPSCHED_API ofdm_demodulator final {
     void demodulate(const gr_complex* slot, size_t n, ofdm_demod_result& out, bool payload = true);
     ofdm_demod_result demodulate(const std::vector<gr_complex>& slot, bool payload = true);
 
+    /*!
+     * \brief Header-aided channel estimation (step 6): re-estimate the channel with the
+     * LTF and the header symbols as training, then redo the smoothing, gain tracking,
+     * equalisation and noise variances of `out` (header and payload REs, channel, gain,
+     * phase, channel_error_var, chest_window; snr is kept). Call it after demodulate(...,
+     * out) once the header decoded with a good CRC; uses the FFTs that call kept.
+     * O(occupied x (header_symbols + window)) + the equalisation; no FFT, no allocation.
+     * No-op when header_aided_chest is false or the last slot was invalid.
+     * Measured gain: ~0.33 dB at MCS 7 on AWGN (step 6 of the file comment).
+     * \param header_re the transmitted header REs in interface order
+     *                  (header_codec::encode of the decoded fields)
+     * \param n         their number; must be header_resource_elements()
+     * \param out       the result of the last demodulate() of this demodulator
+     * \throws std::invalid_argument naming header_re (wrong size) or out (not the last
+     *         demodulate()'s result)
+     */
+    void refine_with_header(const gr_complex* header_re, size_t n, ofdm_demod_result& out);
+
     //! the SNR estimator (its noise average persists across slots; reset() it between
     //! SNR points of a sweep)
     snr_estimator& estimator() { return d_est; }
@@ -141,8 +187,11 @@ class OPPSCHED_API ofdm_demodulator final {
     };
     void build_smoothers();                         // eigen-decompositions, once
     smoother build_smoother(int lo, int hi) const;  // delay window [lo, hi]
-    void smooth_channel(double n0, double signal_power);       // d_h, d_mse from LS d_h
+    // d_h, d_mse from the LS d_h whose error variance is ls_var per subcarrier
+    void smooth_channel(double ls_var, double signal_power);
     void track(int n_sym, double n0);                          // d_gain, d_gvar from d_Y
+    bool finish_channel(ofdm_demod_result& out);  // d_inv_h*, pilot energy; false: not finite
+    void equalise(ofdm_demod_result& out, int n_sym, double n0);  // steps 4-5 from d_Y
 
     ofdm_demodulator_params d_p;
     ofdm_sequences d_seq;
@@ -164,6 +213,11 @@ class OPPSCHED_API ofdm_demodulator final {
     std::vector<std::complex<double>> d_grot;  // the same with the mean phase step removed
     std::vector<gr_complex> d_gain;   // smoothed gains per symbol
     std::vector<float> d_gvar;        // their error variance (relative to |g|^2 = 1)
+    // state of the last demodulate() kept for refine_with_header()
+    bool d_ready = false;             // d_z1, d_z2, d_Y, d_gain belong to a valid slot
+    int d_nsym = 0;                   // data-bearing symbols FFT'd in d_Y
+    double d_n0 = 0.0, d_sig = 0.0;   // its N0 and signal power (LTF)
+    std::vector<gr_complex> d_hg;     // decision-directed gains of the header symbols
 };
 
 }  // namespace oppsched

@@ -61,11 +61,13 @@ class OPPSCHED_API slot_rx : virtual public gr::sync_block {
      *                            slots expected but not detected (0 = never)
      * \param noise_ema           EMA weight of a slot's noise estimate, (0, 1]
      * \param slot_duration_s     0: the profile's; else the slot duration (s)
+     * \param fec                 payload FEC: "ldpc" or "conv", as the transmitter's
      * \throws std::invalid_argument naming the parameter and value
      */
     static sptr make(const std::string& profile = "evdo", double sample_rate = 1e6, int user_id = 0,
-                     double detection_threshold = 0.15, double ltf_threshold = 0.35,
-                     int missed_slots = 600, double noise_ema = 0.1, double slot_duration_s = 0.0);
+                     double detection_threshold = 0.08, double ltf_threshold = 0.35,
+                     int missed_slots = 600, double noise_ema = 0.1, double slot_duration_s = 0.0,
+                     const std::string& fec = "ldpc");
 
     virtual int user_id() const = 0;
     virtual int slot_samples() const = 0;

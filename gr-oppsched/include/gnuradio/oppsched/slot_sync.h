@@ -69,7 +69,7 @@ namespace gr {
 namespace oppsched {
 
 struct slot_sync_params {
-    float detection_threshold = 0.15f;  //!< S&C metric M that starts a peak search, (0,1)
+    float detection_threshold = 0.08f;  //!< S&C metric M that starts a peak search, (0,1)
     float ltf_threshold = 0.35f;        //!< LTF correlation energy to accept, (0, 4]
     int ltf_search = 32;                //!< +- samples searched around the coarse LTF position
     float first_path_fraction = 0.2f;   //!< (0,1]: first path = first C >= this * peak

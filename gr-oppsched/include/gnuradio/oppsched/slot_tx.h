@@ -82,11 +82,14 @@ class OPPSCHED_API slot_tx : virtual public gr::sync_block {
      *                       downstream)
      * \param slot_duration_s 0: the profile's; else the slot duration (s), overriding it
      * \param max_pending    grants held for future slots, >= 1
+     * \param fec            payload FEC: "ldpc" or "conv" (numerology.h; the receivers
+     *                       must use the same)
      * \throws std::invalid_argument naming the parameter and value
      */
     static sptr make(const std::string& profile = "evdo", double sample_rate = 1e6,
                      int lead_slots = 3, double t0_s = 0.0, bool continuous = false,
-                     bool realtime = false, double slot_duration_s = 0.0, int max_pending = 1024);
+                     bool realtime = false, double slot_duration_s = 0.0, int max_pending = 1024,
+                     const std::string& fec = "ldpc");
 
     //! samples per slot (numerology::slot_samples())
     virtual int slot_samples() const = 0;

@@ -6,6 +6,7 @@
 #include <gnuradio/oppsched/conv_code.h>
 #include <gnuradio/oppsched/harq_buffer.h>
 #include <gnuradio/oppsched/interleaver.h>
+#include <gnuradio/oppsched/ldpc.h>
 #include <gnuradio/oppsched/mcs.h>
 #include <gnuradio/oppsched/numerology.h>
 #include <gnuradio/oppsched/qam_mapper.h>
@@ -23,9 +24,16 @@ namespace oppsched {
  * TX chain (tb_encoder::encode), per slot:
  *   1. TB bytes ++ CRC-32 (oppsched::crc32 of the TB, appended most significant byte
  *      first); bits MSB first: K = 8 (tb_bytes + 4) info bits
- *   2. K=7 rate-1/2 encoder, zero tail -> mother codeword, 2 (K + 6) bits
- *   3. rate matching for (code rate, RV) -> coded_bits = payload REs * N_BPSC bits
- *      (puncturing + cyclic repetition, rate_matcher.h)
+ *   2-3, by the numerology's FEC (numerology_params::fec):
+ *      ldpc (default): the K bits are cut into N_cw 802.11n LDPC codewords at the MCS's
+ *        rate (ldpc_segmentation in ldpc_rate_matcher.h: shortening, length choice),
+ *        each encoded (ldpc.h); the soft buffer holds each codeword's info and parity
+ *        bits; the slot's coded_bits = payload REs * N_BPSC bits alternate between the
+ *        codewords and are read from each one's circular buffer at the RV's start
+ *        (puncturing / repetition, incremental redundancy);
+ *      conv: 2. K=7 rate-1/2 encoder, zero tail -> mother codeword, 2 (K + 6) bits;
+ *        3. rate matching for (code rate, RV) -> coded_bits (puncturing + cyclic
+ *        repetition, rate_matcher.h)
  *   4. 802.11 scrambler on the coded bits, seed from the slot (scrambler.h)
  *   5. 802.11a interleaver per OFDM symbol, N_CBPS = data_carriers * N_BPSC
  *   6. Gray QAM mapping, unit average energy
@@ -33,8 +41,9 @@ namespace oppsched {
  *    increasing index), the order the OFDM modulator consumes.
  * RX chain (tb_decoder::decode): max-log demapping with the per-RE noise variance,
  * deinterleaving, descrambling (LLR sign flips), de-rate-matching into the HARQ buffer
- * (adds LLRs: chase / IR combining and in-slot repetitions), Viterbi over the combined
- * mother codeword, CRC-32 check.
+ * (adds LLRs: chase / IR combining and in-slot repetitions), then the layered min-sum
+ * LDPC decoder per codeword (ldpc) or the Viterbi decoder over the combined mother codeword
+ * (conv), CRC-32 check.
  */
 
 //! What the receiver must know about a slot's payload (all of it is in the header).
@@ -57,6 +66,8 @@ struct tb_decode_stats {
     std::size_t channel_bit_errors = 0;
     //! info bits (TB + CRC) per covered mother bit: the effective code rate after combining
     double effective_code_rate = 0.0;
+    //! LDPC: decoder iterations summed over the TB's codewords (0 with conv)
+    int fec_iterations = 0;
 };
 
 struct tb_decode_result {
@@ -109,8 +120,8 @@ class OPPSCHED_API tb_encoder final {
 };
 
 /*!
- * \brief Decoder of the payload of one slot of numerology \p n. Holds the Viterbi and
- * scratch buffers (sized for the largest TB at construction), so decode() does not
+ * \brief Decoder of the payload of one slot of numerology \p n. Holds the LDPC / Viterbi
+ * decoder and scratch buffers (sized for the largest TB at construction), so decode() does not
  * allocate in steady state beyond the result bytes.
  *
  * Not thread-safe (scratch state); use one per receiving thread.
@@ -160,6 +171,12 @@ class OPPSCHED_API tb_decoder final {
     std::vector<std::uint32_t> d_sel;
     std::array<std::size_t, 4> d_sel_key{};  // (mother bits, rate, rv, coded bits) of d_sel
     std::vector<std::uint8_t> d_bits, d_reenc;
+    ldpc_decoder d_ldpc;
+    std::vector<float> d_cw_llr;
+    std::vector<std::uint8_t> d_cw_bits;
+
+    void decode_ldpc(const tb_rx_params& p, std::size_t C, harq_buffer& harq,
+                     tb_decode_result& r);
 };
 
 //! TB bytes + CRC-32 -> K unpacked info bits (step 1 of the TX chain)

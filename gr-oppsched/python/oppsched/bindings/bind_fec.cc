@@ -95,8 +95,14 @@ void bind_fec(py::module& m) {
                     })
         .def_static("coded_bits", &mcs_table::coded_bits, py::arg("index"), py::arg("numerology"))
         .def_static("tb_bytes", &mcs_table::tb_bytes, py::arg("index"), py::arg("numerology"))
-        .def_static("tb_bytes_for_coded_bits", &mcs_table::tb_bytes_for_coded_bits,
-                    py::arg("index"), py::arg("coded_bits"))
+        .def_static(
+            "tb_bytes_for_coded_bits",
+            [](int index, std::size_t coded_bits, const std::string& fec) {
+                return mcs_table::tb_bytes_for_coded_bits(index, coded_bits, fec_from_string(fec));
+            },
+            py::arg("index"), py::arg("coded_bits"), py::arg("fec") = "conv")
+        .def_static("soft_bits", &mcs_table::soft_bits, py::arg("tb_bytes"), py::arg("index"),
+                    py::arg("numerology"))
         .def_static("mother_bits", &mcs_table::mother_bits, py::arg("tb_bytes"))
         .def_static("max_mother_bits", &mcs_table::max_mother_bits, py::arg("numerology"))
         .def_static("lowest_mcs_for_bytes", &mcs_table::lowest_mcs_for_bytes, py::arg("bytes"),
@@ -138,7 +144,8 @@ void bind_fec(py::module& m) {
 
     py::class_<harq_buffer>(m, "harq_buffer")
         .def(py::init<std::size_t>(), py::arg("capacity_mother_bits"))
-        .def("begin", &harq_buffer::begin, py::arg("ndi"), py::arg("mother_bits"))
+        .def("begin", &harq_buffer::begin, py::arg("ndi"), py::arg("mother_bits"),
+             py::arg("layout") = 0)
         .def("clear", &harq_buffer::clear)
         .def_property_readonly("empty", &harq_buffer::empty)
         .def_property_readonly("ndi", &harq_buffer::ndi)
@@ -167,7 +174,8 @@ void bind_fec(py::module& m) {
         .def_readonly("covered_bits", &tb_decode_stats::covered_bits)
         .def_readonly("mean_abs_llr", &tb_decode_stats::mean_abs_llr)
         .def_readonly("channel_bit_errors", &tb_decode_stats::channel_bit_errors)
-        .def_readonly("effective_code_rate", &tb_decode_stats::effective_code_rate);
+        .def_readonly("effective_code_rate", &tb_decode_stats::effective_code_rate)
+        .def_readonly("fec_iterations", &tb_decode_stats::fec_iterations);
 
     py::class_<tb_decode_result>(m, "tb_decode_result")
         .def_property_readonly("bytes", [](const tb_decode_result& r) { return to_bytes(r.bytes); })

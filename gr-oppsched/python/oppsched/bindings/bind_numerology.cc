@@ -17,11 +17,17 @@ void bind_numerology(py::module& m) {
         .def_readwrite("data_carriers", &numerology_params::data_carriers)
         .def_readwrite("pilot_carriers", &numerology_params::pilot_carriers)
         .def_readwrite("preamble_symbols", &numerology_params::preamble_symbols)
-        .def_readwrite("header_symbols", &numerology_params::header_symbols);
+        .def_readwrite("header_symbols", &numerology_params::header_symbols)
+        .def_property(
+            "fec", [](const numerology_params& p) { return std::string(to_string(p.fec)); },
+            [](numerology_params& p, const std::string& v) { p.fec = fec_from_string(v); });
 
     py::class_<numerology>(m, "numerology")
         .def(py::init<const numerology_params&>(), py::arg("params"))
-        .def_static("profile", &numerology::profile, py::arg("name"), py::arg("sample_rate") = 1e6)
+        .def_static("profile", &numerology::profile, py::arg("name"), py::arg("sample_rate") = 1e6,
+                    py::arg("fec") = "ldpc")
+        .def_property_readonly("fec",
+                               [](const numerology& n) { return std::string(to_string(n.params().fec)); })
         .def_static("profile_names", &numerology::profile_names)
         .def_property_readonly("params", &numerology::params)
         .def_property_readonly("symbol_len", &numerology::symbol_len)

@@ -135,6 +135,7 @@ void bind_ofdm(py::module& m) {
         .def_readwrite("smooth_channel", &ofdm_demodulator_params::smooth_channel)
         .def_readwrite("chest_delay_margin", &ofdm_demodulator_params::chest_delay_margin)
         .def_readwrite("chest_adaptive_window", &ofdm_demodulator_params::chest_adaptive_window)
+        .def_readwrite("header_aided_chest", &ofdm_demodulator_params::header_aided_chest)
         .def_readwrite("snr", &ofdm_demodulator_params::snr);
     kwargs_init(dp);
 
@@ -173,6 +174,16 @@ void bind_ofdm(py::module& m) {
             },
             py::arg("slot"), py::arg("payload") = true,
             "Demodulate one slot (>= slot_samples samples from the slot start, CFO removed).")
+        .def(
+            "refine_with_header",
+            [](ofdm_demodulator& d, const carray& header_re, ofdm_demod_result& result) {
+                d.refine_with_header(header_re.data(), static_cast<size_t>(header_re.size()),
+                                     result);
+            },
+            py::arg("header_re"), py::arg("result"),
+            "Header-aided channel estimation: with the transmitted header REs "
+            "(header_codec.encode of the decoded fields) re-estimate the channel from the LTF "
+            "and the header symbols and re-equalise `result` (the last demodulate()'s) in place.")
         .def(
             "reset_noise", [](ofdm_demodulator& d) { d.estimator().reset(); },
             "Forget the slot-averaged noise level (between SNR points of a sweep).")

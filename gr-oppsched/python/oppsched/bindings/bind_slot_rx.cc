@@ -11,9 +11,9 @@ void bind_slot_rx(py::module& m) {
     py::class_<slot_rx, gr::sync_block, gr::block, gr::basic_block, std::shared_ptr<slot_rx>>(
         m, "slot_rx", "One client's receiver (sync, demod, header, HARQ decode); see slot_rx.h")
         .def(py::init(&slot_rx::make), py::arg("profile") = "evdo", py::arg("sample_rate") = 1e6,
-             py::arg("user_id") = 0, py::arg("detection_threshold") = 0.15,
+             py::arg("user_id") = 0, py::arg("detection_threshold") = 0.08,
              py::arg("ltf_threshold") = 0.35, py::arg("missed_slots") = 600,
-             py::arg("noise_ema") = 0.1, py::arg("slot_duration_s") = 0.0)
+             py::arg("noise_ema") = 0.1, py::arg("slot_duration_s") = 0.0, py::arg("fec") = "ldpc")
         .def("user_id", &slot_rx::user_id)
         .def("slot_samples", &slot_rx::slot_samples)
         .def("slots_detected", &slot_rx::slots_detected)

@@ -13,7 +13,7 @@ void bind_slot_tx(py::module& m) {
         .def(py::init(&slot_tx::make), py::arg("profile") = "evdo", py::arg("sample_rate") = 1e6,
              py::arg("lead_slots") = 3, py::arg("t0_s") = 0.0, py::arg("continuous") = false,
              py::arg("realtime") = false, py::arg("slot_duration_s") = 0.0,
-             py::arg("max_pending") = 1024)
+             py::arg("max_pending") = 1024, py::arg("fec") = "ldpc")
         .def("slot_samples", &slot_tx::slot_samples)
         .def("slot_duration", &slot_tx::slot_duration)
         .def("slots", &slot_tx::slots)

@@ -1,0 +1,349 @@
+// IEEE 802.11n LDPC codes (802.11-2016 §19.3.11.7, Annex F): systematic dual-diagonal
+// encoder and layered normalized min-sum decoder. See ldpc.h.
+#include <gnuradio/oppsched/ldpc.h>
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace gr {
+namespace oppsched {
+
+namespace ldpc_detail {
+// ldpc_tables.cc: the Annex F base matrices (nullptr for an unknown n).
+const std::int8_t* base_table(int n, code_rate rate);
+}  // namespace ldpc_detail
+
+namespace {
+
+constexpr int max_z = 81;  // Z of n = 1944, the largest circulant
+// Decoder lane block: Z is rounded up to a multiple of this (28, 56, 84) and the per-lane
+// loops step one vector at a time.
+constexpr int lanes = 4;
+constexpr int padded(int z) { return (z + lanes - 1) / lanes * lanes; }
+
+// 4-lane float / int32 vectors (GCC/Clang vector extensions: one SSE2 / NEON register,
+// the x86-64 baseline, so no -march flag is needed). Branch-free lane arithmetic; loads
+// and stores through memcpy (unaligned, no aliasing assumptions).
+typedef float v4f __attribute__((vector_size(16)));
+typedef std::int32_t v4i __attribute__((vector_size(16)));
+static_assert(sizeof(v4f) == lanes * sizeof(float), "lane block");
+
+template <typename V>
+inline V load(const float* p) {
+    V v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+template <typename V>
+inline void store(float* p, V v) {
+    std::memcpy(p, &v, sizeof v);
+}
+inline v4f as_f(v4i v) {
+    v4f f;
+    std::memcpy(&f, &v, sizeof f);
+    return f;
+}
+inline v4i as_i(v4f v) {
+    v4i i;
+    std::memcpy(&i, &v, sizeof i);
+    return i;
+}
+constexpr std::int32_t sign_bit = INT32_MIN;
+inline v4i sign_bits(v4f v) { return as_i(v) & sign_bit; }
+inline v4f abs_of(v4f v) { return as_f(as_i(v) & INT32_MAX); }
+inline v4f with_sign_flipped(v4f v, v4i bits) { return as_f(as_i(v) ^ bits); }
+//! lane-wise mask ? a : b (mask lanes all ones or all zeros)
+inline v4f select(v4i mask, v4f a, v4f b) { return as_f((mask & as_i(a)) | (~mask & as_i(b))); }
+inline v4i select(v4i mask, v4i a, v4i b) { return (mask & a) | (~mask & b); }
+
+int rate_index(code_rate rate) {
+    const int r = static_cast<int>(rate);
+    if (r < 0 || r > 3)
+        throw std::invalid_argument("ldpc.rate: " + std::to_string(r) + " not a code_rate");
+    return r;
+}
+
+// Block rows of the base matrix: 24 (1 - R) = 12, 8, 6, 4 for R = 1/2, 2/3, 3/4, 5/6.
+int rows_of(code_rate rate) {
+    static constexpr int rows[4] = {12, 8, 6, 4};
+    return rows[rate_index(rate)];
+}
+
+// dst[z] ^= src[(z + s) mod Z]: the product of the circulant P^s with a Z-bit block, as
+// two contiguous segments so the loops vectorise.
+inline void rot_xor(std::uint8_t* dst, const std::uint8_t* src, int s, int z) {
+    const int head = z - s;
+    for (int i = 0; i < head; ++i) dst[i] ^= src[i + s];
+    for (int i = head; i < z; ++i) dst[i] ^= src[i - head];
+}
+
+// Solves P^s dst = src: dst[w] = src[(w - s) mod Z] (two contiguous segments).
+inline void unrot_copy(std::uint8_t* dst, const std::uint8_t* src, int s, int z) {
+    const int back = (z - s) % z;  // dst[w] = src[(w + back) mod Z]
+    const int head = z - back;
+    for (int i = 0; i < head; ++i) dst[i] = src[i + back];
+    for (int i = head; i < z; ++i) dst[i] = src[i - head];
+}
+
+}  // namespace
+
+constexpr int ldpc_code::lengths[3];
+
+ldpc_code::ldpc_code(int n, code_rate rate) : d_n(n), d_rate(rate) {
+    const std::int8_t* table = ldpc_detail::base_table(n, rate);
+    if (n != 648 && n != 1296 && n != 1944)
+        throw std::invalid_argument("ldpc.n: " + std::to_string(n) + " not in {648, 1296, 1944}");
+    d_rows = rows_of(rate);
+    d_z = n / base_cols;
+    d_k = n - d_rows * d_z;
+    d_base.assign(table, table + d_rows * base_cols);
+
+    d_row_start.reserve(d_rows + 1);
+    for (int r = 0; r < d_rows; ++r) {
+        d_row_start.push_back(static_cast<int>(d_edges.size()));
+        for (int c = 0; c < base_cols; ++c) {
+            const int s = d_base[r * base_cols + c];
+            if (s >= 0) d_edges.push_back({c, s});
+        }
+        d_max_row_degree =
+            std::max(d_max_row_degree, static_cast<int>(d_edges.size()) - d_row_start.back());
+    }
+    d_row_start.push_back(static_cast<int>(d_edges.size()));
+
+    // The encoder relies on 802.11n's parity structure (§19.3.11.7.3 / Annex F): the first
+    // parity column kb has three circulants, the top and bottom ones equal (they cancel when
+    // all block rows are summed); columns kb+1.. are a staircase of identities. Checked here
+    // once, the tables being data (test_ldpc.cc pins the same property).
+    const int kb = base_cols - d_rows;
+    const int top = d_base[kb];
+    const int bottom = d_base[(d_rows - 1) * base_cols + kb];
+    int mids = 0;
+    for (int r = 1; r + 1 < d_rows; ++r) {
+        const int s = d_base[r * base_cols + kb];
+        if (s >= 0) {
+            d_mid_row = r;
+            d_mid_shift = s;
+            ++mids;
+        }
+    }
+    bool ok = top >= 0 && top == bottom && mids == 1;
+    for (int r = 0; r < d_rows && ok; ++r)
+        for (int c = kb + 1; c < base_cols; ++c) {
+            const int s = d_base[r * base_cols + c];
+            const bool on_stair = (c == kb + r + 1) || (c == kb + r);
+            ok = ok && (on_stair ? s == 0 : s == -1);
+        }
+    if (!ok)
+        throw std::logic_error("ldpc: base matrix " + std::to_string(n) + " rate index " +
+                               std::to_string(static_cast<int>(rate)) +
+                               " lacks the dual-diagonal parity structure");
+}
+
+const ldpc_code& ldpc_code::get(int n, code_rate rate) {
+    // Constructed once (thread-safe static initialisation); never destroyed before exit.
+    static const std::vector<ldpc_code> codes = [] {
+        std::vector<ldpc_code> v;
+        v.reserve(12);
+        for (int len : lengths)
+            for (int r = 0; r < 4; ++r) v.emplace_back(len, static_cast<code_rate>(r));
+        return v;
+    }();
+    const int ri = rate_index(rate);
+    for (int i = 0; i < 3; ++i)
+        if (lengths[i] == n) return codes[i * 4 + ri];
+    throw std::invalid_argument("ldpc.n: " + std::to_string(n) + " not in {648, 1296, 1944}");
+}
+
+void ldpc_code::encode(const std::uint8_t* info, std::uint8_t* codeword) const {
+    // Linear-time systematic encoding over the dual-diagonal H = [H_info | H_parity]:
+    //   lambda_r = sum over info circulants of row r of P^s u_c          (per block row)
+    //   sum_r lambda_r = P^{s_mid} p_0 (top and bottom P^{s} p_0 cancel, staircase pairs
+    //   cancel), so p_0 = P^{-s_mid} sum_r lambda_r;
+    //   then back-substitution down the staircase: row r gives p_{r+1}.
+    // Cost: one pass over the edges, O(n).
+    const int z = d_z;
+    const int kb = base_cols - d_rows;
+    std::array<std::uint8_t, 12 * max_z> lambda{};
+    std::array<std::uint8_t, max_z> sum{};
+
+    std::copy(info, info + d_k, codeword);
+    for (int r = 0; r < d_rows; ++r) {
+        std::uint8_t* lam = lambda.data() + r * z;
+        for (int e = d_row_start[r]; e < d_row_start[r + 1]; ++e)
+            if (d_edges[e].col < kb) rot_xor(lam, info + d_edges[e].col * z, d_edges[e].shift, z);
+        for (int i = 0; i < z; ++i) sum[i] ^= lam[i];
+    }
+    std::uint8_t* parity = codeword + d_k;
+    for (int i = 0; i < z; ++i) sum[i] &= 1;
+    unrot_copy(parity, sum.data(), d_mid_shift, z);
+
+    std::array<std::uint8_t, max_z> acc{};
+    for (int r = 0; r + 1 < d_rows; ++r) {
+        std::copy(lambda.data() + r * z, lambda.data() + (r + 1) * z, acc.data());
+        // known parity circulants of row r: p_0 (any row) and p_r (r >= 1)
+        for (int e = d_row_start[r]; e < d_row_start[r + 1]; ++e) {
+            const int c = d_edges[e].col;
+            if (c >= kb && c <= kb + r) rot_xor(acc.data(), codeword + c * z, d_edges[e].shift, z);
+        }
+        // p_{r+1} sits under an identity (shift 0) on the staircase
+        unrot_copy(parity + (r + 1) * z, acc.data(), d_base[r * base_cols + kb + r + 1], z);
+    }
+    for (int i = d_k; i < d_n; ++i) codeword[i] &= 1;
+}
+
+std::vector<std::uint8_t> ldpc_code::encode(const std::vector<std::uint8_t>& info) const {
+    if (static_cast<int>(info.size()) != d_k)
+        throw std::invalid_argument("ldpc.info: " + std::to_string(info.size()) +
+                                    " bits, expected k = " + std::to_string(d_k));
+    std::vector<std::uint8_t> cw(d_n);
+    encode(info.data(), cw.data());
+    return cw;
+}
+
+bool ldpc_code::check(const std::uint8_t* codeword) const {
+    const int z = d_z;
+    std::array<std::uint8_t, max_z> acc;
+    for (int r = 0; r < d_rows; ++r) {
+        std::fill(acc.begin(), acc.begin() + z, 0);
+        for (int e = d_row_start[r]; e < d_row_start[r + 1]; ++e)
+            rot_xor(acc.data(), codeword + d_edges[e].col * z, d_edges[e].shift, z);
+        std::uint8_t any = 0;
+        for (int i = 0; i < z; ++i) any |= acc[i];
+        if (any & 1) return false;
+    }
+    return true;
+}
+
+// ---------------------------------------------------------------------------------------
+
+ldpc_decoder::ldpc_decoder(int max_iterations, float scale)
+    : d_max_iter(max_iterations), d_scale(scale) {
+    if (max_iterations < 1)
+        throw std::invalid_argument("ldpc.max_iterations: " + std::to_string(max_iterations) +
+                                    " not >= 1");
+    if (!(scale > 0.0f && scale <= 1.0f))
+        throw std::invalid_argument("ldpc.scale: " + std::to_string(scale) + " not in (0,1]");
+    // Scratch for the largest of the 12 codes, so decode() never allocates.
+    std::size_t n = 0, msgs = 0, tmp = 0;
+    for (int len : ldpc_code::lengths)
+        for (int r = 0; r < 4; ++r) {
+            const ldpc_code& c = ldpc_code::get(len, static_cast<code_rate>(r));
+            n = std::max<std::size_t>(n, c.n());
+            msgs = std::max<std::size_t>(msgs, c.edges().size() * padded(c.z()));
+            tmp = std::max<std::size_t>(
+                tmp, static_cast<std::size_t>(c.max_row_degree()) * padded(c.z()));
+        }
+    d_post.assign(n, 0.0f);
+    d_msg.assign(msgs, 0.0f);
+    d_tmp.assign(tmp, 0.0f);
+    d_min1.assign(padded(max_z), 0.0f);
+    d_min2.assign(padded(max_z), 0.0f);
+    d_sign.assign(padded(max_z), 0.0f);
+    d_argmin.assign(padded(max_z), 0.0f);
+}
+
+ldpc_decode_stats ldpc_decoder::decode(const ldpc_code& code, const float* llr,
+                                       std::uint8_t* codeword) {
+    // Layered (row-block serial) normalized min-sum: each block row is one layer of Z
+    // independent checks, processed lane-parallel. For check lane z of layer r and its
+    // circulant (col, s), the variable is bit col*Z + (z + s) mod Z. Per layer:
+    //   t   = post - msg                     (variable-to-check, extrinsic)
+    //   msg = scale * prod sign(t') * min |t'| over the other edges t' of the check
+    //   post = t + msg
+    // The rotation is two contiguous copies (memcpy); the arithmetic runs over Z rounded
+    // up to a multiple of `lanes` with explicit 4-lane vectors (padding lanes hold
+    // t = msg = 0 and are never written back).
+    // Cost per iteration: ~3 passes over the E*Z edges of H; stops after the first
+    // iteration whose hard decisions satisfy H c = 0.
+    const int z = code.z();
+    const int zp = padded(z);
+    const int n = code.n();
+    const auto& edges = code.edges();
+    const auto& row_start = code.row_start();
+    float* post = d_post.data();
+    float* msg = d_msg.data();
+    float* tmp = d_tmp.data();
+    float* min1 = d_min1.data();
+    float* min2 = d_min2.data();
+    float* sign = d_sign.data();      // holds v4i sign-bit accumulators
+    float* argmin = d_argmin.data();  // holds v4i edge indices
+    const v4f vbig = v4f{} + 3.0e38f;
+    const v4f vscale = v4f{} + d_scale;
+
+    for (int i = 0; i < n; ++i) {
+        float v = llr[i];
+        v = (v == v) ? v : 0.0f;  // NaN -> erasure
+        post[i] = std::min(std::max(v, -known_zero_llr), known_zero_llr);
+    }
+    std::fill(msg, msg + edges.size() * zp, 0.0f);
+    std::fill(tmp, tmp + static_cast<std::size_t>(code.max_row_degree()) * zp, 0.0f);
+
+    ldpc_decode_stats st;
+    for (int it = 1; it <= d_max_iter; ++it) {
+        for (int r = 0; r < code.base_rows(); ++r) {
+            const int e0 = row_start[r];
+            const int deg = row_start[r + 1] - e0;
+            for (int b = 0; b < zp; b += lanes) {
+                store(min1 + b, vbig);
+                store(min2 + b, vbig);
+                store(sign + b, v4i{});
+                store(argmin + b, v4i{});
+            }
+            for (int j = 0; j < deg; ++j) {
+                const float* p = post + edges[e0 + j].col * z;
+                const float* m = msg + static_cast<std::size_t>(e0 + j) * zp;
+                float* t = tmp + j * zp;
+                const int s = edges[e0 + j].shift;
+                std::copy(p + s, p + z, t);        // lanes [0, Z - s)
+                std::copy(p, p + s, t + (z - s));  // lanes [Z - s, Z)
+                const v4i vj = v4i{} + j;
+                for (int b = 0; b < zp; b += lanes) {
+                    const v4f tv = load<v4f>(t + b) - load<v4f>(m + b);
+                    store(t + b, tv);
+                    const v4f av = abs_of(tv);
+                    const v4f m1 = load<v4f>(min1 + b);
+                    const v4i lt = av < m1;
+                    const v4f hi = select(lt, m1, av);  // max(|t|, min1)
+                    const v4f m2 = load<v4f>(min2 + b);
+                    store(min2 + b, select(hi < m2, hi, m2));
+                    store(min1 + b, select(lt, av, m1));
+                    store(argmin + b, select(lt, vj, load<v4i>(argmin + b)));
+                    store(sign + b, load<v4i>(sign + b) ^ sign_bits(tv));
+                }
+            }
+            for (int j = 0; j < deg; ++j) {
+                float* p = post + edges[e0 + j].col * z;
+                float* m = msg + static_cast<std::size_t>(e0 + j) * zp;
+                float* t = tmp + j * zp;
+                const v4i vj = v4i{} + j;
+                for (int b = 0; b < zp; b += lanes) {
+                    const v4f tv = load<v4f>(t + b);
+                    const v4f mag = vscale * select(load<v4i>(argmin + b) == vj,
+                                                    load<v4f>(min2 + b), load<v4f>(min1 + b));
+                    // sign of the product over the other edges = total sign ^ own sign
+                    const v4f mv = with_sign_flipped(mag, load<v4i>(sign + b) ^ sign_bits(tv));
+                    store(m + b, mv);
+                    store(t + b, tv + mv);  // new posterior
+                }
+                const int s = edges[e0 + j].shift;
+                std::copy(t, t + (z - s), p + s);
+                std::copy(t + (z - s), t + z, p);
+            }
+        }
+        for (int i = 0; i < n; ++i) codeword[i] = post[i] < 0.0f ? 1 : 0;
+        st.iterations = it;
+        if (code.check(codeword)) {
+            st.converged = true;
+            break;
+        }
+    }
+    return st;
+}
+
+}  // namespace oppsched
+}  // namespace gr
