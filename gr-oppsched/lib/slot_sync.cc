@@ -17,6 +17,9 @@ constexpr int kRecomputeEvery = 1024;
 // A symbol is silent when its power is below sigma^2 (1 + kSilenceMargin) (+ the optional
 // truncation_fraction of the signal power).
 constexpr double kSilenceMargin = 1.0;
+// Largest accepted |fine CFO| (spacings), i.e. disagreement of the coarse and fine CFO
+// estimates of one detection (see verify()).
+constexpr double kMaxFineCfo = 0.25;
 
 template <class T>
 [[noreturn]] void bad(const char* field, T value, const char* why) {
@@ -161,9 +164,13 @@ size_t slot_sync::push(const gr_complex* in, size_t n, std::vector<slot_detectio
             if (d_state != state::verify) break;  // need more samples
         }
         // verify: wait until the whole slot (and the LTF search window) is buffered
+        // (the LTF alias check in verify() reads up to ltf_offset + 4 fft_len + cp past it)
         const std::uint64_t need =
-            d_best_pos + static_cast<std::uint64_t>(d_p.ltf_search + num.slot_samples() +
-                                                    2 * num.params().cp_len + num.params().fft_len);
+            d_best_pos +
+            static_cast<std::uint64_t>(
+                d_p.ltf_search +
+                std::max(num.slot_samples() + 2 * num.params().cp_len + num.params().fft_len,
+                         num.ltf_offset(0) + 4 * num.params().fft_len + num.params().cp_len));
         if (end < need) break;
         verify(found);
         d_state = state::search;
@@ -193,7 +200,9 @@ bool slot_sync::verify(std::vector<slot_detection>& found) {
     const std::int64_t seg_start = std::max(base, e - S - cp);
     const std::int64_t d_lo = std::max(e - S, seg_start + cp);
     const std::int64_t d_hi = e + S;
-    const std::int64_t seg_end = d_hi + 2 * n_fft + cp;  // exclusive
+    // C is also evaluated over the 2 fft_len positions after d_hi (alias check below).
+    const std::int64_t ext = 2 * n_fft;
+    const std::int64_t seg_end = d_hi + ext + 2 * n_fft + cp;  // exclusive
     const size_t seg_len = static_cast<size_t>(seg_end - seg_start);
     d_seg.resize(seg_len);
     derotate(at(static_cast<std::uint64_t>(seg_start)), d_seg.data(), seg_len, eps_c, n_fft);
@@ -203,13 +212,14 @@ bool slot_sync::verify(std::vector<slot_detection>& found) {
     double e_ref = 0.0;
     for (const auto& v : ref) e_ref += std::norm(v);
     const size_t n_pos = static_cast<size_t>(d_hi - d_lo + 1);
-    d_c.assign(n_pos, 0.0f);
+    const size_t n_all = n_pos + static_cast<size_t>(ext);
+    d_c.assign(n_all, 0.0f);
     const size_t n_ref = ref.size();
     size_t j0 = static_cast<size_t>(d_lo - seg_start);
     double e_r = 0.0;
     for (size_t m = 0; m < n_ref; ++m) e_r += std::norm(d_seg[j0 + m]);
     size_t pk = 0;
-    for (size_t i = 0; i < n_pos; ++i) {
+    for (size_t i = 0; i < n_all; ++i) {
         const size_t j = j0 + i;
         if (i > 0) e_r += std::norm(d_seg[j + n_ref - 1]) - std::norm(d_seg[j - 1]);
         lv_32fc_t c;
@@ -217,26 +227,40 @@ bool slot_sync::verify(std::vector<slot_detection>& found) {
                                              static_cast<unsigned>(n_ref));
         const double den = std::max(e_r, 0.0) * e_ref;
         d_c[i] = den > 1e-300 ? static_cast<float>(std::min(1.0, std::norm(c) / den)) : 0.0f;
-        if (d_c[i] > d_c[pk]) pk = i;
+        if (i < n_pos && d_c[i] > d_c[pk]) pk = i;
     }
     float win = 0.0f;
     const size_t half = static_cast<size_t>(cp / 2);
     for (size_t i = (pk >= half ? pk - half : 0); i <= std::min(n_pos - 1, pk + half); ++i)
         win += d_c[i];
-    if (!(win >= d_p.ltf_threshold)) {
+    // Alias check. The preamble is self-similar at lags that are multiples of 32 (the
+    // STF's period, the GI = last half of the long symbol, the two long symbols): the
+    // window 64 samples before the true LTF matches 96 of its 128 reference samples
+    // (GI + first long symbol, C ~ 0.56 s/(1+s)) and the one 128 before matches the GI
+    // and part of the STF (C ~ 0.2 at 10 dB), enough to pass ltf_threshold at high SNR.
+    // A coarse position from a noise trigger 64..140 samples before a slot (frequent
+    // with the low pre-filter threshold) would then report the slot early. So the peak
+    // must also beat every C up to 2 fft_len later (beyond cp of the peak, the same
+    // LTF's own spread); if it does not, the real LTF is later and the scan resumes
+    // (below) to find it through its own STF. Cost: 2 fft_len more correlations.
+    float later = 0.0f;
+    for (size_t i = pk + static_cast<size_t>(cp) + 1; i < n_all; ++i)
+        later = std::max(later, d_c[i]);
+    // An LTF rejection: the S&C threshold is only a pre-filter (see slot_sync.h step 1):
+    // with a low threshold a noise maximum can win the peak search while the real STF
+    // peak lies later in the same window. Resume right after the rejected peak instead of
+    // after the window, so that peak is searched (and verified) on its own; each rejection
+    // advances the scan by >= 1 sample, so this terminates.
+    auto reject_ltf = [this]() {
         ++d_stats.rejected_ltf;
-        // The S&C threshold is only a pre-filter (see slot_sync.h step 1): with a low
-        // threshold a noise maximum can win the peak search while the real STF peak lies
-        // later in the same window. Resume right after the rejected peak instead of after
-        // the window, so that peak is searched (and verified) on its own; each rejection
-        // advances the scan by >= 1 sample, so this terminates.
         const std::uint64_t next = d_best_pos + 1;
         if (next < d_scan) {
             d_scan = next;
             d_sums_valid = false;
         }
         return false;
-    }
+    };
+    if (!(win >= d_p.ltf_threshold) || later > d_c[pk]) return reject_ltf();
     size_t first = pk;
     for (size_t i = (pk >= half ? pk - half : 0); i <= pk; ++i) {
         if (d_c[i] >= d_p.first_path_fraction * d_c[pk]) {
@@ -252,7 +276,17 @@ bool slot_sync::verify(std::vector<slot_detection>& found) {
     for (int m = 0; m < n_fft; ++m)
         a += std::conj(std::complex<double>(d_seg[k0 + m])) *
              std::complex<double>(d_seg[k0 + n_fft + m]);
-    const double eps = eps_c + std::arg(a) / (2.0 * kPi);
+    const double eps_f = std::arg(a) / (2.0 * kPi);
+    // Coarse and fine CFO must agree. For a true detection |eps_f| is the coarse
+    // estimate's error: S&C's eq. 39 over W = 48 pairs has a standard deviation of
+    // ~0.07 spacing at 0 dB Es/N0 and ~0.09 at -2 dB, so kMaxFineCfo = 0.25 is > 2.7
+    // sigma there. A coarse position from a noise trigger carries a random eps_c; if its
+    // LTF search nevertheless lands on a self-similar part of a preamble (an alias, see
+    // above, when eps_c is so wrong that the true LTF correlates worse than the alias),
+    // the lag-fft_len correlation there still measures the true CFO and |eps_f| is
+    // uniform-like over [0, 0.5]: most such aliases are rejected here.
+    if (std::abs(eps_f) > kMaxFineCfo) return reject_ltf();
+    const double eps = eps_c + eps_f;
 
     std::int64_t start = t0 - num.ltf_offset(0);
     if (start < base) {
@@ -319,6 +353,14 @@ bool slot_sync::verify(std::vector<slot_detection>& found) {
         }
         if (trailing >= std::min(d_p.truncation_min_symbols, num.data_symbols())) {
             ++d_stats.rejected_truncated;
+            // The burst (with a complete LTF) is real but cut short: nothing new can start
+            // before its second long symbol, and searching its LTF again from a later
+            // coarse position would only find its aliases (see above).
+            const std::uint64_t next = det.start + static_cast<std::uint64_t>(num.ltf_offset(1));
+            if (next > d_scan) {
+                d_scan = next;
+                d_sums_valid = false;
+            }
             return false;
         }
     }

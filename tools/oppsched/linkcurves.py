@@ -308,10 +308,14 @@ class PointRunner:
     the retransmission."""
 
     def __init__(self, chain: Chain, mcs: int, snr_db: float, lead: int = LEAD_SAMPLES,
-                 empty_first_slot: bool = False):
+                 empty_first_slot: bool = False, fresh_first_buffer: bool = True):
         """lead: zero samples before slot 0; empty_first_slot: slot 0 goes out empty (no
         TB, header user 0xFFFF) and is not counted, as slot_tx sends a slot without grant.
-        lead 0 + empty_first_slot gives exactly the sample stream of the flowgraph mode."""
+        lead 0 + empty_first_slot gives exactly the sample stream of the flowgraph mode.
+        fresh_first_buffer: a TB's first transmission is decoded from an empty soft buffer
+        (see _rx_slot); False keeps the receiver's own 1-bit-NDI rule, exactly as slot_rx
+        in the flowgraph mode does."""
+        self.fresh_first_buffer = fresh_first_buffer
         import numpy as np
 
         self.np = np
@@ -369,6 +373,15 @@ class PointRunner:
             return "header"
         # header-aided channel estimation (ofdm_demodulator.h step 6), as slot_rx does
         self.dem.refine_with_header(self.chain.hdr.encode(h), r)
+        if _tx == 1 and self.fresh_first_buffer:
+            # A TB's first transmission starts from an empty soft buffer. The 1-bit NDI alone
+            # cannot guarantee it here: when the previous TB of the process was never
+            # received (a missed slot, e.g. every slot without --harq), the buffer still
+            # holds the TB before it, whose NDI equals the new one's, and the receiver
+            # would combine two different TBs (measured: 93 spurious CRC failures in 1100
+            # MCS 0 slots at 0 dB). The MAC avoids it by resending unheard TBs with the same
+            # NDI (docs/daemons.md); a measurement of BLER must not include it.
+            self.rx_buf[h.harq_process].clear()
         res = self.chain.dec.decode(
             r.payload, r.payload_nvar, self.rx_buf[h.harq_process], mcs=h.mcs, rv=h.rv,
             tb_bytes=h.tb_bytes, ndi=h.ndi, scrambler_seed=phy.scrambler_seed_for_slot(h.slot))

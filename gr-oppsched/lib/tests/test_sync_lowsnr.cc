@@ -64,17 +64,17 @@ TEST(SlotSyncLowSnr, at_0_db_nearly_every_slot_is_found_on_time) {
     // 150 slots at 0 dB Es/N0 (-0.9 dB per sample). The S&C peak (s/(1+s))^2 ~ 0.2 is
     // estimated from 48 sample pairs: its spread is so large that the former threshold
     // 0.15 lost ~6% of the slots here; the LTF verification is the real decision.
-    // Measured: 150/150 with the defaults, 140/150 with detection_threshold 0.15.
+    // Measured: 148/150 with the defaults, 137/150 with detection_threshold 0.15.
     const auto s = make_lowsnr_stream(31, 150, 0.0);
     const int with_defaults = found_on_time(s, slot_sync_params{});
-    EXPECT_GE(with_defaults, 147);
+    EXPECT_GE(with_defaults, 146);
     slot_sync_params old;
     old.detection_threshold = 0.15f;
     EXPECT_GT(with_defaults, found_on_time(s, old));
 }
 
 TEST(SlotSyncLowSnr, at_minus_2_db_the_low_prefilter_finds_more_slots_than_the_old_one) {
-    // Measured: 123/150 with the defaults, 82/150 with detection_threshold 0.15.
+    // Measured: 137/150 with the defaults, 80/150 with detection_threshold 0.15.
     const auto s = make_lowsnr_stream(32, 150, -2.0);
     slot_sync_params old;
     old.detection_threshold = 0.15f;
@@ -84,8 +84,8 @@ TEST(SlotSyncLowSnr, at_minus_2_db_the_low_prefilter_finds_more_slots_than_the_o
 
 TEST(SlotSyncLowSnr, pure_noise_triggers_often_but_never_gives_a_detection) {
     // 2e6 samples of noise: every peak search the low pre-filter threshold starts is
-    // rejected by the LTF test, and the search cost stays bounded (measured: ~PEAKS
-    // searches, i.e. one LTF correlation per ~RATE samples).
+    // rejected by the LTF test, and the search cost stays bounded (measured: 12721
+    // searches, one LTF verification per ~160 samples; 0.15 gave one per ~5000).
     const auto num = numerology::profile("evdo", 1e6);
     slot_sync sync(num);
     std::mt19937_64 rng(33);
@@ -99,8 +99,28 @@ TEST(SlotSyncLowSnr, pure_noise_triggers_often_but_never_gives_a_detection) {
     EXPECT_TRUE(found.empty());
     EXPECT_EQ(sync.stats().detections, 0u);
     EXPECT_GT(sync.stats().triggers, 100u);
-    EXPECT_LT(sync.stats().triggers, 2000000u / 50u);
+    EXPECT_LT(sync.stats().triggers, 2000000u / 100u);
     EXPECT_GE(sync.stats().rejected_ltf + sync.stats().rejected_truncated + 1,
               sync.stats().triggers);
     EXPECT_LT(sync.buffered(), 20000u);
+}
+
+TEST(SlotSyncLowSnr, noise_before_a_slot_never_makes_it_reported_early_from_a_preamble_alias) {
+    // 10 dB, noisy silences before every slot: with the low pre-filter many peak searches
+    // start in the noise just before a preamble, and their LTF search can land on the
+    // preamble's self-similar parts (64 / 128 samples before the LTF, slot_sync.cc alias
+    // check). No slot may be reported early (or twice): every start within [-4, +1] of
+    // the truth (the timing backoff is 2), each slot exactly once.
+    const auto s = make_lowsnr_stream(34, 120, 10.0);
+    const auto num = numerology::profile("evdo", 1e6);
+    slot_sync sync(num);
+    const auto found = sync.push(s.x);
+    ASSERT_EQ(found.size(), s.starts.size());
+    for (size_t i = 0; i < found.size(); ++i) {
+        const auto off =
+            static_cast<std::int64_t>(found[i].start) - static_cast<std::int64_t>(s.starts[i]);
+        EXPECT_LE(off, 1) << i;
+        EXPECT_GE(off, -4) << i;
+    }
+    EXPECT_GT(sync.stats().rejected_ltf, 0u);  // the noise did start peak searches
 }
