@@ -27,6 +27,32 @@ void check_tb_bytes(std::size_t bytes, int mcs, const numerology& n) {
                                     std::to_string(max) + "] for mcs " + std::to_string(mcs));
 }
 
+// Decoded info bits (TB, then CRC-32, MSB first) -> r.bytes and r.crc_ok.
+void unpack_tb(const std::vector<std::uint8_t>& bits, std::size_t tb_bytes, tb_decode_result& r) {
+    r.bytes.assign(tb_bytes, 0);
+    for (std::size_t i = 0; i < tb_bytes; ++i) {
+        std::uint8_t v = 0;
+        for (std::size_t b = 0; b < 8; ++b)
+            v = static_cast<std::uint8_t>((v << 1) | bits[8 * i + b]);
+        r.bytes[i] = v;
+    }
+    std::uint32_t rx_crc = 0;
+    for (std::size_t b = 0; b < 32; ++b) rx_crc = (rx_crc << 1) | bits[8 * tb_bytes + b];
+    r.crc_ok = ::oppsched::crc32(r.bytes.data(), r.bytes.size()) == rx_crc;
+}
+
+// Statistics after combining (tb_decode_stats) from the sums over the covered positions.
+void set_stats(tb_decode_result& r, int receptions, std::size_t soft_bits, std::size_t info_bits,
+               std::size_t covered, double sum_abs, std::size_t errors) {
+    r.stats.receptions = receptions;
+    r.stats.mother_bits = soft_bits;
+    r.stats.covered_bits = covered;
+    r.stats.mean_abs_llr = covered ? sum_abs / static_cast<double>(covered) : 0.0;
+    r.stats.channel_bit_errors = errors;
+    r.stats.effective_code_rate =
+        covered ? static_cast<double>(info_bits) / static_cast<double>(covered) : 0.0;
+}
+
 std::vector<interleaver> make_interleavers(const numerology& n) {
     std::vector<interleaver> v;
     for (const auto& m : mcs_table::all()) {
@@ -202,16 +228,7 @@ tb_decode_result tb_decoder::decode(const gr_complex* re, const float* noise_var
     d_vit.decode(harq.llrs(), K, termination::zero_tail, d_bits.data());
 
     tb_decode_result r;
-    r.bytes.assign(p.tb_bytes, 0);
-    for (std::size_t i = 0; i < p.tb_bytes; ++i) {
-        std::uint8_t v = 0;
-        for (std::size_t b = 0; b < 8; ++b)
-            v = static_cast<std::uint8_t>((v << 1) | d_bits[8 * i + b]);
-        r.bytes[i] = v;
-    }
-    std::uint32_t rx_crc = 0;
-    for (std::size_t b = 0; b < 32; ++b) rx_crc = (rx_crc << 1) | d_bits[8 * p.tb_bytes + b];
-    r.crc_ok = ::oppsched::crc32(r.bytes.data(), r.bytes.size()) == rx_crc;
+    unpack_tb(d_bits, p.tb_bytes, r);
 
     // statistics after combining
     d_reenc.resize(M);
@@ -226,13 +243,7 @@ tb_decode_result tb_decoder::decode(const gr_complex* re, const float* noise_var
         sum_abs += std::fabs(l);
         errors += cov & ((l < 0.0f) != (d_reenc[j] != 0));
     }
-    r.stats.receptions = harq.receptions();
-    r.stats.mother_bits = M;
-    r.stats.covered_bits = covered;
-    r.stats.mean_abs_llr = covered ? sum_abs / static_cast<double>(covered) : 0.0;
-    r.stats.channel_bit_errors = errors;
-    r.stats.effective_code_rate =
-        covered ? static_cast<double>(K) / static_cast<double>(covered) : 0.0;
+    set_stats(r, harq.receptions(), M, K, covered, sum_abs, errors);
     return r;
 }
 
@@ -280,23 +291,8 @@ void tb_decoder::decode_ldpc(const tb_rx_params& p, std::size_t C, harq_buffer& 
             errors += cov & ((l < 0.0f) != (bit != 0));
         }
     }
-    r.bytes.assign(p.tb_bytes, 0);
-    for (std::size_t i = 0; i < p.tb_bytes; ++i) {
-        std::uint8_t v = 0;
-        for (std::size_t b = 0; b < 8; ++b)
-            v = static_cast<std::uint8_t>((v << 1) | d_bits[8 * i + b]);
-        r.bytes[i] = v;
-    }
-    std::uint32_t rx_crc = 0;
-    for (std::size_t b = 0; b < 32; ++b) rx_crc = (rx_crc << 1) | d_bits[8 * p.tb_bytes + b];
-    r.crc_ok = ::oppsched::crc32(r.bytes.data(), r.bytes.size()) == rx_crc;
-    r.stats.receptions = harq.receptions();
-    r.stats.mother_bits = M;
-    r.stats.covered_bits = covered;
-    r.stats.mean_abs_llr = covered ? sum_abs / static_cast<double>(covered) : 0.0;
-    r.stats.channel_bit_errors = errors;
-    r.stats.effective_code_rate =
-        covered ? static_cast<double>(K) / static_cast<double>(covered) : 0.0;
+    unpack_tb(d_bits, p.tb_bytes, r);
+    set_stats(r, harq.receptions(), M, K, covered, sum_abs, errors);
     r.stats.fec_iterations = iterations;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // Helpers shared by the OFDM / sync / channel-estimation / emulator tests (seeded).
 #include <gnuradio/gr_complex.h>
+#include <gnuradio/oppsched/numerology.h>
 
 #include <cmath>
 #include <complex>
@@ -65,6 +66,22 @@ inline double mse(const std::vector<gr_complex>& a, const std::vector<gr_complex
     double s = 0.0;
     for (size_t i = 0; i < a.size(); ++i) s += std::norm(a[i] - b[i]);
     return s / static_cast<double>(a.size());
+}
+
+//! true frequency response of a static tapped delay line (delays d, gains g) on the
+//! occupied subcarriers of \p num
+inline std::vector<std::complex<double>> response(const gr::oppsched::numerology& num,
+                                                  const std::vector<int>& d,
+                                                  const std::vector<gr_complex>& g) {
+    std::vector<std::complex<double>> H;
+    for (int k : num.occupied_subcarriers()) {
+        std::complex<double> h = 0;
+        for (size_t l = 0; l < d.size(); ++l)
+            h += std::complex<double>(g[l]) *
+                 std::polar(1.0, -2 * kPi * k * d[l] / num.params().fft_len);
+        H.push_back(h);
+    }
+    return H;
 }
 
 }  // namespace ofdm_test

@@ -21,20 +21,6 @@ std::vector<gr_complex> random_slot(ofdm_modulator& mod, std::mt19937_64& rng) {
                         random_qam(rng, static_cast<size_t>(n.payload_resource_elements()), 4));
 }
 
-// True frequency response of a static tapped delay line on the occupied subcarriers.
-std::vector<std::complex<double>> response(const numerology& num, const std::vector<int>& d,
-                                           const std::vector<gr_complex>& g) {
-    std::vector<std::complex<double>> H;
-    for (int k : num.occupied_subcarriers()) {
-        std::complex<double> h = 0;
-        for (size_t l = 0; l < d.size(); ++l)
-            h += std::complex<double>(g[l]) *
-                 std::polar(1.0, -2 * kPi * k * d[l] / num.params().fft_len);
-        H.push_back(h);
-    }
-    return H;
-}
-
 }  // namespace
 
 TEST(SnrEstimation, awgn_estimate_is_within_1_db_over_0_to_30_db) {

@@ -40,20 +40,6 @@ tx_slot make_slot(const numerology& num, ofdm_modulator& mod, const header_codec
     return t;
 }
 
-// True frequency response of a static tapped delay line on the occupied subcarriers.
-std::vector<std::complex<double>> response(const numerology& num, const std::vector<int>& d,
-                                           const std::vector<gr_complex>& g) {
-    std::vector<std::complex<double>> H;
-    for (int k : num.occupied_subcarriers()) {
-        std::complex<double> h = 0;
-        for (size_t l = 0; l < d.size(); ++l)
-            h += std::complex<double>(g[l]) *
-                 std::polar(1.0, -2 * kPi * k * d[l] / num.params().fft_len);
-        H.push_back(h);
-    }
-    return H;
-}
-
 struct chest_errors {
     double first = 0, refined = 0, reported = 0;  // mean |H^ - H|^2, mean reported m_k
 };
