@@ -122,7 +122,9 @@ class OPPSCHED_API tb_encoder final {
 /*!
  * \brief Decoder of the payload of one slot of numerology \p n. Holds the LDPC / Viterbi
  * decoder and scratch buffers (sized for the largest TB at construction), so decode() does not
- * allocate in steady state beyond the result bytes.
+ * allocate in steady state beyond the result bytes and, with LDPC, the TB's segmentation
+ * (a few vectors of N_cw entries); the rate-matching selection is rebuilt only when the
+ * TB size, MCS or RV changes.
  *
  * Not thread-safe (scratch state); use one per receiving thread.
  */
