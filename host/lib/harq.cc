@@ -238,18 +238,23 @@ harq_event harq_entity::on_feedback(std::uint32_t user, std::uint8_t process, bo
         return ev;
     }
     ++stats_.nacks;
-    if (p.transmissions >= cfg_.max_transmissions) {
-        // Seed 000 §V-B: "If n consecutive attempts to a given destination fail, then all
-        // packets which would have been completed by that transmission are dropped."
+    // Seed 000 §V-B: "If n consecutive attempts to a given destination fail, then all
+    // packets which would have been completed by that transmission are dropped."
+    retry_or_drop(p, p.transmissions, event_kind::nacked, now, ev);
+    return ev;
+}
+
+void harq_entity::retry_or_drop(proc& p, std::uint32_t attempts, event_kind retry_kind,
+                                slot_t now, harq_event& ev) {
+    if (attempts >= cfg_.max_transmissions) {
         ++stats_.failed_final;
         ev.kind = event_kind::dropped_max_tx;
         release(p, p.ready);
-        return ev;
+        return;
     }
     p.phase = process_phase::retx_pending;
     p.nack_slot = now;
-    ev.kind = event_kind::nacked;
-    return ev;
+    ev.kind = retry_kind;
 }
 
 harq_event harq_entity::on_not_received(std::uint32_t user, std::uint8_t process, slot_t tx_slot,
@@ -267,18 +272,10 @@ harq_event harq_entity::on_not_received(std::uint32_t user, std::uint8_t process
     ++p.unheard;
     ev.tb = p.tb;
     ev.transmissions = p.transmissions;
-    if (p.unheard >= cfg_.max_transmissions) {
-        // Bounded like NACKs, so a client that never decodes the header cannot hold the
-        // process (and, retransmissions going first, the slots) forever.
-        ++stats_.failed_final;
-        ev.kind = event_kind::dropped_max_tx;
-        release(p, p.ready);
-        return ev;
-    }
-    p.phase = process_phase::retx_pending;
-    p.nack_slot = now;
-    p.redo = true;
-    ev.kind = event_kind::not_received;
+    // Bounded like NACKs, so a client that never decodes the header cannot hold the
+    // process (and, retransmissions going first, the slots) forever.
+    retry_or_drop(p, p.unheard, event_kind::not_received, now, ev);
+    if (ev.kind == event_kind::not_received) p.redo = true;
     return ev;
 }
 

@@ -222,6 +222,10 @@ class harq_entity final {
     void check_user(std::uint32_t user) const;
     tx_grant grant(std::uint32_t user, std::uint8_t process, const proc& p) const;
     void release(proc& p, slot_t ready);
+    // After a failed attempt (NACK or not received): drop the TB when `attempts` reached
+    // max_transmissions, else mark it for retransmission. Fills ev.kind.
+    void retry_or_drop(proc& p, std::uint32_t attempts, event_kind retry_kind, slot_t now,
+                       harq_event& ev);
 
     harq_config cfg_;
     std::vector<proc> procs_;  // user-major: procs_[user * P + process]

@@ -278,19 +278,28 @@ class Loopback:
         abstract.write_json_atomic(Path(self.cfg["traces"]["stats"]), self.stats())
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m oppsched.phy.loopback",
-        description="Sample-level PHY: slot_tx -> channel emulator -> slot_rx per user, "
-        "bridged to oppsched-apd and the client agents over ZeroMQ.",
-    )
-    ap.add_argument("--config", required=True, help="phy.yaml (abstract PHY keys + sample:)")
-    ap.add_argument("--check", action="store_true", help="validate the configuration, exit")
+def parse_args(argv: list[str] | None, prog: str, description: str, config_help: str,
+               check_help: str, log_tag: str) -> argparse.Namespace:
+    """The command line the block PHYs share (--config, --check, --set, --log-level), with
+    logging set up to stderr under `log_tag`."""
+    ap = argparse.ArgumentParser(prog=prog, description=description)
+    ap.add_argument("--config", required=True, help=config_help)
+    ap.add_argument("--check", action="store_true", help=check_help)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     args = ap.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="phy-loopback %(levelname)s: %(message)s")
+                        format=f"{log_tag} %(levelname)s: %(message)s")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(
+        argv, "python -m oppsched.phy.loopback",
+        "Sample-level PHY: slot_tx -> channel emulator -> slot_rx per user, bridged to "
+        "oppsched-apd and the client agents over ZeroMQ.",
+        "phy.yaml (abstract PHY keys + sample:)", "validate the configuration, exit",
+        "phy-loopback")
     try:
         cfg = load_config(args.config, args.set)
         params = build_params(cfg)

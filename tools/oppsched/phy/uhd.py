@@ -33,7 +33,6 @@ phy.uhd.ap / devices[0].uhd; by default its key in this file).
 
 from __future__ import annotations
 
-import argparse
 import copy
 import logging
 import math
@@ -252,19 +251,12 @@ def _open(make, r: dict):
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m oppsched.phy.uhd",
-        description="Over-the-air PHY: slot_tx -> USRP (timed bursts) at the AP, USRP -> "
-        "slot_rx per client, bridged to oppsched-apd and the client agents over ZeroMQ.",
-    )
-    ap.add_argument("--config", required=True, help="phy.yaml (loopback keys + uhd:)")
-    ap.add_argument("--check", action="store_true",
-                    help="validate the configuration and exit (no device is looked for)")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    ap.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="phy-uhd %(levelname)s: %(message)s")
+    args = loopback.parse_args(
+        argv, "python -m oppsched.phy.uhd",
+        "Over-the-air PHY: slot_tx -> USRP (timed bursts) at the AP, USRP -> slot_rx per "
+        "client, bridged to oppsched-apd and the client agents over ZeroMQ.",
+        "phy.yaml (loopback keys + uhd:)",
+        "validate the configuration and exit (no device is looked for)", "phy-uhd")
     try:
         cfg = load_config(args.config, args.set)
     except (ConfigError, ValueError) as exc:
