@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-import yaml
+from gnuradio.oppsched.yaml_config import YamlError, load_yaml
 
 
 class ConfigError(ValueError):
@@ -124,9 +124,9 @@ def parse_override(text: str) -> tuple[list[str | int], Any]:
     if not parts:
         raise ConfigError(f"--set {text!r}: empty key")
     try:
-        value = yaml.safe_load(raw)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"--set {text!r}: value is not valid YAML ({exc})") from None
+        value = load_yaml(raw)
+    except YamlError as exc:
+        raise ConfigError(f"--set {text!r}: value is {exc}") from None
     return parts, value
 
 
@@ -163,16 +163,22 @@ def apply_override(data: dict, schema: dict, text: str) -> None:
         node, spec = node[part], child_spec
 
 
-def load(path: str | Path, schema: dict, overrides: list[str] = ()) -> dict:
-    p = Path(path)
+def parse_yaml(text: str, where: str = "") -> Any:
+    """Parses YAML text with the project's one loader (duplicate keys rejected); raises
+    ConfigError prefixed with `where` (a file name or an option) on bad YAML."""
     try:
-        text = p.read_text()
+        return load_yaml(text)
+    except YamlError as exc:
+        raise ConfigError(f"{where}: {exc}" if where else str(exc)) from None
+
+
+def read_yaml(path: str | Path, where: str | None = None) -> Any:
+    """Reads and parses a YAML file (see parse_yaml); errors name `where` (default: the
+    path)."""
+    where = str(path) if where is None else where
+    try:
+        text = Path(path).read_text()
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
-    try:
-        data = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({exc})") from None
-    for o in overrides:
-        apply_override(data, schema, o)
-    return validate(schema, data)
+        raise ConfigError(f"{where}: cannot read ({exc.strerror})" if where else
+                          f"cannot read ({exc.strerror})") from None
+    return parse_yaml(text, where)

@@ -44,12 +44,7 @@ def schema_for(kind: str) -> dict:
 def load_experiment(path: str | Path, overrides=(), duration: float | None = None):
     """Returns (raw, schema, resolved) or raises ConfigError naming the field and value."""
     p = Path(path)
-    try:
-        raw = yaml.safe_load(p.read_text()) or {}
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({exc})") from None
+    raw = cfgmod.read_yaml(p, str(path)) or {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the experiment must be a mapping, not {type(raw).__name__}")
     kind = raw.get("kind")

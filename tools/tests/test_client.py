@@ -30,6 +30,7 @@ import yaml
 import zmq
 
 from oppsched import mac, netns
+from helpers import needs_root
 
 REPO = Path(__file__).resolve().parents[2]
 MSS = 1460
@@ -135,8 +136,6 @@ def test_check_accepts_a_valid_config_and_bad_arguments_exit_2(tmp_path, client_
 # ----------------------------------------------------------------------------------------
 # End to end (root: a network namespace with a persistent TUN)
 
-needs_root = pytest.mark.skipif(not netns.is_root(),
-                                reason="network namespaces need root (CAP_NET_ADMIN)")
 
 CLIENT4, SERVER4 = "10.2.0.1", "10.1.0.1"
 CLIENT6, SERVER6 = "fd00:2::1", "fd00:1::1"

@@ -4,7 +4,9 @@ import math
 
 import pytest
 
+from helpers import REPO
 from oppsched.config import ConfigError, Field, ListOf, apply_override, parse_override, validate
+from oppsched.runner import load_experiment
 
 SCHEMA = {
     "duration_s": Field(float, 10.0, min=0.01),
@@ -69,3 +71,24 @@ def test_override_value_is_parsed_as_yaml():
     assert parse_override("a.b=[1, 2]") == (["a", "b"], [1, 2])
     parts, v = parse_override("x=.nan")
     assert math.isnan(v)
+
+
+def test_a_key_repeated_in_an_experiment_file_is_rejected_with_its_line(tmp_path):
+    p = tmp_path / "dup.yaml"
+    p.write_text("kind: macsim\nname: a\nduration_s: 1\nduration_s: 2\n")
+    with pytest.raises(ConfigError, match=r"dup.yaml: duration_s: duplicate key \(line 4\)"):
+        load_experiment(p)
+
+
+def test_every_python_reader_of_a_configuration_uses_the_one_yaml_loader():
+    # Readers of configuration files may not call yaml.load / yaml.safe_load themselves:
+    # only gnuradio.oppsched.yaml_config does, so duplicate keys mean the same everywhere.
+    offenders = []
+    for folder in ("tools/oppsched", "gr-oppsched/python/oppsched"):
+        for f in (REPO / folder).rglob("*.py"):
+            if f.name == "yaml_config.py" or f.name.startswith("qa_"):
+                continue
+            text = f.read_text()
+            if "yaml.safe_load(" in text or "yaml.load(" in text:
+                offenders.append(str(f.relative_to(REPO)))
+    assert offenders == []

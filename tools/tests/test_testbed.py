@@ -31,13 +31,12 @@ from oppsched import daemonconf, flows, netns, pcap
 from oppsched.config import ConfigError
 from oppsched.experiments import testbed
 from oppsched.runner import load_experiment, run_experiment
+from helpers import needs_root
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE = Path(__file__).resolve().parent / "fake_daemons.py"
 PREFIX = "ottb"  # never the prefix of a real run ("oppsched") or of other tests
 
-needs_root = pytest.mark.skipif(not netns.is_root(),
-                                reason="network namespaces need root (CAP_NET_ADMIN)")
 
 BASE = """
 experiment: t

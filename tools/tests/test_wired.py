@@ -23,10 +23,10 @@ import pytest
 from oppsched import netns, wired
 from oppsched.netns import ClientSpec, NetnsError, ServerSpec, Session, Testbed, Topology
 from oppsched.wired import LinkSpec, WiredChoice
+from helpers import needs_root
 
 TOLERANCE_MS = 0.5
 ROOT = netns.is_root()
-needs_root = pytest.mark.skipif(not ROOT, reason="network namespaces need root (CAP_NET_ADMIN)")
 
 
 def _backend_or_skip() -> WiredChoice:

@@ -29,6 +29,7 @@ from .oppsched_python import (
     load_snr_trace_csv,
     numerology,
 )
+from .yaml_config import load_yaml
 
 _MODELS = {
     "none": fading_model.none,
@@ -153,9 +154,7 @@ def _load(config):
     if path.endswith(".json"):
         data = json.loads(text)
     else:
-        import yaml  # python3-yaml (Debian), already a dependency of the tools
-
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
     if not isinstance(data, dict):
         raise ValueError(f"{path}: not a mapping")
     return data, os.path.dirname(os.path.abspath(path))

@@ -61,10 +61,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-import yaml
 
 from oppsched import mac
-from oppsched.config import ConfigError, Field, ListOf, apply_override
+from oppsched.config import ConfigError, Field, ListOf, apply_override, read_yaml
 from oppsched.config import validate as validate_schema
 
 log = logging.getLogger("oppsched.phy.abstract")
@@ -151,37 +150,12 @@ SCHEMA = {
 # Configuration
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that rejects a key repeated in one mapping (the C++ daemons do too)."""
-
-
-def _mapping_no_dupes(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False):
-    seen = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            mark = key_node.start_mark
-            raise ConfigError(f"{key}: duplicate key (line {mark.line + 1})")
-        seen.add(key)
-    return loader.construct_mapping(node, deep=deep)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_no_dupes)
-
-
 def load_config(path: str | Path, overrides: list[str] | tuple = ()) -> dict:
     """Reads, validates and resolves phy.yaml: defaults filled in, relative paths made
     absolute (relative to the file's directory), endpoints and trace paths defaulted into
     run_dir. Raises ConfigError naming the field and the value."""
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise ConfigError(f"cannot read ({exc.strerror})") from None
-    try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"not valid YAML ({exc})") from None
+    data = read_yaml(p, where="") or {}
     if not isinstance(data, dict):
         raise ConfigError(f"<top>: {data!r} is not a mapping")
     for o in overrides:

@@ -39,9 +39,8 @@ import sys
 import threading
 from pathlib import Path
 
-import yaml
 
-from oppsched.config import ConfigError, Field, apply_override
+from oppsched.config import ConfigError, Field, apply_override, read_yaml
 from oppsched.config import validate as validate_schema
 from oppsched.phy import abstract
 
@@ -87,12 +86,7 @@ def load_config(path: str | Path, overrides: list[str] | tuple = (),
     its extension of it) and resolves the profile's slot and MCS table."""
     schema = SCHEMA if schema is None else schema
     p = Path(path)
-    try:
-        data = yaml.load(p.read_text(), Loader=abstract._UniqueKeyLoader) or {}
-    except OSError as exc:
-        raise ConfigError(f"cannot read ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"not valid YAML ({exc})") from None
+    data = read_yaml(p, where="") or {}
     if not isinstance(data, dict):
         raise ConfigError(f"<top>: {data!r} is not a mapping")
     for o in overrides:

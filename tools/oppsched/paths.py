@@ -1,0 +1,41 @@
+"""Where the tools find what is not Python code: the measured MCS tables and experiment
+files (under the checkout's experiments/) and the build tree (the daemons, the delay stage,
+the compiled modules).
+
+One setting decides: the environment variable OPPSCHED_HOME, the top folder of an oppsched
+checkout. Unset, it is the checkout this package sits in (the normal case: `make` installs
+tools/ into .venv editable). A copy of the package installed elsewhere needs OPPSCHED_HOME;
+without it, the first use raises an error that says so.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+HOME_ENV = "OPPSCHED_HOME"
+
+
+def home() -> Path:
+    """The oppsched checkout: $OPPSCHED_HOME, else the one this package sits in."""
+    env = os.environ.get(HOME_ENV)
+    if env:
+        p = Path(env).resolve()
+        if not (p / "experiments").is_dir():
+            raise RuntimeError(f"{HOME_ENV}: {env!r} is not an oppsched checkout (no experiments/)")
+        return p
+    p = Path(__file__).resolve().parents[2]
+    if not (p / "experiments").is_dir() or not (p / "tools" / "oppsched").is_dir():
+        raise RuntimeError(f"{HOME_ENV} is not set and this oppsched package ({Path(__file__).parent}) "
+                           "is not inside a checkout: set it to the checkout's top folder")
+    return p
+
+
+def experiments_dir() -> Path:
+    """experiments/: the experiment files and the measured link curves and MCS tables."""
+    return home() / "experiments"
+
+
+def default_build_dir() -> Path:
+    """The build tree `make` writes (build/ in the checkout)."""
+    return home() / "build"

@@ -1,0 +1,6 @@
+"""pytest configuration for tools/tests: makes the shared `helpers` module importable."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
