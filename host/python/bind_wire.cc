@@ -120,6 +120,7 @@ struct ToDict {
 
 void bind_wire(pybind11::module_& m) {
     auto w = m.def_submodule("wire", "PHY-MAC and uplink messages (oppsched/wire.h)");
+    w.attr("USER_NOBODY") = kUserNobody;
     w.attr("MAX_FRAME_LEN") = kMaxFrameLen;
     w.def(
         "encode",

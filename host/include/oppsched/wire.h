@@ -47,6 +47,9 @@ constexpr std::uint8_t kVersion = 1;
 constexpr std::size_t kHeaderLen = 16;
 constexpr std::size_t kTrailerLen = 4;
 constexpr std::size_t kMaxFrameLen = 70'000;  // an IP packet (64 KiB) + headers
+// The user of a slot that carries no TB (an empty slot: preamble and a header addressed to
+// nobody), in SlotGrant-derived headers and in RxIndication.user. Never a real user's id.
+constexpr std::uint16_t kUserNobody = 0xFFFF;
 
 enum class MsgType : std::uint8_t {
     slot_request = 1,
