@@ -6,7 +6,7 @@
     client.<dev>.yaml   oppsched-client, one per device ("oppsched-client configuration")
     phy.yaml            the PHY               ("Abstract PHY configuration")
 
-from the resolved experiment (experiments/testbed.py SCHEMA) and the run's layout (paths,
+from the resolved experiment (oppsched.experiments.testbed.schema) and the run's layout (paths,
 ZeroMQ endpoints, addresses). Every daemon validates its file strictly (unknown keys are
 errors), so the shapes here follow those sections exactly; `extra.apd`, `extra.client` and
 `extra.phy` in the experiment are deep-merged last, for a knob the experiment schema does
