@@ -22,9 +22,12 @@ from pathlib import Path
 
 import yaml
 
+from oppsched import mac, paths
+
 # Seed 000 §V-D: n = 5 link-layer attempts in the slow-fading scenario (0.6 Hz), 15 in the
 # fast-fading one (60 Hz). Between the two we take the fast value from 10 Hz up.
-CLAMP_ATTEMPTS_SLOW, CLAMP_ATTEMPTS_FAST = 5, 15
+CLAMP_ATTEMPTS_SLOW = mac.CLAMP_ATTEMPTS_SLOW_FADING
+CLAMP_ATTEMPTS_FAST = mac.CLAMP_ATTEMPTS_FAST_FADING
 FAST_FADING_HZ = 10.0
 
 # Named PHY profiles (design.md "PHY": 1.667 ms EV-DO, 3 ms CLAMP). Values a profile
@@ -37,6 +40,9 @@ PROFILES = {
 }
 
 ZMQ_NAMES = ("phy_requests", "phy_grants", "uplink")
+# The scheduler kinds of the apd and of oppsched.mac.make_scheduler
+# (host/include/oppsched/sched.h; the bindings do not list them).
+SCHEDULERS = ("pf", "glambda", "rr", "maxrate", "wpf")
 # seed 000 eq. 18 at §V-D's W0 = 4.3 MHz and C_max = 10 Mb/s, 32 levels: the `clamp` preset
 # of both the apd and the abstract PHY.
 CLAMP_TABLE_DEFAULTS = {"w0_hz": 4.3e6, "cmax_bps": 10e6, "levels": 32}
@@ -101,7 +107,7 @@ def measured_mcs_table(profile: str, fec: str = "ldpc") -> Path:
     blocks achieve at BLER 0.1 (experiments/linkcurves/awgn-<profile>-1msps for LDPC,
     experiments/linkcurves/conv/awgn-<profile>-1msps for the convolutional code;
     `oppsched linkcurves`)."""
-    base = Path(__file__).resolve().parents[2] / "experiments" / "linkcurves"
+    base = paths.experiments_dir() / "linkcurves"
     if fec == "conv":
         base = base / "conv"
     return base / f"awgn-{profile}-1msps" / "mcs_table.csv"
@@ -315,7 +321,6 @@ def write_all(cfg: dict, lay: Layout) -> dict[str, Path]:
             cfg["phy"]["clamp_table"] != CLAMP_TABLE_DEFAULTS:
         # The apd's `clamp` preset is eq. 18 at the paper's W0 and C_max; other values go
         # to both through one CSV, so that grant.mcs means the same rate on both sides.
-        from oppsched import mac
         t = cfg["phy"]["clamp_table"]
         path = lay.rundir / "mcs_table.csv"
         path.write_text(mac.McsTable.clamp(t["w0_hz"], t["cmax_bps"], t["levels"]).to_csv())

@@ -21,7 +21,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from oppsched import mac
 from oppsched.config import Field, ListOf
+from oppsched.daemonconf import SCHEDULERS
 from oppsched.metrics import jain_index, jitter_stats
 
 SCHEMA = {
@@ -33,7 +35,7 @@ SCHEMA = {
         "max_rate_bps": Field(float, 2.4576e6, min=1.0, doc="Shannon: rate cap"),
     },
     "scheduler": {
-        "kind": Field(str, "pf", choices=("pf", "glambda", "rr", "maxrate", "wpf")),
+        "kind": Field(str, "pf", choices=SCHEDULERS),
         "alpha": Field(float, 0.03, min=1e-6, max=1.0, doc="EMA weight per slot (seeds: 0.03)"),
         "lam": Field(float, 1.0, min=0.0, max=100.0, doc="glambda: lambda of log R - lambda log T"),
     },
@@ -53,8 +55,6 @@ def _rates_bps(cfg: dict, snr_lin: np.ndarray) -> np.ndarray:
     if phy["rate_table"] == "shannon":
         r = phy["bandwidth_hz"] * np.log2(1.0 + snr_lin)
         return np.minimum(r, phy["max_rate_bps"])
-    from oppsched import mac
-
     # seed 002 Table I: the rate of the highest row whose SNR threshold is met, 0 below it
     table = mac.McsTable.evdo()
     thresholds = np.asarray(table.thresholds_db)
@@ -64,8 +64,6 @@ def _rates_bps(cfg: dict, snr_lin: np.ndarray) -> np.ndarray:
 
 
 def _scheduler(cfg: dict):
-    from oppsched import mac
-
     s = cfg["scheduler"]
     kind = s["kind"]
     if kind == "pf":
@@ -78,8 +76,6 @@ def _scheduler(cfg: dict):
 
 
 def run(cfg: dict, outdir: Path, progress) -> None:
-    from oppsched import mac
-
     slot_s = cfg["phy"]["slot_s"]
     n_slots = int(round(cfg["duration_s"] / slot_s))
     users = cfg["users"]

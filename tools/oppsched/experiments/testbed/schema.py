@@ -10,15 +10,12 @@ from pathlib import Path
 
 from oppsched import daemonconf, mac
 from oppsched.config import ConfigError, Field, ListOf
-from oppsched.daemonconf import PROFILES
+from oppsched.daemonconf import PROFILES, SCHEDULERS
+from oppsched.phy.abstract import CHANNEL_MODELS, ERROR_MODELS, TABLE_PRESETS
 from oppsched.phy.radio import RADIO_AP, RADIO_CLIENT, check_radio_args, whole_hz
 
 PHY_MODES = ("abstract", "sample", "uhd")
-AQM_KINDS = ("droptail", "red", "rem", "reaqm", "avq", "codel", "pie", "spmaf", "las", "tlas")
 MARKING_AQMS = ("red", "rem", "reaqm", "avq", "codel", "pie")  # aqm.h: these mark ECT packets
-SCHEDULERS = ("pf", "glambda", "rr", "maxrate", "wpf")
-MCS_TABLES = ("clamp", "evdo", "ofdm_provisional")  # the abstract PHY's presets
-ERROR_MODELS = ("clamp", "threshold", "curves")
 _NONE = type(None)
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,23}")
 
@@ -32,9 +29,9 @@ def _ecn(v):
 
 
 def _mcs_table(v):
-    if v is None or v in MCS_TABLES or str(v).endswith(".csv"):
+    if v is None or v in TABLE_PRESETS or str(v).endswith(".csv"):
         return None
-    return f"is not {', '.join(MCS_TABLES)} or a path to a .csv table"
+    return f"is not {', '.join(TABLE_PRESETS)} or a path to a .csv table"
 
 
 _TCP_OVERRIDES = {
@@ -84,12 +81,11 @@ SCHEMA = {
     "devices": ListOf({
         "name": Field(str, check=_name),
         "channel": {
-            "mean_snr_db": Field(float, 6.020599913279624, min=-30.0, max=60.0,
+            "mean_snr_db": Field(float, mac.CLAMP_MEAN_SNR_DB, min=-30.0, max=60.0,
                                  doc="seed 000: SNR_avg = 4 (6 dB)"),
-            "doppler_hz": Field(float, 60.0, min=0.0, max=2000.0,
+            "doppler_hz": Field(float, mac.CLAMP_FAST_DOPPLER_HZ, min=0.0, max=2000.0,
                                 doc="seed 000: 60 Hz (10 m/s) or 0.6 Hz (0.1 m/s)"),
-            "model": Field((str, _NONE), None, choices=(None, "clamp", "sum_of_sinusoids", "awgn",
-                                                        "trace"),
+            "model": Field((str, _NONE), None, choices=(None,) + CHANNEL_MODELS,
                            doc="clamp: Jakes G=20 as seed 000 prints it; sum_of_sinusoids: "
                                "seed 002 eq. 4; awgn: constant SNR; trace: replay a CSV "
                                "time_s,snr_db; null: the profile's"),
@@ -131,7 +127,7 @@ SCHEMA = {
         "limit_packets": Field(int, 0, min=0, doc="0 = none"),
     },
     "aqm": {
-        "kind": Field(str, "droptail", choices=AQM_KINDS),
+        "kind": Field(str, "droptail", choices=mac.AQM_KINDS),
         "ecn": Field(bool, True, doc="mark ECN-capable packets instead of dropping them"),
         "params": Field(dict, {}, doc="the kind's parameters (oppsched.mac.make_aqm names)"),
     },
