@@ -82,7 +82,7 @@ def test_autocorrelation_close_to_j0(model, tol):
 @pytest.mark.parametrize("model", MODELS)
 def test_users_with_different_seeds_are_uncorrelated(model):
     t = 0.041 * np.arange(20)
-    cross, pa, pb, pab = 0.0, [], [], []
+    cross, pa, pb = 0.0, [], []
     for s in range(500):
         ha = mac.Jakes(60.0, 6.0, 2 * s + 1, model=model).gain_many(t + 0.003 * s)
         hb = mac.Jakes(60.0, 6.0, 2 * s + 2, model=model).gain_many(t + 0.003 * s)
