@@ -24,8 +24,8 @@ import yaml
 
 from oppsched import mac, paths
 
-# Seed 000 §V-D: n = 5 link-layer attempts in the slow-fading scenario (0.6 Hz), 15 in the
-# fast-fading one (60 Hz). Between the two we take the fast value from 10 Hz up.
+# Andrew & Hanly, CLAMP, §V-D: n = 5 link-layer attempts in the slow-fading scenario (0.6 Hz),
+# 15 in the fast-fading one (60 Hz). Between the two we take the fast value from 10 Hz up.
 CLAMP_ATTEMPTS_SLOW = mac.CLAMP_ATTEMPTS_SLOW_FADING
 CLAMP_ATTEMPTS_FAST = mac.CLAMP_ATTEMPTS_FAST_FADING
 FAST_FADING_HZ = 10.0
@@ -43,8 +43,8 @@ ZMQ_NAMES = ("phy_requests", "phy_grants", "uplink")
 # The scheduler kinds of the apd and of oppsched.mac.make_scheduler
 # (host/include/oppsched/sched.h; the bindings do not list them).
 SCHEDULERS = ("pf", "glambda", "rr", "maxrate", "wpf")
-# seed 000 eq. 18 at §V-D's W0 = 4.3 MHz and C_max = 10 Mb/s, 32 levels: the `clamp` preset
-# of both the apd and the abstract PHY.
+# Andrew & Hanly, CLAMP, eq. 18 at §V-D's W0 = 4.3 MHz and C_max = 10 Mb/s, 32 levels: the
+# `clamp` preset of both the apd and the abstract PHY.
 CLAMP_TABLE_DEFAULTS = {"w0_hz": 4.3e6, "cmax_bps": 10e6, "levels": 32}
 # sun_path holds 108 bytes; leave room for "ipc://" parsing and the longest name.
 _IPC_MAX = 100
@@ -142,7 +142,8 @@ def channel_model(cfg: dict, dev: dict) -> str:
 
 
 def max_transmissions(cfg: dict) -> int:
-    """harq.max_transmissions, or seed 000's n: 15 with fast fading, 5 with slow."""
+    """harq.max_transmissions, or the n of Andrew & Hanly, CLAMP, §V-D: 15 with fast fading,
+    5 with slow."""
     n = cfg["harq"]["max_transmissions"]
     if n is not None:
         return n
@@ -157,9 +158,9 @@ def device_limit_bytes(cfg: dict, dev: dict) -> int:
 
 def reassembly(cfg: dict) -> dict:
     """The client's reassembly settings. A gap in the PDU sequence is a TB still in HARQ
-    (or lost after max_transmissions, seed 000 §V-B: "all packets which would have been
-    completed by that transmission are dropped"); giving up earlier delivers later packets
-    past it, which TCP takes for losses (duplicate ACKs, halved windows) although nothing
+    (or lost after max_transmissions, Andrew & Hanly, CLAMP, §V-B: "all packets which would
+    have been completed by that transmission are dropped"); giving up earlier delivers later
+    packets past it, which TCP takes for losses (duplicate ACKs, halved windows) although nothing
     was lost. So by default the client waits as long as HARQ may still deliver it: every
     transmission costs at most one HARQ round trip, lead_slots + 3 slots (the request lead,
     the slot on air, its feedback and the next grant), plus the uplink delay."""

@@ -1,6 +1,6 @@
 """CLAMP router and client agents through the Python API (oppsched.mac).
 
-Andrew & Hanly, seed 000: router agent §IV-A (EMA with exp(-2I), price eq. 13), client
+Andrew & Hanly, CLAMP: router agent §IV-A (EMA with exp(-2I), price eq. 13), client
 agent §IV-B/C (eqs. 14-17, receiver slow start), fluid equilibrium q* = (k tau + a)/b
 (eq. 11).
 """

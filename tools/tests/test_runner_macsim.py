@@ -1,5 +1,6 @@
-"""`oppsched run` / `oppsched analyze` on the macsim kind: the summary schema, the seed-002
-behaviour of the schedulers, and that analyze recomputes the same summary from the traces."""
+"""`oppsched run` / `oppsched analyze` on the macsim kind: the summary schema, the
+behaviour of the schedulers that Srinivasan & Baras describe, and that analyze recomputes
+the same summary from the traces."""
 
 import json
 

@@ -45,7 +45,7 @@ FAKE = Path(__file__).resolve().parent / "fake_daemons.py"
 # Schema and checks
 
 
-def test_defaults_follow_seed_000():
+def test_defaults_follow_andrew_hanly_clamp():
     c = cfg_of()
     assert c["phy"]["mode"] == "abstract" and c["phy"]["profile"] == "clamp"
     assert daemonconf.slot_s(c) == 3e-3
@@ -143,7 +143,7 @@ def test_ecn_is_negotiated_only_where_the_aqm_marks():
 
 
 @pytest.mark.parametrize("name", ["fading.yaml", "fading-abstract.yaml"])
-def test_the_clamp_fading_experiments_are_seed_000_fig_3(name):
+def test_the_clamp_fading_experiments_are_andrew_hanly_clamp_fig_3(name):
     _, schema, res = load_experiment(REPO / "experiments/clamp" / name)
     assert res["kind"] == "testbed"
     assert [s["rtt_ms"] for s in res["servers"]] == [30, 130, 10, 180]  # Table II d_1..d_4

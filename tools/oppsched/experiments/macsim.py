@@ -2,9 +2,10 @@
 
 Every user has a full buffer; each slot, every user's SNR is drawn from its own Jakes
 fading process (oppsched.mac.Jakes, the same C++ the abstract PHY uses), mapped to the
-rate it could receive (the EV-DO table of seed 002, or a capped Shannon rate), and the
+rate it could receive (the EV-DO table of Srinivasan & Baras, Table I, or a capped Shannon
+rate), and the
 scheduler (oppsched.mac.make_scheduler, the daemon's own code) picks the user to serve.
-This reproduces the MAC-level experiments of seed 002 (resource fraction per user, MAC
+This reproduces the MAC-level experiments of Srinivasan & Baras (resource fraction per user, MAC
 throughput, scheduling jitter vs alpha and lambda) without TCP; the end-to-end runs with
 real TCP are `kind: testbed`.
 
@@ -30,13 +31,15 @@ SCHEMA = {
     "phy": {
         "slot_s": Field(float, 1.667e-3, min=1e-5, max=1.0, doc="slot duration (s)"),
         "rate_table": Field(str, "evdo", choices=("evdo", "shannon"),
-                            doc="SNR -> rate: seed 002 Table I, or capped Shannon"),
+                            doc="SNR -> rate: Srinivasan & Baras, Table I, or "
+                            "capped Shannon"),
         "bandwidth_hz": Field(float, 1.2288e6, min=1.0, doc="Shannon: W in W log2(1+SNR)"),
         "max_rate_bps": Field(float, 2.4576e6, min=1.0, doc="Shannon: rate cap"),
     },
     "scheduler": {
         "kind": Field(str, "pf", choices=SCHEDULERS),
-        "alpha": Field(float, 0.03, min=1e-6, max=1.0, doc="EMA weight per slot (seeds: 0.03)"),
+        "alpha": Field(float, 0.03, min=1e-6, max=1.0,
+                       doc="EMA weight per slot (Andrew & Hanly, CLAMP: 0.03)"),
         "lam": Field(float, 1.0, min=0.0, max=100.0, doc="glambda: lambda of log R - lambda log T"),
     },
     "users": ListOf({
@@ -44,7 +47,8 @@ SCHEMA = {
         "mean_snr_db": Field(float, 0.0, min=-30.0, max=60.0),
         "doppler_hz": Field(float, 10.0, min=0.0, max=2000.0),
         "fading": Field(str, "sum_of_sinusoids", choices=("sum_of_sinusoids", "clamp"),
-                        doc="seed 002's random-phase sum of sinusoids, or seed 000's Jakes (G=20)"),
+                        doc="Srinivasan & Baras, eq. 4: random-phase sum of "
+                        "sinusoids; or Andrew & Hanly, CLAMP, §V-B: Jakes (G=20)"),
         "weight": Field(float, 1.0, min=1e-6, doc="wpf: scheduling weight"),
     }, min_len=1),
 }
@@ -55,7 +59,7 @@ def _rates_bps(cfg: dict, snr_lin: np.ndarray) -> np.ndarray:
     if phy["rate_table"] == "shannon":
         r = phy["bandwidth_hz"] * np.log2(1.0 + snr_lin)
         return np.minimum(r, phy["max_rate_bps"])
-    # seed 002 Table I: the rate of the highest row whose SNR threshold is met, 0 below it
+    # Srinivasan & Baras, Table I: the rate of the highest row whose SNR threshold is met, 0 below it
     table = mac.McsTable.evdo()
     thresholds = np.asarray(table.thresholds_db)
     rates = np.concatenate([[0.0], np.asarray(table.rates_bps)])
@@ -193,7 +197,8 @@ def plot(outdir: Path, summary: dict) -> list[str]:
 
 
 def compare_plots(outdir: Path, runs) -> list[str]:
-    """Across variants: slot fraction and throughput against nominal SNR (seed 002 Figs. 9-12)."""
+    """Across variants: slot fraction and throughput against nominal SNR (Srinivasan & Baras,
+    Figs. 9-12)."""
     import matplotlib
 
     matplotlib.use("Agg")

@@ -240,8 +240,8 @@ def analyze(outdir: Path) -> dict:
         "jain_index_flows": jain_index(f["goodput_bps"] for f in flows),
         # Jain over goodput / fair share, the fair share of a flow being 1/(devices x flows
         # of its device): what a scheduler that serves devices equally can give. With flows
-        # 3 and 4 of seed 000 on one device, plain Jain over flows is at most 0.9 even when
-        # everything is as fair as it can be; this one is 1 then.
+        # 3 and 4 of Andrew & Hanly, CLAMP, Fig. 3, on one device, plain Jain over flows is
+        # at most 0.9 even when everything is as fair as it can be; this one is 1 then.
         "jain_index_flows_fair_share": _jain_fair_share(flows, cfg),
         "jain_index_users": jain_index(u["mac_throughput_bps"] for u in users),
         "aggregate_mac_throughput_bps": agg_mac,

@@ -48,8 +48,9 @@ SCHEMA = {
         "mode": Field(str, "abstract", choices=PHY_MODES,
                       doc="abstract: slot-level PHY; sample: GNU Radio loopback; uhd: radios"),
         "profile": Field(str, "clamp", choices=tuple(PROFILES),
-                         doc="clamp (seed 000: 3 ms slots, eq. 18 rates and errors) or evdo "
-                             "(seed 002: 1.667 ms slots, EV-DO table)"),
+                         doc="clamp (Andrew & Hanly, CLAMP: 3 ms slots, eq. 18 rates and "
+                             "errors) or evdo (Srinivasan & Baras: 1.667 ms slots, EV-DO "
+                             "table, Table I)"),
         "fec": Field(str, "ldpc", choices=("ldpc", "conv"),
                      doc="payload FEC of modes sample/uhd: ldpc (802.11n QC-LDPC) or conv "
                          "(K=7 convolutional); picks the measured MCS table too"),
@@ -57,7 +58,8 @@ SCHEMA = {
         "lead_slots": Field(int, 4, min=1, max=1000,
                             doc="SlotRequest n is sent this many slots before slot n"),
         "error_model": Field((str, _NONE), None, choices=(None,) + ERROR_MODELS,
-                             doc="clamp: seed 000's end-of-slot rule (eq. 18); threshold: the "
+                             doc="clamp: the end-of-slot rule of Andrew & Hanly, CLAMP, eq. 18; "
+                                 "threshold: the "
                                  "MCS threshold at slot end; curves: BLER from link curves; "
                                  "null: the profile's"),
         "mcs_table": Field((str, _NONE), None, check=_mcs_table,
@@ -82,13 +84,15 @@ SCHEMA = {
         "name": Field(str, check=_name),
         "channel": {
             "mean_snr_db": Field(float, mac.CLAMP_MEAN_SNR_DB, min=-30.0, max=60.0,
-                                 doc="seed 000: SNR_avg = 4 (6 dB)"),
+                                 doc="Andrew & Hanly, CLAMP, §V-B: SNR_avg = 4 (6 dB)"),
             "doppler_hz": Field(float, mac.CLAMP_FAST_DOPPLER_HZ, min=0.0, max=2000.0,
-                                doc="seed 000: 60 Hz (10 m/s) or 0.6 Hz (0.1 m/s)"),
+                                doc="Andrew & Hanly, CLAMP, §V-B: 60 Hz (10 m/s) or "
+                                    "0.6 Hz (0.1 m/s)"),
             "model": Field((str, _NONE), None, choices=(None,) + CHANNEL_MODELS,
-                           doc="clamp: Jakes G=20 as seed 000 prints it; sum_of_sinusoids: "
-                               "seed 002 eq. 4; awgn: constant SNR; trace: replay a CSV "
-                               "time_s,snr_db; null: the profile's"),
+                           doc="clamp: Jakes G=20 as Andrew & Hanly, CLAMP, §V-B print "
+                               "it; sum_of_sinusoids: Srinivasan & Baras, eq. 4; awgn: "
+                               "constant SNR; trace: replay a CSV time_s,snr_db; null: the "
+                               "profile's"),
             "trace": Field(str, "", doc="model trace: CSV time_s,snr_db"),
         },
         "uhd": RADIO_CLIENT,  # phy.mode uhd: this device's receiving radio
@@ -100,7 +104,8 @@ SCHEMA = {
     "servers": ListOf({
         "name": Field(str, check=_name),
         "rtt_ms": Field(float, min=0.0, max=60000.0, doc="d_i: round-trip propagation delay "
-                        "of the wired path S_i--X (d_i/2 each way, seed 000 Table I)"),
+                        "of the wired path S_i--X (d_i/2 each way, Andrew & Hanly, CLAMP, "
+                        "Table I)"),
         "rate_bps": Field(float, 100e6, min=0.0, max=1e12, doc="wired capacity (Table I: "
                           "100 Mb/s); 0 = unlimited"),
         "limit_bytes": Field(int, 0, min=0, doc="wired FIFO in front of rate_bps; 0 = unlimited"),
@@ -123,7 +128,8 @@ SCHEMA = {
     "queue": {
         "mode": Field(str, "per_user", choices=("per_user", "shared"),
                       doc="one AP queue per device, or one shared FIFO (head-of-line blocking)"),
-        "limit_bytes": Field(int, 60000, min=0, doc="seed 000 §V-H: 60 KB TCP buffer; 0 = none"),
+        "limit_bytes": Field(int, 60000, min=0, doc="Andrew & Hanly, CLAMP, §V-H: 60 KB "
+                             "TCP buffer; 0 = none"),
         "limit_packets": Field(int, 0, min=0, doc="0 = none"),
     },
     "aqm": {
@@ -146,7 +152,8 @@ SCHEMA = {
     },
     "scheduler": {
         "kind": Field(str, "pf", choices=SCHEDULERS),
-        "alpha": Field(float, 0.03, min=1e-6, max=1.0, doc="EMA weight per slot (seed 000: 0.03)"),
+        "alpha": Field(float, 0.03, min=1e-6, max=1.0, doc="EMA weight per slot "
+                       "(Andrew & Hanly, CLAMP: 0.03)"),
         "lam": Field(float, 1.0, min=0.0, max=100.0, doc="glambda: lambda"),
         "weights": Field(list, [], doc="wpf: one weight per device"),
     },
@@ -157,7 +164,8 @@ SCHEMA = {
     },
     "harq": {
         "max_transmissions": Field((int, _NONE), None, min=1, max=64,
-                                   doc="null: seed 000's n (15 fast fading, 5 slow)"),
+                                   doc="null: n of Andrew & Hanly, CLAMP, §V-D (15 fast "
+                                       "fading, 5 slow)"),
         "processes": Field(int, 8, min=1, max=16),
         "feedback_timeout_slots": Field(int, 16, min=2, max=10000),
     },
@@ -172,7 +180,8 @@ SCHEMA = {
         "window_scaling": Field(bool, True),
         "extra": Field(dict, {}, doc="more sysctls for every namespace"),
     },
-    "uplink_delay_ms": Field(float, 1.0, min=0.0, max=10000.0, doc="seed 000 Table I: 1 ms"),
+    "uplink_delay_ms": Field(float, 1.0, min=0.0, max=10000.0, doc="Andrew & Hanly, "
+                             "CLAMP, Table I: 1 ms"),
     "cqi": {"period_slots": Field(int, 1, min=1, max=100000)},
     "reassembly": {
         "timeout_ms": Field((float, _NONE), None, min=0.001, max=60000.0,
