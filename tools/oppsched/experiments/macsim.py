@@ -26,6 +26,7 @@ from oppsched import mac
 from oppsched.config import Field, ListOf
 from oppsched.daemonconf import SCHEDULERS
 from oppsched.metrics import jain_index, jitter_stats
+from oppsched.report import pyplot, save_figure
 
 SCHEMA = {
     "phy": {
@@ -152,10 +153,7 @@ def analyze(outdir: Path) -> dict:
 
 
 def plot(outdir: Path, summary: dict) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     trace = pd.read_csv(outdir / "slots.csv.gz")
     names = [u["name"] for u in summary["users"]]
@@ -175,10 +173,7 @@ def plot(outdir: Path, summary: dict) -> list[str]:
         ax.set_ylabel(f"{name}\nSNR (dB)")
     axes[0, 0].set_title("SNR of three users; red: slots in which the user was served")
     axes[-1, 0].set_xlabel("time (s)")
-    fig.tight_layout()
-    fig.savefig(outdir / "snr_and_service.png", dpi=110)
-    plt.close(fig)
-    files.append("snr_and_service.png")
+    files.append(save_figure(fig, outdir, "snr_and_service.png"))
 
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
     axes[0].bar(names, [u["slot_fraction"] for u in summary["users"]])
@@ -189,20 +184,14 @@ def plot(outdir: Path, summary: dict) -> list[str]:
     axes[1].set_ylabel("MAC throughput (kb/s)")
     for ax in axes:
         ax.tick_params(axis="x", rotation=45)
-    fig.tight_layout()
-    fig.savefig(outdir / "users.png", dpi=110)
-    plt.close(fig)
-    files.append("users.png")
+    files.append(save_figure(fig, outdir, "users.png"))
     return files
 
 
 def compare_plots(outdir: Path, runs) -> list[str]:
     """Across variants: slot fraction and throughput against nominal SNR (Srinivasan & Baras,
     Figs. 9-12)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
     for label, s, _ in runs:
@@ -220,7 +209,4 @@ def compare_plots(outdir: Path, runs) -> list[str]:
         ax.set_xlabel("nominal SNR (dB)")
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(outdir / "compare_users.png", dpi=110)
-    plt.close(fig)
-    return ["compare_users.png"]
+    return [save_figure(fig, outdir, "compare_users.png")]

@@ -11,13 +11,11 @@ import pandas as pd
 
 from oppsched.experiments.testbed.analysis import read_json, read_slots, slot_column
 from oppsched.flows import intervals
+from oppsched.report import pyplot, save_figure
 
 
 def plot(outdir: Path, summary: dict) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     rundir = Path(outdir)
     cfg = summary["config"]
@@ -46,10 +44,7 @@ def plot(outdir: Path, summary: dict) -> list[str]:
         ax.grid(alpha=0.3)
         if any_iv:
             ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(rundir / "goodput.png", dpi=110)
-    plt.close(fig)
-    files.append("goodput.png")
+    files.append(save_figure(fig, rundir, "goodput.png"))
 
     slots = read_slots(rundir)
     if slots is not None and len(slots) and "t_ns" in slots:
@@ -69,10 +64,7 @@ def plot(outdir: Path, summary: dict) -> list[str]:
         ax.set_title("queue per user (100 ms means)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(rundir / "queues.png", dpi=110)
-        plt.close(fig)
-        files.append("queues.png")
+        files.append(save_figure(fig, rundir, "queues.png"))
         # 3. CQI and MCS per user
         fig, axes = plt.subplots(2, 1, figsize=(9, 5), sharex=True)
         for u in users:
@@ -90,10 +82,7 @@ def plot(outdir: Path, summary: dict) -> list[str]:
         for ax in axes:
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(rundir / "cqi_mcs.png", dpi=110)
-        plt.close(fig)
-        files.append("cqi_mcs.png")
+        files.append(save_figure(fig, rundir, "cqi_mcs.png"))
 
     # 4. CLAMP windows
     if cfg["clamp"]["enabled"]:
@@ -122,10 +111,7 @@ def plot(outdir: Path, summary: dict) -> list[str]:
         ax.grid(alpha=0.3)
         if drew:
             ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(rundir / "windows.png", dpi=110)
-        plt.close(fig)
-        files.append("windows.png")
+        files.append(save_figure(fig, rundir, "windows.png"))
 
     # 5. per-user bars
     users = summary["users"]
@@ -139,19 +125,13 @@ def plot(outdir: Path, summary: dict) -> list[str]:
     axes[1].legend(fontsize=8)
     axes[2].bar(names, [u["mean_queue_delay_ms"] or 0 for u in users])
     axes[2].set_ylabel("mean queueing delay (ms)")
-    fig.tight_layout()
-    fig.savefig(rundir / "users.png", dpi=110)
-    plt.close(fig)
-    files.append("users.png")
+    files.append(save_figure(fig, rundir, "users.png"))
     return files
 
 
 def compare_plots(outdir: Path, runs) -> list[str]:
     """Across variants: per-flow goodput side by side, and Jain's index (flows, users)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     flow_ids = [f["id"] for f in runs[0][1]["flows"]]
     fig, axes = plt.subplots(1, 2, figsize=(12, 4), gridspec_kw={"width_ratios": [3, 1.3]})
@@ -183,7 +163,4 @@ def compare_plots(outdir: Path, runs) -> list[str]:
     axes[1].set_ylim(0, 1.05)
     axes[1].set_title("Jain's index")
     axes[1].grid(alpha=0.3, axis="y")
-    fig.tight_layout()
-    fig.savefig(Path(outdir) / "compare_flows.png", dpi=110)
-    plt.close(fig)
-    return ["compare_flows.png"]
+    return [save_figure(fig, outdir, "compare_flows.png")]
