@@ -28,7 +28,7 @@ import pytest
 import yaml
 
 from oppsched import daemonconf, flows, netns, pcap
-from oppsched.experiments import testbed
+from oppsched.experiments import kind_module, testbed
 from oppsched.runner import analyze_dir, load_experiment, run_experiment, variant_config
 from oppsched.wired import find_delay_binary
 from helpers import (BASE, PREFIX, REPO, assert_run_gone, cfg_of, error_of, needs_root,
@@ -43,6 +43,16 @@ FAKE = Path(__file__).resolve().parent / "fake_daemons.py"
 
 # ----------------------------------------------------------------------------------------
 # Schema and checks
+
+
+def test_the_testbed_kind_offers_what_the_runner_calls():
+    mod = kind_module("testbed")
+    assert mod is testbed and isinstance(mod.SCHEMA, dict) and "devices" in mod.SCHEMA
+    for name in ("check", "run", "analyze", "plot", "compare_plots"):
+        assert callable(getattr(mod, name)), name
+    assert set(testbed.__all__) == {"SCHEMA", "check", "run", "analyze", "plot", "compare_plots",
+                                    "TestbedError", "find_programs", "programs_available",
+                                    "resolved_ecn"}
 
 
 def test_defaults_follow_andrew_hanly_clamp():
