@@ -5,26 +5,25 @@ from __future__ import annotations
 import argparse
 import sys
 
+from oppsched.bench import run_bench, run_phy_bench
 from oppsched.config import ConfigError
+from oppsched.experiments.testbed import TestbedError
+from oppsched.linkcurves import add_parsers as linkcurves_parsers
+from oppsched.netns import NetnsError
+from oppsched.runner import analyze_dir, load_experiment, run_experiment
 
 
 def _cmd_run(a) -> int:
-    from oppsched.runner import run_experiment
-
     run_experiment(a.experiment, a.out, a.set or [], a.duration)
     return 0
 
 
 def _cmd_analyze(a) -> int:
-    from oppsched.runner import analyze_dir
-
     analyze_dir(a.results)
     return 0
 
 
 def _cmd_check(a) -> int:
-    from oppsched.runner import load_experiment
-
     for path in a.experiments:
         _, _, resolved = load_experiment(path, a.set or [])
         print(f"{path}: ok ({resolved['kind']}, {len(resolved['variants']) or 1} run(s))")
@@ -32,8 +31,6 @@ def _cmd_check(a) -> int:
 
 
 def _cmd_bench(a) -> int:
-    from oppsched.bench import run_bench, run_phy_bench
-
     if a.what == "phy":  # only the PHY chain bench: --out is the JSON file
         return run_phy_bench(a.out or "results/bench/phy.json", a.min_time, a.build)
     return run_bench(a.build, a.out or "results/bench", a.filter,
@@ -76,9 +73,7 @@ def main(argv=None) -> int:
                    help="CPU seconds per PHY chain measurement (default: %(default)s)")
     b.set_defaults(fn=_cmd_bench)
 
-    from oppsched.linkcurves import add_parsers as _linkcurves_parsers
-
-    _linkcurves_parsers(sub)  # `linkcurves` and `mcstable`
+    linkcurves_parsers(sub)  # `linkcurves` and `mcstable`
 
     a = p.parse_args(argv)
     try:
@@ -86,9 +81,7 @@ def main(argv=None) -> int:
     except ConfigError as exc:
         print(f"oppsched: error: {exc}", file=sys.stderr)
         return 2
-    except RuntimeError as exc:  # TestbedError, NetnsError: a run that could not be done
-        if type(exc).__name__ not in ("TestbedError", "NetnsError", "ReadinessTimeout"):
-            raise
+    except (TestbedError, NetnsError) as exc:  # a run that could not be done
         print(f"oppsched: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

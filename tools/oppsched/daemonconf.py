@@ -6,7 +6,7 @@
     client.<dev>.yaml   oppsched-client, one per device ("oppsched-client configuration")
     phy.yaml            the PHY               ("Abstract PHY configuration")
 
-from the resolved experiment (experiments/testbed.py SCHEMA) and the run's layout (paths,
+from the resolved experiment (oppsched.experiments.testbed.schema) and the run's layout (paths,
 ZeroMQ endpoints, addresses). Every daemon validates its file strictly (unknown keys are
 errors), so the shapes here follow those sections exactly; `extra.apd`, `extra.client` and
 `extra.phy` in the experiment are deep-merged last, for a knob the experiment schema does
@@ -22,9 +22,12 @@ from pathlib import Path
 
 import yaml
 
-# Seed 000 §V-D: n = 5 link-layer attempts in the slow-fading scenario (0.6 Hz), 15 in the
-# fast-fading one (60 Hz). Between the two we take the fast value from 10 Hz up.
-CLAMP_ATTEMPTS_SLOW, CLAMP_ATTEMPTS_FAST = 5, 15
+from oppsched import mac, paths
+
+# Andrew & Hanly, CLAMP, §V-D: n = 5 link-layer attempts in the slow-fading scenario (0.6 Hz),
+# 15 in the fast-fading one (60 Hz). Between the two we take the fast value from 10 Hz up.
+CLAMP_ATTEMPTS_SLOW = mac.CLAMP_ATTEMPTS_SLOW_FADING
+CLAMP_ATTEMPTS_FAST = mac.CLAMP_ATTEMPTS_FAST_FADING
 FAST_FADING_HZ = 10.0
 
 # Named PHY profiles (design.md "PHY": 1.667 ms EV-DO, 3 ms CLAMP). Values a profile
@@ -37,8 +40,11 @@ PROFILES = {
 }
 
 ZMQ_NAMES = ("phy_requests", "phy_grants", "uplink")
-# seed 000 eq. 18 at §V-D's W0 = 4.3 MHz and C_max = 10 Mb/s, 32 levels: the `clamp` preset
-# of both the apd and the abstract PHY.
+# The scheduler kinds of the apd and of oppsched.mac.make_scheduler
+# (host/include/oppsched/sched.h; the bindings do not list them).
+SCHEDULERS = ("pf", "glambda", "rr", "maxrate", "wpf")
+# Andrew & Hanly, CLAMP, eq. 18 at §V-D's W0 = 4.3 MHz and C_max = 10 Mb/s, 32 levels: the
+# `clamp` preset of both the apd and the abstract PHY.
 CLAMP_TABLE_DEFAULTS = {"w0_hz": 4.3e6, "cmax_bps": 10e6, "levels": 32}
 # sun_path holds 108 bytes; leave room for "ipc://" parsing and the longest name.
 _IPC_MAX = 100
@@ -101,7 +107,7 @@ def measured_mcs_table(profile: str, fec: str = "ldpc") -> Path:
     blocks achieve at BLER 0.1 (experiments/linkcurves/awgn-<profile>-1msps for LDPC,
     experiments/linkcurves/conv/awgn-<profile>-1msps for the convolutional code;
     `oppsched linkcurves`)."""
-    base = Path(__file__).resolve().parents[2] / "experiments" / "linkcurves"
+    base = paths.experiments_dir() / "linkcurves"
     if fec == "conv":
         base = base / "conv"
     return base / f"awgn-{profile}-1msps" / "mcs_table.csv"
@@ -136,7 +142,8 @@ def channel_model(cfg: dict, dev: dict) -> str:
 
 
 def max_transmissions(cfg: dict) -> int:
-    """harq.max_transmissions, or seed 000's n: 15 with fast fading, 5 with slow."""
+    """harq.max_transmissions, or the n of Andrew & Hanly, CLAMP, §V-D: 15 with fast fading,
+    5 with slow."""
     n = cfg["harq"]["max_transmissions"]
     if n is not None:
         return n
@@ -151,9 +158,9 @@ def device_limit_bytes(cfg: dict, dev: dict) -> int:
 
 def reassembly(cfg: dict) -> dict:
     """The client's reassembly settings. A gap in the PDU sequence is a TB still in HARQ
-    (or lost after max_transmissions, seed 000 §V-B: "all packets which would have been
-    completed by that transmission are dropped"); giving up earlier delivers later packets
-    past it, which TCP takes for losses (duplicate ACKs, halved windows) although nothing
+    (or lost after max_transmissions, Andrew & Hanly, CLAMP, §V-B: "all packets which would
+    have been completed by that transmission are dropped"); giving up earlier delivers later
+    packets past it, which TCP takes for losses (duplicate ACKs, halved windows) although nothing
     was lost. So by default the client waits as long as HARQ may still deliver it: every
     transmission costs at most one HARQ round trip, lead_slots + 3 slots (the request lead,
     the slot on air, its feedback and the next grant), plus the uplink delay."""
@@ -315,7 +322,6 @@ def write_all(cfg: dict, lay: Layout) -> dict[str, Path]:
             cfg["phy"]["clamp_table"] != CLAMP_TABLE_DEFAULTS:
         # The apd's `clamp` preset is eq. 18 at the paper's W0 and C_max; other values go
         # to both through one CSV, so that grant.mcs means the same rate on both sides.
-        from oppsched import mac
         t = cfg["phy"]["clamp_table"]
         path = lay.rundir / "mcs_table.csv"
         path.write_text(mac.McsTable.clamp(t["w0_hz"], t["cmax_bps"], t["levels"]).to_csv())

@@ -1,7 +1,7 @@
 """Real TCP flows for the testbed: iperf3 command lines, their results, live goodput.
 
-Direction (seed 000 Fig. 3): data flows from a server S_i to a client R_j, i.e. down the
-radio. iperf3 names its two ends the other way round, so:
+Direction (Andrew & Hanly, CLAMP, Fig. 3): data flows from a server S_i to a client R_j,
+i.e. down the radio. iperf3 names its two ends the other way round, so:
 
 * the iperf3 *receiver* (`iperf3 -s -1`) runs in the client's namespace, one per flow on
   its own port, and writes its JSON (per-interval bytes received) to

@@ -20,7 +20,7 @@ def service_gaps(slots_served: np.ndarray) -> np.ndarray:
 
 
 def jitter_stats(gaps_s: np.ndarray) -> dict:
-    """Scheduling jitter as in seed 002: mean, standard deviation and coefficient of
+    """Scheduling jitter as in Srinivasan & Baras: mean, standard deviation and coefficient of
     variation of the time between two consecutive services of a user."""
     if gaps_s.size == 0:
         return {"mean_s": float("nan"), "std_s": float("nan"), "cov": float("nan")}

@@ -14,6 +14,8 @@ import os
 from pathlib import Path
 
 HOME_ENV = "OPPSCHED_HOME"
+# The build tree, when it is not <checkout>/build (docs/testbed.md).
+BUILD_ENV = "OPPSCHED_BUILD"
 
 
 def home() -> Path:
@@ -39,3 +41,18 @@ def experiments_dir() -> Path:
 def default_build_dir() -> Path:
     """The build tree `make` writes (build/ in the checkout)."""
     return home() / "build"
+
+
+def build_dir(explicit: str | Path | None = None) -> Path:
+    """The build tree of a run: `explicit` (an experiment's build_dir) if given, else
+    $OPPSCHED_BUILD, else default_build_dir()."""
+    if explicit:
+        return Path(explicit)
+    env = os.environ.get(BUILD_ENV)
+    return Path(env) if env else default_build_dir()
+
+
+def package_parent() -> Path:
+    """The folder holding this oppsched package: what a child process started with
+    `python -m oppsched...` needs on PYTHONPATH to run the same code."""
+    return Path(__file__).resolve().parents[1]

@@ -15,6 +15,7 @@ scapy for that, as an independent implementation.
 
 from __future__ import annotations
 
+import ipaddress
 import struct
 from pathlib import Path
 
@@ -87,14 +88,12 @@ def _tcp_options(opts: bytes) -> tuple[int, int]:
 
 def norm_addr(addr: str) -> str:
     """The canonical text of an address, as read_tcp writes it ("fd00:2:0::1" -> "fd00:2::1")."""
-    import ipaddress
     return str(ipaddress.ip_address(addr))
 
 
 def _ip_str(b: bytes) -> str:
     if len(b) == 4:
         return ".".join(str(x) for x in b)
-    import ipaddress
     return str(ipaddress.IPv6Address(b))
 
 

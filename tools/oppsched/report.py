@@ -8,6 +8,26 @@ import os
 from pathlib import Path
 
 
+def pyplot():
+    """matplotlib.pyplot, drawing to files (the Agg backend). Imported on first use: only
+    figures need matplotlib."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig, folder: Path, name: str) -> str:
+    """Writes `fig` as folder/name (PNG, 110 dpi, tight layout), closes it and returns name,
+    for the list of figures a kind's plot() returns."""
+    fig.tight_layout()
+    fig.savefig(Path(folder) / name, dpi=110)
+    pyplot().close(fig)
+    return name
+
+
 def _fmt(x, scale=1.0, digits=1, unit=""):
     if x is None:
         return "&ndash;"

@@ -27,8 +27,9 @@ import sys
 import time
 from collections import deque
 
-import yaml
 import zmq
+
+from oppsched.config import read_yaml
 
 TUNSETIFF = 0x400454CA
 IFF_TUN, IFF_NO_PI = 0x0001, 0x1000
@@ -229,8 +230,7 @@ def main() -> int:
     a = ap.parse_args()
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    with open(a.config) as f:
-        conf = yaml.safe_load(f)
+    conf = read_yaml(a.config)
     if conf.get("fake", {}).get("reject"):
         print(f"{a.config}: fake.reject: {conf['fake']['reject']!r} rejected", file=sys.stderr)
         return 2

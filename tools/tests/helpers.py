@@ -1,11 +1,21 @@
 """Helpers shared by the Python tests (imported as `helpers`; conftest.py puts this folder
 on sys.path). One definition of each, so every test means the same thing by it."""
 
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import yaml
 
-from oppsched import netns
+from oppsched import daemonconf, netns, paths
+from oppsched.config import ConfigError
+from oppsched.runner import load_experiment
+from oppsched.wired import find_delay_binary, netem_available
 
 # The repository's top folder (experiment files, flowgraphs, the build tree).
 REPO = Path(__file__).resolve().parents[2]
@@ -13,3 +23,126 @@ REPO = Path(__file__).resolve().parents[2]
 # Tests that build network namespaces, veths and TUNs need CAP_NET_ADMIN.
 needs_root = pytest.mark.skipif(not netns.is_root(),
                                 reason="network namespaces need root (CAP_NET_ADMIN)")
+
+# The namespace prefix of the runner's test runs: never the prefix of a real run
+# ("oppsched") or of other tests.
+PREFIX = "ottb"
+
+# The smallest testbed experiment: one device, one server, one flow.
+BASE = """
+experiment: t
+kind: testbed
+duration_s: 4
+devices:
+  - {name: R1}
+servers:
+  - {name: S1, rtt_ms: 20}
+flows:
+  - {id: f1, server: S1, device: R1}
+"""
+
+
+def require(ok: bool, why: str) -> None:
+    """Skip locally; fail under CI (CI must never skip a test silently)."""
+    if ok:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"CI is set and this test cannot run: {why}")
+    pytest.skip(why)
+
+
+def built_program(rel: str, env: str) -> Path | None:
+    """A program of the build tree: $`env` if set, else `rel` under the build folder
+    ($OPPSCHED_BUILD, else the checkout's build/) if it is there and executable."""
+    if os.environ.get(env):
+        return Path(os.environ[env])
+    p = paths.build_dir() / rel
+    return p if p.is_file() and os.access(p, os.X_OK) else None
+
+
+def run_cli(*args, **kw) -> subprocess.CompletedProcess:
+    """`python -m oppsched ARGS` from the checkout, output captured as text."""
+    return subprocess.run([sys.executable, "-m", "oppsched", *map(str, args)],
+                          capture_output=True, text=True, cwd=REPO, **kw)
+
+
+def write_yaml(path: Path, data) -> Path:
+    """A daemon's or PHY's configuration file, keys in the order given."""
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def write_experiment(folder: Path, text: str, name: str = "exp.yaml") -> Path:
+    """An experiment file `name` in `folder` holding `text`."""
+    path = folder / name
+    path.write_text(text)
+    return path
+
+
+def wait_for_files(files, timeout: float, what: str, alive=None) -> None:
+    """Until every file exists; `alive()` (if given) raises when the process that should
+    make them has died, so a crash fails at once with its own message."""
+    def probe():
+        if alive is not None:
+            alive()
+        return all(Path(f).exists() for f in files)
+    netns.wait_for(probe, timeout=timeout, what=what)
+
+
+@contextmanager
+def netns_prefix(prefix: str = PREFIX):
+    """OPPSCHED_NETNS_PREFIX set to `prefix` inside the block (for module-scoped fixtures,
+    which cannot use monkeypatch), restored after."""
+    old = os.environ.get("OPPSCHED_NETNS_PREFIX")
+    os.environ["OPPSCHED_NETNS_PREFIX"] = prefix
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("OPPSCHED_NETNS_PREFIX", None)
+        else:
+            os.environ["OPPSCHED_NETNS_PREFIX"] = old
+
+
+def cfg_of(text: str = BASE, overrides=(), path: Path | None = None) -> dict:
+    """The resolved experiment of `text` with `--set` overrides."""
+    p = path or Path("/tmp") / f"ottb-{os.getpid()}.yaml"
+    p.write_text(text)
+    try:
+        return load_experiment(p, overrides)[2]
+    finally:
+        if path is None:
+            p.unlink()
+
+
+def error_of(text: str = BASE, overrides=()) -> str:
+    """The ConfigError message of an experiment that must be rejected."""
+    with pytest.raises(ConfigError) as e:
+        cfg_of(text, overrides)
+    return str(e.value)
+
+
+def run_layout(tmp_path: Path, cfg: dict, rundir: Path | None = None) -> daemonconf.Layout:
+    """The layout of a testbed run of `cfg` in `rundir` (default tmp_path), its users
+    addressed as the Testbed addresses them, its sockets in tmp_path/scratch if needed."""
+    users = [daemonconf.User(j, d["name"], f"10.2.{j}.1", f"fd00:2:{j:x}::1")
+             for j, d in enumerate(cfg["devices"])]
+    return daemonconf.Layout.make(rundir or tmp_path, users, scratch=tmp_path / "scratch")
+
+
+def delay_or_netem_available() -> tuple[bool, str]:
+    """(True, "") if the wired paths can be built (netem or oppsched-delay), else why not."""
+    if find_delay_binary() is not None or netem_available()[0]:
+        return True, ""
+    return False, "no netem and no oppsched-delay (cmake --build build --target oppsched-delay)"
+
+
+def assert_run_gone(run_name: str) -> None:
+    """Nothing of a testbed run is left: namespaces, marked processes, the owner file, a
+    TUN escaped into the host namespace."""
+    left = [n for n in netns.list_netns() if n.startswith(run_name)]
+    assert not left, f"namespaces left: {left}"
+    assert netns._marked_pids([run_name]) == []
+    assert not (netns.OWNER_DIR / f"{run_name}.json").exists()
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    assert "radio0" not in links

@@ -1,8 +1,8 @@
 """oppsched-apd end to end: a network namespace with a persistent TUN, the daemon in it, a fake
 PHY and a fake client in Python (pyzmq + oppsched.mac.wire), garbage on every endpoint.
 
-Needs root (network namespaces) and the built daemon (found beside the _oppsched_mac module's
-build tree, or OPPSCHED_APD=/path/to/oppsched-apd); skipped otherwise. Every namespace,
+Needs root (network namespaces) and the built daemon ($OPPSCHED_APD, else
+host/daemon/oppsched-apd in $OPPSCHED_BUILD, else in build/); skipped otherwise. Every namespace,
 device, process and directory a test makes is removed, whatever happens.
 """
 
@@ -23,27 +23,13 @@ from pathlib import Path
 import pytest
 
 zmq = pytest.importorskip("zmq")
-yaml = pytest.importorskip("yaml")
 
 from oppsched import mac  # noqa: E402
+from helpers import built_program, needs_root, wait_for_files, write_yaml  # noqa: E402
 
-
-def _apd_binary() -> Path | None:
-    env = os.environ.get("OPPSCHED_APD")
-    if env:
-        return Path(env)
-    try:
-        import _oppsched_mac
-    except ImportError:
-        return None
-    build = Path(_oppsched_mac.__file__).resolve().parents[1]
-    p = build / "host" / "daemon" / "oppsched-apd"
-    return p if p.exists() else None
-
-
-APD = _apd_binary()
+APD = built_program("host/daemon/oppsched-apd", "OPPSCHED_APD")
 pytestmark = [
-    pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root"),
+    needs_root,
     pytest.mark.skipif(APD is None, reason="oppsched-apd is not built"),
 ]
 
@@ -95,9 +81,7 @@ class Bed:
         return c
 
     def write(self, cfg: dict, name: str = "apd.yaml") -> Path:
-        p = self.dir / name
-        p.write_text(yaml.safe_dump(cfg, sort_keys=False))
-        return p
+        return write_yaml(self.dir / name, cfg)
 
     def exec(self, *args: str, **kw) -> subprocess.CompletedProcess:
         return run("ip", "netns", "exec", self.ns, *args, **kw)
@@ -107,14 +91,11 @@ class Bed:
         p = subprocess.Popen(["ip", "netns", "exec", self.ns, str(APD), "--config", str(path)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.procs.append(p)
-        stats = Path(cfg["traces"]["stats"])
-        deadline = time.monotonic() + 10
-        while not stats.exists():
+
+        def alive():
             if p.poll() is not None:
                 raise AssertionError(f"apd exited {p.returncode}: {p.stderr.read()}")
-            if time.monotonic() > deadline:
-                raise AssertionError("apd did not start")
-            time.sleep(0.02)
+        wait_for_files([cfg["traces"]["stats"]], 10, "apd: stats file written", alive)
         return p
 
     def has_link(self, name: str) -> bool:

@@ -10,15 +10,14 @@ MAC PDUs built with oppsched.mac.serialize_pdu) and the AP (a PULL socket bound 
 uplink endpoint, frames decoded with oppsched.mac.wire.decode). The servers are forged with
 scapy. ipc:// endpoints live in the file system, so they cross namespaces.
 
-The binary: $OPPSCHED_CLIENT_BIN, else $OPPSCHED_BUILD/host/daemon/oppsched-client, else
-build/host/daemon/oppsched-client. Configuration tests need neither root nor namespaces.
+The binary: $OPPSCHED_CLIENT_BIN, else host/daemon/oppsched-client in $OPPSCHED_BUILD, else
+in build/. Configuration tests need neither root nor namespaces.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -26,37 +25,20 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 import zmq
 
 from oppsched import mac, netns
-from helpers import needs_root
+from oppsched.daemonconf import deep_merge
+from helpers import built_program, needs_root, require, wait_for_files, write_yaml
 
-REPO = Path(__file__).resolve().parents[2]
 MSS = 1460
-
-
-def _find_binary() -> Path | None:
-    cands = []
-    if os.environ.get("OPPSCHED_CLIENT_BIN"):
-        cands.append(Path(os.environ["OPPSCHED_CLIENT_BIN"]))
-    if os.environ.get("OPPSCHED_BUILD"):
-        cands.append(Path(os.environ["OPPSCHED_BUILD"]) / "host/daemon/oppsched-client")
-    cands.append(REPO / "build/host/daemon/oppsched-client")
-    for c in cands:
-        if c.is_file() and os.access(c, os.X_OK):
-            return c
-    return None
 
 
 @pytest.fixture(scope="module")
 def client_bin() -> Path:
-    b = _find_binary()
-    if b is None:
-        msg = "oppsched-client is not built (cmake --build build --target oppsched-client)"
-        if os.environ.get("CI"):
-            pytest.fail(msg)
-        pytest.skip(msg)
+    b = built_program("host/daemon/oppsched-client", "OPPSCHED_CLIENT_BIN")
+    require(b is not None,
+            "oppsched-client is not built (cmake --build build --target oppsched-client)")
     return b
 
 
@@ -78,23 +60,8 @@ def base_config(workdir: Path, *, clamp: bool = False) -> dict:
     }
 
 
-def write_config(path: Path, conf: dict) -> Path:
-    path.write_text(yaml.safe_dump(conf, sort_keys=False))
-    return path
-
-
 # ----------------------------------------------------------------------------------------
 # Configuration (no root needed: the daemon validates before it opens anything)
-
-
-def _merge(base: dict, over: dict) -> dict:
-    out = dict(base)
-    for k, v in over.items():
-        if isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = _merge(out[k], v)
-        else:
-            out[k] = v
-    return out
 
 
 @pytest.mark.parametrize("override, drop, message", [
@@ -112,10 +79,10 @@ def _merge(base: dict, over: dict) -> dict:
     ({}, "name", "name: missing"),
 ])
 def test_invalid_config_exits_2_naming_the_field(tmp_path, client_bin, override, drop, message):
-    conf = _merge(base_config(tmp_path), override)
+    conf = deep_merge(base_config(tmp_path), override)
     if drop:
         del conf[drop]
-    path = write_config(tmp_path / "client.yaml", conf)
+    path = write_yaml(tmp_path / "client.yaml", conf)
     cp = subprocess.run([str(client_bin), "--config", str(path)], capture_output=True,
                         text=True, timeout=10)
     assert cp.returncode == 2, cp.stderr
@@ -124,7 +91,7 @@ def test_invalid_config_exits_2_naming_the_field(tmp_path, client_bin, override,
 
 
 def test_check_accepts_a_valid_config_and_bad_arguments_exit_2(tmp_path, client_bin):
-    path = write_config(tmp_path / "client.yaml", base_config(tmp_path, clamp=True))
+    path = write_yaml(tmp_path / "client.yaml", base_config(tmp_path, clamp=True))
     cp = subprocess.run([str(client_bin), "--config", str(path), "--check"],
                         capture_output=True, text=True, timeout=10)
     assert cp.returncode == 0, cp.stderr
@@ -201,11 +168,10 @@ class Rig:
         self.ap = self.ctx.socket(zmq.PULL)
         self.ap.setsockopt(zmq.LINGER, 0)
         self.ap.bind(self.conf["endpoints"]["uplink"])
-        path = write_config(self.workdir / "client.yaml", self.conf)
+        path = write_yaml(self.workdir / "client.yaml", self.conf)
         self.proc = session.spawn(ns, [str(client_bin), "--config", str(path)], name="client")
-        rx_path = Path(self.conf["endpoints"]["rx"][len("ipc://"):])
-        netns.wait_for(lambda: (self.proc.check_alive(), rx_path.exists())[1], timeout=10,
-                       what="oppsched-client: rx endpoint bound")
+        wait_for_files([self.conf["endpoints"]["rx"][len("ipc://"):]], 10,
+                       "oppsched-client: rx endpoint bound", self.proc.check_alive)
         push = self.ctx.socket(zmq.PUSH)
         push.setsockopt(zmq.LINGER, 0)
         push.connect(self.conf["endpoints"]["rx"])
@@ -349,7 +315,7 @@ def test_garbage_and_oversized_frames_are_counted_and_the_client_stays_alive(rig
     # SIGUSR1: stats now, while running.
     stats_path = Path(r.conf["traces"]["stats"])
     r.proc.send_signal(signal.SIGUSR1)
-    netns.wait_for(lambda: stats_path.exists(), timeout=5, what="stats on SIGUSR1")
+    wait_for_files([stats_path], 5, "stats on SIGUSR1")
     live = json.loads(stats_path.read_text())
     assert live["malformed"]["rx"] == 5
     assert live["rx"]["oversized"] == 1

@@ -1,21 +1,19 @@
 """Every experiment file in experiments/ loads and validates (as gr-satellites does for its
 satellite files): a broken file is caught here, not an hour into a run."""
 
-from pathlib import Path
-
 import pytest
 
 from oppsched.runner import load_experiment
+from helpers import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
-FILES = sorted((ROOT / "experiments").rglob("*.yaml"))
+FILES = sorted((REPO / "experiments").rglob("*.yaml"))
 
 
 def test_there_are_experiment_files():
     assert FILES, "experiments/ has no YAML files"
 
 
-@pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(ROOT)) for p in FILES])
+@pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(REPO)) for p in FILES])
 def test_experiment_file_validates(path):
     _, _, resolved = load_experiment(path)
     assert resolved["experiment"]

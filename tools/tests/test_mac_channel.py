@@ -1,9 +1,9 @@
 """Fading models and the CLAMP slot error model through the Python API (oppsched.mac).
 
-Seed 000 §V-B: Jakes with G = 20 generators, f_d 0.6 / 60 Hz, SNR_ave = 4 (6 dB), 3 ms
-slots, B = tau_slot min(W0 log2(1 + (1 - m) N), C_max) (eq. 18), error iff the end-of-slot
-SNR cannot carry B, adaptive backoff margin m for a 1e-3 loss after n attempts.
-Seed 002 §III-A eq. 4: random sum of sinusoids.
+Andrew & Hanly, CLAMP, §V-B: Jakes with G = 20 generators, f_d 0.6 / 60 Hz, SNR_ave = 4
+(6 dB), 3 ms slots, B = tau_slot min(W0 log2(1 + (1 - m) N), C_max) (eq. 18), error iff the
+end-of-slot SNR cannot carry B, adaptive backoff margin m for a 1e-3 loss after n attempts.
+Srinivasan & Baras, §III-A, eq. 4: random sum of sinusoids.
 """
 
 import numpy as np
@@ -65,8 +65,8 @@ def test_mean_power_one_and_rayleigh_envelope(model):
 
 @pytest.mark.parametrize("model,tol", [("clamp", 0.07), ("sum_of_sinusoids", 0.03)])
 def test_autocorrelation_close_to_j0(model, tol):
-    # tol: sampling noise 0.007 plus, for seed 000's printed angles, the G = 20 quadrature
-    # error (1 - cos 2 pi f_d tau)/G (0.065 at f_d tau = 0.3; see channel.h).
+    # tol: sampling noise 0.007 plus, for the angles Andrew & Hanly, CLAMP, print, the G = 20
+    # quadrature error (1 - cos 2 pi f_d tau)/G (0.065 at f_d tau = 0.3; see channel.h).
     fd = 60.0
     t = 0.0311 * np.arange(20)
     for fd_tau in (0.05, 0.1, 0.18, 0.3):
@@ -82,7 +82,7 @@ def test_autocorrelation_close_to_j0(model, tol):
 @pytest.mark.parametrize("model", MODELS)
 def test_users_with_different_seeds_are_uncorrelated(model):
     t = 0.041 * np.arange(20)
-    cross, pa, pb, pab = 0.0, [], [], []
+    cross, pa, pb = 0.0, [], []
     for s in range(500):
         ha = mac.Jakes(60.0, 6.0, 2 * s + 1, model=model).gain_many(t + 0.003 * s)
         hb = mac.Jakes(60.0, 6.0, 2 * s + 2, model=model).gain_many(t + 0.003 * s)

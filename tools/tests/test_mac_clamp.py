@@ -1,12 +1,13 @@
 """CLAMP router and client agents through the Python API (oppsched.mac).
 
-Andrew & Hanly, seed 000: router agent §IV-A (EMA with exp(-2I), price eq. 13), client
+Andrew & Hanly, CLAMP: router agent §IV-A (EMA with exp(-2I), price eq. 13), client
 agent §IV-B/C (eqs. 14-17, receiver slow start), fluid equilibrium q* = (k tau + a)/b
 (eq. 11).
 """
 
 import heapq
 import math
+import random
 
 import pytest
 
@@ -102,8 +103,6 @@ def test_constant_high_price_shrinks_the_window():
 
 
 def test_advertised_window_never_exceeds_os_window():
-    import random
-
     rng = random.Random(3)
     r = mac.ClampReceiver()
     for k in range(3000):

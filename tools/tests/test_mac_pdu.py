@@ -1,6 +1,5 @@
 """MAC PDU, CRC-32, segmentation and reassembly from Python (oppsched.mac)."""
 
-import pathlib
 import random
 import struct
 import zlib
@@ -8,8 +7,9 @@ import zlib
 import pytest
 
 from oppsched import mac
+from helpers import REPO
 
-VECTORS = pathlib.Path(__file__).resolve().parents[2] / "host" / "tests" / "vectors"
+VECTORS = REPO / "host" / "tests" / "vectors"
 
 
 def vector(name: str) -> bytes:

@@ -183,7 +183,7 @@ def test_harq_bad_config_raises_value_error():
 # --- link adaptation -------------------------------------------------------------------
 
 
-def test_evdo_table_is_seed_002_table_1():
+def test_evdo_table_is_srinivasan_baras_table_1():
     t = mac.McsTable.evdo()
     assert t.thresholds_db == [-12.5, -9.5, -6.5, -5.7, -4.0, -1.0, 1.3, 3.0, 7.2, 9.5]
     assert t.rates_bps == pytest.approx(

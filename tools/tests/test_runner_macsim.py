@@ -1,14 +1,13 @@
-"""`oppsched run` / `oppsched analyze` on the macsim kind: the summary schema, the seed-002
-behaviour of the schedulers, and that analyze recomputes the same summary from the traces."""
+"""`oppsched run` / `oppsched analyze` on the macsim kind: the summary schema, the
+behaviour of the schedulers that Srinivasan & Baras describe, and that analyze recomputes
+the same summary from the traces."""
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from oppsched.runner import analyze_dir, run_experiment
+from helpers import run_cli, write_experiment
 
 EXPERIMENT = """
 experiment: test-macsim
@@ -31,8 +30,7 @@ variants:
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     d = tmp_path_factory.mktemp("macsim")
-    exp = d / "exp.yaml"
-    exp.write_text(EXPERIMENT)
+    exp = write_experiment(d, EXPERIMENT)
     runs = run_experiment(exp, d / "out")
     return d / "out", {label: s for label, s, _ in runs}
 
@@ -78,11 +76,8 @@ def test_analyze_recomputes_the_same_summary_from_the_traces(results):
 
 
 def test_cli_rejects_unknown_override_with_exit_2(tmp_path):
-    exp = tmp_path / "exp.yaml"
-    exp.write_text(EXPERIMENT)
-    r = subprocess.run([sys.executable, "-m", "oppsched", "run", str(exp), "--out",
-                        str(tmp_path / "o"), "--set", "scheduler.alfa=0.1"],
-                       capture_output=True, text=True)
+    exp = write_experiment(tmp_path, EXPERIMENT)
+    r = run_cli("run", exp, "--out", tmp_path / "o", "--set", "scheduler.alfa=0.1")
     assert r.returncode == 2
     assert "unknown key 'alfa'" in r.stderr
     assert not (tmp_path / "o").exists()

@@ -17,8 +17,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import struct
-import subprocess
 import sys
 from pathlib import Path
 
@@ -28,50 +28,34 @@ import pytest
 import yaml
 
 from oppsched import daemonconf, flows, netns, pcap
-from oppsched.config import ConfigError
-from oppsched.experiments import testbed
-from oppsched.runner import load_experiment, run_experiment
-from helpers import needs_root
+from oppsched.experiments import kind_module, testbed
+from oppsched.runner import analyze_dir, load_experiment, run_experiment, variant_config
+from oppsched.wired import find_delay_binary
+from helpers import (BASE, PREFIX, REPO, assert_run_gone, cfg_of, error_of, needs_root,
+                     netns_prefix, run_cli, write_experiment)
+# test_phy_uhd.py and test_phy_loopback.py import these three from this module by these names.
+from helpers import delay_or_netem_available as _delay_or_netem_available
+from helpers import require as _require
+from helpers import run_layout as _layout
 
-ROOT = Path(__file__).resolve().parents[2]
 FAKE = Path(__file__).resolve().parent / "fake_daemons.py"
-PREFIX = "ottb"  # never the prefix of a real run ("oppsched") or of other tests
-
-
-BASE = """
-experiment: t
-kind: testbed
-duration_s: 4
-devices:
-  - {name: R1}
-servers:
-  - {name: S1, rtt_ms: 20}
-flows:
-  - {id: f1, server: S1, device: R1}
-"""
-
-
-def cfg_of(text: str = BASE, overrides=(), path: Path | None = None) -> dict:
-    p = path or Path("/tmp") / f"ottb-{os.getpid()}.yaml"
-    p.write_text(text)
-    try:
-        return load_experiment(p, overrides)[2]
-    finally:
-        if path is None:
-            p.unlink()
-
-
-def error_of(text: str = BASE, overrides=()) -> str:
-    with pytest.raises(ConfigError) as e:
-        cfg_of(text, overrides)
-    return str(e.value)
 
 
 # ----------------------------------------------------------------------------------------
 # Schema and checks
 
 
-def test_defaults_follow_seed_000():
+def test_the_testbed_kind_offers_what_the_runner_calls():
+    mod = kind_module("testbed")
+    assert mod is testbed and isinstance(mod.SCHEMA, dict) and "devices" in mod.SCHEMA
+    for name in ("check", "run", "analyze", "plot", "compare_plots"):
+        assert callable(getattr(mod, name)), name
+    assert set(testbed.__all__) == {"SCHEMA", "check", "run", "analyze", "plot", "compare_plots",
+                                    "TestbedError", "find_programs", "programs_available",
+                                    "resolved_ecn"}
+
+
+def test_defaults_follow_andrew_hanly_clamp():
     c = cfg_of()
     assert c["phy"]["mode"] == "abstract" and c["phy"]["profile"] == "clamp"
     assert daemonconf.slot_s(c) == 3e-3
@@ -151,10 +135,6 @@ def test_repeated_names_are_rejected():
 
 
 def test_aqm_parameters_are_checked_by_the_mac_library():
-    pytest.importorskip("_oppsched_mac")
-    from oppsched import mac
-    if not hasattr(mac, "make_aqm"):
-        pytest.skip("MAC bindings without make_aqm")
     msg = error_of(overrides=["aqm.kind=red", "aqm.params={max_p: 1.5}"])
     assert msg.startswith("aqm.params:") and "max_p" in msg and "1.5" in msg, msg
     cfg_of(overrides=["aqm.kind=red", "aqm.params={max_p: 0.2, min_th: 4, max_th: 12}"])
@@ -173,8 +153,8 @@ def test_ecn_is_negotiated_only_where_the_aqm_marks():
 
 
 @pytest.mark.parametrize("name", ["fading.yaml", "fading-abstract.yaml"])
-def test_the_clamp_fading_experiments_are_seed_000_fig_3(name):
-    _, schema, res = load_experiment(ROOT / "experiments/clamp" / name)
+def test_the_clamp_fading_experiments_are_andrew_hanly_clamp_fig_3(name):
+    _, schema, res = load_experiment(REPO / "experiments/clamp" / name)
     assert res["kind"] == "testbed"
     assert [s["rtt_ms"] for s in res["servers"]] == [30, 130, 10, 180]  # Table II d_1..d_4
     assert all(s["rate_bps"] == 100e6 for s in res["servers"])          # Table I
@@ -186,9 +166,7 @@ def test_the_clamp_fading_experiments_are_seed_000_fig_3(name):
     assert res["queue"]["mode"] == "per_user" and res["scheduler"]["kind"] == "pf"
     assert daemonconf.slot_s(res) == 3e-3 and daemonconf.max_transmissions(res) == 15
     assert res["duration_s"] * len(res["variants"]) <= 180  # a few minutes in total
-    from oppsched.runner import variant_config
-    import yaml as _y
-    raw = _y.safe_load((ROOT / "experiments/clamp" / name).read_text())
+    raw = yaml.safe_load((REPO / "experiments/clamp" / name).read_text())
     v = {x["name"]: variant_config(raw, schema, x) for x in res["variants"]}
     assert v["clamp-off"]["clamp"]["enabled"] is False
     assert v["clamp-on"]["clamp"]["enabled"] is True
@@ -212,12 +190,6 @@ def test_the_clamp_fading_experiments_are_seed_000_fig_3(name):
 
 # ----------------------------------------------------------------------------------------
 # Configuration files of the daemons
-
-
-def _layout(tmp_path: Path, cfg: dict, rundir: Path | None = None) -> daemonconf.Layout:
-    users = [daemonconf.User(j, d["name"], f"10.2.{j}.1", f"fd00:2:{j:x}::1")
-             for j, d in enumerate(cfg["devices"])]
-    return daemonconf.Layout.make(rundir or tmp_path, users, scratch=tmp_path / "scratch")
 
 
 def test_config_files_are_written_for_every_process(tmp_path):
@@ -267,7 +239,7 @@ def test_sample_mode_gives_apd_and_loopback_the_measured_table_and_profile_slot(
 def test_the_abstract_clamp_fading_experiment_runs_on_the_sample_phy_with_just_the_mode_set():
     # fading-abstract.yaml states the profile's own slot (3 ms): allowed with the blocks; any
     # other slot is not (test_impossible_combinations_are_rejected_naming_the_field).
-    _, _, res = load_experiment(ROOT / "experiments/clamp/fading-abstract.yaml",
+    _, _, res = load_experiment(REPO / "experiments/clamp/fading-abstract.yaml",
                                 ["phy.mode=sample"])
     assert res["phy"]["mode"] == "sample" and daemonconf.slot_s(res) == 3e-3
     assert daemonconf.mcs_table(res).endswith("awgn-clamp-1msps/mcs_table.csv")
@@ -400,37 +372,11 @@ def _fake_build(tmp: Path) -> Path:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(f"#!/bin/sh\nexec {sys.executable} {FAKE} {role} \"$@\"\n")
         p.chmod(0o755)
-    from oppsched.wired import find_delay_binary
     delay = find_delay_binary()
     if delay is not None:
         (b / "host/delay").mkdir(parents=True, exist_ok=True)
         (b / "host/delay/oppsched-delay").symlink_to(delay)
     return b
-
-
-def _delay_or_netem_available() -> tuple[bool, str]:
-    from oppsched.wired import find_delay_binary, netem_available
-    if find_delay_binary() is not None or netem_available()[0]:
-        return True, ""
-    return False, "no netem and no oppsched-delay (cmake --build build --target oppsched-delay)"
-
-
-def _require(ok: bool, why: str) -> None:
-    """Skip locally; fail under CI (CI must never skip an end-to-end test silently)."""
-    if ok:
-        return
-    if os.environ.get("CI"):
-        pytest.fail(f"CI is set and this test cannot run: {why}")
-    pytest.skip(why)
-
-
-def assert_run_gone(run_name: str) -> None:
-    left = [n for n in netns.list_netns() if n.startswith(run_name)]
-    assert not left, f"namespaces left: {left}"
-    assert netns._marked_pids([run_name]) == []
-    assert not (netns.OWNER_DIR / f"{run_name}.json").exists()
-    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
-    assert "radio0" not in links  # no TUN escaped into the host namespace
 
 
 @pytest.fixture
@@ -445,21 +391,13 @@ def fake_run(tmp_path_factory):
     _require(*_delay_or_netem_available())
     tmp = tmp_path_factory.mktemp("fake")
     build = _fake_build(tmp)
-    exp = tmp / "exp.yaml"
-    exp.write_text(BASE.replace("duration_s: 4", "duration_s: 3").replace(
+    exp = write_experiment(tmp, BASE.replace("duration_s: 4", "duration_s: 3").replace(
         "  - {id: f1, server: S1, device: R1}",
         "  - {id: f1, server: S1, device: R1}\n"
         "  - {id: f2, server: S1, device: R1, family: ipv6, parallel: 2, start_s: 1}")
         + f"build_dir: {build}\n")
-    old = os.environ.get("OPPSCHED_NETNS_PREFIX")
-    os.environ["OPPSCHED_NETNS_PREFIX"] = PREFIX
-    try:
+    with netns_prefix():
         runs = run_experiment(exp, tmp / "out")
-    finally:
-        if old is None:
-            os.environ.pop("OPPSCHED_NETNS_PREFIX", None)
-        else:
-            os.environ["OPPSCHED_NETNS_PREFIX"] = old
     return tmp / "out", runs[0][1], build
 
 
@@ -504,16 +442,14 @@ def test_runner_writes_the_documented_run_folder(fake_run):
 def test_analyze_reproduces_the_summary(fake_run):
     out, s, _ = fake_run
     before = json.loads((out / "summary.json").read_text())
-    r = subprocess.run([sys.executable, "-m", "oppsched", "analyze", str(out)],
-                       capture_output=True, text=True, cwd=ROOT)
+    r = run_cli("analyze", out)
     assert r.returncode == 0, r.stderr
     after = json.loads((out / "summary.json").read_text())
     assert after == before
 
 
 def _run_expect_failure(tmp_path, extra: str, build: Path, match: str):
-    exp = tmp_path / "exp.yaml"
-    exp.write_text(BASE + f"build_dir: {build}\n" + extra)
+    exp = write_experiment(tmp_path, BASE + f"build_dir: {build}\n" + extra)
     with pytest.raises((testbed.TestbedError, netns.NetnsError, KeyboardInterrupt)) as e:
         run_experiment(exp, tmp_path / "out")
     assert match in str(e.value) or match == "", str(e.value)
@@ -541,8 +477,8 @@ def test_a_daemon_that_never_gets_ready_fails_at_startup(tmp_path, prefix_env, f
 def test_a_configuration_a_daemon_rejects_fails_before_anything_is_built(tmp_path, prefix_env,
                                                                          fake_run):
     build = fake_run[2]
-    exp = tmp_path / "exp.yaml"
-    exp.write_text(BASE + f"build_dir: {build}\n" + "extra: {client: {fake: {reject: 7}}}\n")
+    exp = write_experiment(tmp_path, BASE + f"build_dir: {build}\n"
+                           + "extra: {client: {fake: {reject: 7}}}\n")
     before = set(netns.list_netns())
     with pytest.raises(testbed.TestbedError, match="oppsched-client rejects client.R1.yaml"
                        r" \(exit 2\).*fake.reject: 7"):
@@ -568,13 +504,10 @@ def test_ctrl_c_during_a_run_tears_everything_down(tmp_path, prefix_env, fake_ru
 
 
 def test_missing_programs_are_named(tmp_path, prefix_env):
-    exp = tmp_path / "exp.yaml"
-    exp.write_text(BASE + f"build_dir: {tmp_path / 'nowhere'}\n")
+    exp = write_experiment(tmp_path, BASE + f"build_dir: {tmp_path / 'nowhere'}\n")
     with pytest.raises(testbed.TestbedError, match="oppsched-apd"):
         run_experiment(exp, tmp_path / "out")
-    r = subprocess.run([sys.executable, "-m", "oppsched", "run", str(exp), "--out",
-                        str(tmp_path / "o2")], capture_output=True, text=True, cwd=ROOT,
-                       env={**os.environ})
+    r = run_cli("run", exp, "--out", tmp_path / "o2")
     assert r.returncode == 1 and "missing programs" in r.stderr
 
 
@@ -590,17 +523,9 @@ def _real_ready() -> None:
 
 
 def _e2e(tmp: Path, text: str, overrides=()):
-    exp = tmp / "exp.yaml"
-    exp.write_text(text)
-    old = os.environ.get("OPPSCHED_NETNS_PREFIX")
-    os.environ["OPPSCHED_NETNS_PREFIX"] = PREFIX
-    try:
+    exp = write_experiment(tmp, text)
+    with netns_prefix():
         runs = run_experiment(exp, tmp / "out", overrides)
-    finally:
-        if old is None:
-            os.environ.pop("OPPSCHED_NETNS_PREFIX", None)
-        else:
-            os.environ["OPPSCHED_NETNS_PREFIX"] = old
     return tmp / "out", runs[0][1]
 
 
@@ -639,7 +564,6 @@ def test_end_to_end_tcp_over_the_abstract_phy(tmp_path, family, streams):
     assert_run_gone(run["run_name"])
     # `oppsched analyze` recomputes the same summary from the run folder alone
     before = (out / "summary.json").read_text()
-    from oppsched.runner import analyze_dir
     analyze_dir(out)
     assert json.loads((out / "summary.json").read_text()) == json.loads(before)
 
@@ -746,34 +670,26 @@ def test_a_failing_real_run_leaves_nothing_behind(tmp_path):
     assert run["status"] == "failed"
 
 
-def test_a_real_run_that_fails_midway_leaves_nothing_behind(tmp_path):
+def test_a_real_run_that_fails_midway_leaves_nothing_behind(tmp_path, prefix_env,
+                                                             monkeypatch):
     _real_ready()
     # The PHY killed behind the runner's back (at the first progress report) fails the run,
     # which still tears everything down.
-    exp = tmp_path / "exp.yaml"
-    exp.write_text(E2E.replace("FAMILY", "ipv4").replace("STREAMS", "1")
-                   .replace("duration_s: 4", "duration_s: 8"))
+    exp = write_experiment(tmp_path, E2E.replace("FAMILY", "ipv4").replace("STREAMS", "1")
+                           .replace("duration_s: 4", "duration_s: 8"))
 
     class KillPhy:
         def __init__(self, *a):
             pass
 
         def __call__(self, done, total, what):
-            import signal as sg
             for p in json.loads((tmp_path / "out" / "processes.json").read_text()):
                 if p["name"] == "phy":
-                    os.kill(p["pid"], sg.SIGKILL)
+                    os.kill(p["pid"], signal.SIGKILL)
 
-    import oppsched.runner as rn
-    old = rn.Progress
-    rn.Progress = KillPhy
-    os.environ["OPPSCHED_NETNS_PREFIX"] = PREFIX
-    try:
-        with pytest.raises(testbed.TestbedError, match="phy exited"):
-            run_experiment(exp, tmp_path / "out")
-    finally:
-        rn.Progress = old
-        os.environ.pop("OPPSCHED_NETNS_PREFIX", None)
+    monkeypatch.setattr("oppsched.runner.Progress", KillPhy)
+    with pytest.raises(testbed.TestbedError, match="phy exited"):
+        run_experiment(exp, tmp_path / "out")
     run = json.loads((tmp_path / "out" / "run.json").read_text())
     assert run["status"] == "failed"
     assert_run_gone(run["run_name"])

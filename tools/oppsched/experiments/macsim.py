@@ -2,9 +2,10 @@
 
 Every user has a full buffer; each slot, every user's SNR is drawn from its own Jakes
 fading process (oppsched.mac.Jakes, the same C++ the abstract PHY uses), mapped to the
-rate it could receive (the EV-DO table of seed 002, or a capped Shannon rate), and the
+rate it could receive (the EV-DO table of Srinivasan & Baras, Table I, or a capped Shannon
+rate), and the
 scheduler (oppsched.mac.make_scheduler, the daemon's own code) picks the user to serve.
-This reproduces the MAC-level experiments of seed 002 (resource fraction per user, MAC
+This reproduces the MAC-level experiments of Srinivasan & Baras (resource fraction per user, MAC
 throughput, scheduling jitter vs alpha and lambda) without TCP; the end-to-end runs with
 real TCP are `kind: testbed`.
 
@@ -21,20 +22,25 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from oppsched import mac
 from oppsched.config import Field, ListOf
+from oppsched.daemonconf import SCHEDULERS
 from oppsched.metrics import jain_index, jitter_stats
+from oppsched.report import pyplot, save_figure
 
 SCHEMA = {
     "phy": {
         "slot_s": Field(float, 1.667e-3, min=1e-5, max=1.0, doc="slot duration (s)"),
         "rate_table": Field(str, "evdo", choices=("evdo", "shannon"),
-                            doc="SNR -> rate: seed 002 Table I, or capped Shannon"),
+                            doc="SNR -> rate: Srinivasan & Baras, Table I, or "
+                            "capped Shannon"),
         "bandwidth_hz": Field(float, 1.2288e6, min=1.0, doc="Shannon: W in W log2(1+SNR)"),
         "max_rate_bps": Field(float, 2.4576e6, min=1.0, doc="Shannon: rate cap"),
     },
     "scheduler": {
-        "kind": Field(str, "pf", choices=("pf", "glambda", "rr", "maxrate", "wpf")),
-        "alpha": Field(float, 0.03, min=1e-6, max=1.0, doc="EMA weight per slot (seeds: 0.03)"),
+        "kind": Field(str, "pf", choices=SCHEDULERS),
+        "alpha": Field(float, 0.03, min=1e-6, max=1.0,
+                       doc="EMA weight per slot (Andrew & Hanly, CLAMP: 0.03)"),
         "lam": Field(float, 1.0, min=0.0, max=100.0, doc="glambda: lambda of log R - lambda log T"),
     },
     "users": ListOf({
@@ -42,7 +48,8 @@ SCHEMA = {
         "mean_snr_db": Field(float, 0.0, min=-30.0, max=60.0),
         "doppler_hz": Field(float, 10.0, min=0.0, max=2000.0),
         "fading": Field(str, "sum_of_sinusoids", choices=("sum_of_sinusoids", "clamp"),
-                        doc="seed 002's random-phase sum of sinusoids, or seed 000's Jakes (G=20)"),
+                        doc="Srinivasan & Baras, eq. 4: random-phase sum of "
+                        "sinusoids; or Andrew & Hanly, CLAMP, §V-B: Jakes (G=20)"),
         "weight": Field(float, 1.0, min=1e-6, doc="wpf: scheduling weight"),
     }, min_len=1),
 }
@@ -53,9 +60,7 @@ def _rates_bps(cfg: dict, snr_lin: np.ndarray) -> np.ndarray:
     if phy["rate_table"] == "shannon":
         r = phy["bandwidth_hz"] * np.log2(1.0 + snr_lin)
         return np.minimum(r, phy["max_rate_bps"])
-    from oppsched import mac
-
-    # seed 002 Table I: the rate of the highest row whose SNR threshold is met, 0 below it
+    # Srinivasan & Baras, Table I: the rate of the highest row whose SNR threshold is met, 0 below it
     table = mac.McsTable.evdo()
     thresholds = np.asarray(table.thresholds_db)
     rates = np.concatenate([[0.0], np.asarray(table.rates_bps)])
@@ -64,8 +69,6 @@ def _rates_bps(cfg: dict, snr_lin: np.ndarray) -> np.ndarray:
 
 
 def _scheduler(cfg: dict):
-    from oppsched import mac
-
     s = cfg["scheduler"]
     kind = s["kind"]
     if kind == "pf":
@@ -78,8 +81,6 @@ def _scheduler(cfg: dict):
 
 
 def run(cfg: dict, outdir: Path, progress) -> None:
-    from oppsched import mac
-
     slot_s = cfg["phy"]["slot_s"]
     n_slots = int(round(cfg["duration_s"] / slot_s))
     users = cfg["users"]
@@ -152,10 +153,7 @@ def analyze(outdir: Path) -> dict:
 
 
 def plot(outdir: Path, summary: dict) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     trace = pd.read_csv(outdir / "slots.csv.gz")
     names = [u["name"] for u in summary["users"]]
@@ -175,10 +173,7 @@ def plot(outdir: Path, summary: dict) -> list[str]:
         ax.set_ylabel(f"{name}\nSNR (dB)")
     axes[0, 0].set_title("SNR of three users; red: slots in which the user was served")
     axes[-1, 0].set_xlabel("time (s)")
-    fig.tight_layout()
-    fig.savefig(outdir / "snr_and_service.png", dpi=110)
-    plt.close(fig)
-    files.append("snr_and_service.png")
+    files.append(save_figure(fig, outdir, "snr_and_service.png"))
 
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
     axes[0].bar(names, [u["slot_fraction"] for u in summary["users"]])
@@ -189,19 +184,14 @@ def plot(outdir: Path, summary: dict) -> list[str]:
     axes[1].set_ylabel("MAC throughput (kb/s)")
     for ax in axes:
         ax.tick_params(axis="x", rotation=45)
-    fig.tight_layout()
-    fig.savefig(outdir / "users.png", dpi=110)
-    plt.close(fig)
-    files.append("users.png")
+    files.append(save_figure(fig, outdir, "users.png"))
     return files
 
 
 def compare_plots(outdir: Path, runs) -> list[str]:
-    """Across variants: slot fraction and throughput against nominal SNR (seed 002 Figs. 9-12)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """Across variants: slot fraction and throughput against nominal SNR (Srinivasan & Baras,
+    Figs. 9-12)."""
+    plt = pyplot()
 
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
     for label, s, _ in runs:
@@ -219,7 +209,4 @@ def compare_plots(outdir: Path, runs) -> list[str]:
         ax.set_xlabel("nominal SNR (dB)")
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(outdir / "compare_users.png", dpi=110)
-    plt.close(fig)
-    return ["compare_users.png"]
+    return [save_figure(fig, outdir, "compare_users.png")]

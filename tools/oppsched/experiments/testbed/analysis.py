@@ -1,0 +1,306 @@
+"""summary.json of a testbed run, from the files of its run folder alone (so `oppsched
+analyze` recomputes it): per flow goodput and RTT from iperf3, cross-checked against the
+client capture; per user slots, MAC throughput, queue and delay from the apd's slot trace;
+HARQ outcomes; the daemons' own counters and CPU; CLAMP's rewritten windows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from oppsched import daemonconf, pcap
+from oppsched.flows import BASE_PORT, intervals, sender_result
+from oppsched.metrics import jain_index
+
+
+def read_json(path: Path):
+    """The parsed JSON file, or None if it is missing or not JSON."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def read_slots(rundir: Path) -> pd.DataFrame | None:
+    """The apd's slot trace (slots.csv, or slots.csv.gz), or None if there is none."""
+    for name in ("slots.csv", "slots.csv.gz"):
+        p = Path(rundir) / name
+        if p.exists() and p.stat().st_size > 0:
+            try:
+                return pd.read_csv(p)
+            except (ValueError, pd.errors.EmptyDataError):
+                return None
+    return None
+
+
+def slot_column(df: pd.DataFrame, kind: str, user: dict) -> str | None:
+    """Column `kind.<user>` of slots.csv: by name, else by numeric id."""
+    for key in (f"{kind}.{user['name']}", f"{kind}.{user['id']}"):
+        if key in df.columns:
+            return key
+    return None
+
+
+def _truthy(s: pd.Series) -> pd.Series:
+    if s.dtype == bool:
+        return s
+    return s.astype(str).str.lower().isin(("1", "true", "yes", "late"))
+
+
+def _queue_delays_from_packets(rundir: Path, n_users: int) -> dict[int, float]:
+    """Mean sojourn (ms) per user from packets.csv enqueue/dequeue pairs."""
+    p = Path(rundir) / "packets.csv"
+    if not p.exists():
+        return {}
+    try:
+        df = pd.read_csv(p)
+    except (ValueError, pd.errors.EmptyDataError):
+        return {}
+    if df.empty or not {"t_ns", "event", "user", "packet_id"} <= set(df.columns):
+        return {}
+    enq = df[df["event"] == "enqueue"][["packet_id", "user", "t_ns"]]
+    deq = df[df["event"] == "dequeue"][["packet_id", "t_ns"]]
+    m = enq.merge(deq, on="packet_id", suffixes=("_in", "_out"))
+    out = {}
+    for u, g in m.groupby("user"):
+        out[int(u)] = float((g["t_ns_out"] - g["t_ns_in"]).mean() / 1e6)
+    return out
+
+
+def analyze(outdir: Path) -> dict:
+    rundir = Path(outdir)
+    cfg = json.loads((rundir / "config.json").read_text())
+    run = read_json(rundir / "run.json") or {}
+    procs = read_json(rundir / "processes.json") or []
+    warm = cfg["analysis"]["warmup_s"]
+    plans = {f["id"]: f for f in run.get("flows", [])}
+    dev_index = {d["name"]: j for j, d in enumerate(cfg["devices"])}
+    users_cfg = [{"name": d["name"], "id": j} for j, d in enumerate(cfg["devices"])]
+
+    # -- flows: iperf3 JSON (goodput, RTT), cross-checked against the client pcap
+    pcaps: dict[str, pd.DataFrame | None] = {}
+    flows = []
+    for k, f in enumerate(cfg["flows"]):
+        plan = plans.get(f["id"], {})
+        snd = sender_result(rundir / f"flow.{f['id']}.sender.json",
+                            rundir / f"flow.{f['id']}.receiver.json")
+        rcv = intervals(rundir / f"flow.{f['id']}.receiver.json", plan.get("started_at_s") or 0.0)
+        steady = None
+        if not rcv.empty:
+            after = rcv[rcv["t_s"] - rcv["seconds"] >= (plan.get("started_at_s") or 0.0) + warm]
+            if after["seconds"].sum() > 0:
+                steady = float(8 * after["bytes"].sum() / after["seconds"].sum())
+        row = {"id": f["id"], "user": f["device"], "server": f["server"],
+               "goodput_bps": snd["goodput_bps"] if snd["goodput_bps"] is not None else 0.0,
+               "rtt_ms_mean": snd["rtt_ms_mean"], "rtt_ms_max": snd["rtt_ms_max"],
+               "goodput_steady_bps": steady, "bytes_received": snd["bytes_received"],
+               "seconds": snd["seconds"], "retransmits": snd["retransmits"],
+               "streams": snd["streams"], "cc": plan.get("cc") or f["cc"]
+               or cfg["tcp"]["congestion_control"], "family": f["family"],
+               "port": plan.get("port", BASE_PORT + k), "started_at_s": plan.get("started_at_s"),
+               "ended_at_s": plan.get("ended_at_s"), "exit_code": plan.get("exit_code"),
+               "error": snd["error"], "goodput_source": snd["goodput_source"],
+               "goodput_pcap_bps": None}
+        pc = rundir / f"client.{f['device']}.pcap"
+        if plan.get("dst_addr") and pc.exists() and pc.stat().st_size < 512e6 and snd["seconds"]:
+            if f["device"] not in pcaps:
+                try:
+                    pcaps[f["device"]] = pcap.read_tcp(pc)
+                except (OSError, ValueError):
+                    pcaps[f["device"]] = None
+            df = pcaps[f["device"]]
+            if df is not None:
+                # what the receiver acknowledged (in order), as the capture shows it
+                b = pcap.acked_bytes(df, plan["dst_addr"], row["port"])
+                row["bytes_pcap"] = b
+                row["goodput_pcap_bps"] = 8.0 * b / snd["seconds"]
+        flows.append(row)
+
+    # -- users and slots: slots.csv
+    slots = read_slots(rundir)
+    slot_s = daemonconf.slot_s(cfg)
+    users = []
+    slot_info = {"total": 0, "empty": 0, "late": 0}
+    harq = {"tb_sent": 0, "tb_failed_final": 0}
+    delays_pk = _queue_delays_from_packets(rundir, len(users_cfg))
+    window = None
+    if slots is not None and len(slots) and run.get("t0_mono_ns") and "t_ns" in slots:
+        # The measured period: from t0 (flows scheduled) to the end of the last flow.
+        ends = [f.get("ended_at_s") for f in run.get("flows", []) if f.get("ended_at_s")]
+        if ends:
+            lo = int(run["t0_mono_ns"])
+            hi = lo + int(max(ends) * 1e9)
+            window = (lo, hi)
+            slots = slots[(slots["t_ns"] >= lo) & (slots["t_ns"] <= hi)].reset_index(drop=True)
+    if slots is not None and len(slots):
+        n = len(slots)
+        span = n * slot_s
+        user_col = slots["user"].astype(int)
+        outcome = slots["outcome"].fillna("").astype(str) if "outcome" in slots else \
+            pd.Series([""] * n)
+        retx = slots["retx"].fillna(0).astype(int) if "retx" in slots else pd.Series(np.zeros(n))
+        tb_bytes = slots["tb_bytes"].fillna(0).astype(float) if "tb_bytes" in slots else \
+            pd.Series(np.zeros(n))
+        late = int(_truthy(slots["late"]).sum()) if "late" in slots else 0
+        slot_info = {"total": int(n), "empty": int((user_col < 0).sum()), "late": late,
+                     "slot_s": slot_s, "seconds": span,
+                     "window": "t0 to the end of the last flow" if window else "whole trace"}
+        mac_bytes_total = float(tb_bytes[(user_col >= 0) & (outcome == "ack")].sum())
+        sent = (user_col >= 0)
+        harq = {"tb_sent": int((sent & (retx == 0)).sum()),
+                "tb_failed_final": int((outcome == "dropped").sum()),
+                "transmissions": int(sent.sum()),
+                "retransmissions": int((sent & (retx > 0)).sum()),
+                "acks": int((outcome == "ack").sum()), "nacks": int((outcome == "nack").sum()),
+                "timeouts": int((outcome == "timeout").sum()),
+                # sent, never received (slot empty on air or header lost), sent again
+                "unheard": int((outcome == "unheard").sum())}
+        harq["residual_loss"] = harq["tb_failed_final"] / harq["tb_sent"] if harq["tb_sent"] \
+            else 0.0
+        for u in users_cfg:
+            mine = user_col == u["id"]
+            ok = mine & (outcome == "ack")
+            mac_bps = float(8 * tb_bytes[ok].sum() / span)
+            new_bytes = float(tb_bytes[mine & (retx == 0)].sum())
+            qc, cc_, pc_ = (slot_column(slots, "queue", u), slot_column(slots, "cqi", u),
+                            slot_column(slots, "price", u))
+            mean_q = float(slots[qc].mean()) if qc else None
+            if u["id"] in delays_pk:
+                delay, method = delays_pk[u["id"]], "packets.csv sojourn"
+            elif mean_q is not None and new_bytes > 0:
+                # Little's law: mean queue / mean service rate of new data
+                delay, method = 1e3 * mean_q / (new_bytes / span), "little"
+            else:
+                delay, method = None, None
+            mcs = slots["mcs"][mine] if "mcs" in slots else pd.Series(dtype=float)
+            users.append({
+                "name": u["name"], "id": u["id"],
+                "slot_fraction": float(mine.sum() / n),
+                "mac_throughput_bps": mac_bps,
+                "mean_queue_bytes": mean_q,
+                "mean_queue_delay_ms": delay, "queue_delay_method": method,
+                "mean_cqi": float(slots[cc_].mean()) if cc_ else None,
+                "mean_mcs": float(mcs.mean()) if len(mcs) else None,
+                "mean_price_s": float(slots[pc_].mean()) if pc_ else None,
+                "tb_sent": int((mine & (retx == 0)).sum()),
+                "tb_failed_final": int((mine & (outcome == "dropped")).sum()),
+            })
+    else:
+        for u in users_cfg:
+            users.append({"name": u["name"], "id": u["id"], "slot_fraction": 0.0,
+                          "mac_throughput_bps": 0.0, "mean_queue_bytes": None,
+                          "mean_queue_delay_ms": None, "queue_delay_method": None})
+    for u in users:
+        u["goodput_bps"] = float(sum(f["goodput_bps"] for f in flows if f["user"] == u["name"]))
+        u["flows"] = [f["id"] for f in flows if f["user"] == u["name"]]
+
+    # -- the daemons' own counters, CPU
+    stats = {}
+    for name in ["apd", "phy"] + [f"client.{d['name']}" for d in cfg["devices"]]:
+        s = read_json(rundir / f"{name}.stats.json")
+        if s is not None:
+            stats[name] = s
+    late_phy = _find_number(stats.get("phy"), ("late", "slots_late", "late_slots"))
+    if late_phy is not None:
+        slot_info["late_phy"] = int(late_phy)
+    cpu, share = {}, {}
+    for p in procs:
+        c = p.get("cpu_s_before_stop")
+        if c is None:
+            c = p.get("cpu_s")
+        cpu[p["name"]] = c
+        if c is not None and p.get("ended_mono_s") and p.get("started_mono_s"):
+            life = p["ended_mono_s"] - p["started_mono_s"]
+            share[p["name"]] = c / life if life > 0 else None
+    for name, c in (run.get("delay_cpu_s") or {}).items():
+        cpu[f"delay.{name}"] = c
+    wall = None
+    if run.get("flows"):
+        ends = [f.get("ended_at_s") for f in run["flows"] if f.get("ended_at_s") is not None]
+        wall = max(ends) if ends else None
+
+    agg_mac = float(sum(u["mac_throughput_bps"] for u in users))
+    got = float(sum(f["bytes_received"] or 0 for f in flows))
+    span = slot_info.get("seconds") or 0.0
+    # Over the same period as the MAC figures: application bytes / MAC bytes delivered
+    # (the rest is TCP/IP headers, pure ACK-less overhead, retransmitted and dropped data).
+    agg_good = 8.0 * got / span if span else float(sum(f["goodput_bps"] for f in flows))
+    mac_bytes = locals().get("mac_bytes_total") or 0.0
+    summary = {
+        "experiment": cfg["experiment"],
+        "kind": "testbed",
+        "variant": cfg.get("variant", ""),
+        "duration_s": float(cfg["duration_s"]),
+        "config": cfg,
+        "flows": flows,
+        "users": users,
+        "jain_index_flows": jain_index(f["goodput_bps"] for f in flows),
+        # Jain over goodput / fair share, the fair share of a flow being 1/(devices x flows
+        # of its device): what a scheduler that serves devices equally can give. With flows
+        # 3 and 4 of Andrew & Hanly, CLAMP, Fig. 3, on one device, plain Jain over flows is
+        # at most 0.9 even when everything is as fair as it can be; this one is 1 then.
+        "jain_index_flows_fair_share": _jain_fair_share(flows, cfg),
+        "jain_index_users": jain_index(u["mac_throughput_bps"] for u in users),
+        "aggregate_mac_throughput_bps": agg_mac,
+        "aggregate_goodput_bps": agg_good,
+        "goodput_mac_fraction": got / mac_bytes if mac_bytes > 0 else None,
+        "slots": slot_info,
+        "harq": harq,
+        "cpu_s": cpu,
+        "cpu_share": share,  # CPU seconds per second of the process's life (1.0 = a core)
+        "run": {"status": run.get("status"), "error": run.get("error"),
+                "run_name": run.get("run_name"), "radio_ready_s": run.get("radio_ready_s"),
+                "wall_s": run.get("wall_s"), "flows_wall_s": wall,
+                "warnings": run.get("warnings", []),
+                "wired": (run.get("testbed") or {}).get("wired"),
+                "host_changes": run.get("host_changes", [])},
+        "daemon_stats": stats,
+        "clamp": _clamp_summary(rundir, cfg),
+    }
+    return summary
+
+
+def _jain_fair_share(flows: list[dict], cfg: dict) -> float:
+    per_dev: dict[str, int] = {}
+    for f in flows:
+        per_dev[f["user"]] = per_dev.get(f["user"], 0) + 1
+    return jain_index(f["goodput_bps"] * per_dev[f["user"]] for f in flows)
+
+
+def _find_number(d, keys):
+    """The first numeric value under one of `keys` anywhere in a nested stats dict."""
+    if not isinstance(d, dict):
+        return None
+    for k, v in d.items():
+        if k in keys and isinstance(v, (int, float)) and not isinstance(v, bool):
+            return v
+    for v in d.values():
+        if isinstance(v, dict):
+            r = _find_number(v, keys)
+            if r is not None:
+                return r
+    return None
+
+
+def _clamp_summary(rundir: Path, cfg: dict) -> dict | None:
+    if not cfg["clamp"]["enabled"]:
+        return None
+    out = {}
+    for d in cfg["devices"]:
+        p = Path(rundir) / f"windows.{d['name']}.csv"
+        try:
+            w = pd.read_csv(p)
+        except (OSError, ValueError, pd.errors.EmptyDataError):
+            out[d["name"]] = None
+            continue
+        out[d["name"]] = {
+            "rewritten_acks": int(len(w)),
+            "mean_advertised_bytes": float(w["advertised_bytes"].mean()) if len(w) else None,
+            "mean_w_bytes": float(w["w_bytes"].mean()) if len(w) and "w_bytes" in w else None,
+            "os_limited_fraction": float((w["awnd_os_bytes"] <= w["advertised_bytes"]).mean())
+            if len(w) and "awnd_os_bytes" in w else None,
+        }
+    return out

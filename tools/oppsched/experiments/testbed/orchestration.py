@@ -1,0 +1,443 @@
+"""Running a testbed experiment: run() checks the daemons' configuration files, builds the
+namespaces, starts apd, clients and PHY and waits until each is ready (endpoints bound,
+pings crossing the radio), starts the captures and the iperf3 flows at their times, and
+stops everything in order (flows, PHY, daemons with SIGTERM so they flush their traces,
+captures), recording every process (processes.json) and the run (run.json)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from oppsched import daemonconf
+from oppsched.experiments.testbed.programs import TestbedError, find_programs, phy_env
+from oppsched.experiments.testbed.schema import check
+from oppsched.experiments.testbed.topology import (daemon_users, flow_plans, tcp_override_sysctls,
+                                                   testbed_topology)
+from oppsched.flows import FlowPlan, parse_ss_bytes_acked
+from oppsched.netns import Testbed, ensure_congestion_control, wait_for
+
+
+# ----------------------------------------------------------------------------------------
+# Process bookkeeping: CPU seconds and exit codes
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def proc_cpu_s(pid: int) -> float | None:
+    """utime + stime of a live process (/proc/PID/stat fields 14 and 15), seconds."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def reap(proc) -> tuple[int, float] | None:
+    """If `proc` (a netns.Proc we started) has exited, reaps it with wait4 and returns
+    (exit code, CPU seconds from its rusage); None while it runs. Sets the Popen's
+    returncode, so the Session sees it as finished."""
+    if proc.popen.returncode is not None:
+        return None
+    try:
+        pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
+    except ChildProcessError:
+        return None
+    if pid == 0:
+        return None
+    rc = os.waitstatus_to_exitcode(status)
+    proc.popen.returncode = rc
+    return rc, ru.ru_utime + ru.ru_stime
+
+
+class ProcTable:
+    """Every process of the run, with its role, CPU and exit code, for processes.json."""
+
+    def __init__(self):
+        self.rows: dict[str, dict] = {}
+        self.procs: dict[str, object] = {}
+
+    def add(self, proc, role: str) -> None:
+        self.procs[proc.name] = proc
+        self.rows[proc.name] = {"name": proc.name, "role": role, "pid": proc.pid,
+                                "netns": proc.ns.name, "argv": proc.argv,
+                                "log": str(proc.log_path) if proc.log_path else None,
+                                "cpu_s_before_stop": None, "cpu_s": None, "exit_code": None,
+                                "started_mono_s": time.monotonic(), "ended_mono_s": None}
+
+    def poll(self, name: str) -> bool:
+        """True if the process has ended (and is now recorded)."""
+        r = reap(self.procs[name])
+        if r is not None:
+            self.rows[name]["exit_code"], self.rows[name]["cpu_s"] = r
+            self.rows[name]["ended_mono_s"] = time.monotonic()
+            if self.rows[name]["cpu_s_before_stop"] is None:
+                self.rows[name]["cpu_s_before_stop"] = r[1]
+            return True
+        return self.procs[name].popen.returncode is not None
+
+    def sample(self, name: str) -> None:
+        """CPU now, before the process is stopped (the figure the report uses)."""
+        c = proc_cpu_s(self.procs[name].pid)
+        if c is not None and self.procs[name].popen.returncode is None:
+            self.rows[name]["cpu_s_before_stop"] = c
+
+    def stop(self, name: str, timeout: float, sig: int = signal.SIGTERM) -> int | None:
+        """Samples CPU, sends `sig`, waits up to `timeout` s for a clean exit (reaping it
+        with its rusage), then SIGKILL. Returns the exit code."""
+        p = self.procs[name]
+        if self.poll(name):
+            return self.rows[name]["exit_code"]
+        self.sample(name)
+        try:
+            os.kill(p.pid, sig)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.poll(name):
+                return self.rows[name]["exit_code"]
+            time.sleep(0.01)
+        self.rows[name]["killed"] = True
+        p.stop(0.5)  # SIGTERM + SIGKILL to the group, waits
+        self.poll(name)
+        if self.rows[name]["exit_code"] is None:
+            self.rows[name]["exit_code"] = p.popen.returncode
+            self.rows[name]["ended_mono_s"] = time.monotonic()
+        return self.rows[name]["exit_code"]
+
+    def check_alive(self, names) -> None:
+        for n in names:
+            if self.poll(n):
+                p = self.procs[n]
+                raise TestbedError(f"{n} exited with {self.rows[n]['exit_code']} during the run"
+                                   + (f":\n{p.log_tail()}" if p.log_tail() else ""))
+
+    def to_json(self) -> list[dict]:
+        return list(self.rows.values())
+
+
+# ----------------------------------------------------------------------------------------
+# run()
+
+OUTPUT_GLOBS = ("*.pcap", "flow.*.json", "slots.csv", "packets.csv", "windows.*.csv",
+                "phy_slots.csv", "client.*.events.csv", "mcs_table.csv",
+                "*.stats.json", "run.json", "processes.json", "apd.yaml", "client.*.yaml",
+                "phy.yaml", "summary.json", "*.png")
+
+
+def _clean(rundir: Path) -> None:
+    for g in OUTPUT_GLOBS:
+        for p in rundir.glob(g):
+            p.unlink()
+    for d in ("logs", "zmq", "netns"):
+        shutil.rmtree(rundir / d, ignore_errors=True)
+
+
+def _wait_files(paths, what: str, timeout: float, procs: ProcTable, alive) -> None:
+    def probe():
+        procs.check_alive(alive)
+        return all(Path(p).exists() for p in paths)
+    wait_for(probe, timeout=timeout, what=what)
+
+
+def _wait_log(proc, text: str, what: str, timeout: float) -> None:
+    def probe():
+        proc.check_alive()
+        try:
+            return text in proc.log_path.read_text(errors="replace")
+        except OSError:
+            return False
+    wait_for(probe, timeout=timeout, what=what)
+
+
+def _wait_radio(tb, timeout: float, procs: ProcTable, alive) -> float:
+    """Pings every client (each family) from every server until each has answered once:
+    proof that slots are granted, decoded and acknowledged end to end, and it fills the
+    servers' neighbour caches. Returns the seconds it took."""
+    t0 = time.monotonic()
+    addrs = [c.addr4 for c in tb.clients if c.addr4] + [c.addr6 for c in tb.clients if c.addr6]
+    todo = {(i, a) for i in range(len(tb.servers)) for a in addrs}
+    deadline = t0 + timeout
+    while todo:
+        procs.check_alive(alive)
+        if time.monotonic() > deadline:
+            pairs = ", ".join(f"{tb.servers[i].name} -> {a}" for i, a in sorted(todo))
+            raise TestbedError(f"radio not ready after {timeout:g} s: no ping reply for {pairs} "
+                               "(see logs/apd.log, logs/phy.log, logs/client.*.log)")
+        by_srv: dict[int, list[str]] = {}
+        for i, a in todo:
+            by_srv.setdefault(i, []).append(a)
+        with ThreadPoolExecutor(max_workers=len(by_srv)) as pool:
+            res = list(pool.map(lambda kv: (kv[0], tb.servers[kv[0]].ns.ping_many(
+                kv[1], count=1, timeout=1.0)), by_srv.items()))
+        for i, r in res:
+            for a, rtts in r.items():
+                if rtts and rtts[0] is not None:
+                    todo.discard((i, a))
+    return time.monotonic() - t0
+
+
+def _live_goodput(tb, plans, last: dict, now: float) -> dict[str, float]:
+    """Goodput per flow since the previous call, from the senders' bytes_acked (ss -ti)."""
+    acked: dict[int, int] = {}
+    for i in {p.server_index for p in plans}:
+        cp = tb.servers[i].ns.run(["ss", "-Htin"], check=False, timeout=5)
+        acked.update(parse_ss_bytes_acked(cp.stdout))
+    out = {}
+    for p in plans:
+        if p.started_at_s is None:
+            continue
+        b = acked.get(p.port)
+        prev_b, prev_t = last.get(p.id, (0, p.started_at_s))
+        if b is None:
+            continue
+        if now > prev_t and b >= prev_b:
+            out[p.id] = 8.0 * (b - prev_b) / (now - prev_t)
+        last[p.id] = (b, now)
+    return out
+
+
+class HostNs:
+    """The root network namespace, for Session.spawn: the command runs as it is (the
+    Session still owns the process: its group is stopped at teardown, and it carries the
+    run's marker, which teardown's leftover sweep also kills)."""
+
+    name = "root"
+
+    def exec_argv(self, argv) -> list[str]:
+        return [str(a) for a in argv]
+
+
+def preflight(cfg: dict, progs: dict, files: dict) -> None:
+    """Every program validates its file (`--check`: parse and validate, open nothing)
+    before any namespace exists, so a bad value fails in a second with the program's own
+    message naming the field (docs/daemons.md: exit status 2)."""
+    jobs = [("oppsched-apd", [str(progs["apd"])], files["apd"], None)]
+    jobs += [("oppsched-client", [str(progs["client"])], f, None)
+             for k, f in files.items() if k.startswith("client.")]
+    jobs.append(("phy", [str(a) for a in progs["phy"]], files["phy"], phy_env(cfg)))
+    for name, argv, f, env in jobs:
+        cp = subprocess.run([*argv, "--config", str(f), "--check"], capture_output=True,
+                            text=True, timeout=60, stdin=subprocess.DEVNULL,
+                            env={**os.environ, **(env or {})})
+        if cp.returncode != 0:
+            msg = (cp.stderr.strip() or cp.stdout.strip()).splitlines()
+            raise TestbedError(f"{name} rejects {Path(f).name} (exit {cp.returncode}): "
+                               + (" | ".join(msg[-5:]) if msg else "no message"))
+
+
+def run(cfg: dict, outdir: Path, progress) -> None:
+    check(cfg)
+    rundir = Path(outdir).resolve()
+    rundir.mkdir(parents=True, exist_ok=True)
+    _clean(rundir)
+    (rundir / "logs").mkdir()
+    progs = find_programs(cfg)
+    topo = testbed_topology(cfg)
+    timeouts = cfg["timeouts"]
+    record = {"kind": "testbed", "status": "starting", "error": None, "t0_mono_ns": None,
+              "t0_wall_s": None, "radio_ready_s": None, "programs": {k: str(v) for k, v in
+                                                                     progs.items()},
+              "host_changes": [], "flows": [], "testbed": None, "wired_stats": None}
+    procs = ProcTable()
+
+    def write_record():
+        (rundir / "run.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
+        (rundir / "processes.json").write_text(json.dumps(procs.to_json(), indent=1) + "\n")
+
+    # The daemons' files first, checked by the daemons themselves, before anything is built.
+    # ipc sockets live in RUN_DIR/zmq, or in a short scratch directory when that path is
+    # too long for a Unix socket address.
+    scratch = Path(tempfile.mkdtemp(prefix="oppsched-"))
+    users = daemon_users(cfg)
+    lay = daemonconf.Layout.make(rundir, users, scratch=scratch)
+    lay.zmq_dir.mkdir(parents=True, exist_ok=True)
+    files = daemonconf.write_all(cfg, lay)
+    record["endpoints"] = lay.endpoints
+    try:
+        preflight(cfg, progs, files)
+    except BaseException as exc:
+        record["status"] = "failed"
+        record["error"] = f"{type(exc).__name__}: {exc}"
+        write_record()
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+
+    tb = Testbed(topo, prefix=os.environ.get("OPPSCHED_NETNS_PREFIX", "oppsched"),
+                 workdir=rundir / "netns", delay_binary=progs["delay"])
+    record["run_name"] = tb.name
+    write_record()
+    t_start = time.monotonic()
+    plans: list[FlowPlan] = []
+    try:
+        with tb:
+            record["testbed"] = tb.describe()
+            for cc in {p_cc for p_cc in [f["cc"] for f in cfg["flows"]] if p_cc}:
+                record["host_changes"] += ensure_congestion_control(cc)
+            # Per-namespace TCP overrides (the Testbed applied cfg.tcp everywhere).
+            for node, spec in list(zip(tb.servers, cfg["servers"])) + \
+                    list(zip(tb.clients, cfg["devices"])):
+                node.ns.sysctl(tcp_override_sysctls(spec["tcp"]))
+            for u, c in zip(users, tb.clients):
+                if (u.addr4, u.addr6) != (c.addr4, c.addr6):
+                    raise TestbedError(f"{c.name}: addressed {c.addr4}/{c.addr6}, the daemons "
+                                       f"were configured for {u.addr4}/{u.addr6}")
+                u.netns = c.ns.name
+            for p in lay.zmq_dir.iterdir():
+                p.unlink()
+            plans = flow_plans(cfg, tb.clients)
+            record["flows"] = [p.to_json() for p in plans]
+            record["status"] = "starting daemons"
+            write_record()
+            logs = rundir / "logs"
+
+            def spawn(ns, argv, name, role, env=None):
+                p = tb.session.spawn(ns, argv, name=name, log=logs / f"{name}.log", env=env)
+                procs.add(p, role)
+                return p
+
+            # 1. apd (binds phy_requests, phy_grants, uplink), 2. clients (bind rx_<id>),
+            # 3. the PHY (connects to all; the clock master), each checked, not slept on.
+            up = timeouts["startup_s"]
+            spawn(tb.ap, [progs["apd"], "--config", files["apd"]], "apd", "apd")
+            _wait_files([lay.ipc_path(n) for n in daemonconf.ZMQ_NAMES],
+                        "oppsched-apd: endpoints bound", up, procs, ["apd"])
+            daemons = ["apd"]
+            for u, node in zip(users, tb.clients):
+                spawn(node.ns, [progs["client"], "--config", files[f"client.{u.name}"]],
+                      f"client.{u.name}", "client")
+                daemons.append(f"client.{u.name}")
+            _wait_files([lay.ipc_path(f"rx_{u.id}") for u in users],
+                        "oppsched-client: rx endpoints bound", up, procs, daemons)
+            # Over the air the radios are on the host's USB/Ethernet: the UHD PHY runs in
+            # the root namespace (its ipc endpoints are files, reachable from any namespace).
+            spawn(HostNs() if cfg["phy"]["mode"] == "uhd" else tb.ap,
+                  [*progs["phy"], "--config", files["phy"]], "phy", "phy", env=phy_env(cfg))
+            daemons.append("phy")
+            record["radio_ready_s"] = _wait_radio(tb, up, procs, daemons)
+            record["status"] = "radio up"
+            write_record()
+
+            # Captures: each server's wired side, each client's TUN (and the AP's TUN).
+            caps = []
+            if cfg["capture"]["pcaps"]:
+                snap = str(cfg["capture"]["snaplen"])
+                targets = [(n.ns, n.dev, f"wired.{n.name}") for n in tb.servers] + \
+                          [(n.ns, n.dev, f"client.{n.name}") for n in tb.clients]
+                if cfg["capture"]["ap"]:
+                    targets.append((tb.ap, "radio0", "ap"))
+                for ns, dev, stem in targets:
+                    name = f"tcpdump.{stem}"
+                    # -U --immediate-mode: every packet is in the file as soon as it is
+                    # seen (nothing is lost in the capture ring when tcpdump is stopped);
+                    # -Z root: the file is opened after privileges would be dropped.
+                    caps.append(spawn(ns, ["tcpdump", "-i", dev, "-n", "-s", snap, "-U",
+                                           "--immediate-mode", "-Z", "root",
+                                           "-w", rundir / f"{stem}.pcap"], name, "tcpdump"))
+                for c in caps:
+                    _wait_log(c, "listening on", f"{c.name}: capturing", up)
+
+            # iperf3 receivers in the client namespaces, one port per flow.
+            for p in plans:
+                rp = spawn(tb.clients[p.device_index].ns, p.receiver_argv(rundir),
+                           f"iperf3-r.{p.id}", "iperf3-receiver")
+                tb.clients[p.device_index].ns.wait_listening(p.port, timeout=up, proc=rp)
+
+            # The flows, at their times after t0.
+            record["status"] = "running"
+            t0 = time.monotonic()
+            record["t0_mono_ns"] = time.monotonic_ns()
+            record["t0_wall_s"] = time.time()
+            write_record()
+            _schedule(cfg, tb, plans, procs, daemons, rundir, t0, progress, spawn)
+            record["status"] = "stopping"
+            # Stop in order: receivers (done by now), PHY, clients and apd (SIGTERM: they
+            # finish the slot, write stats and traces, exit 0), captures, delay stages.
+            for p in plans:
+                procs.stop(f"iperf3-r.{p.id}", 5.0)
+            for n in procs.rows:
+                if procs.rows[n]["role"] in ("tcpdump",):
+                    procs.sample(n)
+            for link in tb.links:
+                if link.proc is not None and link.proc.running():
+                    record.setdefault("delay_cpu_s", {})[link.name] = proc_cpu_s(link.proc.pid)
+            procs.stop("phy", 10.0)
+            for u in users:
+                procs.stop(f"client.{u.name}", 10.0)
+            procs.stop("apd", 10.0)
+            for c in caps:
+                procs.stop(c.name, 5.0)
+            record["wired_stats"] = None
+            record["status"] = "done"
+            for n in daemons:
+                rc = procs.rows[n]["exit_code"]
+                if rc not in (0, None):
+                    record.setdefault("warnings", []).append(f"{n} exited with {rc}")
+    except BaseException as exc:
+        record["status"] = "failed"
+        record["error"] = f"{type(exc).__name__}: {exc}"
+        raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        record["flows"] = [p.to_json() for p in plans] or record["flows"]
+        record["wall_s"] = time.monotonic() - t_start
+        record["wired_stats"] = tb.final_wired_stats or None
+        record["teardown_errors"] = tb.session.teardown_errors
+        write_record()
+    if tb.session.teardown_errors:
+        raise TestbedError("teardown incomplete: " + "; ".join(tb.session.teardown_errors))
+
+
+def _schedule(cfg, tb, plans, procs: ProcTable, daemons, rundir, t0, progress, spawn) -> None:
+    """Starts each flow's sender at t0 + start_s, watches the daemons, reports progress,
+    and returns when every flow has ended (or duration_s + grace_s has passed)."""
+    dur = cfg["duration_s"]
+    grace = cfg["timeouts"]["grace_s"] + 3 * max(s["rtt_ms"] for s in cfg["servers"]) / 1e3
+    pending = sorted(plans, key=lambda p: p.start_s)
+    running: list[FlowPlan] = []
+    every = max(1.0, min(5.0, dur / 10.0))
+    next_report = every
+    last_acked: dict = {}
+    while True:
+        now = time.monotonic() - t0
+        while pending and pending[0].start_s <= now:
+            p = pending.pop(0)
+            spawn(tb.servers[p.server_index].ns, p.sender_argv(rundir), f"iperf3-s.{p.id}",
+                  "iperf3-sender")
+            p.started_at_s = now
+            running.append(p)
+        for p in list(running):
+            if procs.poll(f"iperf3-s.{p.id}"):
+                p.ended_at_s = time.monotonic() - t0
+                p.exit_code = procs.rows[f"iperf3-s.{p.id}"]["exit_code"]
+                running.remove(p)
+        procs.check_alive(daemons)
+        if not pending and not running:
+            break
+        if now >= dur + grace:
+            for p in running:
+                procs.stop(f"iperf3-s.{p.id}", 3.0, signal.SIGINT)
+                p.ended_at_s = time.monotonic() - t0
+                p.exit_code = procs.rows[f"iperf3-s.{p.id}"]["exit_code"]
+                p.extra["stopped"] = f"still running {grace:.0f} s after duration_s"
+            break
+        if now >= next_report:
+            try:
+                rates = _live_goodput(tb, plans, last_acked, now)
+            except Exception:  # noqa: BLE001 -- progress is best effort
+                rates = {}
+            txt = ", ".join(f"{k} {v / 1e3:.0f}" for k, v in rates.items())
+            progress(min(int(now), int(dur)), int(dur),
+                     "s" + (f"; goodput kb/s: {txt}" if txt else ""))
+            next_report += every
+        nxt = min([pending[0].start_s] if pending else [now + 0.05])
+        time.sleep(max(0.005, min(0.05, nxt - now)))

@@ -1,0 +1,95 @@
+"""The programs of a testbed run: the daemons and the delay stage in the build tree, the
+PHY of the experiment's phy.mode, iperf3 and tcpdump; and the error a run that cannot be
+done raises (TestbedError)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from oppsched import paths
+
+
+class TestbedError(RuntimeError):
+    """A run could not be done (missing program, daemon died, ...); the message says why."""
+
+    __test__ = False
+
+
+def build_dir(cfg: dict) -> Path:
+    """The experiment's build_dir, else $OPPSCHED_BUILD, else the checkout's build/."""
+    return paths.build_dir(cfg.get("build_dir"))
+
+
+def find_programs(cfg: dict) -> dict:
+    """Paths/argv prefixes of the programs of a run; TestbedError naming what is missing."""
+    b = build_dir(cfg)
+    out = {}
+    missing = []
+    for key, rel, target in (("apd", "host/daemon/oppsched-apd", "oppsched-apd"),
+                             ("client", "host/daemon/oppsched-client", "oppsched-client")):
+        p = b / rel
+        if p.is_file() and os.access(p, os.X_OK):
+            out[key] = p
+        else:
+            missing.append(f"{p} (cmake --build {b} --target {target})")
+    delay = b / "host/delay/oppsched-delay"
+    out["delay"] = delay if delay.is_file() else None
+    mode = cfg["phy"]["mode"]
+    if mode == "abstract":
+        # An executable in the build folder first (docs/daemons.md names it
+        # oppsched-phy-abstract), else the Python module (tools/oppsched/phy/abstract.py).
+        exe = b / "host/phy/oppsched-phy-abstract"
+        if exe.is_file() and os.access(exe, os.X_OK):
+            out["phy"] = [str(exe)]
+        elif importlib.util.find_spec("oppsched.phy.abstract") is not None:
+            out["phy"] = [sys.executable, "-m", "oppsched.phy.abstract"]
+        else:
+            missing.append("the abstract PHY (tools/oppsched/phy/abstract.py, "
+                           "python -m oppsched.phy.abstract)")
+    elif mode == "sample":
+        so = list((b / "python/gnuradio/oppsched").glob("oppsched_python*.so"))
+        if so and importlib.util.find_spec("oppsched.phy.loopback") is not None:
+            out["phy"] = [sys.executable, "-m", "oppsched.phy.loopback"]
+        else:
+            missing.append(f"the sample PHY (gnuradio.oppsched in {b}/python: cmake --build "
+                           f"{b}; tools/oppsched/phy/loopback.py)")
+    elif mode == "uhd":
+        # The radios themselves are looked for by the PHY when it starts (its first act).
+        so = list((b / "python/gnuradio/oppsched").glob("oppsched_python*.so"))
+        if so and importlib.util.find_spec("oppsched.phy.uhd") is not None and \
+                importlib.util.find_spec("gnuradio.uhd") is not None:
+            out["phy"] = [sys.executable, "-m", "oppsched.phy.uhd"]
+        else:
+            missing.append(f"the UHD PHY (gnuradio.oppsched in {b}/python: cmake --build "
+                           f"{b}; gnuradio.uhd: apt-get install gr-uhd; "
+                           "tools/oppsched/phy/uhd.py)")
+    for tool in ("iperf3", "tcpdump"):
+        if shutil.which(tool) is None and not (tool == "tcpdump" and not cfg["capture"]["pcaps"]):
+            missing.append(f"{tool} (apt-get install {tool})")
+    if missing:
+        raise TestbedError("kind testbed: missing programs: " + "; ".join(missing)
+                           + f". Build folder: {b} (set build_dir or ${paths.BUILD_ENV})")
+    return out
+
+
+def programs_available(cfg: dict | None = None) -> tuple[bool, str]:
+    """(True, "") when every program a default abstract-PHY run needs exists, else
+    (False, why): for tests that skip (locally) or fail (CI) without them."""
+    cfg = cfg or {"build_dir": "", "phy": {"mode": "abstract"}, "capture": {"pcaps": True}}
+    try:
+        find_programs(cfg)
+    except TestbedError as exc:
+        return False, str(exc)
+    return True, ""
+
+
+def phy_env(cfg: dict) -> dict:
+    """PYTHONPATH for a Python PHY: this package and the build's extension modules."""
+    parts = [str(paths.package_parent()), str(build_dir(cfg) / "python")]
+    if os.environ.get("PYTHONPATH"):
+        parts.append(os.environ["PYTHONPATH"])
+    return {"PYTHONPATH": os.pathsep.join(parts)}

@@ -1,0 +1,373 @@
+"""The `kind: testbed` experiment: its schema (SCHEMA, the keys beside the runner's common
+ones) and the cross-field checks of a resolved experiment (check()), with the values they
+derive (resolved_ecn). What each key means: docs/testbed.md."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+from oppsched import daemonconf, mac
+from oppsched.config import ConfigError, Field, ListOf
+from oppsched.daemonconf import PROFILES, SCHEDULERS
+from oppsched.phy.abstract import CHANNEL_MODELS, ERROR_MODELS, TABLE_PRESETS
+from oppsched.phy.radio import RADIO_AP, RADIO_CLIENT, check_radio_args, whole_hz
+
+PHY_MODES = ("abstract", "sample", "uhd")
+MARKING_AQMS = ("red", "rem", "reaqm", "avq", "codel", "pie")  # aqm.h: these mark ECT packets
+_NONE = type(None)
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,23}")
+
+
+def _name(s: str):
+    return None if _NAME_RE.fullmatch(s) else "is not a plain name (1..24 of letters, digits, _ -)"
+
+
+def _ecn(v):
+    return None if v in ("auto", 0, 1, 2) else "is not auto, 0, 1 or 2"
+
+
+def _mcs_table(v):
+    if v is None or v in TABLE_PRESETS or str(v).endswith(".csv"):
+        return None
+    return f"is not {', '.join(TABLE_PRESETS)} or a path to a .csv table"
+
+
+_TCP_OVERRIDES = {
+    "sack": Field((bool, _NONE), None, doc="null: as tcp.sack"),
+    "ecn": Field((int, _NONE), None, min=0, max=2, doc="null: as tcp.ecn"),
+    "timestamps": Field((bool, _NONE), None),
+    "window_scaling": Field((bool, _NONE), None),
+}
+
+SCHEMA = {
+    "build_dir": Field(str, "", doc="build folder with host/daemon/oppsched-apd etc.; "
+                       "'' = $OPPSCHED_BUILD, else <repo>/build"),
+    "phy": {
+        "mode": Field(str, "abstract", choices=PHY_MODES,
+                      doc="abstract: slot-level PHY; sample: GNU Radio loopback; uhd: radios"),
+        "profile": Field(str, "clamp", choices=tuple(PROFILES),
+                         doc="clamp (Andrew & Hanly, CLAMP: 3 ms slots, eq. 18 rates and "
+                             "errors) or evdo (Srinivasan & Baras: 1.667 ms slots, EV-DO "
+                             "table, Table I)"),
+        "fec": Field(str, "ldpc", choices=("ldpc", "conv"),
+                     doc="payload FEC of modes sample/uhd: ldpc (802.11n QC-LDPC) or conv "
+                         "(K=7 convolutional); picks the measured MCS table too"),
+        "slot_s": Field((float, _NONE), None, min=1e-4, max=0.1, doc="null: the profile's"),
+        "lead_slots": Field(int, 4, min=1, max=1000,
+                            doc="SlotRequest n is sent this many slots before slot n"),
+        "error_model": Field((str, _NONE), None, choices=(None,) + ERROR_MODELS,
+                             doc="clamp: the end-of-slot rule of Andrew & Hanly, CLAMP, eq. 18; "
+                                 "threshold: the "
+                                 "MCS threshold at slot end; curves: BLER from link curves; "
+                                 "null: the profile's"),
+        "mcs_table": Field((str, _NONE), None, check=_mcs_table,
+                           doc="clamp | evdo | ofdm_provisional | path to a CSV table "
+                               "(name,min_snr_db,rate_bps); null: the profile's"),
+        "link_curves": Field(str, "", doc="CSV mcs,snr_db,bler (error_model curves)"),
+        "clamp_table": {
+            "w0_hz": Field(float, 4.3e6, min=1.0, max=1e12, doc="W0 of eq. 18 (§V-D: 4.3 MHz)"),
+            "cmax_bps": Field(float, 10e6, min=1.0, max=1e12, doc="C_max of eq. 18 (10 Mb/s)"),
+            "levels": Field(int, 32, min=1, max=255, doc="eq. 18 rates quantised to this "
+                            "many MCS (k C_max / levels)"),
+        },
+        "chase_combining": Field(bool, True, doc="HARQ retransmissions add their SNRs"),
+        "slot_trace": Field(bool, False, doc="the PHY writes phy_slots.csv"),
+        "uhd": {  # phy.mode uhd (python -m oppsched.phy.uhd): the AP radio; devices[].uhd
+            "sample_rate": Field(float, 1e6, min=1e5, max=61.44e6, check=whole_hz,
+                                 doc="every radio's complex sample rate"),
+            "ap": RADIO_AP,
+        },
+    },
+    "devices": ListOf({
+        "name": Field(str, check=_name),
+        "channel": {
+            "mean_snr_db": Field(float, mac.CLAMP_MEAN_SNR_DB, min=-30.0, max=60.0,
+                                 doc="Andrew & Hanly, CLAMP, §V-B: SNR_avg = 4 (6 dB)"),
+            "doppler_hz": Field(float, mac.CLAMP_FAST_DOPPLER_HZ, min=0.0, max=2000.0,
+                                doc="Andrew & Hanly, CLAMP, §V-B: 60 Hz (10 m/s) or "
+                                    "0.6 Hz (0.1 m/s)"),
+            "model": Field((str, _NONE), None, choices=(None,) + CHANNEL_MODELS,
+                           doc="clamp: Jakes G=20 as Andrew & Hanly, CLAMP, §V-B print "
+                               "it; sum_of_sinusoids: Srinivasan & Baras, eq. 4; awgn: "
+                               "constant SNR; trace: replay a CSV time_s,snr_db; null: the "
+                               "profile's"),
+            "trace": Field(str, "", doc="model trace: CSV time_s,snr_db"),
+        },
+        "uhd": RADIO_CLIENT,  # phy.mode uhd: this device's receiving radio
+        "queue": {"limit_bytes": Field((int, _NONE), None, min=0,
+                                       doc="this device's AP queue limit; null: "
+                                           "queue.limit_bytes")},
+        "tcp": _TCP_OVERRIDES,
+    }, min_len=1),
+    "servers": ListOf({
+        "name": Field(str, check=_name),
+        "rtt_ms": Field(float, min=0.0, max=60000.0, doc="d_i: round-trip propagation delay "
+                        "of the wired path S_i--X (d_i/2 each way, Andrew & Hanly, CLAMP, "
+                        "Table I)"),
+        "rate_bps": Field(float, 100e6, min=0.0, max=1e12, doc="wired capacity (Table I: "
+                          "100 Mb/s); 0 = unlimited"),
+        "limit_bytes": Field(int, 0, min=0, doc="wired FIFO in front of rate_bps; 0 = unlimited"),
+        "tcp": _TCP_OVERRIDES,
+    }, min_len=1),
+    "flows": ListOf({
+        "id": Field(str, check=_name),
+        "server": Field(str, doc="a servers[].name: the sender"),
+        "device": Field(str, doc="a devices[].name: the receiver"),
+        "family": Field(str, "ipv4", choices=("ipv4", "ipv6")),
+        "start_s": Field(float, 0.0, min=0.0, doc="after the radio is up"),
+        "stop_s": Field((float, _NONE), None, min=0.0, doc="null: duration_s (iperf3 runs "
+                        "whole seconds: round(stop_s - start_s), at least 1)"),
+        "bytes": Field((int, _NONE), None, min=1, doc="send this many bytes instead of a "
+                       "duration (iperf3 -n); excludes stop_s"),
+        "cc": Field((str, _NONE), None, doc="congestion control (iperf3 -C); null: "
+                    "tcp.congestion_control"),
+        "parallel": Field(int, 1, min=1, max=32, doc="parallel TCP streams (iperf3 -P)"),
+    }, min_len=1),
+    "queue": {
+        "mode": Field(str, "per_user", choices=("per_user", "shared"),
+                      doc="one AP queue per device, or one shared FIFO (head-of-line blocking)"),
+        "limit_bytes": Field(int, 60000, min=0, doc="Andrew & Hanly, CLAMP, §V-H: 60 KB "
+                             "TCP buffer; 0 = none"),
+        "limit_packets": Field(int, 0, min=0, doc="0 = none"),
+    },
+    "aqm": {
+        "kind": Field(str, "droptail", choices=mac.AQM_KINDS),
+        "ecn": Field(bool, True, doc="mark ECN-capable packets instead of dropping them"),
+        "params": Field(dict, {}, doc="the kind's parameters (oppsched.mac.make_aqm names)"),
+    },
+    "clamp": {
+        "enabled": Field(bool, False),
+        "a_bytes": Field(float, 5500.0, min=0.0, doc="a, eq. 13 (router)"),
+        "b": Field(float, 1.0, min=1e-6, max=1.5707963267948966, doc="b, eq. 7; stable iff "
+                   "b < pi/2 (Theorem 1)"),
+        "ema_rate_per_s": Field(float, 2.0, min=1e-6, doc="q(n) = exp(-2I) ... (§IV-A)"),
+        "tau_bytes": Field(float, 500.0, min=1e-6, doc="tau, eq. 14 (client; Table II)"),
+        "alpha_packets": Field(int, 1000, min=1, doc="alpha, eq. 15"),
+        "beta": Field(float, 0.001, min=1e-9, max=0.999999, doc="beta, eq. 16"),
+        "max_increase_bytes": Field(float, 10000.0, min=1.0, doc="Delta w clip (10 kB)"),
+        "min_window_bytes": Field(float, 0.0, min=0.0, doc="0 = one MSS (clamp.h)"),
+        "slow_start_threshold_bytes": Field(float, 0.0, min=0.0, doc="0 = none (the paper)"),
+    },
+    "scheduler": {
+        "kind": Field(str, "pf", choices=SCHEDULERS),
+        "alpha": Field(float, 0.03, min=1e-6, max=1.0, doc="EMA weight per slot "
+                       "(Andrew & Hanly, CLAMP: 0.03)"),
+        "lam": Field(float, 1.0, min=0.0, max=100.0, doc="glambda: lambda"),
+        "weights": Field(list, [], doc="wpf: one weight per device"),
+    },
+    "link_adaptation": {
+        "olla": Field(bool, True, doc="outer-loop offset driven by ACK/NACK (the paper's "
+                      "adaptive backoff margin m, §V-B)"),
+        "target_bler": Field(float, 0.1, min=1e-6, max=0.499, doc="OLLA's per-attempt target"),
+    },
+    "harq": {
+        "max_transmissions": Field((int, _NONE), None, min=1, max=64,
+                                   doc="null: n of Andrew & Hanly, CLAMP, §V-D (15 fast "
+                                       "fading, 5 slow)"),
+        "processes": Field(int, 8, min=1, max=16),
+        "feedback_timeout_slots": Field(int, 16, min=2, max=10000),
+    },
+    "tcp": {
+        "congestion_control": Field(str, "reno", check=lambda s: None if re.fullmatch(
+            r"[a-z0-9_]{1,15}", s) else "is not a congestion control name",
+            doc="reno: Linux reno is NewReno (RFC 6582) when SACK is off"),
+        "sack": Field(bool, False, doc="off: mirror the paper's NewReno"),
+        "ecn": Field((str, int), "auto", check=_ecn,
+                     doc="auto: 1 (negotiate) where the AQM marks, else 0"),
+        "timestamps": Field(bool, True),
+        "window_scaling": Field(bool, True),
+        "extra": Field(dict, {}, doc="more sysctls for every namespace"),
+    },
+    "uplink_delay_ms": Field(float, 1.0, min=0.0, max=10000.0, doc="Andrew & Hanly, "
+                             "CLAMP, Table I: 1 ms"),
+    "cqi": {"period_slots": Field(int, 1, min=1, max=100000)},
+    "reassembly": {
+        "timeout_ms": Field((float, _NONE), None, min=0.001, max=60000.0,
+                            doc="a gap is given up after this; null: as long as HARQ may "
+                                "still deliver it (max_transmissions x (lead_slots + 3) "
+                                "slots + uplink delay)"),
+        "window": Field((int, _NONE), None, min=1, max=1 << 20,
+                        doc="PDUs held beyond a gap; null: at least the PDUs of that time"),
+        "max_bytes": Field((int, _NONE), None, min=65535, doc="null: the client's default"),
+    },
+    "capture": {
+        "pcaps": Field(bool, True, doc="tcpdump on each server's wired side and each client TUN"),
+        "snaplen": Field(int, 128, min=96, max=65535),
+        "ap": Field(bool, False, doc="also capture the AP's TUN (ap.pcap)"),
+    },
+    "traces": {"packets": Field(bool, False, doc="apd writes packets.csv (per-packet events)")},
+    "topology": {
+        "ipv4": Field(bool, True),
+        "ipv6": Field(bool, True),
+        "wired": Field(str, "auto", choices=("auto", "netem", "userspace")),
+        "mtu": Field(int, 1500, min=576, max=9000),
+        "rt_priority": Field(int, 10, min=0, max=99, doc="SCHED_FIFO of the delay stages"),
+        "offloads": Field(bool, False),
+    },
+    "iperf": {"interval_s": Field(float, 0.5, min=0.1, max=60.0, doc="iperf3 -i")},
+    "analysis": {"warmup_s": Field(float, 0.0, min=0.0,
+                                   doc="goodput_steady_bps leaves out each flow's first seconds")},
+    "timeouts": {
+        "startup_s": Field(float, 30.0, min=1.0, doc="daemons and radio ready"),
+        "grace_s": Field(float, 15.0, min=1.0, doc="after duration_s, for flows to end"),
+    },
+    "extra": {
+        "apd": Field(dict, {}, doc="merged into apd.yaml"),
+        "client": Field(dict, {}, doc="merged into every client.<dev>.yaml"),
+        "phy": Field(dict, {}, doc="merged into phy.yaml"),
+    },
+}
+
+
+# ----------------------------------------------------------------------------------------
+# Cross-field checks (runner.load_experiment calls check() on every resolved variant)
+
+
+def check(cfg: dict) -> None:
+    """Impossible combinations, each a ConfigError naming the field and the value."""
+    def unique(kind, key):
+        seen = {}
+        for i, it in enumerate(cfg[kind]):
+            if it[key] in seen:
+                raise ConfigError(f"{kind}[{i}].{key}: {it[key]!r} repeats {kind}"
+                                  f"[{seen[it[key]]}].{key}")
+            seen[it[key]] = i
+    unique("devices", "name")
+    unique("servers", "name")
+    unique("flows", "id")
+    if len(cfg["devices"]) > 250 or len(cfg["servers"]) > 250:
+        raise ConfigError("devices/servers: at most 250 each")
+    if not (cfg["topology"]["ipv4"] or cfg["topology"]["ipv6"]):
+        raise ConfigError("topology.ipv4/ipv6: both false; at least one family is needed")
+    devs = {d["name"] for d in cfg["devices"]}
+    srvs = {s["name"] for s in cfg["servers"]}
+    dur = cfg["duration_s"]
+    for i, f in enumerate(cfg["flows"]):
+        p = f"flows[{i}]"
+        if f["server"] not in srvs:
+            raise ConfigError(f"{p}.server: {f['server']!r} is not a servers[].name "
+                              f"({', '.join(sorted(srvs))})")
+        if f["device"] not in devs:
+            raise ConfigError(f"{p}.device: {f['device']!r} is not a devices[].name "
+                              f"({', '.join(sorted(devs))})")
+        if f["start_s"] >= dur:
+            raise ConfigError(f"{p}.start_s: {f['start_s']!r} is not before duration_s ({dur:g})")
+        if f["bytes"] is not None and f["stop_s"] is not None:
+            raise ConfigError(f"{p}.stop_s: {f['stop_s']!r} with bytes {f['bytes']}: a flow "
+                              "either sends a number of bytes or runs until stop_s, not both")
+        if f["stop_s"] is not None:
+            if f["stop_s"] <= f["start_s"]:
+                raise ConfigError(f"{p}.stop_s: {f['stop_s']!r} is not after start_s "
+                                  f"({f['start_s']:g})")
+            if f["stop_s"] > dur + 1e-9:
+                raise ConfigError(f"{p}.stop_s: {f['stop_s']!r} is after duration_s ({dur:g})")
+        fam = f["family"]
+        if not cfg["topology"][fam]:
+            raise ConfigError(f"{p}.family: {fam!r} but topology.{fam} is false")
+        if f["cc"] is not None and not re.fullmatch(r"[a-z0-9_]{1,15}", f["cc"]):
+            raise ConfigError(f"{p}.cc: {f['cc']!r} is not a congestion control name")
+    q = cfg["queue"]
+    if q["limit_bytes"] == 0 and q["limit_packets"] == 0:
+        raise ConfigError("queue.limit_bytes/limit_packets: both 0; the AP queue needs a limit "
+                          "(the paper's CLAMP runs use 6 MB)")
+    if q["mode"] == "shared":
+        for i, d in enumerate(cfg["devices"]):
+            if d["queue"]["limit_bytes"] is not None:
+                raise ConfigError(f"devices[{i}].queue.limit_bytes: {d['queue']['limit_bytes']!r}"
+                                  " with queue.mode shared: there is one queue, set "
+                                  "queue.limit_bytes")
+    s = cfg["scheduler"]
+    if s["kind"] == "wpf":
+        w = s["weights"]
+        if len(w) != len(cfg["devices"]):
+            raise ConfigError(f"scheduler.weights: {w!r} has {len(w)} entries, wpf needs one per "
+                              f"device ({len(cfg['devices'])})")
+        for k, x in enumerate(w):
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or not (
+                    math.isfinite(x) and x > 0):
+                raise ConfigError(f"scheduler.weights[{k}]: {x!r} is not a number > 0")
+    elif s["weights"]:
+        raise ConfigError(f"scheduler.weights: {s['weights']!r} is only for scheduler.kind wpf")
+    a = cfg["aqm"]
+    if a["kind"] == "droptail" and a["params"]:
+        raise ConfigError(f"aqm.params: {a['params']!r}: drop-tail has no parameters")
+    _check_aqm_params(cfg)
+    if cfg["phy"]["mode"] in ("sample", "uhd"):
+        # The blocks fix the numerology and decode for real: the apd must use the measured
+        # OFDM table of the profile and the profile's slot.
+        mode = cfg["phy"]["mode"]
+        for key in ("slot_s", "mcs_table", "error_model"):
+            if key == "slot_s" and cfg["phy"][key] is not None and abs(
+                    cfg["phy"][key] - PROFILES[cfg["phy"]["profile"]]["slot_s"]) < 1e-9:
+                continue  # the profile's own slot (fading.yaml states it): allowed
+            if cfg["phy"][key] is not None:
+                raise ConfigError(
+                    f"phy.{key}: {cfg['phy'][key]!r} cannot be set with phy.mode {mode} (it "
+                    "uses the profile's slot and measured MCS table, and real decoding)")
+        if cfg["phy"]["link_curves"]:
+            raise ConfigError(f"phy.link_curves: {cfg['phy']['link_curves']!r} cannot be set "
+                              f"with phy.mode {mode} (real decoding)")
+    if cfg["phy"]["mode"] == "uhd":
+        _check_uhd(cfg)
+    if cfg["phy"]["mcs_table"] and str(cfg["phy"]["mcs_table"]).endswith(".csv") and not Path(
+            cfg["phy"]["mcs_table"]).is_file():
+        raise ConfigError(f"phy.mcs_table: {cfg['phy']['mcs_table']!r}: no such file")
+    if daemonconf.error_model(cfg) == "curves":
+        lc = cfg["phy"]["link_curves"]
+        if not lc:
+            raise ConfigError("phy.link_curves: required with error_model curves (a CSV "
+                              "mcs,snr_db,bler from `oppsched linkcurves`)")
+        if not Path(lc).is_file():
+            raise ConfigError(f"phy.link_curves: {lc!r}: no such file")
+    elif cfg["phy"]["link_curves"]:
+        raise ConfigError(f"phy.link_curves: {cfg['phy']['link_curves']!r} given but the error "
+                          f"model is {daemonconf.error_model(cfg)!r}, not curves")
+    for i, d in enumerate(cfg["devices"]):
+        ch = d["channel"]
+        model = daemonconf.channel_model(cfg, d)
+        if model == "trace" and not ch["trace"]:
+            raise ConfigError(f"devices[{i}].channel.trace: required with model trace "
+                              "(a CSV time_s,snr_db)")
+        if model == "trace" and not Path(ch["trace"]).is_file():
+            raise ConfigError(f"devices[{i}].channel.trace: {ch['trace']!r}: no such file")
+        if model != "trace" and ch["trace"]:
+            raise ConfigError(f"devices[{i}].channel.trace: {ch['trace']!r} given but the model "
+                              f"is {model!r}")
+    hm = cfg["harq"]
+    if hm["feedback_timeout_slots"] <= cfg["phy"]["lead_slots"]:
+        raise ConfigError(f"harq.feedback_timeout_slots: {hm['feedback_timeout_slots']} is not "
+                          f"more than phy.lead_slots ({cfg['phy']['lead_slots']}): feedback could "
+                          "never arrive in time")
+    for k, v in cfg["tcp"]["extra"].items():
+        if not re.fullmatch(r"net\.[a-z0-9_.]+", str(k)):
+            raise ConfigError(f"tcp.extra.{k}: not a net.* sysctl name")
+
+
+def _check_uhd(cfg: dict) -> None:
+    """phy.mode uhd: every radio named by its args, each radio a different device."""
+    check_radio_args([("phy.uhd.ap", cfg["phy"]["uhd"]["ap"])] + [
+        (f"devices[{i}].uhd", d["uhd"]) for i, d in enumerate(cfg["devices"])],
+        " with phy.mode uhd")
+
+
+def _check_aqm_params(cfg: dict) -> None:
+    """AQM parameters through the C++ configuration check (oppsched.mac.make_aqm), the one
+    place they are validated."""
+    a = cfg["aqm"]
+    reserved = {"limit_bytes", "limit_packets", "ecn", "seed"} & set(a["params"])
+    if reserved:
+        raise ConfigError(f"aqm.params.{sorted(reserved)[0]}: set it in queue/aqm, not in params")
+    try:
+        mac.make_aqm(a["kind"], limit_bytes=cfg["queue"]["limit_bytes"],
+             limit_packets=cfg["queue"]["limit_packets"], ecn=a["ecn"], **a["params"])
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"aqm.params: {exc}") from None
+
+
+def resolved_ecn(cfg: dict) -> int:
+    e = cfg["tcp"]["ecn"]
+    if e == "auto":
+        return 1 if (cfg["aqm"]["ecn"] and cfg["aqm"]["kind"] in MARKING_AQMS) else 0
+    return int(e)

@@ -1,0 +1,62 @@
+"""From the resolved experiment to what a testbed run builds and configures: the topology
+of namespaces and wired paths (oppsched.netns), the users as the daemons address them
+(whose configuration files oppsched.daemonconf writes), the per-namespace TCP overrides and
+the iperf3 flows."""
+
+from __future__ import annotations
+
+from oppsched import daemonconf
+from oppsched.experiments.testbed.schema import resolved_ecn
+from oppsched.flows import BASE_PORT, FlowPlan, iperf_seconds
+from oppsched.netns import ClientSpec, ServerSpec, TcpSettings, Topology, client_addr
+
+
+def flow_plans(cfg: dict, clients) -> list[FlowPlan]:
+    """The iperf3 flows: ports BASE_PORT + index, addresses from the built topology."""
+    srv_idx = {s["name"]: i for i, s in enumerate(cfg["servers"])}
+    dev_idx = {d["name"]: j for j, d in enumerate(cfg["devices"])}
+    plans = []
+    for k, f in enumerate(cfg["flows"]):
+        j = dev_idx[f["device"]]
+        node = clients[j]
+        addr = node.addr6 if f["family"] == "ipv6" else node.addr4
+        stop = f["stop_s"] if f["stop_s"] is not None else cfg["duration_s"]
+        plans.append(FlowPlan(
+            id=f["id"], server=f["server"], server_index=srv_idx[f["server"]],
+            device=f["device"], device_index=j, family=f["family"], dst_addr=addr,
+            port=BASE_PORT + k, start_s=f["start_s"],
+            seconds=None if f["bytes"] is not None else iperf_seconds(f["start_s"], stop),
+            nbytes=f["bytes"], cc=f["cc"] or cfg["tcp"]["congestion_control"],
+            parallel=f["parallel"], interval_s=cfg["iperf"]["interval_s"]))
+    return plans
+
+
+def testbed_topology(cfg: dict) -> Topology:
+    """The namespaces, wired paths and TCP settings of the run (oppsched.netns.Testbed)."""
+    t = cfg["tcp"]
+    tcp = TcpSettings(congestion_control=t["congestion_control"], sack=t["sack"],
+                      ecn=resolved_ecn(cfg), timestamps=t["timestamps"],
+                      window_scaling=t["window_scaling"],
+                      extra=tuple((str(k), str(v)) for k, v in t["extra"].items()))
+    tp = cfg["topology"]
+    return Topology(
+        servers=tuple(ServerSpec(s["name"], s["rtt_ms"], s["rate_bps"], s["limit_bytes"])
+                      for s in cfg["servers"]),
+        clients=tuple(ClientSpec(d["name"]) for d in cfg["devices"]),
+        tcp=tcp, ipv4=tp["ipv4"], ipv6=tp["ipv6"], wired=tp["wired"], client_links="tun",
+        offloads=tp["offloads"], rt_priority=tp["rt_priority"], mtu=tp["mtu"])
+
+
+def tcp_override_sysctls(over: dict) -> dict:
+    """The sysctls of a server's or device's `tcp` overrides (null: as tcp.*)."""
+    m = {"sack": "net.ipv4.tcp_sack", "ecn": "net.ipv4.tcp_ecn",
+         "timestamps": "net.ipv4.tcp_timestamps", "window_scaling": "net.ipv4.tcp_window_scaling"}
+    return {m[k]: int(v) for k, v in over.items() if v is not None}
+
+
+def daemon_users(cfg: dict) -> list[daemonconf.User]:
+    """Users as the Testbed addresses them (netns.client_addr): id j = client namespace r{j}."""
+    tp = cfg["topology"]
+    return [daemonconf.User(j, d["name"], client_addr(j, False) if tp["ipv4"] else None,
+                            client_addr(j, True) if tp["ipv6"] else None)
+            for j, d in enumerate(cfg["devices"])]
