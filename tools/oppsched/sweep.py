@@ -280,7 +280,7 @@ def _write_manifest(outdir: Path, resolved: dict, sw: sweepspec.Sweep) -> None:
         "duration_s": resolved["duration_s"],
         "repeat": sw.repeat,
         "variants": [v["name"] for v in resolved["variants"]],
-        "axes": [{"name": a.name, "key": a.key, "values": list(a.values),
+        "axes": [{"name": a.name, "keys": list(a.keys), "values": list(a.values),
                   "variants": list(a.variants) if a.variants else None} for a in sw.axes],
         "plots": [dict(p) for p in sw.plots],
         "points": [{"rel": p.rel, "values": dict(p.values), "variant": p.variant,
@@ -376,33 +376,38 @@ def _expand_y(df: pd.DataFrame, pattern: str) -> list[str]:
     return [c for c in df.columns if rx.match(c)]
 
 
-def series(df: pd.DataFrame, x: str, y: str, axis_names: list[str]) -> list[dict]:
-    """The lines of one plot: per variant (and per matched flow/user column), points grouped
-    over seeds with the mean of x and y and the 95 % interval of y. Where x is an axis, the
-    other axes split a variant into several lines."""
+def series(df: pd.DataFrame, x: str, y: str, axis_names: list[str],
+           by: list[str] | None = None) -> list[dict]:
+    """The lines of one plot. Each run set that differs only in its seed is one point: the
+    mean of x and y and the 95 % interval of y. Points are joined into a line per variant,
+    per matched column (a `*` in y) and per value of the `by` axes; the remaining axes run
+    along the line. Default `by`: where x is an axis, the other axes; where x is a metric
+    (goodput against queueing delay), none: every axis runs along the line. A variant the
+    x axis does not apply to gives one reference level instead of a line."""
     out = []
     for col in _expand_y(df, y):
         for variant, dv in df.groupby("variant", sort=False):
             if dv[col].isna().all():
                 continue
-            if x in axis_names and dv[x].isna().all():
-                # The axis does not apply to this variant: one reference level (mean over
-                # all its runs), drawn across the plot.
+            present = [a for a in axis_names if a in dv.columns and dv[a].notna().any()]
+            if x in axis_names and x not in present:
                 ys = pd.to_numeric(dv[col], errors="coerce").to_numpy(float)
                 label = " ".join(filter(None, [variant or "", col if "*" in y else ""]))
                 out.append({"label": label or col, "ref": (float(np.nanmean(ys)), _ci95(ys))})
                 continue
             if x not in dv.columns or dv[x].isna().all():
                 continue
-            others = [a for a in axis_names if a != x and a in dv.columns and dv[a].notna().any()]
-            groups = (dv.groupby(others[0] if len(others) == 1 else others, sort=True, dropna=False)
-                      if others else [((), dv)])
-            for okey, dg in groups:
-                okey = okey if isinstance(okey, tuple) else (okey,)
+            split = [a for a in (by if by is not None else
+                                 [a for a in axis_names if a != x] if x in axis_names else [])
+                     if a in present]
+            lines = (dv.groupby(split[0] if len(split) == 1 else split, sort=True, dropna=False)
+                     if split else [((), dv)])
+            for skey, dl in lines:
+                skey = skey if isinstance(skey, tuple) else (skey,)
                 pts = []
-                keys = axis_names if x in axis_names else axis_names + [x]
-                by = [a for a in keys if a in dg.columns and dg[a].notna().any()]
-                for _, g in dg.groupby(by[0] if len(by) == 1 else by, sort=True, dropna=False):
+                groups = (dl.groupby(present[0] if len(present) == 1 else present, sort=True,
+                                     dropna=False) if present else [((), dl)])
+                for _, g in groups:
                     xs = pd.to_numeric(g[x], errors="coerce").to_numpy(float)
                     ys = pd.to_numeric(g[col], errors="coerce").to_numpy(float)
                     if not np.isfinite(xs).any() or not np.isfinite(ys).any():
@@ -412,7 +417,7 @@ def series(df: pd.DataFrame, x: str, y: str, axis_names: list[str]) -> list[dict
                 pts.sort()
                 label = " ".join(filter(None, [variant or "", col if "*" in y else "",
                                                ",".join(f"{a}={sweepspec.format_value(v)}"
-                                                        for a, v in zip(others, okey))]))
+                                                        for a, v in zip(split, skey))]))
                 if pts:
                     out.append({"label": label or col, "points": pts})
     return out
@@ -451,7 +456,7 @@ def write_sweep_report(outdir: Path, man: dict, df: pd.DataFrame) -> Path:
     pngs = []
     if not df.empty:
         for i, spec in enumerate(_plot_specs(man, df)):
-            lines = series(df, spec["x"], spec["y"], axis_names)
+            lines = series(df, spec["x"], spec["y"], axis_names, spec.get("by"))
             if not lines:
                 continue
             fig, ax = plt.subplots(figsize=(7, 4.2))
@@ -501,7 +506,7 @@ def write_sweep_report(outdir: Path, man: dict, df: pd.DataFrame) -> Path:
     ]
     for a in man["axes"]:
         vals = ", ".join(sweepspec.format_value(v) for v in a["values"])
-        parts.append(f"<tr><td>{e(a['name'])}</td><td><code>{e(a['key'])}</code></td>"
+        parts.append(f"<tr><td>{e(a['name'])}</td><td><code>{e(', '.join(a['keys']))}</code></td>"
                      f"<td>{e(vals)}</td><td>{e(', '.join(a['variants'] or ['all']))}</td></tr>")
     parts.append("</table>")
     for png in pngs:

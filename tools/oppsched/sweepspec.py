@@ -9,7 +9,8 @@
       plots:                    # optional; default: every metric of note against every axis
         - {x: mean_queue_delay_ms, y: "flow.*.goodput_bps"}
 
-Each axis is a dotted key of the experiment (as `--set` takes it) and its values: a list,
+Each axis is a dotted key of the experiment (as `--set` takes it), or a list of keys set to
+the same value (every device's Doppler, say), and its values: a list,
 or a range {from, to, steps, scale: lin|log, integer}. The points are the cartesian product
 of the axes, crossed with the experiment's variants and with `repeat` seeds. An axis that
 names `variants` applies to those variants only (a paper that sweeps the buffer for one
@@ -44,6 +45,8 @@ SCHEMA = {
         "title": Field(str, ""),
         "logx": Field(bool, False),
         "logy": Field(bool, False),
+        "by": Field((list, type(None)), None, doc="axes that split lines (default: the "
+                    "other axes where x is an axis, none where x is a metric)"),
     }),
 }
 
@@ -51,7 +54,7 @@ SCHEMA = {
 @dataclass(frozen=True)
 class Axis:
     name: str
-    key: str
+    keys: tuple  # the dotted keys it sets, all to the same value
     values: tuple
     variants: tuple | None = None  # None: every variant
 
@@ -143,7 +146,13 @@ def _axis(name: str, spec, variant_names: list[str]) -> Axis:
         raise ConfigError(f"{where}.key: required (the dotted key this axis sets)")
     if "values" not in spec:
         raise ConfigError(f"{where}.values: required (a list, or a range {{from, to, steps}})")
-    key = Field(str).validate(f"{where}.key", spec["key"])
+    key = spec["key"]
+    if isinstance(key, str):
+        keys = (key,)
+    elif isinstance(key, list) and key and all(isinstance(k, str) for k in key):
+        keys = tuple(key)
+    else:
+        raise ConfigError(f"{where}.key: {key!r} is neither a dotted key nor a list of them")
     raw = spec["values"]
     if isinstance(raw, list):
         if not raw:
@@ -164,7 +173,7 @@ def _axis(name: str, spec, variant_names: list[str]) -> Axis:
                 known_v = ", ".join(variant_names) or "none: the experiment has no variants"
                 raise ConfigError(f"{where}.variants: {v!r} is not a variant (known: {known_v})")
         variants = tuple(variants)
-    return Axis(name, key, values, variants)
+    return Axis(name, keys, values, variants)
 
 
 def _set(data: dict, schema: dict, key: str, value, where: str) -> None:
@@ -187,10 +196,17 @@ def expand(raw: dict, schema: dict, resolved: dict, check=None) -> Sweep | None:
     axes = tuple(_axis(n, s, names) for n, s in sec["axes"].items())
     for a in axes:
         probe = copy.deepcopy(raw)
-        _set(probe, schema, a.key, a.values[0], f"sweep.axes.{a.name}.key")
-    for p in sec["plots"]:
-        if p["x"] not in {a.name for a in axes} and p["x"] in RESERVED:
-            raise ConfigError(f"sweep.plots.x: {p['x']!r} identifies runs; plot against an axis")
+        for dotted in a.keys:
+            _set(probe, schema, dotted, a.values[0], f"sweep.axes.{a.name}.key")
+    names_ax = {a.name for a in axes}
+    for i, p in enumerate(sec["plots"]):
+        if p["x"] not in names_ax and p["x"] in RESERVED:
+            raise ConfigError(f"sweep.plots[{i}].x: {p['x']!r} identifies runs; plot against "
+                              "an axis or a metric")
+        for b in p["by"] or []:
+            if b not in names_ax:
+                raise ConfigError(f"sweep.plots[{i}].by: {b!r} is not an axis (axes: "
+                                  f"{', '.join(sorted(names_ax)) or 'none'})")
 
     base = copy.deepcopy(raw)
     base.pop("sweep", None)
@@ -206,7 +222,8 @@ def expand(raw: dict, schema: dict, resolved: dict, check=None) -> Sweep | None:
                     for key, value in v["set"].items():
                         _set(data, schema, key, value, f"variants[{vname}].set")
                 for a, value in zip(mine, combo):
-                    _set(data, schema, a.key, value, f"sweep.axes.{a.name}")
+                    for dotted in a.keys:
+                        _set(data, schema, dotted, value, f"sweep.axes.{a.name}")
                 data["seed"] = resolved["seed"] + k
                 where = "sweep point " + Point(tuple((a.name, x) for a, x in zip(mine, combo)),
                                                vname, k, {}).rel

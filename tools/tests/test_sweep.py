@@ -33,7 +33,7 @@ variants:
 sweep:
   axes:
     alpha: {key: scheduler.alpha, values: [0.1, 0.01], variants: [pf]}
-    snr: {key: "users[0].mean_snr_db", values: {from: 0, to: 6, steps: 3}}
+    snr: {key: "users[0].mean_snr_db", values: {from: 0, to: 6, steps: 2}}
   repeat: 2
 """
 
@@ -60,18 +60,18 @@ def error_of(tmp_path, text) -> str:
 
 def test_points_are_the_product_of_the_axes_that_apply_times_variants_times_seeds(tmp_path):
     _, sw = plan_of(tmp_path)
-    # rr: 3 snr values x 2 seeds; pf: 2 alpha x 3 snr x 2 seeds.
-    assert len(sw.points) == 3 * 2 + 2 * 3 * 2
+    # rr: 2 snr values x 2 seeds; pf: 2 alpha x 2 snr x 2 seeds.
+    assert len(sw.points) == 2 * 2 + 2 * 2 * 2
     rr = [p for p in sw.points if p.variant == "rr"]
     assert {dict(p.values).get("alpha") for p in rr} == {None}
     assert sorted({p.config["seed"] for p in sw.points}) == [7, 8]
     pf = [p for p in sw.points if p.variant == "pf" and dict(p.values) == {"alpha": 0.01,
-                                                                          "snr": 3}]
+                                                                          "snr": 6}]
     assert len(pf) == 2
     c = pf[0].config
     assert c["scheduler"]["kind"] == "pf" and c["scheduler"]["alpha"] == 0.01
-    assert c["users"][0]["mean_snr_db"] == 3.0 and c["variant"] == "pf"
-    assert pf[0].rel == "alpha=0.01,snr=3/pf/seed-0"
+    assert c["users"][0]["mean_snr_db"] == 6.0 and c["variant"] == "pf"
+    assert pf[0].rel == "alpha=0.01,snr=6/pf/seed-0"
     assert c["sweep"]["axes"] == {}  # a point does not sweep again
 
 
@@ -112,10 +112,24 @@ def test_a_bad_repeat_and_an_unknown_sweep_key_are_named(tmp_path):
     assert "sweep.every" in error_of(tmp_path, MACSIM.replace("repeat: 2", "every: 2"))
 
 
+def test_an_axis_may_set_several_keys_to_the_same_value(tmp_path):
+    text = MACSIM.replace('snr: {key: "users[0].mean_snr_db"',
+                          'snr: {key: ["users[0].mean_snr_db", "users[1].mean_snr_db"]')
+    _, sw = plan_of(tmp_path, text)
+    for p in sw.points:
+        u = p.config["users"]
+        assert u[0]["mean_snr_db"] == u[1]["mean_snr_db"] == dict(p.values)["snr"]
+
+
+def test_a_plot_split_by_something_other_than_an_axis_is_named(tmp_path):
+    text = MACSIM + "  plots:\n    - {x: jain_index_users, y: alpha, by: [speed]}\n"
+    assert "sweep.plots[0].by: 'speed' is not an axis" in error_of(tmp_path, text)
+
+
 def test_oppsched_check_validates_the_sweep(tmp_path):
     ok = subprocess.run([sys.executable, "-m", "oppsched", "check", str(write(tmp_path))],
                         capture_output=True, text=True)
-    assert ok.returncode == 0 and "18 run(s) in its sweep" in ok.stdout, ok.stdout + ok.stderr
+    assert ok.returncode == 0 and "12 run(s) in its sweep" in ok.stdout, ok.stdout + ok.stderr
     bad = write(tmp_path, MACSIM.replace("scheduler.alpha, values: [0.1, 0.01]",
                                          "scheduler.alpha, values: [0.1, 5]"), "bad.yaml")
     r = subprocess.run([sys.executable, "-m", "oppsched", "check", str(bad)],
@@ -188,7 +202,7 @@ def test_an_interrupted_sweep_keeps_finished_points_and_leaves_no_half_written_o
     assert len(pd.read_csv(out / "sweep.csv")) == 3
     monkeypatch.setattr(macsim, "run", real)
     sweep.run_sweep(path, out)
-    assert len(pd.read_csv(out / "sweep.csv")) == 18
+    assert len(pd.read_csv(out / "sweep.csv")) == 12
 
 
 def test_a_failed_point_is_reported_and_the_others_still_run(tmp_path, monkeypatch):
@@ -201,9 +215,9 @@ def test_a_failed_point_is_reported_and_the_others_still_run(tmp_path, monkeypat
         real(cfg, d, pr)
 
     monkeypatch.setattr(macsim, "run", sometimes)
-    assert sweep.run_sweep(path, out) == 3  # rr x 3 SNRs at the second seed
+    assert sweep.run_sweep(path, out) == 2  # rr x 2 SNRs at the second seed
     df = pd.read_csv(out / "sweep.csv")
-    assert len(df) == 15 and not ((df.variant == "rr") & (df.seed == 8)).any()
+    assert len(df) == 10 and not ((df.variant == "rr") & (df.seed == 8)).any()
 
 
 def test_analyze_recomputes_the_csv_and_report_from_the_points(tmp_path):
@@ -236,6 +250,19 @@ def test_series_average_over_seeds_with_a_95_percent_interval():
     (x1, y1, ci1, n1), (x2, y2, ci2, n2) = line["points"]
     assert (x1, y1, n1, x2, y2, ci2) == (1, 2.0, 2, 2, 5.0, 0.0)
     assert ci1 == pytest.approx(12.706, rel=1e-3)  # t(0.975, 1) x s / sqrt(n), s = sqrt 2
+
+
+def test_against_a_metric_every_axis_runs_along_one_line_per_variant():
+    # Goodput against queueing delay as the buffer grows: one line per variant, one point
+    # per buffer (mean over seeds), ordered by the metric.
+    df = pd.DataFrame({"point": list("abcdef"), "variant": ["v"] * 6, "seed": [1, 2] * 3,
+                       "buf": [1, 1, 2, 2, 4, 4], "delay": [5.0, 7.0, 3.0, 3.0, 9.0, 11.0],
+                       "g": [1.0, 1.0, 0.5, 0.5, 2.0, 2.0]})
+    (line,) = sweep.series(df, "delay", "g", ["buf"])
+    assert [(px, py) for px, py, _, _ in line["points"]] == [(3.0, 0.5), (6.0, 1.0), (10.0, 2.0)]
+    two = sweep.series(df.assign(other=[0, 0, 0, 0, 0, 0]), "delay", "g", ["buf", "other"],
+                       by=["other"])
+    assert len(two) == 1 and two[0]["label"] == "v other=0"
 
 
 # ----------------------------------------------------------------------------------------
