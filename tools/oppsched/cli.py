@@ -11,6 +11,8 @@ from oppsched.experiments.testbed import TestbedError
 from oppsched.linkcurves import add_parsers as linkcurves_parsers
 from oppsched.netns import NetnsError
 from oppsched.runner import analyze_dir, load_experiment, run_experiment
+from oppsched.sweep import collect, is_sweep_dir, run_sweep
+from oppsched.sweepspec import expand
 
 
 def _cmd_run(a) -> int:
@@ -19,14 +21,28 @@ def _cmd_run(a) -> int:
 
 
 def _cmd_analyze(a) -> int:
-    analyze_dir(a.results)
+    if is_sweep_dir(a.results):
+        df = collect(a.results, reanalyze=True)
+        print(f"oppsched: {len(df)} runs re-analysed; {a.results}/sweep.csv, "
+              f"{a.results}/report.html")
+    else:
+        analyze_dir(a.results)
     return 0
+
+
+def _cmd_sweep(a) -> int:
+    if a.jobs < 1:
+        raise ConfigError(f"--jobs: {a.jobs} is not a positive number of runs at a time")
+    failed = run_sweep(a.experiment, a.out, a.set or [], a.duration, a.jobs, a.cluster)
+    return 1 if failed else 0
 
 
 def _cmd_check(a) -> int:
     for path in a.experiments:
-        _, _, resolved = load_experiment(path, a.set or [])
-        print(f"{path}: ok ({resolved['kind']}, {len(resolved['variants']) or 1} run(s))")
+        raw, schema, resolved = load_experiment(path, a.set or [])
+        sw = expand(raw, schema, resolved)
+        runs = len(sw.points) if sw else len(resolved["variants"]) or 1
+        print(f"{path}: ok ({resolved['kind']}, {runs} run(s){' in its sweep' if sw else ''})")
     return 0
 
 
@@ -53,6 +69,20 @@ def main(argv=None) -> int:
     an = sub.add_parser("analyze", help="recompute summaries, plots and report from the traces")
     an.add_argument("results", help="results folder written by `oppsched run`")
     an.set_defaults(fn=_cmd_analyze)
+
+    sw = sub.add_parser("sweep", help="run every point of an experiment's sweep section "
+                        "(resumable), write sweep.csv and a report with the sweep's plots")
+    sw.add_argument("experiment", help="experiment YAML file with a sweep: section")
+    sw.add_argument("--out", required=True, help="sweep folder (resumed if it exists)")
+    sw.add_argument("--duration", type=float, help="override duration_s of every run (seconds)")
+    sw.add_argument("--set", action="append", metavar="KEY=VALUE",
+                    help="override a key of the experiment (dotted path), before the sweep")
+    sw.add_argument("--jobs", type=int, default=1,
+                    help="runs at a time on this machine (default 1: runs are real time)")
+    sw.add_argument("--cluster", metavar="tcp://HOST:8786",
+                    help="run the points on a Dask distributed cluster (workers started with "
+                    "--resources testbed=1); results come back into --out")
+    sw.set_defaults(fn=_cmd_sweep)
 
     c = sub.add_parser("check", help="validate experiment files without running them")
     c.add_argument("experiments", nargs="+")

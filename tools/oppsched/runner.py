@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 import sys
 import time
@@ -19,6 +20,7 @@ from pathlib import Path
 import yaml
 
 from oppsched import config as cfgmod
+from oppsched import sweepspec
 from oppsched.config import ConfigError, Field, ListOf
 from oppsched.experiments import KINDS, kind_module
 from oppsched.report import write_report
@@ -34,6 +36,7 @@ COMMON = {
                       else "is not a plain name (letters, digits, _ . -)"),
         "set": Field(dict, {}, doc="dotted key -> value, applied like --set"),
     }),
+    "sweep": sweepspec.SCHEMA,
 }
 
 
@@ -60,6 +63,7 @@ def load_experiment(path: str | Path, overrides=(), duration: float | None = Non
     # Validate every variant now: a typo in the last variant must not surface after an hour.
     for v in resolved["variants"]:
         variant_config(raw, schema, v)
+    sweepspec.expand(raw, schema, resolved, getattr(kind_module(kind), "check", None))
     return raw, schema, resolved
 
 
@@ -131,7 +135,10 @@ def analyze_run(rundir: Path) -> dict:
     mod = kind_module(cfg["kind"])
     summary = mod.analyze(Path(rundir))
     summary["plots"] = mod.plot(Path(rundir), summary)
-    (Path(rundir) / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    # Written last and whole: a summary.json present means a finished run (sweeps rely on it).
+    tmp = Path(rundir) / "summary.json.tmp"
+    tmp.write_text(json.dumps(summary, indent=2) + "\n")
+    os.replace(tmp, Path(rundir) / "summary.json")
     return summary
 
 

@@ -1,0 +1,373 @@
+"""`oppsched sweep`: the sweep section's checks, its points, resuming, the results table and
+report, and the Dask cluster path (a local scheduler and two workers)."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from helpers import REPO, needs_root
+from oppsched import sweep, sweepspec
+from oppsched.config import ConfigError
+from oppsched.experiments import macsim
+
+MACSIM = """
+experiment: sweep-test
+kind: macsim
+duration_s: 0.3
+seed: 7
+phy: {slot_s: 1.667e-3, rate_table: evdo}
+scheduler: {kind: pf, alpha: 0.03}
+users:
+  - {name: u1, mean_snr_db: 0.0, doppler_hz: 10.0}
+  - {name: u2, mean_snr_db: 9.0, doppler_hz: 10.0}
+variants:
+  - {name: rr, set: {scheduler.kind: rr}}
+  - {name: pf, set: {scheduler.kind: pf}}
+sweep:
+  axes:
+    alpha: {key: scheduler.alpha, values: [0.1, 0.01], variants: [pf]}
+    snr: {key: "users[0].mean_snr_db", values: {from: 0, to: 6, steps: 2}}
+  repeat: 2
+"""
+
+
+def write(tmp_path, text=MACSIM, name="sweep.yaml") -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def plan_of(tmp_path, text=MACSIM, overrides=()):
+    return sweep.plan(write(tmp_path, text), overrides)
+
+
+def error_of(tmp_path, text) -> str:
+    with pytest.raises(ConfigError) as e:
+        plan_of(tmp_path, text)
+    return str(e.value)
+
+
+# ----------------------------------------------------------------------------------------
+# The sweep section
+
+
+def test_points_are_the_product_of_the_axes_that_apply_times_variants_times_seeds(tmp_path):
+    _, sw = plan_of(tmp_path)
+    # rr: 2 snr values x 2 seeds; pf: 2 alpha x 2 snr x 2 seeds.
+    assert len(sw.points) == 2 * 2 + 2 * 2 * 2
+    rr = [p for p in sw.points if p.variant == "rr"]
+    assert {dict(p.values).get("alpha") for p in rr} == {None}
+    assert sorted({p.config["seed"] for p in sw.points}) == [7, 8]
+    pf = [p for p in sw.points if p.variant == "pf" and dict(p.values) == {"alpha": 0.01,
+                                                                          "snr": 6}]
+    assert len(pf) == 2
+    c = pf[0].config
+    assert c["scheduler"]["kind"] == "pf" and c["scheduler"]["alpha"] == 0.01
+    assert c["users"][0]["mean_snr_db"] == 6.0 and c["variant"] == "pf"
+    assert pf[0].rel == "alpha=0.01,snr=6/pf/seed-0"
+    assert c["sweep"]["axes"] == {}  # a point does not sweep again
+
+
+def test_ranges_are_linear_or_logarithmic_and_integer_when_asked():
+    r = sweepspec._range_values
+    assert r("v", {"from": 0, "to": 10, "steps": 3}) == (0, 5, 10)
+    assert r("v", {"from": 0.0, "to": 1.0, "steps": 3}) == (0.0, 0.5, 1.0)
+    assert r("v", {"from": 1, "to": 100, "steps": 3, "scale": "log"}) == pytest.approx(
+        (1.0, 10.0, 100.0))
+    assert r("v", {"from": 1000, "to": 64000, "steps": 4, "scale": "log", "integer": True}) == (
+        1000, 4000, 16000, 64000)
+
+
+@pytest.mark.parametrize("axes, expect", [
+    ("x: {key: scheduler.alfa, values: [1]}", "sweep.axes.x.key"),
+    ("x: {key: scheduler.alpha, values: [0.1, 2.0]}", "scheduler.alpha: 2.0 is above"),
+    ("x: {key: scheduler.alpha, values: []}", "sweep.axes.x.values: an empty list"),
+    ("x: {key: scheduler.alpha, values: [0.1, 0.1]}", "repeats a value"),
+    ("x: {key: scheduler.alpha, values: {from: 0, to: 1, steps: 3, scale: log}}",
+     "a log range needs from and to > 0"),
+    ("x: {key: scheduler.alpha, values: {from: 0.1, to: 1}}", "sweep.axes.x.values.steps"),
+    ("x: {key: scheduler.alpha, values: {from: 0.1, to: 1, steps: 2, scale: cubic}}",
+     "sweep.axes.x.values.scale"),
+    ("x: {key: scheduler.alpha, values: [0.1], variants: [maxrate]}",
+     "sweep.axes.x.variants: 'maxrate' is not a variant"),
+    ("x: {key: scheduler.alpha, valeus: [0.1]}", "sweep.axes.x.valeus: unknown key"),
+    ("seed: {key: scheduler.alpha, values: [0.1]}", "'seed' is not an axis name"),
+    ("x: {values: [0.1]}", "sweep.axes.x.key: required"),
+])
+def test_a_bad_sweep_is_rejected_before_anything_runs_naming_the_axis(tmp_path, axes, expect):
+    text = MACSIM.split("sweep:")[0] + "sweep:\n  axes:\n    " + axes + "\n"
+    msg = error_of(tmp_path, text)
+    assert expect in msg, msg
+
+
+def test_a_bad_repeat_and_an_unknown_sweep_key_are_named(tmp_path):
+    assert "sweep.repeat" in error_of(tmp_path, MACSIM.replace("repeat: 2", "repeat: 0"))
+    assert "sweep.every" in error_of(tmp_path, MACSIM.replace("repeat: 2", "every: 2"))
+
+
+def test_an_axis_may_set_several_keys_to_the_same_value(tmp_path):
+    text = MACSIM.replace('snr: {key: "users[0].mean_snr_db"',
+                          'snr: {key: ["users[0].mean_snr_db", "users[1].mean_snr_db"]')
+    _, sw = plan_of(tmp_path, text)
+    for p in sw.points:
+        u = p.config["users"]
+        assert u[0]["mean_snr_db"] == u[1]["mean_snr_db"] == dict(p.values)["snr"]
+
+
+def test_a_plot_split_by_something_other_than_an_axis_is_named(tmp_path):
+    text = MACSIM + "  plots:\n    - {x: jain_index_users, y: alpha, by: [speed]}\n"
+    assert "sweep.plots[0].by: 'speed' is not an axis" in error_of(tmp_path, text)
+
+
+def test_oppsched_check_validates_the_sweep(tmp_path):
+    ok = subprocess.run([sys.executable, "-m", "oppsched", "check", str(write(tmp_path))],
+                        capture_output=True, text=True)
+    assert ok.returncode == 0 and "12 run(s) in its sweep" in ok.stdout, ok.stdout + ok.stderr
+    bad = write(tmp_path, MACSIM.replace("scheduler.alpha, values: [0.1, 0.01]",
+                                         "scheduler.alpha, values: [0.1, 5]"), "bad.yaml")
+    r = subprocess.run([sys.executable, "-m", "oppsched", "check", str(bad)],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "scheduler.alpha: 5.0 is above" in r.stderr, r.stderr
+
+
+# ----------------------------------------------------------------------------------------
+# Running, resuming, results
+
+
+def test_a_sweep_writes_one_folder_and_one_csv_row_per_run_and_a_report(tmp_path):
+    out = tmp_path / "out"
+    assert sweep.run_sweep(write(tmp_path), out) == 0
+    _, sw = plan_of(tmp_path)
+    for p in sw.points:
+        assert (out / "points" / p.rel / "summary.json").is_file()
+    df = pd.read_csv(out / "sweep.csv")
+    assert len(df) == len(sw.points)
+    assert {"point", "variant", "seed", "alpha", "snr", "jain_index_users",
+            "user.u1.slot_fraction", "mac_throughput_total_bps"} <= set(df.columns)
+    assert set(df["variant"]) == {"rr", "pf"} and df[df.variant == "rr"]["alpha"].isna().all()
+    # Round robin gives each of two users half the slots, whatever the SNR axis says.
+    assert (df[df.variant == "rr"]["user.u1.slot_fraction"] - 0.5).abs().max() < 0.01
+    report = (out / "report.html").read_text()
+    assert "sweep.csv" in report and "scheduler.alpha" in report
+    pngs = sorted((out / "plots").glob("sweep-*.png"))
+    assert pngs and all(f"plots/{p.name}" in report for p in pngs)
+
+
+def test_finished_points_are_not_run_again_and_changed_ones_are(tmp_path, monkeypatch):
+    path, out = write(tmp_path), tmp_path / "out"
+    sweep.run_sweep(path, out)
+    ran = []
+    real = macsim.run
+    monkeypatch.setattr(macsim, "run", lambda cfg, d, pr: (ran.append(d), real(cfg, d, pr)))
+    sweep.run_sweep(path, out)
+    assert ran == []
+    # A half-written point (no summary.json) is run again, from an empty folder.
+    _, sw = plan_of(tmp_path)
+    victim = out / "points" / sw.points[3].rel
+    (victim / "summary.json").unlink()
+    (victim / "stale.txt").write_text("x")
+    sweep.run_sweep(path, out)
+    assert ran == [victim] and not (victim / "stale.txt").exists()
+    # A changed configuration (here: the duration) runs every point again.
+    ran.clear()
+    sweep.run_sweep(path, out, duration=0.2)
+    assert len(ran) == len(sw.points)
+
+
+def test_an_interrupted_sweep_keeps_finished_points_and_leaves_no_half_written_one(
+        tmp_path, monkeypatch):
+    path, out = write(tmp_path), tmp_path / "out"
+    real, calls = macsim.run, []
+
+    def interrupted(cfg, d, pr):
+        calls.append(d)
+        if len(calls) == 4:
+            (Path(d) / "slots.csv.gz").write_bytes(b"half")
+            raise KeyboardInterrupt
+        real(cfg, d, pr)
+
+    monkeypatch.setattr(macsim, "run", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        sweep.run_sweep(path, out)
+    finished = [d for d in calls[:3]]
+    assert all((d / "summary.json").is_file() for d in finished)
+    assert not calls[3].exists()
+    assert len(pd.read_csv(out / "sweep.csv")) == 3
+    monkeypatch.setattr(macsim, "run", real)
+    sweep.run_sweep(path, out)
+    assert len(pd.read_csv(out / "sweep.csv")) == 12
+
+
+def test_a_failed_point_is_reported_and_the_others_still_run(tmp_path, monkeypatch):
+    path, out = write(tmp_path), tmp_path / "out"
+    real = macsim.run
+
+    def sometimes(cfg, d, pr):
+        if cfg["variant"] == "rr" and cfg["seed"] == 8:
+            raise RuntimeError("radio on fire")
+        real(cfg, d, pr)
+
+    monkeypatch.setattr(macsim, "run", sometimes)
+    assert sweep.run_sweep(path, out) == 2  # rr x 2 SNRs at the second seed
+    df = pd.read_csv(out / "sweep.csv")
+    assert len(df) == 10 and not ((df.variant == "rr") & (df.seed == 8)).any()
+
+
+def test_analyze_recomputes_the_csv_and_report_from_the_points(tmp_path):
+    out = tmp_path / "out"
+    sweep.run_sweep(write(tmp_path), out)
+    before = pd.read_csv(out / "sweep.csv")
+    (out / "sweep.csv").unlink()
+    (out / "report.html").unlink()
+    r = subprocess.run([sys.executable, "-m", "oppsched", "analyze", str(out)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    after = pd.read_csv(out / "sweep.csv")
+    pd.testing.assert_frame_equal(before, after)
+    assert (out / "report.html").is_file()
+
+
+def test_two_local_jobs_give_the_same_results_as_one(tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    sweep.run_sweep(write(tmp_path), one)
+    sweep.run_sweep(write(tmp_path), two, jobs=2)
+    a = pd.read_csv(one / "sweep.csv").sort_values("point").reset_index(drop=True)
+    b = pd.read_csv(two / "sweep.csv").sort_values("point").reset_index(drop=True)
+    pd.testing.assert_frame_equal(a, b)
+
+
+def test_series_average_over_seeds_with_a_95_percent_interval():
+    df = pd.DataFrame({"point": list("abcd"), "variant": ["v"] * 4, "seed": [1, 2, 1, 2],
+                       "x": [1, 1, 2, 2], "y": [1.0, 3.0, 5.0, 5.0]})
+    (line,) = sweep.series(df, "x", "y", ["x"])
+    (x1, y1, ci1, n1), (x2, y2, ci2, n2) = line["points"]
+    assert (x1, y1, n1, x2, y2, ci2) == (1, 2.0, 2, 2, 5.0, 0.0)
+    assert ci1 == pytest.approx(12.706, rel=1e-3)  # t(0.975, 1) x s / sqrt(n), s = sqrt 2
+
+
+def test_against_a_metric_every_axis_runs_along_one_line_per_variant():
+    # Goodput against queueing delay as the buffer grows: one line per variant, one point
+    # per buffer (mean over seeds), ordered by the metric.
+    df = pd.DataFrame({"point": list("abcdef"), "variant": ["v"] * 6, "seed": [1, 2] * 3,
+                       "buf": [1, 1, 2, 2, 4, 4], "delay": [5.0, 7.0, 3.0, 3.0, 9.0, 11.0],
+                       "g": [1.0, 1.0, 0.5, 0.5, 2.0, 2.0]})
+    (line,) = sweep.series(df, "delay", "g", ["buf"])
+    assert [(px, py) for px, py, _, _ in line["points"]] == [(3.0, 0.5), (6.0, 1.0), (10.0, 2.0)]
+    two = sweep.series(df.assign(other=[0, 0, 0, 0, 0, 0]), "delay", "g", ["buf", "other"],
+                       by=["other"])
+    assert len(two) == 1 and two[0]["label"] == "v other=0"
+
+
+# ----------------------------------------------------------------------------------------
+# The Dask cluster path: a local scheduler and two workers, short abstract-PHY points.
+
+TESTBED = """
+experiment: sweep-dask
+kind: testbed
+duration_s: 3
+devices:
+  - {name: R1}
+servers:
+  - {name: S1, rtt_ms: 20}
+flows:
+  - {id: f1, server: S1, device: R1}
+sweep:
+  axes:
+    rtt: {key: "servers[0].rtt_ms", values: [10, 40]}
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start_cluster(tmp_path, resources: bool):
+    pytest.importorskip("distributed")
+    port = _free_port()
+    env = dict(os.environ, PYTHONPATH=str(REPO / "tools"))
+    common = ["--dashboard-address", ":0"]
+    procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler",
+                               "--host", "127.0.0.1", "--port", str(port), *common],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)]
+    address = f"tcp://127.0.0.1:{port}"
+    for i in range(2):
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
+             *(["--resources", "testbed=1"] if resources else []), "--name", f"testbed-{i}",
+             *common],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+            cwd=tmp_path))
+    try:
+        from distributed import Client
+
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with Client(address, timeout="5s") as c:
+                    if len(c.scheduler_info()["workers"]) == 2:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("the local Dask cluster did not come up within 60 s")
+            time.sleep(0.5)
+        yield address
+    finally:
+        for p in procs[::-1]:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+@pytest.fixture
+def dask_cluster(tmp_path):
+    yield from _start_cluster(tmp_path, resources=True)
+
+
+@pytest.fixture
+def dask_cluster_without_testbeds(tmp_path):
+    yield from _start_cluster(tmp_path, resources=False)
+
+
+@needs_root
+def test_a_sweep_runs_on_a_dask_cluster_and_every_run_comes_back_whole(
+        tmp_path, dask_cluster):
+    out = tmp_path / "out"
+    assert sweep.run_sweep(write(tmp_path, TESTBED), out, cluster=dask_cluster) == 0
+    df = pd.read_csv(out / "sweep.csv")
+    assert sorted(df["rtt"]) == [10, 40]
+    assert (df["flow.f1.goodput_bps"] > 0).all()
+    ran_on = [json.loads((out / "points" / rel / "ran_on.json").read_text())
+              for rel in df["point"]]
+    assert all(r["host"] == socket.gethostname() for r in ran_on)
+    # Each run was configured with its own point's value and its traces came back whole.
+    for rel, rtt in zip(df["point"], df["rtt"]):
+        cfg = json.loads((out / "points" / rel / "config.json").read_text())
+        assert cfg["servers"][0]["rtt_ms"] == rtt
+        assert (out / "points" / rel / "summary.json").is_file()
+        assert any((out / "points" / rel).glob("*.pcap"))
+
+
+def test_a_cluster_whose_workers_are_not_testbeds_is_refused(tmp_path,
+                                                             dask_cluster_without_testbeds):
+    with pytest.raises(ConfigError, match="no worker .* has the resource testbed=1"):
+        sweep.run_sweep(write(tmp_path), tmp_path / "out", cluster=dask_cluster_without_testbeds)
+
+
+def test_an_unreachable_cluster_is_an_error_naming_its_address(tmp_path):
+    pytest.importorskip("distributed")
+    with pytest.raises(ConfigError, match="--cluster: cannot reach"):
+        sweep.run_sweep(write(tmp_path), tmp_path / "out",
+                        cluster=f"tcp://127.0.0.1:{_free_port()}")
