@@ -34,6 +34,8 @@ import zmq
 from oppsched import mac
 from oppsched.config import ConfigError
 from oppsched.phy import abstract as phy
+from oppsched.phy.common import clamp_table
+from oppsched.phy.realtime import Histogram, PhyProcess
 
 EVDO = mac.McsTable.evdo()
 SLOT_S = 4e-3  # short slots for the process tests; timing precision is never asserted
@@ -326,7 +328,7 @@ def test_defaults_resolve_endpoints_and_stats_into_run_dir(tmp_path):
 
 
 def test_clamp_table_quantises_eq18():
-    t = phy.clamp_table(4.3e6, 10e6, 32)
+    t = clamp_table(4.3e6, 10e6, 32)
     assert len(t) == 32
     assert t.rates_bps[-1] == pytest.approx(10e6)
     # eq. 18 without margin: W0 log2(1 + N) = rate at the threshold
@@ -399,7 +401,7 @@ def test_threshold_model_decides_at_slot_end(tmp_path):
 
 def test_clamp_model_is_eq18_error_rule(tmp_path):
     # mcs_table clamp, error_model clamp: MCS k needs exactly its threshold at slot end.
-    t = phy.clamp_table(4.3e6, 10e6, 32)
+    t = clamp_table(4.3e6, 10e6, 32)
     for snr, mcs, ok in [
         (t.thresholds_db[10] + 0.01, 10, True),
         (t.thresholds_db[10] - 0.01, 10, False),
@@ -562,7 +564,7 @@ def test_request_schedule_under_a_fake_clock(tmp_path):
     clock = {"now": 1_000_000_000}
     sent = []  # (now, kind, slot)
 
-    class Recording(phy.PhyProcess):
+    class Recording(PhyProcess):
         def _sleep_until(self, deadline):
             clock["now"] = max(clock["now"], deadline) + 12_345  # wakes a little late
 
@@ -837,7 +839,7 @@ def test_sigusr1_writes_stats_and_sigterm_stops_cleanly_with_a_slot_trace(tmp_pa
 
 
 def test_timing_histogram_percentiles():
-    h = phy.Histogram()
+    h = Histogram()
     for us in range(1, 1001):  # 1..1000 us
         h.add_ns(us * 1000)
     summary = h.summary()

@@ -30,6 +30,7 @@ import zmq
 
 from oppsched import mac
 from oppsched.phy import abstract as phy
+from oppsched.phy.common import load_mcs_table
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         ],
     }
     (run / "phy.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
-    table = phy.load_mcs_table(phy.load_config(run / "phy.yaml"))
+    table = load_mcs_table(phy.load_config(run / "phy.yaml"))
 
     ctx = zmq.Context()
     req = ctx.socket(zmq.PULL)

@@ -10,8 +10,8 @@ One GNU Radio flowgraph (the same graph as flowgraphs/loopback.grc, for N users)
 slot_tx is the clock master (CLOCK_MONOTONIC, the apd's clock); mac_grant_source connects
 to the apd's phy_requests / phy_grants; each rx_indication_sink to its client's rx_<id>.
 The configuration is the abstract PHY's (docs/daemons.md, "Abstract PHY configuration"),
-loaded and validated by oppsched.phy.abstract, plus a `sample:` section (profile,
-sample_rate, t0_s, connect_wait_ms). Differences:
+loaded and validated by oppsched.phy.common, plus a `sample:` section (profile, sample_rate,
+t0_s, connect_wait_ms). Differences:
 
 - slot_s is optional: 0 (the default) = the profile's numerology; else it must equal it.
 - mcs_table defaults to the measured OFDM table of the profile
@@ -31,7 +31,6 @@ client bridge), tx_stats / user_stats and run_until_signal (signals, stats, max_
 
 from __future__ import annotations
 
-import argparse
 import copy
 import logging
 import signal
@@ -39,10 +38,8 @@ import sys
 import threading
 from pathlib import Path
 
-
-from oppsched.config import ConfigError, Field, apply_override, read_yaml
-from oppsched.config import validate as validate_schema
-from oppsched.phy import abstract
+from oppsched.config import ConfigError, Field
+from oppsched.phy import common
 
 log = logging.getLogger("oppsched.phy.loopback")
 
@@ -60,7 +57,7 @@ def measured_mcs_table(profile: str, fec: str = "ldpc") -> Path:
     return table(profile, fec)
 
 
-SCHEMA = copy.deepcopy(abstract.SCHEMA)
+SCHEMA = copy.deepcopy(common.SCHEMA)
 SCHEMA["slot_s"] = Field(float, 0.0, min=0.0, max=1.0)  # 0 = the profile's numerology
 SCHEMA["mcs_table"] = Field(str, "")  # '' = the measured table of the profile
 SCHEMA["sample"] = {
@@ -84,20 +81,13 @@ def load_config(path: str | Path, overrides: list[str] | tuple = (),
                 schema: dict | None = None) -> dict:
     """Loads and validates phy.yaml against `schema` (default: SCHEMA; the UHD PHY passes
     its extension of it) and resolves the profile's slot and MCS table."""
-    schema = SCHEMA if schema is None else schema
-    p = Path(path)
-    data = read_yaml(p, where="") or {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"<top>: {data!r} is not a mapping")
-    for o in overrides:
-        apply_override(data, schema, o)
-    cfg = validate_schema(schema, data)
+    cfg, base = common.read_config(path, overrides, SCHEMA if schema is None else schema)
     s = cfg["sample"]
     if not cfg["mcs_table"]:
         cfg["mcs_table"] = str(measured_mcs_table(s["profile"], s["fec"]))
     if cfg["error_model"] == "curves" and not cfg["link_curves"]:
         cfg["error_model"] = "threshold"  # unused here: the blocks decode for real
-    cfg = abstract.resolve(cfg, p.resolve().parent)
+    cfg = common.resolve(cfg, base)
     for i, u in enumerate(cfg["users"]):
         ch = u["channel"]
         if ch["model"] == "clamp" and ch["doppler_hz"] is None:
@@ -112,7 +102,7 @@ def load_config(path: str | Path, overrides: list[str] | tuple = (),
             f"{slot!r} s at {s['sample_rate']:g} Hz (leave it 0)"
         )
     cfg["slot_s"] = slot
-    abstract.load_mcs_table(cfg)  # the table must load (the apd uses the same one)
+    common.load_mcs_table(cfg)  # the table must load (the apd uses the same one)
     return cfg
 
 
@@ -269,26 +259,11 @@ class Loopback:
         }
 
     def write_stats(self) -> None:
-        abstract.write_json_atomic(Path(self.cfg["traces"]["stats"]), self.stats())
-
-
-def parse_args(argv: list[str] | None, prog: str, description: str, config_help: str,
-               check_help: str, log_tag: str) -> argparse.Namespace:
-    """The command line the block PHYs share (--config, --check, --set, --log-level), with
-    logging set up to stderr under `log_tag`."""
-    ap = argparse.ArgumentParser(prog=prog, description=description)
-    ap.add_argument("--config", required=True, help=config_help)
-    ap.add_argument("--check", action="store_true", help=check_help)
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    ap.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format=f"{log_tag} %(levelname)s: %(message)s")
-    return args
+        common.write_json_atomic(Path(self.cfg["traces"]["stats"]), self.stats())
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(
+    args = common.parse_args(
         argv, "python -m oppsched.phy.loopback",
         "Sample-level PHY: slot_tx -> channel emulator -> slot_rx per user, bridged to "
         "oppsched-apd and the client agents over ZeroMQ.",
@@ -306,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
               f"mcs_table {cfg['mcs_table']})")
         return 0
     del params
-    abstract.set_rt_priority(cfg["timing"]["rt_priority"])
+    common.set_rt_priority(cfg["timing"]["rt_priority"])
     lb = Loopback(cfg)
 
     def start():

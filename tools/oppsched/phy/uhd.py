@@ -41,7 +41,8 @@ import time
 from pathlib import Path
 
 from oppsched.config import ConfigError, Field, ListOf
-from oppsched.phy import abstract, loopback
+from oppsched.phy import loopback
+from oppsched.phy.common import parse_args, set_rt_priority, write_json_atomic
 from oppsched.phy.radio import RADIO_AP, RADIO_CLIENT, check_radio_args, whole_hz
 
 log = logging.getLogger("oppsched.phy.uhd")
@@ -239,7 +240,7 @@ class UhdPhy:
         }
 
     def write_stats(self) -> None:
-        abstract.write_json_atomic(Path(self.cfg["traces"]["stats"]), self.stats())
+        write_json_atomic(Path(self.cfg["traces"]["stats"]), self.stats())
 
 
 def _open(make, r: dict):
@@ -251,7 +252,7 @@ def _open(make, r: dict):
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = loopback.parse_args(
+    args = parse_args(
         argv, "python -m oppsched.phy.uhd",
         "Over-the-air PHY: slot_tx -> USRP (timed bursts) at the AP, USRP -> slot_rx per "
         "client, bridged to oppsched-apd and the client agents over ZeroMQ.",
@@ -269,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         check_radios(cfg)  # before anything else: no socket, no flowgraph
-        abstract.set_rt_priority(cfg["timing"]["rt_priority"])
+        set_rt_priority(cfg["timing"]["rt_priority"])
         phy = UhdPhy(cfg)
     except ImportError as exc:
         print(f"phy-uhd: gnuradio.uhd cannot be imported ({exc})", file=sys.stderr)
