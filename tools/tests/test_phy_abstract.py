@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import signal
 import statistics
 import subprocess
@@ -27,6 +26,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 import zmq
@@ -829,8 +829,6 @@ def test_sigusr1_writes_stats_and_sigterm_stops_cleanly_with_a_slot_trace(tmp_pa
     final = json.loads(stats_path.read_text())
     assert final["slots"] >= first["slots"]
     assert final["timing"]["ticks"] >= final["slots"]
-    import pandas as pd
-
     trace = pd.read_csv(tmp_path / "phy_slots.csv")
     assert list(trace["slot"]) == list(range(len(trace)))
     assert {"t_ns", "user", "mcs", "success", "snr_db.u0", "snr_db.u1"} <= set(trace.columns)

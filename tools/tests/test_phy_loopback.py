@@ -16,9 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
-from oppsched import mac
+from oppsched import daemonconf, mac
 from oppsched.config import ConfigError
 
 try:
@@ -35,6 +34,7 @@ if not HAVE_GR and not os.environ.get("CI"):
 from oppsched.phy import loopback  # noqa: E402
 
 from test_phy_abstract import FakeNetwork, write_config  # noqa: E402
+from test_testbed import _layout, cfg_of  # noqa: E402
 
 TB_BYTES = 34  # MCS 0 of the measured evdo table: 163167 b/s * 1.667 ms / 8
 
@@ -144,10 +144,6 @@ def test_addressed_client_decodes_tb_everyone_gets_cqi_sigterm_writes_stats(tmp_
 
 
 def test_the_runners_phy_yaml_for_sample_mode_loads(tmp_path):
-    from test_testbed import _layout, cfg_of
-
-    from oppsched import daemonconf
-
     cfg = cfg_of(overrides=["phy.mode=sample", "phy.profile=evdo"])
     files = daemonconf.write_all(cfg, _layout(tmp_path, cfg))
     c = loopback.load_config(files["phy"])

@@ -21,8 +21,8 @@ import subprocess
 import pytest
 
 from oppsched import netns, wired
-from oppsched.netns import ClientSpec, NetnsError, ServerSpec, Session, Testbed, Topology
-from oppsched.wired import LinkSpec, WiredChoice
+from oppsched.netns import NetnsError, Session
+from oppsched.wired import ClientSpec, LinkSpec, ServerSpec, Testbed, Topology, WiredChoice
 from helpers import needs_root
 
 TOLERANCE_MS = 0.5

@@ -38,23 +38,16 @@ import sys
 import threading
 from pathlib import Path
 
+from gnuradio import gr, oppsched
+
 from oppsched.config import ConfigError, Field
+from oppsched.daemonconf import measured_mcs_table
 from oppsched.phy import common
 
 log = logging.getLogger("oppsched.phy.loopback")
 
 PROFILES = ("evdo", "clamp")
-REPO = Path(__file__).resolve().parents[3]
-
-
 FECS = ("ldpc", "conv")
-
-
-def measured_mcs_table(profile: str, fec: str = "ldpc") -> Path:
-    """The measured OFDM MCS table of a profile and FEC (the apd's link_adaptation table)."""
-    from oppsched.daemonconf import measured_mcs_table as table
-
-    return table(profile, fec)
 
 
 SCHEMA = copy.deepcopy(common.SCHEMA)
@@ -71,8 +64,6 @@ SCHEMA["sample"] = {
 
 
 def profile_slot_s(profile: str, sample_rate: float) -> float:
-    from gnuradio import oppsched
-
     tx = oppsched.slot_tx(profile, sample_rate, 3, 0.0, True, True)
     return tx.slot_duration()
 
@@ -107,8 +98,6 @@ def load_config(path: str | Path, overrides: list[str] | tuple = (),
 
 
 def build_params(cfg: dict):
-    from gnuradio import oppsched
-
     s = cfg["sample"]
     users = cfg["users"]
     chans = [u["channel"] for u in users]
@@ -131,8 +120,6 @@ def build_params(cfg: dict):
 def connect_grants(tb, cfg: dict, tx):
     """A mac_grant_source on the apd's phy_requests/phy_grants, wired to slot_tx `tx`'s
     request/grant message ports in top block `tb`. Returns the bridge."""
-    from gnuradio import oppsched
-
     s, z = cfg["sample"], cfg["zmq"]
     grants = oppsched.mac_grant_source(
         cfg["endpoints"]["phy_requests"], cfg["endpoints"]["phy_grants"],
@@ -146,8 +133,6 @@ def connect_grants(tb, cfg: dict, tx):
 def connect_rx(tb, cfg: dict, user: dict, src) -> tuple:
     """slot_rx(user_id) fed from `src` (a block or (block, port)) and its
     rx_indication_sink on the user's `rx` endpoint. Returns (slot_rx, sink)."""
-    from gnuradio import oppsched
-
     s, z = cfg["sample"], cfg["zmq"]
     rx = oppsched.slot_rx(s["profile"], s["sample_rate"], user["id"], fec=s["fec"])
     sink = oppsched.rx_indication_sink(
@@ -228,8 +213,6 @@ def run_until_signal(start, stop, write_stats, slots, max_slots: int) -> None:
 
 class Loopback:
     def __init__(self, cfg: dict):
-        from gnuradio import gr, oppsched
-
         self.cfg = cfg
         s = cfg["sample"]
         self.tb = gr.top_block("oppsched_loopback")

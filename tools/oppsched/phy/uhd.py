@@ -40,6 +40,8 @@ import sys
 import time
 from pathlib import Path
 
+from gnuradio import gr, oppsched
+
 from oppsched.config import ConfigError, Field, ListOf
 from oppsched.phy import loopback
 from oppsched.phy.common import parse_args, set_rt_priority, write_json_atomic
@@ -166,8 +168,6 @@ def build_ap_tx(tb, cfg: dict, device_time_s: int, sink):
     slot_tx tags slot n's first sample with tx_time = ap_t0_s + n T_slot (UHD's
     (full seconds, fraction) pair, computed in integer samples) and tx_sob, its last with
     tx_eob: one timed burst per slot. Returns (slot_tx, mac_grant_source)."""
-    from gnuradio import oppsched
-
     s = cfg["sample"]
     tx = oppsched.slot_tx(s["profile"], s["sample_rate"], cfg["lead_slots"],
                           ap_t0_s(cfg, device_time_s), False, False, fec=s["fec"])
@@ -188,7 +188,7 @@ class UhdPhy:
     and must not eat the AP's lead), the AP's device time last, just before start()."""
 
     def __init__(self, cfg: dict):
-        from gnuradio import gr, uhd
+        from gnuradio import uhd
 
         self.cfg = cfg
         fs = cfg["sample"]["sample_rate"]
