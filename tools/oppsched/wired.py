@@ -62,6 +62,7 @@ from oppsched.paths import default_build_dir
 
 DELAY_BINARY_ENV = "OPPSCHED_DELAY_BIN"
 NETEM_PACKET_LIMIT = 100_000  # netem's own queue (packets): holds the whole delay-bandwidth
+WIRED_BACKENDS = ("auto", "netem", "userspace")  # auto: netem where the kernel has it
 
 
 @dataclass(frozen=True)
@@ -158,8 +159,8 @@ class WiredChoice:
 def choose_backend(requested: str = "auto", binary: str | Path | None = None) -> WiredChoice:
     """Picks the backend for delayed links. A missing oppsched-delay is only an error when
     a delayed link is actually built (build_link)."""
-    if requested not in ("auto", "netem", "userspace"):
-        raise ValueError(f"wired: {requested!r} not one of auto, netem, userspace")
+    if requested not in WIRED_BACKENDS:
+        raise ValueError(f"wired: {requested!r} not one of {', '.join(WIRED_BACKENDS)}")
     path = find_delay_binary(binary)
     if requested == "userspace":
         return WiredChoice("userspace", requested, "requested", path)
@@ -413,7 +414,6 @@ class TcpSettings:
         return {k: str(v) for k, v in d.items()}
 
 
-WIRED_BACKENDS = ("auto", "netem", "userspace")
 CLIENT_LINKS = ("veth", "tun")
 
 
@@ -805,7 +805,7 @@ def main(argv=None) -> int:
     ap.add_argument("--ipv6", action="store_true")
     ap.add_argument("--rt-priority", type=int, default=10)
     ap.add_argument("--load-bps", type=float, default=0.0)
-    ap.add_argument("--backend", default="auto", choices=("auto", "netem", "userspace"))
+    ap.add_argument("--backend", default="auto", choices=WIRED_BACKENDS)
     a = ap.parse_args(argv)
     try:
         res = measure(a.rtt_ms, a.count, a.interval, a.ipv6, a.rt_priority, a.load_bps, a.backend)

@@ -46,8 +46,8 @@ from oppsched.phy import common
 
 log = logging.getLogger("oppsched.phy.loopback")
 
-PROFILES = ("evdo", "clamp")
-FECS = ("ldpc", "conv")
+PROFILES = tuple(oppsched.numerology.profile_names())
+FECS = ("ldpc", "conv")  # numerology.h's fec_scheme, whose names the bindings do not list
 
 
 SCHEMA = copy.deepcopy(common.SCHEMA)
@@ -101,14 +101,12 @@ def build_params(cfg: dict):
     s = cfg["sample"]
     users = cfg["users"]
     chans = [u["channel"] for u in users]
-    model = {"awgn": "awgn", "clamp": "jakes", "sum_of_sinusoids": "sum_of_sinusoids",
-             "trace": "trace"}
     return oppsched.emulator_params(
         sample_rate=s["sample_rate"],
         profile=s["profile"],
         num_users=len(users),
         mean_snr_db=[c["mean_snr_db"] for c in chans],
-        fading=[model[c["model"]] for c in chans],
+        fading=[c["model"] for c in chans],  # the emulator's names for the same models
         doppler_hz=[c["doppler_hz"] or 0.0 for c in chans],
         oscillators=[c["oscillators"] for c in chans],
         snr_trace=[c["trace"] for c in chans],
