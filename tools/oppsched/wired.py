@@ -21,9 +21,9 @@ is the same quantity, so both backends agree.
 
 The testbed topology (design.md, "Data path") is built of such paths between the
 namespaces of an oppsched.netns Session: :class:`Topology` describes N servers, each behind
-its own wired path of one-way delay d_i/2 per direction to the AP (seed 000, Table I:
-S_i--X, 100 Mb/s, d_i/2), one AP namespace and M client namespaces; :class:`Testbed` builds
-it and records the backend chosen in :meth:`Testbed.describe`.
+its own wired path of one-way delay d_i/2 per direction to the AP (Andrew & Hanly, CLAMP,
+Table I: S_i--X, 100 Mb/s, d_i/2), one AP namespace and M client namespaces;
+:class:`Testbed` builds it and records the backend chosen in :meth:`Testbed.describe`.
 
 Addressing (IPv4 and IPv6, only ever inside the run's own namespaces):
 
@@ -375,7 +375,7 @@ def _set_offloads(ends: list[tuple[Netns, str]], enabled: bool) -> None:
 
 @dataclass(frozen=True)
 class ServerSpec:
-    """A server S_i behind its own wired path to the AP (seed 000, Fig. 3, Table I)."""
+    """A server S_i behind its own wired path to the AP (Andrew & Hanly, CLAMP, Fig. 3, Table I)."""
     name: str
     rtt_ms: float  # d_i: round-trip propagation delay of the wired path; d_i/2 each way
     rate_bps: float = 0.0  # wired link capacity per direction (Table I: 100 Mb/s); 0 = none
@@ -385,7 +385,8 @@ class ServerSpec:
 @dataclass(frozen=True)
 class ClientSpec:
     """A client R_j. With client_links="veth", link_delay_ms is the one-way delay each way
-    of its stand-in link to the AP (seed 000 Table I: X--R_i 1 ms); 0 = a plain veth."""
+    of its stand-in link to the AP (Andrew & Hanly, CLAMP, Table I: X--R_i 1 ms); 0 = a
+    plain veth."""
     name: str
     link_delay_ms: float = 0.0
 
@@ -473,8 +474,8 @@ class Topology:
             raise ValueError(f"topology.tcp.ecn: {self.tcp.ecn!r} not 0, 1 or 2")
 
     @classmethod
-    def seed000(cls, **kw) -> "Topology":
-        """Seed 000 (CLAMP), Fig. 3 with Tables I-II: S1..S4 with d = 30, 130, 10, 180 ms
+    def clamp_fig3(cls, **kw) -> "Topology":
+        """Andrew & Hanly, CLAMP, Fig. 3 with Tables I-II: S1..S4 with d = 30, 130, 10, 180 ms
         over 100 Mb/s wired links; clients R1, R2 and R34 (R3 and R4 share one device and
         one AP queue, so one namespace); X--R links 1 ms."""
         servers = tuple(ServerSpec(f"S{i + 1}", d, rate_bps=100e6)

@@ -373,7 +373,8 @@ def test_cqi_is_one_plus_the_highest_mcs_the_snr_meets(tmp_path):
 
 def test_threshold_model_decides_at_slot_end(tmp_path):
     # A trace that falls from 0 dB to -20 dB over one slot: at the slot start the SNR meets
-    # EV-DO MCS 0 (-12.5 dB); at the end it does not, so the TB fails (seed 000 §V-B).
+    # EV-DO MCS 0 (-12.5 dB); at the end it does not, so the TB fails (Andrew & Hanly, CLAMP,
+    # §V-B).
     trace = tmp_path / "fall.csv"
     trace.write_text(f"time_s,snr_db\n0,0\n{SLOT_S},-20\n")
     users = [
@@ -387,8 +388,8 @@ def test_threshold_model_decides_at_slot_end(tmp_path):
     rx = model_slot(core, 0, grant(0))
     assert rx[0]["snr_db"] == pytest.approx(0.0, abs=1e-6) and rx[0]["cqi"] > 0
     assert rx[0]["addressed"] and not rx[0]["crc_ok"] and rx[0]["tb"] == b""
-    # Seed 000's rule literally: 2457.6 kb/s (MCS 9) fits W0 log2(1 + N) at 0 dB
-    # (4.3 Mb/s), not at -20 dB (62 kb/s).
+    # The rule of Andrew & Hanly, CLAMP, §V-B literally: 2457.6 kb/s (MCS 9) fits
+    # W0 log2(1 + N) at 0 dB (4.3 Mb/s), not at -20 dB (62 kb/s).
     core = core_of(tmp_path, base_config(tmp_path, users=users, error_model="clamp"))
     assert not model_slot(core, 0, grant(0, mcs=9))[0]["crc_ok"]
     # Rising from -20 dB to 0 dB: what counts is the end, so the TB gets through.

@@ -13,17 +13,19 @@ It stands in for the radio (docs/daemons.md, "Slot timing"; design.md, "PHY"):
   (counted `late`); a grant for a slot already past is counted `grants_late` and dropped.
 - Every user's SNR comes from its own seeded channel model, evaluated at the slot's time
   since slot 0 (t = n * slot_ns, not wall-clock time: the same seed gives the same SNR
-  sequence on every run): seed 000's Jakes model (G = 20, §V-B), seed 002's sum of
-  sinusoids (eq. 4), a replayed SNR trace, or a constant SNR (awgn).
+  sequence on every run): the Jakes model of Andrew & Hanly, CLAMP, §V-B (G = 20), the
+  sum of sinusoids of Srinivasan & Baras, eq. 4, a replayed SNR trace, or a constant SNR
+  (awgn).
 - The addressed user's TB succeeds or fails by the error model:
     curves     BLER(mcs, SNR) from a link-curve CSV (`oppsched linkcurves`: mcs,snr_db,bler),
                success drawn with a seeded RNG; the SNR is the slot's (at its start).
-    threshold  seed 000 §V-B's end-of-slot rule on the MCS table: success iff the SNR at the
-               END of the slot meets the MCS's threshold (the rate was chosen at the start
-               from an older CQI; the channel may have faded since). Deterministic.
-    clamp      seed 000 §V-B's rule literally, through oppsched.mac.ClampLink: error iff
-               B = slot_s * rate(mcs) > slot_s * W0 log2(1 + N(e)), N(e) the SNR at slot end.
+    threshold  the end-of-slot rule of Andrew & Hanly, CLAMP, §V-B on the MCS table: success
+               iff the SNR at the END of the slot meets the MCS's threshold (the rate was
+               chosen at the start from an older CQI; the channel may have faded since).
                Deterministic.
+    clamp      the rule of Andrew & Hanly, CLAMP, §V-B literally, through
+               oppsched.mac.ClampLink: error iff B = slot_s * rate(mcs) > slot_s * W0
+               log2(1 + N(e)), N(e) the SNR at slot end. Deterministic.
   HARQ chase combining: a retransmission is decoded at the effective SNR = sum (linear) of
   the SNRs of every transmission of that (user, HARQ process) since its NDI last toggled,
   this one included (maximal-ratio combining of identical copies adds SNRs; redundancy
@@ -33,8 +35,8 @@ It stands in for the radio (docs/daemons.md, "Slot timing"; design.md, "PHY"):
   addressed = (user == grant.user), crc_ok per the error model for the addressed user, the
   TB only if addressed and crc_ok, snr_db = the measured SNR at the slot's start (+ optional
   Gaussian estimation error), cqi = 1 + the highest MCS whose threshold snr_db meets (0 =
-  below the lowest MCS: "zero rate", seed 002 §III). Empty slots also produce RxIndications
-  (header only, user 0xFFFF, addressed = false) so that CQI flows every slot.
+  below the lowest MCS: "zero rate", Srinivasan & Baras, §III). Empty slots also produce
+  RxIndications (header only, user 0xFFFF, addressed = false) so that CQI flows every slot.
 
 Counters go to phy.stats.json at exit and on SIGUSR1; SIGTERM/SIGINT finish the current slot,
 write stats and the optional slot trace (phy_slots.csv) and exit 0. Configuration errors
@@ -288,8 +290,8 @@ def to_db(lin: float) -> float:
 
 
 class ThresholdModel:
-    """Seed 000 §V-B's end-of-slot rule on the MCS table: success iff SNR(slot end) >=
-    the MCS's threshold. Deterministic."""
+    """The end-of-slot rule of Andrew & Hanly, CLAMP, §V-B on the MCS table: success iff
+    SNR(slot end) >= the MCS's threshold. Deterministic."""
 
     name = "threshold"
     at_slot_end = True
@@ -302,8 +304,8 @@ class ThresholdModel:
 
 
 class ClampModel:
-    """Seed 000 §V-B literally: B = slot_s * rate(mcs) bits were chosen at the slot start;
-    an error iff B > slot_s W0 log2(1 + N(e)) (oppsched.mac.ClampLink.is_error)."""
+    """Andrew & Hanly, CLAMP, §V-B literally: B = slot_s * rate(mcs) bits were chosen at the
+    slot start; an error iff B > slot_s W0 log2(1 + N(e)) (oppsched.mac.ClampLink.is_error)."""
 
     name = "clamp"
     at_slot_end = True

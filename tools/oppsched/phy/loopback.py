@@ -18,8 +18,9 @@ t0_s, connect_wait_ms). Differences:
   (experiments/linkcurves/awgn-<profile>-1msps/mcs_table.csv); the apd must use the same.
 - error_model, link_curves, clamp, chase_combining, measurement and timing.spin_us are
   ignored: the blocks decode for real (HARQ combining in slot_rx).
-- channel.model maps to the emulator's fading model: awgn -> none, clamp -> Jakes (seed
-  000), sum_of_sinusoids -> seed 002's, trace -> SNR trace replayed (no fading).
+- channel.model maps to the emulator's fading model: awgn -> none, clamp -> Jakes (Andrew &
+  Hanly, CLAMP), sum_of_sinusoids -> Srinivasan & Baras, eq. 4, trace -> SNR trace replayed
+  (no fading).
 
 Stats (phy.stats.json) from the blocks' getters at exit and on SIGUSR1; SIGTERM/SIGINT stop
 the top block, write stats and exit 0. Configuration errors: exit 2, naming field and value.
