@@ -635,33 +635,15 @@ class Testbed:
         # Wired paths S_i -- AP: one-way d_i/2 each direction.
         for i, (spec, ns) in enumerate(zip(t.servers, srv_ns)):
             link_spec = LinkSpec.symmetric(spec.rtt_ms / 2.0, spec.rate_bps, spec.limit_bytes)
-            link = build_link(s, f"s{i}", ns, "eth0", self.ap, f"s{i}", link_spec,
-                                    self.wired, wire_ns=wire_ns, rt_priority=t.rt_priority,
-                                    mtu=t.mtu, offloads=t.offloads, start=False)
-            self.links.append(link)
-            node = Node(spec.name, ns, "eth0",
-                        server_addr(i, False) if t.ipv4 else None,
-                        server_addr(i, True) if t.ipv6 else None,
-                        server_addr(i, False, True) if t.ipv4 else None,
-                        server_addr(i, True, True) if t.ipv6 else None)
-            self._address_p2p(node, self.ap, f"s{i}", i, server_addr)
-            self.servers.append(node)
+            self.servers.append(self._wired_node(spec.name, i, ns, f"s{i}", link_spec,
+                                                 server_addr, wire_ns, node_is_a=True))
 
         # AP -- clients.
         if t.client_links == "veth":
             for j, (spec, ns) in enumerate(zip(t.clients, cli_ns)):
                 link_spec = LinkSpec.symmetric(spec.link_delay_ms)
-                link = build_link(s, f"r{j}", self.ap, f"r{j}", ns, "eth0", link_spec,
-                                        self.wired, wire_ns=wire_ns, rt_priority=t.rt_priority,
-                                        mtu=t.mtu, offloads=t.offloads, start=False)
-                self.links.append(link)
-                node = Node(spec.name, ns, "eth0",
-                            client_addr(j, False) if t.ipv4 else None,
-                            client_addr(j, True) if t.ipv6 else None,
-                            client_addr(j, False, True) if t.ipv4 else None,
-                            client_addr(j, True, True) if t.ipv6 else None)
-                self._address_p2p(node, self.ap, f"r{j}", j, client_addr)
-                self.clients.append(node)
+                self.clients.append(self._wired_node(spec.name, j, ns, f"r{j}", link_spec,
+                                                     client_addr, wire_ns, node_is_a=False))
         else:
             s.add_tun(self.ap, "radio0", mtu=t.mtu)
             if t.ipv4:
@@ -709,6 +691,27 @@ class Testbed:
                   for a, r in res.items() if r[0] is None]
         if failed:
             raise NetnsError(f"{self.name}: unreachable after {timeout:g} s: " + ", ".join(failed))
+
+    def _wired_node(self, name: str, k: int, ns: Netns, ap_dev: str, spec: LinkSpec, addr_fn,
+                    wire_ns: Callable[[], Netns], node_is_a: bool) -> Node:
+        """Node `name` (k-th of its kind, addresses from addr_fn) in `ns`, joined to the AP's
+        `ap_dev` by a wired link of that name (built, not started; the node's eth0 is its
+        end a if node_is_a, else end b), addressed and routed."""
+        t = self.topology
+        ends = [(ns, "eth0"), (self.ap, ap_dev)]
+        if not node_is_a:
+            ends.reverse()
+        (a_ns, a_dev), (b_ns, b_dev) = ends
+        self.links.append(build_link(self.session, ap_dev, a_ns, a_dev, b_ns, b_dev, spec,
+                                     self.wired, wire_ns=wire_ns, rt_priority=t.rt_priority,
+                                     mtu=t.mtu, offloads=t.offloads, start=False))
+        node = Node(name, ns, "eth0",
+                    addr_fn(k, False) if t.ipv4 else None,
+                    addr_fn(k, True) if t.ipv6 else None,
+                    addr_fn(k, False, True) if t.ipv4 else None,
+                    addr_fn(k, True, True) if t.ipv6 else None)
+        self._address_p2p(node, self.ap, ap_dev, k, addr_fn)
+        return node
 
     def _address_p2p(self, node: Node, ap: Netns, ap_dev: str, k: int, addr_fn) -> None:
         t = self.topology
