@@ -34,7 +34,7 @@ import zmq
 from oppsched import mac
 from oppsched.config import ConfigError
 from oppsched.phy import abstract as phy
-from oppsched.phy.common import clamp_table
+from oppsched.phy import common
 from oppsched.phy.realtime import Histogram, PhyProcess
 
 EVDO = mac.McsTable.evdo()
@@ -327,8 +327,56 @@ def test_defaults_resolve_endpoints_and_stats_into_run_dir(tmp_path):
     assert phy.channel_seed(c, c["users"][0]) != phy.channel_seed(c, c["users"][1])
 
 
+def test_read_config_applies_overrides_against_the_schema_and_returns_the_files_folder(tmp_path):
+    sub = tmp_path / "conf"
+    sub.mkdir()
+    path = write_config(sub, base_config(tmp_path, link_curves="curves.csv"))
+    cfg, base = common.read_config(
+        path, ["lead_slots=7", "users[1].channel.mean_snr_db=3"], common.SCHEMA
+    )
+    assert base == sub.resolve()
+    assert cfg["lead_slots"] == 7 and cfg["users"][1]["channel"]["mean_snr_db"] == 3.0
+    assert cfg["zmq"]["hwm"] == 1000  # defaults filled in
+    assert cfg["link_curves"] == "curves.csv"  # paths stay as written until resolve()
+    with pytest.raises(ConfigError, match="lead_slots: 0 is below the minimum 1"):
+        common.read_config(path, ["lead_slots=0"], common.SCHEMA)
+
+
+def test_a_file_that_is_not_a_mapping_is_an_error_at_the_top(tmp_path):
+    p = tmp_path / "phy.yaml"
+    p.write_text("- slot_s\n- users\n")
+    with pytest.raises(ConfigError, match=r"<top>: \['slot_s', 'users'\] is not a mapping"):
+        phy.load_config(p)
+
+
+def test_every_phy_process_takes_the_same_command_line():
+    args = common.parse_args(
+        ["--config", "phy.yaml", "--set", "seed=2", "--set", "lead_slots=4", "--check"],
+        "prog",
+        "description",
+        "config help",
+        "check help",
+        "phy-test",
+    )
+    assert args.config == "phy.yaml" and args.check
+    assert args.set == ["seed=2", "lead_slots=4"] and args.log_level == "info"
+    args = common.parse_args(
+        ["--config", "x.yaml", "--log-level", "debug"], "prog", "d", "c", "k", "phy-test"
+    )
+    assert not args.check and args.set == [] and args.log_level == "debug"
+    with pytest.raises(SystemExit):
+        common.parse_args([], "prog", "d", "c", "k", "phy-test")  # --config is required
+
+
+def test_an_empty_slot_is_addressed_to_the_wires_nobody(tmp_path):
+    core = core_of(tmp_path, base_config(tmp_path))
+    rx0, rx1 = model_slot(core, 0, empty_grant(0))
+    assert rx0["user"] == rx1["user"] == mac.wire.USER_NOBODY
+    assert not rx0["addressed"] and not rx1["addressed"]
+
+
 def test_clamp_table_quantises_eq18():
-    t = clamp_table(4.3e6, 10e6, 32)
+    t = common.clamp_table(4.3e6, 10e6, 32)
     assert len(t) == 32
     assert t.rates_bps[-1] == pytest.approx(10e6)
     # eq. 18 without margin: W0 log2(1 + N) = rate at the threshold
@@ -402,7 +450,7 @@ def test_threshold_model_decides_at_slot_end(tmp_path):
 
 def test_clamp_model_is_eq18_error_rule(tmp_path):
     # mcs_table clamp, error_model clamp: MCS k needs exactly its threshold at slot end.
-    t = clamp_table(4.3e6, 10e6, 32)
+    t = common.clamp_table(4.3e6, 10e6, 32)
     for snr, mcs, ok in [
         (t.thresholds_db[10] + 0.01, 10, True),
         (t.thresholds_db[10] - 0.01, 10, False),

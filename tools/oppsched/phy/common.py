@@ -103,9 +103,7 @@ SCHEMA = {
 # Configuration
 
 
-def read_config(
-    path: str | Path, overrides: list[str] | tuple, schema: dict
-) -> tuple[dict, Path]:
+def read_config(path: str | Path, overrides: list[str] | tuple, schema: dict) -> tuple[dict, Path]:
     """phy.yaml read, the `--set key=value` overrides applied and validated against
     `schema` (defaults filled in); returns it with the file's directory, against which
     resolve() makes relative paths absolute. Raises ConfigError naming the field and the
