@@ -91,7 +91,11 @@ class Histogram:
 
 
 class PhyProcess:
-    """Drives PhyCore in real time (see the module docstring for the schedule)."""
+    """Drives a slot core in real time (the schedule: oppsched.phy.abstract's docstring).
+
+    `core` is oppsched.phy.abstract.PhyCore or anything with its slot interface: slot_ns,
+    t0_ns, request_frame / request_sent, on_grant_frame, run_slot (-> SlotOutcome),
+    rx_result, trace_header, stats and warn."""
 
     def __init__(self, cfg: dict, core, now_ns: Callable[[], int] = time.monotonic_ns):
         self.cfg = cfg
