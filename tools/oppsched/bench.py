@@ -44,6 +44,8 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 BINARIES = [("mac", "host/mac_bench"), ("phy_bench", "gr-oppsched/lib/phy_bench")]
 
 
@@ -148,7 +150,6 @@ def _gr_rate(build_and_run, n_samples_probe: int, min_time: float, reps: int = 3
 
 class _PhySetup:
     def __init__(self, profile: str = "evdo", sample_rate: float = 1e6, seed: int = 7):
-        import numpy as np
         from gnuradio import oppsched as phy
 
         self.np, self.phy = np, phy
@@ -407,8 +408,6 @@ def bench_emulator_block(s: _PhySetup, min_time: float, users: int = 4) -> dict:
 
 
 def run_phy_bench(out_file: str, min_time: float = 3.0, build: str | None = None) -> int:
-    import numpy as np
-
     if build and (Path(build) / "python").is_dir() and "gnuradio" not in sys.modules:
         sys.path.insert(0, str((Path(build) / "python").resolve()))  # that build's PHY
     cpu = _pin_one_core()

@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 
 from oppsched import netns
-from oppsched.netns import (ClientSpec, NetnsError, ReadinessTimeout, ServerSpec, Session,
-                            TcpSettings, Testbed, Topology, cleanup_stale, list_netns)
+from oppsched.netns import NetnsError, ReadinessTimeout, Session, cleanup_stale, list_netns
+from oppsched.wired import ClientSpec, ServerSpec, TcpSettings, Testbed, Topology
+from helpers import REPO, needs_root
 
-pytestmark = pytest.mark.skipif(not netns.is_root(),
-                                reason="network namespaces need root (CAP_NET_ADMIN)")
+pytestmark = needs_root
 
-TOOLS = Path(netns.__file__).resolve().parents[1]
+TOOLS = REPO / "tools"
 
 
 def host_links() -> str:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import signal
 import statistics
 import subprocess
@@ -27,6 +26,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 import zmq
@@ -34,6 +34,8 @@ import zmq
 from oppsched import mac
 from oppsched.config import ConfigError
 from oppsched.phy import abstract as phy
+from oppsched.phy import common
+from oppsched.phy.realtime import Histogram, PhyProcess
 
 EVDO = mac.McsTable.evdo()
 SLOT_S = 4e-3  # short slots for the process tests; timing precision is never asserted
@@ -325,8 +327,56 @@ def test_defaults_resolve_endpoints_and_stats_into_run_dir(tmp_path):
     assert phy.channel_seed(c, c["users"][0]) != phy.channel_seed(c, c["users"][1])
 
 
+def test_read_config_applies_overrides_against_the_schema_and_returns_the_files_folder(tmp_path):
+    sub = tmp_path / "conf"
+    sub.mkdir()
+    path = write_config(sub, base_config(tmp_path, link_curves="curves.csv"))
+    cfg, base = common.read_config(
+        path, ["lead_slots=7", "users[1].channel.mean_snr_db=3"], common.SCHEMA
+    )
+    assert base == sub.resolve()
+    assert cfg["lead_slots"] == 7 and cfg["users"][1]["channel"]["mean_snr_db"] == 3.0
+    assert cfg["zmq"]["hwm"] == 1000  # defaults filled in
+    assert cfg["link_curves"] == "curves.csv"  # paths stay as written until resolve()
+    with pytest.raises(ConfigError, match="lead_slots: 0 is below the minimum 1"):
+        common.read_config(path, ["lead_slots=0"], common.SCHEMA)
+
+
+def test_a_file_that_is_not_a_mapping_is_an_error_at_the_top(tmp_path):
+    p = tmp_path / "phy.yaml"
+    p.write_text("- slot_s\n- users\n")
+    with pytest.raises(ConfigError, match=r"<top>: \['slot_s', 'users'\] is not a mapping"):
+        phy.load_config(p)
+
+
+def test_every_phy_process_takes_the_same_command_line():
+    args = common.parse_args(
+        ["--config", "phy.yaml", "--set", "seed=2", "--set", "lead_slots=4", "--check"],
+        "prog",
+        "description",
+        "config help",
+        "check help",
+        "phy-test",
+    )
+    assert args.config == "phy.yaml" and args.check
+    assert args.set == ["seed=2", "lead_slots=4"] and args.log_level == "info"
+    args = common.parse_args(
+        ["--config", "x.yaml", "--log-level", "debug"], "prog", "d", "c", "k", "phy-test"
+    )
+    assert not args.check and args.set == [] and args.log_level == "debug"
+    with pytest.raises(SystemExit):
+        common.parse_args([], "prog", "d", "c", "k", "phy-test")  # --config is required
+
+
+def test_an_empty_slot_is_addressed_to_the_wires_nobody(tmp_path):
+    core = core_of(tmp_path, base_config(tmp_path))
+    rx0, rx1 = model_slot(core, 0, empty_grant(0))
+    assert rx0["user"] == rx1["user"] == mac.wire.USER_NOBODY
+    assert not rx0["addressed"] and not rx1["addressed"]
+
+
 def test_clamp_table_quantises_eq18():
-    t = phy.clamp_table(4.3e6, 10e6, 32)
+    t = common.clamp_table(4.3e6, 10e6, 32)
     assert len(t) == 32
     assert t.rates_bps[-1] == pytest.approx(10e6)
     # eq. 18 without margin: W0 log2(1 + N) = rate at the threshold
@@ -371,7 +421,8 @@ def test_cqi_is_one_plus_the_highest_mcs_the_snr_meets(tmp_path):
 
 def test_threshold_model_decides_at_slot_end(tmp_path):
     # A trace that falls from 0 dB to -20 dB over one slot: at the slot start the SNR meets
-    # EV-DO MCS 0 (-12.5 dB); at the end it does not, so the TB fails (seed 000 §V-B).
+    # EV-DO MCS 0 (-12.5 dB); at the end it does not, so the TB fails (Andrew & Hanly, CLAMP,
+    # §V-B).
     trace = tmp_path / "fall.csv"
     trace.write_text(f"time_s,snr_db\n0,0\n{SLOT_S},-20\n")
     users = [
@@ -385,8 +436,8 @@ def test_threshold_model_decides_at_slot_end(tmp_path):
     rx = model_slot(core, 0, grant(0))
     assert rx[0]["snr_db"] == pytest.approx(0.0, abs=1e-6) and rx[0]["cqi"] > 0
     assert rx[0]["addressed"] and not rx[0]["crc_ok"] and rx[0]["tb"] == b""
-    # Seed 000's rule literally: 2457.6 kb/s (MCS 9) fits W0 log2(1 + N) at 0 dB
-    # (4.3 Mb/s), not at -20 dB (62 kb/s).
+    # The rule of Andrew & Hanly, CLAMP, §V-B literally: 2457.6 kb/s (MCS 9) fits
+    # W0 log2(1 + N) at 0 dB (4.3 Mb/s), not at -20 dB (62 kb/s).
     core = core_of(tmp_path, base_config(tmp_path, users=users, error_model="clamp"))
     assert not model_slot(core, 0, grant(0, mcs=9))[0]["crc_ok"]
     # Rising from -20 dB to 0 dB: what counts is the end, so the TB gets through.
@@ -399,7 +450,7 @@ def test_threshold_model_decides_at_slot_end(tmp_path):
 
 def test_clamp_model_is_eq18_error_rule(tmp_path):
     # mcs_table clamp, error_model clamp: MCS k needs exactly its threshold at slot end.
-    t = phy.clamp_table(4.3e6, 10e6, 32)
+    t = common.clamp_table(4.3e6, 10e6, 32)
     for snr, mcs, ok in [
         (t.thresholds_db[10] + 0.01, 10, True),
         (t.thresholds_db[10] - 0.01, 10, False),
@@ -562,7 +613,7 @@ def test_request_schedule_under_a_fake_clock(tmp_path):
     clock = {"now": 1_000_000_000}
     sent = []  # (now, kind, slot)
 
-    class Recording(phy.PhyProcess):
+    class Recording(PhyProcess):
         def _sleep_until(self, deadline):
             clock["now"] = max(clock["now"], deadline) + 12_345  # wakes a little late
 
@@ -827,8 +878,6 @@ def test_sigusr1_writes_stats_and_sigterm_stops_cleanly_with_a_slot_trace(tmp_pa
     final = json.loads(stats_path.read_text())
     assert final["slots"] >= first["slots"]
     assert final["timing"]["ticks"] >= final["slots"]
-    import pandas as pd
-
     trace = pd.read_csv(tmp_path / "phy_slots.csv")
     assert list(trace["slot"]) == list(range(len(trace)))
     assert {"t_ns", "user", "mcs", "success", "snr_db.u0", "snr_db.u1"} <= set(trace.columns)
@@ -837,7 +886,7 @@ def test_sigusr1_writes_stats_and_sigterm_stops_cleanly_with_a_slot_trace(tmp_pa
 
 
 def test_timing_histogram_percentiles():
-    h = phy.Histogram()
+    h = Histogram()
     for us in range(1, 1001):  # 1..1000 us
         h.add_ns(us * 1000)
     summary = h.summary()

@@ -16,13 +16,12 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
-from oppsched import mac
+from oppsched import daemonconf, mac
 from oppsched.config import ConfigError
 
 try:
-    from gnuradio import oppsched as _gr_oppsched  # noqa: F401
+    from gnuradio import oppsched as _gr_oppsched
 
     HAVE_GR = True
 except ImportError:
@@ -35,6 +34,7 @@ if not HAVE_GR and not os.environ.get("CI"):
 from oppsched.phy import loopback  # noqa: E402
 
 from test_phy_abstract import FakeNetwork, write_config  # noqa: E402
+from test_testbed import _layout, cfg_of  # noqa: E402
 
 TB_BYTES = 34  # MCS 0 of the measured evdo table: 163167 b/s * 1.667 ms / 8
 
@@ -81,6 +81,29 @@ def test_defaults_take_the_measured_table_and_the_profile_slot(tmp_path):
 def test_bad_configuration_names_field_and_value(tmp_path, change, match):
     with pytest.raises(ConfigError, match=match.replace("[", r"\[").replace("]", r"\]")):
         load(tmp_path, config(tmp_path, **change))
+
+
+def test_the_profiles_are_the_numerologies_of_the_blocks(tmp_path):
+    assert loopback.PROFILES == tuple(_gr_oppsched.numerology.profile_names())
+    for profile in loopback.PROFILES:
+        c = load(tmp_path, config(tmp_path, sample={"profile": profile}))
+        assert c["sample"]["profile"] == profile
+
+
+def test_each_channel_model_becomes_the_emulators_fading_model(tmp_path):
+    trace = tmp_path / "snr.csv"
+    trace.write_text("time_s,snr_db\n0,10\n1,12\n")
+    users = [{"id": i, "name": f"u{i}", "channel": ch} for i, ch in enumerate([
+        {"model": "awgn"},
+        {"model": "clamp", "doppler_hz": 60.0},
+        {"model": "sum_of_sinusoids", "doppler_hz": 0.6},
+        {"model": "trace", "trace": str(trace)},
+    ])]
+    params = loopback.build_params(load(tmp_path, config(tmp_path, users=users)))
+    fm = _gr_oppsched.fading_model
+    assert [u.fading for u in params.users] == [fm.none, fm.jakes, fm.sum_of_sinusoids, fm.none]
+    assert [u.doppler_hz for u in params.users] == [0.0, 60.0, 0.6, 0.0]
+    assert len(params.users[3].snr_trace) == 2 and not params.users[0].snr_trace
 
 
 def test_check_exits_2_on_error_and_0_when_valid(tmp_path):
@@ -144,10 +167,6 @@ def test_addressed_client_decodes_tb_everyone_gets_cqi_sigterm_writes_stats(tmp_
 
 
 def test_the_runners_phy_yaml_for_sample_mode_loads(tmp_path):
-    from test_testbed import _layout, cfg_of
-
-    from oppsched import daemonconf
-
     cfg = cfg_of(overrides=["phy.mode=sample", "phy.profile=evdo"])
     files = daemonconf.write_all(cfg, _layout(tmp_path, cfg))
     c = loopback.load_config(files["phy"])

@@ -21,7 +21,9 @@ import yaml
 from oppsched import daemonconf, netns
 from oppsched.config import ConfigError
 from oppsched.experiments import testbed
+from oppsched.runner import load_experiment, run_experiment
 
+from helpers import REPO
 from test_testbed import BASE, PREFIX, _delay_or_netem_available, _layout, _require, \
     assert_run_gone, cfg_of, error_of  # noqa: E402
 
@@ -36,7 +38,6 @@ except ImportError:
 needs_gr = pytest.mark.skipif(not HAVE_GR and not os.environ.get("CI"),
                               reason="gnuradio.oppsched / gnuradio.uhd not importable "
                                      "(PYTHONPATH=<build>/python)")
-ROOT = Path(__file__).resolve().parents[2]
 NO_DEVICE = "type=b200,serial=oppsched-no-such-radio"  # matches nothing here
 UHD = ["phy.mode=uhd", f"phy.uhd.ap.args='{NO_DEVICE}'",
        "devices[0].uhd.args='type=b200,serial=oppsched-client-0'"]
@@ -140,7 +141,7 @@ def test_bad_phy_yaml_names_field_and_value(tmp_path, change, expect):
 
 def _phy(*args, timeout=60):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(ROOT / "tools"), *filter(None, [os.environ.get("PYTHONPATH")])])}
+        [str(REPO / "tools"), *filter(None, [os.environ.get("PYTHONPATH")])])}
     return subprocess.run([sys.executable, "-m", "oppsched.phy.uhd", *map(str, args)],
                           capture_output=True, text=True, timeout=timeout, env=env,
                           stdin=subprocess.DEVNULL)
@@ -361,8 +362,6 @@ def test_a_uhd_run_without_a_radio_fails_naming_the_radio_and_leaves_nothing(tmp
     except testbed.TestbedError as exc:
         _require(False, str(exc))
     _require(*_delay_or_netem_available())
-    from oppsched.runner import run_experiment
-
     monkeypatch.setenv("OPPSCHED_NETNS_PREFIX", PREFIX)
     exp = tmp_path / "exp.yaml"
     exp.write_text(E2E_UHD)
@@ -386,10 +385,8 @@ def test_a_uhd_run_without_a_radio_fails_naming_the_radio_and_leaves_nothing(tmp
 
 
 def test_the_example_uhd_experiment_is_the_default_one_over_b210s():
-    from oppsched.runner import load_experiment
-
-    _, _, uhd_cfg = load_experiment(ROOT / "experiments/clamp/fading-uhd.yaml")
-    _, _, base = load_experiment(ROOT / "experiments/clamp/fading.yaml")
+    _, _, uhd_cfg = load_experiment(REPO / "experiments/clamp/fading-uhd.yaml")
+    _, _, base = load_experiment(REPO / "experiments/clamp/fading.yaml")
     assert uhd_cfg["phy"]["mode"] == "uhd"
     radios = [uhd_cfg["phy"]["uhd"]["ap"]["args"]] + [d["uhd"]["args"]
                                                       for d in uhd_cfg["devices"]]

@@ -21,8 +21,8 @@ import subprocess
 import pytest
 
 from oppsched import netns, wired
-from oppsched.netns import ClientSpec, NetnsError, ServerSpec, Session, Testbed, Topology
-from oppsched.wired import LinkSpec, WiredChoice
+from oppsched.netns import NetnsError, Session
+from oppsched.wired import ClientSpec, LinkSpec, ServerSpec, Testbed, Topology, WiredChoice
 from helpers import needs_root
 
 TOLERANCE_MS = 0.5
@@ -148,7 +148,7 @@ def test_netem_probe_answers_and_leaves_no_scratch_namespace():
 
 @pytest.mark.parametrize("v6", [False, True], ids=["ipv4", "ipv6"])
 def test_ping_rtt_through_the_wired_path_equals_the_configured_round_trip(backend, v6):
-    d = 30.0  # seed 000 Table II, d_1
+    d = 30.0  # Andrew & Hanly, CLAMP, Table II, d_1
     topo = Topology(servers=(ServerSpec("S1", d),), clients=(ClientSpec("R1"),))
     with Testbed(topo, prefix="otwire") as tb:
         assert tb.wired.backend == backend.backend
@@ -210,9 +210,10 @@ def test_iperf3_reno_flow_sees_the_delay_and_the_rate_limit(backend, v6):
             assert st["forwarded"] > 1000 and st["rate_bps"] == rate
 
 
-def test_seed000_topology_gives_each_server_its_own_delay(backend):
-    # Seed 000, Fig. 3 / Tables I-II: d = 30, 130, 10, 180 ms; X--R links 1 ms each way.
-    topo = Topology.seed000()
+def test_clamp_fig3_topology_gives_each_server_its_own_delay(backend):
+    # Andrew & Hanly, CLAMP, Fig. 3 / Tables I-II: d = 30, 130, 10, 180 ms; X--R links 1 ms
+    # each way.
+    topo = Topology.clamp_fig3()
     with Testbed(topo, prefix="otwire") as tb:
         assert [s.name for s in tb.servers] == ["S1", "S2", "S3", "S4"]
         for spec, srv in zip(topo.servers, tb.servers):

@@ -13,17 +13,19 @@ It stands in for the radio (docs/daemons.md, "Slot timing"; design.md, "PHY"):
   (counted `late`); a grant for a slot already past is counted `grants_late` and dropped.
 - Every user's SNR comes from its own seeded channel model, evaluated at the slot's time
   since slot 0 (t = n * slot_ns, not wall-clock time: the same seed gives the same SNR
-  sequence on every run): seed 000's Jakes model (G = 20, §V-B), seed 002's sum of
-  sinusoids (eq. 4), a replayed SNR trace, or a constant SNR (awgn).
+  sequence on every run): the Jakes model of Andrew & Hanly, CLAMP, §V-B (G = 20), the
+  sum of sinusoids of Srinivasan & Baras, eq. 4, a replayed SNR trace, or a constant SNR
+  (awgn).
 - The addressed user's TB succeeds or fails by the error model:
     curves     BLER(mcs, SNR) from a link-curve CSV (`oppsched linkcurves`: mcs,snr_db,bler),
                success drawn with a seeded RNG; the SNR is the slot's (at its start).
-    threshold  seed 000 §V-B's end-of-slot rule on the MCS table: success iff the SNR at the
-               END of the slot meets the MCS's threshold (the rate was chosen at the start
-               from an older CQI; the channel may have faded since). Deterministic.
-    clamp      seed 000 §V-B's rule literally, through oppsched.mac.ClampLink: error iff
-               B = slot_s * rate(mcs) > slot_s * W0 log2(1 + N(e)), N(e) the SNR at slot end.
+    threshold  the end-of-slot rule of Andrew & Hanly, CLAMP, §V-B on the MCS table: success
+               iff the SNR at the END of the slot meets the MCS's threshold (the rate was
+               chosen at the start from an older CQI; the channel may have faded since).
                Deterministic.
+    clamp      the rule of Andrew & Hanly, CLAMP, §V-B literally, through
+               oppsched.mac.ClampLink: error iff B = slot_s * rate(mcs) > slot_s * W0
+               log2(1 + N(e)), N(e) the SNR at slot end. Deterministic.
   HARQ chase combining: a retransmission is decoded at the effective SNR = sum (linear) of
   the SNRs of every transmission of that (user, HARQ process) since its NDI last toggled,
   this one included (maximal-ratio combining of identical copies adds SNRs; redundancy
@@ -33,8 +35,8 @@ It stands in for the radio (docs/daemons.md, "Slot timing"; design.md, "PHY"):
   addressed = (user == grant.user), crc_ok per the error model for the addressed user, the
   TB only if addressed and crc_ok, snr_db = the measured SNR at the slot's start (+ optional
   Gaussian estimation error), cqi = 1 + the highest MCS whose threshold snr_db meets (0 =
-  below the lowest MCS: "zero rate", seed 002 §III). Empty slots also produce RxIndications
-  (header only, user 0xFFFF, addressed = false) so that CQI flows every slot.
+  below the lowest MCS: "zero rate", Srinivasan & Baras, §III). Empty slots also produce
+  RxIndications (header only, user 0xFFFF, addressed = false) so that CQI flows every slot.
 
 Counters go to phy.stats.json at exit and on SIGUSR1; SIGTERM/SIGINT finish the current slot,
 write stats and the optional slot trace (phy_slots.csv) and exit 0. Configuration errors
@@ -44,106 +46,38 @@ name the field and the value, exit status 2, before any socket is created. See d
 
 from __future__ import annotations
 
-import argparse
 import bisect
 import csv
-import gc
-import json
 import logging
 import math
-import os
-import re
-import signal
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
 from oppsched import mac
-from oppsched.config import ConfigError, Field, ListOf, apply_override, read_yaml
-from oppsched.config import validate as validate_schema
+from oppsched.config import ConfigError
+from oppsched.phy.common import (
+    SCHEMA,
+    load_mcs_table,
+    parse_args,
+    read_config,
+    resolve,
+    set_rt_priority,
+)
+from oppsched.phy.realtime import PhyProcess, SlotOutcome
 
 log = logging.getLogger("oppsched.phy.abstract")
 
-NO_USER = 0xFFFF  # RxIndication.user of an empty slot: no header user
+NO_USER = mac.wire.USER_NOBODY  # RxIndication.user of an empty slot: no header user
 MAX_CQI = 255  # u8 on the wire
 SNR_FLOOR_LIN = 1e-30  # -300 dB: a Jakes null is never exactly 0, but log10(0) must not raise
-MAX_FRAME = 70_000  # wire::kMaxFrameLen
-
-CHANNEL_MODELS = ("clamp", "sum_of_sinusoids", "trace", "awgn")
-ERROR_MODELS = ("curves", "threshold", "clamp")
-TABLE_PRESETS = ("evdo", "ofdm_provisional", "clamp")
 
 # Independent random streams per user, all from SeedSequence([seed, channel seed, stream]).
 _STREAM_ERROR, _STREAM_NOISE = 1, 2
-
-
-def _positive(v: float) -> str | None:
-    return None if v > 0 else "is not > 0"
-
-
-def _endpoint(v: str) -> str | None:
-    if v == "" or re.fullmatch(r"(ipc|tcp|inproc)://.+", v):
-        return None
-    return "is not a ZeroMQ endpoint (ipc://PATH, tcp://HOST:PORT) or '' (the default)"
-
-
-def _user_name(v: str) -> str | None:
-    return None if re.fullmatch(r"[A-Za-z0-9_.-]+", v) else "is not a name of [A-Za-z0-9_.-]+"
-
-
-_CHANNEL = {
-    "model": Field(str, "clamp", choices=CHANNEL_MODELS),
-    "doppler_hz": Field((float, type(None)), None, min=0.0, max=1e5),  # null = absent
-    "mean_snr_db": Field(float, mac.CLAMP_MEAN_SNR_DB, min=-100.0, max=100.0),
-    "seed": Field((int, type(None)), None, min=0, max=2**64 - 1),  # null = derived
-    "oscillators": Field(int, 20, min=1, max=4096),
-    "trace": Field(str, ""),
-    "trace_loop": Field(bool, True),
-}
-
-_USER = {
-    "id": Field(int, min=0, max=NO_USER - 1),
-    "name": Field(str, check=_user_name),
-    "rx": Field(str, "", check=_endpoint),
-    "channel": _CHANNEL,
-}
-
-SCHEMA = {
-    "slot_s": Field(float, min=1e-5, max=1.0, check=_positive),
-    "lead_slots": Field(int, 3, min=1, max=1000),
-    "seed": Field(int, 1, min=0, max=2**64 - 1),
-    "max_slots": Field(int, 0, min=0),
-    "run_dir": Field(str, ""),
-    "endpoints": {
-        "phy_requests": Field(str, "", check=_endpoint),
-        "phy_grants": Field(str, "", check=_endpoint),
-    },
-    "users": ListOf(_USER, min_len=1),
-    "error_model": Field(str, "threshold", choices=ERROR_MODELS),
-    "mcs_table": Field(str),
-    "link_curves": Field(str, ""),
-    "clamp": {
-        "w0_hz": Field(float, 4.3e6, min=1.0, max=1e12),
-        "cmax_bps": Field(float, 10e6, min=1.0, max=1e12),
-        "levels": Field(int, 32, min=1, max=255),
-    },
-    "chase_combining": Field(bool, True),
-    "measurement": {"noise_db": Field(float, 0.0, min=0.0, max=30.0)},
-    "traces": {"stats": Field(str, ""), "slots": Field(str, "")},
-    "timing": {
-        "startup_wait_s": Field(float, 5.0, min=0.0, max=600.0),
-        "spin_us": Field(float, 0.0, min=0.0, max=10_000.0),
-        "rt_priority": Field(int, 0, min=0, max=99),
-    },
-    "zmq": {
-        "hwm": Field(int, 1000, min=1, max=1_000_000),
-        "reconnect_ms": Field(int, 10, min=1, max=60_000),
-    },
-}
 
 
 # ----------------------------------------------------------------------------------------
@@ -154,116 +88,12 @@ def load_config(path: str | Path, overrides: list[str] | tuple = ()) -> dict:
     """Reads, validates and resolves phy.yaml: defaults filled in, relative paths made
     absolute (relative to the file's directory), endpoints and trace paths defaulted into
     run_dir. Raises ConfigError naming the field and the value."""
-    p = Path(path)
-    data = read_yaml(p, where="") or {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"<top>: {data!r} is not a mapping")
-    for o in overrides:
-        apply_override(data, SCHEMA, o)
-    return resolve(validate_schema(SCHEMA, data), p.resolve().parent)
-
-
-def resolve(cfg: dict, base: Path) -> dict:
-    """Cross-field checks and path resolution on a schema-validated mapping."""
-
-    def absolute(s: str) -> str:
-        return str((base / s).resolve()) if s and not os.path.isabs(s) else s
-
-    users = cfg["users"]
-    ids = [u["id"] for u in users]
-    if sorted(ids) != list(range(len(users))):
-        bad = next(
-            i for i, u in enumerate(users) if ids.count(u["id"]) > 1 or u["id"] >= len(users)
-        )
-        raise ConfigError(
-            f"users[{bad}].id: {users[bad]['id']!r} is not unique in 0..{len(users) - 1} "
-            "(ids are 0..N-1, the wire's user field)"
-        )
-    names = [u["name"] for u in users]
-    for i, n in enumerate(names):
-        if names.index(n) != i:
-            raise ConfigError(f"users[{i}].name: {n!r} is used twice")
-    for i, u in enumerate(users):
-        ch = u["channel"]
-        where = f"users[{i}].channel"
-        if ch["model"] in ("clamp", "sum_of_sinusoids") and ch["doppler_hz"] is None:
-            raise ConfigError(f"{where}.doppler_hz: required for model {ch['model']!r}")
-        if ch["model"] == "trace":
-            if not ch["trace"]:
-                raise ConfigError(
-                    f"{where}.trace: required for model 'trace' (a CSV time_s,snr_db)"
-                )
-        elif ch["trace"]:
-            raise ConfigError(f"{where}.trace: {ch['trace']!r} given but model is {ch['model']!r}")
-        ch["trace"] = absolute(ch["trace"])
-    if cfg["error_model"] == "curves" and not cfg["link_curves"]:
-        raise ConfigError("link_curves: required with error_model 'curves' (a CSV mcs,snr_db,bler)")
-    if cfg["mcs_table"] == "":
-        raise ConfigError(f"mcs_table: '' is not one of {', '.join(TABLE_PRESETS)} or a CSV path")
-    if cfg["mcs_table"] not in TABLE_PRESETS:
-        cfg["mcs_table"] = absolute(cfg["mcs_table"])
-    cfg["link_curves"] = absolute(cfg["link_curves"])
-
-    run_dir = Path(absolute(cfg["run_dir"]) if cfg["run_dir"] else base)
-    cfg["run_dir"] = str(run_dir)
-    for name in ("phy_requests", "phy_grants"):
-        if not cfg["endpoints"][name]:
-            cfg["endpoints"][name] = f"ipc://{run_dir}/zmq/{name}"
-    for u in users:
-        if not u["rx"]:
-            u["rx"] = f"ipc://{run_dir}/zmq/rx_{u['id']}"
-    cfg["traces"]["stats"] = absolute(cfg["traces"]["stats"]) or str(run_dir / "phy.stats.json")
-    cfg["traces"]["slots"] = absolute(cfg["traces"]["slots"])
-    cfg["users"] = sorted(users, key=lambda u: u["id"])  # index == wire user id
-    return cfg
+    cfg, base = read_config(path, overrides, SCHEMA)
+    return resolve(cfg, base)
 
 
 # ----------------------------------------------------------------------------------------
-# Models: MCS table, link curves, SNR traces, channels
-
-
-def write_json_atomic(path: Path, data: dict) -> None:
-    """Writes stats JSON so that a reader never sees half a file (temp file, then rename);
-    a failure is logged, never fatal (a PHY must not die over its statistics)."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-        os.replace(tmp, path)
-    except OSError as exc:
-        log.error("cannot write %s: %s", path, exc)
-
-
-def clamp_table(w0_hz: float, cmax_bps: float, levels: int):
-    """Seed 000 eq. 18 quantised to `levels` MCS (rate_k = k C_max / levels at the SNR where
-    W0 log2(1 + N) reaches it): the AP daemon's own C++ table, so the two always agree."""
-    return mac.McsTable.clamp(w0_hz, cmax_bps, levels)
-
-
-def load_mcs_table(cfg: dict):
-    spec = cfg["mcs_table"]
-    if spec == "evdo":
-        return mac.McsTable.evdo()
-    if spec == "ofdm_provisional":
-        return mac.McsTable.ofdm_provisional()
-    if spec == "clamp":
-        c = cfg["clamp"]
-        try:
-            # seed 000 eq. 18 quantised: the AP daemon's own C++ table, so both agree
-            return clamp_table(c["w0_hz"], c["cmax_bps"], c["levels"])
-        except ValueError as exc:
-            raise ConfigError(f"clamp: {c!r} gives no valid MCS table ({exc})") from None
-    try:
-        text = Path(spec).read_text()
-    except OSError as exc:
-        raise ConfigError(
-            f"mcs_table: {spec!r} cannot be read ({exc.strerror}); expected one of "
-            f"{', '.join(TABLE_PRESETS)} or a CSV name,min_snr_db,rate_bps"
-        ) from None
-    try:
-        return mac.McsTable.from_csv(text, Path(spec).stem)
-    except ValueError as exc:
-        raise ConfigError(f"mcs_table: {spec!r}: {exc}") from None
+# Models: link curves, SNR traces, channels
 
 
 def _read_csv(path: str, where: str, columns: tuple[str, ...]) -> list[tuple[int, dict]]:
@@ -460,8 +290,8 @@ def to_db(lin: float) -> float:
 
 
 class ThresholdModel:
-    """Seed 000 §V-B's end-of-slot rule on the MCS table: success iff SNR(slot end) >=
-    the MCS's threshold. Deterministic."""
+    """The end-of-slot rule of Andrew & Hanly, CLAMP, §V-B on the MCS table: success iff
+    SNR(slot end) >= the MCS's threshold. Deterministic."""
 
     name = "threshold"
     at_slot_end = True
@@ -474,8 +304,8 @@ class ThresholdModel:
 
 
 class ClampModel:
-    """Seed 000 §V-B literally: B = slot_s * rate(mcs) bits were chosen at the slot start;
-    an error iff B > slot_s W0 log2(1 + N(e)) (oppsched.mac.ClampLink.is_error)."""
+    """Andrew & Hanly, CLAMP, §V-B literally: B = slot_s * rate(mcs) bits were chosen at the
+    slot start; an error iff B > slot_s W0 log2(1 + N(e)) (oppsched.mac.ClampLink.is_error)."""
 
     name = "clamp"
     at_slot_end = True
@@ -589,15 +419,6 @@ class UserState:
     slots: int = 0
 
 
-@dataclass
-class SlotOutcome:
-    """One slot's result: the RxIndication frames, in user-id order, and the trace row."""
-
-    slot: int
-    frames: list[bytes]
-    row: list[Any] = field(default_factory=list)
-
-
 class PhyCore:
     """The abstract PHY's decisions, clocked by slot numbers: requests, grant bookkeeping,
     SNRs, the error model, chase combining and RxIndications. No I/O and no clock, so it is
@@ -685,7 +506,7 @@ class PhyCore:
         """Books one message from phy_grants. Never raises: bad input is counted."""
         self.counters["grants_received"] += 1
         try:
-            seq, kind, g = mac.wire.decode(frame, MAX_FRAME)
+            seq, kind, g = mac.wire.decode(frame, mac.wire.MAX_FRAME_LEN)
         except ValueError as exc:
             self._malformed("decode", str(exc))
             return
@@ -884,320 +705,18 @@ class PhyCore:
 
 
 # ----------------------------------------------------------------------------------------
-# Timing statistics
-
-
-class Histogram:
-    """Microsecond histogram (1 us bins up to 100 ms, then one overflow bin) for the tick
-    lateness and busy time: O(1) per sample, percentiles without storing samples."""
-
-    BINS = 100_000
-
-    def __init__(self):
-        self.bins = [0] * (self.BINS + 1)
-        self.n = 0
-        self.total_us = 0.0
-        self.max_us = 0.0
-
-    def add_ns(self, ns: int) -> None:
-        us = max(ns, 0) / 1000.0
-        self.bins[min(int(us), self.BINS)] += 1
-        self.n += 1
-        self.total_us += us
-        self.max_us = max(self.max_us, us)
-
-    def percentiles(self, qs: tuple[float, ...]) -> list[float | None]:
-        """Bin centres (us) of the given quantiles, in one pass up to the largest sample."""
-        if not self.n:
-            return [None] * len(qs)
-        wants = sorted((q * self.n, j) for j, q in enumerate(qs))
-        out: list[float | None] = [None] * len(qs)
-        acc, w = 0, 0
-        for i in range(min(int(self.max_us), self.BINS) + 1):
-            acc += self.bins[i]
-            while w < len(wants) and acc >= wants[w][0] and acc > 0:
-                out[wants[w][1]] = float(i) + 0.5
-                w += 1
-            if w == len(wants):
-                break
-        return out
-
-    def summary(self) -> dict:
-        p50, p90, p99, p999 = self.percentiles((0.5, 0.9, 0.99, 0.999))
-        return {
-            "count": self.n,
-            "mean": (self.total_us / self.n) if self.n else None,
-            "p50": p50,
-            "p90": p90,
-            "p99": p99,
-            "p999": p999,
-            "max": self.max_us,
-        }
-
-
-# ----------------------------------------------------------------------------------------
-# The process: sockets, clock, signals, files
-
-
-class PhyProcess:
-    """Drives PhyCore in real time (see the module docstring for the schedule)."""
-
-    def __init__(self, cfg: dict, core: PhyCore, now_ns: Callable[[], int] = time.monotonic_ns):
-        import zmq  # only the process needs it; the core and its tests do not
-
-        self.zmq = zmq
-        self.cfg = cfg
-        self.core = core
-        self.now_ns = now_ns
-        self.ctx = zmq.Context.instance()
-        self.stop = False
-        self.dump = False
-        self.lateness = Histogram()
-        self.busy = Histogram()
-        self.overruns = 0
-        self.ticks = 0
-        self.trace_file = None
-        self.trace = None
-        self.req = self.grants = None
-        self.rx: list = []
-
-    # -- sockets -----------------------------------------------------------------------
-
-    def _socket(self, kind, endpoint: str, name: str):
-        zmq, z = self.zmq, self.cfg["zmq"]
-        s = self.ctx.socket(kind)
-        s.setsockopt(zmq.LINGER, 0)
-        s.setsockopt(zmq.SNDHWM, z["hwm"])
-        s.setsockopt(zmq.RCVHWM, z["hwm"])
-        s.setsockopt(zmq.SNDTIMEO, 100)
-        s.setsockopt(zmq.RCVTIMEO, 100)
-        s.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME)
-        s.setsockopt(zmq.RECONNECT_IVL, z["reconnect_ms"])
-        if kind == zmq.PUSH:
-            s.setsockopt(zmq.IMMEDIATE, 1)
-        try:
-            s.connect(endpoint)
-        except zmq.ZMQError as exc:
-            s.close()
-            raise RuntimeError(f"{name}: cannot connect {endpoint}: {exc}") from None
-        return s
-
-    def open(self) -> None:
-        zmq = self.zmq
-        ep = self.cfg["endpoints"]
-        self.req = self._socket(zmq.PUSH, ep["phy_requests"], "phy_requests")
-        self.grants = self._socket(zmq.PULL, ep["phy_grants"], "phy_grants")
-        self.rx = [self._socket(zmq.PUSH, u["rx"], f"rx_{u['id']}") for u in self.cfg["users"]]
-        path = self.cfg["traces"]["slots"]
-        if path:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            self.trace_file = open(path, "w", newline="", buffering=1 << 16)
-            self.trace = csv.writer(self.trace_file)
-            self.trace.writerow(self.core.trace_header())
-
-    def wait_for_peers(self) -> None:
-        """With ZMQ_IMMEDIATE a PUSH socket is writable only once a peer is connected: wait
-        (at most timing.startup_wait_s) for the AP and every client, so that the first
-        slots are not lost to connection set-up. Missing peers are logged, not fatal."""
-        zmq = self.zmq
-        limit = self.cfg["timing"]["startup_wait_s"]
-        if limit <= 0:
-            return
-        pending = {
-            s: name
-            for s, name in [(self.req, "phy_requests")]
-            + [(s, f"rx_{u['id']}") for s, u in zip(self.rx, self.cfg["users"])]
-        }
-        deadline = time.monotonic() + limit
-        poller = zmq.Poller()
-        for s in pending:
-            poller.register(s, zmq.POLLOUT)
-        while pending and time.monotonic() < deadline and not self.stop:
-            for s, ev in poller.poll(timeout=20):
-                if ev & zmq.POLLOUT and s in pending:
-                    del pending[s]
-                    poller.unregister(s)
-        if pending:
-            log.warning(
-                "starting without peers on %s after %.1f s",
-                ", ".join(sorted(pending.values())),
-                limit,
-            )
-
-    def close(self) -> None:
-        # A short linger on the PUSH sockets lets the last slot's indications leave (a
-        # clean stop "finishes the current slot"); with ZMQ_IMMEDIATE nothing is queued for
-        # a peer that is gone, so this cannot hang.
-        for s in [self.req, *self.rx]:
-            if s is not None:
-                s.close(linger=200)
-        if self.grants is not None:
-            self.grants.close(linger=0)
-        if self.trace_file:
-            self.trace_file.close()
-            self.trace_file = None
-
-    # -- stats -------------------------------------------------------------------------
-
-    def stats(self) -> dict:
-        out = self.core.stats()
-        out["timing"] = {
-            "ticks": self.ticks,
-            "overruns": self.overruns,
-            "lateness_us": self.lateness.summary(),
-            "busy_us": self.busy.summary(),
-            "spin_us": self.cfg["timing"]["spin_us"],
-        }
-        return out
-
-    def write_stats(self) -> None:
-        write_json_atomic(Path(self.cfg["traces"]["stats"]), self.stats())
-        if self.trace_file:
-            self.trace_file.flush()
-
-    # -- the loop ----------------------------------------------------------------------
-
-    def _on_signal(self, signum, _frame) -> None:
-        if signum == signal.SIGUSR1:
-            self.dump = True
-        else:
-            self.stop = True
-
-    def install_signals(self) -> None:
-        for s in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
-            signal.signal(s, self._on_signal)
-
-    def _sleep_until(self, deadline: int) -> None:
-        spin = int(self.cfg["timing"]["spin_us"] * 1000)
-        while True:
-            rem = deadline - self.now_ns()
-            if rem <= 0:
-                return
-            if rem > spin:
-                time.sleep((rem - spin) / 1e9)
-            # else: spin (only with timing.spin_us > 0)
-
-    def _drain_grants(self) -> None:
-        zmq = self.zmq
-        while True:
-            try:
-                frame = self.grants.recv(zmq.NOBLOCK, copy=True)
-            except zmq.Again:
-                return
-            except zmq.ZMQError as exc:
-                self.core.warn("recv", "phy_grants: receive error %s", exc)
-                return
-            while self.grants.getsockopt(zmq.RCVMORE):  # one frame per message: drop the rest
-                self.grants.recv(zmq.NOBLOCK)
-                frame = b""
-            self.core.on_grant_frame(frame)
-
-    def _push(self, sock, frame: bytes) -> bool:
-        try:
-            sock.send(frame, self.zmq.NOBLOCK)
-            return True
-        except self.zmq.ZMQError:  # Again: no peer (ZMQ_IMMEDIATE) or HWM reached
-            return False
-
-    def run(self) -> None:
-        core, lead = self.core, self.cfg["lead_slots"]
-        max_slots = self.cfg["max_slots"]
-        # Everything allocated so far (modules, models, sockets) lives as long as the
-        # process: move it out of the cyclic collector's reach, so that a full collection
-        # in the loop scans only what the loop allocates (ms -> us pauses).
-        gc.collect()
-        gc.freeze()
-        slot_ns = core.slot_ns
-        # Slot 0 starts lead_slots (+1 for start-up) slots from now; the first tick, which
-        # requests slot 0, is one slot from now.
-        core.t0_ns = self.now_ns() + (lead + 1) * slot_ns
-        k = -lead
-        pending: SlotOutcome | None = None
-        while True:
-            deadline = core.t0_ns + k * slot_ns
-            self._sleep_until(deadline)
-            woke = self.now_ns()
-            self.ticks += 1
-            self.lateness.add_ns(woke - deadline)
-            if woke - deadline >= slot_ns:
-                self.overruns += 1
-                core.warn(
-                    "overrun",
-                    "tick %d woke %.3f ms late (more than a slot)",
-                    k,
-                    (woke - deadline) / 1e6,
-                )
-            # End of slot k-1: the receivers have it.
-            if pending is not None:
-                for i, (sock, frame) in enumerate(zip(self.rx, pending.frames)):
-                    core.rx_result(i, self._push(sock, frame))
-                if self.trace is not None:
-                    self.trace.writerow(pending.row)
-                pending = None
-            if self.stop or (max_slots and k >= max_slots):
-                break
-            n_req = k + lead
-            if not max_slots or n_req < max_slots:
-                core.request_sent(self._push(self.req, core.request_frame(n_req)))
-            self._drain_grants()
-            if k >= 0:
-                pending = core.run_slot(k)
-            if self.dump:
-                self.dump = False
-                self.write_stats()
-            self.busy.add_ns(self.now_ns() - woke)
-            k += 1
-
-
-# ----------------------------------------------------------------------------------------
 # Command line
 
 
-def set_rt_priority(prio: int) -> bool:
-    """SCHED_FIFO at `prio` (1..99) for this process and the threads it starts later (the
-    ZeroMQ I/O thread), as radio software asks for (UHD's set_thread_priority). 0: leave
-    the scheduler alone. Failure (no CAP_SYS_NICE) is a warning, not an error."""
-    if prio <= 0:
-        return False
-    try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(prio))
-        return True
-    except (OSError, AttributeError) as exc:
-        log.warning(
-            "timing.rt_priority %d: cannot switch to SCHED_FIFO (%s); running unprivileged",
-            prio,
-            exc,
-        )
-        return False
-
-
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m oppsched.phy.abstract",
-        description="Slot-level abstract PHY (clock master): SNR from the channel models, TB "
+    args = parse_args(
+        argv,
+        "python -m oppsched.phy.abstract",
+        "Slot-level abstract PHY (clock master): SNR from the channel models, TB "
         "success from link curves or the CLAMP slot error model.",
-    )
-    ap.add_argument(
-        "--config", required=True, help="phy.yaml (docs/daemons.md, Abstract PHY configuration)"
-    )
-    ap.add_argument(
-        "--check",
-        action="store_true",
-        help="validate the configuration and the files it names, then exit",
-    )
-    ap.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override one configuration value (repeatable)",
-    )
-    ap.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
-    args = ap.parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        stream=sys.stderr,
-        format="phy-abstract %(levelname)s: %(message)s",
+        "phy.yaml (docs/daemons.md, Abstract PHY configuration)",
+        "validate the configuration and the files it names, then exit",
+        "phy-abstract",
     )
     try:
         cfg = load_config(args.config, args.set)

@@ -7,11 +7,11 @@ Runs `python -m oppsched.phy.abstract` as its own process against a fake AP and 
 clients in this process (one thread, ipc:// sockets in DIR or a temporary directory): the
 AP answers every SlotRequest at once, granting slot n round-robin to the users at the MCS of
 the user's latest CQI with a full TB (bytes_per_slot), or an empty slot below the lowest
-MCS; the clients receive every RxIndication. Every user fades (seed 000's Jakes model at
-60 Hz, mean 10 dB). At the end it prints the PHY's timing statistics from phy.stats.json:
-how late each slot tick woke up (lateness: microseconds after the scheduled instant), the
-time spent per tick (busy), overruns (ticks more than a slot late), late slots (grant missing
-at slot time) and RxIndications dropped.
+MCS; the clients receive every RxIndication. Every user fades (the Jakes model of Andrew &
+Hanly, CLAMP, at 60 Hz, mean 10 dB). At the end it prints the PHY's timing statistics from
+phy.stats.json: how late each slot tick woke up (lateness: microseconds after the scheduled
+instant), the time spent per tick (busy), overruns (ticks more than a slot late), late slots
+(grant missing at slot time) and RxIndications dropped.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import zmq
 
 from oppsched import mac
 from oppsched.phy import abstract as phy
+from oppsched.phy.common import load_mcs_table
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         ],
     }
     (run / "phy.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
-    table = phy.load_mcs_table(phy.load_config(run / "phy.yaml"))
+    table = load_mcs_table(phy.load_config(run / "phy.yaml"))
 
     ctx = zmq.Context()
     req = ctx.socket(zmq.PULL)

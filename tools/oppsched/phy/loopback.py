@@ -10,16 +10,17 @@ One GNU Radio flowgraph (the same graph as flowgraphs/loopback.grc, for N users)
 slot_tx is the clock master (CLOCK_MONOTONIC, the apd's clock); mac_grant_source connects
 to the apd's phy_requests / phy_grants; each rx_indication_sink to its client's rx_<id>.
 The configuration is the abstract PHY's (docs/daemons.md, "Abstract PHY configuration"),
-loaded and validated by oppsched.phy.abstract, plus a `sample:` section (profile,
-sample_rate, t0_s, connect_wait_ms). Differences:
+loaded and validated by oppsched.phy.common, plus a `sample:` section (profile, sample_rate,
+t0_s, connect_wait_ms). Differences:
 
 - slot_s is optional: 0 (the default) = the profile's numerology; else it must equal it.
 - mcs_table defaults to the measured OFDM table of the profile
   (experiments/linkcurves/awgn-<profile>-1msps/mcs_table.csv); the apd must use the same.
 - error_model, link_curves, clamp, chase_combining, measurement and timing.spin_us are
   ignored: the blocks decode for real (HARQ combining in slot_rx).
-- channel.model maps to the emulator's fading model: awgn -> none, clamp -> Jakes (seed
-  000), sum_of_sinusoids -> seed 002's, trace -> SNR trace replayed (no fading).
+- channel.model maps to the emulator's fading model: awgn -> none, clamp -> Jakes (Andrew &
+  Hanly, CLAMP), sum_of_sinusoids -> Srinivasan & Baras, eq. 4, trace -> SNR trace replayed
+  (no fading).
 
 Stats (phy.stats.json) from the blocks' getters at exit and on SIGUSR1; SIGTERM/SIGINT stop
 the top block, write stats and exit 0. Configuration errors: exit 2, naming field and value.
@@ -31,7 +32,6 @@ client bridge), tx_stats / user_stats and run_until_signal (signals, stats, max_
 
 from __future__ import annotations
 
-import argparse
 import copy
 import logging
 import signal
@@ -39,28 +39,19 @@ import sys
 import threading
 from pathlib import Path
 
+from gnuradio import gr, oppsched
 
-from oppsched.config import ConfigError, Field, apply_override, read_yaml
-from oppsched.config import validate as validate_schema
-from oppsched.phy import abstract
+from oppsched.config import ConfigError, Field
+from oppsched.daemonconf import measured_mcs_table
+from oppsched.phy import common
 
 log = logging.getLogger("oppsched.phy.loopback")
 
-PROFILES = ("evdo", "clamp")
-REPO = Path(__file__).resolve().parents[3]
+PROFILES = tuple(oppsched.numerology.profile_names())
+FECS = ("ldpc", "conv")  # numerology.h's fec_scheme, whose names the bindings do not list
 
 
-FECS = ("ldpc", "conv")
-
-
-def measured_mcs_table(profile: str, fec: str = "ldpc") -> Path:
-    """The measured OFDM MCS table of a profile and FEC (the apd's link_adaptation table)."""
-    from oppsched.daemonconf import measured_mcs_table as table
-
-    return table(profile, fec)
-
-
-SCHEMA = copy.deepcopy(abstract.SCHEMA)
+SCHEMA = copy.deepcopy(common.SCHEMA)
 SCHEMA["slot_s"] = Field(float, 0.0, min=0.0, max=1.0)  # 0 = the profile's numerology
 SCHEMA["mcs_table"] = Field(str, "")  # '' = the measured table of the profile
 SCHEMA["sample"] = {
@@ -74,8 +65,6 @@ SCHEMA["sample"] = {
 
 
 def profile_slot_s(profile: str, sample_rate: float) -> float:
-    from gnuradio import oppsched
-
     tx = oppsched.slot_tx(profile, sample_rate, 3, 0.0, True, True)
     return tx.slot_duration()
 
@@ -84,20 +73,13 @@ def load_config(path: str | Path, overrides: list[str] | tuple = (),
                 schema: dict | None = None) -> dict:
     """Loads and validates phy.yaml against `schema` (default: SCHEMA; the UHD PHY passes
     its extension of it) and resolves the profile's slot and MCS table."""
-    schema = SCHEMA if schema is None else schema
-    p = Path(path)
-    data = read_yaml(p, where="") or {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"<top>: {data!r} is not a mapping")
-    for o in overrides:
-        apply_override(data, schema, o)
-    cfg = validate_schema(schema, data)
+    cfg, base = common.read_config(path, overrides, SCHEMA if schema is None else schema)
     s = cfg["sample"]
     if not cfg["mcs_table"]:
         cfg["mcs_table"] = str(measured_mcs_table(s["profile"], s["fec"]))
     if cfg["error_model"] == "curves" and not cfg["link_curves"]:
         cfg["error_model"] = "threshold"  # unused here: the blocks decode for real
-    cfg = abstract.resolve(cfg, p.resolve().parent)
+    cfg = common.resolve(cfg, base)
     for i, u in enumerate(cfg["users"]):
         ch = u["channel"]
         if ch["model"] == "clamp" and ch["doppler_hz"] is None:
@@ -112,24 +94,20 @@ def load_config(path: str | Path, overrides: list[str] | tuple = (),
             f"{slot!r} s at {s['sample_rate']:g} Hz (leave it 0)"
         )
     cfg["slot_s"] = slot
-    abstract.load_mcs_table(cfg)  # the table must load (the apd uses the same one)
+    common.load_mcs_table(cfg)  # the table must load (the apd uses the same one)
     return cfg
 
 
 def build_params(cfg: dict):
-    from gnuradio import oppsched
-
     s = cfg["sample"]
     users = cfg["users"]
     chans = [u["channel"] for u in users]
-    model = {"awgn": "awgn", "clamp": "jakes", "sum_of_sinusoids": "sum_of_sinusoids",
-             "trace": "trace"}
     return oppsched.emulator_params(
         sample_rate=s["sample_rate"],
         profile=s["profile"],
         num_users=len(users),
         mean_snr_db=[c["mean_snr_db"] for c in chans],
-        fading=[model[c["model"]] for c in chans],
+        fading=[c["model"] for c in chans],  # the emulator's names for the same models
         doppler_hz=[c["doppler_hz"] or 0.0 for c in chans],
         oscillators=[c["oscillators"] for c in chans],
         snr_trace=[c["trace"] for c in chans],
@@ -141,8 +119,6 @@ def build_params(cfg: dict):
 def connect_grants(tb, cfg: dict, tx):
     """A mac_grant_source on the apd's phy_requests/phy_grants, wired to slot_tx `tx`'s
     request/grant message ports in top block `tb`. Returns the bridge."""
-    from gnuradio import oppsched
-
     s, z = cfg["sample"], cfg["zmq"]
     grants = oppsched.mac_grant_source(
         cfg["endpoints"]["phy_requests"], cfg["endpoints"]["phy_grants"],
@@ -156,8 +132,6 @@ def connect_grants(tb, cfg: dict, tx):
 def connect_rx(tb, cfg: dict, user: dict, src) -> tuple:
     """slot_rx(user_id) fed from `src` (a block or (block, port)) and its
     rx_indication_sink on the user's `rx` endpoint. Returns (slot_rx, sink)."""
-    from gnuradio import oppsched
-
     s, z = cfg["sample"], cfg["zmq"]
     rx = oppsched.slot_rx(s["profile"], s["sample_rate"], user["id"], fec=s["fec"])
     sink = oppsched.rx_indication_sink(
@@ -238,8 +212,6 @@ def run_until_signal(start, stop, write_stats, slots, max_slots: int) -> None:
 
 class Loopback:
     def __init__(self, cfg: dict):
-        from gnuradio import gr, oppsched
-
         self.cfg = cfg
         s = cfg["sample"]
         self.tb = gr.top_block("oppsched_loopback")
@@ -269,26 +241,11 @@ class Loopback:
         }
 
     def write_stats(self) -> None:
-        abstract.write_json_atomic(Path(self.cfg["traces"]["stats"]), self.stats())
-
-
-def parse_args(argv: list[str] | None, prog: str, description: str, config_help: str,
-               check_help: str, log_tag: str) -> argparse.Namespace:
-    """The command line the block PHYs share (--config, --check, --set, --log-level), with
-    logging set up to stderr under `log_tag`."""
-    ap = argparse.ArgumentParser(prog=prog, description=description)
-    ap.add_argument("--config", required=True, help=config_help)
-    ap.add_argument("--check", action="store_true", help=check_help)
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    ap.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format=f"{log_tag} %(levelname)s: %(message)s")
-    return args
+        common.write_json_atomic(Path(self.cfg["traces"]["stats"]), self.stats())
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(
+    args = common.parse_args(
         argv, "python -m oppsched.phy.loopback",
         "Sample-level PHY: slot_tx -> channel emulator -> slot_rx per user, bridged to "
         "oppsched-apd and the client agents over ZeroMQ.",
@@ -306,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
               f"mcs_table {cfg['mcs_table']})")
         return 0
     del params
-    abstract.set_rt_priority(cfg["timing"]["rt_priority"])
+    common.set_rt_priority(cfg["timing"]["rt_priority"])
     lb = Loopback(cfg)
 
     def start():

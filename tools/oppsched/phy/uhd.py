@@ -40,8 +40,11 @@ import sys
 import time
 from pathlib import Path
 
+from gnuradio import gr, oppsched
+
 from oppsched.config import ConfigError, Field, ListOf
-from oppsched.phy import abstract, loopback
+from oppsched.phy import loopback
+from oppsched.phy.common import parse_args, set_rt_priority, write_json_atomic
 from oppsched.phy.radio import RADIO_AP, RADIO_CLIENT, check_radio_args, whole_hz
 
 log = logging.getLogger("oppsched.phy.uhd")
@@ -165,8 +168,6 @@ def build_ap_tx(tb, cfg: dict, device_time_s: int, sink):
     slot_tx tags slot n's first sample with tx_time = ap_t0_s + n T_slot (UHD's
     (full seconds, fraction) pair, computed in integer samples) and tx_sob, its last with
     tx_eob: one timed burst per slot. Returns (slot_tx, mac_grant_source)."""
-    from gnuradio import oppsched
-
     s = cfg["sample"]
     tx = oppsched.slot_tx(s["profile"], s["sample_rate"], cfg["lead_slots"],
                           ap_t0_s(cfg, device_time_s), False, False, fec=s["fec"])
@@ -187,7 +188,7 @@ class UhdPhy:
     and must not eat the AP's lead), the AP's device time last, just before start()."""
 
     def __init__(self, cfg: dict):
-        from gnuradio import gr, uhd
+        from gnuradio import uhd
 
         self.cfg = cfg
         fs = cfg["sample"]["sample_rate"]
@@ -239,7 +240,7 @@ class UhdPhy:
         }
 
     def write_stats(self) -> None:
-        abstract.write_json_atomic(Path(self.cfg["traces"]["stats"]), self.stats())
+        write_json_atomic(Path(self.cfg["traces"]["stats"]), self.stats())
 
 
 def _open(make, r: dict):
@@ -251,7 +252,7 @@ def _open(make, r: dict):
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = loopback.parse_args(
+    args = parse_args(
         argv, "python -m oppsched.phy.uhd",
         "Over-the-air PHY: slot_tx -> USRP (timed bursts) at the AP, USRP -> slot_rx per "
         "client, bridged to oppsched-apd and the client agents over ZeroMQ.",
@@ -269,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         check_radios(cfg)  # before anything else: no socket, no flowgraph
-        abstract.set_rt_priority(cfg["timing"]["rt_priority"])
+        set_rt_priority(cfg["timing"]["rt_priority"])
         phy = UhdPhy(cfg)
     except ImportError as exc:
         print(f"phy-uhd: gnuradio.uhd cannot be imported ({exc})", file=sys.stderr)
