@@ -22,7 +22,8 @@ from oppsched.experiments.testbed.schema import check
 from oppsched.experiments.testbed.topology import (daemon_users, flow_plans, tcp_override_sysctls,
                                                    testbed_topology)
 from oppsched.flows import FlowPlan, parse_ss_bytes_acked
-from oppsched.netns import Testbed, ensure_congestion_control, wait_for
+from oppsched.netns import wait_for
+from oppsched.wired import Testbed, ensure_congestion_control
 
 
 # ----------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from __future__ import annotations
 from oppsched import daemonconf
 from oppsched.experiments.testbed.schema import resolved_ecn
 from oppsched.flows import BASE_PORT, FlowPlan, iperf_seconds
-from oppsched.netns import ClientSpec, ServerSpec, TcpSettings, Topology, client_addr
+from oppsched.wired import ClientSpec, ServerSpec, TcpSettings, Topology, client_addr
 
 
 def flow_plans(cfg: dict, clients) -> list[FlowPlan]:
@@ -32,7 +32,7 @@ def flow_plans(cfg: dict, clients) -> list[FlowPlan]:
 
 
 def testbed_topology(cfg: dict) -> Topology:
-    """The namespaces, wired paths and TCP settings of the run (oppsched.netns.Testbed)."""
+    """The namespaces, wired paths and TCP settings of the run (oppsched.wired.Testbed)."""
     t = cfg["tcp"]
     tcp = TcpSettings(congestion_control=t["congestion_control"], sack=t["sack"],
                       ecn=resolved_ecn(cfg), timestamps=t["timestamps"],
@@ -55,7 +55,7 @@ def tcp_override_sysctls(over: dict) -> dict:
 
 
 def daemon_users(cfg: dict) -> list[daemonconf.User]:
-    """Users as the Testbed addresses them (netns.client_addr): id j = client namespace r{j}."""
+    """Users as the Testbed addresses them (wired.client_addr): id j = client namespace r{j}."""
     tp = cfg["topology"]
     return [daemonconf.User(j, d["name"], client_addr(j, False) if tp["ipv4"] else None,
                             client_addr(j, True) if tp["ipv6"] else None)
