@@ -1,0 +1,78 @@
+"""Andrew & Hanly, CLAMP, Fig. 2, shortened: the deterministic-link experiment
+(experiments/clamp/deterministic.yaml) with real TCP over the abstract PHY, flows joining
+at 10 s and 20 s of a 45 s run. Asserts the paper's qualitative result: with CLAMP the
+flows share the link equally and keep it busy, its queue grows with the number of flows
+and fluctuates less than NewReno's over an 18 000-byte buffer."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from helpers import REPO, delay_or_netem_available, needs_root, netns_prefix, require
+from oppsched.experiments import testbed
+from oppsched.runner import run_experiment
+
+EXPERIMENT = REPO / "experiments" / "clamp" / "deterministic.yaml"
+STARTS = {"f1": 0.0, "f2": 10.0, "f3": 20.0}
+ONE, THREE = (5.0, 10.0), (32.0, 44.0)  # seconds with 1 and 3 flows, after settling
+
+
+def per_flow_goodput(rundir, flows, span) -> list:
+    """Mean of iperf3's one-second receiver intervals inside `span` (run time), per flow."""
+    out = []
+    for f in flows:
+        j = json.loads((rundir / f"flow.{f}.receiver.json").read_text())
+        rates = [i["sum"]["bits_per_second"] for i in j["intervals"]
+                 if span[0] <= STARTS[f] + i["sum"]["start"] < span[1]]
+        out.append(float(np.mean(rates)))
+    return out
+
+
+def queue(rundir, span) -> pd.Series:
+    d = pd.read_csv(rundir / "slots.csv")
+    t = (d["t_ns"] - d["t_ns"].iloc[0]) / 1e9
+    return d["queue.R1"][(t >= span[0]) & (t < span[1])]
+
+
+def jain(x) -> float:
+    return sum(x) ** 2 / (len(x) * sum(v * v for v in x))
+
+
+@pytest.fixture(scope="module")
+def fig2_run(tmp_path_factory):
+    require(*testbed.programs_available())
+    require(*delay_or_netem_available())
+    out = tmp_path_factory.mktemp("clamp-fig2")
+    with netns_prefix():
+        run_experiment(EXPERIMENT, out, [
+            "flows[1].start_s=10", "flows[1].stop_s=45",
+            "flows[2].start_s=20", "flows[2].stop_s=45", "capture.pcaps=false"], duration=45)
+    return out
+
+
+@needs_root
+def test_clamp_shares_the_deterministic_link_equally_and_keeps_it_busy(fig2_run):
+    one = per_flow_goodput(fig2_run / "clamp", ["f1"], ONE)
+    three = per_flow_goodput(fig2_run / "clamp", ["f1", "f2", "f3"], THREE)
+    assert one[0] > 0.85 * 10e6, one           # the link is 10 Mb/s (eq. 18 at C_max)
+    assert sum(three) > 0.85 * 10e6, three
+    assert jain(three) >= 0.95, three
+
+
+@needs_root
+def test_clamps_queue_grows_with_the_flows_and_is_steadier_than_newrenos(fig2_run):
+    q1, q3 = queue(fig2_run / "clamp", ONE), queue(fig2_run / "clamp", THREE)
+    assert q3.mean() > q1.mean()               # q* = (k tau + a)/b grows with k
+    newreno = queue(fig2_run / "newreno", THREE)
+    assert q3.std() < newreno.std(), (q3.std(), newreno.std())
+
+
+@needs_root
+def test_clamp_carries_more_than_newreno_over_a_buffer_below_the_bdp(fig2_run):
+    # 18 000 bytes is under a third of the 62.5 kB bandwidth-delay product: NewReno's
+    # sawtooth empties the queue after every halving, CLAMP's window does not.
+    clamp = sum(per_flow_goodput(fig2_run / "clamp", ["f1", "f2", "f3"], THREE))
+    newreno = sum(per_flow_goodput(fig2_run / "newreno", ["f1", "f2", "f3"], THREE))
+    assert clamp > 1.1 * newreno, (clamp, newreno)
