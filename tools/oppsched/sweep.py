@@ -299,8 +299,9 @@ def _write_manifest(outdir: Path, resolved: dict, sw: sweepspec.Sweep) -> None:
 def flatten_summary(s: dict) -> dict:
     """The numbers of a run's summary as flat columns: top-level and nested scalars
     ("jain_index_flows", "slots.late"), per flow ("flow.<id>.<key>"), per user
-    ("user.<name>.<key>"), and the totals the sweep plots (goodput_total_bps,
-    mac_throughput_total_bps, mean_queue_delay_ms over users)."""
+    ("user.<name>.<key>"), and the figures the sweep plots: goodput_total_bps,
+    mac_throughput_total_bps, mean_queue_delay_ms (mean over users) and the smallest and
+    largest resource (slot) fraction of a user with their ratio."""
     row: dict = {}
 
     def scalars(prefix: str, d: dict) -> None:
@@ -326,6 +327,10 @@ def flatten_summary(s: dict) -> dict:
     macs = [u["mac_throughput_bps"] for u in users if u.get("mac_throughput_bps") is not None]
     if macs:
         row["mac_throughput_total_bps"] = float(sum(macs))
+    sf = [u["slot_fraction"] for u in users if u.get("slot_fraction") is not None]
+    if sf:
+        row["slot_fraction_min"], row["slot_fraction_max"] = float(min(sf)), float(max(sf))
+        row["slot_fraction_min_max_ratio"] = float(min(sf) / max(sf)) if max(sf) > 0 else None
     qd = [u["mean_queue_delay_ms"] for u in users if u.get("mean_queue_delay_ms") is not None]
     if qd:
         row["mean_queue_delay_ms"] = float(np.mean(qd))

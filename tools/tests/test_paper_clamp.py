@@ -1,6 +1,6 @@
 """Andrew & Hanly, CLAMP, Fig. 2, shortened: the deterministic-link experiment
 (experiments/clamp/deterministic.yaml) with real TCP over the abstract PHY, flows joining
-at 10 s and 20 s of a 45 s run. Asserts the paper's qualitative result: with CLAMP the
+at 15 s and 25 s of a 50 s run. Asserts the paper's qualitative result: with CLAMP the
 flows share the link equally and keep it busy, its queue grows with the number of flows
 and fluctuates less than NewReno's over an 18 000-byte buffer."""
 
@@ -15,8 +15,8 @@ from oppsched.experiments import testbed
 from oppsched.runner import run_experiment
 
 EXPERIMENT = REPO / "experiments" / "clamp" / "deterministic.yaml"
-STARTS = {"f1": 0.0, "f2": 10.0, "f3": 20.0}
-ONE, THREE = (5.0, 10.0), (32.0, 44.0)  # seconds with 1 and 3 flows, after settling
+STARTS = {"f1": 0.0, "f2": 15.0, "f3": 25.0}
+ONE, THREE = (11.0, 15.0), (37.0, 49.0)  # seconds with 1 and 3 flows, after settling
 
 
 def per_flow_goodput(rundir, flows, span) -> list:
@@ -47,8 +47,8 @@ def fig2_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("clamp-fig2")
     with netns_prefix():
         run_experiment(EXPERIMENT, out, [
-            "flows[1].start_s=10", "flows[1].stop_s=45",
-            "flows[2].start_s=20", "flows[2].stop_s=45", "capture.pcaps=false"], duration=45)
+            "flows[1].start_s=15", "flows[1].stop_s=50",
+            "flows[2].start_s=25", "flows[2].stop_s=50", "capture.pcaps=false"], duration=50)
     return out
 
 
