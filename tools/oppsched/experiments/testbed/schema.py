@@ -11,7 +11,7 @@ from pathlib import Path
 from oppsched import daemonconf, mac
 from oppsched.config import ConfigError, Field, ListOf
 from oppsched.daemonconf import PROFILES, SCHEDULERS
-from oppsched.phy.abstract import CHANNEL_MODELS, ERROR_MODELS, TABLE_PRESETS
+from oppsched.phy.common import CHANNEL_MODELS, ERROR_MODELS, TABLE_PRESETS
 from oppsched.phy.radio import RADIO_AP, RADIO_CLIENT, check_radio_args, whole_hz
 
 PHY_MODES = ("abstract", "sample", "uhd")
