@@ -137,12 +137,16 @@ def delay_or_netem_available() -> tuple[bool, str]:
     return False, "no netem and no oppsched-delay (cmake --build build --target oppsched-delay)"
 
 
-def assert_run_gone(run_name: str) -> None:
-    """Nothing of a testbed run is left: namespaces, marked processes, the owner file, a
-    TUN escaped into the host namespace."""
-    left = [n for n in netns.list_netns() if n.startswith(run_name)]
+def assert_run_gone(run_name: str, ns_names=()) -> None:
+    """Nothing of a run is left: its namespaces (every one named after the run, and each of
+    `ns_names` by name and by its /run/netns file), marked processes, processes naming the
+    run, the owner file, a TUN escaped into the host namespace."""
+    left = [n for n in netns.list_netns() if n.startswith(run_name) or n in ns_names]
     assert not left, f"namespaces left: {left}"
+    assert not any(Path(f"/run/netns/{n}").exists() for n in ns_names)
     assert netns._marked_pids([run_name]) == []
+    pg = subprocess.run(["pgrep", "-f", run_name], capture_output=True, text=True)
+    assert pg.stdout.strip() == "", f"processes of {run_name} left: {pg.stdout}"
     assert not (netns.OWNER_DIR / f"{run_name}.json").exists()
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
     assert "radio0" not in links
