@@ -6,13 +6,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import yaml
+import zmq
 
-from oppsched import daemonconf, netns, paths
+from oppsched import daemonconf, mac, netns, paths
 from oppsched.config import ConfigError
 from oppsched.runner import load_experiment
 from oppsched.wired import find_delay_binary, netem_available
@@ -137,12 +140,95 @@ def delay_or_netem_available() -> tuple[bool, str]:
     return False, "no netem and no oppsched-delay (cmake --build build --target oppsched-delay)"
 
 
-def assert_run_gone(run_name: str) -> None:
-    """Nothing of a testbed run is left: namespaces, marked processes, the owner file, a
-    TUN escaped into the host namespace."""
-    left = [n for n in netns.list_netns() if n.startswith(run_name)]
+def assert_run_gone(run_name: str, ns_names=()) -> None:
+    """Nothing of a run is left: its namespaces (every one named after the run, and each of
+    `ns_names` by name and by its /run/netns file), marked processes, processes naming the
+    run, the owner file, a TUN escaped into the host namespace."""
+    left = [n for n in netns.list_netns() if n.startswith(run_name) or n in ns_names]
     assert not left, f"namespaces left: {left}"
+    assert not any(Path(f"/run/netns/{n}").exists() for n in ns_names)
     assert netns._marked_pids([run_name]) == []
+    pg = subprocess.run(["pgrep", "-f", run_name], capture_output=True, text=True)
+    assert pg.stdout.strip() == "", f"processes of {run_name} left: {pg.stdout}"
     assert not (netns.OWNER_DIR / f"{run_name}.json").exists()
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
     assert "radio0" not in links
+
+
+# ----------------------------------------------------------------------------------------
+# The PHY's network: a fake AP and fake clients on ipc:// sockets
+
+
+def decode_rx(frame: bytes) -> dict:
+    seq, kind, d = mac.wire.decode(frame)
+    assert kind == "rx_indication"
+    d["seq"] = seq
+    return d
+
+
+class FakeNetwork:
+    """A fake AP (binds PULL phy_requests, PUSH phy_grants) and fake clients (bind PULL
+    rx_<id>) in one thread. `answer(slot, air_time_ns)` returns the frames to push on
+    phy_grants when the request for `slot` arrives (a list of bytes)."""
+
+    def __init__(self, tmp_path: Path, n_users: int, answer):
+        self.ctx = zmq.Context()
+        zdir = tmp_path / "zmq"
+        zdir.mkdir(exist_ok=True)
+        self.req = self.ctx.socket(zmq.PULL)
+        self.req.bind(f"ipc://{zdir}/phy_requests")
+        self.grants = self.ctx.socket(zmq.PUSH)
+        self.grants.bind(f"ipc://{zdir}/phy_grants")
+        self.rx = []
+        for i in range(n_users):
+            s = self.ctx.socket(zmq.PULL)
+            s.bind(f"ipc://{zdir}/rx_{i}")
+            self.rx.append(s)
+        for s in [self.req, self.grants, *self.rx]:
+            s.setsockopt(zmq.LINGER, 0)
+        self.answer = answer
+        self.requests: list[tuple[int, int, int, int]] = []  # (seq, slot, air_time_ns, arrival_ns)
+        self.indications: list[list[dict]] = [[] for _ in range(n_users)]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(5)
+        self.ctx.destroy(linger=0)
+
+    def _loop(self):
+        poller = zmq.Poller()
+        poller.register(self.req, zmq.POLLIN)
+        for s in self.rx:
+            poller.register(s, zmq.POLLIN)
+        idle_after_stop = 0
+        while True:
+            events = dict(poller.poll(10))
+            if not events and self._stop.is_set():
+                idle_after_stop += 1
+                if idle_after_stop > 3:
+                    return
+            if self.req in events:
+                frame = self.req.recv()
+                arrival = time.monotonic_ns()
+                seq, kind, d = mac.wire.decode(frame)
+                assert kind == "slot_request"
+                self.requests.append((seq, d["slot"], d["air_time_ns"], arrival))
+                for out in self.answer(d["slot"], d["air_time_ns"]):
+                    self.grants.send(out)
+            for i, s in enumerate(self.rx):
+                if s in events:
+                    while True:
+                        try:
+                            self.indications[i].append(decode_rx(s.recv(zmq.NOBLOCK)))
+                        except zmq.Again:
+                            break
+
+    def settle(self, timeout=2.0):
+        """Waits until the loop has drained what is in flight."""
+        time.sleep(0.1)

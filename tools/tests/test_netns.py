@@ -15,29 +15,18 @@ from pathlib import Path
 
 import pytest
 
-from oppsched import netns
+from oppsched import netns, paths
 from oppsched.netns import NetnsError, ReadinessTimeout, Session, cleanup_stale, list_netns
 from oppsched.wired import ClientSpec, ServerSpec, TcpSettings, Testbed, Topology
-from helpers import REPO, needs_root
+from helpers import assert_run_gone, needs_root
 
 pytestmark = needs_root
 
-TOOLS = REPO / "tools"
+TOOLS = paths.package_parent()
 
 
 def host_links() -> str:
     return subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
-
-
-def assert_run_gone(run_name: str, ns_names: list[str]) -> None:
-    """Nothing of the run is left: namespaces, devices, processes (by marker and name)."""
-    left = set(list_netns())
-    assert not [n for n in ns_names if n in left], f"namespaces left: {left}"
-    assert not any(Path(f"/run/netns/{n}").exists() for n in ns_names)
-    assert netns._marked_pids([run_name]) == []
-    pg = subprocess.run(["pgrep", "-f", run_name], capture_output=True, text=True)
-    assert pg.stdout.strip() == "", f"processes of {run_name} left: {pg.stdout}"
-    assert not (netns.OWNER_DIR / f"{run_name}.json").exists()
 
 
 def sleeper(token: str) -> list[str]:

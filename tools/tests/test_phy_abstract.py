@@ -21,21 +21,19 @@ import signal
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
-import zmq
 
 from oppsched import mac
 from oppsched.config import ConfigError
 from oppsched.phy import abstract as phy
 from oppsched.phy import common
 from oppsched.phy.realtime import Histogram, PhyProcess
+from helpers import FakeNetwork, decode_rx, write_yaml
 
 EVDO = mac.McsTable.evdo()
 SLOT_S = 4e-3  # short slots for the process tests; timing precision is never asserted
@@ -64,14 +62,8 @@ def base_config(tmp_path: Path, users=None, **top) -> dict:
     return cfg
 
 
-def write_config(tmp_path: Path, cfg: dict, name="phy.yaml") -> Path:
-    p = tmp_path / name
-    p.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    return p
-
-
 def core_of(tmp_path: Path, cfg: dict) -> phy.PhyCore:
-    c = phy.load_config(write_config(tmp_path, cfg))
+    c = phy.load_config(write_yaml(tmp_path / "phy.yaml", cfg))
     return phy.PhyCore(c, phy.build_models(c))
 
 
@@ -87,13 +79,6 @@ def empty_grant(slot, seq=0) -> bytes:
     return mac.wire.encode("slot_grant", seq, {"slot": slot, "empty": True})
 
 
-def decode_rx(frame: bytes) -> dict:
-    seq, kind, d = mac.wire.decode(frame)
-    assert kind == "rx_indication"
-    d["seq"] = seq
-    return d
-
-
 def model_slot(core: phy.PhyCore, n: int, frame: bytes | None) -> list[dict]:
     """One slot through PhyCore without a clock: request, grant (if any), air."""
     core.request_frame(n)
@@ -102,76 +87,8 @@ def model_slot(core: phy.PhyCore, n: int, frame: bytes | None) -> list[dict]:
     return [decode_rx(f) for f in core.run_slot(n).frames]
 
 
-class FakeNetwork:
-    """A fake AP (binds PULL phy_requests, PUSH phy_grants) and fake clients (bind PULL
-    rx_<id>) in one thread. `answer(slot, air_time_ns)` returns the frames to push on
-    phy_grants when the request for `slot` arrives (a list of bytes)."""
-
-    def __init__(self, tmp_path: Path, n_users: int, answer):
-        self.ctx = zmq.Context()
-        zdir = tmp_path / "zmq"
-        zdir.mkdir(exist_ok=True)
-        self.req = self.ctx.socket(zmq.PULL)
-        self.req.bind(f"ipc://{zdir}/phy_requests")
-        self.grants = self.ctx.socket(zmq.PUSH)
-        self.grants.bind(f"ipc://{zdir}/phy_grants")
-        self.rx = []
-        for i in range(n_users):
-            s = self.ctx.socket(zmq.PULL)
-            s.bind(f"ipc://{zdir}/rx_{i}")
-            self.rx.append(s)
-        for s in [self.req, self.grants, *self.rx]:
-            s.setsockopt(zmq.LINGER, 0)
-        self.answer = answer
-        self.requests: list[tuple[int, int, int, int]] = []  # (seq, slot, air_time_ns, arrival_ns)
-        self.indications: list[list[dict]] = [[] for _ in range(n_users)]
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join(5)
-        self.ctx.destroy(linger=0)
-
-    def _loop(self):
-        poller = zmq.Poller()
-        poller.register(self.req, zmq.POLLIN)
-        for s in self.rx:
-            poller.register(s, zmq.POLLIN)
-        idle_after_stop = 0
-        while True:
-            events = dict(poller.poll(10))
-            if not events and self._stop.is_set():
-                idle_after_stop += 1
-                if idle_after_stop > 3:
-                    return
-            if self.req in events:
-                frame = self.req.recv()
-                arrival = time.monotonic_ns()
-                seq, kind, d = mac.wire.decode(frame)
-                assert kind == "slot_request"
-                self.requests.append((seq, d["slot"], d["air_time_ns"], arrival))
-                for out in self.answer(d["slot"], d["air_time_ns"]):
-                    self.grants.send(out)
-            for i, s in enumerate(self.rx):
-                if s in events:
-                    while True:
-                        try:
-                            self.indications[i].append(decode_rx(s.recv(zmq.NOBLOCK)))
-                        except zmq.Again:
-                            break
-
-    def settle(self, timeout=2.0):
-        """Waits until the loop has drained what is in flight."""
-        time.sleep(0.1)
-
-
 def run_phy(tmp_path: Path, cfg: dict, timeout=60.0, args=()) -> tuple[int, dict, str]:
-    path = write_config(tmp_path, cfg)
+    path = write_yaml(tmp_path / "phy.yaml", cfg)
     p = subprocess.run(
         [sys.executable, "-m", "oppsched.phy.abstract", "--config", str(path), *args],
         capture_output=True,
@@ -265,7 +182,7 @@ def test_config_error_names_field_and_value(tmp_path, override, message):
     cfg = base_config(tmp_path)
     cfg.update(override)
     with pytest.raises(ConfigError) as e:
-        c = phy.load_config(write_config(tmp_path, cfg))
+        c = phy.load_config(write_yaml(tmp_path / "phy.yaml", cfg))
         phy.build_models(c)
     assert message in str(e.value)
 
@@ -277,10 +194,10 @@ def test_bad_csv_rows_are_named_by_file_and_line(tmp_path):
     with pytest.raises(
         ConfigError, match=r"link_curves: .*curves.csv' line 3: bler 1.5 not in \[0, 1\]"
     ):
-        phy.build_models(phy.load_config(write_config(tmp_path, cfg)))
+        phy.build_models(phy.load_config(write_yaml(tmp_path / "phy.yaml", cfg)))
     curves.write_text("mcs,snr_db,bler\n" + "".join(f"{m},0,0.1\n" for m in range(9)))
     with pytest.raises(ConfigError, match="no rows for mcs 9"):
-        phy.build_models(phy.load_config(write_config(tmp_path, cfg)))
+        phy.build_models(phy.load_config(write_yaml(tmp_path / "phy.yaml", cfg)))
     trace = tmp_path / "t.csv"
     trace.write_text("time_s,snr_db\n0,1\n0,2\n")
     users = [{"id": 0, "name": "a", "channel": {"model": "trace", "trace": "t.csv"}}]
@@ -288,7 +205,7 @@ def test_bad_csv_rows_are_named_by_file_and_line(tmp_path):
         ConfigError, match=r"users\[0\].channel.trace: .*line 3: time_s 0.0 is not after"
     ):
         phy.build_models(
-            phy.load_config(write_config(tmp_path, base_config(tmp_path, users=users)))
+            phy.load_config(write_yaml(tmp_path / "phy.yaml", base_config(tmp_path, users=users)))
         )
 
 
@@ -313,7 +230,7 @@ def test_check_exits_0_on_good_and_2_naming_the_field_on_bad_config(tmp_path):
 
 
 def test_defaults_resolve_endpoints_and_stats_into_run_dir(tmp_path):
-    c = phy.load_config(write_config(tmp_path, base_config(tmp_path)))
+    c = phy.load_config(write_yaml(tmp_path / "phy.yaml", base_config(tmp_path)))
     assert c["endpoints"]["phy_requests"] == f"ipc://{tmp_path}/zmq/phy_requests"
     assert c["users"][1]["rx"] == f"ipc://{tmp_path}/zmq/rx_1"
     assert c["traces"]["stats"] == str(tmp_path / "phy.stats.json")
@@ -322,7 +239,7 @@ def test_defaults_resolve_endpoints_and_stats_into_run_dir(tmp_path):
     # null means absent for the channel's doppler_hz (unused by awgn/trace) and seed (derived)
     cfg = base_config(tmp_path)
     cfg["users"][0]["channel"].update(doppler_hz=None, seed=None)
-    c = phy.load_config(write_config(tmp_path, cfg))
+    c = phy.load_config(write_yaml(tmp_path / "phy.yaml", cfg))
     assert c["users"][0]["channel"]["seed"] is None
     assert phy.channel_seed(c, c["users"][0]) != phy.channel_seed(c, c["users"][1])
 
@@ -330,7 +247,7 @@ def test_defaults_resolve_endpoints_and_stats_into_run_dir(tmp_path):
 def test_read_config_applies_overrides_against_the_schema_and_returns_the_files_folder(tmp_path):
     sub = tmp_path / "conf"
     sub.mkdir()
-    path = write_config(sub, base_config(tmp_path, link_curves="curves.csv"))
+    path = write_yaml(sub / "phy.yaml", base_config(tmp_path, link_curves="curves.csv"))
     cfg, base = common.read_config(
         path, ["lead_slots=7", "users[1].channel.mean_snr_db=3"], common.SCHEMA
     )
@@ -608,7 +525,8 @@ def test_grant_bookkeeping_late_duplicate_unrequested(tmp_path):
 def test_request_schedule_under_a_fake_clock(tmp_path):
     """SlotRequest(n) leaves exactly lead_slots slots before slot n's air time, carrying
     that air time; RxIndications for slot n leave at its end. A fake clock, so exact."""
-    cfg = phy.load_config(write_config(tmp_path, base_config(tmp_path, lead_slots=4, max_slots=20)))
+    cfg = phy.load_config(write_yaml(tmp_path / "phy.yaml",
+                                     base_config(tmp_path, lead_slots=4, max_slots=20)))
     core = phy.PhyCore(cfg, phy.build_models(cfg))
     clock = {"now": 1_000_000_000}
     sent = []  # (now, kind, slot)
@@ -849,7 +767,7 @@ def test_process_snr_sequence_is_the_model_sequence(tmp_path):
 
 def test_sigusr1_writes_stats_and_sigterm_stops_cleanly_with_a_slot_trace(tmp_path):
     cfg = base_config(tmp_path, traces={"slots": "phy_slots.csv"})
-    path = write_config(tmp_path, cfg)
+    path = write_yaml(tmp_path / "phy.yaml", cfg)
     stats_path = tmp_path / "phy.stats.json"
     with FakeNetwork(tmp_path, 2, round_robin(2)) as net:
         p = subprocess.Popen(

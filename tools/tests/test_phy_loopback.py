@@ -1,8 +1,8 @@
 """The sample-level PHY (python -m oppsched.phy.loopback): configuration checks, and one
-short run of the real flowgraph against a fake apd and fake clients (test_phy_abstract's
-FakeNetwork): the addressed client gets its TB bytes back with crc_ok at high SNR, every
-client gets CQI, SIGTERM exits 0 with stats. Needs gnuradio.oppsched (the build tree's
-python/ on PYTHONPATH); skipped without it unless CI is set. Never asserts on speed.
+short run of the real flowgraph against a fake apd and fake clients (helpers.FakeNetwork):
+the addressed client gets its TB bytes back with crc_ok at high SNR, every client gets CQI,
+SIGTERM exits 0 with stats. Needs gnuradio.oppsched (the build tree's python/ on
+PYTHONPATH); skipped without it unless CI is set. Never asserts on speed.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import pytest
 
 from oppsched import daemonconf, mac
 from oppsched.config import ConfigError
+from helpers import FakeNetwork, cfg_of, run_layout, write_yaml
 
 try:
     from gnuradio import oppsched as _gr_oppsched
@@ -32,9 +33,6 @@ if not HAVE_GR and not os.environ.get("CI"):
                 allow_module_level=True)
 
 from oppsched.phy import loopback  # noqa: E402
-
-from test_phy_abstract import FakeNetwork, write_config  # noqa: E402
-from test_testbed import _layout, cfg_of  # noqa: E402
 
 TB_BYTES = 34  # MCS 0 of the measured evdo table: 163167 b/s * 1.667 ms / 8
 
@@ -54,7 +52,7 @@ def config(tmp_path: Path, **top) -> dict:
 
 
 def load(tmp_path, cfg):
-    return loopback.load_config(write_config(tmp_path, cfg))
+    return loopback.load_config(write_yaml(tmp_path / "phy.yaml", cfg))
 
 
 def test_defaults_take_the_measured_table_and_the_profile_slot(tmp_path):
@@ -108,11 +106,11 @@ def test_each_channel_model_becomes_the_emulators_fading_model(tmp_path):
 
 def test_check_exits_2_on_error_and_0_when_valid(tmp_path):
     env = dict(os.environ)
-    bad = write_config(tmp_path, config(tmp_path, sample={"profile": "lte"}), "bad.yaml")
+    bad = write_yaml(tmp_path / "bad.yaml", config(tmp_path, sample={"profile": "lte"}))
     p = subprocess.run([sys.executable, "-m", "oppsched.phy.loopback", "--config", str(bad),
                         "--check"], capture_output=True, text=True, env=env)
     assert p.returncode == 2 and "sample.profile" in p.stderr
-    good = write_config(tmp_path, config(tmp_path))
+    good = write_yaml(tmp_path / "phy.yaml", config(tmp_path))
     p = subprocess.run([sys.executable, "-m", "oppsched.phy.loopback", "--config", str(good),
                         "--check"], capture_output=True, text=True, env=env)
     assert p.returncode == 0, p.stderr
@@ -131,7 +129,7 @@ def test_addressed_client_decodes_tb_everyone_gets_cqi_sigterm_writes_stats(tmp_
             "slot": slot, "user": 0, "mcs": 0, "harq_pid": slot % 16, "ndi": (slot // 16) % 2,
             "rv": 0, "tb": pdu})]
 
-    path = write_config(tmp_path, config(tmp_path))
+    path = write_yaml(tmp_path / "phy.yaml", config(tmp_path))
     with FakeNetwork(tmp_path, 2, answer) as net:
         proc = subprocess.Popen(
             [sys.executable, "-m", "oppsched.phy.loopback", "--config", str(path)],
@@ -168,7 +166,7 @@ def test_addressed_client_decodes_tb_everyone_gets_cqi_sigterm_writes_stats(tmp_
 
 def test_the_runners_phy_yaml_for_sample_mode_loads(tmp_path):
     cfg = cfg_of(overrides=["phy.mode=sample", "phy.profile=evdo"])
-    files = daemonconf.write_all(cfg, _layout(tmp_path, cfg))
+    files = daemonconf.write_all(cfg, run_layout(tmp_path, cfg))
     c = loopback.load_config(files["phy"])
     assert c["mcs_table"] == str(daemonconf.measured_mcs_table("evdo"))
     assert abs(c["slot_s"] - 1.667e-3) < 1e-6

@@ -18,14 +18,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from oppsched import daemonconf, netns
+from oppsched import daemonconf, netns, paths
 from oppsched.config import ConfigError
 from oppsched.experiments import testbed
 from oppsched.runner import load_experiment, run_experiment
-
-from helpers import REPO
-from test_testbed import BASE, PREFIX, _delay_or_netem_available, _layout, _require, \
-    assert_run_gone, cfg_of, error_of  # noqa: E402
+from helpers import (BASE, PREFIX, REPO, assert_run_gone, cfg_of, delay_or_netem_available,
+                     error_of, require, run_layout, write_experiment, write_yaml)
 
 try:
     from gnuradio import oppsched as _gr_oppsched  # noqa: F401
@@ -34,6 +32,9 @@ try:
     HAVE_GR = True
 except ImportError:
     HAVE_GR = False
+
+if HAVE_GR:
+    from oppsched.phy import uhd  # imports GNU Radio
 
 needs_gr = pytest.mark.skipif(not HAVE_GR and not os.environ.get("CI"),
                               reason="gnuradio.oppsched / gnuradio.uhd not importable "
@@ -92,13 +93,11 @@ def test_unknown_radio_keys_name_the_field():
 
 def _runner_phy_yaml(tmp_path: Path, overrides=()) -> Path:
     cfg = cfg_of(overrides=[*UHD, "phy.profile=evdo", *overrides])
-    return daemonconf.write_all(cfg, _layout(tmp_path, cfg))["phy"]
+    return daemonconf.write_all(cfg, run_layout(tmp_path, cfg))["phy"]
 
 
 @needs_gr
 def test_the_runners_phy_yaml_loads_with_the_radios_and_their_experiment_fields(tmp_path):
-    from oppsched.phy import uhd
-
     path = _runner_phy_yaml(tmp_path, ["devices[0].uhd.gain_db=31", "phy.uhd.ap.freq_hz=915.0e+6"])
     c = uhd.load_config(path)
     assert c["mcs_table"] == str(daemonconf.measured_mcs_table("evdo"))  # as the apd's
@@ -121,15 +120,12 @@ def test_the_runners_phy_yaml_loads_with_the_radios_and_their_experiment_fields(
      "users[0].uhd.args: 'type=b200' names the same device as uhd.ap.args"),
 ])
 def test_bad_phy_yaml_names_field_and_value(tmp_path, change, expect):
-    from oppsched.phy import uhd
-
     d = {"run_dir": str(tmp_path), "users": [{"id": 0, "name": "u0",
                                                "channel": {"model": "awgn"},
                                                "uhd": {"args": "type=b200,serial=1"}}],
          "uhd": {"ap": {"args": "type=b200"}}, "sample": {}}
     change(d)
-    p = tmp_path / "phy.yaml"
-    p.write_text(yaml.safe_dump(d))
+    p = write_yaml(tmp_path / "phy.yaml", d)
     with pytest.raises(ConfigError) as e:
         uhd.load_config(p)
     assert str(e.value).startswith(expect), str(e.value)
@@ -141,7 +137,7 @@ def test_bad_phy_yaml_names_field_and_value(tmp_path, change, expect):
 
 def _phy(*args, timeout=60):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(REPO / "tools"), *filter(None, [os.environ.get("PYTHONPATH")])])}
+        [str(paths.package_parent()), *filter(None, [os.environ.get("PYTHONPATH")])])}
     return subprocess.run([sys.executable, "-m", "oppsched.phy.uhd", *map(str, args)],
                           capture_output=True, text=True, timeout=timeout, env=env,
                           stdin=subprocess.DEVNULL)
@@ -170,8 +166,6 @@ def test_a_missing_radio_exits_1_naming_the_field_and_args_before_any_socket(tmp
 
 @needs_gr
 def test_every_radio_must_match_exactly_one_device(tmp_path):
-    from oppsched.phy import uhd
-
     c = uhd.load_config(_runner_phy_yaml(tmp_path))
     seen = []
 
@@ -210,8 +204,6 @@ class FakeUsrp:
 
 @needs_gr
 def test_radios_are_configured_from_their_settings():
-    from oppsched.phy import uhd
-
     r = {"args": "type=b200", "origin": "phy.uhd.ap", "clock_source": "external",
          "time_source": "", "freq_hz": 915e6, "gain_db": 60.0, "antenna": "TX/RX",
          "bandwidth_hz": 0.0}
@@ -227,8 +219,6 @@ def test_radios_are_configured_from_their_settings():
 
 @needs_gr
 def test_device_time_is_a_whole_second_of_the_host_clock_now_or_at_the_next_pps():
-    from oppsched.phy import uhd
-
     u = FakeUsrp()
     t = uhd.set_device_time(u, {"time_source": ""}, clock=lambda: 1234.75, sleep=None)
     (name, spec, _mb), = u.calls
@@ -247,15 +237,12 @@ def test_device_time_is_a_whole_second_of_the_host_clock_now_or_at_the_next_pps(
 
 
 def _tx_cfg(tmp_path: Path, profile: str, lead: float, fs: float = 1e6) -> dict:
-    from oppsched.phy import uhd
-
     d = {"run_dir": str(tmp_path), "lead_slots": 3,
          "sample": {"profile": profile, "sample_rate": fs, "connect_wait_ms": 0},
          "users": [{"id": 0, "name": "u0", "channel": {"model": "awgn"},
                     "uhd": {"args": "type=b200,serial=1"}}],
          "uhd": {"ap": {"args": "type=b200,serial=0", "start_delay_s": lead}}}
-    p = tmp_path / "phy.yaml"
-    p.write_text(yaml.safe_dump(d))
+    p = write_yaml(tmp_path / "phy.yaml", d)
     (tmp_path / "zmq").mkdir(exist_ok=True)
     return uhd.load_config(p)
 
@@ -276,8 +263,6 @@ def test_ap_tx_chain_sends_each_slot_as_a_timed_burst_at_t0_plus_lead(tmp_path, 
                                                                       fs):
     import pmt
     from gnuradio import blocks, gr
-
-    from oppsched.phy import uhd
 
     cfg = _tx_cfg(tmp_path, profile, lead, fs)
     n_slots, t_dev = 12, 86_399  # device time set to a whole second of CLOCK_MONOTONIC
@@ -311,8 +296,6 @@ def test_ap_tx_chain_sends_each_slot_as_a_timed_burst_at_t0_plus_lead(tmp_path, 
 @needs_gr
 def test_client_rx_chain_decodes_the_ap_bursts(tmp_path):
     from gnuradio import blocks, gr
-
-    from oppsched.phy import uhd
 
     cfg = _tx_cfg(tmp_path, "evdo", 0.5)
     tb = gr.top_block()
@@ -354,17 +337,15 @@ timeouts: {startup_s: 30}
 @needs_gr
 def test_a_uhd_run_without_a_radio_fails_naming_the_radio_and_leaves_nothing(tmp_path,
                                                                               monkeypatch):
-    if not netns.is_root():
-        _require(False, "network namespaces need root")
+    require(netns.is_root(), "network namespaces need root")
     cfg = cfg_of(E2E_UHD)
     try:
         testbed.find_programs(cfg)
     except testbed.TestbedError as exc:
-        _require(False, str(exc))
-    _require(*_delay_or_netem_available())
+        require(False, str(exc))
+    require(*delay_or_netem_available())
     monkeypatch.setenv("OPPSCHED_NETNS_PREFIX", PREFIX)
-    exp = tmp_path / "exp.yaml"
-    exp.write_text(E2E_UHD)
+    exp = write_experiment(tmp_path, E2E_UHD)
     with pytest.raises(testbed.TestbedError) as e:
         run_experiment(exp, tmp_path / "out")
     assert f"phy.uhd.ap.args '{NO_DEVICE}': no UHD device found" in str(e.value), str(e.value)

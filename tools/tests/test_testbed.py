@@ -31,12 +31,9 @@ from oppsched import daemonconf, flows, netns, pcap
 from oppsched.experiments import kind_module, testbed
 from oppsched.runner import analyze_dir, load_experiment, run_experiment, variant_config
 from oppsched.wired import find_delay_binary
-from helpers import (BASE, PREFIX, REPO, assert_run_gone, cfg_of, error_of, needs_root,
-                     netns_prefix, run_cli, write_experiment)
-# test_phy_uhd.py and test_phy_loopback.py import these three from this module by these names.
-from helpers import delay_or_netem_available as _delay_or_netem_available
-from helpers import require as _require
-from helpers import run_layout as _layout
+from helpers import (BASE, PREFIX, REPO, assert_run_gone, cfg_of, delay_or_netem_available,
+                     error_of, needs_root, netns_prefix, require, run_cli, run_layout,
+                     write_experiment)
 
 FAKE = Path(__file__).resolve().parent / "fake_daemons.py"
 
@@ -196,7 +193,7 @@ def test_config_files_are_written_for_every_process(tmp_path):
     cfg = cfg_of(BASE.replace("  - {name: R1}", "  - {name: R1}\n  - {name: R2}")
                  + "extra: {apd: {scheduler: {alpha: 0.1}}, phy: {x: 1}}\n",
                  ["clamp.enabled=true", "devices[1].queue.limit_bytes=9000"])
-    lay = _layout(tmp_path, cfg)
+    lay = run_layout(tmp_path, cfg)
     files = daemonconf.write_all(cfg, lay)
     assert set(files) == {"apd", "client.R1", "client.R2", "phy"}
     apd = yaml.safe_load(files["apd"].read_text())
@@ -224,7 +221,7 @@ def test_config_files_are_written_for_every_process(tmp_path):
 def test_sample_mode_gives_apd_and_loopback_the_measured_table_and_profile_slot(
         tmp_path, profile, slot):
     cfg = cfg_of(overrides=["phy.mode=sample", f"phy.profile={profile}"])
-    files = daemonconf.write_all(cfg, _layout(tmp_path, cfg))
+    files = daemonconf.write_all(cfg, run_layout(tmp_path, cfg))
     apd = yaml.safe_load(files["apd"].read_text())
     phy = yaml.safe_load(files["phy"].read_text())
     table = str(daemonconf.measured_mcs_table(profile))
@@ -248,7 +245,7 @@ def test_the_abstract_clamp_fading_experiment_runs_on_the_sample_phy_with_just_t
 def test_long_run_folders_put_the_ipc_sockets_in_a_short_scratch_dir(tmp_path):
     cfg = cfg_of()
     deep = tmp_path / ("x" * 90)
-    lay = _layout(tmp_path, cfg, deep)
+    lay = run_layout(tmp_path, cfg, deep)
     assert lay.zmq_dir == (tmp_path / "scratch" / "zmq").resolve()
     assert all(len(e) - len("ipc://") < 108 for e in lay.endpoints.values())
 
@@ -388,7 +385,7 @@ def prefix_env(monkeypatch):
 def fake_run(tmp_path_factory):
     if not netns.is_root():
         pytest.skip("network namespaces need root")
-    _require(*_delay_or_netem_available())
+    require(*delay_or_netem_available())
     tmp = tmp_path_factory.mktemp("fake")
     build = _fake_build(tmp)
     exp = write_experiment(tmp, BASE.replace("duration_s: 4", "duration_s: 3").replace(
@@ -517,9 +514,9 @@ def test_missing_programs_are_named(tmp_path, prefix_env):
 
 def _real_ready() -> None:
     if not netns.is_root():
-        _require(False, "network namespaces need root")
-    _require(*testbed.programs_available())
-    _require(*_delay_or_netem_available())
+        require(False, "network namespaces need root")
+    require(*testbed.programs_available())
+    require(*delay_or_netem_available())
 
 
 def _e2e(tmp: Path, text: str, overrides=()):

@@ -14,7 +14,6 @@ the median (not the maximum) must lie within 0.5 ms of the configured value.
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import subprocess
 
@@ -23,28 +22,17 @@ import pytest
 from oppsched import netns, wired
 from oppsched.netns import NetnsError, Session
 from oppsched.wired import ClientSpec, LinkSpec, ServerSpec, Testbed, Topology, WiredChoice
-from helpers import needs_root
+from helpers import delay_or_netem_available, needs_root, require
 
 TOLERANCE_MS = 0.5
-ROOT = netns.is_root()
-
-
-def _backend_or_skip() -> WiredChoice:
-    choice = wired.choose_backend("auto")
-    if choice.backend == "userspace" and choice.binary is None:
-        msg = ("kernel has no netem and oppsched-delay is not built "
-               f"(cmake --build build --target oppsched-delay, or set {wired.DELAY_BINARY_ENV})")
-        if os.environ.get("CI"):
-            pytest.fail(msg)
-        pytest.skip(msg)
-    return choice
 
 
 @pytest.fixture
-def backend():
-    if not ROOT:
-        pytest.skip("network namespaces need root (CAP_NET_ADMIN)")
-    return _backend_or_skip()
+def backend() -> WiredChoice:
+    """The delayed-link backend of the end-to-end tests (marked needs_root): netem, else
+    oppsched-delay; neither skips locally and fails under CI."""
+    require(*delay_or_netem_available())
+    return wired.choose_backend("auto")
 
 
 def rtt_summary(rtts):
@@ -60,11 +48,7 @@ def rtt_summary(rtts):
 @pytest.fixture
 def delay_binary():
     b = wired.find_delay_binary()
-    if b is None:
-        msg = "oppsched-delay is not built"
-        if os.environ.get("CI"):
-            pytest.fail(msg)
-        pytest.skip(msg)
+    require(b is not None, "oppsched-delay is not built")
     return b
 
 
@@ -146,6 +130,7 @@ def test_netem_probe_answers_and_leaves_no_scratch_namespace():
 # End to end through the delay stage
 
 
+@needs_root
 @pytest.mark.parametrize("v6", [False, True], ids=["ipv4", "ipv6"])
 def test_ping_rtt_through_the_wired_path_equals_the_configured_round_trip(backend, v6):
     d = 30.0  # Andrew & Hanly, CLAMP, Table II, d_1
@@ -164,6 +149,7 @@ def test_ping_rtt_through_the_wired_path_equals_the_configured_round_trip(backen
             assert st["ab"]["dropped"] == 0
 
 
+@needs_root
 def test_each_direction_has_its_own_delay(backend):
     # Built from the parts: 4 ms one way, 11 ms back; the RTT is their sum.
     with Session(prefix="otwire") as s:
@@ -182,6 +168,7 @@ def test_each_direction_has_its_own_delay(backend):
             assert (st["ab"]["delay_ms"], st["ba"]["delay_ms"]) == (4.0, 11.0)
 
 
+@needs_root
 @pytest.mark.parametrize("v6", [False, True], ids=["ipv4", "ipv6"])
 def test_iperf3_reno_flow_sees_the_delay_and_the_rate_limit(backend, v6):
     d, rate, limit = 40.0, 20e6, 30_000
@@ -210,6 +197,7 @@ def test_iperf3_reno_flow_sees_the_delay_and_the_rate_limit(backend, v6):
             assert st["forwarded"] > 1000 and st["rate_bps"] == rate
 
 
+@needs_root
 def test_clamp_fig3_topology_gives_each_server_its_own_delay(backend):
     # Andrew & Hanly, CLAMP, Fig. 3 / Tables I-II: d = 30, 130, 10, 180 ms; X--R links 1 ms
     # each way.
@@ -222,6 +210,7 @@ def test_clamp_fig3_topology_gives_each_server_its_own_delay(backend):
             assert lo >= want and abs(med - want) <= TOLERANCE_MS, (spec, med, lo)
 
 
+@needs_root
 def test_delay_stage_writes_final_counters_and_exits_cleanly_at_teardown(backend):
     if backend.backend != "userspace":
         pytest.skip("oppsched-delay is only used where the kernel has no netem")
