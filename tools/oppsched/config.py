@@ -130,6 +130,12 @@ def parse_override(text: str) -> tuple[list[str | int], Any]:
     return parts, value
 
 
+def _free_mapping(spec) -> bool:
+    """A Field whose value is a mapping of any keys (the schema says nothing below it)."""
+    return isinstance(spec, Field) and dict in (spec.type if isinstance(spec.type, tuple)
+                                                else (spec.type,))
+
+
 def apply_override(data: dict, schema: dict, text: str) -> None:
     """Applies one `--set` to the raw (unvalidated) experiment; unknown keys are errors."""
     parts, value = parse_override(text)
@@ -149,6 +155,19 @@ def apply_override(data: dict, schema: dict, text: str) -> None:
                 node[part] = value
                 return
             node, spec = node[part], spec.schema
+            continue
+        if _free_mapping(spec):
+            # A free-form mapping (an AQM's params, a sweep's axes): its keys are checked
+            # by whoever reads it; --set may reach into it.
+            path = f"{path}.{part}" if path else part
+            if not isinstance(node, dict):
+                raise ConfigError(f"--set {text!r}: {path} is inside {node!r}, not a mapping")
+            if last:
+                node[part] = value
+                return
+            if not isinstance(node.get(part), dict):
+                node[part] = {}
+            node = node[part]
             continue
         if not isinstance(spec, dict) or part not in spec:
             known = ", ".join(sorted(spec)) if isinstance(spec, dict) else "none"

@@ -92,3 +92,13 @@ def test_every_python_reader_of_a_configuration_uses_the_one_yaml_loader():
             if "yaml.safe_load(" in text or "yaml.load(" in text:
                 offenders.append(str(f.relative_to(REPO)))
     assert offenders == []
+
+
+def test_set_reaches_into_a_free_form_mapping():
+    schema = {"aqm": {"kind": Field(str, "red"), "params": Field(dict, {})}}
+    data = {"aqm": {"params": {"min_th": 5}}}
+    apply_override(data, schema, "aqm.params.max_th=15")
+    apply_override(data, schema, "aqm.params.gentle.on=true")
+    assert data == {"aqm": {"params": {"min_th": 5, "max_th": 15, "gentle": {"on": True}}}}
+    with pytest.raises(ConfigError, match="unknown key 'kinds'"):
+        apply_override(data, schema, "aqm.kinds=red")
