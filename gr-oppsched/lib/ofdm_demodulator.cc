@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <complex>
-#include <sstream>
-#include <stdexcept>
 #include <string>
+
+#include "oppsched/validation.h"
 
 namespace gr {
 namespace oppsched {
@@ -22,13 +22,6 @@ constexpr float kLsChestFactor = 0.5f;
 constexpr double kMaxEps = 50.0;
 // Gains below this (|g|^2 relative to the LTF) carry nothing usable: erased REs.
 constexpr float kMinGain2 = 1e-6f;
-
-template <class T>
-[[noreturn]] void bad(const char* field, T value, const char* why) {
-    std::ostringstream s;
-    s << "ofdm_demodulator." << field << ": " << value << " " << why;
-    throw std::invalid_argument(s.str());
-}
 
 // Cyclic Jacobi eigen-decomposition of a Hermitian n x n matrix a (row-major, destroyed):
 // eigenvalues on return in lambda, eigenvectors in the COLUMNS of v. Each rotation first
@@ -81,9 +74,11 @@ void hermitian_jacobi(std::vector<std::complex<double>>& a, size_t n, std::vecto
 
 void ofdm_demodulator_params::validate() const {
     if (tracking_halfwidth < 0 || tracking_halfwidth > 64)
-        bad("tracking_halfwidth", tracking_halfwidth, "not in [0, 64]");
+        ::oppsched::throw_invalid("ofdm_demodulator.tracking_halfwidth", tracking_halfwidth,
+                                  "not in [0, 64]");
     if (chest_delay_margin < 0 || chest_delay_margin > 64)
-        bad("chest_delay_margin", chest_delay_margin, "not in [0, 64]");
+        ::oppsched::throw_invalid("ofdm_demodulator.chest_delay_margin", chest_delay_margin,
+                                  "not in [0, 64]");
     snr.validate();
 }
 
@@ -94,7 +89,8 @@ ofdm_demodulator::ofdm_demodulator(const numerology& n, const ofdm_demodulator_p
       d_fft(std::make_unique<gr::fft::fft_complex_fwd>(n.params().fft_len)) {
     d_p.validate();
     if (d_p.chest_delay_margin > n.params().cp_len)
-        bad("chest_delay_margin", d_p.chest_delay_margin, "above cp_len");
+        ::oppsched::throw_invalid("ofdm_demodulator.chest_delay_margin", d_p.chest_delay_margin,
+                                  "above cp_len");
     const auto& occ = n.occupied_subcarriers();
     for (int k : occ) d_occ_bins.push_back(n.fft_bin(k));
     // Positions of the data and pilot subcarriers within the occupied list.
@@ -162,8 +158,8 @@ ofdm_demodulator::smoother ofdm_demodulator::build_smoother(int lo, int hi) cons
         for (size_t k = 0; k < K; ++k) {
             std::complex<double> u = 0.0;
             for (size_t t = 0; t < L; ++t) u += F[k * L + t] * V[t * L + i];
-            sm.U.push_back(gr_complex(static_cast<float>(u.real() * sc),
-                                      static_cast<float>(u.imag() * sc)));
+            sm.U.push_back(
+                gr_complex(static_cast<float>(u.real() * sc), static_cast<float>(u.imag() * sc)));
         }
         sm.lambda.push_back(static_cast<float>(lam[i]));
     }
@@ -450,14 +446,15 @@ void ofdm_demodulator::refine_with_header(const gr_complex* header_re, size_t n,
     const size_t n_hdr = static_cast<size_t>(num.header_resource_elements());
     if (header_re == nullptr || n != n_hdr) {
         const std::string why = "REs, expected header_resource_elements() " + std::to_string(n_hdr);
-        bad("refine_with_header.header_re", n, why.c_str());
+        ::oppsched::throw_invalid("ofdm_demodulator.refine_with_header.header_re", n, why.c_str());
     }
     if (!d_p.header_aided_chest || !d_ready || !out.valid) return;
     const size_t K = d_occ_bins.size();
     const int hs = num.params().header_symbols;
     if (out.gain.size() != static_cast<size_t>(d_nsym) || out.channel.size() != K ||
         out.header.size() != n_hdr)
-        bad("refine_with_header.out", "sizes", "not the result of the last demodulate()");
+        ::oppsched::throw_invalid("ofdm_demodulator.refine_with_header.out", "sizes",
+                                  "not the result of the last demodulate()");
     const size_t n_data = d_data_pos.size();
     const int n_hs = std::min(hs, d_nsym);
     // Step 6a: the common gain of each header symbol, decision-directed from ALL its

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <sstream>
-#include <stdexcept>
+
+#include "oppsched/validation.h"
 
 namespace gr {
 namespace oppsched {
@@ -20,13 +20,6 @@ constexpr double kSilenceMargin = 1.0;
 // Largest accepted |fine CFO| (spacings), i.e. disagreement of the coarse and fine CFO
 // estimates of one detection (see verify()).
 constexpr double kMaxFineCfo = 0.25;
-
-template <class T>
-[[noreturn]] void bad(const char* field, T value, const char* why) {
-    std::ostringstream s;
-    s << "slot_sync." << field << ": " << value << " " << why;
-    throw std::invalid_argument(s.str());
-}
 
 // out[i] = in[i] * exp(-j 2 pi eps i / N) (phase origin at i = 0), eps in subcarrier
 // spacings; double-precision phasor, re-anchored every 256 samples.
@@ -48,21 +41,26 @@ void derotate(const gr_complex* in, gr_complex* out, size_t n, double eps, int n
 
 void slot_sync_params::validate(const numerology& n) const {
     if (!(detection_threshold > 0.0f && detection_threshold < 1.0f))
-        bad("detection_threshold", detection_threshold, "not in (0, 1)");
+        ::oppsched::throw_invalid("slot_sync.detection_threshold", detection_threshold,
+                                  "not in (0, 1)");
     if (!(ltf_threshold > 0.0f && ltf_threshold <= 4.0f))
-        bad("ltf_threshold", ltf_threshold, "not in (0, 4]");
+        ::oppsched::throw_invalid("slot_sync.ltf_threshold", ltf_threshold, "not in (0, 4]");
     if (ltf_search < 1 || ltf_search > n.symbol_len())
-        bad("ltf_search", ltf_search, "not in [1, symbol_len]");
+        ::oppsched::throw_invalid("slot_sync.ltf_search", ltf_search, "not in [1, symbol_len]");
     if (!(first_path_fraction > 0.0f && first_path_fraction <= 1.0f))
-        bad("first_path_fraction", first_path_fraction, "not in (0, 1]");
+        ::oppsched::throw_invalid("slot_sync.first_path_fraction", first_path_fraction,
+                                  "not in (0, 1]");
     if (timing_backoff < 0 || timing_backoff >= n.params().cp_len)
-        bad("timing_backoff", timing_backoff, "not in [0, cp_len)");
+        ::oppsched::throw_invalid("slot_sync.timing_backoff", timing_backoff, "not in [0, cp_len)");
     if (!(truncation_fraction >= 0.0f && truncation_fraction < 1.0f))
-        bad("truncation_fraction", truncation_fraction, "not in [0, 1)");
+        ::oppsched::throw_invalid("slot_sync.truncation_fraction", truncation_fraction,
+                                  "not in [0, 1)");
     if (truncation_min_symbols < 1)
-        bad("truncation_min_symbols", truncation_min_symbols, "not >= 1");
+        ::oppsched::throw_invalid("slot_sync.truncation_min_symbols", truncation_min_symbols,
+                                  "not >= 1");
     if (!std::isfinite(truncation_min_snr_db))
-        bad("truncation_min_snr_db", truncation_min_snr_db, "not finite");
+        ::oppsched::throw_invalid("slot_sync.truncation_min_snr_db", truncation_min_snr_db,
+                                  "not finite");
 }
 
 slot_sync::slot_sync(const numerology& n, const slot_sync_params& p)
