@@ -88,9 +88,11 @@
 #include <gnuradio/fft/fft.h>
 #include <gnuradio/gr_complex.h>
 #include <gnuradio/oppsched/api.h>
+#include <gnuradio/oppsched/gain_tracker.h>
 #include <gnuradio/oppsched/numerology.h>
 #include <gnuradio/oppsched/preamble.h>
 #include <gnuradio/oppsched/snr_estimator.h>
+#include <gnuradio/oppsched/wiener_smoother.h>
 
 #include <complex>
 #include <cstddef>
@@ -101,8 +103,8 @@ namespace gr {
 namespace oppsched {
 
 struct ofdm_demodulator_params {
-    bool track_phase = true;   //!< pilot-based tracking per symbol (false: none at all)
-    bool track_gain = true;    //!< track a smoothed common complex GAIN (false: phase only)
+    bool track_phase = true;     //!< pilot-based tracking per symbol (false: none at all)
+    bool track_gain = true;      //!< track a smoothed common complex GAIN (false: phase only)
     int tracking_halfwidth = 4;  //!< time smoothing of the pilot gains: +- symbols, [0, 64]
     bool smooth_channel = true;  //!< Wiener smoothing of H^ across subcarriers (false: LS)
     int chest_delay_margin = 2;  //!< smoother's delay window [-m, cp_len + m], [0, cp_len]
@@ -179,18 +181,10 @@ class OPPSCHED_API ofdm_demodulator final {
 
   private:
     void fft_at(const gr_complex* time, gr_complex* occ_out);  // occupied values, rx-scaled
-    struct smoother {
-        std::vector<gr_complex> U;  // R's eigenvectors u_i (row i: occupied order)
-        std::vector<float> lambda;  // and eigenvalues (the numerically nonzero ones)
-        std::vector<gr_complex> Ut; // U transposed (row k: u_k,i over i)
-        std::vector<float> U2t;     // |U|^2 transposed
-    };
-    void build_smoothers();                         // eigen-decompositions, once
-    smoother build_smoother(int lo, int hi) const;  // delay window [lo, hi]
     // d_h, d_mse from the LS d_h whose error variance is ls_var per subcarrier
     void smooth_channel(double ls_var, double signal_power);
-    void track(int n_sym, double n0);                          // d_gain, d_gvar from d_Y
-    bool finish_channel(ofdm_demod_result& out);  // d_inv_h*, pilot energy; false: not finite
+    void track(int n_sym, double n0);                             // d_tracker's gains from d_Y
+    bool finish_channel(ofdm_demod_result& out);                  // d_inv_h*; false: not finite
     void equalise(ofdm_demod_result& out, int n_sym, double n0);  // steps 4-5 from d_Y
 
     ofdm_demodulator_params d_p;
@@ -199,25 +193,19 @@ class OPPSCHED_API ofdm_demodulator final {
     std::unique_ptr<gr::fft::fft_complex_fwd> d_fft;
     std::vector<int> d_occ_bins;
     std::vector<size_t> d_data_pos, d_pilot_pos;  // positions in occupied order
+    gain_tracker d_tracker;                       // step 3
+    std::unique_ptr<wiener_smoother> d_smoother;  // step 2 (null: LS only)
+    int d_window = -1;                            // smoother window of this slot
     std::vector<gr_complex> d_z1, d_z2, d_h;
     std::vector<gr_complex> d_Y;      // FFT'd data symbols, n_sym x occupied
     std::vector<float> d_inv_h2;      // 1/|H^_k|^2 (0 where unusable)
     std::vector<gr_complex> d_inv_h;  // 1/H^_k
     std::vector<float> d_mse;         // m_k, channel-estimation error variance
-    float d_pilot_energy = 0.0f;      // sum_p |H^_p|^2
-    std::vector<smoother> d_sm;       // [short,] long delay window
-    int d_window = 0;                 // index into d_sm used for this slot
-    std::vector<std::vector<gr_complex>> d_coefs;  // u_i^H h per window (scratch)
-    std::vector<float> d_wv;          // Wiener weights (scratch)
-    std::vector<gr_complex> d_graw;   // raw pilot gains per symbol
-    std::vector<std::complex<double>> d_grot;  // the same with the mean phase step removed
-    std::vector<gr_complex> d_gain;   // smoothed gains per symbol
-    std::vector<float> d_gvar;        // their error variance (relative to |g|^2 = 1)
     // state of the last demodulate() kept for refine_with_header()
-    bool d_ready = false;             // d_z1, d_z2, d_Y, d_gain belong to a valid slot
-    int d_nsym = 0;                   // data-bearing symbols FFT'd in d_Y
-    double d_n0 = 0.0, d_sig = 0.0;   // its N0 and signal power (LTF)
-    std::vector<gr_complex> d_hg;     // decision-directed gains of the header symbols
+    bool d_ready = false;            // d_z1, d_z2, d_Y, the gains belong to a valid slot
+    int d_nsym = 0;                  // data-bearing symbols FFT'd in d_Y
+    double d_n0 = 0.0, d_sig = 0.0;  // its N0 and signal power (LTF)
+    std::vector<gr_complex> d_hg;    // decision-directed gains of the header symbols
 };
 
 }  // namespace oppsched
