@@ -147,8 +147,35 @@ class OPPSCHED_API slot_sync final {
 
   private:
     enum class state { search, peak, verify };
-    float metric_at(std::uint64_t d);                 // updates the running sums to position d
-    bool verify(std::vector<slot_detection>& found);  // state verify, all samples present
+    float metric_at(std::uint64_t d);  // updates the running sums to position d
+    //! state verify, all samples present: LTF match, fine CFO, extraction, truncation
+    //! checks; appends the slot to \p found when it passes them
+    bool verify(std::vector<slot_detection>& found);
+    //! what the LTF search around the coarse position found
+    struct ltf_match {
+        double eps_c = 0.0;          // coarse CFO (spacings)
+        std::int64_t seg_start = 0;  // stream index of d_seg[0] (coarse-corrected copy)
+        std::int64_t t0 = 0;         // first path of the LTF, minus the timing backoff
+        float ltf_metric = 0.0f;     // C at the correlation peak
+    };
+    //! the two received long symbols' noise and signal levels (time domain, linear)
+    struct ltf_levels {
+        double sigma2 = 0.0, p_sig = 0.0, snr = 0.0;
+    };
+    //! LTF cross-correlation around the coarse position, threshold and alias checks,
+    //! first-path timing; false: no LTF there
+    bool match_ltf(ltf_match& m);
+    double fine_cfo(const ltf_match& m) const;  // from the two long symbols (spacings)
+    //! the slot's samples, CFO-corrected; false: its start was never received
+    bool extract(const ltf_match& m, double eps, slot_detection& det) const;
+    //! false: the long symbols' energies disagree (a burst cut or begun inside the LTF)
+    bool measure_ltf(const slot_detection& det, ltf_levels& lv) const;
+    //! true: a silent run reaches the end of the slot; \p first_silent: the first silent
+    //! symbol's offset in the slot (-1: none)
+    bool cut_short(const slot_detection& det, const ltf_levels& lv,
+                   std::int64_t& first_silent) const;
+    bool reject_ltf();                         // counts; resumes after the rejected peak
+    void advance_scan_to(std::uint64_t next);  // moves the scan forward, never back
     const gr_complex* at(std::uint64_t abs) const {
         return &d_buf[static_cast<size_t>(abs - d_base)];
     }
