@@ -98,9 +98,9 @@ numerology numerology::profile(const std::string& name, double sample_rate,
     p.sample_rate = sample_rate;
     p.fec = fec_from_string(fec);
     if (name == "evdo") {
-        p.slot_duration = 1.667e-3;  // seed 002: EV-DO downlink slot
+        p.slot_duration = 1.667e-3;  // Srinivasan & Baras: EV-DO downlink slot
     } else if (name == "clamp") {
-        p.slot_duration = 3e-3;  // seed 000: 3 ms slots
+        p.slot_duration = 3e-3;  // Andrew & Hanly, CLAMP: 3 ms slots
     } else {
         throw std::invalid_argument("numerology.profile: '" + name + "' is not one of evdo, clamp");
     }
