@@ -103,7 +103,7 @@ void slot_receiver::decode_payload(const header_fields& h, bool fresh_harq) {
     auto& r = d_rec.report;
     try {
         // Header-aided channel estimation: the CRC-checked header is known training
-        // (ofdm_demodulator.h step 6), before the TB decode.
+        // (ofdm_demodulator.h, step 6), before the TB decode.
         d_hdr.encode(h, d_hdr_re.data());
         d_demod.refine_with_header(d_hdr_re.data(), d_hdr_re.size(), d_res);
         tb_rx_params p;

@@ -191,7 +191,7 @@ void slot_sync::advance_scan_to(std::uint64_t next) {
 }
 
 bool slot_sync::reject_ltf() {
-    // The S&C threshold is only a pre-filter (see slot_sync.h step 1): with a low
+    // The S&C threshold is only a pre-filter (docs/phy.md, "Slot synchronisation"): with a low
     // threshold a noise maximum can win the peak search while the real STF peak lies later
     // in the same window. Resume right after the rejected peak instead of after the window,
     // so that peak is searched (and verified) on its own; each rejection advances the scan

@@ -61,14 +61,19 @@ class gain_tracker_test : public ::testing::Test {
             g.push_back(std::polar(a, static_cast<float>(phi0 + w * s)));
         return g;
     }
+
+    //! \p tr after tracking noise-free symbols of the gains \p g
+    void track_clean(gain_tracker& tr, const std::vector<gr_complex>& g) const {
+        std::mt19937_64 rng(1);
+        const auto Y = symbols(g, 0.0, rng);
+        tr.track(Y.data(), H.data(), mse.data(), K, n_sym, 1e-6, seq);
+    }
 };
 
 TEST_F(gain_tracker_test, a_residual_cfo_ramp_is_followed_exactly_without_noise) {
     const auto g = rotating(0.8f, 0.3, 0.05);
-    std::mt19937_64 rng(1);
-    const auto Y = symbols(g, 0.0, rng);
     gain_tracker tr(pilots, true, true, 4);
-    tr.track(Y.data(), H.data(), mse.data(), K, n_sym, 1e-6, seq);
+    track_clean(tr, g);
     ASSERT_EQ(tr.gain().size(), static_cast<std::size_t>(n_sym));
     EXPECT_LT(ofdm_test::max_abs_error(tr.gain(), g), 1e-4);
     for (float v : tr.error_var()) EXPECT_LT(v, 1e-5f);
@@ -96,10 +101,8 @@ TEST_F(gain_tracker_test, the_fit_cuts_the_noise_of_the_raw_pilot_gains) {
 
 TEST_F(gain_tracker_test, phase_only_tracking_gives_unit_gains_with_the_symbol_phase) {
     const auto g = rotating(0.5f, 1.0, 0.1);
-    std::mt19937_64 rng(1);
-    const auto Y = symbols(g, 0.0, rng);
     gain_tracker tr(pilots, true, false, 4);
-    tr.track(Y.data(), H.data(), mse.data(), K, n_sym, 1e-6, seq);
+    track_clean(tr, g);
     for (int s = 0; s < n_sym; ++s) {
         const gr_complex x = tr.gain()[static_cast<std::size_t>(s)];
         EXPECT_NEAR(std::abs(x), 1.0f, 1e-5f);

@@ -84,6 +84,14 @@ class slot_receiver_test : public ::testing::Test {
         }
         return reports;
     }
+
+    //! Reports of slots n, n+1, n+2 to user 3 through \p rx, slot n+1 changed by \p spoil.
+    template <class F>
+    std::vector<slot_msg::rx_report> around(slot_receiver& rx, std::uint32_t n, F spoil) {
+        slot_spec middle = addressed(n + 1, 3);
+        spoil(middle);
+        return run(rx, stream({addressed(n, 3), middle, addressed(n + 2, 3)}));
+    }
 };
 
 TEST_F(slot_receiver_test, clean_slots_addressed_to_it_are_decoded_and_reported_in_order) {
@@ -159,10 +167,8 @@ TEST_F(slot_receiver_test, a_failed_header_before_any_decoded_one_is_counted_not
 }
 
 TEST_F(slot_receiver_test, a_failed_header_after_lock_is_numbered_from_the_stream_position) {
-    slot_spec bad = addressed(31, 3);
-    bad.garbage_header = true;
     slot_receiver rx(num, 3);
-    const auto reports = run(rx, stream({addressed(30, 3), bad, addressed(32, 3)}));
+    const auto reports = around(rx, 30, [](slot_spec& s) { s.garbage_header = true; });
     ASSERT_EQ(reports.size(), 3u);
     EXPECT_EQ(reports[1].slot, 31u);
     EXPECT_TRUE(reports[1].slot_estimated);
@@ -173,10 +179,8 @@ TEST_F(slot_receiver_test, a_failed_header_after_lock_is_numbered_from_the_strea
 }
 
 TEST_F(slot_receiver_test, a_lost_slot_is_reported_as_missed_with_its_number) {
-    slot_spec lost = addressed(41, 3);
-    lost.silent = true;
     slot_receiver rx(num, 3);
-    const auto reports = run(rx, stream({addressed(40, 3), lost, addressed(42, 3)}));
+    const auto reports = around(rx, 40, [](slot_spec& s) { s.silent = true; });
     ASSERT_EQ(reports.size(), 3u);
     EXPECT_EQ(reports[1].slot, 41u);
     EXPECT_FALSE(reports[1].detected);

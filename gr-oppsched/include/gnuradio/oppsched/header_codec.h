@@ -59,11 +59,9 @@ struct header_fields {
  * Modulation: BPSK (the robust interface) needs header REs >= 192, i.e.
  * header_symbols >= 4 at 48 data carriers. With fewer REs (the numerology default of 2
  * header symbols = 96 REs) the same 192 coded bits go on QPSK; bits_per_symbol() says
- * which. Fewer than 96 REs cannot hold the header and throw. Measured (AWGN, evdo 1 Msps,
- * 400 headers): 4-symbol BPSK header fails 13/400 at -1 dB and 0/400 at 0 dB, about 1 dB
- * more robust than an MCS 0 payload (8/400 at 0 dB); the 2-symbol QPSK header fails
- * 137/400 at 1 dB and 29/400 at 2 dB, i.e. ~2 dB LESS robust than the MCS 0 payload it
- * announces, so at the lowest MCS the header, not the payload, limits the link. Hence
+ * which. Fewer than 96 REs cannot hold the header and throw. A 2-symbol QPSK header is
+ * about 2 dB less robust than the MCS 0 payload it announces (docs/phy.md, "Control
+ * header"), so at the lowest MCS it would limit the link; hence
  * header_symbols = 4 is recommended (cost: 2 of 20 symbols of an evdo slot at 1 Msps).
  */
 class OPPSCHED_API header_codec final {
