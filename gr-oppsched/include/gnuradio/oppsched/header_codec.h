@@ -83,17 +83,25 @@ class OPPSCHED_API header_codec final {
 
     //! header_symbols * data_carriers
     std::size_t resource_elements() const { return d_re; }
-    //! 1 (BPSK) or 2 (QPSK fallback, see above)
+    //! 1 (BPSK, header REs >= 192) or 2 (QPSK fallback with fewer REs)
     int bits_per_symbol() const { return d_bps; }
 
-    /*! \throws std::invalid_argument naming the field when a field is out of range */
+    /*!
+     * \brief Encode the header into resource_elements() constellation points (unit mean
+     * energy), in interface order.
+     * \throws std::invalid_argument naming the field when a field is out of range
+     */
     std::vector<gr_complex> encode(const header_fields& h) const;
+    //! same, writing resource_elements() points to \p out
     void encode(const header_fields& h, gr_complex* out) const;
 
     /*!
      * \brief Decode the header REs. Never throws and never crashes on garbage: wrong sizes,
      * NaN/inf, a bad CRC, non-zero reserved bits or out-of-range fields give an Error.
-     * \param noise_var per-RE noise variance (as for the payload)
+     * \param re        equalised header REs (interface order)
+     * \param noise_var per-RE noise variance (linear, relative to unit-energy REs; as for
+     *                  the payload)
+     * \param n_re      number of REs; must be resource_elements()
      */
     ::oppsched::Result<header_fields> decode(const gr_complex* re, const float* noise_var,
                                              std::size_t n_re);

@@ -63,13 +63,23 @@ struct slot_sync_stats {
 
 class OPPSCHED_API slot_sync final {
   public:
+    /*!
+     * \param n numerology of the link (sample rate, preamble, slot length)
+     * \param p detection parameters
+     * \throws std::invalid_argument naming the field of \p p out of range
+     */
     slot_sync(const numerology& n, const slot_sync_params& p = {});
 
     /*!
      * \brief Consume \p n samples; append every slot completed so far to \p found.
+     * \param in    complex baseband samples at the numerology's sample rate (any chunking;
+     *              non-finite values are replaced by 0 and counted)
+     * \param n     number of samples
+     * \param found detections appended, in stream order
      * \return number of detections appended
      */
     size_t push(const gr_complex* in, size_t n, std::vector<slot_detection>& found);
+    //! same, returning the detections
     std::vector<slot_detection> push(const std::vector<gr_complex>& in);
 
     //! Forget the stream (the next sample pushed has index 0 again); stats are kept.
