@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "oppsched/channel.h"
+#include "oppsched/validation.h"
 
 namespace gr {
 namespace oppsched {
@@ -20,13 +21,6 @@ constexpr double kPi = 3.14159265358979323846;
 constexpr std::uint64_t kGridBlock = 64;  // grid points per cached block of coefficients
 constexpr size_t kChunk = 2048;           // samples per internal processing piece
 constexpr std::uint64_t kRotBlock = 64;   // CFO phase re-anchored every this many samples
-
-template <class T>
-[[noreturn]] void bad(const std::string& field, T value, const char* why) {
-    std::ostringstream s;
-    s << field << ": " << value << " " << why;
-    throw std::invalid_argument(s.str());
-}
 
 std::uint64_t derive_seed(std::uint64_t seed, int user, int tap, int role) {
     std::uint64_t s = seed;
@@ -113,44 +107,50 @@ std::vector<snr_trace_point> load_snr_trace_csv(const std::string& path) {
 void channel_emulator_params::validate() const {
     const gr::oppsched::numerology num(this->numerology);  // validates the numerology
     const double fs = num.params().sample_rate;
-    if (users.empty()) bad("channel_emulator.users", users.size(), "entries, need >= 1");
+    if (users.empty())
+        ::oppsched::throw_invalid("channel_emulator.users", users.size(), "entries, need >= 1");
     if (update_interval < 0 || update_interval > 1000000)
-        bad("channel_emulator.update_interval", update_interval, "not in [0, 1e6]");
+        ::oppsched::throw_invalid("channel_emulator.update_interval", update_interval,
+                                  "not in [0, 1e6]");
     if (!(tx_power > 0.0) || !std::isfinite(tx_power))
-        bad("channel_emulator.tx_power", tx_power, "not in (0, inf)");
+        ::oppsched::throw_invalid("channel_emulator.tx_power", tx_power, "not in (0, inf)");
     const int upd = update_interval > 0 ? update_interval : num.symbol_len();
     for (size_t u = 0; u < users.size(); ++u) {
         const auto& p = users[u];
         const std::string f = "channel_emulator.users[" + std::to_string(u) + "].";
         if (!std::isfinite(p.mean_snr_db) || p.mean_snr_db < -50.0 || p.mean_snr_db > 100.0)
-            bad(f + "mean_snr_db", p.mean_snr_db, "not in [-50, 100] dB");
+            ::oppsched::throw_invalid(f + "mean_snr_db", p.mean_snr_db, "not in [-50, 100] dB");
         if (!std::isfinite(p.doppler_hz) || p.doppler_hz < 0.0)
-            bad(f + "doppler_hz", p.doppler_hz, "not in [0, inf) Hz");
+            ::oppsched::throw_invalid(f + "doppler_hz", p.doppler_hz, "not in [0, inf) Hz");
         // Linear interpolation needs >= 10 grid points per Doppler period.
         if (p.fading != fading_model::none && p.doppler_hz * upd / fs > 0.1)
-            bad(f + "doppler_hz", p.doppler_hz,
+            ::oppsched::throw_invalid(
+                f + "doppler_hz", p.doppler_hz,
                 "too fast for the coefficient grid (need doppler * update_interval / fs <= 0.1)");
         if (!std::isfinite(p.jakes_angle_offset) || std::abs(p.jakes_angle_offset) > 1.0)
-            bad(f + "jakes_angle_offset", p.jakes_angle_offset, "not in [-1, 1]");
+            ::oppsched::throw_invalid(f + "jakes_angle_offset", p.jakes_angle_offset,
+                                      "not in [-1, 1]");
         if (p.oscillators < 1 || p.oscillators > 4096)
-            bad(f + "oscillators", p.oscillators, "not in [1, 4096]");
+            ::oppsched::throw_invalid(f + "oscillators", p.oscillators, "not in [1, 4096]");
         if (!std::isfinite(p.cfo_hz) || std::abs(p.cfo_hz) >= fs / 2)
-            bad(f + "cfo_hz", p.cfo_hz, "not in (-fs/2, fs/2)");
+            ::oppsched::throw_invalid(f + "cfo_hz", p.cfo_hz, "not in (-fs/2, fs/2)");
         for (size_t l = 0; l < p.taps.size(); ++l) {
             const std::string ft = f + "taps[" + std::to_string(l) + "].";
             if (p.taps[l].delay_samples < 0 || p.taps[l].delay_samples > 100000)
-                bad(ft + "delay_samples", p.taps[l].delay_samples, "not in [0, 100000]");
+                ::oppsched::throw_invalid(ft + "delay_samples", p.taps[l].delay_samples,
+                                          "not in [0, 100000]");
             if (!std::isfinite(p.taps[l].power_db) || p.taps[l].power_db < -100.0 ||
                 p.taps[l].power_db > 100.0)
-                bad(ft + "power_db", p.taps[l].power_db, "not in [-100, 100] dB");
+                ::oppsched::throw_invalid(ft + "power_db", p.taps[l].power_db,
+                                          "not in [-100, 100] dB");
         }
         for (size_t i = 0; i < p.snr_trace.size(); ++i) {
             const auto& q = p.snr_trace[i];
             const std::string fq = f + "snr_trace[" + std::to_string(i) + "]";
             if (!std::isfinite(q.time_s) || (i > 0 && !(q.time_s > p.snr_trace[i - 1].time_s)))
-                bad(fq + ".time_s", q.time_s, "not finite and increasing");
+                ::oppsched::throw_invalid(fq + ".time_s", q.time_s, "not finite and increasing");
             if (!std::isfinite(q.snr_db) || q.snr_db < -100.0 || q.snr_db > 100.0)
-                bad(fq + ".snr_db", q.snr_db, "not in [-100, 100] dB");
+                ::oppsched::throw_invalid(fq + ".snr_db", q.snr_db, "not in [-100, 100] dB");
         }
     }
 }

@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "oppsched/byte_order.h"
+
 namespace gr {
 namespace oppsched {
 
@@ -104,8 +106,7 @@ std::array<std::uint8_t, header_codec::packed_bytes> header_codec::pack(
     w.put(h.tb_bytes, 16);
     w.put(h.slot, 32);
     w.put(0, reserved_bits);
-    const std::uint16_t crc = crc16(b.data(), 10);
-    w.put(crc, 16);
+    ::oppsched::store_be16(b.data() + 10, crc16(b.data(), 10));  // bits 80..95
     return b;
 }
 
@@ -120,8 +121,7 @@ std::array<std::uint8_t, header_codec::packed_bytes> header_codec::pack(
     h.tb_bytes = static_cast<std::uint16_t>(r.get(16));
     h.slot = r.get(32);
     const std::uint32_t reserved = r.get(reserved_bits);
-    const std::uint16_t crc = static_cast<std::uint16_t>(r.get(16));
-    if (crc != crc16(bytes, 10)) return err("CRC-16 mismatch");
+    if (::oppsched::load_be16(bytes + 10) != crc16(bytes, 10)) return err("CRC-16 mismatch");
     if (reserved != 0) return err("reserved bits: " + std::to_string(reserved) + " not 0");
     if (h.mcs >= mcs_table::size) return err("mcs: " + std::to_string(h.mcs) + " not in [0,7]");
     const std::size_t max = mcs_table::tb_bytes(h.mcs, d_num);

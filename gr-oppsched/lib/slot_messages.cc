@@ -183,7 +183,7 @@ Result<grant> grant_from_pmt(const pmt::pmt_t& m) {
         g.tb.clear();
         return g;  // the control fields of an empty slot are not looked at
     }
-    auto user = get_int<std::uint16_t>(m, k_user, 0, user_nobody - 1, true);
+    auto user = get_int<std::uint16_t>(m, k_user, 0, ::oppsched::wire::kUserNobody - 1, true);
     if (!user) return Error{user.error()};
     auto mcs = get_int<std::uint8_t>(m, k_mcs, 0, 15, true);
     if (!mcs) return Error{mcs.error()};
@@ -216,7 +216,8 @@ Result<rx_report> rx_from_pmt(const pmt::pmt_t& m) {
     OPPSCHED_GET(r.slot_estimated, get_bool(m, k_slot_est, false, false));
     OPPSCHED_GET(r.detected, get_bool(m, k_detected, false, true));
     OPPSCHED_GET(r.header_ok, get_bool(m, k_header_ok, true));
-    OPPSCHED_GET(r.user, get_int<std::uint16_t>(m, k_user, 0, 0xFFFF, false, user_nobody));
+    OPPSCHED_GET(
+        r.user, get_int<std::uint16_t>(m, k_user, 0, 0xFFFF, false, ::oppsched::wire::kUserNobody));
     OPPSCHED_GET(r.mcs, get_int<std::uint8_t>(m, k_mcs, 0, 255, false, 0));
     OPPSCHED_GET(r.harq_pid, get_int<std::uint8_t>(m, k_pid, 0, 255, false, 0));
     OPPSCHED_GET(r.ndi, get_bool(m, k_ndi, false, false));

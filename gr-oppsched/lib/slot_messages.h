@@ -8,11 +8,12 @@
 //   grant   (mac_grant_source -> slot_tx):  {slot: u64, empty: bool, user, mcs, harq_pid,
 //            ndi (bool or 0/1), rv, tb: u8vector}; `empty` and `tb` optional: no tb or an
 //            empty tb is an empty slot
-//   rx      (slot_rx -> rx_indication_sink): see rx_report below
+//   rx      (slot_rx -> rx_indication_sink): rx_report (slot_receiver.h)
 //
 // Parsing never throws on bad input (any PMT may arrive on a message port): it returns an
 // Error naming the key and what was wrong. Integers are accepted as PMT long or uint64.
 #include <gnuradio/gr_complex.h>
+#include <gnuradio/oppsched/slot_receiver.h>
 #include <pmt/pmt.h>
 
 #include <cstdint>
@@ -20,13 +21,11 @@
 #include <vector>
 
 #include "oppsched/common.h"
+#include "oppsched/wire.h"
 
 namespace gr {
 namespace oppsched {
 namespace slot_msg {
-
-//! "nobody": the header user of an empty slot (the abstract PHY and the wire use the same)
-constexpr std::uint16_t user_nobody = 0xFFFF;
 
 struct request {
     std::uint64_t slot = 0;
@@ -36,29 +35,10 @@ struct request {
 struct grant {
     std::uint64_t slot = 0;
     bool empty = true;
-    std::uint16_t user = user_nobody;
+    std::uint16_t user = ::oppsched::wire::kUserNobody;
     std::uint8_t mcs = 0, harq_pid = 0, rv = 0;
     bool ndi = false;
     std::vector<std::uint8_t> tb;
-};
-
-//! What one client's receiver learnt about one slot.
-struct rx_report {
-    std::uint64_t slot = 0;
-    bool slot_estimated = false;  //!< slot number extrapolated (header not decoded)
-    bool detected = true;         //!< false: the slot was expected but not found (deep fade)
-    bool header_ok = false;
-    std::uint16_t user = user_nobody;
-    std::uint8_t mcs = 0, harq_pid = 0, rv = 0;
-    bool ndi = false;
-    std::uint32_t tb_bytes = 0;
-    bool addressed = false, crc_ok = false;
-    double snr_db = -30.0, effective_snr_db = -30.0;
-    int cqi = 0;
-    int combined = 0;
-    double cfo_hz = 0.0;
-    std::uint64_t sample = 0;      //!< stream index of the slot start at this receiver
-    std::vector<std::uint8_t> tb;  //!< only when addressed and crc_ok
 };
 
 pmt::pmt_t to_pmt(const request& r);

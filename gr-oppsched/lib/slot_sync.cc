@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <sstream>
-#include <stdexcept>
+
+#include "oppsched/validation.h"
 
 namespace gr {
 namespace oppsched {
@@ -20,13 +20,6 @@ constexpr double kSilenceMargin = 1.0;
 // Largest accepted |fine CFO| (spacings), i.e. disagreement of the coarse and fine CFO
 // estimates of one detection (see verify()).
 constexpr double kMaxFineCfo = 0.25;
-
-template <class T>
-[[noreturn]] void bad(const char* field, T value, const char* why) {
-    std::ostringstream s;
-    s << "slot_sync." << field << ": " << value << " " << why;
-    throw std::invalid_argument(s.str());
-}
 
 // out[i] = in[i] * exp(-j 2 pi eps i / N) (phase origin at i = 0), eps in subcarrier
 // spacings; double-precision phasor, re-anchored every 256 samples.
@@ -48,21 +41,26 @@ void derotate(const gr_complex* in, gr_complex* out, size_t n, double eps, int n
 
 void slot_sync_params::validate(const numerology& n) const {
     if (!(detection_threshold > 0.0f && detection_threshold < 1.0f))
-        bad("detection_threshold", detection_threshold, "not in (0, 1)");
+        ::oppsched::throw_invalid("slot_sync.detection_threshold", detection_threshold,
+                                  "not in (0, 1)");
     if (!(ltf_threshold > 0.0f && ltf_threshold <= 4.0f))
-        bad("ltf_threshold", ltf_threshold, "not in (0, 4]");
+        ::oppsched::throw_invalid("slot_sync.ltf_threshold", ltf_threshold, "not in (0, 4]");
     if (ltf_search < 1 || ltf_search > n.symbol_len())
-        bad("ltf_search", ltf_search, "not in [1, symbol_len]");
+        ::oppsched::throw_invalid("slot_sync.ltf_search", ltf_search, "not in [1, symbol_len]");
     if (!(first_path_fraction > 0.0f && first_path_fraction <= 1.0f))
-        bad("first_path_fraction", first_path_fraction, "not in (0, 1]");
+        ::oppsched::throw_invalid("slot_sync.first_path_fraction", first_path_fraction,
+                                  "not in (0, 1]");
     if (timing_backoff < 0 || timing_backoff >= n.params().cp_len)
-        bad("timing_backoff", timing_backoff, "not in [0, cp_len)");
+        ::oppsched::throw_invalid("slot_sync.timing_backoff", timing_backoff, "not in [0, cp_len)");
     if (!(truncation_fraction >= 0.0f && truncation_fraction < 1.0f))
-        bad("truncation_fraction", truncation_fraction, "not in [0, 1)");
+        ::oppsched::throw_invalid("slot_sync.truncation_fraction", truncation_fraction,
+                                  "not in [0, 1)");
     if (truncation_min_symbols < 1)
-        bad("truncation_min_symbols", truncation_min_symbols, "not >= 1");
+        ::oppsched::throw_invalid("slot_sync.truncation_min_symbols", truncation_min_symbols,
+                                  "not >= 1");
     if (!std::isfinite(truncation_min_snr_db))
-        bad("truncation_min_snr_db", truncation_min_snr_db, "not finite");
+        ::oppsched::throw_invalid("slot_sync.truncation_min_snr_db", truncation_min_snr_db,
+                                  "not finite");
 }
 
 slot_sync::slot_sync(const numerology& n, const slot_sync_params& p)
@@ -185,7 +183,29 @@ std::vector<slot_detection> slot_sync::push(const std::vector<gr_complex>& in) {
     return found;
 }
 
-bool slot_sync::verify(std::vector<slot_detection>& found) {
+void slot_sync::advance_scan_to(std::uint64_t next) {
+    if (next > d_scan) {
+        d_scan = next;
+        d_sums_valid = false;
+    }
+}
+
+bool slot_sync::reject_ltf() {
+    // The S&C threshold is only a pre-filter (docs/phy.md, "Slot synchronisation"): with a low
+    // threshold a noise maximum can win the peak search while the real STF peak lies later
+    // in the same window. Resume right after the rejected peak instead of after the window,
+    // so that peak is searched (and verified) on its own; each rejection advances the scan
+    // by >= 1 sample, so this terminates.
+    ++d_stats.rejected_ltf;
+    const std::uint64_t next = d_best_pos + 1;
+    if (next < d_scan) {
+        d_scan = next;
+        d_sums_valid = false;
+    }
+    return false;
+}
+
+bool slot_sync::match_ltf(ltf_match& m) {
     const numerology& num = geometry();
     const int n_fft = num.params().fft_len;
     const int cp = num.params().cp_len;
@@ -193,19 +213,19 @@ bool slot_sync::verify(std::vector<slot_detection>& found) {
     const std::int64_t base = static_cast<std::int64_t>(d_base);
     const std::int64_t coarse = static_cast<std::int64_t>(d_best_pos);
     // Coarse CFO (S&C eq. 39): angle(P) = 2 pi eps L / N.
-    const double eps_c = std::arg(d_best_P) * n_fft / (2.0 * kPi * d_L);
+    m.eps_c = std::arg(d_best_P) * n_fft / (2.0 * kPi * d_L);
 
     // Coarse-corrected segment around the expected LTF.
     const std::int64_t e = coarse + num.ltf_offset(0);
-    const std::int64_t seg_start = std::max(base, e - S - cp);
-    const std::int64_t d_lo = std::max(e - S, seg_start + cp);
+    m.seg_start = std::max(base, e - S - cp);
+    const std::int64_t d_lo = std::max(e - S, m.seg_start + cp);
     const std::int64_t d_hi = e + S;
     // C is also evaluated over the 2 fft_len positions after d_hi (alias check below).
     const std::int64_t ext = 2 * n_fft;
     const std::int64_t seg_end = d_hi + ext + 2 * n_fft + cp;  // exclusive
-    const size_t seg_len = static_cast<size_t>(seg_end - seg_start);
+    const size_t seg_len = static_cast<size_t>(seg_end - m.seg_start);
     d_seg.resize(seg_len);
-    derotate(at(static_cast<std::uint64_t>(seg_start)), d_seg.data(), seg_len, eps_c, n_fft);
+    derotate(at(static_cast<std::uint64_t>(m.seg_start)), d_seg.data(), seg_len, m.eps_c, n_fft);
 
     // LTF cross-correlation over [d_lo, d_hi].
     const auto& ref = d_seq.ltf_pair();
@@ -215,9 +235,9 @@ bool slot_sync::verify(std::vector<slot_detection>& found) {
     const size_t n_all = n_pos + static_cast<size_t>(ext);
     d_c.assign(n_all, 0.0f);
     const size_t n_ref = ref.size();
-    size_t j0 = static_cast<size_t>(d_lo - seg_start);
+    size_t j0 = static_cast<size_t>(d_lo - m.seg_start);
     double e_r = 0.0;
-    for (size_t m = 0; m < n_ref; ++m) e_r += std::norm(d_seg[j0 + m]);
+    for (size_t k = 0; k < n_ref; ++k) e_r += std::norm(d_seg[j0 + k]);
     size_t pk = 0;
     for (size_t i = 0; i < n_all; ++i) {
         const size_t j = j0 + i;
@@ -242,25 +262,13 @@ bool slot_sync::verify(std::vector<slot_detection>& found) {
     // with the low pre-filter threshold) would then report the slot early. So the peak
     // must also beat every C up to 2 fft_len later (beyond cp of the peak, the same
     // LTF's own spread); if it does not, the real LTF is later and the scan resumes
-    // (below) to find it through its own STF. Cost: 2 fft_len more correlations.
+    // (reject_ltf) to find it through its own STF. Cost: 2 fft_len more correlations.
     float later = 0.0f;
     for (size_t i = pk + static_cast<size_t>(cp) + 1; i < n_all; ++i)
         later = std::max(later, d_c[i]);
-    // An LTF rejection: the S&C threshold is only a pre-filter (see slot_sync.h step 1):
-    // with a low threshold a noise maximum can win the peak search while the real STF
-    // peak lies later in the same window. Resume right after the rejected peak instead of
-    // after the window, so that peak is searched (and verified) on its own; each rejection
-    // advances the scan by >= 1 sample, so this terminates.
-    auto reject_ltf = [this]() {
-        ++d_stats.rejected_ltf;
-        const std::uint64_t next = d_best_pos + 1;
-        if (next < d_scan) {
-            d_scan = next;
-            d_sums_valid = false;
-        }
-        return false;
-    };
-    if (!(win >= d_p.ltf_threshold) || later > d_c[pk]) return reject_ltf();
+    if (!(win >= d_p.ltf_threshold) || later > d_c[pk]) return false;
+    // Fine timing: the first path, the first C within half a CP before the peak that
+    // reaches first_path_fraction of it.
     size_t first = pk;
     for (size_t i = (pk >= half ? pk - half : 0); i <= pk; ++i) {
         if (d_c[i] >= d_p.first_path_fraction * d_c[pk]) {
@@ -268,47 +276,47 @@ bool slot_sync::verify(std::vector<slot_detection>& found) {
             break;
         }
     }
-    const std::int64_t t0 = d_lo + static_cast<std::int64_t>(first) - d_p.timing_backoff;
+    m.t0 = d_lo + static_cast<std::int64_t>(first) - d_p.timing_backoff;
+    m.ltf_metric = d_c[pk];
+    return true;
+}
 
-    // Fine CFO from the two long symbols (lag N): angle = 2 pi eps_f.
-    const size_t k0 = static_cast<size_t>(t0 - seg_start);
+double slot_sync::fine_cfo(const ltf_match& m) const {
+    // From the two long symbols (lag N): angle = 2 pi eps_f.
+    const int n_fft = geometry().params().fft_len;
+    const size_t k0 = static_cast<size_t>(m.t0 - m.seg_start);
     std::complex<double> a(0.0, 0.0);
-    for (int m = 0; m < n_fft; ++m)
-        a += std::conj(std::complex<double>(d_seg[k0 + m])) *
-             std::complex<double>(d_seg[k0 + n_fft + m]);
-    const double eps_f = std::arg(a) / (2.0 * kPi);
-    // Coarse and fine CFO must agree. For a true detection |eps_f| is the coarse
-    // estimate's error: S&C's eq. 39 over W = 48 pairs has a standard deviation of
-    // ~0.07 spacing at 0 dB Es/N0 and ~0.09 at -2 dB, so kMaxFineCfo = 0.25 is > 2.7
-    // sigma there. A coarse position from a noise trigger carries a random eps_c; if its
-    // LTF search nevertheless lands on a self-similar part of a preamble (an alias, see
-    // above, when eps_c is so wrong that the true LTF correlates worse than the alias),
-    // the lag-fft_len correlation there still measures the true CFO and |eps_f| is
-    // uniform-like over [0, 0.5]: most such aliases are rejected here.
-    if (std::abs(eps_f) > kMaxFineCfo) return reject_ltf();
-    const double eps = eps_c + eps_f;
+    for (int i = 0; i < n_fft; ++i)
+        a += std::conj(std::complex<double>(d_seg[k0 + i])) *
+             std::complex<double>(d_seg[k0 + n_fft + i]);
+    return std::arg(a) / (2.0 * kPi);
+}
 
-    std::int64_t start = t0 - num.ltf_offset(0);
+bool slot_sync::extract(const ltf_match& m, double eps, slot_detection& det) const {
+    const numerology& num = geometry();
+    const std::int64_t base = static_cast<std::int64_t>(d_base);
+    std::int64_t start = m.t0 - num.ltf_offset(0);
     if (start < base) {
         // The stream began inside the timing backoff (a slot at the very first sample):
         // use what is there. Any earlier means the slot's beginning was never received.
-        if (start + d_p.timing_backoff < base) {
-            ++d_stats.rejected_truncated;
-            return false;
-        }
+        if (start + d_p.timing_backoff < base) return false;
         start = base;
     }
-    slot_detection det;
     det.start = static_cast<std::uint64_t>(start);
     det.cfo = eps;
     det.cfo_hz = eps * num.subcarrier_spacing();
     det.sc_metric = d_best_m;
-    det.ltf_metric = d_c[pk];
+    det.ltf_metric = m.ltf_metric;
     const size_t ns = static_cast<size_t>(num.slot_samples());
     det.samples.resize(ns);
-    derotate(at(static_cast<std::uint64_t>(start)), det.samples.data(), ns, eps, n_fft);
+    derotate(at(static_cast<std::uint64_t>(start)), det.samples.data(), ns, eps,
+             num.params().fft_len);
+    return true;
+}
 
-    // Truncation check from the LTF's own noise and signal levels.
+bool slot_sync::measure_ltf(const slot_detection& det, ltf_levels& lv) const {
+    const numerology& num = geometry();
+    const int n_fft = num.params().fft_len;
     const gr_complex* r1 = det.samples.data() + num.ltf_offset(0);
     const gr_complex* r2 = det.samples.data() + num.ltf_offset(1);
     double dsum = 0.0, ssum = 0.0, e1 = 0.0, e2 = 0.0;
@@ -321,14 +329,15 @@ bool slot_sync::verify(std::vector<slot_detection>& found) {
     // The two long symbols carry the same signal and independent noise: energies within
     // a factor 2 (their ratio fluctuates by ~1/sqrt(fft_len) from the noise). A burst cut
     // (or begun) inside the LTF fails this at any SNR.
-    if (!(e2 >= 0.5 * e1 && e1 >= 0.5 * e2)) {
-        ++d_stats.rejected_truncated;
-        return false;
-    }
-    const double sigma2 = dsum / (2.0 * n_fft);
-    const double p_sig = std::max(0.0, ssum / (4.0 * n_fft) - 0.5 * sigma2);
-    const double snr = sigma2 > 0.0 ? p_sig / sigma2 : 1e12;
-    det.snr_db = static_cast<float>(10.0 * std::log10(std::max(snr, 1e-6)));
+    if (!(e2 >= 0.5 * e1 && e1 >= 0.5 * e2)) return false;
+    lv.sigma2 = dsum / (2.0 * n_fft);
+    lv.p_sig = std::max(0.0, ssum / (4.0 * n_fft) - 0.5 * lv.sigma2);
+    lv.snr = lv.sigma2 > 0.0 ? lv.p_sig / lv.sigma2 : 1e12;
+    return true;
+}
+
+bool slot_sync::cut_short(const slot_detection& det, const ltf_levels& lv,
+                          std::int64_t& first_silent) const {
     // A burst cut short is followed by SILENCE: symbols whose power is at the noise floor
     // (the margin covers the spread of two 64-sample power estimates, ~0.18 relative: 5.6
     // standard deviations). Only a silent run that reaches the end of the slot and is at
@@ -336,33 +345,56 @@ bool slot_sync::verify(std::vector<slot_detection>& found) {
     // slot (60 Hz Jakes: a -30 dB fade lasts ~200 us) is delivered and the header / payload
     // CRCs decide; but the search then resumes at the first silent symbol, so a new burst
     // that starts inside this slot's span (a cut slot followed by the next one) is still found.
+    first_silent = -1;
+    if (!(lv.snr >= std::pow(10.0, d_p.truncation_min_snr_db / 10.0))) return false;
+    const numerology& num = geometry();
+    const int n_fft = num.params().fft_len;
+    const int cp = num.params().cp_len;
+    const double floor = lv.sigma2 * (1.0 + kSilenceMargin) + d_p.truncation_fraction * lv.p_sig;
+    int trailing = 0;
+    for (int s = 0; s < num.data_symbols(); ++s) {
+        const gr_complex* x = det.samples.data() + num.symbol_offset(s) + cp;
+        double ps = 0.0;
+        for (int m = 0; m < n_fft; ++m) ps += std::norm(x[m]);
+        if (ps / n_fft < floor) {
+            if (first_silent < 0) first_silent = num.symbol_offset(s);
+            ++trailing;
+        } else {
+            trailing = 0;
+        }
+    }
+    return trailing >= std::min(d_p.truncation_min_symbols, num.data_symbols());
+}
+
+bool slot_sync::verify(std::vector<slot_detection>& found) {
+    const numerology& num = geometry();
+    ltf_match m;
+    if (!match_ltf(m)) return reject_ltf();
+    // Coarse and fine CFO must agree. For a true detection |eps_f| is the coarse
+    // estimate's error: S&C's eq. 39 over W = 48 pairs has a standard deviation of
+    // ~0.07 spacing at 0 dB Es/N0 and ~0.09 at -2 dB, so kMaxFineCfo = 0.25 is > 2.7
+    // sigma there. A coarse position from a noise trigger carries a random eps_c; if its
+    // LTF search nevertheless lands on a self-similar part of a preamble (an alias, see
+    // match_ltf), the lag-fft_len correlation there still measures the true CFO and
+    // |eps_f| is uniform-like over [0, 0.5]: most such aliases are rejected here.
+    const double eps_f = fine_cfo(m);
+    if (std::abs(eps_f) > kMaxFineCfo) return reject_ltf();
+
+    slot_detection det;
+    ltf_levels lv;
+    if (!extract(m, m.eps_c + eps_f, det) || !measure_ltf(det, lv)) {
+        ++d_stats.rejected_truncated;
+        return false;
+    }
+    det.snr_db = static_cast<float>(10.0 * std::log10(std::max(lv.snr, 1e-6)));
     std::int64_t first_silent = -1;
-    if (snr >= std::pow(10.0, d_p.truncation_min_snr_db / 10.0)) {
-        const double floor = sigma2 * (1.0 + kSilenceMargin) + d_p.truncation_fraction * p_sig;
-        int trailing = 0;
-        for (int s = 0; s < num.data_symbols(); ++s) {
-            const gr_complex* x = det.samples.data() + num.symbol_offset(s) + cp;
-            double ps = 0.0;
-            for (int m = 0; m < n_fft; ++m) ps += std::norm(x[m]);
-            if (ps / n_fft < floor) {
-                if (first_silent < 0) first_silent = num.symbol_offset(s);
-                ++trailing;
-            } else {
-                trailing = 0;
-            }
-        }
-        if (trailing >= std::min(d_p.truncation_min_symbols, num.data_symbols())) {
-            ++d_stats.rejected_truncated;
-            // The burst (with a complete LTF) is real but cut short: nothing new can start
-            // before its second long symbol, and searching its LTF again from a later
-            // coarse position would only find its aliases (see above).
-            const std::uint64_t next = det.start + static_cast<std::uint64_t>(num.ltf_offset(1));
-            if (next > d_scan) {
-                d_scan = next;
-                d_sums_valid = false;
-            }
-            return false;
-        }
+    if (cut_short(det, lv, first_silent)) {
+        ++d_stats.rejected_truncated;
+        // The burst (with a complete LTF) is real but cut short: nothing new can start
+        // before its second long symbol, and searching its LTF again from a later coarse
+        // position would only find its aliases (see match_ltf).
+        advance_scan_to(det.start + static_cast<std::uint64_t>(num.ltf_offset(1)));
+        return false;
     }
 
     // Resume just before the next possible slot start.
@@ -370,10 +402,7 @@ bool slot_sync::verify(std::vector<slot_detection>& found) {
         det.start + static_cast<std::uint64_t>(num.slot_samples() - (d_W + d_L) / 2);
     if (first_silent >= 0)
         resume = std::min(resume, det.start + static_cast<std::uint64_t>(first_silent));
-    if (resume > d_scan) {
-        d_scan = resume;
-        d_sums_valid = false;
-    }
+    advance_scan_to(resume);
     ++d_stats.detections;
     found.push_back(std::move(det));
     return true;

@@ -147,7 +147,7 @@ void slot_tx_impl::publish_request(std::uint64_t slot) {
 void slot_tx_impl::build_slot(std::uint64_t n) {
     header_fields h;
     h.slot = static_cast<std::uint32_t>(n);  // the header carries slot mod 2^32
-    h.user = slot_msg::user_nobody;
+    h.user = ::oppsched::wire::kUserNobody;
     bool have_tb = false;
     auto it = d_pending.find(n);
     if (it == d_pending.end()) {

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <sstream>
-#include <stdexcept>
+
+#include "oppsched/validation.h"
 
 namespace gr {
 namespace oppsched {
@@ -14,13 +14,6 @@ namespace {
 
 constexpr double kSnrFloorDb = -30.0;
 constexpr double kLn2 = 0.69314718055994530942;
-
-template <class T>
-[[noreturn]] void bad(const std::string& field, T value, const char* why) {
-    std::ostringstream s;
-    s << field << ": " << value << " " << why;
-    throw std::invalid_argument(s.str());
-}
 
 double to_db_floored(double lin) {
     if (!(lin > 0.0)) return kSnrFloorDb;
@@ -37,22 +30,24 @@ std::vector<double> cqi_params::default_thresholds_db() {
 
 void cqi_params::validate() const {
     if (thresholds_db.size() != 15)
-        bad("cqi.thresholds_db", thresholds_db.size(), "entries, need 15");
+        ::oppsched::throw_invalid("cqi.thresholds_db", thresholds_db.size(), "entries, need 15");
     for (size_t i = 0; i < thresholds_db.size(); ++i) {
         if (!std::isfinite(thresholds_db[i]))
-            bad("cqi.thresholds_db[" + std::to_string(i) + "]", thresholds_db[i], "not finite");
+            ::oppsched::throw_invalid("cqi.thresholds_db[" + std::to_string(i) + "]",
+                                      thresholds_db[i], "not finite");
         if (i > 0 && !(thresholds_db[i] > thresholds_db[i - 1]))
-            bad("cqi.thresholds_db[" + std::to_string(i) + "]", thresholds_db[i],
-                "not above the previous threshold");
+            ::oppsched::throw_invalid("cqi.thresholds_db[" + std::to_string(i) + "]",
+                                      thresholds_db[i], "not above the previous threshold");
     }
     if (!(eesm_beta > 0.0) || !std::isfinite(eesm_beta))
-        bad("cqi.eesm_beta", eesm_beta, "not in (0, inf)");
-    if (smoothing < 0 || smoothing > 16) bad("cqi.smoothing", smoothing, "not in [0, 16]");
+        ::oppsched::throw_invalid("cqi.eesm_beta", eesm_beta, "not in (0, inf)");
+    if (smoothing < 0 || smoothing > 16)
+        ::oppsched::throw_invalid("cqi.smoothing", smoothing, "not in [0, 16]");
 }
 
 void snr_estimator_params::validate() const {
     if (!(noise_ema > 0.0 && noise_ema <= 1.0))
-        bad("snr_estimator.noise_ema", noise_ema, "not in (0, 1]");
+        ::oppsched::throw_invalid("snr_estimator.noise_ema", noise_ema, "not in (0, 1]");
     cqi.validate();
 }
 

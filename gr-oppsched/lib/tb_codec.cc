@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "oppsched/byte_order.h"
 #include "oppsched/crc32.h"  // the one CRC-32 of the project (host MAC library)
 
 namespace gr {
@@ -29,16 +30,17 @@ void check_tb_bytes(std::size_t bytes, int mcs, const numerology& n) {
 
 // Decoded info bits (TB, then CRC-32, MSB first) -> r.bytes and r.crc_ok.
 void unpack_tb(const std::vector<std::uint8_t>& bits, std::size_t tb_bytes, tb_decode_result& r) {
-    r.bytes.assign(tb_bytes, 0);
-    for (std::size_t i = 0; i < tb_bytes; ++i) {
+    auto byte_at = [&bits](std::size_t i) {
         std::uint8_t v = 0;
         for (std::size_t b = 0; b < 8; ++b)
             v = static_cast<std::uint8_t>((v << 1) | bits[8 * i + b]);
-        r.bytes[i] = v;
-    }
-    std::uint32_t rx_crc = 0;
-    for (std::size_t b = 0; b < 32; ++b) rx_crc = (rx_crc << 1) | bits[8 * tb_bytes + b];
-    r.crc_ok = ::oppsched::crc32(r.bytes.data(), r.bytes.size()) == rx_crc;
+        return v;
+    };
+    r.bytes.assign(tb_bytes, 0);
+    for (std::size_t i = 0; i < tb_bytes; ++i) r.bytes[i] = byte_at(i);
+    std::uint8_t rx_crc[4];
+    for (std::size_t i = 0; i < 4; ++i) rx_crc[i] = byte_at(tb_bytes + i);
+    r.crc_ok = ::oppsched::crc32(r.bytes.data(), r.bytes.size()) == ::oppsched::load_be32(rx_crc);
 }
 
 // Statistics after combining (tb_decode_stats) from the sums over the covered positions.
@@ -117,14 +119,15 @@ void encode_bits(const std::uint8_t* tb, std::size_t tb_bytes, int mcs, int rv, 
 }  // namespace
 
 std::vector<std::uint8_t> tb_info_bits(const std::uint8_t* tb, std::size_t n) {
-    const std::uint32_t crc = ::oppsched::crc32(tb, n);
+    std::uint8_t crc[4];
+    ::oppsched::store_be32(crc, ::oppsched::crc32(tb, n));
     std::vector<std::uint8_t> bits(8 * (n + 4));
     auto put = [&bits](std::size_t byte_index, std::uint8_t v) {
         for (int b = 0; b < 8; ++b)
             bits[8 * byte_index + static_cast<std::size_t>(b)] = (v >> (7 - b)) & 1u;
     };
     for (std::size_t i = 0; i < n; ++i) put(i, tb[i]);
-    for (std::size_t i = 0; i < 4; ++i) put(n + i, static_cast<std::uint8_t>(crc >> (24 - 8 * i)));
+    for (std::size_t i = 0; i < 4; ++i) put(n + i, crc[i]);
     return bits;
 }
 

@@ -7,9 +7,10 @@ The chain is the exact C++ the GNU Radio blocks wrap (gnuradio.oppsched bindings
     header_fields --header_codec--> REs ---+--ofdm_modulator--> slot samples
       (slots back to back in one continuous stream, as slot_tx sends them)
     --channel_emulator (AWGN, or flat Jakes fading + AWGN; seeded)-->
-    --slot_sync (detection, timing, CFO)--> --ofdm_demodulator (channel estimate, ZF,
-      per-RE noise variance)--> header_codec.decode --> tb_decoder.decode (HARQ buffer,
-      Viterbi, CRC-32) --> compared with the TB sent.
+    --slot_receiver (the receiver of the slot_rx block: slot_sync detection, timing and
+      CFO; ofdm_demodulator channel estimate, equaliser and per-RE noise variance; header
+      decode; header-aided channel estimation; tb_decoder with its HARQ buffers and
+      CRC-32)--> compared with the TB sent.
 
 A TB counts as an error when the receiver would not deliver it: the slot was not detected
 (missed_detections), its header failed or decoded to other fields (header_errors), or the
@@ -58,7 +59,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
+import numpy as np
+
+from oppsched import mac
 from oppsched.config import ConfigError
+from oppsched.linkcurves_fg import blocks_available, measure_point_flowgraph
 
 # The MAC's default RV sequence (host/include/oppsched/harq.h; docs/architecture.md, HARQ):
 # RV 0 then RV 2 gives the full rate-1/2 mother code on the first retransmission.
@@ -91,8 +96,8 @@ def _phy():
     return phy
 
 
-_PHY_NAMES = ("numerology", "mcs_table", "tb_encoder", "tb_decoder", "header_codec",
-              "ofdm_modulator", "ofdm_demodulator", "slot_sync", "channel_emulator")
+_PHY_NAMES = ("numerology", "mcs_table", "tb_encoder", "header_codec", "ofdm_modulator",
+              "slot_receiver", "channel_emulator")
 
 
 # ---------------------------------------------------------------------------------------
@@ -221,8 +226,6 @@ class SweepConfig:
             raise ConfigError("--snr: no SNR given")
         phy = _phy()
         if self.flowgraph:
-            from oppsched.linkcurves_fg import blocks_available
-
             if self.harq:
                 raise ConfigError("--flowgraph: --harq is not supported (the grants are made "
                                   "before the run, without feedback)")
@@ -266,7 +269,6 @@ class Chain:
         self.cfg = cfg
         self.num = phy.numerology.profile(cfg.profile, cfg.sample_rate, cfg.fec)
         self.enc = phy.tb_encoder(self.num)
-        self.dec = phy.tb_decoder(self.num)
         self.hdr = phy.header_codec(self.num)
         self.mod = phy.ofdm_modulator(self.num)
 
@@ -281,6 +283,10 @@ class Chain:
                                         cfo_hz=float(cfg.cfo_hz))
         return phy.channel_emulator(phy.channel_emulator_params(
             numerology=self.num.params, users=[user], seed=int(seed)))
+
+    def point_runner(self, mcs: int, snr_db: float, **kwargs) -> "PointRunner":
+        """A PointRunner of this chain (kwargs: PointRunner's options)."""
+        return PointRunner(self, mcs, snr_db, **kwargs)
 
 
 class _Proc:
@@ -300,7 +306,7 @@ class _Proc:
 
 class PointRunner:
     """Measures one (MCS, SNR) point: a continuous stream of back-to-back slots through
-    emulator -> slot_sync -> demodulator -> header decode -> tb_decoder.
+    emulator -> slot_receiver (user 1).
 
     The outcome of slot k is final once slot k+1 has been pushed through the sync (a slot
     is reported at most ltf_search + 2 cp_len samples after its end, far less than a slot),
@@ -316,9 +322,6 @@ class PointRunner:
         (see _rx_slot); False keeps the receiver's own 1-bit-NDI rule, exactly as slot_rx
         in the flowgraph mode does."""
         self.fresh_first_buffer = fresh_first_buffer
-        import numpy as np
-
-        self.np = np
         self.chain = chain
         self.cfg = chain.cfg
         self.mcs = mcs
@@ -330,13 +333,13 @@ class PointRunner:
         em_seed, rng_seed = (int(v) for v in ss.generate_state(2, dtype=np.uint64))
         self.rng = np.random.default_rng(rng_seed)
         self.em = chain.emulator(snr_db, em_seed & 0x7FFFFFFFFFFFFFFF)
-        self.sync = phy.slot_sync(chain.num)
-        self.dem = phy.ofdm_demodulator(chain.num)
+        # The runner numbers the slots itself (from the stream position), so the receiver's
+        # missed-slot reports are not needed.
+        self.rx = phy.slot_receiver(chain.num, user_id=1, missed_slots=0)
         # Without HARQ two alternating processes: each TB is new (max_tx 1), and the TX loop
         # reads the outcome of slot k-2, which is final when slot k is built.
         self.nproc = cfg.harq_processes if cfg.harq else 2
         self.max_tx = cfg.max_tx if cfg.harq else 1
-        self.rx_buf = [chain.dec.make_harq_buffer() for _ in range(16)]
         self.tbs = chain.tb_bytes(mcs)
         self.ss = chain.num.slot_samples
         self.cp = chain.num.params.cp_len
@@ -359,33 +362,23 @@ class PointRunner:
         self.tb_started = 0
 
     # ---- RX ----
-    def _rx_slot(self, k: int, samples) -> str:
-        phy = self.chain.phy
-        r = self.dem.demodulate(samples)
-        if r.valid:
-            self.snr_est.append(r.snr.snr_db)
-        h_sent, tb, _p, _id, _tx, _f = self.sent[k]
-        try:
-            h = self.chain.hdr.decode(r.header, r.header_nvar)
-        except ValueError:
+    def _rx_slot(self, k: int, detection) -> str:
+        h_sent, tb, _p, _id, tx, _f = self.sent[k]
+        # A TB's first transmission starts from an empty soft buffer. The 1-bit NDI alone
+        # cannot guarantee it here: when the previous TB of the process was never received
+        # (a missed slot, e.g. every slot without --harq), the buffer still holds the TB
+        # before it, whose NDI equals the new one's, and the receiver would combine two
+        # different TBs (measured: 93 spurious CRC failures in 1100 MCS 0 slots at 0 dB).
+        # The MAC avoids it by resending unheard TBs with the same NDI (docs/daemons.md); a
+        # measurement of BLER must not include it.
+        rec, _reports = self.rx.receive(detection,
+                                        fresh_harq=tx == 1 and self.fresh_first_buffer)
+        if rec.valid:
+            self.snr_est.append(rec.report.snr_db)
+        # a corrupted header that passed the CRC loses the TB all the same
+        if not rec.report.header_ok or rec.header != h_sent:
             return "header"
-        if h != h_sent:  # a corrupted header that passed the CRC: the TB is lost all the same
-            return "header"
-        # header-aided channel estimation (ofdm_demodulator.h step 6), as slot_rx does
-        self.dem.refine_with_header(self.chain.hdr.encode(h), r)
-        if _tx == 1 and self.fresh_first_buffer:
-            # A TB's first transmission starts from an empty soft buffer. The 1-bit NDI alone
-            # cannot guarantee it here: when the previous TB of the process was never
-            # received (a missed slot, e.g. every slot without --harq), the buffer still
-            # holds the TB before it, whose NDI equals the new one's, and the receiver
-            # would combine two different TBs (measured: 93 spurious CRC failures in 1100
-            # MCS 0 slots at 0 dB). The MAC avoids it by resending unheard TBs with the same
-            # NDI (docs/daemons.md); a measurement of BLER must not include it.
-            self.rx_buf[h.harq_process].clear()
-        res = self.chain.dec.decode(
-            r.payload, r.payload_nvar, self.rx_buf[h.harq_process], mcs=h.mcs, rv=h.rv,
-            tb_bytes=h.tb_bytes, ndi=h.ndi, scrambler_seed=phy.scrambler_seed_for_slot(h.slot))
-        return "ok" if (res.crc_ok and res.bytes == tb) else "crc"
+        return "ok" if (rec.report.crc_ok and rec.report.tb == tb) else "crc"
 
     def _on_detections(self, dets) -> None:
         lead, ss = self.lead, self.ss
@@ -399,7 +392,7 @@ class PointRunner:
                 self.false_det += 1
                 continue
             self.detected.add(k)
-            self.outcome[k] = self._rx_slot(k, d.samples)
+            self.outcome[k] = self._rx_slot(k, d)
 
     def _finalise_until(self, k_end: int) -> None:
         """Slots < k_end are final: undetected ones are missed."""
@@ -447,16 +440,16 @@ class PointRunner:
         return self.tb_started >= self.cfg.slots or self.first_errors >= self.cfg.min_errors
 
     def run(self, heartbeat: Optional[Callable] = None) -> dict:
-        np, phy = self.np, self.chain.phy
+        phy = self.chain.phy
         procs = [_Proc() for _ in range(self.nproc)]
-        push = self.sync.push
+        push = self.rx.detect
         if self.lead:
             self._on_detections(push(self.em.process(np.zeros(self.lead, np.complex64))[0]))
         k = 0
         if self.empty_first_slot:
             # exactly slot_tx's empty slot: header user 0xFFFF, everything else 0, payload
             # REs the modulator's known padding
-            h = phy.header_fields(user=0xFFFF, slot=0)
+            h = phy.header_fields(user=mac.wire.USER_NOBODY, slot=0)
             x = self.chain.mod.modulate(self.chain.hdr.encode(h), np.zeros(0, np.complex64))
             self.untracked.add(0)
             self._on_detections(push(self.em.process(x)[0]))
@@ -510,7 +503,7 @@ class PointRunner:
             "header_errors": self.header_errors,
             "missed_detections": self.missed,
             "false_detections": self.false_det,
-            "snr_est_db": (round(float(self.np.mean(self.snr_est)), 3) if self.snr_est
+            "snr_est_db": (round(float(np.mean(self.snr_est)), 3) if self.snr_est
                            else float("nan")),
             "tb_bits_per_re": round(8 * self.tbs / chain.num.payload_resource_elements, 6),
             "transmissions": self.transmissions,
@@ -532,8 +525,6 @@ class PointRunner:
 
 def measure_point(chain: Chain, mcs: int, snr_db: float, heartbeat=None) -> dict:
     if chain.cfg.flowgraph:
-        from oppsched.linkcurves_fg import measure_point_flowgraph
-
         return measure_point_flowgraph(chain, mcs, snr_db)
     return PointRunner(chain, mcs, snr_db).run(heartbeat)
 
@@ -782,8 +773,6 @@ def derive_table(summary: dict, profile: str, sample_rate: float,
 
 def load_table(text: str, name: str = "linkcurves"):
     """The derived table through the MAC's own parser (oppsched.mac.McsTable.from_csv)."""
-    from oppsched import mac
-
     return mac.McsTable.from_csv(text, name)
 
 
@@ -836,8 +825,6 @@ def plot(rows: list[dict], summary: dict, path: Path, title: str = "") -> None:
     a1.set_title("BLER vs SNR (v: first point without any error)", fontsize=10)
 
     ok = [e for e in summary["mcs"] if e["snr_at_target_db"] is not None]
-    import numpy as np
-
     se = np.linspace(0.2, 6.0, 200)
     a2.plot(10 * np.log10(2 ** se - 1), se, "k-", label="Shannon: SNR = 2^SE - 1")
     if ok:

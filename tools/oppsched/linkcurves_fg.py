@@ -19,6 +19,8 @@ early stop: every point runs --slots slots.
 
 from __future__ import annotations
 
+import numpy as np
+
 from oppsched.config import ConfigError
 
 
@@ -37,11 +39,8 @@ def _grant(pmt, slot: int, user: int, mcs: int, pid: int, ndi: bool, rv: int, tb
 
 
 def measure_point_flowgraph(chain, mcs: int, snr_db: float) -> dict:
-    import numpy as np
     import pmt
     from gnuradio import blocks, gr
-
-    from oppsched.linkcurves import PointRunner
 
     phy, cfg = chain.phy, chain.cfg
     if not blocks_available(phy):
@@ -52,7 +51,7 @@ def measure_point_flowgraph(chain, mcs: int, snr_db: float) -> dict:
                           "the run, without feedback)")
     # The class runner holds the seeds, the TB draws and the statistics; only its TX/RX
     # loop is replaced by the flowgraph.
-    pr = PointRunner(chain, mcs, snr_db, lead=0, empty_first_slot=True)
+    pr = chain.point_runner(mcs, snr_db, lead=0, empty_first_slot=True)
     n = int(cfg.slots)
     ss = chain.num.slot_samples
     sent = {}

@@ -10,6 +10,7 @@ monotonicity within a wide statistical margin is asserted.
 
 from __future__ import annotations
 
+import ast
 import csv
 import math
 from pathlib import Path
@@ -18,7 +19,7 @@ import pytest
 
 pytest.importorskip("gnuradio.oppsched", reason="PHY bindings not built")
 
-from oppsched import cli, linkcurves as lc  # noqa: E402
+from oppsched import cli, linkcurves as lc, linkcurves_fg  # noqa: E402
 from oppsched import mac  # noqa: E402
 from oppsched.config import ConfigError  # noqa: E402
 
@@ -239,6 +240,34 @@ def test_the_flowgraph_of_the_blocks_agrees_exactly_with_the_classes():
     # the comparison covered failed payloads and failed headers (deterministic: seeded)
     assert errors[0.0][0] > errors[0.0][1] > 0
     assert cli.main(["linkcurves", "--flowgraph", "--harq", "--out", "/nonexistent"]) == 2
+
+
+def _imports(tree):
+    """(module name, inside a function) for every import statement of a module's AST."""
+    out = []
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Import):
+                    out += [(a.name, True) for a in node.names]
+                elif isinstance(node, ast.ImportFrom):
+                    out.append((node.module or "", True))
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            out += [(a.name, False) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            out.append((node.module or "", False))
+    return out
+
+
+def test_linkcurves_modules_have_no_import_cycle_and_import_late_only_gnu_radio_or_matplotlib():
+    optional = ("gnuradio", "pmt", "matplotlib")
+    for mod in (lc, linkcurves_fg):
+        for name, late in _imports(ast.parse(Path(mod.__file__).read_text())):
+            if late:
+                assert name.split(".")[0] in optional, f"{mod.__name__} imports {name} late"
+    fg_imports = _imports(ast.parse(Path(linkcurves_fg.__file__).read_text()))
+    assert not [n for n, _ in fg_imports if n == "oppsched.linkcurves"]
 
 
 @pytest.mark.parametrize("args, where", [

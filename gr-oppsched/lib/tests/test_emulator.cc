@@ -64,7 +64,7 @@ double mean_power(const std::vector<gr_complex>& x) {
 }  // namespace
 
 TEST(Emulator, jakes_envelope_is_rayleigh_ks_distance_below_0_04) {
-    // G = 20, f_d = 60 Hz (seed 000), 4 users x 10 s, envelope sampled every symbol
+    // G = 20, f_d = 60 Hz (Andrew & Hanly, CLAMP), 4 users x 10 s, envelope sampled every symbol
     // (12500 samples, ~1400 independent ones). Measured KS: 0.014, 0.027, 0.016, 0.020.
     auto p = slow_rate_params(fading_model::jakes, 4);
     channel_emulator em(p);
@@ -100,7 +100,7 @@ TEST(Emulator, jakes_autocorrelation_is_j0_of_2_pi_fd_tau) {
 }
 
 TEST(Emulator, printed_jakes_offset_is_available_and_repeats_a_doppler_line) {
-    // jakes_angle_offset = +0.5 is seed 000 as printed: still unit power over the
+    // jakes_angle_offset = +0.5 is Andrew & Hanly, CLAMP as printed: still unit power over the
     // ensemble, but a single run's mean power is 1 + (2/G) cos(pi/G) cos(theta_19+theta_20)
     // (within +-0.46 dB), not 1.
     auto p = slow_rate_params(fading_model::jakes, 4);
@@ -118,8 +118,8 @@ TEST(Emulator, printed_jakes_offset_is_available_and_repeats_a_doppler_line) {
 }
 
 TEST(Emulator, sum_of_sinusoids_is_rayleigh_with_j0_autocorrelation_over_users) {
-    // Seed 002's model is non-ergodic (random amplitudes): check the ensemble, 16 users
-    // x 2 s pooled, normalised by the pooled power.
+    // The model of Srinivasan & Baras (eq. 4) is non-ergodic (random amplitudes): check the
+    // ensemble, 16 users x 2 s pooled, normalised by the pooled power.
     auto p = slow_rate_params(fading_model::sum_of_sinusoids, 16);
     channel_emulator em(p);
     const std::vector<gr_complex> ones(200000, gr_complex(1, 0));
@@ -267,7 +267,7 @@ TEST(Emulator, mean_snr_is_realised_per_occupied_subcarrier_within_0_5_db) {
         double sum = 0;
         for (int k = 0; k < 40; ++k) {
             const auto x = mod.modulate(random_qam(rng, num.header_resource_elements(), 2),
-                                       random_qam(rng, num.payload_resource_elements(), 4));
+                                        random_qam(rng, num.payload_resource_elements(), 4));
             const auto y = em.process(x)[0];
             sum += dem.demodulate(y, false).snr.snr_db;
         }
@@ -304,7 +304,7 @@ TEST(Emulator, end_to_end_estimated_snr_tracks_the_emulated_instantaneous_snr) {
     std::vector<gr_complex> tx;
     for (int k = 0; k < 30; ++k) {
         const auto x = mod.modulate(random_qam(rng, num.header_resource_elements(), 2),
-                                       random_qam(rng, num.payload_resource_elements(), 4));
+                                    random_qam(rng, num.payload_resource_elements(), 4));
         tx.insert(tx.end(), x.begin(), x.end());
     }
     tx.resize(tx.size() + 500, gr_complex(0, 0));

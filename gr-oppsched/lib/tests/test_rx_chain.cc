@@ -23,8 +23,8 @@ namespace {
 
 struct chain_result {
     int slots = 0;
-    int missed = 0;     // not detected by slot_sync
-    int crc_fail = 0;   // detected, payload CRC failed
+    int missed = 0;    // not detected by slot_sync
+    int crc_fail = 0;  // detected, payload CRC failed
     int errors() const { return missed + crc_fail; }
 };
 
@@ -39,11 +39,12 @@ chain_result run_chain(const numerology& num, int mcs, int n_slots, emulator_use
     const std::size_t bytes = mcs_table::tb_bytes(mcs, num);
     std::vector<std::vector<std::uint8_t>> tbs;
     std::vector<gr_complex> tx(300, gr_complex(0.0f, 0.0f));
-    const auto hdr = ofdm_test::random_qam(rng, static_cast<size_t>(num.header_resource_elements()), 2);
+    const auto hdr =
+        ofdm_test::random_qam(rng, static_cast<size_t>(num.header_resource_elements()), 2);
     for (int k = 0; k < n_slots; ++k) {
         tbs.push_back(fec_test::random_bytes(bytes, rng));
-        const auto re = enc.encode(tbs.back(), mcs, 0,
-                                   scrambler::seed_for_slot(static_cast<std::uint64_t>(k)));
+        const auto re =
+            enc.encode(tbs.back(), mcs, 0, scrambler::seed_for_slot(static_cast<std::uint64_t>(k)));
         const auto s = mod.modulate(hdr, re);
         tx.insert(tx.end(), s.begin(), s.end());
     }
@@ -74,7 +75,8 @@ chain_result run_chain(const numerology& num, int mcs, int n_slots, emulator_use
                        scrambler::seed_for_slot(static_cast<std::uint64_t>(k))};
         auto harq = dec.make_harq_buffer();  // a fresh buffer: every TB is new data
         const auto out = dec.decode(d.payload, d.payload_nvar, p, *harq);
-        if (out.crc_ok && out.bytes == tbs[static_cast<size_t>(k)]) ok[static_cast<size_t>(k)] = true;
+        if (out.crc_ok && out.bytes == tbs[static_cast<size_t>(k)])
+            ok[static_cast<size_t>(k)] = true;
     }
     std::vector<bool> seen(static_cast<size_t>(n_slots), false);
     for (const auto& f : found) {
@@ -119,8 +121,8 @@ TEST_P(RxMultipath, every_mcs_decodes_at_35_db_over_static_multipath_within_the_
     for (const char* prof : {"evdo", "clamp"}) {
         const auto num = numerology::profile(prof, 1e6);
         const auto r = run_chain(num, mcs, 12, static_multipath(35.0), {}, 700 + mcs);
-        EXPECT_EQ(r.errors(), 0) << prof << " MCS " << mcs << ": missed " << r.missed
-                                 << ", CRC " << r.crc_fail;
+        EXPECT_EQ(r.errors(), 0) << prof << " MCS " << mcs << ": missed " << r.missed << ", CRC "
+                                 << r.crc_fail;
     }
 }
 
@@ -130,14 +132,14 @@ INSTANTIATE_TEST_SUITE_P(AllMcs, RxMultipath, ::testing::Range(0, 8),
                          });
 
 TEST(RxTracking, mcs7_bler_at_60_hz_flat_jakes_and_35_db_has_no_fading_floor_on_both_profiles) {
-    // 200 slots per profile of flat Jakes fading (f_d = 60 Hz, seed 000's fast case) at
-    // 35 dB mean SNR, MCS 7 first transmissions. The old receiver (LTF estimate + per-symbol
-    // common phase only) failed 46-62% of such TBs (amplitude drift over the slot); with the
-    // smoothed complex-gain tracking (and the fade-tolerant sync) the measured BLER is
-    // 7/200 (evdo) and 10/200 (clamp), all CRC failures of slots whose mean gain is in a
-    // deep fade (P(|a|^2 < -13 dB) = 5%: MCS 7 needs ~21 dB), i.e. Rayleigh statistics,
-    // not a floor. Bound 14/200 (7%); the phase-only receiver on the same samples fails
-    // 114/200 and 151/200 (bound >= 50) so the test shows the difference.
+    // 200 slots per profile of flat Jakes fading (f_d = 60 Hz, the fast case of Andrew & Hanly,
+    // CLAMP) at 35 dB mean SNR, MCS 7 first transmissions. The old receiver (LTF estimate +
+    // per-symbol common phase only) failed 46-62% of such TBs (amplitude drift over the slot); with
+    // the smoothed complex-gain tracking (and the fade-tolerant sync) the measured BLER is 7/200
+    // (evdo) and 10/200 (clamp), all CRC failures of slots whose mean gain is in a deep fade
+    // (P(|a|^2 < -13 dB) = 5%: MCS 7 needs ~21 dB), i.e. Rayleigh statistics, not a floor. Bound
+    // 14/200 (7%); the phase-only receiver on the same samples fails 114/200 and 151/200 (bound >=
+    // 50) so the test shows the difference.
     for (const char* prof : {"evdo", "clamp"}) {
         const auto num = numerology::profile(prof, 1e6);
         const auto r = run_chain(num, 7, 200, flat_jakes(35.0, 60.0), {}, 4242);

@@ -1,6 +1,6 @@
 // Slot synchronisation near the lowest MCS's operating point (0 dB Es/N0 per occupied
 // subcarrier): detection probability, timing, and false alarms on noise with the low S&C
-// pre-filter threshold (slot_sync.h step 1).
+// pre-filter threshold (docs/phy.md, "Slot synchronisation", step 1).
 #include <gnuradio/oppsched/ofdm_modulator.h>
 #include <gnuradio/oppsched/slot_sync.h>
 #include <gtest/gtest.h>

@@ -12,8 +12,8 @@ or a YAML/JSON file) replaces the keyword arguments; it may be
   doppler_hz, oscillators, trace, trace_loop, seed}}]`` plus ``seed``; keys of phy.yaml
   that are not about the channel are ignored there, since the same file configures the PHY.
 
-Model names: ``none``/``awgn`` (no fading), ``jakes``/``clamp`` (seed 000's Jakes),
-``sum_of_sinusoids`` (seed 002), ``trace`` (no fading, SNR replayed from ``trace``: a
+Model names: ``none``/``awgn`` (no fading), ``jakes``/``clamp`` (the Jakes model of Andrew & Hanly, CLAMP),
+``sum_of_sinusoids`` (Srinivasan & Baras, eq. 4), ``trace`` (no fading, SNR replayed from ``trace``: a
 CSV ``time_s,snr_db``). A wrong value raises ValueError naming the field.
 """
 
@@ -192,7 +192,7 @@ def _from_config(config, sample_rate, profile):
             for k in ch:
                 if k not in _PHY_CHANNEL_KEYS:
                     raise ValueError(f"{p}.{k}: unknown key")
-            # phy.yaml's clamp model is seed 000's Jakes as printed (angle offset +0.5)
+            # phy.yaml's clamp model is Andrew & Hanly, CLAMP's Jakes as printed (angle offset +0.5)
             u = dict(ch)
             if u.get("model", "clamp") == "clamp":
                 u.setdefault("jakes_angle_offset", 0.5)

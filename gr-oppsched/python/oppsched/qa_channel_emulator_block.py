@@ -92,7 +92,7 @@ class qa_channel_emulator_block(gr_unittest.TestCase):
         p = oppsched.emulator_params(config=phy)
         self.assertEqual(p.seed, 5)
         self.assertAlmostEqual(p.users[0].mean_snr_db, 10 * np.log10(4))
-        self.assertEqual(p.users[0].jakes_angle_offset, 0.5)  # seed 000 as printed
+        self.assertEqual(p.users[0].jakes_angle_offset, 0.5)  # as printed in Andrew & Hanly, CLAMP
         self.assertEqual(p.users[1].fading, oppsched.fading_model.none)
         bad = os.path.join(d, "bad.yaml")
         for text, field in (

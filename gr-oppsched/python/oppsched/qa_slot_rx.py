@@ -70,6 +70,33 @@ class qa_slot_rx(gr_unittest.TestCase):
                 np.mean([r["cfo_hz"] for r in r0]), 0.1 * fs / 64, delta=0.01 * fs / 64
             )
 
+    def test_the_slot_receiver_class_gives_the_reports_of_the_block(self):
+        # slot_rx is a thin block over slot_receiver: the same samples through the class
+        # (its Python binding) give the same reports, field by field
+        num = oppsched.numerology.profile("evdo", 1e6)
+        grants = [grant_dict(k, k % 2, 3, self.random_tb(oppsched.mcs_table.tb_bytes(3, num)),
+                             harq_pid=k % 4, ndi=True) for k in range(5)]
+        x, _, _ = run_tx(grants, 5)
+        em = oppsched.emulator_params(sample_rate=1e6, profile="evdo", fading="none",
+                                      mean_snr_db=[25.0], seed=5)
+        y = oppsched.channel_emulator(em).process(x)[0]
+        (block_reports,), _ = run_rx(y, user_ids=(1,))
+        rx = oppsched.slot_receiver(num, 1)
+        class_reports = []
+        for det in rx.detect(np.concatenate([y, np.zeros(400, np.complex64)])):
+            rec, reports = rx.receive(det)
+            self.assertTrue(rec.valid)
+            class_reports += reports
+        self.assertEqual(len(class_reports), len(block_reports))
+        for c, b in zip(class_reports, block_reports):
+            for key in ("slot", "header_ok", "user", "addressed", "crc_ok", "combined", "cqi",
+                        "sample"):
+                self.assertEqual(getattr(c, key), b[key], key)
+            self.assertAlmostEqual(c.snr_db, b["snr_db"], places=9)
+            self.assertEqual(c.tb, bytes(b.get("tb", [])))
+        self.assertEqual(sum(c.crc_ok for c in class_reports), 2)  # slots 1 and 3
+        self.assertEqual(rx.stats.tb_ok, 2)
+
     def test_chase_combining_turns_failures_into_successes(self):
         # MCS 4 (16QAM 3/4, LDPC) at 10 dB AWGN (its 10% threshold is 11.2 dB, BLER 0.995
         # at 10 dB in the committed link curves): a single transmission rarely decodes; the

@@ -7,7 +7,7 @@
 // - taps l: delay d_l samples and relative power p_l (normalised so sum p_l = 1), each
 //   independently faded; an empty tap list is one tap of delay 0 (flat fading).
 // - fading h_u,l(t) = sqrt(p_l) a_u(t) g_u,l(t), with E|g|^2 = 1:
-//     jakes:            seed 000 (Andrew & Hanly §V-B): G oscillators (20), Doppler f_d
+//     jakes:            Andrew & Hanly, CLAMP, §V-B: G oscillators (20), Doppler f_d
 //                       (0.6 or 60 Hz in the paper), evaluated by the host library's
 //                       oppsched::channel::JakesChannel (host/include/oppsched/channel.h),
 //                       the model the MAC's slot-level abstraction uses, with per-user
@@ -22,7 +22,7 @@
 //                       users' complex gains keep a correlation (1/G) sum cos(dtheta_n)
 //                       (std 1/sqrt(2G) = 0.16 over user pairs); their SNRs (|h|^2)
 //                       correlate far less (~ its square). sum_of_sinusoids has none;
-//     sum_of_sinusoids: seed 002 (Srinivasan & Baras §III-A eq. 4): K random-phase,
+//     sum_of_sinusoids: Srinivasan & Baras, §III-A, eq. 4: K random-phase,
 //                       random-frequency sinusoids with complex Gaussian amplitudes
 //                       (oppsched::channel::SumOfSinusoidsChannel). Exactly Rayleigh at
 //                       every t over the ensemble, but one realisation's long-run mean
@@ -30,7 +30,7 @@
 //                       mean SNR is met over users/seeds, not per user;
 //     none:             g = 1.
 //   g is evaluated on a grid every update_interval samples (default: one OFDM symbol,
-//   80 samples = 12.5 kHz at 1 Msps, 200x the fastest Doppler of the seeds) and linearly
+//   80 samples = 12.5 kHz at 1 Msps, 200x the fastest Doppler of the papers) and linearly
 //   interpolated per sample; no trigonometry per sample.
 // - a_u(t): 1, or, when an SNR trace is given, sqrt(10^((trace_dB(t) - mean_snr_db)/10)):
 //   the instantaneous SNR per occupied subcarrier follows the recorded trace (linear
@@ -93,7 +93,7 @@ struct emulator_user_params {
     double doppler_hz = 60.0;  //!< maximum Doppler f_d (Hz), >= 0
     int oscillators = 20;      //!< G (jakes) or K (sum_of_sinusoids)
     //! jakes only: w_n = 2 pi f_d cos(pi/(2G) (n + offset)), n = 1..G. -0.5 (default) is
-    //! Dent, Bottomley & Croft's form; +0.5 is seed 000 as printed (and the host
+    //! Dent, Bottomley & Croft's form; +0.5 is Andrew & Hanly, CLAMP as printed (and the host
     //! library's default), which repeats one Doppler line (|w_G| = |w_(G-1)|) -- see below.
     double jakes_angle_offset = -0.5;
     std::vector<emulator_tap> taps;          //!< empty: flat (one tap, delay 0)

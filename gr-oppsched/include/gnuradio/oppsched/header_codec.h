@@ -59,11 +59,9 @@ struct header_fields {
  * Modulation: BPSK (the robust interface) needs header REs >= 192, i.e.
  * header_symbols >= 4 at 48 data carriers. With fewer REs (the numerology default of 2
  * header symbols = 96 REs) the same 192 coded bits go on QPSK; bits_per_symbol() says
- * which. Fewer than 96 REs cannot hold the header and throw. Measured (AWGN, evdo 1 Msps,
- * 400 headers): 4-symbol BPSK header fails 13/400 at -1 dB and 0/400 at 0 dB, about 1 dB
- * more robust than an MCS 0 payload (8/400 at 0 dB); the 2-symbol QPSK header fails
- * 137/400 at 1 dB and 29/400 at 2 dB, i.e. ~2 dB LESS robust than the MCS 0 payload it
- * announces, so at the lowest MCS the header, not the payload, limits the link. Hence
+ * which. Fewer than 96 REs cannot hold the header and throw. A 2-symbol QPSK header is
+ * about 2 dB less robust than the MCS 0 payload it announces (docs/phy.md, "Control
+ * header"), so at the lowest MCS it would limit the link; hence
  * header_symbols = 4 is recommended (cost: 2 of 20 symbols of an evdo slot at 1 Msps).
  */
 class OPPSCHED_API header_codec final {
@@ -85,17 +83,25 @@ class OPPSCHED_API header_codec final {
 
     //! header_symbols * data_carriers
     std::size_t resource_elements() const { return d_re; }
-    //! 1 (BPSK) or 2 (QPSK fallback, see above)
+    //! 1 (BPSK, header REs >= 192) or 2 (QPSK fallback with fewer REs)
     int bits_per_symbol() const { return d_bps; }
 
-    /*! \throws std::invalid_argument naming the field when a field is out of range */
+    /*!
+     * \brief Encode the header into resource_elements() constellation points (unit mean
+     * energy), in interface order.
+     * \throws std::invalid_argument naming the field when a field is out of range
+     */
     std::vector<gr_complex> encode(const header_fields& h) const;
+    //! same, writing resource_elements() points to \p out
     void encode(const header_fields& h, gr_complex* out) const;
 
     /*!
      * \brief Decode the header REs. Never throws and never crashes on garbage: wrong sizes,
      * NaN/inf, a bad CRC, non-zero reserved bits or out-of-range fields give an Error.
-     * \param noise_var per-RE noise variance (as for the payload)
+     * \param re        equalised header REs (interface order)
+     * \param noise_var per-RE noise variance (linear, relative to unit-energy REs; as for
+     *                  the payload)
+     * \param n_re      number of REs; must be resource_elements()
      */
     ::oppsched::Result<header_fields> decode(const gr_complex* re, const float* noise_var,
                                              std::size_t n_re);

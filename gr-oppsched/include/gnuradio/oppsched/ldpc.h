@@ -91,20 +91,9 @@ struct ldpc_decode_stats {
  * Chen & Fossorier 2002; layered schedule, Hocevar 2004). Stops after the first
  * iteration whose hard decisions satisfy every check.
  *
- * Defaults (scale 0.8125 = 13/16, 15 iterations), measured with bench_ldpc.cc
- * (BM_ldpc_fer: BPSK, real AWGN, Es = 1, sigma^2 = N0/2, 400 seeded frames per point,
- * Es/N0 at FER 10% interpolated on a 0.25 dB grid):
- *
- *   code          sum-product(20 it)  MS .8125/20  MS .8125/15  MS .8125/10  MS .75/20  MS 1.0/20
- *   1944 R1/2        -1.89 dB           -1.73        -1.65        -1.42       -1.60      -1.31
- *   1944 R5/6         2.39 dB            2.42         2.45         2.51        2.44       2.61
- *    648 R1/2        -1.61 dB           -1.44        -1.40        -1.23       -1.37      -1.07
- *
- * So the default loses 0.24 dB (1944 R1/2), 0.06 dB (1944 R5/6) and 0.21 dB (648 R1/2)
- * against float layered sum-product; scale 0.8125 beat 0.6875, 0.75, 0.875 and 1.0 on
- * all three codes, and 15 iterations cost 0.04-0.08 dB against 20 while bounding the
- * worst-case time by 25% less (the decoder runs in real time in 3 receivers on 2 cores;
- * about 10 us per iteration for n = 1944 on the project machine, see bench_ldpc.cc).
+ * Defaults: scale 0.8125 = 13/16, 15 iterations, within a quarter dB of float sum-product
+ * at a bounded worst-case time (the decoder runs in real time in several receivers);
+ * the measured comparison: docs/phy.md, "LDPC decoder".
  *
  * Not thread-safe (scratch state); one per receiving thread. Steady state does not
  * allocate (scratch is sized for the largest code at construction).

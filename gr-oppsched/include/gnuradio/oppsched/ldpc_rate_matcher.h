@@ -31,9 +31,7 @@ namespace oppsched {
  *    bits, which are never sent.
  *  With the largest TB (K = floor(C R)) at most the parity of one 648-bit unit does not
  *  fit the slot: RV 0 leaves out the last parity bits of each codeword (as 802.11n
- *  punctures). Measured against fixed lengths: clamp QPSK 3/4 (K = 2160, C = 2880) with
- *  1944 + 1296 instead of 5 x 648, evdo 16QAM 1/2 (K = 1248, C = 2496) with 2 x 1296
- *  instead of 2 x 1944 with 36 % of the parity punctured (1.5 dB worse).
+ *  punctures). Measured against fixed codeword lengths: docs/phy.md, "LDPC rate matching".
  *
  * Soft buffer: codeword i owns the buffer_bits(i) = k_i + L_i(1-R) positions
  * [offset(i), offset(i) + buffer_bits(i)): its k_i info bits, then its parity bits.

@@ -82,8 +82,8 @@ class OPPSCHED_API numerology final {
     explicit numerology(const numerology_params& p);
 
     /*!
-     * \brief The named profiles of the seeds: "evdo" (1.667 ms slots, seed 002) and
-     * "clamp" (3 ms slots, seed 000), at the given sample rate (Hz), with payload FEC
+     * \brief The named profiles of the papers: "evdo" (1.667 ms slots, Srinivasan & Baras) and
+     * "clamp" (3 ms slots, Andrew & Hanly, CLAMP), at the given sample rate (Hz), with payload FEC
      * \p fec ("ldpc" or "conv").
      */
     static numerology profile(const std::string& name, double sample_rate = 1e6,

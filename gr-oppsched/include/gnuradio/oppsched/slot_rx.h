@@ -15,11 +15,12 @@ namespace oppsched {
  * soft combining.
  * \ingroup oppsched
  *
- * Composes slot_sync -> ofdm_demodulator (with its snr_estimator) -> header_codec ->
- * tb_decoder, with one harq_buffer per HARQ process (16: the header's 4-bit field; made on
- * first use). The decoder clears a process's buffer when the header's NDI differs from the
- * one it holds (a new TB), and combines otherwise (chase combining for equal RVs,
- * incremental redundancy for others: harq_buffer.h).
+ * A thin block over slot_receiver (slot_receiver.h), which does the work: slot_sync ->
+ * ofdm_demodulator (with its snr_estimator) -> header_codec -> header-aided channel
+ * estimation -> tb_decoder, with one harq_buffer per HARQ process. The same class is what
+ * `oppsched linkcurves` measures, so the MCS tables describe this receiver. The block feeds
+ * the stream in and publishes the reports; its statistics are those of the receiver as of
+ * the last work() call.
  *
  * Input: one complex stream (any chunking; stream tags are ignored).
  *

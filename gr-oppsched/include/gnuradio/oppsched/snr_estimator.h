@@ -2,40 +2,12 @@
 // Per-slot SNR estimation from the two long-training symbols, effective SNR for
 // frequency-selective channels, and the CQI table. Pure classes: no gr::block, no I/O.
 //
-// SNR definition (numerology.h): mean Es/N0 per occupied subcarrier. The demodulator hands
-// the estimator, for each occupied subcarrier k, the two LTF observations with the known
-// symbol removed, z_i,k = Y_i,k conj(L_k) = H_k + w_i,k, w ~ CN(0, N0), in units where a
-// unit channel gives z = 1 (ofdm_sequences::rx_scale). Then
-//   noise     N0_slot = sum_k |z_1,k - z_2,k|^2 / (2 K)        (E|w1 - w2|^2 = 2 N0)
-//   signal    S = sum_k |zbar_k|^2 / K - N0 / 2,  zbar = (z_1 + z_2)/2   (E|zbar|^2 = |H|^2 + N0/2)
-//   SNR       S / N0
-// with K = occupied_carriers() (52: 52 complex noise samples, so one slot's N0 has a
-// relative standard deviation of 1/sqrt(52), 0.6 dB). Because the receiver's noise floor
-// is stationary, N0 is smoothed over slots: a running mean over the first 1/noise_ema
-// slots, then an EMA with weight noise_ema (1 = this slot only); a slot whose N0 differs
-// by more than 6 dB from the average restarts it (a step in the noise level; with 52 DOF
-// that never happens by chance).
-//
-// Effective SNR (one number for a frequency-selective slot):
-//  - miesm (default): mutual-information effective SNR with the Gaussian-input
-//    (Shannon) mapping I(g) = log2(1 + g): g_eff = 2^(mean_k I(g_k)) - 1. It does not
-//    depend on the MCS (the CQI is computed before an MCS is chosen; the MAC maps CQI to
-//    MCS with measured link curves that use this same g_eff, which absorbs the
-//    constellation-specific mismatch). Flat channel: g_eff = g.
-//  - eesm: exponential effective SNR, g_eff = -beta ln(mean_k exp(-g_k / beta)), with a
-//    single configurable beta (per-MCS betas belong to the link-curve tool, which can call
-//    effective_snr() with its own beta).
-// The per-subcarrier g_k = (|zbar_k|^2 averaged over +-smoothing neighbours - N0/2) / N0
-// are noisy at low SNR, and both mappings are concave/convex, so a plain average is
-// biased (MIESM by -0.8 dB at 0 dB SNR with no smoothing). We smooth over 3 subcarriers
-// (coherence bandwidth at CP-limited delay spread is >= 4 subcarriers) and apply the
-// second-order (delta-method) correction E f(g^) ~ f(g) + f''(g) var(g^)/2 with
-// var(g^_k) = (g_k + 1/4)/n_k, which removes the bias to within 0.15 dB over -3..30 dB.
-//
-// CQI: index 0..15 from the effective SNR in dB through 15 increasing thresholds:
-// CQI = number of thresholds <= g_eff_dB (0 = below the first, or no slot detected).
-// Default thresholds: -4, -2, 0, ..., 24 dB (2 dB steps). The MAC's link adaptation maps
-// CQI -> MCS from measured link curves; cqi_lower_snr_db() gives the lower edge of a bin.
+// SNR: mean Es/N0 per occupied subcarrier (numerology.h), from the two LTF observations of
+// each occupied subcarrier (their difference is noise only, their mean signal plus half the
+// noise). N0 is averaged over slots (the noise floor is stationary). Effective SNR (MIESM by
+// default, or EESM) summarises a frequency-selective slot in one number, with a bias
+// correction for the noisy per-subcarrier values; the CQI (0..15) counts the thresholds it
+// reaches. Derivations and measured accuracy: docs/phy.md, "SNR, effective SNR and CQI".
 #include <gnuradio/gr_complex.h>
 #include <gnuradio/oppsched/api.h>
 
@@ -53,7 +25,7 @@ struct cqi_params {
     effective_snr_method method = effective_snr_method::miesm;
     double eesm_beta = 4.0;       //!< EESM beta (linear, > 0); used when method == eesm
     int smoothing = 1;            //!< per-subcarrier SNR averaged over +-smoothing carriers
-    bool bias_correction = true;  //!< second-order correction for noisy g_k (see above)
+    bool bias_correction = true;  //!< second-order correction for noisy g_k (docs/phy.md)
 
     static std::vector<double> default_thresholds_db();
     //! throws std::invalid_argument naming the field ("cqi.thresholds_db[3]: ...")
@@ -95,7 +67,7 @@ class OPPSCHED_API snr_estimator final {
 
     /*!
      * \brief Estimate from the two LTF observations of one slot.
-     * \param z1, z2 known-symbol-removed LTF subcarrier values (see above), n each,
+     * \param z1, z2 known-symbol-removed LTF subcarrier values z_i,k = Y_i,k conj(L_k), n each,
      *               occupied order
      * \param n      occupied_carriers()
      * Updates the noise EMA when the slot's noise estimate is usable.
