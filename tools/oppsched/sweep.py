@@ -413,19 +413,29 @@ def series(df: pd.DataFrame, x: str, y: str, axis_names: list[str],
                 pts = []
                 groups = (dl.groupby(present[0] if len(present) == 1 else present, sort=True,
                                      dropna=False) if present else [((), dl)])
-                for _, g in groups:
+                along = [a for a in present if a not in split]
+                tags = []
+                for gkey, g in groups:
                     xs = pd.to_numeric(g[x], errors="coerce").to_numpy(float)
                     ys = pd.to_numeric(g[col], errors="coerce").to_numpy(float)
                     if not np.isfinite(xs).any() or not np.isfinite(ys).any():
                         continue
                     pts.append((float(np.nanmean(xs)), float(np.nanmean(ys)), _ci95(ys),
                                 int(np.isfinite(ys).sum())))
-                pts.sort()
+                    gkey = gkey if isinstance(gkey, tuple) else (gkey,)
+                    vals = dict(zip(present, gkey))
+                    tags.append(",".join(f"{a}={sweepspec.format_value(vals[a])}" for a in along))
+                if x in axis_names:
+                    order = sorted(range(len(pts)), key=lambda i: pts[i])
+                    pts, tags = [pts[i] for i in order], [tags[i] for i in order]
                 label = " ".join(filter(None, [variant or "", col if "*" in y else "",
                                                ",".join(f"{a}={sweepspec.format_value(v)}"
                                                         for a, v in zip(split, skey))]))
                 if pts:
-                    out.append({"label": label or col, "points": pts})
+                    # Against a metric, a line is parametric: in the order of its axes,
+                    # each point tagged with their values.
+                    out.append({"label": label or col, "points": pts,
+                                "tags": tags if x not in axis_names else []})
     return out
 
 
@@ -473,6 +483,9 @@ def write_sweep_report(outdir: Path, man: dict, df: pd.DataFrame) -> Path:
                 xs, ys, cis, _ = zip(*ln["points"])
                 ax.errorbar(xs, ys, yerr=cis, marker="o", ms=4, capsize=3, lw=1.2, color=color,
                             label=ln["label"])
+                for px, py, tag in zip(xs, ys, ln.get("tags", [])):
+                    ax.annotate(tag, (px, py), textcoords="offset points", xytext=(4, 4),
+                                fontsize=6, color=color)
             ax.set_xlabel(spec["x"])
             ax.set_ylabel(spec["y"])
             if spec.get("logx"):

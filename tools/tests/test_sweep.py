@@ -252,14 +252,16 @@ def test_series_average_over_seeds_with_a_95_percent_interval():
     assert ci1 == pytest.approx(12.706, rel=1e-3)  # t(0.975, 1) x s / sqrt(n), s = sqrt 2
 
 
-def test_against_a_metric_every_axis_runs_along_one_line_per_variant():
+def test_against_a_metric_every_axis_runs_along_one_parametric_line_per_variant():
     # Goodput against queueing delay as the buffer grows: one line per variant, one point
-    # per buffer (mean over seeds), ordered by the metric.
+    # per buffer (mean over seeds).
     df = pd.DataFrame({"point": list("abcdef"), "variant": ["v"] * 6, "seed": [1, 2] * 3,
                        "buf": [1, 1, 2, 2, 4, 4], "delay": [5.0, 7.0, 3.0, 3.0, 9.0, 11.0],
                        "g": [1.0, 1.0, 0.5, 0.5, 2.0, 2.0]})
     (line,) = sweep.series(df, "delay", "g", ["buf"])
-    assert [(px, py) for px, py, _, _ in line["points"]] == [(3.0, 0.5), (6.0, 1.0), (10.0, 2.0)]
+    # In the order of the axis (a parametric curve), tagged with its values.
+    assert [(px, py) for px, py, _, _ in line["points"]] == [(6.0, 1.0), (3.0, 0.5), (10.0, 2.0)]
+    assert line["tags"] == ["buf=1", "buf=2", "buf=4"]
     two = sweep.series(df.assign(other=[0, 0, 0, 0, 0, 0]), "delay", "g", ["buf", "other"],
                        by=["other"])
     assert len(two) == 1 and two[0]["label"] == "v other=0"
