@@ -18,7 +18,7 @@
 //     decoded, with its symbols as extra training.
 // Formulas, derivations and measured gains: docs/phy.md, "OFDM demodulation".
 //
-// Output REs are in the interface order (phy_common.md): symbol by symbol, data
+// Output REs are in the interface order (numerology.h): symbol by symbol, data
 // subcarriers in increasing k; header REs (header_resource_elements()) and payload REs
 // (payload_resource_elements()) separately.
 #include <gnuradio/fft/fft.h>
