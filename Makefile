@@ -40,7 +40,7 @@ bench: build
 	$(PY) -m oppsched bench --build $(BUILD)
 
 format:
-	find host gr-oppsched -name '*.h' -o -name '*.cc' | xargs clang-format -i
+	git ls-files '*.h' '*.cc' | xargs clang-format -i --style=file
 
 clean:
 	rm -rf $(BUILD)
