@@ -1,6 +1,7 @@
-// Python bindings of oppsched/channel.h: Jakes (seed 000's Jakes model, or seed 002's random
-// sum of sinusoids with model="sum_of_sinusoids") and ClampLink (seed 000's slot rate rule,
-// error rule and adaptive backoff margin). Errors become ValueError with the C++ message.
+// Python bindings of oppsched/fading.h and oppsched/clamp_link.h: Jakes (seed 000's Jakes model, or
+// seed 002's random sum of sinusoids with model="sum_of_sinusoids") and ClampLink (seed 000's slot
+// rate rule, error rule and adaptive backoff margin). Errors become ValueError with the C++
+// message.
 #include <pybind11/complex.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -12,7 +13,8 @@
 #include <string>
 
 #include "bindings.h"
-#include "oppsched/channel.h"
+#include "oppsched/clamp_link.h"
+#include "oppsched/fading.h"
 
 namespace oppsched::py {
 namespace {

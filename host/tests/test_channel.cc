@@ -12,7 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "oppsched/channel.h"
+#include "oppsched/clamp_link.h"
+#include "oppsched/fading.h"
 
 using namespace oppsched;
 using namespace oppsched::channel;

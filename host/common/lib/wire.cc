@@ -12,7 +12,7 @@ namespace oppsched::wire {
 namespace {
 
 class Writer {
-public:
+  public:
     explicit Writer(std::size_t reserve) { b_.reserve(reserve); }
     void u8(std::uint8_t v) { b_.push_back(v); }
     void u16(std::uint16_t v) { put(v, 2); }
@@ -27,16 +27,17 @@ public:
     void bytes(const std::vector<std::uint8_t>& v) { b_.insert(b_.end(), v.begin(), v.end()); }
     std::vector<std::uint8_t>& buf() { return b_; }
 
-private:
+  private:
     void put(std::uint64_t v, int n) {
         for (int i = n - 1; i >= 0; --i) b_.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
     }
     std::vector<std::uint8_t> b_;
 };
 
-// Bounds-checked big-endian (network order) reader; the first failure is remembered with the field name.
+// Bounds-checked big-endian (network order) reader; the first failure is remembered with the field
+// name.
 class Reader {
-public:
+  public:
     Reader(const std::uint8_t* p, std::size_t n, const char* msg) : p_(p), n_(n), msg_(msg) {}
     bool ok() const { return err_.empty(); }
     const std::string& error() const { return err_; }
@@ -44,8 +45,8 @@ public:
         if (!ok()) return 0;
         if (n_ - pos_ < static_cast<std::size_t>(n)) {
             std::ostringstream s;
-            s << msg_ << "." << field << ": truncated (needs " << n << " bytes at offset "
-              << pos_ << ", body has " << n_ << ")";
+            s << msg_ << "." << field << ": truncated (needs " << n << " bytes at offset " << pos_
+              << ", body has " << n_ << ")";
             err_ = s.str();
             return 0;
         }
@@ -88,7 +89,7 @@ public:
         }
     }
 
-private:
+  private:
     const std::uint8_t* p_;
     std::size_t n_;
     std::size_t pos_ = 0;
@@ -164,12 +165,18 @@ std::string bad_value(const char* field, T v, const char* why) {
 
 const char* to_string(MsgType t) {
     switch (t) {
-        case MsgType::slot_request: return "slot_request";
-        case MsgType::slot_grant: return "slot_grant";
-        case MsgType::rx_indication: return "rx_indication";
-        case MsgType::cqi_report: return "cqi_report";
-        case MsgType::harq_feedback: return "harq_feedback";
-        case MsgType::uplink_packet: return "uplink_packet";
+        case MsgType::slot_request:
+            return "slot_request";
+        case MsgType::slot_grant:
+            return "slot_grant";
+        case MsgType::rx_indication:
+            return "rx_indication";
+        case MsgType::cqi_report:
+            return "cqi_report";
+        case MsgType::harq_feedback:
+            return "harq_feedback";
+        case MsgType::uplink_packet:
+            return "uplink_packet";
     }
     return "unknown";
 }
