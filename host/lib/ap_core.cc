@@ -12,21 +12,12 @@
 #include <unordered_set>
 
 #include "oppsched/pdu.h"
+#include "oppsched/validation.h"
 
 namespace oppsched::ap {
 namespace {
 
 constexpr std::size_t kMinUsableTb = pdu::kMinPduBytes + pdu::kSegmentHeaderBytes + 1;  // 29
-
-std::string num(double v) {
-    std::ostringstream os;
-    os << v;
-    return os.str();
-}
-
-[[noreturn]] void bad(const std::string& field, const std::string& value, const std::string& why) {
-    throw std::invalid_argument(field + ": " + value + " " + why);
-}
 
 // An address as 17 bytes: version + 16 address bytes (IPv4 in the first 4).
 using AddrKey = std::array<std::uint8_t, 17>;
@@ -78,11 +69,12 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // Tables
 
 linkadapt::mcs_table clamp_table(const ClampTableParams& p) {
-    if (!(p.w0_hz >= 1 && p.w0_hz <= 1e12)) bad("clamp.w0_hz", num(p.w0_hz), "not in [1, 1e12]");
+    if (!(p.w0_hz >= 1 && p.w0_hz <= 1e12))
+        throw_invalid("clamp.w0_hz", format_number(p.w0_hz), "not in [1, 1e12]");
     if (!(p.cmax_bps >= 1 && p.cmax_bps <= 1e12))
-        bad("clamp.cmax_bps", num(p.cmax_bps), "not in [1, 1e12]");
+        throw_invalid("clamp.cmax_bps", format_number(p.cmax_bps), "not in [1, 1e12]");
     if (p.levels < 1 || p.levels > 255)
-        bad("clamp.levels", std::to_string(p.levels), "not in [1, 255]");
+        throw_invalid("clamp.levels", std::to_string(p.levels), "not in [1, 255]");
     std::vector<linkadapt::mcs_entry> rows;
     for (std::uint32_t k = 1; k <= p.levels; ++k) {
         const double rate = static_cast<double>(k) * p.cmax_bps / p.levels;
@@ -108,9 +100,9 @@ std::optional<linkadapt::mcs_table> mcs_table_by_name(const std::string& name,
 // Parameters
 
 void ApCoreParams::validate() const {
-    if (users.empty()) bad("users", "[]", "must name at least one user");
+    if (users.empty()) throw_invalid("users", "[]", "must name at least one user");
     if (users.size() > 65535)
-        bad("users", std::to_string(users.size()), "entries: more than 65535");
+        throw_invalid("users", std::to_string(users.size()), "entries: more than 65535");
     std::unordered_map<AddrKey, std::size_t, AddrKeyHash> seen;
     std::unordered_set<std::string> names;
     for (std::size_t u = 0; u < users.size(); ++u) {
@@ -121,20 +113,24 @@ void ApCoreParams::validate() const {
                                  return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' ||
                                         ch == '.' || ch == '-';
                              });
-        if (!name_ok) bad(f + ".name", "'" + up.name + "'", "not 1..64 of [A-Za-z0-9_.-]");
-        if (!names.insert(up.name).second) bad(f + ".name", "'" + up.name + "'", "is used twice");
+        if (!name_ok)
+            throw_invalid(f + ".name", "'" + up.name + "'", "not 1..64 of [A-Za-z0-9_.-]");
+        if (!names.insert(up.name).second)
+            throw_invalid(f + ".name", "'" + up.name + "'", "is used twice");
         for (std::size_t i = 0; i < up.addresses.size(); ++i) {
             const std::string fa = f + ".addresses[" + std::to_string(i) + "]";
             const auto k = parse_address(up.addresses[i]);
-            if (!k) bad(fa, "'" + up.addresses[i] + "'", "is not an IPv4 or IPv6 address");
+            if (!k)
+                throw_invalid(fa, "'" + up.addresses[i] + "'", "is not an IPv4 or IPv6 address");
             const auto [it, inserted] = seen.emplace(*k, u);
             if (!inserted)
-                bad(fa, "'" + up.addresses[i] + "'",
-                    "is also an address of users[" + std::to_string(it->second) + "]");
+                throw_invalid(fa, "'" + up.addresses[i] + "'",
+                              "is also an address of users[" + std::to_string(it->second) + "]");
         }
         if (up.queue_limit_bytes && *up.queue_limit_bytes == 0 &&
             (up.queue_limit_packets ? *up.queue_limit_packets : aqm.limits.packets) == 0)
-            bad(f + ".queue_limit_bytes", "0", "and no packet limit: the queue is unbounded");
+            throw_invalid(f + ".queue_limit_bytes", "0",
+                          "and no packet limit: the queue is unbounded");
     }
     try {
         aqm::validate(aqm);
@@ -145,27 +141,27 @@ void ApCoreParams::validate() const {
             aqm::validate(c);
         }
     } catch (const std::invalid_argument& e) {
-        throw std::invalid_argument(std::string("aqm: ") + e.what());
+        throw_invalid(std::string("aqm: ") + e.what());
     }
     if (clamp.enabled) {
         try {
             clamp.router.validate();
         } catch (const std::invalid_argument& e) {
-            throw std::invalid_argument(std::string("clamp: ") + e.what());
+            throw_invalid(std::string("clamp: ") + e.what());
         }
     }
-    if (clamp.mu_init_slots < 1) bad("clamp.mu_init_slots", "0", "not >= 1");
+    if (clamp.mu_init_slots < 1) throw_invalid("clamp.mu_init_slots", "0", "not >= 1");
     if (!(clamp.mu_ema_weight > 0 && clamp.mu_ema_weight <= 1))
-        bad("clamp.mu_ema_weight", num(clamp.mu_ema_weight), "not in (0,1]");
+        throw_invalid("clamp.mu_ema_weight", format_number(clamp.mu_ema_weight), "not in (0,1]");
     if (!(clamp.mu_floor_bps > 0) || !std::isfinite(clamp.mu_floor_bps))
-        bad("clamp.mu_floor_bps", num(clamp.mu_floor_bps), "not > 0");
+        throw_invalid("clamp.mu_floor_bps", format_number(clamp.mu_floor_bps), "not > 0");
     try {
         sched::scheduler_config sc;
         sc.num_users = users.size();
         sc.policy = scheduler;
         sched::validate(sc);
     } catch (const std::invalid_argument& e) {
-        throw std::invalid_argument(std::string("scheduler: ") + e.what());
+        throw_invalid(std::string("scheduler: ") + e.what());
     }
     try {
         harq::harq_config hc = harq;
@@ -173,20 +169,24 @@ void ApCoreParams::validate() const {
         harq::validate(hc);
         if (olla_enabled) linkadapt::olla check(olla);
     } catch (const std::invalid_argument& e) {
-        throw std::invalid_argument(e.what());
+        throw_invalid(e.what());
     }
-    if (!(slot_s > 0 && slot_s <= 1)) bad("slot_s", num(slot_s), "not in (0,1]");
-    if (lead_slots > 100000) bad("lead_slots", std::to_string(lead_slots), "not in [0,100000]");
+    if (!(slot_s > 0 && slot_s <= 1))
+        throw_invalid("slot_s", format_number(slot_s), "not in (0,1]");
+    if (lead_slots > 100000)
+        throw_invalid("lead_slots", std::to_string(lead_slots), "not in [0,100000]");
     if (restart_backjump_slots < 1)
-        bad("restart_backjump_slots", std::to_string(restart_backjump_slots), "not >= 1");
-    if (grant_cache < 1) bad("grant_cache", "0", "not >= 1");
-    if (table.size() > 256) bad("link_adaptation.table", table.name(), "has more than 256 MCSs");
+        throw_invalid("restart_backjump_slots", std::to_string(restart_backjump_slots), "not >= 1");
+    if (grant_cache < 1) throw_invalid("grant_cache", "0", "not >= 1");
+    if (table.size() > 256)
+        throw_invalid("link_adaptation.table", table.name(), "has more than 256 MCSs");
     bool usable = false;
     for (std::size_t m = 0; m < table.size(); ++m)
         usable = usable || table.bytes_per_slot(static_cast<int>(m), slot_s) >= kMinUsableTb;
     if (!usable)
-        bad("link_adaptation.table", "'" + table.name() + "'",
-            "has no MCS carrying >= 29 bytes in a slot of " + num(slot_s) + " s");
+        throw_invalid(
+            "link_adaptation.table", "'" + table.name() + "'",
+            "has no MCS carrying >= 29 bytes in a slot of " + format_number(slot_s) + " s");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -457,8 +457,7 @@ struct ApCore::Impl {
             const harq::process_view v = harq->process(user, pid);
             if (v.phase != harq::process_phase::awaiting_feedback || v.last_tx_slot > heard)
                 continue;
-            handle_event(harq->on_not_received(user, pid, v.last_tx_slot, last_internal),
-                         last_now);
+            handle_event(harq->on_not_received(user, pid, v.last_tx_slot, last_internal), last_now);
         }
     }
 
@@ -762,8 +761,7 @@ wire::SlotGrant ApCore::on_slot_request(time_ns now, std::uint64_t slot, time_ns
     return out;
 }
 
-void ApCore::on_cqi(std::uint32_t user, std::uint64_t slot, double snr_db,
-                    std::uint8_t /*cqi*/) {
+void ApCore::on_cqi(std::uint32_t user, std::uint64_t slot, double snr_db, std::uint8_t /*cqi*/) {
     Impl& m = *impl_;
     if (user >= m.n_users) {
         ++m.stats.cqi_unknown_user;

@@ -11,15 +11,10 @@
 #include <stdexcept>
 #include <utility>
 
+#include "oppsched/validation.h"
+
 namespace oppsched::client {
 namespace {
-
-template <class T>
-[[noreturn]] void bad(const char* field, T value, const char* why) {
-    std::ostringstream os;
-    os << field << ": " << value << " " << why;
-    throw std::invalid_argument(os.str());
-}
 
 inline std::uint32_t be32(const std::uint8_t* p) {
     return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) |
@@ -66,19 +61,19 @@ std::string flow_name(const tcpip::FlowKey& k) {
 
 void ClientCoreParams::validate() const {
     if (cqi_period_slots < 1 || cqi_period_slots > kMaxCqiPeriod)
-        bad("client.cqi_period_slots", cqi_period_slots, "not in [1, 1000000]");
+        throw_invalid("client.cqi_period_slots", cqi_period_slots, "not in [1, 1000000]");
     reassembly.validate();
     clamp.agent.validate();
     if (clamp.mss_bytes != 0 && (clamp.mss_bytes < 64 || clamp.mss_bytes > 65535))
-        bad("client.clamp.mss_bytes", clamp.mss_bytes, "not 0 (learn) or in [64, 65535]");
+        throw_invalid("client.clamp.mss_bytes", clamp.mss_bytes, "not 0 (learn) or in [64, 65535]");
     if (clamp.price_timeout <= 0 || clamp.price_timeout > kMaxPriceTimeout)
-        bad("client.clamp.price_timeout", clamp.price_timeout, "ns not in (0, 60 s]");
+        throw_invalid("client.clamp.price_timeout", clamp.price_timeout, "ns not in (0, 60 s]");
     if (clamp.max_flows < 1 || clamp.max_flows > 1'000'000)
-        bad("client.clamp.max_flows", clamp.max_flows, "not in [1, 1000000]");
+        throw_invalid("client.clamp.max_flows", clamp.max_flows, "not in [1, 1000000]");
     if (clamp.flow_idle_timeout <= 0)
-        bad("client.clamp.flow_idle_timeout", clamp.flow_idle_timeout, "ns not > 0");
+        throw_invalid("client.clamp.flow_idle_timeout", clamp.flow_idle_timeout, "ns not > 0");
     if (clamp.max_pending_records < 1)
-        bad("client.clamp.max_pending_records", clamp.max_pending_records, "not >= 1");
+        throw_invalid("client.clamp.max_pending_records", clamp.max_pending_records, "not >= 1");
 }
 
 // One TCP connection seen from its SYN, keyed by its downlink direction.
@@ -492,9 +487,9 @@ std::optional<time_ns> ClientCore::next_deadline() const { return reassembler_.n
 
 void UplinkDelayParams::validate() const {
     if (delay < 0 || delay > kMaxUplinkDelay)
-        bad("client.uplink_delay", delay, "ns not in [0, 10 s]");
+        throw_invalid("client.uplink_delay", delay, "ns not in [0, 10 s]");
     if (hold_bytes < wire::kMaxFrameLen)
-        bad("client.uplink_hold_bytes", hold_bytes, "not >= 70000 (one frame)");
+        throw_invalid("client.uplink_hold_bytes", hold_bytes, "not >= 70000 (one frame)");
 }
 
 UplinkDelay::UplinkDelay(const UplinkDelayParams& params)

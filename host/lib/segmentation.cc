@@ -5,8 +5,9 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <stdexcept>
 #include <string>
+
+#include "oppsched/validation.h"
 
 namespace oppsched::pdu {
 namespace {
@@ -40,11 +41,9 @@ void Segmenter::abandon_partial() {
 BuiltTb Segmenter::build(std::size_t tb_bytes, const PacketSource& source,
                          std::optional<float> price_s) {
     if (tb_bytes < kMinPduBytes || tb_bytes > kMaxPduBytes)
-        throw std::invalid_argument("segmenter.tb_bytes: " + std::to_string(tb_bytes) +
-                                    " not in [20, 65535]");
+        throw_invalid("segmenter.tb_bytes: " + std::to_string(tb_bytes) + " not in [20, 65535]");
     if (price_s && !(std::isfinite(*price_s) && *price_s >= 0.0f))
-        throw std::invalid_argument("segmenter.price_s: " + std::to_string(*price_s) +
-                                    " is not finite and >= 0");
+        throw_invalid("segmenter.price_s: " + std::to_string(*price_s) + " is not finite and >= 0");
     BuiltTb out;
     out.bytes.assign(tb_bytes, 0);
     TbRecord& rec = out.record;
@@ -112,14 +111,12 @@ BuiltTb Segmenter::build(std::size_t tb_bytes, const PacketSource& source,
 
 void ReassemblerParams::validate() const {
     if (window < 1 || window > (1u << 30))
-        throw std::invalid_argument("reassembler.window: " + std::to_string(window) +
-                                    " not in [1, 2^30]");
+        throw_invalid("reassembler.window: " + std::to_string(window) + " not in [1, 2^30]");
     if (timeout <= 0)
-        throw std::invalid_argument("reassembler.timeout: " + std::to_string(timeout) +
-                                    " ns must be > 0");
+        throw_invalid("reassembler.timeout: " + std::to_string(timeout) + " ns must be > 0");
     if (max_bytes < kMaxPacketBytes)
-        throw std::invalid_argument("reassembler.max_bytes: " + std::to_string(max_bytes) +
-                                    " is below one maximal packet (65535)");
+        throw_invalid("reassembler.max_bytes: " + std::to_string(max_bytes) +
+                      " is below one maximal packet (65535)");
 }
 
 Reassembler::Reassembler(ReassemblerParams params)

@@ -2,8 +2,9 @@
 #include "oppsched/tcpip.h"
 
 #include <cstring>
-#include <stdexcept>
 #include <string>
+
+#include "oppsched/validation.h"
 
 namespace oppsched::tcpip {
 namespace {
@@ -283,10 +284,10 @@ Result<std::uint16_t> set_window(std::uint8_t* packet, std::size_t len, const Pa
 // WindowTracker
 
 void WindowTrackerParams::validate() const {
-    if (max_flows == 0) throw std::invalid_argument("window_tracker.max_flows: 0 must be >= 1");
+    if (max_flows == 0) throw_invalid("window_tracker.max_flows: 0 must be >= 1");
     if (idle_timeout <= 0)
-        throw std::invalid_argument("window_tracker.idle_timeout: " + std::to_string(idle_timeout) +
-                                    " ns must be > 0");
+        throw_invalid("window_tracker.idle_timeout: " + std::to_string(idle_timeout) +
+                      " ns must be > 0");
 }
 
 WindowTracker::WindowTracker(WindowTrackerParams params) : params_(params) {

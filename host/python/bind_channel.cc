@@ -9,12 +9,12 @@
 #include <cstdint>
 #include <memory>
 #include <sstream>
-#include <stdexcept>
 #include <string>
 
 #include "bindings.h"
 #include "oppsched/clamp_link.h"
 #include "oppsched/fading.h"
+#include "oppsched/validation.h"
 
 namespace oppsched::py {
 namespace {
@@ -38,9 +38,7 @@ std::uint64_t seed_from(const pyb::int_& s) {
     const auto v = PyLong_AsUnsignedLongLong(s.ptr());
     if (PyErr_Occurred()) {
         PyErr_Clear();
-        std::ostringstream os;
-        os << "channel.seed: " << std::string(pyb::repr(s)) << " not in [0, 2^64)";
-        throw std::invalid_argument(os.str());
+        throw_invalid("channel.seed", std::string(pyb::repr(s)), "not in [0, 2^64)");
     }
     return static_cast<std::uint64_t>(v);
 }
@@ -48,8 +46,8 @@ std::uint64_t seed_from(const pyb::int_& s) {
 MarginScope scope_from(const std::string& s) {
     if (s == "after_retransmissions") return MarginScope::after_retransmissions;
     if (s == "per_attempt") return MarginScope::per_attempt;
-    throw std::invalid_argument("clamp_link.scope: '" + s +
-                                "' not one of 'after_retransmissions', 'per_attempt'");
+    throw_invalid("clamp_link.scope: '" + s +
+                  "' not one of 'after_retransmissions', 'per_attempt'");
 }
 const char* scope_name(MarginScope s) {
     return s == MarginScope::per_attempt ? "per_attempt" : "after_retransmissions";
@@ -75,8 +73,8 @@ T cast_field(const pyb::handle& v, const std::string& key) {
     try {
         return v.cast<T>();
     } catch (const pyb::cast_error&) {
-        throw std::invalid_argument("clamp_link." + key + ": " + std::string(pyb::repr(v)) +
-                                    " has the wrong type");
+        throw_invalid("clamp_link." + key + ": " + std::string(pyb::repr(v)) +
+                      " has the wrong type");
     }
 }
 
@@ -106,7 +104,7 @@ ClampLink make_link(ClampLinkParams p, const pyb::kwargs& kw) {
         else if (k == "margin_max")
             p.margin_max = cast_field<double>(v, k);
         else
-            throw std::invalid_argument("clamp_link." + k + ": unknown parameter");
+            throw_invalid("clamp_link." + k + ": unknown parameter");
     }
     return ClampLink(p);
 }
@@ -148,8 +146,8 @@ void bind_channel(pybind11::module_& m) {
                      p.paths = oscillators;
                      f.ch = channel::make_fading(p);
                  } else {
-                     throw std::invalid_argument("channel.model: '" + model +
-                                                 "' not one of 'clamp', 'sum_of_sinusoids'");
+                     throw_invalid("channel.model: '" + model +
+                                   "' not one of 'clamp', 'sum_of_sinusoids'");
                  }
                  return f;
              }),
@@ -188,7 +186,7 @@ void bind_channel(pybind11::module_& m) {
         .def(
             "gains",
             [](const PyFading& f, double t0_s, double dt_s, pyb::ssize_t n) {
-                if (n < 0) throw std::invalid_argument("channel.n: negative sample count");
+                if (n < 0) throw_invalid("channel.n: negative sample count");
                 pyb::array_t<std::complex<double>> out(n);
                 f.ch->gains(t0_s, dt_s, static_cast<std::size_t>(n), out.mutable_data());
                 return out;
@@ -253,7 +251,7 @@ void bind_channel(pybind11::module_& m) {
                const pyb::array_t<double, pyb::array::c_style | pyb::array::forcecast>& start,
                const pyb::array_t<double, pyb::array::c_style | pyb::array::forcecast>& end) {
                 if (start.size() != end.size())
-                    throw std::invalid_argument("clamp_link.snr_end: size differs from snr_start");
+                    throw_invalid("clamp_link.snr_end: size differs from snr_start");
                 const pyb::ssize_t n = start.size();
                 pyb::array_t<double> bits(n), margin(n);
                 pyb::array_t<bool> error(n);

@@ -8,11 +8,11 @@
 #include <cstdint>
 #include <limits>
 #include <sstream>
-#include <stdexcept>
 #include <string>
 
 #include "bindings.h"
 #include "oppsched/clamp.h"
+#include "oppsched/validation.h"
 
 namespace oppsched::py {
 namespace {
@@ -21,22 +21,16 @@ namespace pyb = pybind11;
 using namespace pyb::literals;
 
 time_ns seconds_to_ns(double t_s, const char* field) {
-    if (!std::isfinite(t_s) || std::abs(t_s) > 9.2e9) {
-        std::ostringstream os;
-        os << field << ": " << t_s << " not a finite time in seconds";
-        throw std::invalid_argument(os.str());
-    }
+    if (!std::isfinite(t_s) || std::abs(t_s) > 9.2e9)
+        throw_invalid(field, t_s, "not a finite time in seconds");
     return static_cast<time_ns>(std::llround(t_s * 1e9));
 }
 
 // Python ints to unsigned C++ fields: out of range is a ValueError naming the field (not
 // pybind11's TypeError), as for every other bad value.
 std::uint64_t to_unsigned(long long v, std::uint64_t max, const char* field) {
-    if (v < 0 || static_cast<unsigned long long>(v) > max) {
-        std::ostringstream os;
-        os << field << ": " << v << " not in [0, " << max << "]";
-        throw std::invalid_argument(os.str());
-    }
+    if (v < 0 || static_cast<unsigned long long>(v) > max)
+        throw_invalid(field, v, "not in [0, " + std::to_string(max) + "]");
     return static_cast<std::uint64_t>(v);
 }
 constexpr std::uint64_t kU32 = std::numeric_limits<std::uint32_t>::max();

@@ -6,11 +6,11 @@
 #include <pybind11/stl.h>
 
 #include <memory>
-#include <stdexcept>
 #include <string>
 
 #include "bindings.h"
 #include "oppsched/tcpip.h"
+#include "oppsched/validation.h"
 
 namespace oppsched::py {
 namespace {
@@ -27,7 +27,7 @@ pybind11::bytes to_bytes(const std::vector<std::uint8_t>& v) {
 
 PacketInfo parse_or_throw(const std::vector<std::uint8_t>& p) {
     auto r = tcpip::parse(p);
-    if (!r) throw std::invalid_argument(r.error());
+    if (!r) throw_invalid(r.error());
     return std::move(r).value();
 }
 
@@ -74,14 +74,13 @@ pybind11::dict info_dict(const PacketInfo& i) {
 
 std::uint8_t check_shift(int wscale) {
     if (wscale < 0 || wscale > 255)
-        throw std::invalid_argument("wscale: " + std::to_string(wscale) + " not in [0, 255]");
+        throw_invalid("wscale: " + std::to_string(wscale) + " not in [0, 255]");
     return static_cast<std::uint8_t>(wscale > tcpip::kMaxWindowShift ? tcpip::kMaxWindowShift
                                                                      : wscale);
 }
 std::uint64_t check_window(long long window_bytes) {
     if (window_bytes < 0)
-        throw std::invalid_argument("window_bytes: " + std::to_string(window_bytes) +
-                                    " is negative");
+        throw_invalid("window_bytes: " + std::to_string(window_bytes) + " is negative");
     return static_cast<std::uint64_t>(window_bytes);
 }
 
@@ -114,12 +113,11 @@ void bind_tcpip(pybind11::module_& m) {
         [](const pybind11::bytes& packet, long long window_bytes, int wscale) {
             std::vector<std::uint8_t> p = to_vec(packet);
             const PacketInfo info = parse_or_throw(p);
-            if (!info.tcp) throw std::invalid_argument("tcp: packet has no TCP header");
-            if (info.is_fragment)
-                throw std::invalid_argument("ip.fragment: 1 (fragments are not rewritten)");
+            if (!info.tcp) throw_invalid("tcp: packet has no TCP header");
+            if (info.is_fragment) throw_invalid("ip.fragment: 1 (fragments are not rewritten)");
             auto r = tcpip::set_window(p.data(), p.size(), info, check_window(window_bytes),
                                        check_shift(wscale));
-            if (!r) throw std::invalid_argument(r.error());
+            if (!r) throw_invalid(r.error());
             return to_bytes(p);
         },
         pybind11::arg("packet"), pybind11::arg("window_bytes"), pybind11::arg("wscale"),
@@ -143,7 +141,7 @@ void bind_tcpip(pybind11::module_& m) {
         [](const pybind11::bytes& packet) {
             std::vector<std::uint8_t> p = to_vec(packet);
             const PacketInfo info = parse_or_throw(p);
-            if (!info.tcp) throw std::invalid_argument("tcp: packet has no TCP header");
+            if (!info.tcp) throw_invalid("tcp: packet has no TCP header");
             return tcpip::tcp_checksum(p.data(), info);
         },
         pybind11::arg("packet"), "Full TCP checksum of the packet (field taken as zero).");

@@ -3,10 +3,10 @@
 #include <cstring>
 #include <limits>
 #include <sstream>
-#include <stdexcept>
 #include <string>
 
 #include "oppsched/crc32.h"
+#include "oppsched/validation.h"
 
 namespace oppsched::wire {
 namespace {
@@ -99,8 +99,7 @@ class Reader {
 
 std::uint16_t checked_len(std::size_t n, const char* field) {
     if (n > std::numeric_limits<std::uint16_t>::max())
-        throw std::invalid_argument(std::string(field) + ": " + std::to_string(n) +
-                                    " bytes exceed the 65535-byte field");
+        throw_invalid(field, n, "bytes exceed the 65535-byte field");
     return static_cast<std::uint16_t>(n);
 }
 
