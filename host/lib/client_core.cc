@@ -11,15 +11,11 @@
 #include <stdexcept>
 #include <utility>
 
+#include "oppsched/byte_order.h"
 #include "oppsched/validation.h"
 
 namespace oppsched::client {
 namespace {
-
-inline std::uint32_t be32(const std::uint8_t* p) {
-    return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) |
-           std::uint32_t{p[3]};
-}
 
 // RFC 1982 serial-number order on 32-bit TCP sequence numbers.
 inline bool seq_after(std::uint32_t a, std::uint32_t b) {
@@ -202,14 +198,14 @@ void ClientCore::on_pdu_accepted(time_ns now, const std::vector<std::uint8_t>& t
     if (!first_pdu_t_) first_pdu_t_ = now;
     if (tb[1] & pdu::kFlagPrice) {
         ++stats_.pdus_priced;
-        const std::uint32_t bits = be32(tb.data() + 8);
+        const std::uint32_t bits = load_be32(tb.data() + 8);
         float p;
         std::memcpy(&p, &bits, sizeof p);
         // The latest PDU to arrive carries the latest price we know of. (A HARQ
         // retransmission completes a few slots late with a price a few slots old; against
         // the router's 0.5 s averaging, §IV-A, that is nothing, and arrival order survives
         // an AP restart where sequence numbers do not.)
-        price_ = PriceSample{p, now, be32(tb.data() + 4)};
+        price_ = PriceSample{p, now, load_be32(tb.data() + 4)};
         last_priced_pdu_t_ = now;
         if (failed_open_) {
             failed_open_ = false;

@@ -7,17 +7,10 @@
 #include <limits>
 #include <string>
 
+#include "oppsched/byte_order.h"
 #include "oppsched/validation.h"
 
 namespace oppsched::pdu {
-namespace {
-
-inline void put16(std::uint8_t* p, std::uint16_t v) {
-    p[0] = static_cast<std::uint8_t>(v >> 8);
-    p[1] = static_cast<std::uint8_t>(v);
-}
-
-}  // namespace
 
 // ---------------------------------------------------------------------------------------
 // Segmenter
@@ -72,10 +65,10 @@ BuiltTb Segmenter::build(std::size_t tb_bytes, const PacketSource& source,
         Partial& pr = *partial_;
         const std::size_t size = pr.packet.data.size();
         const std::size_t n = std::min(end - pos - kSegmentHeaderBytes, size - pr.sent);
-        put16(b + pos, pr.packet_seq);
-        put16(b + pos + 2, static_cast<std::uint16_t>(size));
-        put16(b + pos + 4, static_cast<std::uint16_t>(pr.sent));
-        put16(b + pos + 6, static_cast<std::uint16_t>(n));
+        store_be16(b + pos, pr.packet_seq);
+        store_be16(b + pos + 2, static_cast<std::uint16_t>(size));
+        store_be16(b + pos + 4, static_cast<std::uint16_t>(pr.sent));
+        store_be16(b + pos + 6, static_cast<std::uint16_t>(n));
         std::memcpy(b + pos + kSegmentHeaderBytes, pr.packet.data.data() + pr.sent, n);
         rec.segments.push_back(
             SegmentRecord{pr.packet.id, pr.packet_seq, static_cast<std::uint16_t>(size),
