@@ -9,15 +9,37 @@
 #include <limits>
 #include <sstream>
 #include <stdexcept>
+#include <type_traits>
 #include <unordered_set>
 
 #include "oppsched/pdu.h"
+#include "oppsched/stats_fields.h"
 #include "oppsched/validation.h"
 
 namespace oppsched::ap {
 namespace {
 
 constexpr std::size_t kMinUsableTb = pdu::kMinPduBytes + pdu::kSegmentHeaderBytes + 1;  // 29
+
+// The std::uint64_t fields of `stats` (stats_fields.h) as counters under `prefix`.
+template <class Stats>
+void append_counters(std::vector<std::pair<std::string, std::uint64_t>>& out,
+                     const std::string& prefix, const Stats& stats) {
+    for_each_field(stats, [&](const char* key, const auto& value) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(value)>, std::uint64_t>)
+            out.emplace_back(prefix + key, value);
+    });
+}
+
+// The other fields (state: double, flags: bool as 0 or 1) as gauges under `prefix`.
+template <class Stats>
+void append_gauges(std::vector<std::pair<std::string, double>>& out, const std::string& prefix,
+                   const Stats& stats) {
+    for_each_field(stats, [&](const char* key, const auto& value) {
+        if constexpr (!std::is_same_v<std::decay_t<decltype(value)>, std::uint64_t>)
+            out.emplace_back(prefix + key, static_cast<double>(value));
+    });
+}
 
 // An address as 17 bytes: version + 16 address bytes (IPv4 in the first 4).
 using AddrKey = std::array<std::uint8_t, 17>;
@@ -267,6 +289,13 @@ struct ApCore::Impl {
         return params.queue_mode == aqm::QueueMode::shared ? 0 : u;
     }
     std::size_t queue_count() const { return routers.size(); }
+    // The queue's name in the stats: the user's, or "shared" for the one shared queue.
+    std::string queue_name(std::size_t qi) const {
+        return qset ? std::string("shared") : params.users[qi].name;
+    }
+    aqm::AqmStats aqm_stats(std::size_t qi) const {
+        return qset ? qset->queue(0).stats() : aqms[qi]->stats();
+    }
     std::size_t q_bytes_of_queue(std::size_t qi) const {
         return qset ? qset->total_bytes() : aqms[qi]->bytes();
     }
@@ -886,20 +915,11 @@ std::vector<std::pair<std::string, std::uint64_t>> ApCore::counters() const {
         c.emplace_back(
             "queue_drops." + std::string(aqm::to_string(static_cast<aqm::DropReason>(i))),
             s.queue_drops[i]);
-    const harq::harq_stats& h = m.harq->stats();
-    c.insert(c.end(), {{"harq.tb_sent", h.tb_sent},
-                       {"harq.tx_attempts", h.tx_attempts},
-                       {"harq.acked", h.acked},
-                       {"harq.nacks", h.nacks},
-                       {"harq.failed_final", h.failed_final},
-                       {"harq.timeouts", h.timeouts},
-                       {"harq.stale_feedback", h.stale_feedback},
-                       {"harq.not_received", h.not_received},
-                       {"harq.in_flight", m.harq->in_flight()}});
+    append_counters(c, "harq.", m.harq->stats());
+    c.emplace_back("harq.in_flight", m.harq->in_flight());
     for (std::uint32_t u = 0; u < m.n_users; ++u) {
         const std::string pre = "users." + m.params.users[u].name + ".";
         const UserStats& us = m.ustats[u];
-        const pdu::SegmenterStats& sg = m.segmenters[u].stats();
         c.insert(c.end(), {{pre + "enqueued", us.enqueued},
                            {pre + "enqueued_bytes", us.enqueued_bytes},
                            {pre + "dropped", us.dropped},
@@ -908,22 +928,11 @@ std::vector<std::pair<std::string, std::uint64_t>> ApCore::counters() const {
                            {pre + "data_bytes", us.data_bytes},
                            {pre + "tb_bytes", us.tb_bytes},
                            {pre + "harq_dropped_packets", us.harq_dropped_packets},
-                           {pre + "queued_bytes", m.user_queue_bytes(u)},
-                           {pre + "segmenter.tbs", sg.tbs},
-                           {pre + "segmenter.packets_started", sg.packets_started},
-                           {pre + "segmenter.packets_completed", sg.packets_completed},
-                           {pre + "segmenter.packets_rejected", sg.packets_rejected},
-                           {pre + "segmenter.padding_bytes", sg.padding_bytes}});
+                           {pre + "queued_bytes", m.user_queue_bytes(u)}});
+        append_counters(c, pre + "segmenter.", m.segmenters[u].stats());
     }
     for (std::size_t qi = 0; qi < m.queue_count(); ++qi) {
-        const aqm::AqmStats a = m.qset ? m.qset->queue(0).stats() : m.aqms[qi]->stats();
-        const std::string pre =
-            "aqm." + (m.qset ? std::string("shared") : m.params.users[qi].name) + ".";
-        c.insert(c.end(), {{pre + "offered", a.offered},
-                           {pre + "enqueued", a.enqueued},
-                           {pre + "dequeued", a.dequeued},
-                           {pre + "marked", a.marked},
-                           {pre + "dropped", a.dropped_total()}});
+        append_counters(c, "aqm." + m.queue_name(qi) + ".", m.aqm_stats(qi));
     }
     return c;
 }
@@ -939,8 +948,8 @@ std::vector<std::pair<std::string, double>> ApCore::gauges() const {
                        u < m.policy->averages().size() ? m.policy->averages()[u] : 0.0);
     }
     for (std::size_t qi = 0; qi < m.queue_count(); ++qi) {
-        const std::string pre =
-            "clamp." + (m.qset ? std::string("shared") : m.params.users[qi].name) + ".";
+        append_gauges(g, "aqm." + m.queue_name(qi) + ".", m.aqm_stats(qi));
+        const std::string pre = "clamp." + m.queue_name(qi) + ".";
         g.emplace_back(pre + "mu_c_bps", m.mu[qi].known ? m.mu[qi].bps : kNaN);
         g.emplace_back(pre + "avg_queue_bytes", m.routers[qi].average_queue_bytes());
     }

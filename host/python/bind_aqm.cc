@@ -195,34 +195,15 @@ AqmConfig config_from_kwargs(const std::string& kind_name, const pb::kwargs& par
 
 // ---- results ----------------------------------------------------------------------------
 
+// The scalar fields (stats_fields.h), the drops by reason as a dict, and the occupancy.
 pb::dict stats_dict(const AqmStats& s, std::size_t bytes, std::size_t packets) {
-    pb::dict d;
-    d["offered"] = s.offered;
-    d["enqueued"] = s.enqueued;
-    d["dequeued"] = s.dequeued;
-    d["enqueued_bytes"] = s.enqueued_bytes;
-    d["dequeued_bytes"] = s.dequeued_bytes;
-    d["marked"] = s.marked;
+    pb::dict d = stats_to_dict(s);
     pb::dict dropped;
     for (std::size_t i = 0; i < kDropReasonCount; ++i)
         dropped[pb::str(std::string(to_string(static_cast<DropReason>(i))))] = s.dropped[i];
     d["dropped"] = dropped;
-    d["dropped_total"] = s.dropped_total();
-    d["dropped_bytes"] = s.dropped_bytes;
     d["bytes"] = bytes;
     d["packets"] = packets;
-    d["drop_probability"] = s.drop_probability;
-    d["price"] = s.price;
-    d["avg_queue"] = s.avg_queue;
-    d["input_rate"] = s.input_rate;
-    d["service_rate_bps"] = s.service_rate_bps;
-    d["virtual_capacity_bps"] = s.virtual_capacity_bps;
-    d["virtual_queue_bytes"] = s.virtual_queue_bytes;
-    d["queue_delay_s"] = s.queue_delay_s;
-    d["burst_allowance_s"] = s.burst_allowance_s;
-    d["dropping"] = s.dropping;
-    d["codel_count"] = s.codel_count;
-    d["flows"] = s.flows;
     return d;
 }
 

@@ -35,15 +35,6 @@ std::uint64_t to_unsigned(long long v, std::uint64_t max, const char* field) {
 }
 constexpr std::uint64_t kU32 = std::numeric_limits<std::uint32_t>::max();
 
-pyb::dict client_stats(const clamp::ClientStats& s) {
-    return pyb::dict("packets"_a = s.packets,
-                     "slow_start_exits_delta_w"_a = s.slow_start_exits_delta_w,
-                     "slow_start_exits_dupack"_a = s.slow_start_exits_dupack,
-                     "slow_start_exits_threshold"_a = s.slow_start_exits_threshold,
-                     "clipped_high"_a = s.clipped_high, "clipped_low"_a = s.clipped_low,
-                     "floored"_a = s.floored, "os_limited"_a = s.os_limited);
-}
-
 }  // namespace
 
 void bind_clamp(pybind11::module_& m) {
@@ -103,7 +94,7 @@ void bind_clamp(pybind11::module_& m) {
         .def_property_readonly("last_delta_w", &ClientAgent::last_delta_w,
                                "Delta w of eq. 14 at the last packet, before clipping")
         .def_property_readonly("stats",
-                               [](const ClientAgent& c) { return client_stats(c.stats()); })
+                               [](const ClientAgent& c) { return stats_to_dict(c.stats()); })
         .def("__repr__", [](const ClientAgent& c) {
             std::ostringstream os;
             os << "ClampReceiver(w=" << c.window() << ", slow_start=" << c.in_slow_start()
@@ -139,12 +130,7 @@ void bind_clamp(pybind11::module_& m) {
         .def_property_readonly("q", &RouterAgent::average_queue_bytes,
                                "the moving average q, bytes")
         .def_property_readonly("stats",
-                               [](const RouterAgent& r) {
-                                   const auto& s = r.stats();
-                                   return pyb::dict("arrivals"_a = s.arrivals,
-                                                    "prices"_a = s.prices,
-                                                    "positive_prices"_a = s.positive_prices);
-                               })
+                               [](const RouterAgent& r) { return stats_to_dict(r.stats()); })
         .def("__repr__", [](const RouterAgent& r) {
             std::ostringstream os;
             os << "ClampPrice(a_bytes=" << r.params().a_bytes << ", b=" << r.params().b

@@ -202,19 +202,8 @@ void bind_pdu(pybind11::module_& m) {
         .def_property_readonly("has_partial", &pdu::Segmenter::has_partial)
         .def_property_readonly("partial_remaining", &pdu::Segmenter::partial_remaining)
         .def("abandon_partial", &pdu::Segmenter::abandon_partial)
-        .def_property_readonly("stats", [](const pdu::Segmenter& s) {
-            const auto& t = s.stats();
-            pybind11::dict d;
-            d["tbs"] = t.tbs;
-            d["packets_started"] = t.packets_started;
-            d["packets_completed"] = t.packets_completed;
-            d["packets_rejected"] = t.packets_rejected;
-            d["packets_abandoned"] = t.packets_abandoned;
-            d["data_bytes"] = t.data_bytes;
-            d["overhead_bytes"] = t.overhead_bytes;
-            d["padding_bytes"] = t.padding_bytes;
-            return d;
-        });
+        .def_property_readonly("stats",
+                               [](const pdu::Segmenter& s) { return stats_to_dict(s.stats()); });
 
     pybind11::class_<pdu::Reassembler>(m, "Reassembler",
                                        "In-order delivery of a user's packets from decoded "
@@ -265,21 +254,8 @@ void bind_pdu(pybind11::module_& m) {
         .def_property_readonly("next_deadline", &pdu::Reassembler::next_deadline)
         .def_property_readonly("held_bytes", &pdu::Reassembler::held_bytes)
         .def_property_readonly("next_seq", &pdu::Reassembler::next_seq)
-        .def_property_readonly("stats", [](const pdu::Reassembler& r) {
-            const auto& t = r.stats();
-            pybind11::dict d;
-            d["delivered"] = t.delivered;
-            d["delivered_bytes"] = t.delivered_bytes;
-            d["dropped_incomplete"] = t.dropped_incomplete;
-            d["dropped_timeout"] = t.dropped_timeout;
-            d["dropped_memory"] = t.dropped_memory;
-            d["duplicates"] = t.duplicates;
-            d["malformed"] = t.malformed;
-            d["tbs_received"] = t.tbs_received;
-            d["tbs_lost_reported"] = t.tbs_lost_reported;
-            d["tbs_given_up"] = t.tbs_given_up;
-            return d;
-        });
+        .def_property_readonly("stats",
+                               [](const pdu::Reassembler& r) { return stats_to_dict(r.stats()); });
 }
 
 }  // namespace oppsched::py

@@ -193,22 +193,8 @@ void bind_tcpip(pybind11::module_& m) {
             pybind11::arg("packet"), "Shift for windows sent in this packet's direction, or None.")
         .def("expire", &tcpip::WindowTracker::expire, pybind11::arg("now_ns"))
         .def("__len__", &tcpip::WindowTracker::size)
-        .def_property_readonly("stats", [](const tcpip::WindowTracker& t) {
-            const auto& s = t.stats();
-            pybind11::dict d;
-            d["syns"] = s.syns;
-            d["syn_acks"] = s.syn_acks;
-            d["scale_clamped"] = s.scale_clamped;
-            d["rewritten"] = s.rewritten;
-            d["unchanged_unknown"] = s.unchanged_unknown;
-            d["unchanged_syn"] = s.unchanged_syn;
-            d["unchanged_other"] = s.unchanged_other;
-            d["right_edge_held"] = s.right_edge_held;
-            d["window_clamped"] = s.window_clamped;
-            d["evicted"] = s.evicted;
-            d["expired"] = s.expired;
-            return d;
-        });
+        .def_property_readonly(
+            "stats", [](const tcpip::WindowTracker& t) { return stats_to_dict(t.stats()); });
 }
 
 }  // namespace oppsched::py

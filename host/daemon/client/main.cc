@@ -33,15 +33,16 @@
 #include <zmq.hpp>
 
 #include "oppsched/client_core.h"
+#include "oppsched/daemon/args.h"
 #include "oppsched/daemon/config.h"
 #include "oppsched/daemon/csv_writer.h"
 #include "oppsched/daemon/log.h"
 #include "oppsched/daemon/privileges.h"
-#include "oppsched/daemon/args.h"
 #include "oppsched/daemon/signals.h"
 #include "oppsched/daemon/stats.h"
 #include "oppsched/daemon/tun.h"
 #include "oppsched/daemon/zmq_endpoint.h"
+#include "oppsched/stats_fields.h"
 #include "oppsched/wire.h"
 
 namespace {
@@ -399,10 +400,7 @@ class ClientDaemon final {
         s.set("rx.oversized", rx_counters_.oversized + rx_->stats().dropped_oversized);
         s.set("rx.multipart", rx_->stats().dropped_multipart);
         s.set("rx.wrong_type", rx_counters_.wrong_type);
-        s.set("rx.seq.received", seq_.stats().received);
-        s.set("rx.seq.lost", seq_.stats().lost);
-        s.set("rx.seq.out_of_order", seq_.stats().out_of_order);
-        s.set("rx.seq.restarts", seq_.stats().restarts);
+        s.set_fields("rx.seq.", seq_.stats());
         s.set("phy.slots_heard", c.rx_indications);
         s.set("phy.addressed", c.rx_addressed);
         s.set("phy.header_failed", c.rx_header_failed);
@@ -414,15 +412,7 @@ class ClientDaemon final {
         s.set("cqi.reports", c.cqi_reports);
         s.set("cqi.bad_snr", c.cqi_bad_snr);
         s.set("reassembly.pdu_errors", c.pdu_errors);
-        s.set("reassembly.tbs_received", ra.tbs_received);
-        s.set("reassembly.delivered", ra.delivered);
-        s.set("reassembly.delivered_bytes", ra.delivered_bytes);
-        s.set("reassembly.dropped_incomplete", ra.dropped_incomplete);
-        s.set("reassembly.dropped_timeout", ra.dropped_timeout);
-        s.set("reassembly.dropped_memory", ra.dropped_memory);
-        s.set("reassembly.duplicates", ra.duplicates);
-        s.set("reassembly.malformed", ra.malformed);
-        s.set("reassembly.tbs_given_up", ra.tbs_given_up);
+        s.set_fields("reassembly.", ra);
         s.set("uplink.packets", c.uplink_packets);
         s.set("uplink.bytes", c.uplink_bytes);
         s.set("uplink.dropped_size", c.uplink_dropped_size);
@@ -432,18 +422,8 @@ class ClientDaemon final {
         s.set("uplink.delay.released", d.released);
         s.set("uplink.delay.dropped", d.dropped);
         s.set("uplink.delay.held", static_cast<std::uint64_t>(uplink_delay_.held_frames()));
-        s.set("uplink.zmq.sent", up_->stats().sent);
-        s.set("uplink.zmq.dropped_no_peer", up_->stats().dropped_no_peer);
-        s.set("uplink.zmq.dropped_oversized", up_->stats().dropped_oversized);
-        s.set("uplink.zmq.send_errors", up_->stats().send_errors);
-        const auto& t = tun_->stats();
-        s.set("tun.rx_packets", t.rx_packets);
-        s.set("tun.rx_bytes", t.rx_bytes);
-        s.set("tun.rx_errors", t.rx_errors);
-        s.set("tun.tx_packets", t.tx_packets);
-        s.set("tun.tx_bytes", t.tx_bytes);
-        s.set("tun.tx_errors", t.tx_errors);
-        s.set("tun.tx_would_block", t.tx_would_block);
+        s.set_fields("uplink.zmq.", up_->stats());
+        s.set_fields("tun.", tun_->stats());
         s.set("clamp.enabled", cfg_.core.clamp.enabled);
         s.set("clamp.clamping", core_.clamping());
         if (const auto p = core_.last_price()) {
@@ -467,14 +447,7 @@ class ClientDaemon final {
         s.set("clamp.records_dropped", c.clamp_records_dropped);
         s.set("clamp.pdus_priced", c.pdus_priced);
         s.set("clamp.pdus_unpriced", c.pdus_unpriced);
-        const auto& tk = core_.tracker_stats();
-        s.set("clamp.tracker.syns", tk.syns);
-        s.set("clamp.tracker.syn_acks", tk.syn_acks);
-        s.set("clamp.tracker.rewritten", tk.rewritten);
-        s.set("clamp.tracker.right_edge_held", tk.right_edge_held);
-        s.set("clamp.tracker.unchanged_unknown", tk.unchanged_unknown);
-        s.set("clamp.tracker.evicted", tk.evicted);
-        s.set("clamp.tracker.expired", tk.expired);
+        s.set_fields("clamp.tracker.", core_.tracker_stats());
         s.set("traces.windows_rows", windows_ ? windows_->rows() : std::uint64_t{0});
         s.set("traces.write_errors",
               (windows_ ? windows_->errors() : 0) + (events_ ? events_->errors() : 0));
