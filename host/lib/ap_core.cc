@@ -427,7 +427,7 @@ struct ApCore::Impl {
                     ev.user, ev.process,
                     ack ? "ack" : (ev.kind == harq::event_kind::nacked ? "nack" : "dropped"));
                 if (ev.kind == harq::event_kind::dropped_max_tx && it != tbs.end()) {
-                    // Seed 000 §V-B: drop the packets that TB carried (part of).
+                    // Andrew & Hanly, CLAMP, §V-B: drop the packets that TB carried (part of).
                     ++stats.harq_dropped_tbs;
                     std::vector<std::uint64_t> ids;
                     for (const auto& s : it->second.record.segments)
@@ -601,7 +601,7 @@ bool ApCore::on_downlink_packet(time_ns now, std::vector<std::uint8_t> bytes) {
     const std::uint32_t u = it->second;
     const std::size_t qi = m.queue_index(u);
     const std::size_t size = bytes.size();
-    // Seed 000 §IV-A: the EMA sees Q(n), the backlog this packet finds (clamp.h).
+    // Andrew & Hanly, CLAMP, §IV-A: the EMA sees Q(n), the backlog this packet finds (clamp.h).
     if (m.params.clamp.enabled) m.routers[qi].on_arrival(now, m.q_bytes_of_queue(qi));
     Packet pkt;
     pkt.data = std::move(bytes);

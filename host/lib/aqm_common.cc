@@ -71,10 +71,11 @@ void validate_params(const RemParams& p, const AqmConfig&) {
 
 void validate_params(const ReaqmParams& p, const AqmConfig&) {
     non_negative("reaqm.alpha", p.alpha);
-    // Seed 003 eq. 5: "alpha' is relative weight parameter larger than alpha".
+    // Wang & Song, REAQM, eq. 5: "alpha' is relative weight parameter larger than alpha".
     if (p.modified_update && (!(p.alpha_prime > p.alpha) || !std::isfinite(p.alpha_prime)))
-        throw_invalid("reaqm.alpha_prime", format_number(p.alpha_prime),
-                      "must be > alpha (" + format_number(p.alpha) + "), seed 003 eq. 5");
+        throw_invalid(
+            "reaqm.alpha_prime", format_number(p.alpha_prime),
+            "must be > alpha (" + format_number(p.alpha) + "), Wang & Song, REAQM, eq. 5");
     positive("reaqm.gamma", p.gamma);
     if (!(p.phi > 1.0) || !std::isfinite(p.phi))
         throw_invalid("reaqm.phi", format_number(p.phi), "must be > 1");

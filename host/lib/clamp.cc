@@ -1,4 +1,4 @@
-// CLAMP router and client agents (Andrew & Hanly, seed 000, §IV). See clamp.h.
+// CLAMP router and client agents (Andrew & Hanly, CLAMP, §IV). See clamp.h.
 #include "oppsched/clamp.h"
 
 #include <algorithm>

@@ -9,7 +9,7 @@
 namespace oppsched::channel {
 
 // ---------------------------------------------------------------------------------------
-// ClampLink (seed 000 §V-B)
+// ClampLink (Andrew & Hanly, CLAMP, §V-B)
 
 ClampLinkParams ClampLinkParams::high_rate(int max_attempts) {
     ClampLinkParams p;

@@ -238,7 +238,7 @@ harq_event harq_entity::on_feedback(std::uint32_t user, std::uint8_t process, bo
         return ev;
     }
     ++stats_.nacks;
-    // Seed 000 §V-B: "If n consecutive attempts to a given destination fail, then all
+    // Andrew & Hanly, CLAMP, §V-B: "If n consecutive attempts to a given destination fail, then all
     // packets which would have been completed by that transmission are dropped."
     retry_or_drop(p, p.transmissions, event_kind::nacked, now, ev);
     return ev;

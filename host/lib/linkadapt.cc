@@ -14,7 +14,8 @@
 namespace oppsched::linkadapt {
 namespace {
 
-// Seed 002 Table I, "Transmission rate per slot as a function of SNR", exactly as printed.
+// Srinivasan & Baras, Table I, "Transmission rate per slot as a function of SNR", exactly as
+// printed.
 struct evdo_row {
     double snr_db;
     double rate_bps;

@@ -26,7 +26,7 @@ double alpha_of(const policy_params& p) {
     return std::visit([](const auto& q) { return q.alpha; }, p);
 }
 
-// Shared state and mechanics of every kind: the EMA averages (seed 002 eq. 6), the lazy
+// Shared state and mechanics of every kind: the EMA averages (Srinivasan & Baras, eq. 6), the lazy
 // initialisation, the service stamps used for tie-breaking, and input checks.
 class policy_base : public scheduler_policy {
   public:
@@ -85,7 +85,8 @@ class policy_base : public scheduler_policy {
                     continue;
                 }
             }
-            // T_i(n) = (1 - alpha) T_i(n-1) + alpha R_i(n)   (seed 002 eq. 6, seed 000 §V-C)
+            // T_i(n) = (1 - alpha) T_i(n-1) + alpha R_i(n)   (Srinivasan & Baras, eq. 6, Andrew &
+            // Hanly, CLAMP, §V-C)
             double t = keep * avg_[i];
             if (static_cast<int>(i) == served) t += alpha_ * served_bps;
             avg_[i] = std::max(t, kMinAverageBps);
@@ -170,7 +171,7 @@ class policy_base : public scheduler_policy {
     std::int64_t slot_ = 0;
 };
 
-// Seed 000 eq. 19 (U_i = mu_i / r_i), seed 002 eq. 5.
+// Andrew & Hanly, CLAMP, eq. 19 (U_i = mu_i / r_i), Srinivasan & Baras, eq. 5.
 class pf_policy final : public policy_base {
   public:
     pf_policy(std::size_t n, const pf_params& p) : policy_base(n, p.alpha) {}
@@ -183,7 +184,7 @@ class pf_policy final : public policy_base {
     }
 };
 
-// Seed 002 eq. 7: B_i = log R_i - lambda log T_i. At lambda = 0 the metric is R_i itself
+// Srinivasan & Baras, eq. 7: B_i = log R_i - lambda log T_i. At lambda = 0 the metric is R_i itself
 // (exp of eq. 7, same ranking), so lambda = 0 is exactly max rate, ties included.
 class glambda_policy final : public policy_base {
   public:

@@ -1,7 +1,7 @@
-// Python bindings of oppsched/fading.h and oppsched/clamp_link.h: Jakes (seed 000's Jakes model, or
-// seed 002's random sum of sinusoids with model="sum_of_sinusoids") and ClampLink (seed 000's slot
-// rate rule, error rule and adaptive backoff margin). Errors become ValueError with the C++
-// message.
+// Python bindings of oppsched/fading.h and oppsched/clamp_link.h: Jakes (Andrew & Hanly's Jakes
+// model, or Srinivasan & Baras's random sum of sinusoids with model="sum_of_sinusoids") and
+// ClampLink (Andrew & Hanly's slot rate rule, error rule and adaptive backoff margin). Errors
+// become ValueError with the C++ message.
 #include <pybind11/complex.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -120,8 +120,8 @@ void bind_channel(pybind11::module_& m) {
 
     pyb::class_<PyFading>(
         m, "Jakes",
-        "Per-user Rayleigh fading. model='clamp': seed 000's Jakes model (G = 20 generators, "
-        "random oscillator phases per seed); model='sum_of_sinusoids': seed 002 eq. 4. "
+        "Per-user Rayleigh fading. model='clamp': Andrew & Hanly's Jakes model (G = 20 generators, "
+        "random oscillator phases per seed); model='sum_of_sinusoids': Srinivasan & Baras, eq. 4. "
         "gain(t) is h(t) with E|h|^2 = 1; snr_linear(t) = 10^(mean_snr_db/10) |h(t)|^2.")
         .def(pyb::init([](double doppler_hz, double mean_snr_db, const pyb::int_& seed,
                           const std::string& model, int oscillators, double angle_offset,
@@ -208,7 +208,8 @@ void bind_channel(pybind11::module_& m) {
 
     pyb::class_<ClampLink>(
         m, "ClampLink",
-        "Seed 000's slot model for one destination: rate B = slot min(W0 log2(1 + (1 - m) "
+        "Andrew & Hanly's slot model (CLAMP, §V-B) for one destination: rate B = slot min(W0 "
+        "log2(1 + (1 - m) "
         "N_start), C_max) (eq. 18), error iff B > slot W0 log2(1 + N_end), n consecutive "
         "failures drop, adaptive backoff margin m towards target_loss. Keyword arguments "
         "override the high-rate preset (W0 = 4.3 MHz, C_max = 10 Mb/s, 3 ms, n = 5).")

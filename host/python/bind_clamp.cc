@@ -1,5 +1,5 @@
-// Python bindings of oppsched/clamp.h: ClampReceiver (the client agent, seed 000 §IV-B/C)
-// and ClampPrice (the router agent, §IV-A). Times are float seconds on the Python side
+// Python bindings of oppsched/clamp.h: ClampReceiver (the client agent, Andrew & Hanly, CLAMP,
+// §IV-B/C) and ClampPrice (the router agent, §IV-A). Times are float seconds on the Python side
 // (rounded to the nearest ns), sizes are int bytes. Errors become ValueError with the C++
 // message (field and value).
 #include <pybind11/pybind11.h>
@@ -44,7 +44,7 @@ void bind_clamp(pybind11::module_& m) {
     using clamp::RouterParams;
 
     pyb::class_<ClientAgent>(m, "ClampReceiver",
-                             "CLAMP client agent for one TCP flow (Andrew & Hanly, seed 000, "
+                             "CLAMP client agent for one TCP flow (Andrew & Hanly, CLAMP, "
                              "eqs. 14-17 and receiver slow start).\n\n"
                              "on_data() returns the window (bytes) to advertise in the ACK.")
         .def(pyb::init([](double tau_bytes, long long alpha_packets, double beta,
@@ -102,9 +102,10 @@ void bind_clamp(pybind11::module_& m) {
             return os.str();
         });
 
-    pyb::class_<RouterAgent>(m, "ClampPrice",
-                             "CLAMP router agent for one AP queue (seed 000 §IV-A): EMA of the "
-                             "queue at arrivals, price p = max((b q - a)/mu_c, 0) seconds.")
+    pyb::class_<RouterAgent>(
+        m, "ClampPrice",
+        "CLAMP router agent for one AP queue (Andrew & Hanly, CLAMP, §IV-A): EMA of the "
+        "queue at arrivals, price p = max((b q - a)/mu_c, 0) seconds.")
         .def(pyb::init([](double a_bytes, double b, double ema_rate_per_s) {
                  RouterParams p;
                  p.a_bytes = a_bytes;

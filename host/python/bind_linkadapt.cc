@@ -64,14 +64,16 @@ void bind_linkadapt(pybind11::module_& m) {
                           "CQI (SNR dB) -> MCS table: per MCS the lowest SNR meeting the target "
                           "BLER and its rate. Thresholds and rates strictly increase.")
         .def(pb::init<std::string, std::vector<mcs_entry>>(), pb::arg("name"), pb::arg("entries"))
-        .def_static("evdo", &mcs_table::evdo, "Seed 002 Table I (EV-DO), exactly as printed.")
+        .def_static("evdo", &mcs_table::evdo,
+                    "Srinivasan & Baras, Table I (EV-DO), exactly as printed.")
         .def_static(
             "clamp",
             [](double w0_hz, double cmax_bps, std::uint32_t levels) {
                 return oppsched::ap::clamp_table({w0_hz, cmax_bps, levels});
             },
             pb::arg("w0_hz") = 4.3e6, pb::arg("cmax_bps") = 10e6, pb::arg("levels") = 32,
-            "Seed 000 eq. 18 quantised to `levels` rates (the AP daemon's own table).")
+            "Andrew & Hanly, CLAMP, eq. 18 quantised to `levels` rates (the AP daemon's own "
+            "table).")
         .def_static(
             "ofdm_provisional",
             [](double sample_rate_hz, std::uint32_t fft_size, std::uint32_t cp_len,

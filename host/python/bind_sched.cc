@@ -140,7 +140,7 @@ void bind_sched(pybind11::module_& m) {
     m.def("make_scheduler", &make, pybind11::arg("kind"),
           "make_scheduler(kind, **params): kind 'pf' (alpha), 'glambda' (alpha, lam), 'rr', "
           "'maxrate', 'wpf' (alpha, weights); every kind also takes num_users (default: learnt "
-          "from the first slot). alpha defaults to 0.03 (seed 000), lam to 1.");
+          "from the first slot). alpha defaults to 0.03 (Andrew & Hanly, CLAMP), lam to 1.");
 }
 
 }  // namespace oppsched::py

@@ -1,4 +1,4 @@
-// Tests for the CLAMP router and client agents (seed 000, §III-B and §IV).
+// Tests for the CLAMP router and client agents (Andrew & Hanly, CLAMP, §III-B and §IV).
 #include <gtest/gtest.h>
 
 #include <algorithm>

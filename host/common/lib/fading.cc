@@ -42,7 +42,7 @@ double db_to_linear(double db) { return std::pow(10.0, db / 10.0); }
 double linear_to_db(double x) { return 10.0 * std::log10(x); }
 
 // ---------------------------------------------------------------------------------------
-// JakesChannel (seed 000)
+// JakesChannel (Andrew & Hanly, CLAMP)
 
 void JakesParams::validate() const {
     check_common("channel.jakes.doppler_hz", doppler_hz, "channel.jakes.mean_snr_db", mean_snr_db);
@@ -99,7 +99,7 @@ void JakesChannel::gains(double t0_s, double dt_s, std::size_t n, std::complex<d
 }
 
 // ---------------------------------------------------------------------------------------
-// SumOfSinusoidsChannel (seed 002)
+// SumOfSinusoidsChannel (Srinivasan & Baras)
 
 void SumOfSinusoidsParams::validate() const {
     check_common("channel.sos.doppler_hz", doppler_hz, "channel.sos.mean_snr_db", mean_snr_db);

@@ -36,12 +36,12 @@
 //    A request for slot n is late when a request for m >= n + lead_slots was seen before
 //    (docs/daemons.md "Slot timing"); only possible for duplicates/out-of-order requests.
 //  - No CQI yet: the lowest MCS (the user can be served before its first report, at the
-//    most robust rate). A CQI below the lowest threshold: rate 0 (seed 002 §III, the user
-//    "requests zero rate"; channel-aware schedulers skip it, round robin does not, but an
-//    MCS must exist to send: such a user is not eligible). OLLA's offset lowers the MCS but
-//    never below the lowest one when the report itself meets it: a backoff past the lowest
-//    MCS cannot make a TB more robust, it would only leave the slot empty (with a CQI older
-//    than the coherence time, as at 60 Hz with 3 ms slots, most slots).
+//    most robust rate). A CQI below the lowest threshold: rate 0 (Srinivasan & Baras, §III, the
+//    user "requests zero rate"; channel-aware schedulers skip it, round robin does not, but an MCS
+//    must exist to send: such a user is not eligible). OLLA's offset lowers the MCS but never below
+//    the lowest one when the report itself meets it: a backoff past the lowest MCS cannot make a TB
+//    more robust, it would only leave the slot empty (with a CQI older than the coherence time, as
+//    at 60 Hz with 3 ms slots, most slots).
 //  - Unheard transmissions. A CqiReport for slot c from a user with a TB sent in a slot
 //    <= c that is still awaiting feedback means the client never got that TB (clients send
 //    a slot's feedback before its CQI, on one socket): the slot went out empty (its grant
@@ -54,7 +54,7 @@
 //  - Unusable MCS: a TB must hold the PDU header, CRC, one segment header and one byte
 //    (29 bytes). MCSs whose bytes_per_slot is smaller (EV-DO below 153.6 kb/s at 1.667 ms)
 //    count as rate 0. TBs are capped at 65535 bytes (pdu.h).
-//  - CLAMP mu_c (seed 000 eq. 13: "the rate the queue would get if it were always
+//  - CLAMP mu_c (Andrew & Hanly, CLAMP, eq. 13: "the rate the queue would get if it were always
 //    backlogged"): measured per queue over the slots in which the queue had data at the
 //    start of the slot, as new-TB data bytes served per slot (0 when another user, or a
 //    retransmission, took the slot). The first mu_init_slots such slots give the mean, then
@@ -92,13 +92,13 @@
 
 namespace oppsched::ap {
 
-// Seed 000's eq. 18 (CLAMP's Shannon rule rate = min(W0 log2(1 + N), C_max)) quantised, the
+// Andrew & Hanly's eq. 18 (CLAMP's Shannon rule rate = min(W0 log2(1 + N), C_max)) quantised, the
 // same table the abstract PHY builds for `mcs_table: clamp` (docs/daemons.md, "Abstract PHY
 // configuration"): rate_k = k C_max / levels (k = 1..levels), min_snr_db_k =
 // 10 log10(2^(rate_k / W0) - 1). The paper's adaptive margin m is OLLA's offset here
 // (10 log10(1 - m) dB).
 struct ClampTableParams {
-    double w0_hz = 4.3e6;       // W0 (seed 000 §V-D; §V-J's low-rate case: 620e3)
+    double w0_hz = 4.3e6;       // W0 (Andrew & Hanly, CLAMP, §V-D; §V-J's low-rate case: 620e3)
     double cmax_bps = 10e6;     // C_max (§V-J: 1.44e6)
     std::uint32_t levels = 32;  // [1, 255]
 };
@@ -119,7 +119,7 @@ struct UserParams {
 
 struct ClampParams {
     bool enabled = false;
-    clamp::RouterParams router{};      // a_bytes, b, ema_rate_per_s (seed 000 §IV-A)
+    clamp::RouterParams router{};      // a_bytes, b, ema_rate_per_s (Andrew & Hanly, CLAMP, §IV-A)
     std::uint32_t mu_init_slots = 32;  // backlogged slots averaged before mu_c is known
     double mu_ema_weight = 0.01;       // EMA weight per backlogged slot, (0, 1]
     double mu_floor_bps = 1000.0;      // > 0

@@ -15,7 +15,7 @@
 // via tcpip::mark_ce) and drops a packet that is not ECN-capable; with ecn = false it always
 // drops. Two rules of the papers refine this: PIE drops even ECN-capable packets once its
 // drop probability exceeds mark_ecn_threshold (RFC 8033 §5.1), and REAQM, which marks only,
-// drops ECN-capable packets only on a full buffer (seed 003 §3.1).
+// drops ECN-capable packets only on a full buffer (Wang & Song, REAQM, §3.1).
 //
 // Rate-based disciplines (REM, REAQM, AVQ, PIE with use_departure_rate, RED's idle decay)
 // need the link capacity c. RateConfig::capacity_bps > 0 fixes it; the default (0) measures
@@ -43,8 +43,9 @@ namespace oppsched::aqm {
 
 // Queue capacity. 0 means "no limit of this kind"; at least one must be set.
 struct QueueLimits {
-    std::size_t bytes = 0;     // sum of Packet::size() (IP bytes)
-    std::size_t packets = 50;  // seed 003 §4 and seed 004 §7 use 50-packet buffers
+    std::size_t bytes = 0;  // sum of Packet::size() (IP bytes)
+    std::size_t packets =
+        50;  // Wang & Song, REAQM, §4, and Wu, Gong & Williamson, §7, use 50-packet buffers
 };
 
 enum class DropReason : std::uint8_t {
@@ -144,7 +145,7 @@ struct RemParams {
     double mean_packet_size = 1000;  // bytes per "packet" unit
 };
 
-// REAQM (seed 003, Wang & Song 2007, §3.1, eqs 1-5). Per update interval T:
+// REAQM (Wang & Song, REAQM, §3.1, eqs. 1-5). Per update interval T:
 //   f(q) = alpha q / c + 1                                           (3)
 //   y <= c or !modified_update: p <- [p + gamma (f(q) y - c)]+      (2), (4)
 //   y >  c and  modified_update: p <- [p + gamma (alpha' q (y - y0)/c + y - c)]+   (5)
@@ -197,17 +198,18 @@ struct PieParams {
     bool cap_drop_adjustment = true;     // §5.5: step <= 0.02 once drop_prob >= 0.1 (as Linux)
 };
 
-// SPM-AF (seed 004, Wu/Gong/Williamson, §6.1): FIFO with ACK filtering and priority eviction.
+// SPM-AF (Wu, Gong & Williamson, §6.1): FIFO with ACK filtering and priority eviction.
 struct SpmAfParams {};
 
-// LAS (seed 004 §6.2; Rai et al. 2003/2004): serve the flow with the least attained service.
+// LAS (Wu, Gong & Williamson, §6.2; Rai et al. 2003/2004): serve the flow with the least attained
+// service.
 struct LasParams {
     time_ns flow_idle_timeout = 30 * kNsPerSec;  // forget idle flows with nothing queued
 };
 
-// T-LAS (seed 004 §6.2): LAS for a flow's first threshold_packets packets, then FIFO.
+// T-LAS (Wu, Gong & Williamson, §6.2): LAS for a flow's first threshold_packets packets, then FIFO.
 struct TlasParams {
-    std::size_t threshold_packets = 50;  // seed 004: "e.g., 50 packets"
+    std::size_t threshold_packets = 50;  // Wu, Gong & Williamson: "e.g., 50 packets"
     time_ns flow_idle_timeout = 30 * kNsPerSec;
 };
 

@@ -1,7 +1,7 @@
 #pragma once
 // CLAMP: receiver-side window clamping driven by an explicit congestion price from the
 // access point. Andrew & Hanly, "Active Queue Management for Fair Resource Allocation in
-// Wireless Networks" (seed 000), §III-B (fluid model) and §IV (the protocol).
+// Wireless Networks" (Andrew & Hanly, CLAMP), §III-B (fluid model) and §IV (the protocol).
 //
 //   RouterAgent  (§IV-A, one per AP queue): exponential moving average of the queue length
 //                at each arrival, and the price p = max((b q - a)/mu_c, 0) (eqs. 7 and 13)

@@ -8,7 +8,7 @@
 namespace oppsched::channel {
 
 // ---------------------------------------------------------------------------------------
-// Seed 000 §V-B: slot rate rule, error rule and adaptive backoff margin.
+// Andrew & Hanly, CLAMP, §V-B: slot rate rule, error rule and adaptive backoff margin.
 
 constexpr int kClampAttemptsSlowFading = 5;   // n, 0.6 Hz (§V-D)
 constexpr int kClampAttemptsFastFading = 15;  // n, 60 Hz (§V-D)

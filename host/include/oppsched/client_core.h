@@ -9,13 +9,13 @@
 //                              price is remembered with its arrival time.
 //   uplink    TUN packet     --> UplinkPacket. With CLAMP on, a TCP ACK of a connection seen
 //                              from its SYN gets its advertised window rewritten to
-//                              AWND = min(w, AWND_os) (Andrew & Hanly, seed 000, eq. 17), w
+//                              AWND = min(w, AWND_os) (Andrew & Hanly, CLAMP, eq. 17), w
 //                              from that flow's clamp::ClientAgent (§IV-B/C, eqs. 14-16),
 //                              through tcpip::WindowTracker (window scale from the
 //                              handshake, right edge never moved left, RFC 1624 checksum).
 //
-//   UplinkDelay: everything sent uplink waits uplink_delay (default 1 ms, seed 000 Table I)
-//   in a wired::DelayLine, then goes out as an encoded wire frame with the socket's seq.
+//   UplinkDelay: everything sent uplink waits uplink_delay (default 1 ms, Andrew & Hanly, CLAMP,
+//   Table I) in a wired::DelayLine, then goes out as an encoded wire frame with the socket's seq.
 //
 // Plain classes: `now` is passed in (CLOCK_MONOTONIC in the daemon, a fake clock in tests),
 // no clock, no globals, no I/O. Params are validated once, in validate(), which throws
@@ -234,7 +234,8 @@ class ClientCore final {
 // number, so a message dropped here (hold_bytes) is a gap the AP counts.
 
 struct UplinkDelayParams {
-    time_ns delay = 1 * kNsPerMs;       // uplink_delay_ms (seed 000 Table I: 1 ms), [0, 10 s]
+    time_ns delay =
+        1 * kNsPerMs;  // uplink_delay_ms (Andrew & Hanly, CLAMP, Table I: 1 ms), [0, 10 s]
     std::size_t hold_bytes = 4u << 20;  // memory bound on frames waiting; >= 70000
     void validate() const;  // throws std::invalid_argument naming the field and the value
 };

@@ -14,7 +14,7 @@ struct Packet {
     std::uint32_t user = 0;          // destination user (index of its queue)
     std::uint64_t id = 0;            // unique per packet within a run (traces)
     time_ns arrival = 0;             // when it reached the AP queue
-    bool high_priority = false;      // SPM-AF priority mark (seed 004, §5)
+    bool high_priority = false;      // SPM-AF priority mark (Wu, Gong & Williamson, §5)
     std::size_t size() const { return data.size(); }
 };
 

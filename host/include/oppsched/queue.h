@@ -1,8 +1,9 @@
 #pragma once
 // The AP's queues: a byte/packet-counted FIFO (the storage the FIFO AQMs use) and the queue
 // set the daemon classifies into, either one queue per user (the opportunistic-scheduling
-// downlink of seeds 000-003) or a single FIFO shared by all users (the 802.11 AP of seed 004,
-// where the head-of-line packet decides which station is served next).
+// downlink of Andrew & Hanly and Srinivasan & Baras) or a single FIFO shared by all users (the
+// 802.11 AP of Wu, Gong & Williamson, where the head-of-line packet decides which station is served
+// next).
 #include <cstddef>
 #include <cstdint>
 #include <deque>

@@ -26,7 +26,7 @@ namespace oppsched::channel {
 
 // 10 log10(4): the paper's SNR_ave = 4 ("= 6 dB"); we keep the exact 4.
 constexpr double kClampMeanSnrDb = 6.020599913279624;
-constexpr int kClampGenerators = 20;          // G, seed 000 §V-B
+constexpr int kClampGenerators = 20;          // G, Andrew & Hanly, CLAMP, §V-B
 constexpr double kClampSlowDopplerHz = 0.6;   // 0.1 m/s at 1.8 GHz
 constexpr double kClampFastDopplerHz = 60.0;  // 10 m/s at 1.8 GHz
 
@@ -56,7 +56,7 @@ class FadingChannel {
     double snr_linear_at(time_ns t) const { return snr_linear(to_seconds(t)); }
 };
 
-// Seed 000, §V-B:
+// Andrew & Hanly, CLAMP, §V-B:
 //   N(t) = SNR_ave | sqrt(2/G) sum_{n=1}^{G} cos(w_n t) exp(j pi n / G) |^2,
 //   w_n = 2 pi f_d cos( pi/(2G) (n + 0.5) ).
 // This is Dent, Bottomley & Croft's "Jakes fading model revisited" (Electron. Lett.
@@ -87,7 +87,7 @@ struct JakesParams {
     void validate() const;                    // throws std::invalid_argument
 };
 
-// Seed 002, §III-A, eq. 4:
+// Srinivasan & Baras, §III-A, eq. 4:
 //   h(t) = sum_{j=0}^{K-1} h_j exp(j 2 pi f_d t cos(2 pi phi_j)),
 // h_j complex unit-variance Gaussian, phi_j uniform. Two readings we make explicit:
 //  - normalisation: as printed E|h|^2 = K, but the paper's SNR C = h^2/sigma^2 against the
@@ -96,7 +96,7 @@ struct JakesParams {
 //    angle 2 pi times; we take the arrival angle 2 pi phi_j uniform on [0, 2 pi), the
 //    standard (Clarke) construction, which makes E[h(t+tau) h*(t)] = J0(2 pi f_d tau)
 //    exactly and h(t) exactly complex Gaussian (Rayleigh envelope) at every t.
-// K is not given in seed 002; default 20, as G in seed 000.
+// K is not given in Srinivasan & Baras; default 20, as G in Andrew & Hanly, CLAMP.
 struct SumOfSinusoidsParams {
     double doppler_hz = kClampFastDopplerHz;
     double mean_snr_db = kClampMeanSnrDb;
