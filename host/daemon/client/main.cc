@@ -43,6 +43,7 @@
 #include "oppsched/daemon/tun.h"
 #include "oppsched/daemon/zmq_endpoint.h"
 #include "oppsched/stats_fields.h"
+#include "oppsched/uplink_delay.h"
 #include "oppsched/wire.h"
 
 namespace {
