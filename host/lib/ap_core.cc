@@ -172,9 +172,6 @@ void ApCoreParams::validate() const {
             throw_invalid(std::string("clamp: ") + e.what());
         }
     }
-    if (clamp.mu_init_slots < 1) throw_invalid("clamp.mu_init_slots", "0", "not >= 1");
-    if (!(clamp.mu_ema_weight > 0 && clamp.mu_ema_weight <= 1))
-        throw_invalid("clamp.mu_ema_weight", format_number(clamp.mu_ema_weight), "not in (0,1]");
     if (!(clamp.mu_floor_bps > 0) || !std::isfinite(clamp.mu_floor_bps))
         throw_invalid("clamp.mu_floor_bps", format_number(clamp.mu_floor_bps), "not > 0");
     try {
@@ -195,6 +192,7 @@ void ApCoreParams::validate() const {
     }
     if (!(slot_s > 0 && slot_s <= 1))
         throw_invalid("slot_s", format_number(slot_s), "not in (0,1]");
+    clamp::mu_c_params{clamp.mu_init_slots, clamp.mu_ema_weight, slot_s}.validate();
     if (lead_slots > 100000)
         throw_invalid("lead_slots", std::to_string(lead_slots), "not in [0,100000]");
     if (restart_backjump_slots < 1)
@@ -221,12 +219,6 @@ struct ApCore::Impl {
         std::vector<std::uint8_t> bytes;
         pdu::TbRecord record;
     };
-    struct MuEstimator {
-        bool known = false;
-        double bps = 0;
-        std::uint32_t n = 0;
-        double acc_bytes = 0;
-    };
     struct PendingRow {
         SlotRow row;
         bool resolved = false;
@@ -248,7 +240,7 @@ struct ApCore::Impl {
     std::vector<std::unique_ptr<aqm::Aqm>> aqms;
     std::unique_ptr<aqm::QueueSet> qset;
     std::vector<clamp::RouterAgent> routers;  // one per queue
-    std::vector<MuEstimator> mu;              // one per queue
+    std::vector<clamp::mu_c_estimator> mu;    // one per queue
     std::vector<pdu::Segmenter> segmenters;   // one per user
     std::unique_ptr<sched::scheduler_policy> policy;
     std::unique_ptr<harq::harq_entity> harq;
@@ -341,33 +333,25 @@ struct ApCore::Impl {
         return m < 0 ? 0.0 : params.table[static_cast<std::size_t>(m)].rate_bps;
     }
 
+    // mu_c of queue qi in bytes/s, floored at mu_floor_bps; nullopt while unknown.
+    std::optional<double> mu_bytes_per_s(std::size_t qi) const {
+        const auto bps = mu[qi].bps();
+        if (!params.clamp.enabled || !bps) return std::nullopt;
+        return std::max(*bps, params.clamp.mu_floor_bps) / 8.0;
+    }
     std::optional<double> price_now(std::size_t qi, bool count) {
-        if (!params.clamp.enabled || !mu[qi].known) return std::nullopt;
-        const double mu_bytes = std::max(mu[qi].bps, params.clamp.mu_floor_bps) / 8.0;
-        return count ? routers[qi].price(mu_bytes) : routers[qi].peek_price(mu_bytes);
+        const auto mu_bytes = mu_bytes_per_s(qi);
+        if (!mu_bytes) return std::nullopt;
+        return count ? routers[qi].price(*mu_bytes) : routers[qi].peek_price(*mu_bytes);
     }
     double peek_price(std::uint32_t u) const {
-        const std::size_t qi = queue_index(u);
-        if (!params.clamp.enabled || !mu[qi].known) return kNaN;
-        return routers[qi].peek_price(std::max(mu[qi].bps, params.clamp.mu_floor_bps) / 8.0);
+        const auto mu_bytes = mu_bytes_per_s(queue_index(u));
+        return mu_bytes ? routers[queue_index(u)].peek_price(*mu_bytes) : kNaN;
     }
 
     void update_mu() {
-        const double w = params.clamp.mu_ema_weight;
-        for (std::size_t qi = 0; qi < queue_count(); ++qi) {
-            if (!backlogged_q[qi]) continue;
-            MuEstimator& m = mu[qi];
-            const double sample_bps = static_cast<double>(served_q[qi]) * 8.0 / params.slot_s;
-            if (!m.known) {
-                m.acc_bytes += static_cast<double>(served_q[qi]);
-                if (++m.n >= params.clamp.mu_init_slots) {
-                    m.bps = m.acc_bytes * 8.0 / (m.n * params.slot_s);
-                    m.known = true;
-                }
-            } else {
-                m.bps = (1.0 - w) * m.bps + w * sample_bps;
-            }
-        }
+        for (std::size_t qi = 0; qi < queue_count(); ++qi)
+            if (backlogged_q[qi]) mu[qi].on_backlogged_slot(served_q[qi]);
     }
 
     // ---- trace rows ----
@@ -543,7 +527,8 @@ ApCore::ApCore(ApCoreParams params) {
     const std::size_t nq = p.queue_mode == aqm::QueueMode::shared ? 1 : m.n_users;
     m.routers.assign(nq,
                      clamp::RouterAgent(p.clamp.enabled ? p.clamp.router : clamp::RouterParams{}));
-    m.mu.assign(nq, Impl::MuEstimator{});
+    m.mu.assign(nq, clamp::mu_c_estimator(clamp::mu_c_params{p.clamp.mu_init_slots,
+                                                             p.clamp.mu_ema_weight, p.slot_s}));
     for (std::uint32_t u = 0; u < m.n_users; ++u) {
         pdu::SegmenterParams sp;
         sp.user = static_cast<std::uint16_t>(u);
@@ -858,9 +843,7 @@ std::size_t ApCore::users() const { return impl_->n_users; }
 const ApCoreParams& ApCore::params() const { return impl_->params; }
 std::size_t ApCore::queued_bytes(std::uint32_t user) const { return impl_->user_queue_bytes(user); }
 std::optional<double> ApCore::mu_c_bps(std::uint32_t user) const {
-    const auto& mu = impl_->mu.at(impl_->queue_index(user));
-    if (!mu.known) return std::nullopt;
-    return mu.bps;
+    return impl_->mu.at(impl_->queue_index(user)).bps();
 }
 std::optional<double> ApCore::price(std::uint32_t user) const {
     const double v = impl_->peek_price(user);
@@ -950,7 +933,7 @@ std::vector<std::pair<std::string, double>> ApCore::gauges() const {
     for (std::size_t qi = 0; qi < m.queue_count(); ++qi) {
         append_gauges(g, "aqm." + m.queue_name(qi) + ".", m.aqm_stats(qi));
         const std::string pre = "clamp." + m.queue_name(qi) + ".";
-        g.emplace_back(pre + "mu_c_bps", m.mu[qi].known ? m.mu[qi].bps : kNaN);
+        g.emplace_back(pre + "mu_c_bps", m.mu[qi].bps().value_or(kNaN));
         g.emplace_back(pre + "avg_queue_bytes", m.routers[qi].average_queue_bytes());
     }
     return g;

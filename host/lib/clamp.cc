@@ -225,4 +225,35 @@ void ClientAgent::on_dupack() {
 
 void ClientAgent::on_new_ack() { state_.dupacks = 0; }
 
+// ---------------------------------------------------------------------------------------
+// mu_c_estimator
+
+void mu_c_params::validate() const {
+    if (init_slots < 1) throw_invalid("clamp.mu_init_slots", "0", "not >= 1");
+    if (!(ema_weight > 0 && ema_weight <= 1))
+        throw_invalid("clamp.mu_ema_weight", format_number(ema_weight), "not in (0,1]");
+    if (!(slot_s > 0) || !std::isfinite(slot_s))
+        throw_invalid("clamp.mu_slot_s", format_number(slot_s), "not > 0");
+}
+
+mu_c_estimator::mu_c_estimator(const mu_c_params& params) : params_(params) { params_.validate(); }
+
+void mu_c_estimator::on_backlogged_slot(std::uint64_t served_bytes) {
+    const double sample_bps = static_cast<double>(served_bytes) * 8.0 / params_.slot_s;
+    if (!known_) {
+        acc_bytes_ += static_cast<double>(served_bytes);
+        if (++n_ >= params_.init_slots) {
+            bps_ = acc_bytes_ * 8.0 / (n_ * params_.slot_s);
+            known_ = true;
+        }
+    } else {
+        bps_ = (1.0 - params_.ema_weight) * bps_ + params_.ema_weight * sample_bps;
+    }
+}
+
+std::optional<double> mu_c_estimator::bps() const {
+    if (!known_) return std::nullopt;
+    return bps_;
+}
+
 }  // namespace oppsched::clamp
