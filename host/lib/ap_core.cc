@@ -1,8 +1,6 @@
 // The AP MAC core: see oppsched/ap_core.h for the data path, the choices and their reasons.
 #include "oppsched/ap_core.h"
 
-#include <arpa/inet.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -12,6 +10,7 @@
 #include <type_traits>
 #include <unordered_set>
 
+#include "oppsched/packet_classifier.h"
 #include "oppsched/pdu.h"
 #include "oppsched/stats_fields.h"
 #include "oppsched/validation.h"
@@ -39,48 +38,6 @@ void append_gauges(std::vector<std::pair<std::string, double>>& out, const std::
         if constexpr (!std::is_same_v<std::decay_t<decltype(value)>, std::uint64_t>)
             out.emplace_back(prefix + key, static_cast<double>(value));
     });
-}
-
-// An address as 17 bytes: version + 16 address bytes (IPv4 in the first 4).
-using AddrKey = std::array<std::uint8_t, 17>;
-struct AddrKeyHash {
-    std::size_t operator()(const AddrKey& k) const {
-        std::size_t h = 1469598103934665603ull;
-        for (auto b : k) h = (h ^ b) * 1099511628211ull;
-        return h;
-    }
-};
-
-std::optional<AddrKey> parse_address(const std::string& s) {
-    AddrKey k{};
-    if (::inet_pton(AF_INET, s.c_str(), k.data() + 1) == 1) {
-        k[0] = 4;
-        return k;
-    }
-    if (::inet_pton(AF_INET6, s.c_str(), k.data() + 1) == 1) {
-        k[0] = 6;
-        return k;
-    }
-    return std::nullopt;
-}
-
-// Destination address of an IPv4/IPv6 packet (the header fields only; tcpip::parse would
-// refuse packets whose transport header is odd, and those still have a destination).
-std::optional<AddrKey> destination(const std::vector<std::uint8_t>& p) {
-    if (p.empty()) return std::nullopt;
-    AddrKey k{};
-    const unsigned v = p[0] >> 4;
-    if (v == 4 && p.size() >= 20 && (p[0] & 0x0f) >= 5) {
-        k[0] = 4;
-        std::copy(p.begin() + 16, p.begin() + 20, k.begin() + 1);
-        return k;
-    }
-    if (v == 6 && p.size() >= 40) {
-        k[0] = 6;
-        std::copy(p.begin() + 24, p.begin() + 40, k.begin() + 1);
-        return k;
-    }
-    return std::nullopt;
 }
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -125,7 +82,7 @@ void ApCoreParams::validate() const {
     if (users.empty()) throw_invalid("users", "[]", "must name at least one user");
     if (users.size() > 65535)
         throw_invalid("users", std::to_string(users.size()), "entries: more than 65535");
-    std::unordered_map<AddrKey, std::size_t, AddrKeyHash> seen;
+    packet_classifier seen;
     std::unordered_set<std::string> names;
     for (std::size_t u = 0; u < users.size(); ++u) {
         const std::string f = "users[" + std::to_string(u) + "]";
@@ -144,10 +101,9 @@ void ApCoreParams::validate() const {
             const auto k = parse_address(up.addresses[i]);
             if (!k)
                 throw_invalid(fa, "'" + up.addresses[i] + "'", "is not an IPv4 or IPv6 address");
-            const auto [it, inserted] = seen.emplace(*k, u);
-            if (!inserted)
+            if (const auto other = seen.add(*k, static_cast<std::uint32_t>(u)))
                 throw_invalid(fa, "'" + up.addresses[i] + "'",
-                              "is also an address of users[" + std::to_string(it->second) + "]");
+                              "is also an address of users[" + std::to_string(*other) + "]");
         }
         if (up.queue_limit_bytes && *up.queue_limit_bytes == 0 &&
             (up.queue_limit_packets ? *up.queue_limit_packets : aqm.limits.packets) == 0)
@@ -235,7 +191,7 @@ struct ApCore::Impl {
     std::vector<UserStats> ustats;
     std::uint32_t n_users = 0;
 
-    std::unordered_map<AddrKey, std::uint32_t, AddrKeyHash> addr_to_user;
+    packet_classifier classifier;
     // Queues: per_user -> aqms[u]; shared -> qset.
     std::vector<std::unique_ptr<aqm::Aqm>> aqms;
     std::unique_ptr<aqm::QueueSet> qset;
@@ -505,7 +461,7 @@ ApCore::ApCore(ApCoreParams params) {
     m.n_users = static_cast<std::uint32_t>(p.users.size());
     m.ustats.resize(m.n_users);
     for (std::uint32_t u = 0; u < m.n_users; ++u)
-        for (const auto& a : p.users[u].addresses) m.addr_to_user.emplace(*parse_address(a), u);
+        for (const auto& a : p.users[u].addresses) m.classifier.add(*parse_address(a), u);
 
     if (p.queue_mode == aqm::QueueMode::shared) {
         aqm::QueueSetConfig qc;
@@ -558,11 +514,9 @@ ApCore::ApCore(ApCoreParams params) {
 ApCore::~ApCore() = default;
 
 std::optional<std::uint32_t> ApCore::classify(const std::vector<std::uint8_t>& packet) const {
-    const auto k = destination(packet);
-    if (!k) return std::nullopt;
-    const auto it = impl_->addr_to_user.find(*k);
-    if (it == impl_->addr_to_user.end()) return std::nullopt;
-    return it->second;
+    const auto c = impl_->classifier.classify(packet);
+    if (c.what != packet_classifier::outcome::user) return std::nullopt;
+    return c.user;
 }
 
 bool ApCore::on_downlink_packet(time_ns now, std::vector<std::uint8_t> bytes) {
@@ -571,19 +525,18 @@ bool ApCore::on_downlink_packet(time_ns now, std::vector<std::uint8_t> bytes) {
     ++m.stats.downlink_packets;
     m.stats.downlink_bytes += bytes.size();
     const std::uint64_t id = m.next_packet_id++;
-    const auto dst = destination(bytes);
-    if (!dst || bytes.size() > pdu::kMaxPacketBytes) {
+    const auto dst = m.classifier.classify(bytes);
+    if (dst.what == packet_classifier::outcome::malformed || bytes.size() > pdu::kMaxPacketBytes) {
         ++m.stats.malformed_packets;
         m.record(now, "drop", -1, id, bytes.size(), "malformed");
         return false;
     }
-    const auto it = m.addr_to_user.find(*dst);
-    if (it == m.addr_to_user.end()) {
+    if (dst.what == packet_classifier::outcome::unknown_destination) {
         ++m.stats.unknown_destination;
         m.record(now, "drop", -1, id, bytes.size(), "unknown_destination");
         return false;
     }
-    const std::uint32_t u = it->second;
+    const std::uint32_t u = dst.user;
     const std::size_t qi = m.queue_index(u);
     const std::size_t size = bytes.size();
     // Andrew & Hanly, CLAMP, §IV-A: the EMA sees Q(n), the backlog this packet finds (clamp.h).
