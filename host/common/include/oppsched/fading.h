@@ -58,25 +58,12 @@ class FadingChannel {
 
 // Andrew & Hanly, CLAMP, §V-B:
 //   N(t) = SNR_ave | sqrt(2/G) sum_{n=1}^{G} cos(w_n t) exp(j pi n / G) |^2,
-//   w_n = 2 pi f_d cos( pi/(2G) (n + 0.5) ).
-// This is Dent, Bottomley & Croft's "Jakes fading model revisited" (Electron. Lett.
-// 1993) form (N0 = G oscillators, beta_n = pi n / N0), which gets distinct users from
-// random oscillator phases theta_n: cos(w_n t + theta_n). The paper does not say how its
-// users differ; we draw theta_n ~ U[0, 2 pi) per user (per seed), which makes h(t) a
-// zero-mean process with E|h|^2 = 1, autocorrelation (1/G) sum_n cos(w_n tau) ~ J0(2 pi
-// f_d tau), and envelope close to Rayleigh (a sum of G independent terms).
-//
-// The angles: as printed, n = 1..G with (n + 0.5), so the last angle passes pi/2 and
-// |w_G| = |w_{G-1}| (one Doppler line twice, the one at angle pi/(4G) missing). Dent et
-// al. have (n - 0.5). We reproduce the print by default (angle_offset = 0.5) and offer
-// -0.5. The autocorrelations differ by (1/G)[cos(w_d tau sin(pi/4G)) - cos(w_d tau
-// cos(pi/4G))] ~ (1 - cos(2 pi f_d tau))/G <= 2/G (0.065 at f_d tau = 0.3); mean power
-// and envelope distribution are the same.
-//
-// Known property of this (and any fixed-frequency) Jakes form: two users share the same
-// Doppler lines, so over ONE long run their time-averaged cross-correlation is
-// (1/G) sum cos(theta_n - theta'_n) (std 1/sqrt(2G) = 0.16 over user pairs), although it
-// is zero over the ensemble. SumOfSinusoidsChannel has no such term (random frequencies).
+//   w_n = 2 pi f_d cos( pi/(2G) (n + 0.5) ),
+// in Dent, Bottomley & Croft's form (1993), users told apart by random oscillator phases
+// theta_n ~ U[0, 2 pi) drawn from the seed. The printed angle offset (+0.5) is the
+// default; Dent et al.'s -0.5 is offered. docs/mac.md ("Fading models") gives the
+// derivation, the difference between the two offsets and the cross-correlation two users
+// keep over one long run.
 struct JakesParams {
     double doppler_hz = kClampFastDopplerHz;  // f_d
     double mean_snr_db = kClampMeanSnrDb;     // 10 log10 SNR_ave
@@ -89,14 +76,10 @@ struct JakesParams {
 
 // Srinivasan & Baras, §III-A, eq. 4:
 //   h(t) = sum_{j=0}^{K-1} h_j exp(j 2 pi f_d t cos(2 pi phi_j)),
-// h_j complex unit-variance Gaussian, phi_j uniform. Two readings we make explicit:
-//  - normalisation: as printed E|h|^2 = K, but the paper's SNR C = h^2/sigma^2 against the
-//    nominal C_NOM = 1/sigma^2 implies E|h|^2 = 1, so we divide by sqrt(K);
-//  - "phi_j uniformly distributed in [0, 2 pi)" inside cos(2 pi phi_j) would wrap the
-//    angle 2 pi times; we take the arrival angle 2 pi phi_j uniform on [0, 2 pi), the
-//    standard (Clarke) construction, which makes E[h(t+tau) h*(t)] = J0(2 pi f_d tau)
-//    exactly and h(t) exactly complex Gaussian (Rayleigh envelope) at every t.
-// K is not given in Srinivasan & Baras; default 20, as G in Andrew & Hanly, CLAMP.
+// h_j complex unit-variance Gaussian, divided by sqrt(K) so that E|h|^2 = 1, and the arrival
+// angle 2 pi phi_j uniform on [0, 2 pi) (Clarke): h(t) is exactly complex Gaussian with
+// autocorrelation J0(2 pi f_d tau). K is not given in the paper; the default is 20, as G in
+// Andrew & Hanly. docs/mac.md ("Fading models") says why these two readings.
 struct SumOfSinusoidsParams {
     double doppler_hz = kClampFastDopplerHz;
     double mean_snr_db = kClampMeanSnrDb;
