@@ -12,6 +12,7 @@
 
 #include "oppsched/packet_classifier.h"
 #include "oppsched/pdu.h"
+#include "oppsched/slot_clock.h"
 #include "oppsched/stats_fields.h"
 #include "oppsched/validation.h"
 
@@ -151,9 +152,7 @@ void ApCoreParams::validate() const {
     clamp::mu_c_params{clamp.mu_init_slots, clamp.mu_ema_weight, slot_s}.validate();
     if (lead_slots > 100000)
         throw_invalid("lead_slots", std::to_string(lead_slots), "not in [0,100000]");
-    if (restart_backjump_slots < 1)
-        throw_invalid("restart_backjump_slots", std::to_string(restart_backjump_slots), "not >= 1");
-    if (grant_cache < 1) throw_invalid("grant_cache", "0", "not >= 1");
+    slot_clock check_clock(slot_clock_params{lead_slots, restart_backjump_slots, grant_cache});
     if (table.size() > 256)
         throw_invalid("link_adaptation.table", table.name(), "has more than 256 MCSs");
     bool usable = false;
@@ -179,12 +178,11 @@ struct ApCore::Impl {
         SlotRow row;
         bool resolved = false;
     };
-    struct CachedGrant {
-        std::int64_t slot = -1;
-        wire::SlotGrant grant;
-    };
 
-    explicit Impl(ApCoreParams p) : params(std::move(p)) {}
+    explicit Impl(ApCoreParams p)
+        : params(std::move(p)),
+          clock(slot_clock_params{params.lead_slots, params.restart_backjump_slots,
+                                  params.grant_cache}) {}
 
     ApCoreParams params;
     ApCoreStats stats;
@@ -209,14 +207,7 @@ struct ApCore::Impl {
     std::uint64_t next_packet_id = 1;
     time_ns last_now = 0;  // latest `now` seen (times the records of feedback events)
 
-    // Slot clock.
-    bool have_slot = false;
-    bool restart_pending = false;
-    std::int64_t last_internal = 0;  // newest internal slot answered
-    std::int64_t last_phy = 0;       // its PHY slot number
-    std::int64_t offset = 0;         // internal = phy + offset
-    std::int64_t newest_requested = 0;
-    std::vector<CachedGrant> cache;  // ring by internal slot
+    slot_clock clock;
 
     // Traces.
     std::deque<PendingRow> pending;  // rows in slot order, waiting for outcomes
@@ -417,16 +408,16 @@ struct ApCore::Impl {
     // TB on the process carry the NDI the receiver already holds, so that it would deliver
     // the earlier TB again while this one counts as ACKed. O(P).
     void check_unheard(std::uint32_t user, std::uint64_t phy_slot) {
-        if (!have_slot || restart_pending ||
-            phy_slot > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max() / 4))
-            return;
-        const std::int64_t heard = static_cast<std::int64_t>(phy_slot) + offset;
+        const auto heard_slot = clock.internal_of(phy_slot);
+        if (clock.restart_pending() || !heard_slot) return;
+        const std::int64_t heard = *heard_slot;
         for (std::uint32_t k = 0; k < params.harq.num_processes; ++k) {
             const auto pid = static_cast<std::uint8_t>(k);
             const harq::process_view v = harq->process(user, pid);
             if (v.phase != harq::process_phase::awaiting_feedback || v.last_tx_slot > heard)
                 continue;
-            handle_event(harq->on_not_received(user, pid, v.last_tx_slot, last_internal), last_now);
+            handle_event(harq->on_not_received(user, pid, v.last_tx_slot, clock.last_internal()),
+                         last_now);
         }
     }
 
@@ -441,12 +432,6 @@ struct ApCore::Impl {
         out.rv = g.rv;
         out.tb = tb.bytes;
         return out;
-    }
-
-    void remember(std::int64_t internal, const wire::SlotGrant& g) {
-        CachedGrant& c = cache[static_cast<std::size_t>(internal) % cache.size()];
-        c.slot = internal;
-        c.grant = g;
     }
 };
 
@@ -503,7 +488,6 @@ ApCore::ApCore(ApCoreParams params) {
                                     static_cast<std::uint32_t>(pdu::kMaxPduBytes));
         m.tb_bytes_of_mcs.push_back(b >= kMinUsableTb ? b : 0);
     }
-    m.cache.assign(p.grant_cache, Impl::CachedGrant{});
     m.tx_row.assign(static_cast<std::size_t>(m.n_users) * p.harq.num_processes, ~0ull);
     m.rates.assign(m.n_users, 0.0);
     m.eligible.assign(m.n_users, false);
@@ -564,9 +548,7 @@ bool ApCore::on_downlink_packet(time_ns now, std::vector<std::uint8_t> bytes) {
 
 void ApCore::on_phy_restart() {
     Impl& m = *impl_;
-    if (!m.have_slot || m.restart_pending) return;
-    m.restart_pending = true;
-    ++m.stats.phy_restarts;
+    if (m.clock.on_phy_restart()) ++m.stats.phy_restarts;
 }
 
 wire::SlotGrant ApCore::on_slot_request(time_ns now, std::uint64_t slot, time_ns air_time_ns) {
@@ -577,46 +559,23 @@ wire::SlotGrant ApCore::on_slot_request(time_ns now, std::uint64_t slot, time_ns
     wire::SlotGrant empty;
     empty.slot = slot;
     empty.empty = true;
-    if (slot > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max() / 4)) {
-        ++m.stats.requests_out_of_order;  // not a slot number any PHY produces
+
+    // ---- map to the internal slot clock ----
+    const slot_clock::request r = m.clock.on_request(slot);
+    if (r.backjump) ++m.stats.slot_backjumps;
+    if (r.what != slot_clock::verdict::fresh) {
+        if (r.late) ++m.stats.requests_late;
+        if (r.what == slot_clock::verdict::duplicate) {
+            ++m.stats.requests_duplicate;
+            return *r.grant;
+        }
+        ++m.stats.requests_out_of_order;
         ++m.stats.grants_empty;
         return empty;
     }
-    const std::int64_t ps = static_cast<std::int64_t>(slot);
-
-    // ---- map to the internal slot clock ----
-    if (m.have_slot && !m.restart_pending && ps + p.restart_backjump_slots < m.last_phy) {
-        ++m.stats.slot_backjumps;
-        m.restart_pending = true;
-    }
-    if (m.restart_pending) {
-        m.offset = m.last_internal + 1 - ps;
-        m.newest_requested = m.last_internal;
-        m.restart_pending = false;
-    }
-    const std::int64_t s = ps + m.offset;
-    bool late = false;
-    if (m.have_slot) {
-        late =
-            p.lead_slots > 0 && m.newest_requested >= s + static_cast<std::int64_t>(p.lead_slots);
-        if (s <= m.last_internal) {
-            if (late) ++m.stats.requests_late;
-            const auto& c = m.cache[static_cast<std::size_t>(s) % m.cache.size()];
-            if (c.slot == s) {
-                ++m.stats.requests_duplicate;
-                return c.grant;
-            }
-            ++m.stats.requests_out_of_order;
-            ++m.stats.grants_empty;
-            return empty;
-        }
-        if (s > m.last_internal + 1)
-            m.stats.slots_skipped += static_cast<std::uint64_t>(s - m.last_internal - 1);
-    }
-    m.have_slot = true;
-    m.last_internal = s;
-    m.last_phy = ps;
-    m.newest_requested = std::max(m.newest_requested, s);
+    m.stats.slots_skipped += r.skipped;
+    const std::int64_t s = r.internal;
+    const bool late = r.late;
 
     // ---- HARQ timeouts ----
     m.events.clear();
@@ -724,7 +683,7 @@ wire::SlotGrant ApCore::on_slot_request(time_ns now, std::uint64_t slot, time_ns
         }
     }
     if (p.clamp.enabled) m.update_mu();
-    m.remember(s, out);
+    m.clock.remember(s, out);
     return out;
 }
 
@@ -754,16 +713,17 @@ void ApCore::on_harq_feedback(std::uint32_t user, std::uint64_t slot, std::uint8
         ++m.stats.feedback_invalid_process;
         return;
     }
-    if (!m.have_slot ||
-        slot > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max() / 4)) {
+    const auto tx = m.clock.internal_of(slot);
+    if (!tx) {
         ++m.stats.feedback_stale;
         return;
     }
-    const std::int64_t tx_slot = static_cast<std::int64_t>(slot) + m.offset;
+    const std::int64_t tx_slot = *tx;
     // The feedback names the process and the slot of the transmission; the NDI is the one
     // the process holds (the slot already identifies the TB, harq.h on_feedback).
     const bool ndi = m.harq->process(user, pid).ndi;
-    const harq::harq_event ev = m.harq->on_feedback(user, pid, ndi, ack, m.last_internal, tx_slot);
+    const harq::harq_event ev =
+        m.harq->on_feedback(user, pid, ndi, ack, m.clock.last_internal(), tx_slot);
     m.handle_event(ev, m.last_now);
 }
 
