@@ -174,10 +174,6 @@ struct ApCore::Impl {
         std::vector<std::uint8_t> bytes;
         pdu::TbRecord record;
     };
-    struct PendingRow {
-        SlotRow row;
-        bool resolved = false;
-    };
 
     explicit Impl(ApCoreParams p)
         : params(std::move(p)),
@@ -210,11 +206,7 @@ struct ApCore::Impl {
     slot_clock clock;
 
     // Traces.
-    std::deque<PendingRow> pending;  // rows in slot order, waiting for outcomes
-    std::uint64_t pending_base = 0;  // row number of pending.front()
-    std::uint64_t next_row = 0;
-    std::vector<std::uint64_t> tx_row;  // per (user, pid): row number of the last transmission
-    std::vector<SlotRow> ready;
+    std::unique_ptr<slot_trace> trace;
     std::vector<PacketRecord> precords;
 
     // Scratch.
@@ -316,33 +308,6 @@ struct ApCore::Impl {
         }
         return r;
     }
-    std::uint64_t push_row(SlotRow&& r, bool resolved) {
-        pending.push_back(PendingRow{std::move(r), resolved});
-        const std::uint64_t n = next_row++;
-        flush_rows();
-        return n;
-    }
-    void resolve_row(std::uint32_t u, std::uint8_t pid, const char* outcome) {
-        if (!params.record_slots) return;
-        const std::uint64_t n = tx_row[u * params.harq.num_processes + pid];
-        if (n < pending_base || n >= pending_base + pending.size()) return;
-        PendingRow& p = pending[n - pending_base];
-        if (p.resolved) return;
-        p.row.outcome = outcome;
-        p.resolved = true;
-        flush_rows();
-    }
-    void flush_rows() {
-        // Rows leave in slot order; a row can only wait for its feedback timeout, so the
-        // deque stays bounded; the cap is a guard against a misconfigured timeout.
-        constexpr std::size_t kMaxPending = 1 << 16;
-        while (!pending.empty() && (pending.front().resolved || pending.size() > kMaxPending)) {
-            ready.push_back(std::move(pending.front().row));
-            pending.pop_front();
-            ++pending_base;
-        }
-    }
-
     // ---- HARQ events ----
     void handle_event(const harq::harq_event& ev, time_ns now) {
         switch (ev.kind) {
@@ -354,7 +319,7 @@ struct ApCore::Impl {
                 if (params.olla_enabled && it != tbs.end())
                     olla[ev.user].update(
                         ack, linkadapt::olla::position_of(params.table, it->second.mcs));
-                resolve_row(
+                trace->resolve(
                     ev.user, ev.process,
                     ack ? "ack" : (ev.kind == harq::event_kind::nacked ? "nack" : "dropped"));
                 if (ev.kind == harq::event_kind::dropped_max_tx && it != tbs.end()) {
@@ -382,13 +347,13 @@ struct ApCore::Impl {
                 if (params.olla_enabled && it != tbs.end())
                     olla[ev.user].update(
                         false, linkadapt::olla::position_of(params.table, it->second.mcs));
-                resolve_row(ev.user, ev.process, "unheard");
+                trace->resolve(ev.user, ev.process, "unheard");
                 break;
             }
             case harq::event_kind::timed_out:
             case harq::event_kind::flushed:
                 ++stats.harq_timeout_tbs;
-                resolve_row(ev.user, ev.process, "timeout");
+                trace->resolve(ev.user, ev.process, "timeout");
                 tbs.erase(ev.tb.id);
                 break;
             case harq::event_kind::stale_feedback:
@@ -488,7 +453,7 @@ ApCore::ApCore(ApCoreParams params) {
                                     static_cast<std::uint32_t>(pdu::kMaxPduBytes));
         m.tb_bytes_of_mcs.push_back(b >= kMinUsableTb ? b : 0);
     }
-    m.tx_row.assign(static_cast<std::size_t>(m.n_users) * p.harq.num_processes, ~0ull);
+    m.trace = std::make_unique<slot_trace>(m.n_users, p.harq.num_processes);
     m.rates.assign(m.n_users, 0.0);
     m.eligible.assign(m.n_users, false);
     m.backlogged_q.assign(nq, false);
@@ -618,14 +583,14 @@ wire::SlotGrant ApCore::on_slot_request(time_ns now, std::uint64_t slot, time_ns
             row.ndi = g.ndi ? 1 : 0;
             // Slots this TB took before (unheard ones included), so retx == 0 is a new TB.
             row.retx = static_cast<int>(g.transmission - 1 + g.unheard);
-            m.tx_row[g.user * p.harq.num_processes + g.process] = m.push_row(std::move(row), false);
+            m.trace->add_transmission(std::move(row), g.user, g.process);
         }
     } else {
         const int u = m.policy->choose(m.rates, m.eligible);
         if (u == sched::kNoUser) {
             m.policy->update(m.rates, sched::kNoUser, 0.0);
             ++m.stats.grants_empty;
-            if (tracing) m.push_row(std::move(row), true);
+            if (tracing) m.trace->add_empty(std::move(row));
         } else {
             const auto user = static_cast<std::uint32_t>(u);
             const int mcs = m.mcs_for(user);
@@ -677,8 +642,7 @@ wire::SlotGrant ApCore::on_slot_request(time_ns now, std::uint64_t slot, time_ns
                 row.rv = g.rv;
                 row.ndi = g.ndi ? 1 : 0;
                 row.retx = 0;
-                m.tx_row[user * p.harq.num_processes + g.process] =
-                    m.push_row(std::move(row), false);
+                m.trace->add_transmission(std::move(row), user, g.process);
             }
         }
     }
@@ -727,21 +691,9 @@ void ApCore::on_harq_feedback(std::uint32_t user, std::uint64_t slot, std::uint8
     m.handle_event(ev, m.last_now);
 }
 
-std::vector<SlotRow> ApCore::take_slot_rows() {
-    std::vector<SlotRow> out;
-    out.swap(impl_->ready);
-    return out;
-}
+std::vector<SlotRow> ApCore::take_slot_rows() { return impl_->trace->take(); }
 
-std::vector<SlotRow> ApCore::final_rows() {
-    Impl& m = *impl_;
-    while (!m.pending.empty()) {
-        m.ready.push_back(std::move(m.pending.front().row));
-        m.pending.pop_front();
-        ++m.pending_base;
-    }
-    return take_slot_rows();
-}
+std::vector<SlotRow> ApCore::final_rows() { return impl_->trace->take_all(); }
 
 std::vector<PacketRecord> ApCore::take_packet_records() {
     std::vector<PacketRecord> out;

@@ -88,6 +88,7 @@
 #include "oppsched/queue.h"
 #include "oppsched/sched.h"
 #include "oppsched/segmentation.h"
+#include "oppsched/slot_trace.h"
 #include "oppsched/wire.h"
 
 namespace oppsched::ap {
@@ -145,23 +146,6 @@ struct ApCoreParams {
     // Throws std::invalid_argument naming the field (config key) and the value, e.g.
     // "users[1].addresses[0]: '10.0.0.300' is not an IPv4 or IPv6 address".
     void validate() const;
-};
-
-// One row of slots.csv (docs/daemons.md). Per-user vectors are indexed by user id.
-struct SlotRow {
-    std::uint64_t slot = 0;  // the PHY's slot number
-    time_ns t_ns = 0;        // air time of the slot (SlotRequest::air_time_ns)
-    int user = -1;           // -1: empty slot
-    int mcs = -1;
-    std::uint32_t tb_bytes = 0;
-    int harq_pid = -1, rv = -1, ndi = -1;
-    int retx = 0;         // transmissions of this TB before this one
-    std::string outcome;  // ack, nack, timeout, dropped; "" for an empty slot (or unknown
-                          // at exit)
-    bool late = false;
-    std::vector<double> cqi;           // latest SNR dB, NaN if none
-    std::vector<std::uint64_t> queue;  // bytes queued (+ unsent rest of a split packet)
-    std::vector<double> price;         // current CLAMP price s, NaN if none
 };
 
 // One row of packets.csv.
