@@ -308,6 +308,127 @@ struct ApCore::Impl {
         }
         return r;
     }
+    // ---- the steps of a slot request ----
+    static wire::SlotGrant empty_grant(std::uint64_t slot) {
+        wire::SlotGrant g;
+        g.slot = slot;
+        g.empty = true;
+        return g;
+    }
+
+    // A request for a slot already answered: the same grant again, or an empty one.
+    wire::SlotGrant answer_repeated(const slot_clock::request& r, std::uint64_t slot) {
+        if (r.late) ++stats.requests_late;
+        if (r.what == slot_clock::verdict::duplicate) {
+            ++stats.requests_duplicate;
+            return *r.grant;
+        }
+        ++stats.requests_out_of_order;
+        ++stats.grants_empty;
+        return empty_grant(slot);
+    }
+
+    void expire_harq(std::int64_t s, time_ns now) {
+        events.clear();
+        harq->expire(s, events);
+        for (const auto& ev : events) handle_event(ev, now);
+    }
+
+    // Rates, eligibility and the per-queue backlog the mu_c estimators look at.
+    void prepare_scheduler_inputs(std::int64_t s) {
+        for (std::size_t qi = 0; qi < queue_count(); ++qi) {
+            served_q[qi] = 0;
+            backlogged_q[qi] = false;
+        }
+        for (std::uint32_t u = 0; u < n_users; ++u) {
+            const int mcs = mcs_for(u);
+            rates[u] = rate_of_mcs(mcs);
+            const bool has_data = queue_eligible(u);
+            if (has_data) backlogged_q[queue_index(u)] = true;
+            eligible[u] = has_data && mcs >= 0 && harq->free_process(u, s).has_value();
+        }
+    }
+
+    // HARQ retransmissions go first (sched.h: the policy is not asked; update() still once).
+    wire::SlotGrant grant_retransmission(std::uint32_t user, std::uint8_t process, std::int64_t s,
+                                         std::uint64_t slot, std::optional<SlotRow>& row) {
+        const harq::tx_grant g = harq->retransmit(user, process, s);
+        const auto& tb = tbs.at(g.tb.id);
+        policy->update(rates, static_cast<int>(g.user), rate_of_mcs(tb.mcs));
+        ++stats.grants_retx;
+        ++ustats[g.user].slots_retx;
+        ustats[g.user].tb_bytes += tb.bytes.size();
+        // Slots this TB took before (unheard ones included), so retx == 0 is a new TB.
+        trace_transmission(row, g, tb, static_cast<int>(g.transmission - 1 + g.unheard));
+        return grant_from(g, tb, slot);
+    }
+
+    // A new TB for the user the policy chose, filled from its queue by its segmenter.
+    wire::SlotGrant grant_new_tb(std::uint32_t user, std::int64_t s, std::uint64_t slot,
+                                 time_ns now, std::optional<SlotRow>& row) {
+        const int mcs = mcs_for(user);
+        const std::uint32_t tb_bytes = tb_bytes_of_mcs[static_cast<std::size_t>(mcs)];
+        const std::size_t qi = queue_index(user);
+        std::optional<float> price;
+        if (params.clamp.enabled) {
+            if (const auto pr = price_now(qi, true)) {
+                price = static_cast<float>(*pr);
+            } else {
+                ++stats.tbs_without_price;
+            }
+        }
+        pdu::PacketSource source = [this, user, qi, now]() -> std::optional<Packet> {
+            const std::uint64_t marked_before = marked_of_queue(qi);
+            std::optional<Packet> pk = qset ? qset->dequeue(user, now) : aqms[user]->dequeue(now);
+            if (pk) {
+                record(now, "dequeue", static_cast<int>(user), pk->id, pk->size());
+                if (marked_of_queue(qi) > marked_before) {  // dequeue-time marking
+                    ++stats.marked;
+                    record(now, "mark", static_cast<int>(user), pk->id, pk->size());
+                }
+            }
+            return pk;
+        };
+        pdu::BuiltTb built = segmenters[user].build(tb_bytes, source, price);
+        const std::uint64_t id = next_tb_id++;
+        const harq::tx_grant g = harq->new_transmission(
+            user, harq::tb_ref{id, static_cast<std::uint32_t>(built.bytes.size())}, s);
+        served_q[qi] += built.record.data_bytes;
+        TbInfo info;
+        info.user = user;
+        info.mcs = mcs;
+        info.bytes = std::move(built.bytes);
+        info.record = std::move(built.record);
+        ustats[user].data_bytes += info.record.data_bytes;
+        ustats[user].tb_bytes += info.bytes.size();
+        ++ustats[user].slots_new;
+        const auto& stored = tbs.emplace(id, std::move(info)).first->second;
+        policy->update(rates, static_cast<int>(user), rates[user]);
+        ++stats.grants_new;
+        trace_transmission(row, g, stored, 0);
+        return grant_from(g, stored, slot);
+    }
+
+    wire::SlotGrant grant_nothing(std::uint64_t slot, std::optional<SlotRow>& row) {
+        policy->update(rates, sched::kNoUser, 0.0);
+        ++stats.grants_empty;
+        if (row) trace->add_empty(std::move(*row));
+        return empty_grant(slot);
+    }
+
+    void trace_transmission(std::optional<SlotRow>& row, const harq::tx_grant& g, const TbInfo& tb,
+                            int retx) {
+        if (!row) return;
+        row->user = static_cast<int>(g.user);
+        row->mcs = tb.mcs;
+        row->tb_bytes = static_cast<std::uint32_t>(tb.bytes.size());
+        row->harq_pid = g.process;
+        row->rv = g.rv;
+        row->ndi = g.ndi ? 1 : 0;
+        row->retx = retx;
+        trace->add_transmission(std::move(*row), g.user, g.process);
+    }
+
     // ---- HARQ events ----
     void handle_event(const harq::harq_event& ev, time_ns now) {
         switch (ev.kind) {
@@ -518,135 +639,27 @@ void ApCore::on_phy_restart() {
 
 wire::SlotGrant ApCore::on_slot_request(time_ns now, std::uint64_t slot, time_ns air_time_ns) {
     Impl& m = *impl_;
-    const ApCoreParams& p = m.params;
     m.last_now = std::max(m.last_now, now);
     ++m.stats.slot_requests;
-    wire::SlotGrant empty;
-    empty.slot = slot;
-    empty.empty = true;
-
-    // ---- map to the internal slot clock ----
     const slot_clock::request r = m.clock.on_request(slot);
     if (r.backjump) ++m.stats.slot_backjumps;
-    if (r.what != slot_clock::verdict::fresh) {
-        if (r.late) ++m.stats.requests_late;
-        if (r.what == slot_clock::verdict::duplicate) {
-            ++m.stats.requests_duplicate;
-            return *r.grant;
-        }
-        ++m.stats.requests_out_of_order;
-        ++m.stats.grants_empty;
-        return empty;
-    }
+    if (r.what != slot_clock::verdict::fresh) return m.answer_repeated(r, slot);
     m.stats.slots_skipped += r.skipped;
     const std::int64_t s = r.internal;
-    const bool late = r.late;
 
-    // ---- HARQ timeouts ----
-    m.events.clear();
-    m.harq->expire(s, m.events);
-    for (const auto& ev : m.events) m.handle_event(ev, now);
-
-    // ---- scheduler inputs ----
-    for (std::size_t qi = 0; qi < m.queue_count(); ++qi) {
-        m.served_q[qi] = 0;
-        m.backlogged_q[qi] = false;
-    }
-    for (std::uint32_t u = 0; u < m.n_users; ++u) {
-        const int mcs = m.mcs_for(u);
-        m.rates[u] = m.rate_of_mcs(mcs);
-        const bool has_data = m.queue_eligible(u);
-        if (has_data) m.backlogged_q[m.queue_index(u)] = true;
-        m.eligible[u] = has_data && mcs >= 0 && m.harq->free_process(u, s).has_value();
-    }
-
-    wire::SlotGrant out = empty;
-    SlotRow row;
-    const bool tracing = p.record_slots;
-    if (tracing) row = m.new_row(slot, air_time_ns, late);
-
+    m.expire_harq(s, now);
+    m.prepare_scheduler_inputs(s);
+    std::optional<SlotRow> row;
+    if (m.params.record_slots) row = m.new_row(slot, air_time_ns, r.late);
+    wire::SlotGrant out;
     if (const auto rx = m.harq->next_retransmission(s)) {
-        // HARQ retransmissions first (sched.h: the policy is not asked; update() still once).
-        const harq::tx_grant g = m.harq->retransmit(rx->user, rx->process, s);
-        const auto& tb = m.tbs.at(g.tb.id);
-        out = m.grant_from(g, tb, slot);
-        m.policy->update(m.rates, static_cast<int>(g.user), m.rate_of_mcs(tb.mcs));
-        ++m.stats.grants_retx;
-        ++m.ustats[g.user].slots_retx;
-        m.ustats[g.user].tb_bytes += tb.bytes.size();
-        if (tracing) {
-            row.user = static_cast<int>(g.user);
-            row.mcs = tb.mcs;
-            row.tb_bytes = static_cast<std::uint32_t>(tb.bytes.size());
-            row.harq_pid = g.process;
-            row.rv = g.rv;
-            row.ndi = g.ndi ? 1 : 0;
-            // Slots this TB took before (unheard ones included), so retx == 0 is a new TB.
-            row.retx = static_cast<int>(g.transmission - 1 + g.unheard);
-            m.trace->add_transmission(std::move(row), g.user, g.process);
-        }
+        out = m.grant_retransmission(rx->user, rx->process, s, slot, row);
+    } else if (const int u = m.policy->choose(m.rates, m.eligible); u != sched::kNoUser) {
+        out = m.grant_new_tb(static_cast<std::uint32_t>(u), s, slot, now, row);
     } else {
-        const int u = m.policy->choose(m.rates, m.eligible);
-        if (u == sched::kNoUser) {
-            m.policy->update(m.rates, sched::kNoUser, 0.0);
-            ++m.stats.grants_empty;
-            if (tracing) m.trace->add_empty(std::move(row));
-        } else {
-            const auto user = static_cast<std::uint32_t>(u);
-            const int mcs = m.mcs_for(user);
-            const std::uint32_t tb_bytes = m.tb_bytes_of_mcs[static_cast<std::size_t>(mcs)];
-            const std::size_t qi = m.queue_index(user);
-            std::optional<float> price;
-            if (p.clamp.enabled) {
-                if (const auto pr = m.price_now(qi, true)) {
-                    price = static_cast<float>(*pr);
-                } else {
-                    ++m.stats.tbs_without_price;
-                }
-            }
-            pdu::PacketSource source = [&m, user, qi, now]() -> std::optional<Packet> {
-                const std::uint64_t marked_before = m.marked_of_queue(qi);
-                std::optional<Packet> pk =
-                    m.qset ? m.qset->dequeue(user, now) : m.aqms[user]->dequeue(now);
-                if (pk) {
-                    m.record(now, "dequeue", static_cast<int>(user), pk->id, pk->size());
-                    if (m.marked_of_queue(qi) > marked_before) {  // dequeue-time marking
-                        ++m.stats.marked;
-                        m.record(now, "mark", static_cast<int>(user), pk->id, pk->size());
-                    }
-                }
-                return pk;
-            };
-            pdu::BuiltTb built = m.segmenters[user].build(tb_bytes, source, price);
-            const std::uint64_t id = m.next_tb_id++;
-            const harq::tx_grant g = m.harq->new_transmission(
-                user, harq::tb_ref{id, static_cast<std::uint32_t>(built.bytes.size())}, s);
-            m.served_q[qi] += built.record.data_bytes;
-            Impl::TbInfo info;
-            info.user = user;
-            info.mcs = mcs;
-            info.bytes = std::move(built.bytes);
-            info.record = std::move(built.record);
-            m.ustats[user].data_bytes += info.record.data_bytes;
-            m.ustats[user].tb_bytes += info.bytes.size();
-            ++m.ustats[user].slots_new;
-            auto& stored = m.tbs.emplace(id, std::move(info)).first->second;
-            out = m.grant_from(g, stored, slot);
-            m.policy->update(m.rates, u, m.rates[user]);
-            ++m.stats.grants_new;
-            if (tracing) {
-                row.user = u;
-                row.mcs = mcs;
-                row.tb_bytes = static_cast<std::uint32_t>(stored.bytes.size());
-                row.harq_pid = g.process;
-                row.rv = g.rv;
-                row.ndi = g.ndi ? 1 : 0;
-                row.retx = 0;
-                m.trace->add_transmission(std::move(row), user, g.process);
-            }
-        }
+        out = m.grant_nothing(slot, row);
     }
-    if (p.clamp.enabled) m.update_mu();
+    if (m.params.clamp.enabled) m.update_mu();
     m.clock.remember(s, out);
     return out;
 }
