@@ -3,7 +3,7 @@
 // daemon feeds with downlink IP packets (from its TUN), SlotRequests (from the PHY) and CQI /
 // HARQ feedback (from the clients), and that answers every SlotRequest with a SlotGrant.
 //
-//   downlink packet --classify by destination address--> user u (unknown: counted, dropped)
+//   downlink packet --packet_classifier: destination address--> user u (unknown: dropped)
 //       --> CLAMP RouterAgent of u's queue: on_arrival(now, backlog before the packet)
 //       --> QueueSet/AQM (one queue per user, or one shared FIFO)
 //   SlotRequest(n)
@@ -20,21 +20,17 @@
 //                      packets its segmentation record says it carried.
 //
 // Choices (where the design leaves them open), and why:
-//  - Slot clock. HARQ and the scheduler run on the PHY's slot numbers, mapped to an internal
-//    monotonic slot count: when the PHY restarts (the daemon calls on_phy_restart() when the
-//    requests' wire sequence restarts at 0; a slot number that jumps back by more than
-//    restart_backjump_slots counts as a restart too) the internal count continues at
-//    last + 1, so HARQ timers never run backwards. TBs in flight then time out.
+//  - Slot clock (slot_clock.h). HARQ and the scheduler run on an internal, monotonic slot
+//    count that continues at last + 1 when the PHY restarts (the daemon calls
+//    on_phy_restart() when the requests' wire sequence restarts at 0); TBs in flight then
+//    time out.
 //  - Feedback time. "now" for HARQ feedback is the newest slot requested. A TB sent in slot s
 //    is answered after it was on air (s), plus the uplink delay, and is acted on in the next
 //    grant, at the earliest slot s + lead_slots + 1 + uplink slots; feedback_delay_slots
 //    must not exceed that or processes idle. Default lead_slots + 2 (1 ms uplink < 1 slot).
-//  - Requests. A request for a slot older than the newest one already answered is either a
-//    duplicate (the grant is in the cache of the last grant_cache grants: the same grant is
-//    returned again, nothing is scheduled twice) or out of order (never granted: an empty
-//    grant). Both are counted, neither is traced. A jump forward counts the skipped slots.
-//    A request for slot n is late when a request for m >= n + lead_slots was seen before
-//    (docs/daemons.md "Slot timing"); only possible for duplicates/out-of-order requests.
+//  - Requests. A repeated request gets its cached grant again or an empty one
+//    (slot_clock.h); both are counted, neither is traced. A jump forward counts the skipped
+//    slots.
 //  - No CQI yet: the lowest MCS (the user can be served before its first report, at the
 //    most robust rate). A CQI below the lowest threshold: rate 0 (Srinivasan & Baras, §III, the
 //    user "requests zero rate"; channel-aware schedulers skip it, round robin does not, but an MCS
@@ -54,13 +50,9 @@
 //  - Unusable MCS: a TB must hold the PDU header, CRC, one segment header and one byte
 //    (29 bytes). MCSs whose bytes_per_slot is smaller (EV-DO below 153.6 kb/s at 1.667 ms)
 //    count as rate 0. TBs are capped at 65535 bytes (pdu.h).
-//  - CLAMP mu_c (Andrew & Hanly, CLAMP, eq. 13: "the rate the queue would get if it were always
-//    backlogged"): measured per queue over the slots in which the queue had data at the
-//    start of the slot, as new-TB data bytes served per slot (0 when another user, or a
-//    retransmission, took the slot). The first mu_init_slots such slots give the mean, then
-//    an EMA with weight mu_ema_weight per backlogged slot. Until known, TBs carry no price
-//    (PRICE flag clear); mu_c is floored at mu_floor_bps so a starved queue gets a large,
-//    finite price. In shared mode the one queue's mu_c is the whole cell's.
+//  - CLAMP mu_c: one clamp::mu_c_estimator per queue (clamp.h). Until it is known, TBs carry
+//    no price (PRICE flag clear); it is floored at mu_floor_bps so a starved queue gets a
+//    large, finite price. In shared mode the one queue's mu_c is the whole cell's.
 //  - HARQ timeouts (no feedback and no later CQI from the client either): the trace says
 //    "timeout"; the packets are neither dropped nor resent (the client may have them). OLLA
 //    is not updated.
