@@ -44,7 +44,7 @@ struct mcs_entry {
 
 // OFDM numerology the provisional table's rates are computed for.
 struct ofdm_numerology {
-    double sample_rate_hz = 1e6;  // loopback default (design.md); 20e6 gives 802.11a rates
+    double sample_rate_hz = 1e6;  // the loopback PHY's default; 20e6 gives 802.11a rates
     std::uint32_t fft_size = 64;
     std::uint32_t cp_len = 16;
     std::uint32_t data_subcarriers = 48;
