@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <unordered_set>
 
+#include "oppsched/held_tbs.h"
 #include "oppsched/packet_classifier.h"
 #include "oppsched/pdu.h"
 #include "oppsched/slot_clock.h"
@@ -168,13 +169,6 @@ void ApCoreParams::validate() const {
 // State
 
 struct ApCore::Impl {
-    struct TbInfo {
-        std::uint32_t user = 0;
-        int mcs = 0;
-        std::vector<std::uint8_t> bytes;
-        pdu::TbRecord record;
-    };
-
     explicit Impl(ApCoreParams p)
         : params(std::move(p)),
           clock(slot_clock_params{params.lead_slots, params.restart_backjump_slots,
@@ -198,7 +192,7 @@ struct ApCore::Impl {
     std::vector<double> snr_db;  // NaN: no CQI yet
     std::vector<std::uint32_t> tb_bytes_of_mcs;
 
-    std::unordered_map<std::uint64_t, TbInfo> tbs;  // by TB id, while HARQ holds it
+    held_tbs tbs;  // by TB id, while HARQ holds it
     std::uint64_t next_tb_id = 1;
     std::uint64_t next_packet_id = 1;
     time_ns last_now = 0;  // latest `now` seen (times the records of feedback events)
@@ -394,7 +388,7 @@ struct ApCore::Impl {
         const harq::tx_grant g = harq->new_transmission(
             user, harq::tb_ref{id, static_cast<std::uint32_t>(built.bytes.size())}, s);
         served_q[qi] += built.record.data_bytes;
-        TbInfo info;
+        held_tb info;
         info.user = user;
         info.mcs = mcs;
         info.bytes = std::move(built.bytes);
@@ -402,7 +396,7 @@ struct ApCore::Impl {
         ustats[user].data_bytes += info.record.data_bytes;
         ustats[user].tb_bytes += info.bytes.size();
         ++ustats[user].slots_new;
-        const auto& stored = tbs.emplace(id, std::move(info)).first->second;
+        const held_tb& stored = tbs.add(id, std::move(info));
         policy->update(rates, static_cast<int>(user), rates[user]);
         ++stats.grants_new;
         trace_transmission(row, g, stored, 0);
@@ -416,7 +410,7 @@ struct ApCore::Impl {
         return empty_grant(slot);
     }
 
-    void trace_transmission(std::optional<SlotRow>& row, const harq::tx_grant& g, const TbInfo& tb,
+    void trace_transmission(std::optional<SlotRow>& row, const harq::tx_grant& g, const held_tb& tb,
                             int retx) {
         if (!row) return;
         row->user = static_cast<int>(g.user);
@@ -431,56 +425,20 @@ struct ApCore::Impl {
 
     // ---- HARQ events ----
     void handle_event(const harq::harq_event& ev, time_ns now) {
-        switch (ev.kind) {
-            case harq::event_kind::acked:
-            case harq::event_kind::nacked:
-            case harq::event_kind::dropped_max_tx: {
-                const bool ack = ev.kind == harq::event_kind::acked;
-                auto it = tbs.find(ev.tb.id);
-                if (params.olla_enabled && it != tbs.end())
-                    olla[ev.user].update(
-                        ack, linkadapt::olla::position_of(params.table, it->second.mcs));
-                trace->resolve(
-                    ev.user, ev.process,
-                    ack ? "ack" : (ev.kind == harq::event_kind::nacked ? "nack" : "dropped"));
-                if (ev.kind == harq::event_kind::dropped_max_tx && it != tbs.end()) {
-                    // Andrew & Hanly, CLAMP, §V-B: drop the packets that TB carried (part of).
-                    ++stats.harq_dropped_tbs;
-                    std::vector<std::uint64_t> ids;
-                    for (const auto& s : it->second.record.segments)
-                        if (std::find(ids.begin(), ids.end(), s.packet_id) == ids.end()) {
-                            ids.push_back(s.packet_id);
-                            record(now, "drop", static_cast<int>(ev.user), s.packet_id,
-                                   s.packet_len, "harq_max_tx");
-                        }
-                    stats.harq_dropped_packets += ids.size();
-                    ustats[ev.user].harq_dropped_packets += ids.size();
-                }
-                if (ev.kind != harq::event_kind::nacked && it != tbs.end()) tbs.erase(it);
-                break;
-            }
-            case harq::event_kind::not_received: {
-                // The client never got the TB (slot empty on air, or header lost): HARQ
-                // sends it again with the same NDI. OLLA counts it as a failure, as the
-                // measured link curves behind the MCS table count missed slots and header
-                // errors as TB errors (docs/architecture.md "Link curves").
-                auto it = tbs.find(ev.tb.id);
-                if (params.olla_enabled && it != tbs.end())
-                    olla[ev.user].update(
-                        false, linkadapt::olla::position_of(params.table, it->second.mcs));
-                trace->resolve(ev.user, ev.process, "unheard");
-                break;
-            }
-            case harq::event_kind::timed_out:
-            case harq::event_kind::flushed:
-                ++stats.harq_timeout_tbs;
-                trace->resolve(ev.user, ev.process, "timeout");
-                tbs.erase(ev.tb.id);
-                break;
-            case harq::event_kind::stale_feedback:
-                ++stats.feedback_stale;
-                break;
+        const harq_event_effect e = tbs.on_event(ev);
+        if (e.olla_observed && params.olla_enabled)
+            olla[ev.user].update(e.olla_success, linkadapt::olla::position_of(params.table, e.mcs));
+        if (e.outcome) trace->resolve(ev.user, ev.process, e.outcome);
+        if (e.tb_dropped) {
+            ++stats.harq_dropped_tbs;
+            for (const auto& d : e.dropped)
+                record(now, "drop", static_cast<int>(ev.user), d.packet_id, d.packet_len,
+                       "harq_max_tx");
+            stats.harq_dropped_packets += e.dropped.size();
+            ustats[ev.user].harq_dropped_packets += e.dropped.size();
         }
+        if (e.timed_out) ++stats.harq_timeout_tbs;
+        if (e.stale) ++stats.feedback_stale;
     }
 
     // A CqiReport for PHY slot `phy_slot` from `user`: the client heard that slot, and it
@@ -507,7 +465,7 @@ struct ApCore::Impl {
         }
     }
 
-    wire::SlotGrant grant_from(const harq::tx_grant& g, const TbInfo& tb, std::uint64_t slot) {
+    wire::SlotGrant grant_from(const harq::tx_grant& g, const held_tb& tb, std::uint64_t slot) {
         wire::SlotGrant out;
         out.slot = slot;
         out.empty = false;
