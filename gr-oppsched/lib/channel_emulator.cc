@@ -9,7 +9,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "oppsched/channel.h"
+#include "oppsched/fading.h"
 #include "oppsched/validation.h"
 
 namespace gr {

@@ -7,8 +7,9 @@
 #include <complex>
 #include <vector>
 
-#include "oppsched/channel.h"
 #include "oppsched/clamp.h"
+#include "oppsched/clamp_link.h"
+#include "oppsched/fading.h"
 
 using namespace oppsched;
 

@@ -13,6 +13,7 @@
 #include "oppsched/client_core.h"
 #include "oppsched/pdu.h"
 #include "oppsched/tcpip.h"
+#include "oppsched/uplink_delay.h"
 #include "oppsched/wire.h"
 
 using namespace oppsched;

@@ -36,7 +36,7 @@ void run_line(benchmark::State& state, const DelayLineParams& p) {
 
 void BM_delay_line_delay_only(benchmark::State& state) {
     DelayLineParams p;
-    p.delay = 90 * kNsPerMs;  // d_4/2 of seed 000
+    p.delay = 90 * kNsPerMs;  // d_4/2 of Andrew & Hanly, CLAMP
     run_line(state, p);
 }
 BENCHMARK(BM_delay_line_delay_only);
@@ -44,7 +44,7 @@ BENCHMARK(BM_delay_line_delay_only);
 void BM_delay_line_rate_limited(benchmark::State& state) {
     DelayLineParams p;
     p.delay = 90 * kNsPerMs;
-    p.rate_bps = 100e6;  // seed 000 Table I
+    p.rate_bps = 100e6;  // Andrew & Hanly, CLAMP, Table I
     p.limit_bytes = 64 * 1024;
     run_line(state, p);
 }

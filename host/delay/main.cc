@@ -1,4 +1,4 @@
-// oppsched-delay: the user-space wired-path delay stage (design.md, "Wired-path delay"),
+// oppsched-delay: the user-space wired-path delay stage (docs/wired.md, "Backends"),
 // used where the kernel has no netem. It forwards Ethernet frames between two interfaces
 // (normally two veth ends in the run's "wire" namespace) and delays each direction by its
 // own one-way delay, optionally behind a rate limit with a byte-limited FIFO.

@@ -1,73 +1,45 @@
 // The AP MAC core: see oppsched/ap_core.h for the data path, the choices and their reasons.
 #include "oppsched/ap_core.h"
 
-#include <arpa/inet.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <limits>
 #include <sstream>
 #include <stdexcept>
+#include <type_traits>
 #include <unordered_set>
 
+#include "oppsched/held_tbs.h"
+#include "oppsched/packet_classifier.h"
 #include "oppsched/pdu.h"
+#include "oppsched/slot_clock.h"
+#include "oppsched/stats_fields.h"
+#include "oppsched/validation.h"
 
 namespace oppsched::ap {
 namespace {
 
 constexpr std::size_t kMinUsableTb = pdu::kMinPduBytes + pdu::kSegmentHeaderBytes + 1;  // 29
 
-std::string num(double v) {
-    std::ostringstream os;
-    os << v;
-    return os.str();
+// The std::uint64_t fields of `stats` (stats_fields.h) as counters under `prefix`.
+template <class Stats>
+void append_counters(std::vector<std::pair<std::string, std::uint64_t>>& out,
+                     const std::string& prefix, const Stats& stats) {
+    for_each_field(stats, [&](const char* key, const auto& value) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(value)>, std::uint64_t>)
+            out.emplace_back(prefix + key, value);
+    });
 }
 
-[[noreturn]] void bad(const std::string& field, const std::string& value, const std::string& why) {
-    throw std::invalid_argument(field + ": " + value + " " + why);
-}
-
-// An address as 17 bytes: version + 16 address bytes (IPv4 in the first 4).
-using AddrKey = std::array<std::uint8_t, 17>;
-struct AddrKeyHash {
-    std::size_t operator()(const AddrKey& k) const {
-        std::size_t h = 1469598103934665603ull;
-        for (auto b : k) h = (h ^ b) * 1099511628211ull;
-        return h;
-    }
-};
-
-std::optional<AddrKey> parse_address(const std::string& s) {
-    AddrKey k{};
-    if (::inet_pton(AF_INET, s.c_str(), k.data() + 1) == 1) {
-        k[0] = 4;
-        return k;
-    }
-    if (::inet_pton(AF_INET6, s.c_str(), k.data() + 1) == 1) {
-        k[0] = 6;
-        return k;
-    }
-    return std::nullopt;
-}
-
-// Destination address of an IPv4/IPv6 packet (the header fields only; tcpip::parse would
-// refuse packets whose transport header is odd, and those still have a destination).
-std::optional<AddrKey> destination(const std::vector<std::uint8_t>& p) {
-    if (p.empty()) return std::nullopt;
-    AddrKey k{};
-    const unsigned v = p[0] >> 4;
-    if (v == 4 && p.size() >= 20 && (p[0] & 0x0f) >= 5) {
-        k[0] = 4;
-        std::copy(p.begin() + 16, p.begin() + 20, k.begin() + 1);
-        return k;
-    }
-    if (v == 6 && p.size() >= 40) {
-        k[0] = 6;
-        std::copy(p.begin() + 24, p.begin() + 40, k.begin() + 1);
-        return k;
-    }
-    return std::nullopt;
+// The other fields (state: double, flags: bool as 0 or 1) as gauges under `prefix`.
+template <class Stats>
+void append_gauges(std::vector<std::pair<std::string, double>>& out, const std::string& prefix,
+                   const Stats& stats) {
+    for_each_field(stats, [&](const char* key, const auto& value) {
+        if constexpr (!std::is_same_v<std::decay_t<decltype(value)>, std::uint64_t>)
+            out.emplace_back(prefix + key, static_cast<double>(value));
+    });
 }
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -78,11 +50,12 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // Tables
 
 linkadapt::mcs_table clamp_table(const ClampTableParams& p) {
-    if (!(p.w0_hz >= 1 && p.w0_hz <= 1e12)) bad("clamp.w0_hz", num(p.w0_hz), "not in [1, 1e12]");
+    if (!(p.w0_hz >= 1 && p.w0_hz <= 1e12))
+        throw_invalid("clamp.w0_hz", format_number(p.w0_hz), "not in [1, 1e12]");
     if (!(p.cmax_bps >= 1 && p.cmax_bps <= 1e12))
-        bad("clamp.cmax_bps", num(p.cmax_bps), "not in [1, 1e12]");
+        throw_invalid("clamp.cmax_bps", format_number(p.cmax_bps), "not in [1, 1e12]");
     if (p.levels < 1 || p.levels > 255)
-        bad("clamp.levels", std::to_string(p.levels), "not in [1, 255]");
+        throw_invalid("clamp.levels", std::to_string(p.levels), "not in [1, 255]");
     std::vector<linkadapt::mcs_entry> rows;
     for (std::uint32_t k = 1; k <= p.levels; ++k) {
         const double rate = static_cast<double>(k) * p.cmax_bps / p.levels;
@@ -108,10 +81,10 @@ std::optional<linkadapt::mcs_table> mcs_table_by_name(const std::string& name,
 // Parameters
 
 void ApCoreParams::validate() const {
-    if (users.empty()) bad("users", "[]", "must name at least one user");
+    if (users.empty()) throw_invalid("users", "[]", "must name at least one user");
     if (users.size() > 65535)
-        bad("users", std::to_string(users.size()), "entries: more than 65535");
-    std::unordered_map<AddrKey, std::size_t, AddrKeyHash> seen;
+        throw_invalid("users", std::to_string(users.size()), "entries: more than 65535");
+    packet_classifier seen;
     std::unordered_set<std::string> names;
     for (std::size_t u = 0; u < users.size(); ++u) {
         const std::string f = "users[" + std::to_string(u) + "]";
@@ -121,20 +94,23 @@ void ApCoreParams::validate() const {
                                  return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' ||
                                         ch == '.' || ch == '-';
                              });
-        if (!name_ok) bad(f + ".name", "'" + up.name + "'", "not 1..64 of [A-Za-z0-9_.-]");
-        if (!names.insert(up.name).second) bad(f + ".name", "'" + up.name + "'", "is used twice");
+        if (!name_ok)
+            throw_invalid(f + ".name", "'" + up.name + "'", "not 1..64 of [A-Za-z0-9_.-]");
+        if (!names.insert(up.name).second)
+            throw_invalid(f + ".name", "'" + up.name + "'", "is used twice");
         for (std::size_t i = 0; i < up.addresses.size(); ++i) {
             const std::string fa = f + ".addresses[" + std::to_string(i) + "]";
             const auto k = parse_address(up.addresses[i]);
-            if (!k) bad(fa, "'" + up.addresses[i] + "'", "is not an IPv4 or IPv6 address");
-            const auto [it, inserted] = seen.emplace(*k, u);
-            if (!inserted)
-                bad(fa, "'" + up.addresses[i] + "'",
-                    "is also an address of users[" + std::to_string(it->second) + "]");
+            if (!k)
+                throw_invalid(fa, "'" + up.addresses[i] + "'", "is not an IPv4 or IPv6 address");
+            if (const auto other = seen.add(*k, static_cast<std::uint32_t>(u)))
+                throw_invalid(fa, "'" + up.addresses[i] + "'",
+                              "is also an address of users[" + std::to_string(*other) + "]");
         }
         if (up.queue_limit_bytes && *up.queue_limit_bytes == 0 &&
             (up.queue_limit_packets ? *up.queue_limit_packets : aqm.limits.packets) == 0)
-            bad(f + ".queue_limit_bytes", "0", "and no packet limit: the queue is unbounded");
+            throw_invalid(f + ".queue_limit_bytes", "0",
+                          "and no packet limit: the queue is unbounded");
     }
     try {
         aqm::validate(aqm);
@@ -145,27 +121,24 @@ void ApCoreParams::validate() const {
             aqm::validate(c);
         }
     } catch (const std::invalid_argument& e) {
-        throw std::invalid_argument(std::string("aqm: ") + e.what());
+        throw_invalid(std::string("aqm: ") + e.what());
     }
     if (clamp.enabled) {
         try {
             clamp.router.validate();
         } catch (const std::invalid_argument& e) {
-            throw std::invalid_argument(std::string("clamp: ") + e.what());
+            throw_invalid(std::string("clamp: ") + e.what());
         }
     }
-    if (clamp.mu_init_slots < 1) bad("clamp.mu_init_slots", "0", "not >= 1");
-    if (!(clamp.mu_ema_weight > 0 && clamp.mu_ema_weight <= 1))
-        bad("clamp.mu_ema_weight", num(clamp.mu_ema_weight), "not in (0,1]");
     if (!(clamp.mu_floor_bps > 0) || !std::isfinite(clamp.mu_floor_bps))
-        bad("clamp.mu_floor_bps", num(clamp.mu_floor_bps), "not > 0");
+        throw_invalid("clamp.mu_floor_bps", format_number(clamp.mu_floor_bps), "not > 0");
     try {
         sched::scheduler_config sc;
         sc.num_users = users.size();
         sc.policy = scheduler;
         sched::validate(sc);
     } catch (const std::invalid_argument& e) {
-        throw std::invalid_argument(std::string("scheduler: ") + e.what());
+        throw_invalid(std::string("scheduler: ") + e.what());
     }
     try {
         harq::harq_config hc = harq;
@@ -173,60 +146,45 @@ void ApCoreParams::validate() const {
         harq::validate(hc);
         if (olla_enabled) linkadapt::olla check(olla);
     } catch (const std::invalid_argument& e) {
-        throw std::invalid_argument(e.what());
+        throw_invalid(e.what());
     }
-    if (!(slot_s > 0 && slot_s <= 1)) bad("slot_s", num(slot_s), "not in (0,1]");
-    if (lead_slots > 100000) bad("lead_slots", std::to_string(lead_slots), "not in [0,100000]");
-    if (restart_backjump_slots < 1)
-        bad("restart_backjump_slots", std::to_string(restart_backjump_slots), "not >= 1");
-    if (grant_cache < 1) bad("grant_cache", "0", "not >= 1");
-    if (table.size() > 256) bad("link_adaptation.table", table.name(), "has more than 256 MCSs");
+    if (!(slot_s > 0 && slot_s <= 1))
+        throw_invalid("slot_s", format_number(slot_s), "not in (0,1]");
+    clamp::mu_c_params{clamp.mu_init_slots, clamp.mu_ema_weight, slot_s}.validate();
+    if (lead_slots > 100000)
+        throw_invalid("lead_slots", std::to_string(lead_slots), "not in [0,100000]");
+    slot_clock check_clock(slot_clock_params{lead_slots, restart_backjump_slots, grant_cache});
+    if (table.size() > 256)
+        throw_invalid("link_adaptation.table", table.name(), "has more than 256 MCSs");
     bool usable = false;
     for (std::size_t m = 0; m < table.size(); ++m)
         usable = usable || table.bytes_per_slot(static_cast<int>(m), slot_s) >= kMinUsableTb;
     if (!usable)
-        bad("link_adaptation.table", "'" + table.name() + "'",
-            "has no MCS carrying >= 29 bytes in a slot of " + num(slot_s) + " s");
+        throw_invalid(
+            "link_adaptation.table", "'" + table.name() + "'",
+            "has no MCS carrying >= 29 bytes in a slot of " + format_number(slot_s) + " s");
 }
 
 // ---------------------------------------------------------------------------------------
 // State
 
 struct ApCore::Impl {
-    struct TbInfo {
-        std::uint32_t user = 0;
-        int mcs = 0;
-        std::vector<std::uint8_t> bytes;
-        pdu::TbRecord record;
-    };
-    struct MuEstimator {
-        bool known = false;
-        double bps = 0;
-        std::uint32_t n = 0;
-        double acc_bytes = 0;
-    };
-    struct PendingRow {
-        SlotRow row;
-        bool resolved = false;
-    };
-    struct CachedGrant {
-        std::int64_t slot = -1;
-        wire::SlotGrant grant;
-    };
-
-    explicit Impl(ApCoreParams p) : params(std::move(p)) {}
+    explicit Impl(ApCoreParams p)
+        : params(std::move(p)),
+          clock(slot_clock_params{params.lead_slots, params.restart_backjump_slots,
+                                  params.grant_cache}) {}
 
     ApCoreParams params;
     ApCoreStats stats;
     std::vector<UserStats> ustats;
     std::uint32_t n_users = 0;
 
-    std::unordered_map<AddrKey, std::uint32_t, AddrKeyHash> addr_to_user;
+    packet_classifier classifier;
     // Queues: per_user -> aqms[u]; shared -> qset.
     std::vector<std::unique_ptr<aqm::Aqm>> aqms;
     std::unique_ptr<aqm::QueueSet> qset;
     std::vector<clamp::RouterAgent> routers;  // one per queue
-    std::vector<MuEstimator> mu;              // one per queue
+    std::vector<clamp::mu_c_estimator> mu;    // one per queue
     std::vector<pdu::Segmenter> segmenters;   // one per user
     std::unique_ptr<sched::scheduler_policy> policy;
     std::unique_ptr<harq::harq_entity> harq;
@@ -234,26 +192,15 @@ struct ApCore::Impl {
     std::vector<double> snr_db;  // NaN: no CQI yet
     std::vector<std::uint32_t> tb_bytes_of_mcs;
 
-    std::unordered_map<std::uint64_t, TbInfo> tbs;  // by TB id, while HARQ holds it
+    held_tbs tbs;  // by TB id, while HARQ holds it
     std::uint64_t next_tb_id = 1;
     std::uint64_t next_packet_id = 1;
     time_ns last_now = 0;  // latest `now` seen (times the records of feedback events)
 
-    // Slot clock.
-    bool have_slot = false;
-    bool restart_pending = false;
-    std::int64_t last_internal = 0;  // newest internal slot answered
-    std::int64_t last_phy = 0;       // its PHY slot number
-    std::int64_t offset = 0;         // internal = phy + offset
-    std::int64_t newest_requested = 0;
-    std::vector<CachedGrant> cache;  // ring by internal slot
+    slot_clock clock;
 
     // Traces.
-    std::deque<PendingRow> pending;  // rows in slot order, waiting for outcomes
-    std::uint64_t pending_base = 0;  // row number of pending.front()
-    std::uint64_t next_row = 0;
-    std::vector<std::uint64_t> tx_row;  // per (user, pid): row number of the last transmission
-    std::vector<SlotRow> ready;
+    std::unique_ptr<slot_trace> trace;
     std::vector<PacketRecord> precords;
 
     // Scratch.
@@ -267,6 +214,13 @@ struct ApCore::Impl {
         return params.queue_mode == aqm::QueueMode::shared ? 0 : u;
     }
     std::size_t queue_count() const { return routers.size(); }
+    // The queue's name in the stats: the user's, or "shared" for the one shared queue.
+    std::string queue_name(std::size_t qi) const {
+        return qset ? std::string("shared") : params.users[qi].name;
+    }
+    aqm::AqmStats aqm_stats(std::size_t qi) const {
+        return qset ? qset->queue(0).stats() : aqms[qi]->stats();
+    }
     std::size_t q_bytes_of_queue(std::size_t qi) const {
         return qset ? qset->total_bytes() : aqms[qi]->bytes();
     }
@@ -312,33 +266,25 @@ struct ApCore::Impl {
         return m < 0 ? 0.0 : params.table[static_cast<std::size_t>(m)].rate_bps;
     }
 
+    // mu_c of queue qi in bytes/s, floored at mu_floor_bps; nullopt while unknown.
+    std::optional<double> mu_bytes_per_s(std::size_t qi) const {
+        const auto bps = mu[qi].bps();
+        if (!params.clamp.enabled || !bps) return std::nullopt;
+        return std::max(*bps, params.clamp.mu_floor_bps) / 8.0;
+    }
     std::optional<double> price_now(std::size_t qi, bool count) {
-        if (!params.clamp.enabled || !mu[qi].known) return std::nullopt;
-        const double mu_bytes = std::max(mu[qi].bps, params.clamp.mu_floor_bps) / 8.0;
-        return count ? routers[qi].price(mu_bytes) : routers[qi].peek_price(mu_bytes);
+        const auto mu_bytes = mu_bytes_per_s(qi);
+        if (!mu_bytes) return std::nullopt;
+        return count ? routers[qi].price(*mu_bytes) : routers[qi].peek_price(*mu_bytes);
     }
     double peek_price(std::uint32_t u) const {
-        const std::size_t qi = queue_index(u);
-        if (!params.clamp.enabled || !mu[qi].known) return kNaN;
-        return routers[qi].peek_price(std::max(mu[qi].bps, params.clamp.mu_floor_bps) / 8.0);
+        const auto mu_bytes = mu_bytes_per_s(queue_index(u));
+        return mu_bytes ? routers[queue_index(u)].peek_price(*mu_bytes) : kNaN;
     }
 
     void update_mu() {
-        const double w = params.clamp.mu_ema_weight;
-        for (std::size_t qi = 0; qi < queue_count(); ++qi) {
-            if (!backlogged_q[qi]) continue;
-            MuEstimator& m = mu[qi];
-            const double sample_bps = static_cast<double>(served_q[qi]) * 8.0 / params.slot_s;
-            if (!m.known) {
-                m.acc_bytes += static_cast<double>(served_q[qi]);
-                if (++m.n >= params.clamp.mu_init_slots) {
-                    m.bps = m.acc_bytes * 8.0 / (m.n * params.slot_s);
-                    m.known = true;
-                }
-            } else {
-                m.bps = (1.0 - w) * m.bps + w * sample_bps;
-            }
-        }
+        for (std::size_t qi = 0; qi < queue_count(); ++qi)
+            if (backlogged_q[qi]) mu[qi].on_backlogged_slot(served_q[qi]);
     }
 
     // ---- trace rows ----
@@ -356,85 +302,143 @@ struct ApCore::Impl {
         }
         return r;
     }
-    std::uint64_t push_row(SlotRow&& r, bool resolved) {
-        pending.push_back(PendingRow{std::move(r), resolved});
-        const std::uint64_t n = next_row++;
-        flush_rows();
-        return n;
+    // ---- the steps of a slot request ----
+    static wire::SlotGrant empty_grant(std::uint64_t slot) {
+        wire::SlotGrant g;
+        g.slot = slot;
+        g.empty = true;
+        return g;
     }
-    void resolve_row(std::uint32_t u, std::uint8_t pid, const char* outcome) {
-        if (!params.record_slots) return;
-        const std::uint64_t n = tx_row[u * params.harq.num_processes + pid];
-        if (n < pending_base || n >= pending_base + pending.size()) return;
-        PendingRow& p = pending[n - pending_base];
-        if (p.resolved) return;
-        p.row.outcome = outcome;
-        p.resolved = true;
-        flush_rows();
-    }
-    void flush_rows() {
-        // Rows leave in slot order; a row can only wait for its feedback timeout, so the
-        // deque stays bounded; the cap is a guard against a misconfigured timeout.
-        constexpr std::size_t kMaxPending = 1 << 16;
-        while (!pending.empty() && (pending.front().resolved || pending.size() > kMaxPending)) {
-            ready.push_back(std::move(pending.front().row));
-            pending.pop_front();
-            ++pending_base;
+
+    // A request for a slot already answered: the same grant again, or an empty one.
+    wire::SlotGrant answer_repeated(const slot_clock::request& r, std::uint64_t slot) {
+        if (r.late) ++stats.requests_late;
+        if (r.what == slot_clock::verdict::duplicate) {
+            ++stats.requests_duplicate;
+            return *r.grant;
         }
+        ++stats.requests_out_of_order;
+        ++stats.grants_empty;
+        return empty_grant(slot);
+    }
+
+    void expire_harq(std::int64_t s, time_ns now) {
+        events.clear();
+        harq->expire(s, events);
+        for (const auto& ev : events) handle_event(ev, now);
+    }
+
+    // Rates, eligibility and the per-queue backlog the mu_c estimators look at.
+    void prepare_scheduler_inputs(std::int64_t s) {
+        for (std::size_t qi = 0; qi < queue_count(); ++qi) {
+            served_q[qi] = 0;
+            backlogged_q[qi] = false;
+        }
+        for (std::uint32_t u = 0; u < n_users; ++u) {
+            const int mcs = mcs_for(u);
+            rates[u] = rate_of_mcs(mcs);
+            const bool has_data = queue_eligible(u);
+            if (has_data) backlogged_q[queue_index(u)] = true;
+            eligible[u] = has_data && mcs >= 0 && harq->free_process(u, s).has_value();
+        }
+    }
+
+    // HARQ retransmissions go first (sched.h: the policy is not asked; update() still once).
+    wire::SlotGrant grant_retransmission(std::uint32_t user, std::uint8_t process, std::int64_t s,
+                                         std::uint64_t slot, std::optional<SlotRow>& row) {
+        const harq::tx_grant g = harq->retransmit(user, process, s);
+        const auto& tb = tbs.at(g.tb.id);
+        policy->update(rates, static_cast<int>(g.user), rate_of_mcs(tb.mcs));
+        ++stats.grants_retx;
+        ++ustats[g.user].slots_retx;
+        ustats[g.user].tb_bytes += tb.bytes.size();
+        // Slots this TB took before (unheard ones included), so retx == 0 is a new TB.
+        trace_transmission(row, g, tb, static_cast<int>(g.transmission - 1 + g.unheard));
+        return grant_from(g, tb, slot);
+    }
+
+    // A new TB for the user the policy chose, filled from its queue by its segmenter.
+    wire::SlotGrant grant_new_tb(std::uint32_t user, std::int64_t s, std::uint64_t slot,
+                                 time_ns now, std::optional<SlotRow>& row) {
+        const int mcs = mcs_for(user);
+        const std::uint32_t tb_bytes = tb_bytes_of_mcs[static_cast<std::size_t>(mcs)];
+        const std::size_t qi = queue_index(user);
+        std::optional<float> price;
+        if (params.clamp.enabled) {
+            if (const auto pr = price_now(qi, true)) {
+                price = static_cast<float>(*pr);
+            } else {
+                ++stats.tbs_without_price;
+            }
+        }
+        pdu::PacketSource source = [this, user, qi, now]() -> std::optional<Packet> {
+            const std::uint64_t marked_before = marked_of_queue(qi);
+            std::optional<Packet> pk = qset ? qset->dequeue(user, now) : aqms[user]->dequeue(now);
+            if (pk) {
+                record(now, "dequeue", static_cast<int>(user), pk->id, pk->size());
+                if (marked_of_queue(qi) > marked_before) {  // dequeue-time marking
+                    ++stats.marked;
+                    record(now, "mark", static_cast<int>(user), pk->id, pk->size());
+                }
+            }
+            return pk;
+        };
+        pdu::BuiltTb built = segmenters[user].build(tb_bytes, source, price);
+        const std::uint64_t id = next_tb_id++;
+        const harq::tx_grant g = harq->new_transmission(
+            user, harq::tb_ref{id, static_cast<std::uint32_t>(built.bytes.size())}, s);
+        served_q[qi] += built.record.data_bytes;
+        held_tb info;
+        info.user = user;
+        info.mcs = mcs;
+        info.bytes = std::move(built.bytes);
+        info.record = std::move(built.record);
+        ustats[user].data_bytes += info.record.data_bytes;
+        ustats[user].tb_bytes += info.bytes.size();
+        ++ustats[user].slots_new;
+        const held_tb& stored = tbs.add(id, std::move(info));
+        policy->update(rates, static_cast<int>(user), rates[user]);
+        ++stats.grants_new;
+        trace_transmission(row, g, stored, 0);
+        return grant_from(g, stored, slot);
+    }
+
+    wire::SlotGrant grant_nothing(std::uint64_t slot, std::optional<SlotRow>& row) {
+        policy->update(rates, sched::kNoUser, 0.0);
+        ++stats.grants_empty;
+        if (row) trace->add_empty(std::move(*row));
+        return empty_grant(slot);
+    }
+
+    void trace_transmission(std::optional<SlotRow>& row, const harq::tx_grant& g, const held_tb& tb,
+                            int retx) {
+        if (!row) return;
+        row->user = static_cast<int>(g.user);
+        row->mcs = tb.mcs;
+        row->tb_bytes = static_cast<std::uint32_t>(tb.bytes.size());
+        row->harq_pid = g.process;
+        row->rv = g.rv;
+        row->ndi = g.ndi ? 1 : 0;
+        row->retx = retx;
+        trace->add_transmission(std::move(*row), g.user, g.process);
     }
 
     // ---- HARQ events ----
     void handle_event(const harq::harq_event& ev, time_ns now) {
-        switch (ev.kind) {
-            case harq::event_kind::acked:
-            case harq::event_kind::nacked:
-            case harq::event_kind::dropped_max_tx: {
-                const bool ack = ev.kind == harq::event_kind::acked;
-                auto it = tbs.find(ev.tb.id);
-                if (params.olla_enabled && it != tbs.end())
-                    olla[ev.user].update(
-                        ack, linkadapt::olla::position_of(params.table, it->second.mcs));
-                resolve_row(
-                    ev.user, ev.process,
-                    ack ? "ack" : (ev.kind == harq::event_kind::nacked ? "nack" : "dropped"));
-                if (ev.kind == harq::event_kind::dropped_max_tx && it != tbs.end()) {
-                    // Seed 000 §V-B: drop the packets that TB carried (part of).
-                    ++stats.harq_dropped_tbs;
-                    std::vector<std::uint64_t> ids;
-                    for (const auto& s : it->second.record.segments)
-                        if (std::find(ids.begin(), ids.end(), s.packet_id) == ids.end()) {
-                            ids.push_back(s.packet_id);
-                            record(now, "drop", static_cast<int>(ev.user), s.packet_id,
-                                   s.packet_len, "harq_max_tx");
-                        }
-                    stats.harq_dropped_packets += ids.size();
-                    ustats[ev.user].harq_dropped_packets += ids.size();
-                }
-                if (ev.kind != harq::event_kind::nacked && it != tbs.end()) tbs.erase(it);
-                break;
-            }
-            case harq::event_kind::not_received: {
-                // The client never got the TB (slot empty on air, or header lost): HARQ
-                // sends it again with the same NDI. OLLA counts it as a failure, as the
-                // measured link curves behind the MCS table count missed slots and header
-                // errors as TB errors (docs/architecture.md "Link curves").
-                auto it = tbs.find(ev.tb.id);
-                if (params.olla_enabled && it != tbs.end())
-                    olla[ev.user].update(
-                        false, linkadapt::olla::position_of(params.table, it->second.mcs));
-                resolve_row(ev.user, ev.process, "unheard");
-                break;
-            }
-            case harq::event_kind::timed_out:
-            case harq::event_kind::flushed:
-                ++stats.harq_timeout_tbs;
-                resolve_row(ev.user, ev.process, "timeout");
-                tbs.erase(ev.tb.id);
-                break;
-            case harq::event_kind::stale_feedback:
-                ++stats.feedback_stale;
-                break;
+        const harq_event_effect e = tbs.on_event(ev);
+        if (e.olla_observed && params.olla_enabled)
+            olla[ev.user].update(e.olla_success, linkadapt::olla::position_of(params.table, e.mcs));
+        if (e.outcome) trace->resolve(ev.user, ev.process, e.outcome);
+        if (e.tb_dropped) {
+            ++stats.harq_dropped_tbs;
+            for (const auto& d : e.dropped)
+                record(now, "drop", static_cast<int>(ev.user), d.packet_id, d.packet_len,
+                       "harq_max_tx");
+            stats.harq_dropped_packets += e.dropped.size();
+            ustats[ev.user].harq_dropped_packets += e.dropped.size();
         }
+        if (e.timed_out) ++stats.harq_timeout_tbs;
+        if (e.stale) ++stats.feedback_stale;
     }
 
     // A CqiReport for PHY slot `phy_slot` from `user`: the client heard that slot, and it
@@ -448,21 +452,20 @@ struct ApCore::Impl {
     // TB on the process carry the NDI the receiver already holds, so that it would deliver
     // the earlier TB again while this one counts as ACKed. O(P).
     void check_unheard(std::uint32_t user, std::uint64_t phy_slot) {
-        if (!have_slot || restart_pending ||
-            phy_slot > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max() / 4))
-            return;
-        const std::int64_t heard = static_cast<std::int64_t>(phy_slot) + offset;
+        const auto heard_slot = clock.internal_of(phy_slot);
+        if (clock.restart_pending() || !heard_slot) return;
+        const std::int64_t heard = *heard_slot;
         for (std::uint32_t k = 0; k < params.harq.num_processes; ++k) {
             const auto pid = static_cast<std::uint8_t>(k);
             const harq::process_view v = harq->process(user, pid);
             if (v.phase != harq::process_phase::awaiting_feedback || v.last_tx_slot > heard)
                 continue;
-            handle_event(harq->on_not_received(user, pid, v.last_tx_slot, last_internal),
+            handle_event(harq->on_not_received(user, pid, v.last_tx_slot, clock.last_internal()),
                          last_now);
         }
     }
 
-    wire::SlotGrant grant_from(const harq::tx_grant& g, const TbInfo& tb, std::uint64_t slot) {
+    wire::SlotGrant grant_from(const harq::tx_grant& g, const held_tb& tb, std::uint64_t slot) {
         wire::SlotGrant out;
         out.slot = slot;
         out.empty = false;
@@ -473,12 +476,6 @@ struct ApCore::Impl {
         out.rv = g.rv;
         out.tb = tb.bytes;
         return out;
-    }
-
-    void remember(std::int64_t internal, const wire::SlotGrant& g) {
-        CachedGrant& c = cache[static_cast<std::size_t>(internal) % cache.size()];
-        c.slot = internal;
-        c.grant = g;
     }
 };
 
@@ -493,7 +490,7 @@ ApCore::ApCore(ApCoreParams params) {
     m.n_users = static_cast<std::uint32_t>(p.users.size());
     m.ustats.resize(m.n_users);
     for (std::uint32_t u = 0; u < m.n_users; ++u)
-        for (const auto& a : p.users[u].addresses) m.addr_to_user.emplace(*parse_address(a), u);
+        for (const auto& a : p.users[u].addresses) m.classifier.add(*parse_address(a), u);
 
     if (p.queue_mode == aqm::QueueMode::shared) {
         aqm::QueueSetConfig qc;
@@ -515,7 +512,8 @@ ApCore::ApCore(ApCoreParams params) {
     const std::size_t nq = p.queue_mode == aqm::QueueMode::shared ? 1 : m.n_users;
     m.routers.assign(nq,
                      clamp::RouterAgent(p.clamp.enabled ? p.clamp.router : clamp::RouterParams{}));
-    m.mu.assign(nq, Impl::MuEstimator{});
+    m.mu.assign(nq, clamp::mu_c_estimator(clamp::mu_c_params{p.clamp.mu_init_slots,
+                                                             p.clamp.mu_ema_weight, p.slot_s}));
     for (std::uint32_t u = 0; u < m.n_users; ++u) {
         pdu::SegmenterParams sp;
         sp.user = static_cast<std::uint16_t>(u);
@@ -534,8 +532,7 @@ ApCore::ApCore(ApCoreParams params) {
                                     static_cast<std::uint32_t>(pdu::kMaxPduBytes));
         m.tb_bytes_of_mcs.push_back(b >= kMinUsableTb ? b : 0);
     }
-    m.cache.assign(p.grant_cache, Impl::CachedGrant{});
-    m.tx_row.assign(static_cast<std::size_t>(m.n_users) * p.harq.num_processes, ~0ull);
+    m.trace = std::make_unique<slot_trace>(m.n_users, p.harq.num_processes);
     m.rates.assign(m.n_users, 0.0);
     m.eligible.assign(m.n_users, false);
     m.backlogged_q.assign(nq, false);
@@ -545,11 +542,9 @@ ApCore::ApCore(ApCoreParams params) {
 ApCore::~ApCore() = default;
 
 std::optional<std::uint32_t> ApCore::classify(const std::vector<std::uint8_t>& packet) const {
-    const auto k = destination(packet);
-    if (!k) return std::nullopt;
-    const auto it = impl_->addr_to_user.find(*k);
-    if (it == impl_->addr_to_user.end()) return std::nullopt;
-    return it->second;
+    const auto c = impl_->classifier.classify(packet);
+    if (c.what != packet_classifier::outcome::user) return std::nullopt;
+    return c.user;
 }
 
 bool ApCore::on_downlink_packet(time_ns now, std::vector<std::uint8_t> bytes) {
@@ -558,22 +553,21 @@ bool ApCore::on_downlink_packet(time_ns now, std::vector<std::uint8_t> bytes) {
     ++m.stats.downlink_packets;
     m.stats.downlink_bytes += bytes.size();
     const std::uint64_t id = m.next_packet_id++;
-    const auto dst = destination(bytes);
-    if (!dst || bytes.size() > pdu::kMaxPacketBytes) {
+    const auto dst = m.classifier.classify(bytes);
+    if (dst.what == packet_classifier::outcome::malformed || bytes.size() > pdu::kMaxPacketBytes) {
         ++m.stats.malformed_packets;
         m.record(now, "drop", -1, id, bytes.size(), "malformed");
         return false;
     }
-    const auto it = m.addr_to_user.find(*dst);
-    if (it == m.addr_to_user.end()) {
+    if (dst.what == packet_classifier::outcome::unknown_destination) {
         ++m.stats.unknown_destination;
         m.record(now, "drop", -1, id, bytes.size(), "unknown_destination");
         return false;
     }
-    const std::uint32_t u = it->second;
+    const std::uint32_t u = dst.user;
     const std::size_t qi = m.queue_index(u);
     const std::size_t size = bytes.size();
-    // Seed 000 §IV-A: the EMA sees Q(n), the backlog this packet finds (clamp.h).
+    // Andrew & Hanly, CLAMP, §IV-A: the EMA sees Q(n), the backlog this packet finds (clamp.h).
     if (m.params.clamp.enabled) m.routers[qi].on_arrival(now, m.q_bytes_of_queue(qi));
     Packet pkt;
     pkt.data = std::move(bytes);
@@ -598,172 +592,37 @@ bool ApCore::on_downlink_packet(time_ns now, std::vector<std::uint8_t> bytes) {
 
 void ApCore::on_phy_restart() {
     Impl& m = *impl_;
-    if (!m.have_slot || m.restart_pending) return;
-    m.restart_pending = true;
-    ++m.stats.phy_restarts;
+    if (m.clock.on_phy_restart()) ++m.stats.phy_restarts;
 }
 
 wire::SlotGrant ApCore::on_slot_request(time_ns now, std::uint64_t slot, time_ns air_time_ns) {
     Impl& m = *impl_;
-    const ApCoreParams& p = m.params;
     m.last_now = std::max(m.last_now, now);
     ++m.stats.slot_requests;
-    wire::SlotGrant empty;
-    empty.slot = slot;
-    empty.empty = true;
-    if (slot > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max() / 4)) {
-        ++m.stats.requests_out_of_order;  // not a slot number any PHY produces
-        ++m.stats.grants_empty;
-        return empty;
-    }
-    const std::int64_t ps = static_cast<std::int64_t>(slot);
+    const slot_clock::request r = m.clock.on_request(slot);
+    if (r.backjump) ++m.stats.slot_backjumps;
+    if (r.what != slot_clock::verdict::fresh) return m.answer_repeated(r, slot);
+    m.stats.slots_skipped += r.skipped;
+    const std::int64_t s = r.internal;
 
-    // ---- map to the internal slot clock ----
-    if (m.have_slot && !m.restart_pending && ps + p.restart_backjump_slots < m.last_phy) {
-        ++m.stats.slot_backjumps;
-        m.restart_pending = true;
-    }
-    if (m.restart_pending) {
-        m.offset = m.last_internal + 1 - ps;
-        m.newest_requested = m.last_internal;
-        m.restart_pending = false;
-    }
-    const std::int64_t s = ps + m.offset;
-    bool late = false;
-    if (m.have_slot) {
-        late =
-            p.lead_slots > 0 && m.newest_requested >= s + static_cast<std::int64_t>(p.lead_slots);
-        if (s <= m.last_internal) {
-            if (late) ++m.stats.requests_late;
-            const auto& c = m.cache[static_cast<std::size_t>(s) % m.cache.size()];
-            if (c.slot == s) {
-                ++m.stats.requests_duplicate;
-                return c.grant;
-            }
-            ++m.stats.requests_out_of_order;
-            ++m.stats.grants_empty;
-            return empty;
-        }
-        if (s > m.last_internal + 1)
-            m.stats.slots_skipped += static_cast<std::uint64_t>(s - m.last_internal - 1);
-    }
-    m.have_slot = true;
-    m.last_internal = s;
-    m.last_phy = ps;
-    m.newest_requested = std::max(m.newest_requested, s);
-
-    // ---- HARQ timeouts ----
-    m.events.clear();
-    m.harq->expire(s, m.events);
-    for (const auto& ev : m.events) m.handle_event(ev, now);
-
-    // ---- scheduler inputs ----
-    for (std::size_t qi = 0; qi < m.queue_count(); ++qi) {
-        m.served_q[qi] = 0;
-        m.backlogged_q[qi] = false;
-    }
-    for (std::uint32_t u = 0; u < m.n_users; ++u) {
-        const int mcs = m.mcs_for(u);
-        m.rates[u] = m.rate_of_mcs(mcs);
-        const bool has_data = m.queue_eligible(u);
-        if (has_data) m.backlogged_q[m.queue_index(u)] = true;
-        m.eligible[u] = has_data && mcs >= 0 && m.harq->free_process(u, s).has_value();
-    }
-
-    wire::SlotGrant out = empty;
-    SlotRow row;
-    const bool tracing = p.record_slots;
-    if (tracing) row = m.new_row(slot, air_time_ns, late);
-
+    m.expire_harq(s, now);
+    m.prepare_scheduler_inputs(s);
+    std::optional<SlotRow> row;
+    if (m.params.record_slots) row = m.new_row(slot, air_time_ns, r.late);
+    wire::SlotGrant out;
     if (const auto rx = m.harq->next_retransmission(s)) {
-        // HARQ retransmissions first (sched.h: the policy is not asked; update() still once).
-        const harq::tx_grant g = m.harq->retransmit(rx->user, rx->process, s);
-        const auto& tb = m.tbs.at(g.tb.id);
-        out = m.grant_from(g, tb, slot);
-        m.policy->update(m.rates, static_cast<int>(g.user), m.rate_of_mcs(tb.mcs));
-        ++m.stats.grants_retx;
-        ++m.ustats[g.user].slots_retx;
-        m.ustats[g.user].tb_bytes += tb.bytes.size();
-        if (tracing) {
-            row.user = static_cast<int>(g.user);
-            row.mcs = tb.mcs;
-            row.tb_bytes = static_cast<std::uint32_t>(tb.bytes.size());
-            row.harq_pid = g.process;
-            row.rv = g.rv;
-            row.ndi = g.ndi ? 1 : 0;
-            // Slots this TB took before (unheard ones included), so retx == 0 is a new TB.
-            row.retx = static_cast<int>(g.transmission - 1 + g.unheard);
-            m.tx_row[g.user * p.harq.num_processes + g.process] = m.push_row(std::move(row), false);
-        }
+        out = m.grant_retransmission(rx->user, rx->process, s, slot, row);
+    } else if (const int u = m.policy->choose(m.rates, m.eligible); u != sched::kNoUser) {
+        out = m.grant_new_tb(static_cast<std::uint32_t>(u), s, slot, now, row);
     } else {
-        const int u = m.policy->choose(m.rates, m.eligible);
-        if (u == sched::kNoUser) {
-            m.policy->update(m.rates, sched::kNoUser, 0.0);
-            ++m.stats.grants_empty;
-            if (tracing) m.push_row(std::move(row), true);
-        } else {
-            const auto user = static_cast<std::uint32_t>(u);
-            const int mcs = m.mcs_for(user);
-            const std::uint32_t tb_bytes = m.tb_bytes_of_mcs[static_cast<std::size_t>(mcs)];
-            const std::size_t qi = m.queue_index(user);
-            std::optional<float> price;
-            if (p.clamp.enabled) {
-                if (const auto pr = m.price_now(qi, true)) {
-                    price = static_cast<float>(*pr);
-                } else {
-                    ++m.stats.tbs_without_price;
-                }
-            }
-            pdu::PacketSource source = [&m, user, qi, now]() -> std::optional<Packet> {
-                const std::uint64_t marked_before = m.marked_of_queue(qi);
-                std::optional<Packet> pk =
-                    m.qset ? m.qset->dequeue(user, now) : m.aqms[user]->dequeue(now);
-                if (pk) {
-                    m.record(now, "dequeue", static_cast<int>(user), pk->id, pk->size());
-                    if (m.marked_of_queue(qi) > marked_before) {  // dequeue-time marking
-                        ++m.stats.marked;
-                        m.record(now, "mark", static_cast<int>(user), pk->id, pk->size());
-                    }
-                }
-                return pk;
-            };
-            pdu::BuiltTb built = m.segmenters[user].build(tb_bytes, source, price);
-            const std::uint64_t id = m.next_tb_id++;
-            const harq::tx_grant g = m.harq->new_transmission(
-                user, harq::tb_ref{id, static_cast<std::uint32_t>(built.bytes.size())}, s);
-            m.served_q[qi] += built.record.data_bytes;
-            Impl::TbInfo info;
-            info.user = user;
-            info.mcs = mcs;
-            info.bytes = std::move(built.bytes);
-            info.record = std::move(built.record);
-            m.ustats[user].data_bytes += info.record.data_bytes;
-            m.ustats[user].tb_bytes += info.bytes.size();
-            ++m.ustats[user].slots_new;
-            auto& stored = m.tbs.emplace(id, std::move(info)).first->second;
-            out = m.grant_from(g, stored, slot);
-            m.policy->update(m.rates, u, m.rates[user]);
-            ++m.stats.grants_new;
-            if (tracing) {
-                row.user = u;
-                row.mcs = mcs;
-                row.tb_bytes = static_cast<std::uint32_t>(stored.bytes.size());
-                row.harq_pid = g.process;
-                row.rv = g.rv;
-                row.ndi = g.ndi ? 1 : 0;
-                row.retx = 0;
-                m.tx_row[user * p.harq.num_processes + g.process] =
-                    m.push_row(std::move(row), false);
-            }
-        }
+        out = m.grant_nothing(slot, row);
     }
-    if (p.clamp.enabled) m.update_mu();
-    m.remember(s, out);
+    if (m.params.clamp.enabled) m.update_mu();
+    m.clock.remember(s, out);
     return out;
 }
 
-void ApCore::on_cqi(std::uint32_t user, std::uint64_t slot, double snr_db,
-                    std::uint8_t /*cqi*/) {
+void ApCore::on_cqi(std::uint32_t user, std::uint64_t slot, double snr_db, std::uint8_t /*cqi*/) {
     Impl& m = *impl_;
     if (user >= m.n_users) {
         ++m.stats.cqi_unknown_user;
@@ -789,34 +648,23 @@ void ApCore::on_harq_feedback(std::uint32_t user, std::uint64_t slot, std::uint8
         ++m.stats.feedback_invalid_process;
         return;
     }
-    if (!m.have_slot ||
-        slot > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max() / 4)) {
+    const auto tx = m.clock.internal_of(slot);
+    if (!tx) {
         ++m.stats.feedback_stale;
         return;
     }
-    const std::int64_t tx_slot = static_cast<std::int64_t>(slot) + m.offset;
+    const std::int64_t tx_slot = *tx;
     // The feedback names the process and the slot of the transmission; the NDI is the one
     // the process holds (the slot already identifies the TB, harq.h on_feedback).
     const bool ndi = m.harq->process(user, pid).ndi;
-    const harq::harq_event ev = m.harq->on_feedback(user, pid, ndi, ack, m.last_internal, tx_slot);
+    const harq::harq_event ev =
+        m.harq->on_feedback(user, pid, ndi, ack, m.clock.last_internal(), tx_slot);
     m.handle_event(ev, m.last_now);
 }
 
-std::vector<SlotRow> ApCore::take_slot_rows() {
-    std::vector<SlotRow> out;
-    out.swap(impl_->ready);
-    return out;
-}
+std::vector<SlotRow> ApCore::take_slot_rows() { return impl_->trace->take(); }
 
-std::vector<SlotRow> ApCore::final_rows() {
-    Impl& m = *impl_;
-    while (!m.pending.empty()) {
-        m.ready.push_back(std::move(m.pending.front().row));
-        m.pending.pop_front();
-        ++m.pending_base;
-    }
-    return take_slot_rows();
-}
+std::vector<SlotRow> ApCore::final_rows() { return impl_->trace->take_all(); }
 
 std::vector<PacketRecord> ApCore::take_packet_records() {
     std::vector<PacketRecord> out;
@@ -831,9 +679,7 @@ std::size_t ApCore::users() const { return impl_->n_users; }
 const ApCoreParams& ApCore::params() const { return impl_->params; }
 std::size_t ApCore::queued_bytes(std::uint32_t user) const { return impl_->user_queue_bytes(user); }
 std::optional<double> ApCore::mu_c_bps(std::uint32_t user) const {
-    const auto& mu = impl_->mu.at(impl_->queue_index(user));
-    if (!mu.known) return std::nullopt;
-    return mu.bps;
+    return impl_->mu.at(impl_->queue_index(user)).bps();
 }
 std::optional<double> ApCore::price(std::uint32_t user) const {
     const double v = impl_->peek_price(user);
@@ -888,20 +734,11 @@ std::vector<std::pair<std::string, std::uint64_t>> ApCore::counters() const {
         c.emplace_back(
             "queue_drops." + std::string(aqm::to_string(static_cast<aqm::DropReason>(i))),
             s.queue_drops[i]);
-    const harq::harq_stats& h = m.harq->stats();
-    c.insert(c.end(), {{"harq.tb_sent", h.tb_sent},
-                       {"harq.tx_attempts", h.tx_attempts},
-                       {"harq.acked", h.acked},
-                       {"harq.nacks", h.nacks},
-                       {"harq.failed_final", h.failed_final},
-                       {"harq.timeouts", h.timeouts},
-                       {"harq.stale_feedback", h.stale_feedback},
-                       {"harq.not_received", h.not_received},
-                       {"harq.in_flight", m.harq->in_flight()}});
+    append_counters(c, "harq.", m.harq->stats());
+    c.emplace_back("harq.in_flight", m.harq->in_flight());
     for (std::uint32_t u = 0; u < m.n_users; ++u) {
         const std::string pre = "users." + m.params.users[u].name + ".";
         const UserStats& us = m.ustats[u];
-        const pdu::SegmenterStats& sg = m.segmenters[u].stats();
         c.insert(c.end(), {{pre + "enqueued", us.enqueued},
                            {pre + "enqueued_bytes", us.enqueued_bytes},
                            {pre + "dropped", us.dropped},
@@ -910,22 +747,11 @@ std::vector<std::pair<std::string, std::uint64_t>> ApCore::counters() const {
                            {pre + "data_bytes", us.data_bytes},
                            {pre + "tb_bytes", us.tb_bytes},
                            {pre + "harq_dropped_packets", us.harq_dropped_packets},
-                           {pre + "queued_bytes", m.user_queue_bytes(u)},
-                           {pre + "segmenter.tbs", sg.tbs},
-                           {pre + "segmenter.packets_started", sg.packets_started},
-                           {pre + "segmenter.packets_completed", sg.packets_completed},
-                           {pre + "segmenter.packets_rejected", sg.packets_rejected},
-                           {pre + "segmenter.padding_bytes", sg.padding_bytes}});
+                           {pre + "queued_bytes", m.user_queue_bytes(u)}});
+        append_counters(c, pre + "segmenter.", m.segmenters[u].stats());
     }
     for (std::size_t qi = 0; qi < m.queue_count(); ++qi) {
-        const aqm::AqmStats a = m.qset ? m.qset->queue(0).stats() : m.aqms[qi]->stats();
-        const std::string pre =
-            "aqm." + (m.qset ? std::string("shared") : m.params.users[qi].name) + ".";
-        c.insert(c.end(), {{pre + "offered", a.offered},
-                           {pre + "enqueued", a.enqueued},
-                           {pre + "dequeued", a.dequeued},
-                           {pre + "marked", a.marked},
-                           {pre + "dropped", a.dropped_total()}});
+        append_counters(c, "aqm." + m.queue_name(qi) + ".", m.aqm_stats(qi));
     }
     return c;
 }
@@ -941,9 +767,9 @@ std::vector<std::pair<std::string, double>> ApCore::gauges() const {
                        u < m.policy->averages().size() ? m.policy->averages()[u] : 0.0);
     }
     for (std::size_t qi = 0; qi < m.queue_count(); ++qi) {
-        const std::string pre =
-            "clamp." + (m.qset ? std::string("shared") : m.params.users[qi].name) + ".";
-        g.emplace_back(pre + "mu_c_bps", m.mu[qi].known ? m.mu[qi].bps : kNaN);
+        append_gauges(g, "aqm." + m.queue_name(qi) + ".", m.aqm_stats(qi));
+        const std::string pre = "clamp." + m.queue_name(qi) + ".";
+        g.emplace_back(pre + "mu_c_bps", m.mu[qi].bps().value_or(kNaN));
         g.emplace_back(pre + "avg_queue_bytes", m.routers[qi].average_queue_bytes());
     }
     return g;

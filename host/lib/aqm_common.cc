@@ -4,22 +4,22 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
-#include <stdexcept>
 #include <string>
 #include <type_traits>
 
 #include "aqm_internal.h"
+#include "oppsched/validation.h"
 
 namespace oppsched::aqm {
 
 // AqmConfig::kind() is the variant index: the alternatives must follow AqmKind's order.
 static_assert(std::variant_size_v<AqmParams> == kAqmKindCount);
-static_assert(std::is_same_v<std::variant_alternative_t<static_cast<std::size_t>(AqmKind::tlas),
-                                                        AqmParams>,
-                             TlasParams>);
-static_assert(std::is_same_v<std::variant_alternative_t<static_cast<std::size_t>(AqmKind::spmaf),
-                                                        AqmParams>,
-                             SpmAfParams>);
+static_assert(
+    std::is_same_v<std::variant_alternative_t<static_cast<std::size_t>(AqmKind::tlas), AqmParams>,
+                   TlasParams>);
+static_assert(
+    std::is_same_v<std::variant_alternative_t<static_cast<std::size_t>(AqmKind::spmaf), AqmParams>,
+                   SpmAfParams>);
 
 namespace {
 
@@ -29,32 +29,21 @@ constexpr std::array<std::string_view, kDropReasonCount> kReasonNames = {
     "overflow",    "early_drop", "aqm_drop", "superseded_ack", "evicted_low_priority",
     "evicted_las", "flushed"};
 
-std::string num(double v) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%g", v);
-    return buf;
-}
-
-[[noreturn]] void fail(const std::string& field, const std::string& value,
-                       const std::string& why) {
-    throw std::invalid_argument(field + ": " + value + " " + why);
-}
-
 // Each check is written so that NaN fails it.
 void positive(const char* field, double v) {
-    if (!(v > 0.0) || !std::isfinite(v)) fail(field, num(v), "must be > 0");
+    if (!(v > 0.0) || !std::isfinite(v)) throw_invalid(field, format_number(v), "must be > 0");
 }
 void non_negative(const char* field, double v) {
-    if (!(v >= 0.0) || !std::isfinite(v)) fail(field, num(v), "must be >= 0");
+    if (!(v >= 0.0) || !std::isfinite(v)) throw_invalid(field, format_number(v), "must be >= 0");
 }
 void in_open_closed_unit(const char* field, double v) {
-    if (!(v > 0.0 && v <= 1.0)) fail(field, num(v), "not in (0,1]");
+    if (!(v > 0.0 && v <= 1.0)) throw_invalid(field, format_number(v), "not in (0,1]");
 }
 void in_closed_unit(const char* field, double v) {
-    if (!(v >= 0.0 && v <= 1.0)) fail(field, num(v), "not in [0,1]");
+    if (!(v >= 0.0 && v <= 1.0)) throw_invalid(field, format_number(v), "not in [0,1]");
 }
 void positive_time(const char* field, time_ns v) {
-    if (v <= 0) fail(field, std::to_string(v) + " ns", "must be > 0");
+    if (v <= 0) throw_invalid(field, std::to_string(v) + " ns", "must be > 0");
 }
 
 void validate_params(const DropTailParams&, const AqmConfig&) {}
@@ -62,7 +51,8 @@ void validate_params(const DropTailParams&, const AqmConfig&) {}
 void validate_params(const RedParams& p, const AqmConfig&) {
     non_negative("red.min_th", p.min_th);
     if (!(p.max_th > p.min_th) || !std::isfinite(p.max_th))
-        fail("red.max_th", num(p.max_th), "must be > min_th (" + num(p.min_th) + ")");
+        throw_invalid("red.max_th", format_number(p.max_th),
+                      "must be > min_th (" + format_number(p.min_th) + ")");
     in_open_closed_unit("red.w_q", p.w_q);
     in_open_closed_unit("red.max_p", p.max_p);
     positive("red.mean_packet_size", p.mean_packet_size);
@@ -71,7 +61,8 @@ void validate_params(const RedParams& p, const AqmConfig&) {
 void validate_params(const RemParams& p, const AqmConfig&) {
     positive("rem.gamma", p.gamma);
     non_negative("rem.alpha", p.alpha);
-    if (!(p.phi > 1.0) || !std::isfinite(p.phi)) fail("rem.phi", num(p.phi), "must be > 1");
+    if (!(p.phi > 1.0) || !std::isfinite(p.phi))
+        throw_invalid("rem.phi", format_number(p.phi), "must be > 1");
     non_negative("rem.target", p.target);
     positive_time("rem.update_interval", p.update_interval);
     in_open_closed_unit("rem.input_weight", p.input_weight);
@@ -80,12 +71,14 @@ void validate_params(const RemParams& p, const AqmConfig&) {
 
 void validate_params(const ReaqmParams& p, const AqmConfig&) {
     non_negative("reaqm.alpha", p.alpha);
-    // Seed 003 eq. 5: "alpha' is relative weight parameter larger than alpha".
+    // Wang & Song, REAQM, eq. 5: "alpha' is relative weight parameter larger than alpha".
     if (p.modified_update && (!(p.alpha_prime > p.alpha) || !std::isfinite(p.alpha_prime)))
-        fail("reaqm.alpha_prime", num(p.alpha_prime),
-             "must be > alpha (" + num(p.alpha) + "), seed 003 eq. 5");
+        throw_invalid(
+            "reaqm.alpha_prime", format_number(p.alpha_prime),
+            "must be > alpha (" + format_number(p.alpha) + "), Wang & Song, REAQM, eq. 5");
     positive("reaqm.gamma", p.gamma);
-    if (!(p.phi > 1.0) || !std::isfinite(p.phi)) fail("reaqm.phi", num(p.phi), "must be > 1");
+    if (!(p.phi > 1.0) || !std::isfinite(p.phi))
+        throw_invalid("reaqm.phi", format_number(p.phi), "must be > 1");
     non_negative("reaqm.y0_ratio", p.y0_ratio);
     positive_time("reaqm.update_interval", p.update_interval);
     positive("reaqm.mean_packet_size", p.mean_packet_size);
@@ -101,9 +94,9 @@ void validate_params(const CodelParams& p, const AqmConfig&) {
     positive_time("codel.target", p.target);
     positive_time("codel.interval", p.interval);
     if (p.target >= p.interval)
-        fail("codel.target", std::to_string(p.target) + " ns",
-             "must be < interval (" + std::to_string(p.interval) + " ns)");
-    if (p.mtu == 0) fail("codel.mtu", "0", "must be > 0");
+        throw_invalid("codel.target", std::to_string(p.target) + " ns",
+                      "must be < interval (" + std::to_string(p.interval) + " ns)");
+    if (p.mtu == 0) throw_invalid("codel.mtu", "0", "must be > 0");
 }
 
 void validate_params(const PieParams& p, const AqmConfig&) {
@@ -111,7 +104,8 @@ void validate_params(const PieParams& p, const AqmConfig&) {
     positive_time("pie.tupdate", p.tupdate);
     non_negative("pie.alpha", p.alpha);
     non_negative("pie.beta", p.beta);
-    if (p.max_burst < 0) fail("pie.max_burst", std::to_string(p.max_burst) + " ns", "must be >= 0");
+    if (p.max_burst < 0)
+        throw_invalid("pie.max_burst", std::to_string(p.max_burst) + " ns", "must be >= 0");
     in_closed_unit("pie.mark_ecn_threshold", p.mark_ecn_threshold);
     positive("pie.mean_packet_size", p.mean_packet_size);
 }
@@ -123,7 +117,7 @@ void validate_params(const LasParams& p, const AqmConfig&) {
 }
 
 void validate_params(const TlasParams& p, const AqmConfig&) {
-    if (p.threshold_packets == 0) fail("tlas.threshold_packets", "0", "must be >= 1");
+    if (p.threshold_packets == 0) throw_invalid("tlas.threshold_packets", "0", "must be >= 1");
     positive_time("tlas.flow_idle_timeout", p.flow_idle_timeout);
 }
 
@@ -152,26 +146,47 @@ std::uint64_t AqmStats::dropped_total() const {
 AqmConfig default_config(AqmKind kind) {
     AqmConfig c;
     switch (kind) {
-        case AqmKind::droptail: c.params = DropTailParams{}; break;
-        case AqmKind::red: c.params = RedParams{}; break;
-        case AqmKind::rem: c.params = RemParams{}; break;
-        case AqmKind::reaqm: c.params = ReaqmParams{}; break;
-        case AqmKind::avq: c.params = AvqParams{}; break;
-        case AqmKind::codel: c.params = CodelParams{}; break;
-        case AqmKind::pie: c.params = PieParams{}; break;
-        case AqmKind::spmaf: c.params = SpmAfParams{}; break;
-        case AqmKind::las: c.params = LasParams{}; break;
-        case AqmKind::tlas: c.params = TlasParams{}; break;
+        case AqmKind::droptail:
+            c.params = DropTailParams{};
+            break;
+        case AqmKind::red:
+            c.params = RedParams{};
+            break;
+        case AqmKind::rem:
+            c.params = RemParams{};
+            break;
+        case AqmKind::reaqm:
+            c.params = ReaqmParams{};
+            break;
+        case AqmKind::avq:
+            c.params = AvqParams{};
+            break;
+        case AqmKind::codel:
+            c.params = CodelParams{};
+            break;
+        case AqmKind::pie:
+            c.params = PieParams{};
+            break;
+        case AqmKind::spmaf:
+            c.params = SpmAfParams{};
+            break;
+        case AqmKind::las:
+            c.params = LasParams{};
+            break;
+        case AqmKind::tlas:
+            c.params = TlasParams{};
+            break;
     }
     return c;
 }
 
 void validate(const AqmConfig& c) {
     if (c.limits.bytes == 0 && c.limits.packets == 0)
-        fail("aqm.limits", "0 bytes and 0 packets", "leave the queue unbounded; set one");
+        throw_invalid("aqm.limits", "0 bytes and 0 packets", "leave the queue unbounded; set one");
     if (!(c.rate.capacity_bps >= 0.0) || !std::isfinite(c.rate.capacity_bps))
-        fail("rate.capacity_bps", num(c.rate.capacity_bps), "must be >= 0 (0 = measure)");
-    if (c.rate.sample_bytes == 0) fail("rate.sample_bytes", "0", "must be > 0");
+        throw_invalid("rate.capacity_bps", format_number(c.rate.capacity_bps),
+                      "must be >= 0 (0 = measure)");
+    if (c.rate.sample_bytes == 0) throw_invalid("rate.sample_bytes", "0", "must be > 0");
     in_open_closed_unit("rate.ema_weight", c.rate.ema_weight);
     std::visit([&c](const auto& p) { validate_params(p, c); }, c.params);
 }

@@ -1,5 +1,5 @@
-// LAS and threshold LAS (T-LAS), seed 004 §6.2, after Rai, Urvoy-Keller, Vernon, Biersack
-// (SIGMETRICS 2003/2004).
+// LAS and threshold LAS (T-LAS), Wu, Gong & Williamson, §6.2, after Rai, Urvoy-Keller, Vernon,
+// Biersack (SIGMETRICS 2003/2004).
 #include <map>
 #include <unordered_map>
 
@@ -29,7 +29,7 @@ namespace {
 // flow_idle_timeout (a returning flow then starts again at zero).
 // Cost: one parse and O(log n) per packet (std::map); the idle sweep is amortised O(1).
 class Las final : public AqmBase {
-public:
+  public:
     Las(const AqmConfig& c, bool threshold, std::size_t threshold_packets, time_ns idle_timeout)
         : AqmBase(c),
           threshold_(threshold),
@@ -122,7 +122,7 @@ public:
         bytes_ = 0;
     }
 
-private:
+  private:
     struct Flow {
         std::uint64_t bytes = 0;    // attained service: served + queued bytes
         std::uint64_t packets = 0;  // served + queued packets (T-LAS threshold)
@@ -130,9 +130,9 @@ private:
         time_ns last_active = 0;
     };
     struct Key {
-        std::uint8_t cls = 0;     // 0: LAS priority, 1: T-LAS FIFO class
-        std::uint64_t prio = 0;   // attained service at arrival (class 0)
-        std::uint64_t seq = 0;    // arrival order: FIFO within equal priority
+        std::uint8_t cls = 0;    // 0: LAS priority, 1: T-LAS FIFO class
+        std::uint64_t prio = 0;  // attained service at arrival (class 0)
+        std::uint64_t seq = 0;   // arrival order: FIFO within equal priority
         bool operator<(const Key& o) const {
             if (cls != o.cls) return cls < o.cls;
             if (prio != o.prio) return prio < o.prio;

@@ -6,9 +6,10 @@
 namespace oppsched::aqm::detail {
 namespace {
 
-// No AQM: the limit alone drops (overflow). The baseline of seeds 002 and 004.
+// No AQM: the limit alone drops (overflow). The baseline of Srinivasan & Baras and of Wu, Gong &
+// Williamson.
 class DropTail final : public FifoAqm {
-public:
+  public:
     explicit DropTail(const AqmConfig& c) : FifoAqm(c, false) {}
     AqmKind kind() const override { return AqmKind::droptail; }
 };
@@ -24,11 +25,11 @@ public:
 //   p_a = p_b / (1 - count p_b): marks spread uniformly between 1 and 1/p_b arrivals apart.
 // O(1) per arrival (one pow() only after idle periods).
 class Red final : public FifoAqm {
-public:
+  public:
     Red(const AqmConfig& c, const RedParams& p) : FifoAqm(c, true), p_(p) {}
     AqmKind kind() const override { return AqmKind::red; }
 
-protected:
+  protected:
     Verdict decide(const Packet& /*pk*/, time_ns now) override {
         if (!fifo_.empty()) {
             avg_ = (1.0 - p_.w_q) * avg_ + p_.w_q * static_cast<double>(fifo_.packets());
@@ -79,7 +80,7 @@ protected:
         s.drop_probability = pb_;
     }
 
-private:
+  private:
     RedParams p_;
     double avg_ = 0.0;
     double pb_ = 0.0;

@@ -1,4 +1,4 @@
-// Price-based AQMs: REM (Athuraliya, Low, Li, Yin 2001) and REAQM (seed 003, Wang & Song 2007).
+// Price-based AQMs: REM (Athuraliya, Low, Li, Yin 2001) and REAQM (Wang & Song, REAQM).
 //
 // Both keep a link price p, updated once per interval T, and mark each arrival with
 // probability 1 - phi^-p. Units follow the ns-2 REM code that REAQM was compared against:
@@ -21,11 +21,11 @@ namespace {
 
 // Shared skeleton: period bookkeeping, probabilistic marking, stats.
 class PriceAqm : public FifoAqm {
-public:
+  public:
     PriceAqm(const AqmConfig& c, time_ns interval, double phi, double unit)
         : FifoAqm(c, true), clock_(interval), phi_(phi), unit_(unit) {}
 
-protected:
+  protected:
     void advance(time_ns now) final {
         const std::int64_t n = clock_.advance(now);
         if (n == 0) return;
@@ -57,7 +57,7 @@ protected:
     double prob_ = 0.0;
     double last_input_ = 0.0;
 
-private:
+  private:
     PeriodClock clock_;
     double phi_;
     double unit_;
@@ -66,12 +66,12 @@ private:
 
 // REM: p <- [p + gamma (alpha (b - b*) + x - c)]+, x low-pass filtered with input_weight.
 class Rem final : public PriceAqm {
-public:
+  public:
     Rem(const AqmConfig& c, const RemParams& p)
         : PriceAqm(c, p.update_interval, p.phi, p.mean_packet_size), p_(p) {}
     AqmKind kind() const override { return AqmKind::rem; }
 
-private:
+  private:
     void close_periods(double in, double b, double c, std::int64_t n) override {
         const double w = p_.input_weight;
         auto step = [&](double x_in) {
@@ -94,14 +94,14 @@ private:
     double x_ = 0.0;  // filtered input rate
 };
 
-// REAQM, seed 003 §3.1.
+// REAQM: Wang & Song, REAQM, §3.1.
 class Reaqm final : public PriceAqm {
-public:
+  public:
     Reaqm(const AqmConfig& c, const ReaqmParams& p)
         : PriceAqm(c, p.update_interval, p.phi, p.mean_packet_size), p_(p) {}
     AqmKind kind() const override { return AqmKind::reaqm; }
 
-private:
+  private:
     void close_periods(double y, double q, double c, std::int64_t n) override {
         double delta;
         if (p_.modified_update && y > c) {

@@ -1,5 +1,5 @@
-// SPM-AF: Selective Packet Marking with ACK Filtering, seed 004 (Wu, Gong, Williamson,
-// "TCP fairness issues in IEEE 802.11 wireless LANs") §6.1, at the AP's bottleneck queue.
+// SPM-AF: Selective Packet Marking with ACK Filtering (Wu, Gong & Williamson, §6.1,
+// "TCP Fairness Issues in IEEE 802.11 Wireless LANs"), at the AP's bottleneck queue.
 #include <list>
 
 #include "aqm_internal.h"
@@ -9,8 +9,8 @@ namespace {
 
 // What SPM-AF needs to know about a queued packet, parsed once at arrival.
 struct TcpMeta {
-    bool pure_ack = false;    // TCP, ACK set, no SYN/FIN/RST, no payload
-    bool removable = false;   // pure ACK that a newer ACK may supersede (also no URG/CWR)
+    bool pure_ack = false;   // TCP, ACK set, no SYN/FIN/RST, no payload
+    bool removable = false;  // pure ACK that a newer ACK may supersede (also no URG/CWR)
     std::size_t flow_hash = 0;
     tcpip::FlowKey flow;
     std::uint32_t ack = 0;
@@ -76,7 +76,7 @@ bool superseded(const TcpMeta& old, const TcpMeta& nw) {
 //    and with a byte limit evict as many as needed (all or nothing).
 // Cost: one parse per arrival; O(queue length) scan per ACK arrival and per eviction.
 class SpmAf final : public AqmBase {
-public:
+  public:
     explicit SpmAf(const AqmConfig& c) : AqmBase(c) {}
     AqmKind kind() const override { return AqmKind::spmaf; }
 
@@ -119,10 +119,10 @@ public:
         for (std::size_t i = 0; i < victims_.size(); ++i) {
             auto it = victims_[i];
             bytes_ -= it->p.size();
-            report_drop(std::move(it->p),
-                        i < n_superseded ? DropReason::superseded_ack
-                                         : DropReason::evicted_low_priority,
-                        now);
+            report_drop(
+                std::move(it->p),
+                i < n_superseded ? DropReason::superseded_ack : DropReason::evicted_low_priority,
+                now);
             q_.erase(it);
         }
         count_enqueued(e.p);
@@ -152,7 +152,7 @@ public:
         }
     }
 
-private:
+  private:
     struct Entry {
         Packet p;
         TcpMeta m;

@@ -1,23 +1,16 @@
-// CLAMP router and client agents (Andrew & Hanly, seed 000, §IV). See clamp.h.
+// CLAMP router and client agents (Andrew & Hanly, CLAMP, §IV). See clamp.h.
 #include "oppsched/clamp.h"
 
 #include <algorithm>
 #include <cmath>
-#include <sstream>
-#include <stdexcept>
 #include <string>
+
+#include "oppsched/validation.h"
 
 namespace oppsched::clamp {
 namespace {
 
 constexpr double kPi = 3.14159265358979323846;
-
-template <class T>
-[[noreturn]] void bad(const char* field, T value, const char* why) {
-    std::ostringstream os;
-    os << field << ": " << value << " " << why;
-    throw std::invalid_argument(os.str());
-}
 
 }  // namespace
 
@@ -26,13 +19,13 @@ template <class T>
 
 void RouterParams::validate() const {
     if (!std::isfinite(a_bytes) || a_bytes < 0.0)
-        bad("clamp.router.a_bytes", a_bytes, "not in [0, inf)");
+        throw_invalid("clamp.router.a_bytes", a_bytes, "not in [0, inf)");
     // Theorem 1 (§III-B): the fluid loop converges iff b < pi/2; outside that the
     // equilibrium q* = (k tau + a)/b is never reached, so we refuse it here.
     if (!std::isfinite(b) || b <= 0.0 || b >= kPi / 2.0)
-        bad("clamp.router.b", b, "not in (0, pi/2) (Theorem 1: stable iff b < pi/2)");
+        throw_invalid("clamp.router.b", b, "not in (0, pi/2) (Theorem 1: stable iff b < pi/2)");
     if (!std::isfinite(ema_rate_per_s) || ema_rate_per_s <= 0.0)
-        bad("clamp.router.ema_rate_per_s", ema_rate_per_s, "not in (0, inf)");
+        throw_invalid("clamp.router.ema_rate_per_s", ema_rate_per_s, "not in (0, inf)");
 }
 
 RouterAgent::RouterAgent(const RouterParams& params) : params_(params) { params_.validate(); }
@@ -55,7 +48,7 @@ void RouterAgent::on_arrival(time_ns now, std::size_t queue_bytes) {
 
 double RouterAgent::peek_price(double mu_c_bytes_per_s) const {
     if (!std::isfinite(mu_c_bytes_per_s) || mu_c_bytes_per_s <= 0.0)
-        bad("clamp.router.mu_c", mu_c_bytes_per_s, "not in (0, inf) bytes/s");
+        throw_invalid("clamp.router.mu_c", mu_c_bytes_per_s, "not in (0, inf) bytes/s");
     // Eq. 13 (with eq. 7's b; the paper's b = 1): the explicit max(., 0) keeps a queue
     // below a/b from producing a negative price, i.e. "multiplicative increase".
     return std::max((params_.b * state_.q_bytes - params_.a_bytes) / mu_c_bytes_per_s, 0.0);
@@ -78,21 +71,21 @@ void RouterAgent::reset() {
 
 void ClientParams::validate() const {
     if (!std::isfinite(tau_bytes) || tau_bytes <= 0.0)
-        bad("clamp.client.tau_bytes", tau_bytes, "not in (0, inf)");
+        throw_invalid("clamp.client.tau_bytes", tau_bytes, "not in (0, inf)");
     if (alpha_packets < 1 || alpha_packets > 100'000'000)
-        bad("clamp.client.alpha_packets", alpha_packets, "not in [1, 100000000]");
+        throw_invalid("clamp.client.alpha_packets", alpha_packets, "not in [1, 100000000]");
     if (!std::isfinite(beta) || beta <= 0.0 || beta >= 1.0)
-        bad("clamp.client.beta", beta, "not in (0, 1)");
-    if (mss_bytes < 1) bad("clamp.client.mss_bytes", mss_bytes, "not in [1, inf)");
+        throw_invalid("clamp.client.beta", beta, "not in (0, 1)");
+    if (mss_bytes < 1) throw_invalid("clamp.client.mss_bytes", mss_bytes, "not in [1, inf)");
     if (!std::isfinite(max_increase_bytes) || max_increase_bytes <= 0.0)
-        bad("clamp.client.max_increase_bytes", max_increase_bytes, "not in (0, inf)");
+        throw_invalid("clamp.client.max_increase_bytes", max_increase_bytes, "not in (0, inf)");
     if (!std::isfinite(min_window_bytes) || min_window_bytes < 0.0)
-        bad("clamp.client.min_window_bytes", min_window_bytes, "not in [0, inf)");
+        throw_invalid("clamp.client.min_window_bytes", min_window_bytes, "not in [0, inf)");
     if (!std::isfinite(slow_start_threshold_bytes) || slow_start_threshold_bytes < 0.0)
-        bad("clamp.client.slow_start_threshold_bytes", slow_start_threshold_bytes,
-            "not in [0, inf)");
+        throw_invalid("clamp.client.slow_start_threshold_bytes", slow_start_threshold_bytes,
+                      "not in [0, inf)");
     if (dupack_threshold < 1)
-        bad("clamp.client.dupack_threshold", dupack_threshold, "not in [1, inf)");
+        throw_invalid("clamp.client.dupack_threshold", dupack_threshold, "not in [1, inf)");
 }
 
 ClientAgent::ClientAgent(const ClientParams& params) : params_(params) {
@@ -130,7 +123,7 @@ void ClientAgent::end_slow_start_halving() {
 std::uint32_t ClientAgent::on_data(time_ns now, std::uint32_t size_bytes, double price_s,
                                    std::uint32_t awnd_os_bytes) {
     if (!std::isfinite(price_s) || price_s < 0.0)
-        bad("clamp.client.price_s", price_s, "not in [0, inf)");
+        throw_invalid("clamp.client.price_s", price_s, "not in [0, inf)");
     const bool first = state_.packets == 0;
     const double dt_s = first ? 0.0 : to_seconds(std::max<time_ns>(now - state_.last_t, 0));
 
@@ -231,5 +224,36 @@ void ClientAgent::on_dupack() {
 }
 
 void ClientAgent::on_new_ack() { state_.dupacks = 0; }
+
+// ---------------------------------------------------------------------------------------
+// mu_c_estimator
+
+void mu_c_params::validate() const {
+    if (init_slots < 1) throw_invalid("clamp.mu_init_slots", "0", "not >= 1");
+    if (!(ema_weight > 0 && ema_weight <= 1))
+        throw_invalid("clamp.mu_ema_weight", format_number(ema_weight), "not in (0,1]");
+    if (!(slot_s > 0) || !std::isfinite(slot_s))
+        throw_invalid("clamp.mu_slot_s", format_number(slot_s), "not > 0");
+}
+
+mu_c_estimator::mu_c_estimator(const mu_c_params& params) : params_(params) { params_.validate(); }
+
+void mu_c_estimator::on_backlogged_slot(std::uint64_t served_bytes) {
+    const double sample_bps = static_cast<double>(served_bytes) * 8.0 / params_.slot_s;
+    if (!known_) {
+        acc_bytes_ += static_cast<double>(served_bytes);
+        if (++n_ >= params_.init_slots) {
+            bps_ = acc_bytes_ * 8.0 / (n_ * params_.slot_s);
+            known_ = true;
+        }
+    } else {
+        bps_ = (1.0 - params_.ema_weight) * bps_ + params_.ema_weight * sample_bps;
+    }
+}
+
+std::optional<double> mu_c_estimator::bps() const {
+    if (!known_) return std::nullopt;
+    return bps_;
+}
 
 }  // namespace oppsched::clamp

@@ -3,9 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <sstream>
-#include <stdexcept>
 #include <utility>
+
+#include "oppsched/validation.h"
 
 namespace oppsched::wired {
 namespace {
@@ -14,20 +14,14 @@ constexpr time_ns kMaxDelay = 60 * kNsPerSec;
 constexpr double kMinRate = 1e3;
 constexpr double kMaxRate = 1e12;
 
-template <class T>
-[[noreturn]] void bad(const char* field, T value, const char* why) {
-    std::ostringstream os;
-    os << field << ": " << value << " " << why;
-    throw std::invalid_argument(os.str());
-}
-
 }  // namespace
 
 void DelayLineParams::validate() const {
-    if (delay < 0 || delay > kMaxDelay) bad("delay_line.delay", delay, "ns not in [0, 60 s]");
+    if (delay < 0 || delay > kMaxDelay)
+        throw_invalid("delay_line.delay", delay, "ns not in [0, 60 s]");
     if (!std::isfinite(rate_bps) ||
         (rate_bps != 0.0 && (rate_bps < kMinRate || rate_bps > kMaxRate)))
-        bad("delay_line.rate_bps", rate_bps, "not 0 (unlimited) or in [1e3, 1e12]");
+        throw_invalid("delay_line.rate_bps", rate_bps, "not 0 (unlimited) or in [1e3, 1e12]");
 }
 
 DelayLine::DelayLine(const DelayLineParams& params) : params_(params) {

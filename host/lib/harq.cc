@@ -2,16 +2,15 @@
 #include "oppsched/harq.h"
 
 #include <algorithm>
-#include <stdexcept>
 #include <string>
+
+#include "oppsched/validation.h"
 
 namespace oppsched::harq {
 namespace {
 
 constexpr std::uint32_t kMaxUsers = 65536;
 constexpr std::size_t kMaxRvSequence = 8;
-
-[[noreturn]] void fail(const std::string& msg) { throw std::invalid_argument(msg); }
 
 }  // namespace
 
@@ -37,34 +36,34 @@ const char* to_string(event_kind k) {
 
 void validate(const harq_config& cfg) {
     if (cfg.num_users > kMaxUsers) {
-        fail("harq.num_users: " + std::to_string(cfg.num_users) + " > " +
-             std::to_string(kMaxUsers));
+        throw_invalid("harq.num_users: " + std::to_string(cfg.num_users) + " > " +
+                      std::to_string(kMaxUsers));
     }
     if (cfg.num_processes < 1 || cfg.num_processes > kMaxProcesses) {
-        fail("harq.num_processes: " + std::to_string(cfg.num_processes) + " not in [1, " +
-             std::to_string(kMaxProcesses) + "]");
+        throw_invalid("harq.num_processes: " + std::to_string(cfg.num_processes) + " not in [1, " +
+                      std::to_string(kMaxProcesses) + "]");
     }
     if (cfg.max_transmissions < 1 || cfg.max_transmissions > kMaxTransmissions) {
-        fail("harq.max_transmissions: " + std::to_string(cfg.max_transmissions) + " not in [1, " +
-             std::to_string(kMaxTransmissions) + "]");
+        throw_invalid("harq.max_transmissions: " + std::to_string(cfg.max_transmissions) +
+                      " not in [1, " + std::to_string(kMaxTransmissions) + "]");
     }
     if (cfg.rv_sequence.empty() || cfg.rv_sequence.size() > kMaxRvSequence) {
-        fail("harq.rv_sequence: " + std::to_string(cfg.rv_sequence.size()) +
-             " entries not in [1, " + std::to_string(kMaxRvSequence) + "]");
+        throw_invalid("harq.rv_sequence: " + std::to_string(cfg.rv_sequence.size()) +
+                      " entries not in [1, " + std::to_string(kMaxRvSequence) + "]");
     }
     for (std::size_t i = 0; i < cfg.rv_sequence.size(); ++i) {
         if (cfg.rv_sequence[i] > 3) {
-            fail("harq.rv_sequence[" + std::to_string(i) +
-                 "]: " + std::to_string(cfg.rv_sequence[i]) + " not in [0, 3]");
+            throw_invalid("harq.rv_sequence[" + std::to_string(i) +
+                          "]: " + std::to_string(cfg.rv_sequence[i]) + " not in [0, 3]");
         }
     }
     if (cfg.feedback_delay_slots < 1) {
-        fail("harq.feedback_delay_slots: " + std::to_string(cfg.feedback_delay_slots) +
-             " not >= 1");
+        throw_invalid("harq.feedback_delay_slots: " + std::to_string(cfg.feedback_delay_slots) +
+                      " not >= 1");
     }
     if (cfg.feedback_timeout_slots <= cfg.feedback_delay_slots) {
-        fail("harq.feedback_timeout_slots: " + std::to_string(cfg.feedback_timeout_slots) +
-             " not > feedback_delay_slots " + std::to_string(cfg.feedback_delay_slots));
+        throw_invalid("harq.feedback_timeout_slots: " + std::to_string(cfg.feedback_timeout_slots) +
+                      " not > feedback_delay_slots " + std::to_string(cfg.feedback_delay_slots));
     }
 }
 
@@ -75,11 +74,11 @@ harq_entity::harq_entity(harq_config cfg) : cfg_(std::move(cfg)) {
 
 void harq_entity::set_num_users(std::uint32_t n) {
     if (n < cfg_.num_users) {
-        fail("harq.num_users: " + std::to_string(n) + " < current " +
-             std::to_string(cfg_.num_users) + " (users are only added)");
+        throw_invalid("harq.num_users: " + std::to_string(n) + " < current " +
+                      std::to_string(cfg_.num_users) + " (users are only added)");
     }
     if (n > kMaxUsers) {
-        fail("harq.num_users: " + std::to_string(n) + " > " + std::to_string(kMaxUsers));
+        throw_invalid("harq.num_users: " + std::to_string(n) + " > " + std::to_string(kMaxUsers));
     }
     cfg_.num_users = n;
     procs_.resize(static_cast<std::size_t>(n) * cfg_.num_processes);
@@ -87,8 +86,8 @@ void harq_entity::set_num_users(std::uint32_t n) {
 
 void harq_entity::check_user(std::uint32_t user) const {
     if (user >= cfg_.num_users) {
-        fail("harq.user: " + std::to_string(user) + " not in [0, " +
-             std::to_string(cfg_.num_users) + ")");
+        throw_invalid("harq.user: " + std::to_string(user) + " not in [0, " +
+                      std::to_string(cfg_.num_users) + ")");
     }
 }
 
@@ -99,8 +98,8 @@ harq_entity::proc& harq_entity::at(std::uint32_t user, std::uint8_t process) {
 const harq_entity::proc& harq_entity::at(std::uint32_t user, std::uint8_t process) const {
     check_user(user);
     if (process >= cfg_.num_processes) {
-        fail("harq.process: " + std::to_string(process) + " not in [0, " +
-             std::to_string(cfg_.num_processes) + ")");
+        throw_invalid("harq.process: " + std::to_string(process) + " not in [0, " +
+                      std::to_string(cfg_.num_processes) + ")");
     }
     return procs_[static_cast<std::size_t>(user) * cfg_.num_processes + process];
 }
@@ -133,8 +132,8 @@ tx_grant harq_entity::grant(std::uint32_t user, std::uint8_t process, const proc
 tx_grant harq_entity::new_transmission(std::uint32_t user, tb_ref tb, slot_t now) {
     const auto k = free_process(user, now);
     if (!k) {
-        fail("harq.new_transmission: user " + std::to_string(user) +
-             " has no free process at slot " + std::to_string(now));
+        throw_invalid("harq.new_transmission: user " + std::to_string(user) +
+                      " has no free process at slot " + std::to_string(now));
     }
     proc& p = at(user, *k);
     p.phase = process_phase::awaiting_feedback;
@@ -193,8 +192,9 @@ void harq_entity::pending_retransmissions(slot_t now, std::vector<retx_ref>& out
 tx_grant harq_entity::retransmit(std::uint32_t user, std::uint8_t process, slot_t now) {
     proc& p = at(user, process);
     if (p.phase != process_phase::retx_pending || now < p.ready) {
-        fail("harq.retransmit: user " + std::to_string(user) + " process " +
-             std::to_string(process) + " has no retransmission due at slot " + std::to_string(now));
+        throw_invalid("harq.retransmit: user " + std::to_string(user) + " process " +
+                      std::to_string(process) + " has no retransmission due at slot " +
+                      std::to_string(now));
     }
     p.phase = process_phase::awaiting_feedback;
     if (p.redo) {
@@ -238,14 +238,14 @@ harq_event harq_entity::on_feedback(std::uint32_t user, std::uint8_t process, bo
         return ev;
     }
     ++stats_.nacks;
-    // Seed 000 §V-B: "If n consecutive attempts to a given destination fail, then all
+    // Andrew & Hanly, CLAMP, §V-B: "If n consecutive attempts to a given destination fail, then all
     // packets which would have been completed by that transmission are dropped."
     retry_or_drop(p, p.transmissions, event_kind::nacked, now, ev);
     return ev;
 }
 
-void harq_entity::retry_or_drop(proc& p, std::uint32_t attempts, event_kind retry_kind,
-                                slot_t now, harq_event& ev) {
+void harq_entity::retry_or_drop(proc& p, std::uint32_t attempts, event_kind retry_kind, slot_t now,
+                                harq_event& ev) {
     if (attempts >= cfg_.max_transmissions) {
         ++stats_.failed_final;
         ev.kind = event_kind::dropped_max_tx;

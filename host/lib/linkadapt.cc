@@ -9,18 +9,13 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "oppsched/validation.h"
+
 namespace oppsched::linkadapt {
 namespace {
 
-std::string num(double v) {
-    std::ostringstream os;
-    os << v;
-    return os.str();
-}
-
-[[noreturn]] void fail(const std::string& msg) { throw std::invalid_argument(msg); }
-
-// Seed 002 Table I, "Transmission rate per slot as a function of SNR", exactly as printed.
+// Srinivasan & Baras, Table I, "Transmission rate per slot as a function of SNR", exactly as
+// printed.
 struct evdo_row {
     double snr_db;
     double rate_bps;
@@ -91,30 +86,31 @@ bool parse_uint(std::string_view s, std::uint32_t& out) {
 
 mcs_table::mcs_table(std::string name, std::vector<mcs_entry> entries)
     : name_(std::move(name)), entries_(std::move(entries)) {
-    if (entries_.empty()) fail("linkadapt.table: no entries");
+    if (entries_.empty()) throw_invalid("linkadapt.table: no entries");
     for (std::size_t i = 0; i < entries_.size(); ++i) {
         const mcs_entry& e = entries_[i];
         const std::string field = "linkadapt.table[" + std::to_string(i) + "].";
         if (e.name.empty() || e.name.find_first_of(",\n\r") != std::string::npos) {
-            fail(field + "name: '" + e.name + "' empty or contains a comma/newline");
+            throw_invalid(field + "name: '" + e.name + "' empty or contains a comma/newline");
         }
         if (!std::isfinite(e.min_snr_db))
-            fail(field + "min_snr_db: " + num(e.min_snr_db) + " not finite");
+            throw_invalid(field + "min_snr_db: " + format_number(e.min_snr_db) + " not finite");
         if (!(e.rate_bps > 0.0 && std::isfinite(e.rate_bps))) {
-            fail(field + "rate_bps: " + num(e.rate_bps) + " not > 0 and finite");
+            throw_invalid(field + "rate_bps: " + format_number(e.rate_bps) + " not > 0 and finite");
         }
         if (!(e.code_rate >= 0.0 && e.code_rate <= 1.0)) {
-            fail(field + "code_rate: " + num(e.code_rate) + " not in [0,1]");
+            throw_invalid(field + "code_rate: " + format_number(e.code_rate) + " not in [0,1]");
         }
         if (i == 0) continue;
         // Monotone: a better channel never gets a lower rate, and select() can bisect.
         const mcs_entry& prev = entries_[i - 1];
         if (!(e.min_snr_db > prev.min_snr_db)) {
-            fail(field + "min_snr_db: " + num(e.min_snr_db) + " not > previous " +
-                 num(prev.min_snr_db));
+            throw_invalid(field + "min_snr_db: " + format_number(e.min_snr_db) +
+                          " not > previous " + format_number(prev.min_snr_db));
         }
         if (!(e.rate_bps > prev.rate_bps)) {
-            fail(field + "rate_bps: " + num(e.rate_bps) + " not > previous " + num(prev.rate_bps));
+            throw_invalid(field + "rate_bps: " + format_number(e.rate_bps) + " not > previous " +
+                          format_number(prev.rate_bps));
         }
     }
 }
@@ -127,11 +123,12 @@ mcs_table mcs_table::evdo() {
 
 mcs_table mcs_table::ofdm_provisional(const ofdm_numerology& num_) {
     if (!(num_.sample_rate_hz > 0.0 && std::isfinite(num_.sample_rate_hz))) {
-        fail("linkadapt.ofdm.sample_rate_hz: " + num(num_.sample_rate_hz) + " not > 0");
+        throw_invalid("linkadapt.ofdm.sample_rate_hz: " + format_number(num_.sample_rate_hz) +
+                      " not > 0");
     }
     if (num_.fft_size == 0 || num_.data_subcarriers == 0 || num_.data_subcarriers > num_.fft_size) {
-        fail("linkadapt.ofdm.data_subcarriers: " + std::to_string(num_.data_subcarriers) +
-             " not in [1, fft_size " + std::to_string(num_.fft_size) + "]");
+        throw_invalid("linkadapt.ofdm.data_subcarriers: " + std::to_string(num_.data_subcarriers) +
+                      " not in [1, fft_size " + std::to_string(num_.fft_size) + "]");
     }
     std::vector<mcs_entry> rows;
     for (const ofdm_row& r : kOfdm) {
@@ -239,11 +236,11 @@ double mcs_table::rate_at(double snr_db) const {
 std::uint32_t mcs_table::bytes_per_slot(int mcs, double slot_s) const {
     if (mcs == kNoMcs) return 0;
     if (mcs < 0 || static_cast<std::size_t>(mcs) >= entries_.size()) {
-        fail("linkadapt.mcs: " + std::to_string(mcs) + " not in [-1, " +
-             std::to_string(entries_.size()) + ")");
+        throw_invalid("linkadapt.mcs: " + std::to_string(mcs) + " not in [-1, " +
+                      std::to_string(entries_.size()) + ")");
     }
     if (!(slot_s > 0.0 && std::isfinite(slot_s)))
-        fail("linkadapt.slot_s: " + num(slot_s) + " not > 0");
+        throw_invalid("linkadapt.slot_s: " + format_number(slot_s) + " not > 0");
     // The tiny epsilon absorbs rounding in rate * slot (38400 b/s x 1/600 s = 64 bits).
     const double bytes = entries_[static_cast<std::size_t>(mcs)].rate_bps * slot_s / 8.0;
     return static_cast<std::uint32_t>(std::floor(bytes + 1e-9));
@@ -255,9 +252,11 @@ int cqi_to_mcs(const mcs_table& table, double cqi_db, double offset_db) {
 
 olla::olla(const olla_config& cfg) : cfg_(cfg) {
     const double b = cfg.target_bler;
-    if (!(b > 0.0 && b < 0.5)) fail("olla.target_bler: " + num(b) + " not in (0,0.5)");
+    if (!(b > 0.0 && b < 0.5))
+        throw_invalid("olla.target_bler: " + format_number(b) + " not in (0,0.5)");
     if (!(cfg.delta_down_db > 0.0 && std::isfinite(cfg.delta_down_db))) {
-        fail("olla.delta_down_db: " + num(cfg.delta_down_db) + " not > 0 and finite");
+        throw_invalid("olla.delta_down_db: " + format_number(cfg.delta_down_db) +
+                      " not > 0 and finite");
     }
     // Convergence condition (Pedersen et al. 2007): zero mean drift at BLER_t.
     const double ratio = b / (1.0 - b);
@@ -267,23 +266,26 @@ olla::olla(const olla_config& cfg) : cfg_(cfg) {
     } else {
         up_ = cfg.delta_up_db;
         if (!(up_ > 0.0) || std::fabs(up_ / down_ - ratio) > 1e-6 * ratio) {
-            fail("olla.delta_up_db: " + num(up_) +
-                 " breaks delta_up/delta_down = BLER_t/(1-BLER_t) = " + num(ratio));
+            throw_invalid(
+                "olla.delta_up_db: " + format_number(up_) +
+                " breaks delta_up/delta_down = BLER_t/(1-BLER_t) = " + format_number(ratio));
         }
     }
     if (!(cfg.min_offset_db < cfg.max_offset_db) || !std::isfinite(cfg.min_offset_db) ||
         !std::isfinite(cfg.max_offset_db)) {
-        fail("olla.max_offset_db: " + num(cfg.max_offset_db) + " not > min_offset_db " +
-             num(cfg.min_offset_db));
+        throw_invalid("olla.max_offset_db: " + format_number(cfg.max_offset_db) +
+                      " not > min_offset_db " + format_number(cfg.min_offset_db));
     }
     if (cfg.max_offset_db - cfg.min_offset_db < down_) {
-        fail("olla.max_offset_db: range " + num(cfg.max_offset_db - cfg.min_offset_db) +
-             " dB narrower than delta_down_db " + num(down_));
+        throw_invalid("olla.max_offset_db: range " +
+                      format_number(cfg.max_offset_db - cfg.min_offset_db) +
+                      " dB narrower than delta_down_db " + format_number(down_));
     }
     if (!(cfg.initial_offset_db >= cfg.min_offset_db &&
           cfg.initial_offset_db <= cfg.max_offset_db)) {
-        fail("olla.initial_offset_db: " + num(cfg.initial_offset_db) + " not in [" +
-             num(cfg.min_offset_db) + ", " + num(cfg.max_offset_db) + "]");
+        throw_invalid("olla.initial_offset_db: " + format_number(cfg.initial_offset_db) +
+                      " not in [" + format_number(cfg.min_offset_db) + ", " +
+                      format_number(cfg.max_offset_db) + "]");
     }
     offset_ = cfg.initial_offset_db;
 }

@@ -6,28 +6,11 @@
 #include <cstring>
 #include <string>
 
+#include "oppsched/byte_order.h"
 #include "oppsched/crc32.h"
 
 namespace oppsched::pdu {
 namespace {
-
-inline std::uint16_t be16(const std::uint8_t* p) {
-    return static_cast<std::uint16_t>((p[0] << 8) | p[1]);
-}
-inline std::uint32_t be32(const std::uint8_t* p) {
-    return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) |
-           std::uint32_t{p[3]};
-}
-inline void put16(std::uint8_t* p, std::uint16_t v) {
-    p[0] = static_cast<std::uint8_t>(v >> 8);
-    p[1] = static_cast<std::uint8_t>(v);
-}
-inline void put32(std::uint8_t* p, std::uint32_t v) {
-    p[0] = static_cast<std::uint8_t>(v >> 24);
-    p[1] = static_cast<std::uint8_t>(v >> 16);
-    p[2] = static_cast<std::uint8_t>(v >> 8);
-    p[3] = static_cast<std::uint8_t>(v);
-}
 
 Error err(const std::string& field, std::size_t value, const char* why) {
     return Error{field + ": " + std::to_string(value) + " " + why};
@@ -74,16 +57,16 @@ void write_header_and_crc(std::uint8_t* b, std::size_t tb_bytes, const PduHeader
                           std::uint16_t n_segments, std::uint16_t payload_len) {
     b[0] = kVersion;
     b[1] = h.price_s ? kFlagPrice : 0;
-    put16(b + 2, h.user);
-    put32(b + 4, h.seq);
+    store_be16(b + 2, h.user);
+    store_be32(b + 4, h.seq);
     const float price = h.price_s ? *h.price_s : 0.0f;
     std::uint32_t bits = 0;
     static_assert(sizeof(float) == 4, "binary32");
     std::memcpy(&bits, &price, 4);
-    put32(b + 8, bits);
-    put16(b + 12, n_segments);
-    put16(b + 14, payload_len);
-    put32(b + tb_bytes - kCrcBytes, crc32(b, tb_bytes - kCrcBytes));
+    store_be32(b + 8, bits);
+    store_be16(b + 12, n_segments);
+    store_be16(b + 14, payload_len);
+    store_be32(b + tb_bytes - kCrcBytes, crc32(b, tb_bytes - kCrcBytes));
 }
 
 Result<std::vector<std::uint8_t>> serialize(const Pdu& pdu, std::size_t tb_bytes) {
@@ -106,10 +89,10 @@ Result<std::vector<std::uint8_t>> serialize(const Pdu& pdu, std::size_t tb_bytes
         if (s.data.size() > kMaxPacketBytes)
             return err(seg_field(i, "seg_len"), s.data.size(), "exceeds 65535");
         if (auto e = check_segment(i, n, s.packet_len, s.offset, s.data.size())) return *e;
-        put16(&out[pos], s.packet_seq);
-        put16(&out[pos + 2], s.packet_len);
-        put16(&out[pos + 4], s.offset);
-        put16(&out[pos + 6], static_cast<std::uint16_t>(s.data.size()));
+        store_be16(&out[pos], s.packet_seq);
+        store_be16(&out[pos + 2], s.packet_len);
+        store_be16(&out[pos + 4], s.offset);
+        store_be16(&out[pos + 6], static_cast<std::uint16_t>(s.data.size()));
         std::memcpy(&out[pos + kSegmentHeaderBytes], s.data.data(), s.data.size());
         pos += kSegmentHeaderBytes + s.data.size();
     }
@@ -121,7 +104,7 @@ Result<std::vector<std::uint8_t>> serialize(const Pdu& pdu, std::size_t tb_bytes
 Result<PduView> parse_view(const std::uint8_t* d, std::size_t len) {
     if (d == nullptr || len < kMinPduBytes) return err("pdu.length", len, "bytes, need >= 20");
     if (len > kMaxPduBytes) return err("pdu.length", len, "bytes exceeds 65535");
-    const std::uint32_t crc_wire = be32(d + len - kCrcBytes);
+    const std::uint32_t crc_wire = load_be32(d + len - kCrcBytes);
     const std::uint32_t crc_calc = crc32(d, len - kCrcBytes);
     if (crc_wire != crc_calc)
         return Error{"pdu.crc32: " + hex32(crc_wire) + " does not match the computed " +
@@ -129,16 +112,16 @@ Result<PduView> parse_view(const std::uint8_t* d, std::size_t len) {
     if (d[0] != kVersion) return err("pdu.version", d[0], "is not 1");
     if (d[1] & ~kFlagsKnown) return err("pdu.flags", d[1], "has reserved bits set");
     PduView v;
-    v.header.user = be16(d + 2);
-    v.header.seq = be32(d + 4);
-    const std::uint32_t bits = be32(d + 8);
+    v.header.user = load_be16(d + 2);
+    v.header.seq = load_be32(d + 4);
+    const std::uint32_t bits = load_be32(d + 8);
     float price = 0.0f;
     std::memcpy(&price, &bits, 4);
     if (!price_ok(price))
         return Error{"pdu.price: " + hex32(bits) + " (binary32) is not finite and >= 0"};
     if (d[1] & kFlagPrice) v.header.price_s = price;
-    const std::size_t n = be16(d + 12);
-    const std::size_t payload_len = be16(d + 14);
+    const std::size_t n = load_be16(d + 12);
+    const std::size_t payload_len = load_be16(d + 14);
     if (payload_len > len - kMinPduBytes)
         return err(
             "pdu.payload_len", payload_len,
@@ -154,10 +137,10 @@ Result<PduView> parse_view(const std::uint8_t* d, std::size_t len) {
         if (end - pos < kSegmentHeaderBytes)
             return err(seg_field(i, "header"), end - pos, "bytes left in payload_len, need 8");
         SegmentView s;
-        s.packet_seq = be16(d + pos);
-        s.packet_len = be16(d + pos + 2);
-        s.offset = be16(d + pos + 4);
-        s.seg_len = be16(d + pos + 6);
+        s.packet_seq = load_be16(d + pos);
+        s.packet_len = load_be16(d + pos + 2);
+        s.offset = load_be16(d + pos + 4);
+        s.seg_len = load_be16(d + pos + 6);
         if (s.seg_len > end - pos - kSegmentHeaderBytes)
             return err(seg_field(i, "seg_len"), s.seg_len, "runs past payload_len");
         if (auto e = check_segment(i, n, s.packet_len, s.offset, s.seg_len)) return *e;

@@ -5,10 +5,12 @@
 #include <string>
 #include <utility>
 
+#include "oppsched/validation.h"
+
 namespace oppsched::aqm {
 
 QueueSet::QueueSet(const QueueSetConfig& config) : mode_(config.mode) {
-    if (config.users == 0) throw std::invalid_argument("queue_set.users: 0 must be >= 1");
+    if (config.users == 0) throw_invalid("queue_set.users: 0 must be >= 1");
     validate(config.aqm);
     const std::size_t n = mode_ == QueueMode::shared ? 1 : config.users;
     queues_.reserve(n);
@@ -24,8 +26,8 @@ QueueSet::QueueSet(const QueueSetConfig& config) : mode_(config.mode) {
 
 bool QueueSet::enqueue(Packet packet, time_ns now) {
     if (packet.user >= users())
-        throw std::out_of_range("packet.user: " + std::to_string(packet.user) +
-                                " >= users (" + std::to_string(users()) + ")");
+        throw std::out_of_range("packet.user: " + std::to_string(packet.user) + " >= users (" +
+                                std::to_string(users()) + ")");
     const std::uint32_t user = packet.user;
     const std::size_t size = packet.size();
     // Count first: drops reported during enqueue (evictions) are then taken off consistently.

@@ -4,10 +4,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <sstream>
-#include <stdexcept>
 #include <string>
 #include <type_traits>
+
+#include "oppsched/validation.h"
 
 namespace oppsched::sched {
 namespace {
@@ -17,23 +17,16 @@ constexpr std::size_t kMaxUsers = 65536;
 // tie never-served users go first and among them the lowest index.
 constexpr std::int64_t kNeverServed = std::numeric_limits<std::int64_t>::min() / 2;
 
-std::string num(double v) {
-    std::ostringstream os;
-    os << v;
-    return os.str();
-}
-
-[[noreturn]] void fail(const std::string& msg) { throw std::invalid_argument(msg); }
-
 void check_alpha(double alpha) {
-    if (!(alpha > 0.0 && alpha <= 1.0)) fail("sched.alpha: " + num(alpha) + " not in (0,1]");
+    if (!(alpha > 0.0 && alpha <= 1.0))
+        throw_invalid("sched.alpha: " + format_number(alpha) + " not in (0,1]");
 }
 
 double alpha_of(const policy_params& p) {
     return std::visit([](const auto& q) { return q.alpha; }, p);
 }
 
-// Shared state and mechanics of every kind: the EMA averages (seed 002 eq. 6), the lazy
+// Shared state and mechanics of every kind: the EMA averages (Srinivasan & Baras, eq. 6), the lazy
 // initialisation, the service stamps used for tie-breaking, and input checks.
 class policy_base : public scheduler_policy {
   public:
@@ -46,7 +39,8 @@ class policy_base : public scheduler_policy {
 
     void set_num_users(std::size_t n) override {
         if (n > kMaxUsers) {
-            fail("sched.num_users: " + std::to_string(n) + " > " + std::to_string(kMaxUsers));
+            throw_invalid("sched.num_users: " + std::to_string(n) + " > " +
+                          std::to_string(kMaxUsers));
         }
         const std::size_t old = avg_.size();
         avg_.resize(n, 0.0);
@@ -58,8 +52,8 @@ class policy_base : public scheduler_policy {
 
     void reset_user(std::size_t u) final {
         if (u >= avg_.size()) {
-            fail("sched.user: " + std::to_string(u) + " not in [0, " + std::to_string(avg_.size()) +
-                 ")");
+            throw_invalid("sched.user: " + std::to_string(u) + " not in [0, " +
+                          std::to_string(avg_.size()) + ")");
         }
         avg_[u] = 0.0;
         init_[u] = 0;
@@ -70,11 +64,12 @@ class policy_base : public scheduler_policy {
         check_rates(rate_bps);
         const std::size_t n = avg_.size();
         if (served < kNoUser || served >= static_cast<int>(n)) {
-            fail("sched.served: " + std::to_string(served) + " not in [-1, " + std::to_string(n) +
-                 ")");
+            throw_invalid("sched.served: " + std::to_string(served) + " not in [-1, " +
+                          std::to_string(n) + ")");
         }
         if (!(served_bps >= 0.0 && std::isfinite(served_bps))) {
-            fail("sched.served_bps: " + num(served_bps) + " not >= 0 and finite");
+            throw_invalid("sched.served_bps: " + format_number(served_bps) +
+                          " not >= 0 and finite");
         }
         const double inv_n = 1.0 / static_cast<double>(n == 0 ? 1 : n);
         const double keep = 1.0 - alpha_;
@@ -90,7 +85,8 @@ class policy_base : public scheduler_policy {
                     continue;
                 }
             }
-            // T_i(n) = (1 - alpha) T_i(n-1) + alpha R_i(n)   (seed 002 eq. 6, seed 000 §V-C)
+            // T_i(n) = (1 - alpha) T_i(n-1) + alpha R_i(n)   (Srinivasan & Baras, eq. 6, Andrew &
+            // Hanly, CLAMP, §V-C)
             double t = keep * avg_[i];
             if (static_cast<int>(i) == served) t += alpha_ * served_bps;
             avg_[i] = std::max(t, kMinAverageBps);
@@ -102,13 +98,13 @@ class policy_base : public scheduler_policy {
   protected:
     void check_rates(const std::vector<double>& rate_bps) const {
         if (rate_bps.size() != avg_.size()) {
-            fail("sched.rate_bps: size " + std::to_string(rate_bps.size()) + " != num_users " +
-                 std::to_string(avg_.size()));
+            throw_invalid("sched.rate_bps: size " + std::to_string(rate_bps.size()) +
+                          " != num_users " + std::to_string(avg_.size()));
         }
         for (std::size_t i = 0; i < rate_bps.size(); ++i) {
             if (!(rate_bps[i] >= 0.0 && std::isfinite(rate_bps[i]))) {
-                fail("sched.rate_bps[" + std::to_string(i) + "]: " + num(rate_bps[i]) +
-                     " not >= 0 and finite");
+                throw_invalid("sched.rate_bps[" + std::to_string(i) +
+                              "]: " + format_number(rate_bps[i]) + " not >= 0 and finite");
             }
         }
     }
@@ -117,8 +113,8 @@ class policy_base : public scheduler_policy {
                       const std::vector<bool>& backlogged) const {
         check_rates(rate_bps);
         if (backlogged.size() != avg_.size()) {
-            fail("sched.backlogged: size " + std::to_string(backlogged.size()) + " != num_users " +
-                 std::to_string(avg_.size()));
+            throw_invalid("sched.backlogged: size " + std::to_string(backlogged.size()) +
+                          " != num_users " + std::to_string(avg_.size()));
         }
     }
 
@@ -175,7 +171,7 @@ class policy_base : public scheduler_policy {
     std::int64_t slot_ = 0;
 };
 
-// Seed 000 eq. 19 (U_i = mu_i / r_i), seed 002 eq. 5.
+// Andrew & Hanly, CLAMP, eq. 19 (U_i = mu_i / r_i), Srinivasan & Baras, eq. 5.
 class pf_policy final : public policy_base {
   public:
     pf_policy(std::size_t n, const pf_params& p) : policy_base(n, p.alpha) {}
@@ -188,7 +184,7 @@ class pf_policy final : public policy_base {
     }
 };
 
-// Seed 002 eq. 7: B_i = log R_i - lambda log T_i. At lambda = 0 the metric is R_i itself
+// Srinivasan & Baras, eq. 7: B_i = log R_i - lambda log T_i. At lambda = 0 the metric is R_i itself
 // (exp of eq. 7, same ranking), so lambda = 0 is exactly max rate, ties included.
 class glambda_policy final : public policy_base {
   public:
@@ -261,24 +257,24 @@ class weighted_pf_policy final : public policy_base {
 void validate(const scheduler_config& cfg) {
     check_alpha(alpha_of(cfg.policy));
     if (cfg.num_users > kMaxUsers) {
-        fail("sched.num_users: " + std::to_string(cfg.num_users) + " > " +
-             std::to_string(kMaxUsers));
+        throw_invalid("sched.num_users: " + std::to_string(cfg.num_users) + " > " +
+                      std::to_string(kMaxUsers));
     }
     if (const auto* g = std::get_if<glambda_params>(&cfg.policy)) {
         if (!(g->lambda >= 0.0 && std::isfinite(g->lambda))) {
-            fail("sched.lambda: " + num(g->lambda) + " not >= 0 and finite");
+            throw_invalid("sched.lambda: " + format_number(g->lambda) + " not >= 0 and finite");
         }
     }
     if (const auto* w = std::get_if<weighted_pf_params>(&cfg.policy)) {
         for (std::size_t i = 0; i < w->weights.size(); ++i) {
             if (!(w->weights[i] > 0.0 && std::isfinite(w->weights[i]))) {
-                fail("sched.weights[" + std::to_string(i) + "]: " + num(w->weights[i]) +
-                     " not > 0 and finite");
+                throw_invalid("sched.weights[" + std::to_string(i) +
+                              "]: " + format_number(w->weights[i]) + " not > 0 and finite");
             }
         }
         if (cfg.num_users != 0 && !w->weights.empty() && cfg.num_users != w->weights.size()) {
-            fail("sched.num_users: " + std::to_string(cfg.num_users) + " != weights size " +
-                 std::to_string(w->weights.size()));
+            throw_invalid("sched.num_users: " + std::to_string(cfg.num_users) +
+                          " != weights size " + std::to_string(w->weights.size()));
         }
     }
 }

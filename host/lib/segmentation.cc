@@ -5,18 +5,12 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <stdexcept>
 #include <string>
 
+#include "oppsched/byte_order.h"
+#include "oppsched/validation.h"
+
 namespace oppsched::pdu {
-namespace {
-
-inline void put16(std::uint8_t* p, std::uint16_t v) {
-    p[0] = static_cast<std::uint8_t>(v >> 8);
-    p[1] = static_cast<std::uint8_t>(v);
-}
-
-}  // namespace
 
 // ---------------------------------------------------------------------------------------
 // Segmenter
@@ -40,11 +34,9 @@ void Segmenter::abandon_partial() {
 BuiltTb Segmenter::build(std::size_t tb_bytes, const PacketSource& source,
                          std::optional<float> price_s) {
     if (tb_bytes < kMinPduBytes || tb_bytes > kMaxPduBytes)
-        throw std::invalid_argument("segmenter.tb_bytes: " + std::to_string(tb_bytes) +
-                                    " not in [20, 65535]");
+        throw_invalid("segmenter.tb_bytes: " + std::to_string(tb_bytes) + " not in [20, 65535]");
     if (price_s && !(std::isfinite(*price_s) && *price_s >= 0.0f))
-        throw std::invalid_argument("segmenter.price_s: " + std::to_string(*price_s) +
-                                    " is not finite and >= 0");
+        throw_invalid("segmenter.price_s: " + std::to_string(*price_s) + " is not finite and >= 0");
     BuiltTb out;
     out.bytes.assign(tb_bytes, 0);
     TbRecord& rec = out.record;
@@ -73,10 +65,10 @@ BuiltTb Segmenter::build(std::size_t tb_bytes, const PacketSource& source,
         Partial& pr = *partial_;
         const std::size_t size = pr.packet.data.size();
         const std::size_t n = std::min(end - pos - kSegmentHeaderBytes, size - pr.sent);
-        put16(b + pos, pr.packet_seq);
-        put16(b + pos + 2, static_cast<std::uint16_t>(size));
-        put16(b + pos + 4, static_cast<std::uint16_t>(pr.sent));
-        put16(b + pos + 6, static_cast<std::uint16_t>(n));
+        store_be16(b + pos, pr.packet_seq);
+        store_be16(b + pos + 2, static_cast<std::uint16_t>(size));
+        store_be16(b + pos + 4, static_cast<std::uint16_t>(pr.sent));
+        store_be16(b + pos + 6, static_cast<std::uint16_t>(n));
         std::memcpy(b + pos + kSegmentHeaderBytes, pr.packet.data.data() + pr.sent, n);
         rec.segments.push_back(
             SegmentRecord{pr.packet.id, pr.packet_seq, static_cast<std::uint16_t>(size),
@@ -112,14 +104,12 @@ BuiltTb Segmenter::build(std::size_t tb_bytes, const PacketSource& source,
 
 void ReassemblerParams::validate() const {
     if (window < 1 || window > (1u << 30))
-        throw std::invalid_argument("reassembler.window: " + std::to_string(window) +
-                                    " not in [1, 2^30]");
+        throw_invalid("reassembler.window: " + std::to_string(window) + " not in [1, 2^30]");
     if (timeout <= 0)
-        throw std::invalid_argument("reassembler.timeout: " + std::to_string(timeout) +
-                                    " ns must be > 0");
+        throw_invalid("reassembler.timeout: " + std::to_string(timeout) + " ns must be > 0");
     if (max_bytes < kMaxPacketBytes)
-        throw std::invalid_argument("reassembler.max_bytes: " + std::to_string(max_bytes) +
-                                    " is below one maximal packet (65535)");
+        throw_invalid("reassembler.max_bytes: " + std::to_string(max_bytes) +
+                      " is below one maximal packet (65535)");
 }
 
 Reassembler::Reassembler(ReassemblerParams params)

@@ -2,19 +2,13 @@
 #include "oppsched/tcpip.h"
 
 #include <cstring>
-#include <stdexcept>
 #include <string>
+
+#include "oppsched/byte_order.h"
+#include "oppsched/validation.h"
 
 namespace oppsched::tcpip {
 namespace {
-
-inline std::uint16_t be16(const std::uint8_t* p) {
-    return static_cast<std::uint16_t>((p[0] << 8) | p[1]);
-}
-inline std::uint32_t be32(const std::uint8_t* p) {
-    return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) |
-           std::uint32_t{p[3]};
-}
 
 Error err(const char* field, std::size_t value, const char* why) {
     return Error{std::string(field) + ": " + std::to_string(value) + " " + why};
@@ -24,7 +18,7 @@ Error err(const char* field, std::size_t value, const char* why) {
 // not folded: the caller folds. Safe for any length below 2^31 bytes.
 std::uint64_t sum_bytes(const std::uint8_t* p, std::size_t n, std::uint64_t acc = 0) {
     std::size_t i = 0;
-    for (; i + 1 < n; i += 2) acc += be16(p + i);
+    for (; i + 1 < n; i += 2) acc += load_be16(p + i);
     if (i < n) acc += std::uint64_t{p[i]} << 8;
     return acc;
 }
@@ -44,11 +38,11 @@ std::optional<Error> parse_tcp(const std::uint8_t* d, std::size_t off, std::size
     t.offset = off;
     t.header_len = hl;
     t.payload_len = end - off - hl;
-    t.seq = be32(h + 4);
-    t.ack = be32(h + 8);
+    t.seq = load_be32(h + 4);
+    t.ack = load_be32(h + 8);
     t.flags = h[13];
-    t.window = be16(h + 14);
-    t.checksum = be16(h + 16);
+    t.window = load_be16(h + 14);
+    t.checksum = load_be16(h + 16);
 
     // Options (RFC 9293 §3.1, RFC 7323, RFC 2018): every length checked against `oe`.
     std::size_t i = 20;
@@ -67,7 +61,7 @@ std::optional<Error> parse_tcp(const std::uint8_t* d, std::size_t off, std::size
         switch (kind) {
             case 2:
                 if (olen != 4) return err("tcp.option.mss.length", olen, "is not 4");
-                t.mss = be16(o + 2);
+                t.mss = load_be16(o + 2);
                 break;
             case 3:
                 if (olen != 3) return err("tcp.option.wscale.length", olen, "is not 3");
@@ -81,11 +75,11 @@ std::optional<Error> parse_tcp(const std::uint8_t* d, std::size_t off, std::size
                 if (olen < 10 || (olen - 2) % 8 != 0 || olen > 34)
                     return err("tcp.option.sack.length", olen, "is not 2 + 8n, n in 1..4");
                 for (std::size_t b = 2; b < olen; b += 8)
-                    t.sack_blocks.emplace_back(be32(o + b), be32(o + b + 4));
+                    t.sack_blocks.emplace_back(load_be32(o + b), load_be32(o + b + 4));
                 break;
             case 8:
                 if (olen != 10) return err("tcp.option.timestamp.length", olen, "is not 10");
-                t.timestamp = std::make_pair(be32(o + 2), be32(o + 6));
+                t.timestamp = std::make_pair(load_be32(o + 2), load_be32(o + 6));
                 break;
             default:
                 break;  // unknown kind: skipped by its (checked) length
@@ -141,7 +135,7 @@ Result<PacketInfo> parse(const std::uint8_t* d, std::size_t len) {
         if (len < 20) return err("ipv4.header", len, "bytes, need >= 20");
         const std::size_t ihl = std::size_t{d[0] & 0x0Fu} * 4;
         if (ihl < 20) return err("ipv4.ihl", ihl / 4, "words, need >= 5");
-        const std::size_t total = be16(d + 2);
+        const std::size_t total = load_be16(d + 2);
         if (total < ihl) return err("ipv4.total_length", total, "is below the header length");
         if (total > len) return err("ipv4.total_length", total, "exceeds the buffer");
         info.ip_version = 4;
@@ -151,7 +145,7 @@ Result<PacketInfo> parse(const std::uint8_t* d, std::size_t len) {
         proto = d[9];
         std::memcpy(info.flow.src.data(), d + 12, 4);
         std::memcpy(info.flow.dst.data(), d + 16, 4);
-        const std::uint16_t frag = be16(d + 6);
+        const std::uint16_t frag = load_be16(d + 6);
         const bool more = (frag & 0x2000u) != 0;
         const std::uint16_t frag_off = frag & 0x1FFFu;
         info.is_fragment = more || frag_off != 0;
@@ -159,7 +153,7 @@ Result<PacketInfo> parse(const std::uint8_t* d, std::size_t len) {
         off = ihl;
     } else if (version == 6) {
         if (len < 40) return err("ipv6.header", len, "bytes, need >= 40");
-        const std::size_t total = 40 + std::size_t{be16(d + 4)};
+        const std::size_t total = 40 + std::size_t{load_be16(d + 4)};
         if (total > len) return err("ipv6.payload_length", total - 40, "exceeds the buffer");
         info.ip_version = 6;
         info.total_len = total;
@@ -179,7 +173,7 @@ Result<PacketInfo> parse(const std::uint8_t* d, std::size_t len) {
                 off += hl;
             } else if (nh == kIpv6Fragment) {
                 if (total - off < 8) return err("ipv6.fragment", total - off, "bytes left, need 8");
-                const std::uint16_t fo = be16(d + off + 2);
+                const std::uint16_t fo = load_be16(d + off + 2);
                 const std::uint16_t frag_off = fo >> 3;
                 const bool more = (fo & 1u) != 0;
                 info.is_fragment = more || frag_off != 0;  // atomic fragments are whole
@@ -210,14 +204,14 @@ Result<PacketInfo> parse(const std::uint8_t* d, std::size_t len) {
     if (transport && proto == kProtoTcp) {
         TcpHeader t;
         if (auto e = parse_tcp(d, off, info.total_len, t)) return *e;
-        info.flow.sport = be16(d + off);
-        info.flow.dport = be16(d + off + 2);
+        info.flow.sport = load_be16(d + off);
+        info.flow.dport = load_be16(d + off + 2);
         info.tcp = std::move(t);
     } else if (transport && proto == kProtoUdp) {
         if (info.total_len - off < 8)
             return err("udp.header", info.total_len - off, "bytes left, need 8");
-        info.flow.sport = be16(d + off);
-        info.flow.dport = be16(d + off + 2);
+        info.flow.sport = load_be16(d + off);
+        info.flow.dport = load_be16(d + off + 2);
     }
     return info;
 }
@@ -230,12 +224,11 @@ bool mark_ce(std::vector<std::uint8_t>& packet) {
     if (info.ecn == kCe) return true;  // already marked: nothing to change
     std::uint8_t* d = packet.data();
     if (info.ip_version == 4) {
-        const std::uint16_t old_word = be16(d);  // version/IHL + TOS
+        const std::uint16_t old_word = load_be16(d);  // version/IHL + TOS
         d[1] = static_cast<std::uint8_t>(d[1] | kCe);
-        const std::uint16_t new_word = be16(d);
-        const std::uint16_t nc = checksum_update16(be16(d + 10), old_word, new_word);
-        d[10] = static_cast<std::uint8_t>(nc >> 8);
-        d[11] = static_cast<std::uint8_t>(nc);
+        const std::uint16_t new_word = load_be16(d);
+        const std::uint16_t nc = checksum_update16(load_be16(d + 10), old_word, new_word);
+        store_be16(d + 10, nc);
     } else {
         d[1] = static_cast<std::uint8_t>(d[1] | (kCe << 4));  // no IPv6 header checksum
     }
@@ -244,7 +237,7 @@ bool mark_ce(std::vector<std::uint8_t>& packet) {
 
 std::uint16_t ipv4_header_checksum(const std::uint8_t* d, std::size_t ihl) {
     std::uint64_t s = sum_bytes(d, ihl);
-    s -= be16(d + 10);  // treat the checksum field as zero
+    s -= load_be16(d + 10);  // treat the checksum field as zero
     return static_cast<std::uint16_t>(~fold(s));
 }
 
@@ -261,7 +254,7 @@ std::uint16_t tcp_checksum(const std::uint8_t* d, const PacketInfo& info) {
     s += seg_len & 0xFFFFu;
     s += seg_len >> 16;
     s = sum_bytes(d + off, seg_len, s);
-    s -= be16(d + off + 16);  // the checksum field counts as zero
+    s -= load_be16(d + off + 16);  // the checksum field counts as zero
     // s cannot underflow: the field's word was added just above.
     return static_cast<std::uint16_t>(~fold(s));
 }
@@ -283,10 +276,10 @@ Result<std::uint16_t> set_window(std::uint8_t* packet, std::size_t len, const Pa
 // WindowTracker
 
 void WindowTrackerParams::validate() const {
-    if (max_flows == 0) throw std::invalid_argument("window_tracker.max_flows: 0 must be >= 1");
+    if (max_flows == 0) throw_invalid("window_tracker.max_flows: 0 must be >= 1");
     if (idle_timeout <= 0)
-        throw std::invalid_argument("window_tracker.idle_timeout: " + std::to_string(idle_timeout) +
-                                    " ns must be > 0");
+        throw_invalid("window_tracker.idle_timeout: " + std::to_string(idle_timeout) +
+                      " ns must be > 0");
 }
 
 WindowTracker::WindowTracker(WindowTrackerParams params) : params_(params) {

@@ -7,13 +7,13 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "bindings.h"
 #include "oppsched/aqm.h"
 #include "oppsched/queue.h"
+#include "oppsched/validation.h"
 
 namespace oppsched::py {
 namespace {
@@ -23,8 +23,7 @@ using namespace oppsched::aqm;
 
 time_ns seconds_arg(const char* name, double t_s) {
     if (!std::isfinite(t_s))
-        throw std::invalid_argument(std::string(name) + ": " + std::to_string(t_s) +
-                                    " is not a finite number of seconds");
+        throw_invalid(name, std::to_string(t_s), "is not a finite number of seconds");
     return from_seconds(t_s);
 }
 
@@ -56,11 +55,10 @@ T cast_arg(const std::string& field, pb::handle h) {
         }
         return h.cast<T>();
     } catch (const pb::cast_error&) {
-        throw std::invalid_argument(field + ": " + std::string(pb::str(pb::repr(h))) +
-                                    " is not a valid " +
-                                    (std::is_same_v<T, bool>       ? "bool"
-                                     : std::is_integral_v<T>        ? "non-negative int"
-                                                                   : "number"));
+        throw_invalid(field + ": " + std::string(pb::str(pb::repr(h))) + " is not a valid " +
+                      (std::is_same_v<T, bool> ? "bool"
+                       : std::is_integral_v<T> ? "non-negative int"
+                                               : "number"));
     }
 }
 
@@ -76,7 +74,7 @@ Setter seconds_field(const std::string& name, time_ns P::*member) {
     return [name, member](AqmConfig& c, pb::handle h) {
         const double s = cast_arg<double>(name, h);
         if (!std::isfinite(s) || std::fabs(s) > 9e9)
-            throw std::invalid_argument(name + ": " + std::to_string(s) + " s is out of range");
+            throw_invalid(name + ": " + std::to_string(s) + " s is out of range");
         std::get<P>(c.params).*member = from_seconds(s);
     };
 }
@@ -92,8 +90,7 @@ const std::map<std::string, Setter>& common_setters() {
              c.limits.bytes = cast_arg<std::size_t>("limit_bytes", h);
          }},
         {"ecn", [](AqmConfig& c, pb::handle h) { c.ecn = cast_arg<bool>("ecn", h); }},
-        {"seed",
-         [](AqmConfig& c, pb::handle h) { c.seed = cast_arg<std::uint64_t>("seed", h); }},
+        {"seed", [](AqmConfig& c, pb::handle h) { c.seed = cast_arg<std::uint64_t>("seed", h); }},
         {"capacity_bps",
          [](AqmConfig& c, pb::handle h) {
              c.rate.capacity_bps = cast_arg<double>("capacity_bps", h);
@@ -178,7 +175,7 @@ AqmConfig config_from_kwargs(const std::string& kind_name, const pb::kwargs& par
         std::string names;
         for (std::size_t i = 0; i < kAqmKindCount; ++i)
             names += (i ? ", " : "") + std::string(to_string(static_cast<AqmKind>(i)));
-        throw std::invalid_argument("aqm.kind: '" + kind_name + "' is not one of " + names);
+        throw_invalid("aqm.kind: '" + kind_name + "' is not one of " + names);
     }
     AqmConfig c = default_config(*kind);
     const auto& specific = kind_setters(*kind);
@@ -189,8 +186,7 @@ AqmConfig config_from_kwargs(const std::string& kind_name, const pb::kwargs& par
         } else if (auto jt = common_setters().find(k); jt != common_setters().end()) {
             jt->second(c, value);
         } else {
-            throw std::invalid_argument(std::string(to_string(*kind)) + "." + k +
-                                        ": unknown parameter");
+            throw_invalid(std::string(to_string(*kind)) + "." + k + ": unknown parameter");
         }
     }
     validate(c);
@@ -199,40 +195,21 @@ AqmConfig config_from_kwargs(const std::string& kind_name, const pb::kwargs& par
 
 // ---- results ----------------------------------------------------------------------------
 
+// The scalar fields (stats_fields.h), the drops by reason as a dict, and the occupancy.
 pb::dict stats_dict(const AqmStats& s, std::size_t bytes, std::size_t packets) {
-    pb::dict d;
-    d["offered"] = s.offered;
-    d["enqueued"] = s.enqueued;
-    d["dequeued"] = s.dequeued;
-    d["enqueued_bytes"] = s.enqueued_bytes;
-    d["dequeued_bytes"] = s.dequeued_bytes;
-    d["marked"] = s.marked;
+    pb::dict d = stats_to_dict(s);
     pb::dict dropped;
     for (std::size_t i = 0; i < kDropReasonCount; ++i)
         dropped[pb::str(std::string(to_string(static_cast<DropReason>(i))))] = s.dropped[i];
     d["dropped"] = dropped;
-    d["dropped_total"] = s.dropped_total();
-    d["dropped_bytes"] = s.dropped_bytes;
     d["bytes"] = bytes;
     d["packets"] = packets;
-    d["drop_probability"] = s.drop_probability;
-    d["price"] = s.price;
-    d["avg_queue"] = s.avg_queue;
-    d["input_rate"] = s.input_rate;
-    d["service_rate_bps"] = s.service_rate_bps;
-    d["virtual_capacity_bps"] = s.virtual_capacity_bps;
-    d["virtual_queue_bytes"] = s.virtual_queue_bytes;
-    d["queue_delay_s"] = s.queue_delay_s;
-    d["burst_allowance_s"] = s.burst_allowance_s;
-    d["dropping"] = s.dropping;
-    d["codel_count"] = s.codel_count;
-    d["flows"] = s.flows;
     return d;
 }
 
 // One AQM with a drop list and packet ids, for Python.
 class PyAqm {
-public:
+  public:
     explicit PyAqm(const AqmConfig& c) : aqm_(make_aqm(c)) {
         aqm_->set_drop_sink([this](Drop&& d) {
             drops_.emplace_back(std::string(to_string(d.reason)), d.packet.size());
@@ -265,14 +242,14 @@ public:
     void clear(double t_s) { aqm_->clear(seconds_arg("t_s", t_s)); }
     const Aqm& aqm() const { return *aqm_; }
 
-private:
+  private:
     std::unique_ptr<Aqm> aqm_;
     std::vector<std::pair<std::string, std::size_t>> drops_;
     std::uint64_t next_id_ = 0;
 };
 
 class PyQueueSet {
-public:
+  public:
     PyQueueSet(std::size_t users, const std::string& mode, const std::string& kind,
                const pb::kwargs& params) {
         QueueSetConfig c;
@@ -282,14 +259,13 @@ public:
         } else if (mode == "shared") {
             c.mode = QueueMode::shared;
         } else {
-            throw std::invalid_argument("queue_set.mode: '" + mode +
-                                        "' is neither 'per_user' nor 'shared'");
+            throw_invalid("queue_set.mode: '" + mode + "' is neither 'per_user' nor 'shared'");
         }
         c.aqm = config_from_kwargs(kind, params);
         set_ = std::make_unique<QueueSet>(c);
         set_->set_drop_sink([this](Drop&& d) {
-            drops_.push_back(pb::make_tuple(std::string(to_string(d.reason)), d.packet.size(),
-                                            d.packet.user));
+            drops_.push_back(
+                pb::make_tuple(std::string(to_string(d.reason)), d.packet.size(), d.packet.user));
         });
     }
     bool enqueue(const pb::bytes& packet, double t_s, std::uint32_t user, bool high_priority) {
@@ -323,7 +299,7 @@ public:
     }
     QueueSet& set() { return *set_; }
 
-private:
+  private:
     std::unique_ptr<QueueSet> set_;
     std::vector<pb::tuple> drops_;
     std::uint64_t next_id_ = 0;
@@ -357,8 +333,7 @@ void bind_aqm(pybind11::module_& m) {
         .def_property_readonly("packets", [](const PyAqm& a) { return a.aqm().packets(); })
         .def_property_readonly(
             "kind", [](const PyAqm& a) { return std::string(to_string(a.aqm().kind())); })
-        .def_property_readonly("limit_bytes",
-                               [](const PyAqm& a) { return a.aqm().limits().bytes; })
+        .def_property_readonly("limit_bytes", [](const PyAqm& a) { return a.aqm().limits().bytes; })
         .def_property_readonly("limit_packets",
                                [](const PyAqm& a) { return a.aqm().limits().packets; })
         .def_property_readonly("stats", [](const PyAqm& a) {
@@ -387,30 +362,29 @@ void bind_aqm(pybind11::module_& m) {
                            "(head-of-line blocking).")
         .def(pb::init<std::size_t, const std::string&, const std::string&, const pb::kwargs&>(),
              pb::arg("users"), pb::arg("mode") = "per_user", pb::arg("kind") = "droptail")
-        .def("enqueue", &PyQueueSet::enqueue, pb::arg("packet"), pb::arg("t_s"),
-             pb::arg("user"), pb::arg("high_priority") = false)
+        .def("enqueue", &PyQueueSet::enqueue, pb::arg("packet"), pb::arg("t_s"), pb::arg("user"),
+             pb::arg("high_priority") = false)
         .def("dequeue", &PyQueueSet::dequeue, pb::arg("user"), pb::arg("t_s"))
         .def("backlogged_users", &PyQueueSet::backlogged)
         .def("eligible_users", &PyQueueSet::eligible,
              "Users that can be served now (shared mode: the head-of-line user only).")
         .def("bytes", [](PyQueueSet& q, std::uint32_t u) { return q.set().bytes(u); })
         .def("packets", [](PyQueueSet& q, std::uint32_t u) { return q.set().packets(u); })
-        .def_property_readonly("total_bytes",
-                               [](PyQueueSet& q) { return q.set().total_bytes(); })
+        .def_property_readonly("total_bytes", [](PyQueueSet& q) { return q.set().total_bytes(); })
         .def_property_readonly("total_packets",
                                [](PyQueueSet& q) { return q.set().total_packets(); })
-        .def_property_readonly("mode",
-                               [](PyQueueSet& q) {
-                                   return std::string(q.set().mode() == QueueMode::shared
-                                                          ? "shared"
-                                                          : "per_user");
-                               })
-        .def("queue_stats",
-             [](PyQueueSet& q, std::size_t i) {
-                 const Aqm& a = q.set().queue(i);
-                 return stats_dict(a.stats(), a.bytes(), a.packets());
-             },
-             pb::arg("index"))
+        .def_property_readonly(
+            "mode",
+            [](PyQueueSet& q) {
+                return std::string(q.set().mode() == QueueMode::shared ? "shared" : "per_user");
+            })
+        .def(
+            "queue_stats",
+            [](PyQueueSet& q, std::size_t i) {
+                const Aqm& a = q.set().queue(i);
+                return stats_dict(a.stats(), a.bytes(), a.packets());
+            },
+            pb::arg("index"))
         .def_property_readonly("queue_count", [](PyQueueSet& q) { return q.set().queue_count(); })
         .def("drops", &PyQueueSet::drops,
              "Drops since the previous call as (reason, size, user) tuples.");

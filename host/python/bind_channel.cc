@@ -1,6 +1,7 @@
-// Python bindings of oppsched/channel.h: Jakes (seed 000's Jakes model, or seed 002's random
-// sum of sinusoids with model="sum_of_sinusoids") and ClampLink (seed 000's slot rate rule,
-// error rule and adaptive backoff margin). Errors become ValueError with the C++ message.
+// Python bindings of oppsched/fading.h and oppsched/clamp_link.h: Jakes (Andrew & Hanly's Jakes
+// model, or Srinivasan & Baras's random sum of sinusoids with model="sum_of_sinusoids") and
+// ClampLink (Andrew & Hanly's slot rate rule, error rule and adaptive backoff margin). Errors
+// become ValueError with the C++ message.
 #include <pybind11/complex.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -8,11 +9,12 @@
 #include <cstdint>
 #include <memory>
 #include <sstream>
-#include <stdexcept>
 #include <string>
 
 #include "bindings.h"
-#include "oppsched/channel.h"
+#include "oppsched/clamp_link.h"
+#include "oppsched/fading.h"
+#include "oppsched/validation.h"
 
 namespace oppsched::py {
 namespace {
@@ -36,9 +38,7 @@ std::uint64_t seed_from(const pyb::int_& s) {
     const auto v = PyLong_AsUnsignedLongLong(s.ptr());
     if (PyErr_Occurred()) {
         PyErr_Clear();
-        std::ostringstream os;
-        os << "channel.seed: " << std::string(pyb::repr(s)) << " not in [0, 2^64)";
-        throw std::invalid_argument(os.str());
+        throw_invalid("channel.seed", std::string(pyb::repr(s)), "not in [0, 2^64)");
     }
     return static_cast<std::uint64_t>(v);
 }
@@ -46,8 +46,8 @@ std::uint64_t seed_from(const pyb::int_& s) {
 MarginScope scope_from(const std::string& s) {
     if (s == "after_retransmissions") return MarginScope::after_retransmissions;
     if (s == "per_attempt") return MarginScope::per_attempt;
-    throw std::invalid_argument("clamp_link.scope: '" + s +
-                                "' not one of 'after_retransmissions', 'per_attempt'");
+    throw_invalid("clamp_link.scope: '" + s +
+                  "' not one of 'after_retransmissions', 'per_attempt'");
 }
 const char* scope_name(MarginScope s) {
     return s == MarginScope::per_attempt ? "per_attempt" : "after_retransmissions";
@@ -73,8 +73,8 @@ T cast_field(const pyb::handle& v, const std::string& key) {
     try {
         return v.cast<T>();
     } catch (const pyb::cast_error&) {
-        throw std::invalid_argument("clamp_link." + key + ": " + std::string(pyb::repr(v)) +
-                                    " has the wrong type");
+        throw_invalid("clamp_link." + key + ": " + std::string(pyb::repr(v)) +
+                      " has the wrong type");
     }
 }
 
@@ -104,7 +104,7 @@ ClampLink make_link(ClampLinkParams p, const pyb::kwargs& kw) {
         else if (k == "margin_max")
             p.margin_max = cast_field<double>(v, k);
         else
-            throw std::invalid_argument("clamp_link." + k + ": unknown parameter");
+            throw_invalid("clamp_link." + k + ": unknown parameter");
     }
     return ClampLink(p);
 }
@@ -120,8 +120,8 @@ void bind_channel(pybind11::module_& m) {
 
     pyb::class_<PyFading>(
         m, "Jakes",
-        "Per-user Rayleigh fading. model='clamp': seed 000's Jakes model (G = 20 generators, "
-        "random oscillator phases per seed); model='sum_of_sinusoids': seed 002 eq. 4. "
+        "Per-user Rayleigh fading. model='clamp': Andrew & Hanly's Jakes model (G = 20 generators, "
+        "random oscillator phases per seed); model='sum_of_sinusoids': Srinivasan & Baras, eq. 4. "
         "gain(t) is h(t) with E|h|^2 = 1; snr_linear(t) = 10^(mean_snr_db/10) |h(t)|^2.")
         .def(pyb::init([](double doppler_hz, double mean_snr_db, const pyb::int_& seed,
                           const std::string& model, int oscillators, double angle_offset,
@@ -146,8 +146,8 @@ void bind_channel(pybind11::module_& m) {
                      p.paths = oscillators;
                      f.ch = channel::make_fading(p);
                  } else {
-                     throw std::invalid_argument("channel.model: '" + model +
-                                                 "' not one of 'clamp', 'sum_of_sinusoids'");
+                     throw_invalid("channel.model: '" + model +
+                                   "' not one of 'clamp', 'sum_of_sinusoids'");
                  }
                  return f;
              }),
@@ -186,7 +186,7 @@ void bind_channel(pybind11::module_& m) {
         .def(
             "gains",
             [](const PyFading& f, double t0_s, double dt_s, pyb::ssize_t n) {
-                if (n < 0) throw std::invalid_argument("channel.n: negative sample count");
+                if (n < 0) throw_invalid("channel.n: negative sample count");
                 pyb::array_t<std::complex<double>> out(n);
                 f.ch->gains(t0_s, dt_s, static_cast<std::size_t>(n), out.mutable_data());
                 return out;
@@ -208,7 +208,8 @@ void bind_channel(pybind11::module_& m) {
 
     pyb::class_<ClampLink>(
         m, "ClampLink",
-        "Seed 000's slot model for one destination: rate B = slot min(W0 log2(1 + (1 - m) "
+        "Andrew & Hanly's slot model (CLAMP, §V-B) for one destination: rate B = slot min(W0 "
+        "log2(1 + (1 - m) "
         "N_start), C_max) (eq. 18), error iff B > slot W0 log2(1 + N_end), n consecutive "
         "failures drop, adaptive backoff margin m towards target_loss. Keyword arguments "
         "override the high-rate preset (W0 = 4.3 MHz, C_max = 10 Mb/s, 3 ms, n = 5).")
@@ -251,7 +252,7 @@ void bind_channel(pybind11::module_& m) {
                const pyb::array_t<double, pyb::array::c_style | pyb::array::forcecast>& start,
                const pyb::array_t<double, pyb::array::c_style | pyb::array::forcecast>& end) {
                 if (start.size() != end.size())
-                    throw std::invalid_argument("clamp_link.snr_end: size differs from snr_start");
+                    throw_invalid("clamp_link.snr_end: size differs from snr_start");
                 const pyb::ssize_t n = start.size();
                 pyb::array_t<double> bits(n), margin(n);
                 pyb::array_t<bool> error(n);

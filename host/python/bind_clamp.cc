@@ -1,5 +1,5 @@
-// Python bindings of oppsched/clamp.h: ClampReceiver (the client agent, seed 000 §IV-B/C)
-// and ClampPrice (the router agent, §IV-A). Times are float seconds on the Python side
+// Python bindings of oppsched/clamp.h: ClampReceiver (the client agent, Andrew & Hanly, CLAMP,
+// §IV-B/C) and ClampPrice (the router agent, §IV-A). Times are float seconds on the Python side
 // (rounded to the nearest ns), sizes are int bytes. Errors become ValueError with the C++
 // message (field and value).
 #include <pybind11/pybind11.h>
@@ -8,11 +8,11 @@
 #include <cstdint>
 #include <limits>
 #include <sstream>
-#include <stdexcept>
 #include <string>
 
 #include "bindings.h"
 #include "oppsched/clamp.h"
+#include "oppsched/validation.h"
 
 namespace oppsched::py {
 namespace {
@@ -21,34 +21,19 @@ namespace pyb = pybind11;
 using namespace pyb::literals;
 
 time_ns seconds_to_ns(double t_s, const char* field) {
-    if (!std::isfinite(t_s) || std::abs(t_s) > 9.2e9) {
-        std::ostringstream os;
-        os << field << ": " << t_s << " not a finite time in seconds";
-        throw std::invalid_argument(os.str());
-    }
+    if (!std::isfinite(t_s) || std::abs(t_s) > 9.2e9)
+        throw_invalid(field, t_s, "not a finite time in seconds");
     return static_cast<time_ns>(std::llround(t_s * 1e9));
 }
 
 // Python ints to unsigned C++ fields: out of range is a ValueError naming the field (not
 // pybind11's TypeError), as for every other bad value.
 std::uint64_t to_unsigned(long long v, std::uint64_t max, const char* field) {
-    if (v < 0 || static_cast<unsigned long long>(v) > max) {
-        std::ostringstream os;
-        os << field << ": " << v << " not in [0, " << max << "]";
-        throw std::invalid_argument(os.str());
-    }
+    if (v < 0 || static_cast<unsigned long long>(v) > max)
+        throw_invalid(field, v, "not in [0, " + std::to_string(max) + "]");
     return static_cast<std::uint64_t>(v);
 }
 constexpr std::uint64_t kU32 = std::numeric_limits<std::uint32_t>::max();
-
-pyb::dict client_stats(const clamp::ClientStats& s) {
-    return pyb::dict("packets"_a = s.packets,
-                     "slow_start_exits_delta_w"_a = s.slow_start_exits_delta_w,
-                     "slow_start_exits_dupack"_a = s.slow_start_exits_dupack,
-                     "slow_start_exits_threshold"_a = s.slow_start_exits_threshold,
-                     "clipped_high"_a = s.clipped_high, "clipped_low"_a = s.clipped_low,
-                     "floored"_a = s.floored, "os_limited"_a = s.os_limited);
-}
 
 }  // namespace
 
@@ -59,7 +44,7 @@ void bind_clamp(pybind11::module_& m) {
     using clamp::RouterParams;
 
     pyb::class_<ClientAgent>(m, "ClampReceiver",
-                             "CLAMP client agent for one TCP flow (Andrew & Hanly, seed 000, "
+                             "CLAMP client agent for one TCP flow (Andrew & Hanly, CLAMP, "
                              "eqs. 14-17 and receiver slow start).\n\n"
                              "on_data() returns the window (bytes) to advertise in the ACK.")
         .def(pyb::init([](double tau_bytes, long long alpha_packets, double beta,
@@ -109,7 +94,7 @@ void bind_clamp(pybind11::module_& m) {
         .def_property_readonly("last_delta_w", &ClientAgent::last_delta_w,
                                "Delta w of eq. 14 at the last packet, before clipping")
         .def_property_readonly("stats",
-                               [](const ClientAgent& c) { return client_stats(c.stats()); })
+                               [](const ClientAgent& c) { return stats_to_dict(c.stats()); })
         .def("__repr__", [](const ClientAgent& c) {
             std::ostringstream os;
             os << "ClampReceiver(w=" << c.window() << ", slow_start=" << c.in_slow_start()
@@ -117,9 +102,10 @@ void bind_clamp(pybind11::module_& m) {
             return os.str();
         });
 
-    pyb::class_<RouterAgent>(m, "ClampPrice",
-                             "CLAMP router agent for one AP queue (seed 000 §IV-A): EMA of the "
-                             "queue at arrivals, price p = max((b q - a)/mu_c, 0) seconds.")
+    pyb::class_<RouterAgent>(
+        m, "ClampPrice",
+        "CLAMP router agent for one AP queue (Andrew & Hanly, CLAMP, §IV-A): EMA of the "
+        "queue at arrivals, price p = max((b q - a)/mu_c, 0) seconds.")
         .def(pyb::init([](double a_bytes, double b, double ema_rate_per_s) {
                  RouterParams p;
                  p.a_bytes = a_bytes;
@@ -145,12 +131,7 @@ void bind_clamp(pybind11::module_& m) {
         .def_property_readonly("q", &RouterAgent::average_queue_bytes,
                                "the moving average q, bytes")
         .def_property_readonly("stats",
-                               [](const RouterAgent& r) {
-                                   const auto& s = r.stats();
-                                   return pyb::dict("arrivals"_a = s.arrivals,
-                                                    "prices"_a = s.prices,
-                                                    "positive_prices"_a = s.positive_prices);
-                               })
+                               [](const RouterAgent& r) { return stats_to_dict(r.stats()); })
         .def("__repr__", [](const RouterAgent& r) {
             std::ostringstream os;
             os << "ClampPrice(a_bytes=" << r.params().a_bytes << ", b=" << r.params().b

@@ -26,20 +26,6 @@ const char* phase_name(process_phase p) {
     return "?";
 }
 
-pybind11::dict stats_dict(const harq_stats& s) {
-    pybind11::dict d;
-    d["tb_sent"] = s.tb_sent;
-    d["tx_attempts"] = s.tx_attempts;
-    d["acked"] = s.acked;
-    d["nacks"] = s.nacks;
-    d["failed_final"] = s.failed_final;
-    d["timeouts"] = s.timeouts;
-    d["flushed"] = s.flushed;
-    d["stale_feedback"] = s.stale_feedback;
-    d["not_received"] = s.not_received;
-    return d;
-}
-
 }  // namespace
 
 void bind_harq(pybind11::module_& m) {
@@ -110,7 +96,9 @@ void bind_harq(pybind11::module_& m) {
         .def(
             "new_transmission",
             [](harq_entity& h, std::uint32_t user, std::uint64_t tb_id, std::uint32_t bytes,
-               slot_t slot) { return h.new_transmission(user, tb_ref{tb_id, bytes}, slot); },
+               slot_t slot) {
+                return h.new_transmission(user, tb_ref{tb_id, bytes}, slot);
+            },
             pb::arg("user"), pb::arg("tb_id"), pb::arg("bytes"), pb::arg("slot"))
         .def(
             "next_retransmission",
@@ -137,8 +125,8 @@ void bind_harq(pybind11::module_& m) {
              pb::arg("slot"))
         .def("on_feedback", &harq_entity::on_feedback, pb::arg("user"), pb::arg("process"),
              pb::arg("ndi"), pb::arg("ack"), pb::arg("slot"), pb::arg("tx_slot") = pb::none())
-        .def("on_not_received", &harq_entity::on_not_received, pb::arg("user"),
-             pb::arg("process"), pb::arg("tx_slot"), pb::arg("slot"),
+        .def("on_not_received", &harq_entity::on_not_received, pb::arg("user"), pb::arg("process"),
+             pb::arg("tx_slot"), pb::arg("slot"),
              "The receiver never got the transmission of `tx_slot` (empty/late slot or header "
              "lost): undone, sent again with the same NDI and RV (not_received), or "
              "dropped_max_tx.")
@@ -179,7 +167,7 @@ void bind_harq(pybind11::module_& m) {
             "in_flight_of", [](const harq_entity& h, std::uint32_t u) { return h.in_flight(u); },
             pb::arg("user"))
         .def_property_readonly(
-            "stats", [](const harq_entity& h) { return stats_dict(h.stats()); },
+            "stats", [](const harq_entity& h) { return stats_to_dict(h.stats()); },
             "tb_sent, tx_attempts, acked, nacks, failed_final, timeouts, "
             "flushed, stale_feedback, not_received");
 }

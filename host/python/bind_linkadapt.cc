@@ -7,6 +7,7 @@
 #include "bindings.h"
 #include "oppsched/ap_core.h"
 #include "oppsched/linkadapt.h"
+#include "oppsched/validation.h"
 
 namespace oppsched::py {
 namespace {
@@ -18,8 +19,7 @@ mcs_position parse_position(const std::string& s) {
     if (s == "lowest") return mcs_position::lowest;
     if (s == "highest") return mcs_position::highest;
     if (s == "only") return mcs_position::only;
-    throw std::invalid_argument("olla.position: '" + s +
-                                "' not one of interior, lowest, highest, only");
+    throw_invalid("olla.position: '" + s + "' not one of interior, lowest, highest, only");
 }
 
 const char* position_name(mcs_position p) {
@@ -43,13 +43,13 @@ void bind_linkadapt(pybind11::module_& m) {
     m.attr("NO_MCS") = kNoMcs;
 
     pb::class_<mcs_entry>(m, "McsEntry")
-        .def(pb::init([](std::string name, double min_snr_db, double rate_bps,
-                         std::uint32_t bits_per_symbol, double code_rate) {
-                 return mcs_entry{std::move(name), min_snr_db, rate_bps, bits_per_symbol,
-                                  code_rate};
-             }),
-             pb::arg("name"), pb::arg("min_snr_db"), pb::arg("rate_bps"),
-             pb::arg("bits_per_symbol") = 0, pb::arg("code_rate") = 0.0)
+        .def(
+            pb::init([](std::string name, double min_snr_db, double rate_bps,
+                        std::uint32_t bits_per_symbol, double code_rate) {
+                return mcs_entry{std::move(name), min_snr_db, rate_bps, bits_per_symbol, code_rate};
+            }),
+            pb::arg("name"), pb::arg("min_snr_db"), pb::arg("rate_bps"),
+            pb::arg("bits_per_symbol") = 0, pb::arg("code_rate") = 0.0)
         .def_readonly("name", &mcs_entry::name)
         .def_readonly("min_snr_db", &mcs_entry::min_snr_db)
         .def_readonly("rate_bps", &mcs_entry::rate_bps)
@@ -64,14 +64,16 @@ void bind_linkadapt(pybind11::module_& m) {
                           "CQI (SNR dB) -> MCS table: per MCS the lowest SNR meeting the target "
                           "BLER and its rate. Thresholds and rates strictly increase.")
         .def(pb::init<std::string, std::vector<mcs_entry>>(), pb::arg("name"), pb::arg("entries"))
-        .def_static("evdo", &mcs_table::evdo, "Seed 002 Table I (EV-DO), exactly as printed.")
+        .def_static("evdo", &mcs_table::evdo,
+                    "Srinivasan & Baras, Table I (EV-DO), exactly as printed.")
         .def_static(
             "clamp",
             [](double w0_hz, double cmax_bps, std::uint32_t levels) {
                 return oppsched::ap::clamp_table({w0_hz, cmax_bps, levels});
             },
             pb::arg("w0_hz") = 4.3e6, pb::arg("cmax_bps") = 10e6, pb::arg("levels") = 32,
-            "Seed 000 eq. 18 quantised to `levels` rates (the AP daemon's own table).")
+            "Andrew & Hanly, CLAMP, eq. 18 quantised to `levels` rates (the AP daemon's own "
+            "table).")
         .def_static(
             "ofdm_provisional",
             [](double sample_rate_hz, std::uint32_t fft_size, std::uint32_t cp_len,

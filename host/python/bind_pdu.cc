@@ -6,13 +6,13 @@
 #include <pybind11/stl.h>
 
 #include <memory>
-#include <stdexcept>
 #include <string>
 
 #include "bindings.h"
 #include "oppsched/crc32.h"
 #include "oppsched/pdu.h"
 #include "oppsched/segmentation.h"
+#include "oppsched/validation.h"
 
 namespace oppsched::py {
 namespace {
@@ -29,8 +29,7 @@ template <class T>
 T range_checked(const pybind11::handle& h, const char* field, long long lo, long long hi) {
     const long long v = h.cast<long long>();
     if (v < lo || v > hi)
-        throw std::invalid_argument(std::string(field) + ": " + std::to_string(v) + " not in [" +
-                                    std::to_string(lo) + ", " + std::to_string(hi) + "]");
+        throw_invalid(field, v, "not in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
     return static_cast<T>(v);
 }
 
@@ -127,10 +126,9 @@ void bind_pdu(pybind11::module_& m) {
                 p.segments.push_back(std::move(s));
             }
             if (tb_bytes < 0)
-                throw std::invalid_argument("pdu.tb_bytes: " + std::to_string(tb_bytes) +
-                                            " is negative");
+                throw_invalid("pdu.tb_bytes: " + std::to_string(tb_bytes) + " is negative");
             auto r = pdu::serialize(p, static_cast<std::size_t>(tb_bytes));
-            if (!r) throw std::invalid_argument(r.error());
+            if (!r) throw_invalid(r.error());
             return to_bytes(r.value());
         },
         pybind11::kw_only(), pybind11::arg("user"), pybind11::arg("seq"), pybind11::arg("segments"),
@@ -145,7 +143,7 @@ void bind_pdu(pybind11::module_& m) {
             const std::string s = data;
             const auto* d = reinterpret_cast<const std::uint8_t*>(s.data());
             auto v = pdu::parse_view(d, s.size());
-            if (!v) throw std::invalid_argument(v.error());
+            if (!v) throw_invalid(v.error());
             auto r = pdu::parse(d, s.size());
             return pdu_dict(r.value(), v->padding);
         },
@@ -204,19 +202,8 @@ void bind_pdu(pybind11::module_& m) {
         .def_property_readonly("has_partial", &pdu::Segmenter::has_partial)
         .def_property_readonly("partial_remaining", &pdu::Segmenter::partial_remaining)
         .def("abandon_partial", &pdu::Segmenter::abandon_partial)
-        .def_property_readonly("stats", [](const pdu::Segmenter& s) {
-            const auto& t = s.stats();
-            pybind11::dict d;
-            d["tbs"] = t.tbs;
-            d["packets_started"] = t.packets_started;
-            d["packets_completed"] = t.packets_completed;
-            d["packets_rejected"] = t.packets_rejected;
-            d["packets_abandoned"] = t.packets_abandoned;
-            d["data_bytes"] = t.data_bytes;
-            d["overhead_bytes"] = t.overhead_bytes;
-            d["padding_bytes"] = t.padding_bytes;
-            return d;
-        });
+        .def_property_readonly("stats",
+                               [](const pdu::Segmenter& s) { return stats_to_dict(s.stats()); });
 
     pybind11::class_<pdu::Reassembler>(m, "Reassembler",
                                        "In-order delivery of a user's packets from decoded "
@@ -235,8 +222,8 @@ void bind_pdu(pybind11::module_& m) {
                                                          "reassembler.window", 0, 0xFFFFFFFFll);
                  p.timeout = timeout_ns;
                  if (max_bytes < 0)
-                     throw std::invalid_argument(
-                         "reassembler.max_bytes: " + std::to_string(max_bytes) + " is negative");
+                     throw_invalid("reassembler.max_bytes: " + std::to_string(max_bytes) +
+                                   " is negative");
                  p.max_bytes = static_cast<std::size_t>(max_bytes);
                  return std::make_unique<pdu::Reassembler>(p);
              }),
@@ -267,21 +254,8 @@ void bind_pdu(pybind11::module_& m) {
         .def_property_readonly("next_deadline", &pdu::Reassembler::next_deadline)
         .def_property_readonly("held_bytes", &pdu::Reassembler::held_bytes)
         .def_property_readonly("next_seq", &pdu::Reassembler::next_seq)
-        .def_property_readonly("stats", [](const pdu::Reassembler& r) {
-            const auto& t = r.stats();
-            pybind11::dict d;
-            d["delivered"] = t.delivered;
-            d["delivered_bytes"] = t.delivered_bytes;
-            d["dropped_incomplete"] = t.dropped_incomplete;
-            d["dropped_timeout"] = t.dropped_timeout;
-            d["dropped_memory"] = t.dropped_memory;
-            d["duplicates"] = t.duplicates;
-            d["malformed"] = t.malformed;
-            d["tbs_received"] = t.tbs_received;
-            d["tbs_lost_reported"] = t.tbs_lost_reported;
-            d["tbs_given_up"] = t.tbs_given_up;
-            return d;
-        });
+        .def_property_readonly("stats",
+                               [](const pdu::Reassembler& r) { return stats_to_dict(r.stats()); });
 }
 
 }  // namespace oppsched::py

@@ -7,6 +7,7 @@
 
 #include "bindings.h"
 #include "oppsched/sched.h"
+#include "oppsched/validation.h"
 
 namespace oppsched::py {
 namespace {
@@ -47,14 +48,13 @@ T arg_as(const pybind11::handle& v, const std::string& field) {
     try {
         return v.cast<T>();
     } catch (const pybind11::cast_error&) {
-        throw std::invalid_argument(field + ": " + std::string(pybind11::repr(v)) +
-                                    " has the wrong type");
+        throw_invalid(field + ": " + std::string(pybind11::repr(v)) + " has the wrong type");
     }
 }
 
 [[noreturn]] void reject(const std::string& kind, const std::string& key, const char* accepted) {
-    throw std::invalid_argument("sched.params: '" + key + "' not accepted by kind '" + kind +
-                                "' (accepted: " + accepted + ")");
+    throw_invalid("sched.params: '" + key + "' not accepted by kind '" + kind +
+                  "' (accepted: " + accepted + ")");
 }
 
 py_scheduler make(const std::string& kind, const pybind11::kwargs& params) {
@@ -71,8 +71,7 @@ py_scheduler make(const std::string& kind, const pybind11::kwargs& params) {
     } else if (kind == "wpf") {
         accepted = "alpha, weights, num_users";
     } else {
-        throw std::invalid_argument("sched.kind: '" + kind +
-                                    "' not one of pf, glambda, rr, maxrate, wpf");
+        throw_invalid("sched.kind: '" + kind + "' not one of pf, glambda, rr, maxrate, wpf");
     }
     for (const auto& item : params) {
         const std::string key = pybind11::str(item.first);
@@ -96,7 +95,7 @@ py_scheduler make(const std::string& kind, const pybind11::kwargs& params) {
     if (kind == "maxrate") cfg.policy = max_rate_params{alpha};
     if (kind == "wpf") {
         if (!have_weights) {
-            throw std::invalid_argument("sched.weights: required for kind 'wpf'");
+            throw_invalid("sched.weights: required for kind 'wpf'");
         }
         cfg.policy = weighted_pf_params{alpha, weights};
     }
@@ -141,7 +140,7 @@ void bind_sched(pybind11::module_& m) {
     m.def("make_scheduler", &make, pybind11::arg("kind"),
           "make_scheduler(kind, **params): kind 'pf' (alpha), 'glambda' (alpha, lam), 'rr', "
           "'maxrate', 'wpf' (alpha, weights); every kind also takes num_users (default: learnt "
-          "from the first slot). alpha defaults to 0.03 (seed 000), lam to 1.");
+          "from the first slot). alpha defaults to 0.03 (Andrew & Hanly, CLAMP), lam to 1.");
 }
 
 }  // namespace oppsched::py

@@ -6,11 +6,11 @@
 #include <pybind11/stl.h>
 
 #include <memory>
-#include <stdexcept>
 #include <string>
 
 #include "bindings.h"
 #include "oppsched/tcpip.h"
+#include "oppsched/validation.h"
 
 namespace oppsched::py {
 namespace {
@@ -27,7 +27,7 @@ pybind11::bytes to_bytes(const std::vector<std::uint8_t>& v) {
 
 PacketInfo parse_or_throw(const std::vector<std::uint8_t>& p) {
     auto r = tcpip::parse(p);
-    if (!r) throw std::invalid_argument(r.error());
+    if (!r) throw_invalid(r.error());
     return std::move(r).value();
 }
 
@@ -74,14 +74,13 @@ pybind11::dict info_dict(const PacketInfo& i) {
 
 std::uint8_t check_shift(int wscale) {
     if (wscale < 0 || wscale > 255)
-        throw std::invalid_argument("wscale: " + std::to_string(wscale) + " not in [0, 255]");
+        throw_invalid("wscale: " + std::to_string(wscale) + " not in [0, 255]");
     return static_cast<std::uint8_t>(wscale > tcpip::kMaxWindowShift ? tcpip::kMaxWindowShift
                                                                      : wscale);
 }
 std::uint64_t check_window(long long window_bytes) {
     if (window_bytes < 0)
-        throw std::invalid_argument("window_bytes: " + std::to_string(window_bytes) +
-                                    " is negative");
+        throw_invalid("window_bytes: " + std::to_string(window_bytes) + " is negative");
     return static_cast<std::uint64_t>(window_bytes);
 }
 
@@ -114,12 +113,11 @@ void bind_tcpip(pybind11::module_& m) {
         [](const pybind11::bytes& packet, long long window_bytes, int wscale) {
             std::vector<std::uint8_t> p = to_vec(packet);
             const PacketInfo info = parse_or_throw(p);
-            if (!info.tcp) throw std::invalid_argument("tcp: packet has no TCP header");
-            if (info.is_fragment)
-                throw std::invalid_argument("ip.fragment: 1 (fragments are not rewritten)");
+            if (!info.tcp) throw_invalid("tcp: packet has no TCP header");
+            if (info.is_fragment) throw_invalid("ip.fragment: 1 (fragments are not rewritten)");
             auto r = tcpip::set_window(p.data(), p.size(), info, check_window(window_bytes),
                                        check_shift(wscale));
-            if (!r) throw std::invalid_argument(r.error());
+            if (!r) throw_invalid(r.error());
             return to_bytes(p);
         },
         pybind11::arg("packet"), pybind11::arg("window_bytes"), pybind11::arg("wscale"),
@@ -143,7 +141,7 @@ void bind_tcpip(pybind11::module_& m) {
         [](const pybind11::bytes& packet) {
             std::vector<std::uint8_t> p = to_vec(packet);
             const PacketInfo info = parse_or_throw(p);
-            if (!info.tcp) throw std::invalid_argument("tcp: packet has no TCP header");
+            if (!info.tcp) throw_invalid("tcp: packet has no TCP header");
             return tcpip::tcp_checksum(p.data(), info);
         },
         pybind11::arg("packet"), "Full TCP checksum of the packet (field taken as zero).");
@@ -195,22 +193,8 @@ void bind_tcpip(pybind11::module_& m) {
             pybind11::arg("packet"), "Shift for windows sent in this packet's direction, or None.")
         .def("expire", &tcpip::WindowTracker::expire, pybind11::arg("now_ns"))
         .def("__len__", &tcpip::WindowTracker::size)
-        .def_property_readonly("stats", [](const tcpip::WindowTracker& t) {
-            const auto& s = t.stats();
-            pybind11::dict d;
-            d["syns"] = s.syns;
-            d["syn_acks"] = s.syn_acks;
-            d["scale_clamped"] = s.scale_clamped;
-            d["rewritten"] = s.rewritten;
-            d["unchanged_unknown"] = s.unchanged_unknown;
-            d["unchanged_syn"] = s.unchanged_syn;
-            d["unchanged_other"] = s.unchanged_other;
-            d["right_edge_held"] = s.right_edge_held;
-            d["window_clamped"] = s.window_clamped;
-            d["evicted"] = s.evicted;
-            d["expired"] = s.expired;
-            return d;
-        });
+        .def_property_readonly(
+            "stats", [](const tcpip::WindowTracker& t) { return stats_to_dict(t.stats()); });
 }
 
 }  // namespace oppsched::py

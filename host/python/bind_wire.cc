@@ -4,9 +4,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <stdexcept>
 
 #include "bindings.h"
+#include "oppsched/validation.h"
 #include "oppsched/wire.h"
 
 namespace py = pybind11;
@@ -29,8 +29,9 @@ T get(const pybind11::dict& d, const char* key, T def) {
 }
 
 Message from_dict(const std::string& type, const pybind11::dict& d) {
-    if (type == "slot_request") return SlotRequest{get<std::uint64_t>(d, "slot", 0),
-                                                   get<std::int64_t>(d, "air_time_ns", 0)};
+    if (type == "slot_request")
+        return SlotRequest{get<std::uint64_t>(d, "slot", 0),
+                           get<std::int64_t>(d, "air_time_ns", 0)};
     if (type == "slot_grant") {
         SlotGrant m;
         m.slot = get<std::uint64_t>(d, "slot", 0);
@@ -60,21 +61,19 @@ Message from_dict(const std::string& type, const pybind11::dict& d) {
         if (d.contains("tb")) m.tb = to_vec(d["tb"].cast<pybind11::bytes>());
         return m;
     }
-    if (type == "cqi_report") return CqiReport{get<std::uint16_t>(d, "user", 0),
-                                               get<std::uint64_t>(d, "slot", 0),
-                                               get<float>(d, "snr_db", 0.f),
-                                               get<std::uint8_t>(d, "cqi", 0)};
-    if (type == "harq_feedback") return HarqFeedback{get<std::uint16_t>(d, "user", 0),
-                                                     get<std::uint64_t>(d, "slot", 0),
-                                                     get<std::uint8_t>(d, "harq_pid", 0),
-                                                     get<bool>(d, "ack", false)};
+    if (type == "cqi_report")
+        return CqiReport{get<std::uint16_t>(d, "user", 0), get<std::uint64_t>(d, "slot", 0),
+                         get<float>(d, "snr_db", 0.f), get<std::uint8_t>(d, "cqi", 0)};
+    if (type == "harq_feedback")
+        return HarqFeedback{get<std::uint16_t>(d, "user", 0), get<std::uint64_t>(d, "slot", 0),
+                            get<std::uint8_t>(d, "harq_pid", 0), get<bool>(d, "ack", false)};
     if (type == "uplink_packet") {
         UplinkPacket m;
         m.user = get<std::uint16_t>(d, "user", 0);
         if (d.contains("packet")) m.packet = to_vec(d["packet"].cast<pybind11::bytes>());
         return m;
     }
-    throw std::invalid_argument("type: '" + type + "' is not a message type");
+    throw_invalid("type: '" + type + "' is not a message type");
 }
 
 struct ToDict {
@@ -86,26 +85,47 @@ struct ToDict {
     }
     pybind11::dict operator()(const SlotGrant& m) const {
         pybind11::dict d;
-        d["slot"] = m.slot; d["empty"] = m.empty; d["user"] = m.user; d["mcs"] = m.mcs;
-        d["harq_pid"] = m.harq_pid; d["ndi"] = m.ndi; d["rv"] = m.rv; d["tb"] = to_bytes(m.tb);
+        d["slot"] = m.slot;
+        d["empty"] = m.empty;
+        d["user"] = m.user;
+        d["mcs"] = m.mcs;
+        d["harq_pid"] = m.harq_pid;
+        d["ndi"] = m.ndi;
+        d["rv"] = m.rv;
+        d["tb"] = to_bytes(m.tb);
         return d;
     }
     pybind11::dict operator()(const RxIndication& m) const {
         pybind11::dict d;
-        d["slot"] = m.slot; d["user"] = m.user; d["mcs"] = m.mcs; d["harq_pid"] = m.harq_pid;
-        d["ndi"] = m.ndi; d["rv"] = m.rv; d["header_ok"] = m.header_ok;
-        d["addressed"] = m.addressed; d["crc_ok"] = m.crc_ok; d["snr_db"] = m.snr_db;
-        d["cqi"] = m.cqi; d["combined"] = m.combined; d["tb"] = to_bytes(m.tb);
+        d["slot"] = m.slot;
+        d["user"] = m.user;
+        d["mcs"] = m.mcs;
+        d["harq_pid"] = m.harq_pid;
+        d["ndi"] = m.ndi;
+        d["rv"] = m.rv;
+        d["header_ok"] = m.header_ok;
+        d["addressed"] = m.addressed;
+        d["crc_ok"] = m.crc_ok;
+        d["snr_db"] = m.snr_db;
+        d["cqi"] = m.cqi;
+        d["combined"] = m.combined;
+        d["tb"] = to_bytes(m.tb);
         return d;
     }
     pybind11::dict operator()(const CqiReport& m) const {
         pybind11::dict d;
-        d["user"] = m.user; d["slot"] = m.slot; d["snr_db"] = m.snr_db; d["cqi"] = m.cqi;
+        d["user"] = m.user;
+        d["slot"] = m.slot;
+        d["snr_db"] = m.snr_db;
+        d["cqi"] = m.cqi;
         return d;
     }
     pybind11::dict operator()(const HarqFeedback& m) const {
         pybind11::dict d;
-        d["user"] = m.user; d["slot"] = m.slot; d["harq_pid"] = m.harq_pid; d["ack"] = m.ack;
+        d["user"] = m.user;
+        d["slot"] = m.slot;
+        d["harq_pid"] = m.harq_pid;
+        d["ack"] = m.ack;
         return d;
     }
     pybind11::dict operator()(const UplinkPacket& m) const {
@@ -135,7 +155,7 @@ void bind_wire(pybind11::module_& m) {
         [](const pybind11::bytes& frame, std::size_t max_len) {
             const auto v = to_vec(frame);
             auto r = decode(v.data(), v.size(), max_len);
-            if (!r.ok()) throw std::invalid_argument(r.error());
+            if (!r.ok()) throw_invalid(r.error());
             const auto& f = r.value();
             return pybind11::make_tuple(f.seq, to_string(type_of(f.msg)),
                                         std::visit(ToDict{}, f.msg));

@@ -1,7 +1,18 @@
 #pragma once
 #include <pybind11/pybind11.h>
 
+#include "oppsched/stats_fields.h"
+
 namespace oppsched::py {
+
+// A stats struct as a dict, keyed as oppsched/stats_fields.h names its fields.
+template <class Stats>
+pybind11::dict stats_to_dict(const Stats& s) {
+    pybind11::dict d;
+    for_each_field(s, [&d](const char* key, const auto& value) { d[key] = value; });
+    return d;
+}
+
 // One function per area of the MAC library, each in its own bind_<area>.cc.
 void bind_tcpip(pybind11::module_& m);      // TCP/IP header parsing and window rewriting
 void bind_pdu(pybind11::module_& m);        // MAC PDU, segmentation, reassembly, CRC-32

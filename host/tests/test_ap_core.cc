@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
+#include <string>
 
 #include "oppsched/ap_core.h"
 #include "oppsched/pdu.h"
@@ -524,6 +526,28 @@ TEST(ApCore, clamp_table_is_eq18_quantised_as_the_phy_builds_it) {
     EXPECT_NEAR(t[0].min_snr_db, -12.9, 0.05);  // docs/daemons.md: 312.5 kb/s at -12.9 dB
     EXPECT_TRUE(mcs_table_by_name("clamp").has_value());
     EXPECT_FALSE(mcs_table_by_name("nope").has_value());
+}
+
+TEST(ApCore, counters_and_gauges_use_the_stats_fields_names_under_their_prefixes) {
+    ApCore ap(two_users());
+    ASSERT_TRUE(ap.on_downlink_packet(0, ipv4_to(1, 100)));
+    ap.on_cqi(0, 0, 20.0, 0);
+    ASSERT_FALSE(request(ap, 0).empty);
+    std::map<std::string, std::uint64_t> c;
+    for (const auto& [k, v] : ap.counters()) c[k] = v;
+    std::map<std::string, double> g;
+    for (const auto& [k, v] : ap.gauges()) g[k] = v;
+    EXPECT_EQ(c.at("harq.tb_sent"), 1u);
+    EXPECT_EQ(c.at("harq.acked"), 0u);
+    EXPECT_EQ(c.at("harq.in_flight"), 1u);
+    EXPECT_EQ(c.at("aqm.ue0.offered"), 1u);
+    EXPECT_EQ(c.at("aqm.ue0.dropped_total"), 0u);
+    EXPECT_EQ(c.count("aqm.ue0.dropped"), 0u);
+    EXPECT_EQ(c.at("users.ue0.segmenter.tbs"), 1u);
+    EXPECT_EQ(c.at("users.ue0.segmenter.packets_completed"), 1u);
+    EXPECT_EQ(g.count("aqm.ue1.price"), 1u);
+    EXPECT_EQ(g.at("aqm.ue1.dropping"), 0.0);
+    EXPECT_EQ(c.count("aqm.ue1.price"), 0u);  // state is a gauge, never a counter
 }
 
 }  // namespace

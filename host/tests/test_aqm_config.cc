@@ -34,7 +34,8 @@ TEST(AqmConfig, every_kind_builds_from_its_defaults_and_round_trips_its_name) {
 
 TEST(AqmConfig, defaults_follow_the_seeds_and_the_published_values) {
     const AqmConfig c;
-    EXPECT_EQ(c.limits.packets, 50u);  // seed 003 / 004 buffers
+    EXPECT_EQ(c.limits.packets,
+              50u);  // the 50-packet buffers of Wang & Song and of Wu, Gong & Williamson
     EXPECT_EQ(c.limits.bytes, 0u);
     EXPECT_TRUE(c.ecn);
     EXPECT_EQ(c.rate.capacity_bps, 0.0);  // measured by default
@@ -64,8 +65,10 @@ struct BadCase {
 
 TEST(AqmConfig, bad_values_throw_invalid_argument_naming_the_field_and_the_value) {
     const std::vector<BadCase> cases = {
-        {[](AqmConfig& c) { c.limits = {0, 0}; }, AqmKind::droptail,
-         "aqm.limits: 0 bytes and 0 packets leave the queue unbounded; set one"},
+        {[](AqmConfig& c) {
+             c.limits = {0, 0};
+         },
+         AqmKind::droptail, "aqm.limits: 0 bytes and 0 packets leave the queue unbounded; set one"},
         {[](AqmConfig& c) { c.rate.capacity_bps = -1; }, AqmKind::rem,
          "rate.capacity_bps: -1 must be >= 0 (0 = measure)"},
         {[](AqmConfig& c) { c.rate.ema_weight = 0; }, AqmKind::avq,
@@ -83,7 +86,7 @@ TEST(AqmConfig, bad_values_throw_invalid_argument_naming_the_field_and_the_value
         {[](AqmConfig& c) { std::get<RemParams>(c.params).update_interval = 0; }, AqmKind::rem,
          "rem.update_interval: 0 ns must be > 0"},
         {[](AqmConfig& c) { std::get<ReaqmParams>(c.params).alpha_prime = 0.1; }, AqmKind::reaqm,
-         "reaqm.alpha_prime: 0.1 must be > alpha (0.11), seed 003 eq. 5"},
+         "reaqm.alpha_prime: 0.1 must be > alpha (0.11), Wang & Song, REAQM, eq. 5"},
         {[](AqmConfig& c) { std::get<ReaqmParams>(c.params).gamma = -0.001; }, AqmKind::reaqm,
          "reaqm.gamma: -0.001 must be > 0"},
         {[](AqmConfig& c) { std::get<ReaqmParams>(c.params).phi = 0.9; }, AqmKind::reaqm,
@@ -92,14 +95,14 @@ TEST(AqmConfig, bad_values_throw_invalid_argument_naming_the_field_and_the_value
          "avq.gamma: 1.2 not in (0,1]"},
         {[](AqmConfig& c) { std::get<CodelParams>(c.params).target = 200 * kNsPerMs; },
          AqmKind::codel, "codel.target: 200000000 ns must be < interval (100000000 ns)"},
-        {[](AqmConfig& c) { std::get<PieParams>(c.params).mark_ecn_threshold = 2; },
-         AqmKind::pie, "pie.mark_ecn_threshold: 2 not in [0,1]"},
+        {[](AqmConfig& c) { std::get<PieParams>(c.params).mark_ecn_threshold = 2; }, AqmKind::pie,
+         "pie.mark_ecn_threshold: 2 not in [0,1]"},
         {[](AqmConfig& c) { std::get<PieParams>(c.params).tupdate = -5; }, AqmKind::pie,
          "pie.tupdate: -5 ns must be > 0"},
-        {[](AqmConfig& c) { std::get<TlasParams>(c.params).threshold_packets = 0; },
-         AqmKind::tlas, "tlas.threshold_packets: 0 must be >= 1"},
-        {[](AqmConfig& c) { std::get<LasParams>(c.params).flow_idle_timeout = 0; },
-         AqmKind::las, "las.flow_idle_timeout: 0 ns must be > 0"},
+        {[](AqmConfig& c) { std::get<TlasParams>(c.params).threshold_packets = 0; }, AqmKind::tlas,
+         "tlas.threshold_packets: 0 must be >= 1"},
+        {[](AqmConfig& c) { std::get<LasParams>(c.params).flow_idle_timeout = 0; }, AqmKind::las,
+         "las.flow_idle_timeout: 0 ns must be > 0"},
     };
     for (const auto& bc : cases) {
         AqmConfig c = default_config(bc.kind);

@@ -1,4 +1,4 @@
-// LAS and T-LAS (seed 004 §6.2) behaviour.
+// LAS and T-LAS (Wu, Gong & Williamson, §6.2) behaviour.
 #include <gtest/gtest.h>
 
 #include "oppsched/aqm.h"

@@ -1,4 +1,5 @@
-// REAQM (seed 003 §3.1, eqs 1-5) and REM behaviour, with a fake clock and fixed capacity.
+// REAQM (Wang & Song, REAQM, §3.1, eqs 1-5) and REM behaviour, with a fake clock and fixed
+// capacity.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// SPM-AF (seed 004 §6.1): ACK filtering and priority eviction.
+// SPM-AF (Wu, Gong & Williamson, §6.1): ACK filtering and priority eviction.
 #include <gtest/gtest.h>
 
 #include "oppsched/aqm.h"
@@ -55,9 +55,9 @@ TEST(SpmAf, every_older_ack_of_the_connection_goes_but_not_other_connections) {
 }
 
 TEST(SpmAf, keeps_syn_fin_rst_and_duplicate_acks) {
-    for (std::uint8_t f : {std::uint8_t(tcpip::kSyn | tcpip::kAck),
-                           std::uint8_t(tcpip::kFin | tcpip::kAck),
-                           std::uint8_t(tcpip::kRst | tcpip::kAck)}) {
+    for (std::uint8_t f :
+         {std::uint8_t(tcpip::kSyn | tcpip::kAck), std::uint8_t(tcpip::kFin | tcpip::kAck),
+          std::uint8_t(tcpip::kRst | tcpip::kAck)}) {
         Harness h(spmaf_config());
         h.offer(ack(1000, f), 0);
         h.offer(ack(2000), 0);

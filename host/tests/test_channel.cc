@@ -1,5 +1,5 @@
-// Tests for the fading models (seed 000 §V-B Jakes, seed 002 eq. 4) and the CLAMP slot
-// error model (seed 000 §V-B eq. 18, adaptive backoff margin).
+// Tests for the fading models (Andrew & Hanly, CLAMP, §V-B Jakes, Srinivasan & Baras, eq. 4) and
+// the CLAMP slot error model (Andrew & Hanly, CLAMP, §V-B eq. 18, adaptive backoff margin).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,7 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "oppsched/channel.h"
+#include "oppsched/clamp_link.h"
+#include "oppsched/fading.h"
 
 using namespace oppsched;
 using namespace oppsched::channel;
@@ -264,7 +265,7 @@ INSTANTIATE_TEST_SUITE_P(Models, FadingContract, ::testing::ValuesIn(kModels),
 
 TEST(JakesChannel, without_random_phases_it_is_the_printed_formula) {
     // N(t) = SNR_ave |sqrt(2/G) sum_{n=1}^{G} cos(w_n t) exp(j pi n/G)|^2,
-    // w_n = 2 pi f_d cos(pi/(2G)(n + 0.5)), G = 20 (seed 000 §V-B).
+    // w_n = 2 pi f_d cos(pi/(2G)(n + 0.5)), G = 20 (Andrew & Hanly, CLAMP, §V-B).
     JakesParams p;
     p.random_phases = false;
     p.doppler_hz = 60.0;
@@ -377,7 +378,7 @@ TEST(FadingChannel, zero_doppler_is_a_constant_channel) {
 }
 
 // --------------------------------------------------------------------------------------
-// CLAMP slot error model and rate rule (seed 000 §V-B).
+// CLAMP slot error model and rate rule (Andrew & Hanly, CLAMP, §V-B).
 
 namespace {
 

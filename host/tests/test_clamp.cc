@@ -1,4 +1,4 @@
-// Tests for the CLAMP router and client agents (seed 000, §III-B and §IV).
+// Tests for the CLAMP router and client agents (Andrew & Hanly, CLAMP, §III-B and §IV).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -633,4 +633,41 @@ TEST(ClampLoop, queue_tracks_k_tau_plus_a_as_flows_join_and_leave) {
         EXPECT_NEAR(mean_q(ph.end_s - 10, ph.end_s), q_star, 0.02 * q_star)
             << "phase ending at " << ph.end_s << " s with " << ph.k << " flows";
     }
+}
+
+// ---- mu_c estimator ---------------------------------------------------------------------
+
+TEST(MuCEstimator, when_fewer_than_init_slots_were_backlogged_then_mu_c_is_unknown) {
+    mu_c_estimator m(mu_c_params{3, 0.5, 0.01});
+    m.on_backlogged_slot(100);
+    m.on_backlogged_slot(100);
+    EXPECT_FALSE(m.bps().has_value());
+}
+
+TEST(MuCEstimator, when_init_slots_were_backlogged_then_mu_c_is_their_mean_rate) {
+    mu_c_estimator m(mu_c_params{3, 0.5, 0.01});
+    m.on_backlogged_slot(100);
+    m.on_backlogged_slot(0);  // another user took the slot: a zero sample
+    m.on_backlogged_slot(200);
+    ASSERT_TRUE(m.bps().has_value());
+    EXPECT_DOUBLE_EQ(*m.bps(), 300.0 * 8.0 / (3 * 0.01));  // 80 kb/s
+}
+
+TEST(MuCEstimator, when_known_then_each_backlogged_slot_moves_it_by_the_ema_weight) {
+    mu_c_estimator m(mu_c_params{1, 0.25, 0.01});
+    m.on_backlogged_slot(100);  // 80 kb/s
+    m.on_backlogged_slot(200);  // sample 160 kb/s
+    EXPECT_DOUBLE_EQ(*m.bps(), 0.75 * 80e3 + 0.25 * 160e3);
+}
+
+TEST(MuCEstimator, when_a_parameter_is_out_of_range_then_it_throws_naming_it) {
+    try {
+        mu_c_estimator(mu_c_params{0, 0.5, 0.01});
+        FAIL();
+    } catch (const std::invalid_argument& e) {
+        EXPECT_STREQ(e.what(), "clamp.mu_init_slots: 0 not >= 1");
+    }
+    EXPECT_THROW(mu_c_estimator(mu_c_params{1, 0.0, 0.01}), std::invalid_argument);
+    EXPECT_THROW(mu_c_estimator(mu_c_params{1, 1.5, 0.01}), std::invalid_argument);
+    EXPECT_THROW(mu_c_estimator(mu_c_params{1, 0.5, 0.0}), std::invalid_argument);
 }

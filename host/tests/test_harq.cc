@@ -1,5 +1,5 @@
-// HARQ entity: stop-and-wait processes, NDI, RV sequence, max transmissions (seed 000 §V-D:
-// n = 5 slow fading, 15 fast), feedback delay and timeout. The clock is a slot counter.
+// HARQ entity: stop-and-wait processes, NDI, RV sequence, max transmissions (Andrew & Hanly, CLAMP,
+// §V-D: n = 5 slow fading, 15 fast), feedback delay and timeout. The clock is a slot counter.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -46,7 +46,8 @@ harq_event nack_until_done(harq_entity& h, std::uint32_t user, tb_ref tb, slot_t
 }
 
 TEST(harq, when_max_tx_reached_then_tb_is_dropped) {
-    for (std::uint32_t max_tx : {5u, 15u}) {  // seed 000: n = 5 (slow), n = 15 (fast fading)
+    for (std::uint32_t max_tx :
+         {5u, 15u}) {  // Andrew & Hanly, CLAMP: n = 5 (slow), n = 15 (fast fading)
         harq_entity h(small(1, 2, max_tx));
         slot_t now = 0;
         const harq_event ev = nack_until_done(h, 0, tb_ref{4242, 1500}, now);
@@ -238,9 +239,8 @@ TEST(harq, when_max_transmissions_are_not_received_then_the_tb_is_dropped) {
     EXPECT_EQ(last.tb.id, 7u);
     EXPECT_EQ(h.stats().failed_final, 1u);
     EXPECT_EQ(h.in_flight(), 0u);
-    EXPECT_EQ(h.stats().tb_sent,
-              h.stats().acked + h.stats().failed_final + h.stats().timeouts + h.stats().flushed +
-                  h.in_flight());
+    EXPECT_EQ(h.stats().tb_sent, h.stats().acked + h.stats().failed_final + h.stats().timeouts +
+                                     h.stats().flushed + h.in_flight());
 }
 
 TEST(harq, retransmissions_are_offered_oldest_nack_first) {

@@ -1,5 +1,5 @@
-// Link adaptation: MCS tables (seed 002 Table I; provisional OFDM table), CSV loading, and
-// OLLA convergence to the target BLER on a seeded synthetic channel.
+// Link adaptation: MCS tables (Srinivasan & Baras, Table I; provisional OFDM table), CSV loading,
+// and OLLA convergence to the target BLER on a seeded synthetic channel.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -41,7 +41,7 @@ TEST(linkadapt_table, evdo_is_seed_002_table_I_exactly_as_printed) {
         EXPECT_EQ(t[i].min_snr_db, snr[i]) << i;
         EXPECT_DOUBLE_EQ(t[i].rate_bps, kbps[i] * 1e3) << i;
     }
-    // Seed 002 §III-C: 8-byte segments, 1..64 per 1.667 ms slot.
+    // Srinivasan & Baras, §III-C: 8-byte segments, 1..64 per 1.667 ms slot.
     EXPECT_EQ(t.bytes_per_slot(0, 1.667e-3), 8u);
     EXPECT_EQ(t.bytes_per_slot(9, 1.667e-3), 512u);
     EXPECT_EQ(t.bytes_per_slot(0, 1.0 / 600), 8u);
@@ -52,7 +52,7 @@ TEST(linkadapt_table, evdo_is_seed_002_table_I_exactly_as_printed) {
 
 TEST(linkadapt_table, cqi_to_mcs_picks_the_highest_mcs_whose_threshold_is_met) {
     const mcs_table t = mcs_table::evdo();
-    EXPECT_EQ(cqi_to_mcs(t, -20.0), kNoMcs) << "below C_MIN: zero rate (seed 002 §III)";
+    EXPECT_EQ(cqi_to_mcs(t, -20.0), kNoMcs) << "below C_MIN: zero rate (Srinivasan & Baras, §III)";
     EXPECT_EQ(cqi_to_mcs(t, -12.51), kNoMcs);
     EXPECT_EQ(cqi_to_mcs(t, -12.5), 0) << "a threshold met exactly counts";
     EXPECT_EQ(cqi_to_mcs(t, -5.7), 3);

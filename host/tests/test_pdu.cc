@@ -29,12 +29,12 @@ Bytes from_hex(const std::string& h) {
     return b;
 }
 
-// The vectors live beside this file; CMake compiles it by absolute path.
+// The vectors live beside this file, in the folder CMake names (OPPSCHED_MAC_TEST_VECTORS),
+// so the tests find them from any working directory.
 Bytes vector_file(const std::string& name) {
-    std::string dir = __FILE__;
-    dir = dir.substr(0, dir.find_last_of('/'));
-    std::ifstream f(dir + "/vectors/" + name);
-    EXPECT_TRUE(f.good()) << dir + "/vectors/" + name;
+    const std::string path = std::string(OPPSCHED_MAC_TEST_VECTORS) + "/" + name;
+    std::ifstream f(path);
+    EXPECT_TRUE(f.good()) << path;
     std::string line;
     std::getline(f, line);
     return from_hex(line);

@@ -1,5 +1,5 @@
 // Scheduler policies: one contract over every kind (TEST_P), then the behaviour each kind
-// promises (seed 002 §III-B, §VI; seed 000 §V-C).
+// promises (Srinivasan & Baras, §III-B, §VI; Andrew & Hanly, CLAMP, §V-C).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,7 +18,7 @@ namespace {
 constexpr double kBandwidthHz = 1e6;
 
 // i.i.d. Rayleigh block fading per slot: SNR exponential with the user's mean; rate
-// B log2(1 + SNR) (Shannon, as seed 002 §VI: "proportional to log(1 + SNR)").
+// B log2(1 + SNR) (Shannon, as Srinivasan & Baras, §VI: "proportional to log(1 + SNR)").
 class rayleigh_rates {
   public:
     rayleigh_rates(std::vector<double> mean_snr_db, std::uint64_t seed) : rng_(seed), exp_(1.0) {
@@ -109,7 +109,7 @@ class scheduler_contract : public ::testing::TestWithParam<kind_case> {
     }
 };
 
-// EV-DO Table I rates (seed 002): quantised, so exact metric ties do happen.
+// EV-DO Table I rates (Srinivasan & Baras): quantised, so exact metric ties do happen.
 const std::vector<double> kEvdoRates = {38400,  76800,  153600,  204800,  307200,
                                         614400, 921600, 1228800, 1843200, 2457600};
 
@@ -192,7 +192,8 @@ TEST_P(scheduler_contract, zero_rate_users_are_skipped_only_by_opportunistic_kin
         only_zero[3] = false;
         EXPECT_EQ(p->choose(rate, only_zero), kNoUser);
     } else {
-        // Round robin is channel-agnostic (seed 002 Fig. 2): 5 of every 6 slots at rate 0.
+        // Round robin is channel-agnostic (Srinivasan & Baras, Fig. 2): 5 of every 6 slots at rate
+        // 0.
         EXPECT_GT(chose_zero_rate, 0);
     }
 }
@@ -260,22 +261,22 @@ INSTANTIATE_TEST_SUITE_P(all_kinds, scheduler_contract, ::testing::ValuesIn(all_
                          [](const auto& info) { return info.param.name; });
 
 // ---------------------------------------------------------------------------------------
-// Proportional fair (seed 000 eq. 19; seed 002 eq. 5-6).
+// Proportional fair (Andrew & Hanly, CLAMP, eq. 19; Srinivasan & Baras, eq. 5-6).
 
-// Seed 002 §III-B: "The PF scheduler is fundamentally resource fair". With i.i.d. Rayleigh
-// channels of unequal means each user gets about 1/N of the slots. (Exactly 1/N only when the
-// rate is linear in the SNR; with log2(1+SNR) the low-SNR user, whose rate fluctuates more
-// in relative terms, needs fewer slots: about 0.22 vs 0.28 here, well inside 15%.)
+// Srinivasan & Baras, §III-B: "The PF scheduler is fundamentally resource fair". With i.i.d.
+// Rayleigh channels of unequal means each user gets about 1/N of the slots. (Exactly 1/N only when
+// the rate is linear in the SNR; with log2(1+SNR) the low-SNR user, whose rate fluctuates more in
+// relative terms, needs fewer slots: about 0.22 vs 0.28 here, well inside 15%.)
 TEST(sched_pf, gives_each_rayleigh_user_one_nth_of_the_slots_within_15_percent) {
     for (double alpha : {0.1, 0.03, 0.001}) {
         auto p = make(4, pf_params{alpha});
         rayleigh_rates ch({0, 5, 10, 15}, 42);
-        // >= 200 time constants 1/alpha (seed 002 §IV: run orders of magnitude longer).
+        // >= 200 time constants 1/alpha (Srinivasan & Baras, §IV: run orders of magnitude longer).
         const run_result r = run_backlogged(*p, 200000, [&] { return ch.next(); });
         for (std::size_t i = 0; i < 4; ++i) {
             EXPECT_NEAR(r.share[i], 0.25, 0.15 * 0.25) << "alpha " << alpha << " user " << i;
         }
-        // ... while throughput follows the channel (seed 002 §V: user B vs user W).
+        // ... while throughput follows the channel (Srinivasan & Baras, §V: user B vs user W).
         EXPECT_LT(r.throughput[0], r.throughput[3] / 2);
     }
 }
@@ -332,7 +333,7 @@ TEST(sched_pf, users_added_later_start_uninitialised_and_win_ties) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Generalized metric log R - lambda log T (seed 002 eq. 7, §VI).
+// Generalized metric log R - lambda log T (Srinivasan & Baras, eq. 7, §VI).
 
 TEST(sched_glambda, lambda_zero_behaves_exactly_as_max_rate) {
     auto g = make(8, glambda_params{0.01, 0.0});
@@ -362,7 +363,8 @@ TEST(sched_glambda, lambda_zero_behaves_exactly_as_max_rate) {
 }
 
 TEST(sched_glambda, lambda_one_is_the_pf_metric) {
-    // Seed 002 §VI: "When lambda = 1, this is identical to the proportional fair metric".
+    // Srinivasan & Baras, §VI: "When lambda = 1, this is identical to the proportional fair
+    // metric".
     auto g = make(4, glambda_params{0.03, 1.0});
     auto p = make(4, pf_params{0.03});
     rayleigh_rates ch({0, 5, 10, 15}, 3);
@@ -373,7 +375,7 @@ TEST(sched_glambda, lambda_one_is_the_pf_metric) {
     }
 }
 
-// Seed 002 §VI, Fig. 9-13: lambda trades throughput for fairness. lambda = 0 starves the
+// Srinivasan & Baras, §VI, Fig. 9-13: lambda trades throughput for fairness. lambda = 0 starves the
 // weak users; as lambda grows the per-user throughputs T_i equalise (the policy is the
 // gradient scheduler of the alpha-fair utility with exponent lambda, max-min fair as
 // lambda -> infinity). Stated tolerance: at lambda = 10 every user's throughput is within
@@ -383,7 +385,8 @@ TEST(sched_glambda, large_lambda_approaches_rate_fairness) {
     std::vector<double> fairness, total;
     run_result at10;
     for (double lambda : lambdas) {
-        auto g = make(4, glambda_params{0.01, lambda});  // seed 002 §VI uses alpha = 0.01
+        auto g =
+            make(4, glambda_params{0.01, lambda});  // Srinivasan & Baras, §VI, use alpha = 0.01
         rayleigh_rates ch({0, 5, 10, 15}, 99);
         const run_result r = run_backlogged(*g, 100000, [&] { return ch.next(); });
         fairness.push_back(min_over_max(r.throughput));

@@ -11,6 +11,7 @@
 
 #include "oppsched/daemon/config.h"
 #include "oppsched/pdu.h"
+#include "oppsched/validation.h"
 #include "oppsched/wire.h"
 
 namespace oppsched::apd {
@@ -30,7 +31,7 @@ using daemon::Range;
             break;
         }
     }
-    throw std::invalid_argument(msg);
+    throw_invalid(msg);
 }
 
 // ---- aqm.params: the same keys as Python's oppsched.mac.make_aqm(kind, **params) ----------

@@ -35,6 +35,7 @@
 #include "oppsched/daemon/stats.h"
 #include "oppsched/daemon/tun.h"
 #include "oppsched/daemon/zmq_endpoint.h"
+#include "oppsched/stats_fields.h"
 #include "oppsched/version.h"
 #include "oppsched/wire.h"
 
@@ -157,39 +158,18 @@ void Apd::fill_stats() {
     for (const auto& [k, v] : core_->counters()) s.set("core." + k, v);
     for (const auto& [k, v] : core_->gauges()) s.set("core." + k, v);
     auto pull = [&s](const std::string& n, const daemon::PullEndpoint* ep) {
-        if (!ep) return;
-        s.set("zmq." + n + ".received", ep->stats().received);
-        s.set("zmq." + n + ".dropped_oversized", ep->stats().dropped_oversized);
-        s.set("zmq." + n + ".dropped_multipart", ep->stats().dropped_multipart);
-        s.set("zmq." + n + ".recv_errors", ep->stats().recv_errors);
+        if (ep) s.set_fields("zmq." + n + ".", ep->stats());
     };
     pull("phy_requests", phy_requests_.get());
     pull("uplink", uplink_.get());
-    if (phy_grants_) {
-        s.set("zmq.phy_grants.sent", phy_grants_->stats().sent);
-        s.set("zmq.phy_grants.dropped_no_peer", phy_grants_->stats().dropped_no_peer);
-        s.set("zmq.phy_grants.dropped_oversized", phy_grants_->stats().dropped_oversized);
-        s.set("zmq.phy_grants.send_errors", phy_grants_->stats().send_errors);
-    }
+    if (phy_grants_) s.set_fields("zmq.phy_grants.", phy_grants_->stats());
     auto seq = [&s](const std::string& n, const wire::SeqTracker& t) {
-        s.set("seq." + n + ".received", t.stats().received);
-        s.set("seq." + n + ".lost", t.stats().lost);
-        s.set("seq." + n + ".out_of_order", t.stats().out_of_order);
-        s.set("seq." + n + ".restarts", t.stats().restarts);
+        s.set_fields("seq." + n + ".", t.stats());
     };
     seq("phy_requests", phy_seq_);
     for (std::size_t u = 0; u < uplink_seq_.size(); ++u)
         seq("uplink." + core_->params().users[u].name, uplink_seq_[u]);
-    if (tun_) {
-        const auto& t = tun_->stats();
-        s.set("tun.rx_packets", t.rx_packets);
-        s.set("tun.rx_bytes", t.rx_bytes);
-        s.set("tun.rx_errors", t.rx_errors);
-        s.set("tun.tx_packets", t.tx_packets);
-        s.set("tun.tx_bytes", t.tx_bytes);
-        s.set("tun.tx_errors", t.tx_errors);
-        s.set("tun.tx_would_block", t.tx_would_block);
-    }
+    if (tun_) s.set_fields("tun.", tun_->stats());
     if (slots_csv_) {
         s.set("traces.slots_rows", slots_csv_->rows());
         s.set("traces.slots_errors", slots_csv_->errors());

@@ -27,28 +27,28 @@
 #include <cstring>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <string>
 #include <vector>
 #include <zmq.hpp>
 
+#include "client_config.h"
 #include "oppsched/client_core.h"
+#include "oppsched/daemon/args.h"
 #include "oppsched/daemon/config.h"
 #include "oppsched/daemon/csv_writer.h"
 #include "oppsched/daemon/log.h"
 #include "oppsched/daemon/privileges.h"
-#include "oppsched/daemon/args.h"
 #include "oppsched/daemon/signals.h"
 #include "oppsched/daemon/stats.h"
 #include "oppsched/daemon/tun.h"
 #include "oppsched/daemon/zmq_endpoint.h"
+#include "oppsched/stats_fields.h"
+#include "oppsched/uplink_delay.h"
 #include "oppsched/wire.h"
 
 namespace {
 
 using namespace oppsched;
-using daemon::ConfigNode;
-using daemon::Range;
 
 constexpr int kExitConfig = 2;
 constexpr int kExitStartup = 1;
@@ -60,115 +60,6 @@ constexpr int kBatch = 64;
 // wire::decode and is counted as malformed.
 constexpr std::int64_t kRxZmqMaxMsg = 1 << 20;
 constexpr time_ns kHousekeeping = 200 * kNsPerMs;
-
-// ---------------------------------------------------------------------------------------
-// Configuration (docs/daemons.md, "oppsched-client configuration").
-
-struct Config {
-    std::uint16_t user = 0;
-    std::string name;
-    std::string tun;
-    std::string rx_endpoint, uplink_endpoint;
-    int hwm = 1000;
-    int socket_timeout_ms = 100;
-    client::ClientCoreParams core;
-    client::UplinkDelayParams uplink;
-    std::string windows_trace, events_trace, stats_path;
-    std::string log_level = "info";
-};
-
-std::string dirname_of(const std::string& path) {
-    const auto slash = path.rfind('/');
-    if (slash == std::string::npos) return ".";
-    return slash == 0 ? "/" : path.substr(0, slash);
-}
-
-void check_endpoint(const ConfigNode& n, const std::string& key, const std::string& v) {
-    static const std::regex re(R"(^(ipc://.+|tcp://.+:[0-9]+|inproc://.+)$)");
-    if (!std::regex_match(v, re))
-        n.fail(key, "'" + v + "' is not an ipc://PATH, tcp://HOST:PORT or inproc:// endpoint");
-    if (v.rfind("ipc://", 0) == 0 && v.size() - 6 > 107)
-        n.fail(key, "'" + v + "' is longer than a Unix socket path (107 bytes)");
-}
-
-Config load_config(const std::string& path) {
-    const ConfigNode root = ConfigNode::load_file(path);
-    Config c;
-    c.user = root.require<std::uint16_t>("user");
-    c.name = root.require<std::string>("name");
-    if (!std::regex_match(c.name, std::regex(R"(^[A-Za-z0-9_.-]{1,64}$)")))
-        root.fail("name", "'" + c.name + "' is not 1..64 of [A-Za-z0-9_.-]");
-    c.tun = root.require<std::string>("tun");
-    if (c.tun.empty() || c.tun.size() > 15 || c.tun.find('/') != std::string::npos)
-        root.fail("tun", "'" + c.tun + "' is not an interface name (1..15 chars, no '/')");
-
-    const ConfigNode ep = root.child("endpoints");
-    c.rx_endpoint = ep.require<std::string>("rx");
-    check_endpoint(ep, "rx", c.rx_endpoint);
-    c.uplink_endpoint = ep.require<std::string>("uplink");
-    check_endpoint(ep, "uplink", c.uplink_endpoint);
-
-    const ConfigNode z = root.child_or_empty("zmq");
-    c.hwm = z.get<int>("hwm", 1000, Range::closed(1, 1e6));
-    c.socket_timeout_ms = z.get<int>("timeout_ms", 100, Range::closed(1, 60000));
-
-    const double delay_ms = root.get<double>("uplink_delay_ms", 1.0, Range::closed(0, 10000));
-    c.uplink.delay = static_cast<time_ns>(delay_ms * kNsPerMs + 0.5);
-
-    const ConfigNode cqi = root.child_or_empty("cqi");
-    c.core.user = c.user;
-    c.core.cqi_period_slots =
-        cqi.get<std::uint32_t>("period_slots", 1, Range::closed(1, 1'000'000));
-
-    const ConfigNode ra = root.child_or_empty("reassembly");
-    c.core.reassembly.window = ra.get<std::uint32_t>("window", 64, Range::closed(1, 1 << 20));
-    const double ra_timeout_ms = ra.get<double>("timeout_ms", 50.0, Range::open_closed(0, 60000));
-    c.core.reassembly.timeout = static_cast<time_ns>(ra_timeout_ms * kNsPerMs + 0.5);
-    c.core.reassembly.max_bytes = static_cast<std::size_t>(
-        ra.get<std::uint64_t>("max_bytes", 1 << 20, Range::closed(65535, 1ull << 32)));
-
-    const ConfigNode cl = root.child_or_empty("clamp");
-    auto& k = c.core.clamp;
-    k.enabled = cl.get<bool>("enabled", false);
-    k.agent.tau_bytes = cl.get<double>("tau_bytes", 500.0, Range::positive());
-    k.agent.alpha_packets = cl.get<std::uint32_t>("alpha_packets", 1000, Range::closed(1, 1e8));
-    k.agent.beta = cl.get<double>("beta", 0.001, Range::open(0, 1));
-    k.mss_bytes = cl.get<std::uint32_t>("mss", 0, Range::closed(0, 65535));
-    if (k.mss_bytes != 0 && k.mss_bytes < 64)
-        cl.fail("mss", std::to_string(k.mss_bytes) + " not 0 (learn) or in [64, 65535]");
-    const double pt_ms = cl.get<double>("price_timeout_ms", 1000.0, Range::open_closed(0, 60000));
-    k.price_timeout = static_cast<time_ns>(pt_ms * kNsPerMs + 0.5);
-    k.agent.max_increase_bytes = cl.get<double>("max_increase_bytes", 10000.0, Range::positive());
-    k.agent.min_window_bytes = cl.get<double>("min_window_bytes", 0.0, Range::non_negative());
-    k.agent.slow_start_threshold_bytes =
-        cl.get<double>("slow_start_threshold_bytes", 0.0, Range::non_negative());
-    k.agent.dupack_threshold = cl.get<int>("dupack_threshold", 3, Range::closed(1, 1000));
-    k.max_flows = cl.get<std::uint32_t>("max_flows", 1024, Range::closed(1, 1e6));
-    const double idle_s =
-        cl.get<double>("flow_idle_timeout_s", 300.0, Range::open_closed(0, 86400));
-    k.flow_idle_timeout = static_cast<time_ns>(idle_s * kNsPerSec);
-
-    const ConfigNode tr = root.child_or_empty("traces");
-    c.windows_trace = tr.get<std::string>("windows", "");
-    c.stats_path = tr.get<std::string>("stats", "");
-    // The fail-open/resume events (client_core.h): by default beside the stats file.
-    const std::string events_default =
-        (k.enabled && !c.stats_path.empty())
-            ? dirname_of(c.stats_path) + "/client." + c.name + ".events.csv"
-            : "";
-    c.events_trace = tr.get<std::string>("events", events_default);
-
-    c.log_level =
-        root.get_choice("log_level", "info", {"trace", "debug", "info", "warn", "error", "off"});
-    root.check_no_unknown_keys();
-
-    // Second line of defence: the library's own validation (names its fields).
-    c.core.validate();
-    c.uplink.validate();
-    return c;
-}
-
-// ---------------------------------------------------------------------------------------
 
 class TimerFd final {
   public:
@@ -219,7 +110,7 @@ struct RxCounters {
 
 class ClientDaemon final {
   public:
-    ClientDaemon(const Config& cfg, daemon::SignalSet& signals)
+    ClientDaemon(const client::client_config& cfg, daemon::SignalSet& signals)
         : cfg_(cfg), signals_(signals), core_(cfg.core), uplink_delay_(cfg.uplink) {}
 
     // Opens the TUN and the trace files, drops capabilities, then creates the sockets.
@@ -399,10 +290,7 @@ class ClientDaemon final {
         s.set("rx.oversized", rx_counters_.oversized + rx_->stats().dropped_oversized);
         s.set("rx.multipart", rx_->stats().dropped_multipart);
         s.set("rx.wrong_type", rx_counters_.wrong_type);
-        s.set("rx.seq.received", seq_.stats().received);
-        s.set("rx.seq.lost", seq_.stats().lost);
-        s.set("rx.seq.out_of_order", seq_.stats().out_of_order);
-        s.set("rx.seq.restarts", seq_.stats().restarts);
+        s.set_fields("rx.seq.", seq_.stats());
         s.set("phy.slots_heard", c.rx_indications);
         s.set("phy.addressed", c.rx_addressed);
         s.set("phy.header_failed", c.rx_header_failed);
@@ -414,15 +302,7 @@ class ClientDaemon final {
         s.set("cqi.reports", c.cqi_reports);
         s.set("cqi.bad_snr", c.cqi_bad_snr);
         s.set("reassembly.pdu_errors", c.pdu_errors);
-        s.set("reassembly.tbs_received", ra.tbs_received);
-        s.set("reassembly.delivered", ra.delivered);
-        s.set("reassembly.delivered_bytes", ra.delivered_bytes);
-        s.set("reassembly.dropped_incomplete", ra.dropped_incomplete);
-        s.set("reassembly.dropped_timeout", ra.dropped_timeout);
-        s.set("reassembly.dropped_memory", ra.dropped_memory);
-        s.set("reassembly.duplicates", ra.duplicates);
-        s.set("reassembly.malformed", ra.malformed);
-        s.set("reassembly.tbs_given_up", ra.tbs_given_up);
+        s.set_fields("reassembly.", ra);
         s.set("uplink.packets", c.uplink_packets);
         s.set("uplink.bytes", c.uplink_bytes);
         s.set("uplink.dropped_size", c.uplink_dropped_size);
@@ -432,18 +312,8 @@ class ClientDaemon final {
         s.set("uplink.delay.released", d.released);
         s.set("uplink.delay.dropped", d.dropped);
         s.set("uplink.delay.held", static_cast<std::uint64_t>(uplink_delay_.held_frames()));
-        s.set("uplink.zmq.sent", up_->stats().sent);
-        s.set("uplink.zmq.dropped_no_peer", up_->stats().dropped_no_peer);
-        s.set("uplink.zmq.dropped_oversized", up_->stats().dropped_oversized);
-        s.set("uplink.zmq.send_errors", up_->stats().send_errors);
-        const auto& t = tun_->stats();
-        s.set("tun.rx_packets", t.rx_packets);
-        s.set("tun.rx_bytes", t.rx_bytes);
-        s.set("tun.rx_errors", t.rx_errors);
-        s.set("tun.tx_packets", t.tx_packets);
-        s.set("tun.tx_bytes", t.tx_bytes);
-        s.set("tun.tx_errors", t.tx_errors);
-        s.set("tun.tx_would_block", t.tx_would_block);
+        s.set_fields("uplink.zmq.", up_->stats());
+        s.set_fields("tun.", tun_->stats());
         s.set("clamp.enabled", cfg_.core.clamp.enabled);
         s.set("clamp.clamping", core_.clamping());
         if (const auto p = core_.last_price()) {
@@ -467,14 +337,7 @@ class ClientDaemon final {
         s.set("clamp.records_dropped", c.clamp_records_dropped);
         s.set("clamp.pdus_priced", c.pdus_priced);
         s.set("clamp.pdus_unpriced", c.pdus_unpriced);
-        const auto& tk = core_.tracker_stats();
-        s.set("clamp.tracker.syns", tk.syns);
-        s.set("clamp.tracker.syn_acks", tk.syn_acks);
-        s.set("clamp.tracker.rewritten", tk.rewritten);
-        s.set("clamp.tracker.right_edge_held", tk.right_edge_held);
-        s.set("clamp.tracker.unchanged_unknown", tk.unchanged_unknown);
-        s.set("clamp.tracker.evicted", tk.evicted);
-        s.set("clamp.tracker.expired", tk.expired);
+        s.set_fields("clamp.tracker.", core_.tracker_stats());
         s.set("traces.windows_rows", windows_ ? windows_->rows() : std::uint64_t{0});
         s.set("traces.write_errors",
               (windows_ ? windows_->errors() : 0) + (events_ ? events_->errors() : 0));
@@ -482,7 +345,7 @@ class ClientDaemon final {
             spdlog::error("cannot write stats {}: {}", cfg_.stats_path, std::strerror(errno));
     }
 
-    const Config& cfg_;
+    const client::client_config& cfg_;
     daemon::SignalSet& signals_;
     client::ClientCore core_;
     client::UplinkDelay uplink_delay_;
@@ -519,9 +382,9 @@ int main(int argc, char** argv) {
     const std::string& config_path = args.config;
     const bool check_only = args.check;
 
-    Config cfg;
+    client::client_config cfg;
     try {
-        cfg = load_config(config_path);
+        cfg = client::load_client_config(config_path);
     } catch (const std::exception& e) {  // ConfigError, std::invalid_argument
         spdlog::error("{}: {}", config_path, e.what());
         return kExitConfig;

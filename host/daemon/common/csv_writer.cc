@@ -7,12 +7,14 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "oppsched/validation.h"
+
 namespace oppsched::daemon {
 
 CsvWriter::CsvWriter(const std::string& path, std::vector<std::string> header,
                      std::size_t buffer_bytes)
     : path_(path), header_(std::move(header)), buffer_bytes_(buffer_bytes) {
-    if (header_.empty()) throw std::invalid_argument("CsvWriter: empty header for " + path);
+    if (header_.empty()) throw_invalid("CsvWriter: empty header for " + path);
     f_ = std::fopen(path.c_str(), "w");
     if (!f_) throw std::runtime_error("cannot open " + path + ": " + std::strerror(errno));
     buf_.reserve(buffer_bytes_ + 256);

@@ -4,7 +4,8 @@
 #include <spdlog/sinks/stdout_sinks.h>
 
 #include <ctime>
-#include <stdexcept>
+
+#include "oppsched/validation.h"
 
 namespace oppsched::daemon {
 
@@ -12,8 +13,8 @@ void init_logging(const std::string& name, const std::string& level) {
     const auto lvl = spdlog::level::from_str(level);
     // from_str maps unknown names to off; only "off" itself may mean off.
     if (lvl == spdlog::level::off && level != "off")
-        throw std::invalid_argument("log_level: '" + level +
-                                    "' not one of trace, debug, info, warn, error, critical, off");
+        throw_invalid("log_level: '" + level +
+                      "' not one of trace, debug, info, warn, error, critical, off");
     spdlog::drop(name);
     auto logger = spdlog::stderr_logger_mt(name);
     logger->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%n] [%l] %v");

@@ -5,8 +5,9 @@
 
 #include <cmath>
 #include <cstdio>
-#include <stdexcept>
 #include <vector>
+
+#include "oppsched/validation.h"
 
 namespace oppsched::daemon {
 namespace {
@@ -80,16 +81,15 @@ std::vector<std::string> split(const std::string& name) {
 void Stats::check_name(const std::string& name) const {
     if (name.empty() || name.front() == '.' || name.back() == '.' ||
         name.find("..") != std::string::npos)
-        throw std::invalid_argument("stats name '" + name + "' is not a dotted path");
+        throw_invalid("stats name '" + name + "' is not a dotted path");
     if (values_.count(name)) return;
     // Neither a prefix of an existing name nor having an existing name as its prefix.
     const auto it = values_.lower_bound(name + ".");
     if (it != values_.end() && it->first.compare(0, name.size() + 1, name + ".") == 0)
-        throw std::invalid_argument("stats name '" + name + "' is a prefix of '" + it->first + "'");
+        throw_invalid("stats name '" + name + "' is a prefix of '" + it->first + "'");
     for (std::size_t dot = name.find('.'); dot != std::string::npos; dot = name.find('.', dot + 1))
         if (values_.count(name.substr(0, dot)))
-            throw std::invalid_argument("stats name '" + name + "' extends leaf '" +
-                                        name.substr(0, dot) + "'");
+            throw_invalid("stats name '" + name + "' extends leaf '" + name.substr(0, dot) + "'");
 }
 
 std::uint64_t& Stats::counter(const std::string& name) {

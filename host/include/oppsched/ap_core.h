@@ -3,7 +3,7 @@
 // daemon feeds with downlink IP packets (from its TUN), SlotRequests (from the PHY) and CQI /
 // HARQ feedback (from the clients), and that answers every SlotRequest with a SlotGrant.
 //
-//   downlink packet --classify by destination address--> user u (unknown: counted, dropped)
+//   downlink packet --packet_classifier: destination address--> user u (unknown: dropped)
 //       --> CLAMP RouterAgent of u's queue: on_arrival(now, backlog before the packet)
 //       --> QueueSet/AQM (one queue per user, or one shared FIFO)
 //   SlotRequest(n)
@@ -20,28 +20,24 @@
 //                      packets its segmentation record says it carried.
 //
 // Choices (where the design leaves them open), and why:
-//  - Slot clock. HARQ and the scheduler run on the PHY's slot numbers, mapped to an internal
-//    monotonic slot count: when the PHY restarts (the daemon calls on_phy_restart() when the
-//    requests' wire sequence restarts at 0; a slot number that jumps back by more than
-//    restart_backjump_slots counts as a restart too) the internal count continues at
-//    last + 1, so HARQ timers never run backwards. TBs in flight then time out.
+//  - Slot clock (slot_clock.h). HARQ and the scheduler run on an internal, monotonic slot
+//    count that continues at last + 1 when the PHY restarts (the daemon calls
+//    on_phy_restart() when the requests' wire sequence restarts at 0); TBs in flight then
+//    time out.
 //  - Feedback time. "now" for HARQ feedback is the newest slot requested. A TB sent in slot s
 //    is answered after it was on air (s), plus the uplink delay, and is acted on in the next
 //    grant, at the earliest slot s + lead_slots + 1 + uplink slots; feedback_delay_slots
 //    must not exceed that or processes idle. Default lead_slots + 2 (1 ms uplink < 1 slot).
-//  - Requests. A request for a slot older than the newest one already answered is either a
-//    duplicate (the grant is in the cache of the last grant_cache grants: the same grant is
-//    returned again, nothing is scheduled twice) or out of order (never granted: an empty
-//    grant). Both are counted, neither is traced. A jump forward counts the skipped slots.
-//    A request for slot n is late when a request for m >= n + lead_slots was seen before
-//    (docs/daemons.md "Slot timing"); only possible for duplicates/out-of-order requests.
+//  - Requests. A repeated request gets its cached grant again or an empty one
+//    (slot_clock.h); both are counted, neither is traced. A jump forward counts the skipped
+//    slots.
 //  - No CQI yet: the lowest MCS (the user can be served before its first report, at the
-//    most robust rate). A CQI below the lowest threshold: rate 0 (seed 002 §III, the user
-//    "requests zero rate"; channel-aware schedulers skip it, round robin does not, but an
-//    MCS must exist to send: such a user is not eligible). OLLA's offset lowers the MCS but
-//    never below the lowest one when the report itself meets it: a backoff past the lowest
-//    MCS cannot make a TB more robust, it would only leave the slot empty (with a CQI older
-//    than the coherence time, as at 60 Hz with 3 ms slots, most slots).
+//    most robust rate). A CQI below the lowest threshold: rate 0 (Srinivasan & Baras, §III, the
+//    user "requests zero rate"; channel-aware schedulers skip it, round robin does not, but an MCS
+//    must exist to send: such a user is not eligible). OLLA's offset lowers the MCS but never below
+//    the lowest one when the report itself meets it: a backoff past the lowest MCS cannot make a TB
+//    more robust, it would only leave the slot empty (with a CQI older than the coherence time, as
+//    at 60 Hz with 3 ms slots, most slots).
 //  - Unheard transmissions. A CqiReport for slot c from a user with a TB sent in a slot
 //    <= c that is still awaiting feedback means the client never got that TB (clients send
 //    a slot's feedback before its CQI, on one socket): the slot went out empty (its grant
@@ -54,13 +50,9 @@
 //  - Unusable MCS: a TB must hold the PDU header, CRC, one segment header and one byte
 //    (29 bytes). MCSs whose bytes_per_slot is smaller (EV-DO below 153.6 kb/s at 1.667 ms)
 //    count as rate 0. TBs are capped at 65535 bytes (pdu.h).
-//  - CLAMP mu_c (seed 000 eq. 13: "the rate the queue would get if it were always
-//    backlogged"): measured per queue over the slots in which the queue had data at the
-//    start of the slot, as new-TB data bytes served per slot (0 when another user, or a
-//    retransmission, took the slot). The first mu_init_slots such slots give the mean, then
-//    an EMA with weight mu_ema_weight per backlogged slot. Until known, TBs carry no price
-//    (PRICE flag clear); mu_c is floored at mu_floor_bps so a starved queue gets a large,
-//    finite price. In shared mode the one queue's mu_c is the whole cell's.
+//  - CLAMP mu_c: one clamp::mu_c_estimator per queue (clamp.h). Until it is known, TBs carry
+//    no price (PRICE flag clear); it is floored at mu_floor_bps so a starved queue gets a
+//    large, finite price. In shared mode the one queue's mu_c is the whole cell's.
 //  - HARQ timeouts (no feedback and no later CQI from the client either): the trace says
 //    "timeout"; the packets are neither dropped nor resent (the client may have them). OLLA
 //    is not updated.
@@ -88,17 +80,18 @@
 #include "oppsched/queue.h"
 #include "oppsched/sched.h"
 #include "oppsched/segmentation.h"
+#include "oppsched/slot_trace.h"
 #include "oppsched/wire.h"
 
 namespace oppsched::ap {
 
-// Seed 000's eq. 18 (CLAMP's Shannon rule rate = min(W0 log2(1 + N), C_max)) quantised, the
+// Andrew & Hanly's eq. 18 (CLAMP's Shannon rule rate = min(W0 log2(1 + N), C_max)) quantised, the
 // same table the abstract PHY builds for `mcs_table: clamp` (docs/daemons.md, "Abstract PHY
 // configuration"): rate_k = k C_max / levels (k = 1..levels), min_snr_db_k =
 // 10 log10(2^(rate_k / W0) - 1). The paper's adaptive margin m is OLLA's offset here
 // (10 log10(1 - m) dB).
 struct ClampTableParams {
-    double w0_hz = 4.3e6;       // W0 (seed 000 §V-D; §V-J's low-rate case: 620e3)
+    double w0_hz = 4.3e6;       // W0 (Andrew & Hanly, CLAMP, §V-D; §V-J's low-rate case: 620e3)
     double cmax_bps = 10e6;     // C_max (§V-J: 1.44e6)
     std::uint32_t levels = 32;  // [1, 255]
 };
@@ -119,7 +112,7 @@ struct UserParams {
 
 struct ClampParams {
     bool enabled = false;
-    clamp::RouterParams router{};      // a_bytes, b, ema_rate_per_s (seed 000 §IV-A)
+    clamp::RouterParams router{};      // a_bytes, b, ema_rate_per_s (Andrew & Hanly, CLAMP, §IV-A)
     std::uint32_t mu_init_slots = 32;  // backlogged slots averaged before mu_c is known
     double mu_ema_weight = 0.01;       // EMA weight per backlogged slot, (0, 1]
     double mu_floor_bps = 1000.0;      // > 0
@@ -145,23 +138,6 @@ struct ApCoreParams {
     // Throws std::invalid_argument naming the field (config key) and the value, e.g.
     // "users[1].addresses[0]: '10.0.0.300' is not an IPv4 or IPv6 address".
     void validate() const;
-};
-
-// One row of slots.csv (docs/daemons.md). Per-user vectors are indexed by user id.
-struct SlotRow {
-    std::uint64_t slot = 0;  // the PHY's slot number
-    time_ns t_ns = 0;        // air time of the slot (SlotRequest::air_time_ns)
-    int user = -1;           // -1: empty slot
-    int mcs = -1;
-    std::uint32_t tb_bytes = 0;
-    int harq_pid = -1, rv = -1, ndi = -1;
-    int retx = 0;         // transmissions of this TB before this one
-    std::string outcome;  // ack, nack, timeout, dropped; "" for an empty slot (or unknown
-                          // at exit)
-    bool late = false;
-    std::vector<double> cqi;           // latest SNR dB, NaN if none
-    std::vector<std::uint64_t> queue;  // bytes queued (+ unsent rest of a split packet)
-    std::vector<double> price;         // current CLAMP price s, NaN if none
 };
 
 // One row of packets.csv.

@@ -15,7 +15,7 @@
 // via tcpip::mark_ce) and drops a packet that is not ECN-capable; with ecn = false it always
 // drops. Two rules of the papers refine this: PIE drops even ECN-capable packets once its
 // drop probability exceeds mark_ecn_threshold (RFC 8033 §5.1), and REAQM, which marks only,
-// drops ECN-capable packets only on a full buffer (seed 003 §3.1).
+// drops ECN-capable packets only on a full buffer (Wang & Song, REAQM, §3.1).
 //
 // Rate-based disciplines (REM, REAQM, AVQ, PIE with use_departure_rate, RED's idle decay)
 // need the link capacity c. RateConfig::capacity_bps > 0 fixes it; the default (0) measures
@@ -34,7 +34,7 @@
 #include <variant>
 #include <vector>
 
-#include "oppsched/common.h"
+#include "oppsched/packet.h"
 
 namespace oppsched::aqm {
 
@@ -43,8 +43,9 @@ namespace oppsched::aqm {
 
 // Queue capacity. 0 means "no limit of this kind"; at least one must be set.
 struct QueueLimits {
-    std::size_t bytes = 0;     // sum of Packet::size() (IP bytes)
-    std::size_t packets = 50;  // seed 003 §4 and seed 004 §7 use 50-packet buffers
+    std::size_t bytes = 0;  // sum of Packet::size() (IP bytes)
+    std::size_t packets =
+        50;  // Wang & Song, REAQM, §4, and Wu, Gong & Williamson, §7, use 50-packet buffers
 };
 
 enum class DropReason : std::uint8_t {
@@ -79,25 +80,25 @@ struct AqmStats {
     std::uint64_t dequeued = 0;
     std::uint64_t enqueued_bytes = 0;
     std::uint64_t dequeued_bytes = 0;
-    std::uint64_t marked = 0;  // packets marked CE by this AQM
+    std::uint64_t marked = 0;                               // packets marked CE by this AQM
     std::array<std::uint64_t, kDropReasonCount> dropped{};  // by DropReason
     std::uint64_t dropped_bytes = 0;
     std::uint64_t dropped_total() const;
     std::uint64_t dropped_by(DropReason r) const { return dropped[static_cast<std::size_t>(r)]; }
 
     // Algorithm state.
-    double drop_probability = 0;    // RED p_b, REM/REAQM 1 - phi^-p, PIE drop_prob
-    double price = 0;               // REM, REAQM: the link price p
-    double avg_queue = 0;           // RED: EWMA queue length (packets)
-    double input_rate = 0;          // REM, REAQM: y of the last period (mean-size packets per T)
-    double service_rate_bps = 0;    // capacity in use (configured or measured); 0 = unknown
+    double drop_probability = 0;      // RED p_b, REM/REAQM 1 - phi^-p, PIE drop_prob
+    double price = 0;                 // REM, REAQM: the link price p
+    double avg_queue = 0;             // RED: EWMA queue length (packets)
+    double input_rate = 0;            // REM, REAQM: y of the last period (mean-size packets per T)
+    double service_rate_bps = 0;      // capacity in use (configured or measured); 0 = unknown
     double virtual_capacity_bps = 0;  // AVQ: C~
     double virtual_queue_bytes = 0;   // AVQ: VQ
-    double queue_delay_s = 0;       // PIE: current_qdelay; CoDel: sojourn of the last dequeue
-    double burst_allowance_s = 0;   // PIE
-    bool dropping = false;          // CoDel: in the dropping state
-    std::uint32_t codel_count = 0;  // CoDel: drops in the current dropping state
-    std::size_t flows = 0;          // LAS, T-LAS: flows with state
+    double queue_delay_s = 0;         // PIE: current_qdelay; CoDel: sojourn of the last dequeue
+    double burst_allowance_s = 0;     // PIE
+    bool dropping = false;            // CoDel: in the dropping state
+    std::uint32_t codel_count = 0;    // CoDel: drops in the current dropping state
+    std::size_t flows = 0;            // LAS, T-LAS: flows with state
 };
 
 // ---------------------------------------------------------------------------------------
@@ -122,11 +123,11 @@ struct DropTailParams {};
 // RED with Floyd's "gentle" modification (Floyd & Jacobson 1993; Floyd 2000, "Recommendation
 // on using the gentle variant of RED"). Thresholds in packets. Defaults: ns-2's RED defaults.
 struct RedParams {
-    double min_th = 5.0;         // packets
-    double max_th = 15.0;        // packets (3 x min_th, Floyd's rule of thumb)
-    double w_q = 0.002;          // EWMA weight
-    double max_p = 0.1;          // drop probability at max_th (ns-2 linterm_ = 10)
-    bool gentle = true;          // p_b rises linearly from max_p at max_th to 1 at 2 max_th
+    double min_th = 5.0;            // packets
+    double max_th = 15.0;           // packets (3 x min_th, Floyd's rule of thumb)
+    double w_q = 0.002;             // EWMA weight
+    double max_p = 0.1;             // drop probability at max_th (ns-2 linterm_ = 10)
+    bool gentle = true;             // p_b rises linearly from max_p at max_th to 1 at 2 max_th
     double mean_packet_size = 500;  // bytes of a "small packet" for the idle decay (ns-2)
 };
 
@@ -138,13 +139,13 @@ struct RemParams {
     double gamma = 0.001;
     double alpha = 0.1;
     double phi = 1.001;
-    double target = 20.0;         // b*, packets
+    double target = 20.0;  // b*, packets
     time_ns update_interval = 2 * kNsPerMs;
-    double input_weight = 1.0;    // EWMA weight on x (1 = no smoothing, ns-2 inw_)
+    double input_weight = 1.0;       // EWMA weight on x (1 = no smoothing, ns-2 inw_)
     double mean_packet_size = 1000;  // bytes per "packet" unit
 };
 
-// REAQM (seed 003, Wang & Song 2007, §3.1, eqs 1-5). Per update interval T:
+// REAQM (Wang & Song, REAQM, §3.1, eqs. 1-5). Per update interval T:
 //   f(q) = alpha q / c + 1                                           (3)
 //   y <= c or !modified_update: p <- [p + gamma (f(q) y - c)]+      (2), (4)
 //   y >  c and  modified_update: p <- [p + gamma (alpha' q (y - y0)/c + y - c)]+   (5)
@@ -155,11 +156,11 @@ struct RemParams {
 // (only "larger than alpha") nor y0, so alpha' = 2 alpha and y0 = c (y0_ratio = 1) are ours.
 struct ReaqmParams {
     double alpha = 0.11;
-    double alpha_prime = 0.22;   // alpha' > alpha (eq. 5)
+    double alpha_prime = 0.22;  // alpha' > alpha (eq. 5)
     double gamma = 0.001;
     double phi = 1.001;
-    double y0_ratio = 1.0;       // y0 = y0_ratio * c (eq. 5)
-    bool modified_update = true; // use eq. 5 when y > c (the paper's experiments do)
+    double y0_ratio = 1.0;        // y0 = y0_ratio * c (eq. 5)
+    bool modified_update = true;  // use eq. 5 when y > c (the paper's experiments do)
     time_ns update_interval = 2 * kNsPerMs;
     double mean_packet_size = 1000;  // bytes; the seed's TCP packets are 1000 bytes
 };
@@ -169,8 +170,8 @@ struct ReaqmParams {
 //   C~ <- max(min(C~ + alpha gamma C (t - s), C) - alpha b, 0);  s <- t
 // B = the real buffer (virtual_buffer_bytes = 0) or the given size. Defaults: the paper's.
 struct AvqParams {
-    double gamma = 0.98;   // desired utilisation
-    double alpha = 0.15;   // damping / smoothing
+    double gamma = 0.98;                   // desired utilisation
+    double alpha = 0.15;                   // damping / smoothing
     std::size_t virtual_buffer_bytes = 0;  // 0: the byte limit, else packets x mean_packet_size
     double mean_packet_size = 1000;
 };
@@ -185,29 +186,30 @@ struct CodelParams {
 // PIE (RFC 8033: basic algorithm §4 / Appendix A; ECN §5.1, departure-rate delay §5.2,
 // de-randomisation §5.4, cap on the drop adjustment §5.5). Defaults: the RFC's.
 struct PieParams {
-    time_ns target = 15 * kNsPerMs;     // QDELAY_REF
-    time_ns tupdate = 15 * kNsPerMs;    // T_UPDATE
-    double alpha = 0.125;               // 1/s
-    double beta = 1.25;                 // 1/s
-    time_ns max_burst = 150 * kNsPerMs; // MAX_BURST
-    double mark_ecn_threshold = 0.1;    // mark ECT only while drop_prob <= this (§5.1)
-    double mean_packet_size = 1500;     // MEAN_PKTSIZE of the 2-packet safeguard
-    bool use_departure_rate = false;    // qdelay = bytes / rate (else timestamps, as Linux)
-    bool derandomize = false;           // §5.4 accumulated probability
-    bool cap_drop_adjustment = true;    // §5.5: step <= 0.02 once drop_prob >= 0.1 (as Linux)
+    time_ns target = 15 * kNsPerMs;      // QDELAY_REF
+    time_ns tupdate = 15 * kNsPerMs;     // T_UPDATE
+    double alpha = 0.125;                // 1/s
+    double beta = 1.25;                  // 1/s
+    time_ns max_burst = 150 * kNsPerMs;  // MAX_BURST
+    double mark_ecn_threshold = 0.1;     // mark ECT only while drop_prob <= this (§5.1)
+    double mean_packet_size = 1500;      // MEAN_PKTSIZE of the 2-packet safeguard
+    bool use_departure_rate = false;     // qdelay = bytes / rate (else timestamps, as Linux)
+    bool derandomize = false;            // §5.4 accumulated probability
+    bool cap_drop_adjustment = true;     // §5.5: step <= 0.02 once drop_prob >= 0.1 (as Linux)
 };
 
-// SPM-AF (seed 004, Wu/Gong/Williamson, §6.1): FIFO with ACK filtering and priority eviction.
+// SPM-AF (Wu, Gong & Williamson, §6.1): FIFO with ACK filtering and priority eviction.
 struct SpmAfParams {};
 
-// LAS (seed 004 §6.2; Rai et al. 2003/2004): serve the flow with the least attained service.
+// LAS (Wu, Gong & Williamson, §6.2; Rai et al. 2003/2004): serve the flow with the least attained
+// service.
 struct LasParams {
     time_ns flow_idle_timeout = 30 * kNsPerSec;  // forget idle flows with nothing queued
 };
 
-// T-LAS (seed 004 §6.2): LAS for a flow's first threshold_packets packets, then FIFO.
+// T-LAS (Wu, Gong & Williamson, §6.2): LAS for a flow's first threshold_packets packets, then FIFO.
 struct TlasParams {
-    std::size_t threshold_packets = 50;  // seed 004: "e.g., 50 packets"
+    std::size_t threshold_packets = 50;  // Wu, Gong & Williamson: "e.g., 50 packets"
     time_ns flow_idle_timeout = 30 * kNsPerSec;
 };
 
@@ -240,7 +242,7 @@ void validate(const AqmConfig& config);
 // The interface
 
 class Aqm {
-public:
+  public:
     virtual ~Aqm() = default;
     virtual AqmKind kind() const = 0;
 
@@ -278,7 +280,7 @@ std::unique_ptr<Aqm> make_aqm(const AqmConfig& config);
 
 // The service rate a queue receives, fixed or measured (see RateConfig). O(1) per call.
 class ServiceRateEstimator final {
-public:
+  public:
     explicit ServiceRateEstimator(const RateConfig& config);
     // An arrival at `now`; `queue_was_empty`: the queue held nothing before it.
     void on_enqueue(bool queue_was_empty, time_ns now);
@@ -289,7 +291,7 @@ public:
     bool known() const { return rate_bps_ > 0.0; }
     bool measured() const { return measuring_; }
 
-private:
+  private:
     bool measuring_;
     std::size_t sample_bytes_;
     double weight_;

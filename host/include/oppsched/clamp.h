@@ -1,7 +1,7 @@
 #pragma once
 // CLAMP: receiver-side window clamping driven by an explicit congestion price from the
 // access point. Andrew & Hanly, "Active Queue Management for Fair Resource Allocation in
-// Wireless Networks" (seed 000), §III-B (fluid model) and §IV (the protocol).
+// Wireless Networks" (Andrew & Hanly, CLAMP), §III-B (fluid model) and §IV (the protocol).
 //
 //   RouterAgent  (§IV-A, one per AP queue): exponential moving average of the queue length
 //                at each arrival, and the price p = max((b q - a)/mu_c, 0) (eqs. 7 and 13)
@@ -18,6 +18,7 @@
 // mu_c/k whatever its RTT, and the averaged queue settles at q* = (k tau + a)/b (eq. 11).
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "oppsched/common.h"
@@ -89,6 +90,38 @@ class RouterAgent final {
     RouterParams params_;
     RouterState state_;
     RouterStats stats_;
+};
+
+// mu_c of one AP queue, the service rate the router agent's price divides by (Andrew &
+// Hanly, CLAMP, eq. 13: "the rate the queue would get if it were always backlogged"). It is
+// measured over the slots in which the queue had data at the start of the slot, as the new
+// data bytes served in each (0 when another user or a retransmission took the slot): the
+// mean of the first init_slots such slots, then an EMA with weight ema_weight per
+// backlogged slot. Unknown (no price) until init_slots have been seen. O(1) per slot.
+struct mu_c_params {
+    std::uint32_t init_slots = 32;  // backlogged slots averaged before mu_c is known, >= 1
+    double ema_weight = 0.01;       // EMA weight per backlogged slot, (0, 1]
+    double slot_s = 1.667e-3;       // slot length, seconds, > 0
+    // Throws std::invalid_argument ("clamp.mu_init_slots: 0 not >= 1").
+    void validate() const;
+};
+
+class mu_c_estimator final {
+  public:
+    explicit mu_c_estimator(const mu_c_params& params = {});
+
+    // One slot in which the queue was backlogged at the start and served_bytes of new data
+    // left it.
+    void on_backlogged_slot(std::uint64_t served_bytes);
+    // bits/s; nullopt until init_slots backlogged slots have been seen.
+    std::optional<double> bps() const;
+
+  private:
+    mu_c_params params_;
+    bool known_ = false;
+    double bps_ = 0;
+    std::uint32_t n_ = 0;
+    double acc_bytes_ = 0;
 };
 
 // ---------------------------------------------------------------------------------------

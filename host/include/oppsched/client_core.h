@@ -9,30 +9,19 @@
 //                              price is remembered with its arrival time.
 //   uplink    TUN packet     --> UplinkPacket. With CLAMP on, a TCP ACK of a connection seen
 //                              from its SYN gets its advertised window rewritten to
-//                              AWND = min(w, AWND_os) (Andrew & Hanly, seed 000, eq. 17), w
+//                              AWND = min(w, AWND_os) (Andrew & Hanly, CLAMP, eq. 17), w
 //                              from that flow's clamp::ClientAgent (§IV-B/C, eqs. 14-16),
 //                              through tcpip::WindowTracker (window scale from the
 //                              handshake, right edge never moved left, RFC 1624 checksum).
 //
-//   UplinkDelay: everything sent uplink waits uplink_delay (default 1 ms, seed 000 Table I)
-//   in a wired::DelayLine, then goes out as an encoded wire frame with the socket's seq.
+//   Everything sent uplink then waits uplink_delay in an UplinkDelay (oppsched/uplink_delay.h).
 //
 // Plain classes: `now` is passed in (CLOCK_MONOTONIC in the daemon, a fake clock in tests),
 // no clock, no globals, no I/O. Params are validated once, in validate(), which throws
 // std::invalid_argument naming the field and the value.
 //
-// CLAMP details the paper leaves to the implementer (and why):
-//  - Flows. A flow is a TCP connection through the client, keyed by its downlink direction
-//    (server -> client). Its record is created when its SYN is seen (either direction); its
-//    ClientAgent when the SYN-ACK completes the handshake, with MSS = the smaller of the two
-//    MSS options (the "connection's maximum segment size" of §IV-C) unless configured.
-//    Connections not seen from their SYN pass unchanged (their window scale is unknown).
-//  - s_k (eq. 14/15) is the TCP payload of downlink segment k: the bytes the window counts
-//    and the ACK advances by (so Delta w >= -s_k keeps the right edge, §IV-B).
-//  - AWND_os (eq. 17) is the window the OS put in the ACK being rewritten; on_data() gets
-//    the one of the flow's latest ACK (the window in force, for eq. 16).
-//  - Duplicate ACKs (§IV-C "three duplicate acknowledgments") are outgoing pure ACKs that
-//    repeat the previous ACK number while downlink data beyond it has been received.
+// CLAMP details the paper leaves to the implementer (and why); the flows, s_k, AWND_os and
+// duplicate ACKs are in clamp_rewriter.h:
 //  - Price freshness (fail open). The price rides on PDUs, so it can only "stop arriving"
 //    while PDUs arrive: when a PDU without a price arrives more than price_timeout after the
 //    last PDU with one (or after the first PDU, if none ever had one), CLAMP stops
@@ -45,35 +34,18 @@
 //    moving it left; the bytes are unchanged (the OS never shrinks its window).
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "oppsched/clamp.h"
+#include "oppsched/clamp_rewriter.h"
 #include "oppsched/common.h"
-#include "oppsched/delay_line.h"
 #include "oppsched/segmentation.h"
 #include "oppsched/tcpip.h"
 #include "oppsched/wire.h"
 
 namespace oppsched::client {
-
-struct ClampConfig {
-    bool enabled = false;
-    // tau (500 B), alpha (1000), beta (0.001), clipping, floor, dupack threshold: §IV-B/C.
-    // agent.mss_bytes is the MSS used when mss_bytes is 0 and the handshake carried no MSS.
-    clamp::ClientParams agent;
-    // MSS of every flow's agent (§IV-C: w(0) = MSS, +MSS per packet in slow start).
-    // 0 = learn it per connection: min(MSS option of the SYN, of the SYN-ACK).
-    std::uint32_t mss_bytes = 0;
-    // Price freshness: see the header comment. (0, 60 s].
-    time_ns price_timeout = 1000 * kNsPerMs;
-    std::size_t max_flows = 1024;                 // CLAMP flow records held (LRU eviction beyond)
-    time_ns flow_idle_timeout = 300 * kNsPerSec;  // a flow idle this long is forgotten
-    std::size_t max_pending_records = 1 << 16;    // window rows/events not yet taken, at most
-};
 
 struct ClientCoreParams {
     std::uint16_t user = 0;  // this client's user id (wire messages and PDU header)
@@ -85,16 +57,6 @@ struct ClientCoreParams {
 
     // Throws std::invalid_argument ("client.cqi_period_slots: 0 not in [1, 1000000]").
     void validate() const;
-};
-
-// One row of windows.<user>.csv (docs/daemons.md): an ACK rewritten while clamping.
-struct WindowRecord {
-    time_ns t = 0;
-    std::string flow;  // "server_addr:port>client_addr:port" (IPv6 addresses in brackets)
-    double price_s = 0.0;
-    double w_bytes = 0.0;                // the agent's w
-    std::uint64_t awnd_os_bytes = 0;     // the window the OS advertised
-    std::uint64_t advertised_bytes = 0;  // the window now in the ACK (field << shift)
 };
 
 struct ClampEvent {
@@ -193,27 +155,19 @@ class ClientCore final {
     const ClientCoreParams& params() const { return params_; }
     const ClientCoreStats& stats() const { return stats_; }
     const pdu::ReassemblerStats& reassembly_stats() const { return reassembler_.stats(); }
-    const tcpip::WindowTrackerStats& tracker_stats() const { return tracker_.stats(); }
+    const tcpip::WindowTrackerStats& tracker_stats() const { return rewriter_.tracker_stats(); }
 
   private:
-    struct Flow;
-    using FlowMap = std::unordered_map<tcpip::FlowKey, std::unique_ptr<Flow>, tcpip::FlowKeyHash>;
-
     void on_pdu_accepted(time_ns now, const std::vector<std::uint8_t>& tb);
     void deliver(time_ns now, pdu::Reassembler::Delivered&& pkts,
                  std::vector<std::vector<std::uint8_t>>& out);
-    void downlink_clamp(time_ns now, const std::vector<std::uint8_t>& pkt);
-    void uplink_clamp(time_ns now, std::vector<std::uint8_t>& pkt);
-    Flow* find_flow(const tcpip::FlowKey& downlink);
-    Flow& create_flow(time_ns now, const tcpip::FlowKey& downlink);
-    void ensure_agent(Flow& f);
-    void expire_flows(time_ns now);
+    // The price the CLAMP agents use now: nullopt unless clamping().
+    std::optional<float> clamp_price() const;
     void push_event(time_ns now, ClampEvent::Kind kind, std::string detail);
 
     ClientCoreParams params_;
     ClientCoreStats stats_;
     pdu::Reassembler reassembler_;
-    tcpip::WindowTracker tracker_;
     std::optional<std::uint64_t> last_cqi_slot_;
 
     // CLAMP price state.
@@ -223,50 +177,8 @@ class ClientCore final {
     bool failed_open_ = false;
     std::optional<time_ns> last_expire_;
 
-    FlowMap flows_;
-    std::vector<WindowRecord> records_;
+    clamp_rewriter rewriter_;
     std::vector<ClampEvent> events_;
 };
-
-// ---------------------------------------------------------------------------------------
-// The uplink delay (docs/daemons.md "Uplink"): every message waits `delay` before it is
-// pushed. Messages are encoded at enqueue time with the uplink socket's next sequence
-// number, so a message dropped here (hold_bytes) is a gap the AP counts.
-
-struct UplinkDelayParams {
-    time_ns delay = 1 * kNsPerMs;       // uplink_delay_ms (seed 000 Table I: 1 ms), [0, 10 s]
-    std::size_t hold_bytes = 4u << 20;  // memory bound on frames waiting; >= 70000
-    void validate() const;  // throws std::invalid_argument naming the field and the value
-};
-
-struct UplinkDelayStats {
-    std::uint64_t enqueued = 0;
-    std::uint64_t released = 0;
-    std::uint64_t dropped = 0;  // hold_bytes exceeded
-    std::uint64_t encode_errors = 0;
-};
-
-class UplinkDelay final {
-  public:
-    explicit UplinkDelay(const UplinkDelayParams& params = {});
-    // Encodes `m` with the next sequence number and holds it until now + delay. false if
-    // dropped (memory bound) or not encodable (counted).
-    bool enqueue(time_ns now, const wire::Message& m);
-    // Frames due at `now`, in order.
-    std::vector<std::vector<std::uint8_t>> pop_due(time_ns now);
-    std::optional<time_ns> next_due() const { return line_.next_due(); }
-    std::size_t held_frames() const { return line_.held_frames(); }
-    std::uint32_t next_seq() const { return next_seq_; }
-    const UplinkDelayStats& stats() const { return stats_; }
-
-  private:
-    UplinkDelayParams params_;
-    wired::DelayLine line_;
-    std::uint32_t next_seq_ = 0;
-    UplinkDelayStats stats_;
-};
-
-// "10.0.0.1:5201>10.1.0.2:40000" / "[2001:db8::1]:5201>[2001:db8::2]:40000".
-std::string flow_name(const tcpip::FlowKey& k);
 
 }  // namespace oppsched::client

@@ -1,7 +1,7 @@
 #pragma once
 // The delay line of the wired-path emulator (oppsched-delay): one direction of a wired
 // link, modelled as a FIFO transmitter of rate R (optional) followed by a propagation
-// delay d. It replaces netem on kernels that lack it (design.md, "Wired-path delay").
+// delay d. It replaces netem on kernels that lack it (docs/wired.md, "Backends").
 //
 // Frame k arriving at t_k with L_k bytes on the wire finishes serialisation at
 //     e_k = max(t_k, e_{k-1}) + 8 L_k / R          (e_k = t_k when there is no rate limit)

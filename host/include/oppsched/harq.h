@@ -60,8 +60,8 @@ constexpr std::uint32_t kMaxTransmissions = 64;
 struct harq_config {
     std::uint32_t num_users = 1;
     std::uint32_t num_processes = 8;  // per user, 1..16
-    // Transmissions per TB including the first, 1..64. Seed 000 §V-D: n = 5 attempts in the
-    // slow-fading scenario, n = 15 in the fast-fading one.
+    // Transmissions per TB including the first, 1..64. Andrew & Hanly, CLAMP, §V-D: n = 5 attempts
+    // in the slow-fading scenario, n = 15 in the fast-fading one.
     std::uint32_t max_transmissions = 5;
     std::vector<std::uint8_t> rv_sequence = {0, 2, 3, 1};  // each 0..3, 1..8 entries
     slot_t feedback_delay_slots = 4;     // >= 1: feedback for slot s is due at s + delay

@@ -5,11 +5,12 @@
 // its SNR first. An MCS table lists, per MCS, the lowest SNR at which the MCS meets the target
 // BLER and the information rate it carries. cqi_to_mcs() picks the highest MCS whose
 // threshold the (offset-corrected) SNR meets, or kNoMcs below the lowest threshold (the user
-// requests zero rate, seed 002 §III: "If the channel quality ... is below the minimum required
-// to support transmission, it requests zero rate").
+// requests zero rate, Srinivasan & Baras, §III: "If the channel quality ... is below the minimum
+// required to support transmission, it requests zero rate").
 //
 // Tables shipped:
-//  - evdo(): seed 002 Table I, SNR -12.5..9.5 dB -> 38.4..2457.6 kb/s, exactly as printed
+//  - evdo(): Srinivasan & Baras, Table I, SNR -12.5..9.5 dB -> 38.4..2457.6 kb/s, exactly as
+//  printed
 //    (1.667 ms slots: 8..512 bytes per slot, i.e. 1..64 link segments of 8 bytes).
 //  - ofdm_provisional(): the project's 802.11a-like PHY (64-FFT, CP 16, 48 data subcarriers),
 //    BPSK 1/2 .. 64QAM 5/6. The SNR thresholds are a PROVISIONAL GUESS, to be replaced by the
@@ -21,7 +22,7 @@
 //    SNR = sensitivity + 91 - 5 dB -> 4, 7, 9, 12, 16, 20, 21, 22 dB. Only a starting point:
 //    our PHY's own losses (channel estimation, CFO) are unknown until measured.
 //
-// The CLAMP rate rule (seed 000 eq. 18) lives in the channel module, not here.
+// The CLAMP rate rule (Andrew & Hanly, CLAMP, eq. 18) lives in the channel module, not here.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -43,7 +44,7 @@ struct mcs_entry {
 
 // OFDM numerology the provisional table's rates are computed for.
 struct ofdm_numerology {
-    double sample_rate_hz = 1e6;  // loopback default (design.md); 20e6 gives 802.11a rates
+    double sample_rate_hz = 1e6;  // the loopback PHY's default; 20e6 gives 802.11a rates
     std::uint32_t fft_size = 64;
     std::uint32_t cp_len = 16;
     std::uint32_t data_subcarriers = 48;
@@ -98,7 +99,7 @@ int cqi_to_mcs(const mcs_table& table, double cqi_db, double offset_db = 0.0);
 // whatever the channel and the CQI bias: |e/n - BLER_t| <= |offset change| / (n (delta_up +
 // delta_down)). The constructor asserts this ratio (deriving delta_up if not given) and
 // 0 < BLER_t < 0.5 (above 1/2 the up step would exceed the down step).
-// This is the CLAMP paper's adaptive backoff margin m (seed 000 §V-B) in dB form.
+// This is the CLAMP paper's adaptive backoff margin m (Andrew & Hanly, CLAMP, §V-B) in dB form.
 struct olla_config {
     double target_bler = 0.1;    // BLER_t, in (0, 0.5)
     double delta_down_db = 0.5;  // step on NACK, > 0

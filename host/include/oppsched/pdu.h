@@ -18,7 +18,7 @@
 //                               new TB, repeated by HARQ retransmissions, wraps mod 2^32.
 //                               The client delivers packets in this order.
 //        8     4  price         CLAMP congestion price p = max((q - a)/mu_c, 0) (Andrew &
-//                               Hanly, seed 000, eq. 13), in SECONDS, IEEE-754 binary32.
+//                               Hanly, CLAMP, eq. 13), in SECONDS, IEEE-754 binary32.
 //                               Finite and >= 0; 0.0 when PRICE is clear.
 //       12     2  n_segments    number of segments that follow
 //       14     2  payload_len   bytes of segments (their headers and data) after offset 16

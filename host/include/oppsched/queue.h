@@ -1,8 +1,9 @@
 #pragma once
 // The AP's queues: a byte/packet-counted FIFO (the storage the FIFO AQMs use) and the queue
 // set the daemon classifies into, either one queue per user (the opportunistic-scheduling
-// downlink of seeds 000-003) or a single FIFO shared by all users (the 802.11 AP of seed 004,
-// where the head-of-line packet decides which station is served next).
+// downlink of Andrew & Hanly and Srinivasan & Baras) or a single FIFO shared by all users (the
+// 802.11 AP of Wu, Gong & Williamson, where the head-of-line packet decides which station is served
+// next).
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -11,14 +12,14 @@
 #include <vector>
 
 #include "oppsched/aqm.h"
-#include "oppsched/common.h"
+#include "oppsched/packet.h"
 
 namespace oppsched::aqm {
 
 // A FIFO of packets that counts bytes and packets against QueueLimits. It never decides
 // anything: callers check fits() before push(). O(1) push/pop (std::deque).
 class PacketFifo final {
-public:
+  public:
     explicit PacketFifo(QueueLimits limits = {}) : limits_(limits) {}
 
     // Would a packet of `size` bytes fit now?
@@ -42,7 +43,7 @@ public:
     std::size_t packets() const { return q_.size(); }
     const QueueLimits& limits() const { return limits_; }
 
-private:
+  private:
     std::deque<Packet> q_;
     std::size_t bytes_ = 0;
     QueueLimits limits_;
@@ -68,7 +69,7 @@ struct QueueSetConfig {
 // packet of another user, that packet becomes the head of line held here (`pending`) until
 // its user is served; it counts in total_bytes() but no longer against the AQM's limit.
 class QueueSet final {
-public:
+  public:
     // Throws std::invalid_argument for users == 0 or a bad AQM configuration.
     explicit QueueSet(const QueueSetConfig& config);
     QueueSet(const QueueSet&) = delete;
@@ -106,7 +107,7 @@ public:
     void set_drop_sink(DropSink sink) { sink_ = std::move(sink); }
     std::vector<Drop> take_drops();
 
-private:
+  private:
     std::size_t index_of(std::uint32_t user) const {
         return mode_ == QueueMode::shared ? 0 : static_cast<std::size_t>(user);
     }

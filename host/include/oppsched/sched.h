@@ -15,15 +15,15 @@
 // step() does the first form in one call.
 //
 // Averages (all kinds keep them; PF, weighted PF and generalized use them in their metric):
-//   T_i(n) = (1 - alpha) T_i(n-1) + alpha R_i(n)                       (seed 002 eq. 6)
+//   T_i(n) = (1 - alpha) T_i(n-1) + alpha R_i(n)                       (Srinivasan & Baras, eq. 6)
 // with R_i(n) the rate user i was served at in slot n (0 when not served): every user's
-// average decays every slot, backlogged or not, as in both seeds (seed 000 §V-C:
+// average decays every slot, backlogged or not, as in both papers (Andrew & Hanly, CLAMP, §V-C:
 // r_i(n) = 0.97 r_i(n-1) + 0.03 mu_i(n)).
 //
 // Initialisation of T_i: lazily, in the first slot user i reports a positive rate, to
 // R_i / N (N = number of users). Why: R_i/N is the average a user gets when it is served in
-// 1/N of the slots at its current rate, which is what PF converges to (seed 002 §III-B: PF is
-// resource fair), so the EMA starts near its fixed point. Starting at 0 would make R/T
+// 1/N of the slots at its current rate, which is what PF converges to (Srinivasan & Baras, §III-B:
+// PF is resource fair), so the EMA starts near its fixed point. Starting at 0 would make R/T
 // infinite (division by zero) and, with any tiny epsilon instead, the first users would hog
 // the channel for ~1/alpha slots (33 slots at alpha = 0.03, 1000 at 0.001) while their
 // averages climb. Until initialised a user's average reads 0 and choose() uses R_i/N.
@@ -31,9 +31,9 @@
 // long that (1 - alpha)^n underflows; such users then all sit at the floor and rank by rate.
 //
 // Eligibility: a user is a candidate iff it is backlogged. The opportunistic kinds (PF,
-// weighted PF, generalized, max rate) also skip users whose rate is 0: seed 002 §III, "any
-// reasonable opportunistic scheduler will not select a user whose requested rate is zero".
-// Round robin is channel-agnostic and serves a backlogged user even at rate 0 (seed 002
+// weighted PF, generalized, max rate) also skip users whose rate is 0: Srinivasan & Baras, §III,
+// "any reasonable opportunistic scheduler will not select a user whose requested rate is zero".
+// Round robin is channel-agnostic and serves a backlogged user even at rate 0 (Srinivasan & Baras
 // Fig. 2 shows RR slots at zero rate). choose() returns kNoUser iff there is no candidate.
 //
 // Ties (equal metric, compared exactly) go to the candidate served least recently; users
@@ -53,18 +53,19 @@ namespace oppsched::sched {
 
 constexpr int kNoUser = -1;
 constexpr double kMinAverageBps = 1e-3;  // floor of T_i (bit/s), see above
-constexpr double kDefaultAlpha = 0.03;   // seed 000 §V-C and seed 002 baseline
+constexpr double kDefaultAlpha =
+    0.03;  // Andrew & Hanly, CLAMP, §V-C and Srinivasan & Baras baseline
 
-// Proportional fair, metric R_i / T_i (seed 000 eq. 19, U_i = mu_i / r_i; seed 002 eq. 5 with
-// the rate R_i standing for log C_i). Seeds: alpha = 0.03 per slot (seed 000), swept
-// 0.1..0.001 (seed 002 Fig. 4).
+// Proportional fair, metric R_i / T_i (Andrew & Hanly, CLAMP, eq. 19, U_i = mu_i / r_i; Srinivasan
+// & Baras, eq. 5 with the rate R_i standing for log C_i). Andrew & Hanly use alpha = 0.03 per slot;
+// Srinivasan & Baras sweep it over 0.1..0.001 (Fig. 4).
 struct pf_params {
     double alpha = kDefaultAlpha;  // EMA weight per slot, (0, 1]
 };
 
-// Generalized metric B_i = log R_i - lambda log T_i (seed 002 eq. 7), T_i the EMA of the
+// Generalized metric B_i = log R_i - lambda log T_i (Srinivasan & Baras, eq. 7), T_i the EMA of the
 // throughput (eq. 6). lambda = 0: max rate; 1: PF; large: towards rate (throughput)
-// fairness. Seed 002 sweeps lambda 0..10 with alpha = 0.01.
+// fairness. Srinivasan & Baras sweeps lambda 0..10 with alpha = 0.01.
 struct glambda_params {
     double alpha = kDefaultAlpha;  // EMA weight per slot, (0, 1]
     double lambda = 1.0;           // fairness exponent, >= 0, finite

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "oppsched/common.h"
+#include "oppsched/packet.h"
 #include "oppsched/pdu.h"
 
 namespace oppsched::pdu {

@@ -8,7 +8,7 @@
 //
 // Who uses what:
 //   - AQMs (ECN marking): parse() then mark_ce().
-//   - CLAMP client agent (Andrew & Hanly, seed 000, §IV-B, eq. 17: AWND = min(w, AWND_OS)):
+//   - CLAMP client agent (Andrew & Hanly, CLAMP, §IV-B, eq. 17: AWND = min(w, AWND_OS)):
 //     WindowTracker::learn() on every packet of both directions (learns the window-scale
 //     shifts from SYN / SYN-ACK) and WindowTracker::rewrite() on every outgoing ACK.
 //   - Stateless tools/tests: set_window() (the window scale is given by the caller).
@@ -196,8 +196,8 @@ enum class RewriteOutcome : std::uint8_t {
 // Right edge: for each direction the tracker remembers the largest right edge (ack +
 // window << shift, mod 2^32) it has let out (starting with the SYN-ACK's unscaled one), and never
 // advertises a smaller one: shrinking the window is discouraged by RFC 793/RFC 7323 §2.4 (and the
-// CLAMP paper's footnote on Δw ≥ −s_k, seed 000 §IV-B). All ACKs of a rewritten direction must go
-// through rewrite().
+// CLAMP paper's footnote on Δw ≥ −s_k, Andrew & Hanly, CLAMP, §IV-B). All ACKs of a rewritten
+// direction must go through rewrite().
 //
 // Memory is bounded: at most max_flows entries, LRU-evicted, and entries idle longer than
 // idle_timeout are forgotten. A RST forgets its connection. learn()/rewrite() cost one hash

@@ -19,6 +19,13 @@ class Stats final {
     std::uint64_t& counter(const std::string& name);
     // Sets a value (overwrites, any type).
     void set(const std::string& name, Value v);
+    // Sets every field of a stats struct under prefix + key, as its for_each_field
+    // (oppsched/stats_fields.h, or beside the daemon's own structs) names them.
+    template <class S>
+    void set_fields(const std::string& prefix, const S& stats) {
+        for_each_field(stats,
+                       [&](const char* key, const auto& value) { set(prefix + key, value); });
+    }
     bool contains(const std::string& name) const { return values_.count(name) != 0; }
     const Value* find(const std::string& name) const;
 

@@ -42,4 +42,15 @@ class TunDevice final {
     Stats stats_;
 };
 
+template <class F>
+void for_each_field(const TunDevice::Stats& s, F&& f) {
+    f("rx_packets", s.rx_packets);
+    f("rx_bytes", s.rx_bytes);
+    f("rx_errors", s.rx_errors);
+    f("tx_packets", s.tx_packets);
+    f("tx_bytes", s.tx_bytes);
+    f("tx_errors", s.tx_errors);
+    f("tx_would_block", s.tx_would_block);
+}
+
 }  // namespace oppsched::daemon

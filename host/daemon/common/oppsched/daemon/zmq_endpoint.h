@@ -100,4 +100,21 @@ class PullEndpoint final {
     Stats stats_;
 };
 
+// The stats keys of both endpoints (Stats::set_fields), as stats_fields.h does for the MAC.
+template <class F>
+void for_each_field(const PushEndpoint::Stats& s, F&& f) {
+    f("sent", s.sent);
+    f("dropped_no_peer", s.dropped_no_peer);
+    f("dropped_oversized", s.dropped_oversized);
+    f("send_errors", s.send_errors);
+}
+
+template <class F>
+void for_each_field(const PullEndpoint::Stats& s, F&& f) {
+    f("received", s.received);
+    f("dropped_oversized", s.dropped_oversized);
+    f("dropped_multipart", s.dropped_multipart);
+    f("recv_errors", s.recv_errors);
+}
+
 }  // namespace oppsched::daemon

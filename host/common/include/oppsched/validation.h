@@ -10,7 +10,16 @@
 
 namespace oppsched {
 
-/// Throws std::invalid_argument("<field>: <value> <why>").
+/// A number as every error message prints it: std::ostream's default format (%g, six
+/// significant digits), so "0.5", "1e+12", "nan".
+inline std::string format_number(double v) {
+    std::ostringstream s;
+    s << v;
+    return s.str();
+}
+
+/// Throws std::invalid_argument("<field>: <value> <why>"); a double value prints as
+/// format_number() prints it.
 template <class T>
 [[noreturn]] void throw_invalid(std::string_view field, const T& value, std::string_view why) {
     std::ostringstream s;

@@ -1,12 +1,12 @@
-// Fading models (seed 000 §V-B Jakes; seed 002 §III-A eq. 4) and the CLAMP slot error
-// model (seed 000 §V-B, eq. 18). See channel.h.
-#include "oppsched/channel.h"
+// Fading models (Andrew & Hanly, CLAMP, §V-B Jakes; Srinivasan & Baras, §III-A, eq. 4).
+// See fading.h.
+#include "oppsched/fading.h"
 
 #include <algorithm>
 #include <cmath>
 #include <random>
-#include <sstream>
-#include <stdexcept>
+
+#include "oppsched/validation.h"
 
 namespace oppsched::channel {
 namespace {
@@ -15,13 +15,6 @@ constexpr double kPi = 3.14159265358979323846;
 constexpr double kTwoPi = 2.0 * kPi;
 // The batch recurrence is re-anchored with exact trigonometry this often.
 constexpr std::size_t kReanchorEvery = 1024;
-
-template <class T>
-[[noreturn]] void bad(const char* field, T value, const char* why) {
-    std::ostringstream os;
-    os << field << ": " << value << " " << why;
-    throw std::invalid_argument(os.str());
-}
 
 // Uniform on [0, 1) from the top 53 bits: the same on every standard library (the
 // std:: distributions' algorithms are implementation-defined).
@@ -38,9 +31,9 @@ std::pair<double, double> normal_pair(std::mt19937_64& rng) {
 void check_common(const char* prefix_doppler, double doppler_hz, const char* prefix_snr,
                   double mean_snr_db) {
     if (!std::isfinite(doppler_hz) || doppler_hz < 0.0)
-        bad(prefix_doppler, doppler_hz, "not in [0, inf) Hz");
+        throw_invalid(prefix_doppler, doppler_hz, "not in [0, inf) Hz");
     if (!std::isfinite(mean_snr_db) || mean_snr_db < -100.0 || mean_snr_db > 100.0)
-        bad(prefix_snr, mean_snr_db, "not in [-100, 100] dB");
+        throw_invalid(prefix_snr, mean_snr_db, "not in [-100, 100] dB");
 }
 
 }  // namespace
@@ -49,14 +42,14 @@ double db_to_linear(double db) { return std::pow(10.0, db / 10.0); }
 double linear_to_db(double x) { return 10.0 * std::log10(x); }
 
 // ---------------------------------------------------------------------------------------
-// JakesChannel (seed 000)
+// JakesChannel (Andrew & Hanly, CLAMP)
 
 void JakesParams::validate() const {
     check_common("channel.jakes.doppler_hz", doppler_hz, "channel.jakes.mean_snr_db", mean_snr_db);
     if (generators < 1 || generators > 4096)
-        bad("channel.jakes.generators", generators, "not in [1, 4096]");
+        throw_invalid("channel.jakes.generators", generators, "not in [1, 4096]");
     if (!std::isfinite(angle_offset) || angle_offset < -1.0 || angle_offset > 1.0)
-        bad("channel.jakes.angle_offset", angle_offset, "not in [-1, 1]");
+        throw_invalid("channel.jakes.angle_offset", angle_offset, "not in [-1, 1]");
 }
 
 JakesChannel::JakesChannel(const JakesParams& params) : params_(params) {
@@ -70,7 +63,7 @@ JakesChannel::JakesChannel(const JakesParams& params) : params_(params) {
     std::mt19937_64 rng(params_.seed);
     for (int i = 0; i < g; ++i) {
         const int n = i + 1;  // the paper's n = 1..G
-        // w_n = 2 pi f_d cos(pi/(2G) (n + 0.5)), as printed (see channel.h on the offset).
+        // w_n = 2 pi f_d cos(pi/(2G) (n + 0.5)), as printed (see fading.h on the offset).
         omega_[i] =
             kTwoPi * params_.doppler_hz * std::cos(kPi / (2.0 * g) * (n + params_.angle_offset));
         // exp(j pi n / G): Dent et al.'s beta_n = pi n / N0, which gives the in-phase and
@@ -106,11 +99,11 @@ void JakesChannel::gains(double t0_s, double dt_s, std::size_t n, std::complex<d
 }
 
 // ---------------------------------------------------------------------------------------
-// SumOfSinusoidsChannel (seed 002)
+// SumOfSinusoidsChannel (Srinivasan & Baras)
 
 void SumOfSinusoidsParams::validate() const {
     check_common("channel.sos.doppler_hz", doppler_hz, "channel.sos.mean_snr_db", mean_snr_db);
-    if (paths < 1 || paths > 4096) bad("channel.sos.paths", paths, "not in [1, 4096]");
+    if (paths < 1 || paths > 4096) throw_invalid("channel.sos.paths", paths, "not in [1, 4096]");
 }
 
 SumOfSinusoidsChannel::SumOfSinusoidsChannel(const SumOfSinusoidsParams& params) : params_(params) {
@@ -164,126 +157,6 @@ std::unique_ptr<FadingChannel> make_fading(const FadingConfig& config) {
         }
     };
     return std::visit(Visitor{}, config);
-}
-
-// ---------------------------------------------------------------------------------------
-// ClampLink (seed 000 §V-B)
-
-ClampLinkParams ClampLinkParams::high_rate(int max_attempts) {
-    ClampLinkParams p;
-    p.w0_hz = 4.3e6;
-    p.cmax_bps = 10e6;
-    p.max_attempts = max_attempts;
-    return p;
-}
-
-ClampLinkParams ClampLinkParams::low_rate(int max_attempts) {
-    ClampLinkParams p;
-    p.w0_hz = 620e3;
-    p.cmax_bps = 1.44e6;
-    p.max_attempts = max_attempts;
-    return p;
-}
-
-void ClampLinkParams::validate() const {
-    if (!std::isfinite(slot_s) || slot_s <= 0.0)
-        bad("clamp_link.slot_s", slot_s, "not in (0, inf)");
-    if (!std::isfinite(w0_hz) || w0_hz <= 0.0) bad("clamp_link.w0_hz", w0_hz, "not in (0, inf)");
-    if (!std::isfinite(cmax_bps) || cmax_bps <= 0.0)
-        bad("clamp_link.cmax_bps", cmax_bps, "not in (0, inf)");
-    if (!std::isfinite(target_loss) || target_loss <= 0.0 || target_loss >= 1.0)
-        bad("clamp_link.target_loss", target_loss, "not in (0, 1)");
-    if (max_attempts < 1) bad("clamp_link.max_attempts", max_attempts, "not in [1, inf)");
-    if (scope != MarginScope::after_retransmissions && scope != MarginScope::per_attempt)
-        bad("clamp_link.scope", static_cast<int>(scope), "not a MarginScope");
-    if (!std::isfinite(margin_step) || margin_step < 0.0 || margin_step > 1.0)
-        bad("clamp_link.margin_step", margin_step, "not in [0, 1]");
-    if (!std::isfinite(margin_min) || margin_min < 0.0 || margin_min >= 1.0)
-        bad("clamp_link.margin_min", margin_min, "not in [0, 1)");
-    if (!std::isfinite(margin_max) || margin_max < margin_min || margin_max >= 1.0)
-        bad("clamp_link.margin_max", margin_max, "not in [margin_min, 1)");
-    if (!std::isfinite(margin_init) || margin_init < margin_min || margin_init > margin_max)
-        bad("clamp_link.margin_init", margin_init, "not in [margin_min, margin_max]");
-}
-
-const char* to_string(SlotOutcome o) {
-    switch (o) {
-        case SlotOutcome::delivered:
-            return "delivered";
-        case SlotOutcome::retry:
-            return "retry";
-        case SlotOutcome::dropped:
-            return "dropped";
-    }
-    return "?";
-}
-
-ClampLink::ClampLink(const ClampLinkParams& params) : params_(params) {
-    params_.validate();
-    reset();
-}
-
-void ClampLink::reset() {
-    state_ = {};
-    state_.margin = params_.margin_init;
-    stats_ = {};
-}
-
-double ClampLink::rate_bps(double snr_start) const {
-    // Eq. 18 (per second). log2: C_max = W0 log2(1 + SNR_ave) in both of the paper's rate
-    // cases, see ClampLinkParams::high_rate. A negative or NaN SNR carries nothing.
-    const double n = std::isnan(snr_start) ? 0.0 : std::max(snr_start, 0.0);
-    const double shannon = params_.w0_hz * std::log2(1.0 + (1.0 - state_.margin) * n);
-    return std::min(shannon, params_.cmax_bps);
-}
-
-double ClampLink::capacity_bits(double snr_end) const {
-    const double n = std::isnan(snr_end) ? 0.0 : std::max(snr_end, 0.0);
-    // Same association as rate_bits() (slot * (W0 log2)), so equal SNRs compare equal.
-    return params_.slot_s * (params_.w0_hz * std::log2(1.0 + n));
-}
-
-void ClampLink::observe(double e) {
-    // Robbins-Monro: m <- clamp(m + gamma (e - target)); fixed point P(e = 1 | m) = target.
-    const double m = state_.margin + params_.margin_step * (e - params_.target_loss);
-    state_.margin = std::clamp(m, params_.margin_min, params_.margin_max);
-}
-
-SlotOutcome ClampLink::on_feedback(bool success) {
-    ++stats_.attempts;
-    SlotOutcome out;
-    if (success) {
-        state_.consecutive_failures = 0;
-        ++stats_.delivered;
-        out = SlotOutcome::delivered;
-    } else {
-        ++stats_.errors;
-        // §V-B: "If n consecutive attempts to a given destination fail, then all packets
-        // which would have been completed by that transmission are dropped."
-        if (++state_.consecutive_failures >= params_.max_attempts) {
-            state_.consecutive_failures = 0;
-            ++stats_.dropped;
-            out = SlotOutcome::dropped;
-        } else {
-            out = SlotOutcome::retry;
-        }
-    }
-    if (params_.scope == MarginScope::per_attempt) {
-        observe(success ? 0.0 : 1.0);
-    } else if (out != SlotOutcome::retry) {
-        observe(out == SlotOutcome::dropped ? 1.0 : 0.0);
-    }
-    return out;
-}
-
-ClampLink::Attempt ClampLink::transmit(double snr_start, double snr_end) {
-    const double bps = rate_bps(snr_start);
-    if (bps >= params_.cmax_bps) ++stats_.capped;
-    const double bits = params_.slot_s * bps;
-    const bool error = is_error(bits, snr_end);
-    const SlotOutcome outcome = on_feedback(!error);
-    if (!error) stats_.bits_delivered += bits;
-    return {bits, error, outcome};
 }
 
 }  // namespace oppsched::channel

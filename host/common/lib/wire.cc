@@ -3,40 +3,44 @@
 #include <cstring>
 #include <limits>
 #include <sstream>
-#include <stdexcept>
 #include <string>
 
+#include "oppsched/byte_order.h"
 #include "oppsched/crc32.h"
+#include "oppsched/validation.h"
 
 namespace oppsched::wire {
 namespace {
 
 class Writer {
-public:
+  public:
     explicit Writer(std::size_t reserve) { b_.reserve(reserve); }
     void u8(std::uint8_t v) { b_.push_back(v); }
-    void u16(std::uint16_t v) { put(v, 2); }
-    void u32(std::uint32_t v) { put(v, 4); }
-    void u64(std::uint64_t v) { put(v, 8); }
-    void i64(std::int64_t v) { put(static_cast<std::uint64_t>(v), 8); }
+    void u16(std::uint16_t v) { store_be16(grow(2), v); }
+    void u32(std::uint32_t v) { store_be32(grow(4), v); }
+    void u64(std::uint64_t v) { store_be64(grow(8), v); }
+    void i64(std::int64_t v) { u64(static_cast<std::uint64_t>(v)); }
     void f32(float v) {
         std::uint32_t u;
         std::memcpy(&u, &v, 4);
-        put(u, 4);
+        u32(u);
     }
     void bytes(const std::vector<std::uint8_t>& v) { b_.insert(b_.end(), v.begin(), v.end()); }
     std::vector<std::uint8_t>& buf() { return b_; }
 
-private:
-    void put(std::uint64_t v, int n) {
-        for (int i = n - 1; i >= 0; --i) b_.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
+  private:
+    // n more bytes at the end of the buffer, for a store_be*.
+    std::uint8_t* grow(std::size_t n) {
+        b_.resize(b_.size() + n);
+        return b_.data() + b_.size() - n;
     }
     std::vector<std::uint8_t> b_;
 };
 
-// Bounds-checked big-endian (network order) reader; the first failure is remembered with the field name.
+// Bounds-checked big-endian (network order) reader; the first failure is remembered with the field
+// name.
 class Reader {
-public:
+  public:
     Reader(const std::uint8_t* p, std::size_t n, const char* msg) : p_(p), n_(n), msg_(msg) {}
     bool ok() const { return err_.empty(); }
     const std::string& error() const { return err_; }
@@ -44,13 +48,16 @@ public:
         if (!ok()) return 0;
         if (n_ - pos_ < static_cast<std::size_t>(n)) {
             std::ostringstream s;
-            s << msg_ << "." << field << ": truncated (needs " << n << " bytes at offset "
-              << pos_ << ", body has " << n_ << ")";
+            s << msg_ << "." << field << ": truncated (needs " << n << " bytes at offset " << pos_
+              << ", body has " << n_ << ")";
             err_ = s.str();
             return 0;
         }
-        std::uint64_t v = 0;
-        for (int i = 0; i < n; ++i) v = (v << 8) | p_[pos_ + i];
+        const std::uint8_t* q = p_ + pos_;
+        const std::uint64_t v = n == 1   ? q[0]
+                                : n == 2 ? load_be16(q)
+                                : n == 4 ? load_be32(q)
+                                         : load_be64(q);
         pos_ += n;
         return v;
     }
@@ -88,7 +95,7 @@ public:
         }
     }
 
-private:
+  private:
     const std::uint8_t* p_;
     std::size_t n_;
     std::size_t pos_ = 0;
@@ -98,8 +105,7 @@ private:
 
 std::uint16_t checked_len(std::size_t n, const char* field) {
     if (n > std::numeric_limits<std::uint16_t>::max())
-        throw std::invalid_argument(std::string(field) + ": " + std::to_string(n) +
-                                    " bytes exceed the 65535-byte field");
+        throw_invalid(field, n, "bytes exceed the 65535-byte field");
     return static_cast<std::uint16_t>(n);
 }
 
@@ -164,12 +170,18 @@ std::string bad_value(const char* field, T v, const char* why) {
 
 const char* to_string(MsgType t) {
     switch (t) {
-        case MsgType::slot_request: return "slot_request";
-        case MsgType::slot_grant: return "slot_grant";
-        case MsgType::rx_indication: return "rx_indication";
-        case MsgType::cqi_report: return "cqi_report";
-        case MsgType::harq_feedback: return "harq_feedback";
-        case MsgType::uplink_packet: return "uplink_packet";
+        case MsgType::slot_request:
+            return "slot_request";
+        case MsgType::slot_grant:
+            return "slot_grant";
+        case MsgType::rx_indication:
+            return "rx_indication";
+        case MsgType::cqi_report:
+            return "cqi_report";
+        case MsgType::harq_feedback:
+            return "harq_feedback";
+        case MsgType::uplink_packet:
+            return "uplink_packet";
     }
     return "unknown";
 }
@@ -212,7 +224,7 @@ std::vector<std::uint8_t> encode(const Message& msg, std::uint32_t seq) {
     std::visit(BodyWriter{w}, msg);
     auto& b = w.buf();
     const auto body_len = static_cast<std::uint32_t>(b.size() - kHeaderLen);
-    for (int i = 0; i < 4; ++i) b[12 + i] = static_cast<std::uint8_t>(body_len >> (8 * (3 - i)));
+    store_be32(b.data() + 12, body_len);
     w.u32(crc32(b.data(), b.size()));
     return std::move(b);
 }
@@ -245,8 +257,7 @@ Result<Frame> decode(const std::uint8_t* data, std::size_t len, std::size_t max_
           << (len - kHeaderLen - kTrailerLen) << " body bytes)";
         return Error{s.str()};
     }
-    std::uint32_t crc_rx = 0;
-    for (int i = 0; i < 4; ++i) crc_rx = (crc_rx << 8) | data[len - 4 + i];
+    const std::uint32_t crc_rx = load_be32(data + len - 4);
     const std::uint32_t crc = crc32(data, len - kTrailerLen);
     if (crc != crc_rx) {
         std::ostringstream s;

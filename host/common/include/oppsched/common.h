@@ -1,10 +1,10 @@
 #pragma once
-// Types shared by every part of the MAC library.
+// Types shared by the MAC library and the PHY: the caller's clock and the result of an
+// operation on untrusted input.
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <variant>
-#include <vector>
 
 namespace oppsched {
 
@@ -16,16 +16,6 @@ constexpr time_ns kNsPerMs = 1'000'000;
 constexpr double to_seconds(time_ns t) { return static_cast<double>(t) * 1e-9; }
 constexpr time_ns from_seconds(double s) { return static_cast<time_ns>(s * 1e9); }
 
-// A downlink (or uplink) IP packet as it sits in a queue: the real bytes plus metadata.
-struct Packet {
-    std::vector<std::uint8_t> data;  // the IPv4 or IPv6 packet, as on the wire
-    std::uint32_t user = 0;          // destination user (index of its queue)
-    std::uint64_t id = 0;            // unique per packet within a run (traces)
-    time_ns arrival = 0;             // when it reached the AP queue
-    bool high_priority = false;      // SPM-AF priority mark (seed 004, §5)
-    std::size_t size() const { return data.size(); }
-};
-
 // Result of an operation on untrusted input: a value, or an error that names the field
 // and the value that was wrong.
 struct Error {
@@ -34,9 +24,9 @@ struct Error {
 
 template <class T>
 class Result {
-public:
-    Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
-    Result(Error error) : v_(std::move(error)) {}    // NOLINT: implicit by design
+  public:
+    Result(T value) : v_(std::move(value)) {}      // NOLINT: implicit by design
+    Result(Error error) : v_(std::move(error)) {}  // NOLINT: implicit by design
     bool ok() const { return std::holds_alternative<T>(v_); }
     explicit operator bool() const { return ok(); }
     const T& value() const& { return std::get<T>(v_); }
@@ -45,7 +35,7 @@ public:
     const T* operator->() const { return &std::get<T>(v_); }
     const std::string& error() const { return std::get<Error>(v_).message; }
 
-private:
+  private:
     std::variant<T, Error> v_;
 };
 

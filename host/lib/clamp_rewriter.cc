@@ -1,0 +1,284 @@
+// The client's CLAMP flow table and ACK window rewrite: see oppsched/clamp_rewriter.h.
+#include "oppsched/clamp_rewriter.h"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "oppsched/client_core.h"
+
+namespace oppsched::client {
+namespace {
+
+// RFC 1982 serial-number order on 32-bit TCP sequence numbers.
+inline bool seq_after(std::uint32_t a, std::uint32_t b) {
+    return static_cast<std::int32_t>(a - b) > 0;
+}
+
+std::string addr(const tcpip::FlowKey& k, const std::array<std::uint8_t, 16>& a) {
+    char buf[INET6_ADDRSTRLEN] = {};
+    if (k.ip_version == 4) {
+        inet_ntop(AF_INET, a.data(), buf, sizeof buf);
+        return buf;
+    }
+    inet_ntop(AF_INET6, a.data(), buf, sizeof buf);
+    return std::string("[") + buf + "]";
+}
+
+}  // namespace
+
+std::string flow_name(const tcpip::FlowKey& k) {
+    return addr(k, k.src) + ":" + std::to_string(k.sport) + ">" + addr(k, k.dst) + ":" +
+           std::to_string(k.dport);
+}
+
+// One TCP connection seen from its SYN, keyed by its downlink direction.
+struct clamp_rewriter::flow_record {
+    tcpip::FlowKey key;  // server -> client
+    std::string name;
+    std::unique_ptr<clamp::ClientAgent> agent;  // once the SYN-ACK is seen
+    std::optional<std::uint16_t> mss_client;    // MSS option sent by the client
+    std::optional<std::uint16_t> mss_server;    // ... by the server
+    // AWND_os of the flow's latest uplink segment (eq. 17's "AWND from the OS"); until an
+    // ACK is seen, the handshake's unscaled window.
+    std::uint32_t awnd_os = std::numeric_limits<std::uint32_t>::max();
+    bool have_ack = false;
+    std::uint32_t last_ack = 0;  // highest ACK number sent uplink
+    bool have_data = false;
+    std::uint32_t data_end = 0;  // highest downlink seq + payload received
+    time_ns last_seen = 0;
+};
+
+clamp_rewriter::clamp_rewriter(const ClampConfig& config, ClientCoreStats& stats)
+    : config_(config), stats_(stats), tracker_([&] {
+          tcpip::WindowTrackerParams t;
+          t.max_flows = config_.max_flows;
+          t.idle_timeout = config_.flow_idle_timeout;
+          return t;
+      }()) {}
+
+clamp_rewriter::~clamp_rewriter() = default;
+
+std::size_t clamp_rewriter::flows() const { return flows_.size(); }
+
+const clamp::ClientAgent* clamp_rewriter::agent(const tcpip::FlowKey& downlink_flow) const {
+    auto it = flows_.find(downlink_flow);
+    return it == flows_.end() ? nullptr : it->second->agent.get();
+}
+
+std::vector<WindowRecord> clamp_rewriter::take_records() {
+    std::vector<WindowRecord> out;
+    out.swap(records_);
+    return out;
+}
+
+void clamp_rewriter::expire(time_ns now) {
+    expire_flows(now);
+    tracker_.expire(now);
+}
+
+void clamp_rewriter::on_downlink(time_ns now, const std::vector<std::uint8_t>& pkt,
+                                 std::optional<float> price) {
+    auto r = tcpip::parse(pkt);
+    if (!r || !r->tcp) return;
+    const tcpip::PacketInfo& info = r.value();
+    const tcpip::TcpHeader& t = *info.tcp;
+    tracker_.learn(info, now);
+    const tcpip::FlowKey& key = info.flow;  // downlink direction
+    if (t.flags & tcpip::kRst) {
+        auto it = flows_.find(key);
+        if (it != flows_.end()) {
+            flows_.erase(it);
+            ++stats_.clamp_flows_closed;
+        }
+        return;
+    }
+    const bool syn = (t.flags & tcpip::kSyn) != 0;
+    const bool ack = (t.flags & tcpip::kAck) != 0;
+    if (syn && !ack) {  // the server opens a connection to the client
+        flow_record& f = create_flow(now, key);
+        f.mss_server = t.mss;
+        return;
+    }
+    flow_record* f = find_flow(key);
+    if (!f) return;
+    f->last_seen = now;
+    if (syn) {  // SYN-ACK of a connection the client opened: the handshake is complete
+        f->mss_server = t.mss;
+        ensure_agent(*f);
+        return;
+    }
+    if (t.payload_len == 0 || info.is_fragment) return;
+    const std::uint32_t end = t.seq + static_cast<std::uint32_t>(t.payload_len);
+    if (!f->have_data || seq_after(end, f->data_end)) {
+        f->data_end = end;
+        f->have_data = true;
+    }
+    if (!f->agent) return;
+    if (!price) {
+        ++stats_.clamp_data_unpriced;
+        return;
+    }
+    // §IV-B: packet k of s_k bytes at t_k carrying price p; eqs. 14-17.
+    f->agent->on_data(now, static_cast<std::uint32_t>(t.payload_len), static_cast<double>(*price),
+                      f->awnd_os);
+    ++stats_.clamp_data_packets;
+}
+
+void clamp_rewriter::on_uplink(time_ns now, std::vector<std::uint8_t>& pkt,
+                               std::optional<float> price) {
+    auto r = tcpip::parse(pkt);
+    if (!r) {
+        ++stats_.uplink_unparsed;
+        return;
+    }
+    const tcpip::PacketInfo& info = r.value();
+    if (!info.tcp) return;
+    const tcpip::TcpHeader& t = *info.tcp;
+    const tcpip::FlowKey key = info.flow.reversed();  // the downlink direction
+    const bool syn = (t.flags & tcpip::kSyn) != 0;
+    const bool ack = (t.flags & tcpip::kAck) != 0;
+    if (t.flags & tcpip::kRst) {
+        tracker_.learn(info, now);
+        auto it = flows_.find(key);
+        if (it != flows_.end()) {
+            flows_.erase(it);
+            ++stats_.clamp_flows_closed;
+        }
+        return;
+    }
+    if (syn && !ack) {  // the client opens a connection: SYN never rewritten
+        tracker_.learn(info, now);
+        flow_record& f = create_flow(now, key);
+        f.mss_client = t.mss;
+        f.awnd_os = t.window;  // SYN windows are never scaled (RFC 7323 §2.2)
+        return;
+    }
+    flow_record* f = find_flow(key);
+    if (!f) {
+        tracker_.learn(info, now);
+        if (ack && !syn) ++stats_.clamp_acks_unknown;
+        return;
+    }
+    f->last_seen = now;
+    if (syn) {  // our SYN-ACK to a server-opened connection: handshake complete
+        tracker_.learn(info, now);
+        f->mss_client = t.mss;
+        f->awnd_os = t.window;
+        ensure_agent(*f);
+        return;
+    }
+    if (!ack || !f->agent || info.is_fragment) {
+        tracker_.learn(info, now);
+        if (ack && !f->agent) ++stats_.clamp_acks_unknown;
+        return;
+    }
+    const std::optional<std::uint64_t> os = tracker_.advertised_bytes(info);
+    if (!os) {  // the tracker forgot the connection (evicted): its scale is unknown
+        tracker_.learn(info, now);
+        ++stats_.clamp_acks_unknown;
+        return;
+    }
+    f->awnd_os = static_cast<std::uint32_t>(
+        std::min<std::uint64_t>(*os, std::numeric_limits<std::uint32_t>::max()));
+
+    // §IV-C: three duplicate ACKs end receiver slow start. A duplicate: a pure ACK (no
+    // data, SYN, FIN) repeating the last ACK number while data beyond it has arrived.
+    const bool pure = t.payload_len == 0 && !(t.flags & tcpip::kFin);
+    if (f->have_ack && t.ack == f->last_ack) {
+        if (pure && f->have_data && seq_after(f->data_end, t.ack)) {
+            f->agent->on_dupack();
+            ++stats_.clamp_dupacks;
+        }
+    } else if (!f->have_ack || seq_after(t.ack, f->last_ack)) {
+        f->agent->on_new_ack();
+        f->last_ack = t.ack;
+        f->have_ack = true;
+    }
+
+    if (!price) {
+        // Fail open: the ACK keeps the OS's window. Through rewrite() all the same, so the
+        // tracker keeps the right edge the sender now knows (see the header comment).
+        tracker_.rewrite(pkt.data(), pkt.size(), info, *os, now);
+        ++stats_.clamp_acks_fail_open;
+        return;
+    }
+    // Eq. 17: AWND = min(w, AWND_os). The tracker rounds up to the scale granularity and
+    // holds the right edge (Delta w >= -s_k alone cannot: the ACK and the window move
+    // separately).
+    const double w = f->agent->window();
+    const std::uint64_t target = std::min<std::uint64_t>(static_cast<std::uint64_t>(w), *os);
+    const auto outcome = tracker_.rewrite(pkt.data(), pkt.size(), info, target, now);
+    if (outcome != tcpip::RewriteOutcome::rewritten) {
+        ++stats_.clamp_acks_unknown;
+        return;
+    }
+    const std::uint8_t shift = tracker_.shift(info.flow).value_or(0);
+    const std::uint8_t* th = pkt.data() + t.offset;
+    const std::uint64_t advertised =
+        std::uint64_t{static_cast<std::uint16_t>((th[14] << 8) | th[15])} << shift;
+    ++stats_.clamp_acks_rewritten;
+    if (advertised < *os) ++stats_.clamp_acks_reduced;
+    if (records_.size() >= config_.max_pending_records) {
+        ++stats_.clamp_records_dropped;
+        return;
+    }
+    records_.push_back(WindowRecord{now, f->name, static_cast<double>(*price), w, *os, advertised});
+}
+
+clamp_rewriter::flow_record* clamp_rewriter::find_flow(const tcpip::FlowKey& downlink) {
+    auto it = flows_.find(downlink);
+    return it == flows_.end() ? nullptr : it->second.get();
+}
+
+clamp_rewriter::flow_record& clamp_rewriter::create_flow(time_ns now,
+                                                         const tcpip::FlowKey& downlink) {
+    auto it = flows_.find(downlink);
+    if (it != flows_.end()) flows_.erase(it);  // a new SYN restarts the connection
+    if (flows_.size() >= config_.max_flows) expire_flows(now);
+    if (flows_.size() >= config_.max_flows) {
+        // Evict the least recently seen: O(flows), only when the table is full.
+        auto victim = std::min_element(
+            flows_.begin(), flows_.end(),
+            [](const auto& a, const auto& b) { return a.second->last_seen < b.second->last_seen; });
+        flows_.erase(victim);
+        ++stats_.clamp_flows_evicted;
+    }
+    auto f = std::make_unique<flow_record>();
+    f->key = downlink;
+    f->name = flow_name(downlink);
+    f->last_seen = now;
+    ++stats_.clamp_flows_created;
+    return *flows_.emplace(downlink, std::move(f)).first->second;
+}
+
+void clamp_rewriter::ensure_agent(flow_record& f) {
+    if (f.agent) return;
+    clamp::ClientParams p = config_.agent;
+    if (config_.mss_bytes != 0) {
+        p.mss_bytes = config_.mss_bytes;
+    } else if (f.mss_client || f.mss_server) {
+        // The sender's segments are at most the MSS each side announced (RFC 9293 §3.7.1).
+        std::uint32_t m = std::numeric_limits<std::uint32_t>::max();
+        if (f.mss_client) m = std::min<std::uint32_t>(m, *f.mss_client);
+        if (f.mss_server) m = std::min<std::uint32_t>(m, *f.mss_server);
+        if (m >= 1) p.mss_bytes = m;
+    }
+    f.agent = std::make_unique<clamp::ClientAgent>(p);
+    ++stats_.clamp_agents_created;
+}
+
+void clamp_rewriter::expire_flows(time_ns now) {
+    for (auto it = flows_.begin(); it != flows_.end();) {
+        if (now - it->second->last_seen > config_.flow_idle_timeout) {
+            it = flows_.erase(it);
+            ++stats_.clamp_flows_expired;
+        } else {
+            ++it;
+        }
+    }
+}
+
+}  // namespace oppsched::client

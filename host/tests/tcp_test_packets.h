@@ -1,0 +1,176 @@
+#pragma once
+// An independent TCP/IP packet builder and checksum for the client tests (not the code
+// under test): segments of one connection between a server and the client, IPv4 or IPv6.
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "oppsched/tcpip.h"
+
+namespace oppsched::test {
+
+using Bytes = std::vector<std::uint8_t>;
+
+inline void put16(Bytes& p, std::size_t off, std::uint16_t v) {
+    p[off] = static_cast<std::uint8_t>(v >> 8);
+    p[off + 1] = static_cast<std::uint8_t>(v);
+}
+inline void put32(Bytes& p, std::size_t off, std::uint32_t v) {
+    put16(p, off, static_cast<std::uint16_t>(v >> 16));
+    put16(p, off + 2, static_cast<std::uint16_t>(v));
+}
+inline std::uint16_t get16(const Bytes& p, std::size_t off) {
+    return static_cast<std::uint16_t>((p[off] << 8) | p[off + 1]);
+}
+inline std::uint32_t ref_sum(const std::uint8_t* p, std::size_t n, std::uint32_t s = 0) {
+    for (std::size_t i = 0; i < n; ++i) s += (i % 2 == 0) ? (p[i] << 8) : p[i];
+    return s;
+}
+inline std::uint16_t ref_fold(std::uint32_t s) {
+    while (s > 0xFFFF) s = (s & 0xFFFF) + (s >> 16);
+    return static_cast<std::uint16_t>(s);
+}
+inline std::size_t tcp_offset(const Bytes& p) { return (p[0] >> 4) == 6 ? 40 : 20; }
+// Pseudo-header + segment sum, checksum field included as it is.
+inline std::uint32_t ref_tcp_sum(const Bytes& pkt) {
+    const bool v6 = (pkt[0] >> 4) == 6;
+    const std::size_t off = tcp_offset(pkt);
+    const std::size_t total = v6 ? 40 + get16(pkt, 4) : get16(pkt, 2);
+    const std::size_t seg = total - off;
+    std::uint32_t s = v6 ? ref_sum(&pkt[8], 32) : ref_sum(&pkt[12], 8);
+    s += 6 + static_cast<std::uint32_t>(seg);
+    return ref_sum(&pkt[off], seg, s);
+}
+inline bool checksum_valid(const Bytes& p) { return ref_fold(ref_tcp_sum(p)) == 0xFFFF; }
+
+struct Endpoint {
+    std::array<std::uint8_t, 16> addr{};
+    std::uint16_t port = 0;
+};
+
+// A TCP segment from `from` to `to`, with a correct checksum (and IPv4 header checksum).
+inline Bytes tcp_segment(int ipv, const Endpoint& from, const Endpoint& to, std::uint8_t flags,
+                         std::uint32_t seq, std::uint32_t ack, std::uint16_t window,
+                         const Bytes& options, std::size_t payload) {
+    const std::size_t ip_len = ipv == 4 ? 20 : 40;
+    const std::size_t tcp_len = 20 + options.size();
+    Bytes p(ip_len + tcp_len + payload, 0);
+    if (ipv == 4) {
+        p[0] = 0x45;
+        put16(p, 2, static_cast<std::uint16_t>(p.size()));
+        p[8] = 64;
+        p[9] = tcpip::kProtoTcp;
+        std::copy(from.addr.begin(), from.addr.begin() + 4, p.begin() + 12);
+        std::copy(to.addr.begin(), to.addr.begin() + 4, p.begin() + 16);
+        put16(p, 10, static_cast<std::uint16_t>(~ref_fold(ref_sum(p.data(), 20))));
+    } else {
+        p[0] = 0x60;
+        put16(p, 4, static_cast<std::uint16_t>(p.size() - 40));
+        p[6] = tcpip::kProtoTcp;
+        p[7] = 64;
+        std::copy(from.addr.begin(), from.addr.end(), p.begin() + 8);
+        std::copy(to.addr.begin(), to.addr.end(), p.begin() + 24);
+    }
+    const std::size_t o = ip_len;
+    put16(p, o, from.port);
+    put16(p, o + 2, to.port);
+    put32(p, o + 4, seq);
+    put32(p, o + 8, ack);
+    p[o + 12] = static_cast<std::uint8_t>((tcp_len / 4) << 4);
+    p[o + 13] = flags;
+    put16(p, o + 14, window);
+    std::copy(options.begin(), options.end(), p.begin() + static_cast<long>(o + 20));
+    for (std::size_t i = 0; i < payload; ++i)
+        p[o + tcp_len + i] = static_cast<std::uint8_t>(i * 7 + 1);
+    put16(p, o + 16, static_cast<std::uint16_t>(~ref_fold(ref_tcp_sum(p))));
+    return p;
+}
+
+inline Bytes udp_packet(std::size_t payload) {
+    Bytes p(28 + payload, 0);
+    p[0] = 0x45;
+    put16(p, 2, static_cast<std::uint16_t>(p.size()));
+    p[8] = 64;
+    p[9] = tcpip::kProtoUdp;
+    p[12] = 10, p[15] = 2;
+    p[16] = 10, p[19] = 1;
+    put16(p, 10, static_cast<std::uint16_t>(~ref_fold(ref_sum(p.data(), 20))));
+    put16(p, 20, 4000);
+    put16(p, 22, 53);
+    put16(p, 24, static_cast<std::uint16_t>(8 + payload));
+    return p;
+}
+
+// One TCP connection between a server (downlink sender) and the client.
+struct Conn {
+    int ipv = 4;
+    Endpoint server, client;
+    std::optional<std::uint8_t> ws_client = 7, ws_server = 7;
+    std::uint16_t mss_client = 1460, mss_server = 1460;
+    std::uint32_t client_isn = 1000, server_isn = 700000;
+
+    explicit Conn(int v, std::uint16_t client_port = 40000) : ipv(v) {
+        if (v == 4) {
+            server.addr[0] = 10, server.addr[3] = 1;
+            client.addr[0] = 10, client.addr[1] = 1, client.addr[3] = 2;
+        } else {
+            server.addr[0] = 0x20, server.addr[1] = 0x01, server.addr[15] = 1;
+            client.addr[0] = 0x20, client.addr[1] = 0x01, client.addr[2] = 1, client.addr[15] = 2;
+        }
+        server.port = 5201;
+        client.port = client_port;
+    }
+    static Bytes syn_options(std::uint16_t mss, std::optional<std::uint8_t> ws) {
+        Bytes o = {2, 4, static_cast<std::uint8_t>(mss >> 8), static_cast<std::uint8_t>(mss)};
+        if (ws) o.insert(o.end(), {1, 3, 3, *ws});
+        return o;
+    }
+    // Uplink (client -> server).
+    Bytes client_syn() const {
+        return tcp_segment(ipv, client, server, tcpip::kSyn, client_isn, 0, 64240,
+                           syn_options(mss_client, ws_client), 0);
+    }
+    Bytes client_ack(std::uint32_t acked_bytes, std::uint16_t window_field,
+                     std::size_t payload = 0) const {
+        return tcp_segment(ipv, client, server, tcpip::kAck, client_isn + 1,
+                           server_isn + 1 + acked_bytes, window_field, {}, payload);
+    }
+    Bytes client_synack() const {  // for a server-opened connection
+        return tcp_segment(ipv, client, server, tcpip::kSyn | tcpip::kAck, client_isn,
+                           server_isn + 1, 65160, syn_options(mss_client, ws_client), 0);
+    }
+    // Downlink (server -> client).
+    Bytes server_synack() const {
+        return tcp_segment(ipv, server, client, tcpip::kSyn | tcpip::kAck, server_isn,
+                           client_isn + 1, 65160, syn_options(mss_server, ws_server), 0);
+    }
+    Bytes server_syn() const {
+        return tcp_segment(ipv, server, client, tcpip::kSyn, server_isn, 0, 64240,
+                           syn_options(mss_server, ws_server), 0);
+    }
+    Bytes server_data(std::uint32_t offset, std::size_t len) const {
+        return tcp_segment(ipv, server, client, tcpip::kAck | tcpip::kPsh, server_isn + 1 + offset,
+                           client_isn + 1, 502, {}, len);
+    }
+    Bytes server_rst() const {
+        return tcp_segment(ipv, server, client, tcpip::kRst, server_isn + 1, 0, 0, {}, 0);
+    }
+    tcpip::FlowKey downlink_key() const {
+        auto r = tcpip::parse(server_data(0, 1));
+        return r.value().flow;
+    }
+};
+
+// The advertised window of an uplink segment in bytes, with the given shift.
+inline std::uint64_t window_of(const Bytes& p, std::uint8_t shift) {
+    return std::uint64_t{get16(p, tcp_offset(p) + 14)} << shift;
+}
+inline std::uint32_t ack_of(const Bytes& p) {
+    const std::size_t o = tcp_offset(p) + 8;
+    return (std::uint32_t{get16(p, o)} << 16) | get16(p, o + 2);
+}
+
+}  // namespace oppsched::test

@@ -1,0 +1,128 @@
+// The client's CLAMP flow table and ACK window rewrite (oppsched/clamp_rewriter.h), driven
+// directly with packets and a price: eq. 17's AWND = min(w, AWND_os), the flow lifecycle,
+// and the pass-through without a price.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <optional>
+
+#include "oppsched/clamp_rewriter.h"
+#include "oppsched/client_core.h"
+#include "tcp_test_packets.h"
+
+namespace oppsched::client {
+namespace {
+
+using namespace oppsched::test;
+
+constexpr time_ns kMs = kNsPerMs;
+
+ClampConfig config() {
+    ClampConfig c;
+    c.enabled = true;
+    return c;
+}
+
+// SYN, SYN-ACK and the handshake's last ACK of a client-opened connection.
+void open(clamp_rewriter& r, const Conn& c, std::optional<float> price) {
+    Bytes syn = c.client_syn();
+    r.on_uplink(0, syn, price);
+    r.on_downlink(kMs, c.server_synack(), price);
+}
+
+TEST(ClampRewriter, when_the_handshake_completes_then_the_flow_has_an_agent_with_the_mss) {
+    ClientCoreStats stats;
+    clamp_rewriter r(config(), stats);
+    const Conn c(4);
+    open(r, c, 0.01f);
+    EXPECT_EQ(r.flows(), 1u);
+    ASSERT_NE(r.agent(c.downlink_key()), nullptr);
+    EXPECT_EQ(r.agent(c.downlink_key())->params().mss_bytes, 1460u);
+    EXPECT_EQ(stats.clamp_flows_created, 1u);
+    EXPECT_EQ(stats.clamp_agents_created, 1u);
+}
+
+TEST(ClampRewriter, when_a_price_is_given_then_the_ack_window_is_min_of_w_and_the_os_window) {
+    ClientCoreStats stats;
+    clamp_rewriter r(config(), stats);
+    const Conn c(4);
+    open(r, c, 0.01f);
+    Bytes ack = c.client_ack(0, 1000);  // 1000 << 7 = 128000 bytes from the OS
+    r.on_uplink(2 * kMs, ack, 0.01f);
+    const double w = r.agent(c.downlink_key())->window();
+    EXPECT_LT(w, 128000.0);
+    EXPECT_GE(window_of(ack, 7), static_cast<std::uint64_t>(w));  // rounded up to the scale
+    EXPECT_LT(window_of(ack, 7), static_cast<std::uint64_t>(w) + 128);
+    EXPECT_TRUE(checksum_valid(ack));
+    EXPECT_EQ(stats.clamp_acks_rewritten, 1u);
+    EXPECT_EQ(stats.clamp_acks_reduced, 1u);
+    const auto rows = r.take_records();
+    ASSERT_EQ(rows.size(), 1u);
+    EXPECT_EQ(rows[0].flow, flow_name(c.downlink_key()));
+    EXPECT_EQ(rows[0].awnd_os_bytes, 128000u);
+    EXPECT_FLOAT_EQ(static_cast<float>(rows[0].price_s), 0.01f);
+    EXPECT_TRUE(r.take_records().empty());
+}
+
+TEST(ClampRewriter, when_no_price_is_given_then_acks_keep_the_os_window_and_data_is_not_fed) {
+    ClientCoreStats stats;
+    clamp_rewriter r(config(), stats);
+    const Conn c(6);
+    open(r, c, std::nullopt);
+    r.on_downlink(2 * kMs, c.server_data(0, 1000), std::nullopt);
+    Bytes ack = c.client_ack(1000, 1000);
+    const Bytes before = ack;
+    r.on_uplink(3 * kMs, ack, std::nullopt);
+    EXPECT_EQ(ack, before);
+    EXPECT_EQ(stats.clamp_acks_fail_open, 1u);
+    EXPECT_EQ(stats.clamp_data_unpriced, 1u);
+    EXPECT_EQ(stats.clamp_data_packets, 0u);
+    EXPECT_TRUE(r.take_records().empty());
+}
+
+TEST(ClampRewriter, when_a_connection_was_not_seen_from_its_syn_then_its_acks_pass_unchanged) {
+    ClientCoreStats stats;
+    clamp_rewriter r(config(), stats);
+    const Conn c(4);
+    Bytes ack = c.client_ack(0, 1000);
+    const Bytes before = ack;
+    r.on_uplink(0, ack, 0.01f);
+    EXPECT_EQ(ack, before);
+    EXPECT_EQ(stats.clamp_acks_unknown, 1u);
+    EXPECT_EQ(r.flows(), 0u);
+}
+
+TEST(ClampRewriter, when_a_rst_arrives_or_the_flow_idles_then_it_is_forgotten) {
+    ClientCoreStats stats;
+    ClampConfig cfg = config();
+    cfg.flow_idle_timeout = 10 * kMs;
+    clamp_rewriter r(cfg, stats);
+    const Conn a(4, 40000), b(4, 40001);
+    open(r, a, 0.01f);
+    open(r, b, 0.01f);
+    r.on_downlink(2 * kMs, a.server_rst(), 0.01f);
+    EXPECT_EQ(r.flows(), 1u);
+    EXPECT_EQ(stats.clamp_flows_closed, 1u);
+    r.expire(20 * kMs);
+    EXPECT_EQ(r.flows(), 0u);
+    EXPECT_EQ(stats.clamp_flows_expired, 1u);
+}
+
+TEST(ClampRewriter, when_the_table_is_full_then_the_least_recently_seen_flow_is_evicted) {
+    ClientCoreStats stats;
+    ClampConfig cfg = config();
+    cfg.max_flows = 2;
+    clamp_rewriter r(cfg, stats);
+    const Conn a(4, 40000), b(4, 40001), c(4, 40002);
+    open(r, a, 0.01f);
+    open(r, b, 0.01f);
+    r.on_downlink(5 * kMs, a.server_data(0, 100), 0.01f);  // a seen more recently than b
+    open(r, c, 0.01f);
+    EXPECT_EQ(r.flows(), 2u);
+    EXPECT_EQ(stats.clamp_flows_evicted, 1u);
+    EXPECT_NE(r.agent(a.downlink_key()), nullptr);
+    EXPECT_EQ(r.agent(b.downlink_key()), nullptr);
+}
+
+}  // namespace
+}  // namespace oppsched::client
