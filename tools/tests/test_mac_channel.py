@@ -66,7 +66,7 @@ def test_mean_power_one_and_rayleigh_envelope(model):
 @pytest.mark.parametrize("model,tol", [("clamp", 0.07), ("sum_of_sinusoids", 0.03)])
 def test_autocorrelation_close_to_j0(model, tol):
     # tol: sampling noise 0.007 plus, for the angles printed in Andrew & Hanly, CLAMP, the
-    # G = 20 quadrature error (1 - cos 2 pi f_d tau)/G (0.065 at f_d tau = 0.3; see channel.h).
+    # G = 20 quadrature error (1 - cos 2 pi f_d tau)/G (0.065 at f_d tau = 0.3; see docs/mac.md, "Fading models").
     fd = 60.0
     t = 0.0311 * np.arange(20)
     for fd_tau in (0.05, 0.1, 0.18, 0.3):

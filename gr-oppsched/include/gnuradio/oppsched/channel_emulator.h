@@ -9,7 +9,7 @@
 // - fading h_u,l(t) = sqrt(p_l) a_u(t) g_u,l(t), with E|g|^2 = 1:
 //     jakes:            Andrew & Hanly, CLAMP, §V-B: G oscillators (20), Doppler f_d
 //                       (0.6 or 60 Hz in the paper), evaluated by the host library's
-//                       oppsched::channel::JakesChannel (host/include/oppsched/channel.h),
+//                       oppsched::channel::JakesChannel (host/common/include/oppsched/fading.h),
 //                       the model the MAC's slot-level abstraction uses, with per-user
 //                       random oscillator phases. Deviation from the print, on purpose:
 //                       the angle offset defaults to -0.5 (Dent et al. 1993) instead of the
