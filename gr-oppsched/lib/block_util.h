@@ -12,7 +12,8 @@ namespace gr {
 namespace oppsched {
 
 //! The numerology of a block: a named profile at \p sample_rate, with the slot duration
-//! overridden when \p slot_duration_s > 0, payload FEC \p fec ("ldpc" / "conv"). Throws std::invalid_argument naming the field.
+//! overridden when \p slot_duration_s > 0, payload FEC \p fec ("ldpc" / "conv"). Throws
+//! std::invalid_argument naming the field.
 inline numerology block_numerology(const std::string& profile, double sample_rate,
                                    double slot_duration_s, const std::string& fec = "ldpc") {
     if (!(sample_rate > 0) || !std::isfinite(sample_rate))

@@ -22,21 +22,19 @@ const mcs_info& info_for_rate(code_rate r) {
 }
 }  // namespace
 
-ldpc_segmentation::ldpc_segmentation(std::size_t info_bits, code_rate rate,
-                                     std::size_t coded_bits)
+ldpc_segmentation::ldpc_segmentation(std::size_t info_bits, code_rate rate, std::size_t coded_bits)
     : d_rate(rate), d_k(info_bits), d_c(coded_bits) {
     const mcs_info& m = info_for_rate(rate);
     d_num = m.rate_num;
     d_den = m.rate_den;
     if (info_bits == 0) throw std::invalid_argument("ldpc.info_bits: 0 must be >= 1");
     if (coded_bits == 0) throw std::invalid_argument("ldpc.coded_bits: 0 must be >= 1");
-    const std::size_t cap = coded_bits * static_cast<std::size_t>(m.rate_num) /
-                            static_cast<std::size_t>(m.rate_den);
+    const std::size_t cap =
+        coded_bits * static_cast<std::size_t>(m.rate_num) / static_cast<std::size_t>(m.rate_den);
     if (info_bits > cap)
         throw std::invalid_argument("ldpc.info_bits: " + std::to_string(info_bits) + " > " +
-                                    std::to_string(cap) + " = floor(" +
-                                    std::to_string(coded_bits) + " coded bits x " +
-                                    std::to_string(m.rate_num) + "/" +
+                                    std::to_string(cap) + " = floor(" + std::to_string(coded_bits) +
+                                    " coded bits x " + std::to_string(m.rate_num) + "/" +
                                     std::to_string(m.rate_den) + ") (TB too large for the slot)");
     // units of 648 bits: unit_k info + unit_p parity (648 R is whole for every rate)
     const std::size_t unit_k = info_of(unit_bits, m);

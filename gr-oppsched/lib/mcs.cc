@@ -1,5 +1,5 @@
-#include <gnuradio/oppsched/mcs.h>
 #include <gnuradio/oppsched/ldpc_rate_matcher.h>
+#include <gnuradio/oppsched/mcs.h>
 #include <gnuradio/oppsched/rate_matcher.h>
 
 #include <algorithm>
@@ -55,8 +55,7 @@ std::size_t mcs_table::mother_bits(std::size_t tb_bytes) {
     return 2 * (8 * (tb_bytes + 4) + tail_bits);
 }
 
-std::size_t mcs_table::tb_bytes_for_coded_bits(int index, std::size_t coded_bits,
-                                               fec_scheme fec) {
+std::size_t mcs_table::tb_bytes_for_coded_bits(int index, std::size_t coded_bits, fec_scheme fec) {
     const auto& m = get(index);
     if (fec == fec_scheme::ldpc) {
         // K = 8 (bytes + 4) <= floor(C R): no tail, the code rate is exact per codeword

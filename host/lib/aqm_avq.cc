@@ -17,7 +17,7 @@ namespace {
 // C~ starts at C when the capacity first becomes known; C~ <= C holds after every update
 // (and when a measured C falls, at the next arrival).
 class Avq final : public FifoAqm {
-public:
+  public:
     Avq(const AqmConfig& c, const AvqParams& p) : FifoAqm(c, true), p_(p) {
         if (p.virtual_buffer_bytes > 0) {
             buffer_ = static_cast<double>(p.virtual_buffer_bytes);
@@ -29,7 +29,7 @@ public:
     }
     AqmKind kind() const override { return AqmKind::avq; }
 
-protected:
+  protected:
     Verdict decide(const Packet& pk, time_ns now) override {
         if (!rate_.known()) return Verdict::accept;  // measuring: no capacity yet
         const double cap = rate_.rate_bps() / 8.0;   // C, bytes/s
@@ -47,8 +47,8 @@ protected:
         } else {
             vq_ += b;
         }
-        ctilde_ = std::max(std::min(ctilde_ + p_.alpha * p_.gamma * cap * dt, cap) - p_.alpha * b,
-                           0.0);
+        ctilde_ =
+            std::max(std::min(ctilde_ + p_.alpha * p_.gamma * cap * dt, cap) - p_.alpha * b, 0.0);
         last_ = now;
         return v;
     }
@@ -57,7 +57,7 @@ protected:
         s.virtual_queue_bytes = vq_;
     }
 
-private:
+  private:
     AvqParams p_;
     double buffer_;
     bool started_ = false;

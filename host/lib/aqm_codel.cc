@@ -16,7 +16,7 @@ namespace {
 //     the Linux variant the RFC quotes).
 // O(1) per packet, plus one sqrt per drop.
 class Codel final : public FifoAqm {
-public:
+  public:
     Codel(const AqmConfig& c, const CodelParams& p) : FifoAqm(c, false), p_(p) {}
     AqmKind kind() const override { return AqmKind::codel; }
 
@@ -58,14 +58,14 @@ public:
         return std::move(r.p);
     }
 
-protected:
+  protected:
     void fill_stats(AqmStats& s) const override {
         s.dropping = dropping_;
         s.codel_count = count_;
         s.queue_delay_s = to_seconds(sojourn_);
     }
 
-private:
+  private:
     struct Dq {
         std::optional<Packet> p;
         bool ok_to_drop = false;

@@ -14,7 +14,7 @@ namespace oppsched::aqm::detail {
 
 // Drop reporting, statistics, ECN marking and the random source every AQM needs.
 class AqmBase : public Aqm {
-public:
+  public:
     explicit AqmBase(const AqmConfig& config)
         : limits_(config.limits), ecn_(config.ecn), rng_(config.seed) {}
 
@@ -22,7 +22,7 @@ public:
     void set_drop_sink(DropSink sink) override { sink_ = std::move(sink); }
     std::vector<Drop> take_drops() override { return std::exchange(drops_, {}); }
 
-protected:
+  protected:
     void report_drop(Packet&& p, DropReason reason, time_ns now) {
         ++stats_.dropped[static_cast<std::size_t>(reason)];
         stats_.dropped_bytes += p.size();
@@ -57,7 +57,7 @@ protected:
     std::mt19937_64 rng_;
     AqmStats stats_;
 
-private:
+  private:
     DropSink sink_;
     std::vector<Drop> drops_;
 };
@@ -73,7 +73,7 @@ enum class Verdict : std::uint8_t {
 // Order of an arrival: advance(now) (periodic state), verdict = decide(); a signalled packet
 // that cannot be marked is an early drop; then the limit (overflow); then mark and queue.
 class FifoAqm : public AqmBase {
-public:
+  public:
     FifoAqm(const AqmConfig& config, bool uses_rate)
         : AqmBase(config), fifo_(config.limits), rate_(config.rate), uses_rate_(uses_rate) {}
 
@@ -124,7 +124,7 @@ public:
         return s;
     }
 
-protected:
+  protected:
     virtual void advance(time_ns /*now*/) {}
     virtual Verdict decide(const Packet& /*p*/, time_ns /*now*/) { return Verdict::accept; }
     // After a dequeue (fifo_ already without the packet).
@@ -154,7 +154,7 @@ std::unique_ptr<Aqm> make_tlas(const AqmConfig& c, const TlasParams& p);
 // ended before `now` are processed at the next enqueue/dequeue. Returns how many periods
 // ended since the last call (0 on the first call, which starts the clock).
 class PeriodClock final {
-public:
+  public:
     explicit PeriodClock(time_ns period) : period_(period) {}
     std::int64_t advance(time_ns now) {
         if (!started_) {
@@ -169,7 +169,7 @@ public:
     }
     time_ns period() const { return period_; }
 
-private:
+  private:
     time_ns period_;
     time_ns next_ = 0;
     bool started_ = false;

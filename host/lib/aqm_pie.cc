@@ -22,12 +22,12 @@ namespace {
 // as Linux), or queue bytes / departure rate (§5.2; fixed or measured capacity).
 // O(1) per packet; after an idle gap, O(updates until the fixed point) (see advance()).
 class Pie final : public FifoAqm {
-public:
+  public:
     Pie(const AqmConfig& c, const PieParams& p)
         : FifoAqm(c, p.use_departure_rate), p_(p), clock_(p.tupdate), burst_(p.max_burst) {}
     AqmKind kind() const override { return AqmKind::pie; }
 
-protected:
+  protected:
     void advance(time_ns now) override {
         // Between events the delay input is constant, so the updates reach a fixed point
         // (drop_prob 0 or 1, burst allowance full or empty): stop there. This bounds the cost
@@ -70,7 +70,7 @@ protected:
         s.burst_allowance_s = to_seconds(burst_);
     }
 
-private:
+  private:
     double current_qdelay() const {
         if (p_.use_departure_rate && rate_.known())  // Little's law, §5.2
             return static_cast<double>(fifo_.bytes()) * 8.0 / rate_.rate_bps();

@@ -1,7 +1,6 @@
 // The client agent's logic: see oppsched/client_core.h.
 #include "oppsched/client_core.h"
 
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>

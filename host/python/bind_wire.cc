@@ -4,7 +4,6 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-
 #include "bindings.h"
 #include "oppsched/validation.h"
 #include "oppsched/wire.h"

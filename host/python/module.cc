@@ -5,8 +5,9 @@
 #include "bindings.h"
 
 PYBIND11_MODULE(_oppsched_mac, m) {
-    m.doc() = "oppsched MAC library: queues, AQMs, schedulers, HARQ, link adaptation, "
-              "CLAMP agents, channel models, MAC PDUs and TCP/IP header tools";
+    m.doc() =
+        "oppsched MAC library: queues, AQMs, schedulers, HARQ, link adaptation, "
+        "CLAMP agents, channel models, MAC PDUs and TCP/IP header tools";
     oppsched::py::bind_tcpip(m);
     oppsched::py::bind_pdu(m);
     oppsched::py::bind_aqm(m);

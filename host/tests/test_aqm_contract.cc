@@ -30,7 +30,9 @@ AqmConfig contract_config(const ContractCase& c) {
     AqmConfig cfg = default_config(c.kind);
     cfg.seed = 1234 + static_cast<std::uint64_t>(c.variant);
     switch (c.variant) {
-        case 0: cfg.limits = {0, 40}; break;
+        case 0:
+            cfg.limits = {0, 40};
+            break;
         case 1:
             cfg.limits = {30000, 0};
             cfg.rate.capacity_bps = 2e6;
@@ -58,7 +60,7 @@ AqmConfig contract_config(const ContractCase& c) {
 // Random mixed traffic: TCP data (v4 and v6), pure ACKs (some duplicate, some with SACK or
 // ECE), SYN/FIN/RST, UDP; ECT or not; some high priority.
 class Traffic {
-public:
+  public:
     explicit Traffic(std::uint64_t seed) : rng_(seed) {}
 
     Packet next(std::uint64_t id) {
@@ -105,7 +107,7 @@ public:
         return make_packet(std::move(data), id, 0, u(rng_) < 0.2);
     }
 
-private:
+  private:
     std::mt19937_64 rng_;
     std::uint32_t seq_[5] = {1, 1, 1, 1, 1};
     std::uint32_t ack_[3] = {1000, 1000, 1000};
@@ -252,7 +254,9 @@ TEST_P(AqmContract, limit_holds_and_every_packet_leaves_exactly_once_in_order) {
     // ... and the discipline itself must have acted, not only the limit.
     const std::uint64_t signalled = s.marked + s.dropped_by(DropReason::early_drop);
     switch (c.kind) {
-        case AqmKind::droptail: EXPECT_EQ(signalled, 0u); break;
+        case AqmKind::droptail:
+            EXPECT_EQ(signalled, 0u);
+            break;
         case AqmKind::codel:
             EXPECT_GT(s.marked + s.dropped_by(DropReason::aqm_drop), 0u);
             break;
@@ -261,8 +265,12 @@ TEST_P(AqmContract, limit_holds_and_every_packet_leaves_exactly_once_in_order) {
             EXPECT_GT(s.dropped_by(DropReason::evicted_low_priority), 0u);
             break;
         case AqmKind::las:
-        case AqmKind::tlas: EXPECT_GT(s.dropped_by(DropReason::evicted_las), 0u); break;
-        default: EXPECT_GT(signalled, 0u) << "the AQM never signalled congestion"; break;
+        case AqmKind::tlas:
+            EXPECT_GT(s.dropped_by(DropReason::evicted_las), 0u);
+            break;
+        default:
+            EXPECT_GT(signalled, 0u) << "the AQM never signalled congestion";
+            break;
     }
 
     // Order: global FIFO for FIFO disciplines; per-flow order for all.

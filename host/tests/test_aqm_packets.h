@@ -118,8 +118,8 @@ inline std::vector<std::uint8_t> data_packet(std::size_t total, std::uint8_t ecn
     return tcp_packet(t);
 }
 
-inline Packet make_packet(std::vector<std::uint8_t> data, std::uint64_t id,
-                          std::uint32_t user = 0, bool high_priority = false) {
+inline Packet make_packet(std::vector<std::uint8_t> data, std::uint64_t id, std::uint32_t user = 0,
+                          bool high_priority = false) {
     Packet p;
     p.data = std::move(data);
     p.id = id;

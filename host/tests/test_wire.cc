@@ -28,7 +28,11 @@ std::vector<Message> one_of_each() {
     rx.cqi = 11;
     rx.combined = 2;
     rx.tb = std::vector<std::uint8_t>(300, 0xab);
-    return {SlotRequest{99, -5}, g, rx, CqiReport{4, 77, -3.5f, 2}, HarqFeedback{1, 8, 3, true},
+    return {SlotRequest{99, -5},
+            g,
+            rx,
+            CqiReport{4, 77, -3.5f, 2},
+            HarqFeedback{1, 8, 3, true},
             UplinkPacket{9, std::vector<std::uint8_t>(1500, 0x45)}};
 }
 
@@ -59,13 +63,22 @@ TEST(Wire, every_message_type_round_trips_with_its_sequence_number) {
 TEST(Wire, golden_cqi_report_and_slot_request_bytes) {
     // Expected bytes made independently with Python: struct.pack(">IBBHII", ...) + zlib.crc32.
     EXPECT_EQ(hex(encode(CqiReport{4, 77, -3.5f, 2}, 7)),
-              "4f505053" "01" "04" "0000" "00000007" "0000000f"          // header
-              "0004" "000000000000004d" "c0600000" "02"                  // user slot snr cqi
-              "68d20488");                                               // CRC-32
+              "4f505053"
+              "01"
+              "04"
+              "0000"
+              "00000007"
+              "0000000f"  // header
+              "0004"
+              "000000000000004d"
+              "c0600000"
+              "02"          // user slot snr cqi
+              "68d20488");  // CRC-32
     const auto req = encode(SlotRequest{1, 1667000}, 0);
     ASSERT_EQ(req.size(), 16u + 16u + 4u);
     EXPECT_EQ(hex(std::vector<std::uint8_t>(req.begin(), req.begin() + 32)),
-              "4f5050530101000000000000000000100000000000000001" "0000000000196fb8");
+              "4f5050530101000000000000000000100000000000000001"
+              "0000000000196fb8");
     const std::uint32_t crc = crc32(req.data(), 32);
     EXPECT_EQ((std::uint32_t(req[32]) << 24) | (req[33] << 16) | (req[34] << 8) | req[35], crc);
 }
@@ -98,7 +111,8 @@ TEST(Wire, errors_name_the_field_and_value) {
     f[5] = 77;  // type
     // fix the CRC so the type check is what fails
     const auto crc = crc32(f.data(), f.size() - 4);
-    for (int i = 0; i < 4; ++i) f[f.size() - 4 + i] = static_cast<std::uint8_t>(crc >> (8 * (3 - i)));
+    for (int i = 0; i < 4; ++i)
+        f[f.size() - 4 + i] = static_cast<std::uint8_t>(crc >> (8 * (3 - i)));
     const auto r = decode(f);
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.error(), "header.type: 77 is not a known message type (1..6)");

@@ -67,8 +67,8 @@ TEST(FecMcs, ldpc_tb_size_is_coded_bits_times_rate_minus_crc_in_whole_bytes) {
             std::size_t prev = 0;
             for (const auto& m : mcs_table::all()) {
                 const std::size_t C = mcs_table::coded_bits(m.index, n);
-                const std::size_t cap = C * static_cast<std::size_t>(m.rate_num) /
-                                        static_cast<std::size_t>(m.rate_den);
+                const std::size_t cap =
+                    C * static_cast<std::size_t>(m.rate_num) / static_cast<std::size_t>(m.rate_den);
                 const std::size_t b = mcs_table::tb_bytes(m.index, n);
                 EXPECT_EQ(b, (cap - 32) / 8) << name << " " << fs << " " << m.name;
                 EXPECT_GT(b, prev) << m.name;

@@ -131,8 +131,7 @@ TEST(HeaderAidedChest, refined_estimate_error_is_at_most_half_the_ltf_only_error
     int seed = 60;
     for (const auto& [d, g] : channels) {
         const auto e = measure({}, d, g, 20.0, seed++);
-        EXPECT_LT(e.refined, 0.5 * e.first)
-            << d.size() << " taps: ratio " << e.refined / e.first;
+        EXPECT_LT(e.refined, 0.5 * e.first) << d.size() << " taps: ratio " << e.refined / e.first;
         EXPECT_NEAR(e.reported / e.refined, 1.0, 0.3) << d.size() << " taps";
     }
     // Without smoothing the LS error itself: N0/6 vs N0/2.

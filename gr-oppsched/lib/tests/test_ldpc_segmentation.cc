@@ -134,8 +134,7 @@ TEST(LdpcSegmentation, infeasible_sizes_and_bad_rvs_are_refused_naming_the_field
         ldpc_segmentation(721, code_rate::r1_2, 1440);
         FAIL() << "accepted";
     } catch (const std::invalid_argument& e) {
-        EXPECT_NE(std::string(e.what()).find("ldpc.info_bits: 721"), std::string::npos)
-            << e.what();
+        EXPECT_NE(std::string(e.what()).find("ldpc.info_bits: 721"), std::string::npos) << e.what();
     }
     EXPECT_THROW(ldpc_segmentation(0, code_rate::r1_2, 100), std::invalid_argument);
     EXPECT_THROW(ldpc_segmentation(10, code_rate::r1_2, 0), std::invalid_argument);

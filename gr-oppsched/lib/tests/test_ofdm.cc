@@ -147,8 +147,7 @@ TEST(Ofdm, too_many_res_are_rejected_naming_the_argument) {
         FAIL() << "accepted";
     } catch (const std::invalid_argument& e) {
         const auto want = "ofdm_modulator.payload: " + std::to_string(big.size());
-        EXPECT_NE(std::string(e.what()).find(want), std::string::npos)
-            << e.what();
+        EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
     }
     std::vector<gr_complex> h(static_cast<size_t>(num.header_resource_elements() + 1));
     EXPECT_THROW(mod.modulate(h, {}), std::invalid_argument);

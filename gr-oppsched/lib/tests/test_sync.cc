@@ -197,8 +197,10 @@ TEST(SlotSync, truncated_slots_are_not_reported_and_the_next_full_slot_is) {
     ofdm_modulator mod(num);
     std::mt19937_64 rng(26);
     std::vector<gr_complex> x(500, gr_complex(0, 0));
-    auto slot = [&]() { return mod.modulate(random_qam(rng, num.header_resource_elements(), 2),
-                                               random_qam(rng, num.payload_resource_elements(), 2)); };
+    auto slot = [&]() {
+        return mod.modulate(random_qam(rng, num.header_resource_elements(), 2),
+                            random_qam(rng, num.payload_resource_elements(), 2));
+    };
     auto a = slot();
     a.resize(static_cast<size_t>(num.symbol_offset(1)));
     x.insert(x.end(), a.begin(), a.end());
@@ -230,7 +232,8 @@ TEST(SlotSync, a_deep_fade_in_the_middle_of_a_slot_does_not_drop_it) {
     ofdm_modulator mod(num);
     std::mt19937_64 rng(31);
     const auto hdr = random_qam(rng, static_cast<size_t>(num.header_resource_elements()), 2);
-    auto s = mod.modulate(hdr, random_qam(rng, static_cast<size_t>(num.payload_resource_elements()), 2));
+    auto s =
+        mod.modulate(hdr, random_qam(rng, static_cast<size_t>(num.payload_resource_elements()), 2));
     const double mid = num.symbol_offset(num.data_symbols() / 2 + 2);
     for (size_t n = 0; n < s.size(); ++n)
         s[n] *= static_cast<float>(std::min(1.0, std::abs(static_cast<double>(n) - mid) / 400.0));
@@ -257,8 +260,9 @@ TEST(SlotSync, a_slot_cut_mid_way_and_followed_at_once_by_the_next_does_not_hide
     ofdm_modulator mod(num);
     std::mt19937_64 rng(32);
     auto slot = [&]() {
-        return mod.modulate(random_qam(rng, static_cast<size_t>(num.header_resource_elements()), 2),
-                            random_qam(rng, static_cast<size_t>(num.payload_resource_elements()), 2));
+        return mod.modulate(
+            random_qam(rng, static_cast<size_t>(num.header_resource_elements()), 2),
+            random_qam(rng, static_cast<size_t>(num.payload_resource_elements()), 2));
     };
     std::vector<gr_complex> x(500, gr_complex(0, 0));
     auto a = slot();
@@ -340,8 +344,7 @@ TEST(SlotSync, bad_parameters_are_rejected_naming_the_field) {
     EXPECT_THROW(slot_sync(num, p), std::invalid_argument);
 }
 
-TEST(SlotSync, a_128_point_numerology_with_the_generic_allocation_works_end_to_end)
-{
+TEST(SlotSync, a_128_point_numerology_with_the_generic_allocation_works_end_to_end) {
     numerology_params p;
     p.sample_rate = 2e6;
     p.slot_duration = 3e-3;

@@ -177,8 +177,7 @@ class OPPSCHED_API tb_decoder final {
     std::vector<float> d_cw_llr;
     std::vector<std::uint8_t> d_cw_bits;
 
-    void decode_ldpc(const tb_rx_params& p, std::size_t C, harq_buffer& harq,
-                     tb_decode_result& r);
+    void decode_ldpc(const tb_rx_params& p, std::size_t C, harq_buffer& harq, tb_decode_result& r);
 };
 
 //! TB bytes + CRC-32 -> K unpacked info bits (step 1 of the TX chain)

@@ -26,8 +26,8 @@ void bind_numerology(py::module& m) {
         .def(py::init<const numerology_params&>(), py::arg("params"))
         .def_static("profile", &numerology::profile, py::arg("name"), py::arg("sample_rate") = 1e6,
                     py::arg("fec") = "ldpc")
-        .def_property_readonly("fec",
-                               [](const numerology& n) { return std::string(to_string(n.params().fec)); })
+        .def_property_readonly(
+            "fec", [](const numerology& n) { return std::string(to_string(n.params().fec)); })
         .def_static("profile_names", &numerology::profile_names)
         .def_property_readonly("params", &numerology::params)
         .def_property_readonly("symbol_len", &numerology::symbol_len)

@@ -156,8 +156,7 @@ void bind_ofdm(py::module& m) {
         .def_property_readonly("phase",
                                [](const ofdm_demod_result& r) { return to_numpy(r.phase); })
         .def_readonly("chest_window", &ofdm_demod_result::chest_window)
-        .def_property_readonly("gain",
-                               [](const ofdm_demod_result& r) { return to_numpy(r.gain); })
+        .def_property_readonly("gain", [](const ofdm_demod_result& r) { return to_numpy(r.gain); })
         .def_property_readonly("channel_error_var", [](const ofdm_demod_result& r) {
             return to_numpy(r.channel_error_var);
         });

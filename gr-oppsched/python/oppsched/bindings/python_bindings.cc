@@ -6,8 +6,7 @@
 
 namespace py = pybind11;
 
-PYBIND11_MODULE(oppsched_python, m)
-{
+PYBIND11_MODULE(oppsched_python, m) {
     // The blocks derive from gnuradio.gr types; import them first so pybind11 knows them.
     py::module::import("gnuradio.gr");
     m.doc() = "oppsched PHY: slotted OFDM downlink, HARQ, CQI, channel emulator";

@@ -124,8 +124,7 @@ struct Frame {
 std::vector<std::uint8_t> encode(const Message& msg, std::uint32_t seq);
 
 // Parses one frame of at most max_len bytes.
-Result<Frame> decode(const std::uint8_t* data, std::size_t len,
-                     std::size_t max_len = kMaxFrameLen);
+Result<Frame> decode(const std::uint8_t* data, std::size_t len, std::size_t max_len = kMaxFrameLen);
 inline Result<Frame> decode(const std::vector<std::uint8_t>& f,
                             std::size_t max_len = kMaxFrameLen) {
     return decode(f.data(), f.size(), max_len);
@@ -133,18 +132,18 @@ inline Result<Frame> decode(const std::vector<std::uint8_t>& f,
 
 // Tracks one peer's sequence numbers: counts gaps (lost messages) and reorders/duplicates.
 class SeqTracker final {
-public:
+  public:
     struct Stats {
         std::uint64_t received = 0;
-        std::uint64_t lost = 0;        // sum of gap sizes
+        std::uint64_t lost = 0;          // sum of gap sizes
         std::uint64_t out_of_order = 0;  // older than the newest seen (duplicates included)
-        std::uint64_t restarts = 0;    // peer restarted (seq went back to 0)
+        std::uint64_t restarts = 0;      // peer restarted (seq went back to 0)
     };
     // Returns the number of messages missing before this one (0 when in sequence).
     std::uint64_t on_receive(std::uint32_t seq);
     const Stats& stats() const { return stats_; }
 
-private:
+  private:
     bool started_ = false;
     std::uint32_t next_ = 0;
     Stats stats_;
