@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "error_of.h"
 #include "oppsched/clamp_link.h"
 #include "oppsched/fading.h"
 
@@ -22,16 +23,6 @@ namespace {
 
 constexpr double kPi = 3.14159265358979323846;
 using cd = std::complex<double>;
-
-template <class F>
-std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const std::invalid_argument& e) {
-        return e.what();
-    }
-    return "(no exception)";
-}
 
 // --------------------------------------------------------------------------------------
 // Contract tests over every FadingChannel implementation.
@@ -178,7 +169,7 @@ TEST_P(FadingContract, autocorrelation_follows_the_model_and_j0) {
         EXPECT_NEAR(acc.imag(), 0.0, 0.025) << "f_d tau " << fd_tau;
         // The model's own autocorrelation against J0(2 pi f_d tau): exact for the sum of
         // sinusoids; a G = 20 quadrature of J0's integral for Jakes (the printed angles
-        // are off by one step: see channel.h), and the measured one against J0 too.
+        // are off by one step: see fading.h), and the measured one against J0 too.
         const double tol = GetParam().j0_tolerance(fd_tau);
         EXPECT_NEAR(model, bessel, tol + 1e-12) << "f_d tau " << fd_tau;
         EXPECT_NEAR(acc.real(), bessel, tol + 0.025) << "f_d tau " << fd_tau;
@@ -301,7 +292,7 @@ TEST(JakesChannel, doppler_lines_are_as_printed_and_distinct_users_share_them) {
 }
 
 TEST(JakesChannel, time_averaged_cross_correlation_of_two_users_is_the_phase_term) {
-    // The known property of a fixed-frequency Jakes model (channel.h): over one long run,
+    // The known property of a fixed-frequency Jakes model (fading.h): over one long run,
     // two users' time-averaged h_a h_b* tends to (1/G) sum_n cos(theta_n - theta'_n)
     // (not 0), here checked against that closed form.
     JakesParams p;

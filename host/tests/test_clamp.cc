@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "error_of.h"
 #include "oppsched/clamp.h"
 
 using namespace oppsched;
@@ -20,16 +21,6 @@ namespace {
 
 constexpr time_ns ms(double x) { return static_cast<time_ns>(x * 1e6); }
 constexpr std::uint32_t kHugeOsWindow = 1u << 30;
-
-template <class F>
-std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const std::invalid_argument& e) {
-        return e.what();
-    }
-    return "(no exception)";
-}
 
 // ---------------------------------------------------------------------------------------
 // A small packet-level closed loop, the paper's Fig. 1/Fig. 2 set-up: k greedy window-

@@ -30,7 +30,7 @@ CLAMP_ATTEMPTS_SLOW = mac.CLAMP_ATTEMPTS_SLOW_FADING
 CLAMP_ATTEMPTS_FAST = mac.CLAMP_ATTEMPTS_FAST_FADING
 FAST_FADING_HZ = 10.0
 
-# Named PHY profiles (design.md "PHY": 1.667 ms EV-DO, 3 ms CLAMP). Values a profile
+# Named PHY profiles (docs/architecture.md, "The PHY": 1.667 ms EV-DO, 3 ms CLAMP). Values a profile
 # implies when the experiment leaves them null.
 PROFILES = {
     "clamp": {"slot_s": 3e-3, "mcs_table": "clamp", "error_model": "clamp",

@@ -19,7 +19,7 @@ Semantics of the limit: bytes waiting for (or in) serialisation at the rate limi
 a router buffer; frames in propagation do not count (oppsched/delay_line.h). tbf's limit
 is the same quantity, so both backends agree.
 
-The testbed topology (design.md, "Data path") is built of such paths between the
+The testbed topology (docs/architecture.md, "The parts") is built of such paths between the
 namespaces of an oppsched.netns Session: :class:`Topology` describes N servers, each behind
 its own wired path of one-way delay d_i/2 per direction to the AP (Andrew & Hanly, CLAMP,
 Table I: S_i--X, 100 Mb/s, d_i/2), one AP namespace and M client namespaces;

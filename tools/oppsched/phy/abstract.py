@@ -2,7 +2,7 @@
 
     python -m oppsched.phy.abstract --config phy.yaml [--check] [--set key=value ...]
 
-It stands in for the radio (docs/daemons.md, "Slot timing"; design.md, "PHY"):
+It stands in for the radio (docs/daemons.md, "Slot timing"; docs/architecture.md, "The PHY"):
 
 - Slot n starts at t0 + n * slot_ns on CLOCK_MONOTONIC (time.monotonic_ns): an absolute
   schedule, so the slot clock never drifts, however late one tick wakes up. slot_ns is
