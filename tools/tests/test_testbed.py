@@ -29,6 +29,7 @@ import yaml
 
 from oppsched import daemonconf, flows, netns, pcap
 from oppsched.experiments import kind_module, testbed
+from oppsched.experiments.testbed import analysis
 from oppsched.runner import analyze_dir, load_experiment, run_experiment, variant_config
 from oppsched.wired import find_delay_binary
 from helpers import (BASE, PREFIX, REPO, assert_run_gone, cfg_of, delay_or_netem_available,
@@ -725,3 +726,16 @@ def test_end_to_end_tcp_over_the_sample_level_gnu_radio_phy(tmp_path, family):
     for n in ("apd", "client.R1", "phy"):
         assert procs[n]["exit_code"] == 0, (n, procs[n])
     assert_run_gone(json.loads((out / "run.json").read_text())["run_name"])
+
+
+def test_the_aqm_loss_and_mark_ratios_are_over_the_packets_each_queue_was_offered():
+    apd = {"core": {"aqm": {
+        "R1": {"offered": 200, "dropped_total": 10, "marked": 30, "enqueued": 190},
+        "R2": {"offered": 0, "dropped_total": 0, "marked": 0},
+    }}}
+    a = analysis.aqm_counts(apd)
+    assert a["R1"] == {"offered": 200, "dropped": 10, "marked": 30, "loss_ratio": 0.05,
+                       "mark_ratio": 0.15}
+    assert a["R2"]["loss_ratio"] is None
+    assert a["all"]["offered"] == 200 and a["all"]["loss_ratio"] == 0.05
+    assert analysis.aqm_counts(None) == {}

@@ -70,6 +70,30 @@ def _queue_delays_from_packets(rundir: Path, n_users: int) -> dict[int, float]:
     return out
 
 
+def aqm_counts(apd_stats) -> dict:
+    """Per AP queue, what its AQM saw (the apd's core.aqm.<queue> counters): packets
+    offered, dropped and ECN-marked, with the loss and mark ratios over the packets
+    offered; and the same over all queues under "all". Wang & Song, REAQM, and Wu, Gong &
+    Williamson compare AQMs by these."""
+    queues = ((apd_stats or {}).get("core") or {}).get("aqm") or {}
+    out, total = {}, {"offered": 0, "dropped": 0, "marked": 0}
+    for q, c in queues.items():
+        if not isinstance(c, dict) or "offered" not in c:
+            continue
+        row = {"offered": int(c["offered"]),
+               "dropped": int(c.get("dropped_total", c.get("dropped", 0))),
+               "marked": int(c.get("marked", 0))}
+        for k in total:
+            total[k] += row[k]
+        out[q] = row
+    for row in [*out.values(), total]:
+        row["loss_ratio"] = row["dropped"] / row["offered"] if row["offered"] else None
+        row["mark_ratio"] = row["marked"] / row["offered"] if row["offered"] else None
+    if out:
+        out["all"] = total
+    return out
+
+
 def analyze(outdir: Path) -> dict:
     rundir = Path(outdir)
     cfg = json.loads((rundir / "config.json").read_text())
@@ -203,6 +227,7 @@ def analyze(outdir: Path) -> dict:
         s = read_json(rundir / f"{name}.stats.json")
         if s is not None:
             stats[name] = s
+    aqm = aqm_counts(stats.get("apd"))
     late_phy = _find_number(stats.get("phy"), ("late", "slots_late", "late_slots"))
     if late_phy is not None:
         slot_info["late_phy"] = int(late_phy)
@@ -249,6 +274,7 @@ def analyze(outdir: Path) -> dict:
         "goodput_mac_fraction": got / mac_bytes if mac_bytes > 0 else None,
         "slots": slot_info,
         "harq": harq,
+        "aqm": aqm,
         "cpu_s": cpu,
         "cpu_share": share,  # CPU seconds per second of the process's life (1.0 = a core)
         "run": {"status": run.get("status"), "error": run.get("error"),
