@@ -130,7 +130,7 @@ def mcs_table(cfg: dict) -> str:
     if cfg["phy"]["mode"] in BLOCK_MODES:
         return str(measured_mcs_table(cfg["phy"]["profile"], cfg["phy"]["fec"]))
     t = cfg["phy"]["mcs_table"] or PROFILES[cfg["phy"]["profile"]]["mcs_table"]
-    return str(Path(t).resolve()) if t.endswith(".csv") else t
+    return str(paths.data_file(t)) if t.endswith(".csv") else t
 
 
 def error_model(cfg: dict) -> str:
@@ -277,7 +277,7 @@ def phy_config(cfg: dict, lay: Layout) -> dict:
         channel = {"model": channel_model(cfg, dev), "mean_snr_db": ch["mean_snr_db"],
                    "doppler_hz": ch["doppler_hz"], "seed": user_seed(cfg, u.id)}
         if ch.get("trace"):
-            channel["trace"] = ch["trace"]
+            channel["trace"] = str(paths.data_file(ch["trace"]))
         users.append({"id": u.id, "name": u.name, "rx": lay.endpoints[f"rx_{u.id}"],
                       "channel": channel})
     conf = {
@@ -296,7 +296,7 @@ def phy_config(cfg: dict, lay: Layout) -> dict:
                    "slots": lay.path("phy_slots.csv") if p["slot_trace"] else ""},
     }
     if p["link_curves"]:
-        conf["link_curves"] = str(Path(p["link_curves"]).resolve())
+        conf["link_curves"] = str(paths.data_file(p["link_curves"]))
     if p["mode"] in BLOCK_MODES:
         # python -m oppsched.phy.loopback: the same keys plus `sample:`; the blocks decode
         # for real, so the error model and link curves do not apply.

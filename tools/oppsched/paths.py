@@ -56,3 +56,13 @@ def package_parent() -> Path:
     """The folder holding this oppsched package: what a child process started with
     `python -m oppsched...` needs on PYTHONPATH to run the same code."""
     return Path(__file__).resolve().parents[1]
+
+
+def data_file(path: str | Path) -> Path:
+    """A file an experiment names (an MCS table, link curves, an SNR trace): absolute as
+    given; a relative path from the current folder if it is there, else from the checkout,
+    so that experiments/<paper>/<file>.csv works from anywhere."""
+    p = Path(path)
+    if p.is_absolute() or p.exists():
+        return p.resolve()
+    return home() / p

@@ -51,3 +51,13 @@ def test_a_python_phy_runs_this_package_with_the_builds_modules(monkeypatch, tmp
     first, second = env["PYTHONPATH"].split(os.pathsep)
     assert Path(first) == paths.package_parent() == Path(oppsched.__file__).resolve().parents[1]
     assert Path(second) == tmp_path / "python"
+
+
+def test_a_relative_data_file_is_found_from_here_first_then_from_the_checkout(tmp_path,
+                                                                              monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    table = "experiments/linkcurves/awgn-evdo-1msps/mcs_table.csv"
+    assert paths.data_file(table) == paths.home() / table
+    (tmp_path / "mine.csv").write_text("x")
+    assert paths.data_file("mine.csv") == tmp_path / "mine.csv"
+    assert paths.data_file("/abs/x.csv") == Path("/abs/x.csv")

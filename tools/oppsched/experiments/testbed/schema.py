@@ -8,7 +8,7 @@ import math
 import re
 from pathlib import Path
 
-from oppsched import daemonconf, mac
+from oppsched import daemonconf, mac, paths
 from oppsched.config import ConfigError, Field, ListOf
 from oppsched.daemonconf import PROFILES, SCHEDULERS
 from oppsched.phy.common import CHANNEL_MODELS, ERROR_MODELS, TABLE_PRESETS
@@ -311,15 +311,15 @@ def check(cfg: dict) -> None:
                               f"with phy.mode {mode} (real decoding)")
     if cfg["phy"]["mode"] == "uhd":
         _check_uhd(cfg)
-    if cfg["phy"]["mcs_table"] and str(cfg["phy"]["mcs_table"]).endswith(".csv") and not Path(
-            cfg["phy"]["mcs_table"]).is_file():
+    if cfg["phy"]["mcs_table"] and str(cfg["phy"]["mcs_table"]).endswith(".csv") and not \
+            paths.data_file(cfg["phy"]["mcs_table"]).is_file():
         raise ConfigError(f"phy.mcs_table: {cfg['phy']['mcs_table']!r}: no such file")
     if daemonconf.error_model(cfg) == "curves":
         lc = cfg["phy"]["link_curves"]
         if not lc:
             raise ConfigError("phy.link_curves: required with error_model curves (a CSV "
                               "mcs,snr_db,bler from `oppsched linkcurves`)")
-        if not Path(lc).is_file():
+        if not paths.data_file(lc).is_file():
             raise ConfigError(f"phy.link_curves: {lc!r}: no such file")
     elif cfg["phy"]["link_curves"]:
         raise ConfigError(f"phy.link_curves: {cfg['phy']['link_curves']!r} given but the error "
@@ -330,7 +330,7 @@ def check(cfg: dict) -> None:
         if model == "trace" and not ch["trace"]:
             raise ConfigError(f"devices[{i}].channel.trace: required with model trace "
                               "(a CSV time_s,snr_db)")
-        if model == "trace" and not Path(ch["trace"]).is_file():
+        if model == "trace" and not paths.data_file(ch["trace"]).is_file():
             raise ConfigError(f"devices[{i}].channel.trace: {ch['trace']!r}: no such file")
         if model != "trace" and ch["trace"]:
             raise ConfigError(f"devices[{i}].channel.trace: {ch['trace']!r} given but the model "
