@@ -466,8 +466,19 @@ def write_sweep_report(outdir: Path, man: dict, df: pd.DataFrame) -> Path:
         old.unlink()
     pngs = []
     if not df.empty:
+        axes_by_name = {a["name"]: a for a in man["axes"]}
         for i, spec in enumerate(_plot_specs(man, df)):
-            lines = series(df, spec["x"], spec["y"], axis_names, spec.get("by"))
+            data, ticks = df, None
+            ax_spec = axes_by_name.get(spec["x"])
+            if ax_spec and not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                   for v in ax_spec["values"]):
+                # A categorical axis (file names, kinds): its values in order along x.
+                labels = [sweepspec.format_value(v) for v in ax_spec["values"]]
+                pos = {lab: k for k, lab in enumerate(labels)}
+                data = df.assign(**{spec["x"]: df[spec["x"]].map(
+                    lambda v: pos.get(sweepspec.format_value(v)) if pd.notna(v) else None)})
+                ticks = [Path(lab).name for lab in labels]
+            lines = series(data, spec["x"], spec["y"], axis_names, spec.get("by"))
             if not lines:
                 continue
             fig, ax = plt.subplots(figsize=(7, 4.2))
@@ -487,6 +498,9 @@ def write_sweep_report(outdir: Path, man: dict, df: pd.DataFrame) -> Path:
                     ax.annotate(tag, (px, py), textcoords="offset points", xytext=(4, 4),
                                 fontsize=6, color=color)
             ax.set_xlabel(spec["x"])
+            if ticks is not None:
+                ax.set_xticks(range(len(ticks)))
+                ax.set_xticklabels(ticks, fontsize=8)
             ax.set_ylabel(spec["y"])
             if spec.get("logx"):
                 ax.set_xscale("log")

@@ -373,3 +373,15 @@ def test_an_unreachable_cluster_is_an_error_naming_its_address(tmp_path):
     with pytest.raises(ConfigError, match="--cluster: cannot reach"):
         sweep.run_sweep(write(tmp_path), tmp_path / "out",
                         cluster=f"tcp://127.0.0.1:{_free_port()}")
+
+
+def test_a_categorical_axis_is_plotted_in_the_order_of_its_values(tmp_path):
+    text = MACSIM.split("variants:")[0] + (
+        "sweep:\n  axes:\n    kind: {key: scheduler.kind, values: [rr, pf, maxrate]}\n"
+        "  plots:\n    - {x: kind, y: jain_index_users}\n")
+    out = tmp_path / "out"
+    assert sweep.run_sweep(write(tmp_path, text), out) == 0
+    assert (out / "plots" / "sweep-00-jain_index_users.png").is_file()
+    df = pd.read_csv(out / "sweep.csv").set_index("kind")
+    # Max rate gives the weaker user hardly a slot; round robin gives both equal slots.
+    assert df.loc["rr", "jain_index_users"] > df.loc["maxrate", "jain_index_users"]
