@@ -28,6 +28,17 @@ def save_figure(fig, folder: Path, name: str) -> str:
     return name
 
 
+def page_head(title: str) -> str:
+    """The start of every report page (run, experiment, sweep): title and the one style."""
+    return ("<!doctype html><html><head><meta charset='utf-8'>"
+            f"<title>{html.escape(title)}</title>"
+            "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
+            "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #bbb;"
+            "padding:3px 8px;text-align:right}th{background:#eee}"
+            "td:first-child,th:first-child{text-align:left}"
+            "img{max-width:100%;border:1px solid #ddd;margin:4px 0}</style></head><body>")
+
+
 def _fmt(x, scale=1.0, digits=1, unit=""):
     if x is None:
         return "&ndash;"
@@ -38,12 +49,7 @@ def write_report(outdir: Path, experiment: dict, runs, compare_pngs=()) -> Path:
     outdir = Path(outdir)
     e = html.escape
     parts = [
-        "<!doctype html><html><head><meta charset='utf-8'>",
-        f"<title>oppsched: {e(experiment['experiment'])}</title>",
-        "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
-        "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #bbb;padding:3px 8px;"
-        "text-align:right}th{background:#eee}td:first-child,th:first-child{text-align:left}"
-        "img{max-width:100%;border:1px solid #ddd;margin:4px 0}</style></head><body>",
+        page_head(f"oppsched: {experiment['experiment']}"),
         f"<h1>{e(experiment['experiment'])}</h1>",
         f"<p>{e(experiment.get('description', ''))}</p>",
         f"<p>kind <code>{e(experiment['kind'])}</code>, {experiment['duration_s']:g} s per run, "

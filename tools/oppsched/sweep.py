@@ -41,7 +41,7 @@ from scipy import stats
 from oppsched import runner, sweepspec
 from oppsched.config import ConfigError
 from oppsched.experiments import kind_module
-from oppsched.report import pyplot, save_figure
+from oppsched.report import page_head, pyplot, save_figure
 
 MANIFEST = "sweep.json"
 CSV = "sweep.csv"
@@ -515,12 +515,7 @@ def write_sweep_report(outdir: Path, man: dict, df: pd.DataFrame) -> Path:
 
     n_points = len(man["points"])
     parts = [
-        "<!doctype html><html><head><meta charset='utf-8'>",
-        f"<title>oppsched sweep: {e(man['experiment'])}</title>",
-        "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
-        "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #bbb;padding:3px 8px;"
-        "text-align:right}th{background:#eee}td:first-child,th:first-child{text-align:left}"
-        "img{max-width:100%;border:1px solid #ddd;margin:4px 0}</style></head><body>",
+        page_head(f"oppsched sweep: {man['experiment']}"),
         f"<h1>Sweep: {e(man['experiment'])}</h1>",
         f"<p>{e(man.get('description', ''))}</p>",
         f"<p>kind <code>{e(man['kind'])}</code>, {man['duration_s']:g} s per run, "

@@ -17,6 +17,7 @@ import zmq
 
 from oppsched import daemonconf, mac, netns, paths
 from oppsched.config import ConfigError
+from oppsched.experiments import testbed
 from oppsched.runner import load_experiment
 from oppsched.wired import find_delay_binary, netem_available
 
@@ -138,6 +139,14 @@ def delay_or_netem_available() -> tuple[bool, str]:
     if find_delay_binary() is not None or netem_available()[0]:
         return True, ""
     return False, "no netem and no oppsched-delay (cmake --build build --target oppsched-delay)"
+
+
+def require_real_testbed() -> None:
+    """Skip locally (fail under CI) unless a real testbed run can be built here: root, the
+    built daemons and PHY, and a wired delay stage."""
+    require(netns.is_root(), "network namespaces need root")
+    require(*testbed.programs_available())
+    require(*delay_or_netem_available())
 
 
 def assert_run_gone(run_name: str, ns_names=()) -> None:

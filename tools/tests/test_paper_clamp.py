@@ -10,8 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import REPO, delay_or_netem_available, needs_root, netns_prefix, require
-from oppsched.experiments import testbed
+from helpers import REPO, needs_root, netns_prefix, require_real_testbed
 from oppsched.runner import run_experiment
 
 EXPERIMENT = REPO / "experiments" / "clamp" / "deterministic.yaml"
@@ -42,8 +41,7 @@ def jain(x) -> float:
 
 @pytest.fixture(scope="module")
 def fig2_run(tmp_path_factory):
-    require(*testbed.programs_available())
-    require(*delay_or_netem_available())
+    require_real_testbed()
     out = tmp_path_factory.mktemp("clamp-fig2")
     with netns_prefix():
         run_experiment(EXPERIMENT, out, [

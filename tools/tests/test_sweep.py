@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from helpers import REPO, needs_root
+from helpers import BASE, REPO, needs_root
 from oppsched import sweep, sweepspec
 from oppsched.config import ConfigError
 from oppsched.experiments import macsim
@@ -270,17 +270,8 @@ def test_against_a_metric_every_axis_runs_along_one_parametric_line_per_variant(
 # ----------------------------------------------------------------------------------------
 # The Dask cluster path: a local scheduler and two workers, short abstract-PHY points.
 
-TESTBED = """
-experiment: sweep-dask
-kind: testbed
-duration_s: 3
-devices:
-  - {name: R1}
-servers:
-  - {name: S1, rtt_ms: 20}
-flows:
-  - {id: f1, server: S1, device: R1}
-sweep:
+TESTBED = BASE.replace("experiment: t", "experiment: sweep-dask").replace(
+    "duration_s: 4", "duration_s: 3") + """sweep:
   axes:
     rtt: {key: "servers[0].rtt_ms", values: [10, 40]}
 """

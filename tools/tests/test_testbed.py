@@ -34,7 +34,7 @@ from oppsched.runner import analyze_dir, load_experiment, run_experiment, varian
 from oppsched.wired import find_delay_binary
 from helpers import (BASE, PREFIX, REPO, assert_run_gone, cfg_of, delay_or_netem_available,
                      error_of, needs_root, netns_prefix, require, run_cli, run_layout,
-                     write_experiment)
+                     require_real_testbed, write_experiment)
 
 FAKE = Path(__file__).resolve().parent / "fake_daemons.py"
 
@@ -513,13 +513,6 @@ def test_missing_programs_are_named(tmp_path, prefix_env):
 # End to end with the real daemons and the abstract PHY (root + built programs)
 
 
-def _real_ready() -> None:
-    if not netns.is_root():
-        require(False, "network namespaces need root")
-    require(*testbed.programs_available())
-    require(*delay_or_netem_available())
-
-
 def _e2e(tmp: Path, text: str, overrides=()):
     exp = write_experiment(tmp, text)
     with netns_prefix():
@@ -543,7 +536,7 @@ queue: {limit_bytes: 200000}
 
 @pytest.mark.parametrize("family, streams", [("ipv4", 1), ("ipv6", 1), ("ipv4", 4), ("ipv6", 4)])
 def test_end_to_end_tcp_over_the_abstract_phy(tmp_path, family, streams):
-    _real_ready()
+    require_real_testbed()
     out, s = _e2e(tmp_path, E2E.replace("FAMILY", family).replace("STREAMS", str(streams)))
     (f,) = s["flows"]
     assert f["error"] is None and f["streams"] == streams
@@ -568,7 +561,7 @@ def test_end_to_end_tcp_over_the_abstract_phy(tmp_path, family, streams):
 
 @pytest.fixture(scope="module")
 def clamp_run(tmp_path_factory):
-    _real_ready()
+    require_real_testbed()
     tmp = tmp_path_factory.mktemp("clamp")
     text = E2E.replace("FAMILY", "ipv4").replace("STREAMS", "1").replace(
         "duration_s: 4", "duration_s: 6").replace(
@@ -657,7 +650,7 @@ def test_clamp_run_keeps_the_queue_near_its_equilibrium(clamp_run):
 
 
 def test_a_failing_real_run_leaves_nothing_behind(tmp_path):
-    _real_ready()
+    require_real_testbed()
     exp_text = E2E.replace("FAMILY", "ipv4").replace("STREAMS", "1") + \
         "extra: {apd: {no_such_key: 1}}\n"
     # the apd says which key is wrong and exits 2 (docs/daemons.md), before anything is built
@@ -670,7 +663,7 @@ def test_a_failing_real_run_leaves_nothing_behind(tmp_path):
 
 def test_a_real_run_that_fails_midway_leaves_nothing_behind(tmp_path, prefix_env,
                                                              monkeypatch):
-    _real_ready()
+    require_real_testbed()
     # The PHY killed behind the runner's back (at the first progress report) fails the run,
     # which still tears everything down.
     exp = write_experiment(tmp_path, E2E.replace("FAMILY", "ipv4").replace("STREAMS", "1")
@@ -712,7 +705,7 @@ queue: {limit_bytes: 60000}
 def test_end_to_end_tcp_over_the_sample_level_gnu_radio_phy(tmp_path, family):
     """Real TCP through the GNU Radio loopback: OFDM samples, the channel emulator, sync,
     Viterbi decoding and HARQ, driven by the AP daemon and feeding the client agent."""
-    _real_ready()
+    require_real_testbed()
     out, s = _e2e(tmp_path, E2E_SAMPLE.replace("FAMILY", family))
     (f,) = s["flows"]
     assert f["error"] is None
