@@ -16,6 +16,8 @@ pytest_rc=${PIPESTATUS[0]}
 [ "$pytest_rc" -eq 5 ] && pytest_rc=0   # no tests collected is not a failure of the code
 
 c_line=$(grep -E 'tests passed' "$build/ctest.log" | tail -n 1)
+c_skipped=$(grep -cE '\((Skipped|Disabled)\)' "$build/ctest.log")
+c_line="${c_line:+$c_line, $c_skipped skipped}"
 p_line=$(grep -E '(passed|failed|error)' "$build/pytest.log" | tail -n 1)
 echo "== summary =="
 echo "ctest:  ${c_line:-no result}"

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from oppsched.bench import run_bench, run_phy_bench
 from oppsched.config import ConfigError
 from oppsched.experiments.testbed import TestbedError
 from oppsched.linkcurves import add_parsers as linkcurves_parsers
-from oppsched.netns import NetnsError
-from oppsched.runner import analyze_dir, load_experiment, run_experiment
+from oppsched.netns import DEFAULT_PREFIX, NetnsError, cleanup_stale
+from oppsched.runner import RunFailed, analyze_dir, load_experiment, run_experiment
 from oppsched.sweep import collect, is_sweep_dir, run_sweep
 from oppsched.sweepspec import expand
 
@@ -43,6 +44,14 @@ def _cmd_check(a) -> int:
         sw = expand(raw, schema, resolved)
         runs = len(sw.points) if sw else len(resolved["variants"]) or 1
         print(f"{path}: ok ({resolved['kind']}, {runs} run(s){' in its sweep' if sw else ''})")
+    return 0
+
+
+def _cmd_cleanup(a) -> int:
+    prefix = a.prefix or os.environ.get("OPPSCHED_NETNS_PREFIX", DEFAULT_PREFIX)
+    removed = cleanup_stale(prefix, force=a.force)
+    print(f"oppsched cleanup: removed {len(removed)} namespace(s) of stale '{prefix}' runs"
+          + (": " + " ".join(removed) if removed else ""))
     return 0
 
 
@@ -89,6 +98,14 @@ def main(argv=None) -> int:
     c.add_argument("--set", action="append", metavar="KEY=VALUE")
     c.set_defaults(fn=_cmd_check)
 
+    cl = sub.add_parser("cleanup", help="remove what runs killed with SIGKILL left behind "
+                        "(namespaces, processes, host settings); every run does this first")
+    cl.add_argument("--prefix", default=None, help="namespace prefix (default: "
+                    "$OPPSCHED_NETNS_PREFIX or oppsched)")
+    cl.add_argument("--force", action="store_true",
+                    help="also remove runs whose runner is still alive")
+    cl.set_defaults(fn=_cmd_cleanup)
+
     b = sub.add_parser("bench", help="run the benchmarks (C++ Google Benchmark binaries, "
                        "then the PHY chain vs GNU Radio's reference blocks)")
     b.add_argument("what", nargs="?", default="all", choices=("all", "cpp", "phy"),
@@ -111,7 +128,7 @@ def main(argv=None) -> int:
     except ConfigError as exc:
         print(f"oppsched: error: {exc}", file=sys.stderr)
         return 2
-    except (TestbedError, NetnsError) as exc:  # a run that could not be done
+    except (TestbedError, NetnsError, RunFailed) as exc:  # a run that could not be done
         print(f"oppsched: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

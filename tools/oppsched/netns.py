@@ -382,6 +382,10 @@ class Netns:
 # Session: what one run owns
 
 
+# util-linux's setpriv (Essential on Debian) sets PR_SET_PDEATHSIG and execs the program.
+PDEATHSIG = ("setpriv", "--pdeathsig", "KILL", "--")
+
+
 def new_run_id() -> str:
     return secrets.token_hex(3)
 
@@ -413,6 +417,7 @@ class Session:
         self.veths: list[tuple[Netns, str, Netns, str]] = []
         self.procs: list[Proc] = []
         self.teardown_errors: list[str] = []
+        self.host_restored: list[str] = []  # host settings teardown put back
         self._started = False
         self._closed = False
         self._old_handlers: dict[int, Any] = {}
@@ -440,6 +445,9 @@ class Session:
         else:
             self.workdir.mkdir(parents=True, exist_ok=True)
         OWNER_DIR.mkdir(parents=True, exist_ok=True)
+        # What runs of this prefix killed with SIGKILL left behind goes first (their
+        # processes died with them: PDEATHSIG; their namespaces and host changes did not).
+        cleanup_stale(self.prefix)
         self._write_owner()
         atexit.register(self.teardown)
         if self.handle_signals and threading.current_thread() is threading.main_thread():
@@ -533,9 +541,12 @@ class Session:
         full_env.update(env or {})
         full_env[RUN_ENV] = self.name
         argv = [str(a) for a in argv]
+        # setpriv --pdeathsig: the kernel kills the process when the runner dies, even by
+        # SIGKILL, when no teardown can run (PR_SET_PDEATHSIG survives the exec of
+        # `ip netns exec`, which does not fork, and of the program).
         with open(log_path, "ab") as logf:
             try:
-                popen = subprocess.Popen(ns.exec_argv(argv), stdin=subprocess.DEVNULL,
+                popen = subprocess.Popen([*PDEATHSIG, *ns.exec_argv(argv)], stdin=subprocess.DEVNULL,
                                          stdout=logf, stderr=subprocess.STDOUT, env=full_env,
                                          start_new_session=True, close_fds=True)
             except OSError as exc:
@@ -598,6 +609,11 @@ class Session:
                 cp = run_cmd([IP, "netns", "del", ns.name], check=False)
                 if cp.returncode != 0 and Path(f"/run/netns/{ns.name}").exists():
                     errors.append(f"cannot delete namespace {ns.name}: {cp.stderr.strip()}")
+            # 5. Host settings this run changed and no other live run needs.
+            try:
+                self.host_restored = release_host_changes(self.name)
+            except OSError as exc:
+                errors.append(f"cannot restore host settings: {exc}")
             try:
                 self._owner_path().unlink()
             except FileNotFoundError:
@@ -687,6 +703,79 @@ def _owner_alive(run_name: str) -> bool:
     return isinstance(pid, int) and start is not None and _proc_start_time(pid) == start
 
 
+# ----------------------------------------------------------------------------------------
+# Host settings a run has to change, restored when the last run that needs them ends
+
+HOST_STATE = OWNER_DIR / "host-changes.json"
+ALLOWED_CC = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
+
+
+class _HostLock:
+    """An exclusive lock on the host-changes record (runs may share one machine)."""
+
+    def __enter__(self):
+        OWNER_DIR.mkdir(parents=True, exist_ok=True)
+        self.fd = os.open(OWNER_DIR / "host-changes.lock", os.O_CREAT | os.O_RDWR, 0o600)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        os.close(self.fd)
+
+    @staticmethod
+    def read() -> dict:
+        try:
+            d = json.loads(HOST_STATE.read_text())
+            return d if isinstance(d, dict) else {}
+        except (OSError, ValueError):
+            return {}
+
+    @staticmethod
+    def write(d: dict) -> None:
+        tmp = HOST_STATE.with_suffix(".tmp")
+        tmp.write_text(json.dumps(d))
+        tmp.replace(HOST_STATE)
+
+
+def allow_congestion_control(name: str, run_name: str) -> bool:
+    """Adds `name` to the host's net.ipv4.tcp_allowed_congestion_control for run
+    `run_name` if it is not there; returns True if this call added it. What runs added is
+    recorded in /run/oppsched-netns, and release_host_changes() takes it out again once
+    no live run needs it."""
+    with _HostLock() as lock:
+        state = lock.read()
+        users = state.setdefault("allowed_cc", {})
+        allowed = ALLOWED_CC.read_text().split()
+        added = name not in allowed
+        if added:
+            ALLOWED_CC.write_text(" ".join(allowed + [name]))
+            users[name] = []
+        if name in users and run_name not in users[name]:
+            users[name].append(run_name)
+        lock.write(state)
+    return added
+
+
+def release_host_changes(run_name: str) -> list[str]:
+    """The run no longer needs what it changed on the host: each setting no live run needs
+    any more is restored. Returns what was restored."""
+    restored = []
+    with _HostLock() as lock:
+        state = lock.read()
+        users = state.get("allowed_cc", {})
+        for name in list(users):
+            users[name] = [r for r in users[name] if r != run_name and _owner_alive(r)]
+            if not users[name]:
+                allowed = ALLOWED_CC.read_text().split()
+                if name in allowed:
+                    ALLOWED_CC.write_text(" ".join(a for a in allowed if a != name))
+                    restored.append(f"removed {name} from the host's "
+                                    "net.ipv4.tcp_allowed_congestion_control")
+                del users[name]
+        lock.write(state)
+    return restored
+
+
 def cleanup_stale(prefix: str = DEFAULT_PREFIX, *, force: bool = False) -> list[str]:
     """Removes namespaces (and their processes and devices) of crashed runs of `prefix`.
 
@@ -714,6 +803,7 @@ def cleanup_stale(prefix: str = DEFAULT_PREFIX, *, force: bool = False) -> list[
         if not force and _owner_alive(run_name):
             continue
         _kill_run_leftovers(run_name, names)
+        release_host_changes(run_name)
         for n in names:
             cp = run_cmd([IP, "netns", "del", n], check=False)
             if cp.returncode == 0:

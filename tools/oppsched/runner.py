@@ -13,6 +13,7 @@ import copy
 import json
 import os
 import re
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -104,30 +105,92 @@ class Progress:
               flush=True)
 
 
+class RunFailed(RuntimeError):
+    """A run that went wrong after it started: a daemon exited non-zero, a trace cannot be
+    read. Its traces, logs and summary.json (which says why) are kept in FAILED_DIR."""
+
+
+def staging_dir(outdir) -> Path:
+    """Where `oppsched run --out OUT` writes while it runs: a hidden folder beside OUT."""
+    outdir = Path(outdir)
+    return outdir.parent / f".{outdir.name}.partial"
+
+
+def failed_dir(outdir) -> Path:
+    """Where the traces of a run that failed go (OUT itself is left as it was)."""
+    outdir = Path(outdir)
+    return outdir.parent / f"{outdir.name}.failed"
+
+
+def _replace_dir(src: Path, dst: Path) -> None:
+    """Puts folder src at dst, removing what dst held, by renames on one file system: a
+    reader sees the old folder or the new one, never half of each."""
+    if dst.exists():
+        old = dst.parent / f".{dst.name}.old"
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(dst, old)
+        os.replace(src, dst)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(src, dst)
+
+
 def run_experiment(path, outdir, overrides=(), duration=None) -> list[tuple[str, dict, Path]]:
+    """Runs every variant of an experiment into OUT and writes its report.
+
+    The runs are written into staging_dir(OUT) and OUT is replaced only when all of them
+    succeeded, so a failed or interrupted run never destroys earlier results. A failure
+    leaves its traces, logs and summary.json (saying why) in failed_dir(OUT) and raises."""
     raw, schema, resolved = load_experiment(path, overrides, duration)
     mod = kind_module(resolved["kind"])
     outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
+    outdir.parent.mkdir(parents=True, exist_ok=True)
+    stage = staging_dir(outdir)
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir()
     runs = []
     variants = resolved["variants"] or [None]
     print(f"oppsched: experiment {resolved['experiment']} ({resolved['kind']}), "
           f"{len(variants)} run(s) of {resolved['duration_s']:g} s -> {outdir}", file=sys.stderr)
-    for v in variants:
-        cfg = variant_config(raw, schema, v) if v else dict(resolved, variant="")
-        rundir = outdir / v["name"] if v else outdir
-        rundir.mkdir(parents=True, exist_ok=True)
-        (rundir / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
-        label = v["name"] if v else cfg["experiment"]
-        print(f"oppsched: run {label}", file=sys.stderr)
-        mod.run(cfg, rundir, Progress(label))
-        summary = analyze_run(rundir)
-        runs.append((label, summary, rundir))
-    (outdir / "experiment.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
-    report = write_report(outdir, resolved, runs, _compare(mod, outdir, runs))
+    try:
+        for v in variants:
+            cfg = variant_config(raw, schema, v) if v else dict(resolved, variant="")
+            rundir = stage / v["name"] if v else stage
+            rundir.mkdir(parents=True, exist_ok=True)
+            (rundir / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+            label = v["name"] if v else cfg["experiment"]
+            print(f"oppsched: run {label}", file=sys.stderr)
+            try:
+                mod.run(cfg, rundir, Progress(label))
+            except BaseException:
+                summarise_failed(rundir)
+                raise
+            summary = analyze_run(rundir)
+            if summary.get("errors"):
+                raise RunFailed(f"run {label}: " + "; ".join(summary["errors"]))
+            runs.append((label, summary, rundir))
+        (stage / "experiment.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
+        write_report(stage, resolved, runs, _compare(mod, stage, runs))
+    except BaseException:
+        failed = failed_dir(outdir)
+        _replace_dir(stage, failed)
+        print(f"oppsched: the failed run's traces, logs and summary are in {failed} "
+              f"({outdir} is unchanged)", file=sys.stderr)
+        raise
+    _replace_dir(stage, outdir)
+    runs = [(label, s, outdir / rd.relative_to(stage)) for label, s, rd in runs]
     print(text_summary(runs))
-    print(f"oppsched: report: {report}")
+    print(f"oppsched: report: {outdir / 'report.html'}")
     return runs
+
+
+def summarise_failed(rundir: Path) -> None:
+    """Best effort: a summary.json for a run that failed, from whatever traces it left,
+    with the failure among its errors. Never raises (the run's own error is what counts)."""
+    try:
+        analyze_run(rundir)
+    except Exception:  # noqa: BLE001 -- a failed run's traces may be anything
+        pass
 
 
 def analyze_run(rundir: Path) -> dict:
@@ -160,6 +223,9 @@ def analyze_dir(outdir) -> list[tuple[str, dict, Path]]:
     report = write_report(outdir, resolved, runs, _compare(mod, outdir, runs))
     print(text_summary(runs))
     print(f"oppsched: report: {report}")
+    bad = [f"{label}: {e}" for label, s, _ in runs for e in s.get("errors") or []]
+    if bad:
+        raise RunFailed("; ".join(bad))
     return runs
 
 
@@ -188,4 +254,6 @@ def text_summary(runs) -> str:
         gm = s.get("goodput_mac_fraction")
         if gm is not None:
             lines.append(f"   TCP goodput / MAC throughput: {gm:.3f}")
+        for err in s.get("errors") or []:
+            lines.append(f"   ERROR: {err}")
     return "\n".join(lines)

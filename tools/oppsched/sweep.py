@@ -83,15 +83,29 @@ class _Quiet:
 
 def run_point(cfg: dict, rundir: Path) -> dict:
     """Runs one point into `rundir` (removed first if it holds an unfinished or different
-    run) and returns its summary. On any failure or interruption the folder is removed."""
+    run) and returns its summary. A point that fails leaves no `rundir` (so it is run again
+    next time): an interrupted one leaves nothing, a failed one its traces, logs and
+    summary (saying why) in runner.failed_dir(rundir)."""
     rundir = Path(rundir)
     if rundir.exists():
         shutil.rmtree(rundir)
     rundir.mkdir(parents=True)
     try:
         (rundir / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
-        kind_module(cfg["kind"]).run(cfg, rundir, _Quiet())
-        return runner.analyze_run(rundir)
+        try:
+            kind_module(cfg["kind"]).run(cfg, rundir, _Quiet())
+        except Exception:
+            runner.summarise_failed(rundir)
+            raise
+        summary = runner.analyze_run(rundir)
+        if summary.get("errors"):
+            raise runner.RunFailed("; ".join(summary["errors"]))
+        return summary
+    except Exception:
+        failed = runner.failed_dir(rundir)
+        shutil.rmtree(failed, ignore_errors=True)
+        os.replace(rundir, failed)
+        raise
     except BaseException:
         shutil.rmtree(rundir, ignore_errors=True)
         raise

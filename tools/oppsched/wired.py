@@ -56,7 +56,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from oppsched.netns import (IP, DEFAULT_PREFIX, NetnsError, Netns, Proc, Session, new_run_id,
+from oppsched.netns import (IP, DEFAULT_PREFIX, NetnsError, Netns, Proc, Session,
+                            allow_congestion_control, new_run_id,
                             run_cmd, wait_for)
 from oppsched.paths import default_build_dir
 
@@ -519,14 +520,16 @@ class Node:
         return a
 
 
-def ensure_congestion_control(name: str) -> list[str]:
+def ensure_congestion_control(name: str, session: Session) -> list[str]:
     """Makes `name` usable as a namespace's default TCP congestion control.
 
     A namespace other than the host's may only default to an algorithm in the host's
     net.ipv4.tcp_allowed_congestion_control (the kernel refuses others with EPERM), so a
-    missing one is added there (loading tcp_NAME first if needed). That list only says what
-    unprivileged sockets may pick: widening it changes no running connection. Returns the
-    host changes made, for the record.
+    missing one is added there (loading tcp_NAME first if needed) for as long as a run of
+    this machine needs it: the session's teardown (or `oppsched cleanup` after a crash)
+    takes it out again. That list only says what unprivileged sockets may pick: widening it
+    changes no running connection. A loaded module stays loaded. Returns the host changes
+    made, for the record.
     """
     base = Path("/proc/sys/net/ipv4")
     changes = []
@@ -538,10 +541,9 @@ def ensure_congestion_control(name: str) -> list[str]:
             raise NetnsError(f"topology.tcp.congestion_control: {name!r} is not available in "
                              f"this kernel (available: {' '.join(avail)})")
         changes.append(f"loaded kernel module tcp_{name}")
-    allowed = (base / "tcp_allowed_congestion_control").read_text().split()
-    if name not in allowed:
-        (base / "tcp_allowed_congestion_control").write_text(" ".join(allowed + [name]))
-        changes.append(f"added {name} to the host's net.ipv4.tcp_allowed_congestion_control")
+    if allow_congestion_control(name, session.name):
+        changes.append(f"added {name} to the host's net.ipv4.tcp_allowed_congestion_control "
+                       "(until the run ends)")
     return changes
 
 
@@ -598,7 +600,7 @@ class Testbed:
         t = self.topology
         s = self.session
         self.wired = choose_backend(t.wired, self.delay_binary)
-        self.host_changes += ensure_congestion_control(t.tcp.congestion_control)
+        self.host_changes += ensure_congestion_control(t.tcp.congestion_control, s)
         self.session.on_teardown(self._collect_final_stats)
 
         no6 = {"net.ipv6.conf.all.disable_ipv6": 1, "net.ipv6.conf.default.disable_ipv6": 1}

@@ -10,8 +10,9 @@ FIFO to its user. The AP writes a slots.csv with the documented columns.
     python fake_daemons.py apd|client|phy --config FILE [--fail-after S]
 
 --fail-after S (or fake.fail_after in the file) makes the process exit with status 3 after S
-seconds; fake.reject in the file makes it reject its configuration (exit 2); --check only
-validates (failure tests).
+seconds; fake.reject in the file makes it reject its configuration (exit 2);
+fake.exit_on_stop: N makes it exit with status N when stopped (after writing its traces);
+--check only validates (failure tests).
 """
 
 from __future__ import annotations
@@ -237,7 +238,8 @@ def main() -> int:
     if a.check:
         return 0
     fail = a.fail_after if a.fail_after is not None else conf.get("fake", {}).get("fail_after")
-    return {"apd": apd, "client": client, "phy": phy}[a.role](conf, fail)
+    rc = {"apd": apd, "client": client, "phy": phy}[a.role](conf, fail)
+    return rc or int(conf.get("fake", {}).get("exit_on_stop", 0))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import pytest
 from oppsched import netns, paths
 from oppsched.netns import NetnsError, ReadinessTimeout, Session, cleanup_stale, list_netns
 from oppsched.wired import ClientSpec, ServerSpec, TcpSettings, Testbed, Topology
-from helpers import assert_run_gone, needs_root
+from helpers import assert_run_gone, needs_root, require
 
 pytestmark = needs_root
 
@@ -118,18 +118,64 @@ def test_teardown_happens_when_the_owner_gets_a_signal(sig):
     assert_run_gone(run_name, [ns_name])
 
 
-def test_cleanup_stale_removes_what_a_killed_run_left_behind():
+def _argvs(pids) -> list[str]:
+    out = []
+    for pid in pids:
+        try:
+            out.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except OSError:
+            pass
+    return out
+
+
+def test_a_killed_runs_processes_die_with_it_and_cleanup_removes_the_rest():
     prefix = "otstale"
-    child, run_name, ns_name = _start_child(prefix, "time.sleep(60)")
+    # `forker` leaves a grandchild behind (sleep 302, re-parented to init, no parent-death
+    # signal of its own) and becomes sleep 301, the process the session started.
+    child, run_name, ns_name = _start_child(
+        prefix, 'a.spawn(["sh", "-c", "sleep 302 & exec sleep 301"], name="forker")\n'
+        "time.sleep(60)")
+    netns.wait_for(lambda: len(netns._marked_pids([run_name])) >= 3, timeout=10,
+                   what="the run's processes started")
     child.kill()  # SIGKILL: no teardown at all
     child.wait(10)
+    # What the session started dies with it (PR_SET_PDEATHSIG); the escapee does not.
+    netns.wait_for(lambda: not any(a.startswith(("sleep 301", "sleep 300")) for a in
+                                   _argvs(netns._marked_pids([run_name]))),
+                   timeout=10, what="the run's own processes gone")
+    left = _argvs(netns._marked_pids([run_name]))
+    assert any(a.startswith("sleep 302") for a in left), left
     assert ns_name in list_netns()
-    left = netns._marked_pids([run_name])
-    assert left, "the crashed run's process should still be alive"
     removed = cleanup_stale(prefix)
     assert removed == [ns_name]
     assert_run_gone(run_name, [ns_name])
     assert cleanup_stale(prefix) == []
+
+
+def test_a_new_session_first_removes_what_killed_runs_of_its_prefix_left():
+    child, run_name, ns_name = _start_child("otnext", "time.sleep(60)")
+    child.kill()
+    child.wait(10)
+    assert ns_name in list_netns()
+    with Session(prefix="otnext") as s:
+        assert ns_name not in list_netns()
+        s.add_netns("b")
+    assert_run_gone(run_name, [ns_name])
+
+
+def test_a_host_setting_a_run_added_is_restored_when_no_live_run_needs_it():
+    allowed = netns.ALLOWED_CC.read_text().split()
+    avail = Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split()
+    extra = [a for a in avail if a not in allowed]
+    require(bool(extra), "every available congestion control is already allowed")
+    name = extra[0]
+    with Session(prefix="othost") as s1, Session(prefix="othost") as s2:
+        assert netns.allow_congestion_control(name, s1.name) is True
+        assert netns.allow_congestion_control(name, s2.name) is False  # already there
+        s1.teardown()
+        assert name in netns.ALLOWED_CC.read_text().split()  # s2 still needs it
+    assert netns.ALLOWED_CC.read_text().split() == allowed
+    assert s2.host_restored and name in s2.host_restored[0]
 
 
 def test_cleanup_stale_leaves_a_live_run_alone():

@@ -21,7 +21,7 @@ import yaml
 from oppsched import daemonconf, netns, paths
 from oppsched.config import ConfigError
 from oppsched.experiments import testbed
-from oppsched.runner import load_experiment, run_experiment
+from oppsched.runner import failed_dir, load_experiment, run_experiment, staging_dir
 from helpers import (BASE, PREFIX, REPO, assert_run_gone, cfg_of, delay_or_netem_available,
                      error_of, require, run_layout, write_experiment, write_yaml)
 
@@ -349,7 +349,7 @@ def test_a_uhd_run_without_a_radio_fails_naming_the_radio_and_leaves_nothing(tmp
     with pytest.raises(testbed.TestbedError) as e:
         run_experiment(exp, tmp_path / "out")
     assert f"phy.uhd.ap.args '{NO_DEVICE}': no UHD device found" in str(e.value), str(e.value)
-    out = tmp_path / "out"
+    out = failed_dir(tmp_path / "out")
     run = json.loads((out / "run.json").read_text())
     assert run["status"] == "failed" and "no UHD device found" in run["error"]
     assert run["run_name"].startswith(PREFIX) and run["teardown_errors"] == []
@@ -358,7 +358,9 @@ def test_a_uhd_run_without_a_radio_fails_naming_the_radio_and_leaves_nothing(tmp
     # namespace and exited 1; the daemons were stopped
     assert procs["apd"]["netns"].endswith("-ap") and procs["client.R1"]["netns"] != "root"
     assert procs["phy"]["netns"] == "root" and procs["phy"]["exit_code"] == 1
-    assert procs["phy"]["argv"][-3:] == ["oppsched.phy.uhd", "--config", str(out / "phy.yaml")]
+    # (the run was written in the staging folder, and its files name it)
+    assert procs["phy"]["argv"][-3:] == ["oppsched.phy.uhd", "--config",
+                                         str(staging_dir(tmp_path / "out") / "phy.yaml")]
     phy_yaml = yaml.safe_load((out / "phy.yaml").read_text())
     assert phy_yaml["uhd"]["ap"]["args"] == NO_DEVICE
     assert "no UHD device found" in (out / "logs" / "phy.log").read_text()

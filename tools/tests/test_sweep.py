@@ -218,6 +218,11 @@ def test_a_failed_point_is_reported_and_the_others_still_run(tmp_path, monkeypat
     assert sweep.run_sweep(path, out) == 2  # rr x 2 SNRs at the second seed
     df = pd.read_csv(out / "sweep.csv")
     assert len(df) == 10 and not ((df.variant == "rr") & (df.seed == 8)).any()
+    # each failed point keeps what it wrote beside the folder it did not finish, which the
+    # next sweep runs again
+    failed = sorted(out.glob("points/*/rr/*.failed"))
+    assert len(failed) == 2 and all((f / "config.json").is_file() for f in failed)
+    assert not any(f.with_suffix("").exists() for f in failed)
 
 
 def test_analyze_recomputes_the_csv_and_report_from_the_points(tmp_path):

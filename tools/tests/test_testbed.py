@@ -17,8 +17,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import signal
 import struct
+import subprocess
 import sys
 from pathlib import Path
 
@@ -30,7 +32,8 @@ import yaml
 from oppsched import daemonconf, flows, netns, pcap
 from oppsched.experiments import kind_module, testbed
 from oppsched.experiments.testbed import analysis
-from oppsched.runner import analyze_dir, load_experiment, run_experiment, variant_config
+from oppsched.runner import (analyze_dir, failed_dir, load_experiment, run_experiment,
+                             staging_dir, variant_config)
 from oppsched.wired import find_delay_binary
 from helpers import (BASE, PREFIX, REPO, assert_run_gone, cfg_of, delay_or_netem_available,
                      error_of, needs_root, netns_prefix, require, run_cli, run_layout,
@@ -451,7 +454,7 @@ def _run_expect_failure(tmp_path, extra: str, build: Path, match: str):
     with pytest.raises((testbed.TestbedError, netns.NetnsError, KeyboardInterrupt)) as e:
         run_experiment(exp, tmp_path / "out")
     assert match in str(e.value) or match == "", str(e.value)
-    run = json.loads((tmp_path / "out" / "run.json").read_text())
+    run = json.loads((failed_dir(tmp_path / "out") / "run.json").read_text())
     assert run["status"] == "failed" and run["run_name"].startswith(PREFIX)
     assert_run_gone(run["run_name"])
     return run
@@ -482,8 +485,74 @@ def test_a_configuration_a_daemon_rejects_fails_before_anything_is_built(tmp_pat
                        r" \(exit 2\).*fake.reject: 7"):
         run_experiment(exp, tmp_path / "out")
     assert set(netns.list_netns()) == before
-    run = json.loads((tmp_path / "out" / "run.json").read_text())
+    run = json.loads((failed_dir(tmp_path / "out") / "run.json").read_text())
     assert run["status"] == "failed" and "run_name" not in run
+
+
+@needs_root
+def test_a_daemon_that_fails_when_stopped_fails_the_run_and_earlier_results_stay(
+        tmp_path, prefix_env, fake_run):
+    out_before, _, build = fake_run
+    out = tmp_path / "out"
+    shutil.copytree(out_before, out)  # a previous, successful run
+    before = (out / "summary.json").read_text()
+    exp = write_experiment(tmp_path, BASE + f"build_dir: {build}\n"
+                           + "extra: {apd: {fake: {exit_on_stop: 4}}}\n")
+    with pytest.raises(testbed.TestbedError, match="apd exited with 4"):
+        run_experiment(exp, out)
+    assert (out / "summary.json").read_text() == before
+    assert not staging_dir(out).exists()
+    failed = failed_dir(out)
+    assert (failed / "slots.csv").stat().st_size > 0 and (failed / "logs" / "apd.log").exists()
+    s = json.loads((failed / "summary.json").read_text())
+    assert any("apd exited with 4" in e for e in s["errors"]), s["errors"]
+    r = run_cli("run", exp, "--out", out)
+    assert r.returncode == 1 and "apd exited with 4" in r.stderr
+    assert f"{failed}" in r.stderr and (out / "summary.json").read_text() == before
+
+
+@needs_root
+def test_a_trace_that_cannot_be_read_is_an_error_not_missing_data(tmp_path, fake_run):
+    out = tmp_path / "out"
+    shutil.copytree(fake_run[0], out)
+    (out / "slots.csv").write_text("")          # truncated to nothing
+    (out / "processes.json").write_text('[{"name": ')  # cut short
+    r = run_cli("analyze", out)
+    assert r.returncode == 1, r.stdout + r.stderr
+    s = json.loads((out / "summary.json").read_text())
+    assert [e.split(":")[0] for e in s["errors"]] == ["processes.json", "slots.csv"], s["errors"]
+    assert "ERROR: slots.csv" in r.stdout
+
+
+@needs_root
+def test_a_runner_killed_with_sigkill_leaves_nothing_after_cleanup(tmp_path, fake_run):
+    build = fake_run[2]
+    exp = write_experiment(tmp_path, BASE.replace("duration_s: 4", "duration_s: 30")
+                           + f"build_dir: {build}\n")
+    out = tmp_path / "out"
+    env = {**os.environ, "OPPSCHED_NETNS_PREFIX": PREFIX}
+    runner = subprocess.Popen([sys.executable, "-m", "oppsched", "run", str(exp), "--out",
+                               str(out)], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+
+    def running():
+        assert runner.poll() is None, f"the runner ended early ({runner.returncode})"
+        rec = analysis.read_json(staging_dir(out) / "run.json") or {}
+        return rec if rec.get("status") == "running" else None
+    rec = netns.wait_for(running, timeout=60, what="the run running")
+    run_name = rec["run_name"]
+    assert len(netns._marked_pids([run_name])) >= 4  # apd, client, PHY, iperf3...
+    runner.kill()
+    runner.wait(10)
+    # Every process the run started dies with the runner (PR_SET_PDEATHSIG) ...
+    netns.wait_for(lambda: not netns._marked_pids([run_name]), timeout=10,
+                   what="the run's processes gone")
+    assert any(n.startswith(run_name) for n in netns.list_netns())
+    # ... and `oppsched cleanup` removes the namespaces, the TUNs and devices in them.
+    r = run_cli("cleanup", "--prefix", PREFIX)
+    assert r.returncode == 0 and "removed" in r.stdout, r.stderr
+    assert_run_gone(run_name)
+    assert not out.exists()  # nothing was ever installed as a result
 
 
 @needs_root
@@ -657,7 +726,7 @@ def test_a_failing_real_run_leaves_nothing_behind(tmp_path):
     with pytest.raises(testbed.TestbedError, match=r"oppsched-apd rejects apd.yaml \(exit 2\)"
                        ".*no_such_key"):
         _e2e(tmp_path, exp_text)
-    run = json.loads((tmp_path / "out" / "run.json").read_text())
+    run = json.loads((failed_dir(tmp_path / "out") / "run.json").read_text())
     assert run["status"] == "failed"
 
 
@@ -674,14 +743,14 @@ def test_a_real_run_that_fails_midway_leaves_nothing_behind(tmp_path, prefix_env
             pass
 
         def __call__(self, done, total, what):
-            for p in json.loads((tmp_path / "out" / "processes.json").read_text()):
+            for p in json.loads((staging_dir(tmp_path / "out") / "processes.json").read_text()):
                 if p["name"] == "phy":
                     os.kill(p["pid"], signal.SIGKILL)
 
     monkeypatch.setattr("oppsched.runner.Progress", KillPhy)
     with pytest.raises(testbed.TestbedError, match="phy exited"):
         run_experiment(exp, tmp_path / "out")
-    run = json.loads((tmp_path / "out" / "run.json").read_text())
+    run = json.loads((failed_dir(tmp_path / "out") / "run.json").read_text())
     assert run["status"] == "failed"
     assert_run_gone(run["run_name"])
 

@@ -16,23 +16,49 @@ from oppsched.flows import BASE_PORT, intervals, sender_result
 from oppsched.metrics import jain_index
 
 
-def read_json(path: Path):
-    """The parsed JSON file, or None if it is missing or not JSON."""
+def trace_error(errors: list | None, path: Path, exc: BaseException) -> None:
+    """Records that a trace file is there but cannot be read: an error of the summary
+    (`errors`), never silently missing data."""
+    if errors is not None:
+        errors.append(f"{Path(path).name}: {type(exc).__name__}: {exc}")
+
+
+def read_json(path: Path, errors: list | None = None):
+    """The parsed JSON file, or None if it is missing; a file that is not JSON is None too,
+    and an entry in `errors`."""
     try:
-        return json.loads(Path(path).read_text())
-    except (OSError, ValueError):
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        trace_error(errors, path, exc)
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        trace_error(errors, path, exc)
         return None
 
 
-def read_slots(rundir: Path) -> pd.DataFrame | None:
+def read_csv(path: Path, errors: list | None = None) -> pd.DataFrame | None:
+    """The CSV as a DataFrame, or None if the file is missing; one that cannot be parsed
+    (truncated, no header) is None and an entry in `errors`."""
+    p = Path(path)
+    if not p.exists():
+        return None
+    try:
+        return pd.read_csv(p)
+    except (OSError, ValueError, pd.errors.EmptyDataError) as exc:
+        trace_error(errors, p, exc)
+        return None
+
+
+def read_slots(rundir: Path, errors: list | None = None) -> pd.DataFrame | None:
     """The apd's slot trace (slots.csv, or slots.csv.gz), or None if there is none."""
     for name in ("slots.csv", "slots.csv.gz"):
         p = Path(rundir) / name
-        if p.exists() and p.stat().st_size > 0:
-            try:
-                return pd.read_csv(p)
-            except (ValueError, pd.errors.EmptyDataError):
-                return None
+        if p.exists():
+            return read_csv(p, errors)
     return None
 
 
@@ -50,16 +76,11 @@ def _truthy(s: pd.Series) -> pd.Series:
     return s.astype(str).str.lower().isin(("1", "true", "yes", "late"))
 
 
-def _queue_delays_from_packets(rundir: Path, n_users: int) -> dict[int, float]:
+def _queue_delays_from_packets(rundir: Path, n_users: int,
+                               errors: list | None = None) -> dict[int, float]:
     """Mean sojourn (ms) per user from packets.csv enqueue/dequeue pairs."""
-    p = Path(rundir) / "packets.csv"
-    if not p.exists():
-        return {}
-    try:
-        df = pd.read_csv(p)
-    except (ValueError, pd.errors.EmptyDataError):
-        return {}
-    if df.empty or not {"t_ns", "event", "user", "packet_id"} <= set(df.columns):
+    df = read_csv(Path(rundir) / "packets.csv", errors)
+    if df is None or df.empty or not {"t_ns", "event", "user", "packet_id"} <= set(df.columns):
         return {}
     enq = df[df["event"] == "enqueue"][["packet_id", "user", "t_ns"]]
     deq = df[df["event"] == "dequeue"][["packet_id", "t_ns"]]
@@ -97,8 +118,9 @@ def aqm_counts(apd_stats) -> dict:
 def analyze(outdir: Path) -> dict:
     rundir = Path(outdir)
     cfg = json.loads((rundir / "config.json").read_text())
-    run = read_json(rundir / "run.json") or {}
-    procs = read_json(rundir / "processes.json") or []
+    errors: list[str] = []  # trace files that are there but cannot be read
+    run = read_json(rundir / "run.json", errors) or {}
+    procs = read_json(rundir / "processes.json", errors) or []
     warm = cfg["analysis"]["warmup_s"]
     plans = {f["id"]: f for f in run.get("flows", [])}
     dev_index = {d["name"]: j for j, d in enumerate(cfg["devices"])}
@@ -133,7 +155,8 @@ def analyze(outdir: Path) -> dict:
             if f["device"] not in pcaps:
                 try:
                     pcaps[f["device"]] = pcap.read_tcp(pc)
-                except (OSError, ValueError):
+                except (OSError, ValueError) as exc:
+                    trace_error(errors, pc, exc)
                     pcaps[f["device"]] = None
             df = pcaps[f["device"]]
             if df is not None:
@@ -144,12 +167,12 @@ def analyze(outdir: Path) -> dict:
         flows.append(row)
 
     # -- users and slots: slots.csv
-    slots = read_slots(rundir)
+    slots = read_slots(rundir, errors)
     slot_s = daemonconf.slot_s(cfg)
     users = []
     slot_info = {"total": 0, "empty": 0, "late": 0}
     harq = {"tb_sent": 0, "tb_failed_final": 0}
-    delays_pk = _queue_delays_from_packets(rundir, len(users_cfg))
+    delays_pk = _queue_delays_from_packets(rundir, len(users_cfg), errors)
     window = None
     if slots is not None and len(slots) and run.get("t0_mono_ns") and "t_ns" in slots:
         # The measured period: from t0 (flows scheduled) to the end of the last flow.
@@ -224,7 +247,7 @@ def analyze(outdir: Path) -> dict:
     # -- the daemons' own counters, CPU
     stats = {}
     for name in ["apd", "phy"] + [f"client.{d['name']}" for d in cfg["devices"]]:
-        s = read_json(rundir / f"{name}.stats.json")
+        s = read_json(rundir / f"{name}.stats.json", errors)
         if s is not None:
             stats[name] = s
     aqm = aqm_counts(stats.get("apd"))
@@ -284,8 +307,11 @@ def analyze(outdir: Path) -> dict:
                 "wired": (run.get("testbed") or {}).get("wired"),
                 "host_changes": run.get("host_changes", [])},
         "daemon_stats": stats,
-        "clamp": _clamp_summary(rundir, cfg),
+        "clamp": _clamp_summary(rundir, cfg, errors),
     }
+    # What went wrong, for `oppsched run` (exit status) and the report: the run's own
+    # failure (a daemon that exited non-zero, a timeout) and every unreadable trace.
+    summary["errors"] = ([f"run: {run['error']}"] if run.get("error") else []) + errors
     return summary
 
 
@@ -311,15 +337,13 @@ def _find_number(d, keys):
     return None
 
 
-def _clamp_summary(rundir: Path, cfg: dict) -> dict | None:
+def _clamp_summary(rundir: Path, cfg: dict, errors: list | None = None) -> dict | None:
     if not cfg["clamp"]["enabled"]:
         return None
     out = {}
     for d in cfg["devices"]:
-        p = Path(rundir) / f"windows.{d['name']}.csv"
-        try:
-            w = pd.read_csv(p)
-        except (OSError, ValueError, pd.errors.EmptyDataError):
+        w = read_csv(Path(rundir) / f"windows.{d['name']}.csv", errors)
+        if w is None:
             out[d["name"]] = None
             continue
         out[d["name"]] = {

@@ -283,7 +283,7 @@ def run(cfg: dict, outdir: Path, progress) -> None:
         with tb:
             record["testbed"] = tb.describe()
             for cc in {p_cc for p_cc in [f["cc"] for f in cfg["flows"]] if p_cc}:
-                record["host_changes"] += ensure_congestion_control(cc)
+                record["host_changes"] += ensure_congestion_control(cc, tb.session)
             # Per-namespace TCP overrides (the Testbed applied cfg.tcp everywhere).
             for node, spec in list(zip(tb.servers, cfg["servers"])) + \
                     list(zip(tb.clients, cfg["devices"])):
@@ -378,21 +378,27 @@ def run(cfg: dict, outdir: Path, progress) -> None:
             for c in caps:
                 procs.stop(c.name, 5.0)
             record["wired_stats"] = None
+            # A daemon that does not exit 0 when stopped (a crash, an error on the way out,
+            # one that had to be killed) fails the run: its traces may be incomplete.
+            bad = [f"{n} exited with {procs.rows[n]['exit_code']}"
+                   + (" (killed: it did not stop when asked)" if procs.rows[n].get("killed")
+                      else "")
+                   for n in daemons if procs.rows[n]["exit_code"] != 0]
+            if bad:
+                raise TestbedError("; ".join(bad) + " (see logs/)")
             record["status"] = "done"
-            for n in daemons:
-                rc = procs.rows[n]["exit_code"]
-                if rc not in (0, None):
-                    record.setdefault("warnings", []).append(f"{n} exited with {rc}")
     except BaseException as exc:
         record["status"] = "failed"
         record["error"] = f"{type(exc).__name__}: {exc}"
         raise
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+        shutil.rmtree(rundir / "zmq", ignore_errors=True)  # the ipc sockets mean nothing now
         record["flows"] = [p.to_json() for p in plans] or record["flows"]
         record["wall_s"] = time.monotonic() - t_start
         record["wired_stats"] = tb.final_wired_stats or None
         record["teardown_errors"] = tb.session.teardown_errors
+        record["host_restored"] = tb.session.host_restored
         write_record()
     if tb.session.teardown_errors:
         raise TestbedError("teardown incomplete: " + "; ".join(tb.session.teardown_errors))
