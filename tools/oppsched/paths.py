@@ -66,3 +66,22 @@ def data_file(path: str | Path) -> Path:
     if p.is_absolute() or p.exists():
         return p.resolve()
     return home() / p
+
+
+def write_atomic(path, data: str | bytes) -> Path:
+    """Writes a result file whole or not at all: into a temporary name in the same folder,
+    fsynced, renamed over `path`, and the folder fsynced, so a reader (or a machine that
+    loses power) sees the old file or the new one, never half of either."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return path

@@ -7,6 +7,8 @@ import html
 import os
 from pathlib import Path
 
+from oppsched.paths import write_atomic
+
 
 def pyplot():
     """matplotlib.pyplot, drawing to files (the Agg backend). Imported on first use: only
@@ -134,6 +136,5 @@ def write_report(outdir: Path, experiment: dict, runs, compare_pngs=()) -> Path:
         for png in s.get("plots", []):
             parts.append(f"<img src='{e(os.path.join(rel, png))}' alt='{e(png)}'>")
     parts.append("</body></html>")
-    path = outdir / "report.html"
-    path.write_text("\n".join(parts))
+    path = write_atomic(outdir / "report.html", "\n".join(parts))
     return path

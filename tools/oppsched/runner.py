@@ -20,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from oppsched.paths import write_atomic
 from oppsched import config as cfgmod
 from oppsched import sweepspec
 from oppsched.config import ConfigError, Field, ListOf
@@ -157,7 +158,7 @@ def run_experiment(path, outdir, overrides=(), duration=None) -> list[tuple[str,
             cfg = variant_config(raw, schema, v) if v else dict(resolved, variant="")
             rundir = stage / v["name"] if v else stage
             rundir.mkdir(parents=True, exist_ok=True)
-            (rundir / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+            write_atomic(rundir / "config.json", json.dumps(cfg, indent=2) + "\n")
             label = v["name"] if v else cfg["experiment"]
             print(f"oppsched: run {label}", file=sys.stderr)
             try:
@@ -169,7 +170,7 @@ def run_experiment(path, outdir, overrides=(), duration=None) -> list[tuple[str,
             if summary.get("errors"):
                 raise RunFailed(f"run {label}: " + "; ".join(summary["errors"]))
             runs.append((label, summary, rundir))
-        (stage / "experiment.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
+        write_atomic(stage / "experiment.yaml", yaml.safe_dump(resolved, sort_keys=False))
         write_report(stage, resolved, runs, _compare(mod, stage, runs))
     except BaseException:
         failed = failed_dir(outdir)
@@ -199,9 +200,7 @@ def analyze_run(rundir: Path) -> dict:
     summary = mod.analyze(Path(rundir))
     summary["plots"] = mod.plot(Path(rundir), summary)
     # Written last and whole: a summary.json present means a finished run (sweeps rely on it).
-    tmp = Path(rundir) / "summary.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=2) + "\n")
-    os.replace(tmp, Path(rundir) / "summary.json")
+    write_atomic(Path(rundir) / "summary.json", json.dumps(summary, indent=2) + "\n")
     return summary
 
 

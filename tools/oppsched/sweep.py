@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from oppsched.paths import write_atomic
 from oppsched import runner, sweepspec
 from oppsched.config import ConfigError
 from oppsched.experiments import kind_module
@@ -91,7 +92,7 @@ def run_point(cfg: dict, rundir: Path) -> dict:
         shutil.rmtree(rundir)
     rundir.mkdir(parents=True)
     try:
-        (rundir / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+        write_atomic(rundir / "config.json", json.dumps(cfg, indent=2) + "\n")
         try:
             kind_module(cfg["kind"]).run(cfg, rundir, _Quiet())
         except Exception:
@@ -301,9 +302,7 @@ def _write_manifest(outdir: Path, resolved: dict, sw: sweepspec.Sweep) -> None:
         "points": [{"rel": p.rel, "values": dict(p.values), "variant": p.variant,
                     "seed_index": p.seed_index} for p in sw.points],
     }
-    tmp = outdir / (MANIFEST + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n")
-    os.replace(tmp, outdir / MANIFEST)
+    write_atomic(outdir / MANIFEST, json.dumps(doc, indent=2) + "\n")
 
 
 # ----------------------------------------------------------------------------------------
@@ -374,9 +373,7 @@ def collect(outdir, reanalyze: bool = False) -> pd.DataFrame:
             row[k if k not in row else f"summary.{k}"] = v
         rows.append(row)
     df = pd.DataFrame(rows, columns=list(ID_COLUMNS) + axis_names if not rows else None)
-    tmp = outdir / (CSV + ".tmp")
-    df.to_csv(tmp, index=False)
-    os.replace(tmp, outdir / CSV)
+    write_atomic(outdir / CSV, df.to_csv(index=False))
     write_sweep_report(outdir, man, df)
     return df
 
@@ -564,11 +561,7 @@ def write_sweep_report(outdir: Path, man: dict, df: pd.DataFrame) -> Path:
                                           for c in cells) + "</tr>")
         parts.append("</table>")
     parts.append("</body></html>")
-    out = outdir / "report.html"
-    tmp = outdir / "report.html.tmp"
-    tmp.write_text("\n".join(parts))
-    os.replace(tmp, out)
-    return out
+    return write_atomic(outdir / "report.html", "\n".join(parts))
 
 
 def is_sweep_dir(path) -> bool:

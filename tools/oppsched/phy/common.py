@@ -23,6 +23,7 @@ from pathlib import Path
 from oppsched import mac
 from oppsched.config import ConfigError, Field, ListOf, apply_override, read_yaml
 from oppsched.config import validate as validate_schema
+from oppsched.paths import write_atomic
 
 log = logging.getLogger("oppsched.phy")
 
@@ -216,9 +217,7 @@ def write_json_atomic(path: Path, data: dict) -> None:
     a failure is logged, never fatal (a PHY must not die over its statistics)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
     except OSError as exc:
         log.error("cannot write %s: %s", path, exc)
 

@@ -23,6 +23,7 @@ from oppsched.experiments.testbed.topology import (daemon_users, flow_plans, tcp
                                                    testbed_topology)
 from oppsched.flows import FlowPlan, parse_ss_bytes_acked
 from oppsched.netns import wait_for
+from oppsched.paths import write_atomic
 from oppsched.wired import Testbed, ensure_congestion_control
 
 
@@ -252,8 +253,8 @@ def run(cfg: dict, outdir: Path, progress) -> None:
     procs = ProcTable()
 
     def write_record():
-        (rundir / "run.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
-        (rundir / "processes.json").write_text(json.dumps(procs.to_json(), indent=1) + "\n")
+        write_atomic(rundir / "run.json", json.dumps(record, indent=1, default=str) + "\n")
+        write_atomic(rundir / "processes.json", json.dumps(procs.to_json(), indent=1) + "\n")
 
     # The daemons' files first, checked by the daemons themselves, before anything is built.
     # ipc sockets live in RUN_DIR/zmq, or in a short scratch directory when that path is
