@@ -5,12 +5,17 @@ list of mappings is described by `ListOf(schema)`. Validation rejects unknown ke
 types, NaN/inf and out-of-range numbers with an error that names the dotted path of the
 field and the value, and fills in defaults, giving the *resolved* experiment that is
 written into summary.json.
+
+Renamed names stay accepted for a while: a Field's `aliases` maps an old value to its new
+one, a `Renamed(new_key)` in a schema an old key to its new one. Either is taken as the new
+name, with one ConfigDeprecationWarning naming the field, the old and the new name.
 """
 
 from __future__ import annotations
 
 import copy
 import math
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -22,7 +27,36 @@ class ConfigError(ValueError):
     """A bad experiment file or override; the message names the field and the value."""
 
 
+class ConfigDeprecationWarning(DeprecationWarning):
+    """An old name in a configuration (shown by default: the user wrote it, not a library)."""
+
+
+warnings.simplefilter("default", ConfigDeprecationWarning)
+
+
+def deprecated(path: str, what: str, old: str, new: str) -> None:
+    """The one message of a renamed value or key: `path: <what> 'old' is deprecated, use
+    'new'`."""
+    warnings.warn(f"{path}: {what} {old!r} is deprecated, use {new!r}", ConfigDeprecationWarning,
+                  stacklevel=3)
+
+
+def renamed_value(path: str, value: Any, aliases: dict | None) -> Any:
+    """The new name of an old value in `aliases` (old -> new), with its deprecation warning
+    naming `path` (a field or a command-line option); any other value unchanged."""
+    if aliases and isinstance(value, str) and value in aliases:
+        deprecated(path, "value", value, aliases[value])
+        return aliases[value]
+    return value
+
+
 _REQUIRED = object()
+
+
+@dataclass(frozen=True)
+class Renamed:
+    """A schema key that was renamed: its value is read as `new` (a sibling key)."""
+    new: str
 
 
 @dataclass
@@ -34,8 +68,10 @@ class Field:
     choices: tuple | None = None
     check: Callable[[Any], str | None] | None = None  # returns an error text or None
     doc: str = ""
+    aliases: dict | None = None  # old value -> new value, accepted with a deprecation warning
 
     def validate(self, path: str, value: Any) -> Any:
+        value = renamed_value(path, value, self.aliases)
         types = self.type if isinstance(self.type, tuple) else (self.type,)
         if float in types and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
@@ -77,12 +113,15 @@ def validate(schema: dict, data: Any, path: str = "") -> dict:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path or '<top>'}: {data!r} is not a mapping")
+    where = f"{path}." if path else ""
     unknown = sorted(set(data) - set(schema))
     if unknown:
-        where = f"{path}." if path else ""
-        raise ConfigError(f"{where}{unknown[0]}: unknown key (known: {', '.join(sorted(schema))})")
+        raise ConfigError(f"{where}{unknown[0]}: unknown key (known: {', '.join(known_keys(schema))})")
+    data = _renamed_keys(schema, data, where)
     out = {}
     for key, spec in schema.items():
+        if isinstance(spec, Renamed):
+            continue
         p = f"{path}.{key}" if path else key
         if isinstance(spec, dict):
             out[key] = validate(spec, data.get(key), p)
@@ -101,6 +140,27 @@ def validate(schema: dict, data: Any, path: str = "") -> dict:
             else:
                 out[key] = copy.deepcopy(spec.default)
     return out
+
+
+def known_keys(schema: dict) -> list[str]:
+    """The current keys of a schema mapping (renamed ones left out), sorted."""
+    return sorted(k for k, v in schema.items() if not isinstance(v, Renamed))
+
+
+def _renamed_keys(schema: dict, data: dict, where: str) -> dict:
+    """`data` with every old (Renamed) key moved to its new name, each with its deprecation
+    warning; both names given is an error."""
+    old = [k for k in data if isinstance(schema.get(k), Renamed)]
+    if not old:
+        return data
+    data = dict(data)
+    for k in old:
+        new = schema[k].new
+        if new in data:
+            raise ConfigError(f"{where}{k}: renamed to {new!r}, which is given too; keep {new!r}")
+        deprecated(f"{where}{k}", "key", k, new)
+        data[new] = data.pop(k)
+    return data
 
 
 def parse_override(text: str) -> tuple[list[str | int], Any]:
@@ -170,8 +230,14 @@ def apply_override(data: dict, schema: dict, text: str) -> None:
             node = node[part]
             continue
         if not isinstance(spec, dict) or part not in spec:
-            known = ", ".join(sorted(spec)) if isinstance(spec, dict) else "none"
+            known = ", ".join(known_keys(spec)) if isinstance(spec, dict) else "none"
             raise ConfigError(f"--set {text!r}: unknown key {part!r} at '{path or '<top>'}' (known: {known})")
+        if isinstance(spec[part], Renamed):
+            new = spec[part].new
+            deprecated(f"--set {(path + '.') if path else ''}{part}", "key", part, new)
+            if part in node:  # the file still has the old key: validate() moves it
+                node[new] = node.pop(part)
+            part = new
         path = f"{path}.{part}" if path else part
         if last:
             node[part] = value
