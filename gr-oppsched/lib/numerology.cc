@@ -1,3 +1,4 @@
+#include <gnuradio/logger.h>
 #include <gnuradio/oppsched/numerology.h>
 
 #include <cmath>
@@ -92,22 +93,30 @@ fec_scheme fec_from_string(const std::string& name) {
     throw std::invalid_argument("numerology.fec: '" + name + "' is not one of ldpc, conv");
 }
 
+std::vector<std::string> fec_names() {
+    return {to_string(fec_scheme::ldpc), to_string(fec_scheme::conv)};
+}
+
 numerology numerology::profile(const std::string& name, double sample_rate,
                                const std::string& fec) {
     numerology_params p;
     p.sample_rate = sample_rate;
     p.fec = fec_from_string(fec);
+    if (name == "clamp") {  // the old name of "3ms" (issue 13: "clamp" is the algorithm only)
+        gr::logger("numerology").warn("profile: 'clamp' is deprecated, use '3ms'");
+        return profile("3ms", sample_rate, fec);
+    }
     if (name == "evdo") {
         p.slot_duration = 1.667e-3;  // Srinivasan & Baras: EV-DO downlink slot
-    } else if (name == "clamp") {
+    } else if (name == "3ms") {
         p.slot_duration = 3e-3;  // Andrew & Hanly, CLAMP: 3 ms slots
     } else {
-        throw std::invalid_argument("numerology.profile: '" + name + "' is not one of evdo, clamp");
+        throw std::invalid_argument("numerology.profile: '" + name + "' is not one of evdo, 3ms");
     }
     return numerology(p);
 }
 
-std::vector<std::string> numerology::profile_names() { return {"evdo", "clamp"}; }
+std::vector<std::string> numerology::profile_names() { return {"evdo", "3ms"}; }
 
 }  // namespace oppsched
 }  // namespace gr

@@ -51,21 +51,21 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 linkadapt::mcs_table clamp_table(const ClampTableParams& p) {
     if (!(p.w0_hz >= 1 && p.w0_hz <= 1e12))
-        throw_invalid("clamp.w0_hz", format_number(p.w0_hz), "not in [1, 1e12]");
+        throw_invalid("shannon.w0_hz", format_number(p.w0_hz), "not in [1, 1e12]");
     if (!(p.cmax_bps >= 1 && p.cmax_bps <= 1e12))
-        throw_invalid("clamp.cmax_bps", format_number(p.cmax_bps), "not in [1, 1e12]");
+        throw_invalid("shannon.cmax_bps", format_number(p.cmax_bps), "not in [1, 1e12]");
     if (p.levels < 1 || p.levels > 255)
-        throw_invalid("clamp.levels", std::to_string(p.levels), "not in [1, 255]");
+        throw_invalid("shannon.levels", std::to_string(p.levels), "not in [1, 255]");
     std::vector<linkadapt::mcs_entry> rows;
     for (std::uint32_t k = 1; k <= p.levels; ++k) {
         const double rate = static_cast<double>(k) * p.cmax_bps / p.levels;
         // Eq. 18 inverted: the SNR at which W0 log2(1 + N) reaches rate_k.
         const double snr_db = 10.0 * std::log10(std::pow(2.0, rate / p.w0_hz) - 1.0);
         std::ostringstream n;
-        n << "clamp " << k << "/" << p.levels;
+        n << "shannon " << k << "/" << p.levels;
         rows.push_back(linkadapt::mcs_entry{n.str(), snr_db, rate, 0, 0.0});
     }
-    return linkadapt::mcs_table("clamp", std::move(rows));
+    return linkadapt::mcs_table("shannon", std::move(rows));
 }
 
 std::optional<linkadapt::mcs_table> mcs_table_by_name(const std::string& name,
@@ -73,8 +73,13 @@ std::optional<linkadapt::mcs_table> mcs_table_by_name(const std::string& name,
                                                       const ClampTableParams& clamp) {
     if (name == "evdo") return linkadapt::mcs_table::evdo();
     if (name == "ofdm_provisional") return linkadapt::mcs_table::ofdm_provisional(num_);
-    if (name == "clamp") return clamp_table(clamp);
+    if (name == "shannon") return clamp_table(clamp);
     return std::nullopt;
+}
+
+const std::vector<std::string>& mcs_table_names() {
+    static const std::vector<std::string> names = {"evdo", "ofdm_provisional", "shannon"};
+    return names;
 }
 
 // ---------------------------------------------------------------------------------------

@@ -257,4 +257,22 @@ void ServiceRateEstimator::on_dequeue(std::size_t size, bool queue_now_empty, ti
     }
 }
 
+bool marks_ecn(AqmKind k) {
+    switch (k) {
+        case AqmKind::red:
+        case AqmKind::rem:
+        case AqmKind::reaqm:
+        case AqmKind::avq:
+        case AqmKind::codel:
+        case AqmKind::pie:
+            return true;
+        case AqmKind::droptail:
+        case AqmKind::spmaf:
+        case AqmKind::las:
+        case AqmKind::tlas:
+            return false;
+    }
+    return false;
+}
+
 }  // namespace oppsched::aqm

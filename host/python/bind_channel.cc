@@ -109,6 +109,14 @@ ClampLink make_link(ClampLinkParams p, const pyb::kwargs& kw) {
     return ClampLink(p);
 }
 
+// model='clamp', the old name of 'jakes' (issue 13): a DeprecationWarning, then 'jakes'.
+std::string deprecated_jakes() {
+    pyb::module_::import("warnings")
+        .attr("warn")("Jakes.model: value 'clamp' is deprecated, use 'jakes'",
+                      pyb::module_::import("builtins").attr("DeprecationWarning"), 2);
+    return "jakes";
+}
+
 }  // namespace
 
 void bind_channel(pybind11::module_& m) {
@@ -120,7 +128,7 @@ void bind_channel(pybind11::module_& m) {
 
     pyb::class_<PyFading>(
         m, "Jakes",
-        "Per-user Rayleigh fading. model='clamp': Andrew & Hanly's Jakes model (G = 20 generators, "
+        "Per-user Rayleigh fading. model='jakes': Andrew & Hanly's Jakes model (G = 20 generators, "
         "random oscillator phases per seed); model='sum_of_sinusoids': Srinivasan & Baras, eq. 4. "
         "gain(t) is h(t) with E|h|^2 = 1; snr_linear(t) = 10^(mean_snr_db/10) |h(t)|^2.")
         .def(pyb::init([](double doppler_hz, double mean_snr_db, const pyb::int_& seed,
@@ -129,7 +137,8 @@ void bind_channel(pybind11::module_& m) {
                  PyFading f;
                  f.model = model;
                  f.seed = seed_from(seed);
-                 if (model == "clamp") {
+                 if (f.model == "clamp") f.model = deprecated_jakes();
+                 if (f.model == "jakes") {
                      channel::JakesParams p;
                      p.doppler_hz = doppler_hz;
                      p.mean_snr_db = mean_snr_db;
@@ -147,11 +156,11 @@ void bind_channel(pybind11::module_& m) {
                      f.ch = channel::make_fading(p);
                  } else {
                      throw_invalid("channel.model: '" + model +
-                                   "' not one of 'clamp', 'sum_of_sinusoids'");
+                                   "' not one of 'jakes', 'sum_of_sinusoids'");
                  }
                  return f;
              }),
-             "doppler_hz"_a, "mean_snr_db"_a, "seed"_a, pyb::kw_only(), "model"_a = "clamp",
+             "doppler_hz"_a, "mean_snr_db"_a, "seed"_a, pyb::kw_only(), "model"_a = "jakes",
              "oscillators"_a = channel::kClampGenerators, "angle_offset"_a = 0.5,
              "random_phases"_a = true)
         .def(

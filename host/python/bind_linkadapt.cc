@@ -67,13 +67,23 @@ void bind_linkadapt(pybind11::module_& m) {
         .def_static("evdo", &mcs_table::evdo,
                     "Srinivasan & Baras, Table I (EV-DO), exactly as printed.")
         .def_static(
-            "clamp",
+            "shannon",
             [](double w0_hz, double cmax_bps, std::uint32_t levels) {
                 return oppsched::ap::clamp_table({w0_hz, cmax_bps, levels});
             },
             pb::arg("w0_hz") = 4.3e6, pb::arg("cmax_bps") = 10e6, pb::arg("levels") = 32,
             "Andrew & Hanly, CLAMP, eq. 18 quantised to `levels` rates (the AP daemon's own "
             "table).")
+        .def_static(
+            "clamp",
+            [](double w0_hz, double cmax_bps, std::uint32_t levels) {
+                pb::module_::import("warnings")
+                    .attr("warn")("McsTable.clamp is deprecated, use McsTable.shannon",
+                                  pb::module_::import("builtins").attr("DeprecationWarning"), 2);
+                return oppsched::ap::clamp_table({w0_hz, cmax_bps, levels});
+            },
+            pb::arg("w0_hz") = 4.3e6, pb::arg("cmax_bps") = 10e6, pb::arg("levels") = 32,
+            "The old name of shannon (deprecated).")
         .def_static(
             "ofdm_provisional",
             [](double sample_rate_hz, std::uint32_t fft_size, std::uint32_t cp_len,

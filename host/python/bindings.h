@@ -23,4 +23,5 @@ void bind_linkadapt(pybind11::module_& m);  // CQI -> MCS tables, OLLA
 void bind_clamp(pybind11::module_& m);      // CLAMP router and client agents
 void bind_channel(pybind11::module_& m);    // Jakes fading, CLAMP slot error model
 void bind_wire(pybind11::module_& m);       // PHY-MAC and uplink messages
+void bind_names(pybind11::module_& m);      // C++ enumerations' names and defaults
 }  // namespace oppsched::py

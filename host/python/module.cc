@@ -17,4 +17,5 @@ PYBIND11_MODULE(_oppsched_mac, m) {
     oppsched::py::bind_clamp(m);
     oppsched::py::bind_channel(m);
     oppsched::py::bind_wire(m);
+    oppsched::py::bind_names(m);
 }

@@ -524,7 +524,12 @@ TEST(ApCore, clamp_table_is_eq18_quantised_as_the_phy_builds_it) {
     EXPECT_NEAR(t.entries().back().min_snr_db, 6.03, 0.01);  // W0 log2(1 + N) = C_max
     EXPECT_NEAR(t[0].rate_bps, 312.5e3, 1e-6);
     EXPECT_NEAR(t[0].min_snr_db, -12.9, 0.05);  // docs/daemons.md: 312.5 kb/s at -12.9 dB
-    EXPECT_TRUE(mcs_table_by_name("clamp").has_value());
+    EXPECT_EQ(t.name(), "shannon");
+    EXPECT_EQ(t[0].name, "shannon 1/32");
+    for (const auto& name : mcs_table_names())
+        EXPECT_TRUE(mcs_table_by_name(name).has_value()) << name;
+    EXPECT_EQ(mcs_table_by_name("shannon")->name(), "shannon");
+    EXPECT_FALSE(mcs_table_by_name("clamp").has_value());  // the apd's config reads the alias
     EXPECT_FALSE(mcs_table_by_name("nope").has_value());
 }
 

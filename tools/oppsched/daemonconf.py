@@ -22,7 +22,10 @@ from pathlib import Path
 
 import yaml
 
+from gnuradio.oppsched import numerology
+
 from oppsched import mac, paths
+from oppsched.names import SHANNON_TABLE_DEFAULTS
 
 # Andrew & Hanly, CLAMP, §V-D: n = 5 link-layer attempts in the slow-fading scenario (0.6 Hz),
 # 15 in the fast-fading one (60 Hz). Between the two we take the fast value from 10 Hz up.
@@ -30,22 +33,17 @@ CLAMP_ATTEMPTS_SLOW = mac.CLAMP_ATTEMPTS_SLOW_FADING
 CLAMP_ATTEMPTS_FAST = mac.CLAMP_ATTEMPTS_FAST_FADING
 FAST_FADING_HZ = 10.0
 
-# Named PHY profiles (docs/architecture.md, "The PHY": 1.667 ms EV-DO, 3 ms CLAMP). Values a profile
-# implies when the experiment leaves them null.
+# The PHY profiles (docs/architecture.md, "The PHY": 1.667 ms EV-DO; 3 ms, Andrew & Hanly's
+# slot), one per numerology profile (gr-oppsched's numerology.h). Values a profile implies when
+# the experiment leaves them null.
 PROFILES = {
-    "clamp": {"slot_s": 3e-3, "mcs_table": "clamp", "error_model": "clamp",
-              "channel_model": "clamp"},
-    "evdo": {"slot_s": 1.667e-3, "mcs_table": "evdo", "error_model": "threshold",
-             "channel_model": "sum_of_sinusoids"},
+    "3ms": {"slot_s": numerology.profile("3ms").params.slot_duration, "mcs_table": "shannon",
+            "error_model": "end_of_slot", "channel_model": "jakes"},
+    "evdo": {"slot_s": numerology.profile("evdo").params.slot_duration, "mcs_table": "evdo",
+             "error_model": "threshold", "channel_model": "sum_of_sinusoids"},
 }
 
 ZMQ_NAMES = ("phy_requests", "phy_grants", "uplink")
-# The scheduler kinds of the apd and of oppsched.mac.make_scheduler
-# (host/include/oppsched/sched.h; the bindings do not list them).
-SCHEDULERS = ("pf", "glambda", "rr", "maxrate", "wpf")
-# Andrew & Hanly, CLAMP, eq. 18 at §V-D's W0 = 4.3 MHz and C_max = 10 Mb/s, 32 levels: the
-# `clamp` preset of both the apd and the abstract PHY.
-CLAMP_TABLE_DEFAULTS = {"w0_hz": 4.3e6, "cmax_bps": 10e6, "levels": 32}
 # sun_path holds 108 bytes; leave room for "ipc://" parsing and the longest name.
 _IPC_MAX = 100
 
@@ -290,7 +288,7 @@ def phy_config(cfg: dict, lay: Layout) -> dict:
         "users": users,
         "error_model": error_model(cfg),
         "mcs_table": lay.mcs_table or mcs_table(cfg),
-        "clamp": dict(p["clamp_table"]),
+        "shannon": dict(p["shannon_table"]),
         "chase_combining": p["chase_combining"],
         "traces": {"stats": lay.path("phy.stats.json"),
                    "slots": lay.path("phy_slots.csv") if p["slot_trace"] else ""},
@@ -318,13 +316,13 @@ def write_all(cfg: dict, lay: Layout) -> dict[str, Path]:
     """Writes apd.yaml, client.<dev>.yaml and phy.yaml into the run folder; returns
     {"apd": path, "client.<dev>": path, "phy": path}."""
     out = {}
-    if mcs_table(cfg) == "clamp" and cfg["phy"]["mode"] not in BLOCK_MODES and \
-            cfg["phy"]["clamp_table"] != CLAMP_TABLE_DEFAULTS:
-        # The apd's `clamp` preset is eq. 18 at the paper's W0 and C_max; other values go
+    if mcs_table(cfg) == "shannon" and cfg["phy"]["mode"] not in BLOCK_MODES and \
+            cfg["phy"]["shannon_table"] != SHANNON_TABLE_DEFAULTS:
+        # The apd's `shannon` preset is eq. 18 at the paper's W0 and C_max; other values go
         # to both through one CSV, so that grant.mcs means the same rate on both sides.
-        t = cfg["phy"]["clamp_table"]
+        t = cfg["phy"]["shannon_table"]
         path = lay.rundir / "mcs_table.csv"
-        path.write_text(mac.McsTable.clamp(t["w0_hz"], t["cmax_bps"], t["levels"]).to_csv())
+        path.write_text(mac.McsTable.shannon(t["w0_hz"], t["cmax_bps"], t["levels"]).to_csv())
         lay.mcs_table = str(path)
 
     def dump(name: str, data: dict) -> Path:

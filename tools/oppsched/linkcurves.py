@@ -62,15 +62,14 @@ from typing import Callable, Optional
 import numpy as np
 
 from oppsched import mac
-from oppsched.config import ConfigError
+from oppsched.config import ConfigError, renamed_value
 from oppsched.linkcurves_fg import blocks_available, measure_point_flowgraph
+from oppsched.names import FECS, PROFILE_ALIASES, PROFILES
 
 # The MAC's default RV sequence (host/include/oppsched/harq.h; docs/architecture.md, HARQ):
 # RV 0 then RV 2 gives the full rate-1/2 mother code on the first retransmission.
 RV_SEQUENCE = (0, 2, 3, 1)
 CHANNELS = ("awgn", "fading")
-PROFILES = ("evdo", "clamp")
-FECS = ("ldpc", "conv")
 LEAD_SAMPLES = 400  # silence before the first slot (the sync's metric window fills)
 
 CSV_COLUMNS = [
@@ -196,6 +195,7 @@ class SweepConfig:
         """ConfigError naming the command-line argument."""
         if self.channel not in CHANNELS:
             raise ConfigError(f"--channel: {self.channel!r} not one of {', '.join(CHANNELS)}")
+        self.profile = renamed_value("--profile", self.profile, PROFILE_ALIASES)
         if self.profile not in PROFILES:
             raise ConfigError(f"--profile: {self.profile!r} not one of {', '.join(PROFILES)}")
         if self.fec not in FECS:
@@ -949,6 +949,8 @@ def cmd_mcstable(a) -> int:
     profile = a.profile or str(rows[0].get("profile", "") or "")
     if not profile:
         raise ConfigError("--profile: not given and the CSV has no profile column")
+    profile = renamed_value("--profile" if a.profile else f"{a.curves}: profile", profile,
+                            PROFILE_ALIASES)
     if profile not in PROFILES:
         raise ConfigError(f"--profile: {profile!r} not one of {', '.join(PROFILES)}")
     fec = a.fec or str(rows[0].get("fec", "") or "") or "ldpc"
@@ -989,7 +991,7 @@ def add_parsers(sub) -> None:
                     "(default %(default)s)")
     lc.add_argument("--harq-processes", type=int, default=4, help="HARQ processes: slots "
                     "between transmissions of a TB (default %(default)s)")
-    lc.add_argument("--profile", default="evdo", help="evdo (1.667 ms) | clamp (3 ms) "
+    lc.add_argument("--profile", default="evdo", help="evdo (1.667 ms) | 3ms (3 ms) "
                     "(default %(default)s)")
     lc.add_argument("--fec", default="ldpc", help="payload FEC: ldpc (802.11n QC-LDPC) | conv "
                     "(K=7 convolutional) (default %(default)s)")
@@ -1020,7 +1022,7 @@ def add_parsers(sub) -> None:
         "oppsched.mac.McsTable.from_csv / the apd's link_adaptation.table.")
     mt.add_argument("curves", help="linkcurves.csv written by `oppsched linkcurves`")
     mt.add_argument("--out", required=True, help="table CSV to write")
-    mt.add_argument("--profile", default=None, help="evdo | clamp (default: from the CSV)")
+    mt.add_argument("--profile", default=None, help="evdo | 3ms (default: from the CSV)")
     mt.add_argument("--fec", default=None, help="ldpc | conv (default: from the CSV)")
     mt.add_argument("--sample-rate", type=float, default=None,
                     help="Hz (default: from the CSV)")

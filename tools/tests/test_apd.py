@@ -69,7 +69,7 @@ class Bed:
             "aqm": {"kind": "red", "ecn": True, "params": {"max_p": 0.1}},
             "scheduler": {"kind": "pf", "alpha": 0.03},
             "harq": {"processes": 8, "max_transmissions": 4, "feedback_timeout_slots": 50},
-            "link_adaptation": {"table": "clamp", "target_bler": 0.1},
+            "link_adaptation": {"table": "shannon", "target_bler": 0.1},
             "clamp": {"enabled": True, "a_bytes": 0, "b": 1, "mu_init_slots": 2},
             "traces": {"slots": str(self.dir / "slots.csv"),
                        "packets": str(self.dir / "packets.csv"),

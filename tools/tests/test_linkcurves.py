@@ -134,7 +134,7 @@ def test_mcstable_command_gives_increasing_thresholds_and_rates(tmp_path):
     curves = tmp_path / "curves.csv"
     lc.write_csv([dict(r, modulation="x", code_rate=0.5, spectral_efficiency=0.5,
                        header_errors=0, missed_detections=0, false_detections=0,
-                       snr_est_db=0.0, transmissions=100, channel="awgn", profile="clamp",
+                       snr_est_db=0.0, transmissions=100, channel="awgn", profile="3ms",
                        fec="ldpc", sample_rate_hz=1e6) for r in synthetic_rows(thr)], curves)
     out = tmp_path / "table.csv"
     assert cli.main(["mcstable", str(curves), "--out", str(out)]) == 0
@@ -153,7 +153,7 @@ def test_mcstable_command_gives_increasing_thresholds_and_rates(tmp_path):
     # profile, 3 ms slots, from the CSV's profile column)
     from gnuradio import oppsched as phy
 
-    num = phy.numerology.profile("clamp", 1e6)
+    num = phy.numerology.profile("3ms", 1e6)
     assert [t.bytes_per_slot(m, 3e-3) for m in range(8)] == [
         phy.mcs_table.tb_bytes(m, num) for m in range(8)]
 

@@ -11,7 +11,7 @@ import pytest
 
 from oppsched import mac
 
-MODELS = ["clamp", "sum_of_sinusoids"]
+MODELS = ["jakes", "sum_of_sinusoids"]
 
 
 def bessel_j0(x):
@@ -63,7 +63,7 @@ def test_mean_power_one_and_rayleigh_envelope(model):
     assert ks < 0.02  # Kolmogorov-Smirnov distance to Rayleigh(E r^2 = 1), n = 20 000
 
 
-@pytest.mark.parametrize("model,tol", [("clamp", 0.07), ("sum_of_sinusoids", 0.03)])
+@pytest.mark.parametrize("model,tol", [("jakes", 0.07), ("sum_of_sinusoids", 0.03)])
 def test_autocorrelation_close_to_j0(model, tol):
     # tol: sampling noise 0.007 plus, for the angles printed in Andrew & Hanly, CLAMP, the
     # G = 20 quadrature error (1 - cos 2 pi f_d tau)/G (0.065 at f_d tau = 0.3; see docs/mac.md, "Fading models").

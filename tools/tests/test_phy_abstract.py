@@ -125,11 +125,11 @@ BAD_CONFIGS = [
     ({"error_model": "curves"}, "link_curves: required with error_model 'curves'"),
     ({"measurement": {"noise_db": -1.0}}, "measurement.noise_db: -1.0 is below the minimum"),
     (
-        {"users": [{"id": 0, "name": "a", "channel": {"model": "clamp"}}]},
-        "users[0].channel.doppler_hz: required for model 'clamp'",
+        {"users": [{"id": 0, "name": "a", "channel": {"model": "jakes"}}]},
+        "users[0].channel.doppler_hz: required for model 'jakes'",
     ),
     (
-        {"users": [{"id": 0, "name": "a", "channel": {"model": "clamp", "doppler_hz": -60}}]},
+        {"users": [{"id": 0, "name": "a", "channel": {"model": "jakes", "doppler_hz": -60}}]},
         "users[0].channel.doppler_hz: -60.0 is below the minimum",
     ),
     (
@@ -173,7 +173,7 @@ BAD_CONFIGS = [
         "endpoints.phy_grants: 'localhost:5555' is not a ZeroMQ endpoint",
     ),
     ({"timing": {"rt_priority": 100}}, "timing.rt_priority: 100 is above the maximum 99"),
-    ({"clamp": {"levels": 0}}, "clamp.levels: 0 is below the minimum 1"),
+    ({"shannon": {"levels": 0}}, "shannon.levels: 0 is below the minimum 1"),
 ]
 
 
@@ -292,8 +292,8 @@ def test_an_empty_slot_is_addressed_to_the_wires_nobody(tmp_path):
     assert not rx0["addressed"] and not rx1["addressed"]
 
 
-def test_clamp_table_quantises_eq18():
-    t = common.clamp_table(4.3e6, 10e6, 32)
+def test_shannon_table_quantises_eq18():
+    t = common.shannon_table(4.3e6, 10e6, 32)
     assert len(t) == 32
     assert t.rates_bps[-1] == pytest.approx(10e6)
     # eq. 18 without margin: W0 log2(1 + N) = rate at the threshold
@@ -355,19 +355,19 @@ def test_threshold_model_decides_at_slot_end(tmp_path):
     assert rx[0]["addressed"] and not rx[0]["crc_ok"] and rx[0]["tb"] == b""
     # The rule of Andrew & Hanly, CLAMP, §V-B literally: 2457.6 kb/s (MCS 9) fits
     # W0 log2(1 + N) at 0 dB (4.3 Mb/s), not at -20 dB (62 kb/s).
-    core = core_of(tmp_path, base_config(tmp_path, users=users, error_model="clamp"))
+    core = core_of(tmp_path, base_config(tmp_path, users=users, error_model="end_of_slot"))
     assert not model_slot(core, 0, grant(0, mcs=9))[0]["crc_ok"]
     # Rising from -20 dB to 0 dB: what counts is the end, so the TB gets through.
     trace.write_text(f"time_s,snr_db\n0,-20\n{SLOT_S},0\n")
-    for model in ("threshold", "clamp"):
+    for model in ("threshold", "end_of_slot"):
         core = core_of(tmp_path, base_config(tmp_path, users=users, error_model=model))
         rx = model_slot(core, 0, grant(0))[0]
         assert rx["cqi"] == 0 and rx["crc_ok"] and rx["tb"] == b"\x01\x02\x03\x04"
 
 
-def test_clamp_model_is_eq18_error_rule(tmp_path):
-    # mcs_table clamp, error_model clamp: MCS k needs exactly its threshold at slot end.
-    t = common.clamp_table(4.3e6, 10e6, 32)
+def test_end_of_slot_model_is_eq18_error_rule(tmp_path):
+    # mcs_table shannon, error_model end_of_slot: MCS k needs exactly its threshold at slot end.
+    t = common.shannon_table(4.3e6, 10e6, 32)
     for snr, mcs, ok in [
         (t.thresholds_db[10] + 0.01, 10, True),
         (t.thresholds_db[10] - 0.01, 10, False),
@@ -375,7 +375,8 @@ def test_clamp_model_is_eq18_error_rule(tmp_path):
         users = [{"id": 0, "name": "a", "channel": {"model": "awgn", "mean_snr_db": snr}}]
         core = core_of(
             tmp_path,
-            base_config(tmp_path, users=users, mcs_table="clamp", error_model="clamp", slot_s=3e-3),
+            base_config(tmp_path, users=users, mcs_table="shannon", error_model="end_of_slot",
+                        slot_s=3e-3),
         )
         assert model_slot(core, 0, grant(0, mcs=mcs))[0]["crc_ok"] is ok
 
@@ -433,7 +434,7 @@ def test_curves_failure_ratio_matches_the_curve_over_fading_slots(tmp_path):
         {
             "id": 0,
             "name": "a",
-            "channel": {"model": "clamp", "doppler_hz": 60.0, "mean_snr_db": 3.0},
+            "channel": {"model": "jakes", "doppler_hz": 60.0, "mean_snr_db": 3.0},
         }
     ]
     core = core_of(
@@ -456,7 +457,7 @@ def test_curves_failure_ratio_matches_the_curve_over_fading_slots(tmp_path):
 def test_same_seed_gives_the_same_snr_sequence_and_another_seed_does_not(tmp_path):
     users = [
         {"id": i, "name": f"u{i}", "channel": {"model": m, "doppler_hz": 60.0, "mean_snr_db": 6.0}}
-        for i, m in enumerate(["clamp", "sum_of_sinusoids"])
+        for i, m in enumerate(["jakes", "sum_of_sinusoids"])
     ]
 
     def snrs(seed, noise=0.0):
@@ -752,7 +753,7 @@ def test_process_snr_sequence_is_the_model_sequence(tmp_path):
         {
             "id": 0,
             "name": "a",
-            "channel": {"model": "clamp", "doppler_hz": 60.0, "mean_snr_db": 6.0},
+            "channel": {"model": "jakes", "doppler_hz": 60.0, "mean_snr_db": 6.0},
         }
     ]
     cfg = base_config(tmp_path, users=users, max_slots=50, seed=3)

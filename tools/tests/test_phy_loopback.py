@@ -59,8 +59,8 @@ def test_defaults_take_the_measured_table_and_the_profile_slot(tmp_path):
     c = load(tmp_path, config(tmp_path))
     assert c["mcs_table"].endswith("experiments/linkcurves/awgn-evdo-1msps/mcs_table.csv")
     assert abs(c["slot_s"] - 1.667e-3) < 1e-6
-    c = load(tmp_path, config(tmp_path, sample={"profile": "clamp"}))
-    assert c["mcs_table"].endswith("awgn-clamp-1msps/mcs_table.csv")
+    c = load(tmp_path, config(tmp_path, sample={"profile": "3ms"}))
+    assert c["mcs_table"].endswith("awgn-3ms-1msps/mcs_table.csv")
     assert abs(c["slot_s"] - 3e-3) < 1e-6
 
 
@@ -71,7 +71,7 @@ def test_defaults_take_the_measured_table_and_the_profile_slot(tmp_path):
         ({"sample": {"sample_rate": -1.0}}, "sample.sample_rate"),
         ({"slot_s": 0.004}, "slot_s: 0.004"),
         ({"mcs_table": "/nonexistent.csv"}, "mcs_table: '/nonexistent.csv'"),
-        ({"users": [{"id": 0, "name": "a", "channel": {"model": "clamp"}}]},
+        ({"users": [{"id": 0, "name": "a", "channel": {"model": "jakes"}}]},
          "users[0].channel.doppler_hz"),
         ({"users": [{"id": 1, "name": "a"}]}, "users[0].id: 1"),
     ],
@@ -93,7 +93,7 @@ def test_each_channel_model_becomes_the_emulators_fading_model(tmp_path):
     trace.write_text("time_s,snr_db\n0,10\n1,12\n")
     users = [{"id": i, "name": f"u{i}", "channel": ch} for i, ch in enumerate([
         {"model": "awgn"},
-        {"model": "clamp", "doppler_hz": 60.0},
+        {"model": "jakes", "doppler_hz": 60.0},
         {"model": "sum_of_sinusoids", "doppler_hz": 0.6},
         {"model": "trace", "trace": str(trace)},
     ])]

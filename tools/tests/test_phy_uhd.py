@@ -257,7 +257,7 @@ def _tags(sink) -> dict[str, list[tuple[int, object]]]:
 
 
 @needs_gr
-@pytest.mark.parametrize("profile, lead, fs", [("evdo", 0.25, 1e6), ("clamp", 2.0, 1e6),
+@pytest.mark.parametrize("profile, lead, fs", [("evdo", 0.25, 1e6), ("3ms", 2.0, 1e6),
                                                ("evdo", 1.5, 5e6)])
 def test_ap_tx_chain_sends_each_slot_as_a_timed_burst_at_t0_plus_lead(tmp_path, profile, lead,
                                                                       fs):

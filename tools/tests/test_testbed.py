@@ -58,7 +58,7 @@ def test_the_testbed_kind_offers_what_the_runner_calls():
 
 def test_defaults_follow_andrew_hanly_clamp():
     c = cfg_of()
-    assert c["phy"]["mode"] == "abstract" and c["phy"]["profile"] == "clamp"
+    assert c["phy"]["mode"] == "abstract" and c["phy"]["profile"] == "3ms"
     assert daemonconf.slot_s(c) == 3e-3
     assert c["devices"][0]["channel"]["doppler_hz"] == 60.0
     assert abs(c["devices"][0]["channel"]["mean_snr_db"] - 6.0206) < 1e-3
@@ -221,7 +221,7 @@ def test_config_files_are_written_for_every_process(tmp_path):
     assert len(set(seeds)) == 2  # independent fading per user
 
 
-@pytest.mark.parametrize("profile, slot", [("evdo", 1.667e-3), ("clamp", 3e-3)])
+@pytest.mark.parametrize("profile, slot", [("evdo", 1.667e-3), ("3ms", 3e-3)])
 def test_sample_mode_gives_apd_and_loopback_the_measured_table_and_profile_slot(
         tmp_path, profile, slot):
     cfg = cfg_of(overrides=["phy.mode=sample", f"phy.profile={profile}"])
@@ -243,7 +243,7 @@ def test_the_abstract_clamp_fading_experiment_runs_on_the_sample_phy_with_just_t
     _, _, res = load_experiment(REPO / "experiments/clamp/fading-abstract.yaml",
                                 ["phy.mode=sample"])
     assert res["phy"]["mode"] == "sample" and daemonconf.slot_s(res) == 3e-3
-    assert daemonconf.mcs_table(res).endswith("awgn-clamp-1msps/mcs_table.csv")
+    assert daemonconf.mcs_table(res).endswith("awgn-3ms-1msps/mcs_table.csv")
 
 
 def test_long_run_folders_put_the_ipc_sockets_in_a_short_scratch_dir(tmp_path):
@@ -761,7 +761,7 @@ kind: testbed
 duration_s: 6
 phy: {mode: sample, profile: evdo}
 devices:
-  - {name: R1, channel: {mean_snr_db: 20.0, doppler_hz: 5.0, model: clamp}}
+  - {name: R1, channel: {mean_snr_db: 20.0, doppler_hz: 5.0, model: jakes}}
 servers:
   - {name: S1, rtt_ms: 20}
 flows:

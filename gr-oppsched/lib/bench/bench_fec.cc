@@ -78,7 +78,7 @@ BENCHMARK(BM_conv_encode);
 void BM_demap(benchmark::State& s) {
     const int bps = static_cast<int>(s.range(0));
     qam_mapper m(bps);
-    const std::size_t n = 8736;  // payload REs of a clamp slot at 5 Msps
+    const std::size_t n = 8736;  // payload REs of a 3ms slot at 5 Msps
     std::mt19937_64 rng(3);
     std::normal_distribution<float> g(0.0f, 0.7f);
     std::vector<gr_complex> y(n);
@@ -92,11 +92,11 @@ void BM_demap(benchmark::State& s) {
 }
 BENCHMARK(BM_demap)->Arg(1)->Arg(2)->Arg(4)->Arg(6);
 
-// Whole chain for the largest TB of each MCS in a clamp slot at 5 Msps (3 ms, 8736 REs):
+// Whole chain for the largest TB of each MCS in a 3ms slot at 5 Msps (3 ms, 8736 REs):
 // the worst case a receiver must sustain in real time (one slot per 3 ms).
 void BM_tb_encode(benchmark::State& s) {
     const int mcs = static_cast<int>(s.range(0));
-    const auto n = numerology::profile("clamp", 5e6);
+    const auto n = numerology::profile("3ms", 5e6);
     tb_encoder enc(n);
     const std::size_t bytes = mcs_table::tb_bytes(mcs, n);
     std::vector<std::uint8_t> tb(bytes, 0x5a);
@@ -112,7 +112,7 @@ BENCHMARK(BM_tb_encode)->DenseRange(0, 7);
 
 void BM_tb_decode(benchmark::State& s) {
     const int mcs = static_cast<int>(s.range(0));
-    const auto n = numerology::profile("clamp", 5e6);
+    const auto n = numerology::profile("3ms", 5e6);
     tb_encoder enc(n);
     tb_decoder dec(n);
     auto harq = dec.make_harq_buffer();

@@ -132,7 +132,7 @@ TEST(FecMcs, conv_tb_size_is_maximal_for_every_mcs_profile_and_rate) {
 }
 
 TEST(FecMcs, conv_harq_capacity_and_lowest_mcs_lookups) {
-    const auto n = numerology::profile("clamp", 1e6, "conv");
+    const auto n = numerology::profile("3ms", 1e6, "conv");
     EXPECT_EQ(mcs_table::max_mother_bits(n), mcs_table::mother_bits(mcs_table::tb_bytes(7, n)));
     EXPECT_EQ(mcs_table::lowest_mcs_for_bytes(1, n), 0);
     EXPECT_EQ(mcs_table::lowest_mcs_for_bytes(mcs_table::tb_bytes(0, n) + 1, n), 1);

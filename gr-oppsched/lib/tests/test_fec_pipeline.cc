@@ -43,8 +43,7 @@ std::string name_of(const ::testing::TestParamInfo<std::tuple<geom, int>>& info)
 
 INSTANTIATE_TEST_SUITE_P(AllMcs, FecPipeline,
                          ::testing::Combine(::testing::Values(geom{"evdo", 1e6}, geom{"evdo", 5e6},
-                                                              geom{"clamp", 1e6},
-                                                              geom{"clamp", 5e6}),
+                                                              geom{"3ms", 1e6}, geom{"3ms", 5e6}),
                                             ::testing::Range(0, 8)),
                          name_of);
 
@@ -126,7 +125,7 @@ TEST(FecPipelineErrors, wrong_scrambler_seed_or_tb_size_fails_the_crc) {
 }
 
 TEST(FecPipelineErrors, garbage_res_decode_to_a_failed_crc_without_crashing) {
-    const auto n = numerology::profile("clamp", 1e6);
+    const auto n = numerology::profile("3ms", 1e6);
     tb_decoder dec(n);
     auto harq = dec.make_harq_buffer();
     const std::size_t N = dec.resource_elements();

@@ -70,7 +70,7 @@ TEST(HarqBuffer, memory_is_bounded_by_the_capacity) {
     h.clear();
     EXPECT_TRUE(h.empty());
     // the decoder's buffers hold the largest TB of every MCS
-    const auto n = numerology::profile("clamp", 5e6);
+    const auto n = numerology::profile("3ms", 5e6);
     tb_decoder dec(n);
     EXPECT_EQ(dec.make_harq_buffer()->capacity(), mcs_table::max_mother_bits(n));
 }
@@ -129,7 +129,7 @@ harq_counts run_harq(int mcs, double snr_db, int ir_rv, int trials, std::uint64_
 }  // namespace
 
 // LDPC (the default FEC), measured the same way (200 trials): evdo QPSK 3/4 at 3 dB: BLER1
-// 1.00, chase 0.00 (one TB fills the slot: every RV carries the same bits); clamp BPSK 1/2 at
+// 1.00, chase 0.00 (one TB fills the slot: every RV carries the same bits); 3ms BPSK 1/2 at
 // -4.75 dB (the 720 info bits + 972 parity of one shortened 1944 codeword, 252 of them
 // punctured by RV 0): chase 0.52, IR (RV 2 sends the punctured parity) 0.13.
 TEST(HarqCombining, ldpc_chase_combining_of_two_transmissions_rescues_most_failed_ones) {
@@ -140,14 +140,14 @@ TEST(HarqCombining, ldpc_chase_combining_of_two_transmissions_rescues_most_faile
 }
 
 TEST(HarqCombining, ldpc_incremental_redundancy_sends_the_punctured_parity) {
-    const auto c = run_harq(0, -4.75, 2, 200, 43, "ldpc", "clamp");
+    const auto c = run_harq(0, -4.75, 2, 200, 43, "ldpc", "3ms");
     EXPECT_EQ(c.first, 200);
     EXPECT_GT(c.chase, 60);
     EXPECT_LT(c.ir, c.chase / 2) << "chase " << c.chase << " IR " << c.ir;
 }
 
 TEST(HarqCombining, ldpc_ir_covers_the_punctured_bits_and_lowers_the_effective_rate) {
-    const auto n = numerology::profile("clamp", 1e6);
+    const auto n = numerology::profile("3ms", 1e6);
     tb_encoder enc(n);
     tb_decoder dec(n);
     auto h = dec.make_harq_buffer();

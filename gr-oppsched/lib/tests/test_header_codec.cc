@@ -39,7 +39,7 @@ const std::array<std::uint8_t, 12> k_golden_bytes = {0x12, 0x34, 0x5a, 0xc0, 0x2
 }  // namespace
 
 TEST(HeaderCodec, packs_the_fields_into_the_documented_12_byte_layout) {
-    header_codec c(numerology::profile("clamp", 5e6));  // tb_bytes 258 fits MCS 5 there
+    header_codec c(numerology::profile("3ms", 5e6));  // tb_bytes 258 fits MCS 5 there
     EXPECT_EQ(c.pack(k_golden_fields), k_golden_bytes);
     const auto r = c.unpack(k_golden_bytes.data());
     ASSERT_TRUE(r.ok()) << r.error();
@@ -70,7 +70,7 @@ TEST(HeaderCodec, uses_bpsk_when_the_header_res_hold_192_coded_bits_else_qpsk) {
 TEST(HeaderCodec, round_trips_every_geometry_noiseless_and_at_6_db) {
     std::mt19937_64 rng(100);
     for (int hs : {2, 3, 4, 6}) {
-        for (const char* prof : {"evdo", "clamp"}) {
+        for (const char* prof : {"evdo", "3ms"}) {
             for (double fs : {1e6, 5e6}) {
                 const auto n = with_header_symbols(hs, prof, fs);
                 header_codec c(n);

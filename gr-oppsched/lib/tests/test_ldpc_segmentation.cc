@@ -42,7 +42,7 @@ TEST(LdpcSegmentation, the_fewest_648_bit_units_hold_the_tb_and_grow_while_parit
     EXPECT_EQ(d.codeword_length(0), 1296);
     EXPECT_EQ(d.codeword_length(1), 1296);
     EXPECT_EQ(d.punctured_bits(), 48u);
-    // 2160 bits at 3/4 in 2880 (clamp QPSK 3/4): 5 units -> 1944 + 1296, 90 punctured;
+    // 2160 bits at 3/4 in 2880 (3ms QPSK 3/4): 5 units -> 1944 + 1296, 90 punctured;
     // the slot's bits split in proportion to the buffers (1458 + 486, 972 + 324)
     const ldpc_segmentation e(2160, code_rate::r3_4, 2880);
     ASSERT_EQ(e.codewords(), 2);
@@ -160,7 +160,7 @@ TEST(LdpcSegmentation, decoder_input_marks_shortened_bits_known_and_keeps_parity
 
 TEST(LdpcPayload, every_mcs_and_rv_decodes_bit_exactly_without_noise_in_both_profiles) {
     std::mt19937_64 rng(11);
-    for (const char* prof : {"evdo", "clamp"}) {
+    for (const char* prof : {"evdo", "3ms"}) {
         const auto n = numerology::profile(prof, 1e6);
         tb_encoder enc(n);
         tb_decoder dec(n);

@@ -118,7 +118,7 @@ TEST_P(RxMultipath, every_mcs_decodes_at_35_db_over_static_multipath_within_the_
     // 12 slots per profile, 0 errors: the smoother's delay window covers the channel, so
     // the estimate is unbiased and the notches are equalised.
     const int mcs = GetParam();
-    for (const char* prof : {"evdo", "clamp"}) {
+    for (const char* prof : {"evdo", "3ms"}) {
         const auto num = numerology::profile(prof, 1e6);
         const auto r = run_chain(num, mcs, 12, static_multipath(35.0), {}, 700 + mcs);
         EXPECT_EQ(r.errors(), 0) << prof << " MCS " << mcs << ": missed " << r.missed << ", CRC "
@@ -136,11 +136,11 @@ TEST(RxTracking, mcs7_bler_at_60_hz_flat_jakes_and_35_db_has_no_fading_floor_on_
     // CLAMP) at 35 dB mean SNR, MCS 7 first transmissions. The old receiver (LTF estimate +
     // per-symbol common phase only) failed 46-62% of such TBs (amplitude drift over the slot); with
     // the smoothed complex-gain tracking (and the fade-tolerant sync) the measured BLER is 7/200
-    // (evdo) and 10/200 (clamp), all CRC failures of slots whose mean gain is in a deep fade
+    // (evdo) and 10/200 (3ms), all CRC failures of slots whose mean gain is in a deep fade
     // (P(|a|^2 < -13 dB) = 5%: MCS 7 needs ~21 dB), i.e. Rayleigh statistics, not a floor. Bound
     // 14/200 (7%); the phase-only receiver on the same samples fails 114/200 and 151/200 (bound >=
     // 50) so the test shows the difference.
-    for (const char* prof : {"evdo", "clamp"}) {
+    for (const char* prof : {"evdo", "3ms"}) {
         const auto num = numerology::profile(prof, 1e6);
         const auto r = run_chain(num, 7, 200, flat_jakes(35.0, 60.0), {}, 4242);
         ofdm_demodulator_params phase_only;

@@ -26,7 +26,7 @@ TEST(SlotClock, tx_time_is_exact_after_a_billion_slots) {
 }
 
 TEST(SlotClock, fraction_carries_into_full_seconds) {
-    slot_clock c(15000, 5e6);  // clamp at 5 Msps: 3 ms
+    slot_clock c(15000, 5e6);  // 3ms at 5 Msps: 3 ms
     c.set_t0(10.999);
     const auto t = c.tx_time(1);
     EXPECT_EQ(t.first, 11u);

@@ -101,7 +101,7 @@ TEST(SlotSync, finds_every_slot_of_a_long_stream_with_random_gaps_and_cfo_once) 
 }
 
 TEST(SlotSync, back_to_back_tdma_slots_are_all_found_one_slot_apart) {
-    const auto num = numerology::profile("clamp", 1e6);
+    const auto num = numerology::profile("3ms", 1e6);
     ofdm_modulator mod(num);
     std::mt19937_64 rng(23);
     const auto s = make_stream(mod, rng, 50, 0, 0, 15.0, 0.12);

@@ -12,14 +12,16 @@ or a YAML/JSON file) replaces the keyword arguments; it may be
   doppler_hz, oscillators, trace, trace_loop, seed}}]`` plus ``seed``; keys of phy.yaml
   that are not about the channel are ignored there, since the same file configures the PHY.
 
-Model names: ``none``/``awgn`` (no fading), ``jakes``/``clamp`` (the Jakes model of Andrew & Hanly, CLAMP),
+Model names: ``none``/``awgn`` (no fading), ``jakes`` (the Jakes model of Andrew & Hanly, CLAMP),
 ``sum_of_sinusoids`` (Srinivasan & Baras, eq. 4), ``trace`` (no fading, SNR replayed from ``trace``: a
-CSV ``time_s,snr_db``). A wrong value raises ValueError naming the field.
+CSV ``time_s,snr_db``). A wrong value raises ValueError naming the field. ``clamp``, the old name
+of ``jakes``, is still accepted with a DeprecationWarning.
 """
 
 import json
 import math
 import os
+import warnings
 
 from .oppsched_python import (
     channel_emulator_params,
@@ -36,9 +38,9 @@ _MODELS = {
     "awgn": fading_model.none,
     "trace": fading_model.none,
     "jakes": fading_model.jakes,
-    "clamp": fading_model.jakes,
     "sum_of_sinusoids": fading_model.sum_of_sinusoids,
 }
+_MODEL_ALIASES = {"clamp": "jakes"}  # old name -> new (issue 13: "clamp" is the algorithm)
 
 _USER_KEYS = {
     "mean_snr_db",
@@ -115,6 +117,10 @@ def _user(
     jakes_angle_offset,
     base_dir,
 ):
+    if isinstance(model, str) and model in _MODEL_ALIASES:
+        warnings.warn(f"{prefix}.model: value {model!r} is deprecated, use "
+                      f"{_MODEL_ALIASES[model]!r}", DeprecationWarning, stacklevel=3)
+        model = _MODEL_ALIASES[model]
     if not isinstance(model, str) or model not in _MODELS:
         raise ValueError(f"{prefix}.model: {model!r} is not one of {', '.join(sorted(_MODELS))}")
     u = emulator_user_params()
@@ -192,12 +198,12 @@ def _from_config(config, sample_rate, profile):
             for k in ch:
                 if k not in _PHY_CHANNEL_KEYS:
                     raise ValueError(f"{p}.{k}: unknown key")
-            # phy.yaml's clamp model is Andrew & Hanly, CLAMP's Jakes as printed (angle offset +0.5)
+            # phy.yaml's jakes model is Andrew & Hanly, CLAMP's Jakes as printed (angle offset +0.5)
             u = dict(ch)
-            if u.get("model", "clamp") == "clamp":
+            if _MODEL_ALIASES.get(u.get("model"), u.get("model", "jakes")) == "jakes":
                 u.setdefault("jakes_angle_offset", 0.5)
             u.pop("seed", None)  # per-user streams come from (seed, user) in the emulator
-            u.setdefault("model", "clamp")
+            u.setdefault("model", "jakes")
             u.setdefault("mean_snr_db", 10 * math.log10(4))  # phy.yaml's default SNR_ave = 4
         else:
             for k in u:

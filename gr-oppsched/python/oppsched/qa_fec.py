@@ -18,7 +18,7 @@ def awgn(x, n0, rng):
 
 class qa_fec(gr_unittest.TestCase):
     def setUp(self):
-        self.num = oppsched.numerology.profile("clamp", 1e6)
+        self.num = oppsched.numerology.profile("3ms", 1e6)
         self.enc = oppsched.tb_encoder(self.num)
         self.dec = oppsched.tb_decoder(self.num)
         self.rng = np.random.default_rng(2024)

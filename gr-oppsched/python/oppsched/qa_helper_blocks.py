@@ -12,7 +12,7 @@ from gnuradio.oppsched.testing import grant_dict, run_tx
 
 class qa_helper_blocks(gr_unittest.TestCase):
     def test_grant_generator_feeds_slot_tx_and_the_receiver_decodes_its_tbs(self):
-        profile, fs, n_slots = "clamp", 1e6, 30
+        profile, fs, n_slots = "3ms", 1e6, 30
         num = oppsched.numerology.profile(profile, fs)
         # realtime: the generator (Python) answers within the 5-slot lead
         tx = oppsched.slot_tx(profile, fs, 5, 0.2, True, True)

@@ -7,8 +7,8 @@ from gnuradio import oppsched
 
 
 class qa_numerology(gr_unittest.TestCase):
-    def test_clamp_profile_at_1_msps_has_3000_samples_per_slot(self):
-        n = oppsched.numerology.profile("clamp", 1e6)
+    def test_3ms_profile_at_1_msps_has_3000_samples_per_slot(self):
+        n = oppsched.numerology.profile("3ms", 1e6)
         self.assertEqual(n.slot_samples, 3000)
         self.assertEqual(n.symbols_per_slot, 37)
         self.assertEqual(n.guard_samples, 40)

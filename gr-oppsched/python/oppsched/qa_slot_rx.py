@@ -24,7 +24,7 @@ class qa_slot_rx(gr_unittest.TestCase):
         return self.rng.integers(0, 256, n, dtype=np.uint8).tobytes()
 
     def test_every_mcs_decodes_bit_exactly_through_the_emulator(self):
-        for profile, fs in (("evdo", 1e6), ("clamp", 1e6), ("evdo", 5e6)):
+        for profile, fs in (("evdo", 1e6), ("3ms", 1e6), ("evdo", 5e6)):
             num = oppsched.numerology.profile(profile, fs)
             grants, tbs = [], {}
             for mcs in range(8):

@@ -38,7 +38,7 @@ class qa_slot_tx(gr_unittest.TestCase):
         return self.rng.integers(0, 256, n, dtype=np.uint8).tobytes()
 
     def test_burst_mode_tags_are_exact(self):
-        for profile, fs, t0 in (("evdo", 1e6, 12.3), ("clamp", 5e6, 1700000000.999)):
+        for profile, fs, t0 in (("evdo", 1e6, 12.3), ("3ms", 5e6, 1700000000.999)):
             S = oppsched.numerology.profile(profile, fs).slot_samples
             n_slots = 5
             x, tags, tx = run_tx([], n_slots, profile, fs, t0_s=t0)
@@ -54,7 +54,7 @@ class qa_slot_tx(gr_unittest.TestCase):
             expected.sort(key=lambda x: (x[0], x[1]))
             self.assertEqual(tags, expected, profile)
             times = [v for (_, k, v) in tags if k == "tx_time"]
-            if profile == "clamp":  # .999 s + 3 ms: carried into the full seconds
+            if profile == "3ms":  # .999 s + 3 ms: carried into the full seconds
                 self.assertEqual(times[1][0], 1700000001)
                 self.assertAlmostEqual(times[1][1], 0.002, delta=1e-6)
             self.assertEqual(tx.slot_samples(), S)

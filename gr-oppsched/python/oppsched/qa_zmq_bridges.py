@@ -100,7 +100,7 @@ class qa_zmq_bridges(gr_unittest.TestCase):
         return f"ipc://{self.dir}/{name}"
 
     def test_grants_from_the_daemon_reach_the_air_and_the_client(self):
-        profile, fs, lead, n_slots = "clamp", 1e6, 8, 40
+        profile, fs, lead, n_slots = "3ms", 1e6, 8, 40
         num = oppsched.numerology.profile(profile, fs)
         S = num.slot_samples
         apd = fake_apd(self.ctx, self.ep("phy_requests"), self.ep("phy_grants"), num)

@@ -1,6 +1,8 @@
 // Reading apd.yaml: see apd_config.h and docs/daemons.md "oppsched-apd configuration".
 #include "apd_config.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <fstream>
 #include <functional>
@@ -32,6 +34,12 @@ using daemon::Range;
         }
     }
     throw_invalid(msg);
+}
+
+// An old name still accepted: one warning line naming the field, the old and the new name.
+void deprecated(const std::string& field, const std::string& old_name,
+                const std::string& new_name) {
+    spdlog::warn("{}: {} is deprecated, use {}", field, old_name, new_name);
 }
 
 // ---- aqm.params: the same keys as Python's oppsched.mac.make_aqm(kind, **params) ----------
@@ -338,12 +346,19 @@ ApdConfig load_apd_config(const std::string& path) {
 
     // ---- link adaptation ----
     const ConfigNode la = root.child_or_empty("link_adaptation");
-    const std::string table = la.get<std::string>("table", "evdo");
+    std::string table = la.get<std::string>("table", "evdo");
+    if (table == "clamp") {  // issue 13: "clamp" names the CLAMP algorithm only
+        deprecated(la.field("table"), "value 'clamp'", "'shannon'");
+        table = "shannon";
+    }
     linkadapt::ofdm_numerology num;
     num.sample_rate_hz = la.get<double>("ofdm_sample_rate_hz", 1e6, Range::positive());
-    // The abstract PHY's `clamp` section (same names, same defaults): both sides must build
-    // the same `clamp` table.
-    const ConfigNode lc = la.child_or_empty("clamp");
+    // The abstract PHY's `shannon` section (same names, same defaults): both sides must build
+    // the same `shannon` table. `clamp` is its old name.
+    if (la.has("clamp") && la.has("shannon"))
+        la.fail("clamp", "renamed to 'shannon', which is given too; keep 'shannon'");
+    if (la.has("clamp")) deprecated(la.field("clamp"), "key 'clamp'", "'shannon'");
+    const ConfigNode lc = la.child_or_empty(la.has("clamp") ? "clamp" : "shannon");
     ap::ClampTableParams ct;
     ct.w0_hz = lc.get<double>("w0_hz", ct.w0_hz, Range::closed(1, 1e12));
     ct.cmax_bps = lc.get<double>("cmax_bps", ct.cmax_bps, Range::closed(1, 1e12));
@@ -355,7 +370,7 @@ ApdConfig load_apd_config(const std::string& path) {
             std::ifstream in(table);
             if (!in)
                 la.fail("table", "'" + table +
-                                     "' is neither evdo, ofdm_provisional, clamp nor a "
+                                     "' is neither evdo, ofdm_provisional, shannon nor a "
                                      "readable CSV file");
             std::stringstream ss;
             ss << in.rdbuf();

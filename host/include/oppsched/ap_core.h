@@ -86,7 +86,7 @@
 namespace oppsched::ap {
 
 // Andrew & Hanly's eq. 18 (CLAMP's Shannon rule rate = min(W0 log2(1 + N), C_max)) quantised, the
-// same table the abstract PHY builds for `mcs_table: clamp` (docs/daemons.md, "Abstract PHY
+// same table the abstract PHY builds for `mcs_table: shannon` (docs/daemons.md, "Abstract PHY
 // configuration"): rate_k = k C_max / levels (k = 1..levels), min_snr_db_k =
 // 10 log10(2^(rate_k / W0) - 1). The paper's adaptive margin m is OLLA's offset here
 // (10 log10(1 - m) dB).
@@ -97,8 +97,11 @@ struct ClampTableParams {
 };
 linkadapt::mcs_table clamp_table(const ClampTableParams& p = {});
 
-// The tables by name: "evdo", "ofdm_provisional" (with `num`), "clamp" (with `clamp`).
-// nullopt for any other name (the daemon then reads it as a CSV path).
+// The names mcs_table_by_name knows: "evdo", "ofdm_provisional", "shannon".
+const std::vector<std::string>& mcs_table_names();
+
+// The tables by name: "evdo", "ofdm_provisional" (with `num`), "shannon" (eq. 18, with
+// `clamp`). nullopt for any other name (the daemon then reads it as a CSV path).
 std::optional<linkadapt::mcs_table> mcs_table_by_name(const std::string& name,
                                                       const linkadapt::ofdm_numerology& num = {},
                                                       const ClampTableParams& clamp = {});

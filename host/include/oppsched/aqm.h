@@ -311,4 +311,9 @@ inline std::uint8_t ecn_field(const std::vector<std::uint8_t>& p) {
     return 0;
 }
 
+// Whether an AQM of kind `k` signals congestion by marking ECN-capable packets CE (ecn on):
+// RED, REM, REAQM, AVQ, CoDel and PIE. Drop-tail, SPM-AF, LAS and T-LAS only drop. A testbed
+// run negotiates ECN in TCP where the AQM marks (tcp.ecn auto, docs/testbed.md).
+bool marks_ecn(AqmKind k);
+
 }  // namespace oppsched::aqm

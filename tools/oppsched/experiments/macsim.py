@@ -24,7 +24,7 @@ import pandas as pd
 
 from oppsched import mac
 from oppsched.config import Field, ListOf
-from oppsched.daemonconf import SCHEDULERS
+from oppsched.names import CHANNEL_MODEL_ALIASES, FADING_MODELS, SCHEDULERS
 from oppsched.metrics import jain_index, jitter_stats
 from oppsched.report import pyplot, save_figure
 
@@ -47,7 +47,8 @@ SCHEMA = {
         "name": Field(str),
         "mean_snr_db": Field(float, 0.0, min=-30.0, max=60.0),
         "doppler_hz": Field(float, 10.0, min=0.0, max=2000.0),
-        "fading": Field(str, "sum_of_sinusoids", choices=("sum_of_sinusoids", "clamp"),
+        "fading": Field(str, "sum_of_sinusoids", choices=FADING_MODELS,
+                        aliases=CHANNEL_MODEL_ALIASES,
                         doc="Srinivasan & Baras, eq. 4: random-phase sum of "
                         "sinusoids; or Andrew & Hanly, CLAMP, §V-B: Jakes (G=20)"),
         "weight": Field(float, 1.0, min=1e-6, doc="wpf: scheduling weight"),

@@ -1,7 +1,7 @@
 """The PHY processes of a testbed run (docs/daemons.md): the clock master of the downlink.
 
 - `python -m oppsched.phy.abstract --config phy.yaml`: the slot-level abstract PHY (SNR from
-  the channel models, TB success from link curves or the CLAMP slot error model); its
+  the channel models, TB success from link curves or an end-of-slot rule); its
   real-time driver (slot clock, sockets, signals) is oppsched.phy.realtime.
 - `python -m oppsched.phy.loopback` / `python -m oppsched.phy.uhd`: the gr-oppsched blocks,
   on an emulated channel or on USRPs.

@@ -23,9 +23,10 @@ It stands in for the radio (docs/daemons.md, "Slot timing"; docs/architecture.md
                iff the SNR at the END of the slot meets the MCS's threshold (the rate was
                chosen at the start from an older CQI; the channel may have faded since).
                Deterministic.
-    clamp      the rule of Andrew & Hanly, CLAMP, §V-B literally, through
+    end_of_slot  the rule of Andrew & Hanly, CLAMP, §V-B literally, through
                oppsched.mac.ClampLink: error iff B = slot_s * rate(mcs) > slot_s * W0
-               log2(1 + N(e)), N(e) the SNR at slot end. Deterministic.
+               log2(1 + N(e)), N(e) the SNR at slot end (W0 and C_max of the `shannon`
+               section). Deterministic. (Old name: clamp.)
   HARQ chase combining: a retransmission is decoded at the effective SNR = sum (linear) of
   the SNRs of every transmission of that (user, HARQ process) since its NDI last toggled,
   this one included (maximal-ratio combining of identical copies adds SNRs; redundancy
@@ -303,11 +304,11 @@ class ThresholdModel:
         return to_db(snr_lin) >= self.thresholds[mcs]
 
 
-class ClampModel:
+class EndOfSlotModel:
     """Andrew & Hanly, CLAMP, §V-B literally: B = slot_s * rate(mcs) bits were chosen at the
     slot start; an error iff B > slot_s W0 log2(1 + N(e)) (oppsched.mac.ClampLink.is_error)."""
 
-    name = "clamp"
+    name = "end_of_slot"
     at_slot_end = True
 
     def __init__(self, table, slot_s: float, w0_hz: float, cmax_bps: float):
@@ -371,11 +372,11 @@ def build_models(cfg: dict) -> Models:
     elif cfg["error_model"] == "threshold":
         error = ThresholdModel(table)
     else:
-        c = cfg["clamp"]
+        c = cfg["shannon"]
         try:
-            error = ClampModel(table, cfg["slot_s"], c["w0_hz"], c["cmax_bps"])
+            error = EndOfSlotModel(table, cfg["slot_s"], c["w0_hz"], c["cmax_bps"])
         except ValueError as exc:
-            raise ConfigError(f"clamp: {exc}") from None
+            raise ConfigError(f"shannon: {exc}") from None
     channels = [make_channel(cfg, i) for i in range(len(cfg["users"]))]
     return Models(table, error, channels, curves)
 
@@ -713,7 +714,7 @@ def main(argv: list[str] | None = None) -> int:
         argv,
         "python -m oppsched.phy.abstract",
         "Slot-level abstract PHY (clock master): SNR from the channel models, TB "
-        "success from link curves or the CLAMP slot error model.",
+        "success from link curves or the end-of-slot rule of Andrew & Hanly, CLAMP.",
         "phy.yaml (docs/daemons.md, Abstract PHY configuration)",
         "validate the configuration and the files it names, then exit",
         "phy-abstract",

@@ -21,18 +21,14 @@ import sys
 from pathlib import Path
 
 from oppsched import mac
-from oppsched.config import ConfigError, Field, ListOf, apply_override, read_yaml
+from oppsched.config import ConfigError, Field, ListOf, Renamed, apply_override, read_yaml
 from oppsched.config import validate as validate_schema
+from oppsched.names import (CHANNEL_MODEL_ALIASES, CHANNEL_MODELS, ERROR_MODEL_ALIASES,
+                            ERROR_MODELS, FADING_MODELS, SHANNON_TABLE_DEFAULTS, TABLE_ALIASES,
+                            TABLE_PRESETS)
 from oppsched.paths import write_atomic
 
 log = logging.getLogger("oppsched.phy")
-
-# The abstract PHY's own names (Python models, not C++ enumerations): the channel models
-# (clamp and sum_of_sinusoids are oppsched.mac.Jakes's), the error models and the MCS tables
-# McsTable builds by name.
-CHANNEL_MODELS = ("clamp", "sum_of_sinusoids", "trace", "awgn")
-ERROR_MODELS = ("curves", "threshold", "clamp")
-TABLE_PRESETS = ("evdo", "ofdm_provisional", "clamp")
 
 
 def _positive(v: float) -> str | None:
@@ -50,11 +46,11 @@ def _user_name(v: str) -> str | None:
 
 
 _CHANNEL = {
-    "model": Field(str, "clamp", choices=CHANNEL_MODELS),
+    "model": Field(str, "jakes", choices=CHANNEL_MODELS, aliases=CHANNEL_MODEL_ALIASES),
     "doppler_hz": Field((float, type(None)), None, min=0.0, max=1e5),  # null = absent
     "mean_snr_db": Field(float, mac.CLAMP_MEAN_SNR_DB, min=-100.0, max=100.0),
     "seed": Field((int, type(None)), None, min=0, max=2**64 - 1),  # null = derived
-    "oscillators": Field(int, 20, min=1, max=4096),
+    "oscillators": Field(int, mac.JAKES_GENERATORS, min=1, max=4096),
     "trace": Field(str, ""),
     "trace_loop": Field(bool, True),
 }
@@ -77,14 +73,15 @@ SCHEMA = {
         "phy_grants": Field(str, "", check=_endpoint),
     },
     "users": ListOf(_USER, min_len=1),
-    "error_model": Field(str, "threshold", choices=ERROR_MODELS),
-    "mcs_table": Field(str),
+    "error_model": Field(str, "threshold", choices=ERROR_MODELS, aliases=ERROR_MODEL_ALIASES),
+    "mcs_table": Field(str, aliases=TABLE_ALIASES),
     "link_curves": Field(str, ""),
-    "clamp": {
-        "w0_hz": Field(float, 4.3e6, min=1.0, max=1e12),
-        "cmax_bps": Field(float, 10e6, min=1.0, max=1e12),
-        "levels": Field(int, 32, min=1, max=255),
+    "shannon": {  # the `shannon` table's eq. 18 (also the end_of_slot error model's W0, C_max)
+        "w0_hz": Field(float, SHANNON_TABLE_DEFAULTS["w0_hz"], min=1.0, max=1e12),
+        "cmax_bps": Field(float, SHANNON_TABLE_DEFAULTS["cmax_bps"], min=1.0, max=1e12),
+        "levels": Field(int, SHANNON_TABLE_DEFAULTS["levels"], min=1, max=255),
     },
+    "clamp": Renamed("shannon"),
     "chase_combining": Field(bool, True),
     "measurement": {"noise_db": Field(float, 0.0, min=0.0, max=30.0)},
     "traces": {"stats": Field(str, ""), "slots": Field(str, "")},
@@ -142,7 +139,7 @@ def resolve(cfg: dict, base: Path) -> dict:
     for i, u in enumerate(users):
         ch = u["channel"]
         where = f"users[{i}].channel"
-        if ch["model"] in ("clamp", "sum_of_sinusoids") and ch["doppler_hz"] is None:
+        if ch["model"] in FADING_MODELS and ch["doppler_hz"] is None:
             raise ConfigError(f"{where}.doppler_hz: required for model {ch['model']!r}")
         if ch["model"] == "trace":
             if not ch["trace"]:
@@ -174,11 +171,11 @@ def resolve(cfg: dict, base: Path) -> dict:
     return cfg
 
 
-def clamp_table(w0_hz: float, cmax_bps: float, levels: int):
+def shannon_table(w0_hz: float, cmax_bps: float, levels: int):
     """Andrew & Hanly, CLAMP, eq. 18 quantised to `levels` MCS (rate_k = k C_max / levels at
     the SNR where W0 log2(1 + N) reaches it): the AP daemon's own C++ table, so the two
     always agree."""
-    return mac.McsTable.clamp(w0_hz, cmax_bps, levels)
+    return mac.McsTable.shannon(w0_hz, cmax_bps, levels)
 
 
 def load_mcs_table(cfg: dict):
@@ -189,12 +186,12 @@ def load_mcs_table(cfg: dict):
         return mac.McsTable.evdo()
     if spec == "ofdm_provisional":
         return mac.McsTable.ofdm_provisional()
-    if spec == "clamp":
-        c = cfg["clamp"]
+    if spec == "shannon":
+        c = cfg["shannon"]
         try:
-            return clamp_table(c["w0_hz"], c["cmax_bps"], c["levels"])
+            return shannon_table(c["w0_hz"], c["cmax_bps"], c["levels"])
         except ValueError as exc:
-            raise ConfigError(f"clamp: {c!r} gives no valid MCS table ({exc})") from None
+            raise ConfigError(f"shannon: {c!r} gives no valid MCS table ({exc})") from None
     try:
         text = Path(spec).read_text()
     except OSError as exc:

@@ -29,6 +29,8 @@ import yaml
 import zmq
 
 from oppsched import mac
+from oppsched.config import renamed_value
+from oppsched.names import ERROR_MODEL_ALIASES, TABLE_ALIASES
 from oppsched.phy import abstract as phy
 from oppsched.phy.common import load_mcs_table
 
@@ -41,8 +43,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--slot-s", type=float, default=1.667e-3)
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--lead-slots", type=int, default=3)
-    ap.add_argument("--error-model", default="threshold", choices=("threshold", "clamp"))
-    ap.add_argument("--mcs-table", default="evdo")
+    ap.add_argument("--error-model", default="threshold", choices=("threshold", "end_of_slot"),
+                    type=lambda v: renamed_value("--error-model", v, ERROR_MODEL_ALIASES))
+    ap.add_argument("--mcs-table", default="evdo",
+                    type=lambda v: renamed_value("--mcs-table", v, TABLE_ALIASES))
     ap.add_argument("--spin-us", type=float, default=0.0)
     ap.add_argument(
         "--rt-priority", type=int, default=0, help="timing.rt_priority of the PHY (SCHED_FIFO)"
@@ -77,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
             {
                 "id": i,
                 "name": f"u{i}",
-                "channel": {"model": "clamp", "doppler_hz": 60.0, "mean_snr_db": 10.0},
+                "channel": {"model": "jakes", "doppler_hz": 60.0, "mean_snr_db": 10.0},
             }
             for i in range(args.users)
         ],

@@ -16,9 +16,9 @@ t0_s, connect_wait_ms). Differences:
 - slot_s is optional: 0 (the default) = the profile's numerology; else it must equal it.
 - mcs_table defaults to the measured OFDM table of the profile
   (experiments/linkcurves/awgn-<profile>-1msps/mcs_table.csv); the apd must use the same.
-- error_model, link_curves, clamp, chase_combining, measurement and timing.spin_us are
+- error_model, link_curves, shannon, chase_combining, measurement and timing.spin_us are
   ignored: the blocks decode for real (HARQ combining in slot_rx).
-- channel.model maps to the emulator's fading model: awgn -> none, clamp -> Jakes (Andrew &
+- channel.model maps to the emulator's fading model: awgn -> none, jakes -> Jakes (Andrew &
   Hanly, CLAMP), sum_of_sinusoids -> Srinivasan & Baras, eq. 4, trace -> SNR trace replayed
   (no fading).
 
@@ -43,19 +43,17 @@ from gnuradio import gr, oppsched
 
 from oppsched.config import ConfigError, Field
 from oppsched.daemonconf import measured_mcs_table
+from oppsched.names import FECS, PROFILE_ALIASES, PROFILES
 from oppsched.phy import common
 
 log = logging.getLogger("oppsched.phy.loopback")
-
-PROFILES = tuple(oppsched.numerology.profile_names())
-FECS = ("ldpc", "conv")  # numerology.h's fec_scheme, whose names the bindings do not list
 
 
 SCHEMA = copy.deepcopy(common.SCHEMA)
 SCHEMA["slot_s"] = Field(float, 0.0, min=0.0, max=1.0)  # 0 = the profile's numerology
 SCHEMA["mcs_table"] = Field(str, "")  # '' = the measured table of the profile
 SCHEMA["sample"] = {
-    "profile": Field(str, "evdo", choices=PROFILES),
+    "profile": Field(str, "evdo", choices=PROFILES, aliases=PROFILE_ALIASES),
     "fec": Field(str, "ldpc", choices=FECS),
     "sample_rate": Field(float, 1e6, min=1e5, max=100e6),
     "t0_s": Field(float, 0.5, min=0.0, max=60.0),
@@ -82,8 +80,8 @@ def load_config(path: str | Path, overrides: list[str] | tuple = (),
     cfg = common.resolve(cfg, base)
     for i, u in enumerate(cfg["users"]):
         ch = u["channel"]
-        if ch["model"] == "clamp" and ch["doppler_hz"] is None:
-            raise ConfigError(f"users[{i}].channel.doppler_hz: required for model 'clamp'")
+        if ch["model"] == "jakes" and ch["doppler_hz"] is None:
+            raise ConfigError(f"users[{i}].channel.doppler_hz: required for model 'jakes'")
     try:
         slot = profile_slot_s(s["profile"], s["sample_rate"])
     except (ValueError, RuntimeError) as exc:

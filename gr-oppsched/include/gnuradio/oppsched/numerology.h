@@ -23,10 +23,12 @@ enum class fec_scheme : std::uint8_t { ldpc = 0, conv = 1 };
 OPPSCHED_API const char* to_string(fec_scheme f);
 /*! \throws std::invalid_argument "numerology.fec: 'x' is not one of ldpc, conv" */
 OPPSCHED_API fec_scheme fec_from_string(const std::string& name);
+//! The names of every fec_scheme, in enum order: "ldpc", "conv"
+OPPSCHED_API std::vector<std::string> fec_names();
 
 struct numerology_params {
     double sample_rate = 1e6;         //!< complex samples per second (Hz)
-    double slot_duration = 1.667e-3;  //!< seconds per slot (EV-DO 1.667 ms, CLAMP paper 3 ms)
+    double slot_duration = 1.667e-3;  //!< seconds per slot (EV-DO 1.667 ms, or 3 ms)
     int fft_len = 64;                 //!< FFT size
     int cp_len = 16;                  //!< cyclic prefix, samples
     int data_carriers = 48;           //!< data subcarriers per OFDM symbol
@@ -83,8 +85,9 @@ class OPPSCHED_API numerology final {
 
     /*!
      * \brief The named profiles of the papers: "evdo" (1.667 ms slots, Srinivasan & Baras) and
-     * "clamp" (3 ms slots, Andrew & Hanly, CLAMP), at the given sample rate (Hz), with payload FEC
-     * \p fec ("ldpc" or "conv").
+     * "3ms" (3 ms slots, as Andrew & Hanly, CLAMP use), at the given sample rate (Hz), with
+     * payload FEC \p fec ("ldpc" or "conv"). The old name "clamp" of "3ms" is still accepted,
+     * with a deprecation warning on the GNU Radio log.
      */
     static numerology profile(const std::string& name, double sample_rate = 1e6,
                               const std::string& fec = "ldpc");

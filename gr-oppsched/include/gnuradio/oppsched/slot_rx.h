@@ -53,7 +53,7 @@ class OPPSCHED_API slot_rx : virtual public gr::sync_block {
     typedef std::shared_ptr<slot_rx> sptr;
 
     /*!
-     * \param profile             numerology profile: "evdo" or "clamp"
+     * \param profile             numerology profile: "evdo" or "3ms"
      * \param sample_rate         complex samples per second (Hz)
      * \param user_id             this client's user id (the header's `user`), 0..65534
      * \param detection_threshold Schmidl & Cox metric that starts a peak search, (0, 1)

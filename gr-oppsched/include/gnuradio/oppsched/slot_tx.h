@@ -68,7 +68,7 @@ class OPPSCHED_API slot_tx : virtual public gr::sync_block {
     typedef std::shared_ptr<slot_tx> sptr;
 
     /*!
-     * \param profile        numerology profile: "evdo" (1.667 ms) or "clamp" (3 ms)
+     * \param profile        numerology profile: "evdo" (1.667 ms) or "3ms" (3 ms)
      * \param sample_rate    complex samples per second (Hz), e.g. 1e6
      * \param lead_slots     slots between a request and the slot it asks for, >= 1 (the
      *                       AP daemon's answer time budget is lead_slots * T_slot)

@@ -8,6 +8,7 @@ namespace py = pybind11;
 using namespace gr::oppsched;
 
 void bind_numerology(py::module& m) {
+    m.def("fec_names", &fec_names, "The payload FEC names (numerology.h's fec_scheme).");
     py::class_<numerology_params>(m, "numerology_params")
         .def(py::init<>())
         .def_readwrite("sample_rate", &numerology_params::sample_rate)

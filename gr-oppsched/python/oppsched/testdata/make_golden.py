@@ -24,7 +24,7 @@ from gnuradio.oppsched.testing import empty_grant, grant_dict, run_tx
 
 SEED = 20240601
 PROFILE, RATE, SLOTS = "evdo", 1e6, 3
-FECS = ("ldpc", "conv")
+FECS = tuple(oppsched.fec_names())  # numerology.h's fec_scheme
 
 
 def stem(fec):

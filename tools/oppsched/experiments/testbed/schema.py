@@ -9,13 +9,14 @@ import re
 from pathlib import Path
 
 from oppsched import daemonconf, mac, paths
-from oppsched.config import ConfigError, Field, ListOf
-from oppsched.daemonconf import PROFILES, SCHEDULERS
-from oppsched.phy.common import CHANNEL_MODELS, ERROR_MODELS, TABLE_PRESETS
+from oppsched.config import ConfigError, Field, ListOf, Renamed
+from oppsched.daemonconf import PROFILES
+from oppsched.names import (AQM_KINDS, CHANNEL_MODEL_ALIASES, CHANNEL_MODELS, ERROR_MODEL_ALIASES,
+                            ERROR_MODELS, FECS, MARKING_AQMS, PROFILE_ALIASES, SCHEDULERS,
+                            SHANNON_TABLE_DEFAULTS, TABLE_ALIASES, TABLE_PRESETS)
 from oppsched.phy.radio import RADIO_AP, RADIO_CLIENT, check_radio_args, whole_hz
 
 PHY_MODES = ("abstract", "sample", "uhd")
-MARKING_AQMS = ("red", "rem", "reaqm", "avq", "codel", "pie")  # aqm.h: these mark ECT packets
 _NONE = type(None)
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,23}")
 
@@ -47,31 +48,36 @@ SCHEMA = {
     "phy": {
         "mode": Field(str, "abstract", choices=PHY_MODES,
                       doc="abstract: slot-level PHY; sample: GNU Radio loopback; uhd: radios"),
-        "profile": Field(str, "clamp", choices=tuple(PROFILES),
-                         doc="clamp (Andrew & Hanly, CLAMP: 3 ms slots, eq. 18 rates and "
-                             "errors) or evdo (Srinivasan & Baras: 1.667 ms slots, EV-DO "
-                             "table, Table I)"),
-        "fec": Field(str, "ldpc", choices=("ldpc", "conv"),
+        "profile": Field(str, "3ms", choices=tuple(PROFILES), aliases=PROFILE_ALIASES,
+                         doc="3ms (Andrew & Hanly, CLAMP: 3 ms slots, eq. 18 rates and "
+                             "errors, Jakes fading) or evdo (Srinivasan & Baras: 1.667 ms "
+                             "slots, EV-DO table, Table I)"),
+        "fec": Field(str, "ldpc", choices=FECS,
                      doc="payload FEC of modes sample/uhd: ldpc (802.11n QC-LDPC) or conv "
                          "(K=7 convolutional); picks the measured MCS table too"),
         "slot_s": Field((float, _NONE), None, min=1e-4, max=0.1, doc="null: the profile's"),
         "lead_slots": Field(int, 4, min=1, max=1000,
                             doc="SlotRequest n is sent this many slots before slot n"),
         "error_model": Field((str, _NONE), None, choices=(None,) + ERROR_MODELS,
-                             doc="clamp: the end-of-slot rule of Andrew & Hanly, CLAMP, eq. 18; "
+                             aliases=ERROR_MODEL_ALIASES,
+                             doc="end_of_slot: the end-of-slot rule of Andrew & Hanly, CLAMP, "
+                                 "eq. 18; "
                                  "threshold: the "
                                  "MCS threshold at slot end; curves: BLER from link curves; "
                                  "null: the profile's"),
-        "mcs_table": Field((str, _NONE), None, check=_mcs_table,
-                           doc="clamp | evdo | ofdm_provisional | path to a CSV table "
+        "mcs_table": Field((str, _NONE), None, check=_mcs_table, aliases=TABLE_ALIASES,
+                           doc="shannon | evdo | ofdm_provisional | path to a CSV table "
                                "(name,min_snr_db,rate_bps); null: the profile's"),
         "link_curves": Field(str, "", doc="CSV mcs,snr_db,bler (error_model curves)"),
-        "clamp_table": {
-            "w0_hz": Field(float, 4.3e6, min=1.0, max=1e12, doc="W0 of eq. 18 (§V-D: 4.3 MHz)"),
-            "cmax_bps": Field(float, 10e6, min=1.0, max=1e12, doc="C_max of eq. 18 (10 Mb/s)"),
-            "levels": Field(int, 32, min=1, max=255, doc="eq. 18 rates quantised to this "
-                            "many MCS (k C_max / levels)"),
+        "shannon_table": {
+            "w0_hz": Field(float, SHANNON_TABLE_DEFAULTS["w0_hz"], min=1.0, max=1e12,
+                           doc="W0 of eq. 18 (§V-D: 4.3 MHz)"),
+            "cmax_bps": Field(float, SHANNON_TABLE_DEFAULTS["cmax_bps"], min=1.0, max=1e12,
+                              doc="C_max of eq. 18 (10 Mb/s)"),
+            "levels": Field(int, SHANNON_TABLE_DEFAULTS["levels"], min=1, max=255,
+                            doc="eq. 18 rates quantised to this many MCS (k C_max / levels)"),
         },
+        "clamp_table": Renamed("shannon_table"),
         "chase_combining": Field(bool, True, doc="HARQ retransmissions add their SNRs"),
         "slot_trace": Field(bool, False, doc="the PHY writes phy_slots.csv"),
         "uhd": {  # phy.mode uhd (python -m oppsched.phy.uhd): the AP radio; devices[].uhd
@@ -89,7 +95,8 @@ SCHEMA = {
                                 doc="Andrew & Hanly, CLAMP, §V-B: 60 Hz (10 m/s) or "
                                     "0.6 Hz (0.1 m/s)"),
             "model": Field((str, _NONE), None, choices=(None,) + CHANNEL_MODELS,
-                           doc="clamp: Jakes G=20 as Andrew & Hanly, CLAMP, §V-B print "
+                           aliases=CHANNEL_MODEL_ALIASES,
+                           doc="jakes: Jakes G=20 as Andrew & Hanly, CLAMP, §V-B print "
                                "it; sum_of_sinusoids: Srinivasan & Baras, eq. 4; awgn: "
                                "constant SNR; trace: replay a CSV time_s,snr_db; null: the "
                                "profile's"),
@@ -133,7 +140,7 @@ SCHEMA = {
         "limit_packets": Field(int, 0, min=0, doc="0 = none"),
     },
     "aqm": {
-        "kind": Field(str, "droptail", choices=mac.AQM_KINDS),
+        "kind": Field(str, "droptail", choices=AQM_KINDS),
         "ecn": Field(bool, True, doc="mark ECN-capable packets instead of dropping them"),
         "params": Field(dict, {}, doc="the kind's parameters (oppsched.mac.make_aqm names)"),
     },
