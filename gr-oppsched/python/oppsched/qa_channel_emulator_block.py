@@ -63,6 +63,33 @@ class qa_channel_emulator_block(gr_unittest.TestCase):
         for s in sinks:
             self.assertEqual(tags_of(s), [(1667, "slot", 1)])
 
+    def test_old_names_clamp_are_accepted_with_a_deprecation_warning_as_jakes_and_3ms(self):
+        def params(model, profile):
+            cfg = {"profile": profile, "users": [{"model": model, "doppler_hz": 6.0}]}
+            return oppsched.emulator_params(config=cfg)
+
+        with self.assertWarnsRegex(DeprecationWarning,
+                                   "users\\[0\\].model: value 'clamp' is deprecated, use 'jakes'"):
+            old = params("clamp", "3ms")
+        new = params("jakes", "3ms")
+        self.assertEqual(old.users[0].fading, new.users[0].fading)
+        self.assertEqual(old.users[0].jakes_angle_offset, new.users[0].jakes_angle_offset)
+        # phy.yaml's old model name keeps phy.yaml's Jakes (the angle offset as printed)
+        with self.assertWarns(DeprecationWarning):
+            phy = oppsched.emulator_params(
+                config={"users": [{"id": 0, "name": "u", "channel": {"model": "clamp"}}]})
+        self.assertEqual(phy.users[0].fading, oppsched.fading_model.jakes)
+        self.assertEqual(phy.users[0].jakes_angle_offset, 0.5)
+        # the numerology's old profile name (logged as deprecated) is the 3 ms one
+        self.assertEqual(oppsched.numerology.profile("clamp", 1e6).slot_samples,
+                         oppsched.numerology.profile("3ms", 1e6).slot_samples)
+        self.assertEqual(list(oppsched.numerology.profile_names()), ["evdo", "3ms"])
+        with self.assertRaisesRegex(ValueError, "not one of evdo, 3ms"):
+            oppsched.numerology.profile("fast", 1e6)
+        with self.assertRaisesRegex(ValueError, "'rician' is not one of awgn, jakes, none, "
+                                                "sum_of_sinusoids, trace$"):
+            params("rician", "3ms")
+
     def test_params_from_a_config_file_and_errors_name_the_field(self):
         d = tempfile.mkdtemp()
         trace = os.path.join(d, "t.csv")
@@ -71,7 +98,7 @@ class qa_channel_emulator_block(gr_unittest.TestCase):
         own = os.path.join(d, "em.yaml")
         with open(own, "w") as f:
             f.write(
-                "sample_rate: 5.0e6\nprofile: clamp\nseed: 9\nusers:\n"
+                "sample_rate: 5.0e6\nprofile: 3ms\nseed: 9\nusers:\n"
                 "  - {mean_snr_db: 15, model: jakes, doppler_hz: 0.6, taps: [[0, 0], [2, -3]]}\n"
                 "  - {model: trace, trace: t.csv, cfo_hz: 100}\n"
             )
@@ -86,7 +113,7 @@ class qa_channel_emulator_block(gr_unittest.TestCase):
         with open(phy, "w") as f:
             f.write(
                 "slot_s: 1.667e-3\nseed: 5\nusers:\n"
-                "  - {id: 0, name: ue0, channel: {model: clamp, doppler_hz: 60.0}}\n"
+                "  - {id: 0, name: ue0, channel: {model: jakes, doppler_hz: 60.0}}\n"
                 "  - {id: 1, name: ue1, channel: {model: awgn, mean_snr_db: 3.0}}\n"
             )
         p = oppsched.emulator_params(config=phy)
