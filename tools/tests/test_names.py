@@ -5,18 +5,20 @@ each with one deprecation message, and give exactly what the new name gives."""
 from __future__ import annotations
 
 import subprocess
+import sys
 import warnings
 
 import numpy as np
 import pytest
+import yaml
 from gnuradio import oppsched as gr_phy
 
 from oppsched import daemonconf, linkcurves, mac, names
-from oppsched.config import ConfigError
+from oppsched.config import ConfigError, validate
 from oppsched.experiments import macsim
 from oppsched.experiments.testbed import schema as testbed_schema
 from oppsched.phy import abstract, common, loopback
-from helpers import BASE, built_program, cfg_of, error_of, write_yaml
+from helpers import BASE, built_program, cfg_of, error_of, run_layout, write_yaml
 
 # ----------------------------------------------------------------------------------------
 # Python and C++ agree
@@ -148,7 +150,6 @@ def test_a_bad_value_lists_only_the_new_names():
 
 
 def test_the_run_files_of_an_old_experiment_are_those_of_the_new(tmp_path):
-    from helpers import run_layout
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     old, msgs = _warned(cfg_of, BASE + "phy: {profile: clamp, clamp_table: {levels: 16}}\n")
@@ -220,7 +221,6 @@ def test_the_old_names_on_the_command_line_and_in_the_bindings():
     assert table.name == "shannon"
     users = [{"name": "u", "fading": "clamp"}]
     ex = {"experiment": "m", "kind": "macsim", "duration_s": 1.0, "users": users}
-    from oppsched.config import validate
     got, msgs = _warned(validate, macsim.SCHEMA, {k: v for k, v in ex.items()
                                                    if k in macsim.SCHEMA})
     assert msgs == ["users[0].fading: value 'clamp' is deprecated, use 'jakes'"]
@@ -256,3 +256,15 @@ def test_the_apd_reads_the_old_table_name_and_section_with_a_logged_warning(tmp_
     assert r.returncode == 2 and "link_adaptation.clamp: renamed to 'shannon'" in r.stderr
     r = check({"table": "fancy"})
     assert r.returncode == 2 and "neither evdo, ofdm_provisional, shannon nor" in r.stderr
+
+
+def test_the_loadtest_reads_the_old_error_model_and_table_names(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "oppsched.phy.loadtest", "--users", "1",
+                        "--seconds", "0.2", "--slot-s", "3e-3", "--error-model", "clamp",
+                        "--mcs-table", "clamp", "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "--error-model: value 'clamp' is deprecated, use 'end_of_slot'" in p.stderr
+    assert "--mcs-table: value 'clamp' is deprecated, use 'shannon'" in p.stderr
+    cfg = yaml.safe_load((tmp_path / "phy.yaml").read_text())
+    assert cfg["error_model"] == "end_of_slot" and cfg["mcs_table"] == "shannon"
