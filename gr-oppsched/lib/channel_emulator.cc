@@ -161,7 +161,7 @@ void channel_emulator_params::validate() const {
 struct channel_emulator::tap_state {
     int delay = 0;
     double amp = 1.0;
-    std::unique_ptr<::oppsched::channel::FadingChannel> fading;  // null: constant 1
+    std::unique_ptr<::oppsched::channel::fading_channel> fading;  // null: constant 1
     std::uint64_t cached_block = std::numeric_limits<std::uint64_t>::max();
     std::vector<std::complex<double>> cache;  // kGridBlock + 1 grid values
     std::vector<std::complex<double>> scratch;
@@ -207,14 +207,14 @@ channel_emulator::channel_emulator(const channel_emulator_params& p)
             const std::uint64_t s =
                 derive_seed(p.seed, static_cast<int>(u), static_cast<int>(l), 1);
             if (up.fading == fading_model::jakes) {
-                ::oppsched::channel::JakesParams jp;
+                ::oppsched::channel::jakes_params jp;
                 jp.doppler_hz = up.doppler_hz;
                 jp.seed = s;
                 jp.generators = up.oscillators;
                 jp.angle_offset = up.jakes_angle_offset;
                 ts.fading = ::oppsched::channel::make_fading(jp);
             } else if (up.fading == fading_model::sum_of_sinusoids) {
-                ::oppsched::channel::SumOfSinusoidsParams sp;
+                ::oppsched::channel::sum_of_sinusoids_params sp;
                 sp.doppler_hz = up.doppler_hz;
                 sp.seed = s;
                 sp.paths = up.oscillators;

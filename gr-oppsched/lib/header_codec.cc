@@ -55,7 +55,9 @@ struct bit_reader {
     }
 };
 
-::oppsched::Error err(std::string m) { return ::oppsched::Error{"header: " + std::move(m)}; }
+::oppsched::error_info err(std::string m) {
+    return ::oppsched::error_info{"header: " + std::move(m)};
+}
 
 }  // namespace
 
@@ -79,14 +81,14 @@ header_codec::header_codec(const numerology& n)
       d_vit(info_bits) {}
 
 void header_codec::validate(const header_fields& h) const {
-    if (h.mcs >= mcs_table::size)
+    if (h.mcs >= mcs_set::size)
         throw std::invalid_argument("header.mcs: " + std::to_string(h.mcs) + " not in [0,7]");
     if (h.harq_process > 15)
         throw std::invalid_argument("header.harq_process: " + std::to_string(h.harq_process) +
                                     " not in [0,15]");
     if (h.rv > 3)
         throw std::invalid_argument("header.rv: " + std::to_string(h.rv) + " not in [0,3]");
-    const std::size_t max = mcs_table::tb_bytes(h.mcs, d_num);
+    const std::size_t max = mcs_set::tb_bytes(h.mcs, d_num);
     if (h.tb_bytes > max)
         throw std::invalid_argument("header.tb_bytes: " + std::to_string(h.tb_bytes) +
                                     " not in [0," + std::to_string(max) + "] for mcs " +
@@ -110,7 +112,7 @@ std::array<std::uint8_t, header_codec::packed_bytes> header_codec::pack(
     return b;
 }
 
-::oppsched::Result<header_fields> header_codec::unpack(const std::uint8_t* bytes) const {
+::oppsched::expected<header_fields> header_codec::unpack(const std::uint8_t* bytes) const {
     bit_reader r{bytes};
     header_fields h;
     h.user = static_cast<std::uint16_t>(r.get(16));
@@ -123,8 +125,8 @@ std::array<std::uint8_t, header_codec::packed_bytes> header_codec::pack(
     const std::uint32_t reserved = r.get(reserved_bits);
     if (::oppsched::load_be16(bytes + 10) != crc16(bytes, 10)) return err("CRC-16 mismatch");
     if (reserved != 0) return err("reserved bits: " + std::to_string(reserved) + " not 0");
-    if (h.mcs >= mcs_table::size) return err("mcs: " + std::to_string(h.mcs) + " not in [0,7]");
-    const std::size_t max = mcs_table::tb_bytes(h.mcs, d_num);
+    if (h.mcs >= mcs_set::size) return err("mcs: " + std::to_string(h.mcs) + " not in [0,7]");
+    const std::size_t max = mcs_set::tb_bytes(h.mcs, d_num);
     if (h.tb_bytes > max)
         return err("tb_bytes: " + std::to_string(h.tb_bytes) + " > " + std::to_string(max) +
                    " for mcs " + std::to_string(h.mcs));
@@ -154,8 +156,8 @@ std::vector<gr_complex> header_codec::encode(const header_fields& h) const {
     return out;
 }
 
-::oppsched::Result<header_fields> header_codec::decode(const gr_complex* re, const float* noise_var,
-                                                       std::size_t n_re) {
+::oppsched::expected<header_fields> header_codec::decode(const gr_complex* re,
+                                                         const float* noise_var, std::size_t n_re) {
     if (re == nullptr || noise_var == nullptr) return err("no REs");
     if (n_re != d_re)
         return err("n_re: " + std::to_string(n_re) + " REs, expected " + std::to_string(d_re));
@@ -180,8 +182,8 @@ std::vector<gr_complex> header_codec::encode(const header_fields& h) const {
     return unpack(bytes.data());
 }
 
-::oppsched::Result<header_fields> header_codec::decode(const std::vector<gr_complex>& re,
-                                                       const std::vector<float>& noise_var) {
+::oppsched::expected<header_fields> header_codec::decode(const std::vector<gr_complex>& re,
+                                                         const std::vector<float>& noise_var) {
     if (noise_var.size() != re.size())
         return err("noise_var: " + std::to_string(noise_var.size()) + " values for " +
                    std::to_string(re.size()) + " REs");

@@ -15,7 +15,7 @@ std::size_t info_of(int n, const mcs_info& m) {
            static_cast<std::size_t>(m.rate_den);
 }
 const mcs_info& info_for_rate(code_rate r) {
-    for (const auto& m : mcs_table::all())
+    for (const auto& m : mcs_set::all())
         if (m.rate == r) return m;
     throw std::invalid_argument("code_rate: " + std::to_string(static_cast<int>(r)) +
                                 " not in [0,3]");

@@ -101,7 +101,7 @@ void mac_grant_source_impl::handle_request(const pmt::pmt_t& msg) {
         ++d_req_dropped;
         return;
     }
-    wire::SlotRequest req;
+    wire::slot_request req;
     req.slot = r->slot;
     req.air_time_ns = r->air_time_ns;
     bool ok = false;
@@ -131,7 +131,7 @@ void mac_grant_source_impl::receive_loop() {
                         d_logger->warn("undecodable grant frame dropped ({})", f.error());
                     continue;
                 }
-                const auto* g = std::get_if<wire::SlotGrant>(&f->msg);
+                const auto* g = std::get_if<wire::slot_grant>(&f->msg);
                 if (!g) {
                     ++d_grants_type;
                     if (d_lim_grant.allow())

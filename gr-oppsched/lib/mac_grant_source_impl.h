@@ -41,7 +41,7 @@ class mac_grant_source_impl final : public mac_grant_source {
     std::thread d_thread;
     std::atomic<bool> d_running{false};
     std::uint32_t d_seq = 0;
-    ::oppsched::wire::SeqTracker d_tracker;
+    ::oppsched::wire::seq_tracker d_tracker;
     log_limiter d_lim_req, d_lim_grant;
 
     std::atomic<std::uint64_t> d_req_sent{0}, d_req_dropped{0}, d_req_bad{0}, d_grants{0},

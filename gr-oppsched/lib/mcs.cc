@@ -20,7 +20,7 @@ constexpr puncture_pattern k_patterns[4] = {
     {5, 6, 0b1001100111},  // 5/6: A0 B0 A1 B2 A3 B4 (B1 A2 B3 A4 stolen)
 };
 
-const std::array<mcs_info, mcs_table::size> k_table = {{
+const std::array<mcs_info, mcs_set::size> k_table = {{
     {0, "BPSK 1/2", 1, code_rate::r1_2, 1, 2},
     {1, "QPSK 1/2", 2, code_rate::r1_2, 1, 2},
     {2, "QPSK 3/4", 2, code_rate::r3_4, 3, 4},
@@ -38,24 +38,24 @@ const puncture_pattern& pattern_of(code_rate r) {
     return k_patterns[i];
 }
 
-const mcs_info& mcs_table::get(int index) {
+const mcs_info& mcs_set::get(int index) {
     if (index < 0 || index >= size)
         throw std::invalid_argument("mcs: " + std::to_string(index) + " not in [0,7]");
     return k_table[static_cast<std::size_t>(index)];
 }
 
-const std::array<mcs_info, mcs_table::size>& mcs_table::all() { return k_table; }
+const std::array<mcs_info, mcs_set::size>& mcs_set::all() { return k_table; }
 
-std::size_t mcs_table::coded_bits(int index, const numerology& n) {
+std::size_t mcs_set::coded_bits(int index, const numerology& n) {
     return static_cast<std::size_t>(n.payload_resource_elements()) *
            static_cast<std::size_t>(get(index).bits_per_symbol);
 }
 
-std::size_t mcs_table::mother_bits(std::size_t tb_bytes) {
+std::size_t mcs_set::mother_bits(std::size_t tb_bytes) {
     return 2 * (8 * (tb_bytes + 4) + tail_bits);
 }
 
-std::size_t mcs_table::tb_bytes_for_coded_bits(int index, std::size_t coded_bits, fec_scheme fec) {
+std::size_t mcs_set::tb_bytes_for_coded_bits(int index, std::size_t coded_bits, fec_scheme fec) {
     const auto& m = get(index);
     if (fec == fec_scheme::ldpc) {
         // K = 8 (bytes + 4) <= floor(C R): no tail, the code rate is exact per codeword
@@ -77,17 +77,17 @@ std::size_t mcs_table::tb_bytes_for_coded_bits(int index, std::size_t coded_bits
     return b;
 }
 
-std::size_t mcs_table::tb_bytes(int index, const numerology& n) {
+std::size_t mcs_set::tb_bytes(int index, const numerology& n) {
     return tb_bytes_for_coded_bits(index, coded_bits(index, n), n.params().fec);
 }
 
-std::size_t mcs_table::soft_bits(std::size_t tb_bytes, int index, const numerology& n) {
+std::size_t mcs_set::soft_bits(std::size_t tb_bytes, int index, const numerology& n) {
     const auto& m = get(index);
     if (n.params().fec == fec_scheme::conv) return mother_bits(tb_bytes);
     return ldpc_segmentation(8 * (tb_bytes + 4), m.rate, coded_bits(index, n)).total_bits();
 }
 
-std::size_t mcs_table::max_mother_bits(const numerology& n) {
+std::size_t mcs_set::max_mother_bits(const numerology& n) {
     std::size_t m = 0;
     for (const auto& e : k_table) {
         const std::size_t b = tb_bytes(e.index, n);
@@ -102,7 +102,7 @@ std::size_t mcs_table::max_mother_bits(const numerology& n) {
     return m;
 }
 
-int mcs_table::lowest_mcs_for_bytes(std::size_t bytes, const numerology& n) {
+int mcs_set::lowest_mcs_for_bytes(std::size_t bytes, const numerology& n) {
     for (const auto& e : k_table)
         if (tb_bytes(e.index, n) >= bytes) return e.index;
     return -1;

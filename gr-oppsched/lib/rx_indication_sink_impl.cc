@@ -1,4 +1,4 @@
-// rx_indication_sink: slot_rx dicts -> wire RxIndication -> client agent (see
+// rx_indication_sink: slot_rx dicts -> wire rx_indication -> client agent (see
 // rx_indication_sink.h).
 #include "rx_indication_sink_impl.h"
 
@@ -77,7 +77,7 @@ void rx_indication_sink_impl::handle_rx(const pmt::pmt_t& msg) {
         if (d_lim.allow()) d_logger->warn("malformed rx report dropped ({})", r.error());
         return;
     }
-    wire::RxIndication ind;
+    wire::rx_indication ind;
     ind.slot = r->slot;
     ind.user = r->user;
     ind.mcs = r->mcs;

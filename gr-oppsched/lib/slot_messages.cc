@@ -10,8 +10,8 @@ namespace slot_msg {
 
 namespace {
 
-using ::oppsched::Error;
-using ::oppsched::Result;
+using ::oppsched::error_info;
+using ::oppsched::expected;
 
 const pmt::pmt_t k_slot = pmt::intern("slot");
 const pmt::pmt_t k_air = pmt::intern("air_time_ns");
@@ -35,8 +35,8 @@ const pmt::pmt_t k_combined = pmt::intern("combined");
 const pmt::pmt_t k_cfo = pmt::intern("cfo_hz");
 const pmt::pmt_t k_sample = pmt::intern("sample");
 
-Error err(const pmt::pmt_t& key, const std::string& what) {
-    return Error{pmt::symbol_to_string(key) + ": " + what};
+error_info err(const pmt::pmt_t& key, const std::string& what) {
+    return error_info{pmt::symbol_to_string(key) + ": " + what};
 }
 
 // A PMT integer (long or uint64; a bool is accepted as 0/1 for flags) in [lo, hi].
@@ -57,8 +57,8 @@ bool int_of(const pmt::pmt_t& v, long double& out) {
 }
 
 template <class T>
-Result<T> get_int(const pmt::pmt_t& d, const pmt::pmt_t& key, long double lo, long double hi,
-                  bool required, T fallback = T{}) {
+expected<T> get_int(const pmt::pmt_t& d, const pmt::pmt_t& key, long double lo, long double hi,
+                    bool required, T fallback = T{}) {
     const pmt::pmt_t v = pmt::dict_ref(d, key, pmt::PMT_NIL);
     if (pmt::eq(v, pmt::PMT_NIL)) {
         if (required) return err(key, "missing");
@@ -71,8 +71,8 @@ Result<T> get_int(const pmt::pmt_t& d, const pmt::pmt_t& key, long double lo, lo
     return static_cast<T>(x);
 }
 
-Result<bool> get_bool(const pmt::pmt_t& d, const pmt::pmt_t& key, bool required,
-                      bool fallback = false) {
+expected<bool> get_bool(const pmt::pmt_t& d, const pmt::pmt_t& key, bool required,
+                        bool fallback = false) {
     const pmt::pmt_t v = pmt::dict_ref(d, key, pmt::PMT_NIL);
     if (pmt::eq(v, pmt::PMT_NIL)) {
         if (required) return err(key, "missing");
@@ -84,8 +84,8 @@ Result<bool> get_bool(const pmt::pmt_t& d, const pmt::pmt_t& key, bool required,
     return err(key, "not a bool (" + pmt::write_string(v) + ")");
 }
 
-Result<double> get_real(const pmt::pmt_t& d, const pmt::pmt_t& key, bool required,
-                        double fallback = 0.0) {
+expected<double> get_real(const pmt::pmt_t& d, const pmt::pmt_t& key, bool required,
+                          double fallback = 0.0) {
     const pmt::pmt_t v = pmt::dict_ref(d, key, pmt::PMT_NIL);
     if (pmt::eq(v, pmt::PMT_NIL)) {
         if (required) return err(key, "missing");
@@ -98,7 +98,7 @@ Result<double> get_real(const pmt::pmt_t& d, const pmt::pmt_t& key, bool require
     return x;
 }
 
-Result<std::vector<std::uint8_t>> get_bytes(const pmt::pmt_t& d, const pmt::pmt_t& key) {
+expected<std::vector<std::uint8_t>> get_bytes(const pmt::pmt_t& d, const pmt::pmt_t& key) {
     const pmt::pmt_t v = pmt::dict_ref(d, key, pmt::PMT_NIL);
     if (pmt::eq(v, pmt::PMT_NIL)) return std::vector<std::uint8_t>{};
     if (!pmt::is_u8vector(v)) return err(key, "not a u8vector");
@@ -155,44 +155,44 @@ pmt::pmt_t to_pmt(const rx_report& r) {
     return d;
 }
 
-Result<request> request_from_pmt(const pmt::pmt_t& m) {
-    if (!pmt::is_dict(m)) return Error{"request: not a dict"};
+expected<request> request_from_pmt(const pmt::pmt_t& m) {
+    if (!pmt::is_dict(m)) return error_info{"request: not a dict"};
     request r;
     auto s = get_int<std::uint64_t>(m, k_slot, 0, u64_max, true);
-    if (!s) return Error{s.error()};
+    if (!s) return error_info{s.error()};
     r.slot = s.value();
     auto a = get_int<std::int64_t>(m, k_air, i64_min, i64_max, false, 0);
-    if (!a) return Error{a.error()};
+    if (!a) return error_info{a.error()};
     r.air_time_ns = a.value();
     return r;
 }
 
-Result<grant> grant_from_pmt(const pmt::pmt_t& m) {
-    if (!pmt::is_dict(m)) return Error{"grant: not a dict"};
+expected<grant> grant_from_pmt(const pmt::pmt_t& m) {
+    if (!pmt::is_dict(m)) return error_info{"grant: not a dict"};
     grant g;
     auto s = get_int<std::uint64_t>(m, k_slot, 0, u64_max, true);
-    if (!s) return Error{s.error()};
+    if (!s) return error_info{s.error()};
     g.slot = s.value();
     auto tb = get_bytes(m, k_tb);
-    if (!tb) return Error{tb.error()};
+    if (!tb) return error_info{tb.error()};
     g.tb = std::move(tb).value();
     auto e = get_bool(m, k_empty, false, false);
-    if (!e) return Error{e.error()};
+    if (!e) return error_info{e.error()};
     g.empty = e.value() || g.tb.empty();
     if (g.empty) {
         g.tb.clear();
         return g;  // the control fields of an empty slot are not looked at
     }
     auto user = get_int<std::uint16_t>(m, k_user, 0, ::oppsched::wire::kUserNobody - 1, true);
-    if (!user) return Error{user.error()};
+    if (!user) return error_info{user.error()};
     auto mcs = get_int<std::uint8_t>(m, k_mcs, 0, 15, true);
-    if (!mcs) return Error{mcs.error()};
+    if (!mcs) return error_info{mcs.error()};
     auto pid = get_int<std::uint8_t>(m, k_pid, 0, 15, false, 0);
-    if (!pid) return Error{pid.error()};
+    if (!pid) return error_info{pid.error()};
     auto ndi = get_bool(m, k_ndi, false, false);
-    if (!ndi) return Error{ndi.error()};
+    if (!ndi) return error_info{ndi.error()};
     auto rv = get_int<std::uint8_t>(m, k_rv, 0, 3, false, 0);
-    if (!rv) return Error{rv.error()};
+    if (!rv) return error_info{rv.error()};
     g.user = user.value();
     g.mcs = mcs.value();
     g.harq_pid = pid.value();
@@ -201,17 +201,17 @@ Result<grant> grant_from_pmt(const pmt::pmt_t& m) {
     return g;
 }
 
-Result<rx_report> rx_from_pmt(const pmt::pmt_t& m) {
-    if (!pmt::is_dict(m)) return Error{"rx: not a dict"};
+expected<rx_report> rx_from_pmt(const pmt::pmt_t& m) {
+    if (!pmt::is_dict(m)) return error_info{"rx: not a dict"};
     rx_report r;
     auto s = get_int<std::uint64_t>(m, k_slot, 0, u64_max, true);
-    if (!s) return Error{s.error()};
+    if (!s) return error_info{s.error()};
     r.slot = s.value();
-#define OPPSCHED_GET(var, expr)                \
-    do {                                       \
-        auto res_ = (expr);                    \
-        if (!res_) return Error{res_.error()}; \
-        var = res_.value();                    \
+#define OPPSCHED_GET(var, expr)                     \
+    do {                                            \
+        auto res_ = (expr);                         \
+        if (!res_) return error_info{res_.error()}; \
+        var = res_.value();                         \
     } while (0)
     OPPSCHED_GET(r.slot_estimated, get_bool(m, k_slot_est, false, false));
     OPPSCHED_GET(r.detected, get_bool(m, k_detected, false, true));
@@ -234,7 +234,7 @@ Result<rx_report> rx_from_pmt(const pmt::pmt_t& m) {
     OPPSCHED_GET(r.tb, get_bytes(m, k_tb));
 #undef OPPSCHED_GET
     if (!r.tb.empty() && !(r.addressed && r.crc_ok))
-        return Error{"tb: present although not (addressed and crc_ok)"};
+        return error_info{"tb: present although not (addressed and crc_ok)"};
     return r;
 }
 

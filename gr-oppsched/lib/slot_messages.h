@@ -45,11 +45,11 @@ pmt::pmt_t to_pmt(const request& r);
 pmt::pmt_t to_pmt(const grant& g);
 pmt::pmt_t to_pmt(const rx_report& r);
 
-::oppsched::Result<request> request_from_pmt(const pmt::pmt_t& m);
+::oppsched::expected<request> request_from_pmt(const pmt::pmt_t& m);
 //! Structural checks only (keys, types, ranges of the integer fields); the MCS/TB-size
 //! consistency is the slot framer's to check (it knows the numerology).
-::oppsched::Result<grant> grant_from_pmt(const pmt::pmt_t& m);
-::oppsched::Result<rx_report> rx_from_pmt(const pmt::pmt_t& m);
+::oppsched::expected<grant> grant_from_pmt(const pmt::pmt_t& m);
+::oppsched::expected<rx_report> rx_from_pmt(const pmt::pmt_t& m);
 
 }  // namespace slot_msg
 }  // namespace oppsched

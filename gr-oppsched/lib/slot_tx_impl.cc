@@ -88,10 +88,10 @@ void slot_tx_impl::handle_grant(const pmt::pmt_t& msg) {
         why = parsed.error();
     } else if (!parsed->empty) {
         const auto& g = parsed.value();
-        if (g.mcs >= mcs_table::size) {
+        if (g.mcs >= mcs_set::size) {
             why = "mcs: " + std::to_string(g.mcs) + " not in [0,7]";
         } else {
-            const std::size_t max = mcs_table::tb_bytes(g.mcs, d_num);
+            const std::size_t max = mcs_set::tb_bytes(g.mcs, d_num);
             if (g.tb.size() > max)
                 why = "tb: " + std::to_string(g.tb.size()) + " bytes exceed the " +
                       std::to_string(max) + " of mcs " + std::to_string(g.mcs);

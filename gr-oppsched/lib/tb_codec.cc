@@ -22,7 +22,7 @@ void check_rv(int rv) {
 }
 
 void check_tb_bytes(std::size_t bytes, int mcs, const numerology& n) {
-    const std::size_t max = mcs_table::tb_bytes(mcs, n);
+    const std::size_t max = mcs_set::tb_bytes(mcs, n);
     if (bytes < 1 || bytes > max)
         throw std::invalid_argument("tb_bytes: " + std::to_string(bytes) + " not in [1," +
                                     std::to_string(max) + "] for mcs " + std::to_string(mcs));
@@ -57,7 +57,7 @@ void set_stats(tb_decode_result& r, int receptions, std::size_t soft_bits, std::
 
 std::vector<interleaver> make_interleavers(const numerology& n) {
     std::vector<interleaver> v;
-    for (const auto& m : mcs_table::all()) {
+    for (const auto& m : mcs_set::all()) {
         const int ncbps = n.params().data_carriers * m.bits_per_symbol;
         if (ncbps % 16 != 0)
             throw std::invalid_argument(
@@ -71,19 +71,19 @@ std::vector<interleaver> make_interleavers(const numerology& n) {
 
 std::vector<qam_mapper> make_mappers() {
     std::vector<qam_mapper> v;
-    for (const auto& m : mcs_table::all()) v.emplace_back(m.bits_per_symbol);
+    for (const auto& m : mcs_set::all()) v.emplace_back(m.bits_per_symbol);
     return v;
 }
 
 // Steps 1-5 of the TX chain into `coded` (coded_bits values).
 void encode_bits(const std::uint8_t* tb, std::size_t tb_bytes, int mcs, int rv, std::uint8_t seed,
                  const numerology& n, const interleaver& il, std::vector<std::uint8_t>& coded) {
-    const mcs_info& m = mcs_table::get(mcs);
+    const mcs_info& m = mcs_set::get(mcs);
     check_rv(rv);
     check_tb_bytes(tb_bytes, mcs, n);
     scrambler scr(seed);  // validates the seed
     const std::vector<std::uint8_t> info = tb_info_bits(tb, tb_bytes);
-    const std::size_t C = mcs_table::coded_bits(mcs, n);
+    const std::size_t C = mcs_set::coded_bits(mcs, n);
     std::vector<std::uint8_t> mother;
     std::vector<std::uint32_t> sel;
     if (n.params().fec == fec_scheme::ldpc) {
@@ -105,7 +105,7 @@ void encode_bits(const std::uint8_t* tb, std::size_t tb_bytes, int mcs, int rv, 
         }
         seg.selection_into(rv, sel);
     } else {
-        mother.resize(mcs_table::mother_bits(tb_bytes));
+        mother.resize(mcs_set::mother_bits(tb_bytes));
         conv_encoder_k7::encode_zero_tail(info.data(), info.size(), mother.data());
         rate_matcher::selection_into(mother.size(), m.rate, rv, C, sel);
     }
@@ -141,7 +141,7 @@ tb_encoder::tb_encoder(const numerology& n)
 
 std::vector<std::uint8_t> tb_encoder::coded_bits(const std::vector<std::uint8_t>& tb, int mcs,
                                                  int rv, std::uint8_t seed) const {
-    mcs_table::get(mcs);
+    mcs_set::get(mcs);
     std::vector<std::uint8_t> coded;
     encode_bits(tb.data(), tb.size(), mcs, rv, seed, d_num, d_il[static_cast<std::size_t>(mcs)],
                 coded);
@@ -150,7 +150,7 @@ std::vector<std::uint8_t> tb_encoder::coded_bits(const std::vector<std::uint8_t>
 
 void tb_encoder::encode(const std::uint8_t* tb, std::size_t tb_bytes, int mcs, int rv,
                         std::uint8_t seed, gr_complex* out) const {
-    mcs_table::get(mcs);
+    mcs_set::get(mcs);
     std::vector<std::uint8_t> coded;
     encode_bits(tb, tb_bytes, mcs, rv, seed, d_num, d_il[static_cast<std::size_t>(mcs)], coded);
     d_map[static_cast<std::size_t>(mcs)].map(coded.data(), coded.size(), out);
@@ -168,7 +168,7 @@ std::vector<gr_complex> tb_encoder::encode(const std::vector<std::uint8_t>& tb, 
 tb_decoder::tb_decoder(const numerology& n, viterbi_backend backend, float quant_target)
     : d_num(n),
       d_re(static_cast<std::size_t>(n.payload_resource_elements())),
-      d_max_mother(mcs_table::max_mother_bits(n)),
+      d_max_mother(mcs_set::max_mother_bits(n)),
       d_il(make_interleavers(n)),
       d_map(make_mappers()),
       d_vit(n.params().fec == fec_scheme::conv ? d_max_mother / 2 : 0, backend, quant_target) {
@@ -188,7 +188,7 @@ std::unique_ptr<harq_buffer> tb_decoder::make_harq_buffer() const {
 
 tb_decode_result tb_decoder::decode(const gr_complex* re, const float* noise_var, std::size_t n_re,
                                     const tb_rx_params& p, harq_buffer& harq) {
-    const mcs_info& m = mcs_table::get(p.mcs);
+    const mcs_info& m = mcs_set::get(p.mcs);
     check_rv(p.rv);
     check_tb_bytes(p.tb_bytes, p.mcs, d_num);
     if (n_re != d_re)
@@ -196,8 +196,8 @@ tb_decode_result tb_decoder::decode(const gr_complex* re, const float* noise_var
                                     std::to_string(d_re));
     scrambler scr(p.scrambler_seed);
     const std::size_t mcs_i = static_cast<std::size_t>(p.mcs);
-    const std::size_t C = mcs_table::coded_bits(p.mcs, d_num);
-    const std::size_t M = mcs_table::soft_bits(p.tb_bytes, p.mcs, d_num);
+    const std::size_t C = mcs_set::coded_bits(p.mcs, d_num);
+    const std::size_t M = mcs_set::soft_bits(p.tb_bytes, p.mcs, d_num);
     if (M > harq.capacity())
         throw std::invalid_argument("harq_buffer.capacity: " + std::to_string(harq.capacity()) +
                                     " < " + std::to_string(M) + " soft bits of this TB");
@@ -252,7 +252,7 @@ tb_decode_result tb_decoder::decode(const gr_complex* re, const float* noise_var
 
 void tb_decoder::decode_ldpc(const tb_rx_params& p, std::size_t C, harq_buffer& harq,
                              tb_decode_result& r) {
-    const mcs_info& m = mcs_table::get(p.mcs);
+    const mcs_info& m = mcs_set::get(p.mcs);
     const std::size_t K = 8 * (p.tb_bytes + 4);
     const ldpc_segmentation seg(K, m.rate, C);
     const std::size_t M = seg.total_bits();

@@ -1,5 +1,5 @@
 // Cost of the AP MAC's per-event work (ap_core.h), as oppsched-apd does it:
-//  - one SlotRequest with U backlogged users (scheduler over U users, HARQ scans, the TB
+//  - one slot_request with U backlogged users (scheduler over U users, HARQ scans, the TB
 //    built by segmentation with its CRC, the CLAMP price, the slot trace row), followed by
 //    the ACK of that TB and enough 1440-byte packets to keep every queue backlogged;
 //  - one downlink packet (classification, CLAMP router EMA, RED enqueue).
@@ -28,17 +28,17 @@ std::vector<std::uint8_t> ipv4_to(std::uint32_t user, std::size_t size) {
     return p;
 }
 
-ap::ApCoreParams params(int users) {
-    ap::ApCoreParams p;
+ap::ap_core_params params(int users) {
+    ap::ap_core_params p;
     for (int u = 0; u < users; ++u) {
-        ap::UserParams up;
+        ap::ap_user_params up;
         up.name = "ue" + std::to_string(u);
         up.addresses = {"10.1." + std::to_string(u >> 8) + "." + std::to_string(u & 0xff)};
         p.users.push_back(up);
     }
-    p.table = ap::clamp_table({});
+    p.table = ap::shannon_table({});
     p.slot_s = 3e-3;
-    p.aqm = aqm::default_config(aqm::AqmKind::red);
+    p.aqm = aqm::default_config(aqm::aqm_kind::red);
     p.aqm.limits = {0, 1000};
     p.clamp.enabled = true;
     p.harq.feedback_delay_slots = 1;
@@ -48,7 +48,7 @@ ap::ApCoreParams params(int users) {
 
 void BM_ap_slot(benchmark::State& state) {
     const int users = static_cast<int>(state.range(0));
-    ap::ApCore ap(params(users));
+    ap::ap_core ap(params(users));
     for (int u = 0; u < users; ++u) {
         ap.on_cqi(static_cast<std::uint32_t>(u), 0, 3.0 + u % 4, 0);
         for (int i = 0; i < 20; ++i)
@@ -76,7 +76,7 @@ void BM_ap_slot(benchmark::State& state) {
 BENCHMARK(BM_ap_slot)->Arg(4)->Arg(16)->Arg(64);
 
 void BM_ap_downlink(benchmark::State& state) {
-    ap::ApCore ap(params(4));
+    ap::ap_core ap(params(4));
     const auto pkt = ipv4_to(1, 1440);
     std::uint64_t slot = 0;
     time_ns now = 0;

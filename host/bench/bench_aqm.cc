@@ -17,16 +17,16 @@ using namespace oppsched::aqm::testing;
 namespace {
 
 // `acks`: every third packet is a pure ACK of one of 4 connections (exercises SPM-AF's filter).
-void run(benchmark::State& state, AqmKind kind, bool acks) {
-    AqmConfig c = default_config(kind);
+void run(benchmark::State& state, aqm_kind kind, bool acks) {
+    aqm_params c = default_config(kind);
     auto aqm = make_aqm(c);
-    std::deque<Packet> free;
-    aqm->set_drop_sink([&free](Drop&& d) { free.push_back(std::move(d.packet)); });
+    std::deque<ip_packet> free;
+    aqm->set_drop_sink([&free](dropped_packet&& d) { free.push_back(std::move(d.packet)); });
     std::uint32_t ackno[4] = {1, 1, 1, 1};
     for (int i = 0; i < 64; ++i) {
         std::vector<std::uint8_t> data;
         if (acks && i % 3 == 2) {
-            TcpSpec t;
+            tcp_spec t;
             t.sport = 80;
             t.dport = static_cast<std::uint16_t>(6000 + i % 4);
             t.ack = 1;
@@ -44,7 +44,7 @@ void run(benchmark::State& state, AqmKind kind, bool acks) {
     std::uint64_t n = 0;
     for (auto _ : state) {
         now += 100'000;
-        Packet p = std::move(free.front());
+        ip_packet p = std::move(free.front());
         free.pop_front();
         if (acks && p.size() < 100) {  // advance the ACK number so that filtering applies
             const int f = static_cast<int>(p.data[23] - 0x70);  // dport low byte 0x70.. (6000+)
@@ -60,20 +60,20 @@ void run(benchmark::State& state, AqmKind kind, bool acks) {
 }
 
 void BM_aqm(benchmark::State& state) {
-    const auto kind = static_cast<AqmKind>(state.range(0));
+    const auto kind = static_cast<aqm_kind>(state.range(0));
     state.SetLabel(std::string(to_string(kind)));
     run(state, kind, false);
 }
 BENCHMARK(BM_aqm)->DenseRange(0, static_cast<int>(kAqmKindCount) - 1);
 
 void BM_aqm_with_acks(benchmark::State& state) {
-    const auto kind = static_cast<AqmKind>(state.range(0));
+    const auto kind = static_cast<aqm_kind>(state.range(0));
     state.SetLabel(std::string(to_string(kind)));
     run(state, kind, true);
 }
 BENCHMARK(BM_aqm_with_acks)
-    ->Arg(static_cast<int>(AqmKind::droptail))
-    ->Arg(static_cast<int>(AqmKind::spmaf))
-    ->Arg(static_cast<int>(AqmKind::las));
+    ->Arg(static_cast<int>(aqm_kind::droptail))
+    ->Arg(static_cast<int>(aqm_kind::spmaf))
+    ->Arg(static_cast<int>(aqm_kind::las));
 
 }  // namespace

@@ -14,7 +14,7 @@
 using namespace oppsched;
 
 static void BM_clamp_router_on_arrival(benchmark::State& state) {
-    clamp::RouterAgent r;
+    clamp::router_agent r;
     time_ns t = 0;
     std::size_t q = 0;
     for (auto _ : state) {
@@ -28,7 +28,7 @@ static void BM_clamp_router_on_arrival(benchmark::State& state) {
 BENCHMARK(BM_clamp_router_on_arrival);
 
 static void BM_clamp_router_price(benchmark::State& state) {
-    clamp::RouterAgent r;
+    clamp::router_agent r;
     r.on_arrival(0, 9000);
     double mu = 1.25e6;
     for (auto _ : state) {
@@ -40,7 +40,7 @@ static void BM_clamp_router_price(benchmark::State& state) {
 BENCHMARK(BM_clamp_router_price);
 
 static void BM_clamp_client_on_data(benchmark::State& state) {
-    clamp::ClientAgent c;  // alpha = 1000
+    clamp::client_agent c;  // alpha = 1000
     time_ns t = 0;
     for (int i = 0; i < 2000; ++i) c.on_data(t += 1'200'000, 1448, 0.0, 1u << 30);
     c.on_dupack();
@@ -68,8 +68,8 @@ static void BM_fading_gain(benchmark::State& state) {
     }
     state.SetItemsProcessed(state.iterations());
 }
-BENCHMARK(BM_fading_gain<channel::JakesParams>)->Name("BM_jakes_snr_per_sample");
-BENCHMARK(BM_fading_gain<channel::SumOfSinusoidsParams>)
+BENCHMARK(BM_fading_gain<channel::jakes_params>)->Name("BM_jakes_snr_per_sample");
+BENCHMARK(BM_fading_gain<channel::sum_of_sinusoids_params>)
     ->Name("BM_sum_of_sinusoids_snr_per_sample");
 
 template <class Params>
@@ -86,15 +86,15 @@ static void BM_fading_batch(benchmark::State& state) {
     }
     state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(out.size()));
 }
-BENCHMARK(BM_fading_batch<channel::JakesParams>)->Name("BM_jakes_gains_batch_per_sample");
-BENCHMARK(BM_fading_batch<channel::SumOfSinusoidsParams>)
+BENCHMARK(BM_fading_batch<channel::jakes_params>)->Name("BM_jakes_gains_batch_per_sample");
+BENCHMARK(BM_fading_batch<channel::sum_of_sinusoids_params>)
     ->Name("BM_sum_of_sinusoids_gains_batch_per_sample");
 
 static void BM_clamp_link_slot(benchmark::State& state) {
-    channel::JakesParams jp;
+    channel::jakes_params jp;
     jp.seed = 4;
-    channel::JakesChannel ch(jp);
-    channel::ClampLink link(channel::ClampLinkParams::high_rate(5));
+    channel::jakes_channel ch(jp);
+    channel::clamp_link link(channel::clamp_link_params::high_rate(5));
     double t = 0.0;
     double snr = ch.snr_linear(t);
     for (auto _ : state) {

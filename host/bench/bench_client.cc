@@ -1,9 +1,9 @@
 // Cost of the client agent's per-event work (client_core.h), as oppsched-client does it:
-//  - one RxIndication carrying a TB of two 1440-byte TCP segments of a CLAMP flow (HARQ
-//    feedback, CQI, reassembly with its CRC, parse + ClientAgent update per packet);
-//  - one outgoing ACK through the CLAMP rewrite (parse, flow lookup, WindowTracker), and the
-//    same with CLAMP off (the copy into the UplinkPacket only);
-//  - one uplink message through the UplinkDelay (encode with CRC, delay line).
+//  - one rx_indication carrying a TB of two 1440-byte TCP segments of a CLAMP flow (HARQ
+//    feedback, CQI, reassembly with its CRC, parse + client_agent update per packet);
+//  - one outgoing ACK through the CLAMP rewrite (parse, flow lookup, window_tracker), and the
+//    same with CLAMP off (the copy into the uplink_packet only);
+//  - one uplink message through the uplink_delay (encode with CRC, delay line).
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -21,22 +21,22 @@ using namespace oppsched::client;
 
 namespace {
 
-using Bytes = std::vector<std::uint8_t>;
+using byte_buffer = std::vector<std::uint8_t>;
 
-void put16(Bytes& p, std::size_t o, std::uint16_t v) {
+void put16(byte_buffer& p, std::size_t o, std::uint16_t v) {
     p[o] = static_cast<std::uint8_t>(v >> 8);
     p[o + 1] = static_cast<std::uint8_t>(v);
 }
-void put32(Bytes& p, std::size_t o, std::uint32_t v) {
+void put32(byte_buffer& p, std::size_t o, std::uint32_t v) {
     put16(p, o, static_cast<std::uint16_t>(v >> 16));
     put16(p, o + 2, static_cast<std::uint16_t>(v));
 }
 
 // IPv4 TCP segment; `down` = server 10.0.0.1:5201 -> client 10.1.0.2:40000.
-Bytes segment(bool down, std::uint8_t flags, std::uint32_t seq, std::uint32_t ack,
-              std::uint16_t window, std::size_t payload, bool syn_options) {
+byte_buffer segment(bool down, std::uint8_t flags, std::uint32_t seq, std::uint32_t ack,
+                    std::uint16_t window, std::size_t payload, bool syn_options) {
     const std::size_t opt = syn_options ? 8 : 0;
-    Bytes p(40 + opt + payload, 0);
+    byte_buffer p(40 + opt + payload, 0);
     p[0] = 0x45;
     put16(p, 2, static_cast<std::uint16_t>(p.size()));
     p[8] = 64;
@@ -62,19 +62,19 @@ Bytes segment(bool down, std::uint8_t flags, std::uint32_t seq, std::uint32_t ac
 
 constexpr std::uint32_t kClientIsn = 1000, kServerIsn = 500000;
 
-ClientCoreParams params(bool clamp) {
-    ClientCoreParams p;
+client_core_params params(bool clamp) {
+    client_core_params p;
     p.clamp.enabled = clamp;
     return p;
 }
 
-Bytes pdu(std::uint32_t seq, std::uint16_t packet_seq, const std::vector<Bytes>& pkts,
-          std::optional<float> price) {
-    pdu::Pdu pd;
+byte_buffer pdu(std::uint32_t seq, std::uint16_t packet_seq, const std::vector<byte_buffer>& pkts,
+                std::optional<float> price) {
+    pdu::mac_pdu pd;
     pd.header.seq = seq;
     pd.header.price_s = price;
     for (const auto& b : pkts) {
-        pdu::Segment s;
+        pdu::pdu_segment s;
         s.packet_seq = packet_seq++;
         s.packet_len = static_cast<std::uint16_t>(b.size());
         s.data = b;
@@ -84,10 +84,10 @@ Bytes pdu(std::uint32_t seq, std::uint16_t packet_seq, const std::vector<Bytes>&
 }
 
 // A core with the connection's handshake done and a price known.
-std::unique_ptr<ClientCore> opened(bool clamp) {
-    auto core = std::make_unique<ClientCore>(params(clamp));
+std::unique_ptr<client_core> opened(bool clamp) {
+    auto core = std::make_unique<client_core>(params(clamp));
     core->on_uplink_packet(0, segment(false, tcpip::kSyn, kClientIsn, 0, 64240, 0, true));
-    wire::RxIndication ind;
+    wire::rx_indication ind;
     ind.header_ok = ind.addressed = ind.crc_ok = true;
     ind.tb =
         pdu(0, 0,
@@ -100,18 +100,18 @@ std::unique_ptr<ClientCore> opened(bool clamp) {
 void BM_client_rx_tb_two_segments_clamp(benchmark::State& state) {
     constexpr std::size_t kBatch = 4096;
     constexpr std::size_t kSeg = 1440;
-    std::vector<wire::RxIndication> inds;
+    std::vector<wire::rx_indication> inds;
     auto build = [&](std::uint32_t first_pdu, std::uint16_t first_pkt, std::uint32_t first_off) {
         inds.clear();
         for (std::size_t i = 0; i < kBatch; ++i) {
-            std::vector<Bytes> pk;
+            std::vector<byte_buffer> pk;
             for (int j = 0; j < 2; ++j) {
                 const std::uint32_t off =
                     first_off + static_cast<std::uint32_t>((2 * i + j) * kSeg);
                 pk.push_back(segment(true, tcpip::kAck | tcpip::kPsh, kServerIsn + 1 + off,
                                      kClientIsn + 1, 502, kSeg, false));
             }
-            wire::RxIndication ind;
+            wire::rx_indication ind;
             ind.slot = first_pdu + i;
             ind.header_ok = ind.addressed = ind.crc_ok = true;
             ind.snr_db = 10.0f;
@@ -143,7 +143,7 @@ BENCHMARK(BM_client_rx_tb_two_segments_clamp);
 
 void run_ack(benchmark::State& state, bool clamp) {
     auto core = opened(clamp);
-    Bytes ack = segment(false, tcpip::kAck, kClientIsn + 1, kServerIsn + 1, 500, 0, false);
+    byte_buffer ack = segment(false, tcpip::kAck, kClientIsn + 1, kServerIsn + 1, 500, 0, false);
     std::uint32_t acked = 0;
     time_ns now = kNsPerMs;
     for (auto _ : state) {
@@ -163,9 +163,9 @@ BENCHMARK(BM_client_ack_clamp_rewrite);
 BENCHMARK(BM_client_ack_clamp_off);
 
 void BM_client_uplink_delay_feedback(benchmark::State& state) {
-    UplinkDelay d(UplinkDelayParams{kNsPerMs, 4u << 20});
+    uplink_delay d(uplink_delay_params{kNsPerMs, 4u << 20});
     time_ns now = 0;
-    const wire::Message m = wire::HarqFeedback{0, 0, 1, true};
+    const wire::message m = wire::harq_feedback{0, 0, 1, true};
     for (auto _ : state) {
         d.enqueue(now, m);
         now += 100'000;

@@ -42,7 +42,7 @@ std::vector<std::vector<double>> rayleigh_rows(std::size_t users) {
 
 void run_step(benchmark::State& state, sched::policy_params params) {
     const auto users = static_cast<std::size_t>(state.range(0));
-    auto p = sched::make_scheduler(sched::scheduler_config{users, std::move(params)});
+    auto p = sched::make_scheduler(sched::scheduler_params{users, std::move(params)});
     const auto rows = rayleigh_rows(users);
     std::vector<bool> backlogged(users, true);
     for (std::size_t i = 0; i < users; i += 3) backlogged[i] = false;  // a third idle
@@ -70,7 +70,7 @@ BENCHMARK(BM_rr_slot)->Arg(64);
 // The decision alone (choose(), const).
 void BM_pf_choose(benchmark::State& state) {
     const auto users = static_cast<std::size_t>(state.range(0));
-    auto p = sched::make_scheduler(sched::scheduler_config{users, sched::pf_params{}});
+    auto p = sched::make_scheduler(sched::scheduler_params{users, sched::pf_params{}});
     const auto rows = rayleigh_rows(users);
     const std::vector<bool> all(users, true);
     for (std::size_t k = 0; k < 100; ++k) p->step(rows[k], all);  // warm averages
@@ -85,7 +85,7 @@ BENCHMARK(BM_pf_choose)->Arg(16)->Arg(64);
 // One TB through HARQ, the common path: new transmission, ACK after the feedback delay, and
 // the per-slot expire() scan, for 64 users x 8 processes.
 void BM_harq_tb_acked(benchmark::State& state) {
-    harq::harq_config c;
+    harq::harq_params c;
     c.num_users = 64;
     c.num_processes = 8;
     c.feedback_delay_slots = 4;
@@ -109,7 +109,7 @@ BENCHMARK(BM_harq_tb_acked);
 
 // One TB with one NACK and a retransmission (next_retransmission scan included).
 void BM_harq_tb_one_retx(benchmark::State& state) {
-    harq::harq_config c;
+    harq::harq_params c;
     c.num_users = 64;
     c.num_processes = 8;
     harq::harq_entity h(c);
@@ -132,7 +132,7 @@ BENCHMARK(BM_harq_tb_one_retx);
 // Link adaptation per TB: OLLA-corrected CQI -> MCS lookup and the ACK update.
 void BM_olla_select_update(benchmark::State& state) {
     const auto t = linkadapt::mcs_table::ofdm_provisional();
-    linkadapt::olla o(linkadapt::olla_config{});
+    linkadapt::olla o(linkadapt::olla_params{});
     double cqi = 3.0;
     bool ack = true;
     for (auto _ : state) {

@@ -76,10 +76,10 @@ static void BM_window_rewrite_raw(benchmark::State& state) {
 }
 BENCHMARK(BM_window_rewrite_raw)->Arg(4)->Arg(6);
 
-// Stateless rewrite from a parsed PacketInfo (bounds checks, rounding, clamping).
+// Stateless rewrite from a parsed packet_info (bounds checks, rounding, clamping).
 static void BM_set_window(benchmark::State& state) {
     auto p = make_tcp(4, 0);
-    const tcpip::PacketInfo info = tcpip::parse(p).value();
+    const tcpip::packet_info info = tcpip::parse(p).value();
     std::uint64_t w = 1;
     for (auto _ : state) {
         w = (w * 6364136223846793005ull + 1) & 0xFFFFFF;
@@ -93,14 +93,14 @@ BENCHMARK(BM_set_window);
 static void BM_tracker_rewrite(benchmark::State& state) {
     auto syn = make_tcp(4, 0, tcpip::kSyn);
     auto p = make_tcp(4, 0);
-    tcpip::WindowTracker t;
+    tcpip::window_tracker t;
     // The SYN-ACK comes from the other side: swap addresses and ports of a SYN+ACK.
     auto syn_ack = make_tcp(4, 0, tcpip::kSyn | tcpip::kAck);
     std::swap_ranges(syn_ack.begin() + 12, syn_ack.begin() + 16, syn_ack.begin() + 16);
     std::swap_ranges(syn_ack.begin() + 20, syn_ack.begin() + 22, syn_ack.begin() + 22);
     t.learn(tcpip::parse(syn).value(), 0);
     t.learn(tcpip::parse(syn_ack).value(), 1);
-    const tcpip::PacketInfo info = tcpip::parse(p).value();
+    const tcpip::packet_info info = tcpip::parse(p).value();
     time_ns now = 2;
     for (auto _ : state) {
         benchmark::DoNotOptimize(t.rewrite(p.data(), p.size(), info, 20000, ++now));
@@ -130,20 +130,20 @@ BENCHMARK(BM_crc32)->Arg(1500);
 // (includes both CRC-32 passes: the segmenter's and the reassembler's parse).
 static void BM_segment_reassemble(benchmark::State& state) {
     const std::size_t tb = static_cast<std::size_t>(state.range(0));
-    Packet proto;
+    ip_packet proto;
     proto.data.assign(1500, 0xAB);
     std::uint64_t id = 0;
-    pdu::PacketSource src = [&]() -> std::optional<Packet> {
-        Packet p = proto;
+    pdu::packet_source src = [&]() -> std::optional<ip_packet> {
+        ip_packet p = proto;
         p.id = id++;
         return p;
     };
-    pdu::Segmenter seg;
-    pdu::Reassembler reasm;
+    pdu::segmenter seg;
+    pdu::reassembler reasm;
     std::uint64_t delivered = 0;
     time_ns now = 0;
     for (auto _ : state) {
-        const pdu::BuiltTb b = seg.build(tb, src);
+        const pdu::built_tb b = seg.build(tb, src);
         delivered += reasm.on_pdu(b.bytes, ++now).size();
     }
     state.counters["packets_per_s"] =

@@ -13,8 +13,8 @@ using namespace oppsched::wired;
 
 namespace {
 
-void run_line(benchmark::State& state, const DelayLineParams& p) {
-    DelayLine line(p);
+void run_line(benchmark::State& state, const delay_line_params& p) {
+    delay_line line(p);
     const std::vector<std::uint8_t> frame(1500, 0xab);
     time_ns now = 0;
     constexpr time_ns kGap = 120'000;  // 100 Mb/s of 1500-byte frames
@@ -35,14 +35,14 @@ void run_line(benchmark::State& state, const DelayLineParams& p) {
 }
 
 void BM_delay_line_delay_only(benchmark::State& state) {
-    DelayLineParams p;
+    delay_line_params p;
     p.delay = 90 * kNsPerMs;  // d_4/2 of Andrew & Hanly, CLAMP
     run_line(state, p);
 }
 BENCHMARK(BM_delay_line_delay_only);
 
 void BM_delay_line_rate_limited(benchmark::State& state) {
-    DelayLineParams p;
+    delay_line_params p;
     p.delay = 90 * kNsPerMs;
     p.rate_bps = 100e6;  // Andrew & Hanly, CLAMP, Table I
     p.limit_bytes = 64 * 1024;

@@ -11,7 +11,7 @@
 // are released by an absolute CLOCK_MONOTONIC timerfd armed for the head frame's due time,
 // with the timer slack set to 1 ns. A frame is never sent before its due time; how late it
 // goes out is measured per frame (histogram in the stats). Frames of one direction are
-// never reordered (DelayLine's invariant).
+// never reordered (delay_line's invariant).
 //
 // Stats (JSON) go to --stats-file (atomically replaced) on SIGUSR1 and at exit, or to
 // stderr without it. SIGTERM/SIGINT end the daemon cleanly (held frames are discarded and
@@ -46,10 +46,10 @@
 
 namespace po = boost::program_options;
 using oppsched::time_ns;
-using oppsched::wired::DelayLine;
-using oppsched::wired::DelayLineParams;
-using oppsched::wired::EnqueueResult;
-using oppsched::wired::PacketPort;
+using oppsched::wired::delay_line;
+using oppsched::wired::delay_line_params;
+using oppsched::wired::enqueue_result;
+using oppsched::wired::packet_port;
 
 namespace {
 
@@ -78,7 +78,7 @@ time_ns clock_ns(clockid_t id) {
     return static_cast<time_ns>(ts.tv_sec) * oppsched::kNsPerSec + ts.tv_nsec;
 }
 
-struct UsageError : std::runtime_error {
+struct usage_error : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
@@ -86,10 +86,10 @@ template <class T>
 [[noreturn]] void bad_option(const std::string& option, T value, const std::string& why) {
     std::ostringstream os;
     os << "--" << option << ": " << value << " " << why;
-    throw UsageError(os.str());
+    throw usage_error(os.str());
 }
 
-struct Options {
+struct delay_options {
     std::string if_a, if_b;
     double delay_ab_ms = 0.0, delay_ba_ms = 0.0;
     double rate_ab_bps = 0.0, rate_ba_bps = 0.0;
@@ -102,7 +102,7 @@ struct Options {
 };
 
 // Parses and validates every option in one place. Returns false for --help/--version.
-bool parse_options(int argc, char** argv, Options& o) {
+bool parse_options(int argc, char** argv, delay_options& o) {
     double delay_ms = 0.0, rate_bps = 0.0;
     long long limit_bytes = 0;
     po::options_description desc(
@@ -196,11 +196,11 @@ bool parse_options(int argc, char** argv, Options& o) {
 }
 
 // One direction: the delay line plus what only the real-time loop can know.
-struct Direction {
+struct delay_direction {
     const char* name;
-    PacketPort* in;
-    PacketPort* out;
-    std::unique_ptr<DelayLine> line;
+    packet_port* in;
+    packet_port* out;
+    std::unique_ptr<delay_line> line;
     time_ns late_threshold = 0;
     std::uint64_t received = 0, truncated = 0, sent = 0, send_errors = 0, late = 0;
     std::uint64_t discarded_at_exit = 0, kernel_stamps = 0;
@@ -210,7 +210,7 @@ struct Direction {
     std::array<std::uint64_t, kLateEdgesUs.size() + 1> late_hist{};
 };
 
-std::string stats_json(const Options& o, const Direction* dirs, bool final_write) {
+std::string stats_json(const delay_options& o, const delay_direction* dirs, bool final_write) {
     std::ostringstream os;
     os << "{\"program\": \"" << kProg << "\", \"pid\": " << getpid()
        << ", \"seq\": " << ++g_stats_writes << ", \"final\": " << (final_write ? "true" : "false")
@@ -221,7 +221,7 @@ std::string stats_json(const Options& o, const Direction* dirs, bool final_write
     for (std::size_t i = 0; i < kLateEdgesUs.size(); ++i) os << (i ? ", " : "") << kLateEdgesUs[i];
     os << "], \"directions\": {";
     for (int i = 0; i < 2; ++i) {
-        const Direction& d = dirs[i];
+        const delay_direction& d = dirs[i];
         const auto& s = d.line->stats();
         const auto& p = d.line->params();
         os << (i ? ", " : "") << "\"" << d.name << "\": {"
@@ -249,7 +249,7 @@ std::string stats_json(const Options& o, const Direction* dirs, bool final_write
     return os.str();
 }
 
-void write_stats(const Options& o, const Direction* dirs, bool final_write) {
+void write_stats(const delay_options& o, const delay_direction* dirs, bool final_write) {
     const std::string text = stats_json(o, dirs, final_write);
     if (o.stats_file.empty()) {
         std::fputs(text.c_str(), stderr);
@@ -281,14 +281,14 @@ void write_ready(const std::string& path) {
         throw std::runtime_error("--ready-file: " + path + ": rename: " + std::strerror(errno));
 }
 
-class Fd final {
+class unique_fd final {
   public:
-    explicit Fd(int fd) : fd_(fd) {}
-    ~Fd() {
+    explicit unique_fd(int fd) : fd_(fd) {}
+    ~unique_fd() {
         if (fd_ >= 0) ::close(fd_);
     }
-    Fd(const Fd&) = delete;
-    Fd& operator=(const Fd&) = delete;
+    unique_fd(const unique_fd&) = delete;
+    unique_fd& operator=(const unique_fd&) = delete;
     int get() const { return fd_; }
 
   private:
@@ -296,7 +296,7 @@ class Fd final {
 };
 
 // Sends every frame of `d` whose due time has passed.
-void release_due(Direction& d) {
+void release_due(delay_direction& d) {
     for (;;) {
         const time_ns now = clock_ns(CLOCK_MONOTONIC);
         auto f = d.line->pop_due(now);
@@ -318,7 +318,7 @@ void release_due(Direction& d) {
     }
 }
 
-void receive_burst(Direction& d, std::vector<std::uint8_t>& buf) {
+void receive_burst(delay_direction& d, std::vector<std::uint8_t>& buf) {
     // realtime - monotonic, to map kernel SO_TIMESTAMPNS stamps onto CLOCK_MONOTONIC.
     const time_ns mono0 = clock_ns(CLOCK_MONOTONIC);
     const time_ns offset = clock_ns(CLOCK_REALTIME) - mono0;
@@ -341,12 +341,12 @@ void receive_burst(Direction& d, std::vector<std::uint8_t>& buf) {
             }
         }
         std::vector<std::uint8_t> frame(buf.begin(), buf.begin() + static_cast<long>(r->length));
-        const std::size_t wire = PacketPort::wire_bytes(frame.data(), frame.size());
+        const std::size_t wire = packet_port::wire_bytes(frame.data(), frame.size());
         d.line->enqueue(arrival, std::move(frame), wire);
     }
 }
 
-void arm_timer(int tfd, const Direction* dirs) {
+void arm_timer(int tfd, const delay_direction* dirs) {
     time_ns next = -1;
     for (int i = 0; i < 2; ++i)
         if (auto due = dirs[i].line->next_due(); due && (next < 0 || *due < next)) next = *due;
@@ -360,8 +360,8 @@ void arm_timer(int tfd, const Direction* dirs) {
         throw std::runtime_error(std::string("timerfd_settime: ") + std::strerror(errno));
 }
 
-DelayLineParams line_params(double delay_ms, double rate, long long limit, long long hold) {
-    DelayLineParams p;
+delay_line_params line_params(double delay_ms, double rate, long long limit, long long hold) {
+    delay_line_params p;
     p.delay = static_cast<time_ns>(std::llround(delay_ms * 1e6));
     p.rate_bps = rate;
     p.limit_bytes = static_cast<std::size_t>(limit);
@@ -369,16 +369,16 @@ DelayLineParams line_params(double delay_ms, double rate, long long limit, long 
     return p;
 }
 
-int run(const Options& o) {
+int run(const delay_options& o) {
     // Signals are taken synchronously through a signalfd, so they are blocked first.
     sigset_t mask;
     sigemptyset(&mask);
     for (int s : {SIGTERM, SIGINT, SIGHUP, SIGUSR1}) sigaddset(&mask, s);
     if (sigprocmask(SIG_BLOCK, &mask, nullptr) != 0)
         throw std::runtime_error(std::string("sigprocmask: ") + std::strerror(errno));
-    Fd sfd(signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
-    Fd tfd(timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
-    Fd efd(epoll_create1(EPOLL_CLOEXEC));
+    unique_fd sfd(signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
+    unique_fd tfd(timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
+    unique_fd efd(epoll_create1(EPOLL_CLOEXEC));
     if (sfd.get() < 0 || tfd.get() < 0 || efd.get() < 0)
         throw std::runtime_error(std::string("signalfd/timerfd/epoll: ") + std::strerror(errno));
 
@@ -401,14 +401,14 @@ int run(const Options& o) {
     }
 
     const int sockbuf = static_cast<int>(o.socket_buffer_bytes);
-    auto port_a = PacketPort::open(o.if_a, "--if-a", sockbuf);
-    auto port_b = PacketPort::open(o.if_b, "--if-b", sockbuf);
-    Direction dirs[2] = {
+    auto port_a = packet_port::open(o.if_a, "--if-a", sockbuf);
+    auto port_b = packet_port::open(o.if_b, "--if-b", sockbuf);
+    delay_direction dirs[2] = {
         {"ab", port_a.get(), port_b.get(),
-         std::make_unique<DelayLine>(
+         std::make_unique<delay_line>(
              line_params(o.delay_ab_ms, o.rate_ab_bps, o.limit_ab_bytes, o.hold_bytes))},
         {"ba", port_b.get(), port_a.get(),
-         std::make_unique<DelayLine>(
+         std::make_unique<delay_line>(
              line_params(o.delay_ba_ms, o.rate_ba_bps, o.limit_ba_bytes, o.hold_bytes))},
     };
     for (auto& d : dirs) d.late_threshold = static_cast<time_ns>(std::llround(o.late_us * 1e3));
@@ -471,7 +471,7 @@ int run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    Options o;
+    delay_options o;
     try {
         if (!parse_options(argc, argv, o)) return 0;
     } catch (const po::error& e) {
@@ -479,7 +479,7 @@ int main(int argc, char** argv) {
         // '--delay-ms' is invalid").
         log_line("error", e.what());
         return kExitUsage;
-    } catch (const UsageError& e) {
+    } catch (const usage_error& e) {
         log_line("error", e.what());
         return kExitUsage;
     }

@@ -30,8 +30,8 @@ void set_int(int fd, int level, int opt, int value, const std::string& what,
 
 }  // namespace
 
-std::unique_ptr<PacketPort> PacketPort::open(const std::string& ifname, const std::string& what,
-                                             int buffer_bytes) {
+std::unique_ptr<packet_port> packet_port::open(const std::string& ifname, const std::string& what,
+                                               int buffer_bytes) {
     const unsigned ifindex = if_nametoindex(ifname.c_str());
     if (ifindex == 0)
         throw std::runtime_error(what + ": " + ifname + ": no such interface in this namespace");
@@ -39,7 +39,7 @@ std::unique_ptr<PacketPort> PacketPort::open(const std::string& ifname, const st
     // interface, so no frame of another interface slips in between.
     const int fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
     if (fd < 0) fail(what, ifname, "socket(AF_PACKET) (needs CAP_NET_RAW)");
-    std::unique_ptr<PacketPort> port(new PacketPort(fd, ifname));
+    std::unique_ptr<packet_port> port(new packet_port(fd, ifname));
 
     set_int(fd, SOL_PACKET, PACKET_VNET_HDR, 1, what, ifname, "PACKET_VNET_HDR");
     // Best effort: older kernels lack it, receive() also skips PACKET_OUTGOING.
@@ -68,9 +68,9 @@ std::unique_ptr<PacketPort> PacketPort::open(const std::string& ifname, const st
     return port;
 }
 
-PacketPort::~PacketPort() { ::close(fd_); }
+packet_port::~packet_port() { ::close(fd_); }
 
-std::optional<ReceivedFrame> PacketPort::receive(std::vector<std::uint8_t>& buf) {
+std::optional<received_frame> packet_port::receive(std::vector<std::uint8_t>& buf) {
     for (;;) {
         iovec iov{buf.data(), buf.size()};
         sockaddr_ll from{};
@@ -96,7 +96,7 @@ std::optional<ReceivedFrame> PacketPort::receive(std::vector<std::uint8_t>& buf)
             throw std::runtime_error(name_ + ": recvmsg: " + std::strerror(errno));
         }
         if (from.sll_pkttype == PACKET_OUTGOING) continue;  // our own send, looped back
-        ReceivedFrame r;
+        received_frame r;
         r.length = static_cast<std::size_t>(n);
         r.truncated =
             r.length > buf.size() || (msg.msg_flags & MSG_TRUNC) != 0 || r.length <= kVnetHdrLen;
@@ -111,7 +111,7 @@ std::optional<ReceivedFrame> PacketPort::receive(std::vector<std::uint8_t>& buf)
     }
 }
 
-int PacketPort::send(const std::uint8_t* data, std::size_t length) {
+int packet_port::send(const std::uint8_t* data, std::size_t length) {
     for (;;) {
         // Blocking socket: if the send buffer is full we wait for the veth to drain it
         // (microseconds) rather than drop.
@@ -121,9 +121,9 @@ int PacketPort::send(const std::uint8_t* data, std::size_t length) {
     }
 }
 
-std::size_t PacketPort::wire_bytes(const std::uint8_t* data, std::size_t length) {
+std::size_t packet_port::wire_bytes(const std::uint8_t* data, std::size_t length) {
     if (length <= kVnetHdrLen) return 0;
-    VnetHdr h;
+    vnet_hdr h;
     std::memcpy(&h, data, sizeof h);
     const std::size_t frame = length - kVnetHdrLen;
     const std::uint8_t type = h.gso_type & ~kGsoEcn;

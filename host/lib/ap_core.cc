@@ -49,7 +49,7 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // ---------------------------------------------------------------------------------------
 // Tables
 
-linkadapt::mcs_table clamp_table(const ClampTableParams& p) {
+linkadapt::mcs_table shannon_table(const shannon_table_params& p) {
     if (!(p.w0_hz >= 1 && p.w0_hz <= 1e12))
         throw_invalid("shannon.w0_hz", format_number(p.w0_hz), "not in [1, 1e12]");
     if (!(p.cmax_bps >= 1 && p.cmax_bps <= 1e12))
@@ -70,10 +70,10 @@ linkadapt::mcs_table clamp_table(const ClampTableParams& p) {
 
 std::optional<linkadapt::mcs_table> mcs_table_by_name(const std::string& name,
                                                       const linkadapt::ofdm_numerology& num_,
-                                                      const ClampTableParams& clamp) {
+                                                      const shannon_table_params& clamp) {
     if (name == "evdo") return linkadapt::mcs_table::evdo();
     if (name == "ofdm_provisional") return linkadapt::mcs_table::ofdm_provisional(num_);
-    if (name == "shannon") return clamp_table(clamp);
+    if (name == "shannon") return shannon_table(clamp);
     return std::nullopt;
 }
 
@@ -85,7 +85,7 @@ const std::vector<std::string>& mcs_table_names() {
 // ---------------------------------------------------------------------------------------
 // Parameters
 
-void ApCoreParams::validate() const {
+void ap_core_params::validate() const {
     if (users.empty()) throw_invalid("users", "[]", "must name at least one user");
     if (users.size() > 65535)
         throw_invalid("users", std::to_string(users.size()), "entries: more than 65535");
@@ -120,7 +120,7 @@ void ApCoreParams::validate() const {
     try {
         aqm::validate(aqm);
         for (std::size_t u = 0; u < users.size(); ++u) {
-            aqm::AqmConfig c = aqm;
+            aqm::aqm_params c = aqm;
             if (users[u].queue_limit_bytes) c.limits.bytes = *users[u].queue_limit_bytes;
             if (users[u].queue_limit_packets) c.limits.packets = *users[u].queue_limit_packets;
             aqm::validate(c);
@@ -138,7 +138,7 @@ void ApCoreParams::validate() const {
     if (!(clamp.mu_floor_bps > 0) || !std::isfinite(clamp.mu_floor_bps))
         throw_invalid("clamp.mu_floor_bps", format_number(clamp.mu_floor_bps), "not > 0");
     try {
-        sched::scheduler_config sc;
+        sched::scheduler_params sc;
         sc.num_users = users.size();
         sc.policy = scheduler;
         sched::validate(sc);
@@ -146,7 +146,7 @@ void ApCoreParams::validate() const {
         throw_invalid(std::string("scheduler: ") + e.what());
     }
     try {
-        harq::harq_config hc = harq;
+        harq::harq_params hc = harq;
         hc.num_users = static_cast<std::uint32_t>(users.size());
         harq::validate(hc);
         if (olla_enabled) linkadapt::olla check(olla);
@@ -173,24 +173,24 @@ void ApCoreParams::validate() const {
 // ---------------------------------------------------------------------------------------
 // State
 
-struct ApCore::Impl {
-    explicit Impl(ApCoreParams p)
+struct ap_core::Impl {
+    explicit Impl(ap_core_params p)
         : params(std::move(p)),
           clock(slot_clock_params{params.lead_slots, params.restart_backjump_slots,
                                   params.grant_cache}) {}
 
-    ApCoreParams params;
-    ApCoreStats stats;
-    std::vector<UserStats> ustats;
+    ap_core_params params;
+    ap_core_stats stats;
+    std::vector<ap_user_stats> ustats;
     std::uint32_t n_users = 0;
 
     packet_classifier classifier;
     // Queues: per_user -> aqms[u]; shared -> qset.
-    std::vector<std::unique_ptr<aqm::Aqm>> aqms;
-    std::unique_ptr<aqm::QueueSet> qset;
-    std::vector<clamp::RouterAgent> routers;  // one per queue
-    std::vector<clamp::mu_c_estimator> mu;    // one per queue
-    std::vector<pdu::Segmenter> segmenters;   // one per user
+    std::vector<std::unique_ptr<aqm::queue_discipline>> aqms;
+    std::unique_ptr<aqm::queue_set> qset;
+    std::vector<clamp::router_agent> routers;  // one per queue
+    std::vector<clamp::mu_c_estimator> mu;     // one per queue
+    std::vector<pdu::segmenter> segmenters;    // one per user
     std::unique_ptr<sched::scheduler_policy> policy;
     std::unique_ptr<harq::harq_entity> harq;
     std::vector<linkadapt::olla> olla;
@@ -206,7 +206,7 @@ struct ApCore::Impl {
 
     // Traces.
     std::unique_ptr<slot_trace> trace;
-    std::vector<PacketRecord> precords;
+    std::vector<packet_record> precords;
 
     // Scratch.
     std::vector<double> rates;
@@ -216,14 +216,14 @@ struct ApCore::Impl {
     std::vector<harq::harq_event> events;
 
     std::size_t queue_index(std::uint32_t u) const {
-        return params.queue_mode == aqm::QueueMode::shared ? 0 : u;
+        return params.queue_mode == aqm::queue_mode::shared ? 0 : u;
     }
     std::size_t queue_count() const { return routers.size(); }
     // The queue's name in the stats: the user's, or "shared" for the one shared queue.
     std::string queue_name(std::size_t qi) const {
         return qset ? std::string("shared") : params.users[qi].name;
     }
-    aqm::AqmStats aqm_stats(std::size_t qi) const {
+    aqm::aqm_stats aqm_stats(std::size_t qi) const {
         return qset ? qset->queue(0).stats() : aqms[qi]->stats();
     }
     std::size_t q_bytes_of_queue(std::size_t qi) const {
@@ -244,10 +244,10 @@ struct ApCore::Impl {
                 std::string reason = {}) {
         if (!params.record_packets) return;
         precords.push_back(
-            PacketRecord{t, ev, user, id, static_cast<std::uint32_t>(bytes), std::move(reason)});
+            packet_record{t, ev, user, id, static_cast<std::uint32_t>(bytes), std::move(reason)});
     }
 
-    void on_drop(aqm::Drop&& d) {
+    void on_drop(aqm::dropped_packet&& d) {
         ++stats.queue_drops[static_cast<std::size_t>(d.reason)];
         if (d.packet.user < n_users) ++ustats[d.packet.user].dropped;
         record(d.at, "drop", static_cast<int>(d.packet.user), d.packet.id, d.packet.size(),
@@ -293,8 +293,8 @@ struct ApCore::Impl {
     }
 
     // ---- trace rows ----
-    SlotRow new_row(std::uint64_t phy_slot, time_ns air, bool late) const {
-        SlotRow r;
+    slot_row new_row(std::uint64_t phy_slot, time_ns air, bool late) const {
+        slot_row r;
         r.slot = phy_slot;
         r.t_ns = air;
         r.late = late;
@@ -308,15 +308,15 @@ struct ApCore::Impl {
         return r;
     }
     // ---- the steps of a slot request ----
-    static wire::SlotGrant empty_grant(std::uint64_t slot) {
-        wire::SlotGrant g;
+    static wire::slot_grant empty_grant(std::uint64_t slot) {
+        wire::slot_grant g;
         g.slot = slot;
         g.empty = true;
         return g;
     }
 
     // A request for a slot already answered: the same grant again, or an empty one.
-    wire::SlotGrant answer_repeated(const slot_clock::request& r, std::uint64_t slot) {
+    wire::slot_grant answer_repeated(const slot_clock::request& r, std::uint64_t slot) {
         if (r.late) ++stats.requests_late;
         if (r.what == slot_clock::verdict::duplicate) {
             ++stats.requests_duplicate;
@@ -349,8 +349,8 @@ struct ApCore::Impl {
     }
 
     // HARQ retransmissions go first (sched.h: the policy is not asked; update() still once).
-    wire::SlotGrant grant_retransmission(std::uint32_t user, std::uint8_t process, std::int64_t s,
-                                         std::uint64_t slot, std::optional<SlotRow>& row) {
+    wire::slot_grant grant_retransmission(std::uint32_t user, std::uint8_t process, std::int64_t s,
+                                          std::uint64_t slot, std::optional<slot_row>& row) {
         const harq::tx_grant g = harq->retransmit(user, process, s);
         const auto& tb = tbs.at(g.tb.id);
         policy->update(rates, static_cast<int>(g.user), rate_of_mcs(tb.mcs));
@@ -363,8 +363,8 @@ struct ApCore::Impl {
     }
 
     // A new TB for the user the policy chose, filled from its queue by its segmenter.
-    wire::SlotGrant grant_new_tb(std::uint32_t user, std::int64_t s, std::uint64_t slot,
-                                 time_ns now, std::optional<SlotRow>& row) {
+    wire::slot_grant grant_new_tb(std::uint32_t user, std::int64_t s, std::uint64_t slot,
+                                  time_ns now, std::optional<slot_row>& row) {
         const int mcs = mcs_for(user);
         const std::uint32_t tb_bytes = tb_bytes_of_mcs[static_cast<std::size_t>(mcs)];
         const std::size_t qi = queue_index(user);
@@ -376,9 +376,10 @@ struct ApCore::Impl {
                 ++stats.tbs_without_price;
             }
         }
-        pdu::PacketSource source = [this, user, qi, now]() -> std::optional<Packet> {
+        pdu::packet_source source = [this, user, qi, now]() -> std::optional<ip_packet> {
             const std::uint64_t marked_before = marked_of_queue(qi);
-            std::optional<Packet> pk = qset ? qset->dequeue(user, now) : aqms[user]->dequeue(now);
+            std::optional<ip_packet> pk =
+                qset ? qset->dequeue(user, now) : aqms[user]->dequeue(now);
             if (pk) {
                 record(now, "dequeue", static_cast<int>(user), pk->id, pk->size());
                 if (marked_of_queue(qi) > marked_before) {  // dequeue-time marking
@@ -388,7 +389,7 @@ struct ApCore::Impl {
             }
             return pk;
         };
-        pdu::BuiltTb built = segmenters[user].build(tb_bytes, source, price);
+        pdu::built_tb built = segmenters[user].build(tb_bytes, source, price);
         const std::uint64_t id = next_tb_id++;
         const harq::tx_grant g = harq->new_transmission(
             user, harq::tb_ref{id, static_cast<std::uint32_t>(built.bytes.size())}, s);
@@ -408,15 +409,15 @@ struct ApCore::Impl {
         return grant_from(g, stored, slot);
     }
 
-    wire::SlotGrant grant_nothing(std::uint64_t slot, std::optional<SlotRow>& row) {
+    wire::slot_grant grant_nothing(std::uint64_t slot, std::optional<slot_row>& row) {
         policy->update(rates, sched::kNoUser, 0.0);
         ++stats.grants_empty;
         if (row) trace->add_empty(std::move(*row));
         return empty_grant(slot);
     }
 
-    void trace_transmission(std::optional<SlotRow>& row, const harq::tx_grant& g, const held_tb& tb,
-                            int retx) {
+    void trace_transmission(std::optional<slot_row>& row, const harq::tx_grant& g,
+                            const held_tb& tb, int retx) {
         if (!row) return;
         row->user = static_cast<int>(g.user);
         row->mcs = tb.mcs;
@@ -446,7 +447,7 @@ struct ApCore::Impl {
         if (e.stale) ++stats.feedback_stale;
     }
 
-    // A CqiReport for PHY slot `phy_slot` from `user`: the client heard that slot, and it
+    // A cqi_report for PHY slot `phy_slot` from `user`: the client heard that slot, and it
     // sends its HARQ feedback for a slot before the CQI of the same or a later slot (one
     // uplink socket, in order, client_core.h). So a TB of this user sent in a slot <= phy_slot
     // still awaiting feedback was never received: the slot went out empty (its grant
@@ -470,8 +471,8 @@ struct ApCore::Impl {
         }
     }
 
-    wire::SlotGrant grant_from(const harq::tx_grant& g, const held_tb& tb, std::uint64_t slot) {
-        wire::SlotGrant out;
+    wire::slot_grant grant_from(const harq::tx_grant& g, const held_tb& tb, std::uint64_t slot) {
+        wire::slot_grant out;
         out.slot = slot;
         out.empty = false;
         out.user = static_cast<std::uint16_t>(g.user);
@@ -486,45 +487,46 @@ struct ApCore::Impl {
 
 // ---------------------------------------------------------------------------------------
 
-ApCore::ApCore(ApCoreParams params) {
+ap_core::ap_core(ap_core_params params) {
     params.validate();
     params.harq.num_users = static_cast<std::uint32_t>(params.users.size());
     impl_ = std::make_unique<Impl>(std::move(params));
     Impl& m = *impl_;
-    const ApCoreParams& p = m.params;
+    const ap_core_params& p = m.params;
     m.n_users = static_cast<std::uint32_t>(p.users.size());
     m.ustats.resize(m.n_users);
     for (std::uint32_t u = 0; u < m.n_users; ++u)
         for (const auto& a : p.users[u].addresses) m.classifier.add(*parse_address(a), u);
 
-    if (p.queue_mode == aqm::QueueMode::shared) {
-        aqm::QueueSetConfig qc;
+    if (p.queue_mode == aqm::queue_mode::shared) {
+        aqm::queue_set_params qc;
         qc.users = m.n_users;
-        qc.mode = aqm::QueueMode::shared;
+        qc.mode = aqm::queue_mode::shared;
         qc.aqm = p.aqm;
-        m.qset = std::make_unique<aqm::QueueSet>(qc);
-        m.qset->set_drop_sink([&m](aqm::Drop&& d) { m.on_drop(std::move(d)); });
+        m.qset = std::make_unique<aqm::queue_set>(qc);
+        m.qset->set_drop_sink([&m](aqm::dropped_packet&& d) { m.on_drop(std::move(d)); });
     } else {
         for (std::uint32_t u = 0; u < m.n_users; ++u) {
-            aqm::AqmConfig c = p.aqm;
+            aqm::aqm_params c = p.aqm;
             c.seed = p.aqm.seed + u;  // independent draws per queue, reproducible
             if (p.users[u].queue_limit_bytes) c.limits.bytes = *p.users[u].queue_limit_bytes;
             if (p.users[u].queue_limit_packets) c.limits.packets = *p.users[u].queue_limit_packets;
             m.aqms.push_back(aqm::make_aqm(c));
-            m.aqms.back()->set_drop_sink([&m](aqm::Drop&& d) { m.on_drop(std::move(d)); });
+            m.aqms.back()->set_drop_sink(
+                [&m](aqm::dropped_packet&& d) { m.on_drop(std::move(d)); });
         }
     }
-    const std::size_t nq = p.queue_mode == aqm::QueueMode::shared ? 1 : m.n_users;
-    m.routers.assign(nq,
-                     clamp::RouterAgent(p.clamp.enabled ? p.clamp.router : clamp::RouterParams{}));
+    const std::size_t nq = p.queue_mode == aqm::queue_mode::shared ? 1 : m.n_users;
+    m.routers.assign(
+        nq, clamp::router_agent(p.clamp.enabled ? p.clamp.router : clamp::router_agent_params{}));
     m.mu.assign(nq, clamp::mu_c_estimator(clamp::mu_c_params{p.clamp.mu_init_slots,
                                                              p.clamp.mu_ema_weight, p.slot_s}));
     for (std::uint32_t u = 0; u < m.n_users; ++u) {
-        pdu::SegmenterParams sp;
+        pdu::segmenter_params sp;
         sp.user = static_cast<std::uint16_t>(u);
         m.segmenters.emplace_back(sp);
     }
-    sched::scheduler_config sc;
+    sched::scheduler_params sc;
     sc.num_users = m.n_users;
     sc.policy = p.scheduler;
     m.policy = sched::make_scheduler(sc);
@@ -544,15 +546,15 @@ ApCore::ApCore(ApCoreParams params) {
     m.served_q.assign(nq, 0);
 }
 
-ApCore::~ApCore() = default;
+ap_core::~ap_core() = default;
 
-std::optional<std::uint32_t> ApCore::classify(const std::vector<std::uint8_t>& packet) const {
+std::optional<std::uint32_t> ap_core::classify(const std::vector<std::uint8_t>& packet) const {
     const auto c = impl_->classifier.classify(packet);
     if (c.what != packet_classifier::outcome::user) return std::nullopt;
     return c.user;
 }
 
-bool ApCore::on_downlink_packet(time_ns now, std::vector<std::uint8_t> bytes) {
+bool ap_core::on_downlink_packet(time_ns now, std::vector<std::uint8_t> bytes) {
     Impl& m = *impl_;
     m.last_now = std::max(m.last_now, now);
     ++m.stats.downlink_packets;
@@ -574,7 +576,7 @@ bool ApCore::on_downlink_packet(time_ns now, std::vector<std::uint8_t> bytes) {
     const std::size_t size = bytes.size();
     // Andrew & Hanly, CLAMP, §IV-A: the EMA sees Q(n), the backlog this packet finds (clamp.h).
     if (m.params.clamp.enabled) m.routers[qi].on_arrival(now, m.q_bytes_of_queue(qi));
-    Packet pkt;
+    ip_packet pkt;
     pkt.data = std::move(bytes);
     pkt.user = u;
     pkt.id = id;
@@ -595,12 +597,12 @@ bool ApCore::on_downlink_packet(time_ns now, std::vector<std::uint8_t> bytes) {
     return ok;
 }
 
-void ApCore::on_phy_restart() {
+void ap_core::on_phy_restart() {
     Impl& m = *impl_;
     if (m.clock.on_phy_restart()) ++m.stats.phy_restarts;
 }
 
-wire::SlotGrant ApCore::on_slot_request(time_ns now, std::uint64_t slot, time_ns air_time_ns) {
+wire::slot_grant ap_core::on_slot_request(time_ns now, std::uint64_t slot, time_ns air_time_ns) {
     Impl& m = *impl_;
     m.last_now = std::max(m.last_now, now);
     ++m.stats.slot_requests;
@@ -612,9 +614,9 @@ wire::SlotGrant ApCore::on_slot_request(time_ns now, std::uint64_t slot, time_ns
 
     m.expire_harq(s, now);
     m.prepare_scheduler_inputs(s);
-    std::optional<SlotRow> row;
+    std::optional<slot_row> row;
     if (m.params.record_slots) row = m.new_row(slot, air_time_ns, r.late);
-    wire::SlotGrant out;
+    wire::slot_grant out;
     if (const auto rx = m.harq->next_retransmission(s)) {
         out = m.grant_retransmission(rx->user, rx->process, s, slot, row);
     } else if (const int u = m.policy->choose(m.rates, m.eligible); u != sched::kNoUser) {
@@ -627,7 +629,7 @@ wire::SlotGrant ApCore::on_slot_request(time_ns now, std::uint64_t slot, time_ns
     return out;
 }
 
-void ApCore::on_cqi(std::uint32_t user, std::uint64_t slot, double snr_db, std::uint8_t /*cqi*/) {
+void ap_core::on_cqi(std::uint32_t user, std::uint64_t slot, double snr_db, std::uint8_t /*cqi*/) {
     Impl& m = *impl_;
     if (user >= m.n_users) {
         ++m.stats.cqi_unknown_user;
@@ -642,7 +644,7 @@ void ApCore::on_cqi(std::uint32_t user, std::uint64_t slot, double snr_db, std::
     m.check_unheard(user, slot);
 }
 
-void ApCore::on_harq_feedback(std::uint32_t user, std::uint64_t slot, std::uint8_t pid, bool ack) {
+void ap_core::on_harq_feedback(std::uint32_t user, std::uint64_t slot, std::uint8_t pid, bool ack) {
     Impl& m = *impl_;
     ++m.stats.feedback;
     if (user >= m.n_users) {
@@ -667,45 +669,49 @@ void ApCore::on_harq_feedback(std::uint32_t user, std::uint64_t slot, std::uint8
     m.handle_event(ev, m.last_now);
 }
 
-std::vector<SlotRow> ApCore::take_slot_rows() { return impl_->trace->take(); }
+std::vector<slot_row> ap_core::take_slot_rows() { return impl_->trace->take(); }
 
-std::vector<SlotRow> ApCore::final_rows() { return impl_->trace->take_all(); }
+std::vector<slot_row> ap_core::final_rows() { return impl_->trace->take_all(); }
 
-std::vector<PacketRecord> ApCore::take_packet_records() {
-    std::vector<PacketRecord> out;
+std::vector<packet_record> ap_core::take_packet_records() {
+    std::vector<packet_record> out;
     out.swap(impl_->precords);
     return out;
 }
 
-const ApCoreStats& ApCore::stats() const { return impl_->stats; }
-const UserStats& ApCore::user_stats(std::uint32_t user) const { return impl_->ustats.at(user); }
-const harq::harq_stats& ApCore::harq_stats() const { return impl_->harq->stats(); }
-std::size_t ApCore::users() const { return impl_->n_users; }
-const ApCoreParams& ApCore::params() const { return impl_->params; }
-std::size_t ApCore::queued_bytes(std::uint32_t user) const { return impl_->user_queue_bytes(user); }
-std::optional<double> ApCore::mu_c_bps(std::uint32_t user) const {
+const ap_core_stats& ap_core::stats() const { return impl_->stats; }
+const ap_user_stats& ap_core::user_stats(std::uint32_t user) const {
+    return impl_->ustats.at(user);
+}
+const harq::harq_stats& ap_core::harq_stats() const { return impl_->harq->stats(); }
+std::size_t ap_core::users() const { return impl_->n_users; }
+const ap_core_params& ap_core::params() const { return impl_->params; }
+std::size_t ap_core::queued_bytes(std::uint32_t user) const {
+    return impl_->user_queue_bytes(user);
+}
+std::optional<double> ap_core::mu_c_bps(std::uint32_t user) const {
     return impl_->mu.at(impl_->queue_index(user)).bps();
 }
-std::optional<double> ApCore::price(std::uint32_t user) const {
+std::optional<double> ap_core::price(std::uint32_t user) const {
     const double v = impl_->peek_price(user);
     if (std::isnan(v)) return std::nullopt;
     return v;
 }
-int ApCore::mcs_for(std::uint32_t user) const { return impl_->mcs_for(user); }
-double ApCore::rate_bps(std::uint32_t user) const {
+int ap_core::mcs_for(std::uint32_t user) const { return impl_->mcs_for(user); }
+double ap_core::rate_bps(std::uint32_t user) const {
     return impl_->rate_of_mcs(impl_->mcs_for(user));
 }
-const clamp::RouterAgent& ApCore::router_of(std::uint32_t user) const {
+const clamp::router_agent& ap_core::router_of(std::uint32_t user) const {
     return impl_->routers.at(impl_->queue_index(user));
 }
-std::uint32_t ApCore::tb_bytes_for_mcs(int mcs) const {
+std::uint32_t ap_core::tb_bytes_for_mcs(int mcs) const {
     if (mcs < 0 || static_cast<std::size_t>(mcs) >= impl_->tb_bytes_of_mcs.size()) return 0;
     return impl_->tb_bytes_of_mcs[static_cast<std::size_t>(mcs)];
 }
 
-std::vector<std::pair<std::string, std::uint64_t>> ApCore::counters() const {
+std::vector<std::pair<std::string, std::uint64_t>> ap_core::counters() const {
     const Impl& m = *impl_;
-    const ApCoreStats& s = m.stats;
+    const ap_core_stats& s = m.stats;
     std::vector<std::pair<std::string, std::uint64_t>> c = {
         {"downlink.packets", s.downlink_packets},
         {"downlink.bytes", s.downlink_bytes},
@@ -737,13 +743,13 @@ std::vector<std::pair<std::string, std::uint64_t>> ApCore::counters() const {
     };
     for (std::size_t i = 0; i < aqm::kDropReasonCount; ++i)
         c.emplace_back(
-            "queue_drops." + std::string(aqm::to_string(static_cast<aqm::DropReason>(i))),
+            "queue_drops." + std::string(aqm::to_string(static_cast<aqm::drop_reason>(i))),
             s.queue_drops[i]);
     append_counters(c, "harq.", m.harq->stats());
     c.emplace_back("harq.in_flight", m.harq->in_flight());
     for (std::uint32_t u = 0; u < m.n_users; ++u) {
         const std::string pre = "users." + m.params.users[u].name + ".";
-        const UserStats& us = m.ustats[u];
+        const ap_user_stats& us = m.ustats[u];
         c.insert(c.end(), {{pre + "enqueued", us.enqueued},
                            {pre + "enqueued_bytes", us.enqueued_bytes},
                            {pre + "dropped", us.dropped},
@@ -761,7 +767,7 @@ std::vector<std::pair<std::string, std::uint64_t>> ApCore::counters() const {
     return c;
 }
 
-std::vector<std::pair<std::string, double>> ApCore::gauges() const {
+std::vector<std::pair<std::string, double>> ap_core::gauges() const {
     const Impl& m = *impl_;
     std::vector<std::pair<std::string, double>> g;
     for (std::uint32_t u = 0; u < m.n_users; ++u) {

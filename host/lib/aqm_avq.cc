@@ -16,9 +16,9 @@ namespace {
 // overflows when the input exceeds the desired utilisation gamma C. O(1) per arrival.
 // C~ starts at C when the capacity first becomes known; C~ <= C holds after every update
 // (and when a measured C falls, at the next arrival).
-class Avq final : public FifoAqm {
+class avq_discipline final : public fifo_discipline {
   public:
-    Avq(const AqmConfig& c, const AvqParams& p) : FifoAqm(c, true), p_(p) {
+    avq_discipline(const aqm_params& c, const avq_params& p) : fifo_discipline(c, true), p_(p) {
         if (p.virtual_buffer_bytes > 0) {
             buffer_ = static_cast<double>(p.virtual_buffer_bytes);
         } else if (c.limits.bytes > 0) {
@@ -27,11 +27,11 @@ class Avq final : public FifoAqm {
             buffer_ = static_cast<double>(c.limits.packets) * p.mean_packet_size;
         }
     }
-    AqmKind kind() const override { return AqmKind::avq; }
+    aqm_kind kind() const override { return aqm_kind::avq; }
 
   protected:
-    Verdict decide(const Packet& pk, time_ns now) override {
-        if (!rate_.known()) return Verdict::accept;  // measuring: no capacity yet
+    verdict decide(const ip_packet& pk, time_ns now) override {
+        if (!rate_.known()) return verdict::accept;  // measuring: no capacity yet
         const double cap = rate_.rate_bps() / 8.0;   // C, bytes/s
         if (!started_) {
             started_ = true;
@@ -41,9 +41,9 @@ class Avq final : public FifoAqm {
         const double dt = to_seconds(std::max<time_ns>(0, now - last_));
         const double b = static_cast<double>(pk.size());
         vq_ = std::max(vq_ - ctilde_ * dt, 0.0);
-        Verdict v = Verdict::accept;
+        verdict v = verdict::accept;
         if (vq_ + b > buffer_) {
-            v = Verdict::signal;
+            v = verdict::signal;
         } else {
             vq_ += b;
         }
@@ -52,13 +52,13 @@ class Avq final : public FifoAqm {
         last_ = now;
         return v;
     }
-    void fill_stats(AqmStats& s) const override {
+    void fill_stats(aqm_stats& s) const override {
         s.virtual_capacity_bps = ctilde_ * 8.0;
         s.virtual_queue_bytes = vq_;
     }
 
   private:
-    AvqParams p_;
+    avq_params p_;
     double buffer_;
     bool started_ = false;
     double ctilde_ = 0.0;  // bytes/s
@@ -68,8 +68,8 @@ class Avq final : public FifoAqm {
 
 }  // namespace
 
-std::unique_ptr<Aqm> make_avq(const AqmConfig& c, const AvqParams& p) {
-    return std::make_unique<Avq>(c, p);
+std::unique_ptr<queue_discipline> make_avq(const aqm_params& c, const avq_params& p) {
+    return std::make_unique<avq_discipline>(c, p);
 }
 
 }  // namespace oppsched::aqm::detail

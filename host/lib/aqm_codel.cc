@@ -15,13 +15,14 @@ namespace {
 //   - re-entering soon after leaving resumes from the previous drop count (RFC 8289 §5.5,
 //     the Linux variant the RFC quotes).
 // O(1) per packet, plus one sqrt per drop.
-class Codel final : public FifoAqm {
+class codel_discipline final : public fifo_discipline {
   public:
-    Codel(const AqmConfig& c, const CodelParams& p) : FifoAqm(c, false), p_(p) {}
-    AqmKind kind() const override { return AqmKind::codel; }
+    codel_discipline(const aqm_params& c, const codel_params& p)
+        : fifo_discipline(c, false), p_(p) {}
+    aqm_kind kind() const override { return aqm_kind::codel; }
 
-    std::optional<Packet> dequeue(time_ns now) override {
-        Dq r = dodequeue(now);
+    std::optional<ip_packet> dequeue(time_ns now) override {
+        dequeue_step r = dodequeue(now);
         if (dropping_) {
             if (!r.ok_to_drop) {
                 dropping_ = false;  // sojourn below target: leave the dropping state
@@ -32,7 +33,7 @@ class Codel final : public FifoAqm {
                     drop_next_ = control_law(drop_next_, count_);
                     break;
                 }
-                report_drop(std::move(*r.p), DropReason::aqm_drop, now);
+                report_drop(std::move(*r.p), drop_reason::aqm_drop, now);
                 r = dodequeue(now);
                 if (!r.ok_to_drop) {
                     dropping_ = false;
@@ -42,7 +43,7 @@ class Codel final : public FifoAqm {
             }
         } else if (r.ok_to_drop) {
             if (!try_mark(*r.p)) {
-                report_drop(std::move(*r.p), DropReason::aqm_drop, now);
+                report_drop(std::move(*r.p), drop_reason::aqm_drop, now);
                 r = dodequeue(now);
             }
             dropping_ = true;
@@ -59,20 +60,20 @@ class Codel final : public FifoAqm {
     }
 
   protected:
-    void fill_stats(AqmStats& s) const override {
+    void fill_stats(aqm_stats& s) const override {
         s.dropping = dropping_;
         s.codel_count = count_;
         s.queue_delay_s = to_seconds(sojourn_);
     }
 
   private:
-    struct Dq {
-        std::optional<Packet> p;
+    struct dequeue_step {
+        std::optional<ip_packet> p;
         bool ok_to_drop = false;
     };
 
-    Dq dodequeue(time_ns now) {
-        Dq r;
+    dequeue_step dodequeue(time_ns now) {
+        dequeue_step r;
         if (fifo_.empty()) {
             above_ = false;  // RFC: first_above_time_ = 0
             return r;
@@ -95,7 +96,7 @@ class Codel final : public FifoAqm {
                                         std::sqrt(static_cast<double>(count)));
     }
 
-    CodelParams p_;
+    codel_params p_;
     bool above_ = false;  // first_above_time_ is set (the RFC uses 0 for "not set")
     time_ns first_above_time_ = 0;
     time_ns drop_next_ = 0;
@@ -107,8 +108,8 @@ class Codel final : public FifoAqm {
 
 }  // namespace
 
-std::unique_ptr<Aqm> make_codel(const AqmConfig& c, const CodelParams& p) {
-    return std::make_unique<Codel>(c, p);
+std::unique_ptr<queue_discipline> make_codel(const aqm_params& c, const codel_params& p) {
+    return std::make_unique<codel_discipline>(c, p);
 }
 
 }  // namespace oppsched::aqm::detail

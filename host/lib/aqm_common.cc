@@ -12,14 +12,14 @@
 
 namespace oppsched::aqm {
 
-// AqmConfig::kind() is the variant index: the alternatives must follow AqmKind's order.
-static_assert(std::variant_size_v<AqmParams> == kAqmKindCount);
-static_assert(
-    std::is_same_v<std::variant_alternative_t<static_cast<std::size_t>(AqmKind::tlas), AqmParams>,
-                   TlasParams>);
-static_assert(
-    std::is_same_v<std::variant_alternative_t<static_cast<std::size_t>(AqmKind::spmaf), AqmParams>,
-                   SpmAfParams>);
+// aqm_params::kind() is the variant index: the alternatives must follow aqm_kind's order.
+static_assert(std::variant_size_v<algorithm_params> == kAqmKindCount);
+static_assert(std::is_same_v<std::variant_alternative_t<static_cast<std::size_t>(aqm_kind::tlas),
+                                                        algorithm_params>,
+                             tlas_params>);
+static_assert(std::is_same_v<std::variant_alternative_t<static_cast<std::size_t>(aqm_kind::spmaf),
+                                                        algorithm_params>,
+                             spm_af_params>);
 
 namespace {
 
@@ -46,9 +46,9 @@ void positive_time(const char* field, time_ns v) {
     if (v <= 0) throw_invalid(field, std::to_string(v) + " ns", "must be > 0");
 }
 
-void validate_params(const DropTailParams&, const AqmConfig&) {}
+void validate_params(const drop_tail_params&, const aqm_params&) {}
 
-void validate_params(const RedParams& p, const AqmConfig&) {
+void validate_params(const red_params& p, const aqm_params&) {
     non_negative("red.min_th", p.min_th);
     if (!(p.max_th > p.min_th) || !std::isfinite(p.max_th))
         throw_invalid("red.max_th", format_number(p.max_th),
@@ -58,7 +58,7 @@ void validate_params(const RedParams& p, const AqmConfig&) {
     positive("red.mean_packet_size", p.mean_packet_size);
 }
 
-void validate_params(const RemParams& p, const AqmConfig&) {
+void validate_params(const rem_params& p, const aqm_params&) {
     positive("rem.gamma", p.gamma);
     non_negative("rem.alpha", p.alpha);
     if (!(p.phi > 1.0) || !std::isfinite(p.phi))
@@ -69,7 +69,7 @@ void validate_params(const RemParams& p, const AqmConfig&) {
     positive("rem.mean_packet_size", p.mean_packet_size);
 }
 
-void validate_params(const ReaqmParams& p, const AqmConfig&) {
+void validate_params(const reaqm_params& p, const aqm_params&) {
     non_negative("reaqm.alpha", p.alpha);
     // Wang & Song, REAQM, eq. 5: "alpha' is relative weight parameter larger than alpha".
     if (p.modified_update && (!(p.alpha_prime > p.alpha) || !std::isfinite(p.alpha_prime)))
@@ -84,13 +84,13 @@ void validate_params(const ReaqmParams& p, const AqmConfig&) {
     positive("reaqm.mean_packet_size", p.mean_packet_size);
 }
 
-void validate_params(const AvqParams& p, const AqmConfig&) {
+void validate_params(const avq_params& p, const aqm_params&) {
     in_open_closed_unit("avq.gamma", p.gamma);
     positive("avq.alpha", p.alpha);
     positive("avq.mean_packet_size", p.mean_packet_size);
 }
 
-void validate_params(const CodelParams& p, const AqmConfig&) {
+void validate_params(const codel_params& p, const aqm_params&) {
     positive_time("codel.target", p.target);
     positive_time("codel.interval", p.interval);
     if (p.target >= p.interval)
@@ -99,7 +99,7 @@ void validate_params(const CodelParams& p, const AqmConfig&) {
     if (p.mtu == 0) throw_invalid("codel.mtu", "0", "must be > 0");
 }
 
-void validate_params(const PieParams& p, const AqmConfig&) {
+void validate_params(const pie_params& p, const aqm_params&) {
     positive_time("pie.target", p.target);
     positive_time("pie.tupdate", p.tupdate);
     non_negative("pie.alpha", p.alpha);
@@ -110,77 +110,77 @@ void validate_params(const PieParams& p, const AqmConfig&) {
     positive("pie.mean_packet_size", p.mean_packet_size);
 }
 
-void validate_params(const SpmAfParams&, const AqmConfig&) {}
+void validate_params(const spm_af_params&, const aqm_params&) {}
 
-void validate_params(const LasParams& p, const AqmConfig&) {
+void validate_params(const las_params& p, const aqm_params&) {
     positive_time("las.flow_idle_timeout", p.flow_idle_timeout);
 }
 
-void validate_params(const TlasParams& p, const AqmConfig&) {
+void validate_params(const tlas_params& p, const aqm_params&) {
     if (p.threshold_packets == 0) throw_invalid("tlas.threshold_packets", "0", "must be >= 1");
     positive_time("tlas.flow_idle_timeout", p.flow_idle_timeout);
 }
 
 }  // namespace
 
-std::string_view to_string(DropReason r) { return kReasonNames.at(static_cast<std::size_t>(r)); }
-std::string_view to_string(AqmKind k) { return kKindNames.at(static_cast<std::size_t>(k)); }
+std::string_view to_string(drop_reason r) { return kReasonNames.at(static_cast<std::size_t>(r)); }
+std::string_view to_string(aqm_kind k) { return kKindNames.at(static_cast<std::size_t>(k)); }
 
-std::optional<AqmKind> aqm_kind_from_string(std::string_view name) {
+std::optional<aqm_kind> aqm_kind_from_string(std::string_view name) {
     std::string s;
     for (char c : name) {
         if (c == '-' || c == '_') continue;
         s.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
     }
     for (std::size_t i = 0; i < kKindNames.size(); ++i)
-        if (s == kKindNames[i]) return static_cast<AqmKind>(i);
+        if (s == kKindNames[i]) return static_cast<aqm_kind>(i);
     return std::nullopt;
 }
 
-std::uint64_t AqmStats::dropped_total() const {
+std::uint64_t aqm_stats::dropped_total() const {
     std::uint64_t n = 0;
     for (auto d : dropped) n += d;
     return n;
 }
 
-AqmConfig default_config(AqmKind kind) {
-    AqmConfig c;
+aqm_params default_config(aqm_kind kind) {
+    aqm_params c;
     switch (kind) {
-        case AqmKind::droptail:
-            c.params = DropTailParams{};
+        case aqm_kind::droptail:
+            c.params = drop_tail_params{};
             break;
-        case AqmKind::red:
-            c.params = RedParams{};
+        case aqm_kind::red:
+            c.params = red_params{};
             break;
-        case AqmKind::rem:
-            c.params = RemParams{};
+        case aqm_kind::rem:
+            c.params = rem_params{};
             break;
-        case AqmKind::reaqm:
-            c.params = ReaqmParams{};
+        case aqm_kind::reaqm:
+            c.params = reaqm_params{};
             break;
-        case AqmKind::avq:
-            c.params = AvqParams{};
+        case aqm_kind::avq:
+            c.params = avq_params{};
             break;
-        case AqmKind::codel:
-            c.params = CodelParams{};
+        case aqm_kind::codel:
+            c.params = codel_params{};
             break;
-        case AqmKind::pie:
-            c.params = PieParams{};
+        case aqm_kind::pie:
+            c.params = pie_params{};
             break;
-        case AqmKind::spmaf:
-            c.params = SpmAfParams{};
+        case aqm_kind::spmaf:
+            c.params = spm_af_params{};
             break;
-        case AqmKind::las:
-            c.params = LasParams{};
+        case aqm_kind::las:
+            c.params = las_params{};
             break;
-        case AqmKind::tlas:
-            c.params = TlasParams{};
+        case aqm_kind::tlas:
+            c.params = tlas_params{};
             break;
     }
     return c;
 }
 
-void validate(const AqmConfig& c) {
+void validate(const aqm_params& c) {
     if (c.limits.bytes == 0 && c.limits.packets == 0)
         throw_invalid("aqm.limits", "0 bytes and 0 packets", "leave the queue unbounded; set one");
     if (!(c.rate.capacity_bps >= 0.0) || !std::isfinite(c.rate.capacity_bps))
@@ -191,32 +191,32 @@ void validate(const AqmConfig& c) {
     std::visit([&c](const auto& p) { validate_params(p, c); }, c.params);
 }
 
-std::unique_ptr<Aqm> make_aqm(const AqmConfig& c) {
+std::unique_ptr<queue_discipline> make_aqm(const aqm_params& c) {
     validate(c);
     using namespace detail;
     return std::visit(
-        [&c](const auto& p) -> std::unique_ptr<Aqm> {
+        [&c](const auto& p) -> std::unique_ptr<queue_discipline> {
             using P = std::decay_t<decltype(p)>;
-            if constexpr (std::is_same_v<P, DropTailParams>) {
+            if constexpr (std::is_same_v<P, drop_tail_params>) {
                 return make_droptail(c);
-            } else if constexpr (std::is_same_v<P, RedParams>) {
+            } else if constexpr (std::is_same_v<P, red_params>) {
                 return make_red(c, p);
-            } else if constexpr (std::is_same_v<P, RemParams>) {
+            } else if constexpr (std::is_same_v<P, rem_params>) {
                 return make_rem(c, p);
-            } else if constexpr (std::is_same_v<P, ReaqmParams>) {
+            } else if constexpr (std::is_same_v<P, reaqm_params>) {
                 return make_reaqm(c, p);
-            } else if constexpr (std::is_same_v<P, AvqParams>) {
+            } else if constexpr (std::is_same_v<P, avq_params>) {
                 return make_avq(c, p);
-            } else if constexpr (std::is_same_v<P, CodelParams>) {
+            } else if constexpr (std::is_same_v<P, codel_params>) {
                 return make_codel(c, p);
-            } else if constexpr (std::is_same_v<P, PieParams>) {
+            } else if constexpr (std::is_same_v<P, pie_params>) {
                 return make_pie(c, p);
-            } else if constexpr (std::is_same_v<P, SpmAfParams>) {
+            } else if constexpr (std::is_same_v<P, spm_af_params>) {
                 return make_spmaf(c, p);
-            } else if constexpr (std::is_same_v<P, LasParams>) {
+            } else if constexpr (std::is_same_v<P, las_params>) {
                 return make_las(c, p);
             } else {
-                static_assert(std::is_same_v<P, TlasParams>, "every AqmParams alternative");
+                static_assert(std::is_same_v<P, tlas_params>, "every algorithm_params alternative");
                 return make_tlas(c, p);
             }
         },
@@ -225,13 +225,13 @@ std::unique_ptr<Aqm> make_aqm(const AqmConfig& c) {
 
 // ---------------------------------------------------------------------------------------
 
-ServiceRateEstimator::ServiceRateEstimator(const RateConfig& c)
+service_rate_estimator::service_rate_estimator(const rate_params& c)
     : measuring_(c.capacity_bps <= 0.0),
       sample_bytes_(c.sample_bytes),
       weight_(c.ema_weight),
       rate_bps_(c.capacity_bps > 0.0 ? c.capacity_bps : 0.0) {}
 
-void ServiceRateEstimator::on_enqueue(bool queue_was_empty, time_ns now) {
+void service_rate_estimator::on_enqueue(bool queue_was_empty, time_ns now) {
     if (!measuring_) return;
     if (queue_was_empty && !busy_) {
         busy_ = true;
@@ -239,7 +239,7 @@ void ServiceRateEstimator::on_enqueue(bool queue_was_empty, time_ns now) {
     }
 }
 
-void ServiceRateEstimator::on_dequeue(std::size_t size, bool queue_now_empty, time_ns now) {
+void service_rate_estimator::on_dequeue(std::size_t size, bool queue_now_empty, time_ns now) {
     if (!measuring_) return;
     if (busy_) {
         acc_time_ += std::max<time_ns>(0, now - busy_since_);
@@ -257,19 +257,19 @@ void ServiceRateEstimator::on_dequeue(std::size_t size, bool queue_now_empty, ti
     }
 }
 
-bool marks_ecn(AqmKind k) {
+bool marks_ecn(aqm_kind k) {
     switch (k) {
-        case AqmKind::red:
-        case AqmKind::rem:
-        case AqmKind::reaqm:
-        case AqmKind::avq:
-        case AqmKind::codel:
-        case AqmKind::pie:
+        case aqm_kind::red:
+        case aqm_kind::rem:
+        case aqm_kind::reaqm:
+        case aqm_kind::avq:
+        case aqm_kind::codel:
+        case aqm_kind::pie:
             return true;
-        case AqmKind::droptail:
-        case AqmKind::spmaf:
-        case AqmKind::las:
-        case AqmKind::tlas:
+        case aqm_kind::droptail:
+        case aqm_kind::spmaf:
+        case aqm_kind::las:
+        case aqm_kind::tlas:
             return false;
     }
     return false;

@@ -28,25 +28,26 @@ namespace {
 // Flow state is forgotten once a flow has nothing queued and has been idle for
 // flow_idle_timeout (a returning flow then starts again at zero).
 // Cost: one parse and O(log n) per packet (std::map); the idle sweep is amortised O(1).
-class Las final : public AqmBase {
+class las_discipline final : public discipline_base {
   public:
-    Las(const AqmConfig& c, bool threshold, std::size_t threshold_packets, time_ns idle_timeout)
-        : AqmBase(c),
+    las_discipline(const aqm_params& c, bool threshold, std::size_t threshold_packets,
+                   time_ns idle_timeout)
+        : discipline_base(c),
           threshold_(threshold),
           threshold_packets_(threshold_packets),
           idle_timeout_(idle_timeout) {}
-    AqmKind kind() const override { return threshold_ ? AqmKind::tlas : AqmKind::las; }
+    aqm_kind kind() const override { return threshold_ ? aqm_kind::tlas : aqm_kind::las; }
 
-    bool enqueue(Packet p, time_ns now) override {
+    bool enqueue(ip_packet p, time_ns now) override {
         ++stats_.offered;
         p.arrival = now;
         sweep(now);
-        tcpip::FlowKey key;
+        tcpip::flow_key key;
         if (auto r = tcpip::parse(p.data)) key = r->flow;
-        Flow& f = flows_[key];
+        las_flow& f = flows_[key];
         f.last_active = now;
 
-        Key k;
+        las_key k;
         k.seq = next_seq_++;
         if (threshold_ && f.packets >= threshold_packets_) {
             k.cls = 1;  // T-LAS: past the threshold, FIFO behind the LAS class
@@ -66,17 +67,17 @@ class Las final : public AqmBase {
             ++freed_packets;
         }
         if (!fits(size, freed_bytes, freed_packets)) {
-            report_drop(std::move(p), DropReason::overflow, now);
+            report_drop(std::move(p), drop_reason::overflow, now);
             return false;
         }
         while (freed_packets-- > 0) {
             auto last = std::prev(q_.end());
-            Flow& vf = *last->second.flow;
+            las_flow& vf = *last->second.flow;
             vf.bytes -= last->second.p.size();
             --vf.packets;
             --vf.queued;
             bytes_ -= last->second.p.size();
-            report_drop(std::move(last->second.p), DropReason::evicted_las, now);
+            report_drop(std::move(last->second.p), drop_reason::evicted_las, now);
             q_.erase(last);
         }
 
@@ -85,15 +86,15 @@ class Las final : public AqmBase {
         ++f.queued;
         count_enqueued(p);
         bytes_ += size;
-        q_.emplace(k, Entry{std::move(p), &f});
+        q_.emplace(k, las_entry{std::move(p), &f});
         return true;
     }
 
-    std::optional<Packet> dequeue(time_ns now) override {
+    std::optional<ip_packet> dequeue(time_ns now) override {
         if (q_.empty()) return std::nullopt;
         auto it = q_.begin();
-        Packet p = std::move(it->second.p);
-        Flow& f = *it->second.flow;
+        ip_packet p = std::move(it->second.p);
+        las_flow& f = *it->second.flow;
         --f.queued;
         f.last_active = now;
         q_.erase(it);
@@ -102,11 +103,11 @@ class Las final : public AqmBase {
         return p;
     }
 
-    const Packet* peek() const override { return q_.empty() ? nullptr : &q_.begin()->second.p; }
+    const ip_packet* peek() const override { return q_.empty() ? nullptr : &q_.begin()->second.p; }
     std::size_t bytes() const override { return bytes_; }
     std::size_t packets() const override { return q_.size(); }
-    AqmStats stats() const override {
-        AqmStats s = stats_;
+    aqm_stats stats() const override {
+        aqm_stats s = stats_;
         s.flows = flows_.size();
         return s;
     }
@@ -116,32 +117,32 @@ class Las final : public AqmBase {
             e.flow->bytes -= e.p.size();
             --e.flow->packets;
             --e.flow->queued;
-            report_drop(std::move(e.p), DropReason::flushed, now);
+            report_drop(std::move(e.p), drop_reason::flushed, now);
         }
         q_.clear();
         bytes_ = 0;
     }
 
   private:
-    struct Flow {
+    struct las_flow {
         std::uint64_t bytes = 0;    // attained service: served + queued bytes
         std::uint64_t packets = 0;  // served + queued packets (T-LAS threshold)
         std::uint32_t queued = 0;
         time_ns last_active = 0;
     };
-    struct Key {
+    struct las_key {
         std::uint8_t cls = 0;    // 0: LAS priority, 1: T-LAS FIFO class
         std::uint64_t prio = 0;  // attained service at arrival (class 0)
         std::uint64_t seq = 0;   // arrival order: FIFO within equal priority
-        bool operator<(const Key& o) const {
+        bool operator<(const las_key& o) const {
             if (cls != o.cls) return cls < o.cls;
             if (prio != o.prio) return prio < o.prio;
             return seq < o.seq;
         }
     };
-    struct Entry {
-        Packet p;
-        Flow* flow;  // unordered_map nodes are stable; a flow with packets queued is kept
+    struct las_entry {
+        ip_packet p;
+        las_flow* flow;  // unordered_map nodes are stable; a flow with packets queued is kept
     };
 
     bool fits(std::size_t size, std::size_t freed_bytes, std::size_t freed_packets) const {
@@ -164,8 +165,8 @@ class Las final : public AqmBase {
     bool threshold_;
     std::size_t threshold_packets_;
     time_ns idle_timeout_;
-    std::map<Key, Entry> q_;
-    std::unordered_map<tcpip::FlowKey, Flow, tcpip::FlowKeyHash> flows_;
+    std::map<las_key, las_entry> q_;
+    std::unordered_map<tcpip::flow_key, las_flow, tcpip::flow_key_hash> flows_;
     std::size_t bytes_ = 0;
     std::uint64_t next_seq_ = 0;
     time_ns last_sweep_ = 0;
@@ -173,11 +174,11 @@ class Las final : public AqmBase {
 
 }  // namespace
 
-std::unique_ptr<Aqm> make_las(const AqmConfig& c, const LasParams& p) {
-    return std::make_unique<Las>(c, false, 0, p.flow_idle_timeout);
+std::unique_ptr<queue_discipline> make_las(const aqm_params& c, const las_params& p) {
+    return std::make_unique<las_discipline>(c, false, 0, p.flow_idle_timeout);
 }
-std::unique_ptr<Aqm> make_tlas(const AqmConfig& c, const TlasParams& p) {
-    return std::make_unique<Las>(c, true, p.threshold_packets, p.flow_idle_timeout);
+std::unique_ptr<queue_discipline> make_tlas(const aqm_params& c, const tlas_params& p) {
+    return std::make_unique<las_discipline>(c, true, p.threshold_packets, p.flow_idle_timeout);
 }
 
 }  // namespace oppsched::aqm::detail

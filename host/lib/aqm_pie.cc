@@ -1,5 +1,5 @@
 // PIE, RFC 8033 (Pan et al.): the basic scheme of §4 (Appendix A's pseudocode) with the
-// optional elements of §5 that are switches in PieParams.
+// optional elements of §5 that are switches in pie_params.
 #include <algorithm>
 
 #include "aqm_internal.h"
@@ -7,7 +7,7 @@
 namespace oppsched::aqm::detail {
 namespace {
 
-// Every T_UPDATE (processed lazily at the next event, PeriodClock):
+// Every T_UPDATE (processed lazily at the next event, period_clock):
 //   p = alpha (qdelay - QDELAY_REF) + beta (qdelay - qdelay_old)         (§4.2)
 //   p scaled down by 2048 .. 2 while drop_prob < 1e-6 .. 0.1 (auto-tuning, §4.2)
 //   p <= 0.02 once drop_prob >= 0.1 (§5.5, optional)
@@ -21,11 +21,11 @@ namespace {
 // qdelay: the sojourn time of the last dequeued packet, 0 once the queue drained (timestamps,
 // as Linux), or queue bytes / departure rate (§5.2; fixed or measured capacity).
 // O(1) per packet; after an idle gap, O(updates until the fixed point) (see advance()).
-class Pie final : public FifoAqm {
+class pie_discipline final : public fifo_discipline {
   public:
-    Pie(const AqmConfig& c, const PieParams& p)
-        : FifoAqm(c, p.use_departure_rate), p_(p), clock_(p.tupdate), burst_(p.max_burst) {}
-    AqmKind kind() const override { return AqmKind::pie; }
+    pie_discipline(const aqm_params& c, const pie_params& p)
+        : fifo_discipline(c, p.use_departure_rate), p_(p), clock_(p.tupdate), burst_(p.max_burst) {}
+    aqm_kind kind() const override { return aqm_kind::pie; }
 
   protected:
     void advance(time_ns now) override {
@@ -40,31 +40,31 @@ class Pie final : public FifoAqm {
         }
     }
 
-    Verdict decide(const Packet& /*pk*/, time_ns /*now*/) override {
-        if (burst_ > 0) return Verdict::accept;
+    verdict decide(const ip_packet& /*pk*/, time_ns /*now*/) override {
+        if (burst_ > 0) return verdict::accept;
         const double ref = to_seconds(p_.target);
         if ((qdelay_old_ < ref / 2 && prob_ < 0.2) ||
             static_cast<double>(fifo_.bytes()) <= 2.0 * p_.mean_packet_size) {
-            return Verdict::accept;
+            return verdict::accept;
         }
         if (p_.derandomize) {  // §5.4
             if (prob_ == 0.0) accu_prob_ = 0.0;
             accu_prob_ += prob_;
-            if (accu_prob_ < 0.85) return Verdict::accept;
-            if (accu_prob_ < 8.5 && uniform() >= prob_) return Verdict::accept;
+            if (accu_prob_ < 0.85) return verdict::accept;
+            if (accu_prob_ < 8.5 && uniform() >= prob_) return verdict::accept;
             accu_prob_ = 0.0;
         } else if (uniform() >= prob_) {
-            return Verdict::accept;
+            return verdict::accept;
         }
-        return prob_ <= p_.mark_ecn_threshold ? Verdict::signal : Verdict::drop;
+        return prob_ <= p_.mark_ecn_threshold ? verdict::signal : verdict::drop;
     }
 
-    void on_dequeued(const Packet& pk, time_ns now) override {
+    void on_dequeued(const ip_packet& pk, time_ns now) override {
         last_sojourn_ = fifo_.empty() ? 0 : now - pk.arrival;
     }
     void on_idle(time_ns /*now*/) override { last_sojourn_ = 0; }
 
-    void fill_stats(AqmStats& s) const override {
+    void fill_stats(aqm_stats& s) const override {
         s.drop_probability = prob_;
         s.queue_delay_s = qdelay_old_;
         s.burst_allowance_s = to_seconds(burst_);
@@ -103,8 +103,8 @@ class Pie final : public FifoAqm {
         qdelay_old_ = qdelay;
     }
 
-    PieParams p_;
-    PeriodClock clock_;
+    pie_params p_;
+    period_clock clock_;
     time_ns burst_;
     double prob_ = 0.0;
     double accu_prob_ = 0.0;
@@ -114,8 +114,8 @@ class Pie final : public FifoAqm {
 
 }  // namespace
 
-std::unique_ptr<Aqm> make_pie(const AqmConfig& c, const PieParams& p) {
-    return std::make_unique<Pie>(c, p);
+std::unique_ptr<queue_discipline> make_pie(const aqm_params& c, const pie_params& p) {
+    return std::make_unique<pie_discipline>(c, p);
 }
 
 }  // namespace oppsched::aqm::detail

@@ -8,10 +8,10 @@ namespace {
 
 // No AQM: the limit alone drops (overflow). The baseline of Srinivasan & Baras and of Wu, Gong &
 // Williamson.
-class DropTail final : public FifoAqm {
+class drop_tail_discipline final : public fifo_discipline {
   public:
-    explicit DropTail(const AqmConfig& c) : FifoAqm(c, false) {}
-    AqmKind kind() const override { return AqmKind::droptail; }
+    explicit drop_tail_discipline(const aqm_params& c) : fifo_discipline(c, false) {}
+    aqm_kind kind() const override { return aqm_kind::droptail; }
 };
 
 // RED, Floyd & Jacobson 1993 (§4, Fig. 2), with the "gentle" modification (Floyd 2000):
@@ -24,13 +24,13 @@ class DropTail final : public FifoAqm {
 //   above (2) max_th:          every arrival is marked/dropped
 //   p_a = p_b / (1 - count p_b): marks spread uniformly between 1 and 1/p_b arrivals apart.
 // O(1) per arrival (one pow() only after idle periods).
-class Red final : public FifoAqm {
+class red_discipline final : public fifo_discipline {
   public:
-    Red(const AqmConfig& c, const RedParams& p) : FifoAqm(c, true), p_(p) {}
-    AqmKind kind() const override { return AqmKind::red; }
+    red_discipline(const aqm_params& c, const red_params& p) : fifo_discipline(c, true), p_(p) {}
+    aqm_kind kind() const override { return aqm_kind::red; }
 
   protected:
-    Verdict decide(const Packet& /*pk*/, time_ns now) override {
+    verdict decide(const ip_packet& /*pk*/, time_ns now) override {
         if (!fifo_.empty()) {
             avg_ = (1.0 - p_.w_q) * avg_ + p_.w_q * static_cast<double>(fifo_.packets());
         } else {
@@ -46,12 +46,12 @@ class Red final : public FifoAqm {
         if (avg_ < p_.min_th) {
             pb_ = 0.0;
             count_ = -1;
-            return Verdict::accept;
+            return verdict::accept;
         }
         if (avg_ >= upper) {
             pb_ = 1.0;
             count_ = 0;
-            return Verdict::signal;
+            return verdict::signal;
         }
         if (avg_ < p_.max_th) {
             pb_ = p_.max_p * (avg_ - p_.min_th) / (p_.max_th - p_.min_th);
@@ -63,25 +63,25 @@ class Red final : public FifoAqm {
         const double pa = cp >= 1.0 ? 1.0 : pb_ / (1.0 - cp);
         if (uniform() < pa) {
             count_ = 0;
-            return Verdict::signal;
+            return verdict::signal;
         }
-        return Verdict::accept;
+        return verdict::accept;
     }
 
-    void on_dequeued(const Packet& /*p*/, time_ns now) override {
+    void on_dequeued(const ip_packet& /*p*/, time_ns now) override {
         if (fifo_.empty()) on_idle(now);
     }
     void on_idle(time_ns now) override {
         idle_ = true;
         idle_since_ = now;
     }
-    void fill_stats(AqmStats& s) const override {
+    void fill_stats(aqm_stats& s) const override {
         s.avg_queue = avg_;
         s.drop_probability = pb_;
     }
 
   private:
-    RedParams p_;
+    red_params p_;
     double avg_ = 0.0;
     double pb_ = 0.0;
     long count_ = -1;
@@ -91,9 +91,11 @@ class Red final : public FifoAqm {
 
 }  // namespace
 
-std::unique_ptr<Aqm> make_droptail(const AqmConfig& c) { return std::make_unique<DropTail>(c); }
-std::unique_ptr<Aqm> make_red(const AqmConfig& c, const RedParams& p) {
-    return std::make_unique<Red>(c, p);
+std::unique_ptr<queue_discipline> make_droptail(const aqm_params& c) {
+    return std::make_unique<drop_tail_discipline>(c);
+}
+std::unique_ptr<queue_discipline> make_red(const aqm_params& c, const red_params& p) {
+    return std::make_unique<red_discipline>(c, p);
 }
 
 }  // namespace oppsched::aqm::detail

@@ -6,7 +6,7 @@
 // the rates per interval T (x, y: bytes that arrived during T; c: bytes the link serves in T).
 //
 // There are no timers: the intervals that ended before an event are closed at that event
-// (PeriodClock). The queue length at a period's end is the current one, since nothing has
+// (period_clock). The queue length at a period's end is the current one, since nothing has
 // changed since the previous event. Intervals with no arrivals have y = 0, so the update is a
 // constant step and k of them are applied in closed form, p <- [p + k step]+ (exact: with a
 // constant step the [.]+ clamp can only bind once). While the capacity is unknown (measuring,
@@ -20,10 +20,10 @@ namespace oppsched::aqm::detail {
 namespace {
 
 // Shared skeleton: period bookkeeping, probabilistic marking, stats.
-class PriceAqm : public FifoAqm {
+class price_discipline : public fifo_discipline {
   public:
-    PriceAqm(const AqmConfig& c, time_ns interval, double phi, double unit)
-        : FifoAqm(c, true), clock_(interval), phi_(phi), unit_(unit) {}
+    price_discipline(const aqm_params& c, time_ns interval, double phi, double unit)
+        : fifo_discipline(c, true), clock_(interval), phi_(phi), unit_(unit) {}
 
   protected:
     void advance(time_ns now) final {
@@ -40,14 +40,14 @@ class PriceAqm : public FifoAqm {
     // Applies n updates: the first with `in` packets of input, the other n-1 with none.
     virtual void close_periods(double in, double q, double c, std::int64_t n) = 0;
 
-    Verdict decide(const Packet& pk, time_ns /*now*/) final {
+    verdict decide(const ip_packet& pk, time_ns /*now*/) final {
         // Every arrival counts toward the input rate, including those the limit then drops
         // (the input rate is the offered load; ns-2 REM counts before the limit check).
         in_bytes_ += pk.size();
-        if (prob_ > 0.0 && uniform() < prob_) return Verdict::signal;
-        return Verdict::accept;
+        if (prob_ > 0.0 && uniform() < prob_) return verdict::signal;
+        return verdict::accept;
     }
-    void fill_stats(AqmStats& s) const final {
+    void fill_stats(aqm_stats& s) const final {
         s.price = price_;
         s.drop_probability = prob_;
         s.input_rate = last_input_;
@@ -58,18 +58,18 @@ class PriceAqm : public FifoAqm {
     double last_input_ = 0.0;
 
   private:
-    PeriodClock clock_;
+    period_clock clock_;
     double phi_;
     double unit_;
     std::uint64_t in_bytes_ = 0;
 };
 
 // REM: p <- [p + gamma (alpha (b - b*) + x - c)]+, x low-pass filtered with input_weight.
-class Rem final : public PriceAqm {
+class rem_discipline final : public price_discipline {
   public:
-    Rem(const AqmConfig& c, const RemParams& p)
-        : PriceAqm(c, p.update_interval, p.phi, p.mean_packet_size), p_(p) {}
-    AqmKind kind() const override { return AqmKind::rem; }
+    rem_discipline(const aqm_params& c, const rem_params& p)
+        : price_discipline(c, p.update_interval, p.phi, p.mean_packet_size), p_(p) {}
+    aqm_kind kind() const override { return aqm_kind::rem; }
 
   private:
     void close_periods(double in, double b, double c, std::int64_t n) override {
@@ -90,16 +90,16 @@ class Rem final : public PriceAqm {
         }
     }
 
-    RemParams p_;
+    rem_params p_;
     double x_ = 0.0;  // filtered input rate
 };
 
 // REAQM: Wang & Song, REAQM, §3.1.
-class Reaqm final : public PriceAqm {
+class reaqm_discipline final : public price_discipline {
   public:
-    Reaqm(const AqmConfig& c, const ReaqmParams& p)
-        : PriceAqm(c, p.update_interval, p.phi, p.mean_packet_size), p_(p) {}
-    AqmKind kind() const override { return AqmKind::reaqm; }
+    reaqm_discipline(const aqm_params& c, const reaqm_params& p)
+        : price_discipline(c, p.update_interval, p.phi, p.mean_packet_size), p_(p) {}
+    aqm_kind kind() const override { return aqm_kind::reaqm; }
 
   private:
     void close_periods(double y, double q, double c, std::int64_t n) override {
@@ -119,16 +119,16 @@ class Reaqm final : public PriceAqm {
         if (n > 1) price_ = std::max(0.0, price_ - static_cast<double>(n - 1) * p_.gamma * c);
     }
 
-    ReaqmParams p_;
+    reaqm_params p_;
 };
 
 }  // namespace
 
-std::unique_ptr<Aqm> make_rem(const AqmConfig& c, const RemParams& p) {
-    return std::make_unique<Rem>(c, p);
+std::unique_ptr<queue_discipline> make_rem(const aqm_params& c, const rem_params& p) {
+    return std::make_unique<rem_discipline>(c, p);
 }
-std::unique_ptr<Aqm> make_reaqm(const AqmConfig& c, const ReaqmParams& p) {
-    return std::make_unique<Reaqm>(c, p);
+std::unique_ptr<queue_discipline> make_reaqm(const aqm_params& c, const reaqm_params& p) {
+    return std::make_unique<reaqm_discipline>(c, p);
 }
 
 }  // namespace oppsched::aqm::detail

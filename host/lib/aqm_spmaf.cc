@@ -8,28 +8,28 @@ namespace oppsched::aqm::detail {
 namespace {
 
 // What SPM-AF needs to know about a queued packet, parsed once at arrival.
-struct TcpMeta {
+struct tcp_meta {
     bool pure_ack = false;   // TCP, ACK set, no SYN/FIN/RST, no payload
     bool removable = false;  // pure ACK that a newer ACK may supersede (also no URG/CWR)
     std::size_t flow_hash = 0;
-    tcpip::FlowKey flow;
+    tcpip::flow_key flow;
     std::uint32_t ack = 0;
     bool ece = false;
     std::uint8_t nsack = 0;
     std::array<std::pair<std::uint32_t, std::uint32_t>, 4> sack{};
 };
 
-TcpMeta classify(const Packet& p) {
-    TcpMeta m;
+tcp_meta classify(const ip_packet& p) {
+    tcp_meta m;
     auto r = tcpip::parse(p.data);
     if (!r || !r->tcp || r->is_fragment) return m;
-    const tcpip::TcpHeader& t = *r->tcp;
+    const tcpip::tcp_header& t = *r->tcp;
     const bool ack = (t.flags & tcpip::kAck) != 0;
     const bool ctl = (t.flags & (tcpip::kSyn | tcpip::kFin | tcpip::kRst)) != 0;
     m.pure_ack = ack && !ctl && t.payload_len == 0;
     if (!m.pure_ack) return m;
     m.flow = r->flow;
-    m.flow_hash = tcpip::FlowKeyHash{}(m.flow);
+    m.flow_hash = tcpip::flow_key_hash{}(m.flow);
     m.ack = t.ack;
     m.ece = (t.flags & tcpip::kEce) != 0;
     if (t.sack_blocks.size() > m.sack.size()) return m;  // cannot be a valid TCP option
@@ -48,7 +48,7 @@ bool seq_leq(std::uint32_t a, std::uint32_t b) { return static_cast<std::int32_t
 // Only if `nw` acknowledges strictly more (a duplicate ACK is information: fast retransmit
 // counts them), `old` carries no ECE change, and every SACK block of `old` is either below
 // the new cumulative ACK or inside one of `nw`'s blocks (no SACK information is lost).
-bool superseded(const TcpMeta& old, const TcpMeta& nw) {
+bool superseded(const tcp_meta& old, const tcp_meta& nw) {
     if (!old.removable || !nw.pure_ack) return false;
     if (old.flow_hash != nw.flow_hash || old.flow != nw.flow) return false;
     if (!seq_after(nw.ack, old.ack)) return false;
@@ -75,16 +75,16 @@ bool superseded(const TcpMeta& old, const TcpMeta& nw) {
 //    dropped. The paper does not say which ACK / packet: we take the oldest (head first),
 //    and with a byte limit evict as many as needed (all or nothing).
 // Cost: one parse per arrival; O(queue length) scan per ACK arrival and per eviction.
-class SpmAf final : public AqmBase {
+class spm_af_discipline final : public discipline_base {
   public:
-    explicit SpmAf(const AqmConfig& c) : AqmBase(c) {}
-    AqmKind kind() const override { return AqmKind::spmaf; }
+    explicit spm_af_discipline(const aqm_params& c) : discipline_base(c) {}
+    aqm_kind kind() const override { return aqm_kind::spmaf; }
 
-    bool enqueue(Packet p, time_ns now) override {
+    bool enqueue(ip_packet p, time_ns now) override {
         ++stats_.offered;
         p.arrival = now;
-        TcpMeta meta = classify(p);  // before p is moved from
-        Entry e{std::move(p), meta};
+        tcp_meta meta = classify(p);  // before p is moved from
+        queued_entry e{std::move(p), meta};
         const std::size_t size = e.p.size();
 
         victims_.clear();
@@ -113,7 +113,7 @@ class SpmAf final : public AqmBase {
             }
         }
         if (!fits(size, freed_bytes, victims_.size())) {
-            report_drop(std::move(e.p), DropReason::overflow, now);
+            report_drop(std::move(e.p), drop_reason::overflow, now);
             return false;
         }
         for (std::size_t i = 0; i < victims_.size(); ++i) {
@@ -121,7 +121,7 @@ class SpmAf final : public AqmBase {
             bytes_ -= it->p.size();
             report_drop(
                 std::move(it->p),
-                i < n_superseded ? DropReason::superseded_ack : DropReason::evicted_low_priority,
+                i < n_superseded ? drop_reason::superseded_ack : drop_reason::evicted_low_priority,
                 now);
             q_.erase(it);
         }
@@ -131,54 +131,54 @@ class SpmAf final : public AqmBase {
         return true;
     }
 
-    std::optional<Packet> dequeue(time_ns /*now*/) override {
+    std::optional<ip_packet> dequeue(time_ns /*now*/) override {
         if (q_.empty()) return std::nullopt;
-        Packet p = std::move(q_.front().p);
+        ip_packet p = std::move(q_.front().p);
         q_.pop_front();
         bytes_ -= p.size();
         count_dequeued(p);
         return p;
     }
 
-    const Packet* peek() const override { return q_.empty() ? nullptr : &q_.front().p; }
+    const ip_packet* peek() const override { return q_.empty() ? nullptr : &q_.front().p; }
     std::size_t bytes() const override { return bytes_; }
     std::size_t packets() const override { return q_.size(); }
-    AqmStats stats() const override { return stats_; }
+    aqm_stats stats() const override { return stats_; }
     void clear(time_ns now) override {
         while (!q_.empty()) {
             bytes_ -= q_.front().p.size();
-            report_drop(std::move(q_.front().p), DropReason::flushed, now);
+            report_drop(std::move(q_.front().p), drop_reason::flushed, now);
             q_.pop_front();
         }
     }
 
   private:
-    struct Entry {
-        Packet p;
-        TcpMeta m;
+    struct queued_entry {
+        ip_packet p;
+        tcp_meta m;
     };
-    using Iter = std::list<Entry>::iterator;
+    using entry_iter = std::list<queued_entry>::iterator;
 
     // Would `size` more bytes fit once `freed_bytes` / `freed_packets` have been removed?
     bool fits(std::size_t size, std::size_t freed_bytes, std::size_t freed_packets) const {
         return (limits_.bytes == 0 || bytes_ - freed_bytes + size <= limits_.bytes) &&
                (limits_.packets == 0 || q_.size() - freed_packets + 1 <= limits_.packets);
     }
-    bool chosen(Iter it) const {
+    bool chosen(entry_iter it) const {
         for (auto v : victims_)
             if (v == it) return true;
         return false;
     }
 
-    std::list<Entry> q_;
+    std::list<queued_entry> q_;
     std::size_t bytes_ = 0;
-    std::vector<Iter> victims_;  // reused to avoid an allocation per arrival
+    std::vector<entry_iter> victims_;  // reused to avoid an allocation per arrival
 };
 
 }  // namespace
 
-std::unique_ptr<Aqm> make_spmaf(const AqmConfig& c, const SpmAfParams& /*p*/) {
-    return std::make_unique<SpmAf>(c);
+std::unique_ptr<queue_discipline> make_spmaf(const aqm_params& c, const spm_af_params& /*p*/) {
+    return std::make_unique<spm_af_discipline>(c);
 }
 
 }  // namespace oppsched::aqm::detail

@@ -15,9 +15,9 @@ constexpr double kPi = 3.14159265358979323846;
 }  // namespace
 
 // ---------------------------------------------------------------------------------------
-// RouterAgent
+// router_agent
 
-void RouterParams::validate() const {
+void router_agent_params::validate() const {
     if (!std::isfinite(a_bytes) || a_bytes < 0.0)
         throw_invalid("clamp.router.a_bytes", a_bytes, "not in [0, inf)");
     // Theorem 1 (§III-B): the fluid loop converges iff b < pi/2; outside that the
@@ -28,9 +28,11 @@ void RouterParams::validate() const {
         throw_invalid("clamp.router.ema_rate_per_s", ema_rate_per_s, "not in (0, inf)");
 }
 
-RouterAgent::RouterAgent(const RouterParams& params) : params_(params) { params_.validate(); }
+router_agent::router_agent(const router_agent_params& params) : params_(params) {
+    params_.validate();
+}
 
-void RouterAgent::on_arrival(time_ns now, std::size_t queue_bytes) {
+void router_agent::on_arrival(time_ns now, std::size_t queue_bytes) {
     const double big_q = static_cast<double>(queue_bytes);
     if (!state_.has_arrival) {
         // No arrival n-1: I = infinity, exp(-2I) = 0, so q(1) = Q(1).
@@ -46,7 +48,7 @@ void RouterAgent::on_arrival(time_ns now, std::size_t queue_bytes) {
     ++stats_.arrivals;
 }
 
-double RouterAgent::peek_price(double mu_c_bytes_per_s) const {
+double router_agent::peek_price(double mu_c_bytes_per_s) const {
     if (!std::isfinite(mu_c_bytes_per_s) || mu_c_bytes_per_s <= 0.0)
         throw_invalid("clamp.router.mu_c", mu_c_bytes_per_s, "not in (0, inf) bytes/s");
     // Eq. 13 (with eq. 7's b; the paper's b = 1): the explicit max(., 0) keeps a queue
@@ -54,22 +56,22 @@ double RouterAgent::peek_price(double mu_c_bytes_per_s) const {
     return std::max((params_.b * state_.q_bytes - params_.a_bytes) / mu_c_bytes_per_s, 0.0);
 }
 
-double RouterAgent::price(double mu_c_bytes_per_s) {
+double router_agent::price(double mu_c_bytes_per_s) {
     const double p = peek_price(mu_c_bytes_per_s);
     ++stats_.prices;
     if (p > 0.0) ++stats_.positive_prices;
     return p;
 }
 
-void RouterAgent::reset() {
+void router_agent::reset() {
     state_ = {};
     stats_ = {};
 }
 
 // ---------------------------------------------------------------------------------------
-// ClientAgent
+// client_agent
 
-void ClientParams::validate() const {
+void client_agent_params::validate() const {
     if (!std::isfinite(tau_bytes) || tau_bytes <= 0.0)
         throw_invalid("clamp.client.tau_bytes", tau_bytes, "not in (0, inf)");
     if (alpha_packets < 1 || alpha_packets > 100'000'000)
@@ -88,19 +90,19 @@ void ClientParams::validate() const {
         throw_invalid("clamp.client.dupack_threshold", dupack_threshold, "not in [1, inf)");
 }
 
-ClientAgent::ClientAgent(const ClientParams& params) : params_(params) {
+client_agent::client_agent(const client_agent_params& params) : params_(params) {
     params_.validate();
     ring_t_.assign(params_.alpha_packets + 1, 0);
     ring_s_.assign(params_.alpha_packets + 1, 0);
     reset();
 }
 
-double ClientAgent::min_window() const {
+double client_agent::min_window() const {
     return params_.min_window_bytes > 0.0 ? params_.min_window_bytes
                                           : static_cast<double>(params_.mss_bytes);
 }
 
-void ClientAgent::reset() {
+void client_agent::reset() {
     state_ = {};
     stats_ = {};
     // §IV-C: "a new CLAMP connection starts with w(0) = MSS".
@@ -111,7 +113,7 @@ void ClientAgent::reset() {
     ring_bytes_ = 0;
 }
 
-void ClientAgent::end_slow_start_halving() {
+void client_agent::end_slow_start_halving() {
     // §IV-C: "The receiver then sets w(t_{k+1}) <- w(t_k)/2 ~ w(t_k - RTT)": the congestion
     // seen now reflects the window of one RTT ago. We apply it at once, so the ACK for
     // this packet already carries it (the ACK rewriter keeps the right edge from moving
@@ -120,8 +122,8 @@ void ClientAgent::end_slow_start_halving() {
     state_.w_bytes = std::max(state_.w_bytes / 2.0, min_window());
 }
 
-std::uint32_t ClientAgent::on_data(time_ns now, std::uint32_t size_bytes, double price_s,
-                                   std::uint32_t awnd_os_bytes) {
+std::uint32_t client_agent::on_data(time_ns now, std::uint32_t size_bytes, double price_s,
+                                    std::uint32_t awnd_os_bytes) {
     if (!std::isfinite(price_s) || price_s < 0.0)
         throw_invalid("clamp.client.price_s", price_s, "not in [0, inf)");
     const bool first = state_.packets == 0;
@@ -213,7 +215,7 @@ std::uint32_t ClientAgent::on_data(time_ns now, std::uint32_t size_bytes, double
     return static_cast<std::uint32_t>(std::floor(state_.awnd_bytes));
 }
 
-void ClientAgent::on_dupack() {
+void client_agent::on_dupack() {
     if (!state_.slow_start) return;  // CLAMP congestion avoidance does not react to loss
     if (++state_.dupacks >= params_.dupack_threshold) {
         ++stats_.slow_start_exits_dupack;
@@ -223,7 +225,7 @@ void ClientAgent::on_dupack() {
     }
 }
 
-void ClientAgent::on_new_ack() { state_.dupacks = 0; }
+void client_agent::on_new_ack() { state_.dupacks = 0; }
 
 // ---------------------------------------------------------------------------------------
 // mu_c_estimator

@@ -17,7 +17,7 @@ inline bool seq_after(std::uint32_t a, std::uint32_t b) {
     return static_cast<std::int32_t>(a - b) > 0;
 }
 
-std::string addr(const tcpip::FlowKey& k, const std::array<std::uint8_t, 16>& a) {
+std::string addr(const tcpip::flow_key& k, const std::array<std::uint8_t, 16>& a) {
     char buf[INET6_ADDRSTRLEN] = {};
     if (k.ip_version == 4) {
         inet_ntop(AF_INET, a.data(), buf, sizeof buf);
@@ -29,18 +29,18 @@ std::string addr(const tcpip::FlowKey& k, const std::array<std::uint8_t, 16>& a)
 
 }  // namespace
 
-std::string flow_name(const tcpip::FlowKey& k) {
+std::string flow_name(const tcpip::flow_key& k) {
     return addr(k, k.src) + ":" + std::to_string(k.sport) + ">" + addr(k, k.dst) + ":" +
            std::to_string(k.dport);
 }
 
 // One TCP connection seen from its SYN, keyed by its downlink direction.
 struct clamp_rewriter::flow_record {
-    tcpip::FlowKey key;  // server -> client
+    tcpip::flow_key key;  // server -> client
     std::string name;
-    std::unique_ptr<clamp::ClientAgent> agent;  // once the SYN-ACK is seen
-    std::optional<std::uint16_t> mss_client;    // MSS option sent by the client
-    std::optional<std::uint16_t> mss_server;    // ... by the server
+    std::unique_ptr<clamp::client_agent> agent;  // once the SYN-ACK is seen
+    std::optional<std::uint16_t> mss_client;     // MSS option sent by the client
+    std::optional<std::uint16_t> mss_server;     // ... by the server
     // AWND_os of the flow's latest uplink segment (eq. 17's "AWND from the OS"); until an
     // ACK is seen, the handshake's unscaled window.
     std::uint32_t awnd_os = std::numeric_limits<std::uint32_t>::max();
@@ -51,9 +51,9 @@ struct clamp_rewriter::flow_record {
     time_ns last_seen = 0;
 };
 
-clamp_rewriter::clamp_rewriter(const ClampConfig& config, ClientCoreStats& stats)
+clamp_rewriter::clamp_rewriter(const clamp_rewriter_params& config, client_core_stats& stats)
     : config_(config), stats_(stats), tracker_([&] {
-          tcpip::WindowTrackerParams t;
+          tcpip::window_tracker_params t;
           t.max_flows = config_.max_flows;
           t.idle_timeout = config_.flow_idle_timeout;
           return t;
@@ -63,13 +63,13 @@ clamp_rewriter::~clamp_rewriter() = default;
 
 std::size_t clamp_rewriter::flows() const { return flows_.size(); }
 
-const clamp::ClientAgent* clamp_rewriter::agent(const tcpip::FlowKey& downlink_flow) const {
+const clamp::client_agent* clamp_rewriter::agent(const tcpip::flow_key& downlink_flow) const {
     auto it = flows_.find(downlink_flow);
     return it == flows_.end() ? nullptr : it->second->agent.get();
 }
 
-std::vector<WindowRecord> clamp_rewriter::take_records() {
-    std::vector<WindowRecord> out;
+std::vector<window_record> clamp_rewriter::take_records() {
+    std::vector<window_record> out;
     out.swap(records_);
     return out;
 }
@@ -83,10 +83,10 @@ void clamp_rewriter::on_downlink(time_ns now, const std::vector<std::uint8_t>& p
                                  std::optional<float> price) {
     auto r = tcpip::parse(pkt);
     if (!r || !r->tcp) return;
-    const tcpip::PacketInfo& info = r.value();
-    const tcpip::TcpHeader& t = *info.tcp;
+    const tcpip::packet_info& info = r.value();
+    const tcpip::tcp_header& t = *info.tcp;
     tracker_.learn(info, now);
-    const tcpip::FlowKey& key = info.flow;  // downlink direction
+    const tcpip::flow_key& key = info.flow;  // downlink direction
     if (t.flags & tcpip::kRst) {
         auto it = flows_.find(key);
         if (it != flows_.end()) {
@@ -134,10 +134,10 @@ void clamp_rewriter::on_uplink(time_ns now, std::vector<std::uint8_t>& pkt,
         ++stats_.uplink_unparsed;
         return;
     }
-    const tcpip::PacketInfo& info = r.value();
+    const tcpip::packet_info& info = r.value();
     if (!info.tcp) return;
-    const tcpip::TcpHeader& t = *info.tcp;
-    const tcpip::FlowKey key = info.flow.reversed();  // the downlink direction
+    const tcpip::tcp_header& t = *info.tcp;
+    const tcpip::flow_key key = info.flow.reversed();  // the downlink direction
     const bool syn = (t.flags & tcpip::kSyn) != 0;
     const bool ack = (t.flags & tcpip::kAck) != 0;
     if (t.flags & tcpip::kRst) {
@@ -211,7 +211,7 @@ void clamp_rewriter::on_uplink(time_ns now, std::vector<std::uint8_t>& pkt,
     const double w = f->agent->window();
     const std::uint64_t target = std::min<std::uint64_t>(static_cast<std::uint64_t>(w), *os);
     const auto outcome = tracker_.rewrite(pkt.data(), pkt.size(), info, target, now);
-    if (outcome != tcpip::RewriteOutcome::rewritten) {
+    if (outcome != tcpip::rewrite_outcome::rewritten) {
         ++stats_.clamp_acks_unknown;
         return;
     }
@@ -225,16 +225,17 @@ void clamp_rewriter::on_uplink(time_ns now, std::vector<std::uint8_t>& pkt,
         ++stats_.clamp_records_dropped;
         return;
     }
-    records_.push_back(WindowRecord{now, f->name, static_cast<double>(*price), w, *os, advertised});
+    records_.push_back(
+        window_record{now, f->name, static_cast<double>(*price), w, *os, advertised});
 }
 
-clamp_rewriter::flow_record* clamp_rewriter::find_flow(const tcpip::FlowKey& downlink) {
+clamp_rewriter::flow_record* clamp_rewriter::find_flow(const tcpip::flow_key& downlink) {
     auto it = flows_.find(downlink);
     return it == flows_.end() ? nullptr : it->second.get();
 }
 
 clamp_rewriter::flow_record& clamp_rewriter::create_flow(time_ns now,
-                                                         const tcpip::FlowKey& downlink) {
+                                                         const tcpip::flow_key& downlink) {
     auto it = flows_.find(downlink);
     if (it != flows_.end()) flows_.erase(it);  // a new SYN restarts the connection
     if (flows_.size() >= config_.max_flows) expire_flows(now);
@@ -256,7 +257,7 @@ clamp_rewriter::flow_record& clamp_rewriter::create_flow(time_ns now,
 
 void clamp_rewriter::ensure_agent(flow_record& f) {
     if (f.agent) return;
-    clamp::ClientParams p = config_.agent;
+    clamp::client_agent_params p = config_.agent;
     if (config_.mss_bytes != 0) {
         p.mss_bytes = config_.mss_bytes;
     } else if (f.mss_client || f.mss_server) {
@@ -266,7 +267,7 @@ void clamp_rewriter::ensure_agent(flow_record& f) {
         if (f.mss_server) m = std::min<std::uint32_t>(m, *f.mss_server);
         if (m >= 1) p.mss_bytes = m;
     }
-    f.agent = std::make_unique<clamp::ClientAgent>(p);
+    f.agent = std::make_unique<clamp::client_agent>(p);
     ++stats_.clamp_agents_created;
 }
 

@@ -22,17 +22,17 @@ constexpr time_ns kExpireEvery = kNsPerSec;
 
 }  // namespace
 
-const char* to_string(ClampEvent::Kind k) {
+const char* to_string(clamp_event::event_kind k) {
     switch (k) {
-        case ClampEvent::Kind::fail_open:
+        case clamp_event::event_kind::fail_open:
             return "fail_open";
-        case ClampEvent::Kind::resume:
+        case clamp_event::event_kind::resume:
             return "resume";
     }
     return "?";
 }
 
-void ClientCoreParams::validate() const {
+void client_core_params::validate() const {
     if (cqi_period_slots < 1 || cqi_period_slots > kMaxCqiPeriod)
         throw_invalid("client.cqi_period_slots", cqi_period_slots, "not in [1, 1000000]");
     reassembly.validate();
@@ -49,9 +49,9 @@ void ClientCoreParams::validate() const {
         throw_invalid("client.clamp.max_pending_records", clamp.max_pending_records, "not >= 1");
 }
 
-ClientCore::ClientCore(const ClientCoreParams& params)
+client_core::client_core(const client_core_params& params)
     : params_([&] {
-          ClientCoreParams p = params;
+          client_core_params p = params;
           p.reassembly.user = p.user;
           p.validate();
           return p;
@@ -59,44 +59,44 @@ ClientCore::ClientCore(const ClientCoreParams& params)
       reassembler_(params_.reassembly),
       rewriter_(params_.clamp, stats_) {}
 
-ClientCore::~ClientCore() = default;
+client_core::~client_core() = default;
 
-bool ClientCore::clamping() const {
+bool client_core::clamping() const {
     return params_.clamp.enabled && price_.has_value() && !failed_open_;
 }
 
-std::optional<float> ClientCore::clamp_price() const {
+std::optional<float> client_core::clamp_price() const {
     if (!clamping()) return std::nullopt;
     return price_->price_s;
 }
 
-std::size_t ClientCore::clamp_flows() const { return rewriter_.flows(); }
+std::size_t client_core::clamp_flows() const { return rewriter_.flows(); }
 
-const clamp::ClientAgent* ClientCore::agent(const tcpip::FlowKey& downlink_flow) const {
+const clamp::client_agent* client_core::agent(const tcpip::flow_key& downlink_flow) const {
     return rewriter_.agent(downlink_flow);
 }
 
-std::vector<WindowRecord> ClientCore::take_window_records() { return rewriter_.take_records(); }
+std::vector<window_record> client_core::take_window_records() { return rewriter_.take_records(); }
 
-std::vector<ClampEvent> ClientCore::take_events() {
-    std::vector<ClampEvent> out;
+std::vector<clamp_event> client_core::take_events() {
+    std::vector<clamp_event> out;
     out.swap(events_);
     return out;
 }
 
-void ClientCore::push_event(time_ns now, ClampEvent::Kind kind, std::string detail) {
+void client_core::push_event(time_ns now, clamp_event::event_kind kind, std::string detail) {
     if (events_.size() >= params_.clamp.max_pending_records) {
         ++stats_.clamp_records_dropped;
         return;
     }
-    events_.push_back(ClampEvent{now, kind, std::move(detail)});
+    events_.push_back(clamp_event{now, kind, std::move(detail)});
 }
 
 // ---------------------------------------------------------------------------------------
 // Downlink.
 
-RxOutput ClientCore::on_rx_indication(time_ns now, const wire::RxIndication& ind) {
-    RxOutput out;
+rx_output client_core::on_rx_indication(time_ns now, const wire::rx_indication& ind) {
+    rx_output out;
     ++stats_.rx_indications;
 
     // HARQ feedback (docs/daemons.md "Uplink"): for every TB addressed to this client
@@ -111,7 +111,7 @@ RxOutput ClientCore::on_rx_indication(time_ns now, const wire::RxIndication& ind
         } else {
             ++stats_.rx_addressed;
             out.uplink.emplace_back(
-                wire::HarqFeedback{params_.user, ind.slot, ind.harq_pid, ind.crc_ok});
+                wire::harq_feedback{params_.user, ind.slot, ind.harq_pid, ind.crc_ok});
             if (ind.crc_ok) {
                 ++stats_.harq_acks;
                 ++stats_.rx_crc_ok;
@@ -138,7 +138,7 @@ RxOutput ClientCore::on_rx_indication(time_ns now, const wire::RxIndication& ind
         ++stats_.cqi_bad_snr;
     } else if (!last_cqi_slot_ || ind.slot < *last_cqi_slot_ ||
                ind.slot - *last_cqi_slot_ >= params_.cqi_period_slots) {
-        out.uplink.emplace_back(wire::CqiReport{params_.user, ind.slot, ind.snr_db, ind.cqi});
+        out.uplink.emplace_back(wire::cqi_report{params_.user, ind.slot, ind.snr_db, ind.cqi});
         last_cqi_slot_ = ind.slot;
         ++stats_.cqi_reports;
     }
@@ -147,7 +147,7 @@ RxOutput ClientCore::on_rx_indication(time_ns now, const wire::RxIndication& ind
     return out;
 }
 
-void ClientCore::on_pdu_accepted(time_ns now, const std::vector<std::uint8_t>& tb) {
+void client_core::on_pdu_accepted(time_ns now, const std::vector<std::uint8_t>& tb) {
     // The reassembler parsed the PDU (version, flags, CRC checked), so the fixed header
     // is valid: pdu.h offsets 1 (flags), 4 (seq), 8 (price, binary32, finite, >= 0).
     if (!first_pdu_t_) first_pdu_t_ = now;
@@ -160,13 +160,13 @@ void ClientCore::on_pdu_accepted(time_ns now, const std::vector<std::uint8_t>& t
         // retransmission completes a few slots late with a price a few slots old; against
         // the router's 0.5 s averaging, §IV-A, that is nothing, and arrival order survives
         // an AP restart where sequence numbers do not.)
-        price_ = PriceSample{p, now, load_be32(tb.data() + 4)};
+        price_ = price_sample{p, now, load_be32(tb.data() + 4)};
         last_priced_pdu_t_ = now;
         if (failed_open_) {
             failed_open_ = false;
             ++stats_.clamp_resume_events;
             if (params_.clamp.enabled)
-                push_event(now, ClampEvent::Kind::resume, "price received again");
+                push_event(now, clamp_event::event_kind::resume, "price received again");
         }
         return;
     }
@@ -184,12 +184,12 @@ void ClientCore::on_pdu_accepted(time_ns now, const std::vector<std::uint8_t>& t
             os << "no PDU has carried a price in " << ms << " ms";
         os << " (price_timeout " << static_cast<double>(params_.clamp.price_timeout) / kNsPerMs
            << " ms): ACKs pass unchanged";
-        push_event(now, ClampEvent::Kind::fail_open, os.str());
+        push_event(now, clamp_event::event_kind::fail_open, os.str());
     }
 }
 
-void ClientCore::deliver(time_ns now, pdu::Reassembler::Delivered&& pkts,
-                         std::vector<std::vector<std::uint8_t>>& out) {
+void client_core::deliver(time_ns now, pdu::reassembler::delivered_packets&& pkts,
+                          std::vector<std::vector<std::uint8_t>>& out) {
     for (auto& p : pkts) {
         ++stats_.delivered_packets;
         stats_.delivered_bytes += p.size();
@@ -201,9 +201,9 @@ void ClientCore::deliver(time_ns now, pdu::Reassembler::Delivered&& pkts,
 // ---------------------------------------------------------------------------------------
 // Uplink.
 
-std::vector<wire::Message> ClientCore::on_uplink_packet(time_ns now,
-                                                        std::vector<std::uint8_t> packet) {
-    std::vector<wire::Message> out;
+std::vector<wire::message> client_core::on_uplink_packet(time_ns now,
+                                                         std::vector<std::uint8_t> packet) {
+    std::vector<wire::message> out;
     if (packet.empty() || packet.size() > 0xFFFF) {
         ++stats_.uplink_dropped_size;
         return out;
@@ -211,11 +211,11 @@ std::vector<wire::Message> ClientCore::on_uplink_packet(time_ns now,
     if (params_.clamp.enabled) rewriter_.on_uplink(now, packet, clamp_price());
     ++stats_.uplink_packets;
     stats_.uplink_bytes += packet.size();
-    out.emplace_back(wire::UplinkPacket{params_.user, std::move(packet)});
+    out.emplace_back(wire::uplink_packet{params_.user, std::move(packet)});
     return out;
 }
 
-std::vector<std::vector<std::uint8_t>> ClientCore::poll(time_ns now) {
+std::vector<std::vector<std::uint8_t>> client_core::poll(time_ns now) {
     std::vector<std::vector<std::uint8_t>> out;
     deliver(now, reassembler_.poll(now), out);
     if (params_.clamp.enabled) {
@@ -227,6 +227,6 @@ std::vector<std::vector<std::uint8_t>> ClientCore::poll(time_ns now) {
     return out;
 }
 
-std::optional<time_ns> ClientCore::next_deadline() const { return reassembler_.next_deadline(); }
+std::optional<time_ns> client_core::next_deadline() const { return reassembler_.next_deadline(); }
 
 }  // namespace oppsched::client

@@ -16,7 +16,7 @@ constexpr double kMaxRate = 1e12;
 
 }  // namespace
 
-void DelayLineParams::validate() const {
+void delay_line_params::validate() const {
     if (delay < 0 || delay > kMaxDelay)
         throw_invalid("delay_line.delay", delay, "ns not in [0, 60 s]");
     if (!std::isfinite(rate_bps) ||
@@ -24,25 +24,25 @@ void DelayLineParams::validate() const {
         throw_invalid("delay_line.rate_bps", rate_bps, "not 0 (unlimited) or in [1e3, 1e12]");
 }
 
-DelayLine::DelayLine(const DelayLineParams& params) : params_(params) {
+delay_line::delay_line(const delay_line_params& params) : params_(params) {
     params_.validate();
     if (params_.rate_bps > 0.0) ns_per_byte_ = 8.0e9 / params_.rate_bps;
 }
 
-void DelayLine::expire_serialised(time_ns now) {
+void delay_line::expire_serialised(time_ns now) {
     while (!serialising_.empty() && serialising_.front().end <= now) {
         serialising_bytes_ -= serialising_.front().wire_bytes;
         serialising_.pop_front();
     }
 }
 
-std::size_t DelayLine::backlog_bytes(time_ns now) {
+std::size_t delay_line::backlog_bytes(time_ns now) {
     expire_serialised(now);
     return serialising_bytes_;
 }
 
-EnqueueResult DelayLine::enqueue(time_ns now, std::vector<std::uint8_t> data,
-                                 std::size_t wire_bytes) {
+enqueue_result delay_line::enqueue(time_ns now, std::vector<std::uint8_t> data,
+                                   std::size_t wire_bytes) {
     // Keep t_k non-decreasing: this is what makes e_k, due_k non-decreasing (no reordering).
     if (any_arrival_ && now < last_arrival_) {
         now = last_arrival_;
@@ -56,12 +56,12 @@ EnqueueResult DelayLine::enqueue(time_ns now, std::vector<std::uint8_t> data,
         expire_serialised(now);
         if (params_.limit_bytes != 0 && serialising_bytes_ + wire_bytes > params_.limit_bytes) {
             ++stats_.dropped_limit;
-            return EnqueueResult::dropped_limit;
+            return enqueue_result::dropped_limit;
         }
     }
     if (params_.hold_bytes != 0 && held_bytes_ + data.size() > params_.hold_bytes) {
         ++stats_.dropped_hold;
-        return EnqueueResult::dropped_hold;
+        return enqueue_result::dropped_hold;
     }
 
     time_ns end = now;
@@ -77,7 +77,7 @@ EnqueueResult DelayLine::enqueue(time_ns now, std::vector<std::uint8_t> data,
     }
     last_end_ = end;
 
-    DelayedFrame f;
+    delayed_frame f;
     f.wire_bytes = wire_bytes;
     f.arrival = now;
     f.due = end + params_.delay;
@@ -86,17 +86,17 @@ EnqueueResult DelayLine::enqueue(time_ns now, std::vector<std::uint8_t> data,
     ++stats_.enqueued;
     f.data = std::move(data);
     frames_.push_back(std::move(f));
-    return EnqueueResult::accepted;
+    return enqueue_result::accepted;
 }
 
-std::optional<time_ns> DelayLine::next_due() const {
+std::optional<time_ns> delay_line::next_due() const {
     if (frames_.empty()) return std::nullopt;
     return frames_.front().due;
 }
 
-std::optional<DelayedFrame> DelayLine::pop_due(time_ns now) {
+std::optional<delayed_frame> delay_line::pop_due(time_ns now) {
     if (frames_.empty() || frames_.front().due > now) return std::nullopt;
-    DelayedFrame f = std::move(frames_.front());
+    delayed_frame f = std::move(frames_.front());
     frames_.pop_front();
     held_bytes_ -= f.data.size();
     ++stats_.released;

@@ -34,7 +34,7 @@ const char* to_string(event_kind k) {
     return "?";
 }
 
-void validate(const harq_config& cfg) {
+void validate(const harq_params& cfg) {
     if (cfg.num_users > kMaxUsers) {
         throw_invalid("harq.num_users: " + std::to_string(cfg.num_users) + " > " +
                       std::to_string(kMaxUsers));
@@ -67,7 +67,7 @@ void validate(const harq_config& cfg) {
     }
 }
 
-harq_entity::harq_entity(harq_config cfg) : cfg_(std::move(cfg)) {
+harq_entity::harq_entity(harq_params cfg) : cfg_(std::move(cfg)) {
     validate(cfg_);
     procs_.resize(static_cast<std::size_t>(cfg_.num_users) * cfg_.num_processes);
 }

@@ -140,7 +140,7 @@ mcs_table mcs_table::ofdm_provisional(const ofdm_numerology& num_) {
     return mcs_table("ofdm_provisional", std::move(rows));
 }
 
-Result<mcs_table> mcs_table::from_csv(std::string_view text, std::string name) {
+expected<mcs_table> mcs_table::from_csv(std::string_view text, std::string name) {
     std::vector<mcs_entry> rows;
     int col_name = -1, col_snr = -1, col_rate = -1, col_bits = -1, col_code = -1;
     std::size_t ncols = 0;
@@ -169,44 +169,45 @@ Result<mcs_table> mcs_table::from_csv(std::string_view text, std::string name) {
                 else if (fields[i] == "code_rate")
                     col_code = c;
                 else
-                    return Error{where + "unknown column '" + std::string(fields[i]) + "'"};
+                    return error_info{where + "unknown column '" + std::string(fields[i]) + "'"};
             }
             if (col_name < 0 || col_snr < 0 || col_rate < 0) {
-                return Error{where + "header needs name,min_snr_db,rate_bps"};
+                return error_info{where + "header needs name,min_snr_db,rate_bps"};
             }
             ncols = fields.size();
             have_header = true;
             continue;
         }
         if (fields.size() != ncols) {
-            return Error{where + std::to_string(fields.size()) + " fields, header has " +
-                         std::to_string(ncols)};
+            return error_info{where + std::to_string(fields.size()) + " fields, header has " +
+                              std::to_string(ncols)};
         }
         mcs_entry e;
         e.name = std::string(fields[static_cast<std::size_t>(col_name)]);
         const auto field = [&](int c) { return fields[static_cast<std::size_t>(c)]; };
         if (!parse_double(field(col_snr), e.min_snr_db)) {
-            return Error{where + "min_snr_db '" + std::string(field(col_snr)) +
-                         "' is not a number"};
+            return error_info{where + "min_snr_db '" + std::string(field(col_snr)) +
+                              "' is not a number"};
         }
         if (!parse_double(field(col_rate), e.rate_bps)) {
-            return Error{where + "rate_bps '" + std::string(field(col_rate)) + "' is not a number"};
+            return error_info{where + "rate_bps '" + std::string(field(col_rate)) +
+                              "' is not a number"};
         }
         if (col_bits >= 0 && !parse_uint(field(col_bits), e.bits_per_symbol)) {
-            return Error{where + "bits_per_symbol '" + std::string(field(col_bits)) +
-                         "' is not an unsigned integer"};
+            return error_info{where + "bits_per_symbol '" + std::string(field(col_bits)) +
+                              "' is not an unsigned integer"};
         }
         if (col_code >= 0 && !parse_double(field(col_code), e.code_rate)) {
-            return Error{where + "code_rate '" + std::string(field(col_code)) +
-                         "' is not a number"};
+            return error_info{where + "code_rate '" + std::string(field(col_code)) +
+                              "' is not a number"};
         }
         rows.push_back(std::move(e));
     }
-    if (!have_header) return Error{"linkadapt.csv: no header"};
+    if (!have_header) return error_info{"linkadapt.csv: no header"};
     try {
         return mcs_table(std::move(name), std::move(rows));
     } catch (const std::invalid_argument& e) {
-        return Error{e.what()};
+        return error_info{e.what()};
     }
 }
 
@@ -250,7 +251,7 @@ int cqi_to_mcs(const mcs_table& table, double cqi_db, double offset_db) {
     return table.select(cqi_db + offset_db);
 }
 
-olla::olla(const olla_config& cfg) : cfg_(cfg) {
+olla::olla(const olla_params& cfg) : cfg_(cfg) {
     const double b = cfg.target_bler;
     if (!(b > 0.0 && b < 0.5))
         throw_invalid("olla.target_bler: " + format_number(b) + " not in (0,0.5)");

@@ -12,8 +12,8 @@
 namespace oppsched::pdu {
 namespace {
 
-Error err(const std::string& field, std::size_t value, const char* why) {
-    return Error{field + ": " + std::to_string(value) + " " + why};
+error_info err(const std::string& field, std::size_t value, const char* why) {
+    return error_info{field + ": " + std::to_string(value) + " " + why};
 }
 std::string seg_field(std::size_t i, const char* name) {
     return "pdu.segment[" + std::to_string(i) + "]." + name;
@@ -28,8 +28,8 @@ bool price_ok(float p) { return std::isfinite(p) && p >= 0.0f; }
 
 // Segment rules shared by serialize() and parse_view(): lengths consistent, only the
 // first segment may continue a packet and only the last may leave one unfinished.
-std::optional<Error> check_segment(std::size_t i, std::size_t n, std::size_t packet_len,
-                                   std::size_t offset, std::size_t seg_len) {
+std::optional<error_info> check_segment(std::size_t i, std::size_t n, std::size_t packet_len,
+                                        std::size_t offset, std::size_t seg_len) {
     if (packet_len == 0) return err(seg_field(i, "packet_len"), 0, "must be >= 1");
     if (seg_len == 0) return err(seg_field(i, "seg_len"), 0, "must be >= 1");
     if (offset + seg_len > packet_len)
@@ -47,13 +47,13 @@ std::optional<Error> check_segment(std::size_t i, std::size_t n, std::size_t pac
 
 }  // namespace
 
-std::size_t pdu_min_bytes(const Pdu& pdu) {
+std::size_t pdu_min_bytes(const mac_pdu& pdu) {
     std::size_t n = kMinPduBytes;
     for (const auto& s : pdu.segments) n += kSegmentHeaderBytes + s.data.size();
     return n;
 }
 
-void write_header_and_crc(std::uint8_t* b, std::size_t tb_bytes, const PduHeader& h,
+void write_header_and_crc(std::uint8_t* b, std::size_t tb_bytes, const pdu_header& h,
                           std::uint16_t n_segments, std::uint16_t payload_len) {
     b[0] = kVersion;
     b[1] = h.price_s ? kFlagPrice : 0;
@@ -69,12 +69,12 @@ void write_header_and_crc(std::uint8_t* b, std::size_t tb_bytes, const PduHeader
     store_be32(b + tb_bytes - kCrcBytes, crc32(b, tb_bytes - kCrcBytes));
 }
 
-Result<std::vector<std::uint8_t>> serialize(const Pdu& pdu, std::size_t tb_bytes) {
+expected<std::vector<std::uint8_t>> serialize(const mac_pdu& pdu, std::size_t tb_bytes) {
     if (tb_bytes < kMinPduBytes || tb_bytes > kMaxPduBytes)
         return err("pdu.tb_bytes", tb_bytes, "not in [20, 65535]");
     if (pdu.header.price_s && !price_ok(*pdu.header.price_s))
-        return Error{"pdu.price: " + std::to_string(*pdu.header.price_s) +
-                     " s is not finite and >= 0"};
+        return error_info{"pdu.price: " + std::to_string(*pdu.header.price_s) +
+                          " s is not finite and >= 0"};
     if (pdu.segments.size() > 0xFFFFu)
         return err("pdu.n_segments", pdu.segments.size(), "exceeds 65535");
     const std::size_t need = pdu_min_bytes(pdu);
@@ -85,7 +85,7 @@ Result<std::vector<std::uint8_t>> serialize(const Pdu& pdu, std::size_t tb_bytes
     std::size_t pos = kHeaderBytes;
     const std::size_t n = pdu.segments.size();
     for (std::size_t i = 0; i < n; ++i) {
-        const Segment& s = pdu.segments[i];
+        const pdu_segment& s = pdu.segments[i];
         if (s.data.size() > kMaxPacketBytes)
             return err(seg_field(i, "seg_len"), s.data.size(), "exceeds 65535");
         if (auto e = check_segment(i, n, s.packet_len, s.offset, s.data.size())) return *e;
@@ -101,24 +101,24 @@ Result<std::vector<std::uint8_t>> serialize(const Pdu& pdu, std::size_t tb_bytes
     return out;
 }
 
-Result<PduView> parse_view(const std::uint8_t* d, std::size_t len) {
+expected<pdu_view> parse_view(const std::uint8_t* d, std::size_t len) {
     if (d == nullptr || len < kMinPduBytes) return err("pdu.length", len, "bytes, need >= 20");
     if (len > kMaxPduBytes) return err("pdu.length", len, "bytes exceeds 65535");
     const std::uint32_t crc_wire = load_be32(d + len - kCrcBytes);
     const std::uint32_t crc_calc = crc32(d, len - kCrcBytes);
     if (crc_wire != crc_calc)
-        return Error{"pdu.crc32: " + hex32(crc_wire) + " does not match the computed " +
-                     hex32(crc_calc)};
+        return error_info{"pdu.crc32: " + hex32(crc_wire) + " does not match the computed " +
+                          hex32(crc_calc)};
     if (d[0] != kVersion) return err("pdu.version", d[0], "is not 1");
     if (d[1] & ~kFlagsKnown) return err("pdu.flags", d[1], "has reserved bits set");
-    PduView v;
+    pdu_view v;
     v.header.user = load_be16(d + 2);
     v.header.seq = load_be32(d + 4);
     const std::uint32_t bits = load_be32(d + 8);
     float price = 0.0f;
     std::memcpy(&price, &bits, 4);
     if (!price_ok(price))
-        return Error{"pdu.price: " + hex32(bits) + " (binary32) is not finite and >= 0"};
+        return error_info{"pdu.price: " + hex32(bits) + " (binary32) is not finite and >= 0"};
     if (d[1] & kFlagPrice) v.header.price_s = price;
     const std::size_t n = load_be16(d + 12);
     const std::size_t payload_len = load_be16(d + 14);
@@ -136,7 +136,7 @@ Result<PduView> parse_view(const std::uint8_t* d, std::size_t len) {
     for (std::size_t i = 0; i < n; ++i) {
         if (end - pos < kSegmentHeaderBytes)
             return err(seg_field(i, "header"), end - pos, "bytes left in payload_len, need 8");
-        SegmentView s;
+        segment_view s;
         s.packet_seq = load_be16(d + pos);
         s.packet_len = load_be16(d + pos + 2);
         s.offset = load_be16(d + pos + 4);
@@ -157,14 +157,14 @@ Result<PduView> parse_view(const std::uint8_t* d, std::size_t len) {
     return v;
 }
 
-Result<Pdu> parse(const std::uint8_t* data, std::size_t len) {
+expected<mac_pdu> parse(const std::uint8_t* data, std::size_t len) {
     auto r = parse_view(data, len);
-    if (!r) return Error{r.error()};
-    Pdu p;
+    if (!r) return error_info{r.error()};
+    mac_pdu p;
     p.header = r->header;
     p.segments.reserve(r->segments.size());
-    for (const SegmentView& s : r->segments) {
-        Segment seg;
+    for (const segment_view& s : r->segments) {
+        pdu_segment seg;
         seg.packet_seq = s.packet_seq;
         seg.packet_len = s.packet_len;
         seg.offset = s.offset;

@@ -1,4 +1,4 @@
-// QueueSet: users -> queues (one each, or one shared FIFO).
+// queue_set: users -> queues (one each, or one shared FIFO).
 #include "oppsched/queue.h"
 
 #include <stdexcept>
@@ -9,22 +9,22 @@
 
 namespace oppsched::aqm {
 
-QueueSet::QueueSet(const QueueSetConfig& config) : mode_(config.mode) {
+queue_set::queue_set(const queue_set_params& config) : mode_(config.mode) {
     if (config.users == 0) throw_invalid("queue_set.users: 0 must be >= 1");
     validate(config.aqm);
-    const std::size_t n = mode_ == QueueMode::shared ? 1 : config.users;
+    const std::size_t n = mode_ == queue_mode::shared ? 1 : config.users;
     queues_.reserve(n);
     for (std::size_t i = 0; i < n; ++i) {
-        AqmConfig c = config.aqm;
+        aqm_params c = config.aqm;
         c.seed = config.aqm.seed + i;  // independent random streams per queue
         queues_.push_back(make_aqm(c));
-        queues_.back()->set_drop_sink([this](Drop&& d) { on_drop(std::move(d)); });
+        queues_.back()->set_drop_sink([this](dropped_packet&& d) { on_drop(std::move(d)); });
     }
     user_bytes_.assign(config.users, 0);
     user_packets_.assign(config.users, 0);
 }
 
-bool QueueSet::enqueue(Packet packet, time_ns now) {
+bool queue_set::enqueue(ip_packet packet, time_ns now) {
     if (packet.user >= users())
         throw std::out_of_range("packet.user: " + std::to_string(packet.user) + " >= users (" +
                                 std::to_string(users()) + ")");
@@ -41,7 +41,7 @@ bool QueueSet::enqueue(Packet packet, time_ns now) {
     return ok;
 }
 
-void QueueSet::on_drop(Drop&& d) {
+void queue_set::on_drop(dropped_packet&& d) {
     if (removes_queued_packet(d.reason)) count_out(d.packet);
     if (sink_) {
         sink_(std::move(d));
@@ -50,25 +50,25 @@ void QueueSet::on_drop(Drop&& d) {
     }
 }
 
-void QueueSet::count_out(const Packet& p) {
+void queue_set::count_out(const ip_packet& p) {
     user_bytes_[p.user] -= p.size();
     --user_packets_[p.user];
 }
 
-const Packet* QueueSet::head_of_line() const {
+const ip_packet* queue_set::head_of_line() const {
     if (pending_) return &*pending_;
     return queues_[0]->peek();
 }
 
-std::optional<Packet> QueueSet::dequeue(std::uint32_t user, time_ns now) {
+std::optional<ip_packet> queue_set::dequeue(std::uint32_t user, time_ns now) {
     if (user >= users())
         throw std::out_of_range("user: " + std::to_string(user) + " >= users (" +
                                 std::to_string(users()) + ")");
-    std::optional<Packet> p;
-    if (mode_ == QueueMode::per_user) {
+    std::optional<ip_packet> p;
+    if (mode_ == queue_mode::per_user) {
         p = queues_[user]->dequeue(now);
     } else {
-        const Packet* h = head_of_line();
+        const ip_packet* h = head_of_line();
         if (h == nullptr || h->user != user) return std::nullopt;
         if (pending_) {
             p = std::move(pending_);
@@ -85,48 +85,48 @@ std::optional<Packet> QueueSet::dequeue(std::uint32_t user, time_ns now) {
     return p;
 }
 
-bool QueueSet::eligible(std::uint32_t user) const {
-    if (mode_ == QueueMode::per_user) return has_backlog(user);
-    const Packet* h = head_of_line();
+bool queue_set::eligible(std::uint32_t user) const {
+    if (mode_ == queue_mode::per_user) return has_backlog(user);
+    const ip_packet* h = head_of_line();
     return h != nullptr && h->user == user;
 }
 
-void QueueSet::backlogged_users(std::vector<std::uint32_t>& out) const {
+void queue_set::backlogged_users(std::vector<std::uint32_t>& out) const {
     out.clear();
     for (std::uint32_t u = 0; u < user_packets_.size(); ++u)
         if (user_packets_[u] > 0) out.push_back(u);
 }
 
-void QueueSet::eligible_users(std::vector<std::uint32_t>& out) const {
-    if (mode_ == QueueMode::per_user) {
+void queue_set::eligible_users(std::vector<std::uint32_t>& out) const {
+    if (mode_ == queue_mode::per_user) {
         backlogged_users(out);
         return;
     }
     out.clear();
-    if (const Packet* h = head_of_line()) out.push_back(h->user);
+    if (const ip_packet* h = head_of_line()) out.push_back(h->user);
 }
 
-void QueueSet::eligible_mask(std::vector<bool>& out) const {
+void queue_set::eligible_mask(std::vector<bool>& out) const {
     out.assign(users(), false);
-    if (mode_ == QueueMode::per_user) {
+    if (mode_ == queue_mode::per_user) {
         for (std::size_t u = 0; u < users(); ++u) out[u] = user_packets_[u] > 0;
-    } else if (const Packet* h = head_of_line()) {
+    } else if (const ip_packet* h = head_of_line()) {
         out[h->user] = true;
     }
 }
 
-std::size_t QueueSet::total_bytes() const {
+std::size_t queue_set::total_bytes() const {
     std::size_t n = pending_ ? pending_->size() : 0;
     for (const auto& q : queues_) n += q->bytes();
     return n;
 }
 
-std::size_t QueueSet::total_packets() const {
+std::size_t queue_set::total_packets() const {
     std::size_t n = pending_ ? 1 : 0;
     for (const auto& q : queues_) n += q->packets();
     return n;
 }
 
-std::vector<Drop> QueueSet::take_drops() { return std::exchange(drops_, {}); }
+std::vector<dropped_packet> queue_set::take_drops() { return std::exchange(drops_, {}); }
 
 }  // namespace oppsched::aqm

@@ -254,7 +254,7 @@ class weighted_pf_policy final : public policy_base {
 
 }  // namespace
 
-void validate(const scheduler_config& cfg) {
+void validate(const scheduler_params& cfg) {
     check_alpha(alpha_of(cfg.policy));
     if (cfg.num_users > kMaxUsers) {
         throw_invalid("sched.num_users: " + std::to_string(cfg.num_users) + " > " +
@@ -279,7 +279,7 @@ void validate(const scheduler_config& cfg) {
     }
 }
 
-std::unique_ptr<scheduler_policy> make_scheduler(const scheduler_config& cfg) {
+std::unique_ptr<scheduler_policy> make_scheduler(const scheduler_params& cfg) {
     validate(cfg);
     const std::size_t n = cfg.num_users;
     return std::visit(

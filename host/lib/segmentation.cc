@@ -15,31 +15,31 @@ namespace oppsched::pdu {
 // ---------------------------------------------------------------------------------------
 // Segmenter
 
-Segmenter::Segmenter(SegmenterParams params)
+segmenter::segmenter(segmenter_params params)
     : params_(params), next_seq_(params.first_seq), next_packet_seq_(params.first_packet_seq) {
     params_.validate();
 }
 
-std::size_t Segmenter::partial_remaining() const {
+std::size_t segmenter::partial_remaining() const {
     return partial_ ? partial_->packet.data.size() - partial_->sent : 0;
 }
 
-void Segmenter::abandon_partial() {
+void segmenter::abandon_partial() {
     if (partial_) {
         ++stats_.packets_abandoned;
         partial_.reset();
     }
 }
 
-BuiltTb Segmenter::build(std::size_t tb_bytes, const PacketSource& source,
-                         std::optional<float> price_s) {
+built_tb segmenter::build(std::size_t tb_bytes, const packet_source& source,
+                          std::optional<float> price_s) {
     if (tb_bytes < kMinPduBytes || tb_bytes > kMaxPduBytes)
         throw_invalid("segmenter.tb_bytes: " + std::to_string(tb_bytes) + " not in [20, 65535]");
     if (price_s && !(std::isfinite(*price_s) && *price_s >= 0.0f))
         throw_invalid("segmenter.price_s: " + std::to_string(*price_s) + " is not finite and >= 0");
-    BuiltTb out;
+    built_tb out;
     out.bytes.assign(tb_bytes, 0);
-    TbRecord& rec = out.record;
+    tb_record& rec = out.record;
     rec.user = params_.user;
     rec.seq = next_seq_;
     rec.tb_bytes = tb_bytes;
@@ -53,16 +53,16 @@ BuiltTb Segmenter::build(std::size_t tb_bytes, const PacketSource& source,
     while (end - pos > kSegmentHeaderBytes) {
         if (!partial_) {
             if (!source) break;
-            std::optional<Packet> p = source();
+            std::optional<ip_packet> p = source();
             if (!p) break;
             if (p->data.empty() || p->data.size() > kMaxPacketBytes) {
                 ++stats_.packets_rejected;
                 continue;
             }
-            partial_ = Partial{std::move(*p), next_packet_seq_++, 0};
+            partial_ = partial_packet{std::move(*p), next_packet_seq_++, 0};
             ++stats_.packets_started;
         }
-        Partial& pr = *partial_;
+        partial_packet& pr = *partial_;
         const std::size_t size = pr.packet.data.size();
         const std::size_t n = std::min(end - pos - kSegmentHeaderBytes, size - pr.sent);
         store_be16(b + pos, pr.packet_seq);
@@ -71,8 +71,8 @@ BuiltTb Segmenter::build(std::size_t tb_bytes, const PacketSource& source,
         store_be16(b + pos + 6, static_cast<std::uint16_t>(n));
         std::memcpy(b + pos + kSegmentHeaderBytes, pr.packet.data.data() + pr.sent, n);
         rec.segments.push_back(
-            SegmentRecord{pr.packet.id, pr.packet_seq, static_cast<std::uint16_t>(size),
-                          static_cast<std::uint16_t>(pr.sent), static_cast<std::uint16_t>(n)});
+            segment_record{pr.packet.id, pr.packet_seq, static_cast<std::uint16_t>(size),
+                           static_cast<std::uint16_t>(pr.sent), static_cast<std::uint16_t>(n)});
         pos += kSegmentHeaderBytes + n;
         pr.sent += n;
         rec.data_bytes += n;
@@ -85,7 +85,7 @@ BuiltTb Segmenter::build(std::size_t tb_bytes, const PacketSource& source,
         }
     }
     rec.padding = end - pos;
-    PduHeader h;
+    pdu_header h;
     h.user = params_.user;
     h.seq = next_seq_;
     h.price_s = price_s;
@@ -102,7 +102,7 @@ BuiltTb Segmenter::build(std::size_t tb_bytes, const PacketSource& source,
 // ---------------------------------------------------------------------------------------
 // Reassembler
 
-void ReassemblerParams::validate() const {
+void reassembler_params::validate() const {
     if (window < 1 || window > (1u << 30))
         throw_invalid("reassembler.window: " + std::to_string(window) + " not in [1, 2^30]");
     if (timeout <= 0)
@@ -112,12 +112,12 @@ void ReassemblerParams::validate() const {
                       " is below one maximal packet (65535)");
 }
 
-Reassembler::Reassembler(ReassemblerParams params)
+reassembler::reassembler(reassembler_params params)
     : params_(params), next_(params.first_seq), expected_packet_seq_(params.first_packet_seq) {
     params_.validate();
 }
 
-std::optional<std::uint64_t> Reassembler::unwrap(std::uint32_t seq) const {
+std::optional<std::uint64_t> reassembler::unwrap(std::uint32_t seq) const {
     // RFC 1982 serial arithmetic around next_: a seq within 2^31 before next_ is old
     // (nullopt), otherwise it lies at or beyond next_ on the unwrapped 64-bit line.
     const auto d = static_cast<std::int32_t>(seq - static_cast<std::uint32_t>(next_));
@@ -125,28 +125,28 @@ std::optional<std::uint64_t> Reassembler::unwrap(std::uint32_t seq) const {
     return next_ + static_cast<std::uint64_t>(d);
 }
 
-void Reassembler::count_drop(Cause cause, std::uint64_t n) {
+void reassembler::count_drop(loss_cause cause, std::uint64_t n) {
     switch (cause) {
-        case Cause::reported:
+        case loss_cause::reported:
             stats_.dropped_incomplete += n;
             break;
-        case Cause::timeout:
+        case loss_cause::timeout:
             stats_.dropped_timeout += n;
             break;
-        case Cause::memory:
+        case loss_cause::memory:
             stats_.dropped_memory += n;
             break;
     }
 }
 
-void Reassembler::drop_partial(Cause cause) {
+void reassembler::drop_partial(loss_cause cause) {
     if (!partial_) return;
     held_bytes_ -= partial_->data.size();
     partial_.reset();
     count_drop(cause, 1);
 }
 
-void Reassembler::process_loss(Cause cause) {
+void reassembler::process_loss(loss_cause cause) {
     // The lost TB may have carried the rest of the packet in progress: drop it. Packets it
     // carried whole, or started, show up as a gap in packet sequence numbers later.
     drop_partial(cause);
@@ -154,19 +154,19 @@ void Reassembler::process_loss(Cause cause) {
     loss_pending_ = true;
 }
 
-void Reassembler::account_gap(std::uint16_t packet_seq) {
+void reassembler::account_gap(std::uint16_t packet_seq) {
     const auto gap = static_cast<std::uint16_t>(packet_seq - expected_packet_seq_);
     if (gap != 0 && gap < 0x8000u)  // packets between were carried whole by lost TBs
-        count_drop(loss_pending_ ? last_cause_ : Cause::reported, gap);
+        count_drop(loss_pending_ ? last_cause_ : loss_cause::reported, gap);
 }
 
-void Reassembler::process(const Entry& e, Delivered& out) {
+void reassembler::process(const tb_entry& e, delivered_packets& out) {
     if (e.lost) {
-        process_loss(Cause::reported);
+        process_loss(loss_cause::reported);
         return;
     }
-    const Cause cause = loss_pending_ ? last_cause_ : Cause::reported;
-    for (const Seg& s : e.segs) {
+    const loss_cause cause = loss_pending_ ? last_cause_ : loss_cause::reported;
+    for (const segment_ref& s : e.segs) {
         const std::uint8_t* d = e.data.data() + s.data_pos;
         const bool last = std::size_t{s.offset} + s.seg_len == s.packet_len;
         if (s.offset == 0) {
@@ -180,8 +180,8 @@ void Reassembler::process(const Entry& e, Delivered& out) {
                 ++stats_.delivered;
                 stats_.delivered_bytes += s.seg_len;
             } else {
-                partial_ = Partial{s.packet_seq, s.packet_len,
-                                   std::vector<std::uint8_t>(d, d + s.seg_len)};
+                partial_ = partial_packet{s.packet_seq, s.packet_len,
+                                          std::vector<std::uint8_t>(d, d + s.seg_len)};
                 held_bytes_ += s.seg_len;
             }
         } else if (partial_ && partial_->packet_seq == s.packet_seq &&
@@ -209,7 +209,7 @@ void Reassembler::process(const Entry& e, Delivered& out) {
     }
 }
 
-void Reassembler::drain(Delivered& out) {
+void reassembler::drain(delivered_packets& out) {
     while (!buffer_.empty() && buffer_.begin()->first == next_) {
         auto it = buffer_.begin();
         process(it->second, out);
@@ -219,7 +219,7 @@ void Reassembler::drain(Delivered& out) {
     }
 }
 
-void Reassembler::give_up_until(std::uint64_t target, Cause cause, Delivered& out) {
+void reassembler::give_up_until(std::uint64_t target, loss_cause cause, delivered_packets& out) {
     while (next_ < target) {
         auto it = buffer_.begin();
         if (it != buffer_.end() && it->first == next_) {
@@ -239,7 +239,7 @@ void Reassembler::give_up_until(std::uint64_t target, Cause cause, Delivered& ou
     drain(out);
 }
 
-void Reassembler::enforce_timeout(time_ns now, Delivered& out) {
+void reassembler::enforce_timeout(time_ns now, delivered_packets& out) {
     // Invariant after drain(): the buffer never holds next_, so a non-empty buffer means a
     // gap at next_. Give it up once the PDU waiting longest has waited `timeout`: no
     // complete packet is held back longer than that by a missing TB.
@@ -247,32 +247,32 @@ void Reassembler::enforce_timeout(time_ns now, Delivered& out) {
         time_ns oldest = std::numeric_limits<time_ns>::max();
         for (const auto& kv : buffer_) oldest = std::min(oldest, kv.second.arrival);
         if (now - oldest < params_.timeout) break;
-        give_up_until(buffer_.begin()->first, Cause::timeout, out);
+        give_up_until(buffer_.begin()->first, loss_cause::timeout, out);
     }
 }
 
-void Reassembler::enforce_memory(Delivered& out) {
+void reassembler::enforce_memory(delivered_packets& out) {
     while (held_bytes_ > params_.max_bytes) {
         if (!buffer_.empty()) {
-            give_up_until(buffer_.begin()->first, Cause::memory, out);
+            give_up_until(buffer_.begin()->first, loss_cause::memory, out);
         } else if (partial_) {
-            drop_partial(Cause::memory);
+            drop_partial(loss_cause::memory);
         } else {
             break;
         }
     }
 }
 
-std::optional<time_ns> Reassembler::next_deadline() const {
+std::optional<time_ns> reassembler::next_deadline() const {
     if (buffer_.empty()) return std::nullopt;
     time_ns oldest = std::numeric_limits<time_ns>::max();
     for (const auto& kv : buffer_) oldest = std::min(oldest, kv.second.arrival);
     return oldest + params_.timeout;
 }
 
-Reassembler::Delivered Reassembler::on_pdu(const std::uint8_t* data, std::size_t len, time_ns now,
-                                           std::string* error) {
-    Delivered out;
+reassembler::delivered_packets reassembler::on_pdu(const std::uint8_t* data, std::size_t len,
+                                                   time_ns now, std::string* error) {
+    delivered_packets out;
     auto r = parse_view(data, len);
     if (!r || (params_.user && r->header.user != *params_.user)) {
         ++stats_.malformed;
@@ -283,7 +283,7 @@ Reassembler::Delivered Reassembler::on_pdu(const std::uint8_t* data, std::size_t
         enforce_timeout(now, out);
         return out;
     }
-    const PduView& v = r.value();
+    const pdu_view& v = r.value();
     const std::optional<std::uint64_t> uo = unwrap(v.header.seq);
     auto it = uo ? buffer_.find(*uo) : buffer_.end();
     if (!uo || (it != buffer_.end() && !it->second.lost)) {
@@ -294,16 +294,17 @@ Reassembler::Delivered Reassembler::on_pdu(const std::uint8_t* data, std::size_t
     const std::uint64_t u = *uo;
     if (u - next_ >= params_.window) {
         // Beyond the reordering window: give up the oldest missing PDUs to make room.
-        give_up_until(u - params_.window + 1, Cause::timeout, out);
+        give_up_until(u - params_.window + 1, loss_cause::timeout, out);
     }
-    Entry e;
+    tb_entry e;
     e.arrival = now;
     std::size_t bytes = 0;
-    for (const SegmentView& s : v.segments) bytes += s.seg_len;
+    for (const segment_view& s : v.segments) bytes += s.seg_len;
     e.data.reserve(bytes);
     e.segs.reserve(v.segments.size());
-    for (const SegmentView& s : v.segments) {
-        e.segs.push_back(Seg{s.packet_seq, s.packet_len, s.offset, s.seg_len, e.data.size()});
+    for (const segment_view& s : v.segments) {
+        e.segs.push_back(
+            segment_ref{s.packet_seq, s.packet_len, s.offset, s.seg_len, e.data.size()});
         e.data.insert(e.data.end(), s.data, s.data + s.seg_len);
     }
     held_bytes_ += e.data.size();
@@ -315,13 +316,14 @@ Reassembler::Delivered Reassembler::on_pdu(const std::uint8_t* data, std::size_t
     return out;
 }
 
-Reassembler::Delivered Reassembler::on_lost(std::uint32_t seq, time_ns now) {
-    Delivered out;
+reassembler::delivered_packets reassembler::on_lost(std::uint32_t seq, time_ns now) {
+    delivered_packets out;
     const std::optional<std::uint64_t> uo = unwrap(seq);
     if (uo && buffer_.find(*uo) == buffer_.end()) {
         const std::uint64_t u = *uo;
-        if (u - next_ >= params_.window) give_up_until(u - params_.window + 1, Cause::timeout, out);
-        Entry e;
+        if (u - next_ >= params_.window)
+            give_up_until(u - params_.window + 1, loss_cause::timeout, out);
+        tb_entry e;
         e.lost = true;
         e.arrival = now;
         buffer_[u] = std::move(e);
@@ -332,8 +334,8 @@ Reassembler::Delivered Reassembler::on_lost(std::uint32_t seq, time_ns now) {
     return out;
 }
 
-Reassembler::Delivered Reassembler::poll(time_ns now) {
-    Delivered out;
+reassembler::delivered_packets reassembler::poll(time_ns now) {
+    delivered_packets out;
     enforce_timeout(now, out);
     return out;
 }

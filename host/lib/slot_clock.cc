@@ -50,7 +50,7 @@ slot_clock::request slot_clock::on_request(std::uint64_t phy_slot) {
     return r;
 }
 
-void slot_clock::remember(std::int64_t internal, const wire::SlotGrant& grant) {
+void slot_clock::remember(std::int64_t internal, const wire::slot_grant& grant) {
     cached_grant& c = cache_[static_cast<std::size_t>(internal) % cache_.size()];
     c.slot = internal;
     c.grant = grant;

@@ -8,13 +8,13 @@ namespace oppsched::ap {
 slot_trace::slot_trace(std::uint32_t users, std::uint32_t processes)
     : processes_(processes), tx_row_(static_cast<std::size_t>(users) * processes, ~0ull) {}
 
-void slot_trace::add_empty(SlotRow&& row) { push(std::move(row), true); }
+void slot_trace::add_empty(slot_row&& row) { push(std::move(row), true); }
 
-void slot_trace::add_transmission(SlotRow&& row, std::uint32_t user, std::uint8_t process) {
+void slot_trace::add_transmission(slot_row&& row, std::uint32_t user, std::uint8_t process) {
     tx_row_[user * processes_ + process] = push(std::move(row), false);
 }
 
-std::uint64_t slot_trace::push(SlotRow&& row, bool resolved) {
+std::uint64_t slot_trace::push(slot_row&& row, bool resolved) {
     pending_.push_back(pending_row{std::move(row), resolved});
     const std::uint64_t n = next_row_++;
     flush();
@@ -40,13 +40,13 @@ void slot_trace::flush() {
     }
 }
 
-std::vector<SlotRow> slot_trace::take() {
-    std::vector<SlotRow> out;
+std::vector<slot_row> slot_trace::take() {
+    std::vector<slot_row> out;
     out.swap(ready_);
     return out;
 }
 
-std::vector<SlotRow> slot_trace::take_all() {
+std::vector<slot_row> slot_trace::take_all() {
     while (!pending_.empty()) {
         ready_.push_back(std::move(pending_.front().row));
         pending_.pop_front();

@@ -10,8 +10,8 @@
 namespace oppsched::tcpip {
 namespace {
 
-Error err(const char* field, std::size_t value, const char* why) {
-    return Error{std::string(field) + ": " + std::to_string(value) + " " + why};
+error_info err(const char* field, std::size_t value, const char* why) {
+    return error_info{std::string(field) + ": " + std::to_string(value) + " " + why};
 }
 
 // One's-complement sum of bytes (big-endian 16-bit words, odd byte padded with zero),
@@ -28,8 +28,8 @@ std::uint16_t fold(std::uint64_t s) {
 }
 
 // Parses the TCP header at [off, end). `end` is the end of the IP payload.
-std::optional<Error> parse_tcp(const std::uint8_t* d, std::size_t off, std::size_t end,
-                               TcpHeader& t) {
+std::optional<error_info> parse_tcp(const std::uint8_t* d, std::size_t off, std::size_t end,
+                                    tcp_header& t) {
     if (end < off || end - off < 20) return err("tcp.header", end - off, "bytes left, need >= 20");
     const std::uint8_t* h = d + off;
     const std::size_t hl = static_cast<std::size_t>(h[12] >> 4) * 4;
@@ -91,19 +91,19 @@ std::optional<Error> parse_tcp(const std::uint8_t* d, std::size_t off, std::size
 
 }  // namespace
 
-bool FlowKey::operator==(const FlowKey& o) const {
+bool flow_key::operator==(const flow_key& o) const {
     return ip_version == o.ip_version && proto == o.proto && sport == o.sport && dport == o.dport &&
            src == o.src && dst == o.dst;
 }
 
-FlowKey FlowKey::reversed() const {
-    FlowKey r = *this;
+flow_key flow_key::reversed() const {
+    flow_key r = *this;
     std::swap(r.src, r.dst);
     std::swap(r.sport, r.dport);
     return r;
 }
 
-std::size_t FlowKeyHash::operator()(const FlowKey& k) const {
+std::size_t flow_key_hash::operator()(const flow_key& k) const {
     // Eight bytes at a time with a multiply-xorshift mix: a handful of cycles for a v4 key.
     auto mix = [](std::uint64_t h, std::uint64_t v) {
         h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
@@ -123,9 +123,9 @@ std::size_t FlowKeyHash::operator()(const FlowKey& k) const {
     return static_cast<std::size_t>(h);
 }
 
-Result<PacketInfo> parse(const std::uint8_t* d, std::size_t len) {
+expected<packet_info> parse(const std::uint8_t* d, std::size_t len) {
     if (d == nullptr || len == 0) return err("ip.length", len, "bytes, packet is empty");
-    PacketInfo info;
+    packet_info info;
     const std::uint8_t version = d[0] >> 4;
     std::size_t off = 0;    // start of the transport header
     bool transport = true;  // false for non-first fragments and ESP / no-next-header
@@ -202,7 +202,7 @@ Result<PacketInfo> parse(const std::uint8_t* d, std::size_t len) {
     info.flow.ip_version = info.ip_version;
     info.flow.proto = proto;
     if (transport && proto == kProtoTcp) {
-        TcpHeader t;
+        tcp_header t;
         if (auto e = parse_tcp(d, off, info.total_len, t)) return *e;
         info.flow.sport = load_be16(d + off);
         info.flow.dport = load_be16(d + off + 2);
@@ -219,7 +219,7 @@ Result<PacketInfo> parse(const std::uint8_t* d, std::size_t len) {
 bool mark_ce(std::vector<std::uint8_t>& packet) {
     auto r = parse(packet);
     if (!r) return false;
-    const PacketInfo& info = r.value();
+    const packet_info& info = r.value();
     if (info.ecn == kNotEct) return false;
     if (info.ecn == kCe) return true;  // already marked: nothing to change
     std::uint8_t* d = packet.data();
@@ -241,7 +241,7 @@ std::uint16_t ipv4_header_checksum(const std::uint8_t* d, std::size_t ihl) {
     return static_cast<std::uint16_t>(~fold(s));
 }
 
-std::uint16_t tcp_checksum(const std::uint8_t* d, const PacketInfo& info) {
+std::uint16_t tcp_checksum(const std::uint8_t* d, const packet_info& info) {
     const std::size_t off = info.tcp ? info.tcp->offset : info.ip_header_len;
     const std::size_t seg_len = info.total_len - off;
     std::uint64_t s = 0;
@@ -259,9 +259,9 @@ std::uint16_t tcp_checksum(const std::uint8_t* d, const PacketInfo& info) {
     return static_cast<std::uint16_t>(~fold(s));
 }
 
-Result<std::uint16_t> set_window(std::uint8_t* packet, std::size_t len, const PacketInfo& info,
-                                 std::uint64_t window_bytes, std::uint8_t shift) {
-    if (!info.tcp) return Error{"tcp: packet has no TCP header"};
+expected<std::uint16_t> set_window(std::uint8_t* packet, std::size_t len, const packet_info& info,
+                                   std::uint64_t window_bytes, std::uint8_t shift) {
+    if (!info.tcp) return error_info{"tcp: packet has no TCP header"};
     const std::size_t off = info.tcp->offset;
     if (off > len || len - off < 20)
         return err("tcp.offset", off, "leaves < 20 bytes in the packet");
@@ -273,21 +273,21 @@ Result<std::uint16_t> set_window(std::uint8_t* packet, std::size_t len, const Pa
 }
 
 // ---------------------------------------------------------------------------------------
-// WindowTracker
+// window_tracker
 
-void WindowTrackerParams::validate() const {
+void window_tracker_params::validate() const {
     if (max_flows == 0) throw_invalid("window_tracker.max_flows: 0 must be >= 1");
     if (idle_timeout <= 0)
         throw_invalid("window_tracker.idle_timeout: " + std::to_string(idle_timeout) +
                       " ns must be > 0");
 }
 
-WindowTracker::WindowTracker(WindowTrackerParams params) : params_(params) {
+window_tracker::window_tracker(window_tracker_params params) : params_(params) {
     params_.validate();
     map_.reserve(std::min<std::size_t>(params_.max_flows, 1024));
 }
 
-WindowTracker::Map::iterator WindowTracker::find(const FlowKey& flow, bool& is_initiator) {
+window_tracker::flow_map::iterator window_tracker::find(const flow_key& flow, bool& is_initiator) {
     auto it = map_.find(flow);
     if (it != map_.end()) {
         is_initiator = true;
@@ -297,24 +297,24 @@ WindowTracker::Map::iterator WindowTracker::find(const FlowKey& flow, bool& is_i
     return map_.find(flow.reversed());
 }
 
-void WindowTracker::touch(Map::iterator it, time_ns now) {
+void window_tracker::touch(flow_map::iterator it, time_ns now) {
     it->second.lru->last_seen = now;
     lru_.splice(lru_.begin(), lru_, it->second.lru);
 }
 
-void WindowTracker::erase(Map::iterator it) {
+void window_tracker::erase(flow_map::iterator it) {
     lru_.erase(it->second.lru);
     map_.erase(it);
 }
 
-std::uint8_t WindowTracker::shift_of(const Entry& e, bool initiator_side) {
+std::uint8_t window_tracker::shift_of(const flow_entry& e, bool initiator_side) {
     // RFC 7323 §2.2: scaling is enabled only if both sides sent the option.
     if (!e.initiator.ws_option || !e.responder.ws_option) return 0;
     const std::uint8_t s = initiator_side ? *e.initiator.ws_option : *e.responder.ws_option;
     return s > kMaxWindowShift ? kMaxWindowShift : s;
 }
 
-void WindowTracker::expire(time_ns now) {
+void window_tracker::expire(time_ns now) {
     // The LRU list is ordered by last_seen (callers' clocks are monotonic), so expiry pops
     // the back; the common case (nothing to expire) costs one comparison.
     while (!lru_.empty() && now - lru_.back().last_seen > params_.idle_timeout) {
@@ -323,17 +323,17 @@ void WindowTracker::expire(time_ns now) {
     }
 }
 
-void WindowTracker::learn(const PacketInfo& info, time_ns now) {
+void window_tracker::learn(const packet_info& info, time_ns now) {
     bool initiator = false;
     (void)learn_find(info, now, initiator);
 }
 
-WindowTracker::Map::iterator WindowTracker::learn_find(const PacketInfo& info, time_ns now,
-                                                       bool& initiator) {
+window_tracker::flow_map::iterator window_tracker::learn_find(const packet_info& info, time_ns now,
+                                                              bool& initiator) {
     expire(now);
     initiator = false;
     if (!info.tcp) return map_.end();
-    const TcpHeader& t = *info.tcp;
+    const tcp_header& t = *info.tcp;
     auto it = find(info.flow, initiator);
     if (t.flags & kRst) {
         if (it != map_.end()) erase(it);
@@ -349,8 +349,8 @@ WindowTracker::Map::iterator WindowTracker::learn_find(const PacketInfo& info, t
             erase(map_.find(lru_.back().key));
             ++stats_.evicted;
         }
-        lru_.push_front(LruNode{info.flow, now});
-        Entry e;
+        lru_.push_front(lru_node{info.flow, now});
+        flow_entry e;
         e.initiator.ws_option = t.wscale;
         e.lru = lru_.begin();
         ++stats_.syns;
@@ -360,7 +360,7 @@ WindowTracker::Map::iterator WindowTracker::learn_find(const PacketInfo& info, t
     }
     if (it == map_.end()) return it;
     if (syn && ack && !initiator) {
-        Entry& e = it->second;
+        flow_entry& e = it->second;
         if (!e.syn_ack_seen) ++stats_.syn_acks;
         e.responder.ws_option = t.wscale;
         e.syn_ack_seen = true;
@@ -374,7 +374,7 @@ WindowTracker::Map::iterator WindowTracker::learn_find(const PacketInfo& info, t
     return it;
 }
 
-std::optional<std::uint8_t> WindowTracker::shift(const FlowKey& flow) const {
+std::optional<std::uint8_t> window_tracker::shift(const flow_key& flow) const {
     auto it = map_.find(flow);
     bool initiator = true;
     if (it == map_.end()) {
@@ -385,7 +385,7 @@ std::optional<std::uint8_t> WindowTracker::shift(const FlowKey& flow) const {
     return shift_of(it->second, initiator);
 }
 
-std::optional<std::uint64_t> WindowTracker::advertised_bytes(const PacketInfo& info) const {
+std::optional<std::uint64_t> window_tracker::advertised_bytes(const packet_info& info) const {
     if (!info.tcp) return std::nullopt;
     if (info.tcp->flags & kSyn) return info.tcp->window;  // never scaled
     const auto s = shift(info.flow);
@@ -393,29 +393,30 @@ std::optional<std::uint64_t> WindowTracker::advertised_bytes(const PacketInfo& i
     return std::uint64_t{info.tcp->window} << *s;
 }
 
-RewriteOutcome WindowTracker::rewrite(std::uint8_t* packet, std::size_t len, const PacketInfo& info,
-                                      std::uint64_t window_bytes, time_ns now) {
+rewrite_outcome window_tracker::rewrite(std::uint8_t* packet, std::size_t len,
+                                        const packet_info& info, std::uint64_t window_bytes,
+                                        time_ns now) {
     bool initiator = false;
     auto it = learn_find(info, now, initiator);
     if (!info.tcp || info.is_fragment || !(info.tcp->flags & kAck)) {
         ++stats_.unchanged_other;
-        return RewriteOutcome::not_applicable;
+        return rewrite_outcome::not_applicable;
     }
-    const TcpHeader& t = *info.tcp;
+    const tcp_header& t = *info.tcp;
     if (t.flags & kSyn) {
         ++stats_.unchanged_syn;
-        return RewriteOutcome::syn;
+        return rewrite_outcome::syn;
     }
     if (it == map_.end() || !it->second.syn_ack_seen) {
         ++stats_.unchanged_unknown;
-        return RewriteOutcome::unknown_flow;
+        return rewrite_outcome::unknown_flow;
     }
     if (t.offset > len || len - t.offset < 20) {
         ++stats_.unchanged_other;
-        return RewriteOutcome::not_applicable;
+        return rewrite_outcome::not_applicable;
     }
-    Entry& e = it->second;
-    Direction& dir = initiator ? e.initiator : e.responder;
+    flow_entry& e = it->second;
+    direction_state& dir = initiator ? e.initiator : e.responder;
     const std::uint8_t shift = shift_of(e, initiator);
     const std::uint64_t max_window = std::uint64_t{0xFFFF} << shift;
     if (window_bytes > max_window) {
@@ -444,7 +445,7 @@ RewriteOutcome WindowTracker::rewrite(std::uint8_t* packet, std::size_t len, con
         dir.has_edge = true;
     }
     ++stats_.rewritten;
-    return RewriteOutcome::rewritten;
+    return rewrite_outcome::rewritten;
 }
 
 }  // namespace oppsched::tcpip

@@ -1,6 +1,6 @@
-// Python bindings of oppsched/fading.h and oppsched/clamp_link.h: Jakes (Andrew & Hanly's Jakes
-// model, or Srinivasan & Baras's random sum of sinusoids with model="sum_of_sinusoids") and
-// ClampLink (Andrew & Hanly's slot rate rule, error rule and adaptive backoff margin). Errors
+// Python bindings of oppsched/fading.h and oppsched/clamp_link.h: fading_channel (Andrew & Hanly's
+// Jakes model, or Srinivasan & Baras's random sum of sinusoids with model="sum_of_sinusoids") and
+// clamp_link (Andrew & Hanly's slot rate rule, error rule and adaptive backoff margin). Errors
 // become ValueError with the C++ message.
 #include <pybind11/complex.h>
 #include <pybind11/numpy.h>
@@ -21,15 +21,15 @@ namespace {
 
 namespace pyb = pybind11;
 using namespace pyb::literals;
-using channel::ClampLink;
-using channel::ClampLinkParams;
-using channel::FadingChannel;
-using channel::MarginScope;
-using channel::SlotOutcome;
+using channel::clamp_link;
+using channel::clamp_link_params;
+using channel::fading_channel;
+using channel::margin_scope;
+using channel::slot_outcome;
 
 // A fading model chosen by name; the Python class `Jakes`.
-struct PyFading {
-    std::unique_ptr<FadingChannel> ch;
+struct py_fading {
+    std::unique_ptr<fading_channel> ch;
     std::string model;
     std::uint64_t seed = 0;
 };
@@ -43,24 +43,24 @@ std::uint64_t seed_from(const pyb::int_& s) {
     return static_cast<std::uint64_t>(v);
 }
 
-MarginScope scope_from(const std::string& s) {
-    if (s == "after_retransmissions") return MarginScope::after_retransmissions;
-    if (s == "per_attempt") return MarginScope::per_attempt;
+margin_scope scope_from(const std::string& s) {
+    if (s == "after_retransmissions") return margin_scope::after_retransmissions;
+    if (s == "per_attempt") return margin_scope::per_attempt;
     throw_invalid("clamp_link.scope: '" + s +
                   "' not one of 'after_retransmissions', 'per_attempt'");
 }
-const char* scope_name(MarginScope s) {
-    return s == MarginScope::per_attempt ? "per_attempt" : "after_retransmissions";
+const char* scope_name(margin_scope s) {
+    return s == margin_scope::per_attempt ? "per_attempt" : "after_retransmissions";
 }
 
-pyb::dict link_stats(const channel::ClampLinkStats& s) {
+pyb::dict link_stats(const channel::clamp_link_stats& s) {
     return pyb::dict("attempts"_a = s.attempts, "errors"_a = s.errors, "delivered"_a = s.delivered,
                      "dropped"_a = s.dropped, "capped"_a = s.capped,
                      "bits_delivered"_a = s.bits_delivered, "loss_rate"_a = s.loss_rate(),
                      "error_rate"_a = s.error_rate());
 }
 
-pyb::dict link_params(const ClampLinkParams& p) {
+pyb::dict link_params(const clamp_link_params& p) {
     return pyb::dict("slot_s"_a = p.slot_s, "w0_hz"_a = p.w0_hz, "cmax_bps"_a = p.cmax_bps,
                      "target_loss"_a = p.target_loss, "max_attempts"_a = p.max_attempts,
                      "scope"_a = scope_name(p.scope), "margin_init"_a = p.margin_init,
@@ -79,7 +79,7 @@ T cast_field(const pyb::handle& v, const std::string& key) {
 }
 
 // Keyword overrides on top of a preset (the Python constructor and the presets share it).
-ClampLink make_link(ClampLinkParams p, const pyb::kwargs& kw) {
+clamp_link make_link(clamp_link_params p, const pyb::kwargs& kw) {
     for (const auto& item : kw) {
         const std::string k = pyb::str(item.first);
         const pyb::handle v = item.second;
@@ -106,13 +106,13 @@ ClampLink make_link(ClampLinkParams p, const pyb::kwargs& kw) {
         else
             throw_invalid("clamp_link." + k + ": unknown parameter");
     }
-    return ClampLink(p);
+    return clamp_link(p);
 }
 
 // model='clamp', the old name of 'jakes' (issue 13): a DeprecationWarning, then 'jakes'.
 std::string deprecated_jakes() {
     pyb::module_::import("warnings")
-        .attr("warn")("Jakes.model: value 'clamp' is deprecated, use 'jakes'",
+        .attr("warn")("fading_channel.model: value 'clamp' is deprecated, use 'jakes'",
                       pyb::module_::import("builtins").attr("DeprecationWarning"), 2);
     return "jakes";
 }
@@ -126,20 +126,21 @@ void bind_channel(pybind11::module_& m) {
     m.attr("CLAMP_ATTEMPTS_SLOW_FADING") = channel::kClampAttemptsSlowFading;
     m.attr("CLAMP_ATTEMPTS_FAST_FADING") = channel::kClampAttemptsFastFading;
 
-    pyb::class_<PyFading>(
-        m, "Jakes",
-        "Per-user Rayleigh fading. model='jakes': Andrew & Hanly's Jakes model (G = 20 generators, "
+    pyb::class_<py_fading>(
+        m, "fading_channel",
+        "Per-user Rayleigh fading. model='jakes': Andrew & Hanly's fading_channel model (G = 20 "
+        "generators, "
         "random oscillator phases per seed); model='sum_of_sinusoids': Srinivasan & Baras, eq. 4. "
         "gain(t) is h(t) with E|h|^2 = 1; snr_linear(t) = 10^(mean_snr_db/10) |h(t)|^2.")
         .def(pyb::init([](double doppler_hz, double mean_snr_db, const pyb::int_& seed,
                           const std::string& model, int oscillators, double angle_offset,
                           bool random_phases) {
-                 PyFading f;
+                 py_fading f;
                  f.model = model;
                  f.seed = seed_from(seed);
                  if (f.model == "clamp") f.model = deprecated_jakes();
                  if (f.model == "jakes") {
-                     channel::JakesParams p;
+                     channel::jakes_params p;
                      p.doppler_hz = doppler_hz;
                      p.mean_snr_db = mean_snr_db;
                      p.seed = f.seed;
@@ -148,7 +149,7 @@ void bind_channel(pybind11::module_& m) {
                      p.random_phases = random_phases;
                      f.ch = channel::make_fading(p);
                  } else if (model == "sum_of_sinusoids") {
-                     channel::SumOfSinusoidsParams p;
+                     channel::sum_of_sinusoids_params p;
                      p.doppler_hz = doppler_hz;
                      p.mean_snr_db = mean_snr_db;
                      p.seed = f.seed;
@@ -164,15 +165,15 @@ void bind_channel(pybind11::module_& m) {
              "oscillators"_a = channel::kClampGenerators, "angle_offset"_a = 0.5,
              "random_phases"_a = true)
         .def(
-            "gain", [](const PyFading& f, double t_s) { return f.ch->gain(t_s); }, "t_s"_a)
+            "gain", [](const py_fading& f, double t_s) { return f.ch->gain(t_s); }, "t_s"_a)
         .def(
-            "snr_linear", [](const PyFading& f, double t_s) { return f.ch->snr_linear(t_s); },
+            "snr_linear", [](const py_fading& f, double t_s) { return f.ch->snr_linear(t_s); },
             "t_s"_a)
         .def(
-            "snr_db", [](const PyFading& f, double t_s) { return f.ch->snr_db(t_s); }, "t_s"_a)
+            "snr_db", [](const py_fading& f, double t_s) { return f.ch->snr_db(t_s); }, "t_s"_a)
         .def(
             "gain_many",
-            [](const PyFading& f,
+            [](const py_fading& f,
                const pyb::array_t<double, pyb::array::c_style | pyb::array::forcecast>& t) {
                 pyb::array_t<std::complex<double>> out(t.request().shape);
                 const double* in = t.data();
@@ -183,7 +184,7 @@ void bind_channel(pybind11::module_& m) {
             "t_s"_a, "h(t) for an array of times (any shape), complex128")
         .def(
             "snr_linear_many",
-            [](const PyFading& f,
+            [](const py_fading& f,
                const pyb::array_t<double, pyb::array::c_style | pyb::array::forcecast>& t) {
                 pyb::array_t<double> out(t.request().shape);
                 const double* in = t.data();
@@ -194,7 +195,7 @@ void bind_channel(pybind11::module_& m) {
             "t_s"_a, "SNR(t), linear, for an array of times (any shape)")
         .def(
             "gains",
-            [](const PyFading& f, double t0_s, double dt_s, pyb::ssize_t n) {
+            [](const py_fading& f, double t0_s, double dt_s, pyb::ssize_t n) {
                 if (n < 0) throw_invalid("channel.n: negative sample count");
                 pyb::array_t<std::complex<double>> out(n);
                 f.ch->gains(t0_s, dt_s, static_cast<std::size_t>(n), out.mutable_data());
@@ -203,61 +204,61 @@ void bind_channel(pybind11::module_& m) {
             "t0_s"_a, "dt_s"_a, "n"_a,
             "h(t0 + i dt), i < n, by phasor recurrence (the emulator's symbol-rate path)")
         .def_property_readonly("mean_snr_linear",
-                               [](const PyFading& f) { return f.ch->mean_snr_linear(); })
-        .def_property_readonly("doppler_hz", [](const PyFading& f) { return f.ch->doppler_hz(); })
-        .def_property_readonly("model", [](const PyFading& f) { return f.model; })
-        .def_property_readonly("seed", [](const PyFading& f) { return f.seed; })
-        .def("__repr__", [](const PyFading& f) {
+                               [](const py_fading& f) { return f.ch->mean_snr_linear(); })
+        .def_property_readonly("doppler_hz", [](const py_fading& f) { return f.ch->doppler_hz(); })
+        .def_property_readonly("model", [](const py_fading& f) { return f.model; })
+        .def_property_readonly("seed", [](const py_fading& f) { return f.seed; })
+        .def("__repr__", [](const py_fading& f) {
             std::ostringstream os;
-            os << "Jakes(doppler_hz=" << f.ch->doppler_hz()
+            os << "fading_channel(doppler_hz=" << f.ch->doppler_hz()
                << ", mean_snr_db=" << channel::linear_to_db(f.ch->mean_snr_linear())
                << ", seed=" << f.seed << ", model='" << f.model << "')";
             return os.str();
         });
 
-    pyb::class_<ClampLink>(
-        m, "ClampLink",
+    pyb::class_<clamp_link>(
+        m, "clamp_link",
         "Andrew & Hanly's slot model (CLAMP, §V-B) for one destination: rate B = slot min(W0 "
         "log2(1 + (1 - m) "
         "N_start), C_max) (eq. 18), error iff B > slot W0 log2(1 + N_end), n consecutive "
         "failures drop, adaptive backoff margin m towards target_loss. Keyword arguments "
         "override the high-rate preset (W0 = 4.3 MHz, C_max = 10 Mb/s, 3 ms, n = 5).")
         .def(pyb::init(
-            [](const pyb::kwargs& kw) { return make_link(ClampLinkParams::high_rate(), kw); }))
+            [](const pyb::kwargs& kw) { return make_link(clamp_link_params::high_rate(), kw); }))
         .def_static(
             "high_rate",
             [](int max_attempts, const pyb::kwargs& kw) {
-                return make_link(ClampLinkParams::high_rate(max_attempts), kw);
+                return make_link(clamp_link_params::high_rate(max_attempts), kw);
             },
             "max_attempts"_a = channel::kClampAttemptsSlowFading,
             "W0 = 4.3 MHz, C_max = 10 Mb/s (n = 5 slow fading, 15 fast)")
         .def_static(
             "low_rate",
             [](int max_attempts, const pyb::kwargs& kw) {
-                return make_link(ClampLinkParams::low_rate(max_attempts), kw);
+                return make_link(clamp_link_params::low_rate(max_attempts), kw);
             },
             "max_attempts"_a = channel::kClampAttemptsSlowFading,
             "W0 = 620 kHz, C_max = 1.44 Mb/s (§V-J)")
-        .def("rate_bps", &ClampLink::rate_bps, "snr_start"_a)
-        .def("rate_bits", &ClampLink::rate_bits, "snr_start"_a)
-        .def("capacity_bits", &ClampLink::capacity_bits, "snr_end"_a)
-        .def("is_error", &ClampLink::is_error, "bits"_a, "snr_end"_a)
+        .def("rate_bps", &clamp_link::rate_bps, "snr_start"_a)
+        .def("rate_bits", &clamp_link::rate_bits, "snr_start"_a)
+        .def("capacity_bits", &clamp_link::capacity_bits, "snr_end"_a)
+        .def("is_error", &clamp_link::is_error, "bits"_a, "snr_end"_a)
         .def(
             "on_feedback",
-            [](ClampLink& l, bool success) {
+            [](clamp_link& l, bool success) {
                 return std::string(to_string(l.on_feedback(success)));
             },
             "success"_a, "ACK/NACK of one attempt; returns 'delivered', 'retry' or 'dropped'")
         .def(
             "transmit",
-            [](ClampLink& l, double snr_start, double snr_end) {
+            [](clamp_link& l, double snr_start, double snr_end) {
                 const auto a = l.transmit(snr_start, snr_end);
                 return pyb::make_tuple(a.bits, a.error, std::string(to_string(a.outcome)));
             },
             "snr_start"_a, "snr_end"_a, "One slot: returns (bits, error, outcome).")
         .def(
             "transmit_many",
-            [](ClampLink& l,
+            [](clamp_link& l,
                const pyb::array_t<double, pyb::array::c_style | pyb::array::forcecast>& start,
                const pyb::array_t<double, pyb::array::c_style | pyb::array::forcecast>& end) {
                 if (start.size() != end.size())
@@ -281,15 +282,16 @@ void bind_channel(pybind11::module_& m) {
             "snr_start"_a, "snr_end"_a,
             "Consecutive slots; returns a dict of arrays: bits, error, outcome (0 delivered, "
             "1 retry, 2 dropped), margin (after each slot).")
-        .def("reset", &ClampLink::reset)
-        .def_property_readonly("margin", &ClampLink::margin)
+        .def("reset", &clamp_link::reset)
+        .def_property_readonly("margin", &clamp_link::margin)
         .def_property_readonly("consecutive_failures",
-                               [](const ClampLink& l) { return l.state().consecutive_failures; })
-        .def_property_readonly("stats", [](const ClampLink& l) { return link_stats(l.stats()); })
-        .def_property_readonly("params", [](const ClampLink& l) { return link_params(l.params()); })
-        .def("__repr__", [](const ClampLink& l) {
+                               [](const clamp_link& l) { return l.state().consecutive_failures; })
+        .def_property_readonly("stats", [](const clamp_link& l) { return link_stats(l.stats()); })
+        .def_property_readonly("params",
+                               [](const clamp_link& l) { return link_params(l.params()); })
+        .def("__repr__", [](const clamp_link& l) {
             std::ostringstream os;
-            os << "ClampLink(w0_hz=" << l.params().w0_hz << ", cmax_bps=" << l.params().cmax_bps
+            os << "clamp_link(w0_hz=" << l.params().w0_hz << ", cmax_bps=" << l.params().cmax_bps
                << ", max_attempts=" << l.params().max_attempts << ", margin=" << l.margin() << ")";
             return os.str();
         });

@@ -38,19 +38,19 @@ constexpr std::uint64_t kU32 = std::numeric_limits<std::uint32_t>::max();
 }  // namespace
 
 void bind_clamp(pybind11::module_& m) {
-    using clamp::ClientAgent;
-    using clamp::ClientParams;
-    using clamp::RouterAgent;
-    using clamp::RouterParams;
+    using clamp::client_agent;
+    using clamp::client_agent_params;
+    using clamp::router_agent;
+    using clamp::router_agent_params;
 
-    pyb::class_<ClientAgent>(m, "ClampReceiver",
-                             "CLAMP client agent for one TCP flow (Andrew & Hanly, CLAMP, "
-                             "eqs. 14-17 and receiver slow start).\n\n"
-                             "on_data() returns the window (bytes) to advertise in the ACK.")
+    pyb::class_<client_agent>(m, "client_agent",
+                              "CLAMP client agent for one TCP flow (Andrew & Hanly, CLAMP, "
+                              "eqs. 14-17 and receiver slow start).\n\n"
+                              "on_data() returns the window (bytes) to advertise in the ACK.")
         .def(pyb::init([](double tau_bytes, long long alpha_packets, double beta,
                           long long mss_bytes, double max_increase_bytes, double min_window_bytes,
                           double slow_start_threshold_bytes, int dupack_threshold) {
-                 ClientParams p;
+                 client_agent_params p;
                  p.tau_bytes = tau_bytes;
                  p.alpha_packets = static_cast<std::size_t>(
                      to_unsigned(alpha_packets, 100'000'000, "clamp.client.alpha_packets"));
@@ -61,7 +61,7 @@ void bind_clamp(pybind11::module_& m) {
                  p.min_window_bytes = min_window_bytes;
                  p.slow_start_threshold_bytes = slow_start_threshold_bytes;
                  p.dupack_threshold = dupack_threshold;
-                 return ClientAgent(p);
+                 return client_agent(p);
              }),
              "tau_bytes"_a = 500.0, "alpha_packets"_a = 1000, "beta"_a = 0.001,
              "mss_bytes"_a = 1448, pyb::kw_only(), "max_increase_bytes"_a = 10000.0,
@@ -69,7 +69,7 @@ void bind_clamp(pybind11::module_& m) {
              "dupack_threshold"_a = 3)
         .def(
             "on_data",
-            [](ClientAgent& c, double t_s, long long size_bytes, double price_s,
+            [](client_agent& c, double t_s, long long size_bytes, double price_s,
                long long awnd_os_bytes) {
                 return c.on_data(seconds_to_ns(t_s, "clamp.client.t_s"),
                                  static_cast<std::uint32_t>(
@@ -81,42 +81,42 @@ void bind_clamp(pybind11::module_& m) {
             "t_s"_a, "size_bytes"_a, "price_s"_a, "awnd_os_bytes"_a,
             "Data packet of size_bytes received at t_s carrying price_s; the OS would "
             "advertise awnd_os_bytes. Returns AWND = min(w, awnd_os_bytes) in bytes.")
-        .def("on_dupack", &ClientAgent::on_dupack,
+        .def("on_dupack", &client_agent::on_dupack,
              "A duplicate ACK was sent; the third in a row ends slow start (w halves).")
-        .def("on_new_ack", &ClientAgent::on_new_ack, "A non-duplicate ACK was sent.")
-        .def("reset", &ClientAgent::reset)
-        .def_property_readonly("w", &ClientAgent::window, "CLAMP window w, bytes (float)")
-        .def_property_readonly("advertised", &ClientAgent::advertised,
+        .def("on_new_ack", &client_agent::on_new_ack, "A non-duplicate ACK was sent.")
+        .def("reset", &client_agent::reset)
+        .def_property_readonly("w", &client_agent::window, "CLAMP window w, bytes (float)")
+        .def_property_readonly("advertised", &client_agent::advertised,
                                "AWND(t_k) = min(w, AWND_os), bytes (float)")
-        .def_property_readonly("in_slow_start", &ClientAgent::in_slow_start)
-        .def_property_readonly("mu_hat", &ClientAgent::mu_hat, "rate estimate, bytes/s (eq. 15)")
-        .def_property_readonly("d_hat", &ClientAgent::d_hat, "RTT estimate, s (eq. 16)")
-        .def_property_readonly("last_delta_w", &ClientAgent::last_delta_w,
+        .def_property_readonly("in_slow_start", &client_agent::in_slow_start)
+        .def_property_readonly("mu_hat", &client_agent::mu_hat, "rate estimate, bytes/s (eq. 15)")
+        .def_property_readonly("d_hat", &client_agent::d_hat, "RTT estimate, s (eq. 16)")
+        .def_property_readonly("last_delta_w", &client_agent::last_delta_w,
                                "Delta w of eq. 14 at the last packet, before clipping")
         .def_property_readonly("stats",
-                               [](const ClientAgent& c) { return stats_to_dict(c.stats()); })
-        .def("__repr__", [](const ClientAgent& c) {
+                               [](const client_agent& c) { return stats_to_dict(c.stats()); })
+        .def("__repr__", [](const client_agent& c) {
             std::ostringstream os;
-            os << "ClampReceiver(w=" << c.window() << ", slow_start=" << c.in_slow_start()
+            os << "client_agent(w=" << c.window() << ", slow_start=" << c.in_slow_start()
                << ", mu_hat=" << c.mu_hat() << ", d_hat=" << c.d_hat() << ")";
             return os.str();
         });
 
-    pyb::class_<RouterAgent>(
-        m, "ClampPrice",
+    pyb::class_<router_agent>(
+        m, "router_agent",
         "CLAMP router agent for one AP queue (Andrew & Hanly, CLAMP, §IV-A): EMA of the "
         "queue at arrivals, price p = max((b q - a)/mu_c, 0) seconds.")
         .def(pyb::init([](double a_bytes, double b, double ema_rate_per_s) {
-                 RouterParams p;
+                 router_agent_params p;
                  p.a_bytes = a_bytes;
                  p.b = b;
                  p.ema_rate_per_s = ema_rate_per_s;
-                 return RouterAgent(p);
+                 return router_agent(p);
              }),
              "a_bytes"_a = 5500.0, "b"_a = 1.0, pyb::kw_only(), "ema_rate_per_s"_a = 2.0)
         .def(
             "on_arrival",
-            [](RouterAgent& r, double t_s, long long queue_bytes) {
+            [](router_agent& r, double t_s, long long queue_bytes) {
                 r.on_arrival(seconds_to_ns(t_s, "clamp.router.t_s"),
                              static_cast<std::size_t>(
                                  to_unsigned(queue_bytes, std::numeric_limits<std::int64_t>::max(),
@@ -124,17 +124,17 @@ void bind_clamp(pybind11::module_& m) {
             },
             "t_s"_a, "queue_bytes"_a,
             "A packet arrived at t_s finding queue_bytes in the queue (excluding itself).")
-        .def("price", &RouterAgent::price, "mu_c_bytes_per_s"_a,
+        .def("price", &router_agent::price, "mu_c_bytes_per_s"_a,
              "Price in seconds to stamp on a packet sent now; mu_c is the queue's service "
              "rate in bytes/s.")
-        .def("reset", &RouterAgent::reset)
-        .def_property_readonly("q", &RouterAgent::average_queue_bytes,
+        .def("reset", &router_agent::reset)
+        .def_property_readonly("q", &router_agent::average_queue_bytes,
                                "the moving average q, bytes")
         .def_property_readonly("stats",
-                               [](const RouterAgent& r) { return stats_to_dict(r.stats()); })
-        .def("__repr__", [](const RouterAgent& r) {
+                               [](const router_agent& r) { return stats_to_dict(r.stats()); })
+        .def("__repr__", [](const router_agent& r) {
             std::ostringstream os;
-            os << "ClampPrice(a_bytes=" << r.params().a_bytes << ", b=" << r.params().b
+            os << "router_agent(a_bytes=" << r.params().a_bytes << ", b=" << r.params().b
                << ", q=" << r.average_queue_bytes() << ")";
             return os.str();
         });

@@ -31,7 +31,7 @@ const char* phase_name(process_phase p) {
 void bind_harq(pybind11::module_& m) {
     namespace pb = pybind11;
 
-    pb::class_<tx_grant>(m, "HarqGrant", "One transmission: what the PHY control header carries.")
+    pb::class_<tx_grant>(m, "tx_grant", "One transmission: what the PHY control header carries.")
         .def_readonly("user", &tx_grant::user)
         .def_readonly("process", &tx_grant::process)
         .def_readonly("ndi", &tx_grant::ndi)
@@ -50,7 +50,7 @@ void bind_harq(pybind11::module_& m) {
                    " tb=" + std::to_string(g.tb.id) + ">";
         });
 
-    pb::class_<harq_event>(m, "HarqEvent",
+    pb::class_<harq_event>(m, "harq_event",
                            "Outcome of feedback or of a timeout. kind: acked, nacked, "
                            "dropped_max_tx, timed_out, flushed, stale_feedback, not_received.")
         .def_property_readonly("kind", [](const harq_event& e) { return to_string(e.kind); })
@@ -66,13 +66,13 @@ void bind_harq(pybind11::module_& m) {
                    " tb=" + std::to_string(e.tb.id) + ">";
         });
 
-    pb::class_<harq_entity>(m, "HarqEntity",
+    pb::class_<harq_entity>(m, "harq_entity",
                             "AP HARQ entity: per user N stop-and-wait processes, NDI, RV "
                             "sequence, max transmissions, feedback delay and timeout (slots).")
         .def(pb::init([](std::uint32_t num_users, std::uint32_t num_processes,
                          std::uint32_t max_transmissions, std::vector<std::uint8_t> rv_sequence,
                          slot_t feedback_delay_slots, slot_t feedback_timeout_slots) {
-                 harq_config c;
+                 harq_params c;
                  c.num_users = num_users;
                  c.num_processes = num_processes;
                  c.max_transmissions = max_transmissions;

@@ -42,7 +42,7 @@ void bind_linkadapt(pybind11::module_& m) {
     namespace pb = pybind11;
     m.attr("NO_MCS") = kNoMcs;
 
-    pb::class_<mcs_entry>(m, "McsEntry")
+    pb::class_<mcs_entry>(m, "mcs_entry")
         .def(
             pb::init([](std::string name, double min_snr_db, double rate_bps,
                         std::uint32_t bits_per_symbol, double code_rate) {
@@ -60,7 +60,7 @@ void bind_linkadapt(pybind11::module_& m) {
                    std::to_string(e.rate_bps) + " b/s>";
         });
 
-    pb::class_<mcs_table>(m, "McsTable",
+    pb::class_<mcs_table>(m, "mcs_table",
                           "CQI (SNR dB) -> MCS table: per MCS the lowest SNR meeting the target "
                           "BLER and its rate. Thresholds and rates strictly increase.")
         .def(pb::init<std::string, std::vector<mcs_entry>>(), pb::arg("name"), pb::arg("entries"))
@@ -69,7 +69,7 @@ void bind_linkadapt(pybind11::module_& m) {
         .def_static(
             "shannon",
             [](double w0_hz, double cmax_bps, std::uint32_t levels) {
-                return oppsched::ap::clamp_table({w0_hz, cmax_bps, levels});
+                return oppsched::ap::shannon_table({w0_hz, cmax_bps, levels});
             },
             pb::arg("w0_hz") = 4.3e6, pb::arg("cmax_bps") = 10e6, pb::arg("levels") = 32,
             "Andrew & Hanly, CLAMP, eq. 18 quantised to `levels` rates (the AP daemon's own "
@@ -78,9 +78,9 @@ void bind_linkadapt(pybind11::module_& m) {
             "clamp",
             [](double w0_hz, double cmax_bps, std::uint32_t levels) {
                 pb::module_::import("warnings")
-                    .attr("warn")("McsTable.clamp is deprecated, use McsTable.shannon",
+                    .attr("warn")("mcs_table.clamp is deprecated, use mcs_table.shannon",
                                   pb::module_::import("builtins").attr("DeprecationWarning"), 2);
-                return oppsched::ap::clamp_table({w0_hz, cmax_bps, levels});
+                return oppsched::ap::shannon_table({w0_hz, cmax_bps, levels});
             },
             pb::arg("w0_hz") = 4.3e6, pb::arg("cmax_bps") = 10e6, pb::arg("levels") = 32,
             "The old name of shannon (deprecated).")
@@ -127,7 +127,7 @@ void bind_linkadapt(pybind11::module_& m) {
         .def("__len__", &mcs_table::size)
         .def("__getitem__",
              [](const mcs_table& t, std::size_t i) {
-                 if (i >= t.size()) throw pb::index_error("McsTable index out of range");
+                 if (i >= t.size()) throw pb::index_error("mcs_table index out of range");
                  return t[i];
              })
         .def("__repr__", [](const mcs_table& t) {
@@ -138,12 +138,12 @@ void bind_linkadapt(pybind11::module_& m) {
           pb::arg("offset_db") = 0.0,
           "Highest MCS of `table` whose threshold cqi_db + offset_db meets, or NO_MCS (-1).");
 
-    pb::class_<olla>(m, "Olla",
+    pb::class_<olla>(m, "olla",
                      "Outer-loop link adaptation: offset (dB) added to the CQI, +delta_up on "
                      "ACK, -delta_down on NACK, delta_up/delta_down = BLER_t/(1-BLER_t).")
         .def(pb::init([](double target_bler, double delta_down_db, double delta_up_db,
                          double min_offset_db, double max_offset_db, double initial_offset_db) {
-                 return olla(olla_config{target_bler, delta_down_db, delta_up_db, min_offset_db,
+                 return olla(olla_params{target_bler, delta_down_db, delta_up_db, min_offset_db,
                                          max_offset_db, initial_offset_db});
              }),
              pb::kw_only(), pb::arg("target_bler") = 0.1, pb::arg("delta_down_db") = 0.5,

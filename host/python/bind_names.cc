@@ -25,7 +25,7 @@ pyb::tuple scheduler_kinds(std::index_sequence<I...>) {
     pyb::list out;
     (
         [&out] {
-            sched::scheduler_config c;
+            sched::scheduler_params c;
             c.policy = std::variant_alternative_t<I, sched::policy_params>{};
             if (auto* w = std::get_if<sched::weighted_pf_params>(&c.policy)) w->weights = {1.0};
             out.append(std::string(sched::make_scheduler(c)->kind()));
@@ -42,20 +42,21 @@ void bind_names(pybind11::module_& m) {
 
     pyb::list marking;
     for (std::size_t i = 0; i < aqm::kAqmKindCount; ++i) {
-        const auto k = static_cast<aqm::AqmKind>(i);
+        const auto k = static_cast<aqm::aqm_kind>(i);
         if (aqm::marks_ecn(k)) marking.append(std::string(aqm::to_string(k)));
     }
     m.attr("MARKING_AQM_KINDS") = pyb::tuple(marking);
 
     m.attr("MCS_TABLE_NAMES") = pyb::tuple(pyb::cast(ap::mcs_table_names()));
-    const ap::ClampTableParams shannon;
+    const ap::shannon_table_params shannon;
     pyb::dict defaults;
     defaults["w0_hz"] = shannon.w0_hz;
     defaults["cmax_bps"] = shannon.cmax_bps;
     defaults["levels"] = shannon.levels;
     m.attr("SHANNON_TABLE_DEFAULTS") = defaults;
 
-    // The models Jakes(model=...) builds (bind_channel.cc), and G of Andrew & Hanly's Jakes.
+    // The models fading_channel(model=...) builds (bind_channel.cc), and G of Andrew & Hanly's
+    // fading_channel.
     m.attr("FADING_MODELS") = pyb::make_tuple("jakes", "sum_of_sinusoids");
     m.attr("JAKES_GENERATORS") = channel::kClampGenerators;
 }

@@ -33,7 +33,7 @@ T range_checked(const pybind11::handle& h, const char* field, long long lo, long
     return static_cast<T>(v);
 }
 
-pybind11::dict record_dict(const pdu::TbRecord& r) {
+pybind11::dict record_dict(const pdu::tb_record& r) {
     pybind11::dict d;
     d["user"] = r.user;
     d["seq"] = r.seq;
@@ -56,7 +56,7 @@ pybind11::dict record_dict(const pdu::TbRecord& r) {
     return d;
 }
 
-pybind11::dict pdu_dict(const pdu::Pdu& p, std::size_t padding) {
+pybind11::dict pdu_dict(const pdu::mac_pdu& p, std::size_t padding) {
     pybind11::dict d;
     d["user"] = p.header.user;
     d["seq"] = p.header.seq;
@@ -77,7 +77,7 @@ pybind11::dict pdu_dict(const pdu::Pdu& p, std::size_t padding) {
     return d;
 }
 
-pybind11::list delivered_list(const pdu::Reassembler::Delivered& v) {
+pybind11::list delivered_list(const pdu::reassembler::delivered_packets& v) {
     pybind11::list l;
     for (const auto& p : v) l.append(to_bytes(p));
     return l;
@@ -103,7 +103,7 @@ void bind_pdu(pybind11::module_& m) {
         "serialize_pdu",
         [](int user, long long seq, const pybind11::list& segments, long long tb_bytes,
            std::optional<float> price) {
-            pdu::Pdu p;
+            pdu::mac_pdu p;
             p.header.user =
                 range_checked<std::uint16_t>(pybind11::int_(user), "pdu.user", 0, 0xFFFF);
             p.header.seq =
@@ -111,7 +111,7 @@ void bind_pdu(pybind11::module_& m) {
             p.header.price_s = price;
             for (const auto& item : segments) {
                 const auto d = item.cast<pybind11::dict>();
-                pdu::Segment s;
+                pdu::pdu_segment s;
                 s.packet_seq =
                     range_checked<std::uint16_t>(d["packet_seq"], "segment.packet_seq", 0, 0xFFFF);
                 s.offset = d.contains("offset") ? range_checked<std::uint16_t>(
@@ -151,32 +151,32 @@ void bind_pdu(pybind11::module_& m) {
         "Parse a MAC PDU into a dict (user, seq, price, segments, padding); ValueError "
         "naming the field and value if malformed.");
 
-    pybind11::class_<pdu::Segmenter>(m, "Segmenter",
+    pybind11::class_<pdu::segmenter>(m, "segmenter",
                                      "Fills TBs of a user from a packet source (one per user).")
         .def(pybind11::init([](int user, long long first_seq, int first_packet_seq) {
-                 pdu::SegmenterParams p;
+                 pdu::segmenter_params p;
                  p.user = range_checked<std::uint16_t>(pybind11::int_(user), "segmenter.user", 0,
                                                        0xFFFF);
                  p.first_seq = range_checked<std::uint32_t>(pybind11::int_(first_seq),
                                                             "segmenter.first_seq", 0, 0xFFFFFFFFll);
                  p.first_packet_seq = range_checked<std::uint16_t>(
                      pybind11::int_(first_packet_seq), "segmenter.first_packet_seq", 0, 0xFFFF);
-                 return std::make_unique<pdu::Segmenter>(p);
+                 return std::make_unique<pdu::segmenter>(p);
              }),
              pybind11::kw_only(), pybind11::arg("user") = 0, pybind11::arg("first_seq") = 0,
              pybind11::arg("first_packet_seq") = 0)
         .def(
             "build",
-            [](pdu::Segmenter& s, std::size_t tb_bytes, pybind11::object source,
+            [](pdu::segmenter& s, std::size_t tb_bytes, pybind11::object source,
                std::optional<float> price) {
                 // The source returns bytes, (bytes, id) or None; ids default to a counter.
                 std::uint64_t auto_id = s.stats().packets_started + s.stats().packets_rejected;
-                pdu::PacketSource src;
+                pdu::packet_source src;
                 if (!source.is_none()) {
-                    src = [&source, &auto_id]() -> std::optional<Packet> {
+                    src = [&source, &auto_id]() -> std::optional<ip_packet> {
                         pybind11::object o = source();
                         if (o.is_none()) return std::nullopt;
-                        Packet p;
+                        ip_packet p;
                         if (pybind11::isinstance<pybind11::tuple>(o)) {
                             auto t = o.cast<pybind11::tuple>();
                             p.data = to_vec(t[0].cast<pybind11::bytes>());
@@ -189,7 +189,7 @@ void bind_pdu(pybind11::module_& m) {
                         return p;
                     };
                 }
-                pdu::BuiltTb tb = s.build(tb_bytes, src, price);
+                pdu::built_tb tb = s.build(tb_bytes, src, price);
                 return pybind11::make_tuple(to_bytes(tb.bytes), record_dict(tb.record));
             },
             pybind11::arg("tb_bytes"), pybind11::arg("source"), pybind11::kw_only(),
@@ -197,20 +197,20 @@ void bind_pdu(pybind11::module_& m) {
             "Build the next TB: returns (pdu_bytes, record). source() returns bytes, "
             "(bytes, packet_id) or None when the queue is empty. If source raises, the "
             "exception propagates and the packets pulled for this TB are lost.")
-        .def_property_readonly("next_seq", &pdu::Segmenter::next_seq)
-        .def_property_readonly("next_packet_seq", &pdu::Segmenter::next_packet_seq)
-        .def_property_readonly("has_partial", &pdu::Segmenter::has_partial)
-        .def_property_readonly("partial_remaining", &pdu::Segmenter::partial_remaining)
-        .def("abandon_partial", &pdu::Segmenter::abandon_partial)
+        .def_property_readonly("next_seq", &pdu::segmenter::next_seq)
+        .def_property_readonly("next_packet_seq", &pdu::segmenter::next_packet_seq)
+        .def_property_readonly("has_partial", &pdu::segmenter::has_partial)
+        .def_property_readonly("partial_remaining", &pdu::segmenter::partial_remaining)
+        .def("abandon_partial", &pdu::segmenter::abandon_partial)
         .def_property_readonly("stats",
-                               [](const pdu::Segmenter& s) { return stats_to_dict(s.stats()); });
+                               [](const pdu::segmenter& s) { return stats_to_dict(s.stats()); });
 
-    pybind11::class_<pdu::Reassembler>(m, "Reassembler",
+    pybind11::class_<pdu::reassembler>(m, "reassembler",
                                        "In-order delivery of a user's packets from decoded "
                                        "PDUs, with reordering window, timeout and memory cap.")
         .def(pybind11::init([](std::optional<int> user, long long first_seq, int first_packet_seq,
                                long long window, time_ns timeout_ns, long long max_bytes) {
-                 pdu::ReassemblerParams p;
+                 pdu::reassembler_params p;
                  if (user)
                      p.user = range_checked<std::uint16_t>(pybind11::int_(*user),
                                                            "reassembler.user", 0, 0xFFFF);
@@ -225,7 +225,7 @@ void bind_pdu(pybind11::module_& m) {
                      throw_invalid("reassembler.max_bytes: " + std::to_string(max_bytes) +
                                    " is negative");
                  p.max_bytes = static_cast<std::size_t>(max_bytes);
-                 return std::make_unique<pdu::Reassembler>(p);
+                 return std::make_unique<pdu::reassembler>(p);
              }),
              pybind11::kw_only(), pybind11::arg("user") = pybind11::none(),
              pybind11::arg("first_seq") = 0, pybind11::arg("first_packet_seq") = 0,
@@ -233,7 +233,7 @@ void bind_pdu(pybind11::module_& m) {
              pybind11::arg("max_bytes") = 1 << 20)
         .def(
             "on_pdu",
-            [](pdu::Reassembler& r, const pybind11::bytes& data, time_ns now_ns) {
+            [](pdu::reassembler& r, const pybind11::bytes& data, time_ns now_ns) {
                 const std::string s = data;
                 return delivered_list(
                     r.on_pdu(reinterpret_cast<const std::uint8_t*>(s.data()), s.size(), now_ns));
@@ -242,20 +242,20 @@ void bind_pdu(pybind11::module_& m) {
             "A decoded PDU; returns the packets (bytes) now deliverable, in order.")
         .def(
             "on_lost",
-            [](pdu::Reassembler& r, std::uint32_t seq, time_ns now_ns) {
+            [](pdu::reassembler& r, std::uint32_t seq, time_ns now_ns) {
                 return delivered_list(r.on_lost(seq, now_ns));
             },
             pybind11::arg("seq"), pybind11::arg("now_ns"),
             "The AP reports PDU seq lost after its last HARQ attempt.")
         .def(
             "poll",
-            [](pdu::Reassembler& r, time_ns now_ns) { return delivered_list(r.poll(now_ns)); },
+            [](pdu::reassembler& r, time_ns now_ns) { return delivered_list(r.poll(now_ns)); },
             pybind11::arg("now_ns"))
-        .def_property_readonly("next_deadline", &pdu::Reassembler::next_deadline)
-        .def_property_readonly("held_bytes", &pdu::Reassembler::held_bytes)
-        .def_property_readonly("next_seq", &pdu::Reassembler::next_seq)
+        .def_property_readonly("next_deadline", &pdu::reassembler::next_deadline)
+        .def_property_readonly("held_bytes", &pdu::reassembler::held_bytes)
+        .def_property_readonly("next_seq", &pdu::reassembler::next_seq)
         .def_property_readonly("stats",
-                               [](const pdu::Reassembler& r) { return stats_to_dict(r.stats()); });
+                               [](const pdu::reassembler& r) { return stats_to_dict(r.stats()); });
 }
 
 }  // namespace oppsched::py

@@ -58,7 +58,7 @@ T arg_as(const pybind11::handle& v, const std::string& field) {
 }
 
 py_scheduler make(const std::string& kind, const pybind11::kwargs& params) {
-    scheduler_config cfg;
+    scheduler_params cfg;
     double alpha = kDefaultAlpha;
     double lambda = 1.0;
     std::vector<double> weights;
@@ -106,7 +106,7 @@ py_scheduler make(const std::string& kind, const pybind11::kwargs& params) {
 
 void bind_sched(pybind11::module_& m) {
     m.attr("NO_USER") = kNoUser;
-    pybind11::class_<py_scheduler>(m, "Scheduler",
+    pybind11::class_<py_scheduler>(m, "scheduler",
                                    "A downlink scheduler policy: ranks backlogged users per slot "
                                    "and keeps the throughput averages T_i (EMA alpha).")
         .def("step", &py_scheduler::step, pybind11::arg("rates_bps"), pybind11::arg("backlogged"),

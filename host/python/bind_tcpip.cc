@@ -1,5 +1,5 @@
 // Python bindings of oppsched/tcpip.h: parse_packet, rewrite_window, mark_ce,
-// tcp_checksum, window_field_for and WindowTracker. Errors become ValueError with the
+// tcp_checksum, window_field_for and window_tracker. Errors become ValueError with the
 // C++ message (field and value).
 #include <arpa/inet.h>
 #include <pybind11/pybind11.h>
@@ -15,7 +15,7 @@
 namespace oppsched::py {
 namespace {
 
-using tcpip::PacketInfo;
+using tcpip::packet_info;
 
 std::vector<std::uint8_t> to_vec(const pybind11::bytes& b) {
     const std::string s = b;
@@ -25,7 +25,7 @@ pybind11::bytes to_bytes(const std::vector<std::uint8_t>& v) {
     return pybind11::bytes(reinterpret_cast<const char*>(v.data()), v.size());
 }
 
-PacketInfo parse_or_throw(const std::vector<std::uint8_t>& p) {
+packet_info parse_or_throw(const std::vector<std::uint8_t>& p) {
     auto r = tcpip::parse(p);
     if (!r) throw_invalid(r.error());
     return std::move(r).value();
@@ -37,7 +37,7 @@ std::string addr_str(const std::array<std::uint8_t, 16>& a, int version) {
     return buf;
 }
 
-pybind11::dict info_dict(const PacketInfo& i) {
+pybind11::dict info_dict(const packet_info& i) {
     pybind11::dict d;
     d["ip_version"] = i.ip_version;
     d["ip_header_len"] = i.ip_header_len;
@@ -50,7 +50,7 @@ pybind11::dict info_dict(const PacketInfo& i) {
     d["dport"] = i.flow.dport;
     d["is_fragment"] = i.is_fragment;
     if (i.tcp) {
-        const tcpip::TcpHeader& t = *i.tcp;
+        const tcpip::tcp_header& t = *i.tcp;
         pybind11::dict td;
         td["offset"] = t.offset;
         td["header_len"] = t.header_len;
@@ -84,15 +84,15 @@ std::uint64_t check_window(long long window_bytes) {
     return static_cast<std::uint64_t>(window_bytes);
 }
 
-const char* outcome_name(tcpip::RewriteOutcome o) {
+const char* outcome_name(tcpip::rewrite_outcome o) {
     switch (o) {
-        case tcpip::RewriteOutcome::rewritten:
+        case tcpip::rewrite_outcome::rewritten:
             return "rewritten";
-        case tcpip::RewriteOutcome::unknown_flow:
+        case tcpip::rewrite_outcome::unknown_flow:
             return "unknown_flow";
-        case tcpip::RewriteOutcome::syn:
+        case tcpip::rewrite_outcome::syn:
             return "syn";
-        case tcpip::RewriteOutcome::not_applicable:
+        case tcpip::rewrite_outcome::not_applicable:
             return "not_applicable";
     }
     return "?";
@@ -112,7 +112,7 @@ void bind_tcpip(pybind11::module_& m) {
         "rewrite_window",
         [](const pybind11::bytes& packet, long long window_bytes, int wscale) {
             std::vector<std::uint8_t> p = to_vec(packet);
-            const PacketInfo info = parse_or_throw(p);
+            const packet_info info = parse_or_throw(p);
             if (!info.tcp) throw_invalid("tcp: packet has no TCP header");
             if (info.is_fragment) throw_invalid("ip.fragment: 1 (fragments are not rewritten)");
             auto r = tcpip::set_window(p.data(), p.size(), info, check_window(window_bytes),
@@ -140,7 +140,7 @@ void bind_tcpip(pybind11::module_& m) {
         "tcp_checksum",
         [](const pybind11::bytes& packet) {
             std::vector<std::uint8_t> p = to_vec(packet);
-            const PacketInfo info = parse_or_throw(p);
+            const packet_info info = parse_or_throw(p);
             if (!info.tcp) throw_invalid("tcp: packet has no TCP header");
             return tcpip::tcp_checksum(p.data(), info);
         },
@@ -154,30 +154,30 @@ void bind_tcpip(pybind11::module_& m) {
         pybind11::arg("window_bytes"), pybind11::arg("wscale"),
         "ceil(window_bytes / 2**wscale) clamped to 65535.");
 
-    pybind11::class_<tcpip::WindowTracker>(m, "WindowTracker",
-                                           "Per-connection window-scale tracking and "
-                                           "advertised-window rewriting (right edge never "
-                                           "moves left).")
+    pybind11::class_<tcpip::window_tracker>(m, "window_tracker",
+                                            "Per-connection window-scale tracking and "
+                                            "advertised-window rewriting (right edge never "
+                                            "moves left).")
         .def(pybind11::init([](std::size_t max_flows, time_ns idle_timeout_ns) {
-                 tcpip::WindowTrackerParams p;
+                 tcpip::window_tracker_params p;
                  p.max_flows = max_flows;
                  p.idle_timeout = idle_timeout_ns;
-                 return std::make_unique<tcpip::WindowTracker>(p);
+                 return std::make_unique<tcpip::window_tracker>(p);
              }),
              pybind11::kw_only(), pybind11::arg("max_flows") = 65536,
              pybind11::arg("idle_timeout_ns") = 300 * kNsPerSec)
         .def(
             "learn",
-            [](tcpip::WindowTracker& t, const pybind11::bytes& packet, time_ns now_ns) {
+            [](tcpip::window_tracker& t, const pybind11::bytes& packet, time_ns now_ns) {
                 t.learn(parse_or_throw(to_vec(packet)), now_ns);
             },
             pybind11::arg("packet"), pybind11::arg("now_ns"))
         .def(
             "rewrite",
-            [](tcpip::WindowTracker& t, const pybind11::bytes& packet, long long window_bytes,
+            [](tcpip::window_tracker& t, const pybind11::bytes& packet, long long window_bytes,
                time_ns now_ns) {
                 std::vector<std::uint8_t> p = to_vec(packet);
-                const PacketInfo info = parse_or_throw(p);
+                const packet_info info = parse_or_throw(p);
                 const auto o =
                     t.rewrite(p.data(), p.size(), info, check_window(window_bytes), now_ns);
                 return pybind11::make_tuple(outcome_name(o), to_bytes(p));
@@ -187,14 +187,14 @@ void bind_tcpip(pybind11::module_& m) {
             "'not_applicable'.")
         .def(
             "shift",
-            [](const tcpip::WindowTracker& t, const pybind11::bytes& packet) {
+            [](const tcpip::window_tracker& t, const pybind11::bytes& packet) {
                 return t.shift(parse_or_throw(to_vec(packet)).flow);
             },
             pybind11::arg("packet"), "Shift for windows sent in this packet's direction, or None.")
-        .def("expire", &tcpip::WindowTracker::expire, pybind11::arg("now_ns"))
-        .def("__len__", &tcpip::WindowTracker::size)
+        .def("expire", &tcpip::window_tracker::expire, pybind11::arg("now_ns"))
+        .def("__len__", &tcpip::window_tracker::size)
         .def_property_readonly(
-            "stats", [](const tcpip::WindowTracker& t) { return stats_to_dict(t.stats()); });
+            "stats", [](const tcpip::window_tracker& t) { return stats_to_dict(t.stats()); });
 }
 
 }  // namespace oppsched::py

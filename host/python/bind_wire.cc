@@ -27,12 +27,12 @@ T get(const pybind11::dict& d, const char* key, T def) {
     return d.contains(key) ? d[key].cast<T>() : def;
 }
 
-Message from_dict(const std::string& type, const pybind11::dict& d) {
+message from_dict(const std::string& type, const pybind11::dict& d) {
     if (type == "slot_request")
-        return SlotRequest{get<std::uint64_t>(d, "slot", 0),
-                           get<std::int64_t>(d, "air_time_ns", 0)};
+        return slot_request{get<std::uint64_t>(d, "slot", 0),
+                            get<std::int64_t>(d, "air_time_ns", 0)};
     if (type == "slot_grant") {
-        SlotGrant m;
+        slot_grant m;
         m.slot = get<std::uint64_t>(d, "slot", 0);
         m.user = get<std::uint16_t>(d, "user", 0);
         m.mcs = get<std::uint8_t>(d, "mcs", 0);
@@ -44,7 +44,7 @@ Message from_dict(const std::string& type, const pybind11::dict& d) {
         return m;
     }
     if (type == "rx_indication") {
-        RxIndication m;
+        rx_indication m;
         m.slot = get<std::uint64_t>(d, "slot", 0);
         m.user = get<std::uint16_t>(d, "user", 0);
         m.mcs = get<std::uint8_t>(d, "mcs", 0);
@@ -61,13 +61,13 @@ Message from_dict(const std::string& type, const pybind11::dict& d) {
         return m;
     }
     if (type == "cqi_report")
-        return CqiReport{get<std::uint16_t>(d, "user", 0), get<std::uint64_t>(d, "slot", 0),
-                         get<float>(d, "snr_db", 0.f), get<std::uint8_t>(d, "cqi", 0)};
+        return cqi_report{get<std::uint16_t>(d, "user", 0), get<std::uint64_t>(d, "slot", 0),
+                          get<float>(d, "snr_db", 0.f), get<std::uint8_t>(d, "cqi", 0)};
     if (type == "harq_feedback")
-        return HarqFeedback{get<std::uint16_t>(d, "user", 0), get<std::uint64_t>(d, "slot", 0),
-                            get<std::uint8_t>(d, "harq_pid", 0), get<bool>(d, "ack", false)};
+        return harq_feedback{get<std::uint16_t>(d, "user", 0), get<std::uint64_t>(d, "slot", 0),
+                             get<std::uint8_t>(d, "harq_pid", 0), get<bool>(d, "ack", false)};
     if (type == "uplink_packet") {
-        UplinkPacket m;
+        uplink_packet m;
         m.user = get<std::uint16_t>(d, "user", 0);
         if (d.contains("packet")) m.packet = to_vec(d["packet"].cast<pybind11::bytes>());
         return m;
@@ -75,14 +75,14 @@ Message from_dict(const std::string& type, const pybind11::dict& d) {
     throw_invalid("type: '" + type + "' is not a message type");
 }
 
-struct ToDict {
-    pybind11::dict operator()(const SlotRequest& m) const {
+struct to_dict {
+    pybind11::dict operator()(const slot_request& m) const {
         pybind11::dict d;
         d["slot"] = m.slot;
         d["air_time_ns"] = m.air_time_ns;
         return d;
     }
-    pybind11::dict operator()(const SlotGrant& m) const {
+    pybind11::dict operator()(const slot_grant& m) const {
         pybind11::dict d;
         d["slot"] = m.slot;
         d["empty"] = m.empty;
@@ -94,7 +94,7 @@ struct ToDict {
         d["tb"] = to_bytes(m.tb);
         return d;
     }
-    pybind11::dict operator()(const RxIndication& m) const {
+    pybind11::dict operator()(const rx_indication& m) const {
         pybind11::dict d;
         d["slot"] = m.slot;
         d["user"] = m.user;
@@ -111,7 +111,7 @@ struct ToDict {
         d["tb"] = to_bytes(m.tb);
         return d;
     }
-    pybind11::dict operator()(const CqiReport& m) const {
+    pybind11::dict operator()(const cqi_report& m) const {
         pybind11::dict d;
         d["user"] = m.user;
         d["slot"] = m.slot;
@@ -119,7 +119,7 @@ struct ToDict {
         d["cqi"] = m.cqi;
         return d;
     }
-    pybind11::dict operator()(const HarqFeedback& m) const {
+    pybind11::dict operator()(const harq_feedback& m) const {
         pybind11::dict d;
         d["user"] = m.user;
         d["slot"] = m.slot;
@@ -127,7 +127,7 @@ struct ToDict {
         d["ack"] = m.ack;
         return d;
     }
-    pybind11::dict operator()(const UplinkPacket& m) const {
+    pybind11::dict operator()(const uplink_packet& m) const {
         pybind11::dict d;
         d["user"] = m.user;
         d["packet"] = to_bytes(m.packet);
@@ -157,7 +157,7 @@ void bind_wire(pybind11::module_& m) {
             if (!r.ok()) throw_invalid(r.error());
             const auto& f = r.value();
             return pybind11::make_tuple(f.seq, to_string(type_of(f.msg)),
-                                        std::visit(ToDict{}, f.msg));
+                                        std::visit(to_dict{}, f.msg));
         },
         pybind11::arg("frame"), pybind11::arg("max_len") = kMaxFrameLen,
         "Decodes one frame to (seq, type, fields); ValueError names the bad field.");

@@ -6,8 +6,8 @@
 namespace oppsched::py {
 
 // A stats struct as a dict, keyed as oppsched/stats_fields.h names its fields.
-template <class Stats>
-pybind11::dict stats_to_dict(const Stats& s) {
+template <class S>
+pybind11::dict stats_to_dict(const S& s) {
     pybind11::dict d;
     for_each_field(s, [&d](const char* key, const auto& value) { d[key] = value; });
     return d;
@@ -21,7 +21,8 @@ void bind_sched(pybind11::module_& m);      // schedulers
 void bind_harq(pybind11::module_& m);       // HARQ entity
 void bind_linkadapt(pybind11::module_& m);  // CQI -> MCS tables, OLLA
 void bind_clamp(pybind11::module_& m);      // CLAMP router and client agents
-void bind_channel(pybind11::module_& m);    // Jakes fading, CLAMP slot error model
-void bind_wire(pybind11::module_& m);       // PHY-MAC and uplink messages
-void bind_names(pybind11::module_& m);      // C++ enumerations' names and defaults
+void bind_channel(
+    pybind11::module_& m);  // fading_channel (Jakes, sum of sinusoids), CLAMP slot error model
+void bind_wire(pybind11::module_& m);   // PHY-MAC and uplink messages
+void bind_names(pybind11::module_& m);  // C++ enumerations' names and defaults
 }  // namespace oppsched::py

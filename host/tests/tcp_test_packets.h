@@ -12,17 +12,17 @@
 
 namespace oppsched::test {
 
-using Bytes = std::vector<std::uint8_t>;
+using byte_buffer = std::vector<std::uint8_t>;
 
-inline void put16(Bytes& p, std::size_t off, std::uint16_t v) {
+inline void put16(byte_buffer& p, std::size_t off, std::uint16_t v) {
     p[off] = static_cast<std::uint8_t>(v >> 8);
     p[off + 1] = static_cast<std::uint8_t>(v);
 }
-inline void put32(Bytes& p, std::size_t off, std::uint32_t v) {
+inline void put32(byte_buffer& p, std::size_t off, std::uint32_t v) {
     put16(p, off, static_cast<std::uint16_t>(v >> 16));
     put16(p, off + 2, static_cast<std::uint16_t>(v));
 }
-inline std::uint16_t get16(const Bytes& p, std::size_t off) {
+inline std::uint16_t get16(const byte_buffer& p, std::size_t off) {
     return static_cast<std::uint16_t>((p[off] << 8) | p[off + 1]);
 }
 inline std::uint32_t ref_sum(const std::uint8_t* p, std::size_t n, std::uint32_t s = 0) {
@@ -33,9 +33,9 @@ inline std::uint16_t ref_fold(std::uint32_t s) {
     while (s > 0xFFFF) s = (s & 0xFFFF) + (s >> 16);
     return static_cast<std::uint16_t>(s);
 }
-inline std::size_t tcp_offset(const Bytes& p) { return (p[0] >> 4) == 6 ? 40 : 20; }
+inline std::size_t tcp_offset(const byte_buffer& p) { return (p[0] >> 4) == 6 ? 40 : 20; }
 // Pseudo-header + segment sum, checksum field included as it is.
-inline std::uint32_t ref_tcp_sum(const Bytes& pkt) {
+inline std::uint32_t ref_tcp_sum(const byte_buffer& pkt) {
     const bool v6 = (pkt[0] >> 4) == 6;
     const std::size_t off = tcp_offset(pkt);
     const std::size_t total = v6 ? 40 + get16(pkt, 4) : get16(pkt, 2);
@@ -44,20 +44,21 @@ inline std::uint32_t ref_tcp_sum(const Bytes& pkt) {
     s += 6 + static_cast<std::uint32_t>(seg);
     return ref_sum(&pkt[off], seg, s);
 }
-inline bool checksum_valid(const Bytes& p) { return ref_fold(ref_tcp_sum(p)) == 0xFFFF; }
+inline bool checksum_valid(const byte_buffer& p) { return ref_fold(ref_tcp_sum(p)) == 0xFFFF; }
 
-struct Endpoint {
+struct tcp_endpoint {
     std::array<std::uint8_t, 16> addr{};
     std::uint16_t port = 0;
 };
 
 // A TCP segment from `from` to `to`, with a correct checksum (and IPv4 header checksum).
-inline Bytes tcp_segment(int ipv, const Endpoint& from, const Endpoint& to, std::uint8_t flags,
-                         std::uint32_t seq, std::uint32_t ack, std::uint16_t window,
-                         const Bytes& options, std::size_t payload) {
+inline byte_buffer tcp_segment(int ipv, const tcp_endpoint& from, const tcp_endpoint& to,
+                               std::uint8_t flags, std::uint32_t seq, std::uint32_t ack,
+                               std::uint16_t window, const byte_buffer& options,
+                               std::size_t payload) {
     const std::size_t ip_len = ipv == 4 ? 20 : 40;
     const std::size_t tcp_len = 20 + options.size();
-    Bytes p(ip_len + tcp_len + payload, 0);
+    byte_buffer p(ip_len + tcp_len + payload, 0);
     if (ipv == 4) {
         p[0] = 0x45;
         put16(p, 2, static_cast<std::uint16_t>(p.size()));
@@ -89,8 +90,8 @@ inline Bytes tcp_segment(int ipv, const Endpoint& from, const Endpoint& to, std:
     return p;
 }
 
-inline Bytes udp_packet(std::size_t payload) {
-    Bytes p(28 + payload, 0);
+inline byte_buffer udp_packet(std::size_t payload) {
+    byte_buffer p(28 + payload, 0);
     p[0] = 0x45;
     put16(p, 2, static_cast<std::uint16_t>(p.size()));
     p[8] = 64;
@@ -105,14 +106,14 @@ inline Bytes udp_packet(std::size_t payload) {
 }
 
 // One TCP connection between a server (downlink sender) and the client.
-struct Conn {
+struct conn {
     int ipv = 4;
-    Endpoint server, client;
+    tcp_endpoint server, client;
     std::optional<std::uint8_t> ws_client = 7, ws_server = 7;
     std::uint16_t mss_client = 1460, mss_server = 1460;
     std::uint32_t client_isn = 1000, server_isn = 700000;
 
-    explicit Conn(int v, std::uint16_t client_port = 40000) : ipv(v) {
+    explicit conn(int v, std::uint16_t client_port = 40000) : ipv(v) {
         if (v == 4) {
             server.addr[0] = 10, server.addr[3] = 1;
             client.addr[0] = 10, client.addr[1] = 1, client.addr[3] = 2;
@@ -123,52 +124,52 @@ struct Conn {
         server.port = 5201;
         client.port = client_port;
     }
-    static Bytes syn_options(std::uint16_t mss, std::optional<std::uint8_t> ws) {
-        Bytes o = {2, 4, static_cast<std::uint8_t>(mss >> 8), static_cast<std::uint8_t>(mss)};
+    static byte_buffer syn_options(std::uint16_t mss, std::optional<std::uint8_t> ws) {
+        byte_buffer o = {2, 4, static_cast<std::uint8_t>(mss >> 8), static_cast<std::uint8_t>(mss)};
         if (ws) o.insert(o.end(), {1, 3, 3, *ws});
         return o;
     }
     // Uplink (client -> server).
-    Bytes client_syn() const {
+    byte_buffer client_syn() const {
         return tcp_segment(ipv, client, server, tcpip::kSyn, client_isn, 0, 64240,
                            syn_options(mss_client, ws_client), 0);
     }
-    Bytes client_ack(std::uint32_t acked_bytes, std::uint16_t window_field,
-                     std::size_t payload = 0) const {
+    byte_buffer client_ack(std::uint32_t acked_bytes, std::uint16_t window_field,
+                           std::size_t payload = 0) const {
         return tcp_segment(ipv, client, server, tcpip::kAck, client_isn + 1,
                            server_isn + 1 + acked_bytes, window_field, {}, payload);
     }
-    Bytes client_synack() const {  // for a server-opened connection
+    byte_buffer client_synack() const {  // for a server-opened connection
         return tcp_segment(ipv, client, server, tcpip::kSyn | tcpip::kAck, client_isn,
                            server_isn + 1, 65160, syn_options(mss_client, ws_client), 0);
     }
     // Downlink (server -> client).
-    Bytes server_synack() const {
+    byte_buffer server_synack() const {
         return tcp_segment(ipv, server, client, tcpip::kSyn | tcpip::kAck, server_isn,
                            client_isn + 1, 65160, syn_options(mss_server, ws_server), 0);
     }
-    Bytes server_syn() const {
+    byte_buffer server_syn() const {
         return tcp_segment(ipv, server, client, tcpip::kSyn, server_isn, 0, 64240,
                            syn_options(mss_server, ws_server), 0);
     }
-    Bytes server_data(std::uint32_t offset, std::size_t len) const {
+    byte_buffer server_data(std::uint32_t offset, std::size_t len) const {
         return tcp_segment(ipv, server, client, tcpip::kAck | tcpip::kPsh, server_isn + 1 + offset,
                            client_isn + 1, 502, {}, len);
     }
-    Bytes server_rst() const {
+    byte_buffer server_rst() const {
         return tcp_segment(ipv, server, client, tcpip::kRst, server_isn + 1, 0, 0, {}, 0);
     }
-    tcpip::FlowKey downlink_key() const {
+    tcpip::flow_key downlink_key() const {
         auto r = tcpip::parse(server_data(0, 1));
         return r.value().flow;
     }
 };
 
 // The advertised window of an uplink segment in bytes, with the given shift.
-inline std::uint64_t window_of(const Bytes& p, std::uint8_t shift) {
+inline std::uint64_t window_of(const byte_buffer& p, std::uint8_t shift) {
     return std::uint64_t{get16(p, tcp_offset(p) + 14)} << shift;
 }
-inline std::uint32_t ack_of(const Bytes& p) {
+inline std::uint32_t ack_of(const byte_buffer& p) {
     const std::size_t o = tcp_offset(p) + 8;
     return (std::uint32_t{get16(p, o)} << 16) | get16(p, o + 2);
 }

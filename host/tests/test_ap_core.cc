@@ -1,4 +1,4 @@
-// ApCore (oppsched/ap_core.h): the AP MAC, driven slot by slot with a fake clock.
+// ap_core (oppsched/ap_core.h): the AP MAC, driven slot by slot with a fake clock.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -48,8 +48,8 @@ std::vector<std::uint8_t> ipv6_to_fd00(std::uint8_t last, std::size_t size) {
     return p;
 }
 
-ApCoreParams two_users() {
-    ApCoreParams p;
+ap_core_params two_users() {
+    ap_core_params p;
     p.users = {{"ue0", {"10.0.0.1", "fd00::1"}, {}, {}}, {"ue1", {"10.0.0.2"}, {}, {}}};
     p.table = test_table();
     p.slot_s = kSlot;
@@ -65,18 +65,18 @@ ApCoreParams two_users() {
 
 time_ns t_of(std::uint64_t slot) { return static_cast<time_ns>(slot) * 10 * kNsPerMs; }
 
-wire::SlotGrant request(ApCore& ap, std::uint64_t slot) {
+wire::slot_grant request(ap_core& ap, std::uint64_t slot) {
     return ap.on_slot_request(t_of(slot), slot, t_of(slot) + 20 * kNsPerMs);
 }
 
-pdu::Pdu parse_ok(const wire::SlotGrant& g) {
+pdu::mac_pdu parse_ok(const wire::slot_grant& g) {
     auto r = pdu::parse(g.tb);
     EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error());
-    return r.ok() ? r.value() : pdu::Pdu{};
+    return r.ok() ? r.value() : pdu::mac_pdu{};
 }
 
-TEST(ApCore, when_backlogged_then_every_slot_carries_one_tb_of_the_mcs_size) {
-    ApCore ap(two_users());
+TEST(ap_core, when_backlogged_then_every_slot_carries_one_tb_of_the_mcs_size) {
+    ap_core ap(two_users());
     for (int i = 0; i < 20; ++i) ASSERT_TRUE(ap.on_downlink_packet(0, ipv4_to(1, 100)));
     ap.on_cqi(0, 0, 20.0, 0);  // high MCS
     std::uint32_t prev_seq = 0;
@@ -100,8 +100,8 @@ TEST(ApCore, when_backlogged_then_every_slot_carries_one_tb_of_the_mcs_size) {
     EXPECT_EQ(ap.harq_stats().acked, 4u);
 }
 
-TEST(ApCore, when_no_cqi_yet_then_the_lowest_mcs_is_used) {
-    ApCore ap(two_users());
+TEST(ap_core, when_no_cqi_yet_then_the_lowest_mcs_is_used) {
+    ap_core ap(two_users());
     ASSERT_TRUE(ap.on_downlink_packet(0, ipv4_to(2, 300)));
     EXPECT_EQ(ap.mcs_for(1), 0);
     const auto g = request(ap, 0);
@@ -111,8 +111,8 @@ TEST(ApCore, when_no_cqi_yet_then_the_lowest_mcs_is_used) {
     EXPECT_EQ(g.tb.size(), 125u);
 }
 
-TEST(ApCore, when_cqi_below_every_threshold_then_the_user_is_not_served) {
-    ApCore ap(two_users());
+TEST(ap_core, when_cqi_below_every_threshold_then_the_user_is_not_served) {
+    ap_core ap(two_users());
     ASSERT_TRUE(ap.on_downlink_packet(0, ipv4_to(2, 300)));
     ap.on_cqi(1, 0, -5.0, 0);
     EXPECT_EQ(ap.mcs_for(1), linkadapt::kNoMcs);
@@ -121,10 +121,10 @@ TEST(ApCore, when_cqi_below_every_threshold_then_the_user_is_not_served) {
     EXPECT_FALSE(request(ap, 1).empty);
 }
 
-TEST(ApCore, when_olla_backs_off_past_the_lowest_mcs_then_a_user_reporting_it_keeps_it) {
-    ApCoreParams p = two_users();
+TEST(ap_core, when_olla_backs_off_past_the_lowest_mcs_then_a_user_reporting_it_keeps_it) {
+    ap_core_params p = two_users();
     p.olla.initial_offset_db = -8.0;  // as after many NACKs at the higher MCS
-    ApCore ap(p);
+    ap_core ap(p);
     ap.on_downlink_packet(0, ipv4_to(1, 60));
     ap.on_cqi(0, 0, 5.0, 0);  // meets "low" (0 dB) by itself, not with the -8 dB offset
     EXPECT_EQ(ap.mcs_for(0), 0);
@@ -135,8 +135,8 @@ TEST(ApCore, when_olla_backs_off_past_the_lowest_mcs_then_a_user_reporting_it_ke
     EXPECT_EQ(ap.mcs_for(0), linkadapt::kNoMcs);
 }
 
-TEST(ApCore, when_nacked_then_the_retransmission_preempts_new_data) {
-    ApCore ap(two_users());
+TEST(ap_core, when_nacked_then_the_retransmission_preempts_new_data) {
+    ap_core ap(two_users());
     for (int i = 0; i < 10; ++i) {
         ap.on_downlink_packet(0, ipv4_to(1, 200));
         ap.on_downlink_packet(0, ipv4_to(2, 200));
@@ -160,10 +160,10 @@ TEST(ApCore, when_nacked_then_the_retransmission_preempts_new_data) {
     EXPECT_NE(third.tb, first.tb);
 }
 
-TEST(ApCore, when_max_transmissions_reached_then_exactly_the_carried_packets_are_dropped) {
+TEST(ap_core, when_max_transmissions_reached_then_exactly_the_carried_packets_are_dropped) {
     auto p = two_users();
     p.harq.max_transmissions = 2;
-    ApCore ap(p);
+    ap_core ap(p);
     // Low MCS: 125-byte TBs. 16 header + 4 CRC leave 105: a 60-byte packet (8 + 60) and
     // 29 bytes of the next one (8 + 29). The third packet is not touched.
     for (int i = 0; i < 3; ++i) ap.on_downlink_packet(0, ipv4_to(1, 60));
@@ -202,12 +202,12 @@ TEST(ApCore, when_max_transmissions_reached_then_exactly_the_carried_packets_are
     EXPECT_EQ(rows[1].retx, 1);
 }
 
-TEST(ApCore, when_clamp_is_on_then_the_pdu_carries_the_router_agents_price) {
+TEST(ap_core, when_clamp_is_on_then_the_pdu_carries_the_router_agents_price) {
     auto p = two_users();
     p.clamp.enabled = true;
     p.clamp.router.a_bytes = 0.0;  // any backlog gives a positive price
     p.clamp.mu_init_slots = 2;
-    ApCore ap(p);
+    ap_core ap(p);
     ap.on_cqi(0, 0, 20.0, 0);
     for (int i = 0; i < 40; ++i) ap.on_downlink_packet(t_of(0) + i, ipv4_to(1, 400));
     const auto g0 = request(ap, 0);  // mu_c not known yet: no price
@@ -233,15 +233,15 @@ TEST(ApCore, when_clamp_is_on_then_the_pdu_carries_the_router_agents_price) {
     EXPECT_EQ(ap.router_of(0).stats().arrivals, 40u);
 }
 
-TEST(ApCore, when_clamp_is_off_then_no_price_is_stamped) {
-    ApCore ap(two_users());
+TEST(ap_core, when_clamp_is_off_then_no_price_is_stamped) {
+    ap_core ap(two_users());
     ap.on_downlink_packet(0, ipv4_to(1, 100));
     EXPECT_FALSE(parse_ok(request(ap, 0)).header.price_s.has_value());
     EXPECT_FALSE(ap.price(0).has_value());
 }
 
-TEST(ApCore, when_destination_is_unknown_then_the_packet_is_dropped_and_counted) {
-    ApCore ap(two_users());
+TEST(ap_core, when_destination_is_unknown_then_the_packet_is_dropped_and_counted) {
+    ap_core ap(two_users());
     EXPECT_FALSE(ap.on_downlink_packet(0, ipv4_to(77, 100)));
     EXPECT_FALSE(ap.on_downlink_packet(0, {0x45, 0x00}));  // truncated
     EXPECT_EQ(ap.stats().unknown_destination, 1u);
@@ -254,34 +254,34 @@ TEST(ApCore, when_destination_is_unknown_then_the_packet_is_dropped_and_counted)
     EXPECT_TRUE(request(ap, 0).empty);
 }
 
-TEST(ApCore, when_destination_is_ipv6_then_it_is_classified_by_its_address) {
-    ApCore ap(two_users());
+TEST(ap_core, when_destination_is_ipv6_then_it_is_classified_by_its_address) {
+    ap_core ap(two_users());
     EXPECT_EQ(ap.classify(ipv6_to_fd00(1, 80)), std::optional<std::uint32_t>(0));
     EXPECT_EQ(ap.classify(ipv6_to_fd00(9, 80)), std::nullopt);
     EXPECT_TRUE(ap.on_downlink_packet(0, ipv6_to_fd00(1, 80)));
     EXPECT_EQ(ap.queued_bytes(0), 80u);
 }
 
-TEST(ApCore, when_queue_is_shared_then_the_head_of_line_user_blocks_the_better_one) {
-    for (const auto mode : {aqm::QueueMode::per_user, aqm::QueueMode::shared}) {
+TEST(ap_core, when_queue_is_shared_then_the_head_of_line_user_blocks_the_better_one) {
+    for (const auto mode : {aqm::queue_mode::per_user, aqm::queue_mode::shared}) {
         auto p = two_users();
         p.queue_mode = mode;
         p.scheduler = sched::max_rate_params{};
-        ApCore ap(p);
+        ap_core ap(p);
         ap.on_cqi(0, 0, 1.0, 0);                    // poor: low MCS
         ap.on_cqi(1, 0, 20.0, 0);                   // good: max rate would pick it
         ap.on_downlink_packet(0, ipv4_to(1, 100));  // user 0 at the head of line
         ap.on_downlink_packet(1, ipv4_to(2, 100));
         const auto g = request(ap, 0);
         ASSERT_FALSE(g.empty);
-        EXPECT_EQ(g.user, mode == aqm::QueueMode::shared ? 0 : 1);
+        EXPECT_EQ(g.user, mode == aqm::queue_mode::shared ? 0 : 1);
     }
 }
 
-TEST(ApCore, when_only_one_user_is_backlogged_then_the_scheduler_serves_only_it) {
+TEST(ap_core, when_only_one_user_is_backlogged_then_the_scheduler_serves_only_it) {
     auto p = two_users();
     p.scheduler = sched::max_rate_params{};
-    ApCore ap(p);
+    ap_core ap(p);
     ap.on_cqi(0, 0, 1.0, 0);
     ap.on_cqi(1, 0, 20.0, 0);  // better, but nothing queued
     for (int i = 0; i < 3; ++i) ap.on_downlink_packet(0, ipv4_to(1, 100));
@@ -304,19 +304,19 @@ TEST(ApCore, when_only_one_user_is_backlogged_then_the_scheduler_serves_only_it)
     EXPECT_EQ(ap.user_stats(0).data_bytes, 300u);
 }
 
-TEST(ApCore, when_every_harq_process_waits_then_the_user_is_not_eligible) {
+TEST(ap_core, when_every_harq_process_waits_then_the_user_is_not_eligible) {
     auto p = two_users();
     p.harq.num_processes = 2;
     p.harq.feedback_delay_slots = 3;
-    ApCore ap(p);
+    ap_core ap(p);
     for (int i = 0; i < 20; ++i) ap.on_downlink_packet(0, ipv4_to(1, 100));
     EXPECT_FALSE(request(ap, 0).empty);
     EXPECT_FALSE(request(ap, 1).empty);
     EXPECT_TRUE(request(ap, 2).empty);  // both processes await feedback
 }
 
-TEST(ApCore, when_requests_are_duplicate_late_or_out_of_order_then_they_are_counted) {
-    ApCore ap(two_users());
+TEST(ap_core, when_requests_are_duplicate_late_or_out_of_order_then_they_are_counted) {
+    ap_core ap(two_users());
     for (int i = 0; i < 50; ++i) ap.on_downlink_packet(0, ipv4_to(1, 100));
     const auto g10 = request(ap, 10);
     const auto g11 = request(ap, 11);
@@ -333,8 +333,8 @@ TEST(ApCore, when_requests_are_duplicate_late_or_out_of_order_then_they_are_coun
     EXPECT_EQ(ap.stats().grants_new, 3u);
 }
 
-TEST(ApCore, when_the_phy_restarts_then_slot_numbers_from_zero_are_granted_again) {
-    ApCore ap(two_users());
+TEST(ap_core, when_the_phy_restarts_then_slot_numbers_from_zero_are_granted_again) {
+    ap_core ap(two_users());
     for (int i = 0; i < 50; ++i) ap.on_downlink_packet(0, ipv4_to(1, 100));
     for (std::uint64_t s = 100; s < 105; ++s) {
         const auto g = request(ap, s);
@@ -350,7 +350,7 @@ TEST(ApCore, when_the_phy_restarts_then_slot_numbers_from_zero_are_granted_again
     // Without a sequence restart, a jump back beyond restart_backjump_slots is one too.
     auto p = two_users();
     p.restart_backjump_slots = 10;
-    ApCore ap2(p);
+    ap_core ap2(p);
     for (int i = 0; i < 50; ++i) ap2.on_downlink_packet(0, ipv4_to(1, 100));
     request(ap2, 500);
     EXPECT_TRUE(request(ap2, 495).empty);  // within the window: out of order
@@ -358,8 +358,8 @@ TEST(ApCore, when_the_phy_restarts_then_slot_numbers_from_zero_are_granted_again
     EXPECT_EQ(ap2.stats().slot_backjumps, 1u);
 }
 
-TEST(ApCore, when_feedback_never_comes_then_the_tb_times_out_and_the_row_says_so) {
-    ApCore ap(two_users());
+TEST(ap_core, when_feedback_never_comes_then_the_tb_times_out_and_the_row_says_so) {
+    ap_core ap(two_users());
     ap.on_downlink_packet(0, ipv4_to(1, 60));  // one TB
     const auto g = request(ap, 0);
     ASSERT_FALSE(g.empty);
@@ -382,10 +382,10 @@ TEST(ApCore, when_feedback_never_comes_then_the_tb_times_out_and_the_row_says_so
 // CQI of that slot. The TB must go again on its process with the NDI it was given (new to
 // the receiver); were it counted as sent, the next TB would carry the NDI of the last TB on
 // air, the receiver would deliver that one again, and the new TB would be ACKed and lost.
-TEST(ApCore, when_the_client_reports_a_slot_without_feedback_then_the_tb_goes_again_same_ndi) {
-    ApCoreParams p = two_users();
+TEST(ap_core, when_the_client_reports_a_slot_without_feedback_then_the_tb_goes_again_same_ndi) {
+    ap_core_params p = two_users();
     p.harq.num_processes = 1;
-    ApCore ap(p);
+    ap_core ap(p);
     for (int i = 0; i < 3; ++i) ap.on_downlink_packet(0, ipv4_to(1, 90));
     ap.on_cqi(0, 0, 5.0, 0);  // low MCS: 125-byte TBs, one 90-byte packet each
     const auto z = request(ap, 0);
@@ -421,8 +421,8 @@ TEST(ApCore, when_the_client_reports_a_slot_without_feedback_then_the_tb_goes_ag
     EXPECT_EQ(ap.stats().harq_timeout_tbs, 0u);
 }
 
-TEST(ApCore, when_the_cqi_is_for_an_earlier_slot_then_the_tb_still_waits_for_its_feedback) {
-    ApCore ap(two_users());
+TEST(ap_core, when_the_cqi_is_for_an_earlier_slot_then_the_tb_still_waits_for_its_feedback) {
+    ap_core ap(two_users());
     ap.on_downlink_packet(0, ipv4_to(1, 60));
     request(ap, 0);
     const auto g = request(ap, 1);  // nothing else queued: slot 0 carried the TB
@@ -438,8 +438,8 @@ TEST(ApCore, when_the_cqi_is_for_an_earlier_slot_then_the_tb_still_waits_for_its
     EXPECT_EQ(ap.harq_stats().acked, 1u);
 }
 
-TEST(ApCore, when_feedback_is_invalid_then_it_is_counted_and_ignored) {
-    ApCore ap(two_users());
+TEST(ap_core, when_feedback_is_invalid_then_it_is_counted_and_ignored) {
+    ap_core ap(two_users());
     ap.on_harq_feedback(0, 0, 0, true);   // before any slot
     ap.on_harq_feedback(7, 0, 0, true);   // no such user
     ap.on_harq_feedback(0, 0, 15, true);  // no such process
@@ -452,8 +452,8 @@ TEST(ApCore, when_feedback_is_invalid_then_it_is_counted_and_ignored) {
     EXPECT_EQ(ap.stats().cqi_invalid, 1u);
 }
 
-TEST(ApCore, when_rows_complete_then_they_leave_in_slot_order_with_their_outcomes) {
-    ApCore ap(two_users());
+TEST(ap_core, when_rows_complete_then_they_leave_in_slot_order_with_their_outcomes) {
+    ap_core ap(two_users());
     for (int i = 0; i < 10; ++i) ap.on_downlink_packet(0, ipv4_to(1, 100));
     ap.on_cqi(1, 0, 12.0, 0);
     const auto g0 = request(ap, 0);
@@ -475,10 +475,10 @@ TEST(ApCore, when_rows_complete_then_they_leave_in_slot_order_with_their_outcome
     EXPECT_EQ(ap.harq_stats().nacks, 1u);
 }
 
-TEST(ApCore, when_params_are_invalid_then_the_error_names_the_field_and_value) {
-    auto expect_error = [](ApCoreParams p, const std::string& what) {
+TEST(ap_core, when_params_are_invalid_then_the_error_names_the_field_and_value) {
+    auto expect_error = [](ap_core_params p, const std::string& what) {
         try {
-            ApCore ap(p);
+            ap_core ap(p);
             ADD_FAILURE() << "no error for " << what;
         } catch (const std::invalid_argument& e) {
             EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
@@ -504,11 +504,11 @@ TEST(ApCore, when_params_are_invalid_then_the_error_names_the_field_and_value) {
     expect_error(p, "link_adaptation.table");
 }
 
-TEST(ApCore, when_table_is_evdo_then_mcs_too_small_for_a_pdu_are_unusable) {
+TEST(ap_core, when_table_is_evdo_then_mcs_too_small_for_a_pdu_are_unusable) {
     auto p = two_users();
     p.table = linkadapt::mcs_table::evdo();
     p.slot_s = 1.667e-3;
-    ApCore ap(p);
+    ap_core ap(p);
     EXPECT_EQ(ap.tb_bytes_for_mcs(0), 0u);  // 38.4 kb/s: 8 bytes
     EXPECT_EQ(ap.tb_bytes_for_mcs(1), 0u);  // 16 bytes
     EXPECT_EQ(ap.tb_bytes_for_mcs(2), 32u);
@@ -517,8 +517,8 @@ TEST(ApCore, when_table_is_evdo_then_mcs_too_small_for_a_pdu_are_unusable) {
     EXPECT_EQ(ap.rate_bps(0), 0.0);
 }
 
-TEST(ApCore, clamp_table_is_eq18_quantised_as_the_phy_builds_it) {
-    const auto t = clamp_table({});
+TEST(ap_core, clamp_table_is_eq18_quantised_as_the_phy_builds_it) {
+    const auto t = shannon_table({});
     ASSERT_EQ(t.size(), 32u);
     EXPECT_EQ(t.entries().back().rate_bps, 10e6);
     EXPECT_NEAR(t.entries().back().min_snr_db, 6.03, 0.01);  // W0 log2(1 + N) = C_max
@@ -533,8 +533,8 @@ TEST(ApCore, clamp_table_is_eq18_quantised_as_the_phy_builds_it) {
     EXPECT_FALSE(mcs_table_by_name("nope").has_value());
 }
 
-TEST(ApCore, counters_and_gauges_use_the_stats_fields_names_under_their_prefixes) {
-    ApCore ap(two_users());
+TEST(ap_core, counters_and_gauges_use_the_stats_fields_names_under_their_prefixes) {
+    ap_core ap(two_users());
     ASSERT_TRUE(ap.on_downlink_packet(0, ipv4_to(1, 100)));
     ap.on_cqi(0, 0, 20.0, 0);
     ASSERT_FALSE(request(ap, 0).empty);

@@ -15,8 +15,8 @@ namespace {
 
 constexpr std::uint8_t kEct = tcpip::kEct0;
 
-AqmConfig codel_config(bool ecn = false) {
-    AqmConfig c = default_config(AqmKind::codel);
+aqm_params codel_config(bool ecn = false) {
+    aqm_params c = default_config(aqm_kind::codel);
     c.limits = {0, 10000};
     c.ecn = ecn;
     return c;
@@ -24,7 +24,7 @@ AqmConfig codel_config(bool ecn = false) {
 
 // Arrivals every ms from t = 0; departures every ms from t = lag_ms. Returns the time of
 // each drop.
-std::vector<time_ns> run_lagged(Harness& h, int lag_ms, int total_ms, std::uint8_t ecn = 0) {
+std::vector<time_ns> run_lagged(harness& h, int lag_ms, int total_ms, std::uint8_t ecn = 0) {
     std::vector<time_ns> drops;
     for (int ms = 0; ms < total_ms; ++ms) {
         const time_ns t = ms * kNsPerMs;
@@ -38,26 +38,26 @@ std::vector<time_ns> run_lagged(Harness& h, int lag_ms, int total_ms, std::uint8
     return drops;
 }
 
-TEST(Codel, never_drops_while_the_sojourn_time_is_below_target) {
-    Harness h(codel_config());
+TEST(codel_discipline, never_drops_while_the_sojourn_time_is_below_target) {
+    harness h(codel_config());
     run_lagged(h, 4, 10000);  // sojourn 4 ms < 5 ms, 4 kB > MTU queued
     EXPECT_TRUE(h.drops.empty());
     EXPECT_FALSE(h.aqm->stats().dropping);
     EXPECT_NEAR(h.aqm->stats().queue_delay_s, 0.004, 1e-12);
 }
 
-TEST(Codel, enters_dropping_one_interval_after_the_sojourn_first_exceeds_target) {
-    Harness h(codel_config());
+TEST(codel_discipline, enters_dropping_one_interval_after_the_sojourn_first_exceeds_target) {
+    harness h(codel_config());
     const auto drops = run_lagged(h, 20, 400);
     ASSERT_FALSE(drops.empty());
     // The first departure (t = 20 ms) sees 20 ms > target: first_above_time = 120 ms.
     EXPECT_EQ(drops.front(), 120 * kNsPerMs);
-    EXPECT_EQ(h.drops.front().reason, DropReason::aqm_drop);
+    EXPECT_EQ(h.drops.front().reason, drop_reason::aqm_drop);
     EXPECT_TRUE(h.aqm->stats().dropping);
 }
 
-TEST(Codel, drop_spacing_follows_interval_over_sqrt_count) {
-    Harness h(codel_config());
+TEST(codel_discipline, drop_spacing_follows_interval_over_sqrt_count) {
+    harness h(codel_config());
     // 300 ms of standing queue: each drop shortens it by 1 ms, so it stays above target.
     const auto drops = run_lagged(h, 300, 1500);
     ASSERT_GE(drops.size(), 10u);
@@ -72,8 +72,8 @@ TEST(Codel, drop_spacing_follows_interval_over_sqrt_count) {
     EXPECT_GE(h.aqm->stats().codel_count, 10u);
 }
 
-TEST(Codel, leaves_dropping_when_the_sojourn_falls_below_target) {
-    Harness h(codel_config());
+TEST(codel_discipline, leaves_dropping_when_the_sojourn_falls_below_target) {
+    harness h(codel_config());
     run_lagged(h, 20, 400);
     ASSERT_TRUE(h.aqm->stats().dropping);
     // Serve faster than arrivals until the queue is short.
@@ -89,8 +89,8 @@ TEST(Codel, leaves_dropping_when_the_sojourn_falls_below_target) {
     EXPECT_LE(h.drops.size(), drops + 2);
 }
 
-TEST(Codel, does_not_drop_with_at_most_one_mtu_queued) {
-    Harness h(codel_config());
+TEST(codel_discipline, does_not_drop_with_at_most_one_mtu_queued) {
+    harness h(codel_config());
     for (int k = 0; k < 200; ++k) {  // one packet at a time, each waiting 40 ms
         const time_ns t = k * 50 * kNsPerMs;
         h.offer(data_packet(1000), t);
@@ -99,8 +99,8 @@ TEST(Codel, does_not_drop_with_at_most_one_mtu_queued) {
     EXPECT_TRUE(h.drops.empty());
 }
 
-TEST(Codel, marks_ect_packets_instead_of_dropping_them) {
-    Harness h(codel_config(true));
+TEST(codel_discipline, marks_ect_packets_instead_of_dropping_them) {
+    harness h(codel_config(true));
     std::size_t ce = 0;
     for (int ms = 0; ms < 3000; ++ms) {
         const time_ns t = ms * kNsPerMs;

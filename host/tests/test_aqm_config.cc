@@ -16,96 +16,97 @@ using namespace oppsched::aqm::testing;
 
 namespace {
 
-TEST(AqmConfig, every_kind_builds_from_its_defaults_and_round_trips_its_name) {
+TEST(aqm_params, every_kind_builds_from_its_defaults_and_round_trips_its_name) {
     for (std::size_t i = 0; i < kAqmKindCount; ++i) {
-        const auto k = static_cast<AqmKind>(i);
-        const AqmConfig c = default_config(k);
+        const auto k = static_cast<aqm_kind>(i);
+        const aqm_params c = default_config(k);
         EXPECT_EQ(c.kind(), k);
         auto aqm = make_aqm(c);
         EXPECT_EQ(aqm->kind(), k);
         EXPECT_TRUE(aqm->empty());
         EXPECT_EQ(aqm_kind_from_string(to_string(k)), k);
     }
-    EXPECT_EQ(aqm_kind_from_string("Drop-Tail"), AqmKind::droptail);
-    EXPECT_EQ(aqm_kind_from_string("SPM-AF"), AqmKind::spmaf);
-    EXPECT_EQ(aqm_kind_from_string("t_las"), AqmKind::tlas);
+    EXPECT_EQ(aqm_kind_from_string("Drop-Tail"), aqm_kind::droptail);
+    EXPECT_EQ(aqm_kind_from_string("SPM-AF"), aqm_kind::spmaf);
+    EXPECT_EQ(aqm_kind_from_string("t_las"), aqm_kind::tlas);
     EXPECT_FALSE(aqm_kind_from_string("fq_codel").has_value());
 }
 
-TEST(AqmConfig, defaults_follow_the_seeds_and_the_published_values) {
-    const AqmConfig c;
+TEST(aqm_params, defaults_follow_the_seeds_and_the_published_values) {
+    const aqm_params c;
     EXPECT_EQ(c.limits.packets,
               50u);  // the 50-packet buffers of Wang & Song and of Wu, Gong & Williamson
     EXPECT_EQ(c.limits.bytes, 0u);
     EXPECT_TRUE(c.ecn);
     EXPECT_EQ(c.rate.capacity_bps, 0.0);  // measured by default
-    EXPECT_EQ(TlasParams{}.threshold_packets, 50u);
-    const RedParams red;
+    EXPECT_EQ(tlas_params{}.threshold_packets, 50u);
+    const red_params red;
     EXPECT_EQ(red.min_th, 5.0);
     EXPECT_EQ(red.max_th, 15.0);
     EXPECT_EQ(red.w_q, 0.002);
     EXPECT_EQ(red.max_p, 0.1);
     EXPECT_TRUE(red.gentle);
-    const RemParams rem;
+    const rem_params rem;
     EXPECT_EQ(rem.gamma, 0.001);
     EXPECT_EQ(rem.alpha, 0.1);
     EXPECT_EQ(rem.phi, 1.001);
     EXPECT_EQ(rem.target, 20.0);
     EXPECT_EQ(rem.update_interval, 2 * kNsPerMs);
-    const CodelParams codel;
+    const codel_params codel;
     EXPECT_EQ(codel.target, 5 * kNsPerMs);
     EXPECT_EQ(codel.interval, 100 * kNsPerMs);
 }
 
-struct BadCase {
-    std::function<void(AqmConfig&)> mutate;
-    AqmKind kind;
+struct bad_case {
+    std::function<void(aqm_params&)> mutate;
+    aqm_kind kind;
     std::string message;  // exact what()
 };
 
-TEST(AqmConfig, bad_values_throw_invalid_argument_naming_the_field_and_the_value) {
-    const std::vector<BadCase> cases = {
-        {[](AqmConfig& c) {
+TEST(aqm_params, bad_values_throw_invalid_argument_naming_the_field_and_the_value) {
+    const std::vector<bad_case> cases = {
+        {[](aqm_params& c) {
              c.limits = {0, 0};
          },
-         AqmKind::droptail, "aqm.limits: 0 bytes and 0 packets leave the queue unbounded; set one"},
-        {[](AqmConfig& c) { c.rate.capacity_bps = -1; }, AqmKind::rem,
+         aqm_kind::droptail,
+         "aqm.limits: 0 bytes and 0 packets leave the queue unbounded; set one"},
+        {[](aqm_params& c) { c.rate.capacity_bps = -1; }, aqm_kind::rem,
          "rate.capacity_bps: -1 must be >= 0 (0 = measure)"},
-        {[](AqmConfig& c) { c.rate.ema_weight = 0; }, AqmKind::avq,
+        {[](aqm_params& c) { c.rate.ema_weight = 0; }, aqm_kind::avq,
          "rate.ema_weight: 0 not in (0,1]"},
-        {[](AqmConfig& c) { c.rate.sample_bytes = 0; }, AqmKind::pie,
+        {[](aqm_params& c) { c.rate.sample_bytes = 0; }, aqm_kind::pie,
          "rate.sample_bytes: 0 must be > 0"},
-        {[](AqmConfig& c) { std::get<RedParams>(c.params).max_p = 1.5; }, AqmKind::red,
+        {[](aqm_params& c) { std::get<red_params>(c.params).max_p = 1.5; }, aqm_kind::red,
          "red.max_p: 1.5 not in (0,1]"},
-        {[](AqmConfig& c) { std::get<RedParams>(c.params).max_th = 4; }, AqmKind::red,
+        {[](aqm_params& c) { std::get<red_params>(c.params).max_th = 4; }, aqm_kind::red,
          "red.max_th: 4 must be > min_th (5)"},
-        {[](AqmConfig& c) { std::get<RedParams>(c.params).w_q = 0; }, AqmKind::red,
+        {[](aqm_params& c) { std::get<red_params>(c.params).w_q = 0; }, aqm_kind::red,
          "red.w_q: 0 not in (0,1]"},
-        {[](AqmConfig& c) { std::get<RemParams>(c.params).phi = 1.0; }, AqmKind::rem,
+        {[](aqm_params& c) { std::get<rem_params>(c.params).phi = 1.0; }, aqm_kind::rem,
          "rem.phi: 1 must be > 1"},
-        {[](AqmConfig& c) { std::get<RemParams>(c.params).update_interval = 0; }, AqmKind::rem,
+        {[](aqm_params& c) { std::get<rem_params>(c.params).update_interval = 0; }, aqm_kind::rem,
          "rem.update_interval: 0 ns must be > 0"},
-        {[](AqmConfig& c) { std::get<ReaqmParams>(c.params).alpha_prime = 0.1; }, AqmKind::reaqm,
+        {[](aqm_params& c) { std::get<reaqm_params>(c.params).alpha_prime = 0.1; }, aqm_kind::reaqm,
          "reaqm.alpha_prime: 0.1 must be > alpha (0.11), Wang & Song, REAQM, eq. 5"},
-        {[](AqmConfig& c) { std::get<ReaqmParams>(c.params).gamma = -0.001; }, AqmKind::reaqm,
+        {[](aqm_params& c) { std::get<reaqm_params>(c.params).gamma = -0.001; }, aqm_kind::reaqm,
          "reaqm.gamma: -0.001 must be > 0"},
-        {[](AqmConfig& c) { std::get<ReaqmParams>(c.params).phi = 0.9; }, AqmKind::reaqm,
+        {[](aqm_params& c) { std::get<reaqm_params>(c.params).phi = 0.9; }, aqm_kind::reaqm,
          "reaqm.phi: 0.9 must be > 1"},
-        {[](AqmConfig& c) { std::get<AvqParams>(c.params).gamma = 1.2; }, AqmKind::avq,
+        {[](aqm_params& c) { std::get<avq_params>(c.params).gamma = 1.2; }, aqm_kind::avq,
          "avq.gamma: 1.2 not in (0,1]"},
-        {[](AqmConfig& c) { std::get<CodelParams>(c.params).target = 200 * kNsPerMs; },
-         AqmKind::codel, "codel.target: 200000000 ns must be < interval (100000000 ns)"},
-        {[](AqmConfig& c) { std::get<PieParams>(c.params).mark_ecn_threshold = 2; }, AqmKind::pie,
-         "pie.mark_ecn_threshold: 2 not in [0,1]"},
-        {[](AqmConfig& c) { std::get<PieParams>(c.params).tupdate = -5; }, AqmKind::pie,
+        {[](aqm_params& c) { std::get<codel_params>(c.params).target = 200 * kNsPerMs; },
+         aqm_kind::codel, "codel.target: 200000000 ns must be < interval (100000000 ns)"},
+        {[](aqm_params& c) { std::get<pie_params>(c.params).mark_ecn_threshold = 2; },
+         aqm_kind::pie, "pie.mark_ecn_threshold: 2 not in [0,1]"},
+        {[](aqm_params& c) { std::get<pie_params>(c.params).tupdate = -5; }, aqm_kind::pie,
          "pie.tupdate: -5 ns must be > 0"},
-        {[](AqmConfig& c) { std::get<TlasParams>(c.params).threshold_packets = 0; }, AqmKind::tlas,
-         "tlas.threshold_packets: 0 must be >= 1"},
-        {[](AqmConfig& c) { std::get<LasParams>(c.params).flow_idle_timeout = 0; }, AqmKind::las,
+        {[](aqm_params& c) { std::get<tlas_params>(c.params).threshold_packets = 0; },
+         aqm_kind::tlas, "tlas.threshold_packets: 0 must be >= 1"},
+        {[](aqm_params& c) { std::get<las_params>(c.params).flow_idle_timeout = 0; }, aqm_kind::las,
          "las.flow_idle_timeout: 0 ns must be > 0"},
     };
     for (const auto& bc : cases) {
-        AqmConfig c = default_config(bc.kind);
+        aqm_params c = default_config(bc.kind);
         bc.mutate(c);
         try {
             make_aqm(c);
@@ -116,20 +117,20 @@ TEST(AqmConfig, bad_values_throw_invalid_argument_naming_the_field_and_the_value
     }
 }
 
-TEST(AqmConfig, nan_is_rejected_everywhere_a_number_is_checked) {
-    AqmConfig c = default_config(AqmKind::red);
-    std::get<RedParams>(c.params).max_p = std::nan("");
+TEST(aqm_params, nan_is_rejected_everywhere_a_number_is_checked) {
+    aqm_params c = default_config(aqm_kind::red);
+    std::get<red_params>(c.params).max_p = std::nan("");
     EXPECT_THROW(validate(c), std::invalid_argument);
-    c = default_config(AqmKind::rem);
-    std::get<RemParams>(c.params).gamma = std::nan("");
+    c = default_config(aqm_kind::rem);
+    std::get<rem_params>(c.params).gamma = std::nan("");
     EXPECT_THROW(validate(c), std::invalid_argument);
-    c = default_config(AqmKind::reaqm);
+    c = default_config(aqm_kind::reaqm);
     c.rate.capacity_bps = std::nan("");
     EXPECT_THROW(validate(c), std::invalid_argument);
 }
 
 TEST(ServiceRate, a_fixed_capacity_is_known_at_once_and_never_changes) {
-    ServiceRateEstimator e(RateConfig{2e6, 16384, 0.25});
+    service_rate_estimator e(rate_params{2e6, 16384, 0.25});
     EXPECT_TRUE(e.known());
     EXPECT_FALSE(e.measured());
     e.on_enqueue(true, 0);
@@ -138,7 +139,7 @@ TEST(ServiceRate, a_fixed_capacity_is_known_at_once_and_never_changes) {
 }
 
 TEST(ServiceRate, measures_the_rate_while_backlogged_and_ignores_idle_time) {
-    ServiceRateEstimator e(RateConfig{});
+    service_rate_estimator e(rate_params{});
     time_ns t = 0;
     // Bursts of 5 packets served 1 ms apart (8 Mb/s), separated by 50 ms of empty queue.
     for (int burst = 0; burst < 10; ++burst) {
@@ -156,7 +157,7 @@ TEST(ServiceRate, measures_the_rate_while_backlogged_and_ignores_idle_time) {
 }
 
 TEST(ServiceRate, ema_follows_a_rate_change_with_weight_one_quarter) {
-    ServiceRateEstimator e(RateConfig{0.0, 16000, 0.25});
+    service_rate_estimator e(rate_params{0.0, 16000, 0.25});
     time_ns t = 0;
     e.on_enqueue(true, t);
     for (int i = 0; i < 16; ++i) e.on_dequeue(1000, false, t += kNsPerMs);  // 8 Mb/s
@@ -166,7 +167,7 @@ TEST(ServiceRate, ema_follows_a_rate_change_with_weight_one_quarter) {
 }
 
 TEST(ServiceRate, packets_leaving_together_wait_for_time_to_pass) {
-    ServiceRateEstimator e(RateConfig{0.0, 1000, 0.25});
+    service_rate_estimator e(rate_params{0.0, 1000, 0.25});
     e.on_enqueue(true, 5);
     e.on_dequeue(3000, false, 5);  // same instant: no sample yet (would be infinite)
     EXPECT_FALSE(e.known());

@@ -16,18 +16,18 @@ using namespace oppsched::aqm::testing;
 
 namespace {
 
-struct ContractCase {
-    AqmKind kind;
+struct contract_case {
+    aqm_kind kind;
     int variant;  // 0: packet limit, ECN, measured rate; 1: byte limit, fixed capacity;
                   // 2: both limits, ECN off
 };
 
-std::string case_name(const ::testing::TestParamInfo<ContractCase>& info) {
+std::string case_name(const ::testing::TestParamInfo<contract_case>& info) {
     return std::string(to_string(info.param.kind)) + "_v" + std::to_string(info.param.variant);
 }
 
-AqmConfig contract_config(const ContractCase& c) {
-    AqmConfig cfg = default_config(c.kind);
+aqm_params contract_config(const contract_case& c) {
+    aqm_params cfg = default_config(c.kind);
     cfg.seed = 1234 + static_cast<std::uint64_t>(c.variant);
     switch (c.variant) {
         case 0:
@@ -43,34 +43,34 @@ AqmConfig contract_config(const ContractCase& c) {
             break;
     }
     // Make the disciplines act within a short run.
-    if (auto* p = std::get_if<TlasParams>(&cfg.params)) {
+    if (auto* p = std::get_if<tlas_params>(&cfg.params)) {
         p->threshold_packets = 8;
         p->flow_idle_timeout = 50 * kNsPerMs;
     }
-    if (auto* p = std::get_if<LasParams>(&cfg.params)) p->flow_idle_timeout = 50 * kNsPerMs;
-    if (auto* p = std::get_if<RemParams>(&cfg.params)) {
+    if (auto* p = std::get_if<las_params>(&cfg.params)) p->flow_idle_timeout = 50 * kNsPerMs;
+    if (auto* p = std::get_if<rem_params>(&cfg.params)) {
         p->gamma = 0.05;
         p->target = 5;  // b* = 20 (x 1000 B) would be the whole 20 kB limit of variant 2
     }
-    if (auto* p = std::get_if<ReaqmParams>(&cfg.params)) p->gamma = 0.05;
-    if (auto* p = std::get_if<PieParams>(&cfg.params)) p->max_burst = 20 * kNsPerMs;
+    if (auto* p = std::get_if<reaqm_params>(&cfg.params)) p->gamma = 0.05;
+    if (auto* p = std::get_if<pie_params>(&cfg.params)) p->max_burst = 20 * kNsPerMs;
     return cfg;
 }
 
 // Random mixed traffic: TCP data (v4 and v6), pure ACKs (some duplicate, some with SACK or
 // ECE), SYN/FIN/RST, UDP; ECT or not; some high priority.
-class Traffic {
+class traffic {
   public:
-    explicit Traffic(std::uint64_t seed) : rng_(seed) {}
+    explicit traffic(std::uint64_t seed) : rng_(seed) {}
 
-    Packet next(std::uint64_t id) {
+    ip_packet next(std::uint64_t id) {
         std::uniform_real_distribution<double> u(0.0, 1.0);
         const double r = u(rng_);
         const std::uint8_t ecn = u(rng_) < 0.5 ? tcpip::kEct0 : tcpip::kNotEct;
         std::vector<std::uint8_t> data;
         if (r < 0.45) {  // data segment of one of 5 flows
             const int f = static_cast<int>(u(rng_) * 5);
-            TcpSpec t;
+            tcp_spec t;
             t.ip_version = f == 4 ? 6 : 4;
             t.ecn = ecn;
             t.sport = static_cast<std::uint16_t>(5000 + f);
@@ -81,7 +81,7 @@ class Traffic {
             data = tcp_packet(t);
         } else if (r < 0.85) {  // pure ACKs of one of 3 upstream connections
             const int f = static_cast<int>(u(rng_) * 3);
-            TcpSpec t;
+            tcp_spec t;
             t.ecn = ecn;
             t.sport = 80;
             t.dport = static_cast<std::uint16_t>(6000 + f);
@@ -92,7 +92,7 @@ class Traffic {
             if (u(rng_) < 0.15) t.sack = {{ack_[f] + 2896, ack_[f] + 4344}};
             data = tcp_packet(t);
         } else if (r < 0.92) {  // connection control
-            TcpSpec t;
+            tcp_spec t;
             t.ecn = ecn;
             t.sport = 80;
             t.dport = static_cast<std::uint16_t>(6000 + static_cast<int>(u(rng_) * 3));
@@ -113,7 +113,7 @@ class Traffic {
     std::uint32_t ack_[3] = {1000, 1000, 1000};
 };
 
-std::string flow_of(const Packet& p) {
+std::string flow_of(const ip_packet& p) {
     auto r = tcpip::parse(p.data);
     if (!r) return "?";
     const auto& f = r->flow;
@@ -123,18 +123,18 @@ std::string flow_of(const Packet& p) {
            std::to_string(f.dport);
 }
 
-class AqmContract : public ::testing::TestWithParam<ContractCase> {};
+class aqm_contract : public ::testing::TestWithParam<contract_case> {};
 
-TEST_P(AqmContract, limit_holds_and_every_packet_leaves_exactly_once_in_order) {
-    const ContractCase c = GetParam();
-    const AqmConfig cfg = contract_config(c);
+TEST_P(aqm_contract, limit_holds_and_every_packet_leaves_exactly_once_in_order) {
+    const contract_case c = GetParam();
+    const aqm_params cfg = contract_config(c);
     auto aqm = make_aqm(cfg);
     ASSERT_EQ(aqm->kind(), c.kind);
 
-    std::vector<Drop> drops;
-    aqm->set_drop_sink([&drops](Drop&& d) { drops.push_back(std::move(d)); });
+    std::vector<dropped_packet> drops;
+    aqm->set_drop_sink([&drops](dropped_packet&& d) { drops.push_back(std::move(d)); });
 
-    Traffic traffic(99 + static_cast<std::uint64_t>(c.kind) * 7 + c.variant);
+    traffic traffic(99 + static_cast<std::uint64_t>(c.kind) * 7 + c.variant);
     std::mt19937_64 rng(4242 + static_cast<std::uint64_t>(c.variant));
     std::uniform_real_distribution<double> u(0.0, 1.0);
 
@@ -149,7 +149,7 @@ TEST_P(AqmContract, limit_holds_and_every_packet_leaves_exactly_once_in_order) {
 
     auto absorb_drops = [&](std::optional<std::uint64_t> just_offered) {
         for (; drops_seen < drops.size(); ++drops_seen) {
-            const Drop& d = drops[drops_seen];
+            const dropped_packet& d = drops[drops_seen];
             EXPECT_EQ(d.at, now);
             if (removes_queued_packet(d.reason)) {
                 auto it = in_queue.find(d.packet.id);
@@ -196,7 +196,7 @@ TEST_P(AqmContract, limit_holds_and_every_packet_leaves_exactly_once_in_order) {
         if (u(rng) < (overload ? 0.75 : 0.3)) {
             const int burst = 1 + static_cast<int>(u(rng) * 4);
             for (int b = 0; b < burst; ++b) {
-                Packet p = traffic.next(next_id++);
+                ip_packet p = traffic.next(next_id++);
                 const std::uint64_t id = p.id;
                 const std::size_t size = p.size();
                 offered_ecn[id] = ecn_of(p);
@@ -240,7 +240,7 @@ TEST_P(AqmContract, limit_holds_and_every_packet_leaves_exactly_once_in_order) {
     EXPECT_EQ(seen.size(), next_id);
     for (const auto& [id, n] : seen) EXPECT_EQ(n, 1) << "id " << id;
 
-    const AqmStats s = aqm->stats();
+    const aqm_stats s = aqm->stats();
     EXPECT_EQ(s.offered, next_id);
     EXPECT_EQ(s.enqueued, accepted);
     EXPECT_EQ(s.dequeued, dequeued.size());
@@ -252,21 +252,21 @@ TEST_P(AqmContract, limit_holds_and_every_packet_leaves_exactly_once_in_order) {
     EXPECT_GT(s.dropped_total(), 0u);
     EXPECT_GT(s.dequeued, 1000u);
     // ... and the discipline itself must have acted, not only the limit.
-    const std::uint64_t signalled = s.marked + s.dropped_by(DropReason::early_drop);
+    const std::uint64_t signalled = s.marked + s.dropped_by(drop_reason::early_drop);
     switch (c.kind) {
-        case AqmKind::droptail:
+        case aqm_kind::droptail:
             EXPECT_EQ(signalled, 0u);
             break;
-        case AqmKind::codel:
-            EXPECT_GT(s.marked + s.dropped_by(DropReason::aqm_drop), 0u);
+        case aqm_kind::codel:
+            EXPECT_GT(s.marked + s.dropped_by(drop_reason::aqm_drop), 0u);
             break;
-        case AqmKind::spmaf:
-            EXPECT_GT(s.dropped_by(DropReason::superseded_ack), 0u);
-            EXPECT_GT(s.dropped_by(DropReason::evicted_low_priority), 0u);
+        case aqm_kind::spmaf:
+            EXPECT_GT(s.dropped_by(drop_reason::superseded_ack), 0u);
+            EXPECT_GT(s.dropped_by(drop_reason::evicted_low_priority), 0u);
             break;
-        case AqmKind::las:
-        case AqmKind::tlas:
-            EXPECT_GT(s.dropped_by(DropReason::evicted_las), 0u);
+        case aqm_kind::las:
+        case aqm_kind::tlas:
+            EXPECT_GT(s.dropped_by(drop_reason::evicted_las), 0u);
             break;
         default:
             EXPECT_GT(signalled, 0u) << "the AQM never signalled congestion";
@@ -274,7 +274,7 @@ TEST_P(AqmContract, limit_holds_and_every_packet_leaves_exactly_once_in_order) {
     }
 
     // Order: global FIFO for FIFO disciplines; per-flow order for all.
-    const bool fifo = c.kind != AqmKind::las && c.kind != AqmKind::tlas;
+    const bool fifo = c.kind != aqm_kind::las && c.kind != aqm_kind::tlas;
     if (fifo) {
         for (std::size_t i = 1; i < dequeued.size(); ++i)
             ASSERT_LT(dequeued[i - 1], dequeued[i]) << "FIFO order broken at " << i;
@@ -290,10 +290,10 @@ TEST_P(AqmContract, limit_holds_and_every_packet_leaves_exactly_once_in_order) {
     }
 }
 
-TEST_P(AqmContract, clear_flushes_every_queued_packet_once) {
-    const ContractCase c = GetParam();
+TEST_P(aqm_contract, clear_flushes_every_queued_packet_once) {
+    const contract_case c = GetParam();
     auto aqm = make_aqm(contract_config(c));
-    Traffic traffic(7);
+    traffic traffic(7);
     std::uint64_t accepted = 0;
     for (std::uint64_t id = 0; id < 30; ++id)
         accepted += aqm->enqueue(traffic.next(id), static_cast<time_ns>(id) * 1000);
@@ -302,7 +302,7 @@ TEST_P(AqmContract, clear_flushes_every_queued_packet_once) {
     aqm->clear(kNsPerSec);
     const auto flushed = aqm->take_drops();
     EXPECT_EQ(flushed.size(), queued);
-    for (const auto& d : flushed) EXPECT_EQ(d.reason, DropReason::flushed);
+    for (const auto& d : flushed) EXPECT_EQ(d.reason, drop_reason::flushed);
     EXPECT_EQ(aqm->packets(), 0u);
     EXPECT_EQ(aqm->bytes(), 0u);
     EXPECT_EQ(aqm->peek(), nullptr);
@@ -312,14 +312,14 @@ TEST_P(AqmContract, clear_flushes_every_queued_packet_once) {
     EXPECT_EQ(rejected.size() + queued, 30u);
 }
 
-std::vector<ContractCase> all_cases() {
-    std::vector<ContractCase> v;
+std::vector<contract_case> all_cases() {
+    std::vector<contract_case> v;
     for (std::size_t k = 0; k < kAqmKindCount; ++k)
         for (int variant = 0; variant < 3; ++variant)
-            v.push_back({static_cast<AqmKind>(k), variant});
+            v.push_back({static_cast<aqm_kind>(k), variant});
     return v;
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryKind, AqmContract, ::testing::ValuesIn(all_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(EveryKind, aqm_contract, ::testing::ValuesIn(all_cases()), case_name);
 
 }  // namespace

@@ -10,10 +10,10 @@ using namespace oppsched::aqm::testing;
 
 namespace {
 
-AqmConfig las_config(std::size_t limit, std::size_t threshold = 0) {
-    AqmConfig c = default_config(threshold ? AqmKind::tlas : AqmKind::las);
+aqm_params las_config(std::size_t limit, std::size_t threshold = 0) {
+    aqm_params c = default_config(threshold ? aqm_kind::tlas : aqm_kind::las);
     c.limits = {0, limit};
-    if (threshold) std::get<TlasParams>(c.params).threshold_packets = threshold;
+    if (threshold) std::get<tlas_params>(c.params).threshold_packets = threshold;
     return c;
 }
 
@@ -22,7 +22,7 @@ std::vector<std::uint8_t> pkt(int flow) {
     return data_packet(1000, 0, static_cast<std::uint16_t>(5000 + flow));
 }
 
-std::vector<int> drain_flows(Harness& h) {
+std::vector<int> drain_flows(harness& h) {
     std::vector<int> v;
     while (auto p = h.aqm->dequeue(0)) {
         auto r = tcpip::parse(p->data);
@@ -31,39 +31,39 @@ std::vector<int> drain_flows(Harness& h) {
     return v;
 }
 
-TEST(Las, a_new_flow_is_served_before_a_flow_that_has_had_service) {
-    Harness h(las_config(100));
+TEST(las_discipline, a_new_flow_is_served_before_a_flow_that_has_had_service) {
+    harness h(las_config(100));
     for (int i = 0; i < 10; ++i) h.offer(pkt(0), 0);
     for (int i = 0; i < 5; ++i) h.aqm->dequeue(0);  // A has attained 5000 bytes
     for (int i = 0; i < 3; ++i) h.offer(pkt(1), 1);
     EXPECT_EQ(drain_flows(h), (std::vector<int>{1, 1, 1, 0, 0, 0, 0, 0}));
 }
 
-TEST(Las, flows_with_equal_service_alternate) {
-    Harness h(las_config(100));
+TEST(las_discipline, flows_with_equal_service_alternate) {
+    harness h(las_config(100));
     for (int i = 0; i < 3; ++i) h.offer(pkt(0), 0);
     for (int i = 0; i < 3; ++i) h.offer(pkt(1), 0);
     EXPECT_EQ(drain_flows(h), (std::vector<int>{0, 1, 0, 1, 0, 1}));
 }
 
-TEST(Las, when_full_the_packet_with_the_most_attained_service_is_evicted) {
-    Harness h(las_config(5));
+TEST(las_discipline, when_full_the_packet_with_the_most_attained_service_is_evicted) {
+    harness h(las_config(5));
     for (int i = 0; i < 5; ++i) h.offer(pkt(0), 0);
     EXPECT_TRUE(h.offer(pkt(1), 0));  // B's first packet outranks A's fifth
     ASSERT_EQ(h.drops.size(), 1u);
-    EXPECT_EQ(h.drops[0].reason, DropReason::evicted_las);
+    EXPECT_EQ(h.drops[0].reason, drop_reason::evicted_las);
     EXPECT_EQ(h.drops[0].packet.id, 4u);
     // An arrival of the flow with the most service is itself the lowest priority.
     EXPECT_FALSE(h.offer(pkt(0), 0));
-    EXPECT_EQ(h.drops.back().reason, DropReason::overflow);
+    EXPECT_EQ(h.drops.back().reason, drop_reason::overflow);
     // The evicted packet was never served: A's next packet takes its place in the order.
     EXPECT_EQ(drain_flows(h), (std::vector<int>{0, 1, 0, 0, 0}));
 }
 
 TEST(Tlas, flows_past_the_threshold_fall_back_to_fifo_behind_new_flows) {
-    Harness tlas(las_config(100, 5));
-    Harness las(las_config(100));
-    for (Harness* h : {&tlas, &las}) {
+    harness tlas(las_config(100, 5));
+    harness las(las_config(100));
+    for (harness* h : {&tlas, &las}) {
         for (int i = 0; i < 8; ++i) h->offer(pkt(0), 0);   // A: 5 with priority, 3 FIFO
         for (int i = 0; i < 10; ++i) h->offer(pkt(1), 0);  // B: likewise 5 + 5
     }
@@ -75,19 +75,19 @@ TEST(Tlas, flows_past_the_threshold_fall_back_to_fifo_behind_new_flows) {
 }
 
 TEST(Tlas, a_full_queue_evicts_the_newest_fifo_packet_for_a_priority_arrival) {
-    Harness h(las_config(6, 2));
+    harness h(las_config(6, 2));
     for (int i = 0; i < 6; ++i) h.offer(pkt(0), 0);  // 2 priority + 4 FIFO
     EXPECT_TRUE(h.offer(pkt(1), 0));
     ASSERT_EQ(h.drops.size(), 1u);
     EXPECT_EQ(h.drops[0].packet.id, 5u);
-    EXPECT_EQ(h.drops[0].reason, DropReason::evicted_las);
+    EXPECT_EQ(h.drops[0].reason, drop_reason::evicted_las);
     EXPECT_FALSE(h.offer(pkt(0), 0));  // a FIFO-class arrival at a full queue is dropped
 }
 
-TEST(Las, idle_flows_are_forgotten_after_the_timeout) {
-    AqmConfig c = las_config(100);
-    std::get<LasParams>(c.params).flow_idle_timeout = kNsPerSec;
-    Harness h(c);
+TEST(las_discipline, idle_flows_are_forgotten_after_the_timeout) {
+    aqm_params c = las_config(100);
+    std::get<las_params>(c.params).flow_idle_timeout = kNsPerSec;
+    harness h(c);
     for (int i = 0; i < 5; ++i) h.offer(pkt(0), 0);
     drain_flows(h);
     EXPECT_EQ(h.aqm->stats().flows, 1u);

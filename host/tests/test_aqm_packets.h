@@ -11,7 +11,7 @@
 
 namespace oppsched::aqm::testing {
 
-struct TcpSpec {
+struct tcp_spec {
     std::uint8_t ip_version = 4;
     std::uint8_t ecn = tcpip::kNotEct;
     std::uint8_t src_host = 1;  // last byte of 10.0.0.x / fd00::x
@@ -43,7 +43,7 @@ inline std::uint16_t ipv4_checksum(const std::vector<std::uint8_t>& b) {
     return static_cast<std::uint16_t>(~s);
 }
 
-inline std::vector<std::uint8_t> tcp_packet(const TcpSpec& t) {
+inline std::vector<std::uint8_t> tcp_packet(const tcp_spec& t) {
     std::size_t opt = 0;
     if (!t.sack.empty()) opt = 2 + 2 + 8 * t.sack.size();  // NOP NOP SACK
     const std::size_t tcp_len = 20 + opt;
@@ -109,7 +109,7 @@ inline std::vector<std::uint8_t> udp_packet(std::size_t total, std::uint8_t ecn 
 // A TCP data segment of `total` IP bytes (IPv4, no options).
 inline std::vector<std::uint8_t> data_packet(std::size_t total, std::uint8_t ecn = 0,
                                              std::uint16_t sport = 5000, std::uint32_t seq = 1) {
-    TcpSpec t;
+    tcp_spec t;
     t.ecn = ecn;
     t.sport = sport;
     t.seq = seq;
@@ -118,9 +118,9 @@ inline std::vector<std::uint8_t> data_packet(std::size_t total, std::uint8_t ecn
     return tcp_packet(t);
 }
 
-inline Packet make_packet(std::vector<std::uint8_t> data, std::uint64_t id, std::uint32_t user = 0,
-                          bool high_priority = false) {
-    Packet p;
+inline ip_packet make_packet(std::vector<std::uint8_t> data, std::uint64_t id,
+                             std::uint32_t user = 0, bool high_priority = false) {
+    ip_packet p;
     p.data = std::move(data);
     p.id = id;
     p.user = user;
@@ -128,30 +128,30 @@ inline Packet make_packet(std::vector<std::uint8_t> data, std::uint64_t id, std:
     return p;
 }
 
-inline std::uint8_t ecn_of(const Packet& p) {
+inline std::uint8_t ecn_of(const ip_packet& p) {
     auto r = tcpip::parse(p.data);
     return r ? r->ecn : 0;
 }
 
 // An AQM with a drop recorder and packet ids.
-struct Harness {
-    explicit Harness(const AqmConfig& c) : aqm(make_aqm(c)) {
-        aqm->set_drop_sink([this](Drop&& d) { drops.push_back(std::move(d)); });
+struct harness {
+    explicit harness(const aqm_params& c) : aqm(make_aqm(c)) {
+        aqm->set_drop_sink([this](dropped_packet&& d) { drops.push_back(std::move(d)); });
     }
-    Harness(const Harness&) = delete;
-    Harness& operator=(const Harness&) = delete;
+    harness(const harness&) = delete;
+    harness& operator=(const harness&) = delete;
 
     bool offer(std::vector<std::uint8_t> data, time_ns t, bool high_priority = false) {
         return aqm->enqueue(make_packet(std::move(data), next_id++, 0, high_priority), t);
     }
-    std::size_t drops_with(DropReason r) const {
+    std::size_t drops_with(drop_reason r) const {
         std::size_t n = 0;
         for (const auto& d : drops) n += d.reason == r;
         return n;
     }
 
-    std::unique_ptr<Aqm> aqm;
-    std::vector<Drop> drops;
+    std::unique_ptr<queue_discipline> aqm;
+    std::vector<dropped_packet> drops;
     std::uint64_t next_id = 0;
 };
 

@@ -14,23 +14,23 @@ namespace {
 
 constexpr std::uint8_t kEct = tcpip::kEct0;
 
-TEST(DropTail, drops_only_arrivals_that_exceed_the_packet_limit) {
-    AqmConfig c = default_config(AqmKind::droptail);
+TEST(drop_tail_discipline, drops_only_arrivals_that_exceed_the_packet_limit) {
+    aqm_params c = default_config(aqm_kind::droptail);
     c.limits = {0, 3};
-    Harness h(c);
+    harness h(c);
     for (int i = 0; i < 3; ++i) EXPECT_TRUE(h.offer(data_packet(1000), 0));
     EXPECT_FALSE(h.offer(data_packet(1000), 0));
     ASSERT_EQ(h.drops.size(), 1u);
-    EXPECT_EQ(h.drops[0].reason, DropReason::overflow);
+    EXPECT_EQ(h.drops[0].reason, drop_reason::overflow);
     EXPECT_EQ(h.drops[0].packet.id, 3u);
     ASSERT_TRUE(h.aqm->dequeue(1).has_value());
     EXPECT_TRUE(h.offer(data_packet(1000), 2));
 }
 
-TEST(DropTail, byte_limit_admits_a_small_packet_after_rejecting_a_large_one) {
-    AqmConfig c = default_config(AqmKind::droptail);
+TEST(drop_tail_discipline, byte_limit_admits_a_small_packet_after_rejecting_a_large_one) {
+    aqm_params c = default_config(aqm_kind::droptail);
     c.limits = {2500, 0};
-    Harness h(c);
+    harness h(c);
     EXPECT_TRUE(h.offer(data_packet(1500), 0));
     EXPECT_FALSE(h.offer(data_packet(1500), 0));  // 3000 > 2500
     EXPECT_TRUE(h.offer(data_packet(1000), 0));   // exactly 2500
@@ -38,17 +38,17 @@ TEST(DropTail, byte_limit_admits_a_small_packet_after_rejecting_a_large_one) {
     EXPECT_FALSE(h.offer(udp_packet(28), 0));
 }
 
-AqmConfig red_config(double w_q, bool gentle = true) {
-    AqmConfig c = default_config(AqmKind::red);
+aqm_params red_config(double w_q, bool gentle = true) {
+    aqm_params c = default_config(aqm_kind::red);
     c.limits = {0, 200};
-    auto& p = std::get<RedParams>(c.params);
+    auto& p = std::get<red_params>(c.params);
     p.w_q = w_q;  // 1: avg = instantaneous queue, so the tests set it exactly
     p.gentle = gentle;
     return c;
 }
 
-TEST(Red, below_min_th_never_marks_or_drops) {
-    Harness h(red_config(1.0));
+TEST(red_discipline, below_min_th_never_marks_or_drops) {
+    harness h(red_config(1.0));
     time_ns t = 0;
     for (int i = 0; i < 10000; ++i) {
         // The queue before each arrival cycles through 0..3 < min_th = 5.
@@ -63,8 +63,8 @@ TEST(Red, below_min_th_never_marks_or_drops) {
     EXPECT_TRUE(h.drops.empty());
 }
 
-TEST(Red, gentle_probability_is_linear_between_thresholds_and_up_to_twice_max_th) {
-    Harness h(red_config(1.0));
+TEST(red_discipline, gentle_probability_is_linear_between_thresholds_and_up_to_twice_max_th) {
+    harness h(red_config(1.0));
     const double min_th = 5, max_th = 15, max_p = 0.1;
     for (int q = 0; q < 30; ++q) {
         // ECT arrivals are marked, never dropped: the queue grows by exactly one each time.
@@ -82,8 +82,8 @@ TEST(Red, gentle_probability_is_linear_between_thresholds_and_up_to_twice_max_th
     EXPECT_TRUE(h.drops.empty());
 }
 
-TEST(Red, gentle_above_twice_max_th_signals_every_arrival) {
-    Harness h(red_config(1.0));
+TEST(red_discipline, gentle_above_twice_max_th_signals_every_arrival) {
+    harness h(red_config(1.0));
     while (h.aqm->packets() < 31) ASSERT_TRUE(h.offer(data_packet(1000, kEct), 0));
     int signalled = 0;
     constexpr int kN = 2000;
@@ -92,21 +92,21 @@ TEST(Red, gentle_above_twice_max_th_signals_every_arrival) {
         if (!h.offer(data_packet(1000), kNsPerMs * i)) ++signalled;
     }
     EXPECT_GE(signalled, 0.95 * kN);
-    EXPECT_EQ(h.drops_with(DropReason::early_drop), static_cast<std::size_t>(signalled));
+    EXPECT_EQ(h.drops_with(drop_reason::early_drop), static_cast<std::size_t>(signalled));
     EXPECT_EQ(h.aqm->packets(), 31u);
 }
 
-TEST(Red, without_gentle_every_arrival_above_max_th_is_signalled) {
-    Harness h(red_config(1.0, false));
+TEST(red_discipline, without_gentle_every_arrival_above_max_th_is_signalled) {
+    harness h(red_config(1.0, false));
     while (h.aqm->packets() < 15) ASSERT_TRUE(h.offer(data_packet(1000, kEct), 0));
     for (int i = 0; i < 100; ++i) EXPECT_FALSE(h.offer(data_packet(1000), 0));
     EXPECT_DOUBLE_EQ(h.aqm->stats().drop_probability, 1.0);
 }
 
-TEST(Red, uniformised_marks_are_never_more_than_one_over_pb_apart) {
+TEST(red_discipline, uniformised_marks_are_never_more_than_one_over_pb_apart) {
     // Queue held at 10: p_b = 0.05. With p_a = p_b / (1 - count p_b) the gaps between marks
     // are uniform on 1 .. 1/p_b - 1 (Floyd & Jacobson 1993 §7), so the mean fraction is 0.1.
-    Harness h(red_config(1.0));
+    harness h(red_config(1.0));
     while (h.aqm->packets() < 10) ASSERT_TRUE(h.offer(data_packet(1000, kEct), 0));
     const auto marked0 = h.aqm->stats().marked;
     int since = 0, max_gap = 0, marks = 0;
@@ -128,10 +128,10 @@ TEST(Red, uniformised_marks_are_never_more_than_one_over_pb_apart) {
     EXPECT_EQ(h.aqm->stats().marked - marked0, static_cast<std::uint64_t>(marks));
 }
 
-TEST(Red, average_decays_over_an_idle_period_at_the_link_rate) {
-    AqmConfig c = red_config(0.5);
+TEST(red_discipline, average_decays_over_an_idle_period_at_the_link_rate) {
+    aqm_params c = red_config(0.5);
     c.rate.capacity_bps = 1e6;  // 500-byte packets: 250 per second
-    Harness h(c);
+    harness h(c);
     for (int i = 0; i < 20; ++i) h.offer(data_packet(1000, kEct), 0);
     const double avg_busy = h.aqm->stats().avg_queue;
     EXPECT_GT(avg_busy, 15.0);
@@ -141,8 +141,8 @@ TEST(Red, average_decays_over_an_idle_period_at_the_link_rate) {
     EXPECT_NEAR(h.aqm->stats().avg_queue, avg_busy * std::pow(0.5, 26), 1e-9);
 
     // With the rate unknown (measuring, fewer than 16 kB served) only the one sample counts.
-    AqmConfig m = red_config(0.5);
-    Harness h2(m);
+    aqm_params m = red_config(0.5);
+    harness h2(m);
     for (int i = 0; i < 10; ++i) h2.offer(data_packet(1000, kEct), 0);
     const double avg2 = h2.aqm->stats().avg_queue;
     while (h2.aqm->dequeue(kNsPerMs)) {

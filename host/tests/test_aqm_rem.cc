@@ -18,8 +18,8 @@ constexpr time_ns kT = 2 * kNsPerMs;  // update interval
 // 8 Mb/s serves 2000 bytes per 2 ms: c = 2 packets of 1000 bytes per interval.
 constexpr double kCap8M = 8e6;
 
-AqmConfig reaqm_config(double capacity_bps, std::size_t limit_packets = 50) {
-    AqmConfig c = default_config(AqmKind::reaqm);
+aqm_params reaqm_config(double capacity_bps, std::size_t limit_packets = 50) {
+    aqm_params c = default_config(aqm_kind::reaqm);
     c.limits = {0, limit_packets};
     c.rate.capacity_bps = capacity_bps;
     return c;
@@ -27,41 +27,41 @@ AqmConfig reaqm_config(double capacity_bps, std::size_t limit_packets = 50) {
 
 double marking(double price) { return 1.0 - std::pow(1.001, -price); }
 
-TEST(Reaqm, defaults_are_the_seed_parameters) {
-    const ReaqmParams p;
+TEST(reaqm_discipline, defaults_are_the_seed_parameters) {
+    const reaqm_params p;
     EXPECT_DOUBLE_EQ(p.alpha, 0.11);
     EXPECT_DOUBLE_EQ(p.gamma, 0.001);
     EXPECT_DOUBLE_EQ(p.phi, 1.001);
     EXPECT_TRUE(p.modified_update);
-    EXPECT_EQ(default_config(AqmKind::reaqm).limits.packets, 50u);
+    EXPECT_EQ(default_config(aqm_kind::reaqm).limits.packets, 50u);
 }
 
-TEST(Reaqm, positive_rate_mismatch_uses_the_modified_update_eq5) {
-    Harness h(reaqm_config(kCap8M));
+TEST(reaqm_discipline, positive_rate_mismatch_uses_the_modified_update_eq5) {
+    harness h(reaqm_config(kCap8M));
     for (int i = 0; i < 5; ++i) ASSERT_TRUE(h.offer(data_packet(1000, kEct), 0));
     h.aqm->dequeue(kT);  // closes the first interval: q = 5, y = 5, c = 2
     // p = gamma (alpha' q (y - y0) / c + y - c), y0 = c
     const double expected = 0.001 * (0.22 * 5 * (5 - 2) / 2.0 + 5 - 2);
-    const AqmStats s = h.aqm->stats();
+    const aqm_stats s = h.aqm->stats();
     EXPECT_NEAR(s.price, expected, 1e-15);
     EXPECT_DOUBLE_EQ(s.input_rate, 5.0);
     EXPECT_NEAR(s.drop_probability, marking(expected), 1e-15);  // eq. 1
 }
 
-TEST(Reaqm, without_the_modification_the_update_is_eq4) {
-    AqmConfig c = reaqm_config(kCap8M);
-    std::get<ReaqmParams>(c.params).modified_update = false;
-    Harness h(c);
+TEST(reaqm_discipline, without_the_modification_the_update_is_eq4) {
+    aqm_params c = reaqm_config(kCap8M);
+    std::get<reaqm_params>(c.params).modified_update = false;
+    harness h(c);
     for (int i = 0; i < 5; ++i) ASSERT_TRUE(h.offer(data_packet(1000, kEct), 0));
     h.aqm->dequeue(kT);
     // p = gamma ((alpha q / c + 1) y - c)
     EXPECT_NEAR(h.aqm->stats().price, 0.001 * ((0.11 * 5 / 2.0 + 1) * 5 - 2), 1e-15);
 }
 
-TEST(Reaqm, rate_below_capacity_uses_eq4_and_idle_intervals_subtract_gamma_c) {
-    AqmConfig c = reaqm_config(kCap8M, 1000);
-    std::get<ReaqmParams>(c.params).gamma = 0.1;
-    Harness h(c);
+TEST(reaqm_discipline, rate_below_capacity_uses_eq4_and_idle_intervals_subtract_gamma_c) {
+    aqm_params c = reaqm_config(kCap8M, 1000);
+    std::get<reaqm_params>(c.params).gamma = 0.1;
+    harness h(c);
     for (int i = 0; i < 40; ++i) ASSERT_TRUE(h.offer(data_packet(1000, kEct), 0));
     h.aqm->dequeue(kT);  // q = 40, y = 40
     const double p1 = 0.1 * (0.22 * 40 * (40 - 2) / 2.0 + 40 - 2);
@@ -83,9 +83,10 @@ TEST(Reaqm, rate_below_capacity_uses_eq4_and_idle_intervals_subtract_gamma_c) {
 // link serves c = 3 packets of 1000 B per 2 ms interval; with a full 50-packet queue eq. 5
 // raises the price by about gamma (alpha' 50 + 1) 3 = 0.036 per interval, and underload
 // lowers it by about gamma (c - y) = 0.0015 per interval.
-TEST(Reaqm, price_rises_under_overload_stays_bounded_and_decays_to_zero_when_underloaded) {
+TEST(reaqm_discipline,
+     price_rises_under_overload_stays_bounded_and_decays_to_zero_when_underloaded) {
     const double cap = 12e6;
-    Harness h(reaqm_config(cap));
+    harness h(reaqm_config(cap));
     time_ns t = 0;
     const time_ns service = from_seconds(1000 * 8 / cap);  // 0.667 ms per packet
     time_ns next_service = service;
@@ -107,25 +108,25 @@ TEST(Reaqm, price_rises_under_overload_stays_bounded_and_decays_to_zero_when_und
         }
     };
     run(3 * kNsPerSec, service / 2);
-    const AqmStats over = h.aqm->stats();
+    const aqm_stats over = h.aqm->stats();
     EXPECT_GT(price_1s, 0.0);
     EXPECT_GT(over.price, price_1s);  // still rising: the mismatch persists
     EXPECT_GT(over.marked, 0u);
     EXPECT_NEAR(over.drop_probability, marking(over.price), 1e-12);
     // ECN traffic: REAQM drops only on a full buffer.
-    EXPECT_EQ(over.dropped_by(DropReason::early_drop), 0u);
-    EXPECT_GT(over.dropped_by(DropReason::overflow), 0u);
+    EXPECT_EQ(over.dropped_by(drop_reason::early_drop), 0u);
+    EXPECT_GT(over.dropped_by(drop_reason::overflow), 0u);
 
     run(60 * kNsPerSec, service * 2);
-    const AqmStats under = h.aqm->stats();
+    const aqm_stats under = h.aqm->stats();
     EXPECT_EQ(under.price, 0.0);
     EXPECT_EQ(under.drop_probability, 0.0);
 }
 
-TEST(Reaqm, marking_fraction_is_one_minus_phi_to_the_minus_price) {
-    AqmConfig c = reaqm_config(kCap8M, 100000);
-    std::get<ReaqmParams>(c.params).gamma = 1.0;
-    Harness h(c);
+TEST(reaqm_discipline, marking_fraction_is_one_minus_phi_to_the_minus_price) {
+    aqm_params c = reaqm_config(kCap8M, 100000);
+    std::get<reaqm_params>(c.params).gamma = 1.0;
+    harness h(c);
     for (int i = 0; i < 60; ++i) h.offer(data_packet(1000, kEct), 0);
     h.aqm->dequeue(kT);  // one update with q = 60, y = 60
     const double price = h.aqm->stats().price;
@@ -140,25 +141,25 @@ TEST(Reaqm, marking_fraction_is_one_minus_phi_to_the_minus_price) {
     EXPECT_NEAR(frac, m, 4 * std::sqrt(m * (1 - m) / kN));
 }
 
-TEST(Reaqm, non_ect_packets_are_dropped_where_ect_ones_are_marked) {
-    AqmConfig c = reaqm_config(kCap8M, 100000);
-    std::get<ReaqmParams>(c.params).gamma = 1.0;
-    Harness h(c);
+TEST(reaqm_discipline, non_ect_packets_are_dropped_where_ect_ones_are_marked) {
+    aqm_params c = reaqm_config(kCap8M, 100000);
+    std::get<reaqm_params>(c.params).gamma = 1.0;
+    harness h(c);
     for (int i = 0; i < 60; ++i) h.offer(data_packet(1000, kEct), 0);
     h.aqm->dequeue(kT);
     const double m = marking(h.aqm->stats().price);  // ~0.36
     for (int i = 0; i < 1000; ++i) h.offer(data_packet(1000), kT + 1);
-    EXPECT_NEAR(h.drops_with(DropReason::early_drop) / 1000.0, m, 0.07);
+    EXPECT_NEAR(h.drops_with(drop_reason::early_drop) / 1000.0, m, 0.07);
 
     c.ecn = false;
-    Harness off(c);
+    harness off(c);
     for (int i = 0; i < 60; ++i) off.offer(data_packet(1000, kEct), 0);
     EXPECT_EQ(off.aqm->stats().marked, 0u);
 }
 
-TEST(Reaqm, measured_capacity_holds_the_price_until_the_first_sample) {
-    AqmConfig c = reaqm_config(0.0);  // measure
-    Harness h(c);
+TEST(reaqm_discipline, measured_capacity_holds_the_price_until_the_first_sample) {
+    aqm_params c = reaqm_config(0.0);  // measure
+    harness h(c);
     for (int i = 0; i < 20; ++i) h.offer(data_packet(1000, kEct), 0);
     // Serve 1000 B per ms while backlogged: eight intervals pass before 16 kB have gone.
     for (int i = 1; i <= 16; ++i) h.aqm->dequeue(i * kNsPerMs);
@@ -174,11 +175,11 @@ TEST(Reaqm, measured_capacity_holds_the_price_until_the_first_sample) {
     EXPECT_GT(h.aqm->stats().price, 0.0);
 }
 
-TEST(Rem, update_follows_the_price_equation) {
-    AqmConfig c = default_config(AqmKind::rem);
+TEST(rem_discipline, update_follows_the_price_equation) {
+    aqm_params c = default_config(aqm_kind::rem);
     c.limits = {0, 100};
     c.rate.capacity_bps = kCap8M;
-    Harness h(c);
+    harness h(c);
     for (int i = 0; i < 30; ++i) ASSERT_TRUE(h.offer(data_packet(1000, kEct), 0));
     h.aqm->dequeue(kT);  // b = 30, x = 30, c = 2
     const double p1 = 0.001 * (0.1 * (30 - 20) + 30 - 2);
@@ -188,12 +189,12 @@ TEST(Rem, update_follows_the_price_equation) {
     EXPECT_NEAR(h.aqm->stats().price, p1 + 0.001 * (0.1 * (29 - 20) - 2), 1e-15);
 }
 
-TEST(Rem, price_rises_with_a_standing_queue_and_returns_to_zero_below_target) {
-    AqmConfig c = default_config(AqmKind::rem);
+TEST(rem_discipline, price_rises_with_a_standing_queue_and_returns_to_zero_below_target) {
+    aqm_params c = default_config(aqm_kind::rem);
     c.limits = {0, 100};
     c.rate.capacity_bps = kCap8M;
-    std::get<RemParams>(c.params).gamma = 0.01;
-    Harness h(c);
+    std::get<rem_params>(c.params).gamma = 0.01;
+    harness h(c);
     // Arrivals match the capacity but 60 packets stand in the queue (b - b* = 40).
     for (int i = 0; i < 60; ++i) h.offer(data_packet(1000, kEct), 0);
     time_ns t = 0;

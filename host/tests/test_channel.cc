@@ -25,17 +25,17 @@ constexpr double kPi = 3.14159265358979323846;
 using cd = std::complex<double>;
 
 // --------------------------------------------------------------------------------------
-// Contract tests over every FadingChannel implementation.
+// Contract tests over every fading_channel implementation.
 
-struct ModelCase {
+struct model_case {
     const char* name;
-    std::function<FadingConfig(std::uint64_t seed, double fd)> make;
+    std::function<fading_params(std::uint64_t seed, double fd)> make;
     // The model's exact ensemble autocorrelation E[h(t+tau) h*(t)] (real part).
     std::function<double(double fd, double tau)> autocorr;
     // How far that may be from J0(2 pi f_d tau), as a function of f_d tau.
     std::function<double(double fd_tau)> j0_tolerance;
 };
-void PrintTo(const ModelCase& m, std::ostream* os) { *os << m.name; }
+void PrintTo(const model_case& m, std::ostream* os) { *os << m.name; }
 
 double bessel_j0(double x) { return std::cyl_bessel_j(0.0, x); }
 
@@ -48,13 +48,13 @@ double jakes_autocorr(double fd, double tau, double offset) {
     return s / g;
 }
 
-const ModelCase kModels[] = {
+const model_case kModels[] = {
     {"jakes_as_printed",
      [](std::uint64_t seed, double fd) {
-         JakesParams p;
+         jakes_params p;
          p.seed = seed;
          p.doppler_hz = fd;
-         return FadingConfig{p};
+         return fading_params{p};
      },
      [](double fd, double tau) { return jakes_autocorr(fd, tau, 0.5); },
      // As printed, the angle set is the midpoint rule's with the line at pi/(4G) replaced
@@ -62,28 +62,28 @@ const ModelCase kModels[] = {
      [](double fd_tau) { return (1 - std::cos(2 * kPi * fd_tau)) / kClampGenerators + 0.005; }},
     {"jakes_dent",
      [](std::uint64_t seed, double fd) {
-         JakesParams p;
+         jakes_params p;
          p.seed = seed;
          p.doppler_hz = fd;
          p.angle_offset = -0.5;
-         return FadingConfig{p};
+         return fading_params{p};
      },
      [](double fd, double tau) { return jakes_autocorr(fd, tau, -0.5); },
      [](double) { return 0.005; }},  // the midpoint rule for J0's integral: ~exact
     {"sum_of_sinusoids",
      [](std::uint64_t seed, double fd) {
-         SumOfSinusoidsParams p;
+         sum_of_sinusoids_params p;
          p.seed = seed;
          p.doppler_hz = fd;
-         return FadingConfig{p};
+         return fading_params{p};
      },
      [](double fd, double tau) { return bessel_j0(2 * kPi * fd * tau); },
      [](double) { return 0.0; }},  // exact
 };
 
-class FadingContract : public ::testing::TestWithParam<ModelCase> {
+class fading_contract : public ::testing::TestWithParam<model_case> {
   protected:
-    std::unique_ptr<FadingChannel> make(std::uint64_t seed, double fd = 60.0) const {
+    std::unique_ptr<fading_channel> make(std::uint64_t seed, double fd = 60.0) const {
         return make_fading(GetParam().make(seed, fd));
     }
     // Ensemble samples: `seeds` users, `per_seed` times 37 ms apart (> 2 coherence times at
@@ -100,7 +100,7 @@ class FadingContract : public ::testing::TestWithParam<ModelCase> {
 
 }  // namespace
 
-TEST_P(FadingContract, mean_power_is_one) {
+TEST_P(fading_contract, mean_power_is_one) {
     const auto h = ensemble(400, 50);
     double p = 0;
     for (const cd& x : h) p += std::norm(x);
@@ -109,7 +109,7 @@ TEST_P(FadingContract, mean_power_is_one) {
     EXPECT_NEAR(p, 1.0, 0.03);
 }
 
-TEST_P(FadingContract, in_phase_and_quadrature_have_equal_power_and_zero_mean) {
+TEST_P(fading_contract, in_phase_and_quadrature_have_equal_power_and_zero_mean) {
     const auto h = ensemble(400, 50);
     double re2 = 0, im2 = 0, re = 0, im = 0, reim = 0;
     for (const cd& x : h) {
@@ -127,7 +127,7 @@ TEST_P(FadingContract, in_phase_and_quadrature_have_equal_power_and_zero_mean) {
     EXPECT_NEAR(reim / n, 0.0, 0.02);
 }
 
-TEST_P(FadingContract, envelope_is_close_to_rayleigh) {
+TEST_P(fading_contract, envelope_is_close_to_rayleigh) {
     auto h = ensemble(400, 50);
     std::vector<double> r;
     for (const cd& x : h) r.push_back(std::abs(x));
@@ -146,7 +146,7 @@ TEST_P(FadingContract, envelope_is_close_to_rayleigh) {
     EXPECT_NEAR(deep, 1 - std::exp(-0.1), 0.015);
 }
 
-TEST_P(FadingContract, autocorrelation_follows_the_model_and_j0) {
+TEST_P(fading_contract, autocorrelation_follows_the_model_and_j0) {
     const double fd = 60.0;
     const int seeds = 1000, per_seed = 20;
     // f_d tau = 0.05 .. 0.3: inside the first lobe, where the PHY's slot-to-slot
@@ -176,7 +176,7 @@ TEST_P(FadingContract, autocorrelation_follows_the_model_and_j0) {
     }
 }
 
-TEST_P(FadingContract, users_with_different_seeds_are_uncorrelated) {
+TEST_P(fading_contract, users_with_different_seeds_are_uncorrelated) {
     cd cross{0, 0};
     double p1 = 0, p2 = 0, p12 = 0;
     const int pairs = 1000, per_pair = 20;
@@ -198,7 +198,7 @@ TEST_P(FadingContract, users_with_different_seeds_are_uncorrelated) {
     EXPECT_NEAR(p12 / n - (p1 / n) * (p2 / n), 0.0, 0.05);
 }
 
-TEST_P(FadingContract, same_seed_gives_the_same_channel_and_another_seed_does_not) {
+TEST_P(fading_contract, same_seed_gives_the_same_channel_and_another_seed_does_not) {
     auto a = make(42), b = make(42), c = make(43);
     int differ = 0;
     for (int i = 0; i < 100; ++i) {
@@ -209,7 +209,7 @@ TEST_P(FadingContract, same_seed_gives_the_same_channel_and_another_seed_does_no
     EXPECT_EQ(differ, 100);
 }
 
-TEST_P(FadingContract, batch_matches_pointwise_evaluation) {
+TEST_P(fading_contract, batch_matches_pointwise_evaluation) {
     auto ch = make(5);
     const std::size_t n = 3000;                    // crosses two re-anchoring points
     const double t0 = 12.345, dt = 1.0 / 12500.0;  // symbol rate of the 1 Msps loopback
@@ -219,7 +219,7 @@ TEST_P(FadingContract, batch_matches_pointwise_evaluation) {
         ASSERT_LT(std::abs(out[i] - ch->gain(t0 + i * dt)), 1e-10) << i;
 }
 
-TEST_P(FadingContract, snr_is_mean_snr_times_power_gain) {
+TEST_P(fading_contract, snr_is_mean_snr_times_power_gain) {
     auto ch = make(9);
     EXPECT_NEAR(ch->mean_snr_linear(), 4.0, 1e-12);  // 6.02 dB: the paper's SNR_ave = 4
     for (double t : {0.0, 0.5, 17.25}) {
@@ -229,7 +229,7 @@ TEST_P(FadingContract, snr_is_mean_snr_times_power_gain) {
     EXPECT_EQ(ch->gain_at(from_seconds(0.5)), ch->gain(0.5));
 }
 
-TEST_P(FadingContract, slow_fading_barely_moves_within_a_slot_and_fast_fading_does) {
+TEST_P(fading_contract, slow_fading_barely_moves_within_a_slot_and_fast_fading_does) {
     // Relative change of |h|^2 over one 3 ms slot, median over many slots.
     auto median_change = [&](double fd) {
         auto ch = make(77, fd);
@@ -246,21 +246,21 @@ TEST_P(FadingContract, slow_fading_barely_moves_within_a_slot_and_fast_fading_do
     EXPECT_GT(median_change(60.0), 0.2);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, FadingContract, ::testing::ValuesIn(kModels),
-                         [](const ::testing::TestParamInfo<ModelCase>& i) {
+INSTANTIATE_TEST_SUITE_P(Models, fading_contract, ::testing::ValuesIn(kModels),
+                         [](const ::testing::TestParamInfo<model_case>& i) {
                              return std::string(i.param.name);
                          });
 
 // --------------------------------------------------------------------------------------
 // Model-specific
 
-TEST(JakesChannel, without_random_phases_it_is_the_printed_formula) {
+TEST(jakes_channel, without_random_phases_it_is_the_printed_formula) {
     // N(t) = SNR_ave |sqrt(2/G) sum_{n=1}^{G} cos(w_n t) exp(j pi n/G)|^2,
     // w_n = 2 pi f_d cos(pi/(2G)(n + 0.5)), G = 20 (Andrew & Hanly, CLAMP, §V-B).
-    JakesParams p;
+    jakes_params p;
     p.random_phases = false;
     p.doppler_hz = 60.0;
-    JakesChannel ch(p);
+    jakes_channel ch(p);
     for (double t : {0.0, 0.001, 0.0173, 1.5}) {
         cd sum{0, 0};
         for (int n = 1; n <= 20; ++n) {
@@ -272,12 +272,12 @@ TEST(JakesChannel, without_random_phases_it_is_the_printed_formula) {
     }
 }
 
-TEST(JakesChannel, doppler_lines_are_as_printed_and_distinct_users_share_them) {
-    JakesParams p;
+TEST(jakes_channel, doppler_lines_are_as_printed_and_distinct_users_share_them) {
+    jakes_params p;
     p.doppler_hz = 0.6;
-    JakesChannel a(p);
+    jakes_channel a(p);
     p.seed = 2;
-    JakesChannel b(p);
+    jakes_channel b(p);
     ASSERT_EQ(a.omegas().size(), 20u);
     EXPECT_NEAR(a.omegas()[0], 2 * kPi * 0.6 * std::cos(1.5 * kPi / 40), 1e-12);
     EXPECT_NEAR(a.omegas()[19], 2 * kPi * 0.6 * std::cos(20.5 * kPi / 40), 1e-12);
@@ -291,16 +291,16 @@ TEST(JakesChannel, doppler_lines_are_as_printed_and_distinct_users_share_them) {
     }
 }
 
-TEST(JakesChannel, time_averaged_cross_correlation_of_two_users_is_the_phase_term) {
+TEST(jakes_channel, time_averaged_cross_correlation_of_two_users_is_the_phase_term) {
     // The known property of a fixed-frequency Jakes model (fading.h): over one long run,
     // two users' time-averaged h_a h_b* tends to (1/G) sum_n cos(theta_n - theta'_n)
     // (not 0), here checked against that closed form.
-    JakesParams p;
+    jakes_params p;
     p.doppler_hz = 60.0;
     p.angle_offset = -0.5;  // distinct lines, so the closed form is exact
-    JakesChannel a(p);
+    jakes_channel a(p);
     p.seed = 2;
-    JakesChannel b(p);
+    jakes_channel b(p);
     cd acc{0, 0};
     const int n = 200000;
     for (int i = 0; i < n; ++i) {
@@ -315,12 +315,12 @@ TEST(JakesChannel, time_averaged_cross_correlation_of_two_users_is_the_phase_ter
     EXPECT_NEAR(acc.imag(), 0.0, 0.01);
 }
 
-TEST(SumOfSinusoidsChannel, two_users_are_uncorrelated_over_one_long_run) {
-    SumOfSinusoidsParams p;
+TEST(sum_of_sinusoids_channel, two_users_are_uncorrelated_over_one_long_run) {
+    sum_of_sinusoids_params p;
     p.doppler_hz = 60.0;
-    SumOfSinusoidsChannel a(p);
+    sum_of_sinusoids_channel a(p);
     p.seed = 2;
-    SumOfSinusoidsChannel b(p);
+    sum_of_sinusoids_channel b(p);
     cd acc{0, 0};
     double pa = 0, pb = 0;
     const int n = 200000;
@@ -336,7 +336,7 @@ TEST(SumOfSinusoidsChannel, two_users_are_uncorrelated_over_one_long_run) {
 }
 
 TEST(FadingParams, invalid_values_throw_naming_the_field) {
-    JakesParams j;
+    jakes_params j;
     j.generators = 0;
     EXPECT_NE(error_of([&] { make_fading(j); }).find("channel.jakes.generators: 0"),
               std::string::npos);
@@ -352,19 +352,19 @@ TEST(FadingParams, invalid_values_throw_naming_the_field) {
     j.angle_offset = 3;
     EXPECT_NE(error_of([&] { make_fading(j); }).find("channel.jakes.angle_offset"),
               std::string::npos);
-    SumOfSinusoidsParams s;
+    sum_of_sinusoids_params s;
     s.paths = 0;
     EXPECT_NE(error_of([&] { make_fading(s); }).find("channel.sos.paths: 0"), std::string::npos);
     s = {};
     s.doppler_hz = INFINITY;
     EXPECT_NE(error_of([&] { make_fading(s); }).find("channel.sos.doppler_hz"), std::string::npos);
-    EXPECT_EQ(error_of([&] { make_fading(JakesParams{}); }), "(no exception)");
+    EXPECT_EQ(error_of([&] { make_fading(jakes_params{}); }), "(no exception)");
 }
 
-TEST(FadingChannel, zero_doppler_is_a_constant_channel) {
-    JakesParams p;
+TEST(fading_channel, zero_doppler_is_a_constant_channel) {
+    jakes_params p;
     p.doppler_hz = 0.0;
-    JakesChannel ch(p);
+    jakes_channel ch(p);
     EXPECT_EQ(ch.gain(0.0), ch.gain(123.0));
 }
 
@@ -375,10 +375,10 @@ namespace {
 
 // Runs a single user scheduled in every slot over a fading channel (the slot starts at
 // t and ends at t + slot; the next slot starts where this one ended).
-struct LinkRun {
+struct link_run {
     double error_rate, loss_rate, mean_margin, throughput_bps, max_rate_bps;
 };
-LinkRun run_link(ClampLink& link, const FadingChannel& ch, int slots, int burn_in) {
+link_run run_link(clamp_link& link, const fading_channel& ch, int slots, int burn_in) {
     const double slot = link.params().slot_s;
     double snr_prev = ch.snr_linear(0.0);
     double margin_sum = 0, bits = 0, max_rate = 0;
@@ -407,19 +407,19 @@ LinkRun run_link(ClampLink& link, const FadingChannel& ch, int slots, int burn_i
             max_rate};
 }
 
-JakesChannel clamp_channel(double fd, std::uint64_t seed) {
-    JakesParams p;
+jakes_channel clamp_channel(double fd, std::uint64_t seed) {
+    jakes_params p;
     p.doppler_hz = fd;
     p.seed = seed;
-    return JakesChannel(p);
+    return jakes_channel(p);
 }
 
 }  // namespace
 
-TEST(ClampLink, rate_is_eq18_with_log2) {
-    ClampLinkParams p = ClampLinkParams::high_rate();
+TEST(clamp_link, rate_is_eq18_with_log2) {
+    clamp_link_params p = clamp_link_params::high_rate();
     p.margin_init = 0.2;
-    ClampLink link(p);
+    clamp_link link(p);
     for (double snr : {0.0, 0.5, 1.0, 3.0}) {
         const double expect = 3e-3 * std::min(4.3e6 * std::log2(1 + 0.8 * snr), 10e6);
         EXPECT_NEAR(link.rate_bits(snr), expect, 1e-6) << snr;
@@ -427,46 +427,46 @@ TEST(ClampLink, rate_is_eq18_with_log2) {
     EXPECT_DOUBLE_EQ(link.rate_bits(100.0), 3e-3 * 10e6);
 }
 
-TEST(ClampLink, cmax_is_the_capacity_at_the_mean_snr_in_both_rate_cases) {
+TEST(clamp_link, cmax_is_the_capacity_at_the_mean_snr_in_both_rate_cases) {
     // 4.3 MHz log2(1 + 4) = 9.98 Mb/s; 620 kHz log2(5) = 1.44 Mb/s: the evidence for log2.
-    for (const auto& p : {ClampLinkParams::high_rate(), ClampLinkParams::low_rate()}) {
+    for (const auto& p : {clamp_link_params::high_rate(), clamp_link_params::low_rate()}) {
         EXPECT_NEAR(p.w0_hz * std::log2(5.0), p.cmax_bps, 0.005 * p.cmax_bps);
-        ClampLink link(p);
+        clamp_link link(p);
         EXPECT_NEAR(link.rate_bps(4.0), p.cmax_bps, 0.005 * p.cmax_bps);
     }
-    EXPECT_DOUBLE_EQ(ClampLinkParams::high_rate().w0_hz, 4.3e6);
-    EXPECT_DOUBLE_EQ(ClampLinkParams::high_rate().cmax_bps, 10e6);
-    EXPECT_DOUBLE_EQ(ClampLinkParams::low_rate().w0_hz, 620e3);
-    EXPECT_DOUBLE_EQ(ClampLinkParams::low_rate().cmax_bps, 1.44e6);
-    EXPECT_EQ(ClampLinkParams::high_rate(kClampAttemptsFastFading).max_attempts, 15);
-    EXPECT_EQ(ClampLinkParams::low_rate().max_attempts, 5);
-    EXPECT_DOUBLE_EQ(ClampLinkParams::high_rate().slot_s, 3e-3);
-    EXPECT_DOUBLE_EQ(ClampLinkParams::high_rate().target_loss, 1e-3);
+    EXPECT_DOUBLE_EQ(clamp_link_params::high_rate().w0_hz, 4.3e6);
+    EXPECT_DOUBLE_EQ(clamp_link_params::high_rate().cmax_bps, 10e6);
+    EXPECT_DOUBLE_EQ(clamp_link_params::low_rate().w0_hz, 620e3);
+    EXPECT_DOUBLE_EQ(clamp_link_params::low_rate().cmax_bps, 1.44e6);
+    EXPECT_EQ(clamp_link_params::high_rate(kClampAttemptsFastFading).max_attempts, 15);
+    EXPECT_EQ(clamp_link_params::low_rate().max_attempts, 5);
+    EXPECT_DOUBLE_EQ(clamp_link_params::high_rate().slot_s, 3e-3);
+    EXPECT_DOUBLE_EQ(clamp_link_params::high_rate().target_loss, 1e-3);
 }
 
-TEST(ClampLink, rate_never_exceeds_cmax) {
-    ClampLink link(ClampLinkParams::high_rate());
+TEST(clamp_link, rate_never_exceeds_cmax) {
+    clamp_link link(clamp_link_params::high_rate());
     for (double snr : {0.0, 1.0, 4.0, 10.0, 1e3, 1e9, double(INFINITY)})
         EXPECT_LE(link.rate_bps(snr), 10e6);
     EXPECT_EQ(link.rate_bps(-1.0), 0.0);
     EXPECT_EQ(link.rate_bps(NAN), 0.0);
     auto ch = clamp_channel(60.0, 3);
-    ClampLinkParams p = ClampLinkParams::high_rate(15);
-    ClampLink adaptive(p);
-    const LinkRun r = run_link(adaptive, ch, 20000, 0);
+    clamp_link_params p = clamp_link_params::high_rate(15);
+    clamp_link adaptive(p);
+    const link_run r = run_link(adaptive, ch, 20000, 0);
     EXPECT_LE(r.max_rate_bps, 10e6);
     EXPECT_GT(adaptive.stats().capped, 0u);  // the cap is reached, not just never approached
 }
 
-TEST(ClampLink, error_iff_the_end_snr_cannot_carry_the_rate) {
-    ClampLinkParams p = ClampLinkParams::high_rate();
+TEST(clamp_link, error_iff_the_end_snr_cannot_carry_the_rate) {
+    clamp_link_params p = clamp_link_params::high_rate();
     p.margin_init = 0.1;
-    ClampLink link(p);
+    clamp_link link(p);
     const double bits = link.rate_bits(2.0);  // (1 - m) N = 1.8
     EXPECT_FALSE(link.is_error(bits, 2.0));
     EXPECT_FALSE(link.is_error(bits, 1.81));
     EXPECT_TRUE(link.is_error(bits, 1.79));
-    ClampLink no_margin(ClampLinkParams::high_rate());
+    clamp_link no_margin(clamp_link_params::high_rate());
     EXPECT_FALSE(no_margin.is_error(no_margin.rate_bits(2.0), 2.0));  // equal SNRs: no error
     // Capped rate: an error needs the end SNR to fall below 2^(C_max/W0) - 1 = 4.01.
     const double capped = no_margin.rate_bits(50.0);
@@ -474,29 +474,29 @@ TEST(ClampLink, error_iff_the_end_snr_cannot_carry_the_rate) {
     EXPECT_TRUE(no_margin.is_error(capped, 3.9));
 }
 
-TEST(ClampLink, n_consecutive_failures_drop_and_a_success_resets_the_count) {
-    ClampLinkParams p = ClampLinkParams::high_rate(3);
+TEST(clamp_link, n_consecutive_failures_drop_and_a_success_resets_the_count) {
+    clamp_link_params p = clamp_link_params::high_rate(3);
     p.margin_step = 0.0;
-    ClampLink link(p);
-    EXPECT_EQ(link.on_feedback(false), SlotOutcome::retry);
-    EXPECT_EQ(link.on_feedback(false), SlotOutcome::retry);
-    EXPECT_EQ(link.on_feedback(true), SlotOutcome::delivered);
-    EXPECT_EQ(link.on_feedback(false), SlotOutcome::retry);
-    EXPECT_EQ(link.on_feedback(false), SlotOutcome::retry);
-    EXPECT_EQ(link.on_feedback(false), SlotOutcome::dropped);
+    clamp_link link(p);
+    EXPECT_EQ(link.on_feedback(false), slot_outcome::retry);
+    EXPECT_EQ(link.on_feedback(false), slot_outcome::retry);
+    EXPECT_EQ(link.on_feedback(true), slot_outcome::delivered);
+    EXPECT_EQ(link.on_feedback(false), slot_outcome::retry);
+    EXPECT_EQ(link.on_feedback(false), slot_outcome::retry);
+    EXPECT_EQ(link.on_feedback(false), slot_outcome::dropped);
     EXPECT_EQ(link.state().consecutive_failures, 0);
-    EXPECT_EQ(link.on_feedback(false), SlotOutcome::retry);
+    EXPECT_EQ(link.on_feedback(false), slot_outcome::retry);
     EXPECT_EQ(link.stats().dropped, 1u);
     EXPECT_EQ(link.stats().errors, 6u);
     EXPECT_EQ(link.stats().attempts, 7u);
-    EXPECT_STREQ(to_string(SlotOutcome::dropped), "dropped");
+    EXPECT_STREQ(to_string(slot_outcome::dropped), "dropped");
 }
 
-TEST(ClampLink, margin_steps_have_the_target_ratio_and_stay_in_bounds) {
-    ClampLinkParams p = ClampLinkParams::high_rate(2);
+TEST(clamp_link, margin_steps_have_the_target_ratio_and_stay_in_bounds) {
+    clamp_link_params p = clamp_link_params::high_rate(2);
     p.margin_init = 0.5;
     p.margin_step = 0.01;
-    ClampLink link(p);
+    clamp_link link(p);
     link.on_feedback(true);  // resolved success: down gamma * target
     EXPECT_NEAR(link.margin(), 0.5 - 0.01 * 1e-3, 1e-15);
     link.on_feedback(false);  // retry: the paper's scope does not move m
@@ -504,17 +504,17 @@ TEST(ClampLink, margin_steps_have_the_target_ratio_and_stay_in_bounds) {
     link.on_feedback(false);  // dropped: up gamma (1 - target)
     EXPECT_NEAR(link.margin(), 0.5 - 0.01 * 1e-3 + 0.01 * (1 - 1e-3), 1e-15);
 
-    p.scope = MarginScope::per_attempt;
-    ClampLink olla(p);
+    p.scope = margin_scope::per_attempt;
+    clamp_link olla(p);
     olla.on_feedback(false);  // every NACK moves m in the OLLA scope
     EXPECT_NEAR(olla.margin(), 0.5 + 0.01 * (1 - 1e-3), 1e-15);
 
     p.margin_init = 0.99;
-    ClampLink top(p);
+    clamp_link top(p);
     for (int i = 0; i < 10; ++i) top.on_feedback(false);
     EXPECT_DOUBLE_EQ(top.margin(), 0.99);
     p.margin_init = 0.0;
-    ClampLink bottom(p);
+    clamp_link bottom(p);
     for (int i = 0; i < 10; ++i) bottom.on_feedback(true);
     EXPECT_DOUBLE_EQ(bottom.margin(), 0.0);
 }
@@ -523,85 +523,87 @@ TEST(ClampLink, margin_steps_have_the_target_ratio_and_stay_in_bounds) {
 // margin must rise well above 0 to get there. Tolerance: the loss rate over the last
 // 400 000 slots (~300 drops) within [0.8e-3, 1.25e-3] for each of three seeds (measured:
 // 1.00e-3, 1.00e-3, 1.01e-3, with m ~ 0.12-0.15 and ~36% of attempts failing).
-TEST(ClampLink, adaptive_margin_drives_loss_after_retransmissions_to_target_at_60hz) {
+TEST(clamp_link, adaptive_margin_drives_loss_after_retransmissions_to_target_at_60hz) {
     for (std::uint64_t seed : {11u, 12u, 13u}) {
         auto ch = clamp_channel(60.0, seed);
-        ClampLink link(ClampLinkParams::high_rate(5));
-        const LinkRun r = run_link(link, ch, 500000, 100000);
+        clamp_link link(clamp_link_params::high_rate(5));
+        const link_run r = run_link(link, ch, 500000, 100000);
         EXPECT_GT(r.loss_rate, 0.8e-3) << "seed " << seed;
         EXPECT_LT(r.loss_rate, 1.25e-3) << "seed " << seed;
         EXPECT_GT(r.mean_margin, 0.05) << "seed " << seed;
     }
 }
 
-TEST(ClampLink, with_fifteen_attempts_fast_fading_meets_the_target_with_no_margin) {
+TEST(clamp_link, with_fifteen_attempts_fast_fading_meets_the_target_with_no_margin) {
     // The paper's fast-fading setting (n = 15 at 60 Hz), one user in every slot: 15
     // consecutive failures need the SNR to fall for 45 ms (~2.7 coherence times), which
     // is rarer than 1e-3 even at m = 0, so the margin stays at its floor. (With a
     // scheduler spreading a user's attempts, failures decorrelate further.)
     auto ch = clamp_channel(60.0, 51);
-    ClampLink link(ClampLinkParams::high_rate(kClampAttemptsFastFading));
-    const LinkRun r = run_link(link, ch, 200000, 20000);
+    clamp_link link(clamp_link_params::high_rate(kClampAttemptsFastFading));
+    const link_run r = run_link(link, ch, 200000, 20000);
     EXPECT_LT(r.loss_rate, 1e-3);
     EXPECT_LT(r.mean_margin, 0.01);
     EXPECT_GT(r.error_rate, 0.3);  // while a third of the attempts fail
 }
 
-TEST(ClampLink, slow_fading_has_almost_no_errors_with_a_small_margin) {
-    ClampLinkParams p = ClampLinkParams::high_rate(5);
+TEST(clamp_link, slow_fading_has_almost_no_errors_with_a_small_margin) {
+    clamp_link_params p = clamp_link_params::high_rate(5);
     p.margin_init = 0.1;
     p.margin_step = 0.0;  // fixed m = 0.1
     auto slow = clamp_channel(0.6, 21);
     auto fast = clamp_channel(60.0, 21);
-    ClampLink a(p), b(p);
-    const LinkRun rs = run_link(a, slow, 200000, 0);
-    const LinkRun rf = run_link(b, fast, 200000, 0);
+    clamp_link a(p), b(p);
+    const link_run rs = run_link(a, slow, 200000, 0);
+    const link_run rf = run_link(b, fast, 200000, 0);
     EXPECT_LT(rs.error_rate, 0.01);
     EXPECT_GT(rf.error_rate, 0.3);
 }
 
-TEST(ClampLink, fast_fading_needs_a_larger_margin_and_gets_less_throughput) {
+TEST(clamp_link, fast_fading_needs_a_larger_margin_and_gets_less_throughput) {
     auto slow = clamp_channel(0.6, 31);
     auto fast = clamp_channel(60.0, 31);
-    ClampLink a(ClampLinkParams::high_rate(5)), b(ClampLinkParams::high_rate(5));
-    const LinkRun rs = run_link(a, slow, 400000, 100000);
-    const LinkRun rf = run_link(b, fast, 400000, 100000);
+    clamp_link a(clamp_link_params::high_rate(5)), b(clamp_link_params::high_rate(5));
+    const link_run rs = run_link(a, slow, 400000, 100000);
+    const link_run rf = run_link(b, fast, 400000, 100000);
     EXPECT_GT(rf.mean_margin, rs.mean_margin);
     EXPECT_LT(rf.throughput_bps, rs.throughput_bps);
 }
 
-TEST(ClampLink, per_attempt_scope_drives_the_attempt_error_rate_to_target) {
+TEST(clamp_link, per_attempt_scope_drives_the_attempt_error_rate_to_target) {
     // OLLA reading, on slow fading where a per-attempt target is reachable.
-    ClampLinkParams p = ClampLinkParams::high_rate(5);
-    p.scope = MarginScope::per_attempt;
+    clamp_link_params p = clamp_link_params::high_rate(5);
+    p.scope = margin_scope::per_attempt;
     p.target_loss = 0.01;
     auto ch = clamp_channel(0.6, 41);
-    ClampLink link(p);
-    const LinkRun r = run_link(link, ch, 400000, 50000);
+    clamp_link link(p);
+    const link_run r = run_link(link, ch, 400000, 50000);
     EXPECT_NEAR(r.error_rate, 0.01, 0.004);
 }
 
-TEST(ClampLinkParams, invalid_values_throw_naming_the_field) {
+TEST(clamp_link_params, invalid_values_throw_naming_the_field) {
     auto msg = [](auto mutate) {
-        ClampLinkParams p;
+        clamp_link_params p;
         mutate(p);
-        return error_of([&] { ClampLink l(p); });
+        return error_of([&] { clamp_link l(p); });
     };
-    EXPECT_NE(msg([](ClampLinkParams& p) { p.target_loss = 0; }).find("clamp_link.target_loss: 0"),
+    EXPECT_NE(
+        msg([](clamp_link_params& p) { p.target_loss = 0; }).find("clamp_link.target_loss: 0"),
+        std::string::npos);
+    EXPECT_NE(msg([](clamp_link_params& p) { p.max_attempts = 0; }).find("clamp_link.max_attempts"),
               std::string::npos);
-    EXPECT_NE(msg([](ClampLinkParams& p) { p.max_attempts = 0; }).find("clamp_link.max_attempts"),
+    EXPECT_NE(msg([](clamp_link_params& p) { p.margin_max = 1.0; }).find("clamp_link.margin_max"),
               std::string::npos);
-    EXPECT_NE(msg([](ClampLinkParams& p) { p.margin_max = 1.0; }).find("clamp_link.margin_max"),
+    EXPECT_NE(
+        msg([](clamp_link_params& p) { p.margin_init = 0.995; }).find("clamp_link.margin_init"),
+        std::string::npos);
+    EXPECT_NE(msg([](clamp_link_params& p) { p.margin_step = -1; }).find("clamp_link.margin_step"),
               std::string::npos);
-    EXPECT_NE(msg([](ClampLinkParams& p) { p.margin_init = 0.995; }).find("clamp_link.margin_init"),
+    EXPECT_NE(msg([](clamp_link_params& p) { p.w0_hz = 0; }).find("clamp_link.w0_hz"),
               std::string::npos);
-    EXPECT_NE(msg([](ClampLinkParams& p) { p.margin_step = -1; }).find("clamp_link.margin_step"),
+    EXPECT_NE(msg([](clamp_link_params& p) { p.cmax_bps = -5; }).find("clamp_link.cmax_bps"),
               std::string::npos);
-    EXPECT_NE(msg([](ClampLinkParams& p) { p.w0_hz = 0; }).find("clamp_link.w0_hz"),
+    EXPECT_NE(msg([](clamp_link_params& p) { p.slot_s = 0; }).find("clamp_link.slot_s"),
               std::string::npos);
-    EXPECT_NE(msg([](ClampLinkParams& p) { p.cmax_bps = -5; }).find("clamp_link.cmax_bps"),
-              std::string::npos);
-    EXPECT_NE(msg([](ClampLinkParams& p) { p.slot_s = 0; }).find("clamp_link.slot_s"),
-              std::string::npos);
-    EXPECT_EQ(msg([](ClampLinkParams&) {}), "(no exception)");
+    EXPECT_EQ(msg([](clamp_link_params&) {}), "(no exception)");
 }

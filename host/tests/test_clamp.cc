@@ -28,7 +28,7 @@ constexpr std::uint32_t kHugeOsWindow = 1u << 30;
 // at a deterministic mu_c, the router agent stamping prices on departures, client agents
 // advertising AWND in ACKs. Delays: sender->AP d_i/2, AP->receiver and receiver->AP 1 ms
 // (Table I), AP->sender d_i/2. No delayed ACKs, no losses.
-struct LoopConfig {
+struct loop_params {
     double mu_c = 1.25e6;                 // bytes/s (10 Mb/s, §V-A)
     std::uint32_t packet = 1500;          // Table II "TCP packet size 1500 bytes"
     double access_s = 1e-3;               // Table I, X <-> R_i
@@ -36,11 +36,11 @@ struct LoopConfig {
     std::vector<double> start_s, stop_s;  // per flow, optional: sends only in [start, stop)
     double duration_s = 120.0;
     double measure_from_s = 60.0;
-    RouterParams router;
-    ClientParams client;
+    router_agent_params router;
+    client_agent_params client;
 };
 
-struct LoopResult {
+struct loop_result {
     std::vector<double> throughput;      // bytes/s per flow over [measure_from, duration]
     double mean_ema_q = 0.0;             // time-average of the router's q
     double mean_queue = 0.0;             // time-average of the real backlog
@@ -48,28 +48,28 @@ struct LoopResult {
     std::vector<double> ema_per_second;  // time-average of q in each whole second
 };
 
-LoopResult run_loop(const LoopConfig& cfg) {
-    enum Kind { flow_start, ap_arrival, ap_departure, rx_arrival, ack_at_sender };
-    struct Event {
+loop_result run_loop(const loop_params& cfg) {
+    enum sim_event_kind { flow_start, ap_arrival, ap_departure, rx_arrival, ack_at_sender };
+    struct sim_event {
         time_ns t;
         std::uint64_t seq;
-        Kind kind;
+        sim_event_kind kind;
         std::size_t flow;
         double price;
         std::uint32_t awnd;
-        bool operator>(const Event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
+        bool operator>(const sim_event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
     };
-    std::priority_queue<Event, std::vector<Event>, std::greater<>> events;
+    std::priority_queue<sim_event, std::vector<sim_event>, std::greater<>> events;
     std::uint64_t seq = 0;
-    auto push = [&](time_ns t, Kind k, std::size_t f, double p = 0, std::uint32_t a = 0) {
+    auto push = [&](time_ns t, sim_event_kind k, std::size_t f, double p = 0, std::uint32_t a = 0) {
         events.push({t, seq++, k, f, p, a});
     };
 
     const std::size_t k = cfg.d_s.size();
-    ClientParams cp = cfg.client;
+    client_agent_params cp = cfg.client;
     cp.mss_bytes = cfg.packet;
-    RouterAgent router(cfg.router);
-    std::vector<ClientAgent> clients(k, ClientAgent(cp));
+    router_agent router(cfg.router);
+    std::vector<client_agent> clients(k, client_agent(cp));
     std::vector<std::uint64_t> snd_nxt(k, 0), snd_una(k, 0), wnd(k, cfg.packet);
     std::deque<std::size_t> queue;  // flow of each queued packet (all the same size)
     bool busy = false;
@@ -96,7 +96,7 @@ LoopResult run_loop(const LoopConfig& cfg) {
         push(cfg.start_s.empty() ? 0 : from_seconds(cfg.start_s[f]), flow_start, f);
 
     while (!events.empty() && events.top().t <= end) {
-        const Event e = events.top();
+        const sim_event e = events.top();
         events.pop();
         if (e.t >= measure_from) {
             const double dt = to_seconds(e.t - std::max(last_t, measure_from));
@@ -148,7 +148,7 @@ LoopResult run_loop(const LoopConfig& cfg) {
                 break;
         }
     }
-    LoopResult r;
+    loop_result r;
     const double span = cfg.duration_s - cfg.measure_from_s;
     for (double b : delivered) r.throughput.push_back(b / span);
     r.mean_queue = q_area / span;
@@ -164,13 +164,13 @@ LoopResult run_loop(const LoopConfig& cfg) {
 // Router agent
 
 TEST(ClampRouter, first_arrival_sets_the_average_to_the_queue_it_finds) {
-    RouterAgent r;
+    router_agent r;
     r.on_arrival(ms(10), 4200);
     EXPECT_DOUBLE_EQ(r.average_queue_bytes(), 4200.0);
 }
 
 TEST(ClampRouter, ema_matches_hand_computation_with_interval_in_seconds) {
-    RouterAgent r;
+    router_agent r;
     r.on_arrival(0, 1000);
     r.on_arrival(ms(100), 3000);  // I = 0.1 s
     double q = std::exp(-0.2) * 1000 + (1 - std::exp(-0.2)) * 3000;
@@ -188,7 +188,7 @@ TEST(ClampRouter, ema_time_constant_is_half_a_second_whatever_the_packet_rate) {
     // exp(-2I) compounds to exp(-2T) over any partition of T into intervals: after a step
     // from 0 to Q the average is Q (1 - exp(-2T)) at every packet rate.
     for (double spacing_ms : {0.5, 2.0, 25.0}) {
-        RouterAgent r;
+        router_agent r;
         r.on_arrival(0, 0);
         const int n = static_cast<int>(std::lround(500.0 / spacing_ms));
         for (int i = 1; i <= n; ++i) r.on_arrival(ms(i * spacing_ms), 10000);
@@ -198,7 +198,7 @@ TEST(ClampRouter, ema_time_constant_is_half_a_second_whatever_the_packet_rate) {
 }
 
 TEST(ClampRouter, repeated_timestamp_leaves_the_average_unchanged) {
-    RouterAgent r;
+    router_agent r;
     r.on_arrival(ms(5), 2000);
     r.on_arrival(ms(5), 90000);  // I = 0: weight exp(0) = 1 on the history
     EXPECT_DOUBLE_EQ(r.average_queue_bytes(), 2000.0);
@@ -207,7 +207,7 @@ TEST(ClampRouter, repeated_timestamp_leaves_the_average_unchanged) {
 }
 
 TEST(ClampRouter, price_is_zero_at_or_below_a) {
-    RouterAgent r;  // a = 5500, b = 1
+    router_agent r;  // a = 5500, b = 1
     for (std::size_t q : {0u, 1000u, 5499u, 5500u}) {
         r.reset();
         r.on_arrival(0, q);
@@ -216,11 +216,11 @@ TEST(ClampRouter, price_is_zero_at_or_below_a) {
 }
 
 TEST(ClampRouter, price_is_linear_in_q_above_a_and_inverse_in_mu_c) {
-    RouterAgent r;
+    router_agent r;
     r.on_arrival(0, 7500);
     EXPECT_NEAR(r.price(1.25e6), (7500.0 - 5500.0) / 1.25e6, 1e-15);  // eq. 13
     EXPECT_NEAR(r.price(2.5e6), (7500.0 - 5500.0) / 2.5e6, 1e-15);
-    RouterAgent r2;
+    router_agent r2;
     r2.on_arrival(0, 9500);
     // Slope b/mu_c: 2000 more bytes, 2000/mu_c more seconds.
     EXPECT_NEAR(r2.price(1.25e6) - r.price(1.25e6), 2000.0 / 1.25e6, 1e-15);
@@ -229,23 +229,23 @@ TEST(ClampRouter, price_is_linear_in_q_above_a_and_inverse_in_mu_c) {
 }
 
 TEST(ClampRouter, b_scales_the_queue_as_in_eq7) {
-    RouterParams p;
+    router_agent_params p;
     p.b = 0.5;
-    RouterAgent r(p);
+    router_agent r(p);
     r.on_arrival(0, 20000);
     EXPECT_NEAR(r.price(1e6), (0.5 * 20000 - 5500) / 1e6, 1e-15);
 }
 
 TEST(ClampRouter, invalid_service_rate_throws_naming_mu_c) {
-    RouterAgent r;
+    router_agent r;
     EXPECT_NE(error_of([&] { r.price(0.0); }).find("clamp.router.mu_c: 0"), std::string::npos);
     EXPECT_NE(error_of([&] { r.price(-1.0); }).find("clamp.router.mu_c"), std::string::npos);
     EXPECT_NE(error_of([&] { r.price(NAN); }).find("clamp.router.mu_c"), std::string::npos);
 }
 
 TEST(ClampRouter, params_outside_their_range_throw_naming_the_field) {
-    auto make = [](RouterParams p) { RouterAgent r(p); };
-    RouterParams p;
+    auto make = [](router_agent_params p) { router_agent r(p); };
+    router_agent_params p;
     p.b = 1.6;  // >= pi/2: Theorem 1 says the loop does not converge
     EXPECT_NE(error_of([&] { make(p); }).find("clamp.router.b: 1.6 not in (0, pi/2)"),
               std::string::npos);
@@ -258,7 +258,7 @@ TEST(ClampRouter, params_outside_their_range_throw_naming_the_field) {
     p = {};
     p.ema_rate_per_s = 0;
     EXPECT_NE(error_of([&] { make(p); }).find("clamp.router.ema_rate_per_s"), std::string::npos);
-    EXPECT_NO_THROW(RouterAgent(RouterParams{}));
+    EXPECT_NO_THROW(router_agent(router_agent_params{}));
 }
 
 // =======================================================================================
@@ -266,7 +266,7 @@ TEST(ClampRouter, params_outside_their_range_throw_naming_the_field) {
 
 namespace {
 // Feeds n packets of `size` every `gap`, from t0; returns the last advertised window.
-std::uint32_t feed(ClientAgent& c, time_ns& t, int n, time_ns gap, double price,
+std::uint32_t feed(client_agent& c, time_ns& t, int n, time_ns gap, double price,
                    std::uint32_t size = 1448, std::uint32_t os = kHugeOsWindow) {
     std::uint32_t a = 0;
     for (int i = 0; i < n; ++i) {
@@ -277,8 +277,8 @@ std::uint32_t feed(ClientAgent& c, time_ns& t, int n, time_ns gap, double price,
 }
 
 // A client out of slow start (three dupacks), with mu_hat and d_hat established.
-ClientAgent client_in_congestion_avoidance(time_ns& t, ClientParams p = {}) {
-    ClientAgent c(p);
+client_agent client_in_congestion_avoidance(time_ns& t, client_agent_params p = {}) {
+    client_agent c(p);
     feed(c, t, 200, ms(1), 0.0);
     c.on_dupack();
     c.on_dupack();
@@ -289,13 +289,13 @@ ClientAgent client_in_congestion_avoidance(time_ns& t, ClientParams p = {}) {
 }  // namespace
 
 TEST(ClampClient, starts_with_one_mss_in_slow_start) {
-    ClientAgent c;
+    client_agent c;
     EXPECT_DOUBLE_EQ(c.window(), 1448.0);
     EXPECT_TRUE(c.in_slow_start());
 }
 
 TEST(ClampClient, slow_start_grows_one_mss_per_packet) {
-    ClientAgent c;
+    client_agent c;
     time_ns t = 0;
     for (int k = 1; k <= 50; ++k) {
         t += ms(1);
@@ -307,7 +307,7 @@ TEST(ClampClient, slow_start_grows_one_mss_per_packet) {
 }
 
 TEST(ClampClient, slow_start_ends_and_halves_when_delta_w_turns_negative) {
-    ClientAgent c;
+    client_agent c;
     time_ns t = 0;
     feed(c, t, 20, ms(1), 0.0);  // w = 21 MSS
     ASSERT_TRUE(c.in_slow_start());
@@ -323,7 +323,7 @@ TEST(ClampClient, slow_start_ends_and_halves_when_delta_w_turns_negative) {
 }
 
 TEST(ClampClient, small_positive_price_with_positive_delta_w_keeps_slow_start) {
-    ClientAgent c;
+    client_agent c;
     time_ns t = 0;
     feed(c, t, 20, ms(1), 0.0);
     t += ms(1);
@@ -334,7 +334,7 @@ TEST(ClampClient, small_positive_price_with_positive_delta_w_keeps_slow_start) {
 }
 
 TEST(ClampClient, three_dupacks_end_slow_start_and_halve) {
-    ClientAgent c;
+    client_agent c;
     time_ns t = 0;
     feed(c, t, 9, ms(1), 0.0);  // w = 10 MSS
     c.on_dupack();
@@ -351,7 +351,7 @@ TEST(ClampClient, three_dupacks_end_slow_start_and_halve) {
 }
 
 TEST(ClampClient, dupacks_separated_by_a_new_ack_do_not_end_slow_start) {
-    ClientAgent c;
+    client_agent c;
     time_ns t = 0;
     feed(c, t, 9, ms(1), 0.0);
     c.on_dupack();
@@ -364,9 +364,9 @@ TEST(ClampClient, dupacks_separated_by_a_new_ack_do_not_end_slow_start) {
 }
 
 TEST(ClampClient, slow_start_threshold_ends_slow_start_without_halving) {
-    ClientParams p;
+    client_agent_params p;
     p.slow_start_threshold_bytes = 10 * 1448.0;
-    ClientAgent c(p);
+    client_agent c(p);
     time_ns t = 0;
     feed(c, t, 9, ms(1), 0.0);
     EXPECT_FALSE(c.in_slow_start());
@@ -375,9 +375,9 @@ TEST(ClampClient, slow_start_threshold_ends_slow_start_without_halving) {
 }
 
 TEST(ClampClient, mu_hat_is_bytes_of_last_alpha_plus_one_packets_over_their_span) {
-    ClientParams p;
+    client_agent_params p;
     p.alpha_packets = 4;
-    ClientAgent c(p);
+    client_agent c(p);
     const std::vector<std::uint32_t> sizes{100, 200, 300, 400, 500, 600, 700};
     const std::vector<double> times_ms{0, 1, 3, 6, 10, 15, 21};
     for (std::size_t k = 0; k < sizes.size(); ++k) {
@@ -396,7 +396,7 @@ TEST(ClampClient, mu_hat_is_bytes_of_last_alpha_plus_one_packets_over_their_span
 }
 
 TEST(ClampClient, d_hat_starts_at_first_sample_then_follows_eq16) {
-    ClientAgent c;                           // beta = 0.001
+    client_agent c;                          // beta = 0.001
     c.on_data(0, 1000, 0.0, kHugeOsWindow);  // w = 2 MSS, AWND = 2896
     EXPECT_EQ(c.d_hat(), 0.0);
     c.on_data(ms(1), 1000, 0.0, kHugeOsWindow);
@@ -411,7 +411,7 @@ TEST(ClampClient, d_hat_starts_at_first_sample_then_follows_eq16) {
 
 TEST(ClampClient, delta_w_matches_eq14_by_hand) {
     time_ns t = 0;
-    ClientAgent c = client_in_congestion_avoidance(t);
+    client_agent c = client_in_congestion_avoidance(t);
     const double w0 = c.window();
     const double d_prev = c.d_hat();
     const double awnd_prev = c.advertised();
@@ -427,7 +427,7 @@ TEST(ClampClient, delta_w_matches_eq14_by_hand) {
 
 TEST(ClampClient, with_zero_price_window_grows_at_tau_over_d_hat_per_second) {
     time_ns t = 0;
-    ClientAgent c = client_in_congestion_avoidance(t);
+    client_agent c = client_in_congestion_avoidance(t);
     // Per packet, exactly eq. 14 with p = 0.
     double predicted = 0;
     const double w0 = c.window();
@@ -450,7 +450,7 @@ TEST(ClampClient, with_zero_price_window_grows_at_tau_over_d_hat_per_second) {
 
 TEST(ClampClient, with_constant_high_price_window_shrinks_to_the_floor) {
     time_ns t = 0;
-    ClientAgent c = client_in_congestion_avoidance(t);
+    client_agent c = client_in_congestion_avoidance(t);
     double prev = c.window();
     for (int i = 0; i < 400; ++i) {
         t += ms(1);
@@ -464,7 +464,7 @@ TEST(ClampClient, with_constant_high_price_window_shrinks_to_the_floor) {
 
 TEST(ClampClient, increase_is_clipped_to_10kB_after_an_idle_period) {
     time_ns t = 0;
-    ClientAgent c = client_in_congestion_avoidance(t);
+    client_agent c = client_in_congestion_avoidance(t);
     const double w0 = c.window();
     t += from_seconds(100.0);
     c.on_data(t, 1448, 0.0, kHugeOsWindow);
@@ -475,7 +475,7 @@ TEST(ClampClient, increase_is_clipped_to_10kB_after_an_idle_period) {
 
 TEST(ClampClient, decrease_is_clipped_to_the_packet_size) {
     time_ns t = 0;
-    ClientAgent c = client_in_congestion_avoidance(t);
+    client_agent c = client_in_congestion_avoidance(t);
     const double w0 = c.window();
     t += ms(1);
     c.on_data(t, 700, 10.0, kHugeOsWindow);
@@ -488,7 +488,7 @@ TEST(ClampClient, advertised_window_never_exceeds_the_os_window) {
     std::mt19937_64 rng(7);
     std::uniform_int_distribution<std::uint32_t> os_dist(0, 200000);
     std::uniform_real_distribution<double> price_dist(0.0, 2e-3);
-    ClientAgent c;
+    client_agent c;
     time_ns t = 0;
     int os_bound = 0;
     for (int i = 0; i < 5000; ++i) {
@@ -504,7 +504,7 @@ TEST(ClampClient, advertised_window_never_exceeds_the_os_window) {
 }
 
 TEST(ClampClient, negative_or_nan_price_throws) {
-    ClientAgent c;
+    client_agent c;
     EXPECT_NE(error_of([&] { c.on_data(0, 100, -1.0, 1000); }).find("clamp.client.price_s"),
               std::string::npos);
     EXPECT_NE(error_of([&] { c.on_data(0, 100, NAN, 1000); }).find("clamp.client.price_s"),
@@ -513,36 +513,40 @@ TEST(ClampClient, negative_or_nan_price_throws) {
 
 TEST(ClampClient, params_outside_their_range_throw_naming_the_field) {
     auto msg = [](auto mutate) {
-        ClientParams p;
+        client_agent_params p;
         mutate(p);
-        return error_of([&] { ClientAgent c(p); });
+        return error_of([&] { client_agent c(p); });
     };
+    EXPECT_NE(msg([](client_agent_params& p) {
+                  p.beta = 1.5;
+              }).find("clamp.client.beta: 1.5 not in (0, 1)"),
+              std::string::npos);
+    EXPECT_NE(msg([](client_agent_params& p) { p.beta = 0; }).find("clamp.client.beta"),
+              std::string::npos);
+    EXPECT_NE(msg([](client_agent_params& p) { p.tau_bytes = 0; }).find("clamp.client.tau_bytes"),
+              std::string::npos);
     EXPECT_NE(
-        msg([](ClientParams& p) { p.beta = 1.5; }).find("clamp.client.beta: 1.5 not in (0, 1)"),
+        msg([](client_agent_params& p) { p.alpha_packets = 0; }).find("clamp.client.alpha_packets"),
         std::string::npos);
-    EXPECT_NE(msg([](ClientParams& p) { p.beta = 0; }).find("clamp.client.beta"),
+    EXPECT_NE(msg([](client_agent_params& p) { p.mss_bytes = 0; }).find("clamp.client.mss_bytes"),
               std::string::npos);
-    EXPECT_NE(msg([](ClientParams& p) { p.tau_bytes = 0; }).find("clamp.client.tau_bytes"),
-              std::string::npos);
-    EXPECT_NE(msg([](ClientParams& p) { p.alpha_packets = 0; }).find("clamp.client.alpha_packets"),
-              std::string::npos);
-    EXPECT_NE(msg([](ClientParams& p) { p.mss_bytes = 0; }).find("clamp.client.mss_bytes"),
-              std::string::npos);
-    EXPECT_NE(msg([](ClientParams& p) {
+    EXPECT_NE(msg([](client_agent_params& p) {
                   p.max_increase_bytes = -1;
               }).find("clamp.client.max_increase_bytes"),
               std::string::npos);
-    EXPECT_NE(
-        msg([](ClientParams& p) { p.min_window_bytes = -1; }).find("clamp.client.min_window_bytes"),
-        std::string::npos);
-    EXPECT_NE(msg([](ClientParams& p) {
+    EXPECT_NE(msg([](client_agent_params& p) {
+                  p.min_window_bytes = -1;
+              }).find("clamp.client.min_window_bytes"),
+              std::string::npos);
+    EXPECT_NE(msg([](client_agent_params& p) {
                   p.slow_start_threshold_bytes = NAN;
               }).find("clamp.client.slow_start_threshold_bytes"),
               std::string::npos);
-    EXPECT_NE(
-        msg([](ClientParams& p) { p.dupack_threshold = 0; }).find("clamp.client.dupack_threshold"),
-        std::string::npos);
-    EXPECT_EQ(msg([](ClientParams&) {}), "(no exception)");
+    EXPECT_NE(msg([](client_agent_params& p) {
+                  p.dupack_threshold = 0;
+              }).find("clamp.client.dupack_threshold"),
+              std::string::npos);
+    EXPECT_EQ(msg([](client_agent_params&) {}), "(no exception)");
 }
 
 // =======================================================================================
@@ -554,9 +558,9 @@ TEST(ClampClient, params_outside_their_range_throw_naming_the_field) {
 // themselves (measured: +700..+1000 B). Per-flow rates: within 2% of mu_c / k
 // (measured: 0.1-0.4%), whatever the RTTs.
 TEST(ClampLoop, two_flows_settle_at_q_star_k_tau_plus_a) {
-    LoopConfig cfg;
+    loop_params cfg;
     cfg.d_s = {0.05, 0.05};  // §V-A: 50 ms, 10 Mb/s, a = 5500, tau = 500
-    const LoopResult r = run_loop(cfg);
+    const loop_result r = run_loop(cfg);
     const double q_star = (2 * 500.0 + 5500.0) / 1.0;
     EXPECT_NEAR(r.mean_ema_q, q_star, 0.02 * q_star);
     EXPECT_GE(r.mean_queue, q_star);
@@ -566,32 +570,32 @@ TEST(ClampLoop, two_flows_settle_at_q_star_k_tau_plus_a) {
 }
 
 TEST(ClampLoop, equilibrium_queue_grows_by_tau_per_flow) {
-    LoopConfig one, three;
+    loop_params one, three;
     one.d_s = {0.05};
     three.d_s = {0.05, 0.05, 0.05};
-    const LoopResult r1 = run_loop(one);
-    const LoopResult r3 = run_loop(three);
+    const loop_result r1 = run_loop(one);
+    const loop_result r3 = run_loop(three);
     EXPECT_NEAR(r1.mean_ema_q, 6000.0, 0.02 * 6000.0);
     EXPECT_NEAR(r3.mean_ema_q, 7000.0, 0.02 * 7000.0);
     EXPECT_NEAR(r3.mean_ema_q - r1.mean_ema_q, 1000.0, 200.0);
 }
 
 TEST(ClampLoop, equilibrium_follows_b_as_in_eq11) {
-    LoopConfig cfg;
+    loop_params cfg;
     cfg.d_s = {0.05, 0.05};
     cfg.router.b = 0.5;
-    const LoopResult r = run_loop(cfg);
+    const loop_result r = run_loop(cfg);
     const double q_star = (2 * 500.0 + 5500.0) / 0.5;  // 13 000 B
     EXPECT_NEAR(r.mean_ema_q, q_star, 0.02 * q_star);
 }
 
 TEST(ClampLoop, flows_with_different_rtts_sharing_a_queue_get_equal_rates) {
     // Table II's flows 3 and 4 (d = 10 ms and 180 ms) sharing one queue, plus 130 ms.
-    LoopConfig cfg;
+    loop_params cfg;
     cfg.d_s = {0.01, 0.18, 0.13};
     cfg.duration_s = 200.0;
     cfg.measure_from_s = 100.0;
-    const LoopResult r = run_loop(cfg);
+    const loop_result r = run_loop(cfg);
     const double share = 1.25e6 / 3;
     for (std::size_t i = 0; i < r.throughput.size(); ++i)
         EXPECT_NEAR(r.throughput[i], share, 0.02 * share) << "flow " << i;
@@ -603,13 +607,13 @@ TEST(ClampLoop, queue_tracks_k_tau_plus_a_as_flows_join_and_leave) {
     // Fig. 2: 10 Mb/s, 50 ms, a = 5500 B, tau = 500 B; flow 1 over [0, 250) s, flow 2 over
     // [50, 150), flow 3 over [100, 200). The router's q, averaged over the last 10 s of
     // each phase, is (k tau + a)/b for the k flows present, within 2%.
-    LoopConfig cfg;
+    loop_params cfg;
     cfg.d_s = {0.05, 0.05, 0.05};
     cfg.start_s = {0.0, 50.0, 100.0};
     cfg.stop_s = {250.0, 150.0, 200.0};
     cfg.duration_s = 250.0;
     cfg.measure_from_s = 0.0;
-    const LoopResult r = run_loop(cfg);
+    const loop_result r = run_loop(cfg);
     auto mean_q = [&](int from, int to) {
         double s = 0;
         for (int i = from; i < to; ++i) s += r.ema_per_second[i];

@@ -17,23 +17,23 @@ using namespace oppsched::test;
 
 constexpr time_ns kMs = kNsPerMs;
 
-ClampConfig config() {
-    ClampConfig c;
+clamp_rewriter_params config() {
+    clamp_rewriter_params c;
     c.enabled = true;
     return c;
 }
 
 // SYN, SYN-ACK and the handshake's last ACK of a client-opened connection.
-void open(clamp_rewriter& r, const Conn& c, std::optional<float> price) {
-    Bytes syn = c.client_syn();
+void open(clamp_rewriter& r, const conn& c, std::optional<float> price) {
+    byte_buffer syn = c.client_syn();
     r.on_uplink(0, syn, price);
     r.on_downlink(kMs, c.server_synack(), price);
 }
 
 TEST(ClampRewriter, when_the_handshake_completes_then_the_flow_has_an_agent_with_the_mss) {
-    ClientCoreStats stats;
+    client_core_stats stats;
     clamp_rewriter r(config(), stats);
-    const Conn c(4);
+    const conn c(4);
     open(r, c, 0.01f);
     EXPECT_EQ(r.flows(), 1u);
     ASSERT_NE(r.agent(c.downlink_key()), nullptr);
@@ -43,11 +43,11 @@ TEST(ClampRewriter, when_the_handshake_completes_then_the_flow_has_an_agent_with
 }
 
 TEST(ClampRewriter, when_a_price_is_given_then_the_ack_window_is_min_of_w_and_the_os_window) {
-    ClientCoreStats stats;
+    client_core_stats stats;
     clamp_rewriter r(config(), stats);
-    const Conn c(4);
+    const conn c(4);
     open(r, c, 0.01f);
-    Bytes ack = c.client_ack(0, 1000);  // 1000 << 7 = 128000 bytes from the OS
+    byte_buffer ack = c.client_ack(0, 1000);  // 1000 << 7 = 128000 bytes from the OS
     r.on_uplink(2 * kMs, ack, 0.01f);
     const double w = r.agent(c.downlink_key())->window();
     EXPECT_LT(w, 128000.0);
@@ -65,13 +65,13 @@ TEST(ClampRewriter, when_a_price_is_given_then_the_ack_window_is_min_of_w_and_th
 }
 
 TEST(ClampRewriter, when_no_price_is_given_then_acks_keep_the_os_window_and_data_is_not_fed) {
-    ClientCoreStats stats;
+    client_core_stats stats;
     clamp_rewriter r(config(), stats);
-    const Conn c(6);
+    const conn c(6);
     open(r, c, std::nullopt);
     r.on_downlink(2 * kMs, c.server_data(0, 1000), std::nullopt);
-    Bytes ack = c.client_ack(1000, 1000);
-    const Bytes before = ack;
+    byte_buffer ack = c.client_ack(1000, 1000);
+    const byte_buffer before = ack;
     r.on_uplink(3 * kMs, ack, std::nullopt);
     EXPECT_EQ(ack, before);
     EXPECT_EQ(stats.clamp_acks_fail_open, 1u);
@@ -81,11 +81,11 @@ TEST(ClampRewriter, when_no_price_is_given_then_acks_keep_the_os_window_and_data
 }
 
 TEST(ClampRewriter, when_a_connection_was_not_seen_from_its_syn_then_its_acks_pass_unchanged) {
-    ClientCoreStats stats;
+    client_core_stats stats;
     clamp_rewriter r(config(), stats);
-    const Conn c(4);
-    Bytes ack = c.client_ack(0, 1000);
-    const Bytes before = ack;
+    const conn c(4);
+    byte_buffer ack = c.client_ack(0, 1000);
+    const byte_buffer before = ack;
     r.on_uplink(0, ack, 0.01f);
     EXPECT_EQ(ack, before);
     EXPECT_EQ(stats.clamp_acks_unknown, 1u);
@@ -93,11 +93,11 @@ TEST(ClampRewriter, when_a_connection_was_not_seen_from_its_syn_then_its_acks_pa
 }
 
 TEST(ClampRewriter, when_a_rst_arrives_or_the_flow_idles_then_it_is_forgotten) {
-    ClientCoreStats stats;
-    ClampConfig cfg = config();
+    client_core_stats stats;
+    clamp_rewriter_params cfg = config();
     cfg.flow_idle_timeout = 10 * kMs;
     clamp_rewriter r(cfg, stats);
-    const Conn a(4, 40000), b(4, 40001);
+    const conn a(4, 40000), b(4, 40001);
     open(r, a, 0.01f);
     open(r, b, 0.01f);
     r.on_downlink(2 * kMs, a.server_rst(), 0.01f);
@@ -109,11 +109,11 @@ TEST(ClampRewriter, when_a_rst_arrives_or_the_flow_idles_then_it_is_forgotten) {
 }
 
 TEST(ClampRewriter, when_the_table_is_full_then_the_least_recently_seen_flow_is_evicted) {
-    ClientCoreStats stats;
-    ClampConfig cfg = config();
+    client_core_stats stats;
+    clamp_rewriter_params cfg = config();
     cfg.max_flows = 2;
     clamp_rewriter r(cfg, stats);
-    const Conn a(4, 40000), b(4, 40001), c(4, 40002);
+    const conn a(4, 40000), b(4, 40001), c(4, 40002);
     open(r, a, 0.01f);
     open(r, b, 0.01f);
     r.on_downlink(5 * kMs, a.server_data(0, 100), 0.01f);  // a seen more recently than b

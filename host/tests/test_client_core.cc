@@ -28,16 +28,17 @@ namespace {
 constexpr time_ns kMs = kNsPerMs;
 
 // A client core fed by a fake PHY: one PDU (one segment per packet) per slot.
-struct Harness {
-    explicit Harness(ClientCoreParams p) : core(p), user(p.user) {}
+struct harness {
+    explicit harness(client_core_params p) : core(p), user(p.user) {}
 
-    Bytes pdu_bytes(const std::vector<Bytes>& pkts, std::optional<float> price, std::uint32_t seq) {
-        pdu::Pdu pd;
+    byte_buffer pdu_bytes(const std::vector<byte_buffer>& pkts, std::optional<float> price,
+                          std::uint32_t seq) {
+        pdu::mac_pdu pd;
         pd.header.user = user;
         pd.header.seq = seq;
         pd.header.price_s = price;
-        for (const Bytes& b : pkts) {
-            pdu::Segment s;
+        for (const byte_buffer& b : pkts) {
+            pdu::pdu_segment s;
             s.packet_seq = packet_seq++;
             s.packet_len = static_cast<std::uint16_t>(b.size());
             s.data = b;
@@ -47,8 +48,8 @@ struct Harness {
         EXPECT_TRUE(r.ok()) << r.error();
         return r.value();
     }
-    wire::RxIndication indication(Bytes tb, bool crc_ok = true, bool addressed = true) {
-        wire::RxIndication ind;
+    wire::rx_indication indication(byte_buffer tb, bool crc_ok = true, bool addressed = true) {
+        wire::rx_indication ind;
         ind.slot = slot++;
         ind.user = user;
         ind.mcs = 5;
@@ -62,46 +63,46 @@ struct Harness {
         return ind;
     }
     // Sends `pkts` in the next PDU; returns the packets delivered.
-    std::vector<Bytes> down(time_ns now, const std::vector<Bytes>& pkts,
-                            std::optional<float> price) {
+    std::vector<byte_buffer> down(time_ns now, const std::vector<byte_buffer>& pkts,
+                                  std::optional<float> price) {
         auto out = core.on_rx_indication(now, indication(pdu_bytes(pkts, price, pdu_seq++)));
         return out.delivered;
     }
     // One uplink packet; returns it as it would leave (empty if none).
-    Bytes up(time_ns now, Bytes pkt) {
+    byte_buffer up(time_ns now, byte_buffer pkt) {
         auto out = core.on_uplink_packet(now, std::move(pkt));
         if (out.empty()) return {};
-        return std::get<wire::UplinkPacket>(out.at(0)).packet;
+        return std::get<wire::uplink_packet>(out.at(0)).packet;
     }
     // Opens `c` from the client side (SYN up, SYN-ACK down with `price`, ACK up).
-    void open(time_ns now, const Conn& c, std::optional<float> price) {
+    void open(time_ns now, const conn& c, std::optional<float> price) {
         EXPECT_EQ(up(now, c.client_syn()), c.client_syn());  // SYN never rewritten
         EXPECT_EQ(down(now, {c.server_synack()}, price).size(), 1u);
     }
 
-    ClientCore core;
+    client_core core;
     std::uint16_t user;
     std::uint32_t pdu_seq = 0;
     std::uint16_t packet_seq = 0;
     std::uint64_t slot = 0;
 };
 
-ClientCoreParams clamp_params() {
-    ClientCoreParams p;
+client_core_params clamp_params() {
+    client_core_params p;
     p.user = 3;
     p.clamp.enabled = true;
     p.clamp.price_timeout = 200 * kMs;
     return p;
 }
 
-const wire::HarqFeedback* feedback(const RxOutput& o) {
+const wire::harq_feedback* feedback(const rx_output& o) {
     for (const auto& m : o.uplink)
-        if (auto* f = std::get_if<wire::HarqFeedback>(&m)) return f;
+        if (auto* f = std::get_if<wire::harq_feedback>(&m)) return f;
     return nullptr;
 }
-const wire::CqiReport* cqi(const RxOutput& o) {
+const wire::cqi_report* cqi(const rx_output& o) {
     for (const auto& m : o.uplink)
-        if (auto* c = std::get_if<wire::CqiReport>(&m)) return c;
+        if (auto* c = std::get_if<wire::cqi_report>(&m)) return c;
     return nullptr;
 }
 
@@ -110,14 +111,14 @@ const wire::CqiReport* cqi(const RxOutput& o) {
 // ---- HARQ feedback and CQI ---------------------------------------------------------------
 
 TEST(ClientCoreRx, addressed_tb_with_good_crc_is_acked_and_its_packets_delivered) {
-    ClientCoreParams p;
+    client_core_params p;
     p.user = 3;
-    Harness h(p);
-    const Bytes a = udp_packet(100), b = udp_packet(300);
+    harness h(p);
+    const byte_buffer a = udp_packet(100), b = udp_packet(300);
     auto ind = h.indication(h.pdu_bytes({a, b}, std::nullopt, 0));
     ind.harq_pid = 5;
     ind.slot = 77;
-    const RxOutput out = h.core.on_rx_indication(10 * kMs, ind);
+    const rx_output out = h.core.on_rx_indication(10 * kMs, ind);
     ASSERT_NE(feedback(out), nullptr);
     EXPECT_TRUE(feedback(out)->ack);
     EXPECT_EQ(feedback(out)->harq_pid, 5);
@@ -130,10 +131,10 @@ TEST(ClientCoreRx, addressed_tb_with_good_crc_is_acked_and_its_packets_delivered
 }
 
 TEST(ClientCoreRx, addressed_tb_with_bad_crc_is_nacked_and_nothing_is_delivered) {
-    ClientCoreParams p;
+    client_core_params p;
     p.user = 3;
-    Harness h(p);
-    const RxOutput out = h.core.on_rx_indication(
+    harness h(p);
+    const rx_output out = h.core.on_rx_indication(
         0, h.indication(h.pdu_bytes({udp_packet(100)}, std::nullopt, 0), /*crc_ok=*/false));
     ASSERT_NE(feedback(out), nullptr);
     EXPECT_FALSE(feedback(out)->ack);
@@ -143,18 +144,18 @@ TEST(ClientCoreRx, addressed_tb_with_bad_crc_is_nacked_and_nothing_is_delivered)
 }
 
 TEST(ClientCoreRx, tb_whose_header_failed_gets_no_feedback_but_the_slot_gets_a_cqi_report) {
-    Harness h(ClientCoreParams{});
+    harness h(client_core_params{});
     auto ind = h.indication({});
     ind.header_ok = false;
-    const RxOutput out = h.core.on_rx_indication(0, ind);
+    const rx_output out = h.core.on_rx_indication(0, ind);
     EXPECT_EQ(feedback(out), nullptr);
     EXPECT_NE(cqi(out), nullptr);
     EXPECT_EQ(h.core.stats().rx_header_failed, 1u);
 }
 
 TEST(ClientCoreRx, slot_for_another_client_gets_only_a_cqi_report) {
-    Harness h(ClientCoreParams{});
-    const RxOutput out = h.core.on_rx_indication(
+    harness h(client_core_params{});
+    const rx_output out = h.core.on_rx_indication(
         0, h.indication(h.pdu_bytes({udp_packet(50)}, std::nullopt, 0), true, false));
     EXPECT_EQ(feedback(out), nullptr);
     EXPECT_NE(cqi(out), nullptr);
@@ -162,21 +163,21 @@ TEST(ClientCoreRx, slot_for_another_client_gets_only_a_cqi_report) {
 }
 
 TEST(ClientCoreRx, addressed_indication_naming_another_user_id_gets_no_feedback) {
-    ClientCoreParams p;
+    client_core_params p;
     p.user = 3;
-    Harness h(p);
+    harness h(p);
     auto ind = h.indication(h.pdu_bytes({udp_packet(50)}, std::nullopt, 0));
     ind.user = 4;
-    const RxOutput out = h.core.on_rx_indication(0, ind);
+    const rx_output out = h.core.on_rx_indication(0, ind);
     EXPECT_EQ(feedback(out), nullptr);
     EXPECT_EQ(h.core.stats().rx_other_user, 1u);
 }
 
 TEST(ClientCoreRx, corrupt_pdu_with_good_phy_crc_is_acked_counted_and_not_delivered) {
-    Harness h(ClientCoreParams{});
-    Bytes tb = h.pdu_bytes({udp_packet(50)}, std::nullopt, 0);
+    harness h(client_core_params{});
+    byte_buffer tb = h.pdu_bytes({udp_packet(50)}, std::nullopt, 0);
     tb[20] ^= 0xFF;  // breaks the PDU's own CRC-32
-    const RxOutput out = h.core.on_rx_indication(0, h.indication(tb));
+    const rx_output out = h.core.on_rx_indication(0, h.indication(tb));
     ASSERT_NE(feedback(out), nullptr);
     EXPECT_TRUE(feedback(out)->ack);  // the PHY decoded it: HARQ is done with it
     EXPECT_TRUE(out.delivered.empty());
@@ -184,14 +185,14 @@ TEST(ClientCoreRx, corrupt_pdu_with_good_phy_crc_is_acked_counted_and_not_delive
 }
 
 TEST(ClientCoreRx, cqi_report_carries_the_snr_and_cqi_measured_on_the_slot) {
-    ClientCoreParams p;
+    client_core_params p;
     p.user = 2;
-    Harness h(p);
+    harness h(p);
     auto ind = h.indication({}, true, false);
     ind.slot = 41;
     ind.snr_db = -3.25f;
     ind.cqi = 4;
-    const RxOutput out = h.core.on_rx_indication(0, ind);
+    const rx_output out = h.core.on_rx_indication(0, ind);
     ASSERT_NE(cqi(out), nullptr);
     EXPECT_EQ(cqi(out)->user, 2);
     EXPECT_EQ(cqi(out)->slot, 41u);
@@ -200,21 +201,21 @@ TEST(ClientCoreRx, cqi_report_carries_the_snr_and_cqi_measured_on_the_slot) {
 }
 
 TEST(ClientCoreRx, cqi_is_reported_every_period_slots_by_slot_number) {
-    ClientCoreParams p;
+    client_core_params p;
     p.cqi_period_slots = 4;
-    Harness h(p);
+    harness h(p);
     std::vector<std::uint64_t> reported;
     for (std::uint64_t s : {0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13}) {  // slot 4 missed
         auto ind = h.indication({}, true, false);
         ind.slot = s;
-        const RxOutput out = h.core.on_rx_indication(static_cast<time_ns>(s) * kMs, ind);
+        const rx_output out = h.core.on_rx_indication(static_cast<time_ns>(s) * kMs, ind);
         if (cqi(out)) reported.push_back(cqi(out)->slot);
     }
     EXPECT_EQ(reported, (std::vector<std::uint64_t>{0, 5, 9, 13}));
 }
 
 TEST(ClientCoreRx, every_slot_is_reported_with_period_one_and_a_nan_snr_is_not) {
-    Harness h(ClientCoreParams{});
+    harness h(client_core_params{});
     int n = 0;
     for (int s = 0; s < 5; ++s) n += cqi(h.core.on_rx_indication(0, h.indication({}, 1, 0))) != 0;
     EXPECT_EQ(n, 5);
@@ -227,34 +228,34 @@ TEST(ClientCoreRx, every_slot_is_reported_with_period_one_and_a_nan_snr_is_not) 
 // ---- Reassembly -------------------------------------------------------------------------
 
 TEST(ClientCoreRx, pdus_decoded_out_of_order_are_delivered_in_sequence_order) {
-    Harness h(ClientCoreParams{});
-    const Bytes a = udp_packet(10), b = udp_packet(20), c = udp_packet(30);
-    const Bytes pdu0 = h.pdu_bytes({a}, std::nullopt, 0);
-    const Bytes pdu1 = h.pdu_bytes({b, c}, std::nullopt, 1);
+    harness h(client_core_params{});
+    const byte_buffer a = udp_packet(10), b = udp_packet(20), c = udp_packet(30);
+    const byte_buffer pdu0 = h.pdu_bytes({a}, std::nullopt, 0);
+    const byte_buffer pdu1 = h.pdu_bytes({b, c}, std::nullopt, 1);
     auto out1 = h.core.on_rx_indication(1 * kMs, h.indication(pdu1));
     EXPECT_TRUE(out1.delivered.empty());  // waits for PDU 0 (HARQ still retrying it)
     auto out0 = h.core.on_rx_indication(2 * kMs, h.indication(pdu0));
-    EXPECT_EQ(out0.delivered, (std::vector<Bytes>{a, b, c}));
+    EXPECT_EQ(out0.delivered, (std::vector<byte_buffer>{a, b, c}));
 }
 
 TEST(ClientCoreRx, a_gap_is_given_up_by_poll_after_the_reassembly_timeout) {
-    ClientCoreParams p;
+    client_core_params p;
     p.reassembly.timeout = 30 * kMs;
-    Harness h(p);
-    const Bytes a = udp_packet(10), b = udp_packet(20);
-    const Bytes pdu0 = h.pdu_bytes({a}, std::nullopt, 0);  // never arrives
+    harness h(p);
+    const byte_buffer a = udp_packet(10), b = udp_packet(20);
+    const byte_buffer pdu0 = h.pdu_bytes({a}, std::nullopt, 0);  // never arrives
     (void)pdu0;
-    const Bytes pdu1 = h.pdu_bytes({b}, std::nullopt, 1);
+    const byte_buffer pdu1 = h.pdu_bytes({b}, std::nullopt, 1);
     EXPECT_TRUE(h.core.on_rx_indication(0, h.indication(pdu1)).delivered.empty());
     ASSERT_TRUE(h.core.next_deadline().has_value());
     EXPECT_EQ(*h.core.next_deadline(), 30 * kMs);
     EXPECT_TRUE(h.core.poll(29 * kMs).empty());
-    EXPECT_EQ(h.core.poll(30 * kMs), (std::vector<Bytes>{b}));
+    EXPECT_EQ(h.core.poll(30 * kMs), (std::vector<byte_buffer>{b}));
     EXPECT_EQ(h.core.reassembly_stats().dropped_timeout, 1u);
 }
 
 TEST(ClientCoreRx, price_of_the_latest_pdu_is_kept_with_its_arrival_time) {
-    Harness h(ClientCoreParams{});
+    harness h(client_core_params{});
     EXPECT_FALSE(h.core.last_price().has_value());
     h.down(5 * kMs, {udp_packet(10)}, 0.25f);
     h.down(6 * kMs, {udp_packet(10)}, std::nullopt);
@@ -272,39 +273,39 @@ TEST(ClientCoreRx, price_of_the_latest_pdu_is_kept_with_its_arrival_time) {
 // ---- Uplink -----------------------------------------------------------------------------
 
 TEST(ClientCoreUplink, packets_go_uplink_unchanged_with_clamp_off_and_bad_sizes_are_dropped) {
-    ClientCoreParams p;
+    client_core_params p;
     p.user = 9;
-    Harness h(p);
-    const Conn c(4);
+    harness h(p);
+    const conn c(4);
     h.up(0, c.client_syn());
     h.down(0, {c.server_synack()}, 0.001f);
-    const Bytes ack = c.client_ack(0, 1000);
+    const byte_buffer ack = c.client_ack(0, 1000);
     const auto out = h.core.on_uplink_packet(0, ack);
     ASSERT_EQ(out.size(), 1u);
-    const auto& up = std::get<wire::UplinkPacket>(out[0]);
+    const auto& up = std::get<wire::uplink_packet>(out[0]);
     EXPECT_EQ(up.user, 9);
     EXPECT_EQ(up.packet, ack);
     EXPECT_TRUE(h.core.on_uplink_packet(0, {}).empty());
-    EXPECT_TRUE(h.core.on_uplink_packet(0, Bytes(70000, 0x45)).empty());
+    EXPECT_TRUE(h.core.on_uplink_packet(0, byte_buffer(70000, 0x45)).empty());
     EXPECT_EQ(h.core.stats().uplink_dropped_size, 2u);
     EXPECT_EQ(h.core.stats().uplink_packets, 2u);  // the SYN and the ACK
 }
 
 // ---- CLAMP ------------------------------------------------------------------------------
 
-class ClampRewrite : public ::testing::TestWithParam<int> {};
+class clamp_rewrite : public ::testing::TestWithParam<int> {};
 
-// The ACK carries the ClientAgent's window: the core feeds the agent exactly what a
+// The ACK carries the client_agent's window: the core feeds the agent exactly what a
 // reference agent, fed by hand, gets; the field is min(w, AWND_os) rounded up to 2^7 and the
 // checksum verifies by full recomputation.
-TEST_P(ClampRewrite, ack_window_is_rewritten_to_the_agents_window_with_a_valid_checksum) {
-    Harness h(clamp_params());
-    const Conn c(GetParam());
+TEST_P(clamp_rewrite, ack_window_is_rewritten_to_the_agents_window_with_a_valid_checksum) {
+    harness h(clamp_params());
+    const conn c(GetParam());
     h.open(0, c, 0.002f);
 
-    clamp::ClientParams rp;  // reference: the paper's parameters, MSS from the handshake
+    clamp::client_agent_params rp;  // reference: the paper's parameters, MSS from the handshake
     rp.mss_bytes = 1460;
-    clamp::ClientAgent ref(rp);
+    clamp::client_agent ref(rp);
     std::uint32_t awnd_os = 64240;  // until an ACK is seen: the client's SYN window
 
     const std::uint16_t os_field = 2000;  // << 7 = 256000 bytes
@@ -321,8 +322,8 @@ TEST_P(ClampRewrite, ack_window_is_rewritten_to_the_agents_window_with_a_valid_c
         ASSERT_EQ(d.size(), 1u);
         ref.on_data(t, 1000, price, awnd_os);
         off += 1000;
-        Bytes ack = c.client_ack(off, os_field);
-        const Bytes sent = h.up(t + 100'000, ack);
+        byte_buffer ack = c.client_ack(off, os_field);
+        const byte_buffer sent = h.up(t + 100'000, ack);
         awnd_os = os_field << 7;
         ASSERT_EQ(sent.size(), ack.size());
         EXPECT_TRUE(checksum_valid(sent)) << "k=" << k;
@@ -364,9 +365,9 @@ TEST_P(ClampRewrite, ack_window_is_rewritten_to_the_agents_window_with_a_valid_c
     EXPECT_TRUE(h.core.take_window_records().empty());  // taken
 }
 
-TEST_P(ClampRewrite, right_edge_never_moves_left_when_w_falls) {
-    Harness h(clamp_params());
-    const Conn c(GetParam());
+TEST_P(clamp_rewrite, right_edge_never_moves_left_when_w_falls) {
+    harness h(clamp_params());
+    const conn c(GetParam());
     h.open(0, c, 0.0f);
     time_ns t = 1 * kMs;
     std::uint32_t off = 0;
@@ -384,7 +385,7 @@ TEST_P(ClampRewrite, right_edge_never_moves_left_when_w_falls) {
         // Delayed ACKs: the receiver ACKs every second segment, the edge check must hold
         // against ACK numbers that lag the data.
         if (k % 2 == 1) {
-            const Bytes sent = h.up(t, c.client_ack(off, 3000));
+            const byte_buffer sent = h.up(t, c.client_ack(off, 3000));
             const std::int64_t edge = static_cast<std::int64_t>(ack_of(sent)) +
                                       static_cast<std::int64_t>(window_of(sent, 7));
             EXPECT_GE(edge, max_edge) << "k=" << k;
@@ -396,20 +397,20 @@ TEST_P(ClampRewrite, right_edge_never_moves_left_when_w_falls) {
     EXPECT_GT(shrinks, 10u);  // w did fall, so the edge rule was exercised
 }
 
-TEST_P(ClampRewrite, ack_of_a_flow_not_seen_from_its_syn_is_unchanged) {
-    Harness h(clamp_params());
-    const Conn c(GetParam());
+TEST_P(clamp_rewrite, ack_of_a_flow_not_seen_from_its_syn_is_unchanged) {
+    harness h(clamp_params());
+    const conn c(GetParam());
     // No handshake seen: data and ACKs of an established connection.
     h.down(0, {c.server_data(0, 1000)}, 0.01f);
-    const Bytes ack = c.client_ack(1000, 1234);
+    const byte_buffer ack = c.client_ack(1000, 1234);
     EXPECT_EQ(h.up(1 * kMs, ack), ack);
     EXPECT_EQ(h.core.stats().clamp_acks_unknown, 1u);
     EXPECT_EQ(h.core.stats().clamp_acks_rewritten, 0u);
 }
 
-TEST_P(ClampRewrite, server_opened_connection_is_clamped_and_its_syn_ack_is_not) {
-    Harness h(clamp_params());
-    const Conn c(GetParam());
+TEST_P(clamp_rewrite, server_opened_connection_is_clamped_and_its_syn_ack_is_not) {
+    harness h(clamp_params());
+    const conn c(GetParam());
     h.down(0, {c.server_syn()}, 0.0f);
     EXPECT_EQ(h.up(0, c.client_synack()), c.client_synack());
     // The SYN-ACK (unscaled window 65160) already promised data up to ISN + 1 + 65160: that
@@ -419,7 +420,7 @@ TEST_P(ClampRewrite, server_opened_connection_is_clamped_and_its_syn_ack_is_not)
     std::uint64_t edge = 65160;  // relative to ISN + 1
     for (std::uint32_t k = 1; k <= 40; ++k) {
         h.down(k * kMs, {c.server_data(1000 * (k - 1), 1000)}, 0.0f);
-        const Bytes sent = h.up(k * kMs, c.client_ack(1000 * k, 4000));
+        const byte_buffer sent = h.up(k * kMs, c.client_ack(1000 * k, 4000));
         EXPECT_TRUE(checksum_valid(sent));
         const std::uint64_t w_field = ((k + 1) * 1460 + 127) / 128;
         const std::uint64_t edge_field = (edge - 1000 * k + 127) / 128;
@@ -433,9 +434,9 @@ TEST_P(ClampRewrite, server_opened_connection_is_clamped_and_its_syn_ack_is_not)
     EXPECT_EQ(h.core.stats().clamp_acks_rewritten, 40u);
 }
 
-TEST_P(ClampRewrite, fail_open_after_price_timeout_then_clamping_resumes) {
-    Harness h(clamp_params());  // price_timeout 200 ms
-    const Conn c(GetParam());
+TEST_P(clamp_rewrite, fail_open_after_price_timeout_then_clamping_resumes) {
+    harness h(clamp_params());  // price_timeout 200 ms
+    const conn c(GetParam());
     h.open(0, c, 0.001f);
     std::uint32_t off = 0;
     h.down(1 * kMs, {c.server_data(off, 1000)}, 0.001f);
@@ -451,10 +452,10 @@ TEST_P(ClampRewrite, fail_open_after_price_timeout_then_clamping_resumes) {
     EXPECT_FALSE(h.core.clamping());
     const auto ev = h.core.take_events();
     ASSERT_EQ(ev.size(), 1u);
-    EXPECT_EQ(ev[0].kind, ClampEvent::Kind::fail_open);
+    EXPECT_EQ(ev[0].kind, clamp_event::event_kind::fail_open);
     EXPECT_EQ(ev[0].t, 250 * kMs);
     EXPECT_EQ(h.core.stats().clamp_fail_open_events, 1u);
-    const Bytes ack = c.client_ack(off, 5000);
+    const byte_buffer ack = c.client_ack(off, 5000);
     EXPECT_EQ(h.up(251 * kMs, ack), ack);  // passes unchanged
     EXPECT_EQ(h.core.stats().clamp_acks_fail_open, 1u);
     h.down(260 * kMs, {c.server_data(off, 1000)}, std::nullopt);  // no second event
@@ -468,8 +469,8 @@ TEST_P(ClampRewrite, fail_open_after_price_timeout_then_clamping_resumes) {
     EXPECT_TRUE(h.core.clamping());
     const auto ev2 = h.core.take_events();
     ASSERT_EQ(ev2.size(), 1u);
-    EXPECT_EQ(ev2[0].kind, ClampEvent::Kind::resume);
-    const Bytes sent = h.up(301 * kMs, c.client_ack(off, 5000));
+    EXPECT_EQ(ev2[0].kind, clamp_event::event_kind::resume);
+    const byte_buffer sent = h.up(301 * kMs, c.client_ack(off, 5000));
     EXPECT_TRUE(checksum_valid(sent));
     const std::uint64_t old_edge = ack_of(ack) + (std::uint64_t{5000} << 7);
     EXPECT_GE(ack_of(sent) + window_of(sent, 7), old_edge);
@@ -477,29 +478,29 @@ TEST_P(ClampRewrite, fail_open_after_price_timeout_then_clamping_resumes) {
     EXPECT_EQ(h.core.stats().clamp_resume_events, 1u);
 }
 
-TEST_P(ClampRewrite, a_silent_downlink_does_not_fail_open) {
-    Harness h(clamp_params());
-    const Conn c(GetParam());
+TEST_P(clamp_rewrite, a_silent_downlink_does_not_fail_open) {
+    harness h(clamp_params());
+    const conn c(GetParam());
     h.open(0, c, 0.001f);
     h.down(1 * kMs, {c.server_data(0, 1000)}, 0.001f);
     // Ten seconds with no PDU at all (idle flow), then an ACK: still clamped.
-    const Bytes sent = h.up(10 * kNsPerSec, c.client_ack(1000, 5000));
+    const byte_buffer sent = h.up(10 * kNsPerSec, c.client_ack(1000, 5000));
     EXPECT_TRUE(h.core.clamping());
     EXPECT_LT(window_of(sent, 7), 5000u << 7);
     EXPECT_TRUE(h.core.take_events().empty());
 }
 
-INSTANTIATE_TEST_SUITE_P(IpVersions, ClampRewrite, ::testing::Values(4, 6),
+INSTANTIATE_TEST_SUITE_P(IpVersions, clamp_rewrite, ::testing::Values(4, 6),
                          [](const auto& info) { return "ipv" + std::to_string(info.param); });
 
 TEST(ClampCore, syn_is_never_rewritten_and_handshake_ack_gets_w0_equal_mss) {
-    Harness h(clamp_params());
-    Conn c(4);
+    harness h(clamp_params());
+    conn c(4);
     c.mss_client = 1400;  // the smaller MSS option wins
-    const Bytes syn = c.client_syn();
+    const byte_buffer syn = c.client_syn();
     EXPECT_EQ(h.up(0, syn), syn);
     h.down(0, {c.server_synack()}, 0.0f);
-    const Bytes sent = h.up(0, c.client_ack(0, 502));  // the handshake's ACK
+    const byte_buffer sent = h.up(0, c.client_ack(0, 502));  // the handshake's ACK
     // §IV-C: w(0) = MSS = 1400 -> field ceil(1400 / 128) = 11.
     EXPECT_EQ(get16(sent, 34), 11);
     EXPECT_TRUE(checksum_valid(sent));
@@ -509,26 +510,26 @@ TEST(ClampCore, syn_is_never_rewritten_and_handshake_ack_gets_w0_equal_mss) {
 TEST(ClampCore, configured_mss_overrides_the_handshake) {
     auto p = clamp_params();
     p.clamp.mss_bytes = 1000;
-    Harness h(p);
-    const Conn c(4);
+    harness h(p);
+    const conn c(4);
     h.open(0, c, 0.0f);
     EXPECT_EQ(h.core.agent(c.downlink_key())->params().mss_bytes, 1000u);
 }
 
 TEST(ClampCore, scaling_off_when_one_side_does_not_offer_it) {
-    Harness h(clamp_params());
-    Conn c(4);
+    harness h(clamp_params());
+    conn c(4);
     c.ws_server = std::nullopt;
     h.open(0, c, 0.0f);
     h.down(1 * kMs, {c.server_data(0, 1460)}, 0.0f);
-    const Bytes sent = h.up(1 * kMs, c.client_ack(1460, 60000));
+    const byte_buffer sent = h.up(1 * kMs, c.client_ack(1460, 60000));
     EXPECT_EQ(get16(sent, 34), 2 * 1460);  // unscaled: exactly w
     EXPECT_TRUE(checksum_valid(sent));
 }
 
 TEST(ClampCore, three_duplicate_acks_end_receiver_slow_start_and_halve_w) {
-    Harness h(clamp_params());
-    const Conn c(4);
+    harness h(clamp_params());
+    const conn c(4);
     h.open(0, c, 0.0f);
     time_ns t = 1 * kMs;
     for (int k = 0; k < 10; ++k, t += kMs) h.down(t, {c.server_data(1000 * k, 1000)}, 0.0f);
@@ -548,8 +549,8 @@ TEST(ClampCore, three_duplicate_acks_end_receiver_slow_start_and_halve_w) {
 }
 
 TEST(ClampCore, repeated_ack_with_no_data_outstanding_is_not_a_duplicate) {
-    Harness h(clamp_params());
-    const Conn c(4);
+    harness h(clamp_params());
+    const conn c(4);
     h.open(0, c, 0.0f);
     h.down(1 * kMs, {c.server_data(0, 1000)}, 0.0f);
     for (int i = 0; i < 4; ++i) h.up(2 * kMs, c.client_ack(1000, 5000));  // window updates
@@ -558,11 +559,11 @@ TEST(ClampCore, repeated_ack_with_no_data_outstanding_is_not_a_duplicate) {
 }
 
 TEST(ClampCore, before_any_price_acks_pass_unchanged) {
-    Harness h(clamp_params());
-    const Conn c(4);
+    harness h(clamp_params());
+    const conn c(4);
     h.open(0, c, std::nullopt);  // the SYN-ACK's PDU carries no price
     EXPECT_FALSE(h.core.clamping());
-    const Bytes ack = c.client_ack(0, 5000);
+    const byte_buffer ack = c.client_ack(0, 5000);
     EXPECT_EQ(h.up(1 * kMs, ack), ack);
     EXPECT_EQ(h.core.stats().clamp_acks_fail_open, 1u);
     EXPECT_TRUE(h.core.take_events().empty());  // start-up, not a failure (yet)
@@ -570,19 +571,19 @@ TEST(ClampCore, before_any_price_acks_pass_unchanged) {
     h.down(250 * kMs, {udp_packet(10)}, std::nullopt);
     const auto ev = h.core.take_events();
     ASSERT_EQ(ev.size(), 1u);
-    EXPECT_EQ(ev[0].kind, ClampEvent::Kind::fail_open);
+    EXPECT_EQ(ev[0].kind, clamp_event::event_kind::fail_open);
 }
 
 TEST(ClampCore, rst_forgets_the_flow_and_non_tcp_passes_unchanged) {
-    Harness h(clamp_params());
-    const Conn c(4);
+    harness h(clamp_params());
+    const conn c(4);
     h.open(0, c, 0.0f);
     EXPECT_EQ(h.core.clamp_flows(), 1u);
     h.down(1 * kMs, {c.server_rst()}, 0.0f);
     EXPECT_EQ(h.core.clamp_flows(), 0u);
-    const Bytes ack = c.client_ack(0, 5000);
+    const byte_buffer ack = c.client_ack(0, 5000);
     EXPECT_EQ(h.up(2 * kMs, ack), ack);
-    const Bytes udp = udp_packet(40);
+    const byte_buffer udp = udp_packet(40);
     EXPECT_EQ(h.up(2 * kMs, udp), udp);
 }
 
@@ -590,8 +591,8 @@ TEST(ClampCore, flow_table_is_bounded_and_idle_flows_expire) {
     auto p = clamp_params();
     p.clamp.max_flows = 2;
     p.clamp.flow_idle_timeout = 10 * kNsPerSec;
-    Harness h(p);
-    for (std::uint16_t port = 40000; port < 40003; ++port) h.up(0, Conn(4, port).client_syn());
+    harness h(p);
+    for (std::uint16_t port = 40000; port < 40003; ++port) h.up(0, conn(4, port).client_syn());
     EXPECT_EQ(h.core.clamp_flows(), 2u);
     EXPECT_EQ(h.core.stats().clamp_flows_evicted, 1u);
     h.core.poll(11 * kNsPerSec);
@@ -602,8 +603,8 @@ TEST(ClampCore, flow_table_is_bounded_and_idle_flows_expire) {
 TEST(ClampCore, window_records_beyond_the_pending_bound_are_counted_not_kept) {
     auto p = clamp_params();
     p.clamp.max_pending_records = 3;
-    Harness h(p);
-    const Conn c(4);
+    harness h(p);
+    const conn c(4);
     h.open(0, c, 0.0f);
     for (int i = 0; i < 5; ++i) h.up(1 * kMs, c.client_ack(0, 5000));
     EXPECT_EQ(h.core.take_window_records().size(), 3u);
@@ -612,16 +613,16 @@ TEST(ClampCore, window_records_beyond_the_pending_bound_are_counted_not_kept) {
 
 // ---- Parameters ---------------------------------------------------------------------------
 
-TEST(ClientCoreParams, invalid_values_throw_naming_the_field_and_the_value) {
-    auto expect_bad = [](ClientCoreParams p, const std::string& field) {
+TEST(client_core_params, invalid_values_throw_naming_the_field_and_the_value) {
+    auto expect_bad = [](client_core_params p, const std::string& field) {
         try {
-            ClientCore core(p);
+            client_core core(p);
             FAIL() << "no error for " << field;
         } catch (const std::invalid_argument& e) {
             EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
         }
     };
-    ClientCoreParams p;
+    client_core_params p;
     p.cqi_period_slots = 0;
     expect_bad(p, "client.cqi_period_slots: 0");
     p = {};

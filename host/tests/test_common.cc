@@ -4,11 +4,11 @@
 
 using namespace oppsched;
 
-TEST(Result, holds_value_or_error_naming_the_field) {
-    Result<int> good = 7;
+TEST(expected, holds_value_or_error_naming_the_field) {
+    expected<int> good = 7;
     ASSERT_TRUE(good.ok());
     EXPECT_EQ(good.value(), 7);
-    Result<int> bad = Error{"ip.version: 5 is neither 4 nor 6"};
+    expected<int> bad = error_info{"ip.version: 5 is neither 4 nor 6"};
     ASSERT_FALSE(bad.ok());
     EXPECT_EQ(bad.error(), "ip.version: 5 is neither 4 nor 6");
 }

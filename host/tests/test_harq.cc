@@ -13,8 +13,8 @@ using namespace oppsched::harq;
 
 namespace {
 
-harq_config small(std::uint32_t users = 1, std::uint32_t procs = 2, std::uint32_t max_tx = 5) {
-    harq_config c;
+harq_params small(std::uint32_t users = 1, std::uint32_t procs = 2, std::uint32_t max_tx = 5) {
+    harq_params c;
     c.num_users = users;
     c.num_processes = procs;
     c.max_transmissions = max_tx;
@@ -23,7 +23,7 @@ harq_config small(std::uint32_t users = 1, std::uint32_t procs = 2, std::uint32_
     return c;
 }
 
-std::string message_of(const harq_config& c) {
+std::string message_of(const harq_params& c) {
     try {
         validate(c);
     } catch (const std::invalid_argument& e) {
@@ -109,7 +109,7 @@ TEST(harq, redundancy_versions_follow_the_configured_sequence) {
     for (const std::vector<std::uint8_t>& seq :
          {std::vector<std::uint8_t>{0, 2, 3, 1}, std::vector<std::uint8_t>{0, 3},
           std::vector<std::uint8_t>{0}}) {
-        harq_config c = small(1, 1, 9);
+        harq_params c = small(1, 1, 9);
         c.rv_sequence = seq;
         harq_entity h(c);
         slot_t now = 0;
@@ -299,7 +299,7 @@ TEST(harq, users_can_be_added_not_removed) {
 }
 
 TEST(harq, configuration_is_validated_with_the_field_named) {
-    harq_config c = small();
+    harq_params c = small();
     c.max_transmissions = 0;
     EXPECT_EQ(message_of(c), "harq.max_transmissions: 0 not in [1, 64]");
     c = small();
@@ -327,7 +327,7 @@ TEST(harq, configuration_is_validated_with_the_field_named) {
 // been delivered, every process must be idle and every TB accounted for exactly once.
 TEST(harq, no_process_is_stuck_after_long_random_ack_nack_loss_sequences) {
     for (std::uint64_t seed : {1u, 2u, 3u}) {
-        harq_config c;
+        harq_params c;
         c.num_users = 4;
         c.num_processes = 4;
         c.max_transmissions = 5;

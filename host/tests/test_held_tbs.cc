@@ -11,8 +11,8 @@ namespace {
 
 using harq::event_kind;
 
-pdu::SegmentRecord seg(std::uint64_t packet_id, std::uint16_t len, std::uint16_t offset) {
-    pdu::SegmentRecord s;
+pdu::segment_record seg(std::uint64_t packet_id, std::uint16_t len, std::uint16_t offset) {
+    pdu::segment_record s;
     s.packet_id = packet_id;
     s.packet_len = len;
     s.offset = offset;

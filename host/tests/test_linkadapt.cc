@@ -22,7 +22,7 @@ std::string error_of(const std::string& name, std::vector<mcs_entry> rows) {
     return "";
 }
 
-std::string error_of(const olla_config& c) {
+std::string error_of(const olla_params& c) {
     try {
         olla o(c);
     } catch (const std::invalid_argument& e) {
@@ -150,30 +150,30 @@ TEST(linkadapt_table, csv_round_trips_and_measured_curves_replace_the_guess) {
 // OLLA.
 
 TEST(linkadapt_olla, derives_delta_up_from_the_convergence_condition) {
-    const olla o(olla_config{0.1, 0.5});
+    const olla o(olla_params{0.1, 0.5});
     EXPECT_NEAR(o.delta_up_db(), 0.5 * 0.1 / 0.9, 1e-12);
-    const olla p(olla_config{0.01, 1.0});
+    const olla p(olla_params{0.01, 1.0});
     EXPECT_NEAR(p.delta_up_db(), 1.0 / 99.0, 1e-12);
-    olla_config c{0.1, 0.9, 0.1};  // 0.1 / 0.9 = BLER/(1-BLER): consistent
+    olla_params c{0.1, 0.9, 0.1};  // 0.1 / 0.9 = BLER/(1-BLER): consistent
     EXPECT_EQ(error_of(c), "");
 }
 
 TEST(linkadapt_olla, constructor_asserts_the_convergence_condition_and_ranges) {
-    EXPECT_EQ(error_of(olla_config{0.1, 0.5, 0.1}),
+    EXPECT_EQ(error_of(olla_params{0.1, 0.5, 0.1}),
               "olla.delta_up_db: 0.1 breaks delta_up/delta_down = BLER_t/(1-BLER_t) = 0.111111");
-    EXPECT_EQ(error_of(olla_config{0.0, 0.5}), "olla.target_bler: 0 not in (0,0.5)");
-    EXPECT_EQ(error_of(olla_config{0.5, 0.5}), "olla.target_bler: 0.5 not in (0,0.5)");
-    EXPECT_EQ(error_of(olla_config{0.1, -0.5}), "olla.delta_down_db: -0.5 not > 0 and finite");
-    EXPECT_EQ(error_of(olla_config{0.1, 0.5, 0.0, 3.0, -3.0}),
+    EXPECT_EQ(error_of(olla_params{0.0, 0.5}), "olla.target_bler: 0 not in (0,0.5)");
+    EXPECT_EQ(error_of(olla_params{0.5, 0.5}), "olla.target_bler: 0.5 not in (0,0.5)");
+    EXPECT_EQ(error_of(olla_params{0.1, -0.5}), "olla.delta_down_db: -0.5 not > 0 and finite");
+    EXPECT_EQ(error_of(olla_params{0.1, 0.5, 0.0, 3.0, -3.0}),
               "olla.max_offset_db: -3 not > min_offset_db 3");
-    EXPECT_EQ(error_of(olla_config{0.1, 0.5, 0.0, -0.1, 0.1}),
+    EXPECT_EQ(error_of(olla_params{0.1, 0.5, 0.0, -0.1, 0.1}),
               "olla.max_offset_db: range 0.2 dB narrower than delta_down_db 0.5");
-    EXPECT_EQ(error_of(olla_config{0.1, 0.5, 0.0, -10, 10, 11}),
+    EXPECT_EQ(error_of(olla_params{0.1, 0.5, 0.0, -10, 10, 11}),
               "olla.initial_offset_db: 11 not in [-10, 10]");
 }
 
 TEST(linkadapt_olla, steps_up_on_ack_down_on_nack_and_is_clamped) {
-    olla o(olla_config{0.1, 0.9, 0.0, -1.0, 0.5});
+    olla o(olla_params{0.1, 0.9, 0.0, -1.0, 0.5});
     o.update(true);
     EXPECT_NEAR(o.offset_db(), 0.1, 1e-12);
     o.update(false);
@@ -190,7 +190,7 @@ TEST(linkadapt_olla, steps_up_on_ack_down_on_nack_and_is_clamped) {
 
 TEST(linkadapt_olla, offset_is_frozen_where_the_table_saturates) {
     const mcs_table t = mcs_table::evdo();
-    olla o(olla_config{0.1, 0.5});
+    olla o(olla_params{0.1, 0.5});
     EXPECT_EQ(olla::position_of(t, 9), mcs_position::highest);
     EXPECT_EQ(olla::position_of(t, 0), mcs_position::lowest);
     EXPECT_EQ(olla::position_of(t, 4), mcs_position::interior);
@@ -215,7 +215,7 @@ struct olla_run {
 
 olla_run run_olla(double target, bool fading, std::size_t n, std::uint64_t seed) {
     const mcs_table t = mcs_table::ofdm_provisional();
-    olla o(olla_config{target, 0.5, 0.0, -20.0, 20.0, 0.0});
+    olla o(olla_params{target, 0.5, 0.0, -20.0, 20.0, 0.0});
     std::mt19937_64 rng(seed);
     std::exponential_distribution<double> rayleigh_power(1.0);
     std::normal_distribution<double> cqi_noise(0.0, 1.0);

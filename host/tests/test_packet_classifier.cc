@@ -9,10 +9,10 @@
 namespace oppsched::ap {
 namespace {
 
-using Bytes = std::vector<std::uint8_t>;
+using byte_buffer = std::vector<std::uint8_t>;
 
-Bytes ipv4_to(std::uint8_t a, std::uint8_t b, std::uint8_t c, std::uint8_t d) {
-    Bytes p(20, 0);
+byte_buffer ipv4_to(std::uint8_t a, std::uint8_t b, std::uint8_t c, std::uint8_t d) {
+    byte_buffer p(20, 0);
     p[0] = 0x45;
     p[16] = a;
     p[17] = b;
@@ -21,8 +21,8 @@ Bytes ipv4_to(std::uint8_t a, std::uint8_t b, std::uint8_t c, std::uint8_t d) {
     return p;
 }
 
-Bytes ipv6_to_fd00_last(std::uint8_t last) {
-    Bytes p(40, 0);
+byte_buffer ipv6_to_fd00_last(std::uint8_t last) {
+    byte_buffer p(40, 0);
     p[0] = 0x60;
     p[24] = 0xfd;
     p[39] = last;
@@ -57,11 +57,11 @@ TEST(PacketClassifier, when_the_ip_header_is_truncated_or_not_ip_then_it_is_malf
     c.add(*parse_address("10.0.0.1"), 0);
     EXPECT_EQ(c.classify({}).what, packet_classifier::outcome::malformed);
     EXPECT_EQ(c.classify({0x45, 0x00}).what, packet_classifier::outcome::malformed);
-    Bytes short_ihl = ipv4_to(10, 0, 0, 1);
+    byte_buffer short_ihl = ipv4_to(10, 0, 0, 1);
     short_ihl[0] = 0x44;  // IHL 4 < 5
     EXPECT_EQ(c.classify(short_ihl).what, packet_classifier::outcome::malformed);
-    EXPECT_EQ(c.classify(Bytes(39, 0x60)).what, packet_classifier::outcome::malformed);
-    Bytes v5 = ipv4_to(10, 0, 0, 1);
+    EXPECT_EQ(c.classify(byte_buffer(39, 0x60)).what, packet_classifier::outcome::malformed);
+    byte_buffer v5 = ipv4_to(10, 0, 0, 1);
     v5[0] = 0x55;
     EXPECT_EQ(c.classify(v5).what, packet_classifier::outcome::malformed);
 }

@@ -18,10 +18,10 @@ using namespace oppsched::pdu;
 
 namespace {
 
-using Bytes = std::vector<std::uint8_t>;
+using byte_buffer = std::vector<std::uint8_t>;
 
-Bytes from_hex(const std::string& h) {
-    Bytes b;
+byte_buffer from_hex(const std::string& h) {
+    byte_buffer b;
     for (std::size_t i = 0; i + 1 < h.size(); i += 2) {
         if (!std::isxdigit(static_cast<unsigned char>(h[i]))) break;
         b.push_back(static_cast<std::uint8_t>(std::stoul(h.substr(i, 2), nullptr, 16)));
@@ -31,7 +31,7 @@ Bytes from_hex(const std::string& h) {
 
 // The vectors live beside this file, in the folder CMake names (OPPSCHED_MAC_TEST_VECTORS),
 // so the tests find them from any working directory.
-Bytes vector_file(const std::string& name) {
+byte_buffer vector_file(const std::string& name) {
     const std::string path = std::string(OPPSCHED_MAC_TEST_VECTORS) + "/" + name;
     std::ifstream f(path);
     EXPECT_TRUE(f.good()) << path;
@@ -40,21 +40,21 @@ Bytes vector_file(const std::string& name) {
     return from_hex(line);
 }
 
-Bytes str_bytes(const char* s) { return Bytes(s, s + std::strlen(s)); }
+byte_buffer str_bytes(const char* s) { return byte_buffer(s, s + std::strlen(s)); }
 
-void put16(Bytes& b, std::size_t off, std::uint16_t v) {
+void put16(byte_buffer& b, std::size_t off, std::uint16_t v) {
     b[off] = static_cast<std::uint8_t>(v >> 8);
     b[off + 1] = static_cast<std::uint8_t>(v);
 }
-void put32(Bytes& b, std::size_t off, std::uint32_t v) {
+void put32(byte_buffer& b, std::size_t off, std::uint32_t v) {
     put16(b, off, static_cast<std::uint16_t>(v >> 16));
     put16(b, off + 2, static_cast<std::uint16_t>(v));
 }
 // Recomputes the trailing CRC after a test edited the bytes, so the field checks run.
-void refix_crc(Bytes& b) { put32(b, b.size() - 4, crc32(b.data(), b.size() - 4)); }
+void refix_crc(byte_buffer& b) { put32(b, b.size() - 4, crc32(b.data(), b.size() - 4)); }
 
-Segment seg(std::uint16_t ps, std::uint16_t plen, std::uint16_t off, Bytes data) {
-    Segment s;
+pdu_segment seg(std::uint16_t ps, std::uint16_t plen, std::uint16_t off, byte_buffer data) {
+    pdu_segment s;
     s.packet_seq = ps;
     s.packet_len = plen;
     s.offset = off;
@@ -62,8 +62,8 @@ Segment seg(std::uint16_t ps, std::uint16_t plen, std::uint16_t off, Bytes data)
     return s;
 }
 
-Bytes two_packets_pdu() {
-    Pdu p;
+byte_buffer two_packets_pdu() {
+    mac_pdu p;
     p.header.user = 3;
     p.header.seq = 0x01020304;
     p.header.price_s = 0.25f;
@@ -76,7 +76,7 @@ Bytes two_packets_pdu() {
 // ---- CRC-32 ----------------------------------------------------------------------------
 
 TEST(Crc32, known_answer_123456789_is_cbf43926) {
-    const Bytes b = str_bytes("123456789");
+    const byte_buffer b = str_bytes("123456789");
     EXPECT_EQ(crc32(b), 0xCBF43926u);
     EXPECT_EQ(crc32_bitwise(b.data(), b.size()), 0xCBF43926u);
     EXPECT_EQ(crc32(nullptr, 0), 0u);
@@ -84,7 +84,7 @@ TEST(Crc32, known_answer_123456789_is_cbf43926) {
 
 TEST(Crc32, slicing_by_8_matches_boost_and_bitwise_for_every_length_and_alignment) {
     std::mt19937_64 rng(7);
-    Bytes buf(2100);
+    byte_buffer buf(2100);
     for (auto& x : buf) x = static_cast<std::uint8_t>(rng());
     for (std::size_t len = 0; len < 300; ++len) {
         for (std::size_t start : {0, 1, 3, 7}) {
@@ -100,18 +100,18 @@ TEST(Crc32, slicing_by_8_matches_boost_and_bitwise_for_every_length_and_alignmen
 }
 
 TEST(Crc32, chaining_equals_one_pass) {
-    const Bytes a = str_bytes("12345"), b = str_bytes("6789");
+    const byte_buffer a = str_bytes("12345"), b = str_bytes("6789");
     EXPECT_EQ(crc32(b, crc32(a)), 0xCBF43926u);
 }
 
 // ---- Golden vectors ----------------------------------------------------------------------
 
 TEST(PduGolden, two_packets_vector_parses_to_its_fields) {
-    const Bytes b = vector_file("pdu_v1_two_packets.hex");
+    const byte_buffer b = vector_file("pdu_v1_two_packets.hex");
     ASSERT_EQ(b.size(), 64u);
     auto r = parse(b);
     ASSERT_TRUE(r.ok()) << r.error();
-    const Pdu& p = r.value();
+    const mac_pdu& p = r.value();
     EXPECT_EQ(p.header.user, 3);
     EXPECT_EQ(p.header.seq, 0x01020304u);
     ASSERT_TRUE(p.header.price_s);
@@ -132,7 +132,7 @@ TEST(PduGolden, two_packets_vector_parses_to_its_fields) {
 }
 
 TEST(PduGolden, continuation_vector_without_price_parses_to_its_fields) {
-    const Bytes b = vector_file("pdu_v1_continuation_no_price.hex");
+    const byte_buffer b = vector_file("pdu_v1_continuation_no_price.hex");
     auto r = parse(b);
     ASSERT_TRUE(r.ok()) << r.error();
     EXPECT_EQ(r->header.user, 0);
@@ -144,14 +144,14 @@ TEST(PduGolden, continuation_vector_without_price_parses_to_its_fields) {
     EXPECT_EQ(r->segments[0].data, str_bytes("abcdef"));
     EXPECT_FALSE(r->segments[0].first());
     EXPECT_TRUE(r->segments[0].last());
-    Pdu p;
+    mac_pdu p;
     p.header.seq = 0xFFFFFFFF;
     p.segments = {seg(8, 10, 4, str_bytes("abcdef"))};
     EXPECT_EQ(serialize(p, 34).value(), b);
 }
 
 TEST(PduGolden, empty_vector_is_the_smallest_pdu) {
-    const Bytes b = vector_file("pdu_v1_empty.hex");
+    const byte_buffer b = vector_file("pdu_v1_empty.hex");
     ASSERT_EQ(b.size(), kMinPduBytes);
     auto r = parse(b);
     ASSERT_TRUE(r.ok()) << r.error();
@@ -163,10 +163,10 @@ TEST(PduGolden, empty_vector_is_the_smallest_pdu) {
 
 // ---- Round trips and errors -------------------------------------------------------------
 
-TEST(Pdu, random_pdus_round_trip) {
+TEST(mac_pdu, random_pdus_round_trip) {
     std::mt19937_64 rng(99);
     for (int k = 0; k < 2000; ++k) {
-        Pdu p;
+        mac_pdu p;
         p.header.user = static_cast<std::uint16_t>(rng());
         p.header.seq = static_cast<std::uint32_t>(rng());
         if (rng() & 1) p.header.price_s = static_cast<float>(rng() % 100000) * 1e-4f;
@@ -174,7 +174,7 @@ TEST(Pdu, random_pdus_round_trip) {
         std::uint16_t ps = static_cast<std::uint16_t>(rng());
         for (int i = 0; i < n; ++i) {
             const std::uint16_t len = static_cast<std::uint16_t>(1 + rng() % 300);
-            Bytes d(len);
+            byte_buffer d(len);
             for (auto& x : d) x = static_cast<std::uint8_t>(rng());
             // First segment may be a continuation, last may be unfinished.
             std::uint16_t plen = len, off = 0;
@@ -204,17 +204,17 @@ TEST(Pdu, random_pdus_round_trip) {
     }
 }
 
-struct BadPdu {
+struct bad_pdu {
     const char* name;
-    std::function<void(Bytes&)> corrupt;  // edits the 64-byte two-packet PDU
+    std::function<void(byte_buffer&)> corrupt;  // edits the 64-byte two-packet PDU
     bool fix_crc;
     const char* expect;  // substring of the error: field and value
 };
 
-class PduMalformed : public ::testing::TestWithParam<BadPdu> {};
+class pdu_malformed : public ::testing::TestWithParam<bad_pdu> {};
 
-TEST_P(PduMalformed, parse_error_names_the_field_and_value) {
-    Bytes b = two_packets_pdu();
+TEST_P(pdu_malformed, parse_error_names_the_field_and_value) {
+    byte_buffer b = two_packets_pdu();
     GetParam().corrupt(b);
     if (GetParam().fix_crc) refix_crc(b);
     auto r = parse(b);
@@ -223,48 +223,50 @@ TEST_P(PduMalformed, parse_error_names_the_field_and_value) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Pdu, PduMalformed,
+    mac_pdu, pdu_malformed,
     ::testing::Values(
-        BadPdu{"too_short", [](Bytes& b) { b.resize(19); }, false, "pdu.length: 19"},
-        BadPdu{"crc", [](Bytes& b) { b[20] ^= 1; }, false, "pdu.crc32: 0x4b449f17"},
-        BadPdu{"version", [](Bytes& b) { b[0] = 2; }, true, "pdu.version: 2"},
-        BadPdu{"flags", [](Bytes& b) { b[1] = 0x81; }, true, "pdu.flags: 129"},
-        BadPdu{"nan_price", [](Bytes& b) { put32(b, 8, 0x7FC00000); }, true,
-               "pdu.price: 0x7fc00000"},
-        BadPdu{"negative_price", [](Bytes& b) { put32(b, 8, 0xBF800000); }, true,
-               "pdu.price: 0xbf800000"},
-        BadPdu{"payload_len", [](Bytes& b) { put16(b, 14, 45); }, true, "pdu.payload_len: 45"},
-        BadPdu{"payload_len_short", [](Bytes& b) { put16(b, 14, 30); }, true,
-               "pdu.payload_len: 30"},
-        BadPdu{"n_segments_many", [](Bytes& b) { put16(b, 12, 60000); }, true,
-               "pdu.n_segments: 60000"},
-        BadPdu{"n_segments_one", [](Bytes& b) { put16(b, 12, 1); }, true, "pdu.payload_len: 25"},
-        BadPdu{"seg_len_past_payload", [](Bytes& b) { put16(b, 22, 200); }, true,
-               "pdu.segment[0].seg_len: 200"},
-        BadPdu{"seg_len_zero", [](Bytes& b) { put16(b, 22, 0); }, true,
-               "pdu.segment[0].seg_len: 0"},
-        BadPdu{"past_packet_len", [](Bytes& b) { put16(b, 18, 4); }, true,
-               "pdu.segment[0].seg_len: 5"},
-        BadPdu{"packet_len_zero", [](Bytes& b) { put16(b, 18, 0); }, true,
-               "pdu.segment[0].packet_len: 0"},
-        BadPdu{"continuation_not_first", [](Bytes& b) { put16(b, 33, 1); }, true,
-               "pdu.segment[1].offset: 1"},
-        BadPdu{"unfinished_not_last", [](Bytes& b) { put16(b, 18, 6); }, true,
-               "pdu.segment[0].seg_len: 5"}),
+        bad_pdu{"too_short", [](byte_buffer& b) { b.resize(19); }, false, "pdu.length: 19"},
+        bad_pdu{"crc", [](byte_buffer& b) { b[20] ^= 1; }, false, "pdu.crc32: 0x4b449f17"},
+        bad_pdu{"version", [](byte_buffer& b) { b[0] = 2; }, true, "pdu.version: 2"},
+        bad_pdu{"flags", [](byte_buffer& b) { b[1] = 0x81; }, true, "pdu.flags: 129"},
+        bad_pdu{"nan_price", [](byte_buffer& b) { put32(b, 8, 0x7FC00000); }, true,
+                "pdu.price: 0x7fc00000"},
+        bad_pdu{"negative_price", [](byte_buffer& b) { put32(b, 8, 0xBF800000); }, true,
+                "pdu.price: 0xbf800000"},
+        bad_pdu{"payload_len", [](byte_buffer& b) { put16(b, 14, 45); }, true,
+                "pdu.payload_len: 45"},
+        bad_pdu{"payload_len_short", [](byte_buffer& b) { put16(b, 14, 30); }, true,
+                "pdu.payload_len: 30"},
+        bad_pdu{"n_segments_many", [](byte_buffer& b) { put16(b, 12, 60000); }, true,
+                "pdu.n_segments: 60000"},
+        bad_pdu{"n_segments_one", [](byte_buffer& b) { put16(b, 12, 1); }, true,
+                "pdu.payload_len: 25"},
+        bad_pdu{"seg_len_past_payload", [](byte_buffer& b) { put16(b, 22, 200); }, true,
+                "pdu.segment[0].seg_len: 200"},
+        bad_pdu{"seg_len_zero", [](byte_buffer& b) { put16(b, 22, 0); }, true,
+                "pdu.segment[0].seg_len: 0"},
+        bad_pdu{"past_packet_len", [](byte_buffer& b) { put16(b, 18, 4); }, true,
+                "pdu.segment[0].seg_len: 5"},
+        bad_pdu{"packet_len_zero", [](byte_buffer& b) { put16(b, 18, 0); }, true,
+                "pdu.segment[0].packet_len: 0"},
+        bad_pdu{"continuation_not_first", [](byte_buffer& b) { put16(b, 33, 1); }, true,
+                "pdu.segment[1].offset: 1"},
+        bad_pdu{"unfinished_not_last", [](byte_buffer& b) { put16(b, 18, 6); }, true,
+                "pdu.segment[0].seg_len: 5"}),
     [](const auto& info) { return std::string(info.param.name); });
 
-TEST(Pdu, fuzzed_pdus_with_valid_crc_never_overread) {
+TEST(mac_pdu, fuzzed_pdus_with_valid_crc_never_overread) {
     std::mt19937_64 rng(5);
-    const Bytes base = two_packets_pdu();
+    const byte_buffer base = two_packets_pdu();
     int ok = 0, bad = 0;
     for (int k = 0; k < 20000; ++k) {
-        Bytes b = base;
+        byte_buffer b = base;
         const int flips = 1 + static_cast<int>(rng() % 3);
         for (int f = 0; f < flips; ++f)
             b[rng() % (b.size() - 4)] ^= static_cast<std::uint8_t>(1u << (rng() % 8));
         if (rng() % 4 == 0) b.resize(kMinPduBytes + rng() % (b.size() - kMinPduBytes));
         refix_crc(b);
-        Result<PduView> r = Error{""};
+        expected<pdu_view> r = error_info{""};
         ASSERT_NO_THROW(r = parse_view(b.data(), b.size()));
         if (!r.ok()) {
             ++bad;
@@ -272,7 +274,7 @@ TEST(Pdu, fuzzed_pdus_with_valid_crc_never_overread) {
             continue;
         }
         ++ok;
-        for (const SegmentView& s : r->segments) {
+        for (const segment_view& s : r->segments) {
             EXPECT_GE(s.data, b.data() + kHeaderBytes + kSegmentHeaderBytes);
             EXPECT_LE(s.data + s.seg_len, b.data() + b.size() - kCrcBytes);
             EXPECT_LE(std::size_t{s.offset} + s.seg_len, s.packet_len);
@@ -282,9 +284,9 @@ TEST(Pdu, fuzzed_pdus_with_valid_crc_never_overread) {
     EXPECT_GT(bad, 100);
 }
 
-TEST(Pdu, serialize_rejects_bad_sizes_prices_and_segments) {
-    Pdu p;
-    p.segments = {seg(1, 10, 0, Bytes(10, 1))};
+TEST(mac_pdu, serialize_rejects_bad_sizes_prices_and_segments) {
+    mac_pdu p;
+    p.segments = {seg(1, 10, 0, byte_buffer(10, 1))};
     EXPECT_NE(serialize(p, 19).error().find("pdu.tb_bytes: 19"), std::string::npos);
     EXPECT_NE(serialize(p, 70000).error().find("pdu.tb_bytes: 70000"), std::string::npos);
     EXPECT_NE(serialize(p, 37).error().find("pdu.tb_bytes: 37"), std::string::npos);  // needs 38
@@ -292,8 +294,8 @@ TEST(Pdu, serialize_rejects_bad_sizes_prices_and_segments) {
     p.header.price_s = std::numeric_limits<float>::infinity();
     EXPECT_NE(serialize(p, 38).error().find("pdu.price"), std::string::npos);
     p.header.price_s = 0.5f;
-    p.segments = {seg(1, 20, 0, Bytes(10, 1)), seg(2, 10, 0, Bytes(10, 1))};
+    p.segments = {seg(1, 20, 0, byte_buffer(10, 1)), seg(2, 10, 0, byte_buffer(10, 1))};
     EXPECT_NE(serialize(p, 100).error().find("pdu.segment[0].seg_len: 10"), std::string::npos);
-    p.segments = {seg(1, 10, 0, Bytes(10, 1)), seg(2, 20, 5, Bytes(10, 1))};
+    p.segments = {seg(1, 10, 0, byte_buffer(10, 1)), seg(2, 20, 5, byte_buffer(10, 1))};
     EXPECT_NE(serialize(p, 100).error().find("pdu.segment[1].offset: 5"), std::string::npos);
 }

@@ -1,4 +1,4 @@
-// PacketFifo and QueueSet: per-user queues and the shared (802.11-like) FIFO.
+// packet_fifo and queue_set: per-user queues and the shared (802.11-like) FIFO.
 #include <gtest/gtest.h>
 
 #include <stdexcept>
@@ -12,20 +12,20 @@ using namespace oppsched::aqm::testing;
 
 namespace {
 
-Packet for_user(std::uint32_t user, std::uint64_t id, std::size_t size = 1000) {
+ip_packet for_user(std::uint32_t user, std::uint64_t id, std::size_t size = 1000) {
     return make_packet(data_packet(size, 0, static_cast<std::uint16_t>(5000 + user)), id, user);
 }
 
-QueueSetConfig set_config(std::size_t users, QueueMode mode, std::size_t limit_packets) {
-    QueueSetConfig c;
+queue_set_params set_config(std::size_t users, queue_mode mode, std::size_t limit_packets) {
+    queue_set_params c;
     c.users = users;
     c.mode = mode;
     c.aqm.limits = {0, limit_packets};
     return c;
 }
 
-TEST(PacketFifo, counts_bytes_and_packets_against_both_limits) {
-    PacketFifo f(QueueLimits{2500, 3});
+TEST(packet_fifo, counts_bytes_and_packets_against_both_limits) {
+    packet_fifo f(queue_limits{2500, 3});
     EXPECT_TRUE(f.fits(2500));
     EXPECT_FALSE(f.fits(2501));
     f.push(for_user(0, 0, 1000));
@@ -41,8 +41,8 @@ TEST(PacketFifo, counts_bytes_and_packets_against_both_limits) {
     EXPECT_EQ(f.bytes(), 1500u);
 }
 
-TEST(QueueSet, per_user_queues_are_independent_and_report_backlog) {
-    QueueSet q(set_config(3, QueueMode::per_user, 2));
+TEST(queue_set, per_user_queues_are_independent_and_report_backlog) {
+    queue_set q(set_config(3, queue_mode::per_user, 2));
     EXPECT_EQ(q.queue_count(), 3u);
     EXPECT_TRUE(q.enqueue(for_user(0, 0), 0));
     EXPECT_TRUE(q.enqueue(for_user(2, 1), 0));
@@ -68,8 +68,8 @@ TEST(QueueSet, per_user_queues_are_independent_and_report_backlog) {
     EXPECT_EQ(drops[0].packet.id, 3u);
 }
 
-TEST(QueueSet, shared_fifo_serves_only_the_head_of_line_user) {
-    QueueSet q(set_config(3, QueueMode::shared, 10));
+TEST(queue_set, shared_fifo_serves_only_the_head_of_line_user) {
+    queue_set q(set_config(3, queue_mode::shared, 10));
     EXPECT_EQ(q.queue_count(), 1u);
     q.enqueue(for_user(1, 0), 0);
     q.enqueue(for_user(0, 1), 0);
@@ -89,21 +89,21 @@ TEST(QueueSet, shared_fifo_serves_only_the_head_of_line_user) {
     EXPECT_EQ(q.total_packets(), 0u);
 }
 
-TEST(QueueSet, shared_fifo_has_one_limit_for_all_users) {
-    QueueSet q(set_config(2, QueueMode::shared, 3));
+TEST(queue_set, shared_fifo_has_one_limit_for_all_users) {
+    queue_set q(set_config(2, queue_mode::shared, 3));
     for (std::uint64_t i = 0; i < 3; ++i) EXPECT_TRUE(q.enqueue(for_user(0, i), 0));
     EXPECT_FALSE(q.enqueue(for_user(1, 3), 0));
     EXPECT_EQ(q.packets(1), 0u);
     EXPECT_EQ(q.bytes(0), 3000u);
 }
 
-TEST(QueueSet, per_user_counts_follow_evictions_inside_the_shared_queue) {
-    QueueSetConfig c = set_config(2, QueueMode::shared, 2);
-    c.aqm.params = SpmAfParams{};
-    QueueSet q(c);
+TEST(queue_set, per_user_counts_follow_evictions_inside_the_shared_queue) {
+    queue_set_params c = set_config(2, queue_mode::shared, 2);
+    c.aqm.params = spm_af_params{};
+    queue_set q(c);
     q.enqueue(for_user(0, 0), 0);
     q.enqueue(for_user(0, 1), 0);
-    Packet hp = for_user(1, 2);
+    ip_packet hp = for_user(1, 2);
     hp.high_priority = true;
     EXPECT_TRUE(q.enqueue(std::move(hp), 0));  // evicts user 0's oldest packet
     EXPECT_EQ(q.packets(0), 1u);
@@ -111,14 +111,14 @@ TEST(QueueSet, per_user_counts_follow_evictions_inside_the_shared_queue) {
     EXPECT_EQ(q.bytes(0), 1000u);
     const auto drops = q.take_drops();
     ASSERT_EQ(drops.size(), 1u);
-    EXPECT_EQ(drops[0].reason, DropReason::evicted_low_priority);
+    EXPECT_EQ(drops[0].reason, drop_reason::evicted_low_priority);
 }
 
-TEST(QueueSet, shared_codel_keeps_a_new_head_of_line_when_it_drops_the_old_one) {
-    QueueSetConfig c = set_config(2, QueueMode::shared, 1000);
-    c.aqm.params = CodelParams{};
+TEST(queue_set, shared_codel_keeps_a_new_head_of_line_when_it_drops_the_old_one) {
+    queue_set_params c = set_config(2, queue_mode::shared, 1000);
+    c.aqm.params = codel_params{};
     c.aqm.ecn = false;
-    QueueSet q(c);
+    queue_set q(c);
     // Two packets of user 0, one of user 1, three of user 0, all queued at t = 0.
     std::uint64_t id = 0;
     for (; id < 2; ++id) q.enqueue(for_user(0, id), 0);
@@ -141,13 +141,13 @@ TEST(QueueSet, shared_codel_keeps_a_new_head_of_line_when_it_drops_the_old_one) 
     EXPECT_EQ(served + drops.size() + 1 + q.total_packets(), id);
 }
 
-TEST(QueueSet, bad_users_are_rejected) {
-    EXPECT_THROW(QueueSet(set_config(0, QueueMode::per_user, 10)), std::invalid_argument);
-    QueueSet q(set_config(2, QueueMode::per_user, 10));
+TEST(queue_set, bad_users_are_rejected) {
+    EXPECT_THROW(queue_set(set_config(0, queue_mode::per_user, 10)), std::invalid_argument);
+    queue_set q(set_config(2, queue_mode::per_user, 10));
     EXPECT_THROW(q.enqueue(for_user(2, 0), 0), std::out_of_range);
     EXPECT_THROW(q.dequeue(5, 0), std::out_of_range);
-    QueueSetConfig bad = set_config(2, QueueMode::per_user, 0);
-    EXPECT_THROW(QueueSet{bad}, std::invalid_argument);
+    queue_set_params bad = set_config(2, queue_mode::per_user, 0);
+    EXPECT_THROW(queue_set{bad}, std::invalid_argument);
 }
 
 }  // namespace

@@ -66,7 +66,7 @@ run_result run_backlogged(scheduler_policy& p, std::size_t slots, Gen&& gen) {
 }
 
 std::unique_ptr<scheduler_policy> make(std::size_t n, policy_params p) {
-    return make_scheduler(scheduler_config{n, std::move(p)});
+    return make_scheduler(scheduler_params{n, std::move(p)});
 }
 
 double min_over_max(const std::vector<double>& v) {

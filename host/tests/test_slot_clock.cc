@@ -15,8 +15,8 @@ slot_clock make(std::uint32_t lead = 2, std::int64_t backjump = 100, std::uint32
     return slot_clock(slot_clock_params{lead, backjump, cache});
 }
 
-wire::SlotGrant grant_for(std::uint64_t slot, std::uint16_t user) {
-    wire::SlotGrant g;
+wire::slot_grant grant_for(std::uint64_t slot, std::uint16_t user) {
+    wire::slot_grant g;
     g.slot = slot;
     g.empty = false;
     g.user = user;

@@ -9,13 +9,13 @@
 namespace oppsched::ap {
 namespace {
 
-SlotRow row(std::uint64_t slot) {
-    SlotRow r;
+slot_row row(std::uint64_t slot) {
+    slot_row r;
     r.slot = slot;
     return r;
 }
 
-std::vector<std::uint64_t> slots_of(const std::vector<SlotRow>& rows) {
+std::vector<std::uint64_t> slots_of(const std::vector<slot_row>& rows) {
     std::vector<std::uint64_t> s;
     for (const auto& r : rows) s.push_back(r.slot);
     return s;

@@ -50,7 +50,7 @@ TEST(StatsFields, harq_values_are_the_fields_of_the_same_name) {
 }
 
 TEST(StatsFields, aqm_total_drops_are_dropped_total_and_state_keeps_its_type) {
-    aqm::AqmStats s;
+    aqm::aqm_stats s;
     s.dropped[0] = 2;
     s.dropped[1] = 3;
     s.price = 0.25;
@@ -61,7 +61,7 @@ TEST(StatsFields, aqm_total_drops_are_dropped_total_and_state_keeps_its_type) {
     EXPECT_EQ(v.at("price"), 0.25);
     EXPECT_EQ(v.at("dropping"), 1);
     EXPECT_EQ(v.at("codel_count"), 7);
-    EXPECT_EQ(v.count("dropped"), 0u);  // per reason: AqmStats::dropped, not a scalar key
+    EXPECT_EQ(v.count("dropped"), 0u);  // per reason: aqm_stats::dropped, not a scalar key
     int doubles = 0, bools = 0, counters = 0;
     for_each_field(s, [&](const char*, const auto& value) {
         using T = std::decay_t<decltype(value)>;
@@ -81,16 +81,16 @@ TEST(StatsFields, every_struct_names_each_field_once) {
         return std::unique(k.begin(), k.end()) == k.end() && n > 0;
     };
     EXPECT_TRUE(unique(keys_of(harq::harq_stats{})));
-    EXPECT_TRUE(unique(keys_of(aqm::AqmStats{})));
-    EXPECT_TRUE(unique(keys_of(pdu::SegmenterStats{})));
-    EXPECT_TRUE(unique(keys_of(pdu::ReassemblerStats{})));
-    EXPECT_TRUE(unique(keys_of(tcpip::WindowTrackerStats{})));
-    EXPECT_TRUE(unique(keys_of(clamp::ClientStats{})));
-    EXPECT_TRUE(unique(keys_of(clamp::RouterStats{})));
-    EXPECT_TRUE(unique(keys_of(wire::SeqTracker::Stats{})));
-    EXPECT_EQ(keys_of(pdu::SegmenterStats{}).size(), 8u);
-    EXPECT_EQ(keys_of(pdu::ReassemblerStats{}).size(), 10u);
-    EXPECT_EQ(keys_of(tcpip::WindowTrackerStats{}).size(), 11u);
+    EXPECT_TRUE(unique(keys_of(aqm::aqm_stats{})));
+    EXPECT_TRUE(unique(keys_of(pdu::segmenter_stats{})));
+    EXPECT_TRUE(unique(keys_of(pdu::reassembler_stats{})));
+    EXPECT_TRUE(unique(keys_of(tcpip::window_tracker_stats{})));
+    EXPECT_TRUE(unique(keys_of(clamp::client_agent_stats{})));
+    EXPECT_TRUE(unique(keys_of(clamp::router_agent_stats{})));
+    EXPECT_TRUE(unique(keys_of(wire::seq_tracker::seq_stats{})));
+    EXPECT_EQ(keys_of(pdu::segmenter_stats{}).size(), 8u);
+    EXPECT_EQ(keys_of(pdu::reassembler_stats{}).size(), 10u);
+    EXPECT_EQ(keys_of(tcpip::window_tracker_stats{}).size(), 11u);
 }
 
 }  // namespace

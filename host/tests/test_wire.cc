@@ -9,8 +9,8 @@ using namespace oppsched;
 using namespace oppsched::wire;
 
 namespace {
-std::vector<Message> one_of_each() {
-    SlotGrant g;
+std::vector<message> one_of_each() {
+    slot_grant g;
     g.slot = 123456789012ull;
     g.empty = false;
     g.user = 3;
@@ -19,7 +19,7 @@ std::vector<Message> one_of_each() {
     g.ndi = 1;
     g.rv = 2;
     g.tb = {1, 2, 3, 4, 5};
-    RxIndication rx;
+    rx_indication rx;
     rx.slot = 42;
     rx.user = 2;
     rx.mcs = 7;
@@ -28,12 +28,12 @@ std::vector<Message> one_of_each() {
     rx.cqi = 11;
     rx.combined = 2;
     rx.tb = std::vector<std::uint8_t>(300, 0xab);
-    return {SlotRequest{99, -5},
+    return {slot_request{99, -5},
             g,
             rx,
-            CqiReport{4, 77, -3.5f, 2},
-            HarqFeedback{1, 8, 3, true},
-            UplinkPacket{9, std::vector<std::uint8_t>(1500, 0x45)}};
+            cqi_report{4, 77, -3.5f, 2},
+            harq_feedback{1, 8, 3, true},
+            uplink_packet{9, std::vector<std::uint8_t>(1500, 0x45)}};
 }
 
 std::string hex(const std::vector<std::uint8_t>& v) {
@@ -62,7 +62,7 @@ TEST(Wire, every_message_type_round_trips_with_its_sequence_number) {
 // Golden vectors: the byte layout documented in wire.h. A change here breaks every peer.
 TEST(Wire, golden_cqi_report_and_slot_request_bytes) {
     // Expected bytes made independently with Python: struct.pack(">IBBHII", ...) + zlib.crc32.
-    EXPECT_EQ(hex(encode(CqiReport{4, 77, -3.5f, 2}, 7)),
+    EXPECT_EQ(hex(encode(cqi_report{4, 77, -3.5f, 2}, 7)),
               "4f505053"
               "01"
               "04"
@@ -74,7 +74,7 @@ TEST(Wire, golden_cqi_report_and_slot_request_bytes) {
               "c0600000"
               "02"          // user slot snr cqi
               "68d20488");  // CRC-32
-    const auto req = encode(SlotRequest{1, 1667000}, 0);
+    const auto req = encode(slot_request{1, 1667000}, 0);
     ASSERT_EQ(req.size(), 16u + 16u + 4u);
     EXPECT_EQ(hex(std::vector<std::uint8_t>(req.begin(), req.begin() + 32)),
               "4f5050530101000000000000000000100000000000000001"
@@ -107,7 +107,7 @@ TEST(Wire, truncated_flipped_and_garbage_frames_return_errors_never_crash) {
 }
 
 TEST(Wire, errors_name_the_field_and_value) {
-    auto f = encode(HarqFeedback{1, 2, 3, true}, 5);
+    auto f = encode(harq_feedback{1, 2, 3, true}, 5);
     f[5] = 77;  // type
     // fix the CRC so the type check is what fails
     const auto crc = crc32(f.data(), f.size() - 4);
@@ -117,19 +117,19 @@ TEST(Wire, errors_name_the_field_and_value) {
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.error(), "header.type: 77 is not a known message type (1..6)");
 
-    const auto big = encode(UplinkPacket{1, std::vector<std::uint8_t>(1000)}, 1);
+    const auto big = encode(uplink_packet{1, std::vector<std::uint8_t>(1000)}, 1);
     const auto r2 = decode(big.data(), big.size(), 512);
     ASSERT_FALSE(r2.ok());
     EXPECT_NE(r2.error().find("exceed the limit of 512"), std::string::npos);
 }
 
 TEST(Wire, oversized_payload_cannot_be_encoded) {
-    UplinkPacket p{1, std::vector<std::uint8_t>(70000)};
+    uplink_packet p{1, std::vector<std::uint8_t>(70000)};
     EXPECT_THROW(encode(p, 1), std::invalid_argument);
 }
 
-TEST(SeqTracker, counts_gaps_reordering_and_peer_restarts) {
-    SeqTracker t;
+TEST(seq_tracker, counts_gaps_reordering_and_peer_restarts) {
+    seq_tracker t;
     EXPECT_EQ(t.on_receive(10), 0u);
     EXPECT_EQ(t.on_receive(11), 0u);
     EXPECT_EQ(t.on_receive(15), 3u);  // 12, 13, 14 missing
@@ -140,7 +140,7 @@ TEST(SeqTracker, counts_gaps_reordering_and_peer_restarts) {
     EXPECT_EQ(t.stats().out_of_order, 1u);
     EXPECT_EQ(t.stats().restarts, 1u);
     EXPECT_EQ(t.stats().received, 6u);
-    SeqTracker w;  // wrap-around is in sequence
+    seq_tracker w;  // wrap-around is in sequence
     w.on_receive(0xffffffffu);
     EXPECT_EQ(w.on_receive(0), 0u);
     EXPECT_EQ(w.stats().lost, 0u);

@@ -164,7 +164,7 @@ class _PhySetup:
     def slots(self, mcs: int, n: int):
         """n (header fields, TB, samples) of back-to-back slots, HARQ processes k mod 2."""
         phy = self.phy
-        tbb = phy.mcs_table.tb_bytes(mcs, self.num)
+        tbb = phy.mcs_set.tb_bytes(mcs, self.num)
         out = []
         ndi = [False, False]
         for k in range(n):
@@ -181,7 +181,7 @@ class _PhySetup:
 
 def bench_tx(s: _PhySetup, min_time: float, mcs: int = 7) -> dict:
     phy = s.phy
-    tbb = phy.mcs_table.tb_bytes(mcs, s.num)
+    tbb = phy.mcs_set.tb_bytes(mcs, s.num)
     tbs = [s.rng.bytes(tbb) for _ in range(64)]
     hdrs = [phy.header_fields(user=1, mcs=mcs, harq_process=k % 2, ndi=bool(k % 4 < 2),
                               rv=0, tb_bytes=tbb, slot=k) for k in range(64)]

@@ -322,7 +322,7 @@ def write_all(cfg: dict, lay: Layout) -> dict[str, Path]:
         # to both through one CSV, so that grant.mcs means the same rate on both sides.
         t = cfg["phy"]["shannon_table"]
         path = lay.rundir / "mcs_table.csv"
-        path.write_text(mac.McsTable.shannon(t["w0_hz"], t["cmax_bps"], t["levels"]).to_csv())
+        path.write_text(mac.mcs_table.shannon(t["w0_hz"], t["cmax_bps"], t["levels"]).to_csv())
         lay.mcs_table = str(path)
 
     def dump(name: str, data: dict) -> Path:

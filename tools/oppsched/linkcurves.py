@@ -241,11 +241,11 @@ class SweepConfig:
             if self.tbs < 1:
                 raise ConfigError(f"--tbs: {self.tbs} not >= 1 (bytes)")
             for m in self.mcs:
-                cap = phy.mcs_table.tb_bytes(m, num)
+                cap = phy.mcs_set.tb_bytes(m, num)
                 if self.tbs > cap:
                     raise ConfigError(
                         f"--tbs: {self.tbs} bytes does not fit MCS {m} "
-                        f"({phy.mcs_table.get(m).name}) in a {self.profile} slot at "
+                        f"({phy.mcs_set.get(m).name}) in a {self.profile} slot at "
                         f"{self.sample_rate:g} Hz (at most {cap} bytes)")
                 if self.tbs > 65535:
                     raise ConfigError(f"--tbs: {self.tbs} exceeds the header's 16-bit field")
@@ -273,7 +273,7 @@ class Chain:
         self.mod = phy.ofdm_modulator(self.num)
 
     def tb_bytes(self, mcs: int) -> int:
-        return int(self.cfg.tbs or self.phy.mcs_table.tb_bytes(mcs, self.num))
+        return int(self.cfg.tbs or self.phy.mcs_set.tb_bytes(mcs, self.num))
 
     def emulator(self, snr_db: float, seed: int):
         phy, cfg = self.phy, self.cfg
@@ -488,7 +488,7 @@ class PointRunner:
 
     def result(self) -> dict:
         chain, mcs = self.chain, self.mcs
-        info = chain.phy.mcs_table.get(mcs)
+        info = chain.phy.mcs_set.get(mcs)
         n_tb = len(self.tb_needed)
         row = {
             "mcs": mcs,
@@ -539,7 +539,7 @@ def run_sweep(cfg: SweepConfig, log=None) -> list[dict]:
     done = 0
     t_start = time.monotonic()
     for mcs in cfg.mcs:
-        info = chain.phy.mcs_table.get(mcs)
+        info = chain.phy.mcs_set.get(mcs)
         for i, snr in enumerate(cfg.snrs):
             t0, c0 = time.monotonic(), time.process_time()
 
@@ -675,7 +675,7 @@ def summarize(rows: list[dict], target: float = 0.1, meta: Optional[dict] = None
     out = []
     for m in sorted(by_mcs):
         rs = sorted(by_mcs[m], key=lambda r: r["snr_db"])
-        info = phy.mcs_table.get(m)
+        info = phy.mcs_set.get(m)
         se = float(info.spectral_efficiency)
         snr, status = snr_at_bler([r["snr_db"] for r in rs], [r["bler"] for r in rs], target)
         tb_se = float(rs[0].get("tb_bits_per_re", float("nan")))
@@ -752,8 +752,8 @@ def derive_table(summary: dict, profile: str, sample_rate: float,
             thr = prev + 0.1
         thr = round(thr, 2)
         prev = thr
-        info = phy.mcs_table.get(m)
-        tb = phy.mcs_table.tb_bytes(m, num)
+        info = phy.mcs_set.get(m)
+        tb = phy.mcs_set.tb_bytes(m, num)
         rows.append((info.name, thr, 8.0 * tb / slot_s, info.bits_per_symbol,
                      info.code_rate, tb))
     lines = [
@@ -772,8 +772,8 @@ def derive_table(summary: dict, profile: str, sample_rate: float,
 
 
 def load_table(text: str, name: str = "linkcurves"):
-    """The derived table through the MAC's own parser (oppsched.mac.McsTable.from_csv)."""
-    return mac.McsTable.from_csv(text, name)
+    """The derived table through the MAC's own parser (oppsched.mac.mcs_table.from_csv)."""
+    return mac.mcs_table.from_csv(text, name)
 
 
 # ---------------------------------------------------------------------------------------
@@ -1019,7 +1019,7 @@ def add_parsers(sub) -> None:
         "mcstable", help="derive the CQI -> MCS table from measured link curves",
         description="Per MCS the SNR at the target first-transmission BLER (interpolated in "
         "log BLER) -> a CSV name,min_snr_db,rate_bps,bits_per_symbol,code_rate for "
-        "oppsched.mac.McsTable.from_csv / the apd's link_adaptation.table.")
+        "oppsched.mac.mcs_table.from_csv / the apd's link_adaptation.table.")
     mt.add_argument("curves", help="linkcurves.csv written by `oppsched linkcurves`")
     mt.add_argument("--out", required=True, help="table CSV to write")
     mt.add_argument("--profile", default=None, help="evdo | 3ms (default: from the CSV)")

@@ -18,11 +18,11 @@ from oppsched import mac
 
 # ---- from the C++ -----------------------------------------------------------------------
 SCHEDULERS = tuple(mac.SCHEDULER_KINDS)  # sched.h's policies (the apd's scheduler.kind)
-AQM_KINDS = tuple(mac.AQM_KINDS)  # aqm.h's AqmKind
+AQM_KINDS = tuple(mac.AQM_KINDS)  # aqm.h's aqm_kind
 MARKING_AQMS = tuple(mac.MARKING_AQM_KINDS)  # aqm.h's marks_ecn: these mark ECT packets
 TABLE_PRESETS = tuple(mac.MCS_TABLE_NAMES)  # ap_core.h: the MCS tables the apd builds by name
 SHANNON_TABLE_DEFAULTS = dict(mac.SHANNON_TABLE_DEFAULTS)  # eq. 18's W0, C_max and levels
-FADING_MODELS = tuple(mac.FADING_MODELS)  # what oppsched.mac.Jakes builds (fading.h)
+FADING_MODELS = tuple(mac.FADING_MODELS)  # what oppsched.mac.fading_channel builds (fading.h)
 PROFILES = tuple(_phy.numerology.profile_names())  # numerology.h: the slot numerologies
 FECS = tuple(_phy.fec_names())  # numerology.h's fec_scheme
 

@@ -143,7 +143,7 @@ def stats_after_usr1(p: subprocess.Popen, path: Path, want, timeout: float = 5) 
 
 
 class FakePhy:
-    """PUSH SlotRequests to the apd, PULL its SlotGrants."""
+    """PUSH slot_requests to the apd, PULL its slot_grants."""
 
     def __init__(self, ctx, bed: Bed, first_seq: int = 0):
         self.req = ctx.socket(zmq.PUSH)
@@ -234,7 +234,7 @@ def test_invalid_config_exits_2_naming_the_field_and_creates_no_tun(bed):
         ({"clamp": {"enabled": True, "a_bytes": -1}}, "clamp.a_bytes: -1"),
         ({"bogus": 1}, "bogus: unknown key"),
         ({"scheduler": {"kind": "pf", "alpha": "fast"}}, "scheduler.alpha: 'fast' is not a number"),
-        ({"zmq": {"max_msg_bytes": 2000}}, "zmq.max_msg_bytes: 2000 < 3787, the largest SlotGrant"),
+        ({"zmq": {"max_msg_bytes": 2000}}, "zmq.max_msg_bytes: 2000 < 3787, the largest slot_grant"),
         ({"users": [{"id": 0, "name": "ue0", "addresses": ["10.77.0.300"]}]},
          "users[0].addresses[0]: '10.77.0.300' is not an IPv4 or IPv6 address"),
     ]
@@ -347,7 +347,7 @@ def test_downlink_packet_comes_back_in_a_grant_and_uplink_reaches_the_tun(bed):
         # An unknown destination inside the TUN's prefix: counted, dropped.
         send_udp_in_ns(bed, "10.77.0.99", 9, b"nobody")
 
-        # Uplink: an UplinkPacket is written to the TUN, where the kernel delivers it.
+        # Uplink: an uplink_packet is written to the TUN, where the kernel delivers it.
         listener = subprocess.Popen(
             ["ip", "netns", "exec", bed.ns, "python3", "-c",
              "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "

@@ -5,7 +5,7 @@ receiver's ACKs (IPv4 and IPv6) with fail-open when the price stops.
 
 The daemon runs in its own network namespace with a persistent TUN (`ip tuntap add mode
 tun`) made by oppsched.netns.Session, which removes everything at the end whatever happens.
-The test plays the PHY (a PUSH socket on the client's rx endpoint, RxIndications carrying
+The test plays the PHY (a PUSH socket on the client's rx endpoint, rx_indications carrying
 MAC PDUs built with oppsched.mac.serialize_pdu) and the AP (a PULL socket bound on the
 uplink endpoint, frames decoded with oppsched.mac.wire.decode). The servers are forged with
 scapy. ipc:// endpoints live in the file system, so they cross namespaces.
@@ -109,7 +109,7 @@ CLIENT6, SERVER6 = "fd00:2::1", "fd00:1::1"
 
 
 class FakePhy:
-    """Pushes RxIndications to the client's rx endpoint, one PDU per addressed slot."""
+    """Pushes rx_indications to the client's rx endpoint, one PDU per addressed slot."""
 
     def __init__(self, sock: zmq.Socket, user: int = 0):
         self.sock = sock

@@ -111,7 +111,7 @@ def test_summary_and_plot_are_written(tiny):
 
 def test_derived_table_loads_in_the_mac_and_maps_higher_snr_to_higher_mcs(tiny):
     text = (tiny / "table.csv").read_text()
-    t = mac.McsTable.from_csv(text, "measured")
+    t = mac.mcs_table.from_csv(text, "measured")
     # MCS 1 was not measured: the table is MCS 0 only (rows must be MCS 0..K in order)
     assert len(t) == 1 and t[0].name == "BPSK 1/2"
     assert t.bytes_per_slot(0, 1.667e-3) == 35  # rate_bps gives back the PHY's TB size (LDPC)
@@ -138,7 +138,7 @@ def test_mcstable_command_gives_increasing_thresholds_and_rates(tmp_path):
                        fec="ldpc", sample_rate_hz=1e6) for r in synthetic_rows(thr)], curves)
     out = tmp_path / "table.csv"
     assert cli.main(["mcstable", str(curves), "--out", str(out)]) == 0
-    t = mac.McsTable.from_csv(out.read_text(), "synthetic")
+    t = mac.mcs_table.from_csv(out.read_text(), "synthetic")
     assert len(t) == 8
     ths = t.thresholds_db
     assert all(b > a for a, b in zip(ths, ths[1:]))
@@ -155,13 +155,13 @@ def test_mcstable_command_gives_increasing_thresholds_and_rates(tmp_path):
 
     num = phy.numerology.profile("3ms", 1e6)
     assert [t.bytes_per_slot(m, 3e-3) for m in range(8)] == [
-        phy.mcs_table.tb_bytes(m, num) for m in range(8)]
+        phy.mcs_set.tb_bytes(m, num) for m in range(8)]
 
 
 def test_a_threshold_not_above_the_previous_one_is_raised_and_the_table_still_loads():
     s = lc.summarize(synthetic_rows([2.0, 6.0, 5.0]), 0.1)
     text, warnings = lc.derive_table(s, "evdo", 1e6)
-    t = mac.McsTable.from_csv(text, "bumped")
+    t = mac.mcs_table.from_csv(text, "bumped")
     assert len(t) == 3
     assert t.thresholds_db[2] == pytest.approx(t.thresholds_db[1] + 0.1)
     assert any("MCS 2" in w for w in warnings)

@@ -19,7 +19,7 @@ def test_make_scheduler_step_returns_an_index_or_minus_one():
 
 
 def test_clamp_receiver_defaults_and_slow_start():
-    r = mac.ClampReceiver(tau_bytes=500, alpha_packets=1000, beta=0.001, mss_bytes=1448)
+    r = mac.client_agent(tau_bytes=500, alpha_packets=1000, beta=0.001, mss_bytes=1448)
     w0 = r.w
     adv = r.on_data(0.0, 1448, 0.0, 65535)
     r.on_data(0.01, 1448, 0.0, 65535)
@@ -29,7 +29,7 @@ def test_clamp_receiver_defaults_and_slow_start():
 
 
 def test_clamp_price_is_zero_below_a_and_positive_above():
-    p = mac.ClampPrice(a_bytes=5500, b=1.0)
+    p = mac.router_agent(a_bytes=5500, b=1.0)
     p.on_arrival(0.0, 1000)
     assert p.price(1e6) == 0.0
     for k in range(1, 200):
@@ -57,8 +57,8 @@ def test_make_aqm_for_every_documented_kind():
 
 
 def test_jakes_snr_is_positive_and_seeded():
-    a = mac.Jakes(60.0, 6.0, 1)
-    b = mac.Jakes(60.0, 6.0, 1)
+    a = mac.fading_channel(60.0, 6.0, 1)
+    b = mac.fading_channel(60.0, 6.0, 1)
     xs = [a.snr_linear(k * 0.003) for k in range(100)]
     assert xs == [b.snr_linear(k * 0.003) for k in range(100)]
     assert all(x > 0 and math.isfinite(x) for x in xs)

@@ -1,4 +1,4 @@
-"""Queues and AQMs through the Python API (oppsched.mac.make_aqm, QueueSet)."""
+"""Queues and AQMs through the Python API (oppsched.mac.make_aqm, queue_set)."""
 
 import functools
 import random
@@ -226,14 +226,14 @@ def test_tlas_puts_flows_past_the_threshold_behind_new_flows():
 
 
 def test_queue_set_per_user_and_shared_head_of_line():
-    qs = mac.QueueSet(3, mode="per_user", kind="droptail", limit_packets=2)
+    qs = mac.queue_set(3, mode="per_user", kind="droptail", limit_packets=2)
     assert qs.queue_count == 3
     qs.enqueue(data(), 0.0, user=2)
     qs.enqueue(data(), 0.0, user=0)
     assert qs.backlogged_users() == [0, 2] and qs.eligible_users() == [0, 2]
     assert qs.bytes(2) == 1000 and qs.total_packets == 2
 
-    sh = mac.QueueSet(3, mode="shared", kind="red", limit_packets=10)
+    sh = mac.queue_set(3, mode="shared", kind="red", limit_packets=10)
     assert sh.mode == "shared" and sh.queue_count == 1
     sh.enqueue(data(tag=1), 0.0, user=1)
     sh.enqueue(data(tag=2), 0.0, user=0)
@@ -245,7 +245,7 @@ def test_queue_set_per_user_and_shared_head_of_line():
     with pytest.raises(IndexError):
         sh.enqueue(data(), 0.0, user=3)
     with pytest.raises(ValueError, match="queue_set.mode: 'fifo'"):
-        mac.QueueSet(2, mode="fifo")
+        mac.queue_set(2, mode="fifo")
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -24,7 +24,7 @@ def ensemble(model, seeds=400, per_seed=50, fd=60.0):
     t = 0.037 * np.arange(per_seed)
     return np.concatenate(
         [
-            mac.Jakes(fd, mac.CLAMP_MEAN_SNR_DB, s, model=model).gain_many(t + 0.0123 * s)
+            mac.fading_channel(fd, mac.CLAMP_MEAN_SNR_DB, s, model=model).gain_many(t + 0.0123 * s)
             for s in range(1, seeds + 1)
         ]
     )
@@ -32,7 +32,7 @@ def ensemble(model, seeds=400, per_seed=50, fd=60.0):
 
 @pytest.mark.parametrize("model", MODELS)
 def test_snr_is_mean_times_power_gain_and_vector_forms_agree(model):
-    j = mac.Jakes(60.0, 6.0, 7, model=model)
+    j = mac.fading_channel(60.0, 6.0, 7, model=model)
     t = np.linspace(0.0, 2.0, 501)
     h = j.gain_many(t)
     assert h.dtype == np.complex128
@@ -45,9 +45,9 @@ def test_snr_is_mean_times_power_gain_and_vector_forms_agree(model):
 @pytest.mark.parametrize("model", MODELS)
 def test_same_seed_same_channel_other_seed_different(model):
     t = np.linspace(0, 1, 100)
-    a = mac.Jakes(60.0, 6.0, 42, model=model).gain_many(t)
-    b = mac.Jakes(60.0, 6.0, 42, model=model).gain_many(t)
-    c = mac.Jakes(60.0, 6.0, 43, model=model).gain_many(t)
+    a = mac.fading_channel(60.0, 6.0, 42, model=model).gain_many(t)
+    b = mac.fading_channel(60.0, 6.0, 42, model=model).gain_many(t)
+    c = mac.fading_channel(60.0, 6.0, 43, model=model).gain_many(t)
     assert np.array_equal(a, b)
     assert np.all(a != c)
 
@@ -73,7 +73,7 @@ def test_autocorrelation_close_to_j0(model, tol):
         tau = fd_tau / fd
         acc = 0.0
         for s in range(500):
-            j = mac.Jakes(fd, 6.0, 1000 + s, model=model)
+            j = mac.fading_channel(fd, 6.0, 1000 + s, model=model)
             acc += np.sum(j.gain_many(t + tau + 0.0007 * s) * np.conj(j.gain_many(t + 0.0007 * s)))
         acc /= 500 * t.size
         assert acc.real == pytest.approx(bessel_j0(2 * np.pi * fd_tau), abs=tol), fd_tau
@@ -84,8 +84,8 @@ def test_users_with_different_seeds_are_uncorrelated(model):
     t = 0.041 * np.arange(20)
     cross, pa, pb = 0.0, [], []
     for s in range(500):
-        ha = mac.Jakes(60.0, 6.0, 2 * s + 1, model=model).gain_many(t + 0.003 * s)
-        hb = mac.Jakes(60.0, 6.0, 2 * s + 2, model=model).gain_many(t + 0.003 * s)
+        ha = mac.fading_channel(60.0, 6.0, 2 * s + 1, model=model).gain_many(t + 0.003 * s)
+        hb = mac.fading_channel(60.0, 6.0, 2 * s + 2, model=model).gain_many(t + 0.003 * s)
         cross += np.sum(ha * np.conj(hb))
         pa.append(np.abs(ha) ** 2)
         pb.append(np.abs(hb) ** 2)
@@ -97,44 +97,44 @@ def test_users_with_different_seeds_are_uncorrelated(model):
 
 def test_bad_channel_arguments_raise_value_error():
     with pytest.raises(ValueError, match=r"channel\.model"):
-        mac.Jakes(60.0, 6.0, 1, model="rician")
+        mac.fading_channel(60.0, 6.0, 1, model="rician")
     with pytest.raises(ValueError, match=r"channel\.jakes\.doppler_hz: -1"):
-        mac.Jakes(-1.0, 6.0, 1)
+        mac.fading_channel(-1.0, 6.0, 1)
     with pytest.raises(ValueError, match=r"channel\.seed"):
-        mac.Jakes(60.0, 6.0, -3)
+        mac.fading_channel(60.0, 6.0, -3)
     with pytest.raises(ValueError, match=r"channel\.sos\.paths"):
-        mac.Jakes(60.0, 6.0, 1, model="sum_of_sinusoids", oscillators=0)
+        mac.fading_channel(60.0, 6.0, 1, model="sum_of_sinusoids", oscillators=0)
 
 
 def test_link_presets_and_eq18_with_log2():
-    hi, lo = mac.ClampLink.high_rate(), mac.ClampLink.low_rate(15)
+    hi, lo = mac.clamp_link.high_rate(), mac.clamp_link.low_rate(15)
     assert hi.params["w0_hz"] == 4.3e6 and hi.params["cmax_bps"] == 10e6
     assert lo.params["w0_hz"] == 620e3 and lo.params["cmax_bps"] == 1.44e6
     assert lo.params["max_attempts"] == 15 and hi.params["max_attempts"] == 5
-    link = mac.ClampLink(margin_init=0.2)
+    link = mac.clamp_link(margin_init=0.2)
     for snr in (0.0, 0.5, 2.0):
         assert link.rate_bits(snr) == pytest.approx(
             3e-3 * min(4.3e6 * np.log2(1 + 0.8 * snr), 10e6)
         )
     # C_max is the capacity at the mean SNR (4): the evidence that eq. 18's log is log2.
-    assert mac.ClampLink().rate_bps(4.0) == pytest.approx(10e6, rel=0.005)
+    assert mac.clamp_link().rate_bps(4.0) == pytest.approx(10e6, rel=0.005)
 
 
 def test_rate_never_exceeds_cmax_and_error_rule():
-    link = mac.ClampLink.high_rate(15)
+    link = mac.clamp_link.high_rate(15)
     for snr in (0.0, 4.0, 1e3, 1e12):
         assert link.rate_bps(snr) <= 10e6
     bits = link.rate_bits(2.0)
     assert not link.is_error(bits, 2.0)
     assert link.is_error(bits, 1.9)
-    snr = mac.Jakes(60.0, mac.CLAMP_MEAN_SNR_DB, 5).snr_linear_many(3e-3 * np.arange(20001))
-    out = mac.ClampLink.high_rate(15).transmit_many(snr[:-1], snr[1:])
+    snr = mac.fading_channel(60.0, mac.CLAMP_MEAN_SNR_DB, 5).snr_linear_many(3e-3 * np.arange(20001))
+    out = mac.clamp_link.high_rate(15).transmit_many(snr[:-1], snr[1:])
     assert out["bits"].max() <= 3e-3 * 10e6
     assert out["bits"].max() == pytest.approx(3e-3 * 10e6)  # the cap is reached
 
 
 def test_consecutive_failures_drop():
-    link = mac.ClampLink(max_attempts=3, margin_step=0.0)
+    link = mac.clamp_link(max_attempts=3, margin_step=0.0)
     assert [link.on_feedback(False) for _ in range(3)] == ["retry", "retry", "dropped"]
     assert link.on_feedback(True) == "delivered"
     assert link.stats["dropped"] == 1
@@ -143,8 +143,8 @@ def test_consecutive_failures_drop():
 def test_adaptive_margin_reaches_target_loss_on_60hz_fading():
     # Paper's scope: loss after n = 5 attempts -> 1e-3. 500 000 slots, the first 100 000
     # discarded; tolerance [0.75e-3, 1.3e-3].
-    snr = mac.Jakes(60.0, mac.CLAMP_MEAN_SNR_DB, 11).snr_linear_many(3e-3 * np.arange(500001))
-    link = mac.ClampLink.high_rate(5)
+    snr = mac.fading_channel(60.0, mac.CLAMP_MEAN_SNR_DB, 11).snr_linear_many(3e-3 * np.arange(500001))
+    link = mac.clamp_link.high_rate(5)
     out = link.transmit_many(snr[:-1], snr[1:])
     tail = out["outcome"][100000:]
     loss = np.sum(tail == 2) / np.sum(tail != 1)
@@ -155,20 +155,20 @@ def test_adaptive_margin_reaches_target_loss_on_60hz_fading():
 def test_slow_fading_almost_no_errors_with_small_margin():
     link_kw = dict(margin_init=0.1, margin_step=0.0)
     t = 3e-3 * np.arange(200001)
-    slow = mac.Jakes(0.6, mac.CLAMP_MEAN_SNR_DB, 21).snr_linear_many(t)
-    fast = mac.Jakes(60.0, mac.CLAMP_MEAN_SNR_DB, 21).snr_linear_many(t)
-    es = mac.ClampLink(**link_kw).transmit_many(slow[:-1], slow[1:])["error"].mean()
-    ef = mac.ClampLink(**link_kw).transmit_many(fast[:-1], fast[1:])["error"].mean()
+    slow = mac.fading_channel(0.6, mac.CLAMP_MEAN_SNR_DB, 21).snr_linear_many(t)
+    fast = mac.fading_channel(60.0, mac.CLAMP_MEAN_SNR_DB, 21).snr_linear_many(t)
+    es = mac.clamp_link(**link_kw).transmit_many(slow[:-1], slow[1:])["error"].mean()
+    ef = mac.clamp_link(**link_kw).transmit_many(fast[:-1], fast[1:])["error"].mean()
     assert es < 0.01
     assert ef > 0.3
 
 
 def test_bad_link_arguments_raise_value_error():
     with pytest.raises(ValueError, match=r"clamp_link\.target_loss"):
-        mac.ClampLink(target_loss=0.0)
+        mac.clamp_link(target_loss=0.0)
     with pytest.raises(ValueError, match=r"clamp_link\.scope"):
-        mac.ClampLink(scope="sometimes")
+        mac.clamp_link(scope="sometimes")
     with pytest.raises(ValueError, match=r"clamp_link\.bogus"):
-        mac.ClampLink(bogus=1)
+        mac.clamp_link(bogus=1)
     with pytest.raises(ValueError, match=r"clamp_link\.margin_max"):
-        mac.ClampLink(margin_max=1.0)
+        mac.clamp_link(margin_max=1.0)

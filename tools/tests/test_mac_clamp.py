@@ -18,15 +18,15 @@ HUGE = 1 << 30
 
 
 def test_receiver_defaults_are_the_papers():
-    r = mac.ClampReceiver()
+    r = mac.client_agent()
     assert r.w == MSS
     assert r.in_slow_start
-    r2 = mac.ClampReceiver(tau_bytes=500, alpha_packets=1000, beta=0.001, mss_bytes=1448)
+    r2 = mac.client_agent(tau_bytes=500, alpha_packets=1000, beta=0.001, mss_bytes=1448)
     assert r2.w == r.w
 
 
 def test_slow_start_adds_one_mss_per_packet():
-    r = mac.ClampReceiver()
+    r = mac.client_agent()
     for k in range(1, 31):
         awnd = r.on_data(k * 1e-3, MSS, 0.0, HUGE)
         assert isinstance(awnd, int)
@@ -35,7 +35,7 @@ def test_slow_start_adds_one_mss_per_packet():
 
 
 def test_three_dupacks_end_slow_start_and_halve():
-    r = mac.ClampReceiver()
+    r = mac.client_agent()
     for k in range(1, 10):
         r.on_data(k * 1e-3, MSS, 0.0, HUGE)
     assert r.w == 10 * MSS
@@ -49,7 +49,7 @@ def test_three_dupacks_end_slow_start_and_halve():
 
 
 def test_negative_delta_w_ends_slow_start_and_halves():
-    r = mac.ClampReceiver()
+    r = mac.client_agent()
     for k in range(1, 21):
         r.on_data(k * 1e-3, MSS, 0.0, HUGE)
     before = r.w
@@ -60,7 +60,7 @@ def test_negative_delta_w_ends_slow_start_and_halves():
 
 
 def _out_of_slow_start():
-    r = mac.ClampReceiver()
+    r = mac.client_agent()
     t = 0.0
     for _ in range(200):
         t += 1e-3
@@ -104,7 +104,7 @@ def test_constant_high_price_shrinks_the_window():
 
 def test_advertised_window_never_exceeds_os_window():
     rng = random.Random(3)
-    r = mac.ClampReceiver()
+    r = mac.client_agent()
     for k in range(3000):
         os_wnd = rng.randrange(0, 150000)
         awnd = r.on_data((k + 1) * 1e-3, MSS, rng.uniform(0, 2e-3), os_wnd)
@@ -113,13 +113,13 @@ def test_advertised_window_never_exceeds_os_window():
 
 
 def test_price_ema_and_eq13():
-    p = mac.ClampPrice()  # a = 5500, b = 1
+    p = mac.router_agent()  # a = 5500, b = 1
     p.on_arrival(0.0, 1000)
     p.on_arrival(0.1, 3000)  # I = 0.1 s
     q = math.exp(-0.2) * 1000 + (1 - math.exp(-0.2)) * 3000
     assert p.q == pytest.approx(q, rel=1e-12)
     assert p.price(1.25e6) == 0.0  # q < a
-    p2 = mac.ClampPrice(a_bytes=5500, b=1.0)
+    p2 = mac.router_agent(a_bytes=5500, b=1.0)
     p2.on_arrival(0.0, 7500)
     assert p2.price(1.25e6) == pytest.approx(2000 / 1.25e6, rel=1e-12)
     assert p2.price(2.5e6) == pytest.approx(2000 / 2.5e6, rel=1e-12)
@@ -127,19 +127,19 @@ def test_price_ema_and_eq13():
 
 def test_bad_values_raise_value_error_naming_the_field():
     with pytest.raises(ValueError, match=r"clamp\.client\.beta: 1\.5"):
-        mac.ClampReceiver(beta=1.5)
+        mac.client_agent(beta=1.5)
     with pytest.raises(ValueError, match=r"clamp\.client\.alpha_packets"):
-        mac.ClampReceiver(alpha_packets=0)
+        mac.client_agent(alpha_packets=0)
     with pytest.raises(ValueError, match=r"clamp\.client\.mss_bytes"):
-        mac.ClampReceiver(mss_bytes=-1)
+        mac.client_agent(mss_bytes=-1)
     with pytest.raises(ValueError, match=r"clamp\.router\.b"):
-        mac.ClampPrice(b=2.0)
+        mac.router_agent(b=2.0)
     with pytest.raises(ValueError, match=r"clamp\.router\.mu_c"):
-        mac.ClampPrice().price(0.0)
+        mac.router_agent().price(0.0)
     with pytest.raises(ValueError, match=r"clamp\.client\.price_s"):
-        mac.ClampReceiver().on_data(0.0, 100, -1.0, 1000)
+        mac.client_agent().on_data(0.0, 100, -1.0, 1000)
     with pytest.raises(ValueError, match=r"clamp\.client\.awnd_os_bytes"):
-        mac.ClampReceiver().on_data(0.0, 100, 0.0, -5)
+        mac.client_agent().on_data(0.0, 100, 0.0, -5)
 
 
 def _closed_loop(delays, mu_c=250e3, packet=1500, duration=120.0, measure_from=60.0):
@@ -148,8 +148,8 @@ def _closed_loop(delays, mu_c=250e3, packet=1500, duration=120.0, measure_from=6
     Returns (time-average of the router's q, per-flow throughput in bytes/s), both over
     [measure_from, duration].
     """
-    price = mac.ClampPrice()
-    rx = [mac.ClampReceiver(mss_bytes=packet) for _ in delays]
+    price = mac.router_agent()
+    rx = [mac.client_agent(mss_bytes=packet) for _ in delays]
     nxt = [0] * len(delays)
     una = [0] * len(delays)
     wnd = [packet] * len(delays)

@@ -81,7 +81,7 @@ def test_serialize_rejects_segments_that_do_not_fit():
 
 def test_segmenter_builds_tbs_and_records_what_they_carry():
     queue = [b"a" * 30, (b"b" * 100, 77), b"c" * 10]
-    seg = mac.Segmenter(user=2)
+    seg = mac.segmenter(user=2)
     pdu, rec = seg.build(100, lambda: queue.pop(0) if queue else None, price=0.5)
     assert len(pdu) == 100
     assert [(s["packet_id"], s["seg_len"], s["last"]) for s in rec["segments"]] == [
@@ -97,7 +97,7 @@ def test_segmentation_shuffle_within_window_reassembly_round_trip():
     rng = random.Random(8)
     packets = [rng.randbytes(rng.randrange(1, 1500)) for _ in range(200)]
     queue = list(packets)
-    seg = mac.Segmenter()
+    seg = mac.segmenter()
     tbs = []
     while queue or seg.has_partial:
         tbs.append(seg.build(rng.randrange(40, 900), lambda: queue.pop(0) if queue else None)[0])
@@ -106,7 +106,7 @@ def test_segmentation_shuffle_within_window_reassembly_round_trip():
         block = tbs[i:i + window]
         rng.shuffle(block)
         tbs[i:i + window] = block
-    r = mac.Reassembler(window=window, timeout_ns=10**9)
+    r = mac.reassembler(window=window, timeout_ns=10**9)
     out = []
     for k, tb in enumerate(tbs):
         out += r.on_pdu(tb, k * 1_000_000)
@@ -119,12 +119,12 @@ def test_segmentation_shuffle_within_window_reassembly_round_trip():
 def test_lost_tb_drops_exactly_the_packets_it_carried():
     packets = [bytes([i]) * 60 for i in range(6)]
     queue = list(packets)
-    seg = mac.Segmenter()
+    seg = mac.segmenter()
     built = []
     while queue or seg.has_partial:
         built.append(seg.build(100, lambda: queue.pop(0) if queue else None))
     victims = {s["packet_id"] for s in built[1][1]["segments"]}
-    r = mac.Reassembler(timeout_ns=10_000_000)
+    r = mac.reassembler(timeout_ns=10_000_000)
     out = []
     for k, (pdu, rec) in enumerate(built):
         out += r.on_lost(rec["seq"], k) if k == 1 else r.on_pdu(pdu, k)
@@ -134,6 +134,6 @@ def test_lost_tb_drops_exactly_the_packets_it_carried():
 
 def test_reassembler_params_are_validated():
     with pytest.raises(ValueError, match="reassembler.window: 0"):
-        mac.Reassembler(window=0)
+        mac.reassembler(window=0)
     with pytest.raises(ValueError, match="reassembler.max_bytes"):
-        mac.Reassembler(max_bytes=10)
+        mac.reassembler(max_bytes=10)

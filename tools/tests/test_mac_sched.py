@@ -131,7 +131,7 @@ def test_bad_parameters_raise_value_error_naming_the_field(kind, params, message
 
 
 def test_harq_when_max_tx_reached_then_tb_is_dropped():
-    h = mac.HarqEntity(
+    h = mac.harq_entity(
         num_users=1,
         num_processes=2,
         max_transmissions=5,
@@ -157,7 +157,7 @@ def test_harq_when_max_tx_reached_then_tb_is_dropped():
 
 
 def test_harq_ndi_toggles_and_timeout_frees_the_process():
-    h = mac.HarqEntity(
+    h = mac.harq_entity(
         num_users=1, num_processes=1, feedback_delay_slots=2, feedback_timeout_slots=6
     )
     g1 = h.new_transmission(0, 1, 100, 0)
@@ -175,16 +175,16 @@ def test_harq_ndi_toggles_and_timeout_frees_the_process():
 
 def test_harq_bad_config_raises_value_error():
     with pytest.raises(ValueError, match=r"harq.max_transmissions: 0 not in \[1, 64\]"):
-        mac.HarqEntity(max_transmissions=0)
+        mac.harq_entity(max_transmissions=0)
     with pytest.raises(ValueError, match="harq.feedback_timeout_slots"):
-        mac.HarqEntity(feedback_delay_slots=8, feedback_timeout_slots=8)
+        mac.harq_entity(feedback_delay_slots=8, feedback_timeout_slots=8)
 
 
 # --- link adaptation -------------------------------------------------------------------
 
 
 def test_evdo_table_is_srinivasan_baras_table_1():
-    t = mac.McsTable.evdo()
+    t = mac.mcs_table.evdo()
     assert t.thresholds_db == [-12.5, -9.5, -6.5, -5.7, -4.0, -1.0, 1.3, 3.0, 7.2, 9.5]
     assert t.rates_bps == pytest.approx(
         [x * 1e3 for x in [38.4, 76.8, 153.6, 204.8, 307.2, 614.4, 921.6, 1228.8, 1843.2, 2457.6]]
@@ -197,20 +197,20 @@ def test_evdo_table_is_srinivasan_baras_table_1():
 
 
 def test_ofdm_table_and_csv_replacement():
-    t = mac.McsTable.ofdm_provisional()
+    t = mac.mcs_table.ofdm_provisional()
     assert [e.name for e in t.entries][0] == "BPSK 1/2" and len(t) == 8
     assert t.rates_bps[-1] == pytest.approx(3.0e6)
-    back = mac.McsTable.from_csv(t.to_csv(), "copy")
+    back = mac.mcs_table.from_csv(t.to_csv(), "copy")
     assert back.thresholds_db == t.thresholds_db and back.rates_bps == t.rates_bps
     with pytest.raises(ValueError, match="not > previous"):
-        mac.McsTable.from_csv("name,min_snr_db,rate_bps\na,3,1e5\nb,2,2e5\n")
+        mac.mcs_table.from_csv("name,min_snr_db,rate_bps\na,3,1e5\nb,2,2e5\n")
     with pytest.raises(ValueError, match="linkadapt.table"):
-        mac.McsTable("bad", [mac.McsEntry("a", 1.0, 2e5), mac.McsEntry("b", 2.0, 1e5)])
+        mac.mcs_table("bad", [mac.mcs_entry("a", 1.0, 2e5), mac.mcs_entry("b", 2.0, 1e5)])
 
 
 def test_olla_converges_to_the_target_bler():
-    t = mac.McsTable.ofdm_provisional()
-    o = mac.Olla(target_bler=0.1, delta_down_db=0.5)
+    t = mac.mcs_table.ofdm_provisional()
+    o = mac.olla(target_bler=0.1, delta_down_db=0.5)
     assert o.delta_up_db == pytest.approx(0.5 * 0.1 / 0.9)
     rng = np.random.default_rng(9)
     errors = sent = 0
@@ -229,4 +229,4 @@ def test_olla_converges_to_the_target_bler():
     assert errors / sent == pytest.approx(0.1, rel=0.1)
     assert o.offset_db < 0 and o.clamped == 0
     with pytest.raises(ValueError, match="olla.delta_up_db"):
-        mac.Olla(target_bler=0.1, delta_down_db=0.5, delta_up_db=0.5)
+        mac.olla(target_bler=0.1, delta_down_db=0.5, delta_up_db=0.5)

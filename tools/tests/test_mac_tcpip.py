@@ -131,7 +131,7 @@ def test_mark_ce_sets_ce_and_fixes_the_ipv4_checksum():
 
 
 def test_window_tracker_learns_scale_from_the_handshake_and_rewrites_acks():
-    t = mac.WindowTracker(max_flows=16)
+    t = mac.window_tracker(max_flows=16)
     client, server = "10.0.0.2", "10.0.0.1"
     syn = raw(IP(src=client, dst=server) / TCP(sport=5000, dport=80, flags="S",
                                                options=[("WScale", 15)]))
@@ -150,4 +150,4 @@ def test_window_tracker_learns_scale_from_the_handshake_and_rewrites_acks():
     assert scapy_checksum_ok(out)
     assert t.stats["scale_clamped"] == 1 and t.stats["rewritten"] == 1
     with pytest.raises(ValueError, match="window_tracker.max_flows: 0"):
-        mac.WindowTracker(max_flows=0)
+        mac.window_tracker(max_flows=0)

@@ -56,7 +56,7 @@ def test_every_mcs_table_the_apd_builds_by_name_is_a_preset_of_the_phy_and_the_e
 def test_the_shannon_table_defaults_are_the_cpp_ones_everywhere():
     d = names.SHANNON_TABLE_DEFAULTS
     assert d == {"w0_hz": 4.3e6, "cmax_bps": 10e6, "levels": 32}
-    assert mac.McsTable.shannon().to_csv() == mac.McsTable.shannon(**d).to_csv()
+    assert mac.mcs_table.shannon().to_csv() == mac.mcs_table.shannon(**d).to_csv()
     phy = {k: f.default for k, f in common.SCHEMA["shannon"].items()}
     experiment = {k: f.default for k, f in testbed_schema.SCHEMA["phy"]["shannon_table"].items()}
     assert phy == experiment == d
@@ -66,7 +66,7 @@ def test_the_shannon_table_defaults_are_the_cpp_ones_everywhere():
 def test_every_fading_model_is_built_by_jakes_and_is_a_channel_model():
     assert names.FADING_MODELS == ("jakes", "sum_of_sinusoids")
     for model in names.FADING_MODELS:
-        assert mac.Jakes(60.0, 6.0, 1, model=model).model == model
+        assert mac.fading_channel(60.0, 6.0, 1, model=model).model == model
     assert set(names.FADING_MODELS) <= set(names.CHANNEL_MODELS)
     assert macsim.SCHEMA["users"].schema["fading"].choices == names.FADING_MODELS
 
@@ -209,15 +209,15 @@ def test_the_old_names_on_the_command_line_and_in_the_bindings():
     assert msgs == ["--profile: value 'clamp' is deprecated, use '3ms'"] and cfg.profile == "3ms"
     with pytest.raises(ConfigError, match=r"--profile: 'x' not one of evdo, 3ms"):
         linkcurves.SweepConfig(profile="x").validate()
-    j, msgs = _warned(mac.Jakes, 60.0, 6.0, 3, model="clamp")
-    assert msgs == ["Jakes.model: value 'clamp' is deprecated, use 'jakes'"] and j.model == "jakes"
+    j, msgs = _warned(mac.fading_channel, 60.0, 6.0, 3, model="clamp")
+    assert msgs == ["fading_channel.model: value 'clamp' is deprecated, use 'jakes'"] and j.model == "jakes"
     t = np.linspace(0, 1, 101)
-    assert np.array_equal(j.gain_many(t), mac.Jakes(60.0, 6.0, 3, model="jakes").gain_many(t))
+    assert np.array_equal(j.gain_many(t), mac.fading_channel(60.0, 6.0, 3, model="jakes").gain_many(t))
     with pytest.raises(ValueError, match="not one of 'jakes', 'sum_of_sinusoids'"):
-        mac.Jakes(60.0, 6.0, 3, model="rayleigh")
-    table, msgs = _warned(mac.McsTable.clamp)
-    assert msgs == ["McsTable.clamp is deprecated, use McsTable.shannon"]
-    assert table.to_csv() == mac.McsTable.shannon().to_csv()
+        mac.fading_channel(60.0, 6.0, 3, model="rayleigh")
+    table, msgs = _warned(mac.mcs_table.clamp)
+    assert msgs == ["mcs_table.clamp is deprecated, use mcs_table.shannon"]
+    assert table.to_csv() == mac.mcs_table.shannon().to_csv()
     assert table.name == "shannon"
     users = [{"name": "u", "fading": "clamp"}]
     ex = {"experiment": "m", "kind": "macsim", "duration_s": 1.0, "users": users}

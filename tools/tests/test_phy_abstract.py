@@ -1,5 +1,5 @@
 """The abstract PHY (python -m oppsched.phy.abstract): configuration, slot clock contract,
-RxIndications, error models, chase combining, late and malformed grants, reproducibility.
+rx_indications, error models, chase combining, late and malformed grants, reproducibility.
 
 No root: the endpoints are ipc:// sockets in the test's tmp dir. Process tests run the real
 command against a fake AP (PULL phy_requests / PUSH phy_grants, bound here) and fake clients
@@ -35,7 +35,7 @@ from oppsched.phy import common
 from oppsched.phy.realtime import Histogram, PhyProcess
 from helpers import FakeNetwork, decode_rx, write_yaml
 
-EVDO = mac.McsTable.evdo()
+EVDO = mac.mcs_table.evdo()
 SLOT_S = 4e-3  # short slots for the process tests; timing precision is never asserted
 
 
@@ -524,8 +524,8 @@ def test_grant_bookkeeping_late_duplicate_unrequested(tmp_path):
 
 
 def test_request_schedule_under_a_fake_clock(tmp_path):
-    """SlotRequest(n) leaves exactly lead_slots slots before slot n's air time, carrying
-    that air time; RxIndications for slot n leave at its end. A fake clock, so exact."""
+    """slot_request(n) leaves exactly lead_slots slots before slot n's air time, carrying
+    that air time; rx_indications for slot n leave at its end. A fake clock, so exact."""
     cfg = phy.load_config(write_yaml(tmp_path / "phy.yaml",
                                      base_config(tmp_path, lead_slots=4, max_slots=20)))
     core = phy.PhyCore(cfg, phy.build_models(cfg))

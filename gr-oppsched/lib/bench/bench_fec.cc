@@ -98,7 +98,7 @@ void BM_tb_encode(benchmark::State& s) {
     const int mcs = static_cast<int>(s.range(0));
     const auto n = numerology::profile("3ms", 5e6);
     tb_encoder enc(n);
-    const std::size_t bytes = mcs_table::tb_bytes(mcs, n);
+    const std::size_t bytes = mcs_set::tb_bytes(mcs, n);
     std::vector<std::uint8_t> tb(bytes, 0x5a);
     std::vector<gr_complex> out(enc.resource_elements());
     for (auto _ : s) {
@@ -106,7 +106,7 @@ void BM_tb_encode(benchmark::State& s) {
         benchmark::DoNotOptimize(out.data());
     }
     set_rate(s, 8.0 * static_cast<double>(bytes));
-    s.SetLabel(mcs_table::get(mcs).name);
+    s.SetLabel(mcs_set::get(mcs).name);
 }
 BENCHMARK(BM_tb_encode)->DenseRange(0, 7);
 
@@ -116,7 +116,7 @@ void BM_tb_decode(benchmark::State& s) {
     tb_encoder enc(n);
     tb_decoder dec(n);
     auto harq = dec.make_harq_buffer();
-    const std::size_t bytes = mcs_table::tb_bytes(mcs, n);
+    const std::size_t bytes = mcs_set::tb_bytes(mcs, n);
     std::mt19937_64 rng(4);
     std::vector<std::uint8_t> tb(bytes);
     for (auto& b : tb) b = static_cast<std::uint8_t>(rng());
@@ -132,7 +132,7 @@ void BM_tb_decode(benchmark::State& s) {
         benchmark::DoNotOptimize(r.crc_ok);
     }
     set_rate(s, 8.0 * static_cast<double>(bytes));
-    s.SetLabel(mcs_table::get(mcs).name);
+    s.SetLabel(mcs_set::get(mcs).name);
 }
 BENCHMARK(BM_tb_decode)->DenseRange(0, 7);
 

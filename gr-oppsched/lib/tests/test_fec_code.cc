@@ -223,15 +223,15 @@ TEST(FecRateMatching, fills_the_slot_by_cyclic_repetition_from_the_rv_start) {
 
 // ---- Viterbi (contract tests over both ACS backends) -----------------------------------
 
-class FecViterbi : public ::testing::TestWithParam<viterbi_backend> {};
+class fec_viterbi : public ::testing::TestWithParam<viterbi_backend> {};
 
-INSTANTIATE_TEST_SUITE_P(Backends, FecViterbi,
+INSTANTIATE_TEST_SUITE_P(Backends, fec_viterbi,
                          ::testing::Values(viterbi_backend::acs16, viterbi_backend::volk8),
                          [](const auto& info) {
                              return info.param == viterbi_backend::acs16 ? "acs16" : "volk8";
                          });
 
-TEST_P(FecViterbi, noiseless_zero_tail_and_tail_biting_codewords_decode_exactly) {
+TEST_P(fec_viterbi, noiseless_zero_tail_and_tail_biting_codewords_decode_exactly) {
     std::mt19937_64 rng(1);
     viterbi_decoder_k7 vit(0, GetParam());
     for (std::size_t k : {1u, 7u, 100u, 4000u}) {
@@ -249,7 +249,7 @@ TEST_P(FecViterbi, noiseless_zero_tail_and_tail_biting_codewords_decode_exactly)
     }
 }
 
-TEST_P(FecViterbi, corrects_40_isolated_hard_errors_in_a_4000_bit_block) {
+TEST_P(fec_viterbi, corrects_40_isolated_hard_errors_in_a_4000_bit_block) {
     // d_free = 10 for 133/171: any 4 errors inside a span of a few constraint lengths are
     // correctable; errors 100 coded bits apart are isolated.
     std::mt19937_64 rng(2);
@@ -263,7 +263,7 @@ TEST_P(FecViterbi, corrects_40_isolated_hard_errors_in_a_4000_bit_block) {
     EXPECT_EQ(ref, bits);
 }
 
-TEST_P(FecViterbi, corrects_four_adjacent_errors_but_not_a_burst_of_twelve) {
+TEST_P(fec_viterbi, corrects_four_adjacent_errors_but_not_a_burst_of_twelve) {
     std::mt19937_64 rng(3);
     const auto bits = random_bits(400, rng);
     const auto code = conv_encoder_k7::encode_zero_tail(bits);
@@ -278,7 +278,7 @@ TEST_P(FecViterbi, corrects_four_adjacent_errors_but_not_a_burst_of_twelve) {
     EXPECT_NE(vit.decode(b, bits.size(), termination::zero_tail), bits);
 }
 
-TEST_P(FecViterbi, punctured_erasures_decode_at_every_code_rate) {
+TEST_P(fec_viterbi, punctured_erasures_decode_at_every_code_rate) {
     std::mt19937_64 rng(4);
     viterbi_decoder_k7 vit(0, GetParam());
     for (auto r : {code_rate::r2_3, code_rate::r3_4, code_rate::r5_6}) {
@@ -292,7 +292,7 @@ TEST_P(FecViterbi, punctured_erasures_decode_at_every_code_rate) {
     }
 }
 
-TEST_P(FecViterbi, quantised_decoder_loses_little_against_the_float_reference) {
+TEST_P(fec_viterbi, quantised_decoder_loses_little_against_the_float_reference) {
     // BPSK, rate 1/2, 300-bit blocks at Eb/N0 = 2.5 dB (BLER of tens of percent): the
     // quantised decoder may not be worse than the float max-log reference by more than 10
     // blocks in 150 (about 1.5 standard deviations of either count).

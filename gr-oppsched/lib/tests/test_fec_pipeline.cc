@@ -25,7 +25,7 @@ struct geom {
     double fs;
 };
 
-class FecPipeline : public ::testing::TestWithParam<std::tuple<geom, int>> {
+class fec_pipeline : public ::testing::TestWithParam<std::tuple<geom, int>> {
   protected:
     numerology num() const {
         const auto g = std::get<0>(GetParam());
@@ -41,17 +41,17 @@ std::string name_of(const ::testing::TestParamInfo<std::tuple<geom, int>>& info)
 }
 }  // namespace
 
-INSTANTIATE_TEST_SUITE_P(AllMcs, FecPipeline,
+INSTANTIATE_TEST_SUITE_P(AllMcs, fec_pipeline,
                          ::testing::Combine(::testing::Values(geom{"evdo", 1e6}, geom{"evdo", 5e6},
                                                               geom{"3ms", 1e6}, geom{"3ms", 5e6}),
                                             ::testing::Range(0, 8)),
                          name_of);
 
-TEST_P(FecPipeline, full_tb_round_trips_noiseless_and_at_high_snr_awgn) {
+TEST_P(fec_pipeline, full_tb_round_trips_noiseless_and_at_high_snr_awgn) {
     const auto n = num();
     tb_encoder enc(n);
     tb_decoder dec(n);
-    const std::size_t bytes = mcs_table::tb_bytes(mcs(), n);
+    const std::size_t bytes = mcs_set::tb_bytes(mcs(), n);
     std::mt19937_64 rng(1000 + static_cast<unsigned>(mcs()));
     const auto tb = random_bytes(bytes, rng);
     const std::uint8_t seed = scrambler::seed_for_slot(12345);
@@ -85,16 +85,16 @@ TEST_P(FecPipeline, full_tb_round_trips_noiseless_and_at_high_snr_awgn) {
     EXPECT_TRUE(r.crc_ok);
     EXPECT_EQ(r.bytes, tb);
     EXPECT_EQ(r.stats.receptions, 1);
-    EXPECT_LE(r.stats.effective_code_rate, mcs_table::get(mcs()).code_rate_value() + 1e-9);
+    EXPECT_LE(r.stats.effective_code_rate, mcs_set::get(mcs()).code_rate_value() + 1e-9);
 }
 
-TEST_P(FecPipeline, small_tbs_and_every_rv_round_trip) {
+TEST_P(fec_pipeline, small_tbs_and_every_rv_round_trip) {
     const auto n = num();
     tb_encoder enc(n);
     tb_decoder dec(n);
     auto harq = dec.make_harq_buffer();
     std::mt19937_64 rng(2000 + static_cast<unsigned>(mcs()));
-    const std::size_t max = mcs_table::tb_bytes(mcs(), n);
+    const std::size_t max = mcs_set::tb_bytes(mcs(), n);
     bool ndi = false;
     for (std::size_t bytes : {std::size_t(1), max / 2, max - 1}) {
         for (int rv = 0; rv < 4; ++rv) {

@@ -72,7 +72,7 @@ TEST(HarqBuffer, memory_is_bounded_by_the_capacity) {
     // the decoder's buffers hold the largest TB of every MCS
     const auto n = numerology::profile("3ms", 5e6);
     tb_decoder dec(n);
-    EXPECT_EQ(dec.make_harq_buffer()->capacity(), mcs_table::max_mother_bits(n));
+    EXPECT_EQ(dec.make_harq_buffer()->capacity(), mcs_set::max_mother_bits(n));
 }
 
 // ---- combining gains ------------------------------------------------------------------
@@ -95,7 +95,7 @@ harq_counts run_harq(int mcs, double snr_db, int ir_rv, int trials, std::uint64_
     tb_encoder enc(n);
     tb_decoder dec(n);
     auto h = dec.make_harq_buffer();
-    const std::size_t bytes = mcs_table::tb_bytes(mcs, n);
+    const std::size_t bytes = mcs_set::tb_bytes(mcs, n);
     const float n0 = n0_of_snr_db(snr_db);
     const std::vector<float> nv(static_cast<std::size_t>(n.payload_resource_elements()), n0);
     std::mt19937_64 rng(seed);
@@ -151,7 +151,7 @@ TEST(HarqCombining, ldpc_ir_covers_the_punctured_bits_and_lowers_the_effective_r
     tb_encoder enc(n);
     tb_decoder dec(n);
     auto h = dec.make_harq_buffer();
-    const std::size_t bytes = mcs_table::tb_bytes(0, n);
+    const std::size_t bytes = mcs_set::tb_bytes(0, n);
     ASSERT_EQ(bytes, 86u);  // 720 info bits in 1440 coded bits: one 1944 codeword
     std::mt19937_64 rng(7);
     const auto tb = random_bytes(bytes, rng);
@@ -195,7 +195,7 @@ TEST(HarqCombining, ir_retransmission_fills_the_mother_code_and_lowers_the_effec
     tb_decoder dec(n);
     auto h = dec.make_harq_buffer();
     const int mcs = 7;
-    const std::size_t bytes = mcs_table::tb_bytes(mcs, n);
+    const std::size_t bytes = mcs_set::tb_bytes(mcs, n);
     std::mt19937_64 rng(7);
     const auto tb = random_bytes(bytes, rng);
     const std::vector<float> nv(dec.resource_elements(), 0.01f);

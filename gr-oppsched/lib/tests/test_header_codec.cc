@@ -27,7 +27,7 @@ header_fields random_fields(std::mt19937_64& rng, const numerology& n) {
     h.harq_process = static_cast<std::uint8_t>(rng() % 16);
     h.ndi = rng() & 1;
     h.rv = static_cast<std::uint8_t>(rng() % 4);
-    h.tb_bytes = static_cast<std::uint16_t>(rng() % (mcs_table::tb_bytes(h.mcs, n) + 1));
+    h.tb_bytes = static_cast<std::uint16_t>(rng() % (mcs_set::tb_bytes(h.mcs, n) + 1));
     h.slot = static_cast<std::uint32_t>(rng());
     return h;
 }

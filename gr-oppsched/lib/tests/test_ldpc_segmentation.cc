@@ -167,8 +167,8 @@ TEST(LdpcPayload, every_mcs_and_rv_decodes_bit_exactly_without_noise_in_both_pro
         auto h = dec.make_harq_buffer();
         const std::vector<float> nv(dec.resource_elements(), 0.05f);
         bool ndi = false;
-        for (const auto& m : mcs_table::all()) {
-            const std::size_t max = mcs_table::tb_bytes(m.index, n);
+        for (const auto& m : mcs_set::all()) {
+            const std::size_t max = mcs_set::tb_bytes(m.index, n);
             for (std::size_t bytes : {std::size_t{1}, max / 3, max}) {
                 for (int rv = 0; rv < 4; ++rv) {
                     const auto tb = random_bytes(bytes, rng);
@@ -211,7 +211,7 @@ TEST(LdpcPayload, garbage_input_decodes_to_a_crc_failure_not_a_crash) {
     std::vector<float> nv(re.size(), 1.0f);
     nv[5] = 0.0f;  // infinite LLRs
     re[7] = gr_complex(std::nanf(""), 0.0f);
-    const auto r = dec.decode(re, nv, {7, 0, mcs_table::tb_bytes(7, n), false, 1}, *h);
+    const auto r = dec.decode(re, nv, {7, 0, mcs_set::tb_bytes(7, n), false, 1}, *h);
     EXPECT_FALSE(r.crc_ok);
-    EXPECT_EQ(r.bytes.size(), mcs_table::tb_bytes(7, n));
+    EXPECT_EQ(r.bytes.size(), mcs_set::tb_bytes(7, n));
 }

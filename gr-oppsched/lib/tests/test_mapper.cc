@@ -11,19 +11,19 @@
 using namespace gr::oppsched;
 using namespace fec_test;
 
-class Mapper : public ::testing::TestWithParam<int> {};
+class mapper_test : public ::testing::TestWithParam<int> {};
 
-INSTANTIATE_TEST_SUITE_P(Constellations, Mapper, ::testing::Values(1, 2, 4, 6),
+INSTANTIATE_TEST_SUITE_P(Constellations, mapper_test, ::testing::Values(1, 2, 4, 6),
                          [](const auto& info) { return "bps" + std::to_string(info.param); });
 
-TEST_P(Mapper, constellation_has_unit_average_energy) {
+TEST_P(mapper_test, constellation_has_unit_average_energy) {
     qam_mapper m(GetParam());
     double e = 0.0;
     for (const auto& p : m.constellation()) e += std::norm(p);
     EXPECT_NEAR(e / static_cast<double>(m.constellation().size()), 1.0, 1e-6);
 }
 
-TEST_P(Mapper, nearest_neighbours_differ_in_exactly_one_bit_gray) {
+TEST_P(mapper_test, nearest_neighbours_differ_in_exactly_one_bit_gray) {
     qam_mapper m(GetParam());
     const auto& c = m.constellation();
     float dmin = 1e9f;
@@ -39,7 +39,7 @@ TEST_P(Mapper, nearest_neighbours_differ_in_exactly_one_bit_gray) {
     EXPECT_GT(pairs, 0);
 }
 
-TEST_P(Mapper, closed_form_llrs_equal_brute_force_max_log) {
+TEST_P(mapper_test, closed_form_llrs_equal_brute_force_max_log) {
     qam_mapper m(GetParam());
     std::mt19937_64 rng(10 + static_cast<unsigned>(GetParam()));
     std::normal_distribution<float> g(0.0f, 0.8f);
@@ -58,7 +58,7 @@ TEST_P(Mapper, closed_form_llrs_equal_brute_force_max_log) {
         ASSERT_NEAR(fast[i], ref[i], 1e-3f * (1.0f + std::fabs(ref[i]))) << i;
 }
 
-TEST_P(Mapper, llr_signs_match_the_bits_positive_meaning_zero) {
+TEST_P(mapper_test, llr_signs_match_the_bits_positive_meaning_zero) {
     qam_mapper m(GetParam());
     std::mt19937_64 rng(20);
     const auto bits = random_bits(static_cast<std::size_t>(GetParam()) * 500, rng);
@@ -69,7 +69,7 @@ TEST_P(Mapper, llr_signs_match_the_bits_positive_meaning_zero) {
     for (std::size_t i = 0; i < bits.size(); ++i) ASSERT_EQ(l[i] < 0.0f, bits[i] == 1) << i;
 }
 
-TEST_P(Mapper, llr_magnitude_scales_with_one_over_noise_variance) {
+TEST_P(mapper_test, llr_magnitude_scales_with_one_over_noise_variance) {
     qam_mapper m(GetParam());
     std::mt19937_64 rng(30);
     std::normal_distribution<float> g(0.0f, 0.7f);
@@ -81,7 +81,7 @@ TEST_P(Mapper, llr_magnitude_scales_with_one_over_noise_variance) {
         EXPECT_NEAR(l4[i], 4.0f * l1[i], 1e-4f * (1.0f + std::fabs(l4[i])));
 }
 
-TEST_P(Mapper, unusable_res_become_erasures) {
+TEST_P(mapper_test, unusable_res_become_erasures) {
     qam_mapper m(GetParam());
     const std::vector<gr_complex> y = {
         {NAN, 0.0f}, {0.5f, INFINITY}, {0.5f, 0.5f}, {0.5f, 0.5f}, {0.5f, 0.5f}};

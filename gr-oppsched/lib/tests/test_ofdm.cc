@@ -26,11 +26,11 @@ slot_data make_slot(ofdm_modulator& mod, std::mt19937_64& rng, int bits = 4) {
 }
 
 // Every profile at 1 Msps and the 3 ms profile at 5 Msps: the round trip is exact.
-class OfdmRoundTrip : public ::testing::TestWithParam<std::pair<const char*, double>> {};
+class ofdm_round_trip : public ::testing::TestWithParam<std::pair<const char*, double>> {};
 
 }  // namespace
 
-TEST_P(OfdmRoundTrip, noiseless_modulate_then_demodulate_returns_the_res_within_1e_4) {
+TEST_P(ofdm_round_trip, noiseless_modulate_then_demodulate_returns_the_res_within_1e_4) {
     const auto num = numerology::profile(GetParam().first, GetParam().second);
     ofdm_modulator mod(num);
     ofdm_demodulator dem(num);
@@ -50,7 +50,7 @@ TEST_P(OfdmRoundTrip, noiseless_modulate_then_demodulate_returns_the_res_within_
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Profiles, OfdmRoundTrip,
+INSTANTIATE_TEST_SUITE_P(Profiles, ofdm_round_trip,
                          ::testing::Values(std::make_pair("evdo", 1e6), std::make_pair("3ms", 1e6),
                                            std::make_pair("3ms", 5e6)));
 

@@ -36,7 +36,7 @@ chain_result run_chain(const numerology& num, int mcs, int n_slots, emulator_use
     std::mt19937_64 rng(seed);
     ofdm_modulator mod(num);
     tb_encoder enc(num);
-    const std::size_t bytes = mcs_table::tb_bytes(mcs, num);
+    const std::size_t bytes = mcs_set::tb_bytes(mcs, num);
     std::vector<std::vector<std::uint8_t>> tbs;
     std::vector<gr_complex> tx(300, gr_complex(0.0f, 0.0f));
     const auto hdr =
@@ -110,11 +110,11 @@ emulator_user_params flat_jakes(double snr_db, double fd) {
     return u;
 }
 
-class RxMultipath : public ::testing::TestWithParam<int> {};
+class rx_multipath : public ::testing::TestWithParam<int> {};
 
 }  // namespace
 
-TEST_P(RxMultipath, every_mcs_decodes_at_35_db_over_static_multipath_within_the_cp) {
+TEST_P(rx_multipath, every_mcs_decodes_at_35_db_over_static_multipath_within_the_cp) {
     // 12 slots per profile, 0 errors: the smoother's delay window covers the channel, so
     // the estimate is unbiased and the notches are equalised.
     const int mcs = GetParam();
@@ -126,7 +126,7 @@ TEST_P(RxMultipath, every_mcs_decodes_at_35_db_over_static_multipath_within_the_
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllMcs, RxMultipath, ::testing::Range(0, 8),
+INSTANTIATE_TEST_SUITE_P(AllMcs, rx_multipath, ::testing::Range(0, 8),
                          [](const ::testing::TestParamInfo<int>& i) {
                              return "mcs" + std::to_string(i.param);
                          });

@@ -41,7 +41,7 @@ class slot_receiver_test : public ::testing::Test {
 
     slot_spec addressed(std::uint32_t slot, int user, bool ndi = true, int pid = 0) {
         slot_spec s;
-        s.tb = fec_test::random_bytes(mcs_table::tb_bytes(k_mcs, num), rng);
+        s.tb = fec_test::random_bytes(mcs_set::tb_bytes(k_mcs, num), rng);
         s.header.user = static_cast<std::uint16_t>(user);
         s.header.mcs = k_mcs;
         s.header.harq_process = static_cast<std::uint8_t>(pid);

@@ -15,7 +15,7 @@ import numpy as np
 import pmt
 from gnuradio import gr
 
-from .oppsched_python import mcs_table, numerology
+from .oppsched_python import mcs_set, numerology
 
 
 class grant_generator(gr.basic_block):
@@ -45,7 +45,7 @@ class grant_generator(gr.basic_block):
         if len(mcs_list) != num_users:
             raise ValueError(f"grant_generator.mcs: {len(mcs_list)} values for {num_users} users")
         for m in mcs_list:
-            if not isinstance(m, int) or not 0 <= m < mcs_table.size:
+            if not isinstance(m, int) or not 0 <= m < mcs_set.size:
                 raise ValueError(f"grant_generator.mcs: {m!r} not in [0,7]")
         if not 0 < fill <= 1:
             raise ValueError(f"grant_generator.fill: {fill!r} not in (0,1]")
@@ -54,7 +54,7 @@ class grant_generator(gr.basic_block):
         num = numerology.profile(profile, sample_rate)
         self.num_users = num_users
         self.mcs = mcs_list
-        self.tb_bytes = [max(1, int(fill * mcs_table.tb_bytes(m, num))) for m in mcs_list]
+        self.tb_bytes = [max(1, int(fill * mcs_set.tb_bytes(m, num))) for m in mcs_list]
         self.harq_processes = harq_processes
         self.empty_every = int(empty_every)
         self.rng = np.random.default_rng(seed)

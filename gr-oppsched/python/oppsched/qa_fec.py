@@ -26,8 +26,8 @@ class qa_fec(gr_unittest.TestCase):
     def test_every_mcs_round_trips_a_full_tb_at_30_db(self):
         n0 = 10 ** (-30 / 10)
         harq = self.dec.make_harq_buffer()
-        for m in oppsched.mcs_table.all():
-            nbytes = oppsched.mcs_table.tb_bytes(m.index, self.num)
+        for m in oppsched.mcs_set.all():
+            nbytes = oppsched.mcs_set.tb_bytes(m.index, self.num)
             tb = self.rng.integers(0, 256, nbytes, dtype=np.uint8).tobytes()
             seed = oppsched.scrambler_seed_for_slot(1000 + m.index)
             re = self.enc.encode(tb, mcs=m.index, rv=0, scrambler_seed=seed)
@@ -46,7 +46,7 @@ class qa_fec(gr_unittest.TestCase):
     def test_chase_combining_rescues_a_low_snr_tb(self):
         # QPSK 3/4 at 3 dB fails alone (BLER ~1); two receptions combined decode
         mcs, n0 = 2, 10 ** (-3.0 / 10)
-        nbytes = oppsched.mcs_table.tb_bytes(mcs, self.num)
+        nbytes = oppsched.mcs_set.tb_bytes(mcs, self.num)
         harq = self.dec.make_harq_buffer()
         ok_first = ok_second = 0
         for t in range(20):
@@ -77,7 +77,7 @@ class qa_fec(gr_unittest.TestCase):
 
     def test_bad_arguments_raise_value_error_naming_the_field(self):
         with self.assertRaisesRegex(ValueError, "mcs: 8"):
-            oppsched.mcs_table.get(8)
+            oppsched.mcs_set.get(8)
         with self.assertRaisesRegex(ValueError, "rv: 5"):
             self.enc.encode(b"abc", mcs=0, rv=5, scrambler_seed=1)
         with self.assertRaisesRegex(ValueError, "header.harq_process: 16"):

@@ -41,7 +41,7 @@ class qa_helper_blocks(gr_unittest.TestCase):
                 user, tb_bytes = gen.sent[r["slot"]]
                 self.assertEqual((r["user"], r["mcs"]), (user, [3, 6][user]))
                 self.assertEqual(
-                    r["tb_bytes"], int(0.5 * oppsched.mcs_table.tb_bytes([3, 6][user], num))
+                    r["tb_bytes"], int(0.5 * oppsched.mcs_set.tb_bytes([3, 6][user], num))
                 )
                 if user == 0:
                     self.assertEqual(bytes(r["tb"]), tb_bytes)

@@ -28,7 +28,7 @@ class qa_slot_rx(gr_unittest.TestCase):
             num = oppsched.numerology.profile(profile, fs)
             grants, tbs = [], {}
             for mcs in range(8):
-                tbs[mcs] = self.random_tb(oppsched.mcs_table.tb_bytes(mcs, num))
+                tbs[mcs] = self.random_tb(oppsched.mcs_set.tb_bytes(mcs, num))
                 grants.append(grant_dict(mcs, 0, mcs, tbs[mcs], harq_pid=mcs % 4, ndi=True))
             grants.append(empty_grant(8))
             x, _, tx = run_tx(grants, 9, profile, fs)
@@ -74,7 +74,7 @@ class qa_slot_rx(gr_unittest.TestCase):
         # slot_rx is a thin block over slot_receiver: the same samples through the class
         # (its Python binding) give the same reports, field by field
         num = oppsched.numerology.profile("evdo", 1e6)
-        grants = [grant_dict(k, k % 2, 3, self.random_tb(oppsched.mcs_table.tb_bytes(3, num)),
+        grants = [grant_dict(k, k % 2, 3, self.random_tb(oppsched.mcs_set.tb_bytes(3, num)),
                              harq_pid=k % 4, ndi=True) for k in range(5)]
         x, _, _ = run_tx(grants, 5)
         em = oppsched.emulator_params(sample_rate=1e6, profile="evdo", fading="none",
@@ -104,7 +104,7 @@ class qa_slot_rx(gr_unittest.TestCase):
         num = oppsched.numerology.profile("evdo", 1e6)
         K, grants, tbs = 30, [], []
         for k in range(K):
-            tb = self.random_tb(oppsched.mcs_table.tb_bytes(4, num))
+            tb = self.random_tb(oppsched.mcs_set.tb_bytes(4, num))
             tbs.append(tb)
             ndi = bool((k // 4) % 2)  # toggles for each new TB of a process
             for r in range(2):
@@ -128,7 +128,7 @@ class qa_slot_rx(gr_unittest.TestCase):
 
     def slots(self, n, mcs=1):
         num = oppsched.numerology.profile("evdo", 1e6)
-        tbs = [self.random_tb(oppsched.mcs_table.tb_bytes(mcs, num)) for _ in range(n)]
+        tbs = [self.random_tb(oppsched.mcs_set.tb_bytes(mcs, num)) for _ in range(n)]
         # a HARQ process per TB: a lost slot cannot make the next TB look like its
         # retransmission (the 1-bit NDI ambiguity the MAC resolves with feedback)
         x, _, _ = run_tx(

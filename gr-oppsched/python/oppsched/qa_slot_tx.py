@@ -34,7 +34,7 @@ class qa_slot_tx(gr_unittest.TestCase):
         self.rng = np.random.default_rng(11)
 
     def tb(self, mcs, n=None):
-        n = oppsched.mcs_table.tb_bytes(mcs, self.num) if n is None else n
+        n = oppsched.mcs_set.tb_bytes(mcs, self.num) if n is None else n
         return self.rng.integers(0, 256, n, dtype=np.uint8).tobytes()
 
     def test_burst_mode_tags_are_exact(self):
@@ -106,7 +106,7 @@ class qa_slot_tx(gr_unittest.TestCase):
         for r in reps:
             self.assertTrue(r["header_ok"])
         self.assertEqual([r["user"] for r in reps], [0, 0, 0xFFFF, 0xFFFF, 0xFFFF])
-        full = oppsched.mcs_table.tb_bytes(1, oppsched.numerology.profile("evdo", 1e6))
+        full = oppsched.mcs_set.tb_bytes(1, oppsched.numerology.profile("evdo", 1e6))
         self.assertEqual(full, 74)  # QPSK 1/2, LDPC: (1248 / 2 - 32) / 8
         self.assertEqual([r["tb_bytes"] for r in reps], [full, 40, 0, 0, 0])
         self.assertEqual([r["crc_ok"] for r in reps], [True, True, False, False, False])

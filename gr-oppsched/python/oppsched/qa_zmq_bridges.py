@@ -34,8 +34,8 @@ def wait_for(cond, timeout=5.0):
 
 
 class fake_apd(threading.Thread):
-    """Binds phy_requests (PULL) and phy_grants (PUSH); answers every SlotRequest at once
-    with a SlotGrant for user slot % 2 (a TB of seeded random bytes at MCS 1)."""
+    """Binds phy_requests (PULL) and phy_grants (PUSH); answers every slot_request at once
+    with a slot_grant for user slot % 2 (a TB of seeded random bytes at MCS 1)."""
 
     def __init__(self, ctx, req_ep, grant_ep, num):
         super().__init__(daemon=True)
@@ -45,7 +45,7 @@ class fake_apd(threading.Thread):
         self.push.setsockopt(zmq.LINGER, 0)
         self.push.bind(grant_ep)
         self.rng = np.random.default_rng(5)
-        self.tb_bytes = oppsched.mcs_table.tb_bytes(1, num)
+        self.tb_bytes = oppsched.mcs_set.tb_bytes(1, num)
         self.requests, self.granted = [], {}
         self.seq = 0
         self.running = True
@@ -142,7 +142,7 @@ class qa_zmq_bridges(gr_unittest.TestCase):
         # the daemon had lead slots to answer: (almost) no slot went out late
         self.assertLessEqual(tx.late(), n_slots // 4)
         self.assertGreaterEqual(tx.tb_sent(), n_slots - n_slots // 4)
-        # the client: one RxIndication per slot, TBs of its slots exactly as granted
+        # the client: one rx_indication per slot, TBs of its slots exactly as granted
         frames = []
         while client.poll(100):
             frames.append(wire.parse(client.recv()))

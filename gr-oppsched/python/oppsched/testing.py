@@ -5,7 +5,7 @@
   is there before its slot is built: deterministic, no daemon);
 - ``run_rx``: samples -> (optional channel_emulator_cc) -> slot_rx -> list of report dicts;
 - ``wire``: an independent Python codec of the PHY-MAC frames of
-  host/common/include/oppsched/wire.h (SlotRequest, SlotGrant, RxIndication), for fake daemons in
+  host/common/include/oppsched/wire.h (slot_request, slot_grant, rx_indication), for fake daemons in
   tests: written from the documented byte layout, not from the C++ code, so a test that
   passes through both checks the layout itself.
 """

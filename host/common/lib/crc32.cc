@@ -7,12 +7,12 @@
 namespace oppsched {
 namespace {
 
-using Tables = std::array<std::array<std::uint32_t, 256>, 8>;
+using crc_tables = std::array<std::array<std::uint32_t, 256>, 8>;
 
 // Slicing-by-8 tables: t[0] is the classic byte table; t[k][b] is the CRC of byte b
 // followed by k zero bytes, so eight bytes are folded with eight independent lookups.
-constexpr Tables make_tables() {
-    Tables t{};
+constexpr crc_tables make_tables() {
+    crc_tables t{};
     for (std::uint32_t b = 0; b < 256; ++b) {
         std::uint32_t c = b;
         for (int k = 0; k < 8; ++k) c = (c & 1u) ? (c >> 1) ^ kCrc32Polynomial : c >> 1;
@@ -24,7 +24,7 @@ constexpr Tables make_tables() {
     return t;
 }
 
-constexpr Tables kTables = make_tables();
+constexpr crc_tables kTables = make_tables();
 static_assert(kTables[0][1] == 0x77073096u, "CRC-32 table entry 1 (zlib)");
 static_assert(kTables[0][255] == 0x2D02EF8Du, "CRC-32 table entry 255 (zlib)");
 

@@ -42,9 +42,9 @@ double db_to_linear(double db) { return std::pow(10.0, db / 10.0); }
 double linear_to_db(double x) { return 10.0 * std::log10(x); }
 
 // ---------------------------------------------------------------------------------------
-// JakesChannel (Andrew & Hanly, CLAMP)
+// jakes_channel (Andrew & Hanly, CLAMP)
 
-void JakesParams::validate() const {
+void jakes_params::validate() const {
     check_common("channel.jakes.doppler_hz", doppler_hz, "channel.jakes.mean_snr_db", mean_snr_db);
     if (generators < 1 || generators > 4096)
         throw_invalid("channel.jakes.generators", generators, "not in [1, 4096]");
@@ -52,7 +52,7 @@ void JakesParams::validate() const {
         throw_invalid("channel.jakes.angle_offset", angle_offset, "not in [-1, 1]");
 }
 
-JakesChannel::JakesChannel(const JakesParams& params) : params_(params) {
+jakes_channel::jakes_channel(const jakes_params& params) : params_(params) {
     params_.validate();
     snr_avg_ = db_to_linear(params_.mean_snr_db);
     const int g = params_.generators;
@@ -73,14 +73,15 @@ JakesChannel::JakesChannel(const JakesParams& params) : params_(params) {
     }
 }
 
-std::complex<double> JakesChannel::gain(double t_s) const {
+std::complex<double> jakes_channel::gain(double t_s) const {
     std::complex<double> acc{0.0, 0.0};
     for (std::size_t i = 0; i < omega_.size(); ++i)
         acc += std::cos(omega_[i] * t_s + theta_[i]) * beta_[i];
     return scale_ * acc;
 }
 
-void JakesChannel::gains(double t0_s, double dt_s, std::size_t n, std::complex<double>* out) const {
+void jakes_channel::gains(double t0_s, double dt_s, std::size_t n,
+                          std::complex<double>* out) const {
     const std::size_t g = omega_.size();
     std::vector<std::complex<double>> u(g), step(g);
     for (std::size_t k = 0; k < g; ++k) step[k] = std::polar(1.0, omega_[k] * dt_s);
@@ -99,14 +100,15 @@ void JakesChannel::gains(double t0_s, double dt_s, std::size_t n, std::complex<d
 }
 
 // ---------------------------------------------------------------------------------------
-// SumOfSinusoidsChannel (Srinivasan & Baras)
+// sum_of_sinusoids_channel (Srinivasan & Baras)
 
-void SumOfSinusoidsParams::validate() const {
+void sum_of_sinusoids_params::validate() const {
     check_common("channel.sos.doppler_hz", doppler_hz, "channel.sos.mean_snr_db", mean_snr_db);
     if (paths < 1 || paths > 4096) throw_invalid("channel.sos.paths", paths, "not in [1, 4096]");
 }
 
-SumOfSinusoidsChannel::SumOfSinusoidsChannel(const SumOfSinusoidsParams& params) : params_(params) {
+sum_of_sinusoids_channel::sum_of_sinusoids_channel(const sum_of_sinusoids_params& params)
+    : params_(params) {
     params_.validate();
     snr_avg_ = db_to_linear(params_.mean_snr_db);
     const int k = params_.paths;
@@ -121,15 +123,15 @@ SumOfSinusoidsChannel::SumOfSinusoidsChannel(const SumOfSinusoidsParams& params)
     }
 }
 
-std::complex<double> SumOfSinusoidsChannel::gain(double t_s) const {
+std::complex<double> sum_of_sinusoids_channel::gain(double t_s) const {
     std::complex<double> acc{0.0, 0.0};
     for (std::size_t j = 0; j < omega_.size(); ++j)
         acc += amp_[j] * std::polar(1.0, omega_[j] * t_s);
     return acc;
 }
 
-void SumOfSinusoidsChannel::gains(double t0_s, double dt_s, std::size_t n,
-                                  std::complex<double>* out) const {
+void sum_of_sinusoids_channel::gains(double t0_s, double dt_s, std::size_t n,
+                                     std::complex<double>* out) const {
     const std::size_t k = omega_.size();
     std::vector<std::complex<double>> u(k), step(k);
     for (std::size_t j = 0; j < k; ++j) step[j] = std::polar(1.0, omega_[j] * dt_s);
@@ -147,16 +149,16 @@ void SumOfSinusoidsChannel::gains(double t0_s, double dt_s, std::size_t n,
     }
 }
 
-std::unique_ptr<FadingChannel> make_fading(const FadingConfig& config) {
-    struct Visitor {
-        std::unique_ptr<FadingChannel> operator()(const JakesParams& p) const {
-            return std::make_unique<JakesChannel>(p);
+std::unique_ptr<fading_channel> make_fading(const fading_params& config) {
+    struct visitor {
+        std::unique_ptr<fading_channel> operator()(const jakes_params& p) const {
+            return std::make_unique<jakes_channel>(p);
         }
-        std::unique_ptr<FadingChannel> operator()(const SumOfSinusoidsParams& p) const {
-            return std::make_unique<SumOfSinusoidsChannel>(p);
+        std::unique_ptr<fading_channel> operator()(const sum_of_sinusoids_params& p) const {
+            return std::make_unique<sum_of_sinusoids_channel>(p);
         }
     };
-    return std::visit(Visitor{}, config);
+    return std::visit(visitor{}, config);
 }
 
 }  // namespace oppsched::channel

@@ -12,9 +12,9 @@
 namespace oppsched::wire {
 namespace {
 
-class Writer {
+class byte_writer {
   public:
-    explicit Writer(std::size_t reserve) { b_.reserve(reserve); }
+    explicit byte_writer(std::size_t reserve) { b_.reserve(reserve); }
     void u8(std::uint8_t v) { b_.push_back(v); }
     void u16(std::uint16_t v) { store_be16(grow(2), v); }
     void u32(std::uint32_t v) { store_be32(grow(4), v); }
@@ -39,9 +39,9 @@ class Writer {
 
 // Bounds-checked big-endian (network order) reader; the first failure is remembered with the field
 // name.
-class Reader {
+class byte_reader {
   public:
-    Reader(const std::uint8_t* p, std::size_t n, const char* msg) : p_(p), n_(n), msg_(msg) {}
+    byte_reader(const std::uint8_t* p, std::size_t n, const char* msg) : p_(p), n_(n), msg_(msg) {}
     bool ok() const { return err_.empty(); }
     const std::string& error() const { return err_; }
     std::uint64_t get(int n, const char* field) {
@@ -109,13 +109,13 @@ std::uint16_t checked_len(std::size_t n, const char* field) {
     return static_cast<std::uint16_t>(n);
 }
 
-struct BodyWriter {
-    Writer& w;
-    void operator()(const SlotRequest& m) {
+struct body_writer {
+    byte_writer& w;
+    void operator()(const slot_request& m) {
         w.u64(m.slot);
         w.i64(m.air_time_ns);
     }
-    void operator()(const SlotGrant& m) {
+    void operator()(const slot_grant& m) {
         w.u64(m.slot);
         w.u8(m.empty ? 1 : 0);
         w.u16(m.user);
@@ -126,7 +126,7 @@ struct BodyWriter {
         w.u16(checked_len(m.tb.size(), "slot_grant.tb"));
         w.bytes(m.tb);
     }
-    void operator()(const RxIndication& m) {
+    void operator()(const rx_indication& m) {
         w.u64(m.slot);
         w.u16(m.user);
         w.u8(m.mcs);
@@ -140,19 +140,19 @@ struct BodyWriter {
         w.u16(checked_len(m.tb.size(), "rx_indication.tb"));
         w.bytes(m.tb);
     }
-    void operator()(const CqiReport& m) {
+    void operator()(const cqi_report& m) {
         w.u16(m.user);
         w.u64(m.slot);
         w.f32(m.snr_db);
         w.u8(m.cqi);
     }
-    void operator()(const HarqFeedback& m) {
+    void operator()(const harq_feedback& m) {
         w.u16(m.user);
         w.u64(m.slot);
         w.u8(m.harq_pid);
         w.u8(m.ack ? 1 : 0);
     }
-    void operator()(const UplinkPacket& m) {
+    void operator()(const uplink_packet& m) {
         w.u16(m.user);
         w.u16(checked_len(m.packet.size(), "uplink_packet.packet"));
         w.bytes(m.packet);
@@ -168,60 +168,60 @@ std::string bad_value(const char* field, T v, const char* why) {
 
 }  // namespace
 
-const char* to_string(MsgType t) {
+const char* to_string(msg_type t) {
     switch (t) {
-        case MsgType::slot_request:
+        case msg_type::slot_request:
             return "slot_request";
-        case MsgType::slot_grant:
+        case msg_type::slot_grant:
             return "slot_grant";
-        case MsgType::rx_indication:
+        case msg_type::rx_indication:
             return "rx_indication";
-        case MsgType::cqi_report:
+        case msg_type::cqi_report:
             return "cqi_report";
-        case MsgType::harq_feedback:
+        case msg_type::harq_feedback:
             return "harq_feedback";
-        case MsgType::uplink_packet:
+        case msg_type::uplink_packet:
             return "uplink_packet";
     }
     return "unknown";
 }
 
-MsgType type_of(const Message& m) {
-    return static_cast<MsgType>(m.index() + 1);  // variant order == MsgType numbering
+msg_type type_of(const message& m) {
+    return static_cast<msg_type>(m.index() + 1);  // variant order == msg_type numbering
 }
 
-bool SlotRequest::operator==(const SlotRequest& o) const {
+bool slot_request::operator==(const slot_request& o) const {
     return slot == o.slot && air_time_ns == o.air_time_ns;
 }
-bool SlotGrant::operator==(const SlotGrant& o) const {
+bool slot_grant::operator==(const slot_grant& o) const {
     return slot == o.slot && empty == o.empty && user == o.user && mcs == o.mcs &&
            harq_pid == o.harq_pid && ndi == o.ndi && rv == o.rv && tb == o.tb;
 }
-bool RxIndication::operator==(const RxIndication& o) const {
+bool rx_indication::operator==(const rx_indication& o) const {
     return slot == o.slot && user == o.user && mcs == o.mcs && harq_pid == o.harq_pid &&
            ndi == o.ndi && rv == o.rv && header_ok == o.header_ok && addressed == o.addressed &&
            crc_ok == o.crc_ok && snr_db == o.snr_db && cqi == o.cqi && combined == o.combined &&
            tb == o.tb;
 }
-bool CqiReport::operator==(const CqiReport& o) const {
+bool cqi_report::operator==(const cqi_report& o) const {
     return user == o.user && slot == o.slot && snr_db == o.snr_db && cqi == o.cqi;
 }
-bool HarqFeedback::operator==(const HarqFeedback& o) const {
+bool harq_feedback::operator==(const harq_feedback& o) const {
     return user == o.user && slot == o.slot && harq_pid == o.harq_pid && ack == o.ack;
 }
-bool UplinkPacket::operator==(const UplinkPacket& o) const {
+bool uplink_packet::operator==(const uplink_packet& o) const {
     return user == o.user && packet == o.packet;
 }
 
-std::vector<std::uint8_t> encode(const Message& msg, std::uint32_t seq) {
-    Writer w(kHeaderLen + 64);
+std::vector<std::uint8_t> encode(const message& msg, std::uint32_t seq) {
+    byte_writer w(kHeaderLen + 64);
     w.u32(kMagic);
     w.u8(kVersion);
     w.u8(static_cast<std::uint8_t>(type_of(msg)));
     w.u16(0);
     w.u32(seq);
     w.u32(0);  // body_len, patched below
-    std::visit(BodyWriter{w}, msg);
+    std::visit(body_writer{w}, msg);
     auto& b = w.buf();
     const auto body_len = static_cast<std::uint32_t>(b.size() - kHeaderLen);
     store_be32(b.data() + 12, body_len);
@@ -229,16 +229,17 @@ std::vector<std::uint8_t> encode(const Message& msg, std::uint32_t seq) {
     return std::move(b);
 }
 
-Result<Frame> decode(const std::uint8_t* data, std::size_t len, std::size_t max_len) {
+expected<frame> decode(const std::uint8_t* data, std::size_t len, std::size_t max_len) {
     if (len > max_len) {
         std::ostringstream s;
         s << "frame: " << len << " bytes exceed the limit of " << max_len;
-        return Error{s.str()};
+        return error_info{s.str()};
     }
     if (len < kHeaderLen + kTrailerLen) {
-        return Error{bad_value("frame.length", len, "bytes is shorter than header + CRC (20)")};
+        return error_info{
+            bad_value("frame.length", len, "bytes is shorter than header + CRC (20)")};
     }
-    Reader h(data, kHeaderLen, "header");
+    byte_reader h(data, kHeaderLen, "header");
     const auto magic = static_cast<std::uint32_t>(h.get(4, "magic"));
     const auto version = h.u8("version");
     const auto type = h.u8("type");
@@ -248,40 +249,40 @@ Result<Frame> decode(const std::uint8_t* data, std::size_t len, std::size_t max_
     if (magic != kMagic) {
         std::ostringstream s;
         s << "header.magic: 0x" << std::hex << magic << " is not 0x" << kMagic;
-        return Error{s.str()};
+        return error_info{s.str()};
     }
-    if (version != kVersion) return Error{bad_value("header.version", version, "is not 1")};
+    if (version != kVersion) return error_info{bad_value("header.version", version, "is not 1")};
     if (static_cast<std::size_t>(body_len) != len - kHeaderLen - kTrailerLen) {
         std::ostringstream s;
         s << "header.body_len: " << body_len << " does not match the frame ("
           << (len - kHeaderLen - kTrailerLen) << " body bytes)";
-        return Error{s.str()};
+        return error_info{s.str()};
     }
     const std::uint32_t crc_rx = load_be32(data + len - 4);
     const std::uint32_t crc = crc32(data, len - kTrailerLen);
     if (crc != crc_rx) {
         std::ostringstream s;
         s << "frame.crc: 0x" << std::hex << crc_rx << " does not match the computed 0x" << crc;
-        return Error{s.str()};
+        return error_info{s.str()};
     }
 
     const std::uint8_t* body = data + kHeaderLen;
-    Frame f;
+    frame f;
     f.seq = seq;
-    switch (static_cast<MsgType>(type)) {
-        case MsgType::slot_request: {
-            Reader r(body, body_len, "slot_request");
-            SlotRequest m;
+    switch (static_cast<msg_type>(type)) {
+        case msg_type::slot_request: {
+            byte_reader r(body, body_len, "slot_request");
+            slot_request m;
             m.slot = r.u64("slot");
             m.air_time_ns = r.i64("air_time_ns");
             r.expect_end();
-            if (!r.ok()) return Error{r.error()};
+            if (!r.ok()) return error_info{r.error()};
             f.msg = m;
             break;
         }
-        case MsgType::slot_grant: {
-            Reader r(body, body_len, "slot_grant");
-            SlotGrant m;
+        case msg_type::slot_grant: {
+            byte_reader r(body, body_len, "slot_grant");
+            slot_grant m;
             m.slot = r.u64("slot");
             const auto flags = r.u8("flags");
             m.empty = flags & 1;
@@ -295,13 +296,13 @@ Result<Frame> decode(const std::uint8_t* data, std::size_t len, std::size_t max_
             r.expect_end();
             if (r.ok() && m.empty && !m.tb.empty())
                 r.fail(bad_value("slot_grant.tb_len", n, "bytes in a slot marked empty"));
-            if (!r.ok()) return Error{r.error()};
+            if (!r.ok()) return error_info{r.error()};
             f.msg = std::move(m);
             break;
         }
-        case MsgType::rx_indication: {
-            Reader r(body, body_len, "rx_indication");
-            RxIndication m;
+        case msg_type::rx_indication: {
+            byte_reader r(body, body_len, "rx_indication");
+            rx_indication m;
             m.slot = r.u64("slot");
             m.user = r.u16("user");
             m.mcs = r.u8("mcs");
@@ -318,54 +319,54 @@ Result<Frame> decode(const std::uint8_t* data, std::size_t len, std::size_t max_
             const auto n = r.u16("tb_len");
             m.tb = r.bytes(n, "tb");
             r.expect_end();
-            if (!r.ok()) return Error{r.error()};
+            if (!r.ok()) return error_info{r.error()};
             f.msg = std::move(m);
             break;
         }
-        case MsgType::cqi_report: {
-            Reader r(body, body_len, "cqi_report");
-            CqiReport m;
+        case msg_type::cqi_report: {
+            byte_reader r(body, body_len, "cqi_report");
+            cqi_report m;
             m.user = r.u16("user");
             m.slot = r.u64("slot");
             m.snr_db = r.f32("snr_db");
             m.cqi = r.u8("cqi");
             r.expect_end();
-            if (!r.ok()) return Error{r.error()};
+            if (!r.ok()) return error_info{r.error()};
             f.msg = m;
             break;
         }
-        case MsgType::harq_feedback: {
-            Reader r(body, body_len, "harq_feedback");
-            HarqFeedback m;
+        case msg_type::harq_feedback: {
+            byte_reader r(body, body_len, "harq_feedback");
+            harq_feedback m;
             m.user = r.u16("user");
             m.slot = r.u64("slot");
             m.harq_pid = r.u8("harq_pid");
             const auto ack = r.u8("ack");
             r.expect_end();
             if (r.ok() && ack > 1) r.fail(bad_value("harq_feedback.ack", ack, "is not 0 or 1"));
-            if (!r.ok()) return Error{r.error()};
+            if (!r.ok()) return error_info{r.error()};
             m.ack = ack == 1;
             f.msg = m;
             break;
         }
-        case MsgType::uplink_packet: {
-            Reader r(body, body_len, "uplink_packet");
-            UplinkPacket m;
+        case msg_type::uplink_packet: {
+            byte_reader r(body, body_len, "uplink_packet");
+            uplink_packet m;
             m.user = r.u16("user");
             const auto n = r.u16("len");
             m.packet = r.bytes(n, "packet");
             r.expect_end();
-            if (!r.ok()) return Error{r.error()};
+            if (!r.ok()) return error_info{r.error()};
             f.msg = std::move(m);
             break;
         }
         default:
-            return Error{bad_value("header.type", type, "is not a known message type (1..6)")};
+            return error_info{bad_value("header.type", type, "is not a known message type (1..6)")};
     }
     return f;
 }
 
-std::uint64_t SeqTracker::on_receive(std::uint32_t seq) {
+std::uint64_t seq_tracker::on_receive(std::uint32_t seq) {
     ++stats_.received;
     if (!started_) {
         started_ = true;

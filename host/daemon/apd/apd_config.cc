@@ -19,8 +19,8 @@
 namespace oppsched::apd {
 namespace {
 
-using daemon::ConfigNode;
-using daemon::Range;
+using daemon::config_node;
+using daemon::value_range;
 
 // The MAC library's validators name fields in their own terms ("red.max_p", "sched.alpha");
 // rename the prefix to the YAML path so every error names the key the user wrote.
@@ -44,11 +44,11 @@ void deprecated(const std::string& field, const std::string& old_name,
 
 // ---- aqm.params: the same keys as Python's oppsched.mac.make_aqm(kind, **params) ----------
 
-using AqmSetter = std::function<void(aqm::AqmConfig&, const ConfigNode&, const std::string&)>;
+using aqm_setter = std::function<void(aqm::aqm_params&, const config_node&, const std::string&)>;
 
 template <class P, class T>
-AqmSetter num_field(T P::*member) {
-    return [member](aqm::AqmConfig& c, const ConfigNode& n, const std::string& key) {
+aqm_setter num_field(T P::*member) {
+    return [member](aqm::aqm_params& c, const config_node& n, const std::string& key) {
         auto& p = std::get<P>(c.params);
         if constexpr (std::is_same_v<T, bool>) {
             p.*member = n.get<bool>(key, p.*member);
@@ -61,66 +61,67 @@ AqmSetter num_field(T P::*member) {
 }
 
 template <class P>
-AqmSetter seconds_field(time_ns P::*member) {
-    return [member](aqm::AqmConfig& c, const ConfigNode& n, const std::string& key) {
+aqm_setter seconds_field(time_ns P::*member) {
+    return [member](aqm::aqm_params& c, const config_node& n, const std::string& key) {
         auto& p = std::get<P>(c.params);
-        p.*member = from_seconds(n.get<double>(key, to_seconds(p.*member), Range::closed(0, 1e6)));
+        p.*member =
+            from_seconds(n.get<double>(key, to_seconds(p.*member), value_range::closed(0, 1e6)));
     };
 }
 
-const std::map<std::string, AqmSetter>& aqm_setters(aqm::AqmKind k) {
+const std::map<std::string, aqm_setter>& aqm_setters(aqm::aqm_kind k) {
     using namespace aqm;
-    static const std::map<AqmKind, std::map<std::string, AqmSetter>> all = {
-        {AqmKind::droptail, {}},
-        {AqmKind::red,
-         {{"min_th", num_field(&RedParams::min_th)},
-          {"max_th", num_field(&RedParams::max_th)},
-          {"w_q", num_field(&RedParams::w_q)},
-          {"max_p", num_field(&RedParams::max_p)},
-          {"gentle", num_field(&RedParams::gentle)},
-          {"mean_packet_size", num_field(&RedParams::mean_packet_size)}}},
-        {AqmKind::rem,
-         {{"gamma", num_field(&RemParams::gamma)},
-          {"alpha", num_field(&RemParams::alpha)},
-          {"phi", num_field(&RemParams::phi)},
-          {"target", num_field(&RemParams::target)},
-          {"update_interval_s", seconds_field(&RemParams::update_interval)},
-          {"input_weight", num_field(&RemParams::input_weight)},
-          {"mean_packet_size", num_field(&RemParams::mean_packet_size)}}},
-        {AqmKind::reaqm,
-         {{"alpha", num_field(&ReaqmParams::alpha)},
-          {"alpha_prime", num_field(&ReaqmParams::alpha_prime)},
-          {"gamma", num_field(&ReaqmParams::gamma)},
-          {"phi", num_field(&ReaqmParams::phi)},
-          {"y0_ratio", num_field(&ReaqmParams::y0_ratio)},
-          {"modified_update", num_field(&ReaqmParams::modified_update)},
-          {"update_interval_s", seconds_field(&ReaqmParams::update_interval)},
-          {"mean_packet_size", num_field(&ReaqmParams::mean_packet_size)}}},
-        {AqmKind::avq,
-         {{"gamma", num_field(&AvqParams::gamma)},
-          {"alpha", num_field(&AvqParams::alpha)},
-          {"virtual_buffer_bytes", num_field(&AvqParams::virtual_buffer_bytes)},
-          {"mean_packet_size", num_field(&AvqParams::mean_packet_size)}}},
-        {AqmKind::codel,
-         {{"target_s", seconds_field(&CodelParams::target)},
-          {"interval_s", seconds_field(&CodelParams::interval)},
-          {"mtu", num_field(&CodelParams::mtu)}}},
-        {AqmKind::pie,
-         {{"target_s", seconds_field(&PieParams::target)},
-          {"tupdate_s", seconds_field(&PieParams::tupdate)},
-          {"alpha", num_field(&PieParams::alpha)},
-          {"beta", num_field(&PieParams::beta)},
-          {"max_burst_s", seconds_field(&PieParams::max_burst)},
-          {"mark_ecn_threshold", num_field(&PieParams::mark_ecn_threshold)},
-          {"mean_packet_size", num_field(&PieParams::mean_packet_size)},
-          {"use_departure_rate", num_field(&PieParams::use_departure_rate)},
-          {"derandomize", num_field(&PieParams::derandomize)},
-          {"cap_drop_adjustment", num_field(&PieParams::cap_drop_adjustment)}}},
-        {AqmKind::spmaf, {}},
-        {AqmKind::las, {{"flow_idle_timeout_s", seconds_field(&LasParams::flow_idle_timeout)}}},
-        {AqmKind::tlas,
-         {{"threshold_packets", num_field(&TlasParams::threshold_packets)},
-          {"flow_idle_timeout_s", seconds_field(&TlasParams::flow_idle_timeout)}}},
+    static const std::map<aqm_kind, std::map<std::string, aqm_setter>> all = {
+        {aqm_kind::droptail, {}},
+        {aqm_kind::red,
+         {{"min_th", num_field(&red_params::min_th)},
+          {"max_th", num_field(&red_params::max_th)},
+          {"w_q", num_field(&red_params::w_q)},
+          {"max_p", num_field(&red_params::max_p)},
+          {"gentle", num_field(&red_params::gentle)},
+          {"mean_packet_size", num_field(&red_params::mean_packet_size)}}},
+        {aqm_kind::rem,
+         {{"gamma", num_field(&rem_params::gamma)},
+          {"alpha", num_field(&rem_params::alpha)},
+          {"phi", num_field(&rem_params::phi)},
+          {"target", num_field(&rem_params::target)},
+          {"update_interval_s", seconds_field(&rem_params::update_interval)},
+          {"input_weight", num_field(&rem_params::input_weight)},
+          {"mean_packet_size", num_field(&rem_params::mean_packet_size)}}},
+        {aqm_kind::reaqm,
+         {{"alpha", num_field(&reaqm_params::alpha)},
+          {"alpha_prime", num_field(&reaqm_params::alpha_prime)},
+          {"gamma", num_field(&reaqm_params::gamma)},
+          {"phi", num_field(&reaqm_params::phi)},
+          {"y0_ratio", num_field(&reaqm_params::y0_ratio)},
+          {"modified_update", num_field(&reaqm_params::modified_update)},
+          {"update_interval_s", seconds_field(&reaqm_params::update_interval)},
+          {"mean_packet_size", num_field(&reaqm_params::mean_packet_size)}}},
+        {aqm_kind::avq,
+         {{"gamma", num_field(&avq_params::gamma)},
+          {"alpha", num_field(&avq_params::alpha)},
+          {"virtual_buffer_bytes", num_field(&avq_params::virtual_buffer_bytes)},
+          {"mean_packet_size", num_field(&avq_params::mean_packet_size)}}},
+        {aqm_kind::codel,
+         {{"target_s", seconds_field(&codel_params::target)},
+          {"interval_s", seconds_field(&codel_params::interval)},
+          {"mtu", num_field(&codel_params::mtu)}}},
+        {aqm_kind::pie,
+         {{"target_s", seconds_field(&pie_params::target)},
+          {"tupdate_s", seconds_field(&pie_params::tupdate)},
+          {"alpha", num_field(&pie_params::alpha)},
+          {"beta", num_field(&pie_params::beta)},
+          {"max_burst_s", seconds_field(&pie_params::max_burst)},
+          {"mark_ecn_threshold", num_field(&pie_params::mark_ecn_threshold)},
+          {"mean_packet_size", num_field(&pie_params::mean_packet_size)},
+          {"use_departure_rate", num_field(&pie_params::use_departure_rate)},
+          {"derandomize", num_field(&pie_params::derandomize)},
+          {"cap_drop_adjustment", num_field(&pie_params::cap_drop_adjustment)}}},
+        {aqm_kind::spmaf, {}},
+        {aqm_kind::las, {{"flow_idle_timeout_s", seconds_field(&las_params::flow_idle_timeout)}}},
+        {aqm_kind::tlas,
+         {{"threshold_packets", num_field(&tlas_params::threshold_packets)},
+          {"flow_idle_timeout_s", seconds_field(&tlas_params::flow_idle_timeout)}}},
     };
     return all.at(k);
 }
@@ -128,7 +129,7 @@ const std::map<std::string, AqmSetter>& aqm_setters(aqm::AqmKind k) {
 const std::set<std::string> kAqmTimeFields = {"update_interval", "target",    "interval",
                                               "tupdate",         "max_burst", "flow_idle_timeout"};
 
-std::vector<std::pair<std::string, std::string>> aqm_renames(aqm::AqmKind kind) {
+std::vector<std::pair<std::string, std::string>> aqm_renames(aqm::aqm_kind kind) {
     std::vector<std::pair<std::string, std::string>> m;
     const std::string k(aqm::to_string(kind));
     for (const auto& f : kAqmTimeFields)
@@ -141,11 +142,11 @@ std::vector<std::pair<std::string, std::string>> aqm_renames(aqm::AqmKind kind) 
     return m;
 }
 
-aqm::AqmConfig read_aqm(const ConfigNode& root) {
-    const ConfigNode a = root.child_or_empty("aqm");
+aqm::aqm_params read_aqm(const config_node& root) {
+    const config_node a = root.child_or_empty("aqm");
     std::vector<std::string> kinds;
     for (std::size_t i = 0; i < aqm::kAqmKindCount; ++i)
-        kinds.emplace_back(aqm::to_string(static_cast<aqm::AqmKind>(i)));
+        kinds.emplace_back(aqm::to_string(static_cast<aqm::aqm_kind>(i)));
     const std::string kind_name = a.get<std::string>("kind", "droptail");
     const auto kind = aqm::aqm_kind_from_string(kind_name);
     if (!kind) {
@@ -153,10 +154,10 @@ aqm::AqmConfig read_aqm(const ConfigNode& root) {
         for (const auto& k : kinds) all += (all.empty() ? "" : ", ") + k;
         a.fail("kind", "'" + kind_name + "' not one of " + all);
     }
-    aqm::AqmConfig c = aqm::default_config(*kind);
+    aqm::aqm_params c = aqm::default_config(*kind);
     c.ecn = a.get<bool>("ecn", true);
     c.seed = root.get<std::uint64_t>("seed", 1);
-    const ConfigNode params = a.child_or_empty("params");
+    const config_node params = a.child_or_empty("params");
     if (!params.is_map()) a.fail("params", "must be a mapping");
     const auto& setters = aqm_setters(*kind);
     for (const auto& key : params.keys()) {
@@ -164,7 +165,7 @@ aqm::AqmConfig read_aqm(const ConfigNode& root) {
         if (it != setters.end()) {
             it->second(c, params, key);
         } else if (key == "capacity_bps") {
-            c.rate.capacity_bps = params.get<double>(key, 0.0, Range::non_negative());
+            c.rate.capacity_bps = params.get<double>(key, 0.0, value_range::non_negative());
         } else if (key == "rate_sample_bytes") {
             c.rate.sample_bytes = params.get<std::uint64_t>(key, c.rate.sample_bytes);
         } else if (key == "rate_ema_weight") {
@@ -181,10 +182,11 @@ aqm::AqmConfig read_aqm(const ConfigNode& root) {
     return c;
 }
 
-sched::policy_params read_scheduler(const ConfigNode& root, std::size_t n_users) {
-    const ConfigNode s = root.child_or_empty("scheduler");
+sched::policy_params read_scheduler(const config_node& root, std::size_t n_users) {
+    const config_node s = root.child_or_empty("scheduler");
     const std::string kind = s.get_choice("kind", "pf", {"pf", "glambda", "rr", "maxrate", "wpf"});
-    const double alpha = s.get<double>("alpha", sched::kDefaultAlpha, Range::open_closed(0, 1));
+    const double alpha =
+        s.get<double>("alpha", sched::kDefaultAlpha, value_range::open_closed(0, 1));
     if (kind != "glambda" && s.has("lambda")) s.fail("lambda", "only valid with kind glambda");
     if (kind != "wpf" && s.has("weights")) s.fail("weights", "only valid with kind wpf");
     sched::policy_params p;
@@ -192,9 +194,9 @@ sched::policy_params read_scheduler(const ConfigNode& root, std::size_t n_users)
     if (kind == "rr") p = sched::round_robin_params{alpha};
     if (kind == "maxrate") p = sched::max_rate_params{alpha};
     if (kind == "glambda")
-        p = sched::glambda_params{alpha, s.get<double>("lambda", 1.0, Range::non_negative())};
+        p = sched::glambda_params{alpha, s.get<double>("lambda", 1.0, value_range::non_negative())};
     if (kind == "wpf") {
-        auto w = s.require<std::vector<double>>("weights", Range::positive());
+        auto w = s.require<std::vector<double>>("weights", value_range::positive());
         if (w.size() != n_users)
             s.fail("weights",
                    std::to_string(w.size()) + " weights for " + std::to_string(n_users) + " users");
@@ -205,20 +207,20 @@ sched::policy_params read_scheduler(const ConfigNode& root, std::size_t n_users)
 
 }  // namespace
 
-ApdConfig load_apd_config(const std::string& path) {
-    const ConfigNode root = ConfigNode::load_file(path);
-    ApdConfig c;
-    ap::ApCoreParams& core = c.core;
+apd_params load_apd_config(const std::string& path) {
+    const config_node root = config_node::load_file(path);
+    apd_params c;
+    ap::ap_core_params& core = c.core;
 
     c.tun = root.require<std::string>("tun");
     if (c.tun.empty() || c.tun.size() > 15) root.fail("tun", "'" + c.tun + "' not a device name");
-    core.slot_s = root.require<double>("slot_s", Range::open_closed(0, 1));
-    core.lead_slots = root.get<std::uint32_t>("lead_slots", 4, Range::closed(0, 100000));
+    core.slot_s = root.require<double>("slot_s", value_range::open_closed(0, 1));
+    core.lead_slots = root.get<std::uint32_t>("lead_slots", 4, value_range::closed(0, 100000));
     c.log_level = root.get_choice("log_level", "info",
                                   {"trace", "debug", "info", "warn", "error", "critical", "off"});
     root.get<std::uint64_t>("seed", 1);  // read again in read_aqm
 
-    const ConfigNode ep = root.child("endpoints");
+    const config_node ep = root.child("endpoints");
     c.ep_phy_requests = ep.require<std::string>("phy_requests");
     c.ep_phy_grants = ep.require<std::string>("phy_grants");
     c.ep_uplink = ep.require<std::string>("uplink");
@@ -235,54 +237,55 @@ ApdConfig load_apd_config(const std::string& path) {
         root.fail("endpoints", "the three endpoints must differ");
 
     // The same keys as oppsched-client's `zmq` section.
-    const ConfigNode z = root.child_or_empty("zmq");
-    c.zmq.send_hwm = c.zmq.recv_hwm = z.get<int>("hwm", 1000, Range::closed(1, 1e6));
+    const config_node z = root.child_or_empty("zmq");
+    c.zmq.send_hwm = c.zmq.recv_hwm = z.get<int>("hwm", 1000, value_range::closed(1, 1e6));
     c.zmq.send_timeout_ms = c.zmq.recv_timeout_ms =
-        z.get<int>("timeout_ms", 100, Range::closed(1, 60000));
-    c.zmq.max_msg_size = z.get<std::int64_t>(
-        "max_msg_bytes", static_cast<std::int64_t>(wire::kMaxFrameLen), Range::closed(64, 16e6));
-    c.tun_batch = z.get<std::size_t>("tun_batch", 64, Range::closed(1, 100000));
+        z.get<int>("timeout_ms", 100, value_range::closed(1, 60000));
+    c.zmq.max_msg_size =
+        z.get<std::int64_t>("max_msg_bytes", static_cast<std::int64_t>(wire::kMaxFrameLen),
+                            value_range::closed(64, 16e6));
+    c.tun_batch = z.get<std::size_t>("tun_batch", 64, value_range::closed(1, 100000));
 
     // ---- users ----
-    const ConfigNode users = root.child("users");
+    const config_node users = root.child("users");
     const auto items = users.items();
     if (items.empty()) users.fail("", "must list at least one user");
-    core.users.assign(items.size(), ap::UserParams{});
+    core.users.assign(items.size(), ap::ap_user_params{});
     std::vector<bool> seen(items.size(), false);
     for (const auto& it : items) {
-        const auto id = it.require<std::uint32_t>("id", Range::closed(0, 65535));
+        const auto id = it.require<std::uint32_t>("id", value_range::closed(0, 65535));
         if (id >= items.size())
             it.fail("id", std::to_string(id) + " not in [0," + std::to_string(items.size() - 1) +
                               "] (ids are 0..N-1)");
         if (seen[id]) it.fail("id", std::to_string(id) + " is used twice");
         seen[id] = true;
-        ap::UserParams& u = core.users[id];
+        ap::ap_user_params& u = core.users[id];
         u.name = it.require<std::string>("name");
         u.addresses = it.get<std::vector<std::string>>("addresses", {});
         u.queue_limit_bytes =
-            it.get_optional<std::size_t>("queue_limit_bytes", Range::closed(0, 1e12));
+            it.get_optional<std::size_t>("queue_limit_bytes", value_range::closed(0, 1e12));
         u.queue_limit_packets =
-            it.get_optional<std::size_t>("queue_limit_packets", Range::closed(0, 1e9));
+            it.get_optional<std::size_t>("queue_limit_packets", value_range::closed(0, 1e9));
     }
 
     // ---- queues and AQM ----
-    const ConfigNode q = root.child_or_empty("queue");
+    const config_node q = root.child_or_empty("queue");
     const std::string mode = q.get_choice("mode", "per_user", {"per_user", "shared"});
-    core.queue_mode = mode == "shared" ? aqm::QueueMode::shared : aqm::QueueMode::per_user;
+    core.queue_mode = mode == "shared" ? aqm::queue_mode::shared : aqm::queue_mode::per_user;
     core.aqm = read_aqm(root);
     core.aqm.limits.bytes =
-        q.get_optional<std::size_t>("limit_bytes", Range::closed(0, 1e12)).value_or(0);
+        q.get_optional<std::size_t>("limit_bytes", value_range::closed(0, 1e12)).value_or(0);
     core.aqm.limits.packets =
-        q.get_optional<std::size_t>("limit_packets", Range::closed(0, 1e9)).value_or(50);
+        q.get_optional<std::size_t>("limit_packets", value_range::closed(0, 1e9)).value_or(50);
     try {
         aqm::validate(core.aqm);
     } catch (const std::invalid_argument& e) {
         rethrow_renamed(e, aqm_renames(core.aqm.kind()));
     }
-    if (core.queue_mode == aqm::QueueMode::per_user) {
+    if (core.queue_mode == aqm::queue_mode::per_user) {
         for (std::size_t i = 0; i < items.size(); ++i) {
             const auto& u = core.users[i];
-            aqm::AqmConfig uc = core.aqm;
+            aqm::aqm_params uc = core.aqm;
             if (u.queue_limit_bytes) uc.limits.bytes = *u.queue_limit_bytes;
             if (u.queue_limit_packets) uc.limits.packets = *u.queue_limit_packets;
             try {
@@ -296,14 +299,17 @@ ApdConfig load_apd_config(const std::string& path) {
     }
 
     // ---- CLAMP ----
-    const ConfigNode cl = root.child_or_empty("clamp");
+    const config_node cl = root.child_or_empty("clamp");
     core.clamp.enabled = cl.get<bool>("enabled", false);
-    core.clamp.router.a_bytes = cl.get<double>("a_bytes", 5500.0, Range::non_negative());
-    core.clamp.router.b = cl.get<double>("b", 1.0, Range::positive());
-    core.clamp.router.ema_rate_per_s = cl.get<double>("ema_rate_per_s", 2.0, Range::positive());
-    core.clamp.mu_init_slots = cl.get<std::uint32_t>("mu_init_slots", 32, Range::closed(1, 1e7));
-    core.clamp.mu_ema_weight = cl.get<double>("mu_ema_weight", 0.01, Range::open_closed(0, 1));
-    core.clamp.mu_floor_bps = cl.get<double>("mu_floor_bps", 1000.0, Range::positive());
+    core.clamp.router.a_bytes = cl.get<double>("a_bytes", 5500.0, value_range::non_negative());
+    core.clamp.router.b = cl.get<double>("b", 1.0, value_range::positive());
+    core.clamp.router.ema_rate_per_s =
+        cl.get<double>("ema_rate_per_s", 2.0, value_range::positive());
+    core.clamp.mu_init_slots =
+        cl.get<std::uint32_t>("mu_init_slots", 32, value_range::closed(1, 1e7));
+    core.clamp.mu_ema_weight =
+        cl.get<double>("mu_ema_weight", 0.01, value_range::open_closed(0, 1));
+    core.clamp.mu_floor_bps = cl.get<double>("mu_floor_bps", 1000.0, value_range::positive());
     try {
         core.clamp.router.validate();
     } catch (const std::invalid_argument& e) {
@@ -313,7 +319,7 @@ ApdConfig load_apd_config(const std::string& path) {
     // ---- scheduler ----
     core.scheduler = read_scheduler(root, core.users.size());
     try {
-        sched::scheduler_config sc;
+        sched::scheduler_params sc;
         sc.num_users = core.users.size();
         sc.policy = core.scheduler;
         sched::validate(sc);
@@ -322,22 +328,22 @@ ApdConfig load_apd_config(const std::string& path) {
     }
 
     // ---- HARQ ----
-    const ConfigNode h = root.child_or_empty("harq");
+    const config_node h = root.child_or_empty("harq");
     core.harq.num_processes =
-        h.get<std::uint32_t>("processes", 8, Range::closed(1, harq::kMaxProcesses));
-    core.harq.max_transmissions =
-        h.get<std::uint32_t>("max_transmissions", 5, Range::closed(1, harq::kMaxTransmissions));
+        h.get<std::uint32_t>("processes", 8, value_range::closed(1, harq::kMaxProcesses));
+    core.harq.max_transmissions = h.get<std::uint32_t>(
+        "max_transmissions", 5, value_range::closed(1, harq::kMaxTransmissions));
     core.harq.rv_sequence =
-        h.get<std::vector<std::uint8_t>>("rv_sequence", {0, 2, 3, 1}, Range::closed(0, 3));
+        h.get<std::vector<std::uint8_t>>("rv_sequence", {0, 2, 3, 1}, value_range::closed(0, 3));
     core.harq.feedback_timeout_slots =
-        h.get<std::int64_t>("feedback_timeout_slots", 16, Range::closed(2, 1e6));
+        h.get<std::int64_t>("feedback_timeout_slots", 16, value_range::closed(2, 1e6));
     // Default: the earliest slot the feedback of slot s can act on (ap_core.h), below the timeout.
     const std::int64_t delay_default =
         std::min<std::int64_t>(core.lead_slots + 2, core.harq.feedback_timeout_slots - 1);
     core.harq.feedback_delay_slots =
-        h.get<std::int64_t>("feedback_delay_slots", delay_default, Range::closed(1, 1e6));
+        h.get<std::int64_t>("feedback_delay_slots", delay_default, value_range::closed(1, 1e6));
     try {
-        harq::harq_config hc = core.harq;
+        harq::harq_params hc = core.harq;
         hc.num_users = static_cast<std::uint32_t>(core.users.size());
         harq::validate(hc);
     } catch (const std::invalid_argument& e) {
@@ -345,24 +351,24 @@ ApdConfig load_apd_config(const std::string& path) {
     }
 
     // ---- link adaptation ----
-    const ConfigNode la = root.child_or_empty("link_adaptation");
+    const config_node la = root.child_or_empty("link_adaptation");
     std::string table = la.get<std::string>("table", "evdo");
     if (table == "clamp") {  // issue 13: "clamp" names the CLAMP algorithm only
         deprecated(la.field("table"), "value 'clamp'", "'shannon'");
         table = "shannon";
     }
     linkadapt::ofdm_numerology num;
-    num.sample_rate_hz = la.get<double>("ofdm_sample_rate_hz", 1e6, Range::positive());
+    num.sample_rate_hz = la.get<double>("ofdm_sample_rate_hz", 1e6, value_range::positive());
     // The abstract PHY's `shannon` section (same names, same defaults): both sides must build
     // the same `shannon` table. `clamp` is its old name.
     if (la.has("clamp") && la.has("shannon"))
         la.fail("clamp", "renamed to 'shannon', which is given too; keep 'shannon'");
     if (la.has("clamp")) deprecated(la.field("clamp"), "key 'clamp'", "'shannon'");
-    const ConfigNode lc = la.child_or_empty(la.has("clamp") ? "clamp" : "shannon");
-    ap::ClampTableParams ct;
-    ct.w0_hz = lc.get<double>("w0_hz", ct.w0_hz, Range::closed(1, 1e12));
-    ct.cmax_bps = lc.get<double>("cmax_bps", ct.cmax_bps, Range::closed(1, 1e12));
-    ct.levels = lc.get<std::uint32_t>("levels", ct.levels, Range::closed(1, 255));
+    const config_node lc = la.child_or_empty(la.has("clamp") ? "clamp" : "shannon");
+    ap::shannon_table_params ct;
+    ct.w0_hz = lc.get<double>("w0_hz", ct.w0_hz, value_range::closed(1, 1e12));
+    ct.cmax_bps = lc.get<double>("cmax_bps", ct.cmax_bps, value_range::closed(1, 1e12));
+    ct.levels = lc.get<std::uint32_t>("levels", ct.levels, value_range::closed(1, 255));
     try {
         if (auto t = ap::mcs_table_by_name(table, num, ct)) {
             core.table = *t;
@@ -378,7 +384,7 @@ ApdConfig load_apd_config(const std::string& path) {
             if (!r) la.fail("table", "'" + table + "': " + r.error());
             core.table = r.value();
         }
-    } catch (const daemon::ConfigError&) {
+    } catch (const daemon::config_error&) {
         throw;
     } catch (const std::invalid_argument& e) {
         la.fail("table", "'" + table + "': " + e.what());
@@ -397,13 +403,13 @@ ApdConfig load_apd_config(const std::string& path) {
     }
 
     // ---- slot clock ----
-    const ConfigNode sc = root.child_or_empty("slot_clock");
+    const config_node sc = root.child_or_empty("slot_clock");
     core.restart_backjump_slots =
-        sc.get<std::int64_t>("restart_backjump_slots", 1000, Range::closed(1, 1e12));
-    core.grant_cache = sc.get<std::uint32_t>("grant_cache", 64, Range::closed(1, 1e6));
+        sc.get<std::int64_t>("restart_backjump_slots", 1000, value_range::closed(1, 1e12));
+    core.grant_cache = sc.get<std::uint32_t>("grant_cache", 64, value_range::closed(1, 1e6));
 
     // ---- traces ----
-    const ConfigNode tr = root.child_or_empty("traces");
+    const config_node tr = root.child_or_empty("traces");
     c.trace_slots = tr.get<std::string>("slots", "");
     c.trace_packets = tr.get<std::string>("packets", "");
     c.stats_path = tr.get<std::string>("stats", "");
@@ -413,7 +419,7 @@ ApdConfig load_apd_config(const std::string& path) {
     root.check_no_unknown_keys();
     core.validate();  // the combinations (addresses, limits, table vs slot)
 
-    // Every grant must fit a message: frame header 16 + SlotGrant fields 17 + TB + CRC 4.
+    // Every grant must fit a message: frame header 16 + slot_grant fields 17 + TB + CRC 4.
     std::size_t max_tb = 0;
     for (std::size_t m = 0; m < core.table.size(); ++m)
         max_tb = std::max<std::size_t>(
@@ -423,7 +429,7 @@ ApdConfig load_apd_config(const std::string& path) {
     const std::size_t max_grant = wire::kHeaderLen + 17 + max_tb + wire::kTrailerLen;
     if (static_cast<std::size_t>(c.zmq.max_msg_size) < max_grant)
         z.fail("max_msg_bytes", std::to_string(c.zmq.max_msg_size) + " < " +
-                                    std::to_string(max_grant) + ", the largest SlotGrant (table " +
+                                    std::to_string(max_grant) + ", the largest slot_grant (table " +
                                     core.table.name() + ", slot_s " + std::to_string(core.slot_s) +
                                     ")");
     return c;

@@ -53,9 +53,9 @@ void usage(std::FILE* f) {
                  "  --check        validate the configuration and exit (0 valid, 2 invalid)\n");
 }
 
-class Apd final {
+class ap_daemon final {
   public:
-    explicit Apd(ApdConfig cfg) : cfg_(std::move(cfg)) {}
+    explicit ap_daemon(apd_params cfg) : cfg_(std::move(cfg)) {}
 
     int run();
 
@@ -69,33 +69,33 @@ class Apd final {
     void read_tun();
     void malformed(const char* endpoint, const std::string& why);
 
-    ApdConfig cfg_;
-    std::unique_ptr<ap::ApCore> core_;
-    std::unique_ptr<daemon::SignalSet> signals_;
-    std::unique_ptr<daemon::TunDevice> tun_;
-    std::unique_ptr<daemon::CsvWriter> slots_csv_;
-    std::unique_ptr<daemon::CsvWriter> packets_csv_;
+    apd_params cfg_;
+    std::unique_ptr<ap::ap_core> core_;
+    std::unique_ptr<daemon::signal_set> signals_;
+    std::unique_ptr<daemon::tun_device> tun_;
+    std::unique_ptr<daemon::csv_writer> slots_csv_;
+    std::unique_ptr<daemon::csv_writer> packets_csv_;
     std::unique_ptr<zmq::context_t> ctx_;
-    std::unique_ptr<daemon::PullEndpoint> phy_requests_;
-    std::unique_ptr<daemon::PushEndpoint> phy_grants_;
-    std::unique_ptr<daemon::PullEndpoint> uplink_;
-    daemon::Stats stats_;
-    daemon::RateLimitedLog rlog_;
-    wire::SeqTracker phy_seq_;
-    std::vector<wire::SeqTracker> uplink_seq_;  // per user
+    std::unique_ptr<daemon::pull_endpoint> phy_requests_;
+    std::unique_ptr<daemon::push_endpoint> phy_grants_;
+    std::unique_ptr<daemon::pull_endpoint> uplink_;
+    daemon::stats_registry stats_;
+    daemon::rate_limited_log rlog_;
+    wire::seq_tracker phy_seq_;
+    std::vector<wire::seq_tracker> uplink_seq_;  // per user
     std::uint64_t phy_restarts_seen_ = 0;
     std::uint32_t grant_seq_ = 0;
     std::vector<std::uint8_t> buf_;
     time_ns started_ = 0;
 };
 
-void Apd::malformed(const char* endpoint, const std::string& why) {
+void ap_daemon::malformed(const char* endpoint, const std::string& why) {
     ++stats_.counter(std::string("malformed.") + endpoint);
     rlog_.warn(std::string("malformed.") + endpoint, "{}: malformed message dropped: {}", endpoint,
                why);
 }
 
-void Apd::open_traces() {
+void ap_daemon::open_traces() {
     if (!cfg_.trace_slots.empty()) {
         std::vector<std::string> h = {"slot", "t_ns", "user", "mcs",     "tb_bytes", "harq_pid",
                                       "rv",   "ndi",  "retx", "outcome", "late"};
@@ -104,15 +104,15 @@ void Apd::open_traces() {
             h.push_back("queue." + u.name);
             h.push_back("price." + u.name);
         }
-        slots_csv_ = std::make_unique<daemon::CsvWriter>(cfg_.trace_slots, h);
+        slots_csv_ = std::make_unique<daemon::csv_writer>(cfg_.trace_slots, h);
     }
     if (!cfg_.trace_packets.empty())
-        packets_csv_ = std::make_unique<daemon::CsvWriter>(
+        packets_csv_ = std::make_unique<daemon::csv_writer>(
             cfg_.trace_packets,
             std::vector<std::string>{"t_ns", "event", "user", "packet_id", "bytes", "reason"});
 }
 
-void Apd::write_traces(bool final) {
+void ap_daemon::write_traces(bool final) {
     if (slots_csv_) {
         auto rows = final ? core_->final_rows() : core_->take_slot_rows();
         for (const auto& r : rows) {
@@ -140,7 +140,7 @@ void Apd::write_traces(bool final) {
     }
 }
 
-void Apd::write_stats() {
+void ap_daemon::write_stats() {
     if (cfg_.stats_path.empty()) return;
     try {
         fill_stats();
@@ -151,19 +151,19 @@ void Apd::write_stats() {
         rlog_.warn("stats", "cannot write {}: {}", cfg_.stats_path, std::strerror(errno));
 }
 
-void Apd::fill_stats() {
-    daemon::Stats& s = stats_;
+void ap_daemon::fill_stats() {
+    daemon::stats_registry& s = stats_;
     s.set("version", std::string(oppsched::version()));
     s.set("uptime_s", to_seconds(daemon::monotonic_ns() - started_));
     for (const auto& [k, v] : core_->counters()) s.set("core." + k, v);
     for (const auto& [k, v] : core_->gauges()) s.set("core." + k, v);
-    auto pull = [&s](const std::string& n, const daemon::PullEndpoint* ep) {
+    auto pull = [&s](const std::string& n, const daemon::pull_endpoint* ep) {
         if (ep) s.set_fields("zmq." + n + ".", ep->stats());
     };
     pull("phy_requests", phy_requests_.get());
     pull("uplink", uplink_.get());
     if (phy_grants_) s.set_fields("zmq.phy_grants.", phy_grants_->stats());
-    auto seq = [&s](const std::string& n, const wire::SeqTracker& t) {
+    auto seq = [&s](const std::string& n, const wire::seq_tracker& t) {
         s.set_fields("seq." + n + ".", t.stats());
     };
     seq("phy_requests", phy_seq_);
@@ -186,7 +186,7 @@ void Apd::fill_stats() {
     s.counter("uplink.unknown_user");
 }
 
-void Apd::on_phy_message(const std::vector<std::uint8_t>& msg) {
+void ap_daemon::on_phy_message(const std::vector<std::uint8_t>& msg) {
     auto r = wire::decode(msg, static_cast<std::size_t>(cfg_.zmq.max_msg_size));
     if (!r) return malformed("phy_requests", r.error());
     phy_seq_.on_receive(r->seq);
@@ -195,14 +195,14 @@ void Apd::on_phy_message(const std::vector<std::uint8_t>& msg) {
         spdlog::info("phy_requests: the PHY restarted (sequence back at 0)");
         core_->on_phy_restart();
     }
-    const auto* req = std::get_if<wire::SlotRequest>(&r->msg);
+    const auto* req = std::get_if<wire::slot_request>(&r->msg);
     if (!req) {
         ++stats_.counter("unexpected_type.phy_requests");
         rlog_.warn("unexpected.phy_requests", "phy_requests: unexpected {} message dropped",
                    wire::to_string(wire::type_of(r->msg)));
         return;
     }
-    const wire::SlotGrant g =
+    const wire::slot_grant g =
         core_->on_slot_request(daemon::monotonic_ns(), req->slot, req->air_time_ns);
     const auto bytes = wire::encode(g, grant_seq_++);
     if (!phy_grants_->send(bytes))
@@ -210,12 +210,12 @@ void Apd::on_phy_message(const std::vector<std::uint8_t>& msg) {
                    g.slot);
 }
 
-void Apd::on_uplink_message(const std::vector<std::uint8_t>& msg) {
+void ap_daemon::on_uplink_message(const std::vector<std::uint8_t>& msg) {
     auto r = wire::decode(msg, static_cast<std::size_t>(cfg_.zmq.max_msg_size));
     if (!r) return malformed("uplink", r.error());
-    const auto* cqi = std::get_if<wire::CqiReport>(&r->msg);
-    const auto* fb = std::get_if<wire::HarqFeedback>(&r->msg);
-    const auto* pkt = std::get_if<wire::UplinkPacket>(&r->msg);
+    const auto* cqi = std::get_if<wire::cqi_report>(&r->msg);
+    const auto* fb = std::get_if<wire::harq_feedback>(&r->msg);
+    const auto* pkt = std::get_if<wire::uplink_packet>(&r->msg);
     if (!cqi && !fb && !pkt) {
         ++stats_.counter("unexpected_type.uplink");
         rlog_.warn("unexpected.uplink", "uplink: unexpected {} message dropped",
@@ -235,13 +235,13 @@ void Apd::on_uplink_message(const std::vector<std::uint8_t>& msg) {
         core_->on_harq_feedback(fb->user, fb->slot, fb->harq_pid, fb->ack);
     } else {
         // Toward the servers: the kernel routes it out of the AP namespace.
-        if (pkt->packet.empty()) return malformed("uplink", "empty UplinkPacket");
+        if (pkt->packet.empty()) return malformed("uplink", "empty uplink_packet");
         if (!tun_->write(pkt->packet.data(), pkt->packet.size()))
             rlog_.warn("tun.write", "{}: write failed: {}", tun_->name(), std::strerror(errno));
     }
 }
 
-void Apd::read_tun() {
+void ap_daemon::read_tun() {
     buf_.resize(65536);
     for (std::size_t i = 0; i < cfg_.tun_batch; ++i) {
         const long n = tun_->read(buf_.data(), buf_.size());
@@ -255,23 +255,23 @@ void Apd::read_tun() {
     }
 }
 
-int Apd::run() {
+int ap_daemon::run() {
     started_ = daemon::monotonic_ns();
-    core_ = std::make_unique<ap::ApCore>(cfg_.core);
-    uplink_seq_.assign(core_->users(), wire::SeqTracker{});
+    core_ = std::make_unique<ap::ap_core>(cfg_.core);
+    uplink_seq_.assign(core_->users(), wire::seq_tracker{});
     try {
-        signals_ = std::make_unique<daemon::SignalSet>();
-        tun_ = daemon::TunDevice::open(cfg_.tun);
+        signals_ = std::make_unique<daemon::signal_set>();
+        tun_ = daemon::tun_device::open(cfg_.tun);
         open_traces();
         const auto dropped = daemon::drop_all_capabilities();
         spdlog::info("{}", dropped.summary());
         ctx_ = std::make_unique<zmq::context_t>(1);
-        phy_requests_ = std::make_unique<daemon::PullEndpoint>(
-            *ctx_, "phy_requests", cfg_.ep_phy_requests, daemon::Role::bind, cfg_.zmq);
-        phy_grants_ = std::make_unique<daemon::PushEndpoint>(
-            *ctx_, "phy_grants", cfg_.ep_phy_grants, daemon::Role::bind, cfg_.zmq);
-        uplink_ = std::make_unique<daemon::PullEndpoint>(*ctx_, "uplink", cfg_.ep_uplink,
-                                                         daemon::Role::bind, cfg_.zmq);
+        phy_requests_ = std::make_unique<daemon::pull_endpoint>(
+            *ctx_, "phy_requests", cfg_.ep_phy_requests, daemon::socket_role::bind, cfg_.zmq);
+        phy_grants_ = std::make_unique<daemon::push_endpoint>(
+            *ctx_, "phy_grants", cfg_.ep_phy_grants, daemon::socket_role::bind, cfg_.zmq);
+        uplink_ = std::make_unique<daemon::pull_endpoint>(*ctx_, "uplink", cfg_.ep_uplink,
+                                                          daemon::socket_role::bind, cfg_.zmq);
     } catch (const std::exception& e) {
         spdlog::error("start-up failed: {}", e.what());
         return kExitRuntime;
@@ -345,11 +345,11 @@ int main(int argc, char** argv) {
     daemon::init_logging("apd");
     const std::string& config = args.config;
     const bool check = args.check;
-    apd::ApdConfig cfg;
+    apd::apd_params cfg;
     try {
         cfg = apd::load_apd_config(config);
         daemon::init_logging("apd", cfg.log_level);
-        ap::ApCore validate_only(cfg.core);  // every combination, before anything is opened
+        ap::ap_core validate_only(cfg.core);  // every combination, before anything is opened
     } catch (const std::exception& e) {
         spdlog::error("{}: {}", config, e.what());
         return apd::kExitConfig;
@@ -359,7 +359,7 @@ int main(int argc, char** argv) {
         return 0;
     }
     try {
-        return apd::Apd(std::move(cfg)).run();
+        return apd::ap_daemon(std::move(cfg)).run();
     } catch (const std::exception& e) {
         spdlog::critical("fatal: {}", e.what());
         return apd::kExitRuntime;

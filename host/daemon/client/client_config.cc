@@ -6,8 +6,8 @@
 
 namespace oppsched::client {
 
-using daemon::ConfigNode;
-using daemon::Range;
+using daemon::config_node;
+using daemon::value_range;
 
 namespace {
 
@@ -17,7 +17,7 @@ std::string dirname_of(const std::string& path) {
     return slash == 0 ? "/" : path.substr(0, slash);
 }
 
-void check_endpoint(const ConfigNode& n, const std::string& key, const std::string& v) {
+void check_endpoint(const config_node& n, const std::string& key, const std::string& v) {
     static const std::regex re(R"(^(ipc://.+|tcp://.+:[0-9]+|inproc://.+)$)");
     if (!std::regex_match(v, re))
         n.fail(key, "'" + v + "' is not an ipc://PATH, tcp://HOST:PORT or inproc:// endpoint");
@@ -27,8 +27,8 @@ void check_endpoint(const ConfigNode& n, const std::string& key, const std::stri
 
 }  // namespace
 
-client_config read_client_config(const daemon::ConfigNode& root) {
-    client_config c;
+client_params read_client_config(const daemon::config_node& root) {
+    client_params c;
     c.user = root.require<std::uint16_t>("user");
     c.name = root.require<std::string>("name");
     if (!std::regex_match(c.name, std::regex(R"(^[A-Za-z0-9_.-]{1,64}$)")))
@@ -37,53 +37,57 @@ client_config read_client_config(const daemon::ConfigNode& root) {
     if (c.tun.empty() || c.tun.size() > 15 || c.tun.find('/') != std::string::npos)
         root.fail("tun", "'" + c.tun + "' is not an interface name (1..15 chars, no '/')");
 
-    const ConfigNode ep = root.child("endpoints");
+    const config_node ep = root.child("endpoints");
     c.rx_endpoint = ep.require<std::string>("rx");
     check_endpoint(ep, "rx", c.rx_endpoint);
     c.uplink_endpoint = ep.require<std::string>("uplink");
     check_endpoint(ep, "uplink", c.uplink_endpoint);
 
-    const ConfigNode z = root.child_or_empty("zmq");
-    c.hwm = z.get<int>("hwm", 1000, Range::closed(1, 1e6));
-    c.socket_timeout_ms = z.get<int>("timeout_ms", 100, Range::closed(1, 60000));
+    const config_node z = root.child_or_empty("zmq");
+    c.hwm = z.get<int>("hwm", 1000, value_range::closed(1, 1e6));
+    c.socket_timeout_ms = z.get<int>("timeout_ms", 100, value_range::closed(1, 60000));
 
-    const double delay_ms = root.get<double>("uplink_delay_ms", 1.0, Range::closed(0, 10000));
+    const double delay_ms = root.get<double>("uplink_delay_ms", 1.0, value_range::closed(0, 10000));
     c.uplink.delay = static_cast<time_ns>(delay_ms * kNsPerMs + 0.5);
 
-    const ConfigNode cqi = root.child_or_empty("cqi");
+    const config_node cqi = root.child_or_empty("cqi");
     c.core.user = c.user;
     c.core.cqi_period_slots =
-        cqi.get<std::uint32_t>("period_slots", 1, Range::closed(1, 1'000'000));
+        cqi.get<std::uint32_t>("period_slots", 1, value_range::closed(1, 1'000'000));
 
-    const ConfigNode ra = root.child_or_empty("reassembly");
-    c.core.reassembly.window = ra.get<std::uint32_t>("window", 64, Range::closed(1, 1 << 20));
-    const double ra_timeout_ms = ra.get<double>("timeout_ms", 50.0, Range::open_closed(0, 60000));
+    const config_node ra = root.child_or_empty("reassembly");
+    c.core.reassembly.window = ra.get<std::uint32_t>("window", 64, value_range::closed(1, 1 << 20));
+    const double ra_timeout_ms =
+        ra.get<double>("timeout_ms", 50.0, value_range::open_closed(0, 60000));
     c.core.reassembly.timeout = static_cast<time_ns>(ra_timeout_ms * kNsPerMs + 0.5);
     c.core.reassembly.max_bytes = static_cast<std::size_t>(
-        ra.get<std::uint64_t>("max_bytes", 1 << 20, Range::closed(65535, 1ull << 32)));
+        ra.get<std::uint64_t>("max_bytes", 1 << 20, value_range::closed(65535, 1ull << 32)));
 
-    const ConfigNode cl = root.child_or_empty("clamp");
+    const config_node cl = root.child_or_empty("clamp");
     auto& k = c.core.clamp;
     k.enabled = cl.get<bool>("enabled", false);
-    k.agent.tau_bytes = cl.get<double>("tau_bytes", 500.0, Range::positive());
-    k.agent.alpha_packets = cl.get<std::uint32_t>("alpha_packets", 1000, Range::closed(1, 1e8));
-    k.agent.beta = cl.get<double>("beta", 0.001, Range::open(0, 1));
-    k.mss_bytes = cl.get<std::uint32_t>("mss", 0, Range::closed(0, 65535));
+    k.agent.tau_bytes = cl.get<double>("tau_bytes", 500.0, value_range::positive());
+    k.agent.alpha_packets =
+        cl.get<std::uint32_t>("alpha_packets", 1000, value_range::closed(1, 1e8));
+    k.agent.beta = cl.get<double>("beta", 0.001, value_range::open(0, 1));
+    k.mss_bytes = cl.get<std::uint32_t>("mss", 0, value_range::closed(0, 65535));
     if (k.mss_bytes != 0 && k.mss_bytes < 64)
         cl.fail("mss", std::to_string(k.mss_bytes) + " not 0 (learn) or in [64, 65535]");
-    const double pt_ms = cl.get<double>("price_timeout_ms", 1000.0, Range::open_closed(0, 60000));
+    const double pt_ms =
+        cl.get<double>("price_timeout_ms", 1000.0, value_range::open_closed(0, 60000));
     k.price_timeout = static_cast<time_ns>(pt_ms * kNsPerMs + 0.5);
-    k.agent.max_increase_bytes = cl.get<double>("max_increase_bytes", 10000.0, Range::positive());
-    k.agent.min_window_bytes = cl.get<double>("min_window_bytes", 0.0, Range::non_negative());
+    k.agent.max_increase_bytes =
+        cl.get<double>("max_increase_bytes", 10000.0, value_range::positive());
+    k.agent.min_window_bytes = cl.get<double>("min_window_bytes", 0.0, value_range::non_negative());
     k.agent.slow_start_threshold_bytes =
-        cl.get<double>("slow_start_threshold_bytes", 0.0, Range::non_negative());
-    k.agent.dupack_threshold = cl.get<int>("dupack_threshold", 3, Range::closed(1, 1000));
-    k.max_flows = cl.get<std::uint32_t>("max_flows", 1024, Range::closed(1, 1e6));
+        cl.get<double>("slow_start_threshold_bytes", 0.0, value_range::non_negative());
+    k.agent.dupack_threshold = cl.get<int>("dupack_threshold", 3, value_range::closed(1, 1000));
+    k.max_flows = cl.get<std::uint32_t>("max_flows", 1024, value_range::closed(1, 1e6));
     const double idle_s =
-        cl.get<double>("flow_idle_timeout_s", 300.0, Range::open_closed(0, 86400));
+        cl.get<double>("flow_idle_timeout_s", 300.0, value_range::open_closed(0, 86400));
     k.flow_idle_timeout = static_cast<time_ns>(idle_s * kNsPerSec);
 
-    const ConfigNode tr = root.child_or_empty("traces");
+    const config_node tr = root.child_or_empty("traces");
     c.windows_trace = tr.get<std::string>("windows", "");
     c.stats_path = tr.get<std::string>("stats", "");
     // The fail-open/resume events (client_core.h): by default beside the stats file.
@@ -103,8 +107,8 @@ client_config read_client_config(const daemon::ConfigNode& root) {
     return c;
 }
 
-client_config load_client_config(const std::string& path) {
-    return read_client_config(ConfigNode::load_file(path));
+client_params load_client_config(const std::string& path) {
+    return read_client_config(config_node::load_file(path));
 }
 
 }  // namespace oppsched::client

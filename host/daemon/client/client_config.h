@@ -1,8 +1,8 @@
 #pragma once
 // oppsched-client's configuration file (docs/daemons.md, "oppsched-client configuration"):
 // read strictly (unknown keys, wrong types, NaN/inf, out-of-range values are errors naming
-// the dotted field and the value) into the daemon's own settings and the ClientCore's and
-// UplinkDelay's parameters, which then validate themselves as well. Nothing here opens a
+// the dotted field and the value) into the daemon's own settings and the client_core's and
+// uplink_delay's parameters, which then validate themselves as well. Nothing here opens a
 // device or a socket.
 #include <cstdint>
 #include <string>
@@ -13,22 +13,22 @@
 
 namespace oppsched::client {
 
-struct client_config {
+struct client_params {
     std::uint16_t user = 0;
     std::string name;
     std::string tun;
     std::string rx_endpoint, uplink_endpoint;
     int hwm = 1000;
     int socket_timeout_ms = 100;
-    ClientCoreParams core;
-    UplinkDelayParams uplink;
+    client_core_params core;
+    uplink_delay_params uplink;
     std::string windows_trace, events_trace, stats_path;
     std::string log_level = "info";
 };
 
-// Throws daemon::ConfigError or std::invalid_argument; the message starts with the dotted
+// Throws daemon::config_error or std::invalid_argument; the message starts with the dotted
 // field of the YAML file.
-client_config read_client_config(const daemon::ConfigNode& root);
-client_config load_client_config(const std::string& path);
+client_params read_client_config(const daemon::config_node& root);
+client_params load_client_config(const std::string& path);
 
 }  // namespace oppsched::client

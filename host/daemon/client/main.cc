@@ -2,10 +2,10 @@
 //
 //   oppsched-client --config client.yaml [--check]
 //
-// PHY RX --(rx_<user>, PULL, bound here)--> RxIndication --> client::ClientCore
+// PHY RX --(rx_<user>, PULL, bound here)--> rx_indication --> client::client_core
 //   --> delivered IP packets --> TUN (the client's radio interface)
-//   --> HARQ feedback, CQI reports --> UplinkDelay (uplink_delay_ms) --> uplink PUSH
-// TUN --> ClientCore::on_uplink_packet (CLAMP rewrites ACK windows) --> UplinkDelay --> uplink
+//   --> HARQ feedback, CQI reports --> uplink_delay (uplink_delay_ms) --> uplink PUSH
+// TUN --> client_core::on_uplink_packet (CLAMP rewrites ACK windows) --> uplink_delay --> uplink
 //
 // All the logic is in the MAC library (client_core.h, tested with a fake clock); this file
 // is configuration, sockets, the TUN, timers, stats and traces. One thread, one poll loop
@@ -61,15 +61,15 @@ constexpr int kBatch = 64;
 constexpr std::int64_t kRxZmqMaxMsg = 1 << 20;
 constexpr time_ns kHousekeeping = 200 * kNsPerMs;
 
-class TimerFd final {
+class timer_fd final {
   public:
-    TimerFd() : fd_(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)) {
+    timer_fd() : fd_(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)) {
         if (fd_ < 0)
             throw std::runtime_error(std::string("timerfd_create: ") + std::strerror(errno));
     }
-    ~TimerFd() { ::close(fd_); }
-    TimerFd(const TimerFd&) = delete;
-    TimerFd& operator=(const TimerFd&) = delete;
+    ~timer_fd() { ::close(fd_); }
+    timer_fd(const timer_fd&) = delete;
+    timer_fd& operator=(const timer_fd&) = delete;
     int fd() const { return fd_; }
     // Arms at absolute CLOCK_MONOTONIC time `t` (nullopt: disarms). A time in the past
     // fires at once.
@@ -102,26 +102,26 @@ std::optional<time_ns> earliest(std::optional<time_ns> a, std::optional<time_ns>
     return std::min(*a, *b);
 }
 
-struct RxCounters {
+struct rx_counters {
     std::uint64_t malformed = 0;   // wire::decode failed (includes oversized frames)
     std::uint64_t oversized = 0;   // of which longer than wire::kMaxFrameLen
-    std::uint64_t wrong_type = 0;  // a valid frame that is not an RxIndication
+    std::uint64_t wrong_type = 0;  // a valid frame that is not an rx_indication
 };
 
-class ClientDaemon final {
+class client_daemon final {
   public:
-    ClientDaemon(const client::client_config& cfg, daemon::SignalSet& signals)
+    client_daemon(const client::client_params& cfg, daemon::signal_set& signals)
         : cfg_(cfg), signals_(signals), core_(cfg.core), uplink_delay_(cfg.uplink) {}
 
     // Opens the TUN and the trace files, drops capabilities, then creates the sockets.
     void start() {
-        tun_ = daemon::TunDevice::open(cfg_.tun);
+        tun_ = daemon::tun_device::open(cfg_.tun);
         if (!cfg_.windows_trace.empty() && cfg_.core.clamp.enabled)
-            windows_ = std::make_unique<daemon::CsvWriter>(
+            windows_ = std::make_unique<daemon::csv_writer>(
                 cfg_.windows_trace, std::vector<std::string>{"t_ns", "flow", "price_s", "w_bytes",
                                                              "awnd_os_bytes", "advertised_bytes"});
         if (!cfg_.events_trace.empty())
-            events_ = std::make_unique<daemon::CsvWriter>(
+            events_ = std::make_unique<daemon::csv_writer>(
                 cfg_.events_trace, std::vector<std::string>{"t_ns", "event", "detail"});
         // docs/daemons.md: after opening its TUN the client keeps no capability. Before the
         // ZeroMQ context: its I/O threads would otherwise keep them.
@@ -129,20 +129,20 @@ class ClientDaemon final {
         spdlog::info("capabilities dropped: {}", drop.summary());
 
         ctx_ = std::make_unique<zmq::context_t>(1);
-        daemon::SocketOptions rx_opt;
+        daemon::socket_options rx_opt;
         rx_opt.recv_hwm = cfg_.hwm;
         rx_opt.send_hwm = cfg_.hwm;
         rx_opt.recv_timeout_ms = cfg_.socket_timeout_ms;
         rx_opt.send_timeout_ms = cfg_.socket_timeout_ms;
         rx_opt.max_msg_size = kRxZmqMaxMsg;
         rx_opt.immediate = false;
-        rx_ = std::make_unique<daemon::PullEndpoint>(*ctx_, "endpoints.rx", cfg_.rx_endpoint,
-                                                     daemon::Role::bind, rx_opt);
-        daemon::SocketOptions up_opt = rx_opt;
+        rx_ = std::make_unique<daemon::pull_endpoint>(*ctx_, "endpoints.rx", cfg_.rx_endpoint,
+                                                      daemon::socket_role::bind, rx_opt);
+        daemon::socket_options up_opt = rx_opt;
         up_opt.max_msg_size = static_cast<std::int64_t>(wire::kMaxFrameLen);
         up_opt.immediate = true;
-        up_ = std::make_unique<daemon::PushEndpoint>(
-            *ctx_, "endpoints.uplink", cfg_.uplink_endpoint, daemon::Role::connect, up_opt);
+        up_ = std::make_unique<daemon::push_endpoint>(
+            *ctx_, "endpoints.uplink", cfg_.uplink_endpoint, daemon::socket_role::connect, up_opt);
         started_ns_ = daemon::monotonic_ns();
         spdlog::info("user {} ({}): tun {}, rx {} (bound), uplink {}, uplink delay {} ms, clamp {}",
                      cfg_.user, cfg_.name, cfg_.tun, cfg_.rx_endpoint, cfg_.uplink_endpoint,
@@ -226,7 +226,7 @@ class ClientDaemon final {
             return;
         }
         seq_.on_receive(r->seq);
-        const auto* ind = std::get_if<wire::RxIndication>(&r->msg);
+        const auto* ind = std::get_if<wire::rx_indication>(&r->msg);
         if (!ind) {
             ++rx_counters_.wrong_type;
             log_.warn("rx.type", "{}: unexpected {} message", cfg_.rx_endpoint,
@@ -261,7 +261,7 @@ class ClientDaemon final {
         }
         for (const auto& e : core_.take_events()) {
             // Transitions only, so at most one line per change of state.
-            if (e.kind == client::ClampEvent::Kind::fail_open)
+            if (e.kind == client::clamp_event::event_kind::fail_open)
                 spdlog::warn("CLAMP fail open: {}", e.detail);
             else
                 spdlog::info("CLAMP resumes: {}", e.detail);
@@ -275,7 +275,7 @@ class ClientDaemon final {
 
     void write_stats() {
         if (cfg_.stats_path.empty()) return;
-        daemon::Stats s;
+        daemon::stats_registry s;
         const auto& c = core_.stats();
         const auto& ra = core_.reassembly_stats();
         s.set("user", static_cast<std::uint64_t>(cfg_.user));
@@ -345,19 +345,19 @@ class ClientDaemon final {
             spdlog::error("cannot write stats {}: {}", cfg_.stats_path, std::strerror(errno));
     }
 
-    const client::client_config& cfg_;
-    daemon::SignalSet& signals_;
-    client::ClientCore core_;
-    client::UplinkDelay uplink_delay_;
-    wire::SeqTracker seq_;
-    RxCounters rx_counters_;
-    daemon::RateLimitedLog log_;
-    TimerFd timer_;
-    std::unique_ptr<daemon::TunDevice> tun_;
-    std::unique_ptr<daemon::CsvWriter> windows_, events_;
+    const client::client_params& cfg_;
+    daemon::signal_set& signals_;
+    client::client_core core_;
+    client::uplink_delay uplink_delay_;
+    wire::seq_tracker seq_;
+    rx_counters rx_counters_;
+    daemon::rate_limited_log log_;
+    timer_fd timer_;
+    std::unique_ptr<daemon::tun_device> tun_;
+    std::unique_ptr<daemon::csv_writer> windows_, events_;
     std::unique_ptr<zmq::context_t> ctx_;
-    std::unique_ptr<daemon::PullEndpoint> rx_;
-    std::unique_ptr<daemon::PushEndpoint> up_;
+    std::unique_ptr<daemon::pull_endpoint> rx_;
+    std::unique_ptr<daemon::push_endpoint> up_;
     time_ns started_ns_ = 0;
 };
 
@@ -382,10 +382,10 @@ int main(int argc, char** argv) {
     const std::string& config_path = args.config;
     const bool check_only = args.check;
 
-    client::client_config cfg;
+    client::client_params cfg;
     try {
         cfg = client::load_client_config(config_path);
-    } catch (const std::exception& e) {  // ConfigError, std::invalid_argument
+    } catch (const std::exception& e) {  // config_error, std::invalid_argument
         spdlog::error("{}: {}", config_path, e.what());
         return kExitConfig;
     }
@@ -396,14 +396,14 @@ int main(int argc, char** argv) {
     }
 
     try {
-        daemon::SignalSet signals;  // before any thread (ZeroMQ's)
+        daemon::signal_set signals;  // before any thread (ZeroMQ's)
         int rc = 0;
         {
-            ClientDaemon d(cfg, signals);
+            client_daemon d(cfg, signals);
             d.start();
             rc = d.run();
         }
-        return rc;  // ~SignalSet ignores late SIGTERM/SIGUSR1, so exit 0 stays exit 0
+        return rc;  // ~signal_set ignores late SIGTERM/SIGUSR1, so exit 0 stays exit 0
     } catch (const std::exception& e) {
         spdlog::error("{}", e.what());
         return kExitStartup;

@@ -2,8 +2,8 @@
 
 namespace oppsched::daemon {
 
-DaemonArgs parse_args(int argc, char** argv) {
-    DaemonArgs r;
+daemon_args parse_args(int argc, char** argv) {
+    daemon_args r;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--config" && i + 1 < argc) {

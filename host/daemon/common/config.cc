@@ -74,14 +74,14 @@ struct is_vector<std::vector<U>> : std::true_type {
 
 }  // namespace
 
-bool Range::contains(double v) const {
+bool value_range::contains(double v) const {
     if (std::isnan(v)) return false;
     if (lo_open ? !(v > lo) : !(v >= lo)) return false;
     if (hi_open ? !(v < hi) : !(v <= hi)) return false;
     return true;
 }
 
-std::string Range::describe() const {
+std::string value_range::describe() const {
     auto b = [](double x) {
         if (std::isinf(x)) return std::string(x < 0 ? "-inf" : "inf");
         return fmt_num(x);
@@ -90,7 +90,7 @@ std::string Range::describe() const {
            (hi_open || std::isinf(hi) ? ")" : "]");
 }
 
-ConfigNode::ConfigNode(YAML::Node node, std::string path, std::shared_ptr<Shared> shared)
+config_node::config_node(YAML::Node node, std::string path, std::shared_ptr<shared_state> shared)
     : node_(std::move(node)), path_(std::move(path)), shared_(std::move(shared)) {}
 
 namespace {
@@ -101,10 +101,10 @@ void check_duplicates(const YAML::Node& n, const std::string& path) {
         std::set<std::string> seen;
         for (const auto& kv : n) {
             if (!kv.first.IsScalar())
-                throw ConfigError((path.empty() ? std::string("<root>") : path) +
-                                  ": mapping key is not a scalar");
+                throw config_error((path.empty() ? std::string("<root>") : path) +
+                                   ": mapping key is not a scalar");
             const std::string k = kv.first.Scalar();
-            if (!seen.insert(k).second) throw ConfigError(sub(k) + ": duplicate key");
+            if (!seen.insert(k).second) throw config_error(sub(k) + ": duplicate key");
             check_duplicates(kv.second, sub(k));
         }
     } else if (n.IsSequence()) {
@@ -114,65 +114,66 @@ void check_duplicates(const YAML::Node& n, const std::string& path) {
 }
 }  // namespace
 
-ConfigNode ConfigNode::parse(const std::string& text, const std::string& origin) {
+config_node config_node::parse(const std::string& text, const std::string& origin) {
     YAML::Node root;
     try {
         root = YAML::Load(text);
     } catch (const YAML::Exception& e) {
-        throw ConfigError(origin + ":" + std::to_string(e.mark.line + 1) + ":" +
-                          std::to_string(e.mark.column + 1) + ": YAML syntax error: " + e.msg);
+        throw config_error(origin + ":" + std::to_string(e.mark.line + 1) + ":" +
+                           std::to_string(e.mark.column + 1) + ": YAML syntax error: " + e.msg);
     }
     if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);  // empty document
     if (!root.IsMap())
-        throw ConfigError(origin + ": the configuration must be a mapping, got " + kind_name(root));
+        throw config_error(origin + ": the configuration must be a mapping, got " +
+                           kind_name(root));
     check_duplicates(root, "");
-    return ConfigNode(root, "", std::make_shared<Shared>());
+    return config_node(root, "", std::make_shared<shared_state>());
 }
 
-ConfigNode ConfigNode::load_file(const std::string& path) {
+config_node config_node::load_file(const std::string& path) {
     std::ifstream in(path);
-    if (!in) throw ConfigError(path + ": cannot read: " + std::strerror(errno));
+    if (!in) throw config_error(path + ": cannot read: " + std::strerror(errno));
     std::stringstream ss;
     ss << in.rdbuf();
     return parse(ss.str(), path);
 }
 
-std::string ConfigNode::field(const std::string& key) const {
+std::string config_node::field(const std::string& key) const {
     if (key.empty()) return path_.empty() ? std::string("<root>") : path_;
     return path_.empty() ? key : path_ + "." + key;
 }
 
-void ConfigNode::fail(const std::string& key, const std::string& message) const {
-    throw ConfigError(field(key) + ": " + message);
+void config_node::fail(const std::string& key, const std::string& message) const {
+    throw config_error(field(key) + ": " + message);
 }
 
-bool ConfigNode::is_map() const { return node_.IsMap(); }
-bool ConfigNode::is_sequence() const { return node_.IsSequence(); }
-bool ConfigNode::is_null() const { return node_.IsNull(); }
+bool config_node::is_map() const { return node_.IsMap(); }
+bool config_node::is_sequence() const { return node_.IsSequence(); }
+bool config_node::is_null() const { return node_.IsNull(); }
 
-YAML::Node ConfigNode::lookup(const std::string& key) const {
+YAML::Node config_node::lookup(const std::string& key) const {
     if (!node_.IsMap()) fail("", std::string("expected a mapping, got ") + show(node_));
     for (const auto& kv : node_)
         if (kv.first.Scalar() == key) return kv.second;
     return YAML::Node(YAML::NodeType::Undefined);
 }
 
-bool ConfigNode::has(const std::string& key) const {
+bool config_node::has(const std::string& key) const {
     return node_.IsMap() && lookup(key).IsDefined();
 }
 
-void ConfigNode::mark_read(const std::string& key) const { shared_->read.insert(field(key)); }
+void config_node::mark_read(const std::string& key) const { shared_->read.insert(field(key)); }
 
-ConfigNode ConfigNode::sub(const std::string& key, YAML::Node n) const {
-    return ConfigNode(std::move(n), field(key), shared_);
+config_node config_node::sub(const std::string& key, YAML::Node n) const {
+    return config_node(std::move(n), field(key), shared_);
 }
 
 namespace {
 
 template <class T>
-T convert_scalar(const YAML::Node& n, const std::string& where, const Range& r) {
-    auto bad_type = [&]() -> ConfigError {
-        return ConfigError(where + ": " + show(n) + " is not " + type_word<T>());
+T convert_scalar(const YAML::Node& n, const std::string& where, const value_range& r) {
+    auto bad_type = [&]() -> config_error {
+        return config_error(where + ": " + show(n) + " is not " + type_word<T>());
     };
     if (!n.IsScalar()) throw bad_type();
     const std::string& s = n.Scalar();
@@ -200,10 +201,10 @@ T convert_scalar(const YAML::Node& n, const std::string& where, const Range& r) 
             v = std::strtod(s.c_str(), &end);
             if (end == s.c_str() || *end != '\0') throw bad_type();
         }
-        if (!std::isfinite(v)) throw ConfigError(where + ": " + s + " is not a finite number");
-        if (!r.contains(v)) throw ConfigError(where + ": " + s + " not in " + r.describe());
+        if (!std::isfinite(v)) throw config_error(where + ": " + s + " is not a finite number");
+        if (!r.contains(v)) throw config_error(where + ": " + s + " not in " + r.describe());
         if constexpr (std::is_same_v<T, float>) {
-            if (std::fabs(v) > 3.0e38) throw ConfigError(where + ": " + s + " out of float range");
+            if (std::fabs(v) > 3.0e38) throw config_error(where + ": " + s + " out of float range");
         }
         return static_cast<T>(v);
     } else {
@@ -223,26 +224,26 @@ T convert_scalar(const YAML::Node& n, const std::string& where, const Range& r) 
         if (neg) {
             long long v = std::strtoll(s.c_str(), &end, 10);
             if (errno == ERANGE || v < static_cast<long long>(std::numeric_limits<T>::min()))
-                throw ConfigError(where + ": " + s + " out of range for " + type_word<T>());
+                throw config_error(where + ": " + s + " out of range for " + type_word<T>());
             if (!r.contains(static_cast<double>(v)))
-                throw ConfigError(where + ": " + s + " not in " + r.describe());
+                throw config_error(where + ": " + s + " not in " + r.describe());
             return static_cast<T>(v);
         }
         unsigned long long v = std::strtoull(s.c_str() + i, &end, 10);
         if (errno == ERANGE || v > static_cast<unsigned long long>(std::numeric_limits<T>::max()))
-            throw ConfigError(where + ": " + s + " out of range for " + type_word<T>());
+            throw config_error(where + ": " + s + " out of range for " + type_word<T>());
         if (!r.contains(static_cast<double>(v)))
-            throw ConfigError(where + ": " + s + " not in " + r.describe());
+            throw config_error(where + ": " + s + " not in " + r.describe());
         return static_cast<T>(v);
     }
 }
 
 template <class T>
-T convert(const YAML::Node& n, const std::string& where, const Range& r) {
+T convert(const YAML::Node& n, const std::string& where, const value_range& r) {
     if constexpr (is_vector<T>::value) {
         using E = typename is_vector<T>::elem;
         if (!n.IsSequence())
-            throw ConfigError(where + ": " + show(n) + " is not a list of " + type_word<E>());
+            throw config_error(where + ": " + show(n) + " is not a list of " + type_word<E>());
         T out;
         std::size_t i = 0;
         for (const auto& e : n)
@@ -256,7 +257,7 @@ T convert(const YAML::Node& n, const std::string& where, const Range& r) {
 }  // namespace
 
 template <class T>
-T ConfigNode::get(const std::string& key, const T& def, const Range& r) const {
+T config_node::get(const std::string& key, const T& def, const value_range& r) const {
     YAML::Node n = lookup(key);
     mark_read(key);
     if (!n.IsDefined()) return def;
@@ -264,7 +265,7 @@ T ConfigNode::get(const std::string& key, const T& def, const Range& r) const {
 }
 
 template <class T>
-std::optional<T> ConfigNode::get_optional(const std::string& key, const Range& r) const {
+std::optional<T> config_node::get_optional(const std::string& key, const value_range& r) const {
     YAML::Node n = lookup(key);
     mark_read(key);
     if (!n.IsDefined() || n.IsNull()) return std::nullopt;
@@ -272,7 +273,7 @@ std::optional<T> ConfigNode::get_optional(const std::string& key, const Range& r
 }
 
 template <class T>
-T ConfigNode::require(const std::string& key, const Range& r) const {
+T config_node::require(const std::string& key, const value_range& r) const {
     YAML::Node n = lookup(key);
     mark_read(key);
     if (!n.IsDefined()) fail(key, "missing (required)");
@@ -280,20 +281,21 @@ T ConfigNode::require(const std::string& key, const Range& r) const {
 }
 
 template <class T>
-T ConfigNode::as(const Range& r) const {
+T config_node::as(const value_range& r) const {
     return convert<T>(node_, field(""), r);
 }
 
 #define OPPSCHED_CONFIG_INSTANTIATE(T)                                                             \
-    template T ConfigNode::get<T>(const std::string&, const T&, const Range&) const;               \
-    template T ConfigNode::require<T>(const std::string&, const Range&) const;                     \
-    template std::optional<T> ConfigNode::get_optional<T>(const std::string&, const Range&) const; \
-    template T ConfigNode::as<T>(const Range&) const;                                              \
-    template std::vector<T> ConfigNode::get<std::vector<T>>(                                       \
-        const std::string&, const std::vector<T>&, const Range&) const;                            \
-    template std::vector<T> ConfigNode::require<std::vector<T>>(const std::string&, const Range&)  \
+    template T config_node::get<T>(const std::string&, const T&, const value_range&) const;        \
+    template T config_node::require<T>(const std::string&, const value_range&) const;              \
+    template std::optional<T> config_node::get_optional<T>(const std::string&, const value_range&) \
         const;                                                                                     \
-    template std::vector<T> ConfigNode::as<std::vector<T>>(const Range&) const;
+    template T config_node::as<T>(const value_range&) const;                                       \
+    template std::vector<T> config_node::get<std::vector<T>>(                                      \
+        const std::string&, const std::vector<T>&, const value_range&) const;                      \
+    template std::vector<T> config_node::require<std::vector<T>>(const std::string&,               \
+                                                                 const value_range&) const;        \
+    template std::vector<T> config_node::as<std::vector<T>>(const value_range&) const;
 
 OPPSCHED_CONFIG_INSTANTIATE(bool)
 OPPSCHED_CONFIG_INSTANTIATE(int)
@@ -309,22 +311,22 @@ OPPSCHED_CONFIG_INSTANTIATE(float)
 OPPSCHED_CONFIG_INSTANTIATE(std::string)
 #undef OPPSCHED_CONFIG_INSTANTIATE
 
-std::string ConfigNode::get_choice(const std::string& key, const std::string& def,
-                                   const std::vector<std::string>& choices) const {
+std::string config_node::get_choice(const std::string& key, const std::string& def,
+                                    const std::vector<std::string>& choices) const {
     const std::string v = get<std::string>(key, def);
     for (const auto& c : choices)
         if (c == v) return v;
     fail(key, "'" + v + "' not one of " + join(choices));
 }
 
-ConfigNode ConfigNode::child(const std::string& key) const {
+config_node config_node::child(const std::string& key) const {
     YAML::Node n = lookup(key);
     mark_read(key);
     if (!n.IsDefined()) fail(key, "missing (required)");
     return sub(key, n);
 }
 
-ConfigNode ConfigNode::child_or_empty(const std::string& key) const {
+config_node config_node::child_or_empty(const std::string& key) const {
     YAML::Node n = lookup(key);
     mark_read(key);
     if (!n.IsDefined()) return sub(key, YAML::Node(YAML::NodeType::Map));
@@ -332,32 +334,32 @@ ConfigNode ConfigNode::child_or_empty(const std::string& key) const {
     return sub(key, n);
 }
 
-std::optional<ConfigNode> ConfigNode::optional_child(const std::string& key) const {
+std::optional<config_node> config_node::optional_child(const std::string& key) const {
     YAML::Node n = lookup(key);
     mark_read(key);
     if (!n.IsDefined()) return std::nullopt;
     return sub(key, n);
 }
 
-std::vector<ConfigNode> ConfigNode::items() const {
+std::vector<config_node> config_node::items() const {
     if (!node_.IsSequence()) fail("", std::string("expected a list, got ") + show(node_));
-    std::vector<ConfigNode> out;
+    std::vector<config_node> out;
     std::size_t i = 0;
     for (const auto& e : node_) {
-        out.push_back(ConfigNode(e, path_ + "[" + std::to_string(i) + "]", shared_));
+        out.push_back(config_node(e, path_ + "[" + std::to_string(i) + "]", shared_));
         ++i;
     }
     return out;
 }
 
-std::vector<std::string> ConfigNode::keys() const {
+std::vector<std::string> config_node::keys() const {
     if (!node_.IsMap()) fail("", std::string("expected a mapping, got ") + show(node_));
     std::vector<std::string> out;
     for (const auto& kv : node_) out.push_back(kv.first.Scalar());
     return out;
 }
 
-void ConfigNode::check_unknown_rec(const YAML::Node& n, const std::string& path) const {
+void config_node::check_unknown_rec(const YAML::Node& n, const std::string& path) const {
     auto sub_path = [&](const std::string& k) { return path.empty() ? k : path + "." + k; };
     if (n.IsMap()) {
         std::vector<std::string> known;
@@ -379,7 +381,7 @@ void ConfigNode::check_unknown_rec(const YAML::Node& n, const std::string& path)
                         continue;
                     here.push_back(rest);
                 }
-                throw ConfigError(
+                throw config_error(
                     p + ": unknown key" +
                     (here.empty() ? std::string() : " (known here: " + join(here) + ")"));
             }
@@ -391,6 +393,6 @@ void ConfigNode::check_unknown_rec(const YAML::Node& n, const std::string& path)
     }
 }
 
-void ConfigNode::check_no_unknown_keys() const { check_unknown_rec(node_, path_); }
+void config_node::check_no_unknown_keys() const { check_unknown_rec(node_, path_); }
 
 }  // namespace oppsched::daemon

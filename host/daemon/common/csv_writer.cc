@@ -11,10 +11,10 @@
 
 namespace oppsched::daemon {
 
-CsvWriter::CsvWriter(const std::string& path, std::vector<std::string> header,
-                     std::size_t buffer_bytes)
+csv_writer::csv_writer(const std::string& path, std::vector<std::string> header,
+                       std::size_t buffer_bytes)
     : path_(path), header_(std::move(header)), buffer_bytes_(buffer_bytes) {
-    if (header_.empty()) throw_invalid("CsvWriter: empty header for " + path);
+    if (header_.empty()) throw_invalid("csv_writer: empty header for " + path);
     f_ = std::fopen(path.c_str(), "w");
     if (!f_) throw std::runtime_error("cannot open " + path + ": " + std::strerror(errno));
     buf_.reserve(buffer_bytes_ + 256);
@@ -25,16 +25,16 @@ CsvWriter::CsvWriter(const std::string& path, std::vector<std::string> header,
     flush();
 }
 
-CsvWriter::~CsvWriter() {
+csv_writer::~csv_writer() {
     flush();
     if (f_) std::fclose(f_);
 }
 
-void CsvWriter::sep() {
+void csv_writer::sep() {
     if (fields_in_row_++ > 0) buf_ += ',';
 }
 
-CsvWriter& CsvWriter::field(std::int64_t v) {
+csv_writer& csv_writer::field(std::int64_t v) {
     sep();
     char b[24];
     auto r = std::to_chars(b, b + sizeof b, v);
@@ -42,7 +42,7 @@ CsvWriter& CsvWriter::field(std::int64_t v) {
     return *this;
 }
 
-CsvWriter& CsvWriter::field(std::uint64_t v) {
+csv_writer& csv_writer::field(std::uint64_t v) {
     sep();
     char b[24];
     auto r = std::to_chars(b, b + sizeof b, v);
@@ -50,7 +50,7 @@ CsvWriter& CsvWriter::field(std::uint64_t v) {
     return *this;
 }
 
-CsvWriter& CsvWriter::field(double v) {
+csv_writer& csv_writer::field(double v) {
     sep();
     if (!std::isfinite(v)) return *this;  // empty -> NaN for pandas
     char b[32];
@@ -59,7 +59,7 @@ CsvWriter& CsvWriter::field(double v) {
     return *this;
 }
 
-CsvWriter& CsvWriter::field(std::string_view v) {
+csv_writer& csv_writer::field(std::string_view v) {
     sep();
     if (v.find_first_of(",\"\n\r") == std::string_view::npos) {
         buf_.append(v);
@@ -74,14 +74,14 @@ CsvWriter& CsvWriter::field(std::string_view v) {
     return *this;
 }
 
-CsvWriter& CsvWriter::empty() {
+csv_writer& csv_writer::empty() {
     sep();
     return *this;
 }
 
-void CsvWriter::end_row() {
+void csv_writer::end_row() {
     if (fields_in_row_ != header_.size())
-        throw std::logic_error("CsvWriter " + path_ + ": row has " +
+        throw std::logic_error("csv_writer " + path_ + ": row has " +
                                std::to_string(fields_in_row_) + " fields, header has " +
                                std::to_string(header_.size()));
     buf_ += '\n';
@@ -90,7 +90,7 @@ void CsvWriter::end_row() {
     if (buf_.size() >= buffer_bytes_) flush();
 }
 
-bool CsvWriter::flush() {
+bool csv_writer::flush() {
     if (!f_) return false;
     bool ok = true;
     if (!buf_.empty()) {

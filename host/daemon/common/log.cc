@@ -29,10 +29,10 @@ time_ns monotonic_ns() {
     return static_cast<time_ns>(ts.tv_sec) * kNsPerSec + ts.tv_nsec;
 }
 
-bool RateLimitedLog::allow(std::string_view kind, time_ns now) {
+bool rate_limited_log::allow(std::string_view kind, time_ns now) {
     auto it = entries_.find(kind);
-    if (it == entries_.end()) it = entries_.emplace(std::string(kind), Entry{}).first;
-    Entry& e = it->second;
+    if (it == entries_.end()) it = entries_.emplace(std::string(kind), log_entry{}).first;
+    log_entry& e = it->second;
     if (!e.seen || now - e.last >= interval_) {
         e.seen = true;
         e.last = now;
@@ -42,12 +42,12 @@ bool RateLimitedLog::allow(std::string_view kind, time_ns now) {
     return false;
 }
 
-std::uint64_t RateLimitedLog::suppressed(std::string_view kind) const {
+std::uint64_t rate_limited_log::suppressed(std::string_view kind) const {
     const auto it = entries_.find(kind);
     return it == entries_.end() ? 0 : it->second.suppressed;
 }
 
-std::uint64_t RateLimitedLog::take_suppressed(std::string_view kind) {
+std::uint64_t rate_limited_log::take_suppressed(std::string_view kind) {
     const auto it = entries_.find(kind);
     if (it == entries_.end()) return 0;
     const std::uint64_t n = it->second.suppressed;

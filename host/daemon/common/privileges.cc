@@ -49,7 +49,7 @@ bool holds(unsigned cap) {
 
 }  // namespace
 
-std::string PrivilegeDrop::summary() const {
+std::string privilege_drop::summary() const {
     return "capabilities dropped (bounding set: " + std::to_string(bounding_dropped) +
            " removed, securebits " + (securebits_locked ? "locked" : "unchanged") +
            ", no_new_privs set)";
@@ -64,8 +64,8 @@ bool has_any_capability() {
     return false;
 }
 
-PrivilegeDrop drop_all_capabilities() {
-    PrivilegeDrop r;
+privilege_drop drop_all_capabilities() {
+    privilege_drop r;
     const int threads = thread_count();
     if (threads > 1)
         throw std::runtime_error("drop_all_capabilities: " + std::to_string(threads) +

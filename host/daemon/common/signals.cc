@@ -12,7 +12,7 @@
 
 namespace oppsched::daemon {
 
-SignalSet::SignalSet() {
+signal_set::signal_set() {
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
@@ -29,7 +29,7 @@ SignalSet::SignalSet() {
     std::signal(SIGPIPE, SIG_IGN);
 }
 
-SignalSet::~SignalSet() {
+signal_set::~signal_set() {
     // A SIGTERM that arrives after the loop has stopped reading (the runner signals the
     // process group and the pid) must not kill a daemon that is already exiting cleanly:
     // ignore the handled signals, drop what is pending, and only then restore the mask.
@@ -40,8 +40,8 @@ SignalSet::~SignalSet() {
     pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
 }
 
-SignalSet::Pending SignalSet::drain() {
-    Pending p;
+signal_set::pending_signals signal_set::drain() {
+    pending_signals p;
     signalfd_siginfo si;
     for (;;) {
         const ssize_t n = ::read(fd_, &si, sizeof si);

@@ -44,7 +44,7 @@ void append_escaped(std::string& out, const std::string& s) {
     out += '"';
 }
 
-void append_value(std::string& out, const Stats::Value& v) {
+void append_value(std::string& out, const stats_registry::value_type& v) {
     if (const auto* u = std::get_if<std::uint64_t>(&v)) {
         out += std::to_string(*u);
     } else if (const auto* i = std::get_if<std::int64_t>(&v)) {
@@ -78,7 +78,7 @@ std::vector<std::string> split(const std::string& name) {
 
 }  // namespace
 
-void Stats::check_name(const std::string& name) const {
+void stats_registry::check_name(const std::string& name) const {
     if (name.empty() || name.front() == '.' || name.back() == '.' ||
         name.find("..") != std::string::npos)
         throw_invalid("stats name '" + name + "' is not a dotted path");
@@ -92,7 +92,7 @@ void Stats::check_name(const std::string& name) const {
             throw_invalid("stats name '" + name + "' extends leaf '" + name.substr(0, dot) + "'");
 }
 
-std::uint64_t& Stats::counter(const std::string& name) {
+std::uint64_t& stats_registry::counter(const std::string& name) {
     auto it = values_.find(name);
     if (it == values_.end()) {
         check_name(name);
@@ -102,7 +102,7 @@ std::uint64_t& Stats::counter(const std::string& name) {
     return std::get<std::uint64_t>(it->second);
 }
 
-void Stats::set(const std::string& name, Value v) {
+void stats_registry::set(const std::string& name, value_type v) {
     auto it = values_.find(name);
     if (it == values_.end()) {
         check_name(name);
@@ -115,12 +115,12 @@ void Stats::set(const std::string& name, Value v) {
     }
 }
 
-const Stats::Value* Stats::find(const std::string& name) const {
+const stats_registry::value_type* stats_registry::find(const std::string& name) const {
     const auto it = values_.find(name);
     return it == values_.end() ? nullptr : &it->second;
 }
 
-std::string Stats::to_json() const {
+std::string stats_registry::to_json() const {
     // values_ is sorted, so names sharing a prefix are adjacent: emit a nested object by
     // closing/opening levels between consecutive names.
     std::string out = "{";
@@ -158,7 +158,7 @@ std::string Stats::to_json() const {
     return out;
 }
 
-bool Stats::write_json(const std::string& path) const {
+bool stats_registry::write_json(const std::string& path) const {
     const std::string tmp = path + ".tmp";
     const std::string text = to_json();
     std::FILE* f = std::fopen(tmp.c_str(), "w");

@@ -14,7 +14,7 @@
 
 namespace oppsched::daemon {
 
-std::unique_ptr<TunDevice> TunDevice::open(const std::string& name) {
+std::unique_ptr<tun_device> tun_device::open(const std::string& name) {
     auto fail = [&](const std::string& why) -> std::runtime_error {
         return std::runtime_error("tun.name: '" + name + "': " + why);
     };
@@ -41,14 +41,14 @@ std::unique_ptr<TunDevice> TunDevice::open(const std::string& name) {
         throw fail(std::string("TUNSETIFF: ") + std::strerror(e) +
                    (e == EBUSY ? " (already attached by another process?)" : ""));
     }
-    return std::unique_ptr<TunDevice>(new TunDevice(fd, name));
+    return std::unique_ptr<tun_device>(new tun_device(fd, name));
 }
 
-TunDevice::~TunDevice() {
+tun_device::~tun_device() {
     if (fd_ >= 0) ::close(fd_);
 }
 
-long TunDevice::read(std::uint8_t* buf, std::size_t cap) {
+long tun_device::read(std::uint8_t* buf, std::size_t cap) {
     const ssize_t n = ::read(fd_, buf, cap);
     if (n < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
@@ -61,7 +61,7 @@ long TunDevice::read(std::uint8_t* buf, std::size_t cap) {
     return static_cast<long>(n);
 }
 
-bool TunDevice::write(const std::uint8_t* data, std::size_t len) {
+bool tun_device::write(const std::uint8_t* data, std::size_t len) {
     const ssize_t n = ::write(fd_, data, len);
     if (n < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK)

@@ -30,7 +30,8 @@ void ensure_ipc_dir(const std::string& endpoint) {
 }
 
 zmq::socket_t make_socket(zmq::context_t& ctx, zmq::socket_type type, const std::string& name,
-                          const std::string& endpoint, Role role, const SocketOptions& opt) {
+                          const std::string& endpoint, socket_role role,
+                          const socket_options& opt) {
     zmq::socket_t s(ctx, type);
     s.set(zmq::sockopt::linger, opt.linger_ms);
     s.set(zmq::sockopt::sndtimeo, opt.send_timeout_ms);
@@ -40,7 +41,7 @@ zmq::socket_t make_socket(zmq::context_t& ctx, zmq::socket_type type, const std:
     s.set(zmq::sockopt::maxmsgsize, opt.max_msg_size);
     if (opt.immediate) s.set(zmq::sockopt::immediate, 1);
     try {
-        if (role == Role::bind) {
+        if (role == socket_role::bind) {
             ensure_ipc_dir(endpoint);
             s.bind(endpoint);
         } else {
@@ -48,7 +49,7 @@ zmq::socket_t make_socket(zmq::context_t& ctx, zmq::socket_type type, const std:
         }
     } catch (const zmq::error_t& e) {
         throw std::runtime_error(name + ": cannot " +
-                                 (role == Role::bind ? std::string("bind ") : "connect ") +
+                                 (role == socket_role::bind ? std::string("bind ") : "connect ") +
                                  endpoint + ": " + e.what());
     } catch (const std::runtime_error& e) {
         throw std::runtime_error(name + ": " + e.what());
@@ -56,13 +57,13 @@ zmq::socket_t make_socket(zmq::context_t& ctx, zmq::socket_type type, const std:
     return s;
 }
 
-PushEndpoint::PushEndpoint(zmq::context_t& ctx, std::string name, const std::string& endpoint,
-                           Role role, const SocketOptions& opt)
+push_endpoint::push_endpoint(zmq::context_t& ctx, std::string name, const std::string& endpoint,
+                             socket_role role, const socket_options& opt)
     : name_(std::move(name)),
       max_len_(opt.max_msg_size > 0 ? static_cast<std::size_t>(opt.max_msg_size) : SIZE_MAX),
       sock_(make_socket(ctx, zmq::socket_type::push, name_, endpoint, role, opt)) {}
 
-bool PushEndpoint::send(const void* data, std::size_t len, bool wait) {
+bool push_endpoint::send(const void* data, std::size_t len, bool wait) {
     if (len > max_len_) {
         ++stats_.dropped_oversized;
         return false;
@@ -83,19 +84,19 @@ bool PushEndpoint::send(const void* data, std::size_t len, bool wait) {
 }
 
 namespace {
-SocketOptions pull_options(SocketOptions o) {
+socket_options pull_options(socket_options o) {
     if (o.max_msg_size > 0 && o.max_msg_size < (std::int64_t{1} << 40)) o.max_msg_size *= 2;
     return o;
 }
 }  // namespace
 
-PullEndpoint::PullEndpoint(zmq::context_t& ctx, std::string name, const std::string& endpoint,
-                           Role role, const SocketOptions& opt)
+pull_endpoint::pull_endpoint(zmq::context_t& ctx, std::string name, const std::string& endpoint,
+                             socket_role role, const socket_options& opt)
     : name_(std::move(name)),
       max_len_(opt.max_msg_size > 0 ? static_cast<std::size_t>(opt.max_msg_size) : SIZE_MAX),
       sock_(make_socket(ctx, zmq::socket_type::pull, name_, endpoint, role, pull_options(opt))) {}
 
-bool PullEndpoint::receive(std::vector<std::uint8_t>& out, bool wait) {
+bool pull_endpoint::receive(std::vector<std::uint8_t>& out, bool wait) {
     for (;;) {
         zmq::message_t msg;
         try {

@@ -7,13 +7,13 @@
 using oppsched::daemon::parse_args;
 
 namespace {
-oppsched::daemon::DaemonArgs parse(std::vector<const char*> v) {
+oppsched::daemon::daemon_args parse(std::vector<const char*> v) {
     v.insert(v.begin(), "oppsched-x");
     return parse_args(static_cast<int>(v.size()), const_cast<char**>(v.data()));
 }
 }  // namespace
 
-TEST(DaemonArgs, config_in_both_spellings_and_check) {
+TEST(daemon_args, config_in_both_spellings_and_check) {
     auto a = parse({"--config", "a.yaml", "--check"});
     EXPECT_EQ(a.config, "a.yaml");
     EXPECT_TRUE(a.check);
@@ -21,7 +21,7 @@ TEST(DaemonArgs, config_in_both_spellings_and_check) {
     EXPECT_EQ(parse({"--config=b.yaml"}).config, "b.yaml");
 }
 
-TEST(DaemonArgs, unknown_argument_and_missing_config_are_errors_naming_them) {
+TEST(daemon_args, unknown_argument_and_missing_config_are_errors_naming_them) {
     EXPECT_EQ(parse({"--config", "a.yaml", "--bogus"}).error, "unknown argument '--bogus'");
     EXPECT_EQ(parse({}).error, "--config FILE is required");
     EXPECT_EQ(parse({"--config"}).error, "unknown argument '--config'");  // value missing

@@ -16,22 +16,22 @@ const std::string kMinimal =
     "tun: radio0\n"
     "endpoints: {rx: 'ipc:///tmp/x/rx_1', uplink: 'ipc:///tmp/x/uplink'}\n";
 
-client_config read(const std::string& yaml) {
-    return read_client_config(daemon::ConfigNode::parse(yaml, "client.yaml"));
+client_params read(const std::string& yaml) {
+    return read_client_config(daemon::config_node::parse(yaml, "client.yaml"));
 }
 
 // The error message ("" if the configuration is accepted).
 std::string error_of(const std::string& yaml) {
     try {
         read(yaml);
-    } catch (const std::invalid_argument& e) {  // daemon::ConfigError is one too
+    } catch (const std::invalid_argument& e) {  // daemon::config_error is one too
         return e.what();
     }
     return "";
 }
 
 TEST(ClientConfig, when_only_the_required_keys_are_given_then_the_documented_defaults_apply) {
-    const client_config c = read(kMinimal);
+    const client_params c = read(kMinimal);
     EXPECT_EQ(c.user, 1);
     EXPECT_EQ(c.core.user, 1);
     EXPECT_EQ(c.name, "ue1");
@@ -50,7 +50,7 @@ TEST(ClientConfig, when_only_the_required_keys_are_given_then_the_documented_def
 }
 
 TEST(ClientConfig, when_times_are_given_in_ms_or_s_then_they_are_read_in_ns) {
-    const client_config c = read(kMinimal +
+    const client_params c = read(kMinimal +
                                  "uplink_delay_ms: 2.5\n"
                                  "reassembly: {timeout_ms: 20}\n"
                                  "clamp: {enabled: true, price_timeout_ms: 300, "
@@ -62,7 +62,7 @@ TEST(ClientConfig, when_times_are_given_in_ms_or_s_then_they_are_read_in_ns) {
 }
 
 TEST(ClientConfig, when_clamp_is_on_then_the_events_trace_defaults_beside_the_stats_file) {
-    const client_config c =
+    const client_params c =
         read(kMinimal + "clamp: {enabled: true}\ntraces: {stats: /run/a/client.ue1.stats.json}\n");
     EXPECT_EQ(c.events_trace, "/run/a/client.ue1.events.csv");
     EXPECT_EQ(read(kMinimal + "traces: {stats: /run/a/s.json}\n").events_trace, "");

@@ -1,4 +1,4 @@
-// ConfigNode (oppsched/daemon/config.h): every error names the dotted field and the value.
+// config_node (oppsched/daemon/config.h): every error names the dotted field and the value.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -14,26 +14,26 @@ namespace {
 template <class F>
 std::string error_of(const std::string& yaml, F read) {
     try {
-        const ConfigNode root = ConfigNode::parse(yaml, "test.yaml");
+        const config_node root = config_node::parse(yaml, "test.yaml");
         read(root);
         root.check_no_unknown_keys();
-    } catch (const ConfigError& e) {
+    } catch (const config_error& e) {
         return e.what();
     }
     return "";
 }
 
-void read_aqm(const ConfigNode& root) {
-    const ConfigNode p = root.child("aqm").child("params");
-    p.get<double>("max_p", 0.1, Range::open_closed(0, 1));
-    p.get<double>("rate_bps", 1e6, Range::non_negative());
+void read_aqm(const config_node& root) {
+    const config_node p = root.child("aqm").child("params");
+    p.get<double>("max_p", 0.1, value_range::open_closed(0, 1));
+    p.get<double>("rate_bps", 1e6, value_range::non_negative());
     p.get<std::uint32_t>("limit", 50);
     p.get<bool>("gentle", true);
 }
 
 TEST(ConfigReader, when_values_are_valid_then_they_are_read_with_their_types) {
     const auto root =
-        ConfigNode::parse("a: {x: 1.5, n: 7, flag: false, name: ue0, list: [1, 2, 3], neg: -3}\n");
+        config_node::parse("a: {x: 1.5, n: 7, flag: false, name: ue0, list: [1, 2, 3], neg: -3}\n");
     const auto a = root.child("a");
     EXPECT_EQ(a.get<double>("x", 0), 1.5);
     EXPECT_EQ(a.get<std::uint32_t>("n", 0), 7u);
@@ -94,21 +94,21 @@ TEST(ConfigReader, when_a_type_is_wrong_then_the_error_names_field_and_value) {
 }
 
 TEST(ConfigReader, when_an_integer_overflows_its_type_then_it_is_rejected) {
-    const auto read = [](const ConfigNode& r) { r.get<std::uint8_t>("rv", 0); };
+    const auto read = [](const config_node& r) { r.get<std::uint8_t>("rv", 0); };
     EXPECT_EQ(error_of("rv: 256", read), "rv: 256 out of range for a non-negative integer");
     EXPECT_EQ(error_of("rv: 255", read), "");
 }
 
 TEST(ConfigReader, when_a_list_element_is_bad_then_the_error_names_its_index) {
-    const auto read = [](const ConfigNode& r) {
-        r.get<std::vector<double>>("weights", {}, Range::positive());
+    const auto read = [](const config_node& r) {
+        r.get<std::vector<double>>("weights", {}, value_range::positive());
     };
     EXPECT_EQ(error_of("weights: [1, 2, -3]", read), "weights[2]: -3 not in (0,inf)");
     EXPECT_EQ(error_of("weights: 3", read), "weights: '3' is not a list of a number");
 }
 
 TEST(ConfigReader, when_items_are_read_then_paths_carry_the_index) {
-    const auto read = [](const ConfigNode& r) {
+    const auto read = [](const config_node& r) {
         for (const auto& u : r.child("users").items()) u.require<std::uint32_t>("id");
     };
     EXPECT_EQ(error_of("users: [{id: 0}, {id: x}]", read),
@@ -118,20 +118,20 @@ TEST(ConfigReader, when_items_are_read_then_paths_carry_the_index) {
 }
 
 TEST(ConfigReader, when_a_choice_is_not_allowed_then_the_choices_are_listed) {
-    const auto read = [](const ConfigNode& r) { r.get_choice("kind", "pf", {"pf", "rr"}); };
+    const auto read = [](const config_node& r) { r.get_choice("kind", "pf", {"pf", "rr"}); };
     EXPECT_EQ(error_of("kind: pff", read), "kind: 'pff' not one of pf, rr");
     EXPECT_EQ(error_of("kind: rr", read), "");
 }
 
 TEST(ConfigReader, when_a_key_is_repeated_or_the_syntax_is_bad_then_it_is_an_error) {
-    EXPECT_EQ(error_of("a: 1\na: 2\n", [](const ConfigNode&) {}), "a: duplicate key");
-    const std::string e = error_of("a: [1, 2\n", [](const ConfigNode&) {});
+    EXPECT_EQ(error_of("a: 1\na: 2\n", [](const config_node&) {}), "a: duplicate key");
+    const std::string e = error_of("a: [1, 2\n", [](const config_node&) {});
     EXPECT_EQ(e.rfind("test.yaml:", 0), 0u) << e;
     EXPECT_NE(e.find("YAML syntax error"), std::string::npos) << e;
 }
 
 TEST(ConfigReader, when_a_value_is_optional_then_null_means_not_set) {
-    const auto root = ConfigNode::parse("a: null\nb: 5\nc: ~\n");
+    const auto root = config_node::parse("a: null\nb: 5\nc: ~\n");
     EXPECT_FALSE(root.get_optional<std::uint64_t>("a").has_value());
     EXPECT_EQ(root.get_optional<std::uint64_t>("b").value(), 5u);
     EXPECT_FALSE(root.get_optional<std::uint64_t>("c").has_value());
@@ -141,24 +141,24 @@ TEST(ConfigReader, when_a_value_is_optional_then_null_means_not_set) {
 
 TEST(ConfigReader, when_the_file_is_missing_then_the_error_names_it) {
     try {
-        ConfigNode::load_file("/nonexistent/apd.yaml");
+        config_node::load_file("/nonexistent/apd.yaml");
         FAIL();
-    } catch (const ConfigError& e) {
+    } catch (const config_error& e) {
         EXPECT_EQ(std::string(e.what()).rfind("/nonexistent/apd.yaml: cannot read", 0), 0u);
     }
     const std::string path = ::testing::TempDir() + "/cfg_ok.yaml";
     std::ofstream(path) << "x: 2\n";
-    EXPECT_EQ(ConfigNode::load_file(path).require<int>("x"), 2);
+    EXPECT_EQ(config_node::load_file(path).require<int>("x"), 2);
     std::remove(path.c_str());
 }
 
 TEST(ConfigReader, range_describe_names_open_and_closed_ends) {
-    EXPECT_EQ(Range::open_closed(0, 1).describe(), "(0,1]");
-    EXPECT_EQ(Range::non_negative().describe(), "[0,inf)");
-    EXPECT_EQ(Range::closed(1, 16).describe(), "[1,16]");
-    EXPECT_FALSE(Range::open(0, 1).contains(0));
-    EXPECT_TRUE(Range::closed_open(0, 1).contains(0));
-    EXPECT_FALSE(Range::any().contains(std::nan("")));
+    EXPECT_EQ(value_range::open_closed(0, 1).describe(), "(0,1]");
+    EXPECT_EQ(value_range::non_negative().describe(), "[0,inf)");
+    EXPECT_EQ(value_range::closed(1, 16).describe(), "[1,16]");
+    EXPECT_FALSE(value_range::open(0, 1).contains(0));
+    EXPECT_TRUE(value_range::closed_open(0, 1).contains(0));
+    EXPECT_FALSE(value_range::any().contains(std::nan("")));
 }
 
 }  // namespace

@@ -40,10 +40,10 @@ std::string temp_path(const std::string& name) {
 
 TEST(ZmqEndpoint, when_no_peer_is_connected_then_send_returns_false_at_once_and_counts) {
     zmq::context_t ctx(1);
-    SocketOptions o;
+    socket_options o;
     o.send_timeout_ms = 30;
-    PushEndpoint push(ctx, "grants", "inproc://nobody-" + std::to_string(::getpid()), Role::bind,
-                      o);
+    push_endpoint push(ctx, "grants", "inproc://nobody-" + std::to_string(::getpid()),
+                       socket_role::bind, o);
     const std::vector<std::uint8_t> msg(100, 1);
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < 10; ++i) EXPECT_FALSE(push.send(msg));
@@ -58,8 +58,8 @@ TEST(ZmqEndpoint, when_no_peer_is_connected_then_send_returns_false_at_once_and_
 TEST(ZmqEndpoint, when_a_peer_is_connected_then_messages_arrive_in_order) {
     zmq::context_t ctx(1);
     const std::string ep = "inproc://pair-" + std::to_string(::getpid());
-    PullEndpoint pull(ctx, "requests", ep, Role::bind);
-    PushEndpoint push(ctx, "phy", ep, Role::connect);
+    pull_endpoint pull(ctx, "requests", ep, socket_role::bind);
+    push_endpoint push(ctx, "phy", ep, socket_role::connect);
     std::vector<std::uint8_t> got;
     EXPECT_FALSE(pull.receive(got));  // nothing yet, does not block
     ASSERT_TRUE(push.send(std::vector<std::uint8_t>{1, 2, 3}, /*wait=*/true));
@@ -75,13 +75,13 @@ TEST(ZmqEndpoint, when_a_peer_is_connected_then_messages_arrive_in_order) {
 TEST(ZmqEndpoint, when_a_message_is_oversized_then_both_ends_drop_and_count_it) {
     zmq::context_t ctx(1);
     const std::string ep = "inproc://big-" + std::to_string(::getpid());
-    SocketOptions small;
+    socket_options small;
     small.max_msg_size = 100;
-    SocketOptions big;
+    socket_options big;
     big.max_msg_size = 1000;
-    PullEndpoint pull(ctx, "uplink", ep, Role::bind, small);
-    PushEndpoint push_small(ctx, "a", ep, Role::connect, small);
-    PushEndpoint push_big(ctx, "b", ep, Role::connect, big);
+    pull_endpoint pull(ctx, "uplink", ep, socket_role::bind, small);
+    push_endpoint push_small(ctx, "a", ep, socket_role::connect, small);
+    push_endpoint push_big(ctx, "b", ep, socket_role::connect, big);
     EXPECT_FALSE(push_small.send(std::vector<std::uint8_t>(101, 0)));
     EXPECT_EQ(push_small.stats().dropped_oversized, 1u);
     ASSERT_TRUE(push_big.send(std::vector<std::uint8_t>(150, 0), true));  // reaches the PULL
@@ -94,9 +94,10 @@ TEST(ZmqEndpoint, when_a_message_is_oversized_then_both_ends_drop_and_count_it) 
 
 TEST(ZmqEndpoint, when_receive_waits_then_it_gives_up_after_the_timeout) {
     zmq::context_t ctx(1);
-    SocketOptions o;
+    socket_options o;
     o.recv_timeout_ms = 20;
-    PullEndpoint pull(ctx, "x", "inproc://quiet-" + std::to_string(::getpid()), Role::bind, o);
+    pull_endpoint pull(ctx, "x", "inproc://quiet-" + std::to_string(::getpid()), socket_role::bind,
+                       o);
     std::vector<std::uint8_t> got;
     EXPECT_FALSE(pull.receive(got, /*wait=*/true));
     EXPECT_EQ(pull.stats().received, 0u);
@@ -107,7 +108,7 @@ TEST(ZmqEndpoint, when_binding_ipc_then_the_directory_is_created) {
     const std::string ep = "ipc://" + dir + "/nested/sock";
     {
         zmq::context_t ctx(1);
-        PullEndpoint pull(ctx, "x", ep, Role::bind);
+        pull_endpoint pull(ctx, "x", ep, socket_role::bind);
         struct stat st {};
         ASSERT_EQ(::stat((dir + "/nested").c_str(), &st), 0);
         EXPECT_TRUE(S_ISDIR(st.st_mode));
@@ -119,7 +120,7 @@ TEST(ZmqEndpoint, when_binding_ipc_then_the_directory_is_created) {
 TEST(ZmqEndpoint, when_an_endpoint_cannot_be_bound_then_the_error_names_it) {
     zmq::context_t ctx(1);
     try {
-        PullEndpoint pull(ctx, "uplink", "bogus://x", Role::bind);
+        pull_endpoint pull(ctx, "uplink", "bogus://x", socket_role::bind);
         FAIL();
     } catch (const std::runtime_error& e) {
         EXPECT_EQ(std::string(e.what()).rfind("uplink: cannot bind bogus://x", 0), 0u) << e.what();
@@ -128,10 +129,10 @@ TEST(ZmqEndpoint, when_an_endpoint_cannot_be_bound_then_the_error_names_it) {
 
 // ---- CSV ---------------------------------------------------------------------------------
 
-TEST(CsvWriter, when_rows_are_written_then_the_file_has_header_rows_and_quoting) {
+TEST(csv_writer, when_rows_are_written_then_the_file_has_header_rows_and_quoting) {
     const std::string path = temp_path("t.csv");
     {
-        CsvWriter w(path, {"slot", "user", "cqi", "outcome"});
+        csv_writer w(path, {"slot", "user", "cqi", "outcome"});
         w.field(std::uint64_t{7}).field(-1).field(1.25).field("ack").end_row();
         w.field(std::uint64_t{8}).field(2).field(std::nan("")).field("a,\"b\"").end_row();
         w.field(std::uint64_t{9}).empty().field(1e-12).field("").end_row();
@@ -142,9 +143,9 @@ TEST(CsvWriter, when_rows_are_written_then_the_file_has_header_rows_and_quoting)
     std::remove(path.c_str());
 }
 
-TEST(CsvWriter, when_the_buffer_is_not_full_then_rows_reach_the_file_on_flush) {
+TEST(csv_writer, when_the_buffer_is_not_full_then_rows_reach_the_file_on_flush) {
     const std::string path = temp_path("buf.csv");
-    CsvWriter w(path, {"a"}, /*buffer_bytes=*/1 << 20);
+    csv_writer w(path, {"a"}, /*buffer_bytes=*/1 << 20);
     w.field(1).end_row();
     EXPECT_EQ(slurp(path), "a\n");  // the header is written at once, the row is buffered
     ASSERT_TRUE(w.flush());
@@ -152,25 +153,25 @@ TEST(CsvWriter, when_the_buffer_is_not_full_then_rows_reach_the_file_on_flush) {
     std::remove(path.c_str());
 }
 
-TEST(CsvWriter, when_the_buffer_fills_then_it_is_written_without_flush) {
+TEST(csv_writer, when_the_buffer_fills_then_it_is_written_without_flush) {
     const std::string path = temp_path("small.csv");
-    CsvWriter w(path, {"a"}, /*buffer_bytes=*/8);
+    csv_writer w(path, {"a"}, /*buffer_bytes=*/8);
     for (int i = 0; i < 5; ++i) w.field(1000 + i).end_row();  // 5 bytes each
     EXPECT_GE(slurp(path).size(), std::string("a\n1000\n1001\n").size());
     std::remove(path.c_str());
 }
 
-TEST(CsvWriter, when_a_row_has_the_wrong_number_of_fields_then_it_throws) {
+TEST(csv_writer, when_a_row_has_the_wrong_number_of_fields_then_it_throws) {
     const std::string path = temp_path("bad.csv");
-    CsvWriter w(path, {"a", "b"});
+    csv_writer w(path, {"a", "b"});
     w.field(1);
     EXPECT_THROW(w.end_row(), std::logic_error);
     std::remove(path.c_str());
 }
 
-TEST(CsvWriter, when_the_path_cannot_be_opened_then_the_error_names_it) {
+TEST(csv_writer, when_the_path_cannot_be_opened_then_the_error_names_it) {
     try {
-        CsvWriter w("/nonexistent-dir/x.csv", {"a"});
+        csv_writer w("/nonexistent-dir/x.csv", {"a"});
         FAIL();
     } catch (const std::runtime_error& e) {
         EXPECT_NE(std::string(e.what()).find("/nonexistent-dir/x.csv"), std::string::npos);
@@ -180,7 +181,7 @@ TEST(CsvWriter, when_the_path_cannot_be_opened_then_the_error_names_it) {
 // ---- Stats -------------------------------------------------------------------------------
 
 TEST(StatsJson, when_names_are_dotted_then_the_json_is_nested_and_sorted) {
-    Stats s;
+    stats_registry s;
     ++s.counter("malformed.uplink");
     s.counter("malformed.phy_requests") += 3;
     s.set("core.users.ue0.snr_db", 4.5);
@@ -195,7 +196,7 @@ TEST(StatsJson, when_names_are_dotted_then_the_json_is_nested_and_sorted) {
 }
 
 TEST(StatsJson, when_a_name_is_both_leaf_and_prefix_then_it_is_refused) {
-    Stats s;
+    stats_registry s;
     s.counter("a.b");
     EXPECT_THROW(s.counter("a"), std::invalid_argument);
     EXPECT_THROW(s.counter("a.b.c"), std::invalid_argument);
@@ -205,7 +206,7 @@ TEST(StatsJson, when_a_name_is_both_leaf_and_prefix_then_it_is_refused) {
 
 TEST(StatsJson, when_written_then_the_file_holds_the_document_and_no_temporary_is_left) {
     const std::string path = temp_path("stats.json");
-    Stats s;
+    stats_registry s;
     std::uint64_t& c = s.counter("x.y");
     c = 5;
     ASSERT_TRUE(s.write_json(path));
@@ -220,8 +221,8 @@ TEST(StatsJson, when_written_then_the_file_holds_the_document_and_no_temporary_i
 
 // ---- Rate-limited log --------------------------------------------------------------------
 
-TEST(RateLimitedLog, when_a_kind_repeats_within_the_interval_then_it_is_suppressed) {
-    RateLimitedLog log(kNsPerSec);
+TEST(rate_limited_log, when_a_kind_repeats_within_the_interval_then_it_is_suppressed) {
+    rate_limited_log log(kNsPerSec);
     EXPECT_TRUE(log.allow("malformed.uplink", 0));
     EXPECT_FALSE(log.allow("malformed.uplink", kNsPerSec / 2));
     EXPECT_FALSE(log.allow("malformed.uplink", kNsPerSec - 1));
@@ -232,8 +233,8 @@ TEST(RateLimitedLog, when_a_kind_repeats_within_the_interval_then_it_is_suppress
 
 // ---- Signals -----------------------------------------------------------------------------
 
-TEST(SignalSet, when_signals_arrive_then_drain_reports_stop_and_stats) {
-    SignalSet sigs;
+TEST(signal_set, when_signals_arrive_then_drain_reports_stop_and_stats) {
+    signal_set sigs;
     EXPECT_FALSE(sigs.drain().stop);
     ::raise(SIGUSR1);
     auto p = sigs.drain();
@@ -250,17 +251,17 @@ TEST(SignalSet, when_signals_arrive_then_drain_reports_stop_and_stats) {
 
 // ---- TUN ---------------------------------------------------------------------------------
 
-TEST(TunDevice, when_the_device_does_not_exist_then_open_fails_and_creates_nothing) {
+TEST(tun_device, when_the_device_does_not_exist_then_open_fails_and_creates_nothing) {
     const std::string name = "oppnx" + std::to_string(::getpid() % 100000);
     try {
-        TunDevice::open(name);
+        tun_device::open(name);
         FAIL();
     } catch (const std::runtime_error& e) {
         EXPECT_EQ(std::string(e.what()).rfind("tun.name: '" + name + "'", 0), 0u) << e.what();
     }
     EXPECT_EQ(::if_nametoindex(name.c_str()), 0u);
-    EXPECT_THROW(TunDevice::open(""), std::runtime_error);
-    EXPECT_THROW(TunDevice::open("lo"), std::runtime_error);  // exists, not a TUN
+    EXPECT_THROW(tun_device::open(""), std::runtime_error);
+    EXPECT_THROW(tun_device::open("lo"), std::runtime_error);  // exists, not a TUN
 }
 
 // ---- Capabilities ------------------------------------------------------------------------

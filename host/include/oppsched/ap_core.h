@@ -1,21 +1,21 @@
 #pragma once
 // The AP MAC of oppsched-apd (docs/daemons.md), without any I/O: a slot-clocked class the
-// daemon feeds with downlink IP packets (from its TUN), SlotRequests (from the PHY) and CQI /
-// HARQ feedback (from the clients), and that answers every SlotRequest with a SlotGrant.
+// daemon feeds with downlink IP packets (from its TUN), slot_requests (from the PHY) and CQI /
+// HARQ feedback (from the clients), and that answers every slot_request with a slot_grant.
 //
 //   downlink packet --packet_classifier: destination address--> user u (unknown: dropped)
-//       --> CLAMP RouterAgent of u's queue: on_arrival(now, backlog before the packet)
-//       --> QueueSet/AQM (one queue per user, or one shared FIFO)
-//   SlotRequest(n)
+//       --> CLAMP router_agent of u's queue: on_arrival(now, backlog before the packet)
+//       --> queue_set/AQM (one queue per user, or one shared FIFO)
+//   slot_request(n)
 //       --> HARQ: timeouts; a pending retransmission (oldest NACK first) takes the slot
 //       --> else the scheduler ranks the users that can be served (backlogged, a free HARQ
 //           process, a usable MCS) at the rate their latest CQI gives through link adaptation
 //           (mcs_table + OLLA), the winner's TB is built by its Segmenter at the TB size of
 //           the MCS, stamped with the CLAMP price of its queue, registered with HARQ
-//       --> SlotGrant(n) (empty when nobody can be served)
-//   CqiReport      --> the user's latest SNR (the CQI the MAC uses is the SNR in dB); TBs
+//       --> slot_grant(n) (empty when nobody can be served)
+//   cqi_report      --> the user's latest SNR (the CQI the MAC uses is the SNR in dB); TBs
 //                      of that user sent in that slot or before without feedback: unheard
-//   HarqFeedback   --> HARQ (by process and the slot of the transmission) --> OLLA, trace
+//   harq_feedback   --> HARQ (by process and the slot of the transmission) --> OLLA, trace
 //                      outcome; a TB dropped after max transmissions drops exactly the
 //                      packets its segmentation record says it carried.
 //
@@ -38,7 +38,7 @@
 //    the lowest one when the report itself meets it: a backoff past the lowest MCS cannot make a TB
 //    more robust, it would only leave the slot empty (with a CQI older than the coherence time, as
 //    at 60 Hz with 3 ms slots, most slots).
-//  - Unheard transmissions. A CqiReport for slot c from a user with a TB sent in a slot
+//  - Unheard transmissions. A cqi_report for slot c from a user with a TB sent in a slot
 //    <= c that is still awaiting feedback means the client never got that TB (clients send
 //    a slot's feedback before its CQI, on one socket): the slot went out empty (its grant
 //    reached the PHY late; the PHY does not tell the apd) or the header was lost. HARQ
@@ -90,12 +90,12 @@ namespace oppsched::ap {
 // configuration"): rate_k = k C_max / levels (k = 1..levels), min_snr_db_k =
 // 10 log10(2^(rate_k / W0) - 1). The paper's adaptive margin m is OLLA's offset here
 // (10 log10(1 - m) dB).
-struct ClampTableParams {
+struct shannon_table_params {
     double w0_hz = 4.3e6;       // W0 (Andrew & Hanly, CLAMP, §V-D; §V-J's low-rate case: 620e3)
     double cmax_bps = 10e6;     // C_max (§V-J: 1.44e6)
     std::uint32_t levels = 32;  // [1, 255]
 };
-linkadapt::mcs_table clamp_table(const ClampTableParams& p = {});
+linkadapt::mcs_table shannon_table(const shannon_table_params& p = {});
 
 // The names mcs_table_by_name knows: "evdo", "ofdm_provisional", "shannon".
 const std::vector<std::string>& mcs_table_names();
@@ -104,33 +104,34 @@ const std::vector<std::string>& mcs_table_names();
 // `clamp`). nullopt for any other name (the daemon then reads it as a CSV path).
 std::optional<linkadapt::mcs_table> mcs_table_by_name(const std::string& name,
                                                       const linkadapt::ofdm_numerology& num = {},
-                                                      const ClampTableParams& clamp = {});
+                                                      const shannon_table_params& clamp = {});
 
-struct UserParams {
+struct ap_user_params {
     std::string name;                                // trace column names: cqi.<name>, ...
     std::vector<std::string> addresses;              // IPv4/IPv6 destination addresses of this user
     std::optional<std::size_t> queue_limit_bytes;    // per-user override (per_user mode)
     std::optional<std::size_t> queue_limit_packets;  // per-user override (per_user mode)
 };
 
-struct ClampParams {
+struct ap_clamp_params {
     bool enabled = false;
-    clamp::RouterParams router{};      // a_bytes, b, ema_rate_per_s (Andrew & Hanly, CLAMP, §IV-A)
+    clamp::router_agent_params
+        router{};                      // a_bytes, b, ema_rate_per_s (Andrew & Hanly, CLAMP, §IV-A)
     std::uint32_t mu_init_slots = 32;  // backlogged slots averaged before mu_c is known
     double mu_ema_weight = 0.01;       // EMA weight per backlogged slot, (0, 1]
     double mu_floor_bps = 1000.0;      // > 0
 };
 
-struct ApCoreParams {
-    std::vector<UserParams> users;  // index = user id (the wire `user`)
-    aqm::QueueMode queue_mode = aqm::QueueMode::per_user;
-    aqm::AqmConfig aqm{};  // kind, params, default limits, ecn, seed, rate
-    ClampParams clamp{};
+struct ap_core_params {
+    std::vector<ap_user_params> users;  // index = user id (the wire `user`)
+    aqm::queue_mode queue_mode = aqm::queue_mode::per_user;
+    aqm::aqm_params aqm{};  // kind, params, default limits, ecn, seed, rate
+    ap_clamp_params clamp{};
     sched::policy_params scheduler = sched::pf_params{};
-    harq::harq_config harq{};  // num_users is set from users.size()
+    harq::harq_params harq{};  // num_users is set from users.size()
     linkadapt::mcs_table table = linkadapt::mcs_table::evdo();
     bool olla_enabled = true;
-    linkadapt::olla_config olla{};
+    linkadapt::olla_params olla{};
     double slot_s = 1.667e-3;                    // slot duration, (0, 1]
     std::uint32_t lead_slots = 4;                // the PHY's lead (late accounting)
     std::int64_t restart_backjump_slots = 1000;  // >= 1
@@ -144,17 +145,17 @@ struct ApCoreParams {
 };
 
 // One row of packets.csv.
-struct PacketRecord {
+struct packet_record {
     time_ns t = 0;
     const char* event = "";  // "enqueue", "dequeue", "drop", "mark"
     int user = -1;
     std::uint64_t packet_id = 0;
     std::uint32_t bytes = 0;
-    std::string reason;  // drop: DropReason name, "unknown_destination", "malformed",
+    std::string reason;  // drop: drop_reason name, "unknown_destination", "malformed",
                          // "harq_max_tx"
 };
 
-struct UserStats {
+struct ap_user_stats {
     std::uint64_t enqueued = 0, enqueued_bytes = 0, dropped = 0;
     std::uint64_t slots_new = 0, slots_retx = 0;
     std::uint64_t data_bytes = 0;  // packet bytes sent in new TBs
@@ -162,13 +163,13 @@ struct UserStats {
     std::uint64_t harq_dropped_packets = 0;
 };
 
-struct ApCoreStats {
+struct ap_core_stats {
     // Downlink packets.
     std::uint64_t downlink_packets = 0, downlink_bytes = 0;
     std::uint64_t unknown_destination = 0;  // no user has that address: dropped
     std::uint64_t malformed_packets = 0;    // not IPv4/IPv6, too short or too long: dropped
     std::uint64_t enqueued = 0;
-    std::array<std::uint64_t, aqm::kDropReasonCount> queue_drops{};  // by aqm::DropReason
+    std::array<std::uint64_t, aqm::kDropReasonCount> queue_drops{};  // by aqm::drop_reason
     std::uint64_t marked = 0;
     // Slots.
     std::uint64_t slot_requests = 0;
@@ -188,24 +189,24 @@ struct ApCoreStats {
     std::uint64_t feedback_stale = 0;
 };
 
-class ApCore final {
+class ap_core final {
   public:
-    explicit ApCore(ApCoreParams params);  // validates (std::invalid_argument)
-    ~ApCore();
-    ApCore(const ApCore&) = delete;
-    ApCore& operator=(const ApCore&) = delete;
+    explicit ap_core(ap_core_params params);  // validates (std::invalid_argument)
+    ~ap_core();
+    ap_core(const ap_core&) = delete;
+    ap_core& operator=(const ap_core&) = delete;
 
     // An IP packet read from the TUN at `now`. Returns true if it was queued.
     bool on_downlink_packet(time_ns now, std::vector<std::uint8_t> bytes);
 
     // The PHY asks what to send in `slot` (air time on the PHY's clock); answered at once.
-    wire::SlotGrant on_slot_request(time_ns now, std::uint64_t slot, time_ns air_time_ns);
+    wire::slot_grant on_slot_request(time_ns now, std::uint64_t slot, time_ns air_time_ns);
 
     // The PHY restarted (its wire sequence began again at 0): the next request re-bases the
     // slot clock. Idempotent until the next request.
     void on_phy_restart();
 
-    // The latest channel report of `user` (wire CqiReport): snr_db is the CQI the MAC uses.
+    // The latest channel report of `user` (wire cqi_report): snr_db is the CQI the MAC uses.
     void on_cqi(std::uint32_t user, std::uint64_t slot, double snr_db, std::uint8_t cqi);
 
     // ACK/NACK of the TB sent to `user` in PHY slot `slot` on HARQ process `pid`.
@@ -213,12 +214,12 @@ class ApCore final {
 
     // Trace rows completed since the last call (slot rows in slot order, once their outcome
     // is known). final_rows() also hands out the rows still waiting for an outcome (exit).
-    std::vector<SlotRow> take_slot_rows();
-    std::vector<SlotRow> final_rows();
-    std::vector<PacketRecord> take_packet_records();
+    std::vector<slot_row> take_slot_rows();
+    std::vector<slot_row> final_rows();
+    std::vector<packet_record> take_packet_records();
 
-    const ApCoreStats& stats() const;
-    const UserStats& user_stats(std::uint32_t user) const;
+    const ap_core_stats& stats() const;
+    const ap_user_stats& user_stats(std::uint32_t user) const;
     const harq::harq_stats& harq_stats() const;
     // Every counter and gauge as dotted names (for the stats JSON): "queue.<name>.marked",
     // "harq.acked", "olla.<name>.offset_db", ...
@@ -227,13 +228,13 @@ class ApCore final {
 
     // Introspection (tests, traces).
     std::size_t users() const;
-    const ApCoreParams& params() const;
+    const ap_core_params& params() const;
     std::size_t queued_bytes(std::uint32_t user) const;
     std::optional<double> mu_c_bps(std::uint32_t user) const;  // nullopt until known
     std::optional<double> price(std::uint32_t user) const;     // nullopt: none stamped now
     int mcs_for(std::uint32_t user) const;                     // kNoMcs if none usable
     double rate_bps(std::uint32_t user) const;                 // the scheduler's R_i
-    const clamp::RouterAgent& router_of(std::uint32_t user) const;
+    const clamp::router_agent& router_of(std::uint32_t user) const;
     std::optional<std::uint32_t> classify(const std::vector<std::uint8_t>& packet) const;
     std::uint32_t tb_bytes_for_mcs(int mcs) const;  // 0 if unusable
 

@@ -18,8 +18,8 @@
 // drops ECN-capable packets only on a full buffer (Wang & Song, REAQM, §3.1).
 //
 // Rate-based disciplines (REM, REAQM, AVQ, PIE with use_departure_rate, RED's idle decay)
-// need the link capacity c. RateConfig::capacity_bps > 0 fixes it; the default (0) measures
-// the service rate this queue actually gets from its dequeues (ServiceRateEstimator). The
+// need the link capacity c. rate_params::capacity_bps > 0 fixes it; the default (0) measures
+// the service rate this queue actually gets from its dequeues (service_rate_estimator). The
 // measured rate is the default because on an opportunistic downlink a user's rate changes
 // with its channel and with the share the scheduler gives it, so no configured constant is
 // right for a wireless user; a fixed capacity is for wired or deterministic links.
@@ -42,13 +42,13 @@ namespace oppsched::aqm {
 // Limits, drops, statistics
 
 // Queue capacity. 0 means "no limit of this kind"; at least one must be set.
-struct QueueLimits {
+struct queue_limits {
     std::size_t bytes = 0;  // sum of Packet::size() (IP bytes)
     std::size_t packets =
         50;  // Wang & Song, REAQM, §4, and Wu, Gong & Williamson, §7, use 50-packet buffers
 };
 
-enum class DropReason : std::uint8_t {
+enum class drop_reason : std::uint8_t {
     overflow,              // arrival rejected: it would exceed the limit (tail drop)
     early_drop,            // arrival dropped by the AQM's probabilistic test (not ECT, or ecn off)
     aqm_drop,              // queued packet dropped by the AQM at dequeue (CoDel)
@@ -58,33 +58,33 @@ enum class DropReason : std::uint8_t {
     flushed,               // queued packet discarded by clear()
 };
 constexpr std::size_t kDropReasonCount = 7;
-std::string_view to_string(DropReason r);
+std::string_view to_string(drop_reason r);
 // True for the reasons that remove a packet that had been accepted into the queue.
-constexpr bool removes_queued_packet(DropReason r) {
-    return r != DropReason::overflow && r != DropReason::early_drop;
+constexpr bool removes_queued_packet(drop_reason r) {
+    return r != drop_reason::overflow && r != drop_reason::early_drop;
 }
 
-struct Drop {
-    Packet packet;
-    DropReason reason = DropReason::overflow;
+struct dropped_packet {
+    ip_packet packet;
+    drop_reason reason = drop_reason::overflow;
     time_ns at = 0;
 };
 // Receives every drop as it happens. Without a sink, drops are kept until take_drops().
-using DropSink = std::function<void(Drop&&)>;
+using drop_sink = std::function<void(dropped_packet&&)>;
 
 // Counters common to every AQM plus the algorithm state worth plotting. Fields that do not
 // apply to a discipline stay 0.
-struct AqmStats {
+struct aqm_stats {
     std::uint64_t offered = 0;   // enqueue() calls
     std::uint64_t enqueued = 0;  // accepted arrivals
     std::uint64_t dequeued = 0;
     std::uint64_t enqueued_bytes = 0;
     std::uint64_t dequeued_bytes = 0;
     std::uint64_t marked = 0;                               // packets marked CE by this AQM
-    std::array<std::uint64_t, kDropReasonCount> dropped{};  // by DropReason
+    std::array<std::uint64_t, kDropReasonCount> dropped{};  // by drop_reason
     std::uint64_t dropped_bytes = 0;
     std::uint64_t dropped_total() const;
-    std::uint64_t dropped_by(DropReason r) const { return dropped[static_cast<std::size_t>(r)]; }
+    std::uint64_t dropped_by(drop_reason r) const { return dropped[static_cast<std::size_t>(r)]; }
 
     // Algorithm state.
     double drop_probability = 0;      // RED p_b, REM/REAQM 1 - phi^-p, PIE drop_prob
@@ -111,18 +111,18 @@ struct AqmStats {
 //   rate <- (1 - ema_weight) * rate + ema_weight * sample      (the first sample sets rate).
 // Busy time is counted from the later of (previous dequeue, arrival into an empty queue), so
 // idle periods never dilute the estimate; the rate is unknown (0) until the first sample.
-struct RateConfig {
+struct rate_params {
     double capacity_bps = 0.0;         // > 0: fixed capacity; 0: measure
     std::size_t sample_bytes = 16384;  // RFC 8033 DQ_THRESHOLD (2^14 bytes)
     double ema_weight = 0.25;          // RFC 8033: DQ_THRESHOLD / 2^16
 };
 
 // Drop-tail: no AQM, the baseline of both seeds.
-struct DropTailParams {};
+struct drop_tail_params {};
 
 // RED with Floyd's "gentle" modification (Floyd & Jacobson 1993; Floyd 2000, "Recommendation
 // on using the gentle variant of RED"). Thresholds in packets. Defaults: ns-2's RED defaults.
-struct RedParams {
+struct red_params {
     double min_th = 5.0;            // packets
     double max_th = 15.0;           // packets (3 x min_th, Floyd's rule of thumb)
     double w_q = 0.002;             // EWMA weight
@@ -135,7 +135,7 @@ struct RedParams {
 //   p <- [p + gamma (alpha (b - b*) + x - c)]+ ,  mark with probability 1 - phi^-p.
 // b, x and c are in packets of mean_packet_size bytes (b: queue, x: arrivals in T, c: bytes the
 // link can serve in T), as in the ns-2 REM code. Defaults: the paper's / ns-2's.
-struct RemParams {
+struct rem_params {
     double gamma = 0.001;
     double alpha = 0.1;
     double phi = 1.001;
@@ -154,7 +154,7 @@ struct RemParams {
 // Units as REM: q in packets, y and c in packets per T (packets of mean_packet_size bytes).
 // The paper gives alpha, gamma, phi and the 50-packet buffer; it gives no value for alpha'
 // (only "larger than alpha") nor y0, so alpha' = 2 alpha and y0 = c (y0_ratio = 1) are ours.
-struct ReaqmParams {
+struct reaqm_params {
     double alpha = 0.11;
     double alpha_prime = 0.22;  // alpha' > alpha (eq. 5)
     double gamma = 0.001;
@@ -169,7 +169,7 @@ struct ReaqmParams {
 //   VQ <- max(VQ - C~ (t - s), 0);  if VQ + b > B: mark/drop  else VQ <- VQ + b
 //   C~ <- max(min(C~ + alpha gamma C (t - s), C) - alpha b, 0);  s <- t
 // B = the real buffer (virtual_buffer_bytes = 0) or the given size. Defaults: the paper's.
-struct AvqParams {
+struct avq_params {
     double gamma = 0.98;                   // desired utilisation
     double alpha = 0.15;                   // damping / smoothing
     std::size_t virtual_buffer_bytes = 0;  // 0: the byte limit, else packets x mean_packet_size
@@ -177,7 +177,7 @@ struct AvqParams {
 };
 
 // CoDel (RFC 8289): head drop at dequeue; ECN marking as in Linux codel_impl.h.
-struct CodelParams {
+struct codel_params {
     time_ns target = 5 * kNsPerMs;
     time_ns interval = 100 * kNsPerMs;
     std::size_t mtu = 1500;  // RFC 8289 MAXPACKET ("SHOULD use interface MTU")
@@ -185,7 +185,7 @@ struct CodelParams {
 
 // PIE (RFC 8033: basic algorithm §4 / Appendix A; ECN §5.1, departure-rate delay §5.2,
 // de-randomisation §5.4, cap on the drop adjustment §5.5). Defaults: the RFC's.
-struct PieParams {
+struct pie_params {
     time_ns target = 15 * kNsPerMs;      // QDELAY_REF
     time_ns tupdate = 15 * kNsPerMs;     // T_UPDATE
     double alpha = 0.125;                // 1/s
@@ -199,89 +199,90 @@ struct PieParams {
 };
 
 // SPM-AF (Wu, Gong & Williamson, §6.1): FIFO with ACK filtering and priority eviction.
-struct SpmAfParams {};
+struct spm_af_params {};
 
 // LAS (Wu, Gong & Williamson, §6.2; Rai et al. 2003/2004): serve the flow with the least attained
 // service.
-struct LasParams {
+struct las_params {
     time_ns flow_idle_timeout = 30 * kNsPerSec;  // forget idle flows with nothing queued
 };
 
 // T-LAS (Wu, Gong & Williamson, §6.2): LAS for a flow's first threshold_packets packets, then FIFO.
-struct TlasParams {
+struct tlas_params {
     std::size_t threshold_packets = 50;  // Wu, Gong & Williamson: "e.g., 50 packets"
     time_ns flow_idle_timeout = 30 * kNsPerSec;
 };
 
-enum class AqmKind : std::uint8_t { droptail, red, rem, reaqm, avq, codel, pie, spmaf, las, tlas };
+enum class aqm_kind : std::uint8_t { droptail, red, rem, reaqm, avq, codel, pie, spmaf, las, tlas };
 constexpr std::size_t kAqmKindCount = 10;
-std::string_view to_string(AqmKind k);
+std::string_view to_string(aqm_kind k);
 // Accepts the names above, case-insensitive, ignoring '-' and '_' ("drop-tail", "SPM-AF").
-std::optional<AqmKind> aqm_kind_from_string(std::string_view name);
+std::optional<aqm_kind> aqm_kind_from_string(std::string_view name);
 
-using AqmParams = std::variant<DropTailParams, RedParams, RemParams, ReaqmParams, AvqParams,
-                               CodelParams, PieParams, SpmAfParams, LasParams, TlasParams>;
+using algorithm_params =
+    std::variant<drop_tail_params, red_params, rem_params, reaqm_params, avq_params, codel_params,
+                 pie_params, spm_af_params, las_params, tlas_params>;
 
-struct AqmConfig {
-    AqmParams params = DropTailParams{};  // the kind is the alternative held
-    QueueLimits limits{};
+struct aqm_params {
+    algorithm_params params = drop_tail_params{};  // the kind is the alternative held
+    queue_limits limits{};
     bool ecn = true;         // mark ECN-capable packets instead of dropping them
     std::uint64_t seed = 1;  // of the AQM's own std::mt19937_64
-    RateConfig rate{};
-    AqmKind kind() const { return static_cast<AqmKind>(params.index()); }
+    rate_params rate{};
+    aqm_kind kind() const { return static_cast<aqm_kind>(params.index()); }
 };
 
 // A configuration with the defaults of `kind`.
-AqmConfig default_config(AqmKind kind);
+aqm_params default_config(aqm_kind kind);
 
 // Throws std::invalid_argument naming the field and the value ("red.max_p: 1.5 not in (0,1]").
 // The only place configuration is checked; make_aqm calls it.
-void validate(const AqmConfig& config);
+void validate(const aqm_params& config);
 
 // ---------------------------------------------------------------------------------------
 // The interface
 
-class Aqm {
+class queue_discipline {
   public:
-    virtual ~Aqm() = default;
-    virtual AqmKind kind() const = 0;
+    virtual ~queue_discipline() = default;
+    virtual aqm_kind kind() const = 0;
 
     // Offers a packet that arrives at `now` (sets packet.arrival = now: sojourn times are
     // measured from here). Returns true if it was accepted (possibly marked CE, possibly after
     // other packets were removed); false if it was dropped, in which case it has been reported
     // to the drop sink.
-    virtual bool enqueue(Packet packet, time_ns now) = 0;
+    virtual bool enqueue(ip_packet packet, time_ns now) = 0;
     // The next packet in service order, or nothing if the queue is empty (or the AQM dropped
     // every queued packet at this dequeue). Segmentation pulls whole packets with this.
-    virtual std::optional<Packet> dequeue(time_ns now) = 0;
+    virtual std::optional<ip_packet> dequeue(time_ns now) = 0;
     // The packet dequeue() would consider next; nullptr if empty. Dequeue-time AQMs (CoDel)
     // may still drop it.
-    virtual const Packet* peek() const = 0;
+    virtual const ip_packet* peek() const = 0;
 
     virtual std::size_t bytes() const = 0;
     virtual std::size_t packets() const = 0;
     bool empty() const { return packets() == 0; }
-    virtual const QueueLimits& limits() const = 0;
-    virtual AqmStats stats() const = 0;
+    virtual const queue_limits& limits() const = 0;
+    virtual aqm_stats stats() const = 0;
 
     // Drops every queued packet with reason `flushed`.
     virtual void clear(time_ns now) = 0;
 
-    virtual void set_drop_sink(DropSink sink) = 0;
+    virtual void set_drop_sink(drop_sink sink) = 0;
     // Drops recorded since the last call (only when no sink is set).
-    virtual std::vector<Drop> take_drops() = 0;
+    virtual std::vector<dropped_packet> take_drops() = 0;
 };
 
 // Validates `config` and builds the AQM it describes.
-std::unique_ptr<Aqm> make_aqm(const AqmConfig& config);
+std::unique_ptr<queue_discipline> make_aqm(const aqm_params& config);
 
 // ---------------------------------------------------------------------------------------
 // Building blocks shared by the AQMs (public so that other parts of the MAC can reuse them).
 
-// The service rate a queue receives, fixed or measured (see RateConfig). O(1) per call.
-class ServiceRateEstimator final {
+// The service rate a queue receives, fixed or measured (see rate_params). O(1) per call.
+class service_rate_estimator final {
   public:
-    explicit ServiceRateEstimator(const RateConfig& config);
+    explicit service_rate_estimator(const rate_params& config);
     // An arrival at `now`; `queue_was_empty`: the queue held nothing before it.
     void on_enqueue(bool queue_was_empty, time_ns now);
     // A packet of `size` bytes served at `now`; `queue_now_empty`: nothing is left behind it.
@@ -314,6 +315,6 @@ inline std::uint8_t ecn_field(const std::vector<std::uint8_t>& p) {
 // Whether an AQM of kind `k` signals congestion by marking ECN-capable packets CE (ecn on):
 // RED, REM, REAQM, AVQ, CoDel and PIE. Drop-tail, SPM-AF, LAS and T-LAS only drop. A testbed
 // run negotiates ECN in TCP where the AQM marks (tcp.ecn auto, docs/testbed.md).
-bool marks_ecn(AqmKind k);
+bool marks_ecn(aqm_kind k);
 
 }  // namespace oppsched::aqm

@@ -3,10 +3,10 @@
 // access point. Andrew & Hanly, "Active Queue Management for Fair Resource Allocation in
 // Wireless Networks" (Andrew & Hanly, CLAMP), §III-B (fluid model) and §IV (the protocol).
 //
-//   RouterAgent  (§IV-A, one per AP queue): exponential moving average of the queue length
+//   router_agent  (§IV-A, one per AP queue): exponential moving average of the queue length
 //                at each arrival, and the price p = max((b q - a)/mu_c, 0) (eqs. 7 and 13)
 //                that the AP stamps on every packet it sends to that queue's user.
-//   ClientAgent  (§IV-B/C, one per TCP flow at the receiver): rate estimate (eq. 15), RTT
+//   client_agent  (§IV-B/C, one per TCP flow at the receiver): rate estimate (eq. 15), RTT
 //                estimate (eq. 16), window update (eq. 14) with its clipping, receiver
 //                slow start, and the advertised window AWND = min(w, AWND_os) (eq. 17).
 //
@@ -28,7 +28,7 @@ namespace oppsched::clamp {
 // ---------------------------------------------------------------------------------------
 // Router (access point) agent, §IV-A.
 
-struct RouterParams {
+struct router_agent_params {
     // a (bytes), eq. 7/13: shifts the equilibrium queue, q* = (k tau + a)/b. The paper's
     // deterministic-link experiment (Fig. 2) uses 5500 B; in the fading runs it is swept.
     double a_bytes = 5500.0;
@@ -44,22 +44,22 @@ struct RouterParams {
     void validate() const;
 };
 
-struct RouterState {
+struct router_agent_state {
     double q_bytes = 0.0;      // the moving average q(n), bytes
     time_ns last_arrival = 0;  // time of arrival n-1 (valid iff arrivals > 0)
     bool has_arrival = false;
 };
 
-struct RouterStats {
+struct router_agent_stats {
     std::uint64_t arrivals = 0;
     std::uint64_t prices = 0;           // price() calls
     std::uint64_t positive_prices = 0;  // of which p > 0 (the EMA was above a/b)
 };
 
 // Per queue. Cost: one exp() per arrival, O(1) per price; no allocation.
-class RouterAgent final {
+class router_agent final {
   public:
-    explicit RouterAgent(const RouterParams& params = {});
+    explicit router_agent(const router_agent_params& params = {});
 
     // Arrival n of a packet at this queue at time `now`, finding `queue_bytes` (Q(n)) in
     // the queue. The paper says only "the current queue size at packet arrival n"; pass
@@ -81,15 +81,15 @@ class RouterAgent final {
     double peek_price(double mu_c_bytes_per_s) const;
 
     double average_queue_bytes() const { return state_.q_bytes; }
-    const RouterParams& params() const { return params_; }
-    const RouterState& state() const { return state_; }
-    const RouterStats& stats() const { return stats_; }
+    const router_agent_params& params() const { return params_; }
+    const router_agent_state& state() const { return state_; }
+    const router_agent_stats& stats() const { return stats_; }
     void reset();
 
   private:
-    RouterParams params_;
-    RouterState state_;
-    RouterStats stats_;
+    router_agent_params params_;
+    router_agent_state state_;
+    router_agent_stats stats_;
 };
 
 // mu_c of one AP queue, the service rate the router agent's price divides by (Andrew &
@@ -127,7 +127,7 @@ class mu_c_estimator final {
 // ---------------------------------------------------------------------------------------
 // Client (receiver) agent, §IV-B and §IV-C.
 
-struct ClientParams {
+struct client_agent_params {
     double tau_bytes = 500.0;             // tau, eq. 14: bytes each flow aims to keep queued
     std::size_t alpha_packets = 1000;     // alpha, eq. 15: rate-estimator window, packets
     double beta = 0.001;                  // beta, eq. 16: RTT-estimator gain, in (0, 1)
@@ -148,7 +148,7 @@ struct ClientParams {
     void validate() const;
 };
 
-struct ClientState {
+struct client_agent_state {
     double w_bytes = 0.0;     // w(t_k), the CLAMP window (before the min with AWND_os)
     double awnd_bytes = 0.0;  // AWND(t_k) of eq. 17, the last window advertised
     bool slow_start = true;
@@ -162,7 +162,7 @@ struct ClientState {
     int dupacks = 0;            // consecutive duplicate ACKs sent (slow start only)
 };
 
-struct ClientStats {
+struct client_agent_stats {
     std::uint64_t packets = 0;
     std::uint64_t slow_start_exits_delta_w = 0;    // slow start ended on Delta w < 0
     std::uint64_t slow_start_exits_dupack = 0;     // ... on the dupack threshold
@@ -175,9 +175,9 @@ struct ClientStats {
 
 // Per flow. Cost per packet: O(1) (a ring buffer of alpha+1 (time, size) pairs, allocated
 // once in the constructor: 16 (alpha+1) bytes).
-class ClientAgent final {
+class client_agent final {
   public:
-    explicit ClientAgent(const ClientParams& params = {});
+    explicit client_agent(const client_agent_params& params = {});
 
     // Packet k (size s_k bytes, carrying price p in seconds) received at t_k = now; the
     // receiver's OS would advertise awnd_os_bytes. Returns AWND(t_k) = min(w, AWND_os)
@@ -210,18 +210,18 @@ class ClientAgent final {
     double mu_hat() const { return state_.mu_hat; }  // bytes/s, 0 until known
     double d_hat() const { return state_.d_hat; }    // seconds, 0 until known
     double last_delta_w() const { return state_.last_delta_w; }
-    const ClientParams& params() const { return params_; }
-    const ClientState& state() const { return state_; }
-    const ClientStats& stats() const { return stats_; }
+    const client_agent_params& params() const { return params_; }
+    const client_agent_state& state() const { return state_; }
+    const client_agent_stats& stats() const { return stats_; }
     void reset();
 
   private:
     void end_slow_start_halving();
     double min_window() const;
 
-    ClientParams params_;
-    ClientState state_;
-    ClientStats stats_;
+    client_agent_params params_;
+    client_agent_state state_;
+    client_agent_stats stats_;
     // Ring buffer of the last alpha+1 packets (eq. 15 sums s_{k-alpha}..s_k).
     std::vector<time_ns> ring_t_;
     std::vector<std::uint32_t> ring_s_;

@@ -14,7 +14,7 @@ constexpr int kClampAttemptsSlowFading = 5;   // n, 0.6 Hz (§V-D)
 constexpr int kClampAttemptsFastFading = 15;  // n, 60 Hz (§V-D)
 
 // What the margin's stochastic approximation drives to target_loss.
-enum class MarginScope {
+enum class margin_scope {
     // The paper: "m is ... adaptively tuned such that the packet error rate after
     // retransmissions is approximately a target": one observation per transmission that
     // is resolved, success (0) or the n-th consecutive failure, i.e. a drop (1).
@@ -23,13 +23,13 @@ enum class MarginScope {
     per_attempt,
 };
 
-struct ClampLinkParams {
+struct clamp_link_params {
     double slot_s = 3e-3;                         // tau_slot
     double w0_hz = 4.3e6;                         // W0
     double cmax_bps = 10e6;                       // C_max
     double target_loss = 1e-3;                    // the nominal packet loss rate (Table I)
     int max_attempts = kClampAttemptsSlowFading;  // n
-    MarginScope scope = MarginScope::after_retransmissions;
+    margin_scope scope = margin_scope::after_retransmissions;
     // Stochastic approximation (Robbins-Monro, constant gain so it keeps tracking):
     //   m <- clamp(m + margin_step (e - target_loss), margin_min, margin_max),
     // e = 1 on a loss event, 0 on a success: up margin_step (1 - target) on a loss, down
@@ -44,25 +44,25 @@ struct ClampLinkParams {
     // W0 = 620 kHz, C_max = 1.44 Mb/s. Note C_max = W0 log2(1 + SNR_ave) in both
     // (4.3e6 log2 5 = 9.98e6, 620e3 log2 5 = 1.44e6): the rate saturates at the mean
     // SNR's capacity, which is what identifies eq. 18's log as log2 (Shannon).
-    static ClampLinkParams high_rate(int max_attempts = kClampAttemptsSlowFading);
-    static ClampLinkParams low_rate(int max_attempts = kClampAttemptsSlowFading);
+    static clamp_link_params high_rate(int max_attempts = kClampAttemptsSlowFading);
+    static clamp_link_params low_rate(int max_attempts = kClampAttemptsSlowFading);
 
     void validate() const;  // throws std::invalid_argument naming the field
 };
 
-enum class SlotOutcome {
+enum class slot_outcome {
     delivered,  // the attempt succeeded
     retry,      // it failed; fewer than n consecutive failures so far: try again
     dropped,    // the n-th consecutive failure: drop what it would have completed
 };
-const char* to_string(SlotOutcome o);
+const char* to_string(slot_outcome o);
 
-struct ClampLinkState {
+struct clamp_link_state {
     double margin = 0.0;           // m
     int consecutive_failures = 0;  // towards this destination
 };
 
-struct ClampLinkStats {
+struct clamp_link_stats {
     std::uint64_t attempts = 0;
     std::uint64_t errors = 0;  // failed attempts
     std::uint64_t delivered = 0;
@@ -80,9 +80,9 @@ struct ClampLinkStats {
 
 // One per destination (the margin and the failure count are per user). O(1), one log2
 // per rate or error evaluation.
-class ClampLink final {
+class clamp_link final {
   public:
-    explicit ClampLink(const ClampLinkParams& params = {});
+    explicit clamp_link(const clamp_link_params& params = {});
 
     // Eq. 18 rate in bits/s for start-of-slot SNR N(s) (linear), with the current m:
     //   min(W0 log2(1 + (1 - m) N(s)), C_max). Never above C_max.
@@ -97,28 +97,28 @@ class ClampLink final {
 
     // ACK/NACK of one attempt: counts consecutive failures (n of them drop the data and
     // reset the count), and moves m as `scope` says.
-    SlotOutcome on_feedback(bool success);
+    slot_outcome on_feedback(bool success);
 
     // Convenience for the abstract PHY: rate at slot start, error at slot end, feedback.
-    struct Attempt {
+    struct attempt {
         double bits;
         bool error;
-        SlotOutcome outcome;
+        slot_outcome outcome;
     };
-    Attempt transmit(double snr_start, double snr_end);
+    attempt transmit(double snr_start, double snr_end);
 
     double margin() const { return state_.margin; }
-    const ClampLinkParams& params() const { return params_; }
-    const ClampLinkState& state() const { return state_; }
-    const ClampLinkStats& stats() const { return stats_; }
+    const clamp_link_params& params() const { return params_; }
+    const clamp_link_state& state() const { return state_; }
+    const clamp_link_stats& stats() const { return stats_; }
     void reset();
 
   private:
     void observe(double e);
 
-    ClampLinkParams params_;
-    ClampLinkState state_;
-    ClampLinkStats stats_;
+    clamp_link_params params_;
+    clamp_link_state state_;
+    clamp_link_stats stats_;
 };
 
 }  // namespace oppsched::channel

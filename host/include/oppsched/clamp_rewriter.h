@@ -1,9 +1,9 @@
 #pragma once
 // The client's CLAMP half (Andrew & Hanly, CLAMP, §IV-B/C): a table of the TCP connections
-// seen from their SYN, one clamp::ClientAgent each once the handshake completes, fed by the
+// seen from their SYN, one clamp::client_agent each once the handshake completes, fed by the
 // downlink data segments with the current price; and the uplink ACKs' advertised window
-// rewritten to AWND = min(w, AWND_os) (eq. 17) through a tcpip::WindowTracker. Whether to
-// clamp and at what price is the caller's (ClientCore: the price freshness and fail-open
+// rewritten to AWND = min(w, AWND_os) (eq. 17) through a tcpip::window_tracker. Whether to
+// clamp and at what price is the caller's (client_core: the price freshness and fail-open
 // rule, client_core.h); without a price ACKs go through the tracker with the OS's own
 // window. Costs: one parse and up to three hash lookups per packet; the table is bounded by
 // max_flows (least recently seen evicted, O(flows) only when full).
@@ -11,7 +11,7 @@
 // What the paper leaves to the implementer (and why):
 //  - Flows. A flow is a TCP connection through the client, keyed by its downlink direction
 //    (server -> client). Its record is created when its SYN is seen (either direction); its
-//    ClientAgent when the SYN-ACK completes the handshake, with MSS = the smaller of the two
+//    client_agent when the SYN-ACK completes the handshake, with MSS = the smaller of the two
 //    MSS options (the "connection's maximum segment size" of §IV-C) unless configured.
 //    Connections not seen from their SYN pass unchanged (their window scale is unknown).
 //  - s_k (eq. 14/15) is the TCP payload of downlink segment k: the bytes the window counts
@@ -34,13 +34,13 @@
 
 namespace oppsched::client {
 
-struct ClientCoreStats;  // client_core.h: the clamp_* counters are counted there
+struct client_core_stats;  // client_core.h: the clamp_* counters are counted there
 
-struct ClampConfig {
+struct clamp_rewriter_params {
     bool enabled = false;
     // tau (500 B), alpha (1000), beta (0.001), clipping, floor, dupack threshold: §IV-B/C.
     // agent.mss_bytes is the MSS used when mss_bytes is 0 and the handshake carried no MSS.
-    clamp::ClientParams agent;
+    clamp::client_agent_params agent;
     // MSS of every flow's agent (§IV-C: w(0) = MSS, +MSS per packet in slow start).
     // 0 = learn it per connection: min(MSS option of the SYN, of the SYN-ACK).
     std::uint32_t mss_bytes = 0;
@@ -52,7 +52,7 @@ struct ClampConfig {
 };
 
 // One row of windows.<user>.csv (docs/daemons.md): an ACK rewritten while clamping.
-struct WindowRecord {
+struct window_record {
     time_ns t = 0;
     std::string flow;  // "server_addr:port>client_addr:port" (IPv6 addresses in brackets)
     double price_s = 0.0;
@@ -62,12 +62,12 @@ struct WindowRecord {
 };
 
 // "10.0.0.1:5201>10.1.0.2:40000" / "[2001:db8::1]:5201>[2001:db8::2]:40000".
-std::string flow_name(const tcpip::FlowKey& k);
+std::string flow_name(const tcpip::flow_key& k);
 
 class clamp_rewriter final {
   public:
-    // `stats` outlives this object (the owning ClientCore's counters).
-    clamp_rewriter(const ClampConfig& config, ClientCoreStats& stats);
+    // `stats` outlives this object (the owning client_core's counters).
+    clamp_rewriter(const clamp_rewriter_params& config, client_core_stats& stats);
     ~clamp_rewriter();
     clamp_rewriter(const clamp_rewriter&) = delete;
     clamp_rewriter& operator=(const clamp_rewriter&) = delete;
@@ -76,33 +76,33 @@ class clamp_rewriter final {
     // with, nullopt while not clamping (the segment is then only counted).
     void on_downlink(time_ns now, const std::vector<std::uint8_t>& pkt, std::optional<float> price);
     // An uplink IP packet, its ACK window rewritten in place while price is set (one
-    // WindowRecord per rewritten ACK), passed through the tracker unchanged otherwise.
+    // window_record per rewritten ACK), passed through the tracker unchanged otherwise.
     void on_uplink(time_ns now, std::vector<std::uint8_t>& pkt, std::optional<float> price);
     // Forgets flows idle for flow_idle_timeout, here and in the tracker.
     void expire(time_ns now);
 
     std::size_t flows() const;
     // The agent of the connection whose downlink direction is `downlink_flow`, if any.
-    const clamp::ClientAgent* agent(const tcpip::FlowKey& downlink_flow) const;
+    const clamp::client_agent* agent(const tcpip::flow_key& downlink_flow) const;
     // Window rows since the last call.
-    std::vector<WindowRecord> take_records();
-    const tcpip::WindowTrackerStats& tracker_stats() const { return tracker_.stats(); }
+    std::vector<window_record> take_records();
+    const tcpip::window_tracker_stats& tracker_stats() const { return tracker_.stats(); }
 
   private:
     struct flow_record;
     using flow_map =
-        std::unordered_map<tcpip::FlowKey, std::unique_ptr<flow_record>, tcpip::FlowKeyHash>;
+        std::unordered_map<tcpip::flow_key, std::unique_ptr<flow_record>, tcpip::flow_key_hash>;
 
-    flow_record* find_flow(const tcpip::FlowKey& downlink);
-    flow_record& create_flow(time_ns now, const tcpip::FlowKey& downlink);
+    flow_record* find_flow(const tcpip::flow_key& downlink);
+    flow_record& create_flow(time_ns now, const tcpip::flow_key& downlink);
     void ensure_agent(flow_record& f);
     void expire_flows(time_ns now);
 
-    ClampConfig config_;
-    ClientCoreStats& stats_;
-    tcpip::WindowTracker tracker_;
+    clamp_rewriter_params config_;
+    client_core_stats& stats_;
+    tcpip::window_tracker tracker_;
     flow_map flows_;
-    std::vector<WindowRecord> records_;
+    std::vector<window_record> records_;
 };
 
 }  // namespace oppsched::client

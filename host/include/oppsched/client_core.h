@@ -1,20 +1,20 @@
 #pragma once
 // The client agent's logic (oppsched-client, docs/daemons.md), without any I/O: what the
-// daemon does with each RxIndication from its PHY and each packet its TUN gives it.
+// daemon does with each rx_indication from its PHY and each packet its TUN gives it.
 //
-//   downlink  RxIndication --> HARQ feedback (ACK iff crc_ok) for an addressed TB whose
+//   downlink  rx_indication --> HARQ feedback (ACK iff crc_ok) for an addressed TB whose
 //                              header decoded; CQI report every cqi_period_slots slots;
 //                              the TB (a MAC PDU, pdu.h) --> Reassembler (segmentation.h)
 //                              --> IP packets in order, for the TUN. The PDU header's CLAMP
 //                              price is remembered with its arrival time.
-//   uplink    TUN packet     --> UplinkPacket. With CLAMP on, a TCP ACK of a connection seen
+//   uplink    TUN packet     --> uplink_packet. With CLAMP on, a TCP ACK of a connection seen
 //                              from its SYN gets its advertised window rewritten to
 //                              AWND = min(w, AWND_os) (Andrew & Hanly, CLAMP, eq. 17), w
-//                              from that flow's clamp::ClientAgent (§IV-B/C, eqs. 14-16),
-//                              through tcpip::WindowTracker (window scale from the
+//                              from that flow's clamp::client_agent (§IV-B/C, eqs. 14-16),
+//                              through tcpip::window_tracker (window scale from the
 //                              handshake, right edge never moved left, RFC 1624 checksum).
 //
-//   Everything sent uplink then waits uplink_delay in an UplinkDelay (oppsched/uplink_delay.h).
+//   Everything sent uplink then waits uplink_delay in an uplink_delay (oppsched/uplink_delay.h).
 //
 // Plain classes: `now` is passed in (CLOCK_MONOTONIC in the daemon, a fake clock in tests),
 // no clock, no globals, no I/O. Params are validated once, in validate(), which throws
@@ -25,11 +25,11 @@
 //  - Price freshness (fail open). The price rides on PDUs, so it can only "stop arriving"
 //    while PDUs arrive: when a PDU without a price arrives more than price_timeout after the
 //    last PDU with one (or after the first PDU, if none ever had one), CLAMP stops
-//    clamping: ACKs pass unchanged and the agents are not fed. One ClampEvent (fail_open)
-//    marks it; the next priced PDU resumes clamping (ClampEvent resume). A silent downlink
+//    clamping: ACKs pass unchanged and the agents are not fed. One clamp_event (fail_open)
+//    marks it; the next priced PDU resumes clamping (clamp_event resume). A silent downlink
 //    (no PDU at all, e.g. an idle flow) does not fail open: nothing is stale until a PDU
 //    shows the AP stopped stamping. While failed open (or before any price), ACKs of
-//    tracked flows still go through WindowTracker::rewrite() with the OS window itself, so
+//    tracked flows still go through window_tracker::rewrite() with the OS window itself, so
 //    the tracker keeps the right edge the sender saw and clamping resumes without ever
 //    moving it left; the bytes are unchanged (the OS never shrinks its window).
 #include <cstddef>
@@ -47,27 +47,27 @@
 
 namespace oppsched::client {
 
-struct ClientCoreParams {
+struct client_core_params {
     std::uint16_t user = 0;  // this client's user id (wire messages and PDU header)
     // Reordering window, timeout and memory cap (segmentation.h); `user` is forced to the
     // field above, first_seq/first_packet_seq must match the AP's segmenter (both 0).
-    pdu::ReassemblerParams reassembly;
-    std::uint32_t cqi_period_slots = 1;  // >= 1: a CqiReport when slot >= last report + this
-    ClampConfig clamp;
+    pdu::reassembler_params reassembly;
+    std::uint32_t cqi_period_slots = 1;  // >= 1: a cqi_report when slot >= last report + this
+    clamp_rewriter_params clamp;
 
     // Throws std::invalid_argument ("client.cqi_period_slots: 0 not in [1, 1000000]").
     void validate() const;
 };
 
-struct ClampEvent {
-    enum class Kind : std::uint8_t { fail_open, resume };
+struct clamp_event {
+    enum class event_kind : std::uint8_t { fail_open, resume };
     time_ns t = 0;
-    Kind kind = Kind::fail_open;
+    event_kind kind = event_kind::fail_open;
     std::string detail;  // human readable: why
 };
-const char* to_string(ClampEvent::Kind k);
+const char* to_string(clamp_event::event_kind k);
 
-struct ClientCoreStats {
+struct client_core_stats {
     // Downlink / PHY.
     std::uint64_t rx_indications = 0;    // slots heard
     std::uint64_t rx_addressed = 0;      // addressed to this client, header decoded
@@ -97,7 +97,7 @@ struct ClientCoreStats {
     std::uint64_t clamp_agents_created = 0;
     std::uint64_t clamp_data_packets = 0;    // downlink segments fed to an agent
     std::uint64_t clamp_data_unpriced = 0;   // downlink segments not fed (no fresh price)
-    std::uint64_t clamp_acks_rewritten = 0;  // ACKs clamped (one WindowRecord each)
+    std::uint64_t clamp_acks_rewritten = 0;  // ACKs clamped (one window_record each)
     std::uint64_t clamp_acks_reduced = 0;    // ... whose window is below the OS's
     std::uint64_t clamp_acks_fail_open = 0;  // ACKs of tracked flows passed unchanged
     std::uint64_t clamp_acks_unknown = 0;    // ACKs of connections not seen from their SYN
@@ -108,32 +108,32 @@ struct ClientCoreStats {
 };
 
 // Output of one downlink event.
-struct RxOutput {
+struct rx_output {
     std::vector<std::vector<std::uint8_t>> delivered;  // IP packets for the TUN, in order
-    std::vector<wire::Message> uplink;                 // HarqFeedback, CqiReport
+    std::vector<wire::message> uplink;                 // harq_feedback, cqi_report
 };
 
-struct PriceSample {
+struct price_sample {
     float price_s = 0.0f;
     time_ns at = 0;             // when the PDU carrying it arrived
     std::uint32_t pdu_seq = 0;  // its MAC sequence number
 };
 
-class ClientCore final {
+class client_core final {
   public:
-    explicit ClientCore(const ClientCoreParams& params);
-    ~ClientCore();
-    ClientCore(const ClientCore&) = delete;
-    ClientCore& operator=(const ClientCore&) = delete;
+    explicit client_core(const client_core_params& params);
+    ~client_core();
+    client_core(const client_core&) = delete;
+    client_core& operator=(const client_core&) = delete;
 
     // One slot heard by the PHY. Cost: the reassembler's (one CRC over the TB, one copy of
     // its data) plus, with CLAMP on, one parse and two hash lookups per delivered packet.
-    RxOutput on_rx_indication(time_ns now, const wire::RxIndication& ind);
+    rx_output on_rx_indication(time_ns now, const wire::rx_indication& ind);
 
     // One IP packet read from the TUN (client -> servers). Returns what to send uplink (the
     // packet, its window possibly rewritten; nothing if it cannot be framed). Cost with
     // CLAMP on: one parse, three hash lookups, an O(1) rewrite.
-    std::vector<wire::Message> on_uplink_packet(time_ns now, std::vector<std::uint8_t> packet);
+    std::vector<wire::message> on_uplink_packet(time_ns now, std::vector<std::uint8_t> packet);
 
     // Gives up reassembly gaps that timed out and forgets idle CLAMP flows. Returns packets
     // that became deliverable. Call at next_deadline() (and now and then).
@@ -142,43 +142,43 @@ class ClientCore final {
     std::optional<time_ns> next_deadline() const;
 
     // Trace rows (windows.<user>.csv) and fail-open/resume events since the last call.
-    std::vector<WindowRecord> take_window_records();
-    std::vector<ClampEvent> take_events();
+    std::vector<window_record> take_window_records();
+    std::vector<clamp_event> take_events();
 
     // True while ACKs are being clamped (CLAMP on, a price seen, not failed open).
     bool clamping() const;
-    std::optional<PriceSample> last_price() const { return price_; }
+    std::optional<price_sample> last_price() const { return price_; }
     std::size_t clamp_flows() const;
     // The agent of the connection whose downlink direction is `downlink_flow`, if any.
-    const clamp::ClientAgent* agent(const tcpip::FlowKey& downlink_flow) const;
+    const clamp::client_agent* agent(const tcpip::flow_key& downlink_flow) const;
 
-    const ClientCoreParams& params() const { return params_; }
-    const ClientCoreStats& stats() const { return stats_; }
-    const pdu::ReassemblerStats& reassembly_stats() const { return reassembler_.stats(); }
-    const tcpip::WindowTrackerStats& tracker_stats() const { return rewriter_.tracker_stats(); }
+    const client_core_params& params() const { return params_; }
+    const client_core_stats& stats() const { return stats_; }
+    const pdu::reassembler_stats& reassembly_stats() const { return reassembler_.stats(); }
+    const tcpip::window_tracker_stats& tracker_stats() const { return rewriter_.tracker_stats(); }
 
   private:
     void on_pdu_accepted(time_ns now, const std::vector<std::uint8_t>& tb);
-    void deliver(time_ns now, pdu::Reassembler::Delivered&& pkts,
+    void deliver(time_ns now, pdu::reassembler::delivered_packets&& pkts,
                  std::vector<std::vector<std::uint8_t>>& out);
     // The price the CLAMP agents use now: nullopt unless clamping().
     std::optional<float> clamp_price() const;
-    void push_event(time_ns now, ClampEvent::Kind kind, std::string detail);
+    void push_event(time_ns now, clamp_event::event_kind kind, std::string detail);
 
-    ClientCoreParams params_;
-    ClientCoreStats stats_;
-    pdu::Reassembler reassembler_;
+    client_core_params params_;
+    client_core_stats stats_;
+    pdu::reassembler reassembler_;
     std::optional<std::uint64_t> last_cqi_slot_;
 
     // CLAMP price state.
-    std::optional<PriceSample> price_;
+    std::optional<price_sample> price_;
     std::optional<time_ns> last_priced_pdu_t_;  // last PDU carrying a price (any seq)
     std::optional<time_ns> first_pdu_t_;
     bool failed_open_ = false;
     std::optional<time_ns> last_expire_;
 
     clamp_rewriter rewriter_;
-    std::vector<ClampEvent> events_;
+    std::vector<clamp_event> events_;
 };
 
 }  // namespace oppsched::client

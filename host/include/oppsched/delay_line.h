@@ -32,7 +32,7 @@
 
 namespace oppsched::wired {
 
-struct DelayLineParams {
+struct delay_line_params {
     // One-way propagation delay d, ns, in [0, 60 s].
     time_ns delay = 0;
     // Rate R of the emulated link in bit/s (on-wire bytes of each frame); 0 = unlimited.
@@ -48,7 +48,7 @@ struct DelayLineParams {
     void validate() const;
 };
 
-struct DelayLineStats {
+struct delay_line_stats {
     std::uint64_t enqueued = 0;  // frames accepted
     std::uint64_t enqueued_bytes = 0;
     std::uint64_t released = 0;  // frames handed back by pop_due()
@@ -58,23 +58,23 @@ struct DelayLineStats {
     std::uint64_t clamped_arrivals = 0;  // arrivals older than the previous one (see above)
 };
 
-struct DelayedFrame {
+struct delayed_frame {
     std::vector<std::uint8_t> data;  // opaque to the line (the daemon stores header + frame)
     std::size_t wire_bytes = 0;      // bytes this frame occupies on the emulated link
     time_ns arrival = 0;             // t_k after clamping
     time_ns due = 0;                 // release time, e_k + d
 };
 
-enum class EnqueueResult { accepted, dropped_limit, dropped_hold };
+enum class enqueue_result { accepted, dropped_limit, dropped_hold };
 
-class DelayLine final {
+class delay_line final {
   public:
-    explicit DelayLine(const DelayLineParams& params);
+    explicit delay_line(const delay_line_params& params);
 
     // Frame arriving at `now`. `wire_bytes` is what the rate limiter and limit_bytes count
     // (for a GSO super-frame: the sum of its segments); hold_bytes counts data.size().
-    EnqueueResult enqueue(time_ns now, std::vector<std::uint8_t> data, std::size_t wire_bytes);
-    EnqueueResult enqueue(time_ns now, std::vector<std::uint8_t> data) {
+    enqueue_result enqueue(time_ns now, std::vector<std::uint8_t> data, std::size_t wire_bytes);
+    enqueue_result enqueue(time_ns now, std::vector<std::uint8_t> data) {
         const std::size_t n = data.size();
         return enqueue(now, std::move(data), n);
     }
@@ -84,27 +84,27 @@ class DelayLine final {
 
     // Removes and returns the head frame if its due time is <= now. Call until empty to
     // get every due frame, in arrival order.
-    std::optional<DelayedFrame> pop_due(time_ns now);
+    std::optional<delayed_frame> pop_due(time_ns now);
 
     // Bytes of frames still waiting or being serialised at `now` (what limit_bytes bounds).
     std::size_t backlog_bytes(time_ns now);
     std::size_t held_bytes() const { return held_bytes_; }
     std::size_t held_frames() const { return frames_.size(); }
 
-    const DelayLineParams& params() const { return params_; }
-    const DelayLineStats& stats() const { return stats_; }
+    const delay_line_params& params() const { return params_; }
+    const delay_line_stats& stats() const { return stats_; }
 
   private:
-    struct InService {
+    struct in_service {
         time_ns end;  // e_k
         std::size_t wire_bytes;
     };
     void expire_serialised(time_ns now);
 
-    DelayLineParams params_;
-    DelayLineStats stats_;
-    std::deque<DelayedFrame> frames_;    // held frames, arrival (= release) order
-    std::deque<InService> serialising_;  // frames with e_k > now at the last look
+    delay_line_params params_;
+    delay_line_stats stats_;
+    std::deque<delayed_frame> frames_;    // held frames, arrival (= release) order
+    std::deque<in_service> serialising_;  // frames with e_k > now at the last look
     std::size_t held_bytes_ = 0;
     std::size_t serialising_bytes_ = 0;
     time_ns last_arrival_ = 0;

@@ -57,7 +57,7 @@ using slot_t = std::int64_t;
 constexpr std::uint32_t kMaxProcesses = 16;  // the control header's process field
 constexpr std::uint32_t kMaxTransmissions = 64;
 
-struct harq_config {
+struct harq_params {
     std::uint32_t num_users = 1;
     std::uint32_t num_processes = 8;  // per user, 1..16
     // Transmissions per TB including the first, 1..64. Andrew & Hanly, CLAMP, §V-D: n = 5 attempts
@@ -70,7 +70,7 @@ struct harq_config {
 
 // The one place where HARQ configuration is checked. Throws std::invalid_argument naming the
 // field and the value, e.g. "harq.max_transmissions: 0 not in [1, 64]".
-void validate(const harq_config& cfg);
+void validate(const harq_params& cfg);
 
 // Opaque transport block: the MAC's id and the payload size.
 struct tb_ref {
@@ -147,9 +147,9 @@ struct retx_ref {
 
 class harq_entity final {
   public:
-    explicit harq_entity(harq_config cfg);
+    explicit harq_entity(harq_params cfg);
 
-    const harq_config& config() const { return cfg_; }
+    const harq_params& config() const { return cfg_; }
     std::uint32_t num_users() const { return cfg_.num_users; }
     // Grows the user set (a client attached). Shrinking is refused: flush_user() first.
     void set_num_users(std::uint32_t n);
@@ -227,7 +227,7 @@ class harq_entity final {
     void retry_or_drop(proc& p, std::uint32_t attempts, event_kind retry_kind, slot_t now,
                        harq_event& ev);
 
-    harq_config cfg_;
+    harq_params cfg_;
     std::vector<proc> procs_;  // user-major: procs_[user * P + process]
     std::size_t in_flight_ = 0;
     harq_stats stats_;

@@ -28,7 +28,7 @@ struct held_tb {
     std::uint32_t user = 0;
     int mcs = 0;
     std::vector<std::uint8_t> bytes;  // the MAC PDU as sent
-    pdu::TbRecord record;             // what it carries
+    pdu::tb_record record;            // what it carries
 };
 
 struct harq_event_effect {
@@ -36,10 +36,10 @@ struct harq_event_effect {
     bool olla_observed = false;     // OLLA observes (olla_success, at mcs)
     bool olla_success = false;
     int mcs = -1;
-    bool tb_dropped = false;                  // dropped after max transmissions
-    std::vector<pdu::SegmentRecord> dropped;  // one segment per packet it carried
-    bool timed_out = false;                   // no feedback in time, or flushed
-    bool stale = false;                       // feedback for a transmission HARQ no longer holds
+    bool tb_dropped = false;                   // dropped after max transmissions
+    std::vector<pdu::segment_record> dropped;  // one segment per packet it carried
+    bool timed_out = false;                    // no feedback in time, or flushed
+    bool stale = false;                        // feedback for a transmission HARQ no longer holds
 };
 
 class held_tbs final {

@@ -63,7 +63,7 @@ class mcs_table final {
     // CSV text (the caller reads the file): a header naming the columns, then one row per
     // MCS in increasing order. Required columns: name,min_snr_db,rate_bps; optional:
     // bits_per_symbol,code_rate. '#' starts a comment line; blank lines are skipped.
-    static Result<mcs_table> from_csv(std::string_view text, std::string name = "csv");
+    static expected<mcs_table> from_csv(std::string_view text, std::string name = "csv");
     std::string to_csv() const;  // round-trips through from_csv exactly
 
     // Highest MCS whose threshold snr_db meets, or kNoMcs. O(log M).
@@ -100,7 +100,7 @@ int cqi_to_mcs(const mcs_table& table, double cqi_db, double offset_db = 0.0);
 // delta_down)). The constructor asserts this ratio (deriving delta_up if not given) and
 // 0 < BLER_t < 0.5 (above 1/2 the up step would exceed the down step).
 // This is the CLAMP paper's adaptive backoff margin m (Andrew & Hanly, CLAMP, §V-B) in dB form.
-struct olla_config {
+struct olla_params {
     double target_bler = 0.1;    // BLER_t, in (0, 0.5)
     double delta_down_db = 0.5;  // step on NACK, > 0
     double delta_up_db = 0.0;    // step on ACK; 0 = derive from the ratio above
@@ -116,7 +116,7 @@ enum class mcs_position : std::uint8_t { interior, lowest, highest, only };
 
 class olla final {
   public:
-    explicit olla(const olla_config& cfg);  // throws std::invalid_argument naming the field
+    explicit olla(const olla_params& cfg);  // throws std::invalid_argument naming the field
 
     void update(bool ack, mcs_position pos = mcs_position::interior);
     double offset_db() const { return offset_; }
@@ -127,13 +127,13 @@ class olla final {
     double delta_up_db() const { return up_; }
     double delta_down_db() const { return down_; }
     double target_bler() const { return cfg_.target_bler; }
-    const olla_config& config() const { return cfg_; }
+    const olla_params& config() const { return cfg_; }
     std::uint64_t acks() const { return acks_; }
     std::uint64_t nacks() const { return nacks_; }
     std::uint64_t clamped() const { return clamped_; }  // updates cut by the clamp
 
   private:
-    olla_config cfg_;
+    olla_params cfg_;
     double up_;
     double down_;
     double offset_;

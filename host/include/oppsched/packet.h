@@ -9,7 +9,7 @@
 namespace oppsched {
 
 // A downlink (or uplink) IP packet as it sits in a queue: the real bytes plus metadata.
-struct Packet {
+struct ip_packet {
     std::vector<std::uint8_t> data;  // the IPv4 or IPv6 packet, as on the wire
     std::uint32_t user = 0;          // destination user (index of its queue)
     std::uint64_t id = 0;            // unique per packet within a run (traces)

@@ -62,14 +62,14 @@ constexpr std::size_t kMinPduBytes = kHeaderBytes + kCrcBytes;  // 20
 constexpr std::size_t kMaxPduBytes = 65535;                     // a TB size the PHY can name
 constexpr std::size_t kMaxPacketBytes = 65535;
 
-struct PduHeader {
+struct pdu_header {
     std::uint16_t user = 0;
     std::uint32_t seq = 0;
     std::optional<float> price_s;  // CLAMP price in seconds; nullopt = PRICE flag clear
 };
 
 // A segment as it sits in a parsed buffer (data points into that buffer).
-struct SegmentView {
+struct segment_view {
     std::uint16_t packet_seq = 0;
     std::uint16_t packet_len = 0;
     std::uint16_t offset = 0;
@@ -79,14 +79,14 @@ struct SegmentView {
     bool last() const { return std::size_t{offset} + seg_len == packet_len; }
 };
 
-struct PduView {
-    PduHeader header;
-    std::vector<SegmentView> segments;  // in wire order
-    std::size_t padding = 0;            // bytes between the segments and the CRC
+struct pdu_view {
+    pdu_header header;
+    std::vector<segment_view> segments;  // in wire order
+    std::size_t padding = 0;             // bytes between the segments and the CRC
 };
 
 // An owning PDU, for tools, tests and bindings.
-struct Segment {
+struct pdu_segment {
     std::uint16_t packet_seq = 0;
     std::uint16_t packet_len = 0;
     std::uint16_t offset = 0;
@@ -95,30 +95,32 @@ struct Segment {
     bool last() const { return std::size_t{offset} + data.size() == packet_len; }
 };
 
-struct Pdu {
-    PduHeader header;
-    std::vector<Segment> segments;
+struct mac_pdu {
+    pdu_header header;
+    std::vector<pdu_segment> segments;
 };
 
 // Bytes a PDU with these segments needs at least (header + segments + CRC).
-std::size_t pdu_min_bytes(const Pdu& pdu);
+std::size_t pdu_min_bytes(const mac_pdu& pdu);
 
 // Serialises `pdu` into exactly `tb_bytes` bytes (zero padding). Errors if tb_bytes is
 // outside [20, 65535], the segments do not fit, or a segment breaks the rules above.
-Result<std::vector<std::uint8_t>> serialize(const Pdu& pdu, std::size_t tb_bytes);
+expected<std::vector<std::uint8_t>> serialize(const mac_pdu& pdu, std::size_t tb_bytes);
 
 // Parses without copying: the segment views point into `data`, which must outlive them.
 // Checks the CRC first, then every field. Cost: one pass over the header and segment
 // headers plus the CRC over all bytes.
-Result<PduView> parse_view(const std::uint8_t* data, std::size_t len);
+expected<pdu_view> parse_view(const std::uint8_t* data, std::size_t len);
 
 // Parses into an owning Pdu.
-Result<Pdu> parse(const std::uint8_t* data, std::size_t len);
-inline Result<Pdu> parse(const std::vector<std::uint8_t>& b) { return parse(b.data(), b.size()); }
+expected<mac_pdu> parse(const std::uint8_t* data, std::size_t len);
+inline expected<mac_pdu> parse(const std::vector<std::uint8_t>& b) {
+    return parse(b.data(), b.size());
+}
 
 // Writes the 16-byte header and the CRC of a buffer whose segments are already in place
 // (used by the segmenter, which writes segments in place). `buf` has tb_bytes bytes.
-void write_header_and_crc(std::uint8_t* buf, std::size_t tb_bytes, const PduHeader& h,
+void write_header_and_crc(std::uint8_t* buf, std::size_t tb_bytes, const pdu_header& h,
                           std::uint16_t n_segments, std::uint16_t payload_len);
 
 }  // namespace oppsched::pdu

@@ -96,7 +96,7 @@ struct weighted_pf_params {
 using policy_params = std::variant<pf_params, glambda_params, round_robin_params, max_rate_params,
                                    weighted_pf_params>;
 
-struct scheduler_config {
+struct scheduler_params {
     // Users at start. 0 is allowed (users added later with set_num_users); for weighted PF,
     // 0 means weights.size(), otherwise it must equal weights.size().
     std::size_t num_users = 0;
@@ -105,7 +105,7 @@ struct scheduler_config {
 
 // The one place where scheduler configuration is checked. Throws std::invalid_argument
 // naming the field and the value, e.g. "sched.alpha: 0 not in (0,1]".
-void validate(const scheduler_config& cfg);
+void validate(const scheduler_params& cfg);
 
 class scheduler_policy {
   public:
@@ -147,6 +147,6 @@ class scheduler_policy {
 };
 
 // Builds the policy the configuration names. Validates first (see validate()).
-std::unique_ptr<scheduler_policy> make_scheduler(const scheduler_config& cfg);
+std::unique_ptr<scheduler_policy> make_scheduler(const scheduler_params& cfg);
 
 }  // namespace oppsched::sched

@@ -27,10 +27,10 @@
 namespace oppsched::pdu {
 
 // Returns the next packet of the user's queue, or nullopt when it is empty.
-using PacketSource = std::function<std::optional<Packet>()>;
+using packet_source = std::function<std::optional<ip_packet>()>;
 
 // One fragment a TB carried.
-struct SegmentRecord {
+struct segment_record {
     std::uint64_t packet_id = 0;   // Packet::id
     std::uint16_t packet_seq = 0;  // MAC packet sequence number on the wire
     std::uint16_t packet_len = 0;
@@ -40,28 +40,28 @@ struct SegmentRecord {
     bool last() const { return std::size_t{offset} + seg_len == packet_len; }
 };
 
-struct TbRecord {
+struct tb_record {
     std::uint16_t user = 0;
     std::uint32_t seq = 0;  // PDU sequence number
     std::size_t tb_bytes = 0;
     std::size_t padding = 0;     // zero bytes before the CRC
     std::size_t data_bytes = 0;  // packet bytes carried
-    std::vector<SegmentRecord> segments;
+    std::vector<segment_record> segments;
 };
 
-struct BuiltTb {
+struct built_tb {
     std::vector<std::uint8_t> bytes;  // exactly tb_bytes: the serialised PDU
-    TbRecord record;
+    tb_record record;
 };
 
-struct SegmenterParams {
+struct segmenter_params {
     std::uint16_t user = 0;
     std::uint32_t first_seq = 0;         // PDU sequence number of the first TB
     std::uint16_t first_packet_seq = 0;  // packet sequence number of the first packet
     void validate() const {}             // every value is valid
 };
 
-struct SegmenterStats {
+struct segmenter_stats {
     std::uint64_t tbs = 0;
     std::uint64_t packets_started = 0;    // packets whose first byte was sent
     std::uint64_t packets_completed = 0;  // packets whose last byte was sent
@@ -72,17 +72,17 @@ struct SegmenterStats {
     std::uint64_t padding_bytes = 0;
 };
 
-class Segmenter final {
+class segmenter final {
   public:
-    explicit Segmenter(SegmenterParams params = {});
+    explicit segmenter(segmenter_params params = {});
 
     // Builds the next TB of exactly `tb_bytes` bytes (throws std::invalid_argument if not
     // in [20, 65535]). First continues the partially sent packet, then pulls packets from
     // `source` while a segment header and at least one data byte still fit; a packet
     // pulled is always started in this TB. `price_s` (seconds, finite, >= 0) is stamped in
     // the header when given. Cost: one copy of the carried bytes plus the CRC.
-    BuiltTb build(std::size_t tb_bytes, const PacketSource& source,
-                  std::optional<float> price_s = std::nullopt);
+    built_tb build(std::size_t tb_bytes, const packet_source& source,
+                   std::optional<float> price_s = std::nullopt);
 
     // The partially sent packet: bytes still to send (0 if none).
     std::size_t partial_remaining() const;
@@ -93,23 +93,23 @@ class Segmenter final {
 
     std::uint32_t next_seq() const { return next_seq_; }
     std::uint16_t next_packet_seq() const { return next_packet_seq_; }
-    const SegmenterStats& stats() const { return stats_; }
-    const SegmenterParams& params() const { return params_; }
+    const segmenter_stats& stats() const { return stats_; }
+    const segmenter_params& params() const { return params_; }
 
   private:
-    struct Partial {
-        Packet packet;
+    struct partial_packet {
+        ip_packet packet;
         std::uint16_t packet_seq = 0;
         std::size_t sent = 0;
     };
-    SegmenterParams params_;
-    std::optional<Partial> partial_;
+    segmenter_params params_;
+    std::optional<partial_packet> partial_;
     std::uint32_t next_seq_;
     std::uint16_t next_packet_seq_;
-    SegmenterStats stats_;
+    segmenter_stats stats_;
 };
 
-struct ReassemblerParams {
+struct reassembler_params {
     std::optional<std::uint16_t> user;   // accept only PDUs for this user (nullopt: any)
     std::uint32_t first_seq = 0;         // PDU sequence number expected first
     std::uint16_t first_packet_seq = 0;  // packet sequence number expected first
@@ -123,7 +123,7 @@ struct ReassemblerParams {
 // reported (dropped_incomplete), timeout or window overflow (dropped_timeout), memory cap
 // (dropped_memory). Packets lost whole inside a lost TB are counted from the gap in
 // packet sequence numbers.
-struct ReassemblerStats {
+struct reassembler_stats {
     std::uint64_t delivered = 0;  // packets delivered
     std::uint64_t delivered_bytes = 0;
     std::uint64_t dropped_incomplete = 0;  // packets lost with a TB reported lost by the AP
@@ -137,73 +137,73 @@ struct ReassemblerStats {
     std::uint64_t tbs_given_up = 0;        // missing PDUs skipped by timeout, window or memory
 };
 
-class Reassembler final {
+class reassembler final {
   public:
-    using Delivered = std::vector<std::vector<std::uint8_t>>;
+    using delivered_packets = std::vector<std::vector<std::uint8_t>>;
 
-    explicit Reassembler(ReassemblerParams params = {});
+    explicit reassembler(reassembler_params params = {});
 
     // A decoded PDU. Returns the packets that became deliverable, in order. Also gives up
     // gaps that have timed out at `now`. Malformed PDUs are counted and ignored (`error`,
     // if given, receives the parse error).
-    Delivered on_pdu(const std::uint8_t* data, std::size_t len, time_ns now,
-                     std::string* error = nullptr);
-    Delivered on_pdu(const std::vector<std::uint8_t>& b, time_ns now) {
+    delivered_packets on_pdu(const std::uint8_t* data, std::size_t len, time_ns now,
+                             std::string* error = nullptr);
+    delivered_packets on_pdu(const std::vector<std::uint8_t>& b, time_ns now) {
         return on_pdu(b.data(), b.size(), now);
     }
     // The AP reports that PDU `seq` failed its last HARQ attempt. Ignored for PDUs already
     // received or passed.
-    Delivered on_lost(std::uint32_t seq, time_ns now);
+    delivered_packets on_lost(std::uint32_t seq, time_ns now);
     // Gives up gaps whose oldest later PDU has waited >= timeout. Call once per slot or at
     // next_deadline().
-    Delivered poll(time_ns now);
+    delivered_packets poll(time_ns now);
 
     // When poll() would next give up a gap (nullopt if nothing is waiting).
     std::optional<time_ns> next_deadline() const;
     std::size_t held_bytes() const { return held_bytes_; }
     std::size_t buffered_pdus() const { return buffer_.size(); }
     std::uint32_t next_seq() const { return static_cast<std::uint32_t>(next_); }
-    const ReassemblerStats& stats() const { return stats_; }
-    const ReassemblerParams& params() const { return params_; }
+    const reassembler_stats& stats() const { return stats_; }
+    const reassembler_params& params() const { return params_; }
 
   private:
-    enum class Cause : std::uint8_t { reported, timeout, memory };
-    struct Seg {
+    enum class loss_cause : std::uint8_t { reported, timeout, memory };
+    struct segment_ref {
         std::uint16_t packet_seq, packet_len, offset, seg_len;
         std::size_t data_pos;  // in Entry::data
     };
-    struct Entry {
+    struct tb_entry {
         bool lost = false;  // a loss report, not a PDU
         time_ns arrival = 0;
         std::vector<std::uint8_t> data;  // the segments' data, back to back
-        std::vector<Seg> segs;
+        std::vector<segment_ref> segs;
     };
-    struct Partial {
+    struct partial_packet {
         std::uint16_t packet_seq = 0;
         std::uint16_t packet_len = 0;
         std::vector<std::uint8_t> data;
     };
 
     std::optional<std::uint64_t> unwrap(std::uint32_t seq) const;
-    void process(const Entry& e, Delivered& out);
-    void process_loss(Cause cause);
-    void count_drop(Cause cause, std::uint64_t n);
+    void process(const tb_entry& e, delivered_packets& out);
+    void process_loss(loss_cause cause);
+    void count_drop(loss_cause cause, std::uint64_t n);
     void account_gap(std::uint16_t packet_seq);
-    void drop_partial(Cause cause);
-    void drain(Delivered& out);
-    void give_up_until(std::uint64_t target, Cause cause, Delivered& out);
-    void enforce_timeout(time_ns now, Delivered& out);
-    void enforce_memory(Delivered& out);
+    void drop_partial(loss_cause cause);
+    void drain(delivered_packets& out);
+    void give_up_until(std::uint64_t target, loss_cause cause, delivered_packets& out);
+    void enforce_timeout(time_ns now, delivered_packets& out);
+    void enforce_memory(delivered_packets& out);
 
-    ReassemblerParams params_;
-    std::uint64_t next_;                     // unwrapped sequence number expected next
-    std::map<std::uint64_t, Entry> buffer_;  // PDUs (or loss reports) beyond next_
-    std::optional<Partial> partial_;
-    std::uint16_t expected_packet_seq_;   // packet seq whose first byte is expected next
-    Cause last_cause_ = Cause::reported;  // blamed for packets found missing by seq gaps
-    bool loss_pending_ = false;           // a TB was lost since the last packet start
+    reassembler_params params_;
+    std::uint64_t next_;                        // unwrapped sequence number expected next
+    std::map<std::uint64_t, tb_entry> buffer_;  // PDUs (or loss reports) beyond next_
+    std::optional<partial_packet> partial_;
+    std::uint16_t expected_packet_seq_;             // packet seq whose first byte is expected next
+    loss_cause last_cause_ = loss_cause::reported;  // blamed for packets found missing by seq gaps
+    bool loss_pending_ = false;                     // a TB was lost since the last packet start
     std::size_t held_bytes_ = 0;
-    ReassemblerStats stats_;
+    reassembler_stats stats_;
 };
 
 }  // namespace oppsched::pdu

@@ -36,7 +36,7 @@ class slot_clock final {
         bool late = false;
         bool backjump = false;      // its number jumped back: counted as a PHY restart
         std::uint64_t skipped = 0;  // fresh: internal slots jumped over since the last one
-        const wire::SlotGrant* grant = nullptr;  // duplicate: the grant sent for it
+        const wire::slot_grant* grant = nullptr;  // duplicate: the grant sent for it
     };
 
     explicit slot_clock(const slot_clock_params& params);
@@ -44,7 +44,7 @@ class slot_clock final {
     // Maps a PHY slot request; a fresh one becomes the newest slot answered.
     request on_request(std::uint64_t phy_slot);
     // The grant answered for internal slot `internal`, for a duplicate request of it.
-    void remember(std::int64_t internal, const wire::SlotGrant& grant);
+    void remember(std::int64_t internal, const wire::slot_grant& grant);
     // The PHY restarted: the next request starts a new epoch at last + 1. false (nothing
     // changes) before the first request or when a restart is already pending.
     bool on_phy_restart();
@@ -59,7 +59,7 @@ class slot_clock final {
   private:
     struct cached_grant {
         std::int64_t slot = -1;
-        wire::SlotGrant grant;
+        wire::slot_grant grant;
     };
 
     slot_clock_params params_;

@@ -15,9 +15,9 @@
 namespace oppsched::ap {
 
 // One row of slots.csv (docs/daemons.md). Per-user vectors are indexed by user id.
-struct SlotRow {
+struct slot_row {
     std::uint64_t slot = 0;  // the PHY's slot number
-    time_ns t_ns = 0;        // air time of the slot (SlotRequest::air_time_ns)
+    time_ns t_ns = 0;        // air time of the slot (slot_request::air_time_ns)
     int user = -1;           // -1: empty slot
     int mcs = -1;
     std::uint32_t tb_bytes = 0;
@@ -36,24 +36,24 @@ class slot_trace final {
     slot_trace(std::uint32_t users, std::uint32_t processes);
 
     // An empty slot's row: ready as soon as the rows before it are.
-    void add_empty(SlotRow&& row);
+    void add_empty(slot_row&& row);
     // The row of a transmission on (user, process): waits for resolve().
-    void add_transmission(SlotRow&& row, std::uint32_t user, std::uint8_t process);
+    void add_transmission(slot_row&& row, std::uint32_t user, std::uint8_t process);
     // The outcome of the last transmission on (user, process); once only, later calls and
     // rows already emitted are left alone.
     void resolve(std::uint32_t user, std::uint8_t process, const char* outcome);
 
     // The rows ready, in slot order.
-    std::vector<SlotRow> take();
+    std::vector<slot_row> take();
     // Every row, the unresolved ones with an empty outcome (at exit).
-    std::vector<SlotRow> take_all();
+    std::vector<slot_row> take_all();
 
   private:
     struct pending_row {
-        SlotRow row;
+        slot_row row;
         bool resolved = false;
     };
-    std::uint64_t push(SlotRow&& row, bool resolved);
+    std::uint64_t push(slot_row&& row, bool resolved);
     void flush();
 
     std::uint32_t processes_;
@@ -61,7 +61,7 @@ class slot_trace final {
     std::uint64_t pending_base_ = 0;   // row number of pending_.front()
     std::uint64_t next_row_ = 0;
     std::vector<std::uint64_t> tx_row_;  // per (user, process): row of the last transmission
-    std::vector<SlotRow> ready_;
+    std::vector<slot_row> ready_;
 };
 
 }  // namespace oppsched::ap

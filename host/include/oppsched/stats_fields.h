@@ -2,7 +2,7 @@
 // The one naming of the MAC's statistics. for_each_field(stats, f) calls f(key, value) once
 // per field, in a fixed order, with the value as std::uint64_t (counters), double (state)
 // or bool (flags). The daemons' stats JSON (under their prefixes, e.g. "core.harq.acked"),
-// the Python bindings' stats dicts and ApCore::counters()/gauges() are all written through
+// the Python bindings' stats dicts and ap_core::counters()/gauges() are all written through
 // these functions, so a key is spelled in one place and the three cannot drift apart.
 // Each overload sits in its struct's namespace, so an unqualified call finds it by
 // argument-dependent lookup from anywhere (the daemons add their own types the same way).
@@ -34,10 +34,10 @@ void for_each_field(const harq_stats& s, F&& f) {
 
 namespace oppsched::aqm {
 
-// The scalar fields; the per-reason drops are AqmStats::dropped, indexed by DropReason and
-// named by aqm::to_string(DropReason).
+// The scalar fields; the per-reason drops are aqm_stats::dropped, indexed by drop_reason and
+// named by aqm::to_string(drop_reason).
 template <class F>
-void for_each_field(const AqmStats& s, F&& f) {
+void for_each_field(const aqm_stats& s, F&& f) {
     f("offered", s.offered);
     f("enqueued", s.enqueued);
     f("dequeued", s.dequeued);
@@ -65,7 +65,7 @@ void for_each_field(const AqmStats& s, F&& f) {
 namespace oppsched::pdu {
 
 template <class F>
-void for_each_field(const SegmenterStats& s, F&& f) {
+void for_each_field(const segmenter_stats& s, F&& f) {
     f("tbs", s.tbs);
     f("packets_started", s.packets_started);
     f("packets_completed", s.packets_completed);
@@ -77,7 +77,7 @@ void for_each_field(const SegmenterStats& s, F&& f) {
 }
 
 template <class F>
-void for_each_field(const ReassemblerStats& s, F&& f) {
+void for_each_field(const reassembler_stats& s, F&& f) {
     f("delivered", s.delivered);
     f("delivered_bytes", s.delivered_bytes);
     f("dropped_incomplete", s.dropped_incomplete);
@@ -95,7 +95,7 @@ void for_each_field(const ReassemblerStats& s, F&& f) {
 namespace oppsched::tcpip {
 
 template <class F>
-void for_each_field(const WindowTrackerStats& s, F&& f) {
+void for_each_field(const window_tracker_stats& s, F&& f) {
     f("syns", s.syns);
     f("syn_acks", s.syn_acks);
     f("scale_clamped", s.scale_clamped);
@@ -114,7 +114,7 @@ void for_each_field(const WindowTrackerStats& s, F&& f) {
 namespace oppsched::clamp {
 
 template <class F>
-void for_each_field(const ClientStats& s, F&& f) {
+void for_each_field(const client_agent_stats& s, F&& f) {
     f("packets", s.packets);
     f("slow_start_exits_delta_w", s.slow_start_exits_delta_w);
     f("slow_start_exits_dupack", s.slow_start_exits_dupack);
@@ -126,7 +126,7 @@ void for_each_field(const ClientStats& s, F&& f) {
 }
 
 template <class F>
-void for_each_field(const RouterStats& s, F&& f) {
+void for_each_field(const router_agent_stats& s, F&& f) {
     f("arrivals", s.arrivals);
     f("prices", s.prices);
     f("positive_prices", s.positive_prices);
@@ -137,7 +137,7 @@ void for_each_field(const RouterStats& s, F&& f) {
 namespace oppsched::wire {
 
 template <class F>
-void for_each_field(const SeqTracker::Stats& s, F&& f) {
+void for_each_field(const seq_tracker::seq_stats& s, F&& f) {
     f("received", s.received);
     f("lost", s.lost);
     f("out_of_order", s.out_of_order);

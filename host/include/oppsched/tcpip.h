@@ -9,8 +9,8 @@
 // Who uses what:
 //   - AQMs (ECN marking): parse() then mark_ce().
 //   - CLAMP client agent (Andrew & Hanly, CLAMP, §IV-B, eq. 17: AWND = min(w, AWND_OS)):
-//     WindowTracker::learn() on every packet of both directions (learns the window-scale
-//     shifts from SYN / SYN-ACK) and WindowTracker::rewrite() on every outgoing ACK.
+//     window_tracker::learn() on every packet of both directions (learns the window-scale
+//     shifts from SYN / SYN-ACK) and window_tracker::rewrite() on every outgoing ACK.
 //   - Stateless tools/tests: set_window() (the window scale is given by the caller).
 #include <array>
 #include <cstddef>
@@ -43,21 +43,21 @@ constexpr std::uint8_t kNotEct = 0, kEct1 = 1, kEct0 = 2, kCe = 3;
 constexpr std::uint8_t kMaxWindowShift = 14;
 
 // A transport 5-tuple; v4 addresses occupy the first 4 bytes of the arrays.
-struct FlowKey {
+struct flow_key {
     std::uint8_t ip_version = 4;
     std::uint8_t proto = 0;
     std::array<std::uint8_t, 16> src{};
     std::array<std::uint8_t, 16> dst{};
     std::uint16_t sport = 0, dport = 0;
-    bool operator==(const FlowKey& o) const;
-    bool operator!=(const FlowKey& o) const { return !(*this == o); }
-    FlowKey reversed() const;  // the same connection seen in the other direction
+    bool operator==(const flow_key& o) const;
+    bool operator!=(const flow_key& o) const { return !(*this == o); }
+    flow_key reversed() const;  // the same connection seen in the other direction
 };
-struct FlowKeyHash {
-    std::size_t operator()(const FlowKey& k) const;
+struct flow_key_hash {
+    std::size_t operator()(const flow_key& k) const;
 };
 
-struct TcpHeader {
+struct tcp_header {
     std::size_t offset = 0;       // offset of the TCP header in the packet
     std::size_t header_len = 0;   // data offset * 4
     std::size_t payload_len = 0;  // TCP payload bytes (of this IP fragment)
@@ -66,7 +66,7 @@ struct TcpHeader {
     std::uint16_t checksum = 0;  // raw checksum field
     std::uint8_t flags = 0;
     // Window-scale option as sent. Reported wherever it appears; it is only meaningful on
-    // a SYN (RFC 7323 §2.2), and WindowTracker only learns it from SYNs.
+    // a SYN (RFC 7323 §2.2), and window_tracker only learns it from SYNs.
     std::optional<std::uint8_t> wscale;
     std::optional<std::uint16_t> mss;
     bool sack_permitted = false;
@@ -74,15 +74,15 @@ struct TcpHeader {
     std::optional<std::pair<std::uint32_t, std::uint32_t>> timestamp;  // TSval, TSecr
 };
 
-struct PacketInfo {
+struct packet_info {
     std::uint8_t ip_version = 4;
     std::size_t ip_header_len = 0;  // including IPv6 extension headers
     std::size_t total_len = 0;      // from the IP length field, checked against the buffer
     std::uint8_t ecn = kNotEct;
-    FlowKey flow;                  // ports 0 for non-TCP/UDP; proto = upper-layer protocol
-                                   // (or 50 ESP / 59 no-next-header, where parsing stops)
-    std::optional<TcpHeader> tcp;  // present iff proto == TCP and the header parsed
-    bool is_fragment = false;      // non-first fragments carry no transport header
+    flow_key flow;                  // ports 0 for non-TCP/UDP; proto = upper-layer protocol
+                                    // (or 50 ESP / 59 no-next-header, where parsing stops)
+    std::optional<tcp_header> tcp;  // present iff proto == TCP and the header parsed
+    bool is_fragment = false;       // non-first fragments carry no transport header
 };
 
 // Parses an IPv4 or IPv6 packet. Bytes past the IP length field are allowed (padding).
@@ -91,8 +91,8 @@ struct PacketInfo {
 // scale, SACK-permitted, SACK blocks (1..4), timestamps; unknown kinds are skipped by
 // their length. An option whose length is < 2, runs past the header, or is wrong for
 // its kind is an error. Cost: O(header bytes), one allocation only if SACK blocks exist.
-Result<PacketInfo> parse(const std::uint8_t* data, std::size_t len);
-inline Result<PacketInfo> parse(const std::vector<std::uint8_t>& p) {
+expected<packet_info> parse(const std::uint8_t* data, std::size_t len);
+inline expected<packet_info> parse(const std::vector<std::uint8_t>& p) {
     return parse(p.data(), p.size());
 }
 
@@ -120,7 +120,7 @@ constexpr std::uint16_t checksum_update16(std::uint16_t hc, std::uint16_t m, std
 // as if the checksum field were zero. The IPv6 pseudo-header uses the fixed header's
 // destination (a routing header with segments left would name another final destination;
 // such packets are not rewritten by this project). Not valid for IP fragments.
-std::uint16_t tcp_checksum(const std::uint8_t* data, const PacketInfo& info);
+std::uint16_t tcp_checksum(const std::uint8_t* data, const packet_info& info);
 // IPv4 header checksum computed with the checksum field as zero.
 std::uint16_t ipv4_header_checksum(const std::uint8_t* data, std::size_t ihl_bytes);
 
@@ -153,16 +153,16 @@ inline void write_window_field(std::uint8_t* tcp, std::uint16_t field) {
 // 14 is used as 14. Returns the new raw field, or an Error if `info` has no TCP header
 // or the packet is too short for it. SYN windows are never scaled (RFC 7323 §2.2), so
 // for a SYN `shift` is ignored (treated as 0).
-Result<std::uint16_t> set_window(std::uint8_t* packet, std::size_t len, const PacketInfo& info,
-                                 std::uint64_t window_bytes, std::uint8_t shift);
+expected<std::uint16_t> set_window(std::uint8_t* packet, std::size_t len, const packet_info& info,
+                                   std::uint64_t window_bytes, std::uint8_t shift);
 
-struct WindowTrackerParams {
+struct window_tracker_params {
     std::size_t max_flows = 65536;           // entries held at most (LRU eviction beyond)
     time_ns idle_timeout = 300 * kNsPerSec;  // an entry idle this long is forgotten
     void validate() const;  // throws std::invalid_argument naming the field and value
 };
 
-struct WindowTrackerStats {
+struct window_tracker_stats {
     std::uint64_t syns = 0;               // SYNs learnt from (each resets its connection)
     std::uint64_t syn_acks = 0;           // SYN-ACKs that completed a connection's scale
     std::uint64_t scale_clamped = 0;      // shift > 14 received and used as 14
@@ -177,7 +177,7 @@ struct WindowTrackerStats {
 };
 
 // What rewrite() did to one packet.
-enum class RewriteOutcome : std::uint8_t {
+enum class rewrite_outcome : std::uint8_t {
     rewritten,       // the window field (and checksum) now advertise the new window
     unknown_flow,    // scale unknown (SYN/SYN-ACK not seen, or forgotten): unchanged
     syn,             // SYN / SYN-ACK: never rewritten
@@ -202,67 +202,67 @@ enum class RewriteOutcome : std::uint8_t {
 // Memory is bounded: at most max_flows entries, LRU-evicted, and entries idle longer than
 // idle_timeout are forgotten. A RST forgets its connection. learn()/rewrite() cost one hash
 // lookup; no allocation except when a connection is inserted.
-class WindowTracker final {
+class window_tracker final {
   public:
-    explicit WindowTracker(WindowTrackerParams params = {});
+    explicit window_tracker(window_tracker_params params = {});
 
     // Learns from any packet of either direction: the SYN starts (or restarts) a
     // connection, the SYN-ACK completes its scale, RST forgets it; other packets refresh
     // its idle timer. Never modifies the packet.
-    void learn(const PacketInfo& info, time_ns now);
+    void learn(const packet_info& info, time_ns now);
 
     // learn() then, for a non-SYN TCP ACK of a connection with known scale, set its window
     // to `window_bytes` rounded up to 2^shift, raised so that the right edge does not move
     // left of the largest one already advertised in that direction, clamped to
     // 65535 << shift; the checksum is updated incrementally. `packet`/`len` are the bytes
     // `info` was parsed from.
-    RewriteOutcome rewrite(std::uint8_t* packet, std::size_t len, const PacketInfo& info,
-                           std::uint64_t window_bytes, time_ns now);
+    rewrite_outcome rewrite(std::uint8_t* packet, std::size_t len, const packet_info& info,
+                            std::uint64_t window_bytes, time_ns now);
 
     // Shift applied to windows sent in the direction of `flow`, if known.
-    std::optional<std::uint8_t> shift(const FlowKey& flow) const;
+    std::optional<std::uint8_t> shift(const flow_key& flow) const;
 
     // Window in bytes that `info` advertises as sent (raw field << shift; SYNs unscaled),
     // if its connection's scale is known: the "AWND from the OS" of CLAMP eq. 17.
-    std::optional<std::uint64_t> advertised_bytes(const PacketInfo& info) const;
+    std::optional<std::uint64_t> advertised_bytes(const packet_info& info) const;
 
     // Forgets entries idle for longer than idle_timeout. Called by learn() as well, so an
     // explicit call is only needed when traffic stops.
     void expire(time_ns now);
 
     std::size_t size() const { return map_.size(); }
-    const WindowTrackerStats& stats() const { return stats_; }
-    const WindowTrackerParams& params() const { return params_; }
+    const window_tracker_stats& stats() const { return stats_; }
+    const window_tracker_params& params() const { return params_; }
 
   private:
-    struct Direction {
+    struct direction_state {
         std::optional<std::uint8_t> ws_option;  // as sent in this side's SYN / SYN-ACK
         bool has_edge = false;
         std::uint32_t max_right_edge = 0;
     };
-    struct LruNode {
-        FlowKey key;  // the entry's key (the SYN's direction)
+    struct lru_node {
+        flow_key key;  // the entry's key (the SYN's direction)
         time_ns last_seen = 0;
     };
-    struct Entry {
-        Direction initiator, responder;  // initiator = the SYN's sender (key direction)
+    struct flow_entry {
+        direction_state initiator, responder;  // initiator = the SYN's sender (key direction)
         bool syn_ack_seen = false;
-        std::list<LruNode>::iterator lru;
+        std::list<lru_node>::iterator lru;
     };
-    using Map = std::unordered_map<FlowKey, Entry, FlowKeyHash>;
+    using flow_map = std::unordered_map<flow_key, flow_entry, flow_key_hash>;
 
     // Entry of the connection `flow` belongs to; `is_initiator` says which side sent it.
-    Map::iterator find(const FlowKey& flow, bool& is_initiator);
+    flow_map::iterator find(const flow_key& flow, bool& is_initiator);
     // learn() returning the packet's entry (or end) and side, so rewrite() looks up once.
-    Map::iterator learn_find(const PacketInfo& info, time_ns now, bool& is_initiator);
-    void touch(Map::iterator it, time_ns now);
-    void erase(Map::iterator it);
-    static std::uint8_t shift_of(const Entry& e, bool initiator_side);
+    flow_map::iterator learn_find(const packet_info& info, time_ns now, bool& is_initiator);
+    void touch(flow_map::iterator it, time_ns now);
+    void erase(flow_map::iterator it);
+    static std::uint8_t shift_of(const flow_entry& e, bool initiator_side);
 
-    WindowTrackerParams params_;
-    Map map_;
-    std::list<LruNode> lru_;  // front = most recently seen; back = oldest
-    WindowTrackerStats stats_;
+    window_tracker_params params_;
+    flow_map map_;
+    std::list<lru_node> lru_;  // front = most recently seen; back = oldest
+    window_tracker_stats stats_;
 };
 
 }  // namespace oppsched::tcpip

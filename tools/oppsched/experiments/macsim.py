@@ -1,7 +1,7 @@
 """`kind: macsim` -- a slot-level study of the downlink scheduler.
 
 Every user has a full buffer; each slot, every user's SNR is drawn from its own Jakes
-fading process (oppsched.mac.Jakes, the same C++ the abstract PHY uses), mapped to the
+fading process (oppsched.mac.fading_channel, the same C++ the abstract PHY uses), mapped to the
 rate it could receive (the EV-DO table of Srinivasan & Baras, Table I, or a capped Shannon
 rate), and the
 scheduler (oppsched.mac.make_scheduler, the daemon's own code) picks the user to serve.
@@ -62,7 +62,7 @@ def _rates_bps(cfg: dict, snr_lin: np.ndarray) -> np.ndarray:
         r = phy["bandwidth_hz"] * np.log2(1.0 + snr_lin)
         return np.minimum(r, phy["max_rate_bps"])
     # Srinivasan & Baras, Table I: the rate of the highest row whose SNR threshold is met, 0 below it
-    table = mac.McsTable.evdo()
+    table = mac.mcs_table.evdo()
     thresholds = np.asarray(table.thresholds_db)
     rates = np.concatenate([[0.0], np.asarray(table.rates_bps)])
     snr_db = 10.0 * np.log10(np.maximum(snr_lin, 1e-30))
@@ -89,7 +89,7 @@ def run(cfg: dict, outdir: Path, progress) -> None:
     snr = np.empty((len(users), n_slots))
     for i, u in enumerate(users):
         # one independent, seeded fading process per user
-        j = mac.Jakes(u["doppler_hz"], u["mean_snr_db"], cfg["seed"] * 1000 + i,
+        j = mac.fading_channel(u["doppler_hz"], u["mean_snr_db"], cfg["seed"] * 1000 + i,
                       model=u["fading"])
         snr[i] = j.snr_linear_many(t)
     rates = _rates_bps(cfg, snr)

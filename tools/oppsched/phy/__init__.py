@@ -9,6 +9,6 @@
 What every PHY process shares (phy.yaml's schema and loading, the stats writer, real-time
 priority, the command line) is in oppsched.phy.common.
 
-Every PHY speaks the same ZeroMQ contract (SlotRequest/SlotGrant with the AP daemon,
-RxIndication to each client agent), so the daemons cannot tell them apart.
+Every PHY speaks the same ZeroMQ contract (slot_request/slot_grant with the AP daemon,
+rx_indication to each client agent), so the daemons cannot tell them apart.
 """

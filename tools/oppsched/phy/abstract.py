@@ -7,8 +7,8 @@ It stands in for the radio (docs/daemons.md, "Slot timing"; docs/architecture.md
 - Slot n starts at t0 + n * slot_ns on CLOCK_MONOTONIC (time.monotonic_ns): an absolute
   schedule, so the slot clock never drifts, however late one tick wakes up. slot_ns is
   slot_s rounded to whole nanoseconds (1.667 ms and 3 ms are exact).
-- SlotRequest(n) (with its air time t0 + n * slot_ns) is pushed on `phy_requests` at the
-  start of slot n - lead_slots. At the start of slot n the PHY takes SlotGrant(n) from
+- slot_request(n) (with its air time t0 + n * slot_ns) is pushed on `phy_requests` at the
+  start of slot n - lead_slots. At the start of slot n the PHY takes slot_grant(n) from
   what `phy_grants` delivered; a grant that has not arrived makes slot n an empty slot
   (counted `late`); a grant for a slot already past is counted `grants_late` and dropped.
 - Every user's SNR comes from its own seeded channel model, evaluated at the slot's time
@@ -24,7 +24,7 @@ It stands in for the radio (docs/daemons.md, "Slot timing"; docs/architecture.md
                chosen at the start from an older CQI; the channel may have faded since).
                Deterministic.
     end_of_slot  the rule of Andrew & Hanly, CLAMP, §V-B literally, through
-               oppsched.mac.ClampLink: error iff B = slot_s * rate(mcs) > slot_s * W0
+               oppsched.mac.clamp_link: error iff B = slot_s * rate(mcs) > slot_s * W0
                log2(1 + N(e)), N(e) the SNR at slot end (W0 and C_max of the `shannon`
                section). Deterministic. (Old name: clamp.)
   HARQ chase combining: a retransmission is decoded at the effective SNR = sum (linear) of
@@ -32,12 +32,12 @@ It stands in for the radio (docs/daemons.md, "Slot timing"; docs/architecture.md
   this one included (maximal-ratio combining of identical copies adds SNRs; redundancy
   versions are treated as copies, i.e. incremental redundancy gets no extra coding gain).
 - At the END of slot n (when a radio would have received and decoded it) every user gets
-  an RxIndication on `rx_<id>` (PUSH, non-blocking, ZMQ_IMMEDIATE): header_ok = true,
+  an rx_indication on `rx_<id>` (PUSH, non-blocking, ZMQ_IMMEDIATE): header_ok = true,
   addressed = (user == grant.user), crc_ok per the error model for the addressed user, the
   TB only if addressed and crc_ok, snr_db = the measured SNR at the slot's start (+ optional
   Gaussian estimation error), cqi = 1 + the highest MCS whose threshold snr_db meets (0 =
   below the lowest MCS: "zero rate", Srinivasan & Baras, §III). Empty slots also produce
-  RxIndications (header only, user 0xFFFF, addressed = false) so that CQI flows every slot.
+  rx_indications (header only, user 0xFFFF, addressed = false) so that CQI flows every slot.
 
 Counters go to phy.stats.json at exit and on SIGUSR1; SIGTERM/SIGINT finish the current slot,
 write stats and the optional slot trace (phy_slots.csv) and exit 0. Configuration errors
@@ -73,7 +73,7 @@ from oppsched.phy.realtime import PhyProcess, SlotOutcome
 
 log = logging.getLogger("oppsched.phy.abstract")
 
-NO_USER = mac.wire.USER_NOBODY  # RxIndication.user of an empty slot: no header user
+NO_USER = mac.wire.USER_NOBODY  # rx_indication.user of an empty slot: no header user
 MAX_CQI = 255  # u8 on the wire
 SNR_FLOOR_LIN = 1e-30  # -300 dB: a Jakes null is never exactly 0, but log10(0) must not raise
 
@@ -270,7 +270,7 @@ def make_channel(cfg: dict, index: int) -> Callable[[float], float]:
     if ch["model"] == "trace":
         return SnrTrace.from_csv(ch["trace"], ch["trace_loop"], f"{where}.trace").snr_linear
     try:
-        model = mac.Jakes(
+        model = mac.fading_channel(
             ch["doppler_hz"],
             ch["mean_snr_db"],
             channel_seed(cfg, u),
@@ -306,13 +306,13 @@ class ThresholdModel:
 
 class EndOfSlotModel:
     """Andrew & Hanly, CLAMP, §V-B literally: B = slot_s * rate(mcs) bits were chosen at the
-    slot start; an error iff B > slot_s W0 log2(1 + N(e)) (oppsched.mac.ClampLink.is_error)."""
+    slot start; an error iff B > slot_s W0 log2(1 + N(e)) (oppsched.mac.clamp_link.is_error)."""
 
     name = "end_of_slot"
     at_slot_end = True
 
     def __init__(self, table, slot_s: float, w0_hz: float, cmax_bps: float):
-        self.link = mac.ClampLink(slot_s=slot_s, w0_hz=w0_hz, cmax_bps=cmax_bps)
+        self.link = mac.clamp_link(slot_s=slot_s, w0_hz=w0_hz, cmax_bps=cmax_bps)
         self.bits = [slot_s * r for r in table.rates_bps]
 
     def success(self, mcs: int, snr_lin: float, rng: np.random.Generator) -> bool:
@@ -422,7 +422,7 @@ class UserState:
 
 class PhyCore:
     """The abstract PHY's decisions, clocked by slot numbers: requests, grant bookkeeping,
-    SNRs, the error model, chase combining and RxIndications. No I/O and no clock, so it is
+    SNRs, the error model, chase combining and rx_indications. No I/O and no clock, so it is
     tested without sockets; PhyProcess drives it in real time."""
 
     def __init__(self, cfg: dict, models: Models):
@@ -485,7 +485,7 @@ class PhyCore:
     # -- requests ----------------------------------------------------------------------
 
     def request_frame(self, n: int) -> bytes:
-        """SlotRequest(n); the caller pushes it and reports with request_sent()."""
+        """slot_request(n); the caller pushes it and reports with request_sent()."""
         frame = mac.wire.encode(
             "slot_request", self.request_seq, {"slot": n, "air_time_ns": self.air_time_ns(n)}
         )
@@ -554,7 +554,7 @@ class PhyCore:
         self.grants[n] = g if bad is None else {"empty": True, "slot": n}
 
     def _check_content(self, g: dict) -> tuple[str, str] | None:
-        """(reason, detail) if a decoded SlotGrant cannot go on air, else None."""
+        """(reason, detail) if a decoded slot_grant cannot go on air, else None."""
         if g["empty"]:
             return None
         n = g["slot"]
@@ -580,7 +580,7 @@ class PhyCore:
 
     def run_slot(self, n: int) -> SlotOutcome:
         """Slot n goes on air now: take its grant, draw the SNRs, decide the TB, build every
-        user's RxIndication (to be delivered at the end of the slot)."""
+        user's rx_indication (to be delivered at the end of the slot)."""
         c = self.counters
         c["slots"] += 1
         self.processed = n + 1

@@ -175,7 +175,7 @@ def shannon_table(w0_hz: float, cmax_bps: float, levels: int):
     """Andrew & Hanly, CLAMP, eq. 18 quantised to `levels` MCS (rate_k = k C_max / levels at
     the SNR where W0 log2(1 + N) reaches it): the AP daemon's own C++ table, so the two
     always agree."""
-    return mac.McsTable.shannon(w0_hz, cmax_bps, levels)
+    return mac.mcs_table.shannon(w0_hz, cmax_bps, levels)
 
 
 def load_mcs_table(cfg: dict):
@@ -183,9 +183,9 @@ def load_mcs_table(cfg: dict):
     name,min_snr_db,rate_bps. ConfigError names the field."""
     spec = cfg["mcs_table"]
     if spec == "evdo":
-        return mac.McsTable.evdo()
+        return mac.mcs_table.evdo()
     if spec == "ofdm_provisional":
-        return mac.McsTable.ofdm_provisional()
+        return mac.mcs_table.ofdm_provisional()
     if spec == "shannon":
         c = cfg["shannon"]
         try:
@@ -200,7 +200,7 @@ def load_mcs_table(cfg: dict):
             f"{', '.join(TABLE_PRESETS)} or a CSV name,min_snr_db,rate_bps"
         ) from None
     try:
-        return mac.McsTable.from_csv(text, Path(spec).stem)
+        return mac.mcs_table.from_csv(text, Path(spec).stem)
     except ValueError as exc:
         raise ConfigError(f"mcs_table: {spec!r}: {exc}") from None
 

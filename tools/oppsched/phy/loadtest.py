@@ -5,13 +5,13 @@
 
 Runs `python -m oppsched.phy.abstract` as its own process against a fake AP and fake
 clients in this process (one thread, ipc:// sockets in DIR or a temporary directory): the
-AP answers every SlotRequest at once, granting slot n round-robin to the users at the MCS of
+AP answers every slot_request at once, granting slot n round-robin to the users at the MCS of
 the user's latest CQI with a full TB (bytes_per_slot), or an empty slot below the lowest
-MCS; the clients receive every RxIndication. Every user fades (the Jakes model of Andrew &
+MCS; the clients receive every rx_indication. Every user fades (the Jakes model of Andrew &
 Hanly, CLAMP, at 60 Hz, mean 10 dB). At the end it prints the PHY's timing statistics from
 phy.stats.json: how late each slot tick woke up (lateness: microseconds after the scheduled
 instant), the time spent per tick (busy), overruns (ticks more than a slot late), late slots
-(grant missing at slot time) and RxIndications dropped.
+(grant missing at slot time) and rx_indications dropped.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 PhyCore) from CLOCK_MONOTONIC over ZeroMQ: the slot clock, the sockets, signals, the stats
 file and the slot trace (the schedule is in oppsched.phy.abstract's docstring).
 
-The core hands each slot over as a SlotOutcome: the RxIndication frames to push at the end
+The core hands each slot over as a SlotOutcome: the rx_indication frames to push at the end
 of the slot and the slot trace's row.
 """
 
@@ -27,7 +27,7 @@ log = logging.getLogger("oppsched.phy.abstract")
 
 @dataclass
 class SlotOutcome:
-    """One slot's result: the RxIndication frames, in user-id order, and the trace row."""
+    """One slot's result: the rx_indication frames, in user-id order, and the trace row."""
 
     slot: int
     frames: list[bytes]

@@ -9,7 +9,7 @@
 // - fading h_u,l(t) = sqrt(p_l) a_u(t) g_u,l(t), with E|g|^2 = 1:
 //     jakes:            Andrew & Hanly, CLAMP, §V-B: G oscillators (20), Doppler f_d
 //                       (0.6 or 60 Hz in the paper), evaluated by the host library's
-//                       oppsched::channel::JakesChannel (host/common/include/oppsched/fading.h),
+//                       oppsched::channel::jakes_channel (host/common/include/oppsched/fading.h),
 //                       the model the MAC's slot-level abstraction uses, with per-user
 //                       random oscillator phases. Deviation from the print, on purpose:
 //                       the angle offset defaults to -0.5 (Dent et al. 1993) instead of the
@@ -24,7 +24,7 @@
 //                       correlate far less (~ its square). sum_of_sinusoids has none;
 //     sum_of_sinusoids: Srinivasan & Baras, §III-A, eq. 4: K random-phase,
 //                       random-frequency sinusoids with complex Gaussian amplitudes
-//                       (oppsched::channel::SumOfSinusoidsChannel). Exactly Rayleigh at
+//                       (oppsched::channel::sum_of_sinusoids_channel). Exactly Rayleigh at
 //                       every t over the ensemble, but one realisation's long-run mean
 //                       power is sum_j |h_j|^2 / K (std 1/sqrt(K), ~1 dB for K = 20): the
 //                       mean SNR is met over users/seeds, not per user;

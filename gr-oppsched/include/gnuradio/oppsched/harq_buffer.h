@@ -34,7 +34,7 @@ struct harq_buffer_stats {
  * without an NDI toggle: inconsistent, cannot be combined) clears it first.
  *
  * Memory is bounded: capacity mother bits of float are allocated once, in the
- * constructor (mcs_table::max_mother_bits(numerology) covers every MCS); begin() with a
+ * constructor (mcs_set::max_mother_bits(numerology) covers every MCS); begin() with a
  * longer codeword throws.
  */
 class OPPSCHED_API harq_buffer final {

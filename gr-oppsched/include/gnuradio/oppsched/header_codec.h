@@ -103,17 +103,17 @@ class OPPSCHED_API header_codec final {
      *                  the payload)
      * \param n_re      number of REs; must be resource_elements()
      */
-    ::oppsched::Result<header_fields> decode(const gr_complex* re, const float* noise_var,
-                                             std::size_t n_re);
-    ::oppsched::Result<header_fields> decode(const std::vector<gr_complex>& re,
-                                             const std::vector<float>& noise_var);
+    ::oppsched::expected<header_fields> decode(const gr_complex* re, const float* noise_var,
+                                               std::size_t n_re);
+    ::oppsched::expected<header_fields> decode(const std::vector<gr_complex>& re,
+                                               const std::vector<float>& noise_var);
 
     //! the field checks encode() applies (throws std::invalid_argument naming the field)
     void validate(const header_fields& h) const;
     //! 12 bytes: fields, reserved, CRC-16 (validate()s first)
     std::array<std::uint8_t, packed_bytes> pack(const header_fields& h) const;
     //! CRC, reserved-bit and field checks; Error names what failed
-    ::oppsched::Result<header_fields> unpack(const std::uint8_t* bytes) const;
+    ::oppsched::expected<header_fields> unpack(const std::uint8_t* bytes) const;
 
     //! CRC-16/CCITT-FALSE
     static std::uint16_t crc16(const std::uint8_t* data, std::size_t len);

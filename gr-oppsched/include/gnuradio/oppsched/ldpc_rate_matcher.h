@@ -49,7 +49,7 @@ namespace oppsched {
  * redundancy); when the slot has room, repetitions start at a different place per RV; a
  * TB that fills its codewords exactly gets the same bits in every RV (chase combining).
  *
- * Feasibility: K <= floor(C R) (mcs_table::tb_bytes keeps to it).
+ * Feasibility: K <= floor(C R) (mcs_set::tb_bytes keeps to it).
  */
 class OPPSCHED_API ldpc_segmentation final {
   public:

@@ -13,13 +13,13 @@ namespace oppsched {
 OPPSCHED_API bool zmq_bridges_available();
 
 /*!
- * \brief Message bridge to the AP daemon: forwards slot_tx's requests as wire SlotRequest
- * frames and publishes the daemon's SlotGrant frames as grant dicts.
+ * \brief Message bridge to the AP daemon: forwards slot_tx's requests as wire slot_request
+ * frames and publishes the daemon's slot_grant frames as grant dicts.
  * \ingroup oppsched
  *
  * Pacing: this block has no clock. slot_tx is the clock master: it publishes
  * {slot: n + lead_slots, air_time_ns} on its `request` port when it starts building slot n
- * (docs/daemons.md, "Slot timing"); this block turns each into SlotRequest(slot,
+ * (docs/daemons.md, "Slot timing"); this block turns each into slot_request(slot,
  * air_time_ns) and pushes it at once. So requests leave exactly lead_slots slots ahead on
  * the stream's own clock (the radio's, or CLOCK_MONOTONIC with slot_tx's realtime), never
  * on a timer of its own that could drift from the samples.
@@ -30,9 +30,9 @@ OPPSCHED_API bool zmq_bridges_available();
  *     non-blocking sends;
  *   - PULL connected to \p grants_endpoint (the apd's `phy_grants` PUSH), read by a thread
  *     of this block, which decodes every frame with oppsched::wire::decode and publishes
- *     a SlotGrant as a dict on `grant` ({slot, empty, user, mcs, harq_pid, ndi, rv, tb}).
- * Frames that do not decode (length, magic, CRC...) or are not SlotGrants are counted and
- * dropped, never fatal; sequence gaps are counted (oppsched::wire::SeqTracker).
+ *     a slot_grant as a dict on `grant` ({slot, empty, user, mcs, harq_pid, ndi, rv, tb}).
+ * Frames that do not decode (length, magic, CRC...) or are not slot_grants are counted and
+ * dropped, never fatal; sequence gaps are counted (oppsched::wire::seq_tracker).
  *
  * Ports: `request` (in, from slot_tx), `grant` (out, to slot_tx).
  */
@@ -58,17 +58,17 @@ class OPPSCHED_API mac_grant_source : virtual public gr::block {
     static sptr make(const std::string& requests_endpoint, const std::string& grants_endpoint,
                      int hwm = 1000, int reconnect_ms = 10, int connect_wait_ms = 1000);
 
-    //! SlotRequests pushed
+    //! slot_requests pushed
     virtual std::uint64_t requests_sent() const = 0;
     //! requests dropped (no daemon connected, or its queue full)
     virtual std::uint64_t requests_dropped() const = 0;
     //! request messages on the port that were not request dicts
     virtual std::uint64_t requests_malformed() const = 0;
-    //! SlotGrants received and published
+    //! slot_grants received and published
     virtual std::uint64_t grants_received() const = 0;
     //! frames that did not decode
     virtual std::uint64_t grants_malformed() const = 0;
-    //! frames that decoded but were not SlotGrants
+    //! frames that decoded but were not slot_grants
     virtual std::uint64_t grants_wrong_type() const = 0;
     //! grants lost according to the sequence numbers
     virtual std::uint64_t grants_seq_lost() const = 0;

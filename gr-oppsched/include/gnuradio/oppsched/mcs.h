@@ -65,7 +65,7 @@ struct mcs_info {
  * tb_bytes() is the largest TB whose punctured codeword fits coded_bits() for every RV,
  * so any TB of 1..tb_bytes() bytes can be sent (smaller ones get more repetition).
  */
-class OPPSCHED_API mcs_table final {
+class OPPSCHED_API mcs_set final {
   public:
     static constexpr int size = 8;
     static constexpr int crc_bits = 32;  //!< CRC-32 per TB

@@ -10,7 +10,7 @@ namespace gr {
 namespace oppsched {
 
 /*!
- * \brief Turns slot_rx's per-slot dicts into wire RxIndication frames and pushes them to
+ * \brief Turns slot_rx's per-slot dicts into wire rx_indication frames and pushes them to
  * the client agent's `rx_<user>` endpoint.
  * \ingroup oppsched
  *
@@ -47,7 +47,7 @@ class OPPSCHED_API rx_indication_sink : virtual public gr::block {
     static sptr make(const std::string& endpoint, int hwm = 1000, bool report_effective_snr = true,
                      int reconnect_ms = 10, int connect_wait_ms = 1000);
 
-    //! RxIndications pushed
+    //! rx_indications pushed
     virtual std::uint64_t sent() const = 0;
     //! dropped: no client connected or its queue full
     virtual std::uint64_t dropped() const = 0;

@@ -34,7 +34,7 @@ namespace oppsched {
  *
  * Message port `grant` (in): a dict per slot
  *   {slot: uint64, user: int, mcs: 0..7, harq_pid: 0..15, ndi: bool, rv: 0..3,
- *    tb: u8vector (1 .. mcs_table::tb_bytes(mcs) bytes), empty: bool (optional)}.
+ *    tb: u8vector (1 .. mcs_set::tb_bytes(mcs) bytes), empty: bool (optional)}.
  * A missing or empty `tb`, or empty = true, is an empty slot. Grants for slots already
  * built are dropped (grants_late), a second grant for the same slot is dropped
  * (grants_duplicate), a grant that fails the checks (types, ranges, TB longer than the

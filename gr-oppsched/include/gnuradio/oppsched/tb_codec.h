@@ -50,7 +50,7 @@ namespace oppsched {
 struct tb_rx_params {
     int mcs = 0;                      //!< 0..7
     int rv = 0;                       //!< redundancy version 0..3
-    std::size_t tb_bytes = 0;         //!< TB size, 1..mcs_table::tb_bytes(mcs, numerology)
+    std::size_t tb_bytes = 0;         //!< TB size, 1..mcs_set::tb_bytes(mcs, numerology)
     bool ndi = false;                 //!< new-data indicator of the HARQ process
     std::uint8_t scrambler_seed = 1;  //!< 1..127, scrambler::seed_for_slot(slot)
 };
@@ -91,7 +91,7 @@ class OPPSCHED_API tb_encoder final {
 
     /*!
      * \brief Encode one TB.
-     * \param tb             TB bytes, 1..mcs_table::tb_bytes(mcs, numerology)
+     * \param tb             TB bytes, 1..mcs_set::tb_bytes(mcs, numerology)
      * \param mcs            0..7
      * \param rv             redundancy version 0..3
      * \param scrambler_seed 1..127 (scrambler::seed_for_slot(slot number))

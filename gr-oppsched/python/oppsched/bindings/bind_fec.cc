@@ -85,27 +85,27 @@ void bind_fec(py::module& m) {
             return "<mcs " + std::to_string(i.index) + ": " + i.name + ">";
         });
 
-    py::class_<mcs_table>(m, "mcs_table")
-        .def_property_readonly_static("size", [](py::object) { return mcs_table::size; })
-        .def_static("get", &mcs_table::get, py::arg("index"), py::return_value_policy::copy)
+    py::class_<mcs_set>(m, "mcs_set")
+        .def_property_readonly_static("size", [](py::object) { return mcs_set::size; })
+        .def_static("get", &mcs_set::get, py::arg("index"), py::return_value_policy::copy)
         .def_static("all",
                     [] {
-                        const auto& a = mcs_table::all();
+                        const auto& a = mcs_set::all();
                         return std::vector<mcs_info>(a.begin(), a.end());
                     })
-        .def_static("coded_bits", &mcs_table::coded_bits, py::arg("index"), py::arg("numerology"))
-        .def_static("tb_bytes", &mcs_table::tb_bytes, py::arg("index"), py::arg("numerology"))
+        .def_static("coded_bits", &mcs_set::coded_bits, py::arg("index"), py::arg("numerology"))
+        .def_static("tb_bytes", &mcs_set::tb_bytes, py::arg("index"), py::arg("numerology"))
         .def_static(
             "tb_bytes_for_coded_bits",
             [](int index, std::size_t coded_bits, const std::string& fec) {
-                return mcs_table::tb_bytes_for_coded_bits(index, coded_bits, fec_from_string(fec));
+                return mcs_set::tb_bytes_for_coded_bits(index, coded_bits, fec_from_string(fec));
             },
             py::arg("index"), py::arg("coded_bits"), py::arg("fec") = "conv")
-        .def_static("soft_bits", &mcs_table::soft_bits, py::arg("tb_bytes"), py::arg("index"),
+        .def_static("soft_bits", &mcs_set::soft_bits, py::arg("tb_bytes"), py::arg("index"),
                     py::arg("numerology"))
-        .def_static("mother_bits", &mcs_table::mother_bits, py::arg("tb_bytes"))
-        .def_static("max_mother_bits", &mcs_table::max_mother_bits, py::arg("numerology"))
-        .def_static("lowest_mcs_for_bytes", &mcs_table::lowest_mcs_for_bytes, py::arg("bytes"),
+        .def_static("mother_bits", &mcs_set::mother_bits, py::arg("tb_bytes"))
+        .def_static("max_mother_bits", &mcs_set::max_mother_bits, py::arg("numerology"))
+        .def_static("lowest_mcs_for_bytes", &mcs_set::lowest_mcs_for_bytes, py::arg("bytes"),
                     py::arg("numerology"));
 
     py::class_<rate_matcher>(m, "rate_matcher")
@@ -254,7 +254,7 @@ void bind_fec(py::module& m) {
                    ">";
         });
 
-    auto unwrap = [](::oppsched::Result<header_fields> r) {
+    auto unwrap = [](::oppsched::expected<header_fields> r) {
         if (!r.ok()) throw std::invalid_argument(r.error());
         return r.value();
     };

@@ -34,7 +34,7 @@ def stem(fec):
 def golden_grants(fec="ldpc"):
     num = oppsched.numerology.profile(PROFILE, RATE, fec)
     rng = np.random.default_rng(SEED)
-    tb0 = rng.integers(0, 256, oppsched.mcs_table.tb_bytes(2, num), dtype=np.uint8).tobytes()
+    tb0 = rng.integers(0, 256, oppsched.mcs_set.tb_bytes(2, num), dtype=np.uint8).tobytes()
     tb2 = rng.integers(0, 256, 100, dtype=np.uint8).tobytes()
     grants = [
         {"slot": 0, "user": 0, "mcs": 2, "harq_pid": 0, "ndi": 0, "rv": 0, "tb": tb0.hex()},

@@ -18,25 +18,25 @@ constexpr time_ns from_seconds(double s) { return static_cast<time_ns>(s * 1e9);
 
 // Result of an operation on untrusted input: a value, or an error that names the field
 // and the value that was wrong.
-struct Error {
+struct error_info {
     std::string message;
 };
 
 template <class T>
-class Result {
+class expected {
   public:
-    Result(T value) : v_(std::move(value)) {}      // NOLINT: implicit by design
-    Result(Error error) : v_(std::move(error)) {}  // NOLINT: implicit by design
+    expected(T value) : v_(std::move(value)) {}           // NOLINT: implicit by design
+    expected(error_info error) : v_(std::move(error)) {}  // NOLINT: implicit by design
     bool ok() const { return std::holds_alternative<T>(v_); }
     explicit operator bool() const { return ok(); }
     const T& value() const& { return std::get<T>(v_); }
     T& value() & { return std::get<T>(v_); }
     T&& value() && { return std::get<T>(std::move(v_)); }
     const T* operator->() const { return &std::get<T>(v_); }
-    const std::string& error() const { return std::get<Error>(v_).message; }
+    const std::string& error() const { return std::get<error_info>(v_).message; }
 
   private:
-    std::variant<T, Error> v_;
+    std::variant<T, error_info> v_;
 };
 
 }  // namespace oppsched

@@ -2,11 +2,11 @@
 // Fading models, shared by the MAC's abstract PHY (tools/, through the bindings) and the
 // GNU Radio channel emulator, which evaluates the same gain at symbol rate:
 //
-//   FadingChannel         interface: complex gain h(t) with E|h|^2 = 1, SNR(t) = SNR_avg |h|^2,
+//   fading_channel         interface: complex gain h(t) with E|h|^2 = 1, SNR(t) = SNR_avg |h|^2,
 //                         at any t (seconds), or a batch on a regular grid.
-//   JakesChannel          the Jakes model as Andrew & Hanly, CLAMP, §V-B print it, G = 20
+//   jakes_channel          the Jakes model as Andrew & Hanly, CLAMP, §V-B print it, G = 20
 //                         generators, with per-user random oscillator phases.
-//   SumOfSinusoidsChannel the random sum of complex sinusoids of Srinivasan & Baras, §III-A,
+//   sum_of_sinusoids_channel the random sum of complex sinusoids of Srinivasan & Baras, §III-A,
 //                         eq. 4.
 //
 // Every random draw comes from std::mt19937_64 seeded by the caller (one seed per user),
@@ -34,9 +34,9 @@ double db_to_linear(double db);
 double linear_to_db(double x);
 
 // The interface every fading model implements (TEST_P contract tests run over all).
-class FadingChannel {
+class fading_channel {
   public:
-    virtual ~FadingChannel() = default;
+    virtual ~fading_channel() = default;
 
     // Complex gain h(t), normalised so that E|h|^2 = 1 over the ensemble of seeds.
     virtual std::complex<double> gain(double t_s) const = 0;
@@ -64,7 +64,7 @@ class FadingChannel {
 // default; Dent et al.'s -0.5 is offered. docs/mac.md ("Fading models") gives the
 // derivation, the difference between the two offsets and the cross-correlation two users
 // keep over one long run.
-struct JakesParams {
+struct jakes_params {
     double doppler_hz = kClampFastDopplerHz;  // f_d
     double mean_snr_db = kClampMeanSnrDb;     // 10 log10 SNR_ave
     std::uint64_t seed = 1;                   // one per user
@@ -80,7 +80,7 @@ struct JakesParams {
 // angle 2 pi phi_j uniform on [0, 2 pi) (Clarke): h(t) is exactly complex Gaussian with
 // autocorrelation J0(2 pi f_d tau). K is not given in the paper; the default is 20, as G in
 // Andrew & Hanly. docs/mac.md ("Fading models") says why these two readings.
-struct SumOfSinusoidsParams {
+struct sum_of_sinusoids_params {
     double doppler_hz = kClampFastDopplerHz;
     double mean_snr_db = kClampMeanSnrDb;
     std::uint64_t seed = 1;
@@ -88,43 +88,43 @@ struct SumOfSinusoidsParams {
     void validate() const;
 };
 
-class JakesChannel final : public FadingChannel {
+class jakes_channel final : public fading_channel {
   public:
-    explicit JakesChannel(const JakesParams& params);
+    explicit jakes_channel(const jakes_params& params);
     std::complex<double> gain(double t_s) const override;
     void gains(double t0_s, double dt_s, std::size_t n, std::complex<double>* out) const override;
     double mean_snr_linear() const override { return snr_avg_; }
     double doppler_hz() const override { return params_.doppler_hz; }
-    const JakesParams& params() const { return params_; }
+    const jakes_params& params() const { return params_; }
     const std::vector<double>& omegas() const { return omega_; }  // w_n, rad/s
     const std::vector<double>& phases() const { return theta_; }  // theta_n, rad
 
   private:
-    JakesParams params_;
+    jakes_params params_;
     double snr_avg_;
     double scale_;  // sqrt(2/G)
     std::vector<double> omega_, theta_;
     std::vector<std::complex<double>> beta_;  // exp(j pi n / G)
 };
 
-class SumOfSinusoidsChannel final : public FadingChannel {
+class sum_of_sinusoids_channel final : public fading_channel {
   public:
-    explicit SumOfSinusoidsChannel(const SumOfSinusoidsParams& params);
+    explicit sum_of_sinusoids_channel(const sum_of_sinusoids_params& params);
     std::complex<double> gain(double t_s) const override;
     void gains(double t0_s, double dt_s, std::size_t n, std::complex<double>* out) const override;
     double mean_snr_linear() const override { return snr_avg_; }
     double doppler_hz() const override { return params_.doppler_hz; }
-    const SumOfSinusoidsParams& params() const { return params_; }
+    const sum_of_sinusoids_params& params() const { return params_; }
 
   private:
-    SumOfSinusoidsParams params_;
+    sum_of_sinusoids_params params_;
     double snr_avg_;
     std::vector<double> omega_;              // 2 pi f_d cos(angle_j), rad/s
     std::vector<std::complex<double>> amp_;  // h_j / sqrt(K)
 };
 
-using FadingConfig = std::variant<JakesParams, SumOfSinusoidsParams>;
+using fading_params = std::variant<jakes_params, sum_of_sinusoids_params>;
 // Validates and builds the model the configuration names.
-std::unique_ptr<FadingChannel> make_fading(const FadingConfig& config);
+std::unique_ptr<fading_channel> make_fading(const fading_params& config);
 
 }  // namespace oppsched::channel

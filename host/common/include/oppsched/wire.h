@@ -8,7 +8,7 @@
 //   offset size field
 //   0      4    magic 0x4F505053 ("OPPS")
 //   4      1    version (kVersion)
-//   5      1    type (MsgType)
+//   5      1    type (msg_type)
 //   6      2    reserved, 0
 //   8      4    seq: per-sender sequence number, +1 per message (gaps are counted)
 //   12     4    body_len: bytes of body
@@ -16,18 +16,18 @@
 //   16+n   4    CRC-32 (oppsched/crc32.h, zlib's) of bytes 0 .. 16+n-1
 //
 // Bodies:
-//   SlotRequest   (PHY -> AP daemon: "what do I send in slot n?")
+//   slot_request   (PHY -> AP daemon: "what do I send in slot n?")
 //                 u64 slot, i64 air_time_ns (start of the slot on the PHY's clock)
-//   SlotGrant     (AP daemon -> PHY) u64 slot, u8 flags (bit0 = empty slot),
+//   slot_grant     (AP daemon -> PHY) u64 slot, u8 flags (bit0 = empty slot),
 //                 u16 user, u8 mcs, u8 harq_pid, u8 ndi, u8 rv, u16 tb_len, tb_len bytes
 //                 (the MAC PDU, oppsched/pdu.h)
-//   RxIndication  (client PHY -> client agent, one per slot heard)
+//   rx_indication  (client PHY -> client agent, one per slot heard)
 //                 u64 slot, u16 user, u8 mcs, u8 harq_pid, u8 ndi, u8 rv, u8 flags
 //                 (bit0 header_ok, bit1 addressed to this client, bit2 crc_ok),
 //                 f32 snr_db, u8 cqi, u8 combined (transmissions combined), u16 tb_len, tb bytes
-//   CqiReport     (client -> AP) u16 user, u64 slot, f32 snr_db, u8 cqi
-//   HarqFeedback  (client -> AP) u16 user, u64 slot, u8 harq_pid, u8 ack (1 ACK, 0 NACK)
-//   UplinkPacket  (client -> AP: an IP packet from the client toward the servers)
+//   cqi_report     (client -> AP) u16 user, u64 slot, f32 snr_db, u8 cqi
+//   harq_feedback  (client -> AP) u16 user, u64 slot, u8 harq_pid, u8 ack (1 ACK, 0 NACK)
+//   uplink_packet  (client -> AP: an IP packet from the client toward the servers)
 //                 u16 user, u16 len, len bytes
 //
 // decode() never trusts a length: every field is bounds-checked, the CRC verified, and an
@@ -48,10 +48,10 @@ constexpr std::size_t kHeaderLen = 16;
 constexpr std::size_t kTrailerLen = 4;
 constexpr std::size_t kMaxFrameLen = 70'000;  // an IP packet (64 KiB) + headers
 // The user of a slot that carries no TB (an empty slot: preamble and a header addressed to
-// nobody), in SlotGrant-derived headers and in RxIndication.user. Never a real user's id.
+// nobody), in slot_grant-derived headers and in rx_indication.user. Never a real user's id.
 constexpr std::uint16_t kUserNobody = 0xFFFF;
 
-enum class MsgType : std::uint8_t {
+enum class msg_type : std::uint8_t {
     slot_request = 1,
     slot_grant = 2,
     rx_indication = 3,
@@ -59,24 +59,24 @@ enum class MsgType : std::uint8_t {
     harq_feedback = 5,
     uplink_packet = 6,
 };
-const char* to_string(MsgType t);
+const char* to_string(msg_type t);
 
-struct SlotRequest {
+struct slot_request {
     std::uint64_t slot = 0;
     std::int64_t air_time_ns = 0;
-    bool operator==(const SlotRequest&) const;
+    bool operator==(const slot_request&) const;
 };
 
-struct SlotGrant {
+struct slot_grant {
     std::uint64_t slot = 0;
     bool empty = true;  // no TB: preamble and header only (CQI is still measured)
     std::uint16_t user = 0;
     std::uint8_t mcs = 0, harq_pid = 0, ndi = 0, rv = 0;
     std::vector<std::uint8_t> tb;
-    bool operator==(const SlotGrant&) const;
+    bool operator==(const slot_grant&) const;
 };
 
-struct RxIndication {
+struct rx_indication {
     std::uint64_t slot = 0;
     std::uint16_t user = 0;
     std::uint8_t mcs = 0, harq_pid = 0, ndi = 0, rv = 0;
@@ -85,55 +85,56 @@ struct RxIndication {
     std::uint8_t cqi = 0;
     std::uint8_t combined = 0;
     std::vector<std::uint8_t> tb;
-    bool operator==(const RxIndication&) const;
+    bool operator==(const rx_indication&) const;
 };
 
-struct CqiReport {
+struct cqi_report {
     std::uint16_t user = 0;
     std::uint64_t slot = 0;
     float snr_db = 0;
     std::uint8_t cqi = 0;
-    bool operator==(const CqiReport&) const;
+    bool operator==(const cqi_report&) const;
 };
 
-struct HarqFeedback {
+struct harq_feedback {
     std::uint16_t user = 0;
     std::uint64_t slot = 0;
     std::uint8_t harq_pid = 0;
     bool ack = false;
-    bool operator==(const HarqFeedback&) const;
+    bool operator==(const harq_feedback&) const;
 };
 
-struct UplinkPacket {
+struct uplink_packet {
     std::uint16_t user = 0;
     std::vector<std::uint8_t> packet;
-    bool operator==(const UplinkPacket&) const;
+    bool operator==(const uplink_packet&) const;
 };
 
-using Message =
-    std::variant<SlotRequest, SlotGrant, RxIndication, CqiReport, HarqFeedback, UplinkPacket>;
+using message =
+    std::variant<slot_request, slot_grant, rx_indication, cqi_report, harq_feedback, uplink_packet>;
 
-MsgType type_of(const Message& m);
+msg_type type_of(const message& m);
 
-struct Frame {
+struct frame {
     std::uint32_t seq = 0;
-    Message msg;
+    message msg;
 };
 
 // Serialises one message; throws std::invalid_argument if a payload exceeds its u16 length.
-std::vector<std::uint8_t> encode(const Message& msg, std::uint32_t seq);
+std::vector<std::uint8_t> encode(const message& msg, std::uint32_t seq);
 
 // Parses one frame of at most max_len bytes.
-Result<Frame> decode(const std::uint8_t* data, std::size_t len, std::size_t max_len = kMaxFrameLen);
-inline Result<Frame> decode(const std::vector<std::uint8_t>& f,
-                            std::size_t max_len = kMaxFrameLen) {
+expected<frame> decode(const std::uint8_t* data, std::size_t len,
+                       std::size_t max_len = kMaxFrameLen);
+inline expected<frame> decode(const std::vector<std::uint8_t>& f,
+                              std::size_t max_len = kMaxFrameLen) {
     return decode(f.data(), f.size(), max_len);
 }
 
 // Tracks one peer's sequence numbers: counts gaps (lost messages) and reorders/duplicates.
-class SeqTracker final {
+class seq_tracker final {
   public:
-    struct Stats {
+    struct seq_stats {
         std::uint64_t received = 0;
         std::uint64_t lost = 0;          // sum of gap sizes
         std::uint64_t out_of_order = 0;  // older than the newest seen (duplicates included)
@@ -141,12 +142,12 @@ class SeqTracker final {
     };
     // Returns the number of messages missing before this one (0 when in sequence).
     std::uint64_t on_receive(std::uint32_t seq);
-    const Stats& stats() const { return stats_; }
+    const seq_stats& stats() const { return stats_; }
 
   private:
     bool started_ = false;
     std::uint32_t next_ = 0;
-    Stats stats_;
+    seq_stats stats_;
 };
 
 }  // namespace oppsched::wire

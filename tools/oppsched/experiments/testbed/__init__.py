@@ -4,9 +4,9 @@ and a PHY, in network namespaces.
 One run (docs/daemons.md, docs/wired.md):
 
     S_i netns  --wired path d_i/2 each way-->  AP netns: TUN radio0 <-> oppsched-apd
-    (iperf3 sender, tcpdump eth0)                          | SlotGrant / SlotRequest (ZeroMQ)
+    (iperf3 sender, tcpdump eth0)                          | slot_grant / slot_request (ZeroMQ)
                                                         PHY (abstract: slot-level channel)
-                                                           | RxIndication per client
+                                                           | rx_indication per client
     R_j netns: TUN radio0 <-> oppsched-client  <-----------+
     (iperf3 receiver, tcpdump radio0)          uplink (ACKs, CQI, HARQ feedback) -> apd
 

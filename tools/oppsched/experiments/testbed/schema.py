@@ -57,7 +57,7 @@ SCHEMA = {
                          "(K=7 convolutional); picks the measured MCS table too"),
         "slot_s": Field((float, _NONE), None, min=1e-4, max=0.1, doc="null: the profile's"),
         "lead_slots": Field(int, 4, min=1, max=1000,
-                            doc="SlotRequest n is sent this many slots before slot n"),
+                            doc="slot_request n is sent this many slots before slot n"),
         "error_model": Field((str, _NONE), None, choices=(None,) + ERROR_MODELS,
                              aliases=ERROR_MODEL_ALIASES,
                              doc="end_of_slot: the end-of-slot rule of Andrew & Hanly, CLAMP, "

@@ -5,13 +5,13 @@
 
 namespace oppsched::daemon {
 
-struct DaemonArgs {
+struct daemon_args {
     std::string config;  // path of the YAML configuration
     bool check = false;  // validate and exit
     bool help = false;   // print usage and exit 0
     std::string error;   // non-empty: the command line is wrong (names the argument)
 };
 
-DaemonArgs parse_args(int argc, char** argv);
+daemon_args parse_args(int argc, char** argv);
 
 }  // namespace oppsched::daemon

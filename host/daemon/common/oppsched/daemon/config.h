@@ -4,13 +4,13 @@
 // and the value, exit status 2, before any device or socket is created").
 //
 // Usage:
-//   auto root = ConfigNode::load_file(path);              // ConfigError on I/O/syntax error
+//   auto root = config_node::load_file(path);              // config_error on I/O/syntax error
 //   double p = root.child("aqm").child("params").get<double>("max_p", 0.1,
 //                                                             Range::open_closed(0, 1));
 //   auto users = root.child("users").items();            // sequence -> nodes "users[0]" ...
 //   root.check_no_unknown_keys();                        // every key below root was read
 //
-// Every error is a ConfigError (a std::invalid_argument) whose message starts with the dotted
+// Every error is a config_error (a std::invalid_argument) whose message starts with the dotted
 // path of the field and names the offending value, e.g.
 //   "aqm.params.max_p: 1.5 not in (0,1]"
 //   "harq.max_tx: 'three' is not an integer"
@@ -41,26 +41,30 @@
 
 namespace oppsched::daemon {
 
-class ConfigError final : public std::invalid_argument {
+class config_error final : public std::invalid_argument {
   public:
     using std::invalid_argument::invalid_argument;
 };
 
 // An interval a numeric value must lie in. Default: anything finite.
-struct Range {
+struct value_range {
     double lo = -std::numeric_limits<double>::infinity();
     double hi = std::numeric_limits<double>::infinity();
     bool lo_open = false;
     bool hi_open = false;
 
-    static Range any() { return {}; }
-    static Range non_negative() { return {0.0, inf(), false, false}; }                // [0,inf)
-    static Range positive() { return {0.0, inf(), true, false}; }                     // (0,inf)
-    static Range at_least(double lo) { return {lo, inf(), false, false}; }            // [lo,inf)
-    static Range closed(double lo, double hi) { return {lo, hi, false, false}; }      // [lo,hi]
-    static Range open_closed(double lo, double hi) { return {lo, hi, true, false}; }  // (lo,hi]
-    static Range open(double lo, double hi) { return {lo, hi, true, true}; }          // (lo,hi)
-    static Range closed_open(double lo, double hi) { return {lo, hi, false, true}; }  // [lo,hi)
+    static value_range any() { return {}; }
+    static value_range non_negative() { return {0.0, inf(), false, false}; }            // [0,inf)
+    static value_range positive() { return {0.0, inf(), true, false}; }                 // (0,inf)
+    static value_range at_least(double lo) { return {lo, inf(), false, false}; }        // [lo,inf)
+    static value_range closed(double lo, double hi) { return {lo, hi, false, false}; }  // [lo,hi]
+    static value_range open_closed(double lo, double hi) {
+        return {lo, hi, true, false};
+    }                                                                               // (lo,hi]
+    static value_range open(double lo, double hi) { return {lo, hi, true, true}; }  // (lo,hi)
+    static value_range closed_open(double lo, double hi) {
+        return {lo, hi, false, true};
+    }  // [lo,hi)
 
     bool contains(double v) const;
     std::string describe() const;  // e.g. "(0,1]", "[0,inf)"
@@ -69,11 +73,11 @@ struct Range {
     static constexpr double inf() { return std::numeric_limits<double>::infinity(); }
 };
 
-class ConfigNode final {
+class config_node final {
   public:
     // Parses a file / a YAML text. Syntax errors name the file, line and column.
-    static ConfigNode load_file(const std::string& path);
-    static ConfigNode parse(const std::string& yaml_text, const std::string& origin = "<string>");
+    static config_node load_file(const std::string& path);
+    static config_node parse(const std::string& yaml_text, const std::string& origin = "<string>");
 
     // Dotted path of this node: "" for the root, "aqm.params", "users[2]".
     const std::string& path() const { return path_; }
@@ -91,55 +95,56 @@ class ConfigNode final {
     // The range applies to numbers (and to each element of a numeric vector); the default is
     // not range-checked (the caller's defaults are trusted).
     template <class T>
-    T get(const std::string& key, const T& def, const Range& r = Range{}) const;
+    T get(const std::string& key, const T& def, const value_range& r = value_range{}) const;
     // Optional value where an explicit null (`key:` / `key: ~` / `key: null`) also means
     // "not set" (for fields a generator writes as null when it has no value).
     template <class T>
-    std::optional<T> get_optional(const std::string& key, const Range& r = Range{}) const;
-    // Required scalar: ConfigError "<path>: missing" when absent.
+    std::optional<T> get_optional(const std::string& key,
+                                  const value_range& r = value_range{}) const;
+    // Required scalar: config_error "<path>: missing" when absent.
     template <class T>
-    T require(const std::string& key, const Range& r = Range{}) const;
+    T require(const std::string& key, const value_range& r = value_range{}) const;
     // This node itself as a value (e.g. the elements of items()).
     template <class T>
-    T as(const Range& r = Range{}) const;
+    T as(const value_range& r = value_range{}) const;
 
     // A string that must be one of `choices`.
     std::string get_choice(const std::string& key, const std::string& def,
                            const std::vector<std::string>& choices) const;
 
-    // Sub-mapping/sequence. child(): ConfigError when absent; an absent key with
+    // Sub-mapping/sequence. child(): config_error when absent; an absent key with
     // child_or_empty() gives an empty mapping (so its get()s all return defaults).
-    ConfigNode child(const std::string& key) const;
-    ConfigNode child_or_empty(const std::string& key) const;
-    std::optional<ConfigNode> optional_child(const std::string& key) const;
+    config_node child(const std::string& key) const;
+    config_node child_or_empty(const std::string& key) const;
+    std::optional<config_node> optional_child(const std::string& key) const;
 
-    // Elements of a sequence (ConfigError if this node is not a sequence), paths "x[i]".
-    std::vector<ConfigNode> items() const;
-    // Keys of a mapping, in document order (ConfigError if not a mapping). Does not mark them.
+    // Elements of a sequence (config_error if this node is not a sequence), paths "x[i]".
+    std::vector<config_node> items() const;
+    // Keys of a mapping, in document order (config_error if not a mapping). Does not mark them.
     std::vector<std::string> keys() const;
     // Marks a key as known without reading it (e.g. a key documented as ignored).
     void mark_read(const std::string& key) const;
 
-    // ConfigError naming the first key under this node (recursively) that was never read.
+    // config_error naming the first key under this node (recursively) that was never read.
     void check_no_unknown_keys() const;
 
-    // Throws ConfigError("<path>.<key>: <message>") (or "<path>: <message>" with key "").
+    // Throws config_error("<path>.<key>: <message>") (or "<path>: <message>" with key "").
     [[noreturn]] void fail(const std::string& key, const std::string& message) const;
 
     const YAML::Node& yaml() const { return node_; }
 
   private:
-    struct Shared {
+    struct shared_state {
         std::set<std::string> read;  // dotted paths of keys read
     };
-    ConfigNode(YAML::Node node, std::string path, std::shared_ptr<Shared> shared);
+    config_node(YAML::Node node, std::string path, std::shared_ptr<shared_state> shared);
     YAML::Node lookup(const std::string& key) const;  // Null-typed invalid node if absent
-    ConfigNode sub(const std::string& key, YAML::Node n) const;
+    config_node sub(const std::string& key, YAML::Node n) const;
     void check_unknown_rec(const YAML::Node& n, const std::string& path) const;
 
     YAML::Node node_;
     std::string path_;
-    std::shared_ptr<Shared> shared_;
+    std::shared_ptr<shared_state> shared_;
 };
 
 }  // namespace oppsched::daemon

@@ -5,7 +5,7 @@
 // form; NaN/inf are written as empty fields (pandas: NaN). Strings containing a comma, quote
 // or newline are quoted (RFC 4180).
 //
-//   CsvWriter w(path, {"slot", "user", "outcome"});
+//   csv_writer w(path, {"slot", "user", "outcome"});
 //   w.field(std::uint64_t{7}).field(std::int64_t{-1}).field("ack").end_row();
 //
 // end_row() with a field count different from the header throws std::logic_error (a bug).
@@ -17,23 +17,23 @@
 
 namespace oppsched::daemon {
 
-class CsvWriter final {
+class csv_writer final {
   public:
     // Creates/truncates path and writes the header. Throws std::runtime_error naming the path.
-    CsvWriter(const std::string& path, std::vector<std::string> header,
-              std::size_t buffer_bytes = 1 << 16);
-    ~CsvWriter();
-    CsvWriter(const CsvWriter&) = delete;
-    CsvWriter& operator=(const CsvWriter&) = delete;
+    csv_writer(const std::string& path, std::vector<std::string> header,
+               std::size_t buffer_bytes = 1 << 16);
+    ~csv_writer();
+    csv_writer(const csv_writer&) = delete;
+    csv_writer& operator=(const csv_writer&) = delete;
 
-    CsvWriter& field(std::int64_t v);
-    CsvWriter& field(std::uint64_t v);
-    CsvWriter& field(int v) { return field(static_cast<std::int64_t>(v)); }
-    CsvWriter& field(unsigned v) { return field(static_cast<std::uint64_t>(v)); }
-    CsvWriter& field(double v);
-    CsvWriter& field(std::string_view v);
-    CsvWriter& field(const char* v) { return field(std::string_view(v)); }
-    CsvWriter& empty();  // an empty field
+    csv_writer& field(std::int64_t v);
+    csv_writer& field(std::uint64_t v);
+    csv_writer& field(int v) { return field(static_cast<std::int64_t>(v)); }
+    csv_writer& field(unsigned v) { return field(static_cast<std::uint64_t>(v)); }
+    csv_writer& field(double v);
+    csv_writer& field(std::string_view v);
+    csv_writer& field(const char* v) { return field(std::string_view(v)); }
+    csv_writer& empty();  // an empty field
     void end_row();
 
     // Writes the buffer to the file (fflush too). false on I/O error (counted in errors()).

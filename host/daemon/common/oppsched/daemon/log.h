@@ -21,9 +21,9 @@ void init_logging(const std::string& name, const std::string& level = "info");
 // CLOCK_MONOTONIC in ns (the slot clock of docs/daemons.md is on this clock).
 time_ns monotonic_ns();
 
-class RateLimitedLog final {
+class rate_limited_log final {
   public:
-    explicit RateLimitedLog(time_ns interval = kNsPerSec) : interval_(interval) {}
+    explicit rate_limited_log(time_ns interval = kNsPerSec) : interval_(interval) {}
 
     // true if a message of `kind` may be logged at `now` (the first one always may; then at
     // most one per interval). A false is counted as suppressed for that kind.
@@ -43,14 +43,14 @@ class RateLimitedLog final {
     }
 
   private:
-    struct Entry {
+    struct log_entry {
         time_ns last = 0;
         bool seen = false;
         std::uint64_t suppressed = 0;
     };
     std::uint64_t take_suppressed(std::string_view kind);
     time_ns interval_;
-    std::map<std::string, Entry, std::less<>> entries_;
+    std::map<std::string, log_entry, std::less<>> entries_;
 };
 
 }  // namespace oppsched::daemon

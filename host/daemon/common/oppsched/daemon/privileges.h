@@ -21,13 +21,13 @@
 
 namespace oppsched::daemon {
 
-struct PrivilegeDrop {
+struct privilege_drop {
     int bounding_dropped = 0;  // capabilities removed from the bounding set
     bool securebits_locked = false;
     std::string summary() const;
 };
 
-PrivilegeDrop drop_all_capabilities();
+privilege_drop drop_all_capabilities();
 
 // true if the calling thread's effective or permitted set is not empty.
 bool has_any_capability();

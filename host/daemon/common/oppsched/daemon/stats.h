@@ -11,14 +11,14 @@
 
 namespace oppsched::daemon {
 
-class Stats final {
+class stats_registry final {
   public:
-    using Value = std::variant<std::uint64_t, std::int64_t, double, bool, std::string>;
+    using value_type = std::variant<std::uint64_t, std::int64_t, double, bool, std::string>;
 
     // A counter, created at 0. The reference stays valid for the life of this object.
     std::uint64_t& counter(const std::string& name);
     // Sets a value (overwrites, any type).
-    void set(const std::string& name, Value v);
+    void set(const std::string& name, value_type v);
     // Sets every field of a stats struct under prefix + key, as its for_each_field
     // (oppsched/stats_fields.h, or beside the daemon's own structs) names them.
     template <class S>
@@ -27,7 +27,7 @@ class Stats final {
                        [&](const char* key, const auto& value) { set(prefix + key, value); });
     }
     bool contains(const std::string& name) const { return values_.count(name) != 0; }
-    const Value* find(const std::string& name) const;
+    const value_type* find(const std::string& name) const;
 
     std::string to_json() const;
     // Writes to "<path>.tmp" then renames over path (readers never see a partial file).
@@ -36,7 +36,7 @@ class Stats final {
 
   private:
     void check_name(const std::string& name) const;
-    std::map<std::string, Value> values_;
+    std::map<std::string, value_type> values_;
 };
 
 }  // namespace oppsched::daemon

@@ -11,19 +11,19 @@
 
 namespace oppsched::daemon {
 
-class TunDevice final {
+class tun_device final {
   public:
-    struct Stats {
+    struct tun_stats {
         std::uint64_t rx_packets = 0, rx_bytes = 0, rx_errors = 0;
         std::uint64_t tx_packets = 0, tx_bytes = 0, tx_errors = 0;
         std::uint64_t tx_would_block = 0;  // kernel queue full: packet dropped
     };
     // Throws std::runtime_error("tun.name: '<name>' ...: <reason>") if the device does not
     // exist, is not a TUN, or cannot be attached (EBUSY: another process holds it, EPERM).
-    static std::unique_ptr<TunDevice> open(const std::string& name);
-    ~TunDevice();
-    TunDevice(const TunDevice&) = delete;
-    TunDevice& operator=(const TunDevice&) = delete;
+    static std::unique_ptr<tun_device> open(const std::string& name);
+    ~tun_device();
+    tun_device(const tun_device&) = delete;
+    tun_device& operator=(const tun_device&) = delete;
 
     int fd() const { return fd_; }  // for poll (ZMQ_POLLIN on a raw fd in zmq::poll)
     const std::string& name() const { return name_; }
@@ -33,17 +33,17 @@ class TunDevice final {
     long read(std::uint8_t* buf, std::size_t cap);
     // Writes one packet; false on error or EAGAIN (counted in stats()).
     bool write(const std::uint8_t* data, std::size_t len);
-    const Stats& stats() const { return stats_; }
+    const tun_stats& stats() const { return stats_; }
 
   private:
-    TunDevice(int fd, std::string name) : fd_(fd), name_(std::move(name)) {}
+    tun_device(int fd, std::string name) : fd_(fd), name_(std::move(name)) {}
     int fd_;
     std::string name_;
-    Stats stats_;
+    tun_stats stats_;
 };
 
 template <class F>
-void for_each_field(const TunDevice::Stats& s, F&& f) {
+void for_each_field(const tun_device::tun_stats& s, F&& f) {
     f("rx_packets", s.rx_packets);
     f("rx_bytes", s.rx_bytes);
     f("rx_errors", s.rx_errors);
