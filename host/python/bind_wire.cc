@@ -22,118 +22,60 @@ pybind11::bytes to_bytes(const std::vector<std::uint8_t>& v) {
     return pybind11::bytes(reinterpret_cast<const char*>(v.data()), v.size());
 }
 
-template <class T>
-T get(const pybind11::dict& d, const char* key, T def) {
-    return d.contains(key) ? d[key].cast<T>() : def;
-}
+// A message's fields as a dict, named as for_each_wire_field names them.
+struct dict_writer {
+    pybind11::dict& d;
+    template <class T>
+    void num(const char* name, const T& v) {
+        d[name] = v;
+    }
+    template <class... B>
+    void flags(const char*, const wire_bit<B>&... bits) {
+        ((d[bits.name] = bits.value), ...);
+    }
+    void boolean(const char* name, bool b) { d[name] = b; }
+    void bytes(const char*, const char* name, const std::vector<std::uint8_t>& v) {
+        d[name] = to_bytes(v);
+    }
+};
+
+// Sets the fields a dict names; the others keep their defaults.
+struct dict_reader {
+    const pybind11::dict& d;
+    template <class T>
+    void num(const char* name, T& v) {
+        if (d.contains(name)) v = d[name].template cast<T>();
+    }
+    template <class... B>
+    void flags(const char*, const wire_bit<B>&... bits) {
+        ((bits.value = d.contains(bits.name) ? d[bits.name].template cast<bool>() : bits.value),
+         ...);
+    }
+    void boolean(const char* name, bool& b) { num(name, b); }
+    void bytes(const char*, const char* name, std::vector<std::uint8_t>& v) {
+        if (d.contains(name)) v = to_vec(d[name].cast<pybind11::bytes>());
+    }
+};
 
 message from_dict(const std::string& type, const pybind11::dict& d) {
-    if (type == "slot_request")
-        return slot_request{get<std::uint64_t>(d, "slot", 0),
-                            get<std::int64_t>(d, "air_time_ns", 0)};
-    if (type == "slot_grant") {
-        slot_grant m;
-        m.slot = get<std::uint64_t>(d, "slot", 0);
-        m.user = get<std::uint16_t>(d, "user", 0);
-        m.mcs = get<std::uint8_t>(d, "mcs", 0);
-        m.harq_pid = get<std::uint8_t>(d, "harq_pid", 0);
-        m.ndi = get<std::uint8_t>(d, "ndi", 0);
-        m.rv = get<std::uint8_t>(d, "rv", 0);
-        if (d.contains("tb")) m.tb = to_vec(d["tb"].cast<pybind11::bytes>());
-        m.empty = get<bool>(d, "empty", m.tb.empty());
-        return m;
-    }
-    if (type == "rx_indication") {
-        rx_indication m;
-        m.slot = get<std::uint64_t>(d, "slot", 0);
-        m.user = get<std::uint16_t>(d, "user", 0);
-        m.mcs = get<std::uint8_t>(d, "mcs", 0);
-        m.harq_pid = get<std::uint8_t>(d, "harq_pid", 0);
-        m.ndi = get<std::uint8_t>(d, "ndi", 0);
-        m.rv = get<std::uint8_t>(d, "rv", 0);
-        m.header_ok = get<bool>(d, "header_ok", false);
-        m.addressed = get<bool>(d, "addressed", false);
-        m.crc_ok = get<bool>(d, "crc_ok", false);
-        m.snr_db = get<float>(d, "snr_db", 0.f);
-        m.cqi = get<std::uint8_t>(d, "cqi", 0);
-        m.combined = get<std::uint8_t>(d, "combined", 0);
-        if (d.contains("tb")) m.tb = to_vec(d["tb"].cast<pybind11::bytes>());
-        return m;
-    }
-    if (type == "cqi_report")
-        return cqi_report{get<std::uint16_t>(d, "user", 0), get<std::uint64_t>(d, "slot", 0),
-                          get<float>(d, "snr_db", 0.f), get<std::uint8_t>(d, "cqi", 0)};
-    if (type == "harq_feedback")
-        return harq_feedback{get<std::uint16_t>(d, "user", 0), get<std::uint64_t>(d, "slot", 0),
-                             get<std::uint8_t>(d, "harq_pid", 0), get<bool>(d, "ack", false)};
-    if (type == "uplink_packet") {
-        uplink_packet m;
-        m.user = get<std::uint16_t>(d, "user", 0);
-        if (d.contains("packet")) m.packet = to_vec(d["packet"].cast<pybind11::bytes>());
+    for (std::size_t t = 1; t <= std::variant_size_v<message>; ++t) {
+        const auto kind = static_cast<msg_type>(t);
+        if (type != to_string(kind)) continue;
+        message m = make_message(kind);
+        std::visit([&](auto& x) { for_each_wire_field(x, dict_reader{d}); }, m);
+        // A grant is empty unless it carries a TB or the dict says otherwise.
+        if (auto* g = std::get_if<slot_grant>(&m); g && !d.contains("empty"))
+            g->empty = g->tb.empty();
         return m;
     }
     throw_invalid("type: '" + type + "' is not a message type");
 }
 
-struct to_dict {
-    pybind11::dict operator()(const slot_request& m) const {
-        pybind11::dict d;
-        d["slot"] = m.slot;
-        d["air_time_ns"] = m.air_time_ns;
-        return d;
-    }
-    pybind11::dict operator()(const slot_grant& m) const {
-        pybind11::dict d;
-        d["slot"] = m.slot;
-        d["empty"] = m.empty;
-        d["user"] = m.user;
-        d["mcs"] = m.mcs;
-        d["harq_pid"] = m.harq_pid;
-        d["ndi"] = m.ndi;
-        d["rv"] = m.rv;
-        d["tb"] = to_bytes(m.tb);
-        return d;
-    }
-    pybind11::dict operator()(const rx_indication& m) const {
-        pybind11::dict d;
-        d["slot"] = m.slot;
-        d["user"] = m.user;
-        d["mcs"] = m.mcs;
-        d["harq_pid"] = m.harq_pid;
-        d["ndi"] = m.ndi;
-        d["rv"] = m.rv;
-        d["header_ok"] = m.header_ok;
-        d["addressed"] = m.addressed;
-        d["crc_ok"] = m.crc_ok;
-        d["snr_db"] = m.snr_db;
-        d["cqi"] = m.cqi;
-        d["combined"] = m.combined;
-        d["tb"] = to_bytes(m.tb);
-        return d;
-    }
-    pybind11::dict operator()(const cqi_report& m) const {
-        pybind11::dict d;
-        d["user"] = m.user;
-        d["slot"] = m.slot;
-        d["snr_db"] = m.snr_db;
-        d["cqi"] = m.cqi;
-        return d;
-    }
-    pybind11::dict operator()(const harq_feedback& m) const {
-        pybind11::dict d;
-        d["user"] = m.user;
-        d["slot"] = m.slot;
-        d["harq_pid"] = m.harq_pid;
-        d["ack"] = m.ack;
-        return d;
-    }
-    pybind11::dict operator()(const uplink_packet& m) const {
-        pybind11::dict d;
-        d["user"] = m.user;
-        d["packet"] = to_bytes(m.packet);
-        return d;
-    }
-};
+pybind11::dict to_dict(const message& m) {
+    pybind11::dict d;
+    std::visit([&](const auto& x) { for_each_wire_field(x, dict_writer{d}); }, m);
+    return d;
+}
 
 }  // namespace
 
@@ -156,8 +98,7 @@ void bind_wire(pybind11::module_& m) {
             auto r = decode(v.data(), v.size(), max_len);
             if (!r.ok()) throw_invalid(r.error());
             const auto& f = r.value();
-            return pybind11::make_tuple(f.seq, to_string(type_of(f.msg)),
-                                        std::visit(to_dict{}, f.msg));
+            return pybind11::make_tuple(f.seq, to_string(type_of(f.msg)), to_dict(f.msg));
         },
         pybind11::arg("frame"), pybind11::arg("max_len") = kMaxFrameLen,
         "Decodes one frame to (seq, type, fields); ValueError names the bad field.");

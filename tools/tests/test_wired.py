@@ -207,7 +207,9 @@ def test_clamp_fig3_topology_gives_each_server_its_own_delay(backend):
         for spec, srv in zip(topo.servers, tb.servers):
             want = spec.rtt_ms + 2 * 1.0
             med, lo, _ = rtt_summary(srv.ns.ping(tb.clients[0].addr4, count=5, interval=0.02))
-            assert lo >= want and abs(med - want) <= TOLERANCE_MS, (spec, med, lo)
+            # Five pings: a late wake-up of the delay stage on a loaded machine moves their
+            # median, never their minimum below the path's delay; the fastest one is the path.
+            assert want <= lo <= want + TOLERANCE_MS, (spec, med, lo)
 
 
 @needs_root

@@ -4,6 +4,7 @@
 #include <limits>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "oppsched/byte_order.h"
 #include "oppsched/crc32.h"
@@ -103,67 +104,81 @@ class byte_reader {
     std::string err_;
 };
 
-std::uint16_t checked_len(std::size_t n, const char* field) {
+std::uint16_t checked_len(std::size_t n, const std::string& field) {
     if (n > std::numeric_limits<std::uint16_t>::max())
         throw_invalid(field, n, "bytes exceed the 65535-byte field");
     return static_cast<std::uint16_t>(n);
 }
 
-struct body_writer {
-    byte_writer& w;
-    void operator()(const slot_request& m) {
-        w.u64(m.slot);
-        w.i64(m.air_time_ns);
-    }
-    void operator()(const slot_grant& m) {
-        w.u64(m.slot);
-        w.u8(m.empty ? 1 : 0);
-        w.u16(m.user);
-        w.u8(m.mcs);
-        w.u8(m.harq_pid);
-        w.u8(m.ndi);
-        w.u8(m.rv);
-        w.u16(checked_len(m.tb.size(), "slot_grant.tb"));
-        w.bytes(m.tb);
-    }
-    void operator()(const rx_indication& m) {
-        w.u64(m.slot);
-        w.u16(m.user);
-        w.u8(m.mcs);
-        w.u8(m.harq_pid);
-        w.u8(m.ndi);
-        w.u8(m.rv);
-        w.u8((m.header_ok ? 1 : 0) | (m.addressed ? 2 : 0) | (m.crc_ok ? 4 : 0));
-        w.f32(m.snr_db);
-        w.u8(m.cqi);
-        w.u8(m.combined);
-        w.u16(checked_len(m.tb.size(), "rx_indication.tb"));
-        w.bytes(m.tb);
-    }
-    void operator()(const cqi_report& m) {
-        w.u16(m.user);
-        w.u64(m.slot);
-        w.f32(m.snr_db);
-        w.u8(m.cqi);
-    }
-    void operator()(const harq_feedback& m) {
-        w.u16(m.user);
-        w.u64(m.slot);
-        w.u8(m.harq_pid);
-        w.u8(m.ack ? 1 : 0);
-    }
-    void operator()(const uplink_packet& m) {
-        w.u16(m.user);
-        w.u16(checked_len(m.packet.size(), "uplink_packet.packet"));
-        w.bytes(m.packet);
-    }
-};
-
 template <class T>
-std::string bad_value(const char* field, T v, const char* why) {
+std::string bad_value(const std::string& field, T v, const char* why) {
     std::ostringstream s;
     s << field << ": " << +v << " " << why;
     return s.str();
+}
+
+// Writes a body as for_each_wire_field describes it.
+struct body_writer {
+    byte_writer& w;
+    const char* msg;
+    void num(const char*, std::uint8_t v) { w.u8(v); }
+    void num(const char*, std::uint16_t v) { w.u16(v); }
+    void num(const char*, std::uint64_t v) { w.u64(v); }
+    void num(const char*, std::int64_t v) { w.i64(v); }
+    void num(const char*, float v) { w.f32(v); }
+    template <class... B>
+    void flags(const char*, const wire_bit<B>&... bits) {
+        std::uint8_t x = 0;
+        int i = 0;
+        ((x |= static_cast<std::uint8_t>(bits.value ? 1u << i : 0u), ++i), ...);
+        w.u8(x);
+    }
+    void boolean(const char*, bool b) { w.u8(b ? 1 : 0); }
+    void bytes(const char*, const char* name, const std::vector<std::uint8_t>& v) {
+        w.u16(checked_len(v.size(), std::string(msg) + "." + name));
+        w.bytes(v);
+    }
+};
+
+// Reads a body as for_each_wire_field describes it; the first error stays in the reader.
+struct body_reader {
+    byte_reader& r;
+    const char* msg;
+    void num(const char* f, std::uint8_t& x) { x = r.u8(f); }
+    void num(const char* f, std::uint16_t& x) { x = r.u16(f); }
+    void num(const char* f, std::uint64_t& x) { x = r.u64(f); }
+    void num(const char* f, std::int64_t& x) { x = r.i64(f); }
+    void num(const char* f, float& x) { x = r.f32(f); }
+    template <class... B>
+    void flags(const char* f, const wire_bit<B>&... bits) {
+        const std::uint8_t x = r.u8(f);
+        int i = 0;
+        ((bits.value = ((x >> i) & 1) != 0, ++i), ...);
+    }
+    void boolean(const char* f, bool& b) {
+        const std::uint8_t x = r.u8(f);
+        if (r.ok() && x > 1) r.fail(bad_value(std::string(msg) + "." + f, x, "is not 0 or 1"));
+        b = x == 1;
+    }
+    void bytes(const char* len_field, const char* f, std::vector<std::uint8_t>& v) {
+        const std::uint16_t n = r.u16(len_field);
+        v = r.bytes(n, f);
+    }
+};
+
+// What a well-formed body cannot hold beyond its layout.
+template <class M>
+void check_body(const M&, byte_reader&) {}
+void check_body(const slot_grant& m, byte_reader& r) {
+    if (m.empty && !m.tb.empty())
+        r.fail(bad_value("slot_grant.tb_len", m.tb.size(), "bytes in a slot marked empty"));
+}
+
+template <std::size_t... I>
+message make_message_at(std::size_t index, std::index_sequence<I...>) {
+    message m;
+    ((index == I ? (void)m.emplace<I>() : (void)0), ...);
+    return m;
 }
 
 }  // namespace
@@ -188,6 +203,11 @@ const char* to_string(msg_type t) {
 
 msg_type type_of(const message& m) {
     return static_cast<msg_type>(m.index() + 1);  // variant order == msg_type numbering
+}
+
+message make_message(msg_type t) {
+    return make_message_at(static_cast<std::size_t>(t) - 1,
+                           std::make_index_sequence<std::variant_size_v<message>>{});
 }
 
 bool slot_request::operator==(const slot_request& o) const {
@@ -221,7 +241,8 @@ std::vector<std::uint8_t> encode(const message& msg, std::uint32_t seq) {
     w.u16(0);
     w.u32(seq);
     w.u32(0);  // body_len, patched below
-    std::visit(body_writer{w}, msg);
+    const char* name = to_string(type_of(msg));
+    std::visit([&](const auto& m) { for_each_wire_field(m, body_writer{w, name}); }, msg);
     auto& b = w.buf();
     const auto body_len = static_cast<std::uint32_t>(b.size() - kHeaderLen);
     store_be32(b.data() + 12, body_len);
@@ -266,103 +287,21 @@ expected<frame> decode(const std::uint8_t* data, std::size_t len, std::size_t ma
         return error_info{s.str()};
     }
 
-    const std::uint8_t* body = data + kHeaderLen;
+    if (type < 1 || type > std::variant_size_v<message>)
+        return error_info{bad_value("header.type", type, "is not a known message type (1..6)")};
     frame f;
     f.seq = seq;
-    switch (static_cast<msg_type>(type)) {
-        case msg_type::slot_request: {
-            byte_reader r(body, body_len, "slot_request");
-            slot_request m;
-            m.slot = r.u64("slot");
-            m.air_time_ns = r.i64("air_time_ns");
+    f.msg = make_message(static_cast<msg_type>(type));
+    const char* name = to_string(static_cast<msg_type>(type));
+    byte_reader r(data + kHeaderLen, body_len, name);
+    std::visit(
+        [&](auto& m) {
+            for_each_wire_field(m, body_reader{r, name});
             r.expect_end();
-            if (!r.ok()) return error_info{r.error()};
-            f.msg = m;
-            break;
-        }
-        case msg_type::slot_grant: {
-            byte_reader r(body, body_len, "slot_grant");
-            slot_grant m;
-            m.slot = r.u64("slot");
-            const auto flags = r.u8("flags");
-            m.empty = flags & 1;
-            m.user = r.u16("user");
-            m.mcs = r.u8("mcs");
-            m.harq_pid = r.u8("harq_pid");
-            m.ndi = r.u8("ndi");
-            m.rv = r.u8("rv");
-            const auto n = r.u16("tb_len");
-            m.tb = r.bytes(n, "tb");
-            r.expect_end();
-            if (r.ok() && m.empty && !m.tb.empty())
-                r.fail(bad_value("slot_grant.tb_len", n, "bytes in a slot marked empty"));
-            if (!r.ok()) return error_info{r.error()};
-            f.msg = std::move(m);
-            break;
-        }
-        case msg_type::rx_indication: {
-            byte_reader r(body, body_len, "rx_indication");
-            rx_indication m;
-            m.slot = r.u64("slot");
-            m.user = r.u16("user");
-            m.mcs = r.u8("mcs");
-            m.harq_pid = r.u8("harq_pid");
-            m.ndi = r.u8("ndi");
-            m.rv = r.u8("rv");
-            const auto flags = r.u8("flags");
-            m.header_ok = flags & 1;
-            m.addressed = flags & 2;
-            m.crc_ok = flags & 4;
-            m.snr_db = r.f32("snr_db");
-            m.cqi = r.u8("cqi");
-            m.combined = r.u8("combined");
-            const auto n = r.u16("tb_len");
-            m.tb = r.bytes(n, "tb");
-            r.expect_end();
-            if (!r.ok()) return error_info{r.error()};
-            f.msg = std::move(m);
-            break;
-        }
-        case msg_type::cqi_report: {
-            byte_reader r(body, body_len, "cqi_report");
-            cqi_report m;
-            m.user = r.u16("user");
-            m.slot = r.u64("slot");
-            m.snr_db = r.f32("snr_db");
-            m.cqi = r.u8("cqi");
-            r.expect_end();
-            if (!r.ok()) return error_info{r.error()};
-            f.msg = m;
-            break;
-        }
-        case msg_type::harq_feedback: {
-            byte_reader r(body, body_len, "harq_feedback");
-            harq_feedback m;
-            m.user = r.u16("user");
-            m.slot = r.u64("slot");
-            m.harq_pid = r.u8("harq_pid");
-            const auto ack = r.u8("ack");
-            r.expect_end();
-            if (r.ok() && ack > 1) r.fail(bad_value("harq_feedback.ack", ack, "is not 0 or 1"));
-            if (!r.ok()) return error_info{r.error()};
-            m.ack = ack == 1;
-            f.msg = m;
-            break;
-        }
-        case msg_type::uplink_packet: {
-            byte_reader r(body, body_len, "uplink_packet");
-            uplink_packet m;
-            m.user = r.u16("user");
-            const auto n = r.u16("len");
-            m.packet = r.bytes(n, "packet");
-            r.expect_end();
-            if (!r.ok()) return error_info{r.error()};
-            f.msg = std::move(m);
-            break;
-        }
-        default:
-            return error_info{bad_value("header.type", type, "is not a known message type (1..6)")};
-    }
+            if (r.ok()) check_body(m, r);
+        },
+        f.msg);
+    if (!r.ok()) return error_info{r.error()};
     return f;
 }
 

@@ -35,6 +35,7 @@
 // before anything is read.
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -114,6 +115,78 @@ using message =
     std::variant<slot_request, slot_grant, rx_indication, cqi_report, harq_feedback, uplink_packet>;
 
 msg_type type_of(const message& m);
+// A default-constructed message of type t (t must be a msg_type value).
+message make_message(msg_type t);
+
+// ---------------------------------------------------------------------------------------
+// The body of each message, field by field in wire order: the one description of the layout
+// above that encode(), decode() and the Python bindings walk. A visitor provides
+//   num(name, x)                  x is u8, u16, u64, i64 or f32, by its C++ type
+//   flags(name, wire_bit{...}...) one u8 whose bit i is the i-th bool
+//   boolean(name, b)              one u8 that must be 0 or 1
+//   bytes(len_name, name, v)      a u16 length, then the bytes
+// M is the message type, const or not.
+template <class B>
+struct wire_bit {
+    const char* name;
+    B& value;  // bool or const bool
+};
+template <class B>
+wire_bit(const char*, B&) -> wire_bit<B>;
+
+template <class M, class T>
+using if_message = std::enable_if_t<std::is_same_v<std::remove_const_t<M>, T>>;
+
+template <class M, class V>
+if_message<M, slot_request> for_each_wire_field(M& m, V&& v) {
+    v.num("slot", m.slot);
+    v.num("air_time_ns", m.air_time_ns);
+}
+template <class M, class V>
+if_message<M, slot_grant> for_each_wire_field(M& m, V&& v) {
+    v.num("slot", m.slot);
+    v.flags("flags", wire_bit{"empty", m.empty});
+    v.num("user", m.user);
+    v.num("mcs", m.mcs);
+    v.num("harq_pid", m.harq_pid);
+    v.num("ndi", m.ndi);
+    v.num("rv", m.rv);
+    v.bytes("tb_len", "tb", m.tb);
+}
+template <class M, class V>
+if_message<M, rx_indication> for_each_wire_field(M& m, V&& v) {
+    v.num("slot", m.slot);
+    v.num("user", m.user);
+    v.num("mcs", m.mcs);
+    v.num("harq_pid", m.harq_pid);
+    v.num("ndi", m.ndi);
+    v.num("rv", m.rv);
+    v.flags("flags", wire_bit{"header_ok", m.header_ok}, wire_bit{"addressed", m.addressed},
+            wire_bit{"crc_ok", m.crc_ok});
+    v.num("snr_db", m.snr_db);
+    v.num("cqi", m.cqi);
+    v.num("combined", m.combined);
+    v.bytes("tb_len", "tb", m.tb);
+}
+template <class M, class V>
+if_message<M, cqi_report> for_each_wire_field(M& m, V&& v) {
+    v.num("user", m.user);
+    v.num("slot", m.slot);
+    v.num("snr_db", m.snr_db);
+    v.num("cqi", m.cqi);
+}
+template <class M, class V>
+if_message<M, harq_feedback> for_each_wire_field(M& m, V&& v) {
+    v.num("user", m.user);
+    v.num("slot", m.slot);
+    v.num("harq_pid", m.harq_pid);
+    v.boolean("ack", m.ack);
+}
+template <class M, class V>
+if_message<M, uplink_packet> for_each_wire_field(M& m, V&& v) {
+    v.num("user", m.user);
+    v.bytes("len", "packet", m.packet);
+}
 
 struct frame {
     std::uint32_t seq = 0;
