@@ -15,49 +15,23 @@
 #include "oppsched/tcpip.h"
 #include "oppsched/uplink_delay.h"
 #include "oppsched/wire.h"
+#include "tcp_test_packets.h"
 
 using namespace oppsched;
 using namespace oppsched::client;
 
 namespace {
 
-using byte_buffer = std::vector<std::uint8_t>;
-
-void put16(byte_buffer& p, std::size_t o, std::uint16_t v) {
-    p[o] = static_cast<std::uint8_t>(v >> 8);
-    p[o + 1] = static_cast<std::uint8_t>(v);
-}
-void put32(byte_buffer& p, std::size_t o, std::uint32_t v) {
-    put16(p, o, static_cast<std::uint16_t>(v >> 16));
-    put16(p, o + 2, static_cast<std::uint16_t>(v));
-}
+using test::byte_buffer;
+using test::put32;
 
 // IPv4 TCP segment; `down` = server 10.0.0.1:5201 -> client 10.1.0.2:40000.
 byte_buffer segment(bool down, std::uint8_t flags, std::uint32_t seq, std::uint32_t ack,
                     std::uint16_t window, std::size_t payload, bool syn_options) {
-    const std::size_t opt = syn_options ? 8 : 0;
-    byte_buffer p(40 + opt + payload, 0);
-    p[0] = 0x45;
-    put16(p, 2, static_cast<std::uint16_t>(p.size()));
-    p[8] = 64;
-    p[9] = tcpip::kProtoTcp;
-    const std::uint8_t srv[4] = {10, 0, 0, 1}, cli[4] = {10, 1, 0, 2};
-    for (int i = 0; i < 4; ++i) {
-        p[12 + i] = down ? srv[i] : cli[i];
-        p[16 + i] = down ? cli[i] : srv[i];
-    }
-    put16(p, 20, down ? 5201 : 40000);
-    put16(p, 22, down ? 40000 : 5201);
-    put32(p, 24, seq);
-    put32(p, 28, ack);
-    p[32] = static_cast<std::uint8_t>(((20 + opt) / 4) << 4);
-    p[33] = flags;
-    put16(p, 34, window);
-    if (syn_options) {
-        const std::uint8_t o[8] = {2, 4, 0x05, 0xB4, 1, 3, 3, 7};
-        std::copy(o, o + 8, p.begin() + 40);
-    }
-    return p;
+    const test::conn c(4);
+    const byte_buffer opt = syn_options ? test::conn::syn_options(1460, 7) : byte_buffer{};
+    return down ? test::tcp_segment(4, c.server, c.client, flags, seq, ack, window, opt, payload)
+                : test::tcp_segment(4, c.client, c.server, flags, seq, ack, window, opt, payload);
 }
 
 constexpr std::uint32_t kClientIsn = 1000, kServerIsn = 500000;
@@ -70,17 +44,7 @@ client_core_params params(bool clamp) {
 
 byte_buffer pdu(std::uint32_t seq, std::uint16_t packet_seq, const std::vector<byte_buffer>& pkts,
                 std::optional<float> price) {
-    pdu::mac_pdu pd;
-    pd.header.seq = seq;
-    pd.header.price_s = price;
-    for (const auto& b : pkts) {
-        pdu::pdu_segment s;
-        s.packet_seq = packet_seq++;
-        s.packet_len = static_cast<std::uint16_t>(b.size());
-        s.data = b;
-        pd.segments.push_back(std::move(s));
-    }
-    return pdu::serialize(pd, pdu::pdu_min_bytes(pd)).value();
+    return test::pdu_bytes(0, seq, packet_seq, pkts, price);
 }
 
 // A core with the connection's handshake done and a price known.

@@ -1,30 +1,26 @@
 #pragma once
-// An independent TCP/IP packet builder and checksum for the client tests (not the code
-// under test): segments of one connection between a server and the client, IPv4 or IPv6.
+// An independent TCP/IP packet builder and checksum for the MAC tests and benchmarks (not the
+// code under test): segments of one connection between a server and the client, IPv4 or
+// IPv6, byte edits for malformed-input tests, and MAC PDUs carrying packets.
 #include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
+#include "oppsched/byte_order.h"
+#include "oppsched/pdu.h"
 #include "oppsched/tcpip.h"
 
 namespace oppsched::test {
 
 using byte_buffer = std::vector<std::uint8_t>;
 
-inline void put16(byte_buffer& p, std::size_t off, std::uint16_t v) {
-    p[off] = static_cast<std::uint8_t>(v >> 8);
-    p[off + 1] = static_cast<std::uint8_t>(v);
-}
-inline void put32(byte_buffer& p, std::size_t off, std::uint32_t v) {
-    put16(p, off, static_cast<std::uint16_t>(v >> 16));
-    put16(p, off + 2, static_cast<std::uint16_t>(v));
-}
-inline std::uint16_t get16(const byte_buffer& p, std::size_t off) {
-    return static_cast<std::uint16_t>((p[off] << 8) | p[off + 1]);
-}
+inline void put16(byte_buffer& p, std::size_t off, std::uint16_t v) { store_be16(&p[off], v); }
+inline void put32(byte_buffer& p, std::size_t off, std::uint32_t v) { store_be32(&p[off], v); }
+inline std::uint16_t get16(const byte_buffer& p, std::size_t off) { return load_be16(&p[off]); }
 inline std::uint32_t ref_sum(const std::uint8_t* p, std::size_t n, std::uint32_t s = 0) {
     for (std::size_t i = 0; i < n; ++i) s += (i % 2 == 0) ? (p[i] << 8) : p[i];
     return s;
@@ -34,15 +30,23 @@ inline std::uint16_t ref_fold(std::uint32_t s) {
     return static_cast<std::uint16_t>(s);
 }
 inline std::size_t tcp_offset(const byte_buffer& p) { return (p[0] >> 4) == 6 ? 40 : 20; }
-// Pseudo-header + segment sum, checksum field included as it is.
-inline std::uint32_t ref_tcp_sum(const byte_buffer& pkt) {
+// Pseudo-header + segment sum, checksum field included as it is; the TCP header starts at
+// tcp_off (after IPv6 extension headers, say).
+inline std::uint32_t ref_tcp_sum(const byte_buffer& pkt, std::size_t tcp_off) {
     const bool v6 = (pkt[0] >> 4) == 6;
-    const std::size_t off = tcp_offset(pkt);
     const std::size_t total = v6 ? 40 + get16(pkt, 4) : get16(pkt, 2);
-    const std::size_t seg = total - off;
+    const std::size_t seg = total - tcp_off;
     std::uint32_t s = v6 ? ref_sum(&pkt[8], 32) : ref_sum(&pkt[12], 8);
     s += 6 + static_cast<std::uint32_t>(seg);
-    return ref_sum(&pkt[off], seg, s);
+    return ref_sum(&pkt[tcp_off], seg, s);
+}
+inline std::uint32_t ref_tcp_sum(const byte_buffer& pkt) {
+    return ref_tcp_sum(pkt, tcp_offset(pkt));
+}
+// The correct checksum value, computed as RFC 793 says (field taken as zero).
+inline std::uint16_t ref_tcp_checksum(byte_buffer pkt, std::size_t tcp_off) {
+    pkt[tcp_off + 16] = pkt[tcp_off + 17] = 0;
+    return static_cast<std::uint16_t>(~ref_fold(ref_tcp_sum(pkt, tcp_off)));
 }
 inline bool checksum_valid(const byte_buffer& p) { return ref_fold(ref_tcp_sum(p)) == 0xFFFF; }
 
@@ -172,6 +176,24 @@ inline std::uint64_t window_of(const byte_buffer& p, std::uint8_t shift) {
 inline std::uint32_t ack_of(const byte_buffer& p) {
     const std::size_t o = tcp_offset(p) + 8;
     return (std::uint32_t{get16(p, o)} << 16) | get16(p, o + 2);
+}
+
+// A MAC PDU of `user` carrying each packet whole in one segment, numbered from packet_seq
+// (advanced past them), in the smallest TB that holds it.
+inline byte_buffer pdu_bytes(std::uint16_t user, std::uint32_t seq, std::uint16_t& packet_seq,
+                             const std::vector<byte_buffer>& pkts, std::optional<float> price) {
+    pdu::mac_pdu pd;
+    pd.header.user = user;
+    pd.header.seq = seq;
+    pd.header.price_s = price;
+    for (const byte_buffer& b : pkts) {
+        pdu::pdu_segment s;
+        s.packet_seq = packet_seq++;
+        s.packet_len = static_cast<std::uint16_t>(b.size());
+        s.data = b;
+        pd.segments.push_back(std::move(s));
+    }
+    return pdu::serialize(pd, pdu::pdu_min_bytes(pd)).value();
 }
 
 }  // namespace oppsched::test

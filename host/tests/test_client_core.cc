@@ -33,20 +33,7 @@ struct harness {
 
     byte_buffer pdu_bytes(const std::vector<byte_buffer>& pkts, std::optional<float> price,
                           std::uint32_t seq) {
-        pdu::mac_pdu pd;
-        pd.header.user = user;
-        pd.header.seq = seq;
-        pd.header.price_s = price;
-        for (const byte_buffer& b : pkts) {
-            pdu::pdu_segment s;
-            s.packet_seq = packet_seq++;
-            s.packet_len = static_cast<std::uint16_t>(b.size());
-            s.data = b;
-            pd.segments.push_back(std::move(s));
-        }
-        auto r = pdu::serialize(pd, pdu::pdu_min_bytes(pd));
-        EXPECT_TRUE(r.ok()) << r.error();
-        return r.value();
+        return test::pdu_bytes(user, seq, packet_seq, pkts, price);
     }
     wire::rx_indication indication(byte_buffer tb, bool crc_ok = true, bool addressed = true) {
         wire::rx_indication ind;

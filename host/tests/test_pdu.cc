@@ -12,13 +12,13 @@
 
 #include "oppsched/crc32.h"
 #include "oppsched/pdu.h"
+#include "tcp_test_packets.h"
 
 using namespace oppsched;
 using namespace oppsched::pdu;
+using namespace oppsched::test;
 
 namespace {
-
-using byte_buffer = std::vector<std::uint8_t>;
 
 byte_buffer from_hex(const std::string& h) {
     byte_buffer b;
@@ -42,14 +42,6 @@ byte_buffer vector_file(const std::string& name) {
 
 byte_buffer str_bytes(const char* s) { return byte_buffer(s, s + std::strlen(s)); }
 
-void put16(byte_buffer& b, std::size_t off, std::uint16_t v) {
-    b[off] = static_cast<std::uint8_t>(v >> 8);
-    b[off + 1] = static_cast<std::uint8_t>(v);
-}
-void put32(byte_buffer& b, std::size_t off, std::uint32_t v) {
-    put16(b, off, static_cast<std::uint16_t>(v >> 16));
-    put16(b, off + 2, static_cast<std::uint16_t>(v));
-}
 // Recomputes the trailing CRC after a test edited the bytes, so the field checks run.
 void refix_crc(byte_buffer& b) { put32(b, b.size() - 4, crc32(b.data(), b.size() - 4)); }
 

@@ -7,49 +7,13 @@
 #include <string>
 
 #include "oppsched/tcpip.h"
+#include "tcp_test_packets.h"
 
 using namespace oppsched;
 using namespace oppsched::tcpip;
+using namespace oppsched::test;
 
 namespace {
-
-using byte_buffer = std::vector<std::uint8_t>;
-
-// ---- An independent packet builder and checksum (not the code under test). ----------
-
-std::uint32_t ref_sum(const std::uint8_t* p, std::size_t n, std::uint32_t s = 0) {
-    for (std::size_t i = 0; i < n; ++i) s += (i % 2 == 0) ? (p[i] << 8) : p[i];
-    return s;
-}
-std::uint16_t ref_fold(std::uint32_t s) {
-    while (s > 0xFFFF) s = (s & 0xFFFF) + (s >> 16);
-    return static_cast<std::uint16_t>(s);
-}
-// Sum of the pseudo-header and TCP segment, checksum field included as it is.
-std::uint32_t ref_tcp_sum(const byte_buffer& pkt, std::size_t tcp_off) {
-    const bool v6 = (pkt[0] >> 4) == 6;
-    std::size_t total = v6 ? 40 + ((pkt[4] << 8) | pkt[5]) : ((pkt[2] << 8) | pkt[3]);
-    std::size_t seg = total - tcp_off;
-    std::uint32_t s = v6 ? ref_sum(&pkt[8], 32) : ref_sum(&pkt[12], 8);
-    s += 6 + static_cast<std::uint32_t>(seg);
-    return ref_sum(&pkt[tcp_off], seg, s);
-}
-// The correct checksum value, computed as RFC 793 says (field taken as zero).
-std::uint16_t ref_tcp_checksum(byte_buffer pkt, std::size_t tcp_off) {
-    pkt[tcp_off + 16] = pkt[tcp_off + 17] = 0;
-    return static_cast<std::uint16_t>(~ref_fold(ref_tcp_sum(pkt, tcp_off)));
-}
-std::uint16_t field16(const byte_buffer& p, std::size_t off) {
-    return static_cast<std::uint16_t>((p[off] << 8) | p[off + 1]);
-}
-void put16(byte_buffer& p, std::size_t off, std::uint16_t v) {
-    p[off] = static_cast<std::uint8_t>(v >> 8);
-    p[off + 1] = static_cast<std::uint8_t>(v);
-}
-void put32(byte_buffer& p, std::size_t off, std::uint32_t v) {
-    put16(p, off, static_cast<std::uint16_t>(v >> 16));
-    put16(p, off + 2, static_cast<std::uint16_t>(v));
-}
 
 struct ext_case {
     std::uint8_t type;
@@ -286,8 +250,8 @@ TEST(TcpipParse, ipv4_tcp_with_every_option_kind_is_parsed) {
     EXPECT_EQ(t.timestamp->second, 8u);
     ASSERT_EQ(t.sack_blocks.size(), 2u);
     EXPECT_EQ(t.sack_blocks[1], std::make_pair(3u, 4u));
-    EXPECT_EQ(t.checksum, field16(p, 36));
-    EXPECT_EQ(tcp_checksum(p.data(), info), field16(p, 36));
+    EXPECT_EQ(t.checksum, get16(p, 36));
+    EXPECT_EQ(tcp_checksum(p.data(), info), get16(p, 36));
 }
 
 TEST(TcpipParse, ipv6_extension_headers_are_walked_to_tcp) {
@@ -312,7 +276,7 @@ TEST(TcpipParse, ipv6_extension_headers_are_walked_to_tcp) {
     ASSERT_TRUE(info.tcp);
     EXPECT_EQ(info.tcp->offset, tcp_off);
     EXPECT_EQ(info.tcp->wscale, 2);
-    EXPECT_EQ(tcp_checksum(p.data(), info), field16(p, tcp_off + 16));
+    EXPECT_EQ(tcp_checksum(p.data(), info), get16(p, tcp_off + 16));
 }
 
 TEST(TcpipParse, ipv6_parsing_stops_at_esp_and_no_next_header) {
@@ -504,7 +468,7 @@ TEST(TcpipEcn, mark_ce_sets_ce_and_keeps_the_ipv4_header_checksum_valid) {
         ASSERT_TRUE(mark_ce(p));
         EXPECT_EQ(p[1] & 3, kCe);
         EXPECT_EQ(ref_fold(ref_sum(p.data(), 20)), 0xFFFF);  // header checksum verifies
-        EXPECT_EQ(ipv4_header_checksum(p.data(), 20), field16(p, 10));
+        EXPECT_EQ(ipv4_header_checksum(p.data(), 20), get16(p, 10));
     }
 }
 
@@ -566,9 +530,9 @@ TEST(TcpipChecksum, rfc1624_eqn3_matches_full_recomputation_on_1e5_random_packet
         auto r = set_window(p.data(), p.size(), info, wb, shift);
         ASSERT_TRUE(r.ok()) << r.error();
         ASSERT_EQ(r.value(), expect_field);
-        ASSERT_EQ(field16(p, off + 14), expect_field);
+        ASSERT_EQ(get16(p, off + 14), expect_field);
         const std::uint16_t full = ref_tcp_checksum(p, off);
-        ASSERT_EQ(field16(p, off + 16), full) << "packet " << k << " v" << s.ipv;
+        ASSERT_EQ(get16(p, off + 16), full) << "packet " << k << " v" << s.ipv;
         ASSERT_TRUE(checksum_valid(p, off));
         ASSERT_EQ(tcp_checksum(p.data(), parsed(p)), full);
         if (full == 0) ++zero_after;
@@ -587,7 +551,7 @@ TEST(TcpipChecksum, a_non_canonical_0xffff_checksum_still_verifies_after_rewrite
     ASSERT_TRUE(checksum_valid(p, off));
     ASSERT_TRUE(set_window(p.data(), p.size(), parsed(p), 777, 0).ok());
     EXPECT_TRUE(checksum_valid(p, off));
-    EXPECT_EQ(field16(p, off + 16), ref_tcp_checksum(p, off));
+    EXPECT_EQ(get16(p, off + 16), ref_tcp_checksum(p, off));
 }
 
 TEST(TcpipChecksum, checksum_update16_follows_rfc1624_example) {
@@ -641,7 +605,7 @@ TEST(TcpipWindowTracker, shift_above_14_is_used_as_14) {
     EXPECT_EQ(h.tracker.stats().scale_clamped, 1u);
     byte_buffer a = ack_pkt(4, 100, 1, true);
     ASSERT_EQ(h.client_ack(a, 20000), rewrite_outcome::rewritten);
-    EXPECT_EQ(field16(a, 34), 2);  // ceil(20000 / 16384)
+    EXPECT_EQ(get16(a, 34), 2);  // ceil(20000 / 16384)
 }
 
 TEST(TcpipWindowTracker, flow_not_seen_from_its_syn_passes_unchanged) {
@@ -678,41 +642,41 @@ TEST(TcpipWindowTracker, scaling_is_off_unless_both_sides_offer_it) {
     EXPECT_EQ(h.tracker.shift(c2s.reversed()), 0);
     byte_buffer a = ack_pkt(4, 100, 1, true);
     ASSERT_EQ(h.client_ack(a, 1000), rewrite_outcome::rewritten);
-    EXPECT_EQ(field16(a, 34), 1000);
+    EXPECT_EQ(get16(a, 34), 1000);
 }
 
 TEST(TcpipWindowTracker, window_is_rounded_up_to_the_scale_granularity) {
     handshake h(6, 7, 2);
     byte_buffer a = ack_pkt(6, 100, 1, true);
     ASSERT_EQ(h.client_ack(a, 1000), rewrite_outcome::rewritten);
-    EXPECT_EQ(field16(a, 54), 8);  // 8 * 128 = 1024 >= 1000
+    EXPECT_EQ(get16(a, 54), 8);  // 8 * 128 = 1024 >= 1000
     EXPECT_TRUE(checksum_valid(a, 40));
     byte_buffer b = ack_pkt(6, 2000, 1, true);
     ASSERT_EQ(h.client_ack(b, 1024), rewrite_outcome::rewritten);
-    EXPECT_EQ(field16(b, 54), 8);  // exact multiple: no rounding
+    EXPECT_EQ(get16(b, 54), 8);  // exact multiple: no rounding
 }
 
 TEST(TcpipWindowTracker, right_edge_never_moves_left) {
     handshake h(4, 4, 4);  // granularity 16
     byte_buffer a = ack_pkt(4, 1000, 1, true);
     ASSERT_EQ(h.client_ack(a, 8000), rewrite_outcome::rewritten);
-    EXPECT_EQ(field16(a, 34), 500);  // right edge 1000 + 8000 = 9000
+    EXPECT_EQ(get16(a, 34), 500);  // right edge 1000 + 8000 = 9000
     // The next ACK advances by 1000 but CLAMP wants 2000 bytes: the right edge would move
     // to 4000 < 9000, so the window stays at 9000 - 2000 = 7000 (437.5 -> 438 units).
     byte_buffer b = ack_pkt(4, 2000, 1, true);
     ASSERT_EQ(h.client_ack(b, 2000), rewrite_outcome::rewritten);
-    EXPECT_EQ(field16(b, 34), 438);
+    EXPECT_EQ(get16(b, 34), 438);
     EXPECT_GE(2000u + 438u * 16u, 9000u);
     EXPECT_EQ(h.tracker.stats().right_edge_held, 1u);
     EXPECT_TRUE(checksum_valid(b, 20));
     // Once the ACK passes the old right edge, the window may shrink to what CLAMP asks.
     byte_buffer c = ack_pkt(4, 10000, 1, true);
     ASSERT_EQ(h.client_ack(c, 160), rewrite_outcome::rewritten);
-    EXPECT_EQ(field16(c, 34), 10);
+    EXPECT_EQ(get16(c, 34), 10);
     // A reordered older ACK still cannot pull the edge (10160) left.
     byte_buffer d = ack_pkt(4, 9000, 1, true);
     ASSERT_EQ(h.client_ack(d, 0), rewrite_outcome::rewritten);
-    EXPECT_GE(9000u + field16(d, 34) * 16u, 10160u);
+    EXPECT_GE(9000u + get16(d, 34) * 16u, 10160u);
 }
 
 TEST(TcpipWindowTracker, right_edge_is_tracked_across_sequence_wraparound) {
@@ -721,14 +685,14 @@ TEST(TcpipWindowTracker, right_edge_is_tracked_across_sequence_wraparound) {
     ASSERT_EQ(h.client_ack(a, 1000), rewrite_outcome::rewritten);  // edge wraps to 0x2E8
     byte_buffer b = ack_pkt(4, 0x00000010u, 1, true);
     ASSERT_EQ(h.client_ack(b, 10), rewrite_outcome::rewritten);
-    EXPECT_EQ(field16(b, 34), 0x2E8 - 0x10);
+    EXPECT_EQ(get16(b, 34), 0x2E8 - 0x10);
 }
 
 TEST(TcpipWindowTracker, window_is_clamped_to_65535_shifted) {
     handshake h(4, 2, 2);
     byte_buffer a = ack_pkt(4, 100, 1, true);
     ASSERT_EQ(h.client_ack(a, 10'000'000), rewrite_outcome::rewritten);
-    EXPECT_EQ(field16(a, 34), 0xFFFF);
+    EXPECT_EQ(get16(a, 34), 0xFFFF);
     EXPECT_EQ(h.tracker.stats().window_clamped, 1u);
 }
 
@@ -736,14 +700,14 @@ TEST(TcpipWindowTracker, server_direction_uses_the_server_shift) {
     handshake h(4, 3, 9);
     byte_buffer a = ack_pkt(4, 100000, 1, false);  // server -> client, past the SYN-ACK's edge
     ASSERT_EQ(h.client_ack(a, 5000), rewrite_outcome::rewritten);
-    EXPECT_EQ(field16(a, 34), 10);  // ceil(5000 / 512)
+    EXPECT_EQ(get16(a, 34), 10);  // ceil(5000 / 512)
 }
 
 TEST(TcpipWindowTracker, the_syn_ack_window_is_the_first_right_edge_of_its_sender) {
     handshake h(4, 7, 2);  // the SYN-ACK (ack 5000, window 65535) advertised edge 70535
     byte_buffer a = ack_pkt(4, 6000, 1, false);
     ASSERT_EQ(h.client_ack(a, 1000), rewrite_outcome::rewritten);
-    EXPECT_EQ(field16(a, 34), 16134);  // ceil((70535 - 6000) / 4)
+    EXPECT_EQ(get16(a, 34), 16134);  // ceil((70535 - 6000) / 4)
     EXPECT_GE(6000u + 16134u * 4u, 70535u);
 }
 
