@@ -95,7 +95,7 @@ def _phy():
     return phy
 
 
-_PHY_NAMES = ("numerology", "mcs_table", "tb_encoder", "header_codec", "ofdm_modulator",
+_PHY_NAMES = ("numerology", "mcs_set", "tb_encoder", "header_codec", "ofdm_modulator",
               "slot_receiver", "channel_emulator")
 
 
