@@ -126,6 +126,15 @@ void validate_params(const tlas_params& p, const aqm_params&) {
 std::string_view to_string(drop_reason r) { return kReasonNames.at(static_cast<std::size_t>(r)); }
 std::string_view to_string(aqm_kind k) { return kKindNames.at(static_cast<std::size_t>(k)); }
 
+std::string_view to_string(price_update u) {
+    return u == price_update::per_arrival ? "per_arrival" : "interval";
+}
+std::optional<price_update> price_update_from_string(std::string_view name) {
+    for (price_update u : {price_update::interval, price_update::per_arrival})
+        if (name == to_string(u)) return u;
+    return std::nullopt;
+}
+
 std::optional<aqm_kind> aqm_kind_from_string(std::string_view name) {
     std::string s;
     for (char c : name) {

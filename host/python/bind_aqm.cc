@@ -41,6 +41,19 @@ pb::bytes to_bytes(const std::vector<std::uint8_t>& v) {
 using setter = std::function<void(aqm_params&, pb::handle)>;
 
 template <class T>
+T cast_arg(const std::string& field, pb::handle h);
+
+template <>
+price_update cast_arg<price_update>(const std::string& field, pb::handle h) {
+    const auto u =
+        pb::isinstance<pb::str>(h) ? price_update_from_string(h.cast<std::string>()) : std::nullopt;
+    if (!u)
+        throw_invalid(field + ": " + std::string(pb::str(pb::repr(h))) +
+                      " is not 'interval' or 'per_arrival'");
+    return *u;
+}
+
+template <class T>
 T cast_arg(const std::string& field, pb::handle h) {
     try {
         if constexpr (std::is_same_v<T, bool>) {
@@ -132,6 +145,7 @@ const std::map<std::string, setter>& kind_setters(aqm_kind k) {
           {"phi", field("reaqm.phi", &reaqm_params::phi)},
           {"y0_ratio", field("reaqm.y0_ratio", &reaqm_params::y0_ratio)},
           {"modified_update", field("reaqm.modified_update", &reaqm_params::modified_update)},
+          {"update", field("reaqm.update", &reaqm_params::update)},
           {"update_interval_s",
            seconds_field("reaqm.update_interval", &reaqm_params::update_interval)},
           {"mean_packet_size", field("reaqm.mean_packet_size", &reaqm_params::mean_packet_size)}}},
@@ -357,7 +371,8 @@ void bind_aqm(pybind11::module_& m) {
         "(0 = measure the service rate), rate_sample_bytes, rate_ema_weight. Per kind: "
         "red: min_th, max_th, w_q, max_p, gentle, mean_packet_size; rem: gamma, alpha, phi, "
         "target, update_interval_s, input_weight, mean_packet_size; reaqm: alpha, alpha_prime, "
-        "gamma, phi, y0_ratio, modified_update, update_interval_s, mean_packet_size; avq: "
+        "gamma, phi, y0_ratio, modified_update, update (interval | per_arrival), "
+        "update_interval_s, mean_packet_size; avq: "
         "gamma, alpha, virtual_buffer_bytes, mean_packet_size; codel: target_s, interval_s, "
         "mtu; pie: target_s, tupdate_s, alpha, beta, max_burst_s, mark_ecn_threshold, "
         "mean_packet_size, use_departure_rate, derandomize, cap_drop_adjustment; las: "

@@ -175,6 +175,60 @@ TEST(reaqm_discipline, measured_capacity_holds_the_price_until_the_first_sample)
     EXPECT_GT(h.aqm->stats().price, 0.0);
 }
 
+// Wang & Song, REAQM, §3.1: "at each packet arrival epoch, the price is updated". The period
+// is the gap since the previous arrival: y = the arriving packet, c = capacity x gap, and the
+// queue in f(q) and eq. 5 is scaled by c_T, the packets the link serves in T.
+TEST(reaqm_discipline, per_arrival_updates_the_price_at_each_arrival_over_the_gap_since_the_last) {
+    aqm_params c = reaqm_config(kCap8M);
+    std::get<reaqm_params>(c.params).update = price_update::per_arrival;
+    harness h(c);
+    const time_ns gap = kNsPerMs / 2;  // c = 0.5 packets per gap, c_T = 2
+    ASSERT_TRUE(h.offer(data_packet(1000, kEct), 0));
+    EXPECT_EQ(h.aqm->stats().price, 0.0);  // the first arrival only opens a period
+    ASSERT_TRUE(h.offer(data_packet(1000, kEct), gap));
+    // q = 1 (the packet before this one), y = 1 > c = 0.5: eq. 5 with y0 = c.
+    const double p1 = 0.001 * (0.22 * 1 * (1 - 0.5) / 2.0 + 1 - 0.5);
+    EXPECT_NEAR(h.aqm->stats().price, p1, 1e-15);
+    EXPECT_DOUBLE_EQ(h.aqm->stats().input_rate, 4.0);  // 1 packet per 0.5 ms: 4 per T
+    ASSERT_TRUE(h.offer(data_packet(1000, kEct), 2 * gap));
+    const double p2 = p1 + 0.001 * (0.22 * 2 * (1 - 0.5) / 2.0 + 1 - 0.5);
+    EXPECT_NEAR(h.aqm->stats().price, p2, 1e-15);
+    EXPECT_NEAR(h.aqm->stats().drop_probability, marking(p2), 1e-15);
+    // Dequeues and period boundaries change nothing: only arrivals update.
+    h.aqm->dequeue(10 * kT);
+    EXPECT_NEAR(h.aqm->stats().price, p2, 1e-15);
+    // A long gap is a period of little input: p <- [p + gamma (f(q) 1 - c)]+ , clamped at 0.
+    ASSERT_TRUE(h.offer(data_packet(1000, kEct), 20 * kT));
+    EXPECT_EQ(h.aqm->stats().price, 0.0);
+}
+
+// Both modes see the same traffic (one packet every 0.5 ms at 8 Mb/s, served at once, so
+// q = 0 and y - c = 1 - 0.5 per arrival, 4 - 2 per T): the price drifts at the same rate.
+TEST(reaqm_discipline, per_arrival_and_interval_updates_drift_alike_on_the_same_traffic) {
+    double price[2];
+    for (const price_update u : {price_update::interval, price_update::per_arrival}) {
+        aqm_params c = reaqm_config(kCap8M);
+        std::get<reaqm_params>(c.params).update = u;
+        harness h(c);
+        for (time_ns t = 0; t < 100 * kT; t += kNsPerMs / 2) {
+            ASSERT_TRUE(h.offer(data_packet(1000, kEct), t));
+            h.aqm->dequeue(t);
+        }
+        h.aqm->dequeue(100 * kT);
+        price[static_cast<int>(u)] = h.aqm->stats().price;
+    }
+    EXPECT_NEAR(price[0], 100 * 0.001 * (4 - 2), 1e-9);  // 100 periods of gamma (y - c)
+    // Per arrival: 399 updates of gamma (1 - 0.5) (the first arrival opens the first period).
+    EXPECT_NEAR(price[1], 399 * 0.001 * (1 - 0.5), 1e-9);
+}
+
+TEST(reaqm_discipline, update_names_its_mode) {
+    EXPECT_EQ(to_string(price_update::per_arrival), "per_arrival");
+    EXPECT_EQ(price_update_from_string("interval"), price_update::interval);
+    EXPECT_EQ(price_update_from_string("per-arrival"), std::nullopt);
+    EXPECT_EQ(reaqm_params{}.update, price_update::interval);
+}
+
 TEST(rem_discipline, update_follows_the_price_equation) {
     aqm_params c = default_config(aqm_kind::rem);
     c.limits = {0, 100};

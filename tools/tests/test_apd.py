@@ -230,6 +230,8 @@ def test_invalid_config_exits_2_naming_the_field_and_creates_no_tun(bed):
     base = bed.config(tun="oapdnew0")
     cases = [
         ({"aqm": {"kind": "red", "params": {"max_p": 1.5}}}, "aqm.params.max_p: 1.5 not in (0,1]"),
+        ({"aqm": {"kind": "reaqm", "params": {"update": "sometimes"}}},
+         "aqm.params.update: 'sometimes' not one of interval, per_arrival"),
         ({"slot_s": float("nan")}, "slot_s: .nan is not a finite number"),
         ({"clamp": {"enabled": True, "a_bytes": -1}}, "clamp.a_bytes: -1"),
         ({"bogus": 1}, "bogus: unknown key"),

@@ -207,9 +207,12 @@ def test_clamp_fig3_topology_gives_each_server_its_own_delay(backend):
         for spec, srv in zip(topo.servers, tb.servers):
             want = spec.rtt_ms + 2 * 1.0
             med, lo, _ = rtt_summary(srv.ns.ping(tb.clients[0].addr4, count=5, interval=0.02))
-            # Five pings: a late wake-up of the delay stage on a loaded machine moves their
-            # median, never their minimum below the path's delay; the fastest one is the path.
-            assert want <= lo <= want + TOLERANCE_MS, (spec, med, lo)
+            # Five pings: a late wake-up of a delay stage moves their median, never their
+            # minimum below the path's delay, so the fastest one is the path. A ping crosses
+            # two delay stages each way here (S-X and X-R), each forwarding pass adding about
+            # 0.1 ms of its own (0.5 ms in all measured on this machine): twice the tolerance
+            # of the one-link tests above.
+            assert want <= lo <= want + 2 * TOLERANCE_MS, (spec, med, lo)
 
 
 @needs_root

@@ -52,6 +52,10 @@ aqm_setter num_field(T P::*member) {
         auto& p = std::get<P>(c.params);
         if constexpr (std::is_same_v<T, bool>) {
             p.*member = n.get<bool>(key, p.*member);
+        } else if constexpr (std::is_same_v<T, aqm::price_update>) {
+            const std::string s =
+                n.get_choice(key, std::string(to_string(p.*member)), {"interval", "per_arrival"});
+            p.*member = *aqm::price_update_from_string(s);
         } else if constexpr (std::is_floating_point_v<T>) {
             p.*member = n.get<double>(key, p.*member);
         } else {
@@ -95,6 +99,7 @@ const std::map<std::string, aqm_setter>& aqm_setters(aqm::aqm_kind k) {
           {"phi", num_field(&reaqm_params::phi)},
           {"y0_ratio", num_field(&reaqm_params::y0_ratio)},
           {"modified_update", num_field(&reaqm_params::modified_update)},
+          {"update", num_field(&reaqm_params::update)},
           {"update_interval_s", seconds_field(&reaqm_params::update_interval)},
           {"mean_packet_size", num_field(&reaqm_params::mean_packet_size)}}},
         {aqm_kind::avq,

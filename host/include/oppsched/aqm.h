@@ -145,13 +145,27 @@ struct rem_params {
     double mean_packet_size = 1000;  // bytes per "packet" unit
 };
 
-// REAQM (Wang & Song, REAQM, §3.1, eqs. 1-5). Per update interval T:
-//   f(q) = alpha q / c + 1                                           (3)
+// When REAQM updates its price. interval: once per update interval T, with y the bytes that
+// arrived in T (the ns-2 REM code's timer, which REAQM was compared against). per_arrival: at
+// each packet arrival, as the paper's §3.1 states ("at each packet arrival epoch"), with the
+// period being the time since the previous arrival.
+enum class price_update : std::uint8_t { interval, per_arrival };
+std::string_view to_string(price_update u);
+std::optional<price_update> price_update_from_string(std::string_view name);
+
+// REAQM (Wang & Song, REAQM, §3.1, eqs. 1-5). At each update:
+//   f(q) = alpha q / c_T + 1                                         (3)
 //   y <= c or !modified_update: p <- [p + gamma (f(q) y - c)]+      (2), (4)
-//   y >  c and  modified_update: p <- [p + gamma (alpha' q (y - y0)/c + y - c)]+   (5)
+//   y >  c and  modified_update: p <- [p + gamma (alpha' q (y - y0)/c_T + y - c)]+   (5)
 //   mark with probability m = 1 - phi^-p                             (1)
 // and drop only on a full buffer (for ECN-capable traffic, the paper's setting).
-// Units as REM: q in packets, y and c in packets per T (packets of mean_packet_size bytes).
+// Units as REM: q in packets of mean_packet_size bytes; y the packets that arrived in the
+// period and c the packets the link serves in it; c_T the packets it serves in the update
+// interval T. With update = interval the period is T (c = c_T): eqs. 2-5 as printed, in
+// packets per T. With update = per_arrival the period is the gap since the previous arrival
+// (y = the arriving packet, c = capacity x gap), so the drift of p over any stretch of time
+// is the interval mode's, while q / c_T keeps alpha's meaning (the queue in units of T's
+// service) independent of how often packets arrive.
 // The paper gives alpha, gamma, phi and the 50-packet buffer; it gives no value for alpha'
 // (only "larger than alpha") nor y0, so alpha' = 2 alpha and y0 = c (y0_ratio = 1) are ours.
 struct reaqm_params {
@@ -161,8 +175,9 @@ struct reaqm_params {
     double phi = 1.001;
     double y0_ratio = 1.0;        // y0 = y0_ratio * c (eq. 5)
     bool modified_update = true;  // use eq. 5 when y > c (the paper's experiments do)
-    time_ns update_interval = 2 * kNsPerMs;
-    double mean_packet_size = 1000;  // bytes; the seed's TCP packets are 1000 bytes
+    price_update update = price_update::interval;
+    time_ns update_interval = 2 * kNsPerMs;  // T
+    double mean_packet_size = 1000;          // bytes; the seed's TCP packets are 1000 bytes
 };
 
 // AVQ (Kunniyur & Srikant, IEEE/ACM ToN 2004, Fig. 1). At each arrival of b bytes at time t:
