@@ -1,6 +1,7 @@
 // The AQM factory, configuration validation (the one place it happens), names, and the
 // service-rate estimator shared by the rate-based disciplines.
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -144,6 +145,140 @@ std::optional<aqm_kind> aqm_kind_from_string(std::string_view name) {
     for (std::size_t i = 0; i < kKindNames.size(); ++i)
         if (s == kKindNames[i]) return static_cast<aqm_kind>(i);
     return std::nullopt;
+}
+
+namespace {
+
+template <class T>
+constexpr param_type type_of_member() {
+    if constexpr (std::is_same_v<T, bool>) return param_type::boolean;
+    if constexpr (std::is_same_v<T, price_update>) return param_type::choice;
+    if constexpr (std::is_floating_point_v<T>) return param_type::number;
+    return param_type::integer;
+}
+
+// A parameter of the algorithm P, stored in its member.
+template <class P, class T>
+param_field member(const char* kind, const char* name, T P::*m) {
+    param_field f{name, std::string(kind) + "." + name, type_of_member<T>(), {}, {}};
+    if constexpr (std::is_same_v<T, price_update>)
+        f.choices = {std::string(to_string(price_update::interval)),
+                     std::string(to_string(price_update::per_arrival))};
+    f.set = [m, label = f.label](aqm_params& c, const param_value& v) {
+        T& out = std::get<P>(c.params).*m;
+        if constexpr (std::is_same_v<T, bool>) {
+            out = std::get<bool>(v);
+        } else if constexpr (std::is_same_v<T, price_update>) {
+            const auto u = price_update_from_string(std::get<std::string>(v));
+            if (!u) throw_invalid(label, "'" + std::get<std::string>(v) + "'", "is not a mode");
+            out = *u;
+        } else if constexpr (std::is_floating_point_v<T>) {
+            out = std::get<double>(v);
+        } else {
+            out = static_cast<T>(std::get<std::uint64_t>(v));
+        }
+    };
+    return f;
+}
+
+// A time of the algorithm P, given in seconds as name_s.
+template <class P>
+param_field seconds(const char* kind, const char* name, time_ns P::*m) {
+    param_field f{
+        std::string(name) + "_s", std::string(kind) + "." + name, param_type::seconds, {}, {}};
+    f.set = [m](aqm_params& c, const param_value& v) {
+        std::get<P>(c.params).*m = from_seconds(std::get<double>(v));
+    };
+    return f;
+}
+
+// The service-rate estimator's, shared by every kind.
+template <class T>
+param_field rate(const char* name, T rate_params::*m) {
+    param_field f{name, name, type_of_member<T>(), {}, {}};
+    f.set = [m](aqm_params& c, const param_value& v) {
+        if constexpr (std::is_floating_point_v<T>) {
+            c.rate.*m = std::get<double>(v);
+        } else {
+            c.rate.*m = static_cast<T>(std::get<std::uint64_t>(v));
+        }
+    };
+    return f;
+}
+
+std::vector<param_field> kind_fields(aqm_kind k) {
+    switch (k) {
+        case aqm_kind::droptail:
+        case aqm_kind::spmaf:
+            return {};
+        case aqm_kind::red:
+            return {member("red", "min_th", &red_params::min_th),
+                    member("red", "max_th", &red_params::max_th),
+                    member("red", "w_q", &red_params::w_q),
+                    member("red", "max_p", &red_params::max_p),
+                    member("red", "gentle", &red_params::gentle),
+                    member("red", "mean_packet_size", &red_params::mean_packet_size)};
+        case aqm_kind::rem:
+            return {member("rem", "gamma", &rem_params::gamma),
+                    member("rem", "alpha", &rem_params::alpha),
+                    member("rem", "phi", &rem_params::phi),
+                    member("rem", "target", &rem_params::target),
+                    seconds("rem", "update_interval", &rem_params::update_interval),
+                    member("rem", "input_weight", &rem_params::input_weight),
+                    member("rem", "mean_packet_size", &rem_params::mean_packet_size)};
+        case aqm_kind::reaqm:
+            return {member("reaqm", "alpha", &reaqm_params::alpha),
+                    member("reaqm", "alpha_prime", &reaqm_params::alpha_prime),
+                    member("reaqm", "gamma", &reaqm_params::gamma),
+                    member("reaqm", "phi", &reaqm_params::phi),
+                    member("reaqm", "y0_ratio", &reaqm_params::y0_ratio),
+                    member("reaqm", "modified_update", &reaqm_params::modified_update),
+                    member("reaqm", "update", &reaqm_params::update),
+                    seconds("reaqm", "update_interval", &reaqm_params::update_interval),
+                    member("reaqm", "mean_packet_size", &reaqm_params::mean_packet_size)};
+        case aqm_kind::avq:
+            return {member("avq", "gamma", &avq_params::gamma),
+                    member("avq", "alpha", &avq_params::alpha),
+                    member("avq", "virtual_buffer_bytes", &avq_params::virtual_buffer_bytes),
+                    member("avq", "mean_packet_size", &avq_params::mean_packet_size)};
+        case aqm_kind::codel:
+            return {seconds("codel", "target", &codel_params::target),
+                    seconds("codel", "interval", &codel_params::interval),
+                    member("codel", "mtu", &codel_params::mtu)};
+        case aqm_kind::pie:
+            return {seconds("pie", "target", &pie_params::target),
+                    seconds("pie", "tupdate", &pie_params::tupdate),
+                    member("pie", "alpha", &pie_params::alpha),
+                    member("pie", "beta", &pie_params::beta),
+                    seconds("pie", "max_burst", &pie_params::max_burst),
+                    member("pie", "mark_ecn_threshold", &pie_params::mark_ecn_threshold),
+                    member("pie", "mean_packet_size", &pie_params::mean_packet_size),
+                    member("pie", "use_departure_rate", &pie_params::use_departure_rate),
+                    member("pie", "derandomize", &pie_params::derandomize),
+                    member("pie", "cap_drop_adjustment", &pie_params::cap_drop_adjustment)};
+        case aqm_kind::las:
+            return {seconds("las", "flow_idle_timeout", &las_params::flow_idle_timeout)};
+        case aqm_kind::tlas:
+            return {member("tlas", "threshold_packets", &tlas_params::threshold_packets),
+                    seconds("tlas", "flow_idle_timeout", &tlas_params::flow_idle_timeout)};
+    }
+    return {};
+}
+
+}  // namespace
+
+const std::vector<param_field>& param_fields(aqm_kind kind) {
+    static const std::array<std::vector<param_field>, kAqmKindCount> all = [] {
+        std::array<std::vector<param_field>, kAqmKindCount> a;
+        for (std::size_t i = 0; i < kAqmKindCount; ++i) {
+            a[i] = kind_fields(static_cast<aqm_kind>(i));
+            a[i].push_back(rate("capacity_bps", &rate_params::capacity_bps));
+            a[i].push_back(rate("rate_sample_bytes", &rate_params::sample_bytes));
+            a[i].push_back(rate("rate_ema_weight", &rate_params::ema_weight));
+        }
+        return a;
+    }();
+    return all.at(static_cast<std::size_t>(kind));
 }
 
 std::uint64_t aqm_stats::dropped_total() const {

@@ -3,6 +3,7 @@
 // the C++ configuration check becomes ValueError with the same message.
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -38,21 +39,6 @@ pb::bytes to_bytes(const std::vector<std::uint8_t>& v) {
 
 // ---- keyword parameters -----------------------------------------------------------------
 
-using setter = std::function<void(aqm_params&, pb::handle)>;
-
-template <class T>
-T cast_arg(const std::string& field, pb::handle h);
-
-template <>
-price_update cast_arg<price_update>(const std::string& field, pb::handle h) {
-    const auto u =
-        pb::isinstance<pb::str>(h) ? price_update_from_string(h.cast<std::string>()) : std::nullopt;
-    if (!u)
-        throw_invalid(field + ": " + std::string(pb::str(pb::repr(h))) +
-                      " is not 'interval' or 'per_arrival'");
-    return *u;
-}
-
 template <class T>
 T cast_arg(const std::string& field, pb::handle h) {
     try {
@@ -75,25 +61,42 @@ T cast_arg(const std::string& field, pb::handle h) {
     }
 }
 
-template <class P, class T>
-setter field(const std::string& name, T P::*member) {
-    return [name, member](aqm_params& c, pb::handle h) {
-        std::get<P>(c.params).*member = cast_arg<T>(name, h);
-    };
+// One keyword through aqm::param_fields, the table the apd's config reader uses too.
+void set_param(aqm_params& c, const param_field& f, pb::handle h) {
+    switch (f.type) {
+        case param_type::boolean:
+            f.set(c, cast_arg<bool>(f.label, h));
+            break;
+        case param_type::number:
+            f.set(c, cast_arg<double>(f.label, h));
+            break;
+        case param_type::integer:
+            f.set(c, cast_arg<std::uint64_t>(f.label, h));
+            break;
+        case param_type::seconds: {
+            const double s = cast_arg<double>(f.label, h);
+            if (!std::isfinite(s) || std::fabs(s) > 9e9)
+                throw_invalid(f.label + ": " + std::to_string(s) + " s is out of range");
+            f.set(c, s);
+            break;
+        }
+        case param_type::choice: {
+            const std::string v = pb::isinstance<pb::str>(h) ? h.cast<std::string>() : "";
+            if (std::find(f.choices.begin(), f.choices.end(), v) == f.choices.end()) {
+                std::string all;
+                for (const auto& x : f.choices) all += (all.empty() ? "" : ", ") + x;
+                throw_invalid(f.label + ": " + std::string(pb::str(pb::repr(h))) +
+                              " is not one of " + all);
+            }
+            f.set(c, v);
+            break;
+        }
+    }
 }
 
-template <class P>
-setter seconds_field(const std::string& name, time_ns P::*member) {
-    return [name, member](aqm_params& c, pb::handle h) {
-        const double s = cast_arg<double>(name, h);
-        if (!std::isfinite(s) || std::fabs(s) > 9e9)
-            throw_invalid(name + ": " + std::to_string(s) + " s is out of range");
-        std::get<P>(c.params).*member = from_seconds(s);
-    };
-}
-
-const std::map<std::string, setter>& common_setters() {
-    static const std::map<std::string, setter> m = {
+// The keywords that are not the algorithm's: the queue's limits, ECN and the seed.
+const std::map<std::string, std::function<void(aqm_params&, pb::handle)>>& queue_setters() {
+    static const std::map<std::string, std::function<void(aqm_params&, pb::handle)>> m = {
         {"limit_packets",
          [](aqm_params& c, pb::handle h) {
              c.limits.packets = cast_arg<std::size_t>("limit_packets", h);
@@ -104,83 +107,8 @@ const std::map<std::string, setter>& common_setters() {
          }},
         {"ecn", [](aqm_params& c, pb::handle h) { c.ecn = cast_arg<bool>("ecn", h); }},
         {"seed", [](aqm_params& c, pb::handle h) { c.seed = cast_arg<std::uint64_t>("seed", h); }},
-        {"capacity_bps",
-         [](aqm_params& c, pb::handle h) {
-             c.rate.capacity_bps = cast_arg<double>("capacity_bps", h);
-         }},
-        {"rate_sample_bytes",
-         [](aqm_params& c, pb::handle h) {
-             c.rate.sample_bytes = cast_arg<std::size_t>("rate_sample_bytes", h);
-         }},
-        {"rate_ema_weight",
-         [](aqm_params& c, pb::handle h) {
-             c.rate.ema_weight = cast_arg<double>("rate_ema_weight", h);
-         }},
     };
     return m;
-}
-
-const std::map<std::string, setter>& kind_setters(aqm_kind k) {
-    static const std::map<aqm_kind, std::map<std::string, setter>> all = {
-        {aqm_kind::droptail, {}},
-        {aqm_kind::red,
-         {{"min_th", field("red.min_th", &red_params::min_th)},
-          {"max_th", field("red.max_th", &red_params::max_th)},
-          {"w_q", field("red.w_q", &red_params::w_q)},
-          {"max_p", field("red.max_p", &red_params::max_p)},
-          {"gentle", field("red.gentle", &red_params::gentle)},
-          {"mean_packet_size", field("red.mean_packet_size", &red_params::mean_packet_size)}}},
-        {aqm_kind::rem,
-         {{"gamma", field("rem.gamma", &rem_params::gamma)},
-          {"alpha", field("rem.alpha", &rem_params::alpha)},
-          {"phi", field("rem.phi", &rem_params::phi)},
-          {"target", field("rem.target", &rem_params::target)},
-          {"update_interval_s", seconds_field("rem.update_interval", &rem_params::update_interval)},
-          {"input_weight", field("rem.input_weight", &rem_params::input_weight)},
-          {"mean_packet_size", field("rem.mean_packet_size", &rem_params::mean_packet_size)}}},
-        {aqm_kind::reaqm,
-         {{"alpha", field("reaqm.alpha", &reaqm_params::alpha)},
-          {"alpha_prime", field("reaqm.alpha_prime", &reaqm_params::alpha_prime)},
-          {"gamma", field("reaqm.gamma", &reaqm_params::gamma)},
-          {"phi", field("reaqm.phi", &reaqm_params::phi)},
-          {"y0_ratio", field("reaqm.y0_ratio", &reaqm_params::y0_ratio)},
-          {"modified_update", field("reaqm.modified_update", &reaqm_params::modified_update)},
-          {"update", field("reaqm.update", &reaqm_params::update)},
-          {"update_interval_s",
-           seconds_field("reaqm.update_interval", &reaqm_params::update_interval)},
-          {"mean_packet_size", field("reaqm.mean_packet_size", &reaqm_params::mean_packet_size)}}},
-        {aqm_kind::avq,
-         {{"gamma", field("avq.gamma", &avq_params::gamma)},
-          {"alpha", field("avq.alpha", &avq_params::alpha)},
-          {"virtual_buffer_bytes",
-           field("avq.virtual_buffer_bytes", &avq_params::virtual_buffer_bytes)},
-          {"mean_packet_size", field("avq.mean_packet_size", &avq_params::mean_packet_size)}}},
-        {aqm_kind::codel,
-         {{"target_s", seconds_field("codel.target", &codel_params::target)},
-          {"interval_s", seconds_field("codel.interval", &codel_params::interval)},
-          {"mtu", field("codel.mtu", &codel_params::mtu)}}},
-        {aqm_kind::pie,
-         {{"target_s", seconds_field("pie.target", &pie_params::target)},
-          {"tupdate_s", seconds_field("pie.tupdate", &pie_params::tupdate)},
-          {"alpha", field("pie.alpha", &pie_params::alpha)},
-          {"beta", field("pie.beta", &pie_params::beta)},
-          {"max_burst_s", seconds_field("pie.max_burst", &pie_params::max_burst)},
-          {"mark_ecn_threshold", field("pie.mark_ecn_threshold", &pie_params::mark_ecn_threshold)},
-          {"mean_packet_size", field("pie.mean_packet_size", &pie_params::mean_packet_size)},
-          {"use_departure_rate", field("pie.use_departure_rate", &pie_params::use_departure_rate)},
-          {"derandomize", field("pie.derandomize", &pie_params::derandomize)},
-          {"cap_drop_adjustment",
-           field("pie.cap_drop_adjustment", &pie_params::cap_drop_adjustment)}}},
-        {aqm_kind::spmaf, {}},
-        {aqm_kind::las,
-         {{"flow_idle_timeout_s",
-           seconds_field("las.flow_idle_timeout", &las_params::flow_idle_timeout)}}},
-        {aqm_kind::tlas,
-         {{"threshold_packets", field("tlas.threshold_packets", &tlas_params::threshold_packets)},
-          {"flow_idle_timeout_s",
-           seconds_field("tlas.flow_idle_timeout", &tlas_params::flow_idle_timeout)}}},
-    };
-    return all.at(k);
 }
 
 aqm_params config_from_kwargs(const std::string& kind_name, const pb::kwargs& params) {
@@ -192,12 +120,14 @@ aqm_params config_from_kwargs(const std::string& kind_name, const pb::kwargs& pa
         throw_invalid("aqm.kind: '" + kind_name + "' is not one of " + names);
     }
     aqm_params c = default_config(*kind);
-    const auto& specific = kind_setters(*kind);
+    const auto& fields = param_fields(*kind);
     for (const auto& [key, value] : params) {
         const std::string k = pb::str(key);
-        if (auto it = specific.find(k); it != specific.end()) {
-            it->second(c, value);
-        } else if (auto jt = common_setters().find(k); jt != common_setters().end()) {
+        const auto it = std::find_if(fields.begin(), fields.end(),
+                                     [&](const param_field& f) { return f.name == k; });
+        if (it != fields.end()) {
+            set_param(c, *it, value);
+        } else if (auto jt = queue_setters().find(k); jt != queue_setters().end()) {
             jt->second(c, value);
         } else {
             throw_invalid(std::string(to_string(*kind)) + "." + k + ": unknown parameter");

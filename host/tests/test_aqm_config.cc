@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <functional>
+#include <set>
 #include <stdexcept>
 #include <string>
 
@@ -115,6 +116,41 @@ TEST(aqm_params, bad_values_throw_invalid_argument_naming_the_field_and_the_valu
             EXPECT_EQ(std::string(e.what()), bc.message);
         }
     }
+}
+
+// The one table of parameters by name (param_fields): the apd and Python read through it.
+TEST(aqm_params, the_parameter_table_names_each_field_once_and_reaches_the_members) {
+    for (std::size_t i = 0; i < kAqmKindCount; ++i) {
+        const auto k = static_cast<aqm_kind>(i);
+        std::set<std::string> names;
+        for (const param_field& f : param_fields(k)) {
+            EXPECT_TRUE(names.insert(f.name).second) << to_string(k) << ": " << f.name;
+            EXPECT_EQ(f.type == param_type::seconds,
+                      f.name.size() > 2 && f.name.substr(f.name.size() - 2) == "_s")
+                << f.name;
+            EXPECT_EQ(f.type == param_type::choice, !f.choices.empty()) << f.name;
+        }
+        EXPECT_TRUE(names.count("capacity_bps")) << to_string(k);
+    }
+    auto find = [](aqm_kind k, const std::string& name) {
+        for (const param_field& f : param_fields(k))
+            if (f.name == name) return f;
+        ADD_FAILURE() << name;
+        return param_field{};
+    };
+    aqm_params c = default_config(aqm_kind::reaqm);
+    find(aqm_kind::reaqm, "update").set(c, std::string("per_arrival"));
+    find(aqm_kind::reaqm, "update_interval_s").set(c, 0.005);
+    find(aqm_kind::reaqm, "modified_update").set(c, false);
+    find(aqm_kind::reaqm, "rate_sample_bytes").set(c, std::uint64_t{4096});
+    const auto& p = std::get<reaqm_params>(c.params);
+    EXPECT_EQ(p.update, price_update::per_arrival);
+    EXPECT_EQ(p.update_interval, 5 * kNsPerMs);
+    EXPECT_FALSE(p.modified_update);
+    EXPECT_EQ(c.rate.sample_bytes, 4096u);
+    c = default_config(aqm_kind::tlas);
+    find(aqm_kind::tlas, "threshold_packets").set(c, std::uint64_t{7});
+    EXPECT_EQ(std::get<tlas_params>(c.params).threshold_packets, 7u);
 }
 
 TEST(aqm_params, nan_is_rejected_everywhere_a_number_is_checked) {

@@ -81,7 +81,7 @@ def test_overflow_is_reported_once_as_reason_and_size():
     [
         ("red", {"max_p": 1.5}, "red.max_p: 1.5 not in (0,1]"),
         ("reaqm", {"alpha_prime": 0.1}, "reaqm.alpha_prime: 0.1 must be > alpha (0.11)"),
-        ("reaqm", {"update": "sometimes"}, "reaqm.update: 'sometimes' is not 'interval' or 'per_arrival'"),
+        ("reaqm", {"update": "sometimes"}, "reaqm.update: 'sometimes' is not one of interval, per_arrival"),
         ("codel", {"target_s": 0.2}, "codel.target: 200000000 ns must be < interval"),
         ("pie", {"mark_ecn_threshold": -1.0}, "pie.mark_ecn_threshold: -1 not in [0,1]"),
         ("droptail", {"limit_packets": 0}, "aqm.limits: 0 bytes and 0 packets"),

@@ -42,93 +42,27 @@ void deprecated(const std::string& field, const std::string& old_name,
     spdlog::warn("{}: {} is deprecated, use {}", field, old_name, new_name);
 }
 
-// ---- aqm.params: the same keys as Python's oppsched.mac.make_aqm(kind, **params) ----------
+// ---- aqm.params: aqm::param_fields, the keys Python's oppsched.mac.make_aqm takes too ------
 
-using aqm_setter = std::function<void(aqm::aqm_params&, const config_node&, const std::string&)>;
-
-template <class P, class T>
-aqm_setter num_field(T P::*member) {
-    return [member](aqm::aqm_params& c, const config_node& n, const std::string& key) {
-        auto& p = std::get<P>(c.params);
-        if constexpr (std::is_same_v<T, bool>) {
-            p.*member = n.get<bool>(key, p.*member);
-        } else if constexpr (std::is_same_v<T, aqm::price_update>) {
-            const std::string s =
-                n.get_choice(key, std::string(to_string(p.*member)), {"interval", "per_arrival"});
-            p.*member = *aqm::price_update_from_string(s);
-        } else if constexpr (std::is_floating_point_v<T>) {
-            p.*member = n.get<double>(key, p.*member);
-        } else {
-            p.*member = static_cast<T>(n.get<std::uint64_t>(key, p.*member));
-        }
-    };
-}
-
-template <class P>
-aqm_setter seconds_field(time_ns P::*member) {
-    return [member](aqm::aqm_params& c, const config_node& n, const std::string& key) {
-        auto& p = std::get<P>(c.params);
-        p.*member =
-            from_seconds(n.get<double>(key, to_seconds(p.*member), value_range::closed(0, 1e6)));
-    };
-}
-
-const std::map<std::string, aqm_setter>& aqm_setters(aqm::aqm_kind k) {
-    using namespace aqm;
-    static const std::map<aqm_kind, std::map<std::string, aqm_setter>> all = {
-        {aqm_kind::droptail, {}},
-        {aqm_kind::red,
-         {{"min_th", num_field(&red_params::min_th)},
-          {"max_th", num_field(&red_params::max_th)},
-          {"w_q", num_field(&red_params::w_q)},
-          {"max_p", num_field(&red_params::max_p)},
-          {"gentle", num_field(&red_params::gentle)},
-          {"mean_packet_size", num_field(&red_params::mean_packet_size)}}},
-        {aqm_kind::rem,
-         {{"gamma", num_field(&rem_params::gamma)},
-          {"alpha", num_field(&rem_params::alpha)},
-          {"phi", num_field(&rem_params::phi)},
-          {"target", num_field(&rem_params::target)},
-          {"update_interval_s", seconds_field(&rem_params::update_interval)},
-          {"input_weight", num_field(&rem_params::input_weight)},
-          {"mean_packet_size", num_field(&rem_params::mean_packet_size)}}},
-        {aqm_kind::reaqm,
-         {{"alpha", num_field(&reaqm_params::alpha)},
-          {"alpha_prime", num_field(&reaqm_params::alpha_prime)},
-          {"gamma", num_field(&reaqm_params::gamma)},
-          {"phi", num_field(&reaqm_params::phi)},
-          {"y0_ratio", num_field(&reaqm_params::y0_ratio)},
-          {"modified_update", num_field(&reaqm_params::modified_update)},
-          {"update", num_field(&reaqm_params::update)},
-          {"update_interval_s", seconds_field(&reaqm_params::update_interval)},
-          {"mean_packet_size", num_field(&reaqm_params::mean_packet_size)}}},
-        {aqm_kind::avq,
-         {{"gamma", num_field(&avq_params::gamma)},
-          {"alpha", num_field(&avq_params::alpha)},
-          {"virtual_buffer_bytes", num_field(&avq_params::virtual_buffer_bytes)},
-          {"mean_packet_size", num_field(&avq_params::mean_packet_size)}}},
-        {aqm_kind::codel,
-         {{"target_s", seconds_field(&codel_params::target)},
-          {"interval_s", seconds_field(&codel_params::interval)},
-          {"mtu", num_field(&codel_params::mtu)}}},
-        {aqm_kind::pie,
-         {{"target_s", seconds_field(&pie_params::target)},
-          {"tupdate_s", seconds_field(&pie_params::tupdate)},
-          {"alpha", num_field(&pie_params::alpha)},
-          {"beta", num_field(&pie_params::beta)},
-          {"max_burst_s", seconds_field(&pie_params::max_burst)},
-          {"mark_ecn_threshold", num_field(&pie_params::mark_ecn_threshold)},
-          {"mean_packet_size", num_field(&pie_params::mean_packet_size)},
-          {"use_departure_rate", num_field(&pie_params::use_departure_rate)},
-          {"derandomize", num_field(&pie_params::derandomize)},
-          {"cap_drop_adjustment", num_field(&pie_params::cap_drop_adjustment)}}},
-        {aqm_kind::spmaf, {}},
-        {aqm_kind::las, {{"flow_idle_timeout_s", seconds_field(&las_params::flow_idle_timeout)}}},
-        {aqm_kind::tlas,
-         {{"threshold_packets", num_field(&tlas_params::threshold_packets)},
-          {"flow_idle_timeout_s", seconds_field(&tlas_params::flow_idle_timeout)}}},
-    };
-    return all.at(k);
+void set_aqm_param(aqm::aqm_params& c, const aqm::param_field& f, const config_node& n,
+                   const std::string& key) {
+    switch (f.type) {
+        case aqm::param_type::boolean:
+            f.set(c, n.require<bool>(key));
+            break;
+        case aqm::param_type::number:
+            f.set(c, n.require<double>(key));
+            break;
+        case aqm::param_type::integer:
+            f.set(c, n.require<std::uint64_t>(key));
+            break;
+        case aqm::param_type::seconds:
+            f.set(c, n.require<double>(key, value_range::closed(0, 1e6)));
+            break;
+        case aqm::param_type::choice:
+            f.set(c, n.get_choice(key, f.choices.front(), f.choices));
+            break;
+    }
 }
 
 const std::set<std::string> kAqmTimeFields = {"update_interval", "target",    "interval",
@@ -164,25 +98,18 @@ aqm::aqm_params read_aqm(const config_node& root) {
     c.seed = root.get<std::uint64_t>("seed", 1);
     const config_node params = a.child_or_empty("params");
     if (!params.is_map()) a.fail("params", "must be a mapping");
-    const auto& setters = aqm_setters(*kind);
+    const auto& fields = aqm::param_fields(*kind);
     for (const auto& key : params.keys()) {
-        const auto it = setters.find(key);
-        if (it != setters.end()) {
-            it->second(c, params, key);
-        } else if (key == "capacity_bps") {
-            c.rate.capacity_bps = params.get<double>(key, 0.0, value_range::non_negative());
-        } else if (key == "rate_sample_bytes") {
-            c.rate.sample_bytes = params.get<std::uint64_t>(key, c.rate.sample_bytes);
-        } else if (key == "rate_ema_weight") {
-            c.rate.ema_weight = params.get<double>(key, c.rate.ema_weight);
-        } else {
-            std::string known;
-            for (const auto& [k, _] : setters) known += (known.empty() ? "" : ", ") + k;
-            known += std::string(known.empty() ? "" : ", ") +
-                     "capacity_bps, rate_sample_bytes, rate_ema_weight";
-            params.fail(key, "unknown parameter for aqm kind " +
-                                 std::string(aqm::to_string(*kind)) + " (known: " + known + ")");
+        const auto it = std::find_if(fields.begin(), fields.end(),
+                                     [&](const aqm::param_field& f) { return f.name == key; });
+        if (it != fields.end()) {
+            set_aqm_param(c, *it, params, key);
+            continue;
         }
+        std::string known;
+        for (const auto& f : fields) known += (known.empty() ? "" : ", ") + f.name;
+        params.fail(key, "unknown parameter for aqm kind " + std::string(aqm::to_string(*kind)) +
+                             " (known: " + known + ")");
     }
     return c;
 }

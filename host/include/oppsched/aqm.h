@@ -254,6 +254,23 @@ aqm_params default_config(aqm_kind kind);
 // The only place configuration is checked; make_aqm calls it.
 void validate(const aqm_params& config);
 
+// Every tunable parameter by the name configuration files and Python keywords give it (times
+// in seconds, with the suffix _s): the one table the apd's config reader and the Python
+// bindings both go through. Each front end checks a value's type in its own terms, calls
+// set(), and leaves the ranges to validate().
+enum class param_type : std::uint8_t { number, integer, boolean, seconds, choice };
+using param_value = std::variant<bool, std::uint64_t, double, std::string>;
+struct param_field {
+    std::string name;   // "max_p", "update_interval_s"
+    std::string label;  // in error messages: "red.max_p", "reaqm.update_interval"
+    param_type type = param_type::number;
+    std::vector<std::string> choices;  // the values a param_type::choice takes
+    // Stores the value, of the alternative `type` names (seconds and number: double).
+    std::function<void(aqm_params&, const param_value&)> set;
+};
+// The parameters of `kind`, then those every kind has (the service-rate estimator's).
+const std::vector<param_field>& param_fields(aqm_kind kind);
+
 // ---------------------------------------------------------------------------------------
 // The interface
 
