@@ -617,12 +617,25 @@ wire::slot_grant ap_core::on_slot_request(time_ns now, std::uint64_t slot, time_
     std::optional<slot_row> row;
     if (m.params.record_slots) row = m.new_row(slot, air_time_ns, r.late);
     wire::slot_grant out;
-    if (const auto rx = m.harq->next_retransmission(s)) {
-        out = m.grant_retransmission(rx->user, rx->process, s, slot, row);
-    } else if (const int u = m.policy->choose(m.rates, m.eligible); u != sched::kNoUser) {
-        out = m.grant_new_tb(static_cast<std::uint32_t>(u), s, slot, now, row);
+    if (m.params.harq_first) {
+        if (const auto rx = m.harq->next_retransmission(s)) {
+            out = m.grant_retransmission(rx->user, rx->process, s, slot, row);
+        } else if (const int u = m.policy->choose(m.rates, m.eligible); u != sched::kNoUser) {
+            out = m.grant_new_tb(static_cast<std::uint32_t>(u), s, slot, now, row);
+        } else {
+            out = m.grant_nothing(slot, row);
+        }
     } else {
-        out = m.grant_nothing(slot, row);
+        // A pending retransmission makes its user a candidate like queued data does.
+        for (std::uint32_t u = 0; u < m.n_users; ++u)
+            if (!m.eligible[u] && m.harq->next_retransmission(u, s)) m.eligible[u] = true;
+        if (const int u = m.policy->choose(m.rates, m.eligible); u == sched::kNoUser) {
+            out = m.grant_nothing(slot, row);
+        } else if (const auto rx = m.harq->next_retransmission(static_cast<std::uint32_t>(u), s)) {
+            out = m.grant_retransmission(rx->user, rx->process, s, slot, row);
+        } else {
+            out = m.grant_new_tb(static_cast<std::uint32_t>(u), s, slot, now, row);
+        }
     }
     if (m.params.clamp.enabled) m.update_mu();
     m.clock.remember(s, out);

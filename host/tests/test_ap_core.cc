@@ -278,6 +278,36 @@ TEST(ap_core, when_queue_is_shared_then_the_head_of_line_user_blocks_the_better_
     }
 }
 
+TEST(ap_core, when_harq_first_is_off_then_a_retransmission_waits_until_the_scheduler_picks_it) {
+    for (const bool harq_first : {true, false}) {
+        SCOPED_TRACE(harq_first);
+        auto p = two_users();
+        p.scheduler = sched::max_rate_params{};
+        p.harq_first = harq_first;
+        ap_core ap(p);
+        ap.on_cqi(0, 0, 1.0, 0);
+        ap.on_cqi(1, 0, 20.0, 0);  // the better user: max-rate picks it whenever it can
+        ap.on_downlink_packet(0, ipv4_to(1, 100));
+        const auto first = request(ap, 0);
+        ASSERT_EQ(first.user, 0);
+        ap.on_harq_feedback(0, 0, first.harq_pid, false);  // NACK: due from slot 1
+        ap.on_downlink_packet(0, ipv4_to(2, 100));         // one TB's worth for user 1
+        const auto second = request(ap, 1);
+        if (harq_first) {
+            EXPECT_EQ(second.user, 0);
+            EXPECT_EQ(second.tb, first.tb);
+            continue;
+        }
+        EXPECT_EQ(second.user, 1);  // the retransmission competed and lost
+        ap.on_harq_feedback(1, 1, second.harq_pid, true);
+        const auto third = request(ap, 2);  // user 1 has nothing left: user 0 is chosen
+        EXPECT_EQ(third.user, 0);
+        EXPECT_EQ(third.tb, first.tb);
+        EXPECT_EQ(third.ndi, first.ndi);
+        EXPECT_EQ(ap.stats().grants_retx, 1u);
+    }
+}
+
 TEST(ap_core, when_only_one_user_is_backlogged_then_the_scheduler_serves_only_it) {
     auto p = two_users();
     p.scheduler = sched::max_rate_params{};

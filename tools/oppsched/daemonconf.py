@@ -192,7 +192,7 @@ def deep_merge(base: dict, extra: dict) -> dict:
 
 def _scheduler(cfg: dict) -> dict:
     s = cfg["scheduler"]
-    out = {"kind": s["kind"], "alpha": s["alpha"]}
+    out = {"kind": s["kind"], "alpha": s["alpha"], "harq_first": s["harq_first"]}
     if s["kind"] == "glambda":
         out["lambda"] = s["lam"]
     if s["kind"] == "wpf":

@@ -250,6 +250,7 @@ apd_params load_apd_config(const std::string& path) {
 
     // ---- scheduler ----
     core.scheduler = read_scheduler(root, core.users.size());
+    core.harq_first = root.child_or_empty("scheduler").get<bool>("harq_first", true);
     try {
         sched::scheduler_params sc;
         sc.num_users = core.users.size();

@@ -128,6 +128,11 @@ struct ap_core_params {
     aqm::aqm_params aqm{};  // kind, params, default limits, ecn, seed, rate
     ap_clamp_params clamp{};
     sched::policy_params scheduler = sched::pf_params{};
+    // true: a pending HARQ retransmission takes the slot before the scheduler is asked (as
+    // LTE does). false: a user with one competes in the scheduler like a backlogged user,
+    // at its current rate, and its oldest retransmission goes before its new data if it is
+    // chosen (the papers' models, where a retransmission is just more data to schedule).
+    bool harq_first = true;
     harq::harq_params harq{};  // num_users is set from users.size()
     linkadapt::mcs_table table = linkadapt::mcs_table::evdo();
     bool olla_enabled = true;

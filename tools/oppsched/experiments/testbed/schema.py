@@ -163,6 +163,9 @@ SCHEMA = {
                        "(Andrew & Hanly, CLAMP: 0.03)"),
         "lam": Field(float, 1.0, min=0.0, max=100.0, doc="glambda: lambda"),
         "weights": Field(list, [], doc="wpf: one weight per device"),
+        "harq_first": Field(bool, True, doc="a pending HARQ retransmission takes the slot "
+                            "before the scheduler chooses (true, LTE practice); false: it "
+                            "competes in the scheduler like new data, as in the papers' models"),
     },
     "link_adaptation": {
         "olla": Field(bool, True, doc="outer-loop offset driven by ACK/NACK (the paper's "
