@@ -22,7 +22,14 @@ def per_flow_goodput(rundir, flows, span) -> list:
     """Mean of iperf3's one-second receiver intervals inside `span` (run time), per flow."""
     out = []
     for f in flows:
-        j = json.loads((rundir / f"flow.{f}.receiver.json").read_text())
+        text = (rundir / f"flow.{f}.receiver.json").read_text()
+        if not text.strip():  # say what happened to the receiver, not only that its JSON is empty
+            run = json.loads((rundir / "run.json").read_text())
+            procs = json.loads((rundir / "processes.json").read_text())
+            pytest.fail(f"flow {f}: empty receiver JSON; flow "
+                        f"{[x for x in run['flows'] if x['id'] == f]}, receiver "
+                        f"{[x for x in procs if x['name'] == f'iperf3-r.{f}']}")
+        j = json.loads(text)
         rates = [i["sum"]["bits_per_second"] for i in j["intervals"]
                  if span[0] <= STARTS[f] + i["sum"]["start"] < span[1]]
         out.append(float(np.mean(rates)))

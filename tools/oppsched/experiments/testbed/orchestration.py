@@ -86,6 +86,15 @@ class ProcTable:
             return True
         return self.procs[name].popen.returncode is not None
 
+    def wait(self, name: str, timeout: float) -> bool:
+        """Waits up to `timeout` s for the process to end by itself; True if it did."""
+        deadline = time.monotonic() + timeout
+        while not self.poll(name):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
     def sample(self, name: str) -> None:
         """CPU now, before the process is stopped (the figure the report uses)."""
         c = proc_cpu_s(self.procs[name].pid)
@@ -364,8 +373,13 @@ def run(cfg: dict, outdir: Path, progress) -> None:
             record["status"] = "stopping"
             # Stop in order: receivers (done by now), PHY, clients and apd (SIGTERM: they
             # finish the slot, write stats and traces, exit 0), captures, delay stages.
+            # A one-off receiver (-s -1) ends by itself once its sender has exchanged the
+            # results, and writes its JSON as it ends: it is given the time to, so that a
+            # signal never cuts the JSON short; one still waiting after that is stopped.
             for p in plans:
-                procs.stop(f"iperf3-r.{p.id}", 5.0)
+                if not procs.wait(f"iperf3-r.{p.id}", 5.0):
+                    p.extra["receiver_stopped"] = True
+                    procs.stop(f"iperf3-r.{p.id}", 5.0)
             for n in procs.rows:
                 if procs.rows[n]["role"] in ("tcpdump",):
                     procs.sample(n)
