@@ -62,7 +62,8 @@ def test_defaults_follow_andrew_hanly_clamp():
     assert daemonconf.slot_s(c) == 3e-3
     assert c["devices"][0]["channel"]["doppler_hz"] == 60.0
     assert abs(c["devices"][0]["channel"]["mean_snr_db"] - 6.0206) < 1e-3
-    assert c["scheduler"] == {"kind": "pf", "alpha": 0.03, "lam": 1.0, "weights": []}
+    assert c["scheduler"] == {"kind": "pf", "alpha": 0.03, "lam": 1.0, "weights": [],
+                              "harq_first": True}
     assert c["tcp"]["congestion_control"] == "reno" and c["tcp"]["sack"] is False
     assert c["clamp"]["tau_bytes"] == 500 and c["clamp"]["b"] == 1.0
     assert c["uplink_delay_ms"] == 1.0 and c["capture"]["snaplen"] == 128
@@ -207,7 +208,7 @@ def test_config_files_are_written_for_every_process(tmp_path):
                                                       ["10.2.1.1", "fd00:2:1::1"]]
     assert apd["queue"]["limit_bytes"] == 60000
     assert [u.get("queue_limit_bytes") for u in apd["users"]] == [None, 9000]
-    assert apd["scheduler"] == {"kind": "pf", "alpha": 0.1}  # extra.apd merged last
+    assert apd["scheduler"] == {"kind": "pf", "alpha": 0.1, "harq_first": True}  # extra.apd last
     assert apd["clamp"]["enabled"] is True and apd["harq"]["max_transmissions"] == 15
     c2 = yaml.safe_load(files["client.R2"].read_text())
     assert c2["user"] == 1 and c2["endpoints"]["rx"].endswith("/zmq/rx_1")
