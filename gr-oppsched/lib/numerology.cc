@@ -102,7 +102,7 @@ numerology numerology::profile(const std::string& name, double sample_rate,
     numerology_params p;
     p.sample_rate = sample_rate;
     p.fec = fec_from_string(fec);
-    if (name == "clamp") {  // the old name of "3ms" (issue 13: "clamp" is the algorithm only)
+    if (name == "clamp") {  // the old name of "3ms" ("clamp" names the algorithm only)
         gr::logger("numerology").warn("profile: 'clamp' is deprecated, use '3ms'");
         return profile("3ms", sample_rate, fec);
     }

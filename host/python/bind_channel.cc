@@ -109,7 +109,7 @@ clamp_link make_link(clamp_link_params p, const pyb::kwargs& kw) {
     return clamp_link(p);
 }
 
-// model='clamp', the old name of 'jakes' (issue 13): a DeprecationWarning, then 'jakes'.
+// model='clamp', the old name of 'jakes': a DeprecationWarning, then 'jakes'.
 std::string deprecated_jakes() {
     pyb::module_::import("warnings")
         .attr("warn")("fading_channel.model: value 'clamp' is deprecated, use 'jakes'",

@@ -1,5 +1,5 @@
 // Python: the names and defaults the C++ defines, so that Python reads them here instead of
-// repeating them (issue 13, "Single sources"): tools/oppsched/names.py takes its C++
+// repeating them (one source for each): tools/oppsched/names.py takes its C++
 // enumerations from these, and tools/tests/test_names.py checks that Python and C++ agree.
 #include <pybind11/stl.h>
 

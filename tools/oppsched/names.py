@@ -5,7 +5,7 @@ the AQM bindings; gnuradio.oppsched: numerology.h), so that the C++ is their sin
 those only Python implements are defined here. tools/tests/test_names.py checks that the two
 sides agree.
 
-Renamed values (issue 13: "clamp" names the CLAMP algorithm only) stay accepted for a while:
+Renamed values ("clamp" names the CLAMP algorithm only) stay accepted for a while:
 the *_ALIASES maps give the new name of each old one, and oppsched.config takes the old
 name as the new with a deprecation warning naming the field.
 """

@@ -1,5 +1,5 @@
 """The names of enumerations: Python's agree with the C++ they come from (oppsched.names), and
-the old "clamp" names (issue 13: "clamp" names the CLAMP algorithm only) are still accepted,
+the old "clamp" names ("clamp" names the CLAMP algorithm only) are still accepted,
 each with one deprecation message, and give exactly what the new name gives."""
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ _MODELS = {
     "jakes": fading_model.jakes,
     "sum_of_sinusoids": fading_model.sum_of_sinusoids,
 }
-_MODEL_ALIASES = {"clamp": "jakes"}  # old name -> new (issue 13: "clamp" is the algorithm)
+_MODEL_ALIASES = {"clamp": "jakes"}  # old name -> new ("clamp" is the algorithm only)
 
 _USER_KEYS = {
     "mean_snr_db",

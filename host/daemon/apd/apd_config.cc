@@ -286,7 +286,7 @@ apd_params load_apd_config(const std::string& path) {
     // ---- link adaptation ----
     const config_node la = root.child_or_empty("link_adaptation");
     std::string table = la.get<std::string>("table", "evdo");
-    if (table == "clamp") {  // issue 13: "clamp" names the CLAMP algorithm only
+    if (table == "clamp") {  // "clamp" names the CLAMP algorithm only: the old name
         deprecated(la.field("table"), "value 'clamp'", "'shannon'");
         table = "shannon";
     }
