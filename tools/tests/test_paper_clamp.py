@@ -74,10 +74,24 @@ def test_clamps_queue_grows_with_the_flows_and_is_steadier_than_newrenos(fig2_ru
     assert q3.std() < newreno.std(), (q3.std(), newreno.std())
 
 
+def idle_fraction(rundir, span) -> float:
+    """Fraction of the slots inside `span` that carried nothing (the AP queue was empty)."""
+    d = pd.read_csv(rundir / "slots.csv")
+    t = (d["t_ns"] - d["t_ns"].iloc[0]) / 1e9
+    return float((d["user"][(t >= span[0]) & (t < span[1])] < 0).mean())
+
+
 @needs_root
-def test_clamp_carries_more_than_newreno_over_a_buffer_below_the_bdp(fig2_run):
+def test_clamp_keeps_the_link_busy_where_newreno_idles_it_over_a_buffer_below_the_bdp(fig2_run):
     # 18 000 bytes is under a third of the 62.5 kB bandwidth-delay product: NewReno's
-    # sawtooth empties the queue after every halving, CLAMP's window does not.
+    # sawtooth empties the queue after a halving, so the link idles; CLAMP's window does
+    # not. How much NewReno loses by it varies from run to run in a 50 s run (8.5-8.7
+    # against CLAMP's 9.5 Mb/s here, 6.9 against 9.5 in the full-length one), so the test
+    # asserts the mechanism and the direction, not a margin.
+    for span in (ONE, THREE):
+        clamp, newreno = idle_fraction(fig2_run / "clamp", span), idle_fraction(
+            fig2_run / "newreno", span)
+        assert clamp <= 0.005 and newreno > clamp, (span, clamp, newreno)
     clamp = sum(per_flow_goodput(fig2_run / "clamp", ["f1", "f2", "f3"], THREE))
     newreno = sum(per_flow_goodput(fig2_run / "newreno", ["f1", "f2", "f3"], THREE))
-    assert clamp > 1.1 * newreno, (clamp, newreno)
+    assert clamp > newreno, (clamp, newreno)
