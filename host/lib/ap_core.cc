@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <unordered_set>
 
+#include "oppsched/clamp_link.h"
 #include "oppsched/held_tbs.h"
 #include "oppsched/packet_classifier.h"
 #include "oppsched/pdu.h"
@@ -77,6 +78,16 @@ std::optional<linkadapt::mcs_table> mcs_table_by_name(const std::string& name,
     return std::nullopt;
 }
 
+const char* to_string(link_mode m) {
+    switch (m) {
+        case link_mode::table:
+            return "table";
+        case link_mode::paper:
+            return "paper";
+    }
+    return "?";
+}
+
 const std::vector<std::string>& mcs_table_names() {
     static const std::vector<std::string> names = {"evdo", "ofdm_provisional", "shannon"};
     return names;
@@ -134,6 +145,33 @@ void ap_core_params::validate() const {
         } catch (const std::invalid_argument& e) {
             throw_invalid(std::string("clamp: ") + e.what());
         }
+    }
+    if (link != link_mode::table && link != link_mode::paper)
+        throw_invalid("link_adaptation.mode", std::to_string(static_cast<int>(link)),
+                      "is not table or paper");
+    if (link == link_mode::paper) {
+        const auto& lp = paper;
+        if (!(lp.w0_hz >= 1 && lp.w0_hz <= 1e12))
+            throw_invalid("link_adaptation.shannon.w0_hz", format_number(lp.w0_hz),
+                          "not in [1, 1e12]");
+        if (!(lp.cmax_bps >= 1 && lp.cmax_bps <= 1e12))
+            throw_invalid("link_adaptation.shannon.cmax_bps", format_number(lp.cmax_bps),
+                          "not in [1, 1e12]");
+        if (!(lp.target_loss > 0 && lp.target_loss < 1))
+            throw_invalid("link_adaptation.paper.target_loss", format_number(lp.target_loss),
+                          "not in (0, 1)");
+        if (!(lp.margin_step >= 0 && lp.margin_step <= 1))
+            throw_invalid("link_adaptation.paper.margin_step", format_number(lp.margin_step),
+                          "not in [0, 1]");
+        if (!(lp.margin_max >= 0 && lp.margin_max < 1))
+            throw_invalid("link_adaptation.paper.margin_max", format_number(lp.margin_max),
+                          "not in [0, 1)");
+        if (!(lp.margin_init >= 0 && lp.margin_init <= lp.margin_max))
+            throw_invalid("link_adaptation.paper.margin_init", format_number(lp.margin_init),
+                          "not in [0, margin_max]");
+        if (lp.cqi_ahead_slots > 1000000)
+            throw_invalid("link_adaptation.paper.cqi_ahead_slots",
+                          std::to_string(lp.cqi_ahead_slots), "not in [0, 1e6]");
     }
     if (!(clamp.mu_floor_bps > 0) || !std::isfinite(clamp.mu_floor_bps))
         throw_invalid("clamp.mu_floor_bps", format_number(clamp.mu_floor_bps), "not > 0");
@@ -194,8 +232,13 @@ struct ap_core::Impl {
     std::unique_ptr<sched::scheduler_policy> policy;
     std::unique_ptr<harq::harq_entity> harq;
     std::vector<linkadapt::olla> olla;
-    std::vector<double> snr_db;  // NaN: no CQI yet
-    std::vector<std::uint32_t> tb_bytes_of_mcs;
+    std::vector<double> snr_db;  // NaN: no CQI yet (paper: the SNR of the latest slot)
+    std::vector<std::uint32_t> tb_bytes_of_mcs;  // 0: unusable
+    std::vector<std::uint32_t> bytes_of_mcs;     // what the MCS carries, usable or not
+    // link_mode::paper: the margin m of each user, and its SNR reports by the PHY slot
+    // they are for (ascending).
+    std::vector<channel::clamp_link> links;
+    std::vector<std::deque<std::pair<std::uint64_t, double>>> snr_reports;
 
     held_tbs tbs;  // by TB id, while HARQ holds it
     std::uint64_t next_tb_id = 1;
@@ -210,6 +253,8 @@ struct ap_core::Impl {
 
     // Scratch.
     std::vector<double> rates;
+    std::vector<int> mcs_now;              // the MCS of a new TB of the user in this slot
+    std::vector<std::uint32_t> tb_now;     // its bytes (0: none usable)
     std::vector<bool> eligible;
     std::vector<bool> backlogged_q;
     std::vector<std::uint64_t> served_q;
@@ -269,6 +314,52 @@ struct ap_core::Impl {
     }
     double rate_of_mcs(int m) const {
         return m < 0 ? 0.0 : params.table[static_cast<std::size_t>(m)].rate_bps;
+    }
+    // The rate the scheduler credits for a transmission of `tb` (its own bits in paper mode).
+    double served_rate(const held_tb& tb) const {
+        if (params.link == link_mode::paper)
+            return static_cast<double>(tb.bytes.size()) * 8.0 / params.slot_s;
+        return rate_of_mcs(tb.mcs);
+    }
+
+    // ---- link_mode::paper ----
+    void on_snr_report(std::uint32_t u, std::uint64_t for_slot, double db) {
+        auto& d = snr_reports[u];
+        if (!d.empty() && for_slot <= d.back().first) {
+            if (for_slot == d.back().first) d.back().second = db;
+            return;  // older than what is there: a reordered report, not needed
+        }
+        d.emplace_back(for_slot, db);
+        while (d.size() > 1024) d.pop_front();  // only a stalled clock lets them pile up
+    }
+    // The SNR reported for PHY slot `slot`, or the newest report for an earlier one; NaN if
+    // there is none.
+    double snr_for_slot(std::uint32_t u, std::uint64_t slot) {
+        auto& d = snr_reports[u];
+        while (d.size() >= 2 && d[1].first <= slot) d.pop_front();
+        if (d.empty() || d.front().first > slot) return kNaN;
+        if (d.front().first < slot) ++stats.snr_not_for_slot;
+        return d.front().second;
+    }
+    // Eq. 18 for user u in PHY slot `slot`: (mcs, TB bytes, rate in b/s).
+    void paper_choice(std::uint32_t u, std::uint64_t slot) {
+        const double db = snr_for_slot(u, slot);
+        snr_db[u] = db;
+        mcs_now[u] = linkadapt::kNoMcs;
+        tb_now[u] = 0;
+        rates[u] = 0.0;
+        if (std::isnan(db)) return;
+        const double bps = links[u].rate_bps(std::pow(10.0, db / 10.0));
+        auto bytes = static_cast<std::uint32_t>(std::min(
+            std::floor(params.slot_s * bps / 8.0), static_cast<double>(pdu::kMaxPduBytes)));
+        if (bytes < kMinUsableTb) return;  // eq. 18 gives less than a PDU can carry
+        const auto it = std::lower_bound(bytes_of_mcs.begin(), bytes_of_mcs.end(), bytes);
+        const int m = it == bytes_of_mcs.end() ? static_cast<int>(bytes_of_mcs.size()) - 1
+                                               : static_cast<int>(it - bytes_of_mcs.begin());
+        bytes = std::min(bytes, bytes_of_mcs[static_cast<std::size_t>(m)]);
+        mcs_now[u] = m;
+        tb_now[u] = bytes;
+        rates[u] = bps;
     }
 
     // mu_c of queue qi in bytes/s, floored at mu_floor_bps; nullopt while unknown.
@@ -334,17 +425,23 @@ struct ap_core::Impl {
     }
 
     // Rates, eligibility and the per-queue backlog the mu_c estimators look at.
-    void prepare_scheduler_inputs(std::int64_t s) {
+    void prepare_scheduler_inputs(std::int64_t s, std::uint64_t phy_slot) {
         for (std::size_t qi = 0; qi < queue_count(); ++qi) {
             served_q[qi] = 0;
             backlogged_q[qi] = false;
         }
         for (std::uint32_t u = 0; u < n_users; ++u) {
-            const int mcs = mcs_for(u);
-            rates[u] = rate_of_mcs(mcs);
+            if (params.link == link_mode::paper) {
+                paper_choice(u, phy_slot);
+            } else {
+                const int mcs = mcs_for(u);
+                mcs_now[u] = mcs;
+                tb_now[u] = mcs < 0 ? 0 : tb_bytes_of_mcs[static_cast<std::size_t>(mcs)];
+                rates[u] = rate_of_mcs(mcs);
+            }
             const bool has_data = queue_eligible(u);
             if (has_data) backlogged_q[queue_index(u)] = true;
-            eligible[u] = has_data && mcs >= 0 && harq->free_process(u, s).has_value();
+            eligible[u] = has_data && mcs_now[u] >= 0 && harq->free_process(u, s).has_value();
         }
     }
 
@@ -353,7 +450,7 @@ struct ap_core::Impl {
                                           std::uint64_t slot, std::optional<slot_row>& row) {
         const harq::tx_grant g = harq->retransmit(user, process, s);
         const auto& tb = tbs.at(g.tb.id);
-        policy->update(rates, static_cast<int>(g.user), rate_of_mcs(tb.mcs));
+        policy->update(rates, static_cast<int>(g.user), served_rate(tb));
         ++stats.grants_retx;
         ++ustats[g.user].slots_retx;
         ustats[g.user].tb_bytes += tb.bytes.size();
@@ -365,8 +462,8 @@ struct ap_core::Impl {
     // A new TB for the user the policy chose, filled from its queue by its segmenter.
     wire::slot_grant grant_new_tb(std::uint32_t user, std::int64_t s, std::uint64_t slot,
                                   time_ns now, std::optional<slot_row>& row) {
-        const int mcs = mcs_for(user);
-        const std::uint32_t tb_bytes = tb_bytes_of_mcs[static_cast<std::size_t>(mcs)];
+        const int mcs = mcs_now[user];
+        const std::uint32_t tb_bytes = tb_now[user];
         const std::size_t qi = queue_index(user);
         std::optional<float> price;
         if (params.clamp.enabled) {
@@ -432,8 +529,14 @@ struct ap_core::Impl {
     // ---- HARQ events ----
     void handle_event(const harq::harq_event& ev, time_ns now) {
         const harq_event_effect e = tbs.on_event(ev);
-        if (e.olla_observed && params.olla_enabled)
+        if (params.link == link_mode::paper) {
+            // Andrew & Hanly, CLAMP, §V-B: m is tuned on the loss after retransmissions, one
+            // observation per TB: delivered (0) or dropped after n attempts (1).
+            if (e.olla_observed && e.olla_success) links[ev.user].adapt(false);
+            if (e.tb_dropped) links[ev.user].adapt(true);
+        } else if (e.olla_observed && params.olla_enabled) {
             olla[ev.user].update(e.olla_success, linkadapt::olla::position_of(params.table, e.mcs));
+        }
         if (e.outcome) trace->resolve(ev.user, ev.process, e.outcome);
         if (e.tb_dropped) {
             ++stats.harq_dropped_tbs;
@@ -537,10 +640,27 @@ ap_core::ap_core(ap_core_params params) {
         const std::uint32_t b =
             std::min<std::uint32_t>(p.table.bytes_per_slot(static_cast<int>(i), p.slot_s),
                                     static_cast<std::uint32_t>(pdu::kMaxPduBytes));
+        m.bytes_of_mcs.push_back(b);
         m.tb_bytes_of_mcs.push_back(b >= kMinUsableTb ? b : 0);
+    }
+    if (p.link == link_mode::paper) {
+        channel::clamp_link_params lp;
+        lp.slot_s = p.slot_s;
+        lp.w0_hz = p.paper.w0_hz;
+        lp.cmax_bps = p.paper.cmax_bps;
+        lp.target_loss = p.paper.target_loss;
+        lp.max_attempts = static_cast<int>(p.harq.max_transmissions);
+        lp.scope = channel::margin_scope::after_retransmissions;
+        lp.margin_init = p.paper.margin_init;
+        lp.margin_step = p.paper.margin_step;
+        lp.margin_max = p.paper.margin_max;
+        m.links.assign(m.n_users, channel::clamp_link(lp));
+        m.snr_reports.resize(m.n_users);
     }
     m.trace = std::make_unique<slot_trace>(m.n_users, p.harq.num_processes);
     m.rates.assign(m.n_users, 0.0);
+    m.mcs_now.assign(m.n_users, linkadapt::kNoMcs);
+    m.tb_now.assign(m.n_users, 0);
     m.eligible.assign(m.n_users, false);
     m.backlogged_q.assign(nq, false);
     m.served_q.assign(nq, 0);
@@ -600,6 +720,7 @@ bool ap_core::on_downlink_packet(time_ns now, std::vector<std::uint8_t> bytes) {
 void ap_core::on_phy_restart() {
     Impl& m = *impl_;
     if (m.clock.on_phy_restart()) ++m.stats.phy_restarts;
+    for (auto& d : m.snr_reports) d.clear();  // they name the old run's slots
 }
 
 wire::slot_grant ap_core::on_slot_request(time_ns now, std::uint64_t slot, time_ns air_time_ns) {
@@ -607,13 +728,16 @@ wire::slot_grant ap_core::on_slot_request(time_ns now, std::uint64_t slot, time_
     m.last_now = std::max(m.last_now, now);
     ++m.stats.slot_requests;
     const slot_clock::request r = m.clock.on_request(slot);
-    if (r.backjump) ++m.stats.slot_backjumps;
+    if (r.backjump) {
+        ++m.stats.slot_backjumps;
+        for (auto& d : m.snr_reports) d.clear();
+    }
     if (r.what != slot_clock::verdict::fresh) return m.answer_repeated(r, slot);
     m.stats.slots_skipped += r.skipped;
     const std::int64_t s = r.internal;
 
     m.expire_harq(s, now);
-    m.prepare_scheduler_inputs(s);
+    m.prepare_scheduler_inputs(s, slot);
     std::optional<slot_row> row;
     if (m.params.record_slots) row = m.new_row(slot, air_time_ns, r.late);
     wire::slot_grant out;
@@ -653,7 +777,11 @@ void ap_core::on_cqi(std::uint32_t user, std::uint64_t slot, double snr_db, std:
         return;
     }
     ++m.stats.cqi_reports;
-    m.snr_db[user] = snr_db;
+    if (m.params.link == link_mode::paper) {
+        m.on_snr_report(user, slot + m.params.paper.cqi_ahead_slots, snr_db);
+    } else {
+        m.snr_db[user] = snr_db;
+    }
     m.check_unheard(user, slot);
 }
 
@@ -710,8 +838,16 @@ std::optional<double> ap_core::price(std::uint32_t user) const {
     if (std::isnan(v)) return std::nullopt;
     return v;
 }
-int ap_core::mcs_for(std::uint32_t user) const { return impl_->mcs_for(user); }
+int ap_core::mcs_for(std::uint32_t user) const {
+    if (impl_->params.link == link_mode::paper) return impl_->mcs_now.at(user);
+    return impl_->mcs_for(user);
+}
+double ap_core::margin(std::uint32_t user) const {
+    if (impl_->params.link != link_mode::paper) return 0.0;
+    return impl_->links.at(user).margin();
+}
 double ap_core::rate_bps(std::uint32_t user) const {
+    if (impl_->params.link == link_mode::paper) return impl_->rates.at(user);
     return impl_->rate_of_mcs(impl_->mcs_for(user));
 }
 const clamp::router_agent& ap_core::router_of(std::uint32_t user) const {
@@ -753,6 +889,7 @@ std::vector<std::pair<std::string, std::uint64_t>> ap_core::counters() const {
         {"uplink_control.feedback_unknown_user", s.feedback_unknown_user},
         {"uplink_control.feedback_invalid_process", s.feedback_invalid_process},
         {"uplink_control.feedback_stale", s.feedback_stale},
+        {"link.snr_not_for_slot", s.snr_not_for_slot},
     };
     for (std::size_t i = 0; i < aqm::kDropReasonCount; ++i)
         c.emplace_back(
@@ -786,7 +923,9 @@ std::vector<std::pair<std::string, double>> ap_core::gauges() const {
     for (std::uint32_t u = 0; u < m.n_users; ++u) {
         const std::string pre = "users." + m.params.users[u].name + ".";
         g.emplace_back(pre + "snr_db", m.snr_db[u]);
-        g.emplace_back(pre + "olla_offset_db", m.params.olla_enabled ? m.olla[u].offset_db() : 0.0);
+        const bool olla_on = m.params.link == link_mode::table && m.params.olla_enabled;
+        g.emplace_back(pre + "olla_offset_db", olla_on ? m.olla[u].offset_db() : 0.0);
+        if (m.params.link == link_mode::paper) g.emplace_back(pre + "margin", m.links[u].margin());
         g.emplace_back(pre + "sched_average_bps",
                        u < m.policy->averages().size() ? m.policy->averages()[u] : 0.0);
     }

@@ -48,6 +48,9 @@ void bind_names(pybind11::module_& m) {
     m.attr("MARKING_AQM_KINDS") = pyb::tuple(marking);
 
     m.attr("MCS_TABLE_NAMES") = pyb::tuple(pyb::cast(ap::mcs_table_names()));
+    // ap_core.h's link_mode (the apd's link_adaptation.mode), in declaration order.
+    m.attr("LINK_MODES") = pyb::make_tuple(std::string(ap::to_string(ap::link_mode::table)),
+                                           std::string(ap::to_string(ap::link_mode::paper)));
     const ap::shannon_table_params shannon;
     pyb::dict defaults;
     defaults["w0_hz"] = shannon.w0_hz;

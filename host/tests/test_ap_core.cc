@@ -585,5 +585,129 @@ TEST(ap_core, counters_and_gauges_use_the_stats_fields_names_under_their_prefixe
     EXPECT_EQ(c.count("aqm.ue1.price"), 0u);  // state is a gauge, never a counter
 }
 
+// ---- link_mode::paper (Andrew & Hanly, CLAMP, §V-B) ----
+
+// One user on eq. 18 at the paper's W0 and C_max, 10 ms slots, reports 3 slots ahead.
+ap_core_params paper_user(double margin_step = 0.01, double target_loss = 1e-3) {
+    ap_core_params p = two_users();
+    p.users.resize(1);
+    p.table = shannon_table({4.3e6, 10e6, 32});
+    p.link = link_mode::paper;
+    p.paper.cqi_ahead_slots = 3;
+    p.paper.margin_step = margin_step;
+    p.paper.target_loss = target_loss;
+    return p;
+}
+
+// floor(slot W0 log2(1 + (1 - m) N) / 8), eq. 18 in whole bytes (below C_max).
+std::uint32_t eq18_bytes(double snr_db, double margin = 0.0) {
+    const double n = std::pow(10.0, snr_db / 10.0);
+    return static_cast<std::uint32_t>(std::floor(kSlot * 4.3e6 * std::log2(1.0 + (1.0 - margin) * n) / 8.0));
+}
+
+void backlog(ap_core& ap, int packets) {
+    for (int i = 0; i < packets; ++i) ASSERT_TRUE(ap.on_downlink_packet(0, ipv4_to(1, 1500)));
+}
+
+TEST(ap_core, when_link_mode_is_paper_then_each_tb_holds_the_eq18_bits_of_its_own_slot_snr) {
+    ap_core ap(paper_user());
+    backlog(ap, 60);
+    ap.on_cqi(0, 0, 3.0, 0);  // the SNR at the start of slot 3
+    ap.on_cqi(0, 1, 5.0, 0);  // ... of slot 4 (below C_max: 8.9 Mb/s)
+    ap.on_cqi(0, 2, 1.0, 0);  // ... of slot 5
+    const auto shannon = shannon_table({4.3e6, 10e6, 32});
+    for (const auto& [slot, db] : std::vector<std::pair<std::uint64_t, double>>{
+             {3, 3.0}, {4, 5.0}, {5, 1.0}}) {
+        const auto g = request(ap, slot);
+        ASSERT_FALSE(g.empty) << slot;
+        const std::uint32_t want = eq18_bytes(db);
+        EXPECT_EQ(g.tb.size(), want) << slot;  // unquantised: not the MCS's size
+        // the MCS named is the lowest table level that carries the TB
+        EXPECT_GE(shannon.bytes_per_slot(g.mcs, kSlot), want);
+        if (g.mcs > 0) {
+            EXPECT_LT(shannon.bytes_per_slot(g.mcs - 1, kSlot), want);
+        }
+        EXPECT_NEAR(ap.rate_bps(0), 4.3e6 * std::log2(1.0 + std::pow(10.0, db / 10.0)), 1e-3);
+        ap.on_harq_feedback(0, slot, g.harq_pid, true);
+    }
+    EXPECT_EQ(ap.stats().snr_not_for_slot, 0u);
+    // No report for slot 6 yet: the newest earlier one (slot 5's) is used, and counted.
+    const auto g6 = request(ap, 6);
+    ASSERT_FALSE(g6.empty);
+    EXPECT_EQ(g6.tb.size(), eq18_bytes(1.0));
+    EXPECT_EQ(ap.stats().snr_not_for_slot, 1u);
+    // Above C_max's SNR (6.02 dB): eq. 18 caps the rate at C_max.
+    ap.on_cqi(0, 4, 9.0, 0);  // for slot 7
+    const auto g7 = request(ap, 7);
+    EXPECT_EQ(g7.tb.size(), 12500u);
+    EXPECT_DOUBLE_EQ(ap.rate_bps(0), 10e6);
+}
+
+TEST(ap_core, when_link_mode_is_paper_then_a_user_without_a_report_for_the_slot_is_not_served) {
+    ap_core ap(paper_user());
+    backlog(ap, 2);
+    EXPECT_TRUE(request(ap, 0).empty);  // no report at all
+    ap.on_cqi(0, 0, 10.0, 0);           // for slot 3
+    EXPECT_TRUE(request(ap, 1).empty);  // a report only for a later slot
+    EXPECT_EQ(ap.mcs_for(0), linkadapt::kNoMcs);
+    EXPECT_FALSE(request(ap, 3).empty);
+    // Below what a PDU can carry (29 bytes): rate 0, the user waits (not an idle backoff).
+    ap.on_cqi(0, 1, -30.0, 0);  // for slot 4
+    EXPECT_TRUE(request(ap, 4).empty);
+}
+
+TEST(ap_core, when_link_mode_is_paper_then_a_drop_after_n_attempts_raises_the_margin_and_deliveries_lower_it) {
+    // gain 0.1, target 0.1: a drop moves m up by 0.1 (1 - 0.1) = 0.09, a delivery down by 0.01.
+    ap_core ap(paper_user(0.1, 0.1));
+    backlog(ap, 60);
+    std::uint64_t slot = 0;
+    auto send = [&](bool ack) {
+        for (;; ++slot) {
+            ap.on_cqi(0, slot, 6.0, 0);  // for slot + 3
+            if (slot < 3) continue;
+            const auto g = request(ap, slot);
+            if (g.empty) continue;
+            ap.on_harq_feedback(0, slot, g.harq_pid, ack);
+            const std::size_t bytes = g.tb.size();
+            ++slot;
+            return bytes;
+        }
+    };
+    EXPECT_EQ(send(true), eq18_bytes(6.0));
+    EXPECT_DOUBLE_EQ(ap.margin(0), 0.0);  // a delivery at m = 0: m stays at its floor
+    for (std::uint32_t k = 0; k < 3; ++k) send(false);  // n = 3 failed attempts: dropped
+    EXPECT_EQ(ap.stats().harq_dropped_tbs, 1u);
+    EXPECT_NEAR(ap.margin(0), 0.09, 1e-12);
+    // The next new TB is sized with (1 - m) N.
+    EXPECT_EQ(send(true), eq18_bytes(6.0, 0.09));
+    EXPECT_NEAR(ap.margin(0), 0.08, 1e-12);
+    const auto g = ap.gauges();
+    const auto it = std::find_if(g.begin(), g.end(), [](const auto& kv) {
+        return kv.first == "users.ue0.margin";
+    });
+    ASSERT_NE(it, g.end());
+    EXPECT_NEAR(it->second, 0.08, 1e-12);
+}
+
+TEST(ap_core, when_link_mode_is_paper_then_bad_paper_parameters_name_their_key) {
+    auto expect_error = [](ap_core_params p, const std::string& what) {
+        try {
+            ap_core ap(p);
+            ADD_FAILURE() << "no error for " << what;
+        } catch (const std::invalid_argument& e) {
+            EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+        }
+    };
+    auto p = paper_user();
+    p.paper.target_loss = 1.0;
+    expect_error(p, "link_adaptation.paper.target_loss: 1");
+    p = paper_user();
+    p.paper.margin_init = 0.995;
+    expect_error(p, "link_adaptation.paper.margin_init: 0.995");
+    p = paper_user();
+    p.paper.w0_hz = 0.0;
+    expect_error(p, "link_adaptation.shannon.w0_hz: 0");
+}
+
 }  // namespace
 }  // namespace oppsched::ap

@@ -16,6 +16,7 @@ not model yet.
 from __future__ import annotations
 
 import copy
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -209,6 +210,37 @@ def _aqm(cfg: dict) -> dict:
 # The three files
 
 
+def chase_combining(cfg: dict) -> bool:
+    """phy.chase_combining, null resolved: on, except in link_adaptation.mode paper."""
+    c = cfg["phy"]["chase_combining"]
+    return (cfg["link_adaptation"]["mode"] != "paper") if c is None else bool(c)
+
+
+def cqi_ahead_slots(cfg: dict) -> int:
+    """How far ahead the abstract PHY reports the SNR in link_adaptation.mode paper: far
+    enough that the report for slot n has reached the apd when it answers slot_request(n),
+    sent lead_slots before the slot. The report of slot k leaves the PHY at the end of slot
+    k, reaches the client at once and the apd after the uplink delay, so the one for slot n
+    (sent in slot n - ahead) is there by the start of slot n - lead_slots when ahead >=
+    lead_slots + 1 + the uplink delay in whole slots; one slot more absorbs jitter. 0 in
+    mode table (the report is the slot's own SNR)."""
+    if cfg["link_adaptation"]["mode"] != "paper":
+        return 0
+    uplink_slots = math.ceil(cfg["uplink_delay_ms"] * 1e-3 / slot_s(cfg) - 1e-9)
+    return cfg["phy"]["lead_slots"] + 2 + uplink_slots
+
+
+def _link_adaptation(cfg: dict, lay: Layout) -> dict:
+    la = cfg["link_adaptation"]
+    out = {"table": lay.mcs_table or mcs_table(cfg), "mode": la["mode"],
+           "olla": la["olla"], "target_bler": la["target_bler"]}
+    if la["mode"] == "paper":
+        t = cfg["phy"]["shannon_table"]
+        out["shannon"] = {"w0_hz": t["w0_hz"], "cmax_bps": t["cmax_bps"], "levels": t["levels"]}
+        out["paper"] = {**la["paper"], "cqi_ahead_slots": cqi_ahead_slots(cfg)}
+    return out
+
+
 def apd_config(cfg: dict, lay: Layout) -> dict:
     c = cfg["clamp"]
     h = cfg["harq"]
@@ -231,9 +263,7 @@ def apd_config(cfg: dict, lay: Layout) -> dict:
         "scheduler": _scheduler(cfg),
         "harq": {"processes": h["processes"], "max_transmissions": max_transmissions(cfg),
                  "feedback_timeout_slots": h["feedback_timeout_slots"]},
-        "link_adaptation": {"table": lay.mcs_table or mcs_table(cfg),
-                            "olla": cfg["link_adaptation"]["olla"],
-                            "target_bler": cfg["link_adaptation"]["target_bler"]},
+        "link_adaptation": _link_adaptation(cfg, lay),
         "clamp": {"enabled": c["enabled"], "a_bytes": c["a_bytes"], "b": c["b"],
                   "ema_rate_per_s": c["ema_rate_per_s"]},
         "traces": {"slots": lay.path("slots.csv"),
@@ -289,7 +319,8 @@ def phy_config(cfg: dict, lay: Layout) -> dict:
         "error_model": error_model(cfg),
         "mcs_table": lay.mcs_table or mcs_table(cfg),
         "shannon": dict(p["shannon_table"]),
-        "chase_combining": p["chase_combining"],
+        "chase_combining": chase_combining(cfg),
+        "cqi_ahead_slots": cqi_ahead_slots(cfg),
         "traces": {"stats": lay.path("phy.stats.json"),
                    "slots": lay.path("phy_slots.csv") if p["slot_trace"] else ""},
     }

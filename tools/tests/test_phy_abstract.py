@@ -356,7 +356,8 @@ def test_threshold_model_decides_at_slot_end(tmp_path):
     # The rule of Andrew & Hanly, CLAMP, §V-B literally: 2457.6 kb/s (MCS 9) fits
     # W0 log2(1 + N) at 0 dB (4.3 Mb/s), not at -20 dB (62 kb/s).
     core = core_of(tmp_path, base_config(tmp_path, users=users, error_model="end_of_slot"))
-    assert not model_slot(core, 0, grant(0, mcs=9))[0]["crc_ok"]
+    full = bytes(core.bytes_per_slot[9])  # a TB that fills MCS 9: B = its 4096 bits
+    assert not model_slot(core, 0, grant(0, mcs=9, tb=full))[0]["crc_ok"]
     # Rising from -20 dB to 0 dB: what counts is the end, so the TB gets through.
     trace.write_text(f"time_s,snr_db\n0,-20\n{SLOT_S},0\n")
     for model in ("threshold", "end_of_slot"):
@@ -378,7 +379,36 @@ def test_end_of_slot_model_is_eq18_error_rule(tmp_path):
             base_config(tmp_path, users=users, mcs_table="shannon", error_model="end_of_slot",
                         slot_s=3e-3),
         )
-        assert model_slot(core, 0, grant(0, mcs=mcs))[0]["crc_ok"] is ok
+        full = bytes(core.bytes_per_slot[mcs])
+        assert model_slot(core, 0, grant(0, mcs=mcs, tb=full))[0]["crc_ok"] is ok
+
+
+def test_end_of_slot_model_judges_the_bits_the_tb_carries_not_its_mcs(tmp_path):
+    # Eq. 18's B(s) is the information bits sent. Just below MCS 10's threshold a TB that
+    # fills MCS 10 fails, but one 1 % smaller gets through at the same MCS: the apd's
+    # link_adaptation.mode paper sends unquantised TBs that way.
+    t = common.shannon_table(4.3e6, 10e6, 32)
+    users = [{"id": 0, "name": "a",
+              "channel": {"model": "awgn", "mean_snr_db": t.thresholds_db[10] - 0.01}}]
+    core = core_of(tmp_path, base_config(tmp_path, users=users, mcs_table="shannon",
+                                         error_model="end_of_slot", slot_s=3e-3))
+    n = core.bytes_per_slot[10]
+    assert not model_slot(core, 0, grant(0, mcs=10, tb=bytes(n)))[0]["crc_ok"]
+    assert model_slot(core, 1, grant(1, mcs=10, tb=bytes(n * 99 // 100)))[0]["crc_ok"]
+
+
+def test_cqi_ahead_slots_reports_the_snr_of_a_later_slot_start(tmp_path):
+    # A ramp of 1 dB per slot: with cqi_ahead_slots 3 the rx_indication of slot n carries
+    # the SNR at the start of slot n + 3; without, that of slot n.
+    trace = tmp_path / "ramp.csv"
+    trace.write_text(f"time_s,snr_db\n0,0\n{100 * SLOT_S},100\n")
+    users = [{"id": 0, "name": "a",
+              "channel": {"model": "trace", "trace": str(trace), "trace_loop": False}}]
+    now = core_of(tmp_path, base_config(tmp_path, users=users))
+    ahead = core_of(tmp_path, base_config(tmp_path, users=users, cqi_ahead_slots=3))
+    for n in (0, 5, 20):
+        assert model_slot(now, n, None)[0]["snr_db"] == pytest.approx(n, abs=1e-6)
+        assert model_slot(ahead, n, None)[0]["snr_db"] == pytest.approx(n + 3, abs=1e-6)
 
 
 def test_chase_combining_raises_success_after_a_nacked_first_transmission(tmp_path):

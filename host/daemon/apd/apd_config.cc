@@ -322,6 +322,22 @@ apd_params load_apd_config(const std::string& path) {
     } catch (const std::invalid_argument& e) {
         la.fail("table", "'" + table + "': " + e.what());
     }
+    const std::string link = la.get_choice("mode", "table", {"table", "paper"});
+    core.link = link == "paper" ? ap::link_mode::paper : ap::link_mode::table;
+    // link_mode::paper: eq. 18 with the W0 and C_max of the `shannon` section.
+    core.paper.w0_hz = ct.w0_hz;
+    core.paper.cmax_bps = ct.cmax_bps;
+    const config_node lp = la.child_or_empty("paper");
+    core.paper.target_loss =
+        lp.get<double>("target_loss", core.paper.target_loss, value_range::open(0, 1));
+    core.paper.margin_step =
+        lp.get<double>("margin_step", core.paper.margin_step, value_range::closed(0, 1));
+    core.paper.margin_max =
+        lp.get<double>("margin_max", core.paper.margin_max, value_range::closed_open(0, 1));
+    core.paper.margin_init = lp.get<double>("margin_init", core.paper.margin_init,
+                                            value_range::closed(0, core.paper.margin_max));
+    core.paper.cqi_ahead_slots = lp.get<std::uint32_t>("cqi_ahead_slots", 0,
+                                                       value_range::closed(0, 1e6));
     core.olla_enabled = la.get<bool>("olla", true);
     core.olla.target_bler = la.get<double>("target_bler", 0.1);
     core.olla.delta_down_db = la.get<double>("delta_down_db", 0.5);

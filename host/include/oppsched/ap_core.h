@@ -10,7 +10,8 @@
 //       --> HARQ: timeouts; a pending retransmission (oldest NACK first) takes the slot
 //       --> else the scheduler ranks the users that can be served (backlogged, a free HARQ
 //           process, a usable MCS) at the rate their latest CQI gives through link adaptation
-//           (mcs_table + OLLA), the winner's TB is built by its Segmenter at the TB size of
+//           (mcs_table + OLLA; or eq. 18 with the backoff margin m in link_mode::paper),
+//           the winner's TB is built by its Segmenter at the TB size of
 //           the MCS, stamped with the CLAMP price of its queue, registered with HARQ
 //       --> slot_grant(n) (empty when nobody can be served)
 //   cqi_report      --> the user's latest SNR (the CQI the MAC uses is the SNR in dB); TBs
@@ -88,8 +89,8 @@ namespace oppsched::ap {
 // Andrew & Hanly's eq. 18 (CLAMP's Shannon rule rate = min(W0 log2(1 + N), C_max)) quantised, the
 // same table the abstract PHY builds for `mcs_table: shannon` (docs/daemons.md, "Abstract PHY
 // configuration"): rate_k = k C_max / levels (k = 1..levels), min_snr_db_k =
-// 10 log10(2^(rate_k / W0) - 1). The paper's adaptive margin m is OLLA's offset here
-// (10 log10(1 - m) dB).
+// 10 log10(2^(rate_k / W0) - 1). With link_mode::table the paper's adaptive margin m is OLLA's
+// offset (10 log10(1 - m) dB); link_mode::paper uses eq. 18 unquantised with m itself.
 struct shannon_table_params {
     double w0_hz = 4.3e6;       // W0 (Andrew & Hanly, CLAMP, §V-D; §V-J's low-rate case: 620e3)
     double cmax_bps = 10e6;     // C_max (§V-J: 1.44e6)
@@ -122,6 +123,36 @@ struct ap_clamp_params {
     double mu_floor_bps = 1000.0;      // > 0
 };
 
+// How the MAC chooses the rate of a user's TB (docs/architecture.md, "Fidelity").
+enum class link_mode {
+    // The highest MCS of `table` whose threshold the user's latest CQI meets, backed off by
+    // OLLA when olla_enabled: what a real PHY, whose CQI is necessarily a few slots old,
+    // needs. The default.
+    table,
+    // Andrew & Hanly, CLAMP, §V-B: B(s) = slot_s min(W0 log2(1 + (1 - m) N(s)), C_max) bits
+    // (eq. 18) from the SNR N(s) at the start of the granted slot, unquantised: the TB holds
+    // floor(B(s) / 8) bytes and names the lowest MCS of `table` that carries them (the PHY's
+    // end-of-slot rule judges the TB's own bits). m is the backoff margin of
+    // channel::clamp_link, tuned by stochastic approximation until the loss after
+    // harq.max_transmissions attempts is target_loss. OLLA is not used. N(s) comes from a
+    // PHY that reports, with slot n, the SNR at the start of slot n + cqi_ahead_slots (the
+    // abstract PHY's `cqi_ahead_slots`: its channel is a known function of time); the MAC
+    // uses the report for the granted slot, or the newest earlier one (counted
+    // `link.snr_not_for_slot`). Before a user's first report it is not served.
+    paper,
+};
+const char* to_string(link_mode m);
+
+struct paper_link_params {
+    double w0_hz = 4.3e6;               // W0 (Andrew & Hanly, CLAMP, §V-D)
+    double cmax_bps = 10e6;             // C_max
+    double target_loss = 1e-3;          // the nominal packet loss after retransmissions
+    double margin_init = 0.0;           // m at start, [0, margin_max]
+    double margin_step = 0.01;          // the stochastic approximation's gain (clamp_link.h)
+    double margin_max = 0.99;           // m stays below 1
+    std::uint32_t cqi_ahead_slots = 0;  // the report of slot n gives the SNR of n + this
+};
+
 struct ap_core_params {
     std::vector<ap_user_params> users;  // index = user id (the wire `user`)
     aqm::queue_mode queue_mode = aqm::queue_mode::per_user;
@@ -135,7 +166,9 @@ struct ap_core_params {
     bool harq_first = true;
     harq::harq_params harq{};  // num_users is set from users.size()
     linkadapt::mcs_table table = linkadapt::mcs_table::evdo();
-    bool olla_enabled = true;
+    link_mode link = link_mode::table;
+    paper_link_params paper{};  // link == paper
+    bool olla_enabled = true;   // link == table
     linkadapt::olla_params olla{};
     double slot_s = 1.667e-3;                    // slot duration, (0, 1]
     std::uint32_t lead_slots = 4;                // the PHY's lead (late accounting)
@@ -192,6 +225,9 @@ struct ap_core_stats {
     std::uint64_t cqi_reports = 0, cqi_invalid = 0, cqi_unknown_user = 0;
     std::uint64_t feedback = 0, feedback_unknown_user = 0, feedback_invalid_process = 0;
     std::uint64_t feedback_stale = 0;
+    // link == paper: grants whose user's newest usable SNR report was for an earlier slot
+    // than the granted one (the report for that slot had not arrived yet).
+    std::uint64_t snr_not_for_slot = 0;
 };
 
 class ap_core final {
@@ -237,8 +273,11 @@ class ap_core final {
     std::size_t queued_bytes(std::uint32_t user) const;
     std::optional<double> mu_c_bps(std::uint32_t user) const;  // nullopt until known
     std::optional<double> price(std::uint32_t user) const;     // nullopt: none stamped now
+    // The MCS and rate the user would get now: link == table from its latest CQI; link ==
+    // paper as computed for the latest requested slot.
     int mcs_for(std::uint32_t user) const;                     // kNoMcs if none usable
     double rate_bps(std::uint32_t user) const;                 // the scheduler's R_i
+    double margin(std::uint32_t user) const;                   // link == paper: m; else 0
     const clamp::router_agent& router_of(std::uint32_t user) const;
     std::optional<std::uint32_t> classify(const std::vector<std::uint8_t>& packet) const;
     std::uint32_t tb_bytes_for_mcs(int mcs) const;  // 0 if unusable

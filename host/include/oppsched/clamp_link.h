@@ -99,6 +99,12 @@ class clamp_link final {
     // reset the count), and moves m as `scope` says.
     slot_outcome on_feedback(bool success);
 
+    // One observation of the margin's stochastic approximation, for a caller that keeps its
+    // own attempt count (the AP's HARQ, ap_core's link_mode::paper): loss = the event m is
+    // tuned against (a drop after n attempts with scope after_retransmissions, a failed
+    // attempt with per_attempt); false = a success. Moves m only, no counters.
+    void adapt(bool loss) { observe(loss ? 1.0 : 0.0); }
+
     // Convenience for the abstract PHY: rate at slot start, error at slot end, feedback.
     struct attempt {
         double bits;

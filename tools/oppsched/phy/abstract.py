@@ -24,9 +24,11 @@ It stands in for the radio (docs/daemons.md, "Slot timing"; docs/architecture.md
                chosen at the start from an older CQI; the channel may have faded since).
                Deterministic.
     end_of_slot  the rule of Andrew & Hanly, CLAMP, §V-B literally, through
-               oppsched.mac.clamp_link: error iff B = slot_s * rate(mcs) > slot_s * W0
-               log2(1 + N(e)), N(e) the SNR at slot end (W0 and C_max of the `shannon`
-               section). Deterministic. (Old name: clamp.)
+               oppsched.mac.clamp_link: error iff the TB's B = 8 * len(tb) information bits
+               exceed slot_s * W0 log2(1 + N(e)), N(e) the SNR at slot end (W0 of the
+               `shannon` section). A TB that fills its MCS has B = the MCS's bits per slot;
+               the apd's link_adaptation.mode paper sends smaller ones, eq. 18 unquantised.
+               Deterministic. (Old name: clamp.)
   HARQ chase combining: a retransmission is decoded at the effective SNR = sum (linear) of
   the SNRs of every transmission of that (user, HARQ process) since its NDI last toggled,
   this one included (maximal-ratio combining of identical copies adds SNRs; redundancy
@@ -35,7 +37,10 @@ It stands in for the radio (docs/daemons.md, "Slot timing"; docs/architecture.md
   an rx_indication on `rx_<id>` (PUSH, non-blocking, ZMQ_IMMEDIATE): header_ok = true,
   addressed = (user == grant.user), crc_ok per the error model for the addressed user, the
   TB only if addressed and crc_ok, snr_db = the measured SNR at the slot's start (+ optional
-  Gaussian estimation error), cqi = 1 + the highest MCS whose threshold snr_db meets (0 =
+  Gaussian estimation error), or with cqi_ahead_slots = k > 0 the SNR at the start of slot
+  n + k (a genie report for the apd's link_adaptation.mode paper: the MAC then picks each
+  slot's rate from the SNR at that slot's start, as eq. 18 of Andrew & Hanly, CLAMP does),
+  cqi = 1 + the highest MCS whose threshold snr_db meets (0 =
   below the lowest MCS: "zero rate", Srinivasan & Baras, §III). Empty slots also produce
   rx_indications (header only, user 0xFFFF, addressed = false) so that CQI flows every slot.
 
@@ -300,23 +305,25 @@ class ThresholdModel:
     def __init__(self, table):
         self.thresholds = list(table.thresholds_db)
 
-    def success(self, mcs: int, snr_lin: float, rng: np.random.Generator) -> bool:
+    def success(self, mcs: int, snr_lin: float, rng: np.random.Generator,
+                tb_bytes: int) -> bool:
         return to_db(snr_lin) >= self.thresholds[mcs]
 
 
 class EndOfSlotModel:
-    """Andrew & Hanly, CLAMP, §V-B literally: B = slot_s * rate(mcs) bits were chosen at the
-    slot start; an error iff B > slot_s W0 log2(1 + N(e)) (oppsched.mac.clamp_link.is_error)."""
+    """Andrew & Hanly, CLAMP, §V-B literally: the TB's B = 8 * tb_bytes information bits were
+    chosen at the slot start; an error iff B > slot_s W0 log2(1 + N(e))
+    (oppsched.mac.clamp_link.is_error). The MCS only bounds the TB (the grant check)."""
 
     name = "end_of_slot"
     at_slot_end = True
 
     def __init__(self, table, slot_s: float, w0_hz: float, cmax_bps: float):
         self.link = mac.clamp_link(slot_s=slot_s, w0_hz=w0_hz, cmax_bps=cmax_bps)
-        self.bits = [slot_s * r for r in table.rates_bps]
 
-    def success(self, mcs: int, snr_lin: float, rng: np.random.Generator) -> bool:
-        return not self.link.is_error(self.bits[mcs], snr_lin)
+    def success(self, mcs: int, snr_lin: float, rng: np.random.Generator,
+                tb_bytes: int) -> bool:
+        return not self.link.is_error(8.0 * tb_bytes, snr_lin)
 
 
 class CurvesModel:
@@ -329,7 +336,8 @@ class CurvesModel:
     def __init__(self, curves: LinkCurves):
         self.curves = curves
 
-    def success(self, mcs: int, snr_lin: float, rng: np.random.Generator) -> bool:
+    def success(self, mcs: int, snr_lin: float, rng: np.random.Generator,
+                tb_bytes: int) -> bool:
         return rng.random() >= self.curves.bler(mcs, to_db(snr_lin))
 
 
@@ -434,6 +442,7 @@ class PhyCore:
         self.n_users = len(cfg["users"])
         self.users = [UserState(u["name"], u["id"]) for u in cfg["users"]]
         self.noise_db = cfg["measurement"]["noise_db"]
+        self.ahead = cfg["cqi_ahead_slots"]
         self.combiner = ChaseCombiner(cfg["chase_combining"])
         self.bytes_per_slot = [
             models.table.bytes_per_slot(m, cfg["slot_s"]) for m in range(len(models.table))
@@ -602,6 +611,14 @@ class PhyCore:
         for u, d in zip(self.users, meas_db):
             u.snr_db_sum += d
             u.slots += 1
+        if self.ahead:  # the reports give the SNR at the start of slot n + ahead
+            t_rep = self.channel_time_s(n + self.ahead)
+            rep_db = [to_db(ch(t_rep)) for ch in self.models.channels]
+            if self.noise_db > 0.0:
+                rep_db = [d + self.noise_db * r.standard_normal()
+                          for d, r in zip(rep_db, self.rng_noise)]
+        else:
+            rep_db = meas_db
 
         header = {"slot": n, "header_ok": True, "crc_ok": False, "addressed": False, "combined": 0}
         if g is None or g["empty"]:
@@ -618,7 +635,7 @@ class PhyCore:
                 dec_lin = true_lin[target]
             eff_lin, combined = self.combiner.combine(target, g["harq_pid"], g["ndi"], dec_lin)
             eff_db = to_db(eff_lin)
-            ok = model.success(mcs, eff_lin, self.rng_error[target])
+            ok = model.success(mcs, eff_lin, self.rng_error[target], len(g["tb"]))
             st = self.users[target]
             st.addressed += 1
             if ok:
@@ -631,8 +648,8 @@ class PhyCore:
         frames = []
         for i, st in enumerate(self.users):
             d = dict(header)
-            d["snr_db"] = meas_db[i]
-            d["cqi"] = self.cqi_of(meas_db[i])
+            d["snr_db"] = rep_db[i]
+            d["cqi"] = self.cqi_of(rep_db[i])
             if i == target:
                 d["addressed"] = True
                 d["crc_ok"] = bool(ok)

@@ -83,6 +83,11 @@ SCHEMA = {
     },
     "clamp": Renamed("shannon"),
     "chase_combining": Field(bool, True),
+    # The rx_indication of slot n reports the SNR at the start of slot n + cqi_ahead_slots
+    # (abstract PHY only: its channel is a known function of time). With the apd's
+    # link_adaptation.mode paper and the same value there, the MAC chooses each slot's rate
+    # from the SNR at that slot's start (Andrew & Hanly, CLAMP, eq. 18).
+    "cqi_ahead_slots": Field(int, 0, min=0, max=1_000_000),
     "measurement": {"noise_db": Field(float, 0.0, min=0.0, max=30.0)},
     "traces": {"stats": Field(str, ""), "slots": Field(str, "")},
     "timing": {

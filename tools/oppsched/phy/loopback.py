@@ -92,6 +92,11 @@ def load_config(path: str | Path, overrides: list[str] | tuple = (),
             f"{slot!r} s at {s['sample_rate']:g} Hz (leave it 0)"
         )
     cfg["slot_s"] = slot
+    if cfg["cqi_ahead_slots"]:
+        raise ConfigError(
+            f"cqi_ahead_slots: {cfg['cqi_ahead_slots']!r}: only the abstract PHY can report an "
+            "SNR ahead; this PHY measures the one it receives (leave it 0)"
+        )
     common.load_mcs_table(cfg)  # the table must load (the apd uses the same one)
     return cfg
 

@@ -12,7 +12,7 @@ from oppsched import daemonconf, mac, paths
 from oppsched.config import ConfigError, Field, ListOf, Renamed
 from oppsched.daemonconf import PROFILES
 from oppsched.names import (AQM_KINDS, CHANNEL_MODEL_ALIASES, CHANNEL_MODELS, ERROR_MODEL_ALIASES,
-                            ERROR_MODELS, FECS, MARKING_AQMS, PROFILE_ALIASES, SCHEDULERS,
+                            ERROR_MODELS, FECS, LINK_MODES, MARKING_AQMS, PROFILE_ALIASES, SCHEDULERS,
                             SHANNON_TABLE_DEFAULTS, TABLE_ALIASES, TABLE_PRESETS)
 from oppsched.phy.radio import RADIO_AP, RADIO_CLIENT, check_radio_args, whole_hz
 
@@ -78,7 +78,10 @@ SCHEMA = {
                             doc="eq. 18 rates quantised to this many MCS (k C_max / levels)"),
         },
         "clamp_table": Renamed("shannon_table"),
-        "chase_combining": Field(bool, True, doc="HARQ retransmissions add their SNRs"),
+        "chase_combining": Field((bool, _NONE), None,
+                                 doc="HARQ retransmissions add their SNRs; null: on, except "
+                                     "with link_adaptation.mode paper (the paper's link layer "
+                                     "resends whole packets, no combining)"),
         "slot_trace": Field(bool, False, doc="the PHY writes phy_slots.csv"),
         "uhd": {  # phy.mode uhd (python -m oppsched.phy.uhd): the AP radio; devices[].uhd
             "sample_rate": Field(float, 1e6, min=1e5, max=61.44e6, check=whole_hz,
@@ -168,9 +171,21 @@ SCHEMA = {
                             "competes in the scheduler like new data, as in the papers' models"),
     },
     "link_adaptation": {
-        "olla": Field(bool, True, doc="outer-loop offset driven by ACK/NACK (the paper's "
-                      "adaptive backoff margin m, §V-B)"),
+        "mode": Field(str, "table", choices=LINK_MODES,
+                      doc="table: the MCS the CQI (lead_slots old) meets, with OLLA; paper: "
+                          "Andrew & Hanly, CLAMP, eq. 18 unquantised from the SNR at the "
+                          "slot's start, with the backoff margin m (abstract PHY, end_of_slot "
+                          "errors, no chase combining)"),
+        "olla": Field(bool, True, doc="mode table: outer-loop offset driven by ACK/NACK"),
         "target_bler": Field(float, 0.1, min=1e-6, max=0.499, doc="OLLA's per-attempt target"),
+        "paper": {
+            "target_loss": Field(float, 1e-3, min=1e-9, max=0.5,
+                                 doc="m is tuned for this loss after harq.max_transmissions "
+                                     "attempts (§V-D: 1e-3)"),
+            "margin_step": Field(float, 0.01, min=0.0, max=1.0,
+                                 doc="gain of m's stochastic approximation"),
+            "margin_init": Field(float, 0.0, min=0.0, max=0.98, doc="m at start"),
+        },
     },
     "harq": {
         "max_transmissions": Field((int, _NONE), None, min=1, max=64,
@@ -345,6 +360,7 @@ def check(cfg: dict) -> None:
         if model != "trace" and ch["trace"]:
             raise ConfigError(f"devices[{i}].channel.trace: {ch['trace']!r} given but the model "
                               f"is {model!r}")
+    _check_link_mode(cfg)
     hm = cfg["harq"]
     if hm["feedback_timeout_slots"] <= cfg["phy"]["lead_slots"]:
         raise ConfigError(f"harq.feedback_timeout_slots: {hm['feedback_timeout_slots']} is not "
@@ -353,6 +369,25 @@ def check(cfg: dict) -> None:
     for k, v in cfg["tcp"]["extra"].items():
         if not re.fullmatch(r"net\.[a-z0-9_.]+", str(k)):
             raise ConfigError(f"tcp.extra.{k}: not a net.* sysctl name")
+
+
+def _check_link_mode(cfg: dict) -> None:
+    """link_adaptation.mode paper needs the abstract PHY's genie SNR report, the end-of-slot
+    rule on the TB's own bits, and no chase combining."""
+    if cfg["link_adaptation"]["mode"] != "paper":
+        return
+    p = cfg["phy"]
+    if p["mode"] != "abstract":
+        raise ConfigError(f"link_adaptation.mode: 'paper' needs phy.mode abstract, not "
+                          f"{p['mode']!r} (only the abstract PHY knows the SNR at a slot's "
+                          "start before the slot)")
+    if daemonconf.error_model(cfg) != "end_of_slot":
+        raise ConfigError(f"phy.error_model: {daemonconf.error_model(cfg)!r} with "
+                          "link_adaptation.mode paper, which needs end_of_slot (eq. 18's "
+                          "error rule)")
+    if p["chase_combining"]:
+        raise ConfigError("phy.chase_combining: true with link_adaptation.mode paper (the "
+                          "paper's link layer resends whole packets; leave it null)")
 
 
 def _check_uhd(cfg: dict) -> None:
