@@ -88,6 +88,16 @@ const char* to_string(link_mode m) {
     return "?";
 }
 
+const char* to_string(mu_c_mode m) {
+    switch (m) {
+        case mu_c_mode::measured:
+            return "measured";
+        case mu_c_mode::all_backlogged:
+            return "all_backlogged";
+    }
+    return "?";
+}
+
 const std::vector<std::string>& mcs_table_names() {
     static const std::vector<std::string> names = {"evdo", "ofdm_provisional", "shannon"};
     return names;
@@ -173,6 +183,9 @@ void ap_core_params::validate() const {
             throw_invalid("link_adaptation.paper.cqi_ahead_slots",
                           std::to_string(lp.cqi_ahead_slots), "not in [0, 1e6]");
     }
+    if (clamp.mu != mu_c_mode::measured && clamp.mu != mu_c_mode::all_backlogged)
+        throw_invalid("clamp.mu_c", std::to_string(static_cast<int>(clamp.mu)),
+                      "is not measured or all_backlogged");
     if (!(clamp.mu_floor_bps > 0) || !std::isfinite(clamp.mu_floor_bps))
         throw_invalid("clamp.mu_floor_bps", format_number(clamp.mu_floor_bps), "not > 0");
     try {
@@ -230,6 +243,8 @@ struct ap_core::Impl {
     std::vector<clamp::mu_c_estimator> mu;     // one per queue
     std::vector<pdu::segmenter> segmenters;    // one per user
     std::unique_ptr<sched::scheduler_policy> policy;
+    std::unique_ptr<sched::scheduler_policy> shadow;  // mu_c_mode::all_backlogged
+    std::vector<bool> usable;                         // its eligibility: a usable rate
     std::unique_ptr<harq::harq_entity> harq;
     std::vector<linkadapt::olla> olla;
     std::vector<double> snr_db;  // NaN: no CQI yet (paper: the SNR of the latest slot)
@@ -379,8 +394,22 @@ struct ap_core::Impl {
     }
 
     void update_mu() {
+        if (!shadow) {
+            for (std::size_t qi = 0; qi < queue_count(); ++qi)
+                if (backlogged_q[qi]) mu[qi].on_backlogged_slot(served_q[qi]);
+            return;
+        }
+        // mu_c_mode::all_backlogged: what the scheduler would give each queue this slot if
+        // every user had data (ap_core.h).
+        for (std::uint32_t u = 0; u < n_users; ++u) usable[u] = mcs_now[u] >= 0;
+        const int w = shadow->step(rates, usable);
+        constexpr std::uint32_t overhead = pdu::kMinPduBytes + pdu::kSegmentHeaderBytes;
+        std::uint64_t carried = 0;
+        if (w >= 0 && tb_now[static_cast<std::size_t>(w)] > overhead)
+            carried = tb_now[static_cast<std::size_t>(w)] - overhead;
         for (std::size_t qi = 0; qi < queue_count(); ++qi)
-            if (backlogged_q[qi]) mu[qi].on_backlogged_slot(served_q[qi]);
+            mu[qi].on_backlogged_slot(
+                w >= 0 && queue_index(static_cast<std::uint32_t>(w)) == qi ? carried : 0);
     }
 
     // ---- trace rows ----
@@ -633,6 +662,10 @@ ap_core::ap_core(ap_core_params params) {
     sc.num_users = m.n_users;
     sc.policy = p.scheduler;
     m.policy = sched::make_scheduler(sc);
+    if (p.clamp.enabled && p.clamp.mu == mu_c_mode::all_backlogged) {
+        m.shadow = sched::make_scheduler(sc);
+        m.usable.assign(m.n_users, false);
+    }
     m.harq = std::make_unique<harq::harq_entity>(p.harq);
     for (std::uint32_t u = 0; u < m.n_users; ++u) m.olla.emplace_back(p.olla);
     m.snr_db.assign(m.n_users, kNaN);

@@ -51,6 +51,10 @@ void bind_names(pybind11::module_& m) {
     // ap_core.h's link_mode (the apd's link_adaptation.mode), in declaration order.
     m.attr("LINK_MODES") = pyb::make_tuple(std::string(ap::to_string(ap::link_mode::table)),
                                            std::string(ap::to_string(ap::link_mode::paper)));
+    // ap_core.h's mu_c_mode (the apd's clamp.mu_c).
+    m.attr("MU_C_MODES") =
+        pyb::make_tuple(std::string(ap::to_string(ap::mu_c_mode::measured)),
+                        std::string(ap::to_string(ap::mu_c_mode::all_backlogged)));
     const ap::shannon_table_params shannon;
     pyb::dict defaults;
     defaults["w0_hz"] = shannon.w0_hz;

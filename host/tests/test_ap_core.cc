@@ -202,6 +202,33 @@ TEST(ap_core, when_max_transmissions_reached_then_exactly_the_carried_packets_ar
     EXPECT_EQ(rows[1].retx, 1);
 }
 
+// Andrew & Hanly, CLAMP, §IV-A: mu_c is the rate the queue would get if every user were
+// backlogged. Two users at the same rate, only ue0 with data: it is served every slot
+// (measured mu_c = a whole TB's data per slot), but PF with both backlogged alternates, so
+// all_backlogged gives half of that.
+TEST(ap_core, when_mu_c_is_all_backlogged_then_an_alone_backlogged_queue_counts_only_its_fair_share) {
+    for (const auto mode : {mu_c_mode::measured, mu_c_mode::all_backlogged}) {
+        auto p = two_users();
+        p.clamp.enabled = true;
+        p.clamp.mu = mode;
+        p.clamp.mu_init_slots = 32;
+        ap_core ap(p);
+        for (int i = 0; i < 100; ++i) ap.on_downlink_packet(0, ipv4_to(1, 472));
+        for (std::uint64_t s = 0; s < 32; ++s) {
+            ap.on_cqi(0, s, 20.0, 0);
+            ap.on_cqi(1, s, 20.0, 0);
+            const auto g = request(ap, s);
+            ASSERT_FALSE(g.empty);
+            ASSERT_EQ(g.user, 0);  // ue1 has nothing to send
+            ap.on_harq_feedback(0, s, g.harq_pid, true);
+        }
+        ASSERT_TRUE(ap.mu_c_bps(0).has_value()) << to_string(mode);
+        const double whole = (500.0 - 20 - 8) * 8 / kSlot;  // one 472-byte packet per TB
+        EXPECT_NEAR(*ap.mu_c_bps(0), mode == mu_c_mode::measured ? whole : whole / 2, 1e-6)
+            << to_string(mode);
+    }
+}
+
 TEST(ap_core, when_clamp_is_on_then_the_pdu_carries_the_router_agents_price) {
     auto p = two_users();
     p.clamp.enabled = true;

@@ -265,7 +265,7 @@ def apd_config(cfg: dict, lay: Layout) -> dict:
                  "feedback_timeout_slots": h["feedback_timeout_slots"]},
         "link_adaptation": _link_adaptation(cfg, lay),
         "clamp": {"enabled": c["enabled"], "a_bytes": c["a_bytes"], "b": c["b"],
-                  "ema_rate_per_s": c["ema_rate_per_s"]},
+                  "ema_rate_per_s": c["ema_rate_per_s"], "mu_c": c["mu_c"]},
         "traces": {"slots": lay.path("slots.csv"),
                    "packets": lay.path("packets.csv") if cfg["traces"]["packets"] else "",
                    "stats": lay.path("apd.stats.json")},

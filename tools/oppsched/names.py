@@ -21,6 +21,7 @@ SCHEDULERS = tuple(mac.SCHEDULER_KINDS)  # sched.h's policies (the apd's schedul
 AQM_KINDS = tuple(mac.AQM_KINDS)  # aqm.h's aqm_kind
 MARKING_AQMS = tuple(mac.MARKING_AQM_KINDS)  # aqm.h's marks_ecn: these mark ECT packets
 LINK_MODES = tuple(mac.LINK_MODES)  # ap_core.h's link_mode (the apd's link_adaptation.mode)
+MU_C_MODES = tuple(mac.MU_C_MODES)  # ap_core.h's mu_c_mode (the apd's clamp.mu_c)
 TABLE_PRESETS = tuple(mac.MCS_TABLE_NAMES)  # ap_core.h: the MCS tables the apd builds by name
 SHANNON_TABLE_DEFAULTS = dict(mac.SHANNON_TABLE_DEFAULTS)  # eq. 18's W0, C_max and levels
 FADING_MODELS = tuple(mac.FADING_MODELS)  # what oppsched.mac.fading_channel builds (fading.h)

@@ -239,6 +239,10 @@ def test_invalid_config_exits_2_naming_the_field_and_creates_no_tun(bed):
         ({"zmq": {"max_msg_bytes": 2000}}, "zmq.max_msg_bytes: 2000 < 3787, the largest slot_grant"),
         ({"users": [{"id": 0, "name": "ue0", "addresses": ["10.77.0.300"]}]},
          "users[0].addresses[0]: '10.77.0.300' is not an IPv4 or IPv6 address"),
+        ({"link_adaptation": {"mode": "genie"}}, "link_adaptation.mode: 'genie'"),
+        ({"link_adaptation": {"mode": "paper", "paper": {"target_loss": 0}}},
+         "link_adaptation.paper.target_loss: 0"),
+        ({"clamp": {"mu_c": "guessed"}}, "clamp.mu_c: 'guessed'"),
     ]
     for over, expected in cases:
         cfg = dict(base)

@@ -122,6 +122,13 @@ def test_unknown_keys_name_the_field():
     (["queue.mode=shared", "devices[0].queue.limit_bytes=1000"],
      "devices[0].queue.limit_bytes: 1000 with queue.mode shared"),
     (["tcp.extra={kernel.foo: 1}"], "tcp.extra.kernel.foo: not a net.* sysctl"),
+    (["link_adaptation.mode=paper", "phy.mode=sample"],
+     "link_adaptation.mode: 'paper' needs phy.mode abstract"),
+    (["link_adaptation.mode=paper", "phy.error_model=threshold"],
+     "phy.error_model: 'threshold' with link_adaptation.mode paper"),
+    (["link_adaptation.mode=paper", "phy.chase_combining=true"],
+     "phy.chase_combining: true with link_adaptation.mode paper"),
+    (["link_adaptation.mode=olla"], "link_adaptation.mode: 'olla'"),
 ])
 def test_impossible_combinations_are_rejected_naming_the_field(text_or_override, expect):
     msg = error_of(overrides=text_or_override)
@@ -177,6 +184,11 @@ def test_the_clamp_fading_experiments_are_andrew_hanly_clamp_fig_3(name):
     snr = {d["channel"]["mean_snr_db"] for d in res["devices"]}
     if name == "fading-abstract.yaml":  # the paper's own link
         assert res["phy"]["mode"] == "abstract" and snr == {10 * math.log10(4)}  # SNR_avg 4
+        # §V-B: eq. 18 at the slot's start with the margin m for 1e-3 after n attempts
+        assert res["link_adaptation"]["mode"] == "paper"
+        assert res["link_adaptation"]["paper"]["target_loss"] == 1e-3
+        assert not daemonconf.chase_combining(res) and not res["scheduler"]["harq_first"]
+        assert res["clamp"]["mu_c"] == "all_backlogged"  # §IV-A's mu_c
         assert v["clamp-off"]["queue"]["limit_bytes"] == 60000   # §V-H TCP buffer
         assert v["clamp-on"]["clamp"]["a_bytes"] == 27000
     else:
@@ -222,6 +234,29 @@ def test_config_files_are_written_for_every_process(tmp_path):
     assert len(set(seeds)) == 2  # independent fading per user
 
 
+def test_paper_link_mode_has_the_phy_report_the_snr_of_the_slot_the_apd_grants(tmp_path):
+    # slot_request(n) is answered at the start of slot n - 4 (lead_slots); the report of
+    # slot n - 6 left the PHY at the start of slot n - 5 and took the 1 ms uplink, so it is
+    # there; one slot more for jitter: the report of slot n - 7 must give slot n's SNR.
+    cfg = cfg_of(overrides=["link_adaptation.mode=paper", "phy.lead_slots=4"])
+    files = daemonconf.write_all(cfg, run_layout(tmp_path, cfg))
+    apd = yaml.safe_load(files["apd"].read_text())
+    phy = yaml.safe_load(files["phy"].read_text())
+    la = apd["link_adaptation"]
+    assert la["mode"] == "paper" and la["paper"]["cqi_ahead_slots"] == 7
+    assert phy["cqi_ahead_slots"] == 7 and phy["chase_combining"] is False
+    assert phy["error_model"] == "end_of_slot"
+    assert la["shannon"] == {"w0_hz": 4.3e6, "cmax_bps": 10e6, "levels": 32}  # eq. 18's W0, C_max
+    assert la["paper"]["target_loss"] == 1e-3
+    # mode table: the slot's own SNR, chase combining on
+    cfg = cfg_of()
+    (tmp_path / "t").mkdir()
+    files = daemonconf.write_all(cfg, run_layout(tmp_path / "t", cfg))
+    phy = yaml.safe_load(files["phy"].read_text())
+    assert phy["cqi_ahead_slots"] == 0 and phy["chase_combining"] is True
+    assert yaml.safe_load(files["apd"].read_text())["link_adaptation"]["mode"] == "table"
+
+
 @pytest.mark.parametrize("profile, slot", [("evdo", 1.667e-3), ("3ms", 3e-3)])
 def test_sample_mode_gives_apd_and_loopback_the_measured_table_and_profile_slot(
         tmp_path, profile, slot):
@@ -238,11 +273,12 @@ def test_sample_mode_gives_apd_and_loopback_the_measured_table_and_profile_slot(
     assert phy["endpoints"]["phy_requests"] == apd["endpoints"]["phy_requests"]
 
 
-def test_the_abstract_clamp_fading_experiment_runs_on_the_sample_phy_with_just_the_mode_set():
+def test_the_abstract_clamp_fading_experiment_runs_on_the_sample_phy_with_the_two_modes_set():
     # fading-abstract.yaml states the profile's own slot (3 ms): allowed with the blocks; any
-    # other slot is not (test_impossible_combinations_are_rejected_naming_the_field).
+    # other slot is not (test_impossible_combinations_are_rejected_naming_the_field). Its
+    # link mode (paper) needs the abstract PHY; the blocks need the MCS table.
     _, _, res = load_experiment(REPO / "experiments/clamp/fading-abstract.yaml",
-                                ["phy.mode=sample"])
+                                ["phy.mode=sample", "link_adaptation.mode=table"])
     assert res["phy"]["mode"] == "sample" and daemonconf.slot_s(res) == 3e-3
     assert daemonconf.mcs_table(res).endswith("awgn-3ms-1msps/mcs_table.csv")
 

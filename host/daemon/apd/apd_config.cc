@@ -7,7 +7,6 @@
 #include <fstream>
 #include <functional>
 #include <map>
-#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -65,14 +64,14 @@ void set_aqm_param(aqm::aqm_params& c, const aqm::param_field& f, const config_n
     }
 }
 
-const std::set<std::string> kAqmTimeFields = {"update_interval", "target",    "interval",
-                                              "tupdate",         "max_burst", "flow_idle_timeout"};
-
+// The validators' labels ("reaqm.update_interval") as the config keys they check
+// ("aqm.params.update_interval_s"), from the one parameter table.
 std::vector<std::pair<std::string, std::string>> aqm_renames(aqm::aqm_kind kind) {
     std::vector<std::pair<std::string, std::string>> m;
     const std::string k(aqm::to_string(kind));
-    for (const auto& f : kAqmTimeFields)
-        m.emplace_back(k + "." + f + ":", "aqm.params." + f + "_s:");
+    for (const auto& f : aqm::param_fields(kind))
+        if (f.label.rfind(k + ".", 0) == 0 && f.label != k + "." + f.name)
+            m.emplace_back(f.label + ":", "aqm.params." + f.name + ":");
     m.emplace_back(k + ".", "aqm.params.");
     m.emplace_back("rate.capacity_bps", "aqm.params.capacity_bps");
     m.emplace_back("rate.sample_bytes", "aqm.params.rate_sample_bytes");
@@ -114,8 +113,11 @@ aqm::aqm_params read_aqm(const config_node& root) {
     return c;
 }
 
-sched::policy_params read_scheduler(const config_node& root, std::size_t n_users) {
+// The policy; `harq_first` gets scheduler.harq_first (ap_core_params).
+sched::policy_params read_scheduler(const config_node& root, std::size_t n_users,
+                                    bool& harq_first) {
     const config_node s = root.child_or_empty("scheduler");
+    harq_first = s.get<bool>("harq_first", true);
     const std::string kind = s.get_choice("kind", "pf", {"pf", "glambda", "rr", "maxrate", "wpf"});
     const double alpha =
         s.get<double>("alpha", sched::kDefaultAlpha, value_range::open_closed(0, 1));
@@ -242,6 +244,10 @@ apd_params load_apd_config(const std::string& path) {
     core.clamp.mu_ema_weight =
         cl.get<double>("mu_ema_weight", 0.01, value_range::open_closed(0, 1));
     core.clamp.mu_floor_bps = cl.get<double>("mu_floor_bps", 1000.0, value_range::positive());
+    core.clamp.mu = cl.get_choice("mu_c", "measured", {"measured", "all_backlogged"}) ==
+                            "all_backlogged"
+                        ? ap::mu_c_mode::all_backlogged
+                        : ap::mu_c_mode::measured;
     try {
         core.clamp.router.validate();
     } catch (const std::invalid_argument& e) {
@@ -249,8 +255,7 @@ apd_params load_apd_config(const std::string& path) {
     }
 
     // ---- scheduler ----
-    core.scheduler = read_scheduler(root, core.users.size());
-    core.harq_first = root.child_or_empty("scheduler").get<bool>("harq_first", true);
+    core.scheduler = read_scheduler(root, core.users.size(), core.harq_first);
     try {
         sched::scheduler_params sc;
         sc.num_users = core.users.size();

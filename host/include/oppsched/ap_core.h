@@ -51,7 +51,8 @@
 //  - Unusable MCS: a TB must hold the PDU header, CRC, one segment header and one byte
 //    (29 bytes). MCSs whose bytes_per_slot is smaller (EV-DO below 153.6 kb/s at 1.667 ms)
 //    count as rate 0. TBs are capped at 65535 bytes (pdu.h).
-//  - CLAMP mu_c: one clamp::mu_c_estimator per queue (clamp.h). Until it is known, TBs carry
+//  - CLAMP mu_c: one clamp::mu_c_estimator per queue (clamp.h), fed as mu_c_mode says (the
+//    queue's own service by default). Until it is known, TBs carry
 //    no price (PRICE flag clear); it is floored at mu_floor_bps so a starved queue gets a
 //    large, finite price. In shared mode the one queue's mu_c is the whole cell's.
 //  - HARQ timeouts (no feedback and no later CQI from the client either): the trace says
@@ -114,8 +115,25 @@ struct ap_user_params {
     std::optional<std::size_t> queue_limit_packets;  // per-user override (per_user mode)
 };
 
+// What CLAMP's mu_c of a queue measures (docs/architecture.md, "Fidelity").
+enum class mu_c_mode {
+    // The new-data bytes the queue sent per slot in which it was backlogged
+    // (clamp::mu_c_estimator): the rate it gets now, given the others' actual backlog.
+    measured,
+    // Andrew & Hanly, CLAMP, §IV-A: "the average rate ... it could allocate to each user ...
+    // if the AP were always backlogged with packets from all users". A shadow of the
+    // scheduler (same policy and parameters) runs every slot on the users' current rates
+    // with every user that has a usable rate eligible; the queue's sample of the slot is
+    // what the shadow's winner would carry (its TB bytes less the PDU header, CRC and one
+    // segment header) if the winner is one of its users, else 0. Same estimator (mean of
+    // mu_init_slots slots, then EMA), fed every slot.
+    all_backlogged,
+};
+const char* to_string(mu_c_mode m);
+
 struct ap_clamp_params {
     bool enabled = false;
+    mu_c_mode mu = mu_c_mode::measured;
     clamp::router_agent_params
         router{};                      // a_bytes, b, ema_rate_per_s (Andrew & Hanly, CLAMP, §IV-A)
     std::uint32_t mu_init_slots = 32;  // backlogged slots averaged before mu_c is known

@@ -12,7 +12,7 @@ from oppsched import daemonconf, mac, paths
 from oppsched.config import ConfigError, Field, ListOf, Renamed
 from oppsched.daemonconf import PROFILES
 from oppsched.names import (AQM_KINDS, CHANNEL_MODEL_ALIASES, CHANNEL_MODELS, ERROR_MODEL_ALIASES,
-                            ERROR_MODELS, FECS, LINK_MODES, MARKING_AQMS, PROFILE_ALIASES, SCHEDULERS,
+                            ERROR_MODELS, FECS, LINK_MODES, MARKING_AQMS, MU_C_MODES, PROFILE_ALIASES, SCHEDULERS,
                             SHANNON_TABLE_DEFAULTS, TABLE_ALIASES, TABLE_PRESETS)
 from oppsched.phy.radio import RADIO_AP, RADIO_CLIENT, check_radio_args, whole_hz
 
@@ -153,6 +153,10 @@ SCHEMA = {
         "b": Field(float, 1.0, min=1e-6, max=1.5707963267948966, doc="b, eq. 7; stable iff "
                    "b < pi/2 (Theorem 1)"),
         "ema_rate_per_s": Field(float, 2.0, min=1e-6, doc="q(n) = exp(-2I) ... (§IV-A)"),
+        "mu_c": Field(str, "measured", choices=MU_C_MODES,
+                      doc="mu_c of eq. 13: measured (the queue's service while backlogged) or "
+                          "all_backlogged (the paper's: its share if every user had data, "
+                          "from a shadow of the scheduler)"),
         "tau_bytes": Field(float, 500.0, min=1e-6, doc="tau, eq. 14 (client; Table II)"),
         "alpha_packets": Field(int, 1000, min=1, doc="alpha, eq. 15"),
         "beta": Field(float, 0.001, min=1e-9, max=0.999999, doc="beta, eq. 16"),
