@@ -312,7 +312,7 @@ def _write_manifest(outdir: Path, resolved: dict, sw: sweepspec.Sweep) -> None:
 def flatten_summary(s: dict) -> dict:
     """The numbers of a run's summary as flat columns: top-level and nested scalars
     ("jain_index_flows", "slots.late"), per flow ("flow.<id>.<key>"), per user
-    ("user.<name>.<key>"), and the figures the sweep plots: goodput_total_bps,
+    ("user.<name>.<key>"), and the figures the sweep plots: goodput_total_bps, download_1MB_mean_s,
     mac_throughput_total_bps, mean_queue_delay_ms (mean over users) and the smallest and
     largest resource (slot) fraction of a user with their ratio."""
     row: dict = {}
@@ -336,6 +336,10 @@ def flatten_summary(s: dict) -> dict:
     flows = [f.get("goodput_bps") for f in s.get("flows", []) if f.get("goodput_bps") is not None]
     if flows:
         row["goodput_total_bps"] = float(sum(flows))
+        # Andrew & Hanly, CLAMP, Fig. 5(b): the mean over the flows of the time a 1-Mbyte
+        # file takes at the flow's rate (what a user of each flow would wait).
+        if all(g > 0 for g in flows):
+            row["download_1MB_mean_s"] = float(np.mean([8e6 / g for g in flows]))
     users = s.get("users", [])
     macs = [u["mac_throughput_bps"] for u in users if u.get("mac_throughput_bps") is not None]
     if macs:
