@@ -94,6 +94,7 @@ client_agent::client_agent(const client_agent_params& params) : params_(params) 
     params_.validate();
     ring_t_.assign(params_.alpha_packets + 1, 0);
     ring_s_.assign(params_.alpha_packets + 1, 0);
+    ring_seq_.assign(params_.alpha_packets + 1, 0);
     reset();
 }
 
@@ -111,6 +112,7 @@ void client_agent::reset() {
     ring_head_ = 0;
     ring_count_ = 0;
     ring_bytes_ = 0;
+    ring_seq_bytes_ = 0;
 }
 
 void client_agent::end_slow_start_halving() {
@@ -123,29 +125,40 @@ void client_agent::end_slow_start_halving() {
 }
 
 std::uint32_t client_agent::on_data(time_ns now, std::uint32_t size_bytes, double price_s,
-                                    std::uint32_t awnd_os_bytes) {
+                                    std::uint32_t awnd_os_bytes, std::uint32_t seq_bytes) {
     if (!std::isfinite(price_s) || price_s < 0.0)
         throw_invalid("clamp.client.price_s", price_s, "not in [0, inf)");
+    if (seq_bytes == 0) seq_bytes = size_bytes;  // one unit (clamp.h)
     const bool first = state_.packets == 0;
     const double dt_s = first ? 0.0 : to_seconds(std::max<time_ns>(now - state_.last_t, 0));
 
-    // --- 1. Eq. 15: mu_hat(t_k) = sum_{i=k-alpha}^{k} s_i / (t_k - t_{k-alpha}).
+    // --- 1. Eq. 15: mu_hat(t_k) = sum_{i=k-alpha}^{k} s_i / (t_k - t_{k-alpha}), s_i in IP
+    // bytes, the unit of the AP's q and mu_c (clamp.h), so that p mu_hat = tau is eq. 11.
     // As printed the sum has alpha+1 terms over alpha intervals; we keep it exactly (the
     // bias, a factor (alpha+1)/alpha = 1.001, is common to all flows and so does not
     // change the fair share). Before alpha+1 packets have arrived, all packets so far.
     const std::size_t cap = ring_t_.size();  // alpha + 1
     if (ring_count_ == cap) {
         ring_bytes_ -= ring_s_[ring_head_];
+        ring_seq_bytes_ -= ring_seq_[ring_head_];
         ring_t_[ring_head_] = now;
         ring_s_[ring_head_] = size_bytes;
+        ring_seq_[ring_head_] = seq_bytes;
         ring_head_ = (ring_head_ + 1) % cap;
     } else {
         const std::size_t idx = (ring_head_ + ring_count_) % cap;
         ring_t_[idx] = now;
         ring_s_[idx] = size_bytes;
+        ring_seq_[idx] = seq_bytes;
         ++ring_count_;
     }
     ring_bytes_ += size_bytes;
+    ring_seq_bytes_ += seq_bytes;
+    // Window (sequence-space) bytes per IP byte over the same packets: converts eq. 14's
+    // step and eq. 16's rate into the unit of w and AWND. 1 when the caller gives one unit.
+    const double seq_per_ip =
+        ring_bytes_ > 0 ? static_cast<double>(ring_seq_bytes_) / static_cast<double>(ring_bytes_)
+                        : 1.0;
     if (ring_count_ >= 2) {
         const time_ns span = now - ring_t_[ring_head_];
         if (span > 0) {
@@ -154,9 +167,11 @@ std::uint32_t client_agent::on_data(time_ns now, std::uint32_t size_bytes, doubl
         }  // else: every sample at one instant; keep the previous estimate
     }
 
-    // --- 2. Eq. 16: d_hat(t_k) = (1 - beta) d_hat(t_{k-1}) + beta AWND / mu_hat(t_k).
+    // --- 2. Eq. 16: d_hat(t_k) = (1 - beta) d_hat(t_{k-1}) + beta AWND / mu_hat(t_k), with
+    // AWND (payload bytes) over the payload rate, so that d_hat is the RTT in seconds.
     if (state_.mu_valid) {
-        const double sample = state_.awnd_bytes / state_.mu_hat;  // AWND in force at t_k
+        // AWND in force at t_k
+        const double sample = state_.awnd_bytes / (seq_per_ip * state_.mu_hat);
         if (!state_.d_valid) {
             state_.d_hat = sample;
             state_.d_valid = true;
@@ -165,7 +180,7 @@ std::uint32_t client_agent::on_data(time_ns now, std::uint32_t size_bytes, doubl
         }
     }
 
-    // --- 3. Eq. 14: Delta w(t_k) = [(tau - p mu_hat)/d_hat] (t_k - t_{k-1}).
+    // --- 3. Eq. 14: Delta w(t_k) = [(tau - p mu_hat)/d_hat] (t_k - t_{k-1}), IP bytes.
     const bool dw_defined = state_.mu_valid && state_.d_valid && state_.d_hat > 0.0 && !first;
     const double dw =
         dw_defined ? (params_.tau_bytes - price_s * state_.mu_hat) / state_.d_hat * dt_s : 0.0;
@@ -186,10 +201,12 @@ std::uint32_t client_agent::on_data(time_ns now, std::uint32_t size_bytes, doubl
             }
         }
     } else {
-        // §IV-B: clip above at 10 kB ("to avoid sudden increases after idle periods") and
-        // below at -s_k (the right edge of the window never moves left, RFC 793 p. 42).
-        double step = dw;
-        const double lo = -static_cast<double>(size_bytes);
+        // Eq. 14's step in the window's unit (sequence space, clamp.h). §IV-B: clipped
+        // above at 10 kB ("to avoid sudden increases after idle periods") and below at
+        // -s_k counted as the packet's payload: the ACK for it advances by its payload, so
+        // the right edge of the window never moves left (RFC 793 p. 42).
+        double step = seq_per_ip * dw;
+        const double lo = -static_cast<double>(seq_bytes);
         if (step > params_.max_increase_bytes) {
             step = params_.max_increase_bytes;
             ++stats_.clipped_high;

@@ -121,9 +121,11 @@ void clamp_rewriter::on_downlink(time_ns now, const std::vector<std::uint8_t>& p
         ++stats_.clamp_data_unpriced;
         return;
     }
-    // §IV-B: packet k of s_k bytes at t_k carrying price p; eqs. 14-17.
-    f->agent->on_data(now, static_cast<std::uint32_t>(t.payload_len), static_cast<double>(*price),
-                      f->awnd_os);
+    // §IV-B: packet k of s_k bytes at t_k carrying price p; eqs. 14-17. s_k is the IP
+    // length, the unit in which the AP counts q and mu_c; the payload is the sequence space
+    // the window counts (clamp.h, "One byte unit").
+    f->agent->on_data(now, static_cast<std::uint32_t>(info.total_len), static_cast<double>(*price),
+                      f->awnd_os, static_cast<std::uint32_t>(t.payload_len));
     ++stats_.clamp_data_packets;
 }
 

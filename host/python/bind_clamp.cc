@@ -70,17 +70,21 @@ void bind_clamp(pybind11::module_& m) {
         .def(
             "on_data",
             [](client_agent& c, double t_s, long long size_bytes, double price_s,
-               long long awnd_os_bytes) {
+               long long awnd_os_bytes, long long seq_bytes) {
                 return c.on_data(seconds_to_ns(t_s, "clamp.client.t_s"),
                                  static_cast<std::uint32_t>(
                                      to_unsigned(size_bytes, kU32, "clamp.client.size_bytes")),
                                  price_s,
                                  static_cast<std::uint32_t>(to_unsigned(
-                                     awnd_os_bytes, kU32, "clamp.client.awnd_os_bytes")));
+                                     awnd_os_bytes, kU32, "clamp.client.awnd_os_bytes")),
+                                 static_cast<std::uint32_t>(
+                                     to_unsigned(seq_bytes, kU32, "clamp.client.seq_bytes")));
             },
-            "t_s"_a, "size_bytes"_a, "price_s"_a, "awnd_os_bytes"_a,
-            "Data packet of size_bytes received at t_s carrying price_s; the OS would "
-            "advertise awnd_os_bytes. Returns AWND = min(w, awnd_os_bytes) in bytes.")
+            "t_s"_a, "size_bytes"_a, "price_s"_a, "awnd_os_bytes"_a, "seq_bytes"_a = 0,
+            "Data packet received at t_s carrying price_s: size_bytes = s_k, its IP length "
+            "(the AP's unit); seq_bytes = its TCP payload (the window's unit; 0 = size_bytes). "
+            "The OS would advertise awnd_os_bytes. Returns AWND = min(w, awnd_os_bytes) in "
+            "bytes of sequence space.")
         .def("on_dupack", &client_agent::on_dupack,
              "A duplicate ACK was sent; the third in a row ends slow start (w halves).")
         .def("on_new_ack", &client_agent::on_new_ack, "A non-duplicate ACK was sent.")

@@ -29,8 +29,11 @@ constexpr std::uint32_t kHugeOsWindow = 1u << 30;
 // advertising AWND in ACKs. Delays: sender->AP d_i/2, AP->receiver and receiver->AP 1 ms
 // (Table I), AP->sender d_i/2. No delayed ACKs, no losses.
 struct loop_params {
-    double mu_c = 1.25e6;                 // bytes/s (10 Mb/s, §V-A)
-    std::uint32_t packet = 1500;          // Table II "TCP packet size 1500 bytes"
+    double mu_c = 1.25e6;         // bytes/s (10 Mb/s, §V-A)
+    std::uint32_t packet = 1500;  // Table II "TCP packet size 1500 bytes"
+    // IP + TCP header bytes of each packet: the AP queues `packet` bytes (IP), the window
+    // and the ACKs count packet - header (sequence space). 0: the paper's one unit.
+    std::uint32_t header = 0;
     double access_s = 1e-3;               // Table I, X <-> R_i
     std::vector<double> d_s;              // per flow, round-trip propagation outside the AP
     std::vector<double> start_s, stop_s;  // per flow, optional: sends only in [start, stop)
@@ -41,7 +44,7 @@ struct loop_params {
 };
 
 struct loop_result {
-    std::vector<double> throughput;      // bytes/s per flow over [measure_from, duration]
+    std::vector<double> throughput;      // IP bytes/s per flow over [measure_from, duration]
     double mean_ema_q = 0.0;             // time-average of the router's q
     double mean_queue = 0.0;             // time-average of the real backlog
     double max_queue = 0.0;              // over the measurement interval
@@ -66,11 +69,12 @@ loop_result run_loop(const loop_params& cfg) {
     };
 
     const std::size_t k = cfg.d_s.size();
+    const std::uint32_t payload = cfg.packet - cfg.header;
     client_agent_params cp = cfg.client;
-    cp.mss_bytes = cfg.packet;
+    cp.mss_bytes = payload;
     router_agent router(cfg.router);
     std::vector<client_agent> clients(k, client_agent(cp));
-    std::vector<std::uint64_t> snd_nxt(k, 0), snd_una(k, 0), wnd(k, cfg.packet);
+    std::vector<std::uint64_t> snd_nxt(k, 0), snd_una(k, 0), wnd(k, payload);
     std::deque<std::size_t> queue;  // flow of each queued packet (all the same size)
     bool busy = false;
     const time_ns service = from_seconds(cfg.packet / cfg.mu_c);
@@ -86,9 +90,9 @@ loop_result run_loop(const loop_params& cfg) {
                (cfg.stop_s.empty() || now < from_seconds(cfg.stop_s[f]));
     };
     auto send_allowed = [&](std::size_t f, time_ns now) {
-        while (active(f, now) && snd_nxt[f] + cfg.packet <= snd_una[f] + wnd[f]) {
+        while (active(f, now) && snd_nxt[f] + payload <= snd_una[f] + wnd[f]) {
             push(now + from_seconds(cfg.d_s[f] / 2), ap_arrival, f);
-            snd_nxt[f] += cfg.packet;
+            snd_nxt[f] += payload;
         }
     };
     std::vector<double> ema_bins(static_cast<std::size_t>(cfg.duration_s) + 1, 0.0);
@@ -136,13 +140,13 @@ loop_result run_loop(const loop_params& cfg) {
             case rx_arrival: {
                 if (e.t >= measure_from) delivered[e.flow] += cfg.packet;
                 const std::uint32_t awnd =
-                    clients[e.flow].on_data(e.t, cfg.packet, e.price, kHugeOsWindow);
+                    clients[e.flow].on_data(e.t, cfg.packet, e.price, kHugeOsWindow, payload);
                 push(e.t + access + from_seconds(cfg.d_s[e.flow] / 2), ack_at_sender, e.flow, 0,
                      awnd);
                 break;
             }
             case ack_at_sender:
-                snd_una[e.flow] += cfg.packet;
+                snd_una[e.flow] += payload;
                 wnd[e.flow] = e.awnd;
                 send_allowed(e.flow, e.t);
                 break;
@@ -484,6 +488,45 @@ TEST(ClampClient, decrease_is_clipped_to_the_packet_size) {
     EXPECT_EQ(c.stats().clipped_low, 1u);
 }
 
+// One byte unit (clamp.h): s_k in IP bytes for eq. 15, the window in payload bytes. With
+// 1040-byte packets carrying 1000 bytes, d_hat is AWND over the payload rate (the RTT),
+// and w moves by Delta w (IP bytes) times 1000/1040.
+TEST(ClampClient, when_packets_carry_headers_then_mu_hat_counts_ip_bytes_and_w_payload_bytes) {
+    client_agent c;
+    time_ns t = 0;
+    for (int i = 0; i < 200; ++i) {
+        t += ms(1);
+        c.on_data(t, 1040, 0.0, kHugeOsWindow, 1000);
+    }
+    c.on_dupack();
+    c.on_dupack();
+    c.on_dupack();
+    ASSERT_FALSE(c.in_slow_start());
+    EXPECT_NEAR(c.mu_hat(), 200 * 1040.0 / 199e-3, 1e-6);  // eq. 15 over IP lengths
+    const double w0 = c.window();
+    const double d_prev = c.d_hat();
+    const double awnd_prev = c.advertised();
+    t += ms(2);
+    c.on_data(t, 1040, 1e-4, kHugeOsWindow, 1000);
+    const double mu = c.mu_hat();
+    const double ratio = 1000.0 / 1040.0;
+    const double d = 0.999 * d_prev + 0.001 * awnd_prev / (ratio * mu);
+    EXPECT_NEAR(c.d_hat(), d, 1e-12);
+    const double dw = (500.0 - 1e-4 * mu) / d * 2e-3;  // eq. 14, IP bytes
+    EXPECT_NEAR(c.last_delta_w(), dw, 1e-9);
+    EXPECT_NEAR(c.window(), w0 + ratio * dw, 1e-9);
+}
+
+TEST(ClampClient, when_packets_carry_headers_then_the_decrease_is_clipped_to_the_payload) {
+    time_ns t = 0;
+    client_agent c = client_in_congestion_avoidance(t);
+    const double w0 = c.window();
+    t += ms(1);
+    c.on_data(t, 740, 10.0, kHugeOsWindow, 700);
+    EXPECT_DOUBLE_EQ(c.window(), w0 - 700.0);  // the ACK advances by 700, not 740
+    EXPECT_EQ(c.stats().clipped_low, 1u);
+}
+
 TEST(ClampClient, advertised_window_never_exceeds_the_os_window) {
     std::mt19937_64 rng(7);
     std::uniform_int_distribution<std::uint32_t> os_dist(0, 200000);
@@ -578,6 +621,23 @@ TEST(ClampLoop, equilibrium_queue_grows_by_tau_per_flow) {
     EXPECT_NEAR(r1.mean_ema_q, 6000.0, 0.02 * 6000.0);
     EXPECT_NEAR(r3.mean_ema_q, 7000.0, 0.02 * 7000.0);
     EXPECT_NEAR(r3.mean_ema_q - r1.mean_ema_q, 1000.0, 200.0);
+}
+
+// One byte unit (clamp.h): with headers, the AP counts q and mu_c in IP bytes and the
+// client feeds s_k = IP length, so eq. 11 holds in IP bytes. 576-byte packets carrying 536
+// bytes (RFC 879's default MSS) make the unit visible: counting s_k in payload bytes would
+// put the queue at a + k tau 576/536 = 6373 B, 6 % above q* = 6000 B.
+TEST(ClampLoop, when_packets_carry_headers_then_q_star_holds_in_ip_bytes) {
+    loop_params cfg;
+    cfg.packet = 576;
+    cfg.header = 40;
+    cfg.d_s = {0.05, 0.05};
+    cfg.router.a_bytes = 1000.0;
+    cfg.client.tau_bytes = 2500.0;
+    const loop_result r = run_loop(cfg);
+    const double q_star = (2 * 2500.0 + 1000.0) / 1.0;
+    EXPECT_NEAR(r.mean_ema_q, q_star, 0.02 * q_star);
+    for (double x : r.throughput) EXPECT_NEAR(x, 1.25e6 / 2, 0.02 * 1.25e6 / 2);
 }
 
 TEST(ClampLoop, equilibrium_follows_b_as_in_eq11) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "oppsched/clamp.h"
 #include "oppsched/clamp_rewriter.h"
 #include "oppsched/client_core.h"
 #include "tcp_test_packets.h"
@@ -78,6 +79,44 @@ TEST(ClampRewriter, when_no_price_is_given_then_acks_keep_the_os_window_and_data
     EXPECT_EQ(stats.clamp_data_unpriced, 1u);
     EXPECT_EQ(stats.clamp_data_packets, 0u);
     EXPECT_TRUE(r.take_records().empty());
+}
+
+// One byte unit (clamp.h): the agent's s_k is the IP packet's length, the unit of the AP's
+// queue and mu_c, so mu_hat (eq. 15) is IP bytes per second; the window's step is in the
+// payload's unit (sequence space). Fed with payloads, mu_hat would be 1000 / 1040 (IPv4)
+// or 1000 / 1060 (IPv6) of this.
+TEST(ClampRewriter, when_data_packets_arrive_then_the_agents_s_k_is_their_ip_length) {
+    for (const int ipv : {4, 6}) {
+        client_core_stats stats;
+        clamp_rewriter r(config(), stats);
+        const conn c(ipv);
+        open(r, c, 0.0f);
+        clamp::client_agent_params rp;  // reference agent: MSS from the handshake
+        rp.mss_bytes = r.agent(c.downlink_key())->params().mss_bytes;
+        clamp::client_agent ref(rp);
+        const std::uint32_t awnd_os = 64240;  // the client's SYN window: no ACK seen yet
+        time_ns t = 2 * kMs;
+        std::uint32_t off = 0;
+        std::uint64_t ip_bytes = 0;
+        for (int k = 0; k < 5; ++k) {
+            const byte_buffer data = c.server_data(off, 1000);
+            const std::uint32_t ip_len = ipv == 4 ? 1040u : 1060u;
+            ASSERT_EQ(data.size(), ip_len);
+            r.on_downlink(t, data, k < 2 ? 0.0f : 0.002f);
+            ref.on_data(t, ip_len, k < 2 ? 0.0 : static_cast<double>(0.002f), awnd_os, 1000);
+            ip_bytes += ip_len;
+            off += 1000;
+            t += kMs;
+        }
+        const clamp::client_agent* a = r.agent(c.downlink_key());
+        ASSERT_NE(a, nullptr);
+        EXPECT_EQ(stats.clamp_data_packets, 5u);
+        // eq. 15 over the 5 packets, 4 ms apart end to end: IP bytes per second
+        EXPECT_DOUBLE_EQ(a->mu_hat(), static_cast<double>(ip_bytes) / 4e-3) << "IPv" << ipv;
+        EXPECT_DOUBLE_EQ(a->mu_hat(), ref.mu_hat());
+        EXPECT_DOUBLE_EQ(a->d_hat(), ref.d_hat());
+        EXPECT_DOUBLE_EQ(a->window(), ref.window());
+    }
 }
 
 TEST(ClampRewriter, when_a_connection_was_not_seen_from_its_syn_then_its_acks_pass_unchanged) {

@@ -305,9 +305,12 @@ TEST_P(clamp_rewrite, ack_window_is_rewritten_to_the_agents_window_with_a_valid_
     std::uint64_t last_adv = 0;
     for (int k = 0; k < 60; ++k) {
         const float price = k < 20 ? 0.0f : 0.004f;
-        const auto d = h.down(t, {c.server_data(off, 1000)}, price);
+        const byte_buffer data = c.server_data(off, 1000);
+        const auto d = h.down(t, {data}, price);
         ASSERT_EQ(d.size(), 1u);
-        ref.on_data(t, 1000, price, awnd_os);
+        // s_k is the IP length (40 or 60 bytes more than the payload), the window's step
+        // is in the payload's unit (clamp.h, "One byte unit").
+        ref.on_data(t, static_cast<std::uint32_t>(data.size()), price, awnd_os, 1000);
         off += 1000;
         byte_buffer ack = c.client_ack(off, os_field);
         const byte_buffer sent = h.up(t + 100'000, ack);

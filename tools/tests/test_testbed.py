@@ -746,12 +746,78 @@ def test_clamp_rewritten_acks_have_valid_checksums(clamp_run):
     assert checked > 200
 
 
-def test_clamp_run_keeps_the_queue_near_its_equilibrium(clamp_run):
-    out, s = clamp_run
-    (u,) = s["users"]
-    # q* = (k tau + a)/b = (2 * 500 + 3000) / 1 = 4000 B (eq. 11); the 200 kB buffer is
-    # never approached, so nothing is dropped at the AP.
-    assert u["mean_queue_bytes"] is not None and u["mean_queue_bytes"] < 40000
+# Andrew & Hanly, CLAMP, §V-A's deterministic link (experiments/clamp/deterministic.yaml):
+# the abstract PHY at a constant 30 dB, where eq. 18 gives 10 Mb/s in every slot and the
+# end-of-slot rule never fires; two long-lived flows share the one AP queue.
+E2E_CLAMP_EQUILIBRIUM = """
+experiment: clamp-equilibrium
+kind: testbed
+duration_s: 25
+seed: 1
+phy: {mode: abstract, profile: 3ms, slot_s: 3.0e-3, error_model: end_of_slot,
+      mcs_table: shannon}
+devices:
+  - {name: R1, channel: {model: awgn, mean_snr_db: 30.0, doppler_hz: 0.0}}
+servers:
+  - {name: S1, rtt_ms: 20, rate_bps: 100.0e+6}
+flows:
+  - {id: f1, server: S1, device: R1}
+  - {id: f2, server: S1, device: R1}
+queue: {mode: per_user, limit_bytes: 6000000}
+scheduler: {kind: pf, alpha: 0.03}
+tcp: {congestion_control: reno, sack: false}
+clamp: {enabled: true, a_bytes: 5500, b: 1.0, tau_bytes: 500}
+capture: {pcaps: false}
+traces: {packets: true}
+"""
+
+
+def test_clamp_holds_the_ap_queue_average_at_k_tau_plus_a_on_a_constant_link(tmp_path):
+    """Eq. 11: with k = 2 flows the AP's queue average q settles at q* = (k tau + a)/b =
+    6500 IP bytes. q is the router agent's average (§IV-A: q(n) = e^{-2I} q(n-1) +
+    (1 - e^{-2I}) Q(n), Q(n) the backlog arrival n finds), recomputed here from the AP's
+    per-packet trace and checked against the value the AP itself ended with.
+
+    Measured (settled part 10-25 s): q - q* within +-60 B run to run. The slot trace's
+    queue.R1 column is not this average: it sits about 4.5 kB above q*, being the backlog
+    at the slot request before that slot's TB (~3650 B, 2.4 packets) is dequeued, plus the
+    rest of a packet split across TBs. The time-average backlog is in between (about
+    +2.6 kB): ACK-clocked arrivals come in bursts soon after a dequeue and the EMA weighs
+    each by the gap before it, so it sees the low point of the slot's sawtooth. The price,
+    and so the equilibrium, is about that EMA. See experiments/clamp/README.md."""
+    require_real_testbed()
+    out, s = _e2e(tmp_path, E2E_CLAMP_EQUILIBRIUM)
+    cfg = s["config"]["clamp"]
+    k = 2
+    q_star = (k * cfg["tau_bytes"] + cfg["a_bytes"]) / cfg["b"]
+    assert q_star == 6500.0
+    pk = pd.read_csv(out / "packets.csv")
+    pk = pk[pk["user"] == 0]
+    assert not (pk["event"] == "drop").any()  # the 6 MB buffer never fills
+    pk = pk[pk["event"].isin(["enqueue", "dequeue"])]
+    t_ns = pk["t_ns"].to_numpy()
+    delta = np.where(pk["event"] == "enqueue", pk["bytes"], -pk["bytes"])
+    found = np.cumsum(delta) - delta  # backlog before each event, the packet excluded
+    arrivals = (pk["event"] == "enqueue").to_numpy()
+    t_a, q_found = t_ns[arrivals], found[arrivals]
+    ema = np.empty(len(t_a))
+    ema[0] = q_found[0]
+    keep = np.exp(-cfg["ema_rate_per_s"] * np.diff(t_a) / 1e9)
+    for n in range(1, len(t_a)):
+        ema[n] = keep[n - 1] * ema[n - 1] + (1 - keep[n - 1]) * q_found[n]
+    apd = json.loads((out / "apd.stats.json").read_text())
+    assert ema[-1] == pytest.approx(apd["core"]["clamp"]["R1"]["avg_queue_bytes"], abs=1.0)
+    # time-average of q over the settled part (held from each arrival to the next)
+    t0 = pd.read_csv(out / "slots.csv", usecols=["t_ns"])["t_ns"].iloc[0]
+    t_s = (t_a - t0) / 1e9
+    held = np.diff(t_s, append=t_s[-1])
+    settled = t_s >= 10.0
+    assert held[settled].sum() > 14.0
+    q = float((ema[settled] * held[settled]).sum() / held[settled].sum())
+    assert abs(q - q_star) < 1500.0, (q, q_star)  # one packet
+    # and the two flows share the link equally and keep it busy (eq. 10: mu_c / k each)
+    goodput = [f["goodput_bps"] for f in s["flows"]]
+    assert min(goodput) > 0.45 * 9e6 and max(goodput) / min(goodput) < 1.05, goodput
     assert s["clamp"]["R1"]["rewritten_acks"] > 100
 
 

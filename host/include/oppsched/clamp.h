@@ -16,6 +16,17 @@
 //
 // In equilibrium with k flows sharing one queue of service rate mu_c, each flow gets
 // mu_c/k whatever its RTT, and the averaged queue settles at q* = (k tau + a)/b (eq. 11).
+//
+// One byte unit: IP bytes. The AP queues whole IP packets, so q, a and mu_c count IP bytes
+// (header included); the price p = (b q - a)/mu_c is then in seconds whatever the unit, but
+// the balance the client drives to, p mu_hat = tau (eq. 14 at Delta w = 0), gives eq. 11 in
+// the AP's unit only if mu_hat and tau count the same bytes: so s_k (eq. 15) is the IP
+// length of data packet k and tau is IP bytes in the AP queue. Counting TCP payload instead
+// puts the queue at a + k tau (IP size / payload size), 3.6 % more k tau with 1448-byte
+// segments in 1500-byte packets. The window w and AWND stay in TCP sequence space (payload
+// bytes: what the ACK's window field counts); client_agent converts between the two with
+// the flow's own ratio of payload to IP bytes (see on_data), which changes only the loop's
+// gain, never the equilibrium.
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -65,6 +76,9 @@ class router_agent final {
     // the queue. The paper says only "the current queue size at packet arrival n"; pass
     // the backlog the packet finds, excluding itself, so that q estimates the
     // time-average queue (arrivals see time averages) that the fluid model's q(t) is.
+    // That holds for arrivals spread in time; with slotted service, ACK-clocked arrivals
+    // come in bursts soon after a TB is dequeued and q sits below the time average (by
+    // about 0.7 TB on a constant 10 Mb/s link, experiments/clamp/README.md).
     // The first arrival has no interval I; it is taken as I = infinity (q(1) = Q(1)),
     // i.e. there is no history to weigh. `now` must not go backwards (a negative I is
     // treated as 0: the EMA is left unchanged by a repeated timestamp's weight).
@@ -128,7 +142,7 @@ class mu_c_estimator final {
 // Client (receiver) agent, §IV-B and §IV-C.
 
 struct client_agent_params {
-    double tau_bytes = 500.0;             // tau, eq. 14: bytes each flow aims to keep queued
+    double tau_bytes = 500.0;             // tau, eq. 14: IP bytes each flow aims to keep queued
     std::size_t alpha_packets = 1000;     // alpha, eq. 15: rate-estimator window, packets
     double beta = 0.001;                  // beta, eq. 16: RTT-estimator gain, in (0, 1)
     std::uint32_t mss_bytes = 1448;       // MSS: initial window and slow-start increment
@@ -149,14 +163,16 @@ struct client_agent_params {
 };
 
 struct client_agent_state {
-    double w_bytes = 0.0;     // w(t_k), the CLAMP window (before the min with AWND_os)
-    double awnd_bytes = 0.0;  // AWND(t_k) of eq. 17, the last window advertised
+    double w_bytes = 0.0;     // w(t_k), the CLAMP window (before the min with AWND_os), seq bytes
+    double awnd_bytes = 0.0;  // AWND(t_k) of eq. 17, the last window advertised, seq bytes
     bool slow_start = true;
-    double mu_hat = 0.0;  // eq. 15, bytes/s (valid iff mu_valid)
+    double mu_hat = 0.0;  // eq. 15, IP bytes/s (valid iff mu_valid)
     bool mu_valid = false;
     double d_hat = 0.0;  // eq. 16, seconds (valid iff d_valid)
     bool d_valid = false;
-    double last_delta_w = 0.0;  // Delta w(t_k) of eq. 14 before clipping (0 if undefined)
+    // Delta w(t_k) of eq. 14 before clipping, IP bytes (0 if undefined); w moves by it
+    // times the flow's payload/IP ratio (on_data).
+    double last_delta_w = 0.0;
     time_ns last_t = 0;         // t_{k-1} (valid iff packets > 0)
     std::uint64_t packets = 0;  // k
     int dupacks = 0;            // consecutive duplicate ACKs sent (slow start only)
@@ -173,29 +189,36 @@ struct client_agent_stats {
     std::uint64_t os_limited = 0;                  // AWND_os < w: the OS window advertised
 };
 
-// Per flow. Cost per packet: O(1) (a ring buffer of alpha+1 (time, size) pairs, allocated
-// once in the constructor: 16 (alpha+1) bytes).
+// Per flow. Cost per packet: O(1) (a ring buffer of alpha+1 (time, IP size, payload size)
+// entries, allocated once in the constructor: 16 (alpha+1) bytes).
 class client_agent final {
   public:
     explicit client_agent(const client_agent_params& params = {});
 
-    // Packet k (size s_k bytes, carrying price p in seconds) received at t_k = now; the
-    // receiver's OS would advertise awnd_os_bytes. Returns AWND(t_k) = min(w, AWND_os)
-    // (eq. 17), floored to whole bytes: the window to write into the ACK.
+    // Packet k received at t_k = now, carrying price p (seconds): size_bytes = s_k, its IP
+    // length (the AP's unit, see the header comment); seq_bytes = the TCP sequence space
+    // it carries (its payload: what the ACK advances by and the window counts), 0 meaning
+    // "the same as size_bytes" (one unit, as in the paper's model). The receiver's OS would
+    // advertise awnd_os_bytes. Returns AWND(t_k) = min(w, AWND_os) (eq. 17), floored to
+    // whole bytes: the window to write into the ACK.
     //
     // Order of the computation at t_k (the paper leaves it implicit):
-    //  1. mu_hat(t_k), eq. 15, over the packets k-alpha..k (fewer at the start).
+    //  1. mu_hat(t_k), eq. 15, over the packets k-alpha..k (fewer at the start), IP bytes/s.
+    //     Over the same packets, r = (their payload bytes) / (their IP bytes).
     //  2. d_hat(t_k), eq. 16, using AWND as advertised before this packet, i.e. the window
     //     actually in force at t_k. Eq. 16 names AWND(t_k), which eq. 17 defines from
     //     w(t_k), which needs Delta w(t_k), which needs d_hat(t_k): a cycle; the window in
     //     force is the causal reading. The first time mu_hat exists, d_hat starts at that
-    //     sample (the paper gives no initial value).
-    //  3. Delta w(t_k), eq. 14, with p and t_k - t_{k-1}.
+    //     sample (the paper gives no initial value). AWND counts payload bytes, so the
+    //     sample is AWND / (r mu_hat): the RTT in seconds, as the paper means it.
+    //  3. Delta w(t_k), eq. 14, with p and t_k - t_{k-1}: IP bytes.
     //  4. Slow start: w += MSS, unless Delta w < 0 (then w <- w/2 and slow start ends).
-    //     Otherwise w += clip(Delta w, -s_k, 10 kB).
+    //     Otherwise w += clip(r Delta w, -seq_bytes, 10 kB): the step in the window's unit,
+    //     bounded below by the packet's payload so that the right edge (ack + window) does
+    //     not move left (§IV-B).
     //  5. AWND(t_k) = min(w, AWND_os).
     std::uint32_t on_data(time_ns now, std::uint32_t size_bytes, double price_s,
-                          std::uint32_t awnd_os_bytes);
+                          std::uint32_t awnd_os_bytes, std::uint32_t seq_bytes = 0);
 
     // The receiver sent a duplicate ACK. The dupack_threshold-th consecutive one during
     // slow start ends it and halves w (§IV-C); after slow start CLAMP ignores loss.
@@ -224,10 +247,12 @@ class client_agent final {
     client_agent_stats stats_;
     // Ring buffer of the last alpha+1 packets (eq. 15 sums s_{k-alpha}..s_k).
     std::vector<time_ns> ring_t_;
-    std::vector<std::uint32_t> ring_s_;
-    std::size_t ring_head_ = 0;  // index of the oldest entry
+    std::vector<std::uint32_t> ring_s_;    // IP bytes, s_i
+    std::vector<std::uint32_t> ring_seq_;  // payload bytes of the same packets
+    std::size_t ring_head_ = 0;            // index of the oldest entry
     std::size_t ring_count_ = 0;
-    std::uint64_t ring_bytes_ = 0;
+    std::uint64_t ring_bytes_ = 0;      // sum of ring_s_
+    std::uint64_t ring_seq_bytes_ = 0;  // sum of ring_seq_
 };
 
 }  // namespace oppsched::clamp

@@ -14,8 +14,12 @@
 //    client_agent when the SYN-ACK completes the handshake, with MSS = the smaller of the two
 //    MSS options (the "connection's maximum segment size" of §IV-C) unless configured.
 //    Connections not seen from their SYN pass unchanged (their window scale is unknown).
-//  - s_k (eq. 14/15) is the TCP payload of downlink segment k: the bytes the window counts
-//    and the ACK advances by (so Delta w >= -s_k keeps the right edge, §IV-B).
+//  - s_k (eq. 14/15) is the IP length of downlink segment k (headers included): the AP
+//    queues whole IP packets and counts q and mu_c in IP bytes, and eq. 11's equilibrium
+//    q* = (k tau + a)/b holds in the AP's unit only if mu_hat counts the same bytes
+//    (clamp.h, "One byte unit"). The segment's TCP payload goes with it: the window and
+//    the ACK count sequence space, so the agent converts its step into payload bytes and
+//    bounds it below by the payload (Delta w >= -s_k keeps the right edge, §IV-B).
 //  - AWND_os (eq. 17) is the window the OS put in the ACK being rewritten; on_data() gets
 //    the one of the flow's latest ACK (the window in force, for eq. 16).
 //  - Duplicate ACKs (§IV-C "three duplicate acknowledgments") are outgoing pure ACKs that
