@@ -268,8 +268,8 @@ struct ap_core::Impl {
 
     // Scratch.
     std::vector<double> rates;
-    std::vector<int> mcs_now;              // the MCS of a new TB of the user in this slot
-    std::vector<std::uint32_t> tb_now;     // its bytes (0: none usable)
+    std::vector<int> mcs_now;           // the MCS of a new TB of the user in this slot
+    std::vector<std::uint32_t> tb_now;  // its bytes (0: none usable)
     std::vector<bool> eligible;
     std::vector<bool> backlogged_q;
     std::vector<std::uint64_t> served_q;
@@ -365,8 +365,8 @@ struct ap_core::Impl {
         rates[u] = 0.0;
         if (std::isnan(db)) return;
         const double bps = links[u].rate_bps(std::pow(10.0, db / 10.0));
-        auto bytes = static_cast<std::uint32_t>(std::min(
-            std::floor(params.slot_s * bps / 8.0), static_cast<double>(pdu::kMaxPduBytes)));
+        auto bytes = static_cast<std::uint32_t>(std::min(std::floor(params.slot_s * bps / 8.0),
+                                                         static_cast<double>(pdu::kMaxPduBytes)));
         if (bytes < kMinUsableTb) return;  // eq. 18 gives less than a PDU can carry
         const auto it = std::lower_bound(bytes_of_mcs.begin(), bytes_of_mcs.end(), bytes);
         const int m = it == bytes_of_mcs.end() ? static_cast<int>(bytes_of_mcs.size()) - 1

@@ -206,7 +206,8 @@ TEST(ap_core, when_max_transmissions_reached_then_exactly_the_carried_packets_ar
 // backlogged. Two users at the same rate, only ue0 with data: it is served every slot
 // (measured mu_c = a whole TB's data per slot), but PF with both backlogged alternates, so
 // all_backlogged gives half of that.
-TEST(ap_core, when_mu_c_is_all_backlogged_then_an_alone_backlogged_queue_counts_only_its_fair_share) {
+TEST(ap_core,
+     when_mu_c_is_all_backlogged_then_an_alone_backlogged_queue_counts_only_its_fair_share) {
     for (const auto mode : {mu_c_mode::measured, mu_c_mode::all_backlogged}) {
         auto p = two_users();
         p.clamp.enabled = true;
@@ -629,7 +630,8 @@ ap_core_params paper_user(double margin_step = 0.01, double target_loss = 1e-3) 
 // floor(slot W0 log2(1 + (1 - m) N) / 8), eq. 18 in whole bytes (below C_max).
 std::uint32_t eq18_bytes(double snr_db, double margin = 0.0) {
     const double n = std::pow(10.0, snr_db / 10.0);
-    return static_cast<std::uint32_t>(std::floor(kSlot * 4.3e6 * std::log2(1.0 + (1.0 - margin) * n) / 8.0));
+    return static_cast<std::uint32_t>(
+        std::floor(kSlot * 4.3e6 * std::log2(1.0 + (1.0 - margin) * n) / 8.0));
 }
 
 void backlog(ap_core& ap, int packets) {
@@ -643,8 +645,8 @@ TEST(ap_core, when_link_mode_is_paper_then_each_tb_holds_the_eq18_bits_of_its_ow
     ap.on_cqi(0, 1, 5.0, 0);  // ... of slot 4 (below C_max: 8.9 Mb/s)
     ap.on_cqi(0, 2, 1.0, 0);  // ... of slot 5
     const auto shannon = shannon_table({4.3e6, 10e6, 32});
-    for (const auto& [slot, db] : std::vector<std::pair<std::uint64_t, double>>{
-             {3, 3.0}, {4, 5.0}, {5, 1.0}}) {
+    for (const auto& [slot, db] :
+         std::vector<std::pair<std::uint64_t, double>>{{3, 3.0}, {4, 5.0}, {5, 1.0}}) {
         const auto g = request(ap, slot);
         ASSERT_FALSE(g.empty) << slot;
         const std::uint32_t want = eq18_bytes(db);
@@ -683,7 +685,9 @@ TEST(ap_core, when_link_mode_is_paper_then_a_user_without_a_report_for_the_slot_
     EXPECT_TRUE(request(ap, 4).empty);
 }
 
-TEST(ap_core, when_link_mode_is_paper_then_a_drop_after_n_attempts_raises_the_margin_and_deliveries_lower_it) {
+TEST(
+    ap_core,
+    when_link_mode_is_paper_then_a_drop_after_n_attempts_raises_the_margin_and_deliveries_lower_it) {
     // gain 0.1, target 0.1: a drop moves m up by 0.1 (1 - 0.1) = 0.09, a delivery down by 0.01.
     ap_core ap(paper_user(0.1, 0.1));
     backlog(ap, 60);
@@ -701,7 +705,7 @@ TEST(ap_core, when_link_mode_is_paper_then_a_drop_after_n_attempts_raises_the_ma
         }
     };
     EXPECT_EQ(send(true), eq18_bytes(6.0));
-    EXPECT_DOUBLE_EQ(ap.margin(0), 0.0);  // a delivery at m = 0: m stays at its floor
+    EXPECT_DOUBLE_EQ(ap.margin(0), 0.0);                // a delivery at m = 0: m stays at its floor
     for (std::uint32_t k = 0; k < 3; ++k) send(false);  // n = 3 failed attempts: dropped
     EXPECT_EQ(ap.stats().harq_dropped_tbs, 1u);
     EXPECT_NEAR(ap.margin(0), 0.09, 1e-12);
@@ -709,9 +713,8 @@ TEST(ap_core, when_link_mode_is_paper_then_a_drop_after_n_attempts_raises_the_ma
     EXPECT_EQ(send(true), eq18_bytes(6.0, 0.09));
     EXPECT_NEAR(ap.margin(0), 0.08, 1e-12);
     const auto g = ap.gauges();
-    const auto it = std::find_if(g.begin(), g.end(), [](const auto& kv) {
-        return kv.first == "users.ue0.margin";
-    });
+    const auto it = std::find_if(g.begin(), g.end(),
+                                 [](const auto& kv) { return kv.first == "users.ue0.margin"; });
     ASSERT_NE(it, g.end());
     EXPECT_NEAR(it->second, 0.08, 1e-12);
 }

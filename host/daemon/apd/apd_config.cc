@@ -244,10 +244,10 @@ apd_params load_apd_config(const std::string& path) {
     core.clamp.mu_ema_weight =
         cl.get<double>("mu_ema_weight", 0.01, value_range::open_closed(0, 1));
     core.clamp.mu_floor_bps = cl.get<double>("mu_floor_bps", 1000.0, value_range::positive());
-    core.clamp.mu = cl.get_choice("mu_c", "measured", {"measured", "all_backlogged"}) ==
-                            "all_backlogged"
-                        ? ap::mu_c_mode::all_backlogged
-                        : ap::mu_c_mode::measured;
+    core.clamp.mu =
+        cl.get_choice("mu_c", "measured", {"measured", "all_backlogged"}) == "all_backlogged"
+            ? ap::mu_c_mode::all_backlogged
+            : ap::mu_c_mode::measured;
     try {
         core.clamp.router.validate();
     } catch (const std::invalid_argument& e) {
@@ -341,8 +341,8 @@ apd_params load_apd_config(const std::string& path) {
         lp.get<double>("margin_max", core.paper.margin_max, value_range::closed_open(0, 1));
     core.paper.margin_init = lp.get<double>("margin_init", core.paper.margin_init,
                                             value_range::closed(0, core.paper.margin_max));
-    core.paper.cqi_ahead_slots = lp.get<std::uint32_t>("cqi_ahead_slots", 0,
-                                                       value_range::closed(0, 1e6));
+    core.paper.cqi_ahead_slots =
+        lp.get<std::uint32_t>("cqi_ahead_slots", 0, value_range::closed(0, 1e6));
     core.olla_enabled = la.get<bool>("olla", true);
     core.olla.target_bler = la.get<double>("target_bler", 0.1);
     core.olla.delta_down_db = la.get<double>("delta_down_db", 0.5);

@@ -293,9 +293,9 @@ class ap_core final {
     std::optional<double> price(std::uint32_t user) const;     // nullopt: none stamped now
     // The MCS and rate the user would get now: link == table from its latest CQI; link ==
     // paper as computed for the latest requested slot.
-    int mcs_for(std::uint32_t user) const;                     // kNoMcs if none usable
-    double rate_bps(std::uint32_t user) const;                 // the scheduler's R_i
-    double margin(std::uint32_t user) const;                   // link == paper: m; else 0
+    int mcs_for(std::uint32_t user) const;      // kNoMcs if none usable
+    double rate_bps(std::uint32_t user) const;  // the scheduler's R_i
+    double margin(std::uint32_t user) const;    // link == paper: m; else 0
     const clamp::router_agent& router_of(std::uint32_t user) const;
     std::optional<std::uint32_t> classify(const std::vector<std::uint8_t>& packet) const;
     std::uint32_t tb_bytes_for_mcs(int mcs) const;  // 0 if unusable
