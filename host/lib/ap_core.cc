@@ -21,7 +21,11 @@
 namespace oppsched::ap {
 namespace {
 
-constexpr std::size_t kMinUsableTb = pdu::kMinPduBytes + pdu::kSegmentHeaderBytes + 1;  // 29
+// The smallest TB that carries a byte of data in the configured PDU format (pdu.h): 29
+// bytes standard, 5 compact.
+std::size_t min_usable_tb(const ap_core_params& p) {
+    return pdu::min_usable_tb_bytes(p.pdu_format);
+}
 
 // The std::uint64_t fields of `stats` (stats_fields.h) as counters under `prefix`.
 template <class Stats>
@@ -214,11 +218,13 @@ void ap_core_params::validate() const {
         throw_invalid("link_adaptation.table", table.name(), "has more than 256 MCSs");
     bool usable = false;
     for (std::size_t m = 0; m < table.size(); ++m)
-        usable = usable || table.bytes_per_slot(static_cast<int>(m), slot_s) >= kMinUsableTb;
+        usable =
+            usable || table.bytes_per_slot(static_cast<int>(m), slot_s) >= min_usable_tb(*this);
     if (!usable)
-        throw_invalid(
-            "link_adaptation.table", "'" + table.name() + "'",
-            "has no MCS carrying >= 29 bytes in a slot of " + format_number(slot_s) + " s");
+        throw_invalid("link_adaptation.table", "'" + table.name() + "'",
+                      "has no MCS carrying >= " + std::to_string(min_usable_tb(*this)) +
+                          " bytes (pdu.format " + pdu::to_string(pdu_format) + ") in a slot of " +
+                          format_number(slot_s) + " s");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -367,7 +373,7 @@ struct ap_core::Impl {
         const double bps = links[u].rate_bps(std::pow(10.0, db / 10.0));
         auto bytes = static_cast<std::uint32_t>(std::min(std::floor(params.slot_s * bps / 8.0),
                                                          static_cast<double>(pdu::kMaxPduBytes)));
-        if (bytes < kMinUsableTb) return;  // eq. 18 gives less than a PDU can carry
+        if (bytes < min_usable_tb(params)) return;  // eq. 18 gives less than a PDU can carry
         const auto it = std::lower_bound(bytes_of_mcs.begin(), bytes_of_mcs.end(), bytes);
         const int m = it == bytes_of_mcs.end() ? static_cast<int>(bytes_of_mcs.size()) - 1
                                                : static_cast<int>(it - bytes_of_mcs.begin());
@@ -403,10 +409,10 @@ struct ap_core::Impl {
         // every user had data (ap_core.h).
         for (std::uint32_t u = 0; u < n_users; ++u) usable[u] = mcs_now[u] >= 0;
         const int w = shadow->step(rates, usable);
-        constexpr std::uint32_t overhead = pdu::kMinPduBytes + pdu::kSegmentHeaderBytes;
         std::uint64_t carried = 0;
-        if (w >= 0 && tb_now[static_cast<std::size_t>(w)] > overhead)
-            carried = tb_now[static_cast<std::size_t>(w)] - overhead;
+        if (w >= 0)
+            carried =
+                pdu::data_capacity(params.pdu_format, tb_now[static_cast<std::size_t>(w)], true);
         for (std::size_t qi = 0; qi < queue_count(); ++qi)
             mu[qi].on_backlogged_slot(
                 w >= 0 && queue_index(static_cast<std::uint32_t>(w)) == qi ? carried : 0);
@@ -656,6 +662,7 @@ ap_core::ap_core(ap_core_params params) {
     for (std::uint32_t u = 0; u < m.n_users; ++u) {
         pdu::segmenter_params sp;
         sp.user = static_cast<std::uint16_t>(u);
+        sp.format = p.pdu_format;
         m.segmenters.emplace_back(sp);
     }
     sched::scheduler_params sc;
@@ -674,7 +681,7 @@ ap_core::ap_core(ap_core_params params) {
             std::min<std::uint32_t>(p.table.bytes_per_slot(static_cast<int>(i), p.slot_s),
                                     static_cast<std::uint32_t>(pdu::kMaxPduBytes));
         m.bytes_of_mcs.push_back(b);
-        m.tb_bytes_of_mcs.push_back(b >= kMinUsableTb ? b : 0);
+        m.tb_bytes_of_mcs.push_back(b >= min_usable_tb(p) ? b : 0);
     }
     if (p.link == link_mode::paper) {
         channel::clamp_link_params lp;

@@ -3,13 +3,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <sstream>
 #include <stdexcept>
 #include <utility>
 
-#include "oppsched/byte_order.h"
 #include "oppsched/validation.h"
 
 namespace oppsched::client {
@@ -148,19 +146,18 @@ rx_output client_core::on_rx_indication(time_ns now, const wire::rx_indication& 
 }
 
 void client_core::on_pdu_accepted(time_ns now, const std::vector<std::uint8_t>& tb) {
-    // The reassembler parsed the PDU (version, flags, CRC checked), so the fixed header
-    // is valid: pdu.h offsets 1 (flags), 4 (seq), 8 (price, binary32, finite, >= 0).
+    // The reassembler parsed the PDU (either format, pdu.h; header and price checked), so
+    // its header is valid.
     if (!first_pdu_t_) first_pdu_t_ = now;
-    if (tb[1] & pdu::kFlagPrice) {
+    const auto h = pdu::peek_header(tb.data(), tb.size());
+    if (h && h->price_s) {
         ++stats_.pdus_priced;
-        const std::uint32_t bits = load_be32(tb.data() + 8);
-        float p;
-        std::memcpy(&p, &bits, sizeof p);
+        const float p = *h->price_s;
         // The latest PDU to arrive carries the latest price we know of. (A HARQ
         // retransmission completes a few slots late with a price a few slots old; against
         // the router's 0.5 s averaging, §IV-A, that is nothing, and arrival order survives
         // an AP restart where sequence numbers do not.)
-        price_ = price_sample{p, now, load_be32(tb.data() + 4)};
+        price_ = price_sample{p, now, h->seq};
         last_priced_pdu_t_ = now;
         if (failed_open_) {
             failed_open_ = false;

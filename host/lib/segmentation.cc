@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -14,6 +15,12 @@ namespace oppsched::pdu {
 
 // ---------------------------------------------------------------------------------------
 // Segmenter
+
+void segmenter_params::validate() const {
+    if (format == pdu_format::compact && first_seq > kCompactSeqMask)
+        throw_invalid("segmenter.first_seq: " + std::to_string(first_seq) +
+                      " not in [0, 4095] (compact format)");
+}
 
 segmenter::segmenter(segmenter_params params)
     : params_(params), next_seq_(params.first_seq), next_packet_seq_(params.first_packet_seq) {
@@ -31,12 +38,29 @@ void segmenter::abandon_partial() {
     }
 }
 
+std::optional<ip_packet> segmenter::pull(const packet_source& source) {
+    if (!source) return std::nullopt;
+    for (;;) {
+        std::optional<ip_packet> p = source();
+        if (!p) return std::nullopt;
+        bool ok = !p->data.empty() && p->data.size() <= kMaxPacketBytes;
+        if (ok && params_.format == pdu_format::compact) {
+            // The client finds the packet's end from its IP header: it must tell the truth.
+            const auto len = ip_packet_length(p->data.data(), p->data.size());
+            ok = len && len.value() && *len.value() == p->data.size();
+        }
+        if (ok) return p;
+        ++stats_.packets_rejected;
+    }
+}
+
 built_tb segmenter::build(std::size_t tb_bytes, const packet_source& source,
                           std::optional<float> price_s) {
-    if (tb_bytes < kMinPduBytes || tb_bytes > kMaxPduBytes)
-        throw_invalid("segmenter.tb_bytes: " + std::to_string(tb_bytes) + " not in [20, 65535]");
     if (price_s && !(std::isfinite(*price_s) && *price_s >= 0.0f))
         throw_invalid("segmenter.price_s: " + std::to_string(*price_s) + " is not finite and >= 0");
+    if (params_.format == pdu_format::compact) return build_compact(tb_bytes, source, price_s);
+    if (tb_bytes < kMinPduBytes || tb_bytes > kMaxPduBytes)
+        throw_invalid("segmenter.tb_bytes: " + std::to_string(tb_bytes) + " not in [20, 65535]");
     built_tb out;
     out.bytes.assign(tb_bytes, 0);
     tb_record& rec = out.record;
@@ -52,13 +76,8 @@ built_tb segmenter::build(std::size_t tb_bytes, const packet_source& source,
     // packet pulled from the source always starts in this TB.
     while (end - pos > kSegmentHeaderBytes) {
         if (!partial_) {
-            if (!source) break;
-            std::optional<ip_packet> p = source();
+            std::optional<ip_packet> p = pull(source);
             if (!p) break;
-            if (p->data.empty() || p->data.size() > kMaxPacketBytes) {
-                ++stats_.packets_rejected;
-                continue;
-            }
             partial_ = partial_packet{std::move(*p), next_packet_seq_++, 0};
             ++stats_.packets_started;
         }
@@ -99,6 +118,68 @@ built_tb segmenter::build(std::size_t tb_bytes, const packet_source& source,
     return out;
 }
 
+built_tb segmenter::build_compact(std::size_t tb_bytes, const packet_source& source,
+                                  std::optional<float> price_s) {
+    if (tb_bytes < kCompactMinPduBytes || tb_bytes > kMaxPduBytes)
+        throw_invalid("segmenter.tb_bytes: " + std::to_string(tb_bytes) +
+                      " not in [5, 65535] (compact format)");
+    // The price only where it leaves a byte for packets (pdu.h): an 8-byte TB goes unpriced.
+    const bool priced = price_s && tb_bytes > kCompactHeaderBytes + kCompactPriceBytes;
+    if (price_s && !priced) ++stats_.prices_omitted;
+    const std::size_t hdr = kCompactHeaderBytes + (priced ? kCompactPriceBytes : 0);
+    built_tb out;
+    out.bytes.assign(tb_bytes, 0);
+    tb_record& rec = out.record;
+    rec.user = params_.user;
+    rec.seq = next_seq_ & kCompactSeqMask;
+    rec.tb_bytes = tb_bytes;
+
+    std::uint8_t* b = out.bytes.data();
+    std::size_t pos = hdr;
+    const std::size_t end = tb_bytes;
+    // Copies as much of the packet in progress as fits and records the fragment (the record
+    // is what a HARQ drop of this TB drops, held_tbs.h).
+    auto carry = [&]() {
+        partial_packet& pr = *partial_;
+        const std::size_t size = pr.packet.data.size();
+        const std::size_t n = std::min(end - pos, size - pr.sent);
+        std::memcpy(b + pos, pr.packet.data.data() + pr.sent, n);
+        rec.segments.push_back(
+            segment_record{pr.packet.id, pr.packet_seq, static_cast<std::uint16_t>(size),
+                           static_cast<std::uint16_t>(pr.sent), static_cast<std::uint16_t>(n)});
+        pos += n;
+        pr.sent += n;
+        rec.data_bytes += n;
+        if (pr.sent == size) {
+            ++stats_.packets_completed;
+            partial_.reset();
+        }
+    };
+    std::uint16_t first = 0;
+    if (partial_) {
+        carry();
+        // Where the continuation ends; if it fills the TB, nothing starts here.
+        first = pos == end ? kCompactNoStart : static_cast<std::uint16_t>(pos - hdr);
+    }
+    // Invariant: a packet pulled from the source always starts in this TB (pos < end), even
+    // if only its first byte fits.
+    while (pos < end) {
+        std::optional<ip_packet> p = pull(source);
+        if (!p) break;
+        partial_ = partial_packet{std::move(*p), next_packet_seq_++, 0};
+        ++stats_.packets_started;
+        carry();
+    }
+    rec.padding = end - pos;  // zeros: the first one, where a packet would start, marks it
+    write_compact_header(b, next_seq_, priced ? price_s : std::nullopt, first);
+    next_seq_ = (next_seq_ + 1) & kCompactSeqMask;
+    ++stats_.tbs;
+    stats_.data_bytes += rec.data_bytes;
+    stats_.padding_bytes += rec.padding;
+    stats_.overhead_bytes += tb_bytes - rec.data_bytes - rec.padding;
+    return out;
+}
+
 // ---------------------------------------------------------------------------------------
 // Reassembler
 
@@ -117,12 +198,27 @@ reassembler::reassembler(reassembler_params params)
     params_.validate();
 }
 
+std::uint32_t reassembler::seq_mask() const {
+    return format_ == pdu_format::compact ? kCompactSeqMask : 0xFFFFFFFFu;
+}
+
+std::uint32_t reassembler::next_seq() const {
+    return static_cast<std::uint32_t>(next_) & seq_mask();
+}
+
+std::uint32_t reassembler::window() const {
+    return format_ == pdu_format::compact ? std::min(params_.window, kCompactMaxWindow)
+                                          : params_.window;
+}
+
 std::optional<std::uint64_t> reassembler::unwrap(std::uint32_t seq) const {
-    // RFC 1982 serial arithmetic around next_: a seq within 2^31 before next_ is old
-    // (nullopt), otherwise it lies at or beyond next_ on the unwrapped 64-bit line.
-    const auto d = static_cast<std::int32_t>(seq - static_cast<std::uint32_t>(next_));
-    if (d < 0) return std::nullopt;
-    return next_ + static_cast<std::uint64_t>(d);
+    // RFC 1982 serial arithmetic around next_, mod 2^32 (standard) or 2^12 (compact): a seq
+    // within half the space before next_ is old (nullopt), otherwise it lies at or beyond
+    // next_ on the unwrapped 64-bit line.
+    const std::uint32_t mask = seq_mask();
+    const std::uint32_t d = (seq - static_cast<std::uint32_t>(next_)) & mask;
+    if (d > (mask >> 1)) return std::nullopt;
+    return next_ + d;
 }
 
 void reassembler::count_drop(loss_cause cause, std::uint64_t n) {
@@ -144,6 +240,15 @@ void reassembler::drop_partial(loss_cause cause) {
     held_bytes_ -= partial_->data.size();
     partial_.reset();
     count_drop(cause, 1);
+    skipping_ = true;  // compact: its rest, if it comes, is discarded without a count
+}
+
+void reassembler::deliver_partial(delivered_packets& out) {
+    held_bytes_ -= partial_->data.size();
+    stats_.delivered_bytes += partial_->data.size();
+    ++stats_.delivered;
+    out.push_back(std::move(partial_->data));
+    partial_.reset();
 }
 
 void reassembler::process_loss(loss_cause cause) {
@@ -160,9 +265,79 @@ void reassembler::account_gap(std::uint16_t packet_seq) {
         count_drop(loss_pending_ ? last_cause_ : loss_cause::reported, gap);
 }
 
+void reassembler::process_compact(const tb_entry& e, delivered_packets& out) {
+    const loss_cause cause = loss_pending_ ? last_cause_ : loss_cause::reported;
+    const std::uint8_t* d = e.data.data();
+    if (partial_) {
+        // The continuation belongs to the packet in progress: no loss since it started.
+        partial_packet& pr = *partial_;
+        pr.data.insert(pr.data.end(), d, d + e.continuation);
+        held_bytes_ += e.continuation;
+        std::string why;
+        if (pr.packet_len == 0) {  // its header was cut off: complete now?
+            const auto l = ip_packet_length(pr.data.data(), pr.data.size(), "pdu.continuation: ");
+            if (!l)
+                why = l.error();
+            else if (l.value())
+                pr.packet_len = static_cast<std::uint16_t>(*l.value());
+        }
+        const std::string where = " (PDU seq " + std::to_string(next_seq()) + ")";
+        if (why.empty() && pr.packet_len != 0 && pr.data.size() > pr.packet_len) {
+            why = "pdu.first: " + std::to_string(e.no_start ? kCompactNoStart : e.continuation) +
+                  " continues the packet to " + std::to_string(pr.data.size()) +
+                  " bytes, past the " + std::to_string(pr.packet_len) + " its IP header gives" +
+                  where;
+        } else if (why.empty() && !e.no_start && e.continuation > 0 &&
+                   (pr.packet_len == 0 || pr.data.size() < pr.packet_len)) {
+            why = "pdu.first: " + std::to_string(e.continuation) + " ends the packet at " +
+                  std::to_string(pr.data.size()) + " bytes, short of the " +
+                  (pr.packet_len ? std::to_string(pr.packet_len) : std::string("(unknown)")) +
+                  " its IP header gives" + where;
+        } else if (!why.empty()) {
+            why += where;
+        }
+        if (!why.empty()) {
+            // The stream disagrees with itself: drop the packet, resume at the next start.
+            ++stats_.inconsistent;
+            if (error_) *error_ = why;
+            drop_partial(cause);
+        } else if (pr.packet_len != 0 && pr.data.size() == pr.packet_len) {
+            deliver_partial(out);
+        } else if (!e.no_start) {
+            // A packet (or the padding) starts with the packet unfinished: the AP abandoned
+            // it (segmenter::abandon_partial).
+            drop_partial(cause);
+        }
+    } else if (e.continuation > 0 && !skipping_) {
+        // The rest of a packet whose beginning a lost PDU carried: discarded, counted once.
+        count_drop(cause, 1);
+        skipping_ = true;
+    }
+    if (!e.no_start) {
+        skipping_ = false;  // resynchronised: packets start at `first`
+        for (const segment_ref& s : e.segs) {
+            const std::uint8_t* p = d + s.data_pos;
+            if (s.packet_len != 0 && s.seg_len == s.packet_len) {
+                out.emplace_back(p, p + s.seg_len);
+                ++stats_.delivered;
+                stats_.delivered_bytes += s.seg_len;
+            } else {  // the last one, cut by the TB's end
+                partial_ =
+                    partial_packet{0, s.packet_len, std::vector<std::uint8_t>(p, p + s.seg_len)};
+                held_bytes_ += s.seg_len;
+            }
+        }
+    }
+    loss_pending_ = false;
+}
+
 void reassembler::process(const tb_entry& e, delivered_packets& out) {
     if (e.lost) {
         process_loss(loss_cause::reported);
+        return;
+    }
+    if (e.compact) {
+        process_compact(e, out);
         return;
     }
     const loss_cause cause = loss_pending_ ? last_cause_ : loss_cause::reported;
@@ -270,49 +445,88 @@ std::optional<time_ns> reassembler::next_deadline() const {
     return oldest + params_.timeout;
 }
 
+std::optional<std::string> reassembler::to_entry(const std::uint8_t* data, std::size_t len,
+                                                 tb_entry& e, std::uint32_t& seq) {
+    const std::optional<pdu_format> f = data && len ? format_of(data[0]) : std::nullopt;
+    if (!f) {
+        if (!data || len == 0) return std::string("pdu.length: 0 bytes, need >= 5");
+        char b[5];
+        std::snprintf(b, sizeof b, "0x%02x", data[0]);
+        return "pdu.format: byte 0 " + std::string(b) +
+               " is neither standard (0x01) nor compact (0b10xxxxxx)";
+    }
+    if (format_ && *f != *format_)
+        return std::string("pdu.format: a ") + to_string(*f) + " PDU in a stream of " +
+               to_string(*format_) + " PDUs";
+    if (*f == pdu_format::compact) {
+        auto r = parse_compact_view(data, len);
+        if (!r) return r.error();
+        const compact_view& v = r.value();
+        seq = v.seq;
+        e.compact = true;
+        e.data.assign(v.payload, v.payload + (v.payload_len - v.padding));
+        e.continuation = v.continuation;
+        e.no_start = !v.first;
+        e.segs.reserve(v.packets.size());
+        for (const compact_packet_view& p : v.packets)
+            e.segs.push_back(segment_ref{0, static_cast<std::uint16_t>(p.packet_len.value_or(0)), 0,
+                                         static_cast<std::uint16_t>(p.bytes), p.offset});
+    } else {
+        auto r = parse_view(data, len);
+        if (!r) return r.error();
+        const pdu_view& v = r.value();
+        if (params_.user && v.header.user != *params_.user)
+            return "pdu.user: " + std::to_string(v.header.user) + " is not this client's " +
+                   std::to_string(*params_.user);
+        seq = v.header.seq;
+        std::size_t bytes = 0;
+        for (const segment_view& s : v.segments) bytes += s.seg_len;
+        e.data.reserve(bytes);
+        e.segs.reserve(v.segments.size());
+        for (const segment_view& s : v.segments) {
+            e.segs.push_back(
+                segment_ref{s.packet_seq, s.packet_len, s.offset, s.seg_len, e.data.size()});
+            e.data.insert(e.data.end(), s.data, s.data + s.seg_len);
+        }
+    }
+    format_ = *f;  // the stream's format from its first PDU on
+    return std::nullopt;
+}
+
 reassembler::delivered_packets reassembler::on_pdu(const std::uint8_t* data, std::size_t len,
                                                    time_ns now, std::string* error) {
     delivered_packets out;
-    auto r = parse_view(data, len);
-    if (!r || (params_.user && r->header.user != *params_.user)) {
+    error_ = error;  // inconsistencies found while processing, in this call
+    tb_entry e;
+    std::uint32_t seq = 0;
+    if (auto why = to_entry(data, len, e, seq)) {
         ++stats_.malformed;
-        if (error)
-            *error = !r ? r.error()
-                        : "pdu.user: " + std::to_string(r->header.user) + " is not this client's " +
-                              std::to_string(*params_.user);
+        if (error) *error = *why;
         enforce_timeout(now, out);
+        error_ = nullptr;
         return out;
     }
-    const pdu_view& v = r.value();
-    const std::optional<std::uint64_t> uo = unwrap(v.header.seq);
+    const std::optional<std::uint64_t> uo = unwrap(seq);
     auto it = uo ? buffer_.find(*uo) : buffer_.end();
     if (!uo || (it != buffer_.end() && !it->second.lost)) {
         ++stats_.duplicates;
         enforce_timeout(now, out);
+        error_ = nullptr;
         return out;
     }
     const std::uint64_t u = *uo;
-    if (u - next_ >= params_.window) {
+    if (u - next_ >= window()) {
         // Beyond the reordering window: give up the oldest missing PDUs to make room.
-        give_up_until(u - params_.window + 1, loss_cause::timeout, out);
+        give_up_until(u - window() + 1, loss_cause::timeout, out);
     }
-    tb_entry e;
     e.arrival = now;
-    std::size_t bytes = 0;
-    for (const segment_view& s : v.segments) bytes += s.seg_len;
-    e.data.reserve(bytes);
-    e.segs.reserve(v.segments.size());
-    for (const segment_view& s : v.segments) {
-        e.segs.push_back(
-            segment_ref{s.packet_seq, s.packet_len, s.offset, s.seg_len, e.data.size()});
-        e.data.insert(e.data.end(), s.data, s.data + s.seg_len);
-    }
     held_bytes_ += e.data.size();
     buffer_[u] = std::move(e);  // replaces a loss report if the PDU made it after all
     ++stats_.tbs_received;
     drain(out);
     enforce_memory(out);
     enforce_timeout(now, out);
+    error_ = nullptr;
     return out;
 }
 
@@ -321,8 +535,7 @@ reassembler::delivered_packets reassembler::on_lost(std::uint32_t seq, time_ns n
     const std::optional<std::uint64_t> uo = unwrap(seq);
     if (uo && buffer_.find(*uo) == buffer_.end()) {
         const std::uint64_t u = *uo;
-        if (u - next_ >= params_.window)
-            give_up_until(u - params_.window + 1, loss_cause::timeout, out);
+        if (u - next_ >= window()) give_up_until(u - window() + 1, loss_cause::timeout, out);
         tb_entry e;
         e.lost = true;
         e.arrival = now;

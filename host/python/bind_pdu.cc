@@ -1,6 +1,7 @@
 // Python bindings of oppsched/crc32.h, oppsched/pdu.h and oppsched/segmentation.h:
-// crc32, serialize_pdu / parse_pdu, Segmenter, Reassembler. Errors become ValueError with
-// the C++ message (field and value).
+// crc32, serialize_pdu / parse_pdu (standard format), serialize_compact_pdu /
+// parse_compact_pdu (compact format), pdu_format, Segmenter, Reassembler. Errors become
+// ValueError with the C++ message (field and value).
 #include <pybind11/functional.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -77,6 +78,33 @@ pybind11::dict pdu_dict(const pdu::mac_pdu& p, std::size_t padding) {
     return d;
 }
 
+pdu::pdu_format format_named(const std::string& name, const char* field) {
+    const auto f = pdu::pdu_format_from_string(name);
+    if (!f) throw_invalid(std::string(field) + ": '" + name + "' is not standard or compact");
+    return *f;
+}
+
+pybind11::dict compact_dict(const pdu::compact_view& v) {
+    pybind11::dict d;
+    d["format"] = "compact";
+    d["seq"] = v.seq;
+    d["price"] = v.price_s ? pybind11::cast(*v.price_s) : pybind11::none();
+    d["header_bytes"] = v.header_bytes;
+    d["first"] = v.first ? pybind11::cast(*v.first) : pybind11::none();
+    d["continuation"] = pybind11::bytes(reinterpret_cast<const char*>(v.payload), v.continuation);
+    pybind11::list pkts;
+    for (const auto& p : v.packets) {
+        pybind11::dict pd;
+        pd["data"] = pybind11::bytes(reinterpret_cast<const char*>(v.payload + p.offset), p.bytes);
+        pd["packet_len"] = p.packet_len ? pybind11::cast(*p.packet_len) : pybind11::none();
+        pd["complete"] = p.complete();
+        pkts.append(pd);
+    }
+    d["packets"] = pkts;
+    d["padding"] = v.padding;
+    return d;
+}
+
 pybind11::list delivered_list(const pdu::reassembler::delivered_packets& v) {
     pybind11::list l;
     for (const auto& p : v) l.append(to_bytes(p));
@@ -98,6 +126,75 @@ void bind_pdu(pybind11::module_& m) {
     m.attr("PDU_HEADER_BYTES") = pdu::kHeaderBytes;
     m.attr("PDU_SEGMENT_HEADER_BYTES") = pdu::kSegmentHeaderBytes;
     m.attr("PDU_MIN_BYTES") = pdu::kMinPduBytes;
+    m.attr("PDU_COMPACT_HEADER_BYTES") = pdu::kCompactHeaderBytes;
+    m.attr("PDU_COMPACT_PRICE_BYTES") = pdu::kCompactPriceBytes;
+    m.attr("PDU_COMPACT_MIN_BYTES") = pdu::kCompactMinPduBytes;
+    m.attr("PDU_COMPACT_NO_START") = pdu::kCompactNoStart;
+    m.attr("PDU_COMPACT_SEQ_BITS") = pdu::kCompactSeqBits;
+    m.attr("PDU_COMPACT_MAX_WINDOW") = pdu::kCompactMaxWindow;
+    m.attr("PDU_FORMATS") = pybind11::make_tuple("standard", "compact");
+
+    m.def(
+        "pdu_format",
+        [](const pybind11::bytes& data) {
+            const std::string s = data;
+            const auto f =
+                s.empty() ? std::nullopt : pdu::format_of(static_cast<std::uint8_t>(s[0]));
+            if (!f)
+                throw_invalid(s.empty() ? std::string("pdu.length: 0 bytes, need >= 1")
+                                        : "pdu.format: byte 0 " +
+                                              std::to_string(static_cast<std::uint8_t>(s[0])) +
+                                              " is neither standard (1) nor compact (128..191)");
+            return std::string(pdu::to_string(*f));
+        },
+        pybind11::arg("data"), "The format of a PDU from its first byte: 'standard' or 'compact'.");
+
+    m.def(
+        "min_usable_tb_bytes",
+        [](const std::string& format) {
+            return pdu::min_usable_tb_bytes(format_named(format, "pdu.format"));
+        },
+        pybind11::arg("format"),
+        "The smallest TB that carries a byte of data: 29 (standard) or 5 (compact).");
+
+    m.def(
+        "serialize_compact_pdu",
+        [](long long seq, long long tb_bytes, const pybind11::bytes& continuation,
+           const pybind11::list& packets, std::optional<float> price) {
+            pdu::compact_pdu p;
+            p.seq = range_checked<std::uint16_t>(pybind11::int_(seq), "pdu.seq", 0,
+                                                 pdu::kCompactSeqMask);
+            p.price_s = price;
+            p.continuation = to_vec(continuation);
+            for (const auto& item : packets)
+                p.packets.push_back(to_vec(item.cast<pybind11::bytes>()));
+            if (tb_bytes < 0)
+                throw_invalid("pdu.tb_bytes: " + std::to_string(tb_bytes) + " is negative");
+            auto r = pdu::serialize_compact(p, static_cast<std::size_t>(tb_bytes));
+            if (!r) throw_invalid(r.error());
+            return to_bytes(r.value());
+        },
+        pybind11::kw_only(), pybind11::arg("seq"), pybind11::arg("tb_bytes"),
+        pybind11::arg("continuation") = pybind11::bytes(),
+        pybind11::arg("packets") = pybind11::list(), pybind11::arg("price") = pybind11::none(),
+        "Serialise a compact MAC PDU (pdu.h) into exactly tb_bytes bytes: `continuation` "
+        "(bytes ending a packet begun earlier, or filling the payload), then `packets` (IP "
+        "packets as bytes; the last may be cut and must then reach the TB's end). price: "
+        "CLAMP price in seconds, or None.");
+
+    m.def(
+        "parse_compact_pdu",
+        [](const pybind11::bytes& data) {
+            const std::string s = data;
+            auto v =
+                pdu::parse_compact_view(reinterpret_cast<const std::uint8_t*>(s.data()), s.size());
+            if (!v) throw_invalid(v.error());
+            return compact_dict(v.value());
+        },
+        pybind11::arg("data"),
+        "Parse a compact MAC PDU into a dict (format, seq, price, header_bytes, first (None: "
+        "no packet starts), continuation, packets [{data, packet_len (None: header cut off), "
+        "complete}], padding); ValueError naming the field and value if malformed.");
 
     m.def(
         "serialize_pdu",
@@ -153,8 +250,10 @@ void bind_pdu(pybind11::module_& m) {
 
     pybind11::class_<pdu::segmenter>(m, "segmenter",
                                      "Fills TBs of a user from a packet source (one per user).")
-        .def(pybind11::init([](int user, long long first_seq, int first_packet_seq) {
+        .def(pybind11::init([](int user, long long first_seq, int first_packet_seq,
+                               const std::string& format) {
                  pdu::segmenter_params p;
+                 p.format = format_named(format, "segmenter.format");
                  p.user = range_checked<std::uint16_t>(pybind11::int_(user), "segmenter.user", 0,
                                                        0xFFFF);
                  p.first_seq = range_checked<std::uint32_t>(pybind11::int_(first_seq),
@@ -164,7 +263,7 @@ void bind_pdu(pybind11::module_& m) {
                  return std::make_unique<pdu::segmenter>(p);
              }),
              pybind11::kw_only(), pybind11::arg("user") = 0, pybind11::arg("first_seq") = 0,
-             pybind11::arg("first_packet_seq") = 0)
+             pybind11::arg("first_packet_seq") = 0, pybind11::arg("format") = "standard")
         .def(
             "build",
             [](pdu::segmenter& s, std::size_t tb_bytes, pybind11::object source,
@@ -254,6 +353,13 @@ void bind_pdu(pybind11::module_& m) {
         .def_property_readonly("next_deadline", &pdu::reassembler::next_deadline)
         .def_property_readonly("held_bytes", &pdu::reassembler::held_bytes)
         .def_property_readonly("next_seq", &pdu::reassembler::next_seq)
+        .def_property_readonly(
+            "format",
+            [](const pdu::reassembler& r) -> std::optional<std::string> {
+                if (!r.format()) return std::nullopt;
+                return std::string(pdu::to_string(*r.format()));
+            },
+            "The stream's PDU format ('standard' or 'compact', from its first PDU), or None.")
         .def_property_readonly("stats",
                                [](const pdu::reassembler& r) { return stats_to_dict(r.stats()); });
 }

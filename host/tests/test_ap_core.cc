@@ -8,6 +8,7 @@
 #include <string>
 
 #include "oppsched/ap_core.h"
+#include "oppsched/client_core.h"
 #include "oppsched/pdu.h"
 
 namespace oppsched::ap {
@@ -737,6 +738,85 @@ TEST(ap_core, when_link_mode_is_paper_then_bad_paper_parameters_name_their_key) 
     p = paper_user();
     p.paper.w0_hz = 0.0;
     expect_error(p, "link_adaptation.shannon.w0_hz: 0");
+}
+
+TEST(ap_core, when_the_cqi_supports_only_38_4_kbps_then_compact_pdus_serve_the_user_intact) {
+    // Srinivasan & Baras, Table I at 1.667 ms: 38.4 kb/s is an 8-byte TB. The standard PDU
+    // (29 bytes at least) cannot use it; the compact one carries 4 bytes of packets in it.
+    std::vector<std::vector<std::uint8_t>> packets;
+    for (std::size_t k = 0; k < 5; ++k)
+        packets.push_back(ipv4_to(1, 20 + 10 * k, static_cast<std::uint8_t>(0x30 + k)));
+    packets.push_back(ipv6_to_fd00(1, 61));
+    for (const auto format : {pdu::pdu_format::standard, pdu::pdu_format::compact}) {
+        SCOPED_TRACE(pdu::to_string(format));
+        ap_core_params p;
+        p.users = {{"ue0", {"10.0.0.1", "fd00::1"}, {}, {}}};
+        p.table = linkadapt::mcs_table::evdo();
+        p.slot_s = 1.667e-3;
+        p.lead_slots = 2;
+        p.harq.num_processes = 4;
+        p.harq.max_transmissions = 3;
+        p.harq.feedback_delay_slots = 1;
+        p.harq.feedback_timeout_slots = 8;
+        p.aqm.limits = {0, 100};
+        p.olla_enabled = false;  // ACKs must not lift the MCS above the CQI's
+        p.pdu_format = format;
+        ap_core ap(p);
+        const bool compact = format == pdu::pdu_format::compact;
+        EXPECT_EQ(ap.tb_bytes_for_mcs(0), compact ? 8u : 0u);
+        for (const auto& pk : packets) ASSERT_TRUE(ap.on_downlink_packet(0, pk));
+        client::client_core_params cp;
+        cp.user = 0;
+        client::client_core client(cp);
+        std::vector<std::vector<std::uint8_t>> delivered;
+        constexpr double kSnrDb = -11.0;  // above 38.4 kb/s's -12.5 dB, below 76.8's -9.5
+        for (std::uint64_t s = 0; s < 200; ++s) {
+            ap.on_cqi(0, s, kSnrDb, 0);
+            EXPECT_EQ(ap.mcs_for(0), compact ? 0 : linkadapt::kNoMcs);
+            const auto g = request(ap, s);
+            if (g.empty) continue;
+            EXPECT_EQ(g.tb.size(), 8u);
+            EXPECT_EQ(g.mcs, 0);
+            wire::rx_indication ind;
+            ind.slot = s;
+            ind.user = g.user;
+            ind.mcs = g.mcs;
+            ind.harq_pid = g.harq_pid;
+            ind.header_ok = ind.addressed = ind.crc_ok = true;
+            ind.snr_db = static_cast<float>(kSnrDb);
+            ind.tb = g.tb;
+            for (auto& pk : client.on_rx_indication(t_of(s), ind).delivered)
+                delivered.push_back(std::move(pk));
+            ap.on_harq_feedback(0, s, g.harq_pid, true);
+        }
+        if (compact) {
+            // 20+30+40+50+60+61 = 261 bytes in 66 TBs of 4 data bytes.
+            EXPECT_EQ(ap.stats().grants_new, 66u);
+            EXPECT_EQ(delivered, packets);
+            EXPECT_EQ(client.reassembly_stats().malformed, 0u);
+        } else {
+            EXPECT_EQ(ap.stats().grants_new, 0u);
+            EXPECT_TRUE(delivered.empty());
+        }
+        EXPECT_EQ(ap.queued_bytes(0), compact ? 0u : 261u);
+    }
+}
+
+TEST(ap_core, the_usable_tb_minimum_and_its_error_follow_the_pdu_format) {
+    ap_core_params p = two_users();
+    p.table = linkadapt::mcs_table("tiny", {{"a", 0.0, 4000.0, 0, 0.0}});  // 10 ms: 5 bytes
+    try {
+        ap_core ap(p);
+        ADD_FAILURE() << "a 5-byte TB accepted with the standard format";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("has no MCS carrying >= 29 bytes (pdu.format "
+                                             "standard)"),
+                  std::string::npos)
+            << e.what();
+    }
+    p.pdu_format = pdu::pdu_format::compact;
+    ap_core ap(p);
+    EXPECT_EQ(ap.tb_bytes_for_mcs(0), 5u);
 }
 
 }  // namespace

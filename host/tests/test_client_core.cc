@@ -631,3 +631,34 @@ TEST(client_core_params, invalid_values_throw_naming_the_field_and_the_value) {
     p.clamp.max_flows = 0;
     expect_bad(p, "client.clamp.max_flows: 0");
 }
+
+TEST(client_core, compact_pdus_deliver_their_packets_and_the_price_comes_from_the_compact_header) {
+    client_core_params p;
+    p.user = 2;
+    harness h(p);
+    byte_buffer pkt(28, 0x77);
+    pkt[0] = 0x45;
+    pkt[2] = 0;
+    pkt[3] = 28;  // IPv4 total length
+    pdu::compact_pdu c;
+    c.seq = 0;
+    c.price_s = 0.5f;
+    c.packets = {pkt};
+    auto out = h.core.on_rx_indication(0, h.indication(pdu::serialize_compact(c, 40).value()));
+    EXPECT_EQ(out.delivered, std::vector<byte_buffer>{pkt});
+    EXPECT_EQ(h.core.stats().pdus_priced, 1u);
+    ASSERT_TRUE(h.core.last_price());
+    EXPECT_EQ(h.core.last_price()->price_s, 0.5f);
+    EXPECT_EQ(h.core.last_price()->pdu_seq, 0u);
+    c.seq = 1;
+    c.price_s.reset();
+    out = h.core.on_rx_indication(kMs, h.indication(pdu::serialize_compact(c, 32).value()));
+    EXPECT_EQ(out.delivered, std::vector<byte_buffer>{pkt});
+    EXPECT_EQ(h.core.stats().pdus_unpriced, 1u);
+    EXPECT_EQ(h.core.stats().pdu_errors, 0u);
+    // A standard PDU in the compact stream is refused (and counted), the stream goes on.
+    out = h.core.on_rx_indication(2 * kMs, h.indication(h.pdu_bytes({pkt}, 0.1f, 2)));
+    EXPECT_TRUE(out.delivered.empty());
+    EXPECT_EQ(h.core.stats().pdu_errors, 1u);
+    EXPECT_EQ(h.core.last_price()->price_s, 0.5f);
+}

@@ -291,3 +291,181 @@ TEST(mac_pdu, serialize_rejects_bad_sizes_prices_and_segments) {
     p.segments = {seg(1, 10, 0, byte_buffer(10, 1)), seg(2, 20, 5, byte_buffer(10, 1))};
     EXPECT_NE(serialize(p, 100).error().find("pdu.segment[1].offset: 5"), std::string::npos);
 }
+
+// ---- Compact format ---------------------------------------------------------------------
+
+namespace {
+
+byte_buffer ipv4_packet(std::size_t size, std::uint8_t fill = 0x11) {
+    byte_buffer p(size, fill);
+    p[0] = 0x45;
+    p[2] = static_cast<std::uint8_t>(size >> 8);
+    p[3] = static_cast<std::uint8_t>(size);
+    return p;
+}
+
+byte_buffer ipv6_packet(std::size_t size, std::uint8_t fill = 0x66) {
+    byte_buffer p(size, fill);
+    p[0] = 0x60;
+    p[4] = static_cast<std::uint8_t>((size - 40) >> 8);
+    p[5] = static_cast<std::uint8_t>(size - 40);
+    return p;
+}
+
+}  // namespace
+
+TEST(PduGolden, compact_priced_vector_parses_to_its_fields) {
+    const byte_buffer b = vector_file("pdu_compact_priced.hex");
+    ASSERT_EQ(b.size(), 36u);
+    EXPECT_EQ(format_of(b[0]), pdu_format::compact);
+    const auto v = parse_compact_view(b.data(), b.size());
+    ASSERT_TRUE(v.ok()) << v.error();
+    EXPECT_EQ(v->seq, 0x123);
+    EXPECT_EQ(v->price_s, 0.25f);
+    EXPECT_EQ(v->header_bytes, 8u);
+    EXPECT_EQ(v->first, 3);
+    EXPECT_EQ(v->continuation, 3u);
+    ASSERT_EQ(v->packets.size(), 1u);
+    EXPECT_EQ(v->packets[0].offset, 3u);
+    EXPECT_EQ(v->packets[0].packet_len, 20u);
+    EXPECT_TRUE(v->packets[0].complete());
+    EXPECT_EQ(v->padding, 5u);
+    // Serialising the parsed PDU gives the vector back.
+    const auto p = parse_compact(b);
+    ASSERT_TRUE(p.ok());
+    EXPECT_EQ(p->continuation, str_bytes("abc"));
+    EXPECT_EQ(serialize_compact(p.value(), 36).value(), b);
+}
+
+TEST(PduGolden, compact_vectors_with_a_cut_ipv6_header_and_a_bare_continuation) {
+    const byte_buffer head = vector_file("pdu_compact_ipv6_head.hex");
+    auto v = parse_compact_view(head.data(), head.size());
+    ASSERT_TRUE(v.ok()) << v.error();
+    EXPECT_EQ(v->seq, 0xFFF);
+    EXPECT_FALSE(v->price_s);
+    ASSERT_EQ(v->packets.size(), 1u);
+    EXPECT_FALSE(v->packets[0].packet_len);  // bytes 4..5 are in the next PDU
+    EXPECT_EQ(v->packets[0].bytes, 4u);
+    const byte_buffer cont = vector_file("pdu_compact_continuation.hex");
+    v = parse_compact_view(cont.data(), cont.size());
+    ASSERT_TRUE(v.ok()) << v.error();
+    EXPECT_EQ(v->seq, 7);
+    EXPECT_FALSE(v->first);
+    EXPECT_EQ(v->continuation, 4u);
+    EXPECT_TRUE(v->packets.empty());
+    compact_pdu p;
+    p.seq = 7;
+    p.continuation = str_bytes("wxyz");
+    EXPECT_EQ(serialize_compact(p, 8).value(), cont);  // filling the payload: first = 0xFFFF
+}
+
+TEST(compact_pdu, the_first_byte_tells_the_formats_apart) {
+    for (int b = 0; b < 256; ++b) {
+        const auto f = format_of(static_cast<std::uint8_t>(b));
+        if (b == 0x01)
+            EXPECT_EQ(f, pdu_format::standard);
+        else if (b >= 0x80 && b <= 0xBF)
+            EXPECT_EQ(f, pdu_format::compact) << b;
+        else
+            EXPECT_FALSE(f) << b;
+    }
+    EXPECT_EQ(format_of(two_packets_pdu()[0]), pdu_format::standard);
+}
+
+TEST(compact_pdu, an_8_byte_tb_carries_4_bytes_and_the_usable_minimum_follows_the_format) {
+    EXPECT_EQ(min_usable_tb_bytes(pdu_format::standard), 29u);
+    EXPECT_EQ(min_usable_tb_bytes(pdu_format::compact), 5u);
+    EXPECT_EQ(data_capacity(pdu_format::compact, 8, false), 4u);
+    EXPECT_EQ(data_capacity(pdu_format::compact, 8, true), 4u);  // price left out
+    EXPECT_EQ(data_capacity(pdu_format::compact, 16, true), 8u);
+    EXPECT_EQ(data_capacity(pdu_format::compact, 4, false), 0u);
+    EXPECT_EQ(data_capacity(pdu_format::standard, 28, true), 0u);
+    EXPECT_EQ(data_capacity(pdu_format::standard, 32, true), 4u);
+    EXPECT_EQ(pdu_format_from_string("compact"), pdu_format::compact);
+    EXPECT_FALSE(pdu_format_from_string("tiny"));
+}
+
+TEST(compact_pdu, ip_packet_length_reads_ipv4_and_ipv6_headers_and_names_bad_fields) {
+    const byte_buffer v4 = ipv4_packet(1500), v6 = ipv6_packet(1280);
+    EXPECT_EQ(ip_packet_length(v4.data(), v4.size()).value(), 1500u);
+    EXPECT_EQ(ip_packet_length(v4.data(), 3).value(), std::nullopt);  // length at bytes 2..3
+    EXPECT_EQ(ip_packet_length(v6.data(), v6.size()).value(), 1280u);
+    EXPECT_EQ(ip_packet_length(v6.data(), 5).value(), std::nullopt);  // length at bytes 4..5
+    auto bad = [](byte_buffer b, const std::string& what) {
+        const auto r = ip_packet_length(b.data(), b.size(), "p.");
+        ASSERT_FALSE(r.ok()) << what;
+        EXPECT_NE(r.error().find(what), std::string::npos) << r.error();
+    };
+    bad({0x00}, "p.version: 0");
+    bad({0x44, 0, 0, 20}, "p.ipv4_ihl: 4");
+    bad({0x46, 0, 0, 20}, "p.ipv4_total_length: 20 is below the header's 24 bytes");
+    bad({0x60, 0, 0, 0, 0xff, 0xd8}, "p.ipv6_payload_length: 65496");
+}
+
+TEST(compact_pdu, random_pdus_round_trip) {
+    std::mt19937_64 rng(11);
+    for (int trial = 0; trial < 300; ++trial) {
+        compact_pdu p;
+        p.seq = static_cast<std::uint16_t>(rng() % 4096);
+        if (rng() % 2) p.price_s = static_cast<float>(rng() % 1000) / 100.0f;
+        p.continuation.resize(rng() % 30);
+        for (auto& b : p.continuation) b = static_cast<std::uint8_t>(rng());
+        std::size_t bytes = p.continuation.size();
+        const int n = static_cast<int>(rng() % 4);
+        for (int i = 0; i < n; ++i) {
+            p.packets.push_back(rng() % 2 ? ipv4_packet(20 + rng() % 100)
+                                          : ipv6_packet(40 + rng() % 100));
+            bytes += p.packets.back().size();
+        }
+        const std::size_t hdr = p.price_s ? 8 : 4;
+        const bool cut = !p.packets.empty() && rng() % 2;
+        std::size_t tb = hdr + std::max<std::size_t>(bytes, 1) + (cut ? 0 : rng() % 20);
+        if (cut) {  // the last packet keeps only its head and runs to the TB's end
+            const std::size_t keep = 1 + rng() % (p.packets.back().size() - 1);
+            tb -= p.packets.back().size() - keep;
+            p.packets.back().resize(keep);
+        }
+        if (bytes == 0) p.continuation = {0x42}, tb = std::max(tb, hdr + 1);
+        const auto s = serialize_compact(p, tb);
+        ASSERT_TRUE(s.ok()) << trial << ": " << s.error();
+        ASSERT_EQ(s.value().size(), tb);
+        const auto back = parse_compact(s.value());
+        ASSERT_TRUE(back.ok()) << trial << ": " << back.error();
+        EXPECT_EQ(back->seq, p.seq);
+        EXPECT_EQ(back->price_s, p.price_s);
+        EXPECT_EQ(back->continuation, p.continuation) << trial;
+        EXPECT_EQ(back->packets, p.packets) << trial;
+    }
+}
+
+TEST(compact_pdu, serialize_rejects_what_the_client_could_not_parse_naming_the_field) {
+    auto expect_error = [](const compact_pdu& p, std::size_t tb, const std::string& what) {
+        const auto r = serialize_compact(p, tb);
+        ASSERT_FALSE(r.ok()) << what;
+        EXPECT_NE(r.error().find(what), std::string::npos) << r.error();
+    };
+    compact_pdu p;
+    expect_error(p, 4, "pdu.tb_bytes: 4 not in [5, 65535]");
+    p.price_s = 1.0f;
+    expect_error(p, 8, "pdu.tb_bytes: 8 not in [9, 65535]");
+    p.price_s = -1.0f;
+    expect_error(p, 20, "pdu.price: -1");
+    p = compact_pdu{};
+    p.seq = 4096;
+    expect_error(p, 8, "pdu.seq: 4096");
+    p = compact_pdu{};
+    p.packets = {ipv4_packet(20)};
+    expect_error(p, 23, "pdu.tb_bytes: 23 is below the 24 bytes");
+    const byte_buffer p30 = ipv4_packet(30);
+    const byte_buffer head(p30.begin(), p30.begin() + 10);
+    p.packets = {head, ipv4_packet(20)};
+    expect_error(p, 64, "pdu.packet[0].length: 10 bytes: only the last packet may be cut");
+    p.packets = {head};
+    expect_error(p, 64, "pdu.packet[0].length: 10 bytes: a cut packet must run to the end");
+    byte_buffer longer = ipv4_packet(20);
+    longer.push_back(0);
+    p.packets = {longer};
+    expect_error(p, 64, "pdu.packet[0].length: 21 bytes exceed the 20 its IP header gives");
+    p.packets = {byte_buffer{0x50, 1, 2, 3}};
+    expect_error(p, 64, "pdu.packet[0].version: 5");
+}

@@ -473,3 +473,351 @@ TEST(SegmentationRoundTrip, random_tb_losses_drop_exactly_the_packets_they_carri
         EXPECT_EQ(report ? r.stats().dropped_timeout : r.stats().dropped_incomplete, 0u);
     }
 }
+
+// ---- Compact format (pdu.h): packets back to back, boundaries from the IP headers ---------
+
+namespace {
+
+// A valid IPv4 (size >= 20) or IPv6 (size >= 40) packet of `size` bytes, bytes after the
+// length fields distinct per id.
+ip_packet make_ip_packet(std::uint64_t id, std::size_t size, bool v6 = false) {
+    ip_packet p = make_packet(id, size);
+    if (v6) {
+        p.data[0] = 0x60;
+        p.data[4] = static_cast<std::uint8_t>((size - 40) >> 8);
+        p.data[5] = static_cast<std::uint8_t>(size - 40);
+    } else {
+        p.data[0] = 0x45;
+        p.data[2] = static_cast<std::uint8_t>(size >> 8);
+        p.data[3] = static_cast<std::uint8_t>(size);
+    }
+    return p;
+}
+
+std::vector<ip_packet> make_ip_packets(std::mt19937_64& rng, int n, std::size_t max_size) {
+    std::vector<ip_packet> v;
+    for (int i = 0; i < n; ++i) {
+        const bool v6 = rng() % 3 == 0;
+        const std::size_t lo = v6 ? 40 : 20;
+        v.push_back(
+            make_ip_packet(static_cast<std::uint64_t>(i), lo + rng() % (max_size - lo + 1), v6));
+    }
+    return v;
+}
+
+segmenter compact_segmenter() {
+    segmenter_params p;
+    p.format = pdu_format::compact;
+    return segmenter(p);
+}
+
+std::vector<built_tb> compact_all(const std::vector<ip_packet>& packets, std::size_t tb_bytes) {
+    test_queue q;
+    q.q.assign(packets.begin(), packets.end());
+    segmenter s = compact_segmenter();
+    std::vector<built_tb> tbs;
+    while (!q.q.empty() || s.has_partial()) tbs.push_back(s.build(tb_bytes, q.source()));
+    return tbs;
+}
+
+std::vector<byte_buffer> data_of(const std::vector<ip_packet>& packets) {
+    std::vector<byte_buffer> v;
+    for (const auto& p : packets) v.push_back(p.data);
+    return v;
+}
+
+}  // namespace
+
+TEST(compact, packets_of_many_sizes_round_trip_through_8_16_and_32_byte_tbs) {
+    std::mt19937_64 rng(7);
+    const auto packets = make_ip_packets(rng, 120, 300);
+    for (std::size_t tb : {8u, 16u, 32u}) {
+        const auto tbs = compact_all(packets, tb);
+        reassembler r(params());
+        reassembler::delivered_packets out;
+        time_ns now = 0;
+        for (std::size_t i = 0; i < tbs.size(); ++i) {
+            ASSERT_EQ(tbs[i].bytes.size(), tb);
+            // Every TB but the last is full: tb - 4 bytes of packets, no per-packet overhead.
+            if (i + 1 < tbs.size()) {
+                EXPECT_EQ(tbs[i].record.data_bytes, tb - 4) << i;
+            }
+            append(out, r.on_pdu(tbs[i].bytes, now += kNsPerMs));
+        }
+        EXPECT_EQ(out, data_of(packets)) << tb;
+        EXPECT_EQ(r.stats().malformed + r.stats().inconsistent + dropped(r.stats()), 0u);
+        EXPECT_EQ(r.held_bytes(), 0u);
+        EXPECT_EQ(r.format(), pdu_format::compact);
+    }
+}
+
+TEST(compact, a_packet_split_across_many_tbs_is_delivered_whole_and_recorded_exactly) {
+    // An IPv6 packet of 1500 bytes in 8-byte TBs: 375 TBs, its length field (bytes 4..5) in
+    // the second one.
+    const ip_packet big = make_ip_packet(1, 1500, true);
+    const auto tbs = compact_all({big}, 8);
+    ASSERT_EQ(tbs.size(), 375u);
+    reassembler r(params());
+    reassembler::delivered_packets out;
+    std::size_t next_offset = 0;
+    for (std::size_t i = 0; i < tbs.size(); ++i) {
+        const auto& rec = tbs[i].record;
+        ASSERT_EQ(rec.segments.size(), 1u);
+        EXPECT_EQ(rec.segments[0].packet_id, 1u);
+        EXPECT_EQ(rec.segments[0].offset, next_offset);
+        EXPECT_EQ(rec.segments[0].seg_len, 4u);
+        next_offset += 4;
+        EXPECT_EQ(rec.seq, i);
+        const auto v = parse_compact_view(tbs[i].bytes.data(), tbs[i].bytes.size());
+        ASSERT_TRUE(v.ok()) << v.error();
+        // Only the first TB starts a packet; the last one ends it exactly at its end.
+        EXPECT_EQ(v->first.has_value(), i == 0) << i;
+        append(out, r.on_pdu(tbs[i].bytes, static_cast<time_ns>(i)));
+        EXPECT_EQ(out.empty(), i + 1 < tbs.size());
+    }
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0], big.data);
+}
+
+TEST(compact, a_lost_pdu_discards_the_packet_spanning_it_and_the_next_one_is_delivered) {
+    // A (20 B), B (100 B), C (60 B) in 16-byte TBs (12 bytes each): TB 4 is inside B.
+    const std::vector<ip_packet> pk = {make_ip_packet(0, 20), make_ip_packet(1, 100),
+                                       make_ip_packet(2, 60)};
+    const auto tbs = compact_all(pk, 16);
+    const std::size_t lost = 4;
+    ASSERT_EQ(carried(tbs[lost]), std::set<std::uint64_t>{1});
+    for (bool reported : {true, false}) {
+        reassembler r(params());
+        reassembler::delivered_packets out;
+        time_ns now = 0;
+        for (std::size_t i = 0; i < tbs.size(); ++i) {
+            now += kNsPerMs;
+            if (i == lost) {
+                if (reported) append(out, r.on_lost(tbs[i].record.seq, now));
+                continue;
+            }
+            append(out, r.on_pdu(tbs[i].bytes, now));
+        }
+        append(out, r.poll(now + 20 * kNsPerMs));
+        EXPECT_EQ(out, (std::vector<byte_buffer>{pk[0].data, pk[2].data}))
+            << (reported ? "reported" : "timeout");
+        const auto& st = r.stats();
+        EXPECT_EQ(reported ? st.dropped_incomplete : st.dropped_timeout, 1u);
+        EXPECT_EQ(dropped(st), 1u);
+        EXPECT_EQ(r.held_bytes(), 0u);
+    }
+}
+
+TEST(compact, a_lost_pdu_carrying_a_packets_head_discards_its_tail_too) {
+    // 10 packets of 30 B in 8-byte TBs; lose the TB where packet 3 starts (and 2 ends).
+    std::vector<ip_packet> pk;
+    for (int i = 0; i < 10; ++i) pk.push_back(make_ip_packet(static_cast<std::uint64_t>(i), 30));
+    const auto tbs = compact_all(pk, 8);
+    std::size_t lost = 0;
+    while (carried(tbs[lost]) != std::set<std::uint64_t>{2, 3}) ++lost;
+    reassembler r(params());
+    reassembler::delivered_packets out;
+    time_ns now = 0;
+    for (std::size_t i = 0; i < tbs.size(); ++i)
+        if (i != lost) append(out, r.on_pdu(tbs[i].bytes, now += kNsPerMs));
+    append(out, r.poll(now + kNsPerSec));
+    std::vector<byte_buffer> expect;
+    for (int i = 0; i < 10; ++i)
+        if (i != 2 && i != 3) expect.push_back(pk[static_cast<std::size_t>(i)].data);
+    EXPECT_EQ(out, expect);
+    // 2's head was held and is counted; 3's tail cannot be told from 2's (no packet numbers):
+    // the count is a lower bound (segmentation.h), the delivery exact.
+    EXPECT_EQ(r.stats().dropped_timeout, 1u);
+}
+
+TEST(compact, a_harq_drop_record_names_exactly_the_packets_the_tb_carried) {
+    // 40-byte TBs (36 bytes of data) and 20-byte packets: TB 1 carries stream bytes
+    // [36, 72): the tail of packet 1 ([16, 20)), packet 2 whole, the head of 3 ([0, 12)).
+    std::vector<ip_packet> pk;
+    for (int i = 0; i < 6; ++i) pk.push_back(make_ip_packet(static_cast<std::uint64_t>(i), 20));
+    const auto tbs = compact_all(pk, 40);
+    const auto& rec = tbs[1].record;
+    ASSERT_EQ(rec.segments.size(), 3u);
+    EXPECT_EQ(rec.segments[0].packet_id, 1u);
+    EXPECT_EQ(rec.segments[0].offset, 16u);
+    EXPECT_TRUE(rec.segments[0].last());
+    EXPECT_EQ(rec.segments[1].packet_id, 2u);
+    EXPECT_TRUE(rec.segments[1].first() && rec.segments[1].last());
+    EXPECT_EQ(rec.segments[2].packet_id, 3u);
+    EXPECT_TRUE(rec.segments[2].first() && !rec.segments[2].last());
+    EXPECT_EQ(rec.segments[2].seg_len, 12u);
+    EXPECT_EQ(rec.data_bytes, 36u);
+    // The client loses exactly those packets when the TB is reported dropped.
+    reassembler r(params());
+    reassembler::delivered_packets out;
+    for (std::size_t i = 0; i < tbs.size(); ++i) {
+        if (i == 1)
+            append(out, r.on_lost(rec.seq, 1));
+        else
+            append(out, r.on_pdu(tbs[i].bytes, 1));
+    }
+    EXPECT_EQ(out, (std::vector<byte_buffer>{pk[0].data, pk[4].data, pk[5].data}));
+}
+
+TEST(compact, random_tb_losses_drop_exactly_the_packets_they_carried) {
+    std::mt19937_64 rng(44);
+    for (int trial = 0; trial < 20; ++trial) {
+        const auto packets = make_ip_packets(rng, 150, 400);
+        test_queue q;
+        q.q.assign(packets.begin(), packets.end());
+        segmenter s = compact_segmenter();
+        std::vector<built_tb> tbs;
+        while (!q.q.empty() || s.has_partial()) tbs.push_back(s.build(8 + rng() % 120, q.source()));
+        std::set<std::uint64_t> victims;
+        std::vector<bool> lost(tbs.size());
+        for (std::size_t i = 0; i < tbs.size(); ++i) {
+            lost[i] = rng() % 10 == 0;
+            if (lost[i])
+                for (auto id : carried(tbs[i])) victims.insert(id);
+        }
+        const bool report = trial % 2 == 0;
+        reassembler r(params(8, 5 * kNsPerMs));
+        reassembler::delivered_packets out;
+        time_ns now = 0;
+        for (std::size_t i = 0; i < tbs.size(); ++i) {
+            now += kNsPerMs;
+            if (lost[i]) {
+                if (report) append(out, r.on_lost(tbs[i].record.seq, now));
+            } else {
+                append(out, r.on_pdu(tbs[i].bytes, now));
+            }
+        }
+        append(out, r.poll(now + kNsPerSec));
+        std::vector<byte_buffer> expect;
+        for (const auto& p : packets)
+            if (!victims.count(p.id)) expect.push_back(p.data);
+        ASSERT_EQ(out, expect) << "trial " << trial;
+        EXPECT_LE(dropped(r.stats()), victims.size());  // a lower bound (segmentation.h)
+        EXPECT_EQ(r.stats().inconsistent + r.stats().malformed, 0u);
+    }
+}
+
+TEST(compact, malformed_pdus_are_refused_naming_the_field_and_nothing_accepted_is_lost) {
+    // A 30-byte packet, split: 4 bytes in PDU 0, the rest after the bad PDUs in PDU 1.
+    const ip_packet p = make_ip_packet(9, 30);
+    const auto tbs = compact_all({p}, 8);
+    reassembler r(params());
+    EXPECT_TRUE(r.on_pdu(tbs[0].bytes, 0).empty());
+    const std::vector<std::pair<byte_buffer, std::string>> bad = {
+        {{0x80, 0x01, 0x00}, "pdu.length: 3"},
+        {{0x90, 0x01, 0x00, 0x00, 0x45}, "pdu.flags: byte 0 0x90"},
+        {{0x42, 0x01, 0x00, 0x00, 0x45}, "pdu.format: byte 0 0x42"},
+        {{0xA0, 0x01, 0x00, 0x00, 0x7f, 0x80, 0x00, 0x00, 0x00}, "pdu.price: 0x7f800000"},
+        {{0x80, 0x01, 0x00, 0x04, 0x45, 0, 0, 0}, "pdu.first: 4"},
+        {{0x80, 0x01, 0x00, 0x00, 0x55, 0, 0, 0}, "pdu.packet[0].version: 5"},
+        {{0x80, 0x01, 0x00, 0x00, 0x43, 0, 0, 0}, "pdu.packet[0].ipv4_ihl: 3"},
+        {{0x80, 0x01, 0x00, 0x00, 0x45, 0, 0x00, 0x13}, "pdu.packet[0].ipv4_total_length: 19"},
+        {{0x80, 0x01, 0x00, 0x00, 0x60, 0, 0, 0, 0xff, 0xff},
+         "pdu.packet[0].ipv6_payload_length: 65535"},
+        {{0x01, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+         "pdu.format: a standard PDU"},
+    };
+    for (const auto& [bytes, what] : bad) {
+        std::string error;
+        EXPECT_TRUE(r.on_pdu(bytes.data(), bytes.size(), 0, &error).empty());
+        EXPECT_NE(error.find(what), std::string::npos) << "want " << what << ", got " << error;
+    }
+    EXPECT_EQ(r.stats().malformed, bad.size());
+    reassembler::delivered_packets out;
+    for (std::size_t i = 1; i < tbs.size(); ++i) append(out, r.on_pdu(tbs[i].bytes, 0));
+    EXPECT_EQ(out, std::vector<byte_buffer>{p.data});
+    EXPECT_EQ(dropped(r.stats()), 0u);
+}
+
+TEST(compact, a_continuation_disagreeing_with_the_ip_length_is_dropped_and_the_stream_resumes) {
+    // PDU 0 starts a 30-byte packet (its first 12 bytes); PDU 1 says the packet ends after 5
+    // more bytes (first = 5), 13 short of its IP total length, then a whole 20-byte packet.
+    const ip_packet a = make_ip_packet(1, 30), b = make_ip_packet(2, 20);
+    compact_pdu p0;
+    p0.packets = {byte_buffer(a.data.begin(), a.data.begin() + 12)};
+    compact_pdu p1;
+    p1.seq = 1;
+    p1.continuation = byte_buffer(a.data.begin() + 12, a.data.begin() + 17);
+    p1.packets = {b.data};
+    const auto t0 = serialize_compact(p0, 16), t1 = serialize_compact(p1, 40);
+    ASSERT_TRUE(t0.ok() && t1.ok());
+    reassembler r(params());
+    EXPECT_TRUE(r.on_pdu(t0.value(), 0).empty());
+    std::string error;
+    const auto out = r.on_pdu(t1.value().data(), t1.value().size(), 0, &error);
+    EXPECT_EQ(out, std::vector<byte_buffer>{b.data});
+    EXPECT_NE(error.find("pdu.first: 5 ends the packet at 17 bytes, short of the 30"),
+              std::string::npos)
+        << error;
+    EXPECT_EQ(r.stats().inconsistent, 1u);
+    EXPECT_EQ(r.stats().dropped_incomplete, 1u);
+    EXPECT_EQ(r.held_bytes(), 0u);
+}
+
+TEST(compact, the_segmenter_rejects_packets_whose_ip_header_disagrees_with_their_length) {
+    test_queue q;
+    ip_packet liar = make_ip_packet(1, 40);
+    liar.data[3] = 50;  // says 50 bytes
+    ip_packet not_ip = make_packet(2, 30);
+    not_ip.data[0] = 0x20;
+    q.q = {liar, not_ip, make_ip_packet(3, 20)};
+    segmenter s = compact_segmenter();
+    const built_tb tb = s.build(64, q.source());
+    EXPECT_EQ(s.stats().packets_rejected, 2u);
+    ASSERT_EQ(tb.record.segments.size(), 1u);
+    EXPECT_EQ(tb.record.segments[0].packet_id, 3u);
+    EXPECT_EQ(tb.record.padding, 64u - 4 - 20);
+}
+
+TEST(compact, the_price_is_stamped_where_it_leaves_a_data_byte_and_omitted_in_8_byte_tbs) {
+    test_queue q;
+    q.q = {make_ip_packet(1, 100)};
+    segmenter s = compact_segmenter();
+    const built_tb small = s.build(8, q.source(), 0.25f);
+    EXPECT_EQ(small.record.data_bytes, 4u);
+    EXPECT_EQ(s.stats().prices_omitted, 1u);
+    EXPECT_EQ(small.bytes[0] & kCompactFlagPrice, 0);
+    const built_tb nine = s.build(9, q.source(), 0.25f);
+    EXPECT_EQ(nine.record.data_bytes, 1u);  // 4 header + 4 price + 1
+    const auto v = parse_compact_view(nine.bytes.data(), nine.bytes.size());
+    ASSERT_TRUE(v.ok()) << v.error();
+    EXPECT_EQ(v->price_s, 0.25f);
+    EXPECT_EQ(s.stats().prices_omitted, 1u);
+    EXPECT_THROW(s.build(4, q.source()), std::invalid_argument);
+}
+
+TEST(compact, sequence_numbers_wrap_at_4096_and_a_pdu_2048_ahead_counts_as_old) {
+    segmenter_params sp;
+    sp.format = pdu_format::compact;
+    sp.first_seq = 4094;
+    segmenter s(sp);
+    std::vector<ip_packet> pk;
+    for (int i = 0; i < 4; ++i) pk.push_back(make_ip_packet(static_cast<std::uint64_t>(i), 20));
+    test_queue q;
+    q.q.assign(pk.begin(), pk.end());
+    std::vector<built_tb> tbs;
+    while (!q.q.empty()) tbs.push_back(s.build(24, q.source()));
+    ASSERT_EQ(tbs.size(), 4u);
+    EXPECT_EQ(tbs[1].record.seq, 4095u);
+    EXPECT_EQ(tbs[2].record.seq, 0u);
+    reassembler_params rp = params(1u << 20);
+    rp.first_seq = 4094;
+    reassembler r(rp);
+    reassembler::delivered_packets out;
+    for (std::size_t i : {1u, 3u, 0u, 2u}) append(out, r.on_pdu(tbs[i].bytes, 0));
+    EXPECT_EQ(out, data_of(pk));
+    EXPECT_EQ(r.next_seq(), 2u);
+    // A PDU 2048 ahead is behind in 12-bit serial arithmetic: a duplicate, not a jump.
+    compact_pdu far;
+    far.seq = 2 + 2048;
+    far.packets = {make_ip_packet(9, 20).data};
+    EXPECT_TRUE(r.on_pdu(serialize_compact(far, 24).value(), 0).empty());
+    EXPECT_EQ(r.stats().duplicates, 1u);
+    // 2047 ahead: the farthest a 12-bit stream can look (the window of 2^20 acts as 2048).
+    far.seq = 2 + 2047;
+    EXPECT_TRUE(r.on_pdu(serialize_compact(far, 24).value(), 0).empty());
+    EXPECT_EQ(r.stats().tbs_given_up, 0u);
+    EXPECT_EQ(r.buffered_pdus(), 1u);
+    sp.first_seq = 4096;
+    EXPECT_THROW(segmenter{sp}, std::invalid_argument);
+}

@@ -33,6 +33,8 @@ from oppsched.names import SHANNON_TABLE_DEFAULTS
 CLAMP_ATTEMPTS_SLOW = mac.CLAMP_ATTEMPTS_SLOW_FADING
 CLAMP_ATTEMPTS_FAST = mac.CLAMP_ATTEMPTS_FAST_FADING
 FAST_FADING_HZ = 10.0
+# The compact PDU format's largest reordering window (12-bit sequence numbers, pdu.h).
+COMPACT_MAX_WINDOW = mac.PDU_COMPACT_MAX_WINDOW
 
 # The PHY profiles (docs/architecture.md, "The PHY": 1.667 ms EV-DO; 3 ms, Andrew & Hanly's
 # slot), one per numerology profile (gr-oppsched's numerology.h). Values a profile implies when
@@ -171,6 +173,8 @@ def reassembly(cfg: dict) -> dict:
            else round(1e3 * harq_s, 3),
            "window": r["window"] if r["window"] is not None
            else max(64, 2 * max_transmissions(cfg) * rtt_slots)}
+    if cfg["pdu"]["format"] == "compact":  # 12-bit sequence numbers (pdu.h): 2048 at most
+        out["window"] = min(out["window"], COMPACT_MAX_WINDOW)
     if r["max_bytes"] is not None:
         out["max_bytes"] = r["max_bytes"]
     return out
@@ -264,6 +268,7 @@ def apd_config(cfg: dict, lay: Layout) -> dict:
         "harq": {"processes": h["processes"], "max_transmissions": max_transmissions(cfg),
                  "feedback_timeout_slots": h["feedback_timeout_slots"]},
         "link_adaptation": _link_adaptation(cfg, lay),
+        "pdu": {"format": cfg["pdu"]["format"]},
         "clamp": {"enabled": c["enabled"], "a_bytes": c["a_bytes"], "b": c["b"],
                   "ema_rate_per_s": c["ema_rate_per_s"], "mu_c": c["mu_c"]},
         "traces": {"slots": lay.path("slots.csv"),

@@ -1,13 +1,15 @@
 """MAC PDU, CRC-32, segmentation and reassembly from Python (oppsched.mac)."""
 
 import random
+import re
 import struct
 import zlib
 
 import pytest
 
 from oppsched import mac
-from helpers import REPO
+from helpers import BASE, REPO, cfg_of, error_of, run_layout
+from oppsched import daemonconf
 
 VECTORS = REPO / "host" / "tests" / "vectors"
 
@@ -137,3 +139,106 @@ def test_reassembler_params_are_validated():
         mac.reassembler(window=0)
     with pytest.raises(ValueError, match="reassembler.max_bytes"):
         mac.reassembler(max_bytes=10)
+
+
+# ---- Compact format (host/include/oppsched/pdu.h) ----------------------------------------
+
+def ipv4(n: int, tag: int = 0) -> bytes:
+    """An IPv4 packet of n >= 20 bytes whose total length says n; the rest tagged."""
+    return struct.pack(">BBH", 0x45, 0, n) + bytes((tag + i) & 0xFF for i in range(n - 4))
+
+
+def ipv6(n: int, tag: int = 0) -> bytes:
+    return struct.pack(">IH", 0x60000000, n - 40) + bytes((tag + i) & 0xFF for i in range(n - 6))
+
+
+def test_compact_golden_vector_parses_and_serialises_back():
+    b = vector("pdu_compact_priced.hex")
+    assert mac.pdu_format(b) == "compact" and mac.pdu_format(vector("pdu_v1_empty.hex")) == "standard"
+    p = mac.parse_compact_pdu(b)
+    assert (p["seq"], p["price"], p["first"], p["continuation"], p["padding"]) == (0x123, 0.25, 3, b"abc", 5)
+    (pk,) = p["packets"]
+    assert (pk["packet_len"], pk["complete"], len(pk["data"])) == (20, True, 20)
+    assert mac.serialize_compact_pdu(seq=0x123, price=0.25, continuation=b"abc", packets=[pk["data"]],
+                                     tb_bytes=36) == b
+    # The layout by hand: format 0b10, PRICE, seq[11:8]; seq[7:0]; first; price.
+    b0, b1, first, price = struct.unpack(">BBHf", b[:8])
+    assert (b0 >> 6, (b0 >> 5) & 1, ((b0 & 0x0F) << 8) | b1, first, price) == (2, 1, 0x123, 3, 0.25)
+    c = mac.parse_compact_pdu(vector("pdu_compact_continuation.hex"))
+    assert (c["first"], c["continuation"], c["packets"]) == (None, b"wxyz", [])
+
+
+def test_an_8_byte_tb_carries_4_bytes_of_packets_in_the_compact_format():
+    assert mac.min_usable_tb_bytes("compact") == mac.PDU_COMPACT_MIN_BYTES == 5
+    assert mac.min_usable_tb_bytes("standard") == 29
+    assert mac.PDU_COMPACT_HEADER_BYTES == 4 and mac.PDU_COMPACT_MAX_WINDOW == 2048
+    with pytest.raises(ValueError, match="pdu.format: 'tiny'"):
+        mac.min_usable_tb_bytes("tiny")
+
+
+@pytest.mark.parametrize("tb_bytes", [8, 16, 32])
+def test_compact_round_trip_of_many_packet_sizes(tb_bytes):
+    rng = random.Random(tb_bytes)
+    packets = [ipv6(rng.randrange(40, 600), i) if i % 3 == 0 else ipv4(rng.randrange(20, 600), i)
+               for i in range(60)]
+    queue = list(packets)
+    seg = mac.segmenter(format="compact")
+    r = mac.reassembler()
+    out = []
+    k = 0
+    while queue or seg.has_partial:
+        pdu, rec = seg.build(tb_bytes, lambda: queue.pop(0) if queue else None)
+        assert len(pdu) == tb_bytes and mac.pdu_format(pdu) == "compact"
+        out += r.on_pdu(pdu, k)
+        k += 1
+    assert out == packets
+    assert r.format == "compact" and r.held_bytes == 0
+    assert seg.stats["data_bytes"] == sum(map(len, packets))
+    assert seg.stats["overhead_bytes"] == 4 * seg.stats["tbs"]
+
+
+def test_compact_lost_pdu_discards_the_packet_spanning_it_and_delivers_the_next():
+    packets = [ipv4(20, 1), ipv4(100, 2), ipv4(60, 3)]
+    queue = list(packets)
+    seg = mac.segmenter(format="compact")
+    built = []
+    while queue or seg.has_partial:
+        built.append(seg.build(16, lambda: queue.pop(0) if queue else None))
+    assert {s["packet_id"] for s in built[4][1]["segments"]} == {1}  # inside the 100-byte one
+    r = mac.reassembler(timeout_ns=10_000_000)
+    out = []
+    for k, (pdu, rec) in enumerate(built):
+        out += r.on_lost(rec["seq"], k) if k == 4 else r.on_pdu(pdu, k)
+    assert out == [packets[0], packets[2]]
+    assert r.stats["dropped_incomplete"] == 1
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"\x80\x00\x00", "pdu.length: 3"),
+    (b"\x90\x00\x00\x00E", "pdu.flags"),
+    (b"\x80\x00\x00\x05E\x00\x00\x14", "pdu.first: 5"),
+    (b"\x80\x00\x00\x00\x50\x00\x00\x00", "pdu.packet[0].version: 5"),
+    (b"\x80\x00\x00\x00\x45\x00\x00\x10", "pdu.packet[0].ipv4_total_length: 16"),
+])
+def test_malformed_compact_pdus_name_the_field_and_value(data, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        mac.parse_compact_pdu(data)
+
+
+def test_serialize_compact_rejects_a_cut_packet_that_does_not_reach_the_end():
+    with pytest.raises(ValueError, match="a cut packet must run to the end"):
+        mac.serialize_compact_pdu(seq=0, packets=[ipv4(40)[:10]], tb_bytes=32)
+    with pytest.raises(ValueError, match="pdu.seq: 4096"):
+        mac.serialize_compact_pdu(seq=4096, tb_bytes=8)
+
+
+def test_the_experiment_key_pdu_format_reaches_the_apd_and_bounds_the_window(tmp_path):
+    cfg = cfg_of(BASE, ["pdu.format=compact"])
+    conf = daemonconf.apd_config(cfg, run_layout(tmp_path, cfg))
+    assert conf["pdu"] == {"format": "compact"}
+    assert daemonconf.reassembly(cfg)["window"] <= mac.PDU_COMPACT_MAX_WINDOW
+    assert daemonconf.apd_config(cfg_of(), run_layout(tmp_path, cfg_of()))["pdu"] == {
+        "format": "standard"}
+    assert "pdu.format" in error_of(BASE, ["pdu.format=tiny"])
+    assert "reassembly.window: 4096 with pdu.format compact" in error_of(
+        BASE, ["pdu.format=compact", "reassembly.window=4096"])

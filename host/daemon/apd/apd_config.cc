@@ -362,6 +362,11 @@ apd_params load_apd_config(const std::string& path) {
         sc.get<std::int64_t>("restart_backjump_slots", 1000, value_range::closed(1, 1e12));
     core.grant_cache = sc.get<std::uint32_t>("grant_cache", 64, value_range::closed(1, 1e6));
 
+    // ---- MAC PDU format (pdu.h): compact lets the smallest TBs carry data ----
+    const config_node pd = root.child_or_empty("pdu");
+    core.pdu_format =
+        *pdu::pdu_format_from_string(pd.get_choice("format", "standard", {"standard", "compact"}));
+
     // ---- traces ----
     const config_node tr = root.child_or_empty("traces");
     c.trace_slots = tr.get<std::string>("slots", "");

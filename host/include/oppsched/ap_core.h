@@ -48,9 +48,11 @@
 //    one; the row's outcome is "unheard", OLLA counts it as a failure (the link curves
 //    behind the measured tables count missed slots and header errors as TB errors). A
 //    retransmission's `retx` counts every earlier slot of the TB, unheard ones included.
-//  - Unusable MCS: a TB must hold the PDU header, CRC, one segment header and one byte
-//    (29 bytes). MCSs whose bytes_per_slot is smaller (EV-DO below 153.6 kb/s at 1.667 ms)
-//    count as rate 0. TBs are capped at 65535 bytes (pdu.h).
+//  - Unusable MCS: a TB must hold the PDU's overhead and one byte of data
+//    (pdu::min_usable_tb_bytes): 29 bytes in the standard format (header, CRC, one segment
+//    header), so that EV-DO below 153.6 kb/s at 1.667 ms counts as rate 0; 5 bytes in the
+//    compact format (`pdu_format`), where every rate of Srinivasan & Baras, Table I carries
+//    data (38.4 kb/s: 8-byte TBs, 4 bytes of data). TBs are capped at 65535 bytes (pdu.h).
 //  - CLAMP mu_c: one clamp::mu_c_estimator per queue (clamp.h), fed as mu_c_mode says (the
 //    queue's own service by default). Until it is known, TBs carry
 //    no price (PRICE flag clear); it is floored at mu_floor_bps so a starved queue gets a
@@ -124,8 +126,9 @@ enum class mu_c_mode {
     // if the AP were always backlogged with packets from all users". A shadow of the
     // scheduler (same policy and parameters) runs every slot on the users' current rates
     // with every user that has a usable rate eligible; the queue's sample of the slot is
-    // what the shadow's winner would carry (its TB bytes less the PDU header, CRC and one
-    // segment header) if the winner is one of its users, else 0. Same estimator (mean of
+    // what the shadow's winner would carry (pdu::data_capacity of its TB: less the PDU
+    // header, CRC and one segment header, or the compact header and price) if the winner is
+    // one of its users, else 0. Same estimator (mean of
     // mu_init_slots slots, then EMA), fed every slot.
     all_backlogged,
 };
@@ -194,6 +197,8 @@ struct ap_core_params {
     std::uint32_t grant_cache = 64;              // grants kept for duplicate requests, >= 1
     bool record_slots = true;                    // produce SlotRows (slots.csv)
     bool record_packets = false;                 // produce PacketRecords (packets.csv)
+    // The MAC PDU format of every TB (pdu.h); the client reads either.
+    pdu::pdu_format pdu_format = pdu::pdu_format::standard;
 
     // Throws std::invalid_argument naming the field (config key) and the value, e.g.
     // "users[1].addresses[0]: '10.0.0.300' is not an IPv4 or IPv6 address".

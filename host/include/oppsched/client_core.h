@@ -116,7 +116,7 @@ struct rx_output {
 struct price_sample {
     float price_s = 0.0f;
     time_ns at = 0;             // when the PDU carrying it arrived
-    std::uint32_t pdu_seq = 0;  // its MAC sequence number
+    std::uint32_t pdu_seq = 0;  // its MAC sequence number (mod 2^12 if compact)
 };
 
 class client_core final {

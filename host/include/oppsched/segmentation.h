@@ -6,13 +6,17 @@
 // TB of the same user, zero padding when the source runs dry. The source is a callback, so
 // any queue or AQM can feed it (dequeue-time AQMs such as CoDel drop inside it). Each TB
 // comes with a record of the packet fragments it carried, for HARQ loss accounting and
-// traces.
+// traces. It writes the format its params name (pdu.h): standard (segments with headers)
+// or compact (the packets back to back).
 //
-// Reassembler (one per user at the client): delivers IP packets in MAC sequence order with
-// a reordering window (HARQ processes finish out of order), a timeout and a memory cap. A
-// TB lost after its last HARQ attempt (reported by the AP side, or detected by the timeout)
-// drops exactly the packets it carried part of; later complete packets are not held back
-// beyond the timeout.
+// Reassembler (one per user at the client): accepts either format, told by each PDU's first
+// byte; a stream keeps the format of its first PDU (one of the other format is malformed). delivers
+// IP packets in MAC sequence order with a reordering window (HARQ processes finish out of order), a
+// timeout and a memory cap. A TB lost after its last HARQ attempt (reported by the AP side, or
+// detected by the timeout) drops exactly the packets it carried part of; later complete packets are
+// not held back beyond the timeout. In the compact format a lost PDU takes the packet in progress
+// (its tail is discarded up to the next packet start, the PDU's `first`) and any packet it carried;
+// the next packet starting after it is delivered.
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -32,7 +36,8 @@ using packet_source = std::function<std::optional<ip_packet>()>;
 // One fragment a TB carried.
 struct segment_record {
     std::uint64_t packet_id = 0;   // Packet::id
-    std::uint16_t packet_seq = 0;  // MAC packet sequence number on the wire
+    std::uint16_t packet_seq = 0;  // MAC packet sequence number (on the wire in the standard
+                                   // format only; the compact format counts it all the same)
     std::uint16_t packet_len = 0;
     std::uint16_t offset = 0;
     std::uint16_t seg_len = 0;
@@ -42,9 +47,9 @@ struct segment_record {
 
 struct tb_record {
     std::uint16_t user = 0;
-    std::uint32_t seq = 0;  // PDU sequence number
+    std::uint32_t seq = 0;  // PDU sequence number as sent (mod 2^12 in the compact format)
     std::size_t tb_bytes = 0;
-    std::size_t padding = 0;     // zero bytes before the CRC
+    std::size_t padding = 0;     // zero bytes after the packet data
     std::size_t data_bytes = 0;  // packet bytes carried
     std::vector<segment_record> segments;
 };
@@ -56,20 +61,23 @@ struct built_tb {
 
 struct segmenter_params {
     std::uint16_t user = 0;
-    std::uint32_t first_seq = 0;         // PDU sequence number of the first TB
+    std::uint32_t first_seq = 0;         // PDU sequence number of the first TB (compact: <= 4095)
     std::uint16_t first_packet_seq = 0;  // packet sequence number of the first packet
-    void validate() const {}             // every value is valid
+    pdu_format format = pdu_format::standard;
+    void validate() const;  // throws std::invalid_argument naming the field and value
 };
 
 struct segmenter_stats {
     std::uint64_t tbs = 0;
     std::uint64_t packets_started = 0;    // packets whose first byte was sent
     std::uint64_t packets_completed = 0;  // packets whose last byte was sent
-    std::uint64_t packets_rejected = 0;   // empty or > 65535 bytes: dropped, never sent
+    std::uint64_t packets_rejected = 0;   // empty or > 65535 bytes (compact: or not the length
+                                          // its IP header gives): dropped, never sent
     std::uint64_t packets_abandoned = 0;  // partially sent, then abandon_partial()
     std::uint64_t data_bytes = 0;
     std::uint64_t overhead_bytes = 0;  // PDU and segment headers, CRC
     std::uint64_t padding_bytes = 0;
+    std::uint64_t prices_omitted = 0;  // compact: a price given, left out (no data byte left)
 };
 
 class segmenter final {
@@ -77,10 +85,12 @@ class segmenter final {
     explicit segmenter(segmenter_params params = {});
 
     // Builds the next TB of exactly `tb_bytes` bytes (throws std::invalid_argument if not
-    // in [20, 65535]). First continues the partially sent packet, then pulls packets from
-    // `source` while a segment header and at least one data byte still fit; a packet
-    // pulled is always started in this TB. `price_s` (seconds, finite, >= 0) is stamped in
-    // the header when given. Cost: one copy of the carried bytes plus the CRC.
+    // in [20, 65535] standard, [5, 65535] compact). First continues the partially sent packet, then
+    // pulls packets from `source` while (standard) a segment header and at least one data byte,
+    // (compact) one data byte still fit; a packet pulled is always started in this TB. `price_s`
+    // (seconds, finite,
+    // >= 0) is stamped in the header when given (compact: when it leaves a data byte).
+    // Cost: one copy of the carried bytes, plus the CRC in the standard format.
     built_tb build(std::size_t tb_bytes, const packet_source& source,
                    std::optional<float> price_s = std::nullopt);
 
@@ -97,6 +107,11 @@ class segmenter final {
     const segmenter_params& params() const { return params_; }
 
   private:
+    built_tb build_compact(std::size_t tb_bytes, const packet_source& source,
+                           std::optional<float> price_s);
+    // The next packet from `source` the format can carry (others are counted rejected).
+    std::optional<ip_packet> pull(const packet_source& source);
+
     struct partial_packet {
         ip_packet packet;
         std::uint16_t packet_seq = 0;
@@ -114,6 +129,7 @@ struct reassembler_params {
     std::uint32_t first_seq = 0;         // PDU sequence number expected first
     std::uint16_t first_packet_seq = 0;  // packet sequence number expected first
     std::uint32_t window = 64;           // PDUs [next, next + window) may be buffered; >= 1
+                                         // (a compact stream uses at most 2048, pdu.h)
     time_ns timeout = 50 * kNsPerMs;     // a gap is given up once a later PDU waited this
     std::size_t max_bytes = 1 << 20;     // packet bytes held (buffered PDUs + partial)
     void validate() const;               // throws std::invalid_argument naming field, value
@@ -122,7 +138,9 @@ struct reassembler_params {
 // Every packet lost is counted exactly once, by the cause of the TB loss that took it:
 // reported (dropped_incomplete), timeout or window overflow (dropped_timeout), memory cap
 // (dropped_memory). Packets lost whole inside a lost TB are counted from the gap in
-// packet sequence numbers.
+// packet sequence numbers (standard format). The compact format has no packet numbers: it
+// counts the packet in progress at a loss and a packet whose head a lost TB carried, not
+// those a lost TB carried whole (a lower bound; the AP counts them exactly).
 struct reassembler_stats {
     std::uint64_t delivered = 0;  // packets delivered
     std::uint64_t delivered_bytes = 0;
@@ -131,10 +149,14 @@ struct reassembler_stats {
     std::uint64_t dropped_memory = 0;      // packets lost with a TB given up for the memory cap
     std::uint64_t duplicates = 0;          // PDUs already buffered or already passed (HARQ
                                            // duplicates, or late after being given up)
-    std::uint64_t malformed = 0;           // PDUs that failed to parse or named another user
+    std::uint64_t malformed = 0;           // PDUs that failed to parse, named another user or
+                                           // came in the other format than the stream's
     std::uint64_t tbs_received = 0;        // PDUs accepted
     std::uint64_t tbs_lost_reported = 0;   // loss reports that took effect
     std::uint64_t tbs_given_up = 0;        // missing PDUs skipped by timeout, window or memory
+    // Compact: continuations that disagreed with the IP length of the packet they continue
+    // (the packet is dropped, counted by cause, and the stream resumes at the next start).
+    std::uint64_t inconsistent = 0;
 };
 
 class reassembler final {
@@ -143,9 +165,10 @@ class reassembler final {
 
     explicit reassembler(reassembler_params params = {});
 
-    // A decoded PDU. Returns the packets that became deliverable, in order. Also gives up
-    // gaps that have timed out at `now`. Malformed PDUs are counted and ignored (`error`,
-    // if given, receives the parse error).
+    // A decoded PDU, either format. Returns the packets that became deliverable, in order.
+    // Also gives up gaps that have timed out at `now`. Malformed PDUs are counted and
+    // ignored (`error`, if given, receives the parse error, or the inconsistency a compact
+    // PDU processed in this call revealed); nothing already accepted is lost by them.
     delivered_packets on_pdu(const std::uint8_t* data, std::size_t len, time_ns now,
                              std::string* error = nullptr);
     delivered_packets on_pdu(const std::vector<std::uint8_t>& b, time_ns now) {
@@ -162,7 +185,9 @@ class reassembler final {
     std::optional<time_ns> next_deadline() const;
     std::size_t held_bytes() const { return held_bytes_; }
     std::size_t buffered_pdus() const { return buffer_.size(); }
-    std::uint32_t next_seq() const { return static_cast<std::uint32_t>(next_); }
+    std::uint32_t next_seq() const;  // as on the wire (mod 2^12 in a compact stream)
+    // The stream's format: that of the first PDU accepted (nullopt before).
+    std::optional<pdu_format> format() const { return format_; }
     const reassembler_stats& stats() const { return stats_; }
     const reassembler_params& params() const { return params_; }
 
@@ -174,18 +199,31 @@ class reassembler final {
     };
     struct tb_entry {
         bool lost = false;  // a loss report, not a PDU
+        bool compact = false;
         time_ns arrival = 0;
-        std::vector<std::uint8_t> data;  // the segments' data, back to back
+        std::vector<std::uint8_t> data;  // the segments' data, back to back (compact: the
+                                         // payload without its padding)
+        // Standard: the segments. Compact: the packets starting in the PDU (packet_len 0:
+        // its header is cut off; offset, packet_seq unused).
         std::vector<segment_ref> segs;
+        std::size_t continuation = 0;  // compact: data[0, continuation) continues a packet
+        bool no_start = false;         // compact: first = kCompactNoStart
     };
     struct partial_packet {
         std::uint16_t packet_seq = 0;
-        std::uint16_t packet_len = 0;
+        std::uint16_t packet_len = 0;  // compact: 0 until its IP header is complete
         std::vector<std::uint8_t> data;
     };
 
     std::optional<std::uint64_t> unwrap(std::uint32_t seq) const;
+    std::uint32_t window() const;  // params_.window, at most 2048 in a compact stream
+    // Parses a PDU of either format into `e` and its sequence number; the error otherwise.
+    std::optional<std::string> to_entry(const std::uint8_t* data, std::size_t len, tb_entry& e,
+                                        std::uint32_t& seq);
     void process(const tb_entry& e, delivered_packets& out);
+    void process_compact(const tb_entry& e, delivered_packets& out);
+    void deliver_partial(delivered_packets& out);
+    std::uint32_t seq_mask() const;
     void process_loss(loss_cause cause);
     void count_drop(loss_cause cause, std::uint64_t n);
     void account_gap(std::uint16_t packet_seq);
@@ -202,6 +240,9 @@ class reassembler final {
     std::uint16_t expected_packet_seq_;             // packet seq whose first byte is expected next
     loss_cause last_cause_ = loss_cause::reported;  // blamed for packets found missing by seq gaps
     bool loss_pending_ = false;                     // a TB was lost since the last packet start
+    bool skipping_ = false;  // compact: discarding the rest of a packet already counted lost
+    std::optional<pdu_format> format_;
+    std::string* error_ = nullptr;  // on_pdu's `error` during the call
     std::size_t held_bytes_ = 0;
     reassembler_stats stats_;
 };

@@ -74,6 +74,7 @@ void for_each_field(const segmenter_stats& s, F&& f) {
     f("data_bytes", s.data_bytes);
     f("overhead_bytes", s.overhead_bytes);
     f("padding_bytes", s.padding_bytes);
+    f("prices_omitted", s.prices_omitted);
 }
 
 template <class F>
@@ -88,6 +89,7 @@ void for_each_field(const reassembler_stats& s, F&& f) {
     f("tbs_received", s.tbs_received);
     f("tbs_lost_reported", s.tbs_lost_reported);
     f("tbs_given_up", s.tbs_given_up);
+    f("inconsistent", s.inconsistent);
 }
 
 }  // namespace oppsched::pdu

@@ -17,6 +17,7 @@ from oppsched.names import (AQM_KINDS, CHANNEL_MODEL_ALIASES, CHANNEL_MODELS, ER
 from oppsched.phy.radio import RADIO_AP, RADIO_CLIENT, check_radio_args, whole_hz
 
 PHY_MODES = ("abstract", "sample", "uhd")
+PDU_FORMATS = ("standard", "compact")
 _NONE = type(None)
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,23}")
 
@@ -190,6 +191,14 @@ SCHEMA = {
                                  doc="gain of m's stochastic approximation"),
             "margin_init": Field(float, 0.0, min=0.0, max=0.98, doc="m at start"),
         },
+    },
+    "pdu": {
+        "format": Field(str, "standard", choices=PDU_FORMATS,
+                        doc="the MAC PDU format (host/include/oppsched/pdu.h): standard "
+                            "(20-byte header and CRC, 8 bytes per segment: TBs under 29 bytes "
+                            "carry nothing) or compact (4-byte header, 8 with a CLAMP price, "
+                            "packets back to back: every EV-DO rate of Srinivasan & Baras, "
+                            "Table I carries data, as with the paper's 8-byte segments)"),
     },
     "harq": {
         "max_transmissions": Field((int, _NONE), None, min=1, max=64,
@@ -365,6 +374,10 @@ def check(cfg: dict) -> None:
             raise ConfigError(f"devices[{i}].channel.trace: {ch['trace']!r} given but the model "
                               f"is {model!r}")
     _check_link_mode(cfg)
+    w = cfg["reassembly"]["window"]
+    if cfg["pdu"]["format"] == "compact" and w is not None and w > mac.PDU_COMPACT_MAX_WINDOW:
+        raise ConfigError(f"reassembly.window: {w} with pdu.format compact, whose 12-bit "
+                          f"sequence numbers allow at most {mac.PDU_COMPACT_MAX_WINDOW}")
     hm = cfg["harq"]
     if hm["feedback_timeout_slots"] <= cfg["phy"]["lead_slots"]:
         raise ConfigError(f"harq.feedback_timeout_slots: {hm['feedback_timeout_slots']} is not "
