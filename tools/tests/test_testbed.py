@@ -462,6 +462,12 @@ def test_runner_writes_the_documented_run_folder(fake_run):
     for u in s["users"]:
         assert {"name", "slot_fraction", "mac_throughput_bps", "mean_queue_bytes",
                 "mean_queue_delay_ms"} <= set(u)
+        # scheduling jitter: served in a fraction f of the slots, the mean gap between its
+        # slots is about one slot / f
+        slot_ms = s["slots"]["slot_s"] * 1e3
+        assert u["slot_gap_mean_ms"] == pytest.approx(slot_ms / u["slot_fraction"], rel=0.25)
+        assert u["slot_gap_std_ms"] >= 0 and u["slot_gap_cov"] == pytest.approx(
+            u["slot_gap_std_ms"] / u["slot_gap_mean_ms"])
     assert s["slots"]["total"] > 500 and s["harq"]["tb_sent"] > 100
     run = json.loads((out / "run.json").read_text())
     assert run["status"] == "done" and run["radio_ready_s"] is not None

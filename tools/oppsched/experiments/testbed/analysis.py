@@ -223,6 +223,12 @@ def analyze(outdir: Path) -> dict:
             else:
                 delay, method = None, None
             mcs = slots["mcs"][mine] if "mcs" in slots else pd.Series(dtype=float)
+            # Srinivasan & Baras, §V-B: scheduling jitter, the gaps between the slots in
+            # which the user is served (any transmission), their mean, std and CoV.
+            gaps = np.diff(slots["slot"][mine].to_numpy(dtype=float)) * slot_s * 1e3 \
+                if "slot" in slots else np.array([])
+            gap_mean = float(gaps.mean()) if len(gaps) else None
+            gap_std = float(gaps.std()) if len(gaps) else None
             users.append({
                 "name": u["name"], "id": u["id"],
                 "slot_fraction": float(mine.sum() / n),
@@ -234,6 +240,8 @@ def analyze(outdir: Path) -> dict:
                 "mean_price_s": float(slots[pc_].mean()) if pc_ else None,
                 "tb_sent": int((mine & (retx == 0)).sum()),
                 "tb_failed_final": int((mine & (outcome == "dropped")).sum()),
+                "slot_gap_mean_ms": gap_mean, "slot_gap_std_ms": gap_std,
+                "slot_gap_cov": gap_std / gap_mean if gap_mean else None,
             })
     else:
         for u in users_cfg:
