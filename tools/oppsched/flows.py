@@ -49,6 +49,13 @@ class FlowPlan:
     cc: str
     parallel: int
     interval_s: float
+    # A flow of repeated transfers (oppsched.transfers) instead of iperf3: the flow's
+    # resolved `repeat` section, the server's address (the client connects to it), the
+    # run's seed (idle draws) and the flow's stop time (s after t0).
+    repeat: dict | None = None
+    server_addr: str | None = None
+    seed: int = 0
+    stop_s: float | None = None
     # Filled in while running (seconds after the run's t0):
     started_at_s: float | None = None
     ended_at_s: float | None = None
@@ -77,6 +84,41 @@ class FlowPlan:
             argv.append("-6")
         else:
             argv.append("-4")
+        return argv
+
+    # The two processes of a flow, as the process table names them: the one that listens
+    # (started before t0 and waited for) and the one started at t0 + start_s (the flow
+    # ends when it ends). iperf3: receiver in the client's namespace, sender in the
+    # server's; repeated transfers: server in the server's namespace, client (fetch) in
+    # the client's.
+    @property
+    def listener_name(self) -> str:
+        return f"xfer-serve.{self.id}" if self.repeat else f"iperf3-r.{self.id}"
+
+    @property
+    def starter_name(self) -> str:
+        return f"xfer-fetch.{self.id}" if self.repeat else f"iperf3-s.{self.id}"
+
+    def transfer_server_argv(self, python: str, rundir: Path) -> list:
+        from oppsched.transfers import server_csv
+        return [python, "-m", "oppsched.transfers", "serve", "--bind", self.server_addr,
+                "--port", str(self.port), "--bytes", str(self.nbytes), "--cc", self.cc,
+                "--records", str(server_csv(rundir, self.id))]
+
+    def transfer_client_argv(self, python: str, rundir: Path, t0_ns: int) -> list:
+        from oppsched.transfers import client_csv
+        rep = self.repeat or {}
+        argv = [python, "-m", "oppsched.transfers", "fetch", "--connect", self.server_addr,
+                "--port", str(self.port), "--bytes", str(self.nbytes),
+                "--records", str(client_csv(rundir, self.id)), "--seed", str(self.seed),
+                "--flow-id", self.id, "--t0-ns", str(t0_ns),
+                "--stop-at-ns", str(t0_ns + int(round(self.stop_s * 1e9)))]
+        if rep.get("idle_mean_s") is not None:
+            argv += ["--idle-mean-s", repr(float(rep["idle_mean_s"]))]
+        else:
+            argv += ["--idle-s", repr(float(rep.get("idle_s") or 0.0))]
+        if rep.get("count") is not None:
+            argv += ["--count", str(rep["count"])]
         return argv
 
     def to_json(self) -> dict:

@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from oppsched import daemonconf, pcap
+from oppsched import daemonconf, pcap, transfers
+from oppsched.experiments.testbed.schema import repeated
 from oppsched.flows import BASE_PORT, intervals, sender_result
 from oppsched.metrics import jain_index
 
@@ -131,6 +132,9 @@ def analyze(outdir: Path) -> dict:
     flows = []
     for k, f in enumerate(cfg["flows"]):
         plan = plans.get(f["id"], {})
+        if repeated(f):
+            flows.append(_transfer_flow(rundir, f, plan, k, cfg, errors))
+            continue
         snd = sender_result(rundir / f"flow.{f['id']}.sender.json",
                             rundir / f"flow.{f['id']}.receiver.json")
         rcv = intervals(rundir / f"flow.{f['id']}.receiver.json", plan.get("started_at_s") or 0.0)
@@ -316,11 +320,58 @@ def analyze(outdir: Path) -> dict:
                 "host_changes": run.get("host_changes", [])},
         "daemon_stats": stats,
         "clamp": _clamp_summary(rundir, cfg, errors),
+        "transfers": _transfers_total(flows),
     }
     # What went wrong, for `oppsched run` (exit status) and the report: the run's own
     # failure (a daemon that exited non-zero, a timeout) and every unreadable trace.
     summary["errors"] = ([f"run: {run['error']}"] if run.get("error") else []) + errors
     return summary
+
+
+def _transfer_flow(rundir: Path, f: dict, plan: dict, k: int, cfg: dict,
+                   errors: list) -> dict:
+    """A flow of repeated transfers: its summary row from transfers.<id>.csv (the client's
+    records) and transfers.<id>.server.csv (the sender's RTT and retransmissions)."""
+    path = transfers.client_csv(rundir, f["id"])
+    df = read_csv(path, errors)
+    if df is None and not path.exists():
+        errors.append(f"{path.name}: missing (flow {f['id']} of repeated transfers)")
+    # Transfers that start in the run's first analysis.warmup_s seconds are left out: what
+    # settles then (the link's margin m, CLAMP's estimators, the long flows' slow start)
+    # belongs to the run, not to the flow.
+    warm = cfg["analysis"]["warmup_s"]
+    t = transfers.summarize(df, f["bytes"], read_csv(transfers.server_csv(rundir, f["id"]),
+                                                     errors), from_s=warm if warm > 0 else None)
+    return {"id": f["id"], "user": f["device"], "server": f["server"],
+            "goodput_bps": t["goodput_bps"] if t["goodput_bps"] is not None else 0.0,
+            "rtt_ms_mean": t["rtt_ms_mean"], "rtt_ms_max": None, "goodput_steady_bps": None,
+            "bytes_received": t["bytes"], "seconds": None, "retransmits": t["retransmits"],
+            "streams": t["attempted"], "cc": plan.get("cc") or f["cc"]
+            or cfg["tcp"]["congestion_control"], "family": f["family"],
+            "port": plan.get("port", BASE_PORT + k), "started_at_s": plan.get("started_at_s"),
+            "ended_at_s": plan.get("ended_at_s"), "exit_code": plan.get("exit_code"),
+            "error": None, "goodput_source": "transfers", "goodput_pcap_bps": None,
+            "transfers": t}
+
+
+def _transfers_total(flows: list[dict]) -> dict | None:
+    """Over every flow of repeated transfers: transfers completed, the mean time of a
+    transfer over all of them, and the mean over the flows of each flow's mean time (Andrew
+    & Hanly, CLAMP, Fig. 5(b): the time a user of each flow waits for a file, averaged over
+    the flows, which the slow flows dominate; the mean over all transfers counts the fast
+    flows' many transfers more)."""
+    rows = [f["transfers"] for f in flows if f.get("transfers")]
+    if not rows:
+        return None
+    done = sum(r["completed"] for r in rows)
+    per_flow = [r["time_mean_s"] for r in rows if r["time_mean_s"] is not None]
+    tot = sum(r["time_mean_s"] * r["completed"] for r in rows if r["time_mean_s"] is not None)
+    return {"flows": len(rows), "completed": done,
+            "incomplete": sum(r["incomplete"] for r in rows),
+            "failed_connects": sum(r["failed_connects"] for r in rows),
+            "flows_without_completed": len(rows) - len(per_flow),
+            "time_mean_s": tot / done if done else None,
+            "time_mean_of_flows_s": float(np.mean(per_flow)) if per_flow else None}
 
 
 def _jain_fair_share(flows: list[dict], cfg: dict) -> float:

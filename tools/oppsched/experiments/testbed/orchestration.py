@@ -1,6 +1,7 @@
 """Running a testbed experiment: run() checks the daemons' configuration files, builds the
 namespaces, starts apd, clients and PHY and waits until each is ready (endpoints bound,
-pings crossing the radio), starts the captures and the iperf3 flows at their times, and
+pings crossing the radio), starts the captures and the flows at their times (iperf3, or
+the repeated transfers of oppsched.transfers), and
 stops everything in order (flows, PHY, daemons with SIGTERM so they flush their traces,
 captures), recording every process (processes.json) and the run (run.json)."""
 
@@ -11,6 +12,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -139,7 +141,7 @@ class ProcTable:
 # ----------------------------------------------------------------------------------------
 # run()
 
-OUTPUT_GLOBS = ("*.pcap", "flow.*.json", "slots.csv", "packets.csv", "windows.*.csv",
+OUTPUT_GLOBS = ("*.pcap", "flow.*.json", "transfers.*.csv", "slots.csv", "packets.csv", "windows.*.csv",
                 "phy_slots.csv", "client.*.events.csv", "mcs_table.csv",
                 "*.stats.json", "run.json", "processes.json", "apd.yaml", "client.*.yaml",
                 "phy.yaml", "summary.json", "*.png")
@@ -305,7 +307,7 @@ def run(cfg: dict, outdir: Path, progress) -> None:
                 u.netns = c.ns.name
             for p in lay.zmq_dir.iterdir():
                 p.unlink()
-            plans = flow_plans(cfg, tb.clients)
+            plans = flow_plans(cfg, tb.clients, tb.servers)
             record["flows"] = [p.to_json() for p in plans]
             record["status"] = "starting daemons"
             write_record()
@@ -357,11 +359,17 @@ def run(cfg: dict, outdir: Path, progress) -> None:
                 for c in caps:
                     _wait_log(c, "listening on", f"{c.name}: capturing", up)
 
-            # iperf3 receivers in the client namespaces, one port per flow.
+            # The listening ends, one port per flow: iperf3 receivers in the client
+            # namespaces; the servers of repeated transfers in the server namespaces.
             for p in plans:
-                rp = spawn(tb.clients[p.device_index].ns, p.receiver_argv(rundir),
-                           f"iperf3-r.{p.id}", "iperf3-receiver")
-                tb.clients[p.device_index].ns.wait_listening(p.port, timeout=up, proc=rp)
+                if p.repeat:
+                    ns = tb.servers[p.server_index].ns
+                    rp = spawn(ns, p.transfer_server_argv(sys.executable, rundir),
+                               p.listener_name, "xfer-server", env=phy_env(cfg))
+                else:
+                    ns = tb.clients[p.device_index].ns
+                    rp = spawn(ns, p.receiver_argv(rundir), p.listener_name, "iperf3-receiver")
+                ns.wait_listening(p.port, timeout=up, proc=rp)
 
             # The flows, at their times after t0.
             record["status"] = "running"
@@ -369,17 +377,21 @@ def run(cfg: dict, outdir: Path, progress) -> None:
             record["t0_mono_ns"] = time.monotonic_ns()
             record["t0_wall_s"] = time.time()
             write_record()
-            _schedule(cfg, tb, plans, procs, daemons, rundir, t0, progress, spawn)
+            _schedule(cfg, tb, plans, procs, daemons, rundir, t0, progress, spawn,
+                      record["t0_mono_ns"])
             record["status"] = "stopping"
             # Stop in order: receivers (done by now), PHY, clients and apd (SIGTERM: they
             # finish the slot, write stats and traces, exit 0), captures, delay stages.
             # A one-off receiver (-s -1) ends by itself once its sender has exchanged the
             # results, and writes its JSON as it ends: it is given the time to, so that a
             # signal never cuts the JSON short; one still waiting after that is stopped.
+            # The server of repeated transfers never ends by itself: SIGTERM (exit 0).
             for p in plans:
-                if not procs.wait(f"iperf3-r.{p.id}", 5.0):
+                if p.repeat:
+                    procs.stop(p.listener_name, 5.0)
+                elif not procs.wait(p.listener_name, 5.0):
                     p.extra["receiver_stopped"] = True
-                    procs.stop(f"iperf3-r.{p.id}", 5.0)
+                    procs.stop(p.listener_name, 5.0)
             for n in procs.rows:
                 if procs.rows[n]["role"] in ("tcpdump",):
                     procs.sample(n)
@@ -419,9 +431,13 @@ def run(cfg: dict, outdir: Path, progress) -> None:
         raise TestbedError("teardown incomplete: " + "; ".join(tb.session.teardown_errors))
 
 
-def _schedule(cfg, tb, plans, procs: ProcTable, daemons, rundir, t0, progress, spawn) -> None:
-    """Starts each flow's sender at t0 + start_s, watches the daemons, reports progress,
-    and returns when every flow has ended (or duration_s + grace_s has passed)."""
+def _schedule(cfg, tb, plans, procs: ProcTable, daemons, rundir, t0, progress, spawn,
+              t0_ns: int | None = None) -> None:
+    """Starts each flow at t0 + start_s (the iperf3 sender in the server's namespace, or
+    the transfer client in the device's), watches the daemons, reports progress, and
+    returns when every flow has ended (or duration_s + grace_s has passed)."""
+    if t0_ns is None:
+        t0_ns = int(t0 * 1e9)
     dur = cfg["duration_s"]
     grace = cfg["timeouts"]["grace_s"] + 3 * max(s["rtt_ms"] for s in cfg["servers"]) / 1e3
     pending = sorted(plans, key=lambda p: p.start_s)
@@ -433,23 +449,28 @@ def _schedule(cfg, tb, plans, procs: ProcTable, daemons, rundir, t0, progress, s
         now = time.monotonic() - t0
         while pending and pending[0].start_s <= now:
             p = pending.pop(0)
-            spawn(tb.servers[p.server_index].ns, p.sender_argv(rundir), f"iperf3-s.{p.id}",
-                  "iperf3-sender")
+            if p.repeat:
+                spawn(tb.clients[p.device_index].ns,
+                      p.transfer_client_argv(sys.executable, rundir, t0_ns), p.starter_name,
+                      "xfer-client", env=phy_env(cfg))
+            else:
+                spawn(tb.servers[p.server_index].ns, p.sender_argv(rundir), p.starter_name,
+                      "iperf3-sender")
             p.started_at_s = now
             running.append(p)
         for p in list(running):
-            if procs.poll(f"iperf3-s.{p.id}"):
+            if procs.poll(p.starter_name):
                 p.ended_at_s = time.monotonic() - t0
-                p.exit_code = procs.rows[f"iperf3-s.{p.id}"]["exit_code"]
+                p.exit_code = procs.rows[p.starter_name]["exit_code"]
                 running.remove(p)
         procs.check_alive(daemons)
         if not pending and not running:
             break
         if now >= dur + grace:
             for p in running:
-                procs.stop(f"iperf3-s.{p.id}", 3.0, signal.SIGINT)
+                procs.stop(p.starter_name, 3.0, signal.SIGTERM if p.repeat else signal.SIGINT)
                 p.ended_at_s = time.monotonic() - t0
-                p.exit_code = procs.rows[f"iperf3-s.{p.id}"]["exit_code"]
+                p.exit_code = procs.rows[p.starter_name]["exit_code"]
                 p.extra["stopped"] = f"still running {grace:.0f} s after duration_s"
             break
         if now >= next_report:

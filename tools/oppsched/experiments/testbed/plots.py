@@ -9,7 +9,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from oppsched import transfers
 from oppsched.experiments.testbed.analysis import read_json, read_slots, slot_column
+from oppsched.experiments.testbed.schema import repeated
 from oppsched.flows import intervals
 from oppsched.report import pyplot, save_figure
 
@@ -113,7 +115,31 @@ def plot(outdir: Path, summary: dict) -> list[str]:
             ax.legend(fontsize=7)
         files.append(save_figure(fig, rundir, "windows.png"))
 
-    # 5. per-user bars
+    # 5. repeated transfers: each transfer's duration at its start time
+    rep = [f for f in cfg["flows"] if repeated(f)]
+    if rep:
+        fig, ax = plt.subplots(figsize=(9, 3.5))
+        for f in rep:
+            try:
+                d = transfers.read_client(transfers.client_csv(rundir, f["id"]))
+            except (OSError, ValueError, pd.errors.EmptyDataError):
+                d = None
+            if d is None or d.empty:
+                continue
+            ok = d["complete"].fillna(0).astype(int) == 1
+            ax.plot(d["start_s"][ok], d["duration_s"][ok], ".", ms=4,
+                    label=f"{f['id']} ({f['bytes']} B)")
+            if (~ok).any():
+                ax.plot(d["start_s"][~ok], d["duration_s"][~ok], "x", ms=5,
+                        label=f"{f['id']}: not completed")
+        ax.set_ylabel("transfer time (s)")
+        ax.set_xlabel("start, time since t0 (s)")
+        ax.set_title("repeated transfers (transfers.<id>.csv)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        files.append(save_figure(fig, rundir, "transfers.png"))
+
+    # 6. per-user bars
     users = summary["users"]
     fig, axes = plt.subplots(1, 3, figsize=(11, 3.3))
     names = [u["name"] for u in users]

@@ -131,7 +131,16 @@ SCHEMA = {
         "stop_s": Field((float, _NONE), None, min=0.0, doc="null: duration_s (iperf3 runs "
                         "whole seconds: round(stop_s - start_s), at least 1)"),
         "bytes": Field((int, _NONE), None, min=1, doc="send this many bytes instead of a "
-                       "duration (iperf3 -n); excludes stop_s"),
+                       "duration (iperf3 -n); excludes stop_s. With repeat: the size of "
+                       "each transfer"),
+        "repeat": {  # a flow of repeated transfers (oppsched.transfers), on when an idle is set
+            "idle_s": Field((float, _NONE), None, min=0.0, doc="fixed idle time between "
+                            "transfers (0: back to back); null: not repeated, or idle_mean_s"),
+            "idle_mean_s": Field((float, _NONE), None, doc="exponential idle times of this "
+                                 "mean (> 0), drawn from the run's seed and the flow's id"),
+            "count": Field((int, _NONE), None, min=1, doc="at most this many transfers; "
+                           "null: until stop_s (else duration_s)"),
+        },
         "cc": Field((str, _NONE), None, doc="congestion control (iperf3 -C); null: "
                     "tcp.congestion_control"),
         "parallel": Field(int, 1, min=1, max=32, doc="parallel TCP streams (iperf3 -P)"),
@@ -292,7 +301,27 @@ def check(cfg: dict) -> None:
                               f"({', '.join(sorted(devs))})")
         if f["start_s"] >= dur:
             raise ConfigError(f"{p}.start_s: {f['start_s']!r} is not before duration_s ({dur:g})")
-        if f["bytes"] is not None and f["stop_s"] is not None:
+        rep = f["repeat"]
+        if rep["idle_s"] is not None and rep["idle_mean_s"] is not None:
+            raise ConfigError(f"{p}.repeat.idle_mean_s: {rep['idle_mean_s']!r} with idle_s "
+                              f"{rep['idle_s']!r}: the idle time is fixed or exponential, "
+                              "not both")
+        if rep["idle_mean_s"] is not None and not (math.isfinite(rep["idle_mean_s"])
+                                                   and rep["idle_mean_s"] > 0):
+            raise ConfigError(f"{p}.repeat.idle_mean_s: {rep['idle_mean_s']!r} is not > 0 "
+                              "(the mean of an exponential idle time; idle_s: 0 for back to "
+                              "back transfers)")
+        if repeated(f):
+            if f["bytes"] is None:
+                raise ConfigError(f"{p}.repeat: {_repeat_text(rep)} without bytes: a repeated "
+                                  "flow transfers `bytes` bytes each time (e.g. bytes: 4000)")
+            if f["parallel"] != 1:
+                raise ConfigError(f"{p}.parallel: {f['parallel']!r} with repeat: each "
+                                  "transfer is one TCP connection")
+        elif rep["count"] is not None:
+            raise ConfigError(f"{p}.repeat.count: {rep['count']!r} without repeat.idle_s or "
+                              "repeat.idle_mean_s (idle_s: 0 for back to back transfers)")
+        if f["bytes"] is not None and f["stop_s"] is not None and not repeated(f):
             raise ConfigError(f"{p}.stop_s: {f['stop_s']!r} with bytes {f['bytes']}: a flow "
                               "either sends a number of bytes or runs until stop_s, not both")
         if f["stop_s"] is not None:
@@ -386,6 +415,17 @@ def check(cfg: dict) -> None:
     for k, v in cfg["tcp"]["extra"].items():
         if not re.fullmatch(r"net\.[a-z0-9_.]+", str(k)):
             raise ConfigError(f"tcp.extra.{k}: not a net.* sysctl name")
+
+
+def repeated(flow: dict) -> bool:
+    """A flow of repeated transfers (oppsched.transfers) rather than one iperf3 run: its
+    repeat section names an idle time."""
+    rep = flow.get("repeat") or {}
+    return rep.get("idle_s") is not None or rep.get("idle_mean_s") is not None
+
+
+def _repeat_text(rep: dict) -> str:
+    return "{" + ", ".join(f"{k}: {v!r}" for k, v in rep.items() if v is not None) + "}"
 
 
 def _check_link_mode(cfg: dict) -> None:

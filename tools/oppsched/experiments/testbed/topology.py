@@ -6,13 +6,14 @@ the iperf3 flows."""
 from __future__ import annotations
 
 from oppsched import daemonconf
-from oppsched.experiments.testbed.schema import resolved_ecn
+from oppsched.experiments.testbed.schema import repeated, resolved_ecn
 from oppsched.flows import BASE_PORT, FlowPlan, iperf_seconds
 from oppsched.wired import ClientSpec, ServerSpec, TcpSettings, Topology, client_addr
 
 
-def flow_plans(cfg: dict, clients) -> list[FlowPlan]:
-    """The iperf3 flows: ports BASE_PORT + index, addresses from the built topology."""
+def flow_plans(cfg: dict, clients, servers=None) -> list[FlowPlan]:
+    """The flows: ports BASE_PORT + index, addresses from the built topology (`servers`
+    gives the address a flow of repeated transfers connects to)."""
     srv_idx = {s["name"]: i for i, s in enumerate(cfg["servers"])}
     dev_idx = {d["name"]: j for j, d in enumerate(cfg["devices"])}
     plans = []
@@ -21,13 +22,20 @@ def flow_plans(cfg: dict, clients) -> list[FlowPlan]:
         node = clients[j]
         addr = node.addr6 if f["family"] == "ipv6" else node.addr4
         stop = f["stop_s"] if f["stop_s"] is not None else cfg["duration_s"]
+        rep = repeated(f)
+        srv_addr = None
+        if rep and servers is not None:
+            sn = servers[srv_idx[f["server"]]]
+            srv_addr = sn.addr6 if f["family"] == "ipv6" else sn.addr4
         plans.append(FlowPlan(
             id=f["id"], server=f["server"], server_index=srv_idx[f["server"]],
             device=f["device"], device_index=j, family=f["family"], dst_addr=addr,
             port=BASE_PORT + k, start_s=f["start_s"],
             seconds=None if f["bytes"] is not None else iperf_seconds(f["start_s"], stop),
             nbytes=f["bytes"], cc=f["cc"] or cfg["tcp"]["congestion_control"],
-            parallel=f["parallel"], interval_s=cfg["iperf"]["interval_s"]))
+            parallel=f["parallel"], interval_s=cfg["iperf"]["interval_s"],
+            repeat=dict(f["repeat"]) if rep else None, server_addr=srv_addr,
+            seed=int(cfg["seed"]), stop_s=float(stop)))
     return plans
 
 

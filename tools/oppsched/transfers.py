@@ -1,0 +1,379 @@
+"""Repeated transfers: a flow of file downloads, each a NEW TCP connection.
+
+A flow with `repeat` (docs/testbed.md) is a series of transfers of `bytes` bytes, each one a
+new TCP connection carrying the file from the server to the client, as a download does:
+every transfer starts in slow start, and a short one (Andrew & Hanly, CLAMP, §V-H: 4000
+bytes) is over before it leaves it. Between two transfers the client is idle for a fixed
+time or an exponential one of a given mean (drawn reproducibly from the run's seed and the
+flow's id, idle_times()), until the flow's stop time or `count` transfers.
+
+iperf3 cannot do this: each of its runs opens a control connection first and spends about
+a second on it, which would dwarf a 4000-byte transfer. So the testbed runs this module
+in the namespaces, as two programs:
+
+* ``python -m oppsched.transfers serve`` in the server's namespace listens on the flow's
+  port; on every accepted connection it sends `bytes` bytes, shuts its side down (the
+  file ends: EOF), waits for the client to close, and writes one row to
+  ``transfers.<id>.server.csv`` (times on CLOCK_MONOTONIC, as it starts before the run's
+  t0; the sender's tcp_info at the end: smoothed RTT, retransmissions).
+* ``python -m oppsched.transfers fetch`` in the client's namespace connects, reads to EOF
+  and writes one row per transfer to ``transfers.<id>.csv``: start (the connect call),
+  connected, first byte, last byte (EOF), bytes, duration, connect time, complete, the
+  idle time that follows. Times are seconds after the run's t0 (CLOCK_MONOTONIC, the
+  clock of slots.csv). A transfer still running at the stop time is cut there and
+  recorded with complete 0; no transfer starts after it.
+
+summarize() turns the client's rows into the per-flow figures of summary.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import os
+import random
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Iterator
+
+# Only the standard library at import: the programs start at a flow's start time, and
+# numpy/pandas would add most of a second on a busy machine (summarize() imports them).
+
+CLIENT_COLUMNS = ("transfer", "start_s", "connected_s", "first_byte_s", "end_s", "duration_s",
+                  "connect_time_s", "bytes", "complete", "idle_after_s", "local_port", "error")
+SERVER_COLUMNS = ("conn", "peer_port", "accepted_mono_s", "sent_mono_s", "closed_mono_s",
+                  "bytes_sent", "rtt_ms", "total_retrans", "error")
+RECV_CHUNK = 1 << 16
+# After a failed connect (refused, unreachable), wait at least this long before the next
+# attempt, so that a flow with idle 0 does not spin.
+RETRY_S = 0.1
+
+
+def client_csv(rundir: Path, flow_id: str) -> Path:
+    return Path(rundir) / f"transfers.{flow_id}.csv"
+
+
+def server_csv(rundir: Path, flow_id: str) -> Path:
+    return Path(rundir) / f"transfers.{flow_id}.server.csv"
+
+
+# ----------------------------------------------------------------------------------------
+# Idle times
+
+
+def idle_times(seed: int, flow_id: str, idle_s: float | None,
+               idle_mean_s: float | None) -> Iterator[float]:
+    """The idle times after each transfer, forever: idle_s each time, or exponential draws
+    of mean idle_mean_s from a generator seeded by the run's seed and the flow's id (the
+    same run seed and id give the same times; another flow of the run gets its own
+    stream). Python's `random` is used because it guarantees that random() repeats its
+    sequence for a seed across versions; the draw is the inverse CDF, -mean ln(1 - U)."""
+    if idle_mean_s is None:
+        fixed = float(idle_s or 0.0)
+        while True:
+            yield fixed
+    if not idle_mean_s > 0:
+        raise ValueError(f"idle_mean_s: {idle_mean_s!r} is not > 0")
+    rng = random.Random(f"oppsched.transfers/{int(seed)}/{flow_id}")
+    while True:
+        yield -idle_mean_s * math.log(1.0 - rng.random())
+
+
+# ----------------------------------------------------------------------------------------
+# The programs
+
+
+def _now_s(t0_ns: int) -> float:
+    return (time.monotonic_ns() - t0_ns) / 1e9
+
+
+class _Records:
+    """A CSV written row by row (flushed, so that a cut run keeps every finished row)."""
+
+    def __init__(self, path: Path, columns):
+        self.f = open(path, "w", newline="")
+        self.w = csv.DictWriter(self.f, fieldnames=list(columns))
+        self.w.writeheader()
+        self.f.flush()
+        self.lock = threading.Lock()
+
+    def add(self, row: dict) -> None:
+        with self.lock:
+            self.w.writerow(row)
+            self.f.flush()
+
+    def close(self) -> None:
+        with self.lock:
+            self.f.close()
+
+
+def _family(addr: str) -> int:
+    return socket.AF_INET6 if ":" in addr else socket.AF_INET
+
+
+def _set_cc(sock: socket.socket, cc: str | None) -> None:
+    if cc:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
+
+
+def tcp_info_rtt_retrans(sock: socket.socket) -> tuple[float | None, int | None]:
+    """(smoothed RTT in ms, total retransmitted segments) of a connected socket, from
+    struct tcp_info (linux/tcp.h: tcpi_rtt in µs at byte 68, tcpi_total_retrans at 100)."""
+    try:
+        b = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+    except OSError:
+        return None, None
+    if len(b) < 104:
+        return None, None
+    return struct.unpack_from("I", b, 68)[0] / 1000.0, struct.unpack_from("I", b, 100)[0]
+
+
+def serve(args) -> int:
+    """Sends args.bytes bytes on every accepted connection, then EOF; one thread each."""
+    t0 = 0  # the server starts before the run's t0: its times are CLOCK_MONOTONIC seconds
+    fam = _family(args.bind)
+    ls = socket.socket(fam, socket.SOCK_STREAM)
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    _set_cc(ls, args.cc)
+    ls.bind((args.bind, args.port))
+    ls.listen(128)
+    rec = _Records(Path(args.records), SERVER_COLUMNS) if args.records else None
+    payload = memoryview(bytes(min(args.bytes, 1 << 20)))
+    print(f"serve: listening on {args.bind} port {args.port}, {args.bytes} bytes per "
+          f"connection", flush=True)
+
+    def one(conn: socket.socket, peer, k: int) -> None:
+        row = {"conn": k, "peer_port": peer[1], "accepted_mono_s": _now_s(t0),
+               "sent_mono_s": None, "closed_mono_s": None, "bytes_sent": 0, "rtt_ms": None,
+               "total_retrans": None, "error": ""}
+        try:
+            _set_cc(conn, args.cc)
+            left = args.bytes
+            while left > 0:
+                n = conn.send(payload[:min(left, len(payload))])
+                left -= n
+                row["bytes_sent"] += n
+            conn.shutdown(socket.SHUT_WR)
+            row["sent_mono_s"] = _now_s(t0)
+            conn.settimeout(args.linger_s)
+            while conn.recv(RECV_CHUNK):  # the client closes once it has read to EOF
+                pass
+            row["closed_mono_s"] = _now_s(t0)
+        except OSError as exc:
+            row["error"] = f"{type(exc).__name__}: {exc}"
+        finally:
+            row["rtt_ms"], row["total_retrans"] = tcp_info_rtt_retrans(conn)
+            conn.close()
+            if rec is not None:
+                rec.add(row)
+
+    k = 0
+    try:
+        while True:
+            conn, peer = ls.accept()
+            threading.Thread(target=one, args=(conn, peer, k), daemon=True).start()
+            k += 1
+    except SystemExit:
+        pass
+    finally:
+        ls.close()
+        if rec is not None:
+            rec.close()
+    print(f"serve: {k} connections accepted", flush=True)
+    return 0
+
+
+def fetch(args) -> int:
+    """Transfers one after another until the stop time or `count`; a row each."""
+    t0 = args.t0_ns if args.t0_ns is not None else time.monotonic_ns()
+    stop_ns = args.stop_at_ns if args.stop_at_ns is not None else None
+    rec = _Records(Path(args.records), CLIENT_COLUMNS)
+    draws = idle_times(args.seed, args.flow_id, args.idle_s, args.idle_mean_s)
+    buf = bytearray(RECV_CHUNK)
+    fam = _family(args.connect)
+    done = failed = 0
+    k = 0
+
+    def left_s() -> float | None:
+        return None if stop_ns is None else (stop_ns - time.monotonic_ns()) / 1e9
+
+    try:
+        while args.count is None or k < args.count:
+            if stop_ns is not None and left_s() <= 0:
+                break
+            row = {c: None for c in CLIENT_COLUMNS}
+            row.update(transfer=k, bytes=0, complete=0, error="")
+            s = socket.socket(fam, socket.SOCK_STREAM)
+            row["start_s"] = _now_s(t0)
+            got = 0
+            try:
+                rem = left_s()
+                s.settimeout(rem if rem is None or rem > 0 else 1e-3)
+                s.connect((args.connect, args.port))
+                row["connected_s"] = _now_s(t0)
+                row["local_port"] = s.getsockname()[1]
+                while True:
+                    rem = left_s()
+                    if rem is not None:
+                        if rem <= 0:
+                            raise TimeoutError("stop time reached")
+                        s.settimeout(rem)
+                    n = s.recv_into(buf)
+                    if n == 0:
+                        break
+                    if got == 0:
+                        row["first_byte_s"] = _now_s(t0)
+                    got += n
+                row["end_s"] = _now_s(t0)
+                row["complete"] = int(got == args.bytes)
+                if got != args.bytes:
+                    row["error"] = f"EOF after {got} of {args.bytes} bytes"
+            except (OSError, TimeoutError) as exc:
+                row["end_s"] = _now_s(t0)
+                row["error"] = ("cut at the stop time" if isinstance(exc, (TimeoutError,
+                                socket.timeout)) else f"{type(exc).__name__}: {exc}")
+            finally:
+                s.close()
+            row["bytes"] = got
+            row["duration_s"] = row["end_s"] - row["start_s"]
+            if row["connected_s"] is not None:
+                row["connect_time_s"] = row["connected_s"] - row["start_s"]
+            k += 1
+            done += row["complete"]
+            failed += 0 if row["complete"] else 1
+            idle = next(draws)
+            if row["connected_s"] is None:
+                idle = max(idle, RETRY_S)
+            row["idle_after_s"] = idle
+            rec.add(row)
+            if row["error"] == "cut at the stop time":
+                break
+            rem = left_s()
+            if rem is not None and idle >= rem:
+                break
+            if idle > 0 and (args.count is None or k < args.count):
+                time.sleep(idle)
+    except SystemExit:
+        pass
+    finally:
+        rec.close()
+    print(f"fetch: {k} transfers, {done} complete, {failed} not", flush=True)
+    return 0
+
+
+def _sigterm(signum, frame):
+    raise SystemExit(0)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m oppsched.transfers",
+                                 description="repeated TCP transfers (docs/testbed.md)")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("serve", help="send BYTES on every accepted connection")
+    s.add_argument("--bind", required=True)
+    s.add_argument("--port", type=int, required=True)
+    s.add_argument("--bytes", type=int, required=True)
+    s.add_argument("--cc", default=None, help="TCP congestion control")
+    s.add_argument("--records", default=None, help="CSV, one row per connection")
+    s.add_argument("--linger-s", type=float, default=30.0,
+                   help="wait this long for the client to close after EOF")
+    f = sub.add_parser("fetch", help="connect, read to EOF, idle, again")
+    f.add_argument("--connect", required=True)
+    f.add_argument("--port", type=int, required=True)
+    f.add_argument("--bytes", type=int, required=True, help="expected per transfer")
+    f.add_argument("--records", required=True, help="CSV, one row per transfer")
+    f.add_argument("--seed", type=int, default=0)
+    f.add_argument("--flow-id", default="")
+    g = f.add_mutually_exclusive_group()
+    g.add_argument("--idle-s", type=float, default=None)
+    g.add_argument("--idle-mean-s", type=float, default=None)
+    f.add_argument("--count", type=int, default=None)
+    f.add_argument("--stop-at-ns", type=int, default=None, help="CLOCK_MONOTONIC ns")
+    f.add_argument("--t0-ns", type=int, default=None, help="CLOCK_MONOTONIC ns of time 0")
+    args = ap.parse_args(argv)
+    if args.bytes < 1:
+        ap.error(f"--bytes: {args.bytes} is not >= 1")
+    if args.cmd == "fetch" and args.idle_mean_s is not None and not args.idle_mean_s > 0:
+        ap.error(f"--idle-mean-s: {args.idle_mean_s} is not > 0")
+    signal.signal(signal.SIGTERM, _sigterm)
+    return serve(args) if args.cmd == "serve" else fetch(args)
+
+
+# ----------------------------------------------------------------------------------------
+# Results
+
+
+def read_client(path: Path):
+    """The client's rows, or None if the file is missing (pandas errors propagate)."""
+    import pandas as pd
+    p = Path(path)
+    if not p.exists():
+        return None
+    df = pd.read_csv(p)
+    for c in CLIENT_COLUMNS:
+        if c not in df:
+            df[c] = pd.Series(dtype=float)
+    return df
+
+
+def summarize(df, nbytes: int, server=None, from_s: float | None = None) -> dict:
+    """Per-flow figures of summary.json from the client's rows (and the server's):
+    `completed` (transfers that received all `nbytes`), `incomplete` (cut at the stop
+    time, or ended short), `failed_connects`; time per completed transfer (connect call to
+    EOF): mean / median / p95 / max; mean connect time; `goodput_bps` = bytes of the
+    completed transfers over the time spent in them (idle times left out); `bytes` (every
+    byte received, incomplete transfers included); the idle times the client drew
+    (`idle_mean_s`, count); the sender's mean smoothed RTT and retransmissions. With
+    `from_s` (s after t0: analysis.warmup_s), transfers that start
+    before it are left out of the figures (`warmup_excluded` counts them)."""
+    import numpy as np
+    out = {"bytes_per_transfer": int(nbytes), "attempted": 0, "completed": 0, "incomplete": 0,
+           "failed_connects": 0, "time_mean_s": None, "time_median_s": None,
+           "time_p95_s": None, "time_max_s": None, "connect_time_mean_s": None,
+           "goodput_bps": None, "bytes": 0, "idle_mean_s": None, "idles": 0,
+           "rtt_ms_mean": None, "retransmits": None, "warmup_excluded": 0}
+    if df is None:
+        return out
+    for c in CLIENT_COLUMNS:
+        if c not in df:
+            df[c] = np.nan
+    if from_s is not None and len(df):
+        keep = df["start_s"].astype(float) >= from_s
+        out["warmup_excluded"] = int((~keep).sum())
+        df = df[keep]
+    ok = df[df["complete"].fillna(0).astype(int) == 1]
+    out["attempted"] = int(len(df))
+    out["completed"] = int(len(ok))
+    out["failed_connects"] = int(df["connected_s"].isna().sum())
+    out["incomplete"] = out["attempted"] - out["completed"] - out["failed_connects"]
+    out["bytes"] = int(df["bytes"].fillna(0).sum())
+    if len(ok):
+        d = ok["duration_s"].astype(float)
+        out["time_mean_s"] = float(d.mean())
+        out["time_median_s"] = float(d.median())
+        out["time_p95_s"] = float(np.percentile(d, 95))
+        out["time_max_s"] = float(d.max())
+        out["connect_time_mean_s"] = float(ok["connect_time_s"].astype(float).mean())
+        if d.sum() > 0:
+            out["goodput_bps"] = float(8.0 * ok["bytes"].sum() / d.sum())
+    # The idle times that were waited out: every one but the last (after the last
+    # transfer the flow ends, whatever was drawn).
+    idles = df["idle_after_s"].dropna().astype(float).iloc[:-1]
+    if len(idles):
+        out["idle_mean_s"] = float(idles.mean())
+        out["idles"] = int(len(idles))
+    if server is not None and len(server):
+        r = server["rtt_ms"].dropna()
+        out["rtt_ms_mean"] = float(r.mean()) if len(r) else None
+        out["retransmits"] = int(server["total_retrans"].fillna(0).sum())
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())

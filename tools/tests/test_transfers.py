@@ -1,0 +1,317 @@
+"""Flows of repeated transfers (flows[].repeat, oppsched.transfers): the schema's checks,
+the idle times drawn from the run's seed, the programs' command lines, the transfer
+programs themselves between two namespaces, and the per-flow figures of summary.json."""
+
+import csv
+import itertools
+import math
+import os
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from helpers import BASE, cfg_of, error_of, needs_root, run_cli, REPO
+from oppsched import transfers
+from oppsched.experiments.testbed.topology import flow_plans
+from oppsched.netns import Session, wait_for
+from oppsched.wired import Node
+
+# The programs run from this checkout's package, whatever the venv points at.
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
+    [str(REPO / "tools")] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))}
+
+REPEAT = BASE.replace("  - {id: f1, server: S1, device: R1}\n",
+                      "  - {id: f1, server: S1, device: R1}\n"
+                      "  - {id: w, server: S1, device: R1, bytes: 4000,\n"
+                      "     repeat: {idle_mean_s: 2.0}}\n")
+
+
+# ----------------------------------------------------------------------------------------
+# Schema
+
+
+def test_a_repeated_flow_resolves_with_its_idle_and_count():
+    cfg = cfg_of(REPEAT, ["flows[1].repeat.count=7"])
+    assert cfg["flows"][1]["repeat"] == {"idle_s": None, "idle_mean_s": 2.0, "count": 7}
+    # A flow without repeat keeps the section all null: one iperf3 run.
+    assert cfg["flows"][0]["repeat"] == {"idle_s": None, "idle_mean_s": None, "count": None}
+
+
+def test_repeat_without_bytes_is_an_error_naming_the_field():
+    msg = error_of(REPEAT, ["flows[1].bytes=null"])
+    assert "flows[1].repeat" in msg and "without bytes" in msg and "idle_mean_s: 2.0" in msg
+
+
+@pytest.mark.parametrize("mean", [0, -1.5])
+def test_a_mean_idle_time_not_above_zero_is_an_error_naming_field_and_value(mean):
+    msg = error_of(REPEAT, [f"flows[1].repeat.idle_mean_s={mean}"])
+    assert f"flows[1].repeat.idle_mean_s: {float(mean)!r} is not > 0" in msg
+
+
+def test_fixed_and_exponential_idle_together_is_an_error():
+    msg = error_of(REPEAT, ["flows[1].repeat.idle_s=0"])
+    assert "flows[1].repeat.idle_mean_s: 2.0 with idle_s 0.0" in msg
+
+
+def test_a_negative_fixed_idle_is_an_error():
+    msg = error_of(REPEAT, ["flows[1].repeat.idle_mean_s=null", "flows[1].repeat.idle_s=-1"])
+    assert "flows[1].repeat.idle_s" in msg and "-1" in msg
+
+
+def test_count_without_an_idle_time_is_an_error():
+    msg = error_of(BASE, ["flows[0].repeat.count=3"])
+    assert "flows[0].repeat.count: 3 without repeat.idle_s or repeat.idle_mean_s" in msg
+
+
+def test_repeat_with_parallel_streams_is_an_error():
+    msg = error_of(REPEAT, ["flows[1].parallel=2"])
+    assert "flows[1].parallel: 2 with repeat" in msg
+
+
+def test_a_repeated_flow_may_have_a_stop_time_unlike_a_bytes_iperf_flow():
+    cfg = cfg_of(REPEAT, ["flows[1].stop_s=3"])
+    assert cfg["flows"][1]["stop_s"] == 3.0
+    assert "not both" in error_of(BASE, ["flows[0].bytes=1000", "flows[0].stop_s=3"])
+
+
+@pytest.mark.parametrize("name", ["download.yaml", "short-flows.yaml"])
+def test_the_clamp_transfer_experiments_validate(name):
+    cp = run_cli("check", REPO / "experiments" / "clamp" / name)
+    assert cp.returncode == 0, cp.stderr
+    assert ": ok (testbed" in cp.stdout
+
+
+# ----------------------------------------------------------------------------------------
+# Idle times
+
+
+def take(seed, fid, idle_s=None, mean=None, n=5):
+    return list(itertools.islice(transfers.idle_times(seed, fid, idle_s, mean), n))
+
+
+def test_idle_times_repeat_for_the_same_seed_and_flow_and_differ_otherwise():
+    a = take(1, "short", mean=2.0)
+    assert a == take(1, "short", mean=2.0)
+    assert a != take(2, "short", mean=2.0)
+    assert a != take(1, "other", mean=2.0)
+    # The mean scales the draws (inverse CDF of the same uniforms).
+    assert take(1, "short", mean=4.0) == pytest.approx([2 * x for x in a])
+
+
+def test_idle_times_are_pinned_for_a_seed():
+    # Python's random() repeats its sequence for a seed across versions: these are the
+    # idle times every run of seed 1 waits after its first three 'short' transfers.
+    u = take(1, "short", mean=1.0, n=3)
+    import random
+    rng = random.Random("oppsched.transfers/1/short")
+    assert u == [-math.log(1.0 - rng.random()) for _ in range(3)]
+    assert all(x >= 0 for x in u)
+
+
+def test_idle_times_are_exponential_with_the_mean():
+    x = take(7, "f", mean=2.0, n=20000)
+    m = sum(x) / len(x)
+    assert m == pytest.approx(2.0, rel=0.04)  # sd of the mean: 2/sqrt(20000) = 0.7 %
+    # Exponential: P(X > mean) = e^-1, and the sd equals the mean.
+    assert sum(v > 2.0 for v in x) / len(x) == pytest.approx(math.exp(-1), abs=0.015)
+    sd = math.sqrt(sum((v - m) ** 2 for v in x) / (len(x) - 1))
+    assert sd == pytest.approx(2.0, rel=0.05)
+
+
+def test_a_fixed_idle_time_is_the_same_every_time():
+    assert take(1, "f", idle_s=0.0) == [0.0] * 5
+    assert take(1, "f", idle_s=0.25) == [0.25] * 5
+
+
+# ----------------------------------------------------------------------------------------
+# Plans and command lines
+
+
+def test_the_plan_starts_the_server_in_the_server_and_fetch_in_the_client():
+    cfg = cfg_of(REPEAT, ["flows[1].repeat.count=4", "flows[1].family=ipv6"])
+    clients = [Node("R1", None, "radio0", "10.2.0.1", "fd00:2:0::1", None, None)]
+    servers = [Node("S1", None, "eth0", "10.1.0.1", "fd00:1:0::1", None, None)]
+    p = flow_plans(cfg, clients, servers)[1]
+    assert (p.listener_name, p.starter_name) == ("xfer-serve.w", "xfer-fetch.w")
+    assert flow_plans(cfg, clients, servers)[0].starter_name == "iperf3-s.f1"
+    srv = p.transfer_server_argv("PY", "/r")
+    assert srv[:4] == ["PY", "-m", "oppsched.transfers", "serve"]
+    assert srv[srv.index("--bind") + 1] == "fd00:1:0::1"
+    assert srv[srv.index("--bytes") + 1] == "4000"
+    assert srv[srv.index("--cc") + 1] == "reno"
+    cli = p.transfer_client_argv("PY", "/r", t0_ns=10**9)
+    assert cli[cli.index("--connect") + 1] == "fd00:1:0::1"
+    assert cli[cli.index("--port") + 1] == str(p.port)
+    assert cli[cli.index("--seed") + 1] == str(cfg["seed"])
+    assert cli[cli.index("--flow-id") + 1] == "w"
+    assert cli[cli.index("--idle-mean-s") + 1] == "2.0"
+    assert cli[cli.index("--count") + 1] == "4"
+    # stop at t0 + duration_s (BASE: 4 s)
+    assert cli[cli.index("--stop-at-ns") + 1] == str(10**9 + 4 * 10**9)
+    assert cli[cli.index("--records") + 1] == "/r/transfers.w.csv"
+
+
+# ----------------------------------------------------------------------------------------
+# The programs, between two namespaces joined by a veth pair
+
+
+def rows(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.fixture
+def pair(tmp_path):
+    with Session(prefix="otxf", workdir=tmp_path / "ns") as s:
+        a, b = s.add_netns("srv"), s.add_netns("cli")
+        s.add_veth(a, "va", b, "vb")
+        a.ip("addr", "add", "10.77.0.1/24", "dev", "va")
+        b.ip("addr", "add", "10.77.0.2/24", "dev", "vb")
+        a.wait_link_up("va")
+        b.wait_link_up("vb")
+        yield s, a, b
+
+
+def serve(s, ns, tmp_path, nbytes, port=5301):
+    p = ns.spawn([sys.executable, "-m", "oppsched.transfers", "serve", "--bind", "10.77.0.1",
+                  "--port", port, "--bytes", nbytes, "--records", tmp_path / "srv.csv"],
+                 name="serve", env=ENV)
+    ns.wait_listening(port, timeout=10, proc=p)
+    return p
+
+
+def fetch(ns, tmp_path, nbytes, *extra, port=5301, stop_in_s=20.0):
+    t0 = time.monotonic_ns()
+    argv = [sys.executable, "-m", "oppsched.transfers", "fetch", "--connect", "10.77.0.1",
+            "--port", port, "--bytes", nbytes, "--records", tmp_path / "cli.csv",
+            "--seed", 3, "--flow-id", "w", "--t0-ns", t0,
+            "--stop-at-ns", t0 + int(stop_in_s * 1e9), *extra]
+    return subprocess.run(ns.exec_argv(argv), capture_output=True, text=True,
+                          timeout=stop_in_s + 10, env=ENV)
+
+
+@needs_root
+def test_every_transfer_receives_all_bytes_and_waits_the_drawn_idle_time(pair, tmp_path):
+    s, a, b = pair
+    srv = serve(s, a, tmp_path, 250_000)
+    cp = fetch(b, tmp_path, 250_000, "--idle-mean-s", "0.05", "--count", "12")
+    assert cp.returncode == 0, cp.stderr
+    assert "12 transfers, 12 complete" in cp.stdout
+    r = rows(tmp_path / "cli.csv")
+    assert len(r) == 12
+    assert [int(x["bytes"]) for x in r] == [250_000] * 12
+    assert all(x["complete"] == "1" and x["error"] == "" for x in r)
+    # Each a new connection: its own local port.
+    assert len({x["local_port"] for x in r}) == 12
+    # start <= connected <= first byte <= end; duration = end - start
+    for x in r:
+        st, co, fb, en = (float(x[k]) for k in ("start_s", "connected_s", "first_byte_s",
+                                                 "end_s"))
+        assert st <= co <= fb <= en
+        assert float(x["duration_s"]) == pytest.approx(en - st, abs=1e-9)
+        assert float(x["connect_time_s"]) == pytest.approx(co - st, abs=1e-9)
+    # The idle times are the seed's draws, and the client waited them out.
+    drawn = take(3, "w", mean=0.05, n=12)
+    assert [float(x["idle_after_s"]) for x in r] == pytest.approx(drawn, rel=1e-12)
+    for prev, nxt in zip(r, r[1:]):
+        gap = float(nxt["start_s"]) - float(prev["end_s"])
+        assert float(prev["idle_after_s"]) - 1e-4 <= gap < float(prev["idle_after_s"]) + 0.05
+    # The server saw the same 12 connections and sent all bytes on each.
+    srv.send_signal(15)
+    srv.wait(10)
+    sr = rows(tmp_path / "srv.csv")
+    assert len(sr) == 12 and all(int(x["bytes_sent"]) == 250_000 for x in sr)
+    assert sorted(x["peer_port"] for x in sr) == sorted(x["local_port"] for x in r)
+    t = transfers.summarize(pd.read_csv(tmp_path / "cli.csv"), 250_000,
+                            pd.read_csv(tmp_path / "srv.csv"))
+    assert (t["attempted"], t["completed"], t["incomplete"], t["failed_connects"]) == (12, 12, 0, 0)
+    assert t["bytes"] == 12 * 250_000
+    assert t["idles"] == 11 and t["idle_mean_s"] == pytest.approx(sum(drawn[:11]) / 11)
+    assert t["retransmits"] == 0
+
+
+@needs_root
+def test_back_to_back_transfers_run_until_the_stop_time(pair, tmp_path):
+    s, a, b = pair
+    serve(s, a, tmp_path, 4000)
+    cp = fetch(b, tmp_path, 4000, "--idle-s", "0", stop_in_s=1.5)
+    assert cp.returncode == 0, cp.stderr
+    r = rows(tmp_path / "cli.csv")
+    assert len(r) > 20  # a veth does thousands per second even in Python
+    # Every one complete but perhaps the last, cut at the stop time.
+    assert all(int(x["bytes"]) == 4000 and x["complete"] == "1" for x in r[:-1])
+    assert r[-1]["complete"] == "1" or r[-1]["error"] == "cut at the stop time"
+    assert float(r[-1]["start_s"]) < 1.5 and float(r[-1]["end_s"]) < 1.6
+    assert all(float(x["idle_after_s"]) == 0.0 for x in r)
+
+
+@needs_root
+def test_a_transfer_still_running_at_the_stop_time_is_cut_and_recorded(pair, tmp_path):
+    s, a, b = pair
+    # A listener that never sends: the connection is made, no byte ever comes.
+    mute = a.spawn([sys.executable, "-c", "import socket, time; s = socket.socket(); "
+                    "s.bind(('10.77.0.1', 5302)); s.listen(); time.sleep(60)"], name="mute")
+    a.wait_listening(5302, timeout=10, proc=mute)
+    cp = fetch(b, tmp_path, 4000, "--idle-s", "0", port=5302, stop_in_s=1.0)
+    assert cp.returncode == 0, cp.stderr
+    r = rows(tmp_path / "cli.csv")
+    assert len(r) == 1
+    assert (r[0]["complete"], r[0]["bytes"], r[0]["error"]) == ("0", "0", "cut at the stop time")
+    assert float(r[0]["end_s"]) == pytest.approx(1.0, abs=0.2)
+    t = transfers.summarize(pd.read_csv(tmp_path / "cli.csv"), 4000)
+    assert (t["completed"], t["incomplete"], t["time_mean_s"]) == (0, 1, None)
+
+
+@needs_root
+def test_a_refused_connection_is_recorded_and_retried_after_a_pause(pair, tmp_path):
+    s, a, b = pair
+    cp = fetch(b, tmp_path, 4000, "--idle-s", "0", "--count", "3", port=5399)
+    assert cp.returncode == 0, cp.stderr
+    r = rows(tmp_path / "cli.csv")
+    assert len(r) == 3
+    assert all(x["connected_s"] == "" and "ConnectionRefused" in x["error"] for x in r)
+    assert all(float(x["idle_after_s"]) == transfers.RETRY_S for x in r)
+    t = transfers.summarize(pd.read_csv(tmp_path / "cli.csv"), 4000)
+    assert (t["completed"], t["failed_connects"], t["incomplete"]) == (0, 3, 0)
+
+
+# ----------------------------------------------------------------------------------------
+# Figures
+
+
+def test_summarize_gives_times_goodput_and_leaves_out_the_warmup():
+    df = pd.DataFrame({
+        "transfer": range(6),
+        "start_s": [1.0, 12.0, 14.0, 16.0, 20.0, 29.5],
+        "connected_s": [1.1, 12.1, 14.1, 16.1, 20.1, 29.6],
+        "duration_s": [1.0, 1.0, 2.0, 3.0, 4.0, 0.5],
+        "connect_time_s": [0.1] * 6,
+        "bytes": [1000, 1000, 1000, 1000, 1000, 10],
+        "complete": [1, 1, 1, 1, 1, 0],
+        "idle_after_s": [1.0, 1.0, 2.0, 3.0, 4.0, 9.0]})
+    t = transfers.summarize(df, 1000, from_s=10.0)
+    assert t["warmup_excluded"] == 1
+    assert (t["attempted"], t["completed"], t["incomplete"]) == (5, 4, 1)
+    assert t["time_mean_s"] == pytest.approx(2.5)
+    assert t["time_median_s"] == pytest.approx(2.5)
+    assert t["time_max_s"] == 4.0
+    assert t["time_p95_s"] == pytest.approx(3.85)
+    assert t["goodput_bps"] == pytest.approx(8 * 4000 / 10.0)
+    assert t["bytes"] == 4010
+    assert t["idle_mean_s"] == pytest.approx(2.5)  # the last draw is never waited
+
+
+def test_summary_totals_take_the_mean_over_flows_and_over_transfers():
+    from oppsched.experiments.testbed.analysis import _transfers_total
+    flows = [{"transfers": {"completed": 9, "incomplete": 1, "failed_connects": 0,
+                            "time_mean_s": 1.0}},
+             {"transfers": {"completed": 1, "incomplete": 1, "failed_connects": 0,
+                            "time_mean_s": 9.0}},
+             {"goodput_bps": 1.0}]  # an iperf3 flow: not counted
+    t = _transfers_total(flows)
+    assert t["flows"] == 2 and t["completed"] == 10
+    assert t["time_mean_of_flows_s"] == pytest.approx(5.0)  # Fig. 5(b): the slow flow counts
+    assert t["time_mean_s"] == pytest.approx(18 / 10)
