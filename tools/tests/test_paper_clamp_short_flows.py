@@ -64,7 +64,8 @@ def test_every_short_transfer_gets_its_4000_bytes_on_a_new_connection(runs, vari
     assert (body["complete"] == 1).all() and (body["bytes"] == 4000).all(), body
     # The last one is complete too, or was cut at the stop time.
     assert last["complete"] == 1 or last["error"] == "cut at the stop time", last
-    assert d["local_port"].nunique() == len(d)
+    ports = d["local_port"].dropna()  # a transfer cut before it connected has none
+    assert ports.nunique() == len(ports) and len(ports) >= len(d) - 1
     assert (d["start_s"] >= START - 0.5).all() and (d["start_s"] < DURATION).all()
     s = json.loads((runs / variant / "summary.json").read_text())
     t = next(f for f in s["flows"] if f["id"] == "short")["transfers"]
