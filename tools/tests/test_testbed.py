@@ -129,6 +129,10 @@ def test_unknown_keys_name_the_field():
     (["link_adaptation.mode=paper", "phy.chase_combining=true"],
      "phy.chase_combining: true with link_adaptation.mode paper"),
     (["link_adaptation.mode=olla"], "link_adaptation.mode: 'olla'"),
+    (["tcp.spm_marking.enabled=true", "aqm.priority_dscp=5"],
+     "aqm.priority_dscp: 5 differs from tcp.spm_marking.dscp (3)"),
+    (["aqm.priority_dscp=64"], "aqm.priority_dscp: 64"),
+    (["tcp.spm_marking.dscp=64"], "tcp.spm_marking.dscp: 64"),
 ])
 def test_impossible_combinations_are_rejected_naming_the_field(text_or_override, expect):
     msg = error_of(overrides=text_or_override)
@@ -204,6 +208,25 @@ def test_the_clamp_fading_experiments_are_andrew_hanly_clamp_fig_3(name):
 
 # ----------------------------------------------------------------------------------------
 # Configuration files of the daemons
+
+
+@pytest.mark.parametrize("overrides, expect", [
+    ([], None),
+    (["tcp.spm_marking.enabled=true"], 3),
+    (["tcp.spm_marking.enabled=true", "tcp.spm_marking.dscp=46"], 46),
+    (["tcp.spm_marking.enabled=true", "aqm.priority_dscp=3"], 3),
+    (["aqm.priority_dscp=7"], 7),
+])
+def test_the_apd_reads_the_priority_mark_the_senders_write(tmp_path, overrides, expect):
+    cfg = cfg_of(BASE, ["aqm.kind=spmaf", *overrides])
+    files = daemonconf.write_all(cfg, run_layout(tmp_path, cfg))
+    assert yaml.safe_load(files["apd"].read_text())["aqm"]["priority_dscp"] == expect
+
+
+def test_spm_marking_needs_the_marker_and_names_it_when_missing(tmp_path):
+    cfg = cfg_of(BASE + f"build_dir: {tmp_path}\n", ["tcp.spm_marking.enabled=true"])
+    with pytest.raises(testbed.TestbedError, match="oppsched-spm-mark"):
+        testbed.find_programs(cfg)
 
 
 def test_config_files_are_written_for_every_process(tmp_path):
