@@ -124,8 +124,9 @@ std::optional<__u32> link_header_len(const std::string& dev) {
 }
 
 bool g_verbose = false;
+bool g_quiet = false;  // around calls whose errors are expected (clsact exists, no filter)
 int print_libbpf(enum libbpf_print_level level, const char* fmt, std::va_list ap) {
-    if (level == LIBBPF_DEBUG && !g_verbose) return 0;
+    if ((level == LIBBPF_DEBUG || g_quiet) && !g_verbose) return 0;
     return std::vfprintf(stderr, fmt, ap);
 }
 
@@ -162,7 +163,9 @@ int main(int argc, char** argv) {
 
     if (o.detach) {
         bpf_tc_opts f = filter_opts(0);
+        g_quiet = true;
         const int err = bpf_tc_detach(&hook, &f);
+        g_quiet = false;
         if (err && err != -ENOENT)
             fail(kExitRuntime, "detaching from %s: %s", o.dev.c_str(), std::strerror(-err));
         std::printf("%s: %s: %s\n", kProg, o.dev.c_str(), err ? "no marker attached" : "detached");
@@ -196,7 +199,9 @@ int main(int argc, char** argv) {
     bpf_program* prog = bpf_object__find_program_by_name(obj, "spm_mark");
     if (!prog) fail(kExitRuntime, "the BPF object has no program spm_mark");
 
+    g_quiet = true;
     int err = bpf_tc_hook_create(&hook);
+    g_quiet = false;
     if (err && err != -EEXIST)
         fail(kExitRuntime, "creating the clsact qdisc on %s: %s", o.dev.c_str(),
              std::strerror(-err));

@@ -294,3 +294,19 @@ def test_iproute2_tc_loads_the_object_with_its_defaults(tmp_path):
              "sec", "tc")
         shown = a.tc("filter", "show", "dev", "eth0", "egress")
         assert "direct-action" in shown and "spm_mark" in shown
+
+
+@needs_root
+def test_attaching_again_replaces_the_marker_and_detach_removes_it(spm_mark_binary, tmp_path):
+    with Session("otspm", workdir=tmp_path / "netns") as session:
+        a, b = session.add_netns("a"), session.add_netns("b")
+        session.add_veth(a, "eth0", b, "eth0")
+        attach_spm_marker(a, "eth0", spm_mark_binary, cwnd_below=2, dscp=7)
+        line = attach_spm_marker(a, "eth0", spm_mark_binary)
+        assert "snd_cwnd < 4 with DSCP 3" in line
+        assert a.tc("filter", "show", "dev", "eth0", "egress").count("handle 0x5350") == 1
+        cp = a.run([str(spm_mark_binary), "--dev", "eth0", "--detach"])
+        assert "detached" in cp.stdout and cp.stderr == ""
+        assert "spm_mark" not in a.tc("filter", "show", "dev", "eth0", "egress")
+        cp = a.run([str(spm_mark_binary), "--dev", "nope"], check=False)
+        assert cp.returncode == 1 and "nope: no such interface" in cp.stderr

@@ -29,7 +29,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from oppsched import daemonconf, flows, netns, pcap
+from oppsched import daemonconf, flows, netns, paths, pcap
 from oppsched.experiments import kind_module, testbed
 from oppsched.experiments.testbed import analysis
 from oppsched.runner import (analyze_dir, failed_dir, load_experiment, run_experiment,
@@ -927,3 +927,69 @@ def test_the_aqm_loss_and_mark_ratios_are_over_the_packets_each_queue_was_offere
     assert a["R2"]["loss_ratio"] is None
     assert a["all"]["offered"] == 200 and a["all"]["loss_ratio"] == 0.05
     assert analysis.aqm_counts(None) == {}
+
+
+# ----------------------------------------------------------------------------------------
+# SPM-AF's priority from the senders' real cwnd (tcp.spm_marking), end to end
+
+SPM = """
+experiment: spm
+kind: testbed
+duration_s: 5
+devices:
+  - {name: R1, channel: {mean_snr_db: 15.0}}
+servers:
+  - {name: S1, rtt_ms: 20}
+  - {name: S2, rtt_ms: 20}
+flows:
+  - {id: long, server: S1, device: R1}
+  - {id: s1, server: S2, device: R1, start_s: 1.0, bytes: 60000}
+  - {id: s2, server: S2, device: R1, start_s: 1.7, bytes: 60000}
+  - {id: s3, server: S2, device: R1, start_s: 2.4, bytes: 60000}
+  - {id: s4, server: S2, device: R1, start_s: 3.1, bytes: 60000}
+  - {id: s5, server: S2, device: R1, start_s: 3.8, bytes: 60000}
+queue: {mode: shared, limit_bytes: 0, limit_packets: 12}
+aqm: {kind: spmaf}
+tcp: {spm_marking: {enabled: MARK, cwnd_below: 11}}
+"""
+
+
+def _dscps_of_data(pcap_path: Path) -> list[int]:
+    """The DSCP of every TCP data packet in a capture, in order."""
+    from scapy.all import IP, TCP, rdpcap  # noqa: PLC0415 -- slow import
+    out = []
+    for p in rdpcap(str(pcap_path)):
+        if p.haslayer(IP) and p.haslayer(TCP) and \
+                p[IP].len - p[IP].ihl * 4 - p[TCP].dataofs * 4 > 0:
+            out.append(p[IP].tos >> 2)
+    return out
+
+
+@pytest.mark.parametrize("marking", [True, False])
+def test_spmaf_evicts_for_the_packets_the_senders_marked_from_their_cwnd(tmp_path, marking):
+    """A long flow keeps a shared 12-packet SPM-AF queue full; short flows start one after
+    the other, each with Linux's initial window of 10 segments, below the threshold of 11
+    set here (the paper's 4 would need a smaller initial window) while the long flow's cwnd
+    stays mostly above it. The marker in S2 writes DSCP 3 into their first windows, the apd
+    reads it as high priority and SPM-AF evicts low-priority packets for them (Wu, Gong &
+    Williamson, §6.1). Without the marking nothing is marked and nothing is evicted."""
+    require_real_testbed()
+    require((paths.build_dir() / "host/spm_mark/oppsched-spm-mark").is_file(),
+            "oppsched-spm-mark is not built")
+    out, s = _e2e(tmp_path, SPM.replace("MARK", "true" if marking else "false"))
+    assert all(f["error"] is None for f in s["flows"]), s["flows"]
+    run = json.loads((out / "run.json").read_text())
+    apd_conf = yaml.safe_load((out / "apd.yaml").read_text())
+    drops = json.loads((out / "apd.stats.json").read_text())["core"]["queue_drops"]
+    short = _dscps_of_data(out / "wired.S2.pcap")
+    assert len(short) > 50
+    if marking:
+        assert apd_conf["aqm"]["priority_dscp"] == 3
+        assert len(run["spm_marking"]) == 2 and "DSCP 3" in run["spm_marking"][1]
+        assert short[0] == 3, "the short flow's first data packet is not marked"
+        assert set(short) == {0, 3}
+        assert drops["evicted_low_priority"] > 0, drops
+    else:
+        assert apd_conf["aqm"]["priority_dscp"] is None and "spm_marking" not in run
+        assert set(short) == {0}
+        assert drops["evicted_low_priority"] == 0, drops
