@@ -943,11 +943,14 @@ servers:
   - {name: S2, rtt_ms: 20}
 flows:
   - {id: long, server: S1, device: R1}
-  - {id: s1, server: S2, device: R1, start_s: 1.0, bytes: 60000}
-  - {id: s2, server: S2, device: R1, start_s: 1.7, bytes: 60000}
-  - {id: s3, server: S2, device: R1, start_s: 2.4, bytes: 60000}
-  - {id: s4, server: S2, device: R1, start_s: 3.1, bytes: 60000}
-  - {id: s5, server: S2, device: R1, start_s: 3.8, bytes: 60000}
+  - {id: s1, server: S2, device: R1, start_s: 1.0, bytes: 30000}
+  - {id: s2, server: S2, device: R1, start_s: 1.4, bytes: 30000}
+  - {id: s3, server: S2, device: R1, start_s: 1.8, bytes: 30000}
+  - {id: s4, server: S2, device: R1, start_s: 2.2, bytes: 30000}
+  - {id: s5, server: S2, device: R1, start_s: 2.6, bytes: 30000}
+  - {id: s6, server: S2, device: R1, start_s: 3.0, bytes: 30000}
+  - {id: s7, server: S2, device: R1, start_s: 3.4, bytes: 30000}
+  - {id: s8, server: S2, device: R1, start_s: 3.8, bytes: 30000}
 queue: {mode: shared, limit_bytes: 0, limit_packets: 12}
 aqm: {kind: spmaf}
 tcp: {spm_marking: {enabled: MARK, cwnd_below: 11}}
@@ -965,18 +968,41 @@ def _dscps_of_data(pcap_path: Path) -> list[int]:
     return out
 
 
+def _first_flights(pcap_path: Path, server_addr: str) -> list[int]:
+    """Per iperf3 flow of the server in the capture (one receiver port each), on its data
+    connection (the one of the two carrying more bytes; the other is iperf3's control
+    connection): the full-size data packets sent before the first one was acknowledged."""
+    df = pcap.read_tcp(pcap_path).sort_values("t_s", kind="stable")
+    data = df[(df["payload"] > 0) & (df["src"] == server_addr)]
+    out = []
+    for _port, flow in data.groupby("dport"):
+        sport = flow.groupby("sport")["payload"].sum().idxmax()
+        g = flow[(flow["sport"] == sport) & (flow["payload"] >= 1000)]  # after the cookie
+        src, dport = server_addr, int(g["dport"].iloc[0])
+        first_seq = int(g["seq"].iloc[0])
+        acks = df[(df["dst"] == src) & (df["dport"] == sport) & (df["sport"] == dport)
+                  & (df["payload"] == 0)
+                  & (((df["ack"] - first_seq) % (1 << 32)).between(1, 1 << 30))]
+        t_ack = acks["t_s"].min()
+        out.append(int((g["t_s"] < t_ack).sum()))
+    return out
+
+
 @pytest.mark.parametrize("marking", [True, False])
 def test_spmaf_evicts_for_the_packets_the_senders_marked_from_their_cwnd(tmp_path, marking):
-    """A long flow keeps a shared 12-packet SPM-AF queue full; short flows start one after
-    the other, each with Linux's initial window of 10 segments, below the threshold of 11
-    set here (the paper's 4 would need a smaller initial window) while the long flow's cwnd
-    stays mostly above it. The marker in S2 writes DSCP 3 into their first windows, the apd
-    reads it as high priority and SPM-AF evicts low-priority packets for them (Wu, Gong &
-    Williamson, §6.1). Without the marking nothing is marked and nothing is evicted."""
+    """A long flow keeps a shared 12-packet SPM-AF queue full; eight short flows start one
+    after the other, each with Linux's initial window of 10 segments, below the threshold
+    of 11 set here while the long flow's cwnd stays mostly above it (with the paper's 4 and
+    an initial window of 1 or 2 too few marked packets meet a full queue in a short test).
+    The marker in S2 writes DSCP 3 into their first windows, the apd reads it as high
+    priority and SPM-AF evicts low-priority packets for them (Wu, Gong & Williamson, §6.1).
+    Without the marking nothing is marked and nothing is evicted; that run also sets
+    tcp.initcwnd 2, and the short flows' first flights are then 2 segments."""
     require_real_testbed()
     require((paths.build_dir() / "host/spm_mark/oppsched-spm-mark").is_file(),
             "oppsched-spm-mark is not built")
-    out, s = _e2e(tmp_path, SPM.replace("MARK", "true" if marking else "false"))
+    out, s = _e2e(tmp_path, SPM.replace("MARK", "true" if marking else "false"),
+                  [] if marking else ["tcp.initcwnd=2"])
     assert all(f["error"] is None for f in s["flows"]), s["flows"]
     run = json.loads((out / "run.json").read_text())
     apd_conf = yaml.safe_load((out / "apd.yaml").read_text())
@@ -993,3 +1019,7 @@ def test_spmaf_evicts_for_the_packets_the_senders_marked_from_their_cwnd(tmp_pat
         assert apd_conf["aqm"]["priority_dscp"] is None and "spm_marking" not in run
         assert set(short) == {0}
         assert drops["evicted_low_priority"] == 0, drops
+        # tcp.initcwnd 2 (the kernel's default is 10): a retransmission of a packet the full
+        # queue dropped may add one to a flight
+        ff = _first_flights(out / "wired.S2.pcap", "10.1.1.1")
+        assert len(ff) == 8 and ff.count(2) >= 6 and max(ff) <= 4, ff

@@ -298,6 +298,12 @@ def run(cfg: dict, outdir: Path, progress) -> None:
             for node, spec in list(zip(tb.servers, cfg["servers"])) + \
                     list(zip(tb.clients, cfg["devices"])):
                 node.ns.sysctl(tcp_override_sysctls(spec["tcp"]))
+            if cfg["tcp"]["initcwnd"] is not None:
+                for node in tb.servers:
+                    for fam, gw in (([], node.gw4), (["-6"], node.gw6)):
+                        if gw:
+                            node.ns.ip(*fam, "route", "change", "default", "via", gw, "dev",
+                                       node.dev, "initcwnd", cfg["tcp"]["initcwnd"])
             # SPM-AF's sender marking (Wu, Gong & Williamson, §6.1): the BPF marker on the
             # egress of every server's wired interface, where its TCP data leaves.
             mark = cfg["tcp"]["spm_marking"]

@@ -212,6 +212,9 @@ SCHEMA = {
         "timestamps": Field(bool, True),
         "window_scaling": Field(bool, True),
         "extra": Field(dict, {}, doc="more sysctls for every namespace"),
+        "initcwnd": Field((int, _NONE), None, min=1, max=1000,
+                          doc="segments the servers' connections start with (initcwnd of "
+                              "their default routes); null: the kernel's (10, RFC 6928)"),
         "spm_marking": {
             "enabled": Field(bool, False,
                              doc="SPM-AF's sender marking (Wu, Gong & Williamson, §6.1): a BPF "
