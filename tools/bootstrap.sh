@@ -12,6 +12,9 @@ cd "$top"
 packages=(
   # toolchain
   build-essential cmake ninja-build pkg-config git clang-format
+  # SPM-AF's sender marker (host/spm_mark): a BPF program (clang -target bpf, libbpf's
+  # headers) and its loader (links libbpf)
+  clang libbpf-dev
   # radio
   gnuradio gnuradio-dev libvolk2-dev libuhd-dev uhd-host
   # C++ libraries

@@ -49,6 +49,13 @@ void append_gauges(std::vector<std::pair<std::string, double>>& out, const std::
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
+// The DSCP of an IPv4 (TOS >> 2) or IPv6 (traffic class >> 2) packet; the classifier has
+// checked the version and that the header is there.
+std::uint8_t dscp_of(const std::vector<std::uint8_t>& ip) {
+    const unsigned tos = (ip[0] >> 4) == 6 ? ((ip[0] & 0x0fu) << 4 | ip[1] >> 4) : ip[1];
+    return static_cast<std::uint8_t>(tos >> 2);
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------
@@ -111,6 +118,8 @@ const std::vector<std::string>& mcs_table_names() {
 // Parameters
 
 void ap_core_params::validate() const {
+    if (priority_dscp && *priority_dscp > 63)
+        throw_invalid("priority_dscp", std::to_string(*priority_dscp), "not in [0, 63]");
     if (users.empty()) throw_invalid("users", "[]", "must name at least one user");
     if (users.size() > 65535)
         throw_invalid("users", std::to_string(users.size()), "entries: more than 65535");
@@ -741,6 +750,8 @@ bool ap_core::on_downlink_packet(time_ns now, std::vector<std::uint8_t> bytes) {
     pkt.user = u;
     pkt.id = id;
     pkt.arrival = now;
+    // SPM-AF's priority (Wu, Gong & Williamson, §6.1), as the sender's marker wrote it.
+    pkt.high_priority = m.params.priority_dscp && dscp_of(pkt.data) == *m.params.priority_dscp;
     const std::uint64_t marked_before = m.marked_of_queue(qi);
     m.record(now, "enqueue", static_cast<int>(u), id, size);
     const bool ok =

@@ -10,6 +10,7 @@
 #include "oppsched/ap_core.h"
 #include "oppsched/client_core.h"
 #include "oppsched/pdu.h"
+#include "test_aqm_packets.h"
 
 namespace oppsched::ap {
 namespace {
@@ -289,6 +290,91 @@ TEST(ap_core, when_destination_is_ipv6_then_it_is_classified_by_its_address) {
     EXPECT_EQ(ap.classify(ipv6_to_fd00(9, 80)), std::nullopt);
     EXPECT_TRUE(ap.on_downlink_packet(0, ipv6_to_fd00(1, 80)));
     EXPECT_EQ(ap.queued_bytes(0), 80u);
+}
+
+// SPM-AF's priority from the senders' DSCP mark (ap_core_params::priority_dscp).
+
+// A TCP data packet of 1000 IP bytes from 10.0.0.9 / fd00::9 to user 0 (10.0.0.1 /
+// fd00::1) carrying `dscp`, ECN field ECT(0), the IPv4 header checksum valid.
+std::vector<std::uint8_t> tcp_data_to_user0(std::uint8_t dscp, std::uint8_t ip_version = 4) {
+    aqm::testing::tcp_spec t;
+    t.ip_version = ip_version;
+    t.src_host = 9;
+    t.dst_host = 1;
+    t.ecn = tcpip::kEct0;
+    t.flags = tcpip::kAck | tcpip::kPsh;
+    t.payload = 1000 - 20 - (ip_version == 4 ? 20 : 40);
+    auto b = aqm::testing::tcp_packet(t);
+    const std::uint8_t tos = static_cast<std::uint8_t>(dscp << 2 | tcpip::kEct0);
+    if (ip_version == 4) {
+        b[1] = tos;
+        aqm::testing::put16(b, 10, aqm::testing::ipv4_checksum(b));
+    } else {  // the traffic class straddles bytes 0 and 1
+        b[0] = static_cast<std::uint8_t>(0x60 | tos >> 4);
+        b[1] = static_cast<std::uint8_t>((tos & 0x0f) << 4 | (b[1] & 0x0f));
+    }
+    return b;
+}
+
+// SPM-AF with room for 3 packets, full of unmarked data for user 0.
+ap_core_params full_spmaf(std::optional<std::uint8_t> priority_dscp) {
+    auto p = two_users();
+    p.aqm = aqm::default_config(aqm::aqm_kind::spmaf);
+    p.aqm.limits = {0, 3};
+    p.priority_dscp = priority_dscp;
+    return p;
+}
+
+std::uint64_t evicted(const ap_core& ap) {
+    return ap.stats().queue_drops[static_cast<std::size_t>(aqm::drop_reason::evicted_low_priority)];
+}
+std::uint64_t overflowed(const ap_core& ap) {
+    return ap.stats().queue_drops[static_cast<std::size_t>(aqm::drop_reason::overflow)];
+}
+
+TEST(ap_core, when_a_packet_carries_the_priority_dscp_then_spmaf_queues_it_as_high_priority) {
+    for (const std::uint8_t v : {4, 6}) {
+        ap_core ap(full_spmaf(3));
+        for (int i = 0; i < 3; ++i) ASSERT_TRUE(ap.on_downlink_packet(0, tcp_data_to_user0(0, v)));
+        // Marked: the queue is full, so only a high-priority packet gets in, evicting the
+        // oldest low-priority one (Wu, Gong & Williamson, §6.1).
+        EXPECT_TRUE(ap.on_downlink_packet(1, tcp_data_to_user0(3, v))) << "IPv" << int(v);
+        EXPECT_EQ(evicted(ap), 1u);
+        EXPECT_EQ(overflowed(ap), 0u);
+        // Other code points are low priority: dropped at the full queue.
+        for (const std::uint8_t other : {0, 2, 8, 12, 63})
+            EXPECT_FALSE(ap.on_downlink_packet(2, tcp_data_to_user0(other, v))) << int(other);
+        EXPECT_EQ(evicted(ap), 1u);
+        EXPECT_EQ(overflowed(ap), 5u);
+    }
+}
+
+TEST(ap_core, when_the_priority_dscp_is_another_code_point_then_only_that_one_is_high_priority) {
+    ap_core ap(full_spmaf(46));
+    for (int i = 0; i < 3; ++i) ap.on_downlink_packet(0, tcp_data_to_user0(0));
+    EXPECT_FALSE(ap.on_downlink_packet(1, tcp_data_to_user0(3)));
+    EXPECT_TRUE(ap.on_downlink_packet(1, tcp_data_to_user0(46)));
+    EXPECT_EQ(evicted(ap), 1u);
+}
+
+TEST(ap_core, when_priority_dscp_is_null_then_no_packet_is_high_priority) {
+    ap_core ap(full_spmaf(std::nullopt));
+    for (int i = 0; i < 3; ++i) ap.on_downlink_packet(0, tcp_data_to_user0(0));
+    for (const std::uint8_t d : {0, 3, 46, 63})
+        EXPECT_FALSE(ap.on_downlink_packet(1, tcp_data_to_user0(d)));
+    EXPECT_EQ(evicted(ap), 0u);
+    EXPECT_EQ(overflowed(ap), 4u);
+}
+
+TEST(ap_core, when_priority_dscp_is_not_a_code_point_then_the_error_names_it) {
+    auto p = two_users();
+    p.priority_dscp = 64;
+    try {
+        ap_core ap(p);
+        FAIL() << "accepted priority_dscp 64";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("priority_dscp: 64"), std::string::npos) << e.what();
+    }
 }
 
 TEST(ap_core, when_queue_is_shared_then_the_head_of_line_user_blocks_the_better_one) {

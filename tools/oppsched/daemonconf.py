@@ -205,9 +205,20 @@ def _scheduler(cfg: dict) -> dict:
     return out
 
 
+def priority_dscp(cfg: dict) -> int | None:
+    """aqm.priority_dscp, null resolved: tcp.spm_marking.dscp when the senders mark, else
+    None (no packet is high priority)."""
+    d = cfg["aqm"].get("priority_dscp")
+    if d is not None:
+        return int(d)
+    m = cfg["tcp"].get("spm_marking", {})
+    return int(m["dscp"]) if m.get("enabled") else None
+
+
 def _aqm(cfg: dict) -> dict:
     a = cfg["aqm"]
-    return {"kind": a["kind"], "ecn": a["ecn"], "params": dict(a["params"])}
+    return {"kind": a["kind"], "ecn": a["ecn"], "params": dict(a["params"]),
+            "priority_dscp": priority_dscp(cfg)}
 
 
 # ----------------------------------------------------------------------------------------

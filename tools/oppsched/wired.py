@@ -62,6 +62,7 @@ from oppsched.netns import (IP, DEFAULT_PREFIX, NetnsError, Netns, Proc, Session
 from oppsched.paths import default_build_dir
 
 DELAY_BINARY_ENV = "OPPSCHED_DELAY_BIN"
+SPM_MARK_BINARY_ENV = "OPPSCHED_SPM_MARK_BIN"
 NETEM_PACKET_LIMIT = 100_000  # netem's own queue (packets): holds the whole delay-bandwidth
 WIRED_BACKENDS = ("auto", "netem", "userspace")  # auto: netem where the kernel has it
 
@@ -142,6 +143,40 @@ def find_delay_binary(explicit: str | Path | None = None) -> Path | None:
         if c.is_file() and os.access(c, os.X_OK):
             return c.resolve()
     return None
+
+
+def find_spm_mark_binary(explicit: str | Path | None = None) -> Path | None:
+    """oppsched-spm-mark (SPM-AF's sender-side marker, host/spm_mark): `explicit`, else
+    $OPPSCHED_SPM_MARK_BIN, else PATH, else the build tree
+    (default_build_dir()/host/spm_mark/oppsched-spm-mark). None if none is found."""
+    cands = []
+    if explicit is not None:
+        cands.append(Path(explicit))
+    elif os.environ.get(SPM_MARK_BINARY_ENV):
+        cands.append(Path(os.environ[SPM_MARK_BINARY_ENV]))
+    else:
+        w = shutil.which("oppsched-spm-mark")
+        if w:
+            cands.append(Path(w))
+        cands.append(default_build_dir() / "host" / "spm_mark" / "oppsched-spm-mark")
+    for c in cands:
+        if c.is_file() and os.access(c, os.X_OK):
+            return c.resolve()
+    return None
+
+
+def attach_spm_marker(ns: Netns, dev: str, binary: str | Path, cwnd_below: int = 4,
+                      dscp: int = 3) -> str:
+    """Attaches SPM-AF's marker to the egress of `dev` in `ns` (Wu, Gong & Williamson,
+    §6.1: TCP data sent while snd_cwnd < cwnd_below gets DSCP `dscp`; docs/testbed.md).
+    The program stays attached until the interface or the namespace goes. Returns the
+    loader's line saying what it did; NetnsError with its message if it fails."""
+    cp = ns.run([str(binary), "--dev", dev, "--cwnd-below", str(int(cwnd_below)),
+                 "--dscp", str(int(dscp))], check=False, timeout=30)
+    if cp.returncode != 0:
+        raise NetnsError(f"{ns.name}: oppsched-spm-mark --dev {dev} failed (exit "
+                         f"{cp.returncode}): {(cp.stderr or cp.stdout).strip()}")
+    return cp.stdout.strip()
 
 
 @dataclass

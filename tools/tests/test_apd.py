@@ -243,6 +243,8 @@ def test_invalid_config_exits_2_naming_the_field_and_creates_no_tun(bed):
         ({"link_adaptation": {"mode": "paper", "paper": {"target_loss": 0}}},
          "link_adaptation.paper.target_loss: 0"),
         ({"clamp": {"mu_c": "guessed"}}, "clamp.mu_c: 'guessed'"),
+        ({"aqm": {"kind": "spmaf", "priority_dscp": 64}}, "aqm.priority_dscp: 64 not in [0,63]"),
+        ({"aqm": {"kind": "spmaf", "priority_dscp": "cs1"}}, "aqm.priority_dscp: 'cs1'"),
     ]
     for over, expected in cases:
         cfg = dict(base)

@@ -29,7 +29,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from oppsched import daemonconf, flows, netns, pcap
+from oppsched import daemonconf, flows, netns, paths, pcap
 from oppsched.experiments import kind_module, testbed
 from oppsched.experiments.testbed import analysis
 from oppsched.runner import (analyze_dir, failed_dir, load_experiment, run_experiment,
@@ -129,6 +129,10 @@ def test_unknown_keys_name_the_field():
     (["link_adaptation.mode=paper", "phy.chase_combining=true"],
      "phy.chase_combining: true with link_adaptation.mode paper"),
     (["link_adaptation.mode=olla"], "link_adaptation.mode: 'olla'"),
+    (["tcp.spm_marking.enabled=true", "aqm.priority_dscp=5"],
+     "aqm.priority_dscp: 5 differs from tcp.spm_marking.dscp (3)"),
+    (["aqm.priority_dscp=64"], "aqm.priority_dscp: 64"),
+    (["tcp.spm_marking.dscp=64"], "tcp.spm_marking.dscp: 64"),
 ])
 def test_impossible_combinations_are_rejected_naming_the_field(text_or_override, expect):
     msg = error_of(overrides=text_or_override)
@@ -204,6 +208,25 @@ def test_the_clamp_fading_experiments_are_andrew_hanly_clamp_fig_3(name):
 
 # ----------------------------------------------------------------------------------------
 # Configuration files of the daemons
+
+
+@pytest.mark.parametrize("overrides, expect", [
+    ([], None),
+    (["tcp.spm_marking.enabled=true"], 3),
+    (["tcp.spm_marking.enabled=true", "tcp.spm_marking.dscp=46"], 46),
+    (["tcp.spm_marking.enabled=true", "aqm.priority_dscp=3"], 3),
+    (["aqm.priority_dscp=7"], 7),
+])
+def test_the_apd_reads_the_priority_mark_the_senders_write(tmp_path, overrides, expect):
+    cfg = cfg_of(BASE, ["aqm.kind=spmaf", *overrides])
+    files = daemonconf.write_all(cfg, run_layout(tmp_path, cfg))
+    assert yaml.safe_load(files["apd"].read_text())["aqm"]["priority_dscp"] == expect
+
+
+def test_spm_marking_needs_the_marker_and_names_it_when_missing(tmp_path):
+    cfg = cfg_of(BASE + f"build_dir: {tmp_path}\n", ["tcp.spm_marking.enabled=true"])
+    with pytest.raises(testbed.TestbedError, match="oppsched-spm-mark"):
+        testbed.find_programs(cfg)
 
 
 def test_config_files_are_written_for_every_process(tmp_path):
@@ -910,3 +933,99 @@ def test_the_aqm_loss_and_mark_ratios_are_over_the_packets_each_queue_was_offere
     assert a["R2"]["loss_ratio"] is None
     assert a["all"]["offered"] == 200 and a["all"]["loss_ratio"] == 0.05
     assert analysis.aqm_counts(None) == {}
+
+
+# ----------------------------------------------------------------------------------------
+# SPM-AF's priority from the senders' real cwnd (tcp.spm_marking), end to end
+
+SPM = """
+experiment: spm
+kind: testbed
+duration_s: 5
+devices:
+  - {name: R1, channel: {mean_snr_db: 15.0}}
+servers:
+  - {name: S1, rtt_ms: 20}
+  - {name: S2, rtt_ms: 20}
+flows:
+  - {id: long, server: S1, device: R1}
+  - {id: s1, server: S2, device: R1, start_s: 1.0, bytes: 30000}
+  - {id: s2, server: S2, device: R1, start_s: 1.4, bytes: 30000}
+  - {id: s3, server: S2, device: R1, start_s: 1.8, bytes: 30000}
+  - {id: s4, server: S2, device: R1, start_s: 2.2, bytes: 30000}
+  - {id: s5, server: S2, device: R1, start_s: 2.6, bytes: 30000}
+  - {id: s6, server: S2, device: R1, start_s: 3.0, bytes: 30000}
+  - {id: s7, server: S2, device: R1, start_s: 3.4, bytes: 30000}
+  - {id: s8, server: S2, device: R1, start_s: 3.8, bytes: 30000}
+queue: {mode: shared, limit_bytes: 0, limit_packets: 12}
+aqm: {kind: spmaf}
+tcp: {spm_marking: {enabled: MARK, cwnd_below: 11}}
+"""
+
+
+def _dscps_of_data(pcap_path: Path) -> list[int]:
+    """The DSCP of every TCP data packet in a capture, in order."""
+    from scapy.all import IP, TCP, rdpcap  # noqa: PLC0415 -- slow import
+    out = []
+    for p in rdpcap(str(pcap_path)):
+        if p.haslayer(IP) and p.haslayer(TCP) and \
+                p[IP].len - p[IP].ihl * 4 - p[TCP].dataofs * 4 > 0:
+            out.append(p[IP].tos >> 2)
+    return out
+
+
+def _first_flights(pcap_path: Path, server_addr: str) -> list[int]:
+    """Per iperf3 flow of the server in the capture (one receiver port each), on its data
+    connection (the one of the two carrying more bytes; the other is iperf3's control
+    connection): the full-size data packets sent before the first one was acknowledged."""
+    df = pcap.read_tcp(pcap_path).sort_values("t_s", kind="stable")
+    data = df[(df["payload"] > 0) & (df["src"] == server_addr)]
+    out = []
+    for _port, flow in data.groupby("dport"):
+        sport = flow.groupby("sport")["payload"].sum().idxmax()
+        g = flow[(flow["sport"] == sport) & (flow["payload"] >= 1000)]  # after the cookie
+        src, dport = server_addr, int(g["dport"].iloc[0])
+        first_seq = int(g["seq"].iloc[0])
+        acks = df[(df["dst"] == src) & (df["dport"] == sport) & (df["sport"] == dport)
+                  & (df["payload"] == 0)
+                  & (((df["ack"] - first_seq) % (1 << 32)).between(1, 1 << 30))]
+        t_ack = acks["t_s"].min()
+        out.append(int((g["t_s"] < t_ack).sum()))
+    return out
+
+
+@pytest.mark.parametrize("marking", [True, False])
+def test_spmaf_evicts_for_the_packets_the_senders_marked_from_their_cwnd(tmp_path, marking):
+    """A long flow keeps a shared 12-packet SPM-AF queue full; eight short flows start one
+    after the other, each with Linux's initial window of 10 segments, below the threshold
+    of 11 set here while the long flow's cwnd stays mostly above it (with the paper's 4 and
+    an initial window of 1 or 2 too few marked packets meet a full queue in a short test).
+    The marker in S2 writes DSCP 3 into their first windows, the apd reads it as high
+    priority and SPM-AF evicts low-priority packets for them (Wu, Gong & Williamson, §6.1).
+    Without the marking nothing is marked and nothing is evicted; that run also sets
+    tcp.initcwnd 2, and the short flows' first flights are then 2 segments."""
+    require_real_testbed()
+    require((paths.build_dir() / "host/spm_mark/oppsched-spm-mark").is_file(),
+            "oppsched-spm-mark is not built")
+    out, s = _e2e(tmp_path, SPM.replace("MARK", "true" if marking else "false"),
+                  [] if marking else ["tcp.initcwnd=2"])
+    assert all(f["error"] is None for f in s["flows"]), s["flows"]
+    run = json.loads((out / "run.json").read_text())
+    apd_conf = yaml.safe_load((out / "apd.yaml").read_text())
+    drops = json.loads((out / "apd.stats.json").read_text())["core"]["queue_drops"]
+    short = _dscps_of_data(out / "wired.S2.pcap")
+    assert len(short) > 50
+    if marking:
+        assert apd_conf["aqm"]["priority_dscp"] == 3
+        assert len(run["spm_marking"]) == 2 and "DSCP 3" in run["spm_marking"][1]
+        assert short[0] == 3, "the short flow's first data packet is not marked"
+        assert set(short) == {0, 3}
+        assert drops["evicted_low_priority"] > 0, drops
+    else:
+        assert apd_conf["aqm"]["priority_dscp"] is None and "spm_marking" not in run
+        assert set(short) == {0}
+        assert drops["evicted_low_priority"] == 0, drops
+        # tcp.initcwnd 2 (the kernel's default is 10): a retransmission of a packet the full
+        # queue dropped may add one to a flight
+        ff = _first_flights(out / "wired.S2.pcap", "10.1.1.1")
+        assert len(ff) == 8 and ff.count(2) >= 6 and max(ff) <= 4, ff

@@ -207,6 +207,10 @@ apd_params load_apd_config(const std::string& path) {
     const std::string mode = q.get_choice("mode", "per_user", {"per_user", "shared"});
     core.queue_mode = mode == "shared" ? aqm::queue_mode::shared : aqm::queue_mode::per_user;
     core.aqm = read_aqm(root);
+    // SPM-AF's high-priority mark as the senders' marker writes it (ap_core_params).
+    if (const auto d = root.child_or_empty("aqm").get_optional<std::uint32_t>(
+            "priority_dscp", value_range::closed(0, 63)))
+        core.priority_dscp = static_cast<std::uint8_t>(*d);
     core.aqm.limits.bytes =
         q.get_optional<std::size_t>("limit_bytes", value_range::closed(0, 1e12)).value_or(0);
     core.aqm.limits.packets =

@@ -178,6 +178,11 @@ struct ap_core_params {
     std::vector<ap_user_params> users;  // index = user id (the wire `user`)
     aqm::queue_mode queue_mode = aqm::queue_mode::per_user;
     aqm::aqm_params aqm{};  // kind, params, default limits, ecn, seed, rate
+    // SPM-AF's high-priority mark (Wu, Gong & Williamson, §6.1) as the senders' marker
+    // (host/spm_mark: TCP data sent while snd_cwnd < 4) writes it: a downlink packet whose
+    // DSCP (IPv4 TOS >> 2, IPv6 traffic class >> 2) equals this is queued with
+    // ip_packet::high_priority set. nullopt: no packet is (config key aqm.priority_dscp).
+    std::optional<std::uint8_t> priority_dscp;  // [0, 63]
     ap_clamp_params clamp{};
     sched::policy_params scheduler = sched::pf_params{};
     // true: a pending HARQ retransmission takes the slot before the scheduler is asked (as

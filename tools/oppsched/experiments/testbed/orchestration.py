@@ -26,7 +26,7 @@ from oppsched.experiments.testbed.topology import (daemon_users, flow_plans, tcp
 from oppsched.flows import FlowPlan, parse_ss_bytes_acked
 from oppsched.netns import wait_for
 from oppsched.paths import write_atomic
-from oppsched.wired import Testbed, ensure_congestion_control
+from oppsched.wired import Testbed, attach_spm_marker, ensure_congestion_control
 
 
 # ----------------------------------------------------------------------------------------
@@ -300,6 +300,19 @@ def run(cfg: dict, outdir: Path, progress) -> None:
             for node, spec in list(zip(tb.servers, cfg["servers"])) + \
                     list(zip(tb.clients, cfg["devices"])):
                 node.ns.sysctl(tcp_override_sysctls(spec["tcp"]))
+            if cfg["tcp"]["initcwnd"] is not None:
+                for node in tb.servers:
+                    for fam, gw in (([], node.gw4), (["-6"], node.gw6)):
+                        if gw:
+                            node.ns.ip(*fam, "route", "change", "default", "via", gw, "dev",
+                                       node.dev, "initcwnd", cfg["tcp"]["initcwnd"])
+            # SPM-AF's sender marking (Wu, Gong & Williamson, §6.1): the BPF marker on the
+            # egress of every server's wired interface, where its TCP data leaves.
+            mark = cfg["tcp"]["spm_marking"]
+            if mark["enabled"]:
+                record["spm_marking"] = [
+                    attach_spm_marker(node.ns, node.dev, progs["spm_mark"],
+                                      mark["cwnd_below"], mark["dscp"]) for node in tb.servers]
             for u, c in zip(users, tb.clients):
                 if (u.addr4, u.addr6) != (c.addr4, c.addr6):
                     raise TestbedError(f"{c.name}: addressed {c.addr4}/{c.addr6}, the daemons "

@@ -38,6 +38,13 @@ def find_programs(cfg: dict) -> dict:
             missing.append(f"{p} (cmake --build {b} --target {target})")
     delay = b / "host/delay/oppsched-delay"
     out["delay"] = delay if delay.is_file() else None
+    if cfg.get("tcp", {}).get("spm_marking", {}).get("enabled"):
+        mark = b / "host/spm_mark/oppsched-spm-mark"
+        if mark.is_file() and os.access(mark, os.X_OK):
+            out["spm_mark"] = mark
+        else:
+            missing.append(f"{mark} (tcp.spm_marking: cmake --build {b} --target "
+                           "oppsched-spm-mark)")
     mode = cfg["phy"]["mode"]
     if mode == "abstract":
         # An executable in the build folder first (docs/daemons.md names it

@@ -156,6 +156,10 @@ SCHEMA = {
         "kind": Field(str, "droptail", choices=AQM_KINDS),
         "ecn": Field(bool, True, doc="mark ECN-capable packets instead of dropping them"),
         "params": Field(dict, {}, doc="the kind's parameters (oppsched.mac.make_aqm names)"),
+        "priority_dscp": Field((int, _NONE), None, min=0, max=63,
+                               doc="SPM-AF (Wu, Gong & Williamson, §6.1): a downlink packet "
+                                   "with this DSCP is high priority; null: "
+                                   "tcp.spm_marking.dscp when the marking is on, else none"),
     },
     "clamp": {
         "enabled": Field(bool, False),
@@ -226,6 +230,19 @@ SCHEMA = {
         "timestamps": Field(bool, True),
         "window_scaling": Field(bool, True),
         "extra": Field(dict, {}, doc="more sysctls for every namespace"),
+        "initcwnd": Field((int, _NONE), None, min=1, max=1000,
+                          doc="segments the servers' connections start with (initcwnd of "
+                              "their default routes); null: the kernel's (10, RFC 6928)"),
+        "spm_marking": {
+            "enabled": Field(bool, False,
+                             doc="SPM-AF's sender marking (Wu, Gong & Williamson, §6.1): a BPF "
+                                 "program on each server's wired interface writes `dscp` "
+                                 "into TCP data sent while snd_cwnd < cwnd_below"),
+            "cwnd_below": Field(int, 4, min=0, max=65535,
+                                doc="segments; the paper's 4 (0 never marks)"),
+            "dscp": Field(int, 3, min=0, max=63,
+                          doc="3: RFC 2474's pool for experimental or local use"),
+        },
     },
     "uplink_delay_ms": Field(float, 1.0, min=0.0, max=10000.0, doc="Andrew & Hanly, "
                              "CLAMP, Table I: 1 ms"),
@@ -361,6 +378,11 @@ def check(cfg: dict) -> None:
     if a["kind"] == "droptail" and a["params"]:
         raise ConfigError(f"aqm.params: {a['params']!r}: drop-tail has no parameters")
     _check_aqm_params(cfg)
+    m = cfg["tcp"]["spm_marking"]
+    if m["enabled"] and a["priority_dscp"] is not None and a["priority_dscp"] != m["dscp"]:
+        raise ConfigError(f"aqm.priority_dscp: {a['priority_dscp']!r} differs from "
+                          f"tcp.spm_marking.dscp ({m['dscp']}), the code point the senders "
+                          "write; leave it null")
     if cfg["phy"]["mode"] in ("sample", "uhd"):
         # The blocks fix the numerology and decode for real: the apd must use the measured
         # OFDM table of the profile and the profile's slot.
