@@ -1,6 +1,6 @@
 """Andrew & Hanly, CLAMP, Figs. 4 and 7, shortened: experiments/clamp/fading-sweep.yaml (the
 fading topology of Fig. 3 on the paper's own link, fading-abstract.yaml swept) at 60 Hz only,
-two drop-tail buffers for NewReno and two values of CLAMP's a, 25 s per run. Asserts the
+two drop-tail buffers for NewReno and two values of CLAMP's a, 15 s per run. Asserts the
 paper's Fig. 7: the mean queueing delay grows with the buffer (NewReno) and with a (CLAMP),
 so that either sets the operating point. (Fig. 4's fairness needs longer runs than a test
 can afford: a flow whose window CLAMP's start-up cut early takes tens of seconds to recover
@@ -25,7 +25,8 @@ def fading_sweep(tmp_path_factory):
             "sweep.axes.doppler_hz.values=[60.0]",
             "sweep.axes.buffer_bytes.values=[15000, 60000]",
             "sweep.axes.a_bytes.values=[5000, 27000]",
-        ], duration=25.0)
+            "analysis.warmup_s=3",
+        ], duration=15.0)
     assert failed == 0
     return pd.read_csv(out / "sweep.csv")
 
