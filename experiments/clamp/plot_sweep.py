@@ -3,6 +3,8 @@ paper lays them out (one panel per protocol and Doppler):
 
     .venv/bin/python experiments/clamp/plot_sweep.py results/clamp-sweep OUTDIR
 
+(or a fading-sweep-low-rate.yaml sweep, which has no Doppler axis: 60 Hz)
+
 reads SWEEP/sweep.csv and writes OUTDIR/fig4.png (throughput per flow against mean
 queueing delay), fig5.png (total throughput and mean 1-Mbyte download time) and fig7.png
 (NewReno's buffer and CLAMP's a against mean queueing delay)."""
@@ -24,6 +26,8 @@ VARIANTS = (("clamp-on", "a_bytes", "CLAMP"), ("clamp-off", "buffer_bytes", "New
 
 def main(sweep: str, out: str) -> None:
     d = pd.read_csv(Path(sweep) / "sweep.csv")
+    if "doppler_hz" not in d:  # fading-sweep-low-rate.yaml: 60 Hz only
+        d["doppler_hz"] = 60.0
     outdir = Path(out)
     outdir.mkdir(parents=True, exist_ok=True)
     dopplers = sorted(d["doppler_hz"].unique())
