@@ -77,6 +77,16 @@ pdu::mac_pdu parse_ok(const wire::slot_grant& g) {
     return r.ok() ? r.value() : pdu::mac_pdu{};
 }
 
+// Constructing an ap_core from `p` throws std::invalid_argument whose message holds `what`.
+void expect_error(const ap_core_params& p, const std::string& what) {
+    try {
+        ap_core ap(p);
+        ADD_FAILURE() << "no error for " << what;
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+}
+
 TEST(ap_core, when_backlogged_then_every_slot_carries_one_tb_of_the_mcs_size) {
     ap_core ap(two_users());
     for (int i = 0; i < 20; ++i) ASSERT_TRUE(ap.on_downlink_packet(0, ipv4_to(1, 100)));
@@ -621,14 +631,6 @@ TEST(ap_core, when_rows_complete_then_they_leave_in_slot_order_with_their_outcom
 }
 
 TEST(ap_core, when_params_are_invalid_then_the_error_names_the_field_and_value) {
-    auto expect_error = [](ap_core_params p, const std::string& what) {
-        try {
-            ap_core ap(p);
-            ADD_FAILURE() << "no error for " << what;
-        } catch (const std::invalid_argument& e) {
-            EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-        }
-    };
     auto p = two_users();
     p.users[1].addresses = {"10.0.0.300"};
     expect_error(p, "users[1].addresses[0]: '10.0.0.300'");
@@ -807,14 +809,6 @@ TEST(
 }
 
 TEST(ap_core, when_link_mode_is_paper_then_bad_paper_parameters_name_their_key) {
-    auto expect_error = [](ap_core_params p, const std::string& what) {
-        try {
-            ap_core ap(p);
-            ADD_FAILURE() << "no error for " << what;
-        } catch (const std::invalid_argument& e) {
-            EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-        }
-    };
     auto p = paper_user();
     p.paper.target_loss = 1.0;
     expect_error(p, "link_adaptation.paper.target_loss: 1");

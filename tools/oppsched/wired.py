@@ -126,43 +126,38 @@ def netem_available(refresh: bool = False) -> tuple[bool, str]:
     return _netem_cache
 
 
-def find_delay_binary(explicit: str | Path | None = None) -> Path | None:
-    """oppsched-delay: `explicit`, else $OPPSCHED_DELAY_BIN, else PATH, else the build tree
-    (oppsched.paths.default_build_dir()/host/delay/oppsched-delay). None if none is found."""
+def _find_binary(name: str, env: str, build_rel: tuple, explicit) -> Path | None:
+    """`explicit`, else $`env`, else PATH, else the build tree (default_build_dir()/
+    build_rel): the first that is an executable file, resolved; None if none is."""
     cands = []
     if explicit is not None:
         cands.append(Path(explicit))
-    elif os.environ.get(DELAY_BINARY_ENV):
-        cands.append(Path(os.environ[DELAY_BINARY_ENV]))
+    elif os.environ.get(env):
+        cands.append(Path(os.environ[env]))
     else:
-        w = shutil.which("oppsched-delay")
+        w = shutil.which(name)
         if w:
             cands.append(Path(w))
-        cands.append(default_build_dir() / "host" / "delay" / "oppsched-delay")
+        cands.append(default_build_dir().joinpath(*build_rel))
     for c in cands:
         if c.is_file() and os.access(c, os.X_OK):
             return c.resolve()
     return None
+
+
+def find_delay_binary(explicit: str | Path | None = None) -> Path | None:
+    """oppsched-delay: `explicit`, else $OPPSCHED_DELAY_BIN, else PATH, else the build tree
+    (oppsched.paths.default_build_dir()/host/delay/oppsched-delay). None if none is found."""
+    return _find_binary("oppsched-delay", DELAY_BINARY_ENV,
+                        ("host", "delay", "oppsched-delay"), explicit)
 
 
 def find_spm_mark_binary(explicit: str | Path | None = None) -> Path | None:
     """oppsched-spm-mark (SPM-AF's sender-side marker, host/spm_mark): `explicit`, else
     $OPPSCHED_SPM_MARK_BIN, else PATH, else the build tree
     (default_build_dir()/host/spm_mark/oppsched-spm-mark). None if none is found."""
-    cands = []
-    if explicit is not None:
-        cands.append(Path(explicit))
-    elif os.environ.get(SPM_MARK_BINARY_ENV):
-        cands.append(Path(os.environ[SPM_MARK_BINARY_ENV]))
-    else:
-        w = shutil.which("oppsched-spm-mark")
-        if w:
-            cands.append(Path(w))
-        cands.append(default_build_dir() / "host" / "spm_mark" / "oppsched-spm-mark")
-    for c in cands:
-        if c.is_file() and os.access(c, os.X_OK):
-            return c.resolve()
-    return None
+    return _find_binary("oppsched-spm-mark", SPM_MARK_BINARY_ENV,
+                        ("host", "spm_mark", "oppsched-spm-mark"), explicit)
 
 
 def attach_spm_marker(ns: Netns, dev: str, binary: str | Path, cwnd_below: int = 4,
