@@ -11,7 +11,16 @@ ctest --test-dir "$build" --output-on-failure -j "$(nproc)" 2>&1 | tee "$build/c
 ctest_rc=${PIPESTATUS[0]}
 
 echo "== pytest (Python API, CLI, integration) =="
-"$top/.venv/bin/python" -m pytest tools/tests -q -p no:cacheprovider 2>&1 | tee "$build/pytest.log"
+# Test files run side by side on up to 4 cores (pytest-xdist, one file per worker at a
+# time, so a file's module fixtures and parametrised cases stay on one worker). Runs are
+# built to coexist (namespaces and owner files are per run); OPPSCHED_TEST_JOBS=1 runs
+# them one after another.
+jobs=${OPPSCHED_TEST_JOBS:-$(nproc)}
+[ "$jobs" -gt 4 ] && jobs=4
+xdist=()
+[ "$jobs" -gt 1 ] && xdist=(-n "$jobs" --dist loadfile)
+"$top/.venv/bin/python" -m pytest tools/tests -q -p no:cacheprovider "${xdist[@]}" \
+  --durations=15 2>&1 | tee "$build/pytest.log"
 pytest_rc=${PIPESTATUS[0]}
 [ "$pytest_rc" -eq 5 ] && pytest_rc=0   # no tests collected is not a failure of the code
 

@@ -31,6 +31,7 @@ LIMIT_BYTES = 30000
 # The longest a packet can spend between S's egress and R: M's tbf queue (30 kB at 4 Mb/s:
 # 60 ms) plus serialisation and scheduling, generously.
 MAX_TRANSIT_S = 0.090
+MAX_SAMPLE_GAP_S = 0.005  # the sampler reads every 0.3 ms when it is not held up
 
 
 @pytest.fixture
@@ -180,9 +181,15 @@ def _data_packets(pcap: Path, v6: bool, src_port: int | None = None):
 
 def _cwnd_during(samples, t0: float, t1: float) -> list[int]:
     """The cwnd values in force at some moment of [t0, t1]: the last sample before t0 and
-    every sample inside."""
+    every sample inside. Empty (not judged) where the sampler stalled around t1 (no sample
+    within MAX_SAMPLE_GAP_S on both sides, e.g. on a busy machine): cwnd may then have
+    changed unseen just before the packet left."""
     before = [c for (t, c) in samples if t < t0]
     inside = [c for (t, c) in samples if t0 <= t <= t1]
+    t_prev = max((t for (t, _) in samples if t <= t1), default=None)
+    t_next = min((t for (t, _) in samples if t > t1), default=None)
+    if t_prev is None or t_next is None or t_next - t_prev > MAX_SAMPLE_GAP_S:
+        return []
     return ([before[-1]] if before else []) + inside
 
 
