@@ -40,7 +40,7 @@ needs_gr = pytest.mark.skipif(not HAVE_GR and not os.environ.get("CI"),
                               reason="gnuradio.oppsched / gnuradio.uhd not importable "
                                      "(PYTHONPATH=<build>/python)")
 NO_DEVICE = "type=b200,serial=oppsched-no-such-radio"  # matches nothing here
-UHD = ["phy.mode=uhd", f"phy.uhd.ap.args='{NO_DEVICE}'",
+UHD = ["phy.mode=uhd", "phy.uhd.device=b210", f"phy.uhd.ap.args='{NO_DEVICE}'",
        "devices[0].uhd.args='type=b200,serial=oppsched-client-0'"]
 
 
@@ -59,7 +59,7 @@ def test_a_valid_uhd_experiment_resolves_with_the_radio_defaults():
 
 @pytest.mark.parametrize("overrides, expect", [
     (["phy.mode=uhd"], "phy.uhd.ap.args: required with phy.mode uhd"),
-    (UHD[:2], "devices[0].uhd.args: required with phy.mode uhd"),
+    (UHD[:3], "devices[0].uhd.args: required with phy.mode uhd"),
     (UHD + ["phy.uhd.ap.args='type b200'"],
      "phy.uhd.ap.args: 'type b200' is not UHD device args"),
     (UHD + ["devices[0].uhd.args=serial"], "devices[0].uhd.args: 'serial' is not UHD device args"),
@@ -122,8 +122,9 @@ def test_the_runners_phy_yaml_loads_with_the_radios_and_their_experiment_fields(
 def test_bad_phy_yaml_names_field_and_value(tmp_path, change, expect):
     d = {"run_dir": str(tmp_path), "users": [{"id": 0, "name": "u0",
                                                "channel": {"model": "awgn"},
-                                               "uhd": {"args": "type=b200,serial=1"}}],
-         "uhd": {"ap": {"args": "type=b200"}}, "sample": {}}
+                                               "uhd": {"args": "type=b200,serial=1",
+                                                       "device": "b210"}}],
+         "uhd": {"ap": {"args": "type=b200", "device": "b210"}}, "sample": {}}
     change(d)
     p = write_yaml(tmp_path / "phy.yaml", d)
     with pytest.raises(ConfigError) as e:
@@ -240,8 +241,9 @@ def _tx_cfg(tmp_path: Path, profile: str, lead: float, fs: float = 1e6) -> dict:
     d = {"run_dir": str(tmp_path), "lead_slots": 3,
          "sample": {"profile": profile, "sample_rate": fs, "connect_wait_ms": 0},
          "users": [{"id": 0, "name": "u0", "channel": {"model": "awgn"},
-                    "uhd": {"args": "type=b200,serial=1"}}],
-         "uhd": {"ap": {"args": "type=b200,serial=0", "start_delay_s": lead}}}
+                    "uhd": {"args": "type=b200,serial=1", "device": "b210"}}],
+         "uhd": {"ap": {"args": "type=b200,serial=0", "start_delay_s": lead,
+                        "device": "b210"}}}
     p = write_yaml(tmp_path / "phy.yaml", d)
     (tmp_path / "zmq").mkdir(exist_ok=True)
     return uhd.load_config(p)
@@ -322,7 +324,7 @@ duration_s: 3
 phy:
   mode: uhd
   profile: evdo
-  uhd: {ap: {args: "NODEV"}}
+  uhd: {device: b210, ap: {args: "NODEV"}}
 devices:
   - {name: R1, uhd: {args: "type=b200,serial=oppsched-client-0"}}
 servers:
