@@ -105,24 +105,26 @@ def firmware_dir() -> Path:
     return paths.home() / "firmware"
 
 
-def _check_profile(p: dict, where: str) -> dict:
+def _check_profile(p: dict) -> dict:
+    """Cross-field checks of a validated profile; ConfigError naming the key and value."""
     mc = p["master_clock"]
     if (mc["fixed_hz"] is None) == (mc["min_hz"] is None or mc["max_hz"] is None):
-        raise ConfigError(f"{where}.master_clock: {mc!r} needs either fixed_hz or min_hz and max_hz")
+        raise ConfigError(f"master_clock: {mc!r} needs either fixed_hz or min_hz and "
+                          "max_hz")
     if mc["min_hz"] is not None and mc["min_hz"] > mc["max_hz"]:
-        raise ConfigError(f"{where}.master_clock.min_hz: {mc['min_hz']!r} is above max_hz")
-    for k in ("frequency",):
-        if p[k]["min_hz"] >= p[k]["max_hz"]:
-            raise ConfigError(f"{where}.{k}.min_hz: {p[k]['min_hz']!r} is not below max_hz")
+        raise ConfigError(f"master_clock.min_hz: {mc['min_hz']!r} is above max_hz")
+    if p["frequency"]["min_hz"] >= p["frequency"]["max_hz"]:
+        raise ConfigError(f"frequency.min_hz: {p['frequency']['min_hz']!r} is not below max_hz")
     for d in ("tx", "rx"):
         if p["gain"][d]["min_db"] > p["gain"][d]["max_db"]:
-            raise ConfigError(f"{where}.gain.{d}.min_db: {p['gain'][d]['min_db']!r} is above max_db")
+            raise ConfigError(f"gain.{d}.min_db: {p['gain'][d]['min_db']!r} is above "
+                              "max_db")
     network = p["transport"] != "usb3"
     for key in ("link_gbps", "device_addr", "mtu", "rmem_max", "wmem_max"):
         if network and p["host"][key] is None:
-            raise ConfigError(f"{where}.host.{key}: required for transport {p['transport']}")
+            raise ConfigError(f"host.{key}: required for transport {p['transport']}")
     if not network and p["host"]["usb"] is None:
-        raise ConfigError(f"{where}.host.usb: required for transport usb3")
+        raise ConfigError("host.usb: required for transport usb3")
     return p
 
 
@@ -131,7 +133,7 @@ def load_profile_file(path: str | Path) -> dict:
     data = read_yaml(path)
     try:
         p = validate(PROFILE_SCHEMA, data)
-        _check_profile(p, "")
+        _check_profile(p)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
     if Path(path).stem != p["device"]:
@@ -195,7 +197,8 @@ def args_dict(args: str) -> dict[str, str]:
 
 def master_clocks(p: dict, args: str = "") -> list[float] | tuple[float, float]:
     """The master clock rates a radio may run at: the one its args set
-    (master_clock_rate=...), else the profile's fixed rates (a list) or range (a tuple)."""
+    (master_clock_rate=...), else the profile's fixed rates (a list, the default first) or
+    range (a tuple)."""
     mc = p["master_clock"]
     fixed = args_dict(args).get("master_clock_rate")
     if fixed is not None:
@@ -212,15 +215,27 @@ def sample_rate_error(p: dict, fs: float, args: str = "") -> str | None:
     mcs = master_clocks(p, args)
     nmax = sr["max_decimation"]
     mc = p["master_clock"]
+    fixed = args_dict(args).get("master_clock_rate")
     clocks = mcs if isinstance(mcs, list) else None
     if clocks is not None:
-        for c in clocks:
-            if mc["fixed_hz"] is None and not (mc["min_hz"] <= c <= mc["max_hz"]):
+        def divides(c: float) -> bool:
+            n = c / fs
+            return abs(n - round(n)) < 1e-9 * n and 1 <= round(n) <= nmax
+
+        if len(clocks) == 1 and mc["fixed_hz"] is None:  # set in the args, within the range
+            c = clocks[0]
+            if not (mc["min_hz"] <= c <= mc["max_hz"]):
                 return (f"needs master_clock_rate {c:g}, outside the {p['device']}'s "
                         f"{mc['min_hz']:g}..{mc['max_hz']:g} Hz")
-            n = c / fs
-            if abs(n - round(n)) < 1e-9 * n and 1 <= round(n) <= nmax:
-                return None
+        elif fixed is not None and all(abs(c - clocks[0]) > 1 for c in mc["fixed_hz"] or ()):
+            return (f"needs master_clock_rate {clocks[0]:g}, not one of the {p['device']}'s "
+                    f"{', '.join(f'{c:g}' for c in mc['fixed_hz'])} Hz")
+        if divides(clocks[0]):
+            return None  # the default clock (the first), or the one the args set
+        other = [c for c in clocks[1:] if divides(c)] if fixed is None else []
+        if other:
+            return (f"needs master_clock_rate={other[0]:g} in the args (the {p['device']} "
+                    f"defaults to {clocks[0]:g} Hz)")
         return (f"is not a master clock ({', '.join(f'{c:g}' for c in clocks)} Hz) divided by "
                 f"an integer 1..{nmax}: the {p['device']} would run at another rate")
     lo, hi = mcs
@@ -247,8 +262,8 @@ def check_radio(p: dict, r: dict, fs: float, role: str, field: str) -> None:
                           f"{fr['min_hz']:g}..{fr['max_hz']:g} Hz")
     g = p["gain"][role]
     if not (g["min_db"] <= r["gain_db"] <= g["max_db"]):
-        raise ConfigError(f"{field}.gain_db: {r['gain_db']!r} is outside the {dev}'s {role.upper()} "
-                          f"gain range {g['min_db']:g}..{g['max_db']:g} dB")
+        raise ConfigError(f"{field}.gain_db: {r['gain_db']!r} is outside the {dev}'s "
+                          f"{role.upper()} gain range {g['min_db']:g}..{g['max_db']:g} dB")
     ants = p["antennas"][role]
     if r["antenna"] not in ants:
         raise ConfigError(f"{field}.antenna: {r['antenna']!r} is not a {dev} {role.upper()} "

@@ -92,6 +92,11 @@ def parse_find_devices(text: str) -> list[dict[str, str]]:
 _RANGE_RE = re.compile(r"(-?[\d.]+) to (-?[\d.]+)")
 
 
+def _listed(line: str) -> list[str]:
+    """'Key: a, b, c' -> [a, b, c]."""
+    return [x.strip() for x in line.split(":", 1)[1].split(",") if x.strip()]
+
+
 def parse_probe(text: str) -> dict:
     """uhd_usrp_probe's tree: mboard, fw/fpga versions, time and clock sources, the RX and TX
     frontends (name, antennas, freq range in Hz, gain range in dB summed over the gain
@@ -126,14 +131,14 @@ def parse_probe(text: str) -> dict:
         elif line.startswith("FPGA Version: "):
             info["fpga_version"] = line.split(": ", 1)[1].strip()
         elif line.startswith("Time sources:"):
-            info["time_sources"] = [s.strip() for s in line.split(":", 1)[1].split(",") if s.strip()]
+            info["time_sources"] = _listed(line)
         elif line.startswith("Clock sources:"):
-            info["clock_sources"] = [s.strip() for s in line.split(":", 1)[1].split(",") if s.strip()]
+            info["clock_sources"] = _listed(line)
         elif fe is not None:
             if line.startswith("Name: "):
                 fe["name"] = line.split(": ", 1)[1]
             elif line.startswith("Antennas: "):
-                fe["antennas"] = [a.strip() for a in line.split(": ", 1)[1].split(",") if a.strip()]
+                fe["antennas"] = _listed(line)
             elif line.startswith("Freq range: "):
                 r = _RANGE_RE.search(line)
                 fe["freq_hz"] = (float(r.group(1)) * 1e6, float(r.group(2)) * 1e6)
@@ -200,7 +205,8 @@ def check_found(r: Radio, found: list[dict[str, str]]) -> Check:
     r.found = d
     what = f"{d.get('product', '?')} serial {d.get('serial', '?')}" + (
         f" at {d['addr']}" if d.get("addr") else "")
-    if d.get("type") != p["uhd_type"] or d.get("product") not in p["products"]:
+    # USRP2/N2x0 do not list their product here: the probe's Mboard is checked instead
+    if d.get("type") != p["uhd_type"] or d.get("product", p["products"][0]) not in p["products"]:
         return Check("found", r.field, False, f"{what} (type {d.get('type')}) is not a "
                      f"{p['name']} ({p['uhd_type']}, {'/'.join(p['products'])})",
                      f"set {r.profile_key} to this device's profile, or connect a "
@@ -228,6 +234,10 @@ def check_probe(r: Radio, text: str, rc: int) -> list[Check]:
         why = info["error"] or f"exit {rc}"
         return [Check("probe", r.field, False, f"uhd_usrp_probe --args '{s['args']}': {why}",
                       f"run `uhd_usrp_probe --args '{s['args']}'` and fix what it says")]
+    if info["mboard"].lower() not in {x.lower() for x in p["products"]}:
+        return [Check("probe", r.field, False, f"the device is a {info['mboard']}, not a "
+                      f"{p['name']} ({'/'.join(p['products'])})",
+                      f"set {r.profile_key} to this device's profile, or connect a {p['name']}")]
     out = [Check("image", r.field, True, f"{info['mboard']}: FW {info['fw_version'] or '-'}, "
                  f"FPGA {info['fpga_version'] or '-'}")]
     fes = info[r.role]
@@ -284,7 +294,8 @@ def check_link(r: Radio, mtu: int | None) -> Check:
                      "with a USB 3 cable, no hub")
     want = p["host"]["mtu"]
     if mtu is None:
-        return Check("link", r.field, False, f"no interface towards {r.found.get('addr') if r.found else '?'}",
+        addr = r.found.get("addr") if r.found else "?"
+        return Check("link", r.field, False, f"no interface towards {addr}",
                      f"give the host an address on the radio's subnet ({p['host']['host_addr']})")
     if mtu < want:
         return Check("link", r.field, False, f"MTU {mtu} < {want}",
@@ -523,7 +534,8 @@ def table(checks: list[Check]) -> str:
     w2 = max([len("RADIO")] + [len(c.radio) for c in checks])
     lines = [f"{'CHECK':<{w1}}  {'RADIO':<{w2}}  RESULT  DETAIL"]
     for c in checks:
-        lines.append(f"{c.name:<{w1}}  {c.radio:<{w2}}  {'pass' if c.ok else 'FAIL':<6}  {c.detail}")
+        verdict = "pass" if c.ok else "FAIL"
+        lines.append(f"{c.name:<{w1}}  {c.radio:<{w2}}  {verdict:<6}  {c.detail}")
         if not c.ok and c.fix:
             lines.append(f"{'':<{w1}}  {'':<{w2}}  {'fix:':<6}  {c.fix}")
     return "\n".join(lines)

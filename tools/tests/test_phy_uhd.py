@@ -118,6 +118,18 @@ def test_the_runners_phy_yaml_loads_with_the_radios_and_their_experiment_fields(
      "not whole Hz"),
     (lambda d: d["users"][0]["uhd"].update(args=d["uhd"]["ap"]["args"]),
      "users[0].uhd.args: 'type=b200' names the same device as uhd.ap.args"),
+    # outside the radio's device profile (firmware/profiles/b210.yaml), before any radio
+    (lambda d: d["users"][0]["uhd"].pop("device"), "users[0].uhd.device: required"),
+    (lambda d: d["uhd"]["ap"].update(device="b2100"), "uhd.ap.device: 'b2100' is not a device "
+     "profile"),
+    (lambda d: d["uhd"]["ap"].update(gain_db=95.0), "uhd.ap.gain_db: 95.0 is outside the b210's "
+     "TX gain range 0..89.75 dB"),
+    (lambda d: d["users"][0]["uhd"].update(antenna="TX2"), "users[0].uhd.antenna: 'TX2' is not "
+     "a b210 RX port"),
+    (lambda d: d["uhd"]["ap"].update(freq_hz=4.0e7), "uhd.ap.freq_hz: 40000000.0 is outside "
+     "the b210's"),
+    (lambda d: d["sample"].update(sample_rate=7e7), "uhd.ap: sample rate 70000000.0 is above "
+     "the b210's"),
 ])
 def test_bad_phy_yaml_names_field_and_value(tmp_path, change, expect):
     d = {"run_dir": str(tmp_path), "users": [{"id": 0, "name": "u0",
@@ -293,6 +305,21 @@ def test_ap_tx_chain_sends_each_slot_as_a_timed_burst_at_t0_plus_lead(tmp_path, 
     assert all(pmt.to_bool(v) for _, v in tags["tx_sob"] + tags["tx_eob"])
     assert [pmt.to_uint64(v) for _, v in tags["slot"]] == list(range(n_slots))
     assert tx.slots() >= n_slots and grants.requests_sent() + grants.requests_dropped() > 0
+
+
+@needs_gr
+@pytest.mark.parametrize("fs, samples", [(1e6, 4096),  # uhd.TX_MAX_OUTPUT_BUFFER
+                                         (5e6, 20000)])
+def test_slot_tx_runs_the_profiles_tx_lead_ahead_of_the_radio(tmp_path, fs, samples):
+    # b210.yaml: tx_lead_s 4 ms; at 5 Msps that is 20000 samples, more than the 4096 floor
+    from gnuradio import blocks, gr
+
+    cfg = _tx_cfg(tmp_path, "evdo", 0.5, fs)
+    assert uhd.tx_buffer_samples(cfg) == samples
+    tb = gr.top_block()
+    tx, _ = uhd.build_ap_tx(tb, cfg, 100, blocks.null_sink(gr.sizeof_gr_complex))
+    assert tx.max_output_buffer(0) == samples
+    assert uhd.ap_profile(cfg)["tx_lead_s"] == 0.004
 
 
 @needs_gr

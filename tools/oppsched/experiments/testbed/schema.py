@@ -14,7 +14,8 @@ from oppsched.daemonconf import PROFILES
 from oppsched.names import (AQM_KINDS, CHANNEL_MODEL_ALIASES, CHANNEL_MODELS, ERROR_MODEL_ALIASES,
                             ERROR_MODELS, FECS, LINK_MODES, MARKING_AQMS, MU_C_MODES, PROFILE_ALIASES, SCHEDULERS,
                             SHANNON_TABLE_DEFAULTS, TABLE_ALIASES, TABLE_PRESETS)
-from oppsched.phy.radio import RADIO_AP, RADIO_CLIENT, check_profile_name, check_radio_args, whole_hz
+from oppsched.phy.radio import (RADIO_AP, RADIO_CLIENT, check_profile_name, check_radio_args,
+                                whole_hz)
 
 PHY_MODES = ("abstract", "sample", "uhd")
 PDU_FORMATS = ("standard", "compact")
