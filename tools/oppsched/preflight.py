@@ -234,7 +234,8 @@ def check_probe(r: Radio, text: str, rc: int) -> list[Check]:
         why = info["error"] or f"exit {rc}"
         return [Check("probe", r.field, False, f"uhd_usrp_probe --args '{s['args']}': {why}",
                       f"run `uhd_usrp_probe --args '{s['args']}'` and fix what it says")]
-    if info["mboard"].lower() not in {x.lower() for x in p["products"]}:
+    listed = r.found is not None and "product" in r.found  # then check_found compared it
+    if not listed and info["mboard"].lower() not in {x.lower() for x in p["products"]}:
         return [Check("probe", r.field, False, f"the device is a {info['mboard']}, not a "
                       f"{p['name']} ({'/'.join(p['products'])})",
                       f"set {r.profile_key} to this device's profile, or connect a {p['name']}")]
@@ -487,8 +488,11 @@ def preflight(cfg: dict, probe: Probe, benchmark_s: float = 5.0) -> tuple[list[C
     """All checks of a resolved experiment. Returns (checks, message): message is set when
     no radio at all was found (nothing else can be checked then)."""
     radios = experiment_radios(cfg)
-    text, _rc = probe.find_devices()
+    text, rc = probe.find_devices()
     found = parse_find_devices(text)
+    if rc == 127:
+        return [], (f"{text.removeprefix('Error: ')}: it lists the radios; without it "
+                    "nothing can be checked")
     if not found:
         missing = "; ".join(f"{r.field} ({r.profile['name']}, args '{r.settings['args']}')"
                             for r in radios)

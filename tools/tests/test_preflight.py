@@ -439,6 +439,14 @@ def test_without_radios_preflight_says_what_is_missing_and_exits_nonzero():
         assert f"{field} (USRP B210, args 'type=b200,serial={serial}')" in msg
 
 
+def test_without_uhd_host_preflight_names_the_missing_tool(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    errs: list[str] = []
+    assert preflight.run(uhd_cfg(), preflight.Probe(), out=errs.append, err=errs.append) == 1
+    assert errs == ["oppsched preflight: uhd_find_devices not found (apt-get install uhd-host): "
+                    "it lists the radios; without it nothing can be checked"]
+
+
 def test_preflight_on_this_host_finds_no_radio_with_the_real_uhd_find_devices():
     if shutil.which("uhd_find_devices") is None:
         pytest.skip("uhd_find_devices is not installed (apt-get install uhd-host)")
