@@ -48,11 +48,12 @@ def _cmd_check(a) -> int:
 
 
 def _cmd_preflight(a) -> int:
-    from oppsched import preflight
+    from oppsched import devices, preflight
 
     if a.benchmark_s < 0:
         raise ConfigError(f"--benchmark-s: {a.benchmark_s} is negative")
-    _raw, _schema, resolved = load_experiment(a.experiment, a.set or [])
+    with devices.profile_checks_deferred():  # out-of-profile settings: rows of the table
+        _raw, _schema, resolved = load_experiment(a.experiment, a.set or [])
     return preflight.run(resolved, benchmark_s=a.benchmark_s)
 
 

@@ -13,6 +13,8 @@ here, so the experiment schema loads without GNU Radio's UHD module.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import math
 import re
@@ -276,6 +278,24 @@ def check_radio(p: dict, r: dict, fs: float, role: str, field: str) -> None:
         if r[key] and r[key] not in known:
             raise ConfigError(f"{field}.{key}: {r[key]!r} is not a {dev} source "
                               f"({', '.join(known)})")
+
+
+_DEFERRED = contextvars.ContextVar("oppsched_profile_checks_deferred", default=False)
+
+
+@contextlib.contextmanager
+def profile_checks_deferred():
+    """Inside: the experiment check resolves each radio's profile but leaves the settings
+    to whoever reports them (`oppsched preflight` shows them as rows of its table)."""
+    token = _DEFERRED.set(True)
+    try:
+        yield
+    finally:
+        _DEFERRED.reset(token)
+
+
+def profile_checks_are_deferred() -> bool:
+    return _DEFERRED.get()
 
 
 def tx_buffer_samples(p: dict, fs: float, floor: int) -> int:

@@ -4,6 +4,7 @@ phy.mode uhd run? A pass/fail table with the fix for each failure; exit 0 only i
 Every check is a function over parsed tool output or host facts (tools/tests/
 test_preflight.py feeds them recorded output); only Probe gathers them:
 
+- profile:    the radio's settings are within its device profile (as `oppsched check`)
 - found:      `uhd_find_devices` lists a device matching each radio's args, of the type
               and product of its profile (firmware/profiles/<device>.yaml)
 - probe:      `uhd_usrp_probe --args ARGS` succeeds: no image-compatibility error, its
@@ -484,29 +485,46 @@ def experiment_radios(cfg: dict) -> list[Radio]:
     return out
 
 
+def check_profile(r: Radio, fs: float) -> Check:
+    """The radio's settings within its device profile (oppsched check refuses them too;
+    preflight loads the experiment with these checks deferred to show them here)."""
+    dev = r.profile["device"]
+    try:
+        devices.check_radio(r.profile, r.settings, fs, r.role, r.field)
+    except ConfigError as exc:
+        return Check("profile", r.field, False, str(exc),
+                     f"set it within the {dev}'s limits (firmware/profiles/{dev}.yaml), or "
+                     f"name the radio's own profile in {r.profile_key}")
+    s = r.settings
+    return Check("profile", r.field, True, f"{dev}: {fs:g} S/s, {s['freq_hz']:g} Hz, "
+                 f"{s['gain_db']:g} dB, {s['antenna']}")
+
+
 def preflight(cfg: dict, probe: Probe, benchmark_s: float = 5.0) -> tuple[list[Check], str | None]:
     """All checks of a resolved experiment. Returns (checks, message): message is set when
-    no radio at all was found (nothing else can be checked then)."""
+    no radio at all was found (then only the profiles and the host are checked)."""
     radios = experiment_radios(cfg)
-    text, rc = probe.find_devices()
-    found = parse_find_devices(text)
-    if rc == 127:
-        return [], (f"{text.removeprefix('Error: ')}: it lists the radios; without it "
-                    "nothing can be checked")
-    if not found:
-        missing = "; ".join(f"{r.field} ({r.profile['name']}, args '{r.settings['args']}')"
-                            for r in radios)
-        return [], (f"no UHD device found (uhd_find_devices lists none); missing: {missing}. "
-                    "Connect the radios (USB 3, or Ethernet with the host on their subnet) and "
-                    "check they show in `uhd_find_devices`")
     fs = cfg["phy"]["uhd"]["sample_rate"]
     checks: list[Check] = []
+    profiled = {r.field: check_profile(r, fs) for r in radios}
+    text, rc = probe.find_devices()
+    found = parse_find_devices(text)
+    message = None
+    if rc == 127:
+        message = (f"{text.removeprefix('Error: ')}: it lists the radios; without it no "
+                   "radio can be checked")
+    elif not found:
+        missing = "; ".join(f"{r.field} ({r.profile['name']}, args '{r.settings['args']}')"
+                            for r in radios)
+        message = (f"no UHD device found (uhd_find_devices lists none); missing: {missing}. "
+                   "Connect the radios (USB 3, or Ethernet with the host on their subnet) "
+                   "and check they show in `uhd_find_devices`")
     for r in radios:
+        checks.append(profiled[r.field])
+        if message:
+            continue
         c = check_found(r, found)
         checks.append(c)
-        checks.append(Check("profile", r.field, True, f"{r.profile['device']}: "
-                            f"{fs:g} S/s, {r.settings['freq_hz']:g} Hz, "
-                            f"{r.settings['gain_db']:g} dB, {r.settings['antenna']}"))
         checks.append(check_images_present(r, probe.images_dir()))
         if not c.ok:
             continue
@@ -518,7 +536,7 @@ def preflight(cfg: dict, probe: Probe, benchmark_s: float = 5.0) -> tuple[list[C
         mtu = probe.mtu_towards(r.found["addr"]) if r.profile["transport"] != "usb3" and \
             r.found.get("addr") else None
         checks.append(check_link(r, mtu))
-        if benchmark_s > 0:
+        if benchmark_s > 0 and profiled[r.field].ok:  # not at a rate the device cannot run
             text, rc = probe.benchmark(r.settings["args"], fs, r.role, benchmark_s)
             checks.append(check_benchmark(r, fs, text, rc))
     checks.append(check_sync(radios))
@@ -529,7 +547,7 @@ def preflight(cfg: dict, probe: Probe, benchmark_s: float = 5.0) -> tuple[list[C
                            probe.sysctl("net.core.wmem_max"))
     if nb:
         checks.append(nb)
-    return checks, None
+    return checks, message
 
 
 def table(checks: list[Check]) -> str:
@@ -547,14 +565,14 @@ def table(checks: list[Check]) -> str:
 
 def run(cfg: dict, probe: Probe | None = None, benchmark_s: float = 5.0, out=print,
         err=lambda m: print(m, file=sys.stderr)) -> int:
-    """Prints the table (or, to `err`, the no-radio message); 0 if every check passed,
-    else 1."""
+    """Prints the table, then the summary or (to `err`) the no-radio message; 0 if every
+    check passed, else 1."""
     checks, message = preflight(cfg, probe or Probe(), benchmark_s)
+    out(table(checks))
+    failed = [c for c in checks if not c.ok]
     if message:
         err(f"oppsched preflight: {message}")
         return NO_DEVICE_EXIT
-    out(table(checks))
-    failed = [c for c in checks if not c.ok]
     out(f"oppsched preflight: {len(checks) - len(failed)} passed, {len(failed)} failed"
         + ("" if failed else ": ready for `oppsched run`"))
     return 1 if failed else 0

@@ -430,10 +430,15 @@ def test_without_radios_preflight_says_what_is_missing_and_exits_nonzero():
         def find_devices(self):
             return data("find_devices_none.txt"), 1
 
+    lines: list[str] = []
     errs: list[str] = []
-    assert preflight.run(uhd_cfg(), NoRadio(), out=errs.append, err=errs.append) == 1
+    assert preflight.run(uhd_cfg(), NoRadio(), out=lines.append, err=errs.append) == 1
     (msg,) = errs
     assert msg.startswith("oppsched preflight: no UHD device found")
+    # the profiles and the host are still checked
+    (text,) = lines
+    assert len(re.findall(r"^profile\s+\S+\s+pass\s+b210: 1e\+06 S/s", text, re.M)) == 4
+    assert re.search(r"^governor\s+host\s+pass", text, re.M) and "found" not in text
     for field, serial in zip(["phy.uhd.ap", "devices[0].uhd", "devices[1].uhd",
                               "devices[2].uhd"], SERIALS):
         assert f"{field} (USRP B210, args 'type=b200,serial={serial}')" in msg
@@ -442,9 +447,10 @@ def test_without_radios_preflight_says_what_is_missing_and_exits_nonzero():
 def test_without_uhd_host_preflight_names_the_missing_tool(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     errs: list[str] = []
-    assert preflight.run(uhd_cfg(), preflight.Probe(), out=errs.append, err=errs.append) == 1
+    assert preflight.run(uhd_cfg(), preflight.Probe(), out=lambda t: None,
+                         err=errs.append) == 1
     assert errs == ["oppsched preflight: uhd_find_devices not found (apt-get install uhd-host): "
-                    "it lists the radios; without it nothing can be checked"]
+                    "it lists the radios; without it no radio can be checked"]
 
 
 def test_preflight_on_this_host_finds_no_radio_with_the_real_uhd_find_devices():
@@ -458,6 +464,33 @@ def test_preflight_on_this_host_finds_no_radio_with_the_real_uhd_find_devices():
     assert "oppsched preflight: no UHD device found (uhd_find_devices lists none); missing: " \
            "phy.uhd.ap (USRP B210, args 'type=b200,serial=3150AAA')" in r.stderr
     assert "devices[2].uhd (USRP B210, args 'type=b200,serial=3150DDD')" in r.stderr
+
+
+def test_out_of_profile_settings_are_rows_of_the_table_with_their_fix(images):
+    with devices.profile_checks_deferred():
+        cfg = uhd_cfg(["phy.uhd.ap.gain_db=95"])
+    with pytest.raises(ConfigError, match="phy.uhd.ap.gain_db: 95.0 is outside"):
+        uhd_cfg(["phy.uhd.ap.gain_db=95"])  # outside preflight: refused at once
+    lines: list[str] = []
+    probe = RecordedProbe(images=images)
+    assert preflight.run(cfg, probe, out=lines.append) == 1
+    text = "\n".join(lines)
+    assert re.search(r"^profile\s+phy.uhd.ap\s+FAIL\s+phy.uhd.ap.gain_db: 95.0 is outside the "
+                     r"b210's TX gain range 0..89.75 dB$", text, re.M), text
+    assert "fix:    set it within the b210's limits (firmware/profiles/b210.yaml), or name the " \
+           "radio's own profile in phy.uhd.device" in text
+    # no benchmark at settings the device cannot take; the others are benchmarked
+    assert [c[1] for c in probe.calls if c[0] == "benchmark"] == [
+        f"type=b200,serial={s}" for s in SERIALS[1:]]
+
+
+def test_the_cli_shows_out_of_profile_settings_even_without_radios():
+    if shutil.which("uhd_find_devices") is None:
+        pytest.skip("uhd_find_devices is not installed (apt-get install uhd-host)")
+    r = run_cli("preflight", UHD_EXP, "--set", "devices[0].uhd.antenna=TX2", timeout=120)
+    assert r.returncode == 1
+    assert re.search(r"^profile\s+devices\[0\].uhd\s+FAIL\s+devices\[0\].uhd.antenna: 'TX2' is "
+                     r"not a b210 RX port \(TX/RX, RX2\)$", r.stdout, re.M), r.stdout
 
 
 def test_preflight_refuses_an_experiment_without_radios():
