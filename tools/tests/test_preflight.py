@@ -16,7 +16,7 @@ from oppsched import devices, preflight
 from oppsched.config import ConfigError
 from oppsched.preflight import Check, Radio
 
-from helpers import REPO, cfg_of, error_of, run_cli
+from helpers import REPO, cfg_of, error_of, require, run_cli
 
 DATA = Path(__file__).parent / "data" / "uhd"
 UHD_EXP = REPO / "experiments" / "clamp" / "fading-uhd.yaml"
@@ -61,8 +61,8 @@ def test_every_lab_usrp_has_a_valid_profile_and_its_images():
 
 
 def test_the_image_manifest_matches_the_installed_uhd_images_downloader():
-    if shutil.which("uhd_images_downloader") is None:
-        pytest.skip("uhd_images_downloader is not installed (apt-get install uhd-host)")
+    require(shutil.which("uhd_images_downloader") is not None,
+            "uhd_images_downloader is not installed (apt-get install uhd-host)")
     listed = subprocess.run(["uhd_images_downloader", "-l", "-b", ""], capture_output=True,
                             text=True, timeout=60).stdout
     urls = dict(re.findall(r"^(\S+)\s+:\s+(\S+)$", listed, re.M))
@@ -454,8 +454,8 @@ def test_without_uhd_host_preflight_names_the_missing_tool(monkeypatch):
 
 
 def test_preflight_on_this_host_finds_no_radio_with_the_real_uhd_find_devices():
-    if shutil.which("uhd_find_devices") is None:
-        pytest.skip("uhd_find_devices is not installed (apt-get install uhd-host)")
+    require(shutil.which("uhd_find_devices") is not None,
+            "uhd_find_devices is not installed (apt-get install uhd-host)")
     found = subprocess.run(["uhd_find_devices"], capture_output=True, text=True, timeout=60)
     if preflight.parse_find_devices(found.stdout):
         pytest.skip("this host has a USRP attached")
@@ -485,8 +485,8 @@ def test_out_of_profile_settings_are_rows_of_the_table_with_their_fix(images):
 
 
 def test_the_cli_shows_out_of_profile_settings_even_without_radios():
-    if shutil.which("uhd_find_devices") is None:
-        pytest.skip("uhd_find_devices is not installed (apt-get install uhd-host)")
+    require(shutil.which("uhd_find_devices") is not None,
+            "uhd_find_devices is not installed (apt-get install uhd-host)")
     r = run_cli("preflight", UHD_EXP, "--set", "devices[0].uhd.antenna=TX2", timeout=120)
     assert r.returncode == 1
     assert re.search(r"^profile\s+devices\[0\].uhd\s+FAIL\s+devices\[0\].uhd.antenna: 'TX2' is "

@@ -793,8 +793,7 @@ def test_every_pcap_of_a_run_has_only_valid_tcp_checksums(clamp_run):
     # The senders' frames are captured where they leave: with TX checksum offload left on
     # the veth, they would carry only the pseudo-header sum (Wireshark's "TCP CHECKSUM
     # INCORRECT" on every SYN, data segment and ACK a server sends).
-    if shutil.which("tshark") is None:
-        pytest.skip("tshark is not installed (apt-get install tshark)")
+    require(shutil.which("tshark") is not None, "tshark is not installed (apt-get install tshark)")
     out, _ = clamp_run
     pcaps = sorted(out.glob("*.pcap"))
     assert {p.name for p in pcaps} >= {"wired.S1.pcap", "client.R1.pcap", "ap.pcap"}
