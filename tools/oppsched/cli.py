@@ -47,6 +47,16 @@ def _cmd_check(a) -> int:
     return 0
 
 
+def _cmd_preflight(a) -> int:
+    from oppsched import devices, preflight
+
+    if a.benchmark_s < 0:
+        raise ConfigError(f"--benchmark-s: {a.benchmark_s} is negative")
+    with devices.profile_checks_deferred():  # out-of-profile settings: rows of the table
+        _raw, _schema, resolved = load_experiment(a.experiment, a.set or [])
+    return preflight.run(resolved, benchmark_s=a.benchmark_s)
+
+
 def _cmd_cleanup(a) -> int:
     prefix = a.prefix or os.environ.get("OPPSCHED_NETNS_PREFIX", DEFAULT_PREFIX)
     removed = cleanup_stale(prefix, force=a.force)
@@ -97,6 +107,16 @@ def main(argv=None) -> int:
     c.add_argument("experiments", nargs="+")
     c.add_argument("--set", action="append", metavar="KEY=VALUE")
     c.set_defaults(fn=_cmd_check)
+
+    pf = sub.add_parser("preflight", help="check the radios and the host of a phy.mode uhd "
+                        "experiment (found, probed, images, profile, benchmark, sync, host "
+                        "settings): a pass/fail table with the fix for each failure")
+    pf.add_argument("experiment", help="experiment YAML file with phy.mode uhd")
+    pf.add_argument("--set", action="append", metavar="KEY=VALUE")
+    pf.add_argument("--benchmark-s", type=float, default=5.0,
+                    help="seconds of benchmark_rate per radio at the run's rate; 0 = skip "
+                    "(default: %(default)s)")
+    pf.set_defaults(fn=_cmd_preflight)
 
     cl = sub.add_parser("cleanup", help="remove what runs killed with SIGKILL left behind "
                         "(namespaces, processes, host settings); every run does this first")

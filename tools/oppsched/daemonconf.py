@@ -351,11 +351,14 @@ def phy_config(cfg: dict, lay: Layout) -> dict:
     if p["mode"] == "uhd":
         # python -m oppsched.phy.uhd: the loopback's file plus the radios; `origin` makes
         # the PHY's messages name the experiment's fields (phy.uhd.ap.args, ...).
+        # Each radio names its device profile (its own, else phy.uhd.device).
         u = p["uhd"]
         conf["sample"]["sample_rate"] = u["sample_rate"]
-        conf["uhd"] = {"ap": {**u["ap"], "origin": "phy.uhd.ap"}}
+        conf["uhd"] = {"ap": {**u["ap"], "device": u["ap"]["device"] or u["device"],
+                              "origin": "phy.uhd.ap"}}
         for i, (pu, dev) in enumerate(zip(users, cfg["devices"])):
-            pu["uhd"] = {**dev["uhd"], "origin": f"devices[{i}].uhd"}
+            pu["uhd"] = {**dev["uhd"], "device": dev["uhd"]["device"] or u["device"],
+                         "origin": f"devices[{i}].uhd"}
     return deep_merge(conf, cfg["extra"]["phy"])
 
 

@@ -138,9 +138,13 @@ def in_netns(name: str, fn: Callable[[], Any]) -> Any:
     return out.get("value")
 
 
-# Legacy ethtool ioctls (struct ethtool_value), enough to switch segmentation offloads.
+# Legacy ethtool ioctls (struct ethtool_value, linux/ethtool.h), enough to switch the
+# offloads a capture sees: TX checksumming (ETHTOOL_[GS]TXCSUM: all of the device's checksum
+# features, IPv4 and IPv6) and segmentation. TX checksumming comes first: switching it on
+# is what allows TSO, switching it off switches TSO off too.
 _SIOCETHTOOL = 0x8946
-_ETHTOOL = {"tso": (0x1E, 0x1F), "gso": (0x23, 0x24), "gro": (0x2B, 0x2C)}  # (get, set)
+_ETHTOOL = {"tx_csum": (0x16, 0x17), "tso": (0x1E, 0x1F), "gso": (0x23, 0x24),
+            "gro": (0x2B, 0x2C)}  # (get, set)
 
 
 def _ethtool(sock: socket.socket, dev: str, cmd: int, value: int = 0) -> int:
@@ -334,7 +338,8 @@ class Netns:
             return {k: bool(_ethtool(s, dev, get)) for k, (get, _set) in _ETHTOOL.items()}
 
     def set_offloads(self, dev: str, enabled: bool) -> None:
-        """Switches TSO, GSO and GRO of `dev` on or off (ethtool -K, without ethtool)."""
+        """Switches TX checksumming, TSO, GSO and GRO of `dev` on or off (ethtool -K tx
+        tso gso gro, without ethtool)."""
         with self.socket() as s:
             for key, (_get, set_cmd) in _ETHTOOL.items():
                 try:

@@ -392,8 +392,11 @@ def _is_link_name(name: str) -> bool:
 
 
 def _set_offloads(ends: list[tuple[Netns, str]], enabled: bool) -> None:
-    # veths start with TSO/GSO/GRO on; turned off, every frame on the wire (and in a pcap)
-    # is a real packet and a rate limit paces packets, not 64 KB bursts.
+    # veths start with TX checksumming and TSO/GSO/GRO on; turned off, every frame on the
+    # wire (and in a pcap) is a real packet and a rate limit paces packets, not 64 KB
+    # bursts, and every TCP checksum is final when tcpdump sees it (with TX checksumming
+    # on, the sender's frames carry only the pseudo-header sum, which Wireshark shows as
+    # bad: the veth never computes the rest).
     if enabled:
         return
     for ns, dev in ends:

@@ -251,7 +251,8 @@ def test_topology_sysctls_and_addresses_are_applied_per_namespace():
             assert node.ns.read_sysctl("net.ipv4.tcp_sack") == "0"
             assert node.ns.read_sysctl("net.ipv4.tcp_ecn") == "1"
             assert node.ns.read_sysctl("net.ipv4.tcp_timestamps") == "0"
-            assert node.ns.offloads(node.dev) == {"tso": False, "gso": False, "gro": False}
+            assert node.ns.offloads(node.dev) == {"tx_csum": False, "tso": False, "gso": False,
+                                                  "gro": False}
         assert tb.ap.read_sysctl("net.ipv4.ip_forward") == "1"
         assert tb.servers[1].addr4 == "10.1.1.1" and tb.servers[1].addr6 == "fd00:1:1::1"
         assert tb.clients[0].addr4 == "10.2.0.1"

@@ -40,7 +40,7 @@ needs_gr = pytest.mark.skipif(not HAVE_GR and not os.environ.get("CI"),
                               reason="gnuradio.oppsched / gnuradio.uhd not importable "
                                      "(PYTHONPATH=<build>/python)")
 NO_DEVICE = "type=b200,serial=oppsched-no-such-radio"  # matches nothing here
-UHD = ["phy.mode=uhd", f"phy.uhd.ap.args='{NO_DEVICE}'",
+UHD = ["phy.mode=uhd", "phy.uhd.device=b210", f"phy.uhd.ap.args='{NO_DEVICE}'",
        "devices[0].uhd.args='type=b200,serial=oppsched-client-0'"]
 
 
@@ -59,7 +59,7 @@ def test_a_valid_uhd_experiment_resolves_with_the_radio_defaults():
 
 @pytest.mark.parametrize("overrides, expect", [
     (["phy.mode=uhd"], "phy.uhd.ap.args: required with phy.mode uhd"),
-    (UHD[:2], "devices[0].uhd.args: required with phy.mode uhd"),
+    (UHD[:3], "devices[0].uhd.args: required with phy.mode uhd"),
     (UHD + ["phy.uhd.ap.args='type b200'"],
      "phy.uhd.ap.args: 'type b200' is not UHD device args"),
     (UHD + ["devices[0].uhd.args=serial"], "devices[0].uhd.args: 'serial' is not UHD device args"),
@@ -118,12 +118,25 @@ def test_the_runners_phy_yaml_loads_with_the_radios_and_their_experiment_fields(
      "not whole Hz"),
     (lambda d: d["users"][0]["uhd"].update(args=d["uhd"]["ap"]["args"]),
      "users[0].uhd.args: 'type=b200' names the same device as uhd.ap.args"),
+    # outside the radio's device profile (firmware/profiles/b210.yaml), before any radio
+    (lambda d: d["users"][0]["uhd"].pop("device"), "users[0].uhd.device: required"),
+    (lambda d: d["uhd"]["ap"].update(device="b2100"), "uhd.ap.device: 'b2100' is not a device "
+     "profile"),
+    (lambda d: d["uhd"]["ap"].update(gain_db=95.0), "uhd.ap.gain_db: 95.0 is outside the b210's "
+     "TX gain range 0..89.75 dB"),
+    (lambda d: d["users"][0]["uhd"].update(antenna="TX2"), "users[0].uhd.antenna: 'TX2' is not "
+     "a b210 RX port"),
+    (lambda d: d["uhd"]["ap"].update(freq_hz=4.0e7), "uhd.ap.freq_hz: 40000000.0 is outside "
+     "the b210's"),
+    (lambda d: d["sample"].update(sample_rate=7e7), "uhd.ap: sample rate 70000000.0 is above "
+     "the b210's"),
 ])
 def test_bad_phy_yaml_names_field_and_value(tmp_path, change, expect):
     d = {"run_dir": str(tmp_path), "users": [{"id": 0, "name": "u0",
                                                "channel": {"model": "awgn"},
-                                               "uhd": {"args": "type=b200,serial=1"}}],
-         "uhd": {"ap": {"args": "type=b200"}}, "sample": {}}
+                                               "uhd": {"args": "type=b200,serial=1",
+                                                       "device": "b210"}}],
+         "uhd": {"ap": {"args": "type=b200", "device": "b210"}}, "sample": {}}
     change(d)
     p = write_yaml(tmp_path / "phy.yaml", d)
     with pytest.raises(ConfigError) as e:
@@ -240,8 +253,9 @@ def _tx_cfg(tmp_path: Path, profile: str, lead: float, fs: float = 1e6) -> dict:
     d = {"run_dir": str(tmp_path), "lead_slots": 3,
          "sample": {"profile": profile, "sample_rate": fs, "connect_wait_ms": 0},
          "users": [{"id": 0, "name": "u0", "channel": {"model": "awgn"},
-                    "uhd": {"args": "type=b200,serial=1"}}],
-         "uhd": {"ap": {"args": "type=b200,serial=0", "start_delay_s": lead}}}
+                    "uhd": {"args": "type=b200,serial=1", "device": "b210"}}],
+         "uhd": {"ap": {"args": "type=b200,serial=0", "start_delay_s": lead,
+                        "device": "b210"}}}
     p = write_yaml(tmp_path / "phy.yaml", d)
     (tmp_path / "zmq").mkdir(exist_ok=True)
     return uhd.load_config(p)
@@ -294,6 +308,21 @@ def test_ap_tx_chain_sends_each_slot_as_a_timed_burst_at_t0_plus_lead(tmp_path, 
 
 
 @needs_gr
+@pytest.mark.parametrize("fs, samples", [(1e6, 4096),  # uhd.TX_MAX_OUTPUT_BUFFER
+                                         (5e6, 20000)])
+def test_slot_tx_runs_the_profiles_tx_lead_ahead_of_the_radio(tmp_path, fs, samples):
+    # b210.yaml: tx_lead_s 4 ms; at 5 Msps that is 20000 samples, more than the 4096 floor
+    from gnuradio import blocks, gr
+
+    cfg = _tx_cfg(tmp_path, "evdo", 0.5, fs)
+    assert uhd.tx_buffer_samples(cfg) == samples
+    tb = gr.top_block()
+    tx, _ = uhd.build_ap_tx(tb, cfg, 100, blocks.null_sink(gr.sizeof_gr_complex))
+    assert tx.max_output_buffer(0) == samples
+    assert uhd.ap_profile(cfg)["tx_lead_s"] == 0.004
+
+
+@needs_gr
 def test_client_rx_chain_decodes_the_ap_bursts(tmp_path):
     from gnuradio import blocks, gr
 
@@ -322,7 +351,7 @@ duration_s: 3
 phy:
   mode: uhd
   profile: evdo
-  uhd: {ap: {args: "NODEV"}}
+  uhd: {device: b210, ap: {args: "NODEV"}}
 devices:
   - {name: R1, uhd: {args: "type=b200,serial=oppsched-client-0"}}
 servers:

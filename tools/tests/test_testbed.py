@@ -704,7 +704,8 @@ def clamp_run(tmp_path_factory):
         "  - {id: f1, server: S1, device: R1, family: ipv4, parallel: 1}",
         "  - {id: f1, server: S1, device: R1, family: ipv4}\n"
         "  - {id: f2, server: S1, device: R1, family: ipv6}") + \
-        "clamp: {enabled: true, a_bytes: 3000}\n"
+        "clamp: {enabled: true, a_bytes: 3000}\n" + \
+        "capture: {snaplen: 2000, ap: true}\n"  # whole segments: every checksum verifiable
     return _e2e(tmp, text)
 
 
@@ -774,6 +775,45 @@ def test_clamp_rewritten_acks_have_valid_checksums(clamp_run):
                 assert again.chksum == ip.chksum
             checked += 1
     assert checked > 200
+
+
+def _tcp_checksum_statuses(pcap_path: Path) -> dict[str, int]:
+    """tshark's verdict on every TCP checksum of a pcap: {"Bad"|"Good"|"Unverified": n}."""
+    r = subprocess.run(["tshark", "-n", "-r", str(pcap_path), "-o", "tcp.check_checksum:TRUE",
+                        "-Y", "tcp", "-T", "fields", "-e", "tcp.checksum.status"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    names = {"0": "Bad", "1": "Good", "2": "Unverified"}
+    counts: dict[str, int] = {}
+    for line in r.stdout.split():
+        counts[names[line]] = counts.get(names[line], 0) + 1
+    return counts
+
+
+def test_every_pcap_of_a_run_has_only_valid_tcp_checksums(clamp_run):
+    # The senders' frames are captured where they leave: with TX checksum offload left on
+    # the veth, they would carry only the pseudo-header sum (Wireshark's "TCP CHECKSUM
+    # INCORRECT" on every SYN, data segment and ACK a server sends).
+    require(shutil.which("tshark") is not None, "tshark is not installed (apt-get install tshark)")
+    out, _ = clamp_run
+    pcaps = sorted(out.glob("*.pcap"))
+    assert {p.name for p in pcaps} >= {"wired.S1.pcap", "client.R1.pcap", "ap.pcap"}
+    for p in pcaps:
+        counts = _tcp_checksum_statuses(p)
+        assert counts.get("Bad", 0) == 0, (p.name, counts)
+        # whole segments (snaplen 2000): each is checked, data and ACKs, IPv4 and IPv6
+        assert counts.get("Good", 0) > 500 and counts.get("Unverified", 0) == 0, (p.name, counts)
+        # the display filter a Wireshark user would type finds nothing either
+        r = subprocess.run(["tshark", "-n", "-r", str(p), "-o", "tcp.check_checksum:TRUE",
+                            "-Y", 'tcp.checksum.status == "Bad"'],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0 and r.stdout.strip() == "", (p.name, r.stdout[:500], r.stderr)
+    for v6 in (False, True):  # both families were captured and checked
+        flt = "ipv6 && tcp.checksum.status == 1" if v6 else "ip && tcp.checksum.status == 1"
+        r = subprocess.run(["tshark", "-n", "-r", str(out / "wired.S1.pcap"), "-o",
+                            "tcp.check_checksum:TRUE", "-Y", flt], capture_output=True,
+                           text=True, timeout=120)
+        assert len(r.stdout.splitlines()) > 100, (flt, r.stderr)
 
 
 # Andrew & Hanly, CLAMP, §V-A's deterministic link (experiments/clamp/deterministic.yaml):

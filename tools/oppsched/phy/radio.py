@@ -21,6 +21,11 @@ def check_args(v: str) -> str | None:
     return "is not UHD device args key=value[,key=value...] (e.g. 'type=b200,serial=30F1A2B')"
 
 
+def check_profile_name(v: str) -> str | None:
+    return None if re.fullmatch(r"[a-z0-9_]{0,24}", v) else \
+        "is not a device profile name (firmware/profiles/<name>.yaml)"
+
+
 def _antenna(v: str) -> str | None:
     return None if re.fullmatch(r"[A-Za-z0-9/_+-]{1,32}", v) else "is not an antenna name"
 
@@ -29,6 +34,8 @@ def _antenna(v: str) -> str | None:
 RADIO_COMMON = {
     "args": Field(str, "", check=check_args,
                   doc="UHD device args (uhd_find_devices --args); required"),
+    "device": Field(str, "", check=check_profile_name,
+                    doc="its profile in firmware/profiles (b210, n210, ...); '' = phy.uhd.device"),
     "gain_db": Field(float, 40.0, min=0.0, max=100.0, doc="plain dB (the device's range)"),
     "bandwidth_hz": Field(float, 0.0, min=0.0, max=200e6, doc="analog filter; 0 = default"),
     "clock_source": Field(str, "", choices=SOURCES, doc="10 MHz reference; '' = default"),

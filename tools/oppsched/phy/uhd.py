@@ -24,6 +24,13 @@ device time T + uhd.ap.start_delay_s + n T_slot. start_delay_s (the lead) must c
 follows the time setting: building the AP graph and starting every flowgraph. The client
 radios need no time: slot_rx finds the slots by their preamble.
 
+Device profiles. Every radio names its profile (`device`: firmware/profiles/<name>.yaml,
+oppsched.devices); load_config refuses a sample rate, frequency, gain, antenna or clock/time
+source outside it (exit 2 naming the field and the value) before any radio is opened. The
+AP profile's tx_lead_s sets how far slot_tx runs ahead of the radio: its output buffer holds
+at least tx_lead_s x sample rate samples (tx_buffer_samples), so that every timed burst
+reaches UHD at least that long before its tx_time.
+
 Order of work: configuration (exit 2 naming field and value), then, before anything else is
 created, uhd.find_devices with every radio's args: a radio missing (or args matching more
 than one device) is exit 1 with "<field>.args '<args>': no UHD device found". A field is
@@ -42,6 +49,7 @@ from pathlib import Path
 
 from gnuradio import gr, oppsched
 
+from oppsched import devices
 from oppsched.config import ConfigError, Field, ListOf
 from oppsched.phy import loopback
 from oppsched.phy.common import parse_args, set_rt_priority, write_json_atomic
@@ -85,7 +93,26 @@ def load_config(path: str | Path, overrides: list[str] | tuple = ()) -> dict:
         if r["freq_hz"] is None:
             r["freq_hz"] = ap["freq_hz"]
     check_radio_args(radios(cfg))
+    check_profiles(cfg)
     return cfg
+
+
+def check_profiles(cfg: dict) -> None:
+    """Every radio names its device profile (firmware/profiles) and its settings are within
+    it: sample rate, frequency, gain, antenna, clock and time source. ConfigError naming
+    the field and the value; no radio is opened before this passes."""
+    fs = cfg["sample"]["sample_rate"]
+    for i, (origin, r) in enumerate(radios(cfg)):
+        if not r["device"]:
+            raise ConfigError(f"{origin}.device: required (the radio's profile, one of "
+                              f"{', '.join(devices.profiles())}: firmware/profiles)")
+        p = devices.profile(r["device"], f"{origin}.device")
+        devices.check_radio(p, r, fs, "tx" if i == 0 else "rx", origin)
+
+
+def ap_profile(cfg: dict) -> dict:
+    """The AP radio's device profile."""
+    return devices.profile(cfg["uhd"]["ap"]["device"], f"{cfg['uhd']['ap']['origin']}.device")
 
 
 # ----------------------------------------------------------------------------------------
@@ -171,10 +198,17 @@ def build_ap_tx(tb, cfg: dict, device_time_s: int, sink):
     s = cfg["sample"]
     tx = oppsched.slot_tx(s["profile"], s["sample_rate"], cfg["lead_slots"],
                           ap_t0_s(cfg, device_time_s), False, False, fec=s["fec"])
-    tx.set_max_output_buffer(TX_MAX_OUTPUT_BUFFER)
+    tx.set_max_output_buffer(tx_buffer_samples(cfg))
     grants = loopback.connect_grants(tb, cfg, tx)
     tb.connect(tx, sink)
     return tx, grants
+
+
+def tx_buffer_samples(cfg: dict) -> int:
+    """slot_tx's output buffer: TX_MAX_OUTPUT_BUFFER, or more if the AP radio's profile
+    needs its timed bursts further ahead of their tx_time (tx_lead_s x sample rate)."""
+    return devices.tx_buffer_samples(ap_profile(cfg), cfg["sample"]["sample_rate"],
+                                     TX_MAX_OUTPUT_BUFFER)
 
 
 def build_client_rx(tb, cfg: dict, user: dict, source):
@@ -234,6 +268,9 @@ class UhdPhy:
             "device_time_s": self.device_time_s,
             "t0_s": self.t0_s,
             "radios": {origin: r["args"] for origin, r in radios(c)},
+            "devices": {origin: r["device"] for origin, r in radios(c)},
+            "tx_lead_s": ap_profile(c)["tx_lead_s"],
+            "tx_buffer_samples": tx_buffer_samples(c),
             **loopback.tx_stats(self.tx, self.grants),
             "users": [loopback.user_stats(u, rx, sink)
                       for u, rx, sink in zip(c["users"], self.rx, self.sinks)],

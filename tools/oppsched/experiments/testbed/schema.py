@@ -8,13 +8,14 @@ import math
 import re
 from pathlib import Path
 
-from oppsched import daemonconf, mac, paths
+from oppsched import daemonconf, devices, mac, paths
 from oppsched.config import ConfigError, Field, ListOf, Renamed
 from oppsched.daemonconf import PROFILES
 from oppsched.names import (AQM_KINDS, CHANNEL_MODEL_ALIASES, CHANNEL_MODELS, ERROR_MODEL_ALIASES,
                             ERROR_MODELS, FECS, LINK_MODES, MARKING_AQMS, MU_C_MODES, PROFILE_ALIASES, SCHEDULERS,
                             SHANNON_TABLE_DEFAULTS, TABLE_ALIASES, TABLE_PRESETS)
-from oppsched.phy.radio import RADIO_AP, RADIO_CLIENT, check_radio_args, whole_hz
+from oppsched.phy.radio import (RADIO_AP, RADIO_CLIENT, check_profile_name, check_radio_args,
+                                whole_hz)
 
 PHY_MODES = ("abstract", "sample", "uhd")
 PDU_FORMATS = ("standard", "compact")
@@ -87,6 +88,9 @@ SCHEMA = {
         "uhd": {  # phy.mode uhd (python -m oppsched.phy.uhd): the AP radio; devices[].uhd
             "sample_rate": Field(float, 1e6, min=1e5, max=61.44e6, check=whole_hz,
                                  doc="every radio's complex sample rate"),
+            "device": Field(str, "", check=check_profile_name,
+                            doc="every radio's profile (firmware/profiles: b210, n210, ...) "
+                                "unless the radio names its own"),
             "ap": RADIO_AP,
         },
     },
@@ -470,10 +474,42 @@ def _check_link_mode(cfg: dict) -> None:
 
 
 def _check_uhd(cfg: dict) -> None:
-    """phy.mode uhd: every radio named by its args, each radio a different device."""
+    """phy.mode uhd: every radio named by its args, each radio a different device, and its
+    settings within its device profile (firmware/profiles)."""
     check_radio_args([("phy.uhd.ap", cfg["phy"]["uhd"]["ap"])] + [
         (f"devices[{i}].uhd", d["uhd"]) for i, d in enumerate(cfg["devices"])],
         " with phy.mode uhd")
+    u = cfg["phy"]["uhd"]
+    for field, r, role in uhd_radios(cfg):
+        name, where = radio_profile(cfg, r, field)
+        p = devices.profile(name, where)
+        if not devices.profile_checks_are_deferred():  # oppsched preflight reports them
+            devices.check_radio(p, r, u["sample_rate"], role, field)
+
+
+def uhd_radios(cfg: dict) -> list[tuple[str, dict, str]]:
+    """(experiment field, settings with the client frequency resolved, 'tx' or 'rx') of
+    every radio of phy.mode uhd: the AP's, then each device's."""
+    ap = cfg["phy"]["uhd"]["ap"]
+    out = [("phy.uhd.ap", ap, "tx")]
+    for i, d in enumerate(cfg["devices"]):
+        r = dict(d["uhd"])
+        if r["freq_hz"] is None:
+            r["freq_hz"] = ap["freq_hz"]
+        out.append((f"devices[{i}].uhd", r, "rx"))
+    return out
+
+
+def radio_profile(cfg: dict, r: dict, field: str) -> tuple[str, str]:
+    """(profile name, the key that names it) of a radio: its own `device`, else
+    phy.uhd.device; ConfigError if neither is set."""
+    if r["device"]:
+        return r["device"], f"{field}.device"
+    if cfg["phy"]["uhd"]["device"]:
+        return cfg["phy"]["uhd"]["device"], "phy.uhd.device"
+    raise ConfigError(f"phy.uhd.device: required with phy.mode uhd (or {field}.device): the "
+                      f"radios' profile, one of {', '.join(devices.profiles())} "
+                      "(firmware/profiles)")
 
 
 def _check_aqm_params(cfg: dict) -> None:
