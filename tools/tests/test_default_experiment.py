@@ -1,11 +1,11 @@
-"""The default experiment (`make run`: experiments/clamp/fading.yaml, Andrew & Hanly,
-CLAMP, Fig. 3 on the sample-level GNU Radio PHY), shortened to 20 s per variant. Asserts
-what a run that short shows on the real PHY: every flow is carried, PF gives the three
-devices (equal mean SNR) about a third of the slots each, CLAMP rewrites the ACKs of every
-device, and TCP turns most of the MAC throughput into goodput. Total throughput with and
-without CLAMP is compared at full length (README), not here: a 20 s sample-PHY run on a
-busy machine varies by more than the difference to be shown. CLAMP's fairness between the flows that
-share a device needs longer than 20 s (the 180 ms flow's start-up, experiments/clamp/
+"""The default experiment (`make run`: experiments/clamp/fading.yaml, Andrew & Hanly, CLAMP,
+Fig. 3 on the sample-level GNU Radio PHY), shortened to 20 s per variant. Asserts what a
+run that short shows on the real PHY: every flow is carried, PF gives the three devices
+(equal mean SNR) about a third of the slots each, CLAMP rewrites the ACKs of every device,
+and TCP turns most of the MAC throughput into goodput. Total throughput with and without
+CLAMP is compared at full length (README), not here: a 20 s sample-PHY run on a busy
+machine varies by more than the difference to be shown. CLAMP's fairness between the flows
+that share a device needs longer than 20 s (the 180 ms flow's start-up, experiments/clamp/
 README.md) and is asserted on the abstract PHY by test_paper_clamp_fading.py."""
 
 import pytest
