@@ -56,6 +56,35 @@ std::uint8_t dscp_of(const std::vector<std::uint8_t>& ip) {
     return static_cast<std::uint8_t>(tos >> 2);
 }
 
+// The per-user link of paper mode (Andrew & Hanly, CLAMP, §V-B): eq. 18 with the margin m
+// tuned for target_loss after the HARQ budget.
+channel::clamp_link_params clamp_link_of(const ap_core_params& p) {
+    channel::clamp_link_params lp;
+    lp.slot_s = p.slot_s;
+    lp.w0_hz = p.paper.w0_hz;
+    lp.cmax_bps = p.paper.cmax_bps;
+    lp.target_loss = p.paper.target_loss;
+    lp.max_attempts = static_cast<int>(p.harq.max_transmissions);
+    lp.scope = channel::margin_scope::after_retransmissions;
+    lp.margin_init = p.paper.margin_init;
+    lp.margin_step = p.paper.margin_step;
+    lp.margin_max = p.paper.margin_max;
+    return lp;
+}
+
+// clamp_link_params::validate()'s message ("clamp_link.<field>: ...") under the apd's key
+// of that field.
+std::string apd_key_message(const std::string& what) {
+    static const std::string prefix = "clamp_link.";
+    if (what.compare(0, prefix.size(), prefix) != 0) return "link_adaptation.paper: " + what;
+    const std::string rest = what.substr(prefix.size());
+    const std::string field = rest.substr(0, rest.find(':'));
+    if (field == "w0_hz" || field == "cmax_bps") return "link_adaptation.shannon." + rest;
+    if (field == "max_attempts") return "harq.max_transmissions" + rest.substr(field.size());
+    if (field == "slot_s") return rest;
+    return "link_adaptation.paper." + rest;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------
@@ -173,28 +202,15 @@ void ap_core_params::validate() const {
         throw_invalid("link_adaptation.mode", std::to_string(static_cast<int>(link)),
                       "is not table or paper");
     if (link == link_mode::paper) {
-        const auto& lp = paper;
-        if (!(lp.w0_hz >= 1 && lp.w0_hz <= 1e12))
-            throw_invalid("link_adaptation.shannon.w0_hz", format_number(lp.w0_hz),
-                          "not in [1, 1e12]");
-        if (!(lp.cmax_bps >= 1 && lp.cmax_bps <= 1e12))
-            throw_invalid("link_adaptation.shannon.cmax_bps", format_number(lp.cmax_bps),
-                          "not in [1, 1e12]");
-        if (!(lp.target_loss > 0 && lp.target_loss < 1))
-            throw_invalid("link_adaptation.paper.target_loss", format_number(lp.target_loss),
-                          "not in (0, 1)");
-        if (!(lp.margin_step >= 0 && lp.margin_step <= 1))
-            throw_invalid("link_adaptation.paper.margin_step", format_number(lp.margin_step),
-                          "not in [0, 1]");
-        if (!(lp.margin_max >= 0 && lp.margin_max < 1))
-            throw_invalid("link_adaptation.paper.margin_max", format_number(lp.margin_max),
-                          "not in [0, 1)");
-        if (!(lp.margin_init >= 0 && lp.margin_init <= lp.margin_max))
-            throw_invalid("link_adaptation.paper.margin_init", format_number(lp.margin_init),
-                          "not in [0, margin_max]");
-        if (lp.cqi_ahead_slots > 1000000)
+        // One set of ranges: the link's own (clamp_link.h), reported under the apd's keys.
+        try {
+            clamp_link_of(*this).validate();
+        } catch (const std::invalid_argument& e) {
+            throw_invalid(apd_key_message(e.what()));
+        }
+        if (paper.cqi_ahead_slots > 1000000)
             throw_invalid("link_adaptation.paper.cqi_ahead_slots",
-                          std::to_string(lp.cqi_ahead_slots), "not in [0, 1e6]");
+                          std::to_string(paper.cqi_ahead_slots), "not in [0, 1e6]");
     }
     if (clamp.mu != mu_c_mode::measured && clamp.mu != mu_c_mode::all_backlogged)
         throw_invalid("clamp.mu_c", std::to_string(static_cast<int>(clamp.mu)),
@@ -693,16 +709,7 @@ ap_core::ap_core(ap_core_params params) {
         m.tb_bytes_of_mcs.push_back(b >= min_usable_tb(p) ? b : 0);
     }
     if (p.link == link_mode::paper) {
-        channel::clamp_link_params lp;
-        lp.slot_s = p.slot_s;
-        lp.w0_hz = p.paper.w0_hz;
-        lp.cmax_bps = p.paper.cmax_bps;
-        lp.target_loss = p.paper.target_loss;
-        lp.max_attempts = static_cast<int>(p.harq.max_transmissions);
-        lp.scope = channel::margin_scope::after_retransmissions;
-        lp.margin_init = p.paper.margin_init;
-        lp.margin_step = p.paper.margin_step;
-        lp.margin_max = p.paper.margin_max;
+        const auto lp = clamp_link_of(p);
         m.links.assign(m.n_users, channel::clamp_link(lp));
         m.snr_reports.resize(m.n_users);
     }

@@ -818,6 +818,12 @@ TEST(ap_core, when_link_mode_is_paper_then_bad_paper_parameters_name_their_key) 
     p = paper_user();
     p.paper.w0_hz = 0.0;
     expect_error(p, "link_adaptation.shannon.w0_hz: 0");
+    p = paper_user();
+    p.paper.margin_max = 1.0;
+    expect_error(p, "link_adaptation.paper.margin_max: 1");
+    p = paper_user();
+    p.paper.margin_step = std::numeric_limits<double>::quiet_NaN();
+    expect_error(p, "link_adaptation.paper.margin_step: nan");
 }
 
 TEST(ap_core, when_the_cqi_supports_only_38_4_kbps_then_compact_pdus_serve_the_user_intact) {
