@@ -31,7 +31,6 @@ LIMIT_BYTES = 30000
 # The longest a packet can spend between S's egress and R: M's tbf queue (30 kB at 4 Mb/s:
 # 60 ms) plus serialisation and scheduling, generously.
 MAX_TRANSIT_S = 0.090
-MAX_SAMPLE_GAP_S = 0.005  # the sampler reads every 0.3 ms when it is not held up
 
 
 @pytest.fixture
@@ -180,17 +179,18 @@ def _data_packets(pcap: Path, v6: bool, src_port: int | None = None):
 
 
 def _cwnd_during(samples, t0: float, t1: float) -> list[int]:
-    """The cwnd values in force at some moment of [t0, t1]: the last sample before t0 and
-    every sample inside. Empty (not judged) where the sampler stalled around t1 (no sample
-    within MAX_SAMPLE_GAP_S on both sides, e.g. on a busy machine): cwnd may then have
-    changed unseen just before the packet left."""
+    """The cwnd values that may have been in force at some moment of [t0, t1]: the last
+    sample before t0, every sample inside, and the first sample after t1. The sampler reads
+    every 0.3 ms, but cwnd can change several times in between (slow start over a veth
+    takes microseconds per round trip, and TCP small queues may send a packet later than
+    the ACK that allowed it): what lies between two samples is known only to be bracketed
+    by them. Empty (not judged) where [t0, t1] is not bracketed by samples."""
     before = [c for (t, c) in samples if t < t0]
     inside = [c for (t, c) in samples if t0 <= t <= t1]
-    t_prev = max((t for (t, _) in samples if t <= t1), default=None)
-    t_next = min((t for (t, _) in samples if t > t1), default=None)
-    if t_prev is None or t_next is None or t_next - t_prev > MAX_SAMPLE_GAP_S:
+    after = [c for (t, c) in samples if t > t1]
+    if not before or not after:
         return []
-    return ([before[-1]] if before else []) + inside
+    return [before[-1], *inside, after[0]]
 
 
 @needs_root
@@ -263,8 +263,9 @@ def test_marker_marks_exactly_the_packets_sent_while_cwnd_is_below_4(spm_mark_bi
     assert retx[0][3] == DSCP, f"retransmission {retx[0]} not marked"
 
     # 3. Every packet against the cwnd of the moments it can have been sent in (from
-    # MAX_TRANSIT_S before its arrival at R to its arrival): all >= 4, it must be unmarked;
-    # all < 4, marked. Packets whose window straddles 4 are not judged.
+    # MAX_TRANSIT_S before its arrival at R to its arrival, bracketed by samples): all >= 4,
+    # it must be unmarked; all < 4, marked. Packets whose window straddles 4 are not judged
+    # (in slow start that is most of them: 1. and 2. above pin the marked ones).
     judged = {"marked": 0, "unmarked": 0}
     wrong = []
     for p in pkts:
@@ -281,7 +282,6 @@ def test_marker_marks_exactly_the_packets_sent_while_cwnd_is_below_4(spm_mark_bi
                 wrong.append((p, "unmarked with cwnd", sorted(set(cw))))
     assert not wrong, f"{len(wrong)} packets break the rule, e.g. {wrong[:3]}"
     assert judged["unmarked"] > 500, judged
-    assert judged["marked"] >= 1, judged
     # Steady state: nothing is marked in the last second of the transfer.
     t_end = max(p[0] for p in pkts)
     assert all(p[3] == 0 for p in pkts if p[0] > t_end - 1.0)
