@@ -42,7 +42,7 @@ class handshake_monitor final : public zmq::monitor_t {
 
 //! ZMQ_MAXMSGSIZE of the sockets: every message is one wire.h frame, at most
 //! wire::kMaxFrameLen bytes. A PULL socket takes twice that, as the daemons' do
-//! (host/daemon/common/zmq_endpoint.h): a moderately oversized frame still arrives and is
+//! (oppsched/daemon/zmq_endpoint.h): a moderately oversized frame still arrives and is
 //! counted malformed by wire::decode; beyond that ZeroMQ drops the peer's connection before
 //! allocating the message. A PUSH socket receives nothing; its limit is the frame size.
 constexpr std::int64_t kPushMaxMsgSize = ::oppsched::wire::kMaxFrameLen;
