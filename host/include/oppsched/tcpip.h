@@ -59,7 +59,8 @@ struct flow_key_hash {
 // A keyed hash of a flow_key: SipHash-2-4 (libsodium's crypto_shorthash) of the key's
 // fields, under a 128-bit key derived from `seed`. For tables whose keys come from the
 // traffic (the LAS flow table): without the seed nobody can pick 5-tuples that share a
-// bucket, and one seed gives the same hashes on every run. About 30 ns a key.
+// bucket, and one seed gives the same hashes on every run. About 25 ns an IPv4 key, 35 ns
+// an IPv6 key (BM_keyed_flow_hash).
 class keyed_flow_hash {
   public:
     explicit keyed_flow_hash(std::uint64_t seed = 0);
