@@ -77,23 +77,15 @@ void rx_indication_sink_impl::handle_rx(const pmt::pmt_t& msg) {
         if (d_lim.allow()) d_logger->warn("malformed rx report dropped ({})", r.error());
         return;
     }
-    wire::rx_indication ind;
-    ind.slot = r->slot;
-    ind.user = r->user;
-    ind.mcs = r->mcs;
-    ind.harq_pid = r->harq_pid;
-    ind.ndi = r->ndi ? 1 : 0;
-    ind.rv = r->rv;
-    ind.header_ok = r->header_ok;
-    ind.addressed = r->addressed;
-    ind.crc_ok = r->crc_ok;
-    ind.snr_db = static_cast<float>(d_effective ? r->effective_snr_db : r->snr_db);
-    ind.cqi = static_cast<std::uint8_t>(std::clamp(r->cqi, 0, 255));
-    ind.combined = static_cast<std::uint8_t>(std::clamp(r->combined, 0, 255));
-    if (r->addressed && r->crc_ok) ind.tb = r->tb;
+    auto ind = slot_msg::to_rx_indication(r.value(), d_effective);
+    if (!ind) {
+        ++d_malformed;
+        if (d_lim.allow()) d_logger->warn("rx report not representable ({})", ind.error());
+        return;
+    }
     std::vector<std::uint8_t> frame;
     try {
-        frame = wire::encode(ind, d_seq);
+        frame = wire::encode(ind.value(), d_seq);
     } catch (const std::exception& e) {  // a TB longer than the u16 length field
         ++d_malformed;
         if (d_lim.allow()) d_logger->warn("rx report not encodable ({})", e.what());

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <limits>
+#include <sstream>
 
 namespace gr {
 namespace oppsched {
@@ -39,36 +40,59 @@ error_info err(const pmt::pmt_t& key, const std::string& what) {
     return error_info{pmt::symbol_to_string(key) + ": " + what};
 }
 
-// A PMT integer (long or uint64; a bool is accepted as 0/1 for flags) in [lo, hi].
-bool int_of(const pmt::pmt_t& v, long double& out) {
+// A PMT integer (long or uint64; a bool is accepted as 0/1 for flags), exactly: a uint64
+// PMT and a long PMT each keep their own type, so no value goes through floating point (a
+// long double cannot hold every uint64 on every target, and converting one out of range back
+// to an integer is undefined).
+struct pmt_int {
+    bool negative = false;
+    std::uint64_t magnitude = 0;  // |value|
+    std::string text() const {
+        return negative ? "-" + std::to_string(magnitude) : std::to_string(magnitude);
+    }
+};
+
+bool int_of(const pmt::pmt_t& v, pmt_int& out) {
     if (pmt::is_uint64(v)) {
-        out = static_cast<long double>(pmt::to_uint64(v));
+        out = {false, pmt::to_uint64(v)};
         return true;
     }
     if (pmt::is_integer(v)) {
-        out = static_cast<long double>(pmt::to_long(v));
+        const long x = pmt::to_long(v);
+        // |x| without negating LONG_MIN: -(x + 1) fits, then add the 1 back unsigned.
+        out = x < 0 ? pmt_int{true, static_cast<std::uint64_t>(-(x + 1)) + 1u}
+                    : pmt_int{false, static_cast<std::uint64_t>(x)};
         return true;
     }
     if (pmt::is_bool(v)) {
-        out = pmt::to_bool(v) ? 1 : 0;
+        out = {false, pmt::to_bool(v) ? 1u : 0u};
         return true;
     }
     return false;
 }
 
+// A PMT integer in [lo, hi] (lo <= 0 or small, hi >= 0: every field's range is), as T.
 template <class T>
-expected<T> get_int(const pmt::pmt_t& d, const pmt::pmt_t& key, long double lo, long double hi,
+expected<T> get_int(const pmt::pmt_t& d, const pmt::pmt_t& key, std::int64_t lo, std::uint64_t hi,
                     bool required, T fallback = T{}) {
     const pmt::pmt_t v = pmt::dict_ref(d, key, pmt::PMT_NIL);
     if (pmt::eq(v, pmt::PMT_NIL)) {
         if (required) return err(key, "missing");
         return fallback;
     }
-    long double x = 0;
+    pmt_int x;
     if (!int_of(v, x)) return err(key, "not an integer (" + pmt::write_string(v) + ")");
-    if (x < lo || x > hi)
-        return err(key, std::to_string(static_cast<long long>(x)) + " out of range");
-    return static_cast<T>(x);
+    // |lo| for a negative lo, as for the value above.
+    const std::uint64_t lo_mag =
+        lo < 0 ? static_cast<std::uint64_t>(-(lo + 1)) + 1u : static_cast<std::uint64_t>(lo);
+    const bool in_range = x.negative ? (lo < 0 && x.magnitude <= lo_mag)
+                                     : (x.magnitude <= hi && (lo < 0 || x.magnitude >= lo_mag));
+    if (!in_range)
+        return err(key,
+                   x.text() + " not in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    if (!x.negative) return static_cast<T>(x.magnitude);
+    // In range and negative: T is signed and x >= lo >= T's minimum.
+    return static_cast<T>(-static_cast<std::int64_t>(x.magnitude - 1u) - 1);
 }
 
 expected<bool> get_bool(const pmt::pmt_t& d, const pmt::pmt_t& key, bool required,
@@ -79,8 +103,8 @@ expected<bool> get_bool(const pmt::pmt_t& d, const pmt::pmt_t& key, bool require
         return fallback;
     }
     if (pmt::is_bool(v)) return pmt::to_bool(v);
-    long double x = 0;
-    if (int_of(v, x) && (x == 0 || x == 1)) return x == 1;
+    pmt_int x;
+    if (int_of(v, x) && !x.negative && x.magnitude <= 1) return x.magnitude == 1;
     return err(key, "not a bool (" + pmt::write_string(v) + ")");
 }
 
@@ -105,9 +129,9 @@ expected<std::vector<std::uint8_t>> get_bytes(const pmt::pmt_t& d, const pmt::pm
     return pmt::u8vector_elements(v);
 }
 
-constexpr long double u64_max = static_cast<long double>(std::numeric_limits<std::uint64_t>::max());
-constexpr long double i64_min = static_cast<long double>(std::numeric_limits<std::int64_t>::min());
-constexpr long double i64_max = static_cast<long double>(std::numeric_limits<std::int64_t>::max());
+constexpr std::uint64_t u64_max = std::numeric_limits<std::uint64_t>::max();
+constexpr std::int64_t i64_min = std::numeric_limits<std::int64_t>::min();
+constexpr std::uint64_t i64_max = std::numeric_limits<std::int64_t>::max();
 
 }  // namespace
 
@@ -236,6 +260,36 @@ expected<rx_report> rx_from_pmt(const pmt::pmt_t& m) {
     if (!r.tb.empty() && !(r.addressed && r.crc_ok))
         return error_info{"tb: present although not (addressed and crc_ok)"};
     return r;
+}
+
+expected<::oppsched::wire::rx_indication> to_rx_indication(const rx_report& r, bool effective) {
+    ::oppsched::wire::rx_indication ind;
+    ind.slot = r.slot;
+    ind.user = r.user;
+    ind.mcs = r.mcs;
+    ind.harq_pid = r.harq_pid;
+    ind.ndi = r.ndi ? 1 : 0;
+    ind.rv = r.rv;
+    ind.header_ok = r.header_ok;
+    ind.addressed = r.addressed;
+    ind.crc_ok = r.crc_ok;
+    // double -> float is undefined for a finite value beyond the float range: check first.
+    const char* snr_key = effective ? "effective_snr_db" : "snr_db";
+    const double snr = effective ? r.effective_snr_db : r.snr_db;
+    if (!std::isfinite(snr) || std::fabs(snr) > std::numeric_limits<float>::max()) {
+        std::ostringstream s;
+        s << snr_key << ": " << snr << " is not a finite f32";
+        return error_info{s.str()};
+    }
+    ind.snr_db = static_cast<float>(snr);
+    if (r.cqi < 0 || r.cqi > 255)
+        return error_info{"cqi: " + std::to_string(r.cqi) + " not in [0, 255]"};
+    if (r.combined < 0 || r.combined > 255)
+        return error_info{"combined: " + std::to_string(r.combined) + " not in [0, 255]"};
+    ind.cqi = static_cast<std::uint8_t>(r.cqi);
+    ind.combined = static_cast<std::uint8_t>(r.combined);
+    if (r.addressed && r.crc_ok) ind.tb = r.tb;
+    return ind;
 }
 
 }  // namespace slot_msg

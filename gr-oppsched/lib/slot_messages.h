@@ -51,6 +51,13 @@ pmt::pmt_t to_pmt(const rx_report& r);
 ::oppsched::expected<grant> grant_from_pmt(const pmt::pmt_t& m);
 ::oppsched::expected<rx_report> rx_from_pmt(const pmt::pmt_t& m);
 
+//! The rx_indication the client agent receives for \p r (wire.h), its SNR the effective one
+//! when \p effective. An error naming the field and the value, never undefined behaviour,
+//! when a number does not fit its wire field: an SNR that is not finite or outside the f32
+//! range, a cqi or combined count outside [0, 255].
+::oppsched::expected<::oppsched::wire::rx_indication> to_rx_indication(const rx_report& r,
+                                                                       bool effective);
+
 }  // namespace slot_msg
 }  // namespace oppsched
 }  // namespace gr

@@ -1,15 +1,19 @@
 #pragma once
 // ZeroMQ socket set-up shared by the bridge blocks (docs/daemons.md: every socket has
 // timeouts and high-water marks, PUSH sockets ZMQ_IMMEDIATE so nothing queues for a dead
-// peer, linger 0 so stopping never waits for one). Only compiled with OPPSCHED_HAVE_ZMQ.
+// peer, linger 0 so stopping never waits for one, and ZMQ_MAXMSGSIZE so no peer makes a
+// socket allocate more than a bounded message). Only compiled with OPPSCHED_HAVE_ZMQ.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 #include <zmq.hpp>
+
+#include "oppsched/wire.h"
 
 namespace gr {
 namespace oppsched {
@@ -36,9 +40,18 @@ class handshake_monitor final : public zmq::monitor_t {
     bool d_done = false;
 };
 
+//! ZMQ_MAXMSGSIZE of the sockets: every message is one wire.h frame, at most
+//! wire::kMaxFrameLen bytes. A PULL socket takes twice that, as the daemons' do
+//! (oppsched/daemon/zmq_endpoint.h): a moderately oversized frame still arrives and is
+//! counted malformed by wire::decode; beyond that ZeroMQ drops the peer's connection before
+//! allocating the message. A PUSH socket receives nothing; its limit is the frame size.
+constexpr std::int64_t kPushMaxMsgSize = ::oppsched::wire::kMaxFrameLen;
+constexpr std::int64_t kPullMaxMsgSize = 2 * ::oppsched::wire::kMaxFrameLen;
+
 //! A PUSH socket for \p ep, not connected yet: non-blocking, immediate, no linger.
 inline zmq::socket_t make_push(zmq::context_t& ctx, int hwm, int reconnect_ms) {
     zmq::socket_t s(ctx, zmq::socket_type::push);
+    s.set(zmq::sockopt::maxmsgsize, kPushMaxMsgSize);
     s.set(zmq::sockopt::sndhwm, hwm);
     s.set(zmq::sockopt::immediate, 1);
     s.set(zmq::sockopt::linger, 0);
@@ -50,6 +63,7 @@ inline zmq::socket_t make_push(zmq::context_t& ctx, int hwm, int reconnect_ms) {
 //! A PULL socket, not connected yet, no linger.
 inline zmq::socket_t make_pull(zmq::context_t& ctx, int hwm, int reconnect_ms) {
     zmq::socket_t s(ctx, zmq::socket_type::pull);
+    s.set(zmq::sockopt::maxmsgsize, kPullMaxMsgSize);
     s.set(zmq::sockopt::rcvhwm, hwm);
     s.set(zmq::sockopt::linger, 0);
     s.set(zmq::sockopt::reconnect_ivl, reconnect_ms);

@@ -115,11 +115,15 @@ void validate_params(const spm_af_params&, const aqm_params&) {}
 
 void validate_params(const las_params& p, const aqm_params&) {
     positive_time("las.flow_idle_timeout", p.flow_idle_timeout);
+    if (p.max_flows < 1 || p.max_flows > 1'000'000)
+        throw_invalid("las.max_flows", std::to_string(p.max_flows), "not in [1, 1000000]");
 }
 
 void validate_params(const tlas_params& p, const aqm_params&) {
     if (p.threshold_packets == 0) throw_invalid("tlas.threshold_packets", "0", "must be >= 1");
     positive_time("tlas.flow_idle_timeout", p.flow_idle_timeout);
+    if (p.max_flows < 1 || p.max_flows > 1'000'000)
+        throw_invalid("tlas.max_flows", std::to_string(p.max_flows), "not in [1, 1000000]");
 }
 
 }  // namespace
@@ -257,10 +261,12 @@ std::vector<param_field> kind_fields(aqm_kind k) {
                     member("pie", "derandomize", &pie_params::derandomize),
                     member("pie", "cap_drop_adjustment", &pie_params::cap_drop_adjustment)};
         case aqm_kind::las:
-            return {seconds("las", "flow_idle_timeout", &las_params::flow_idle_timeout)};
+            return {seconds("las", "flow_idle_timeout", &las_params::flow_idle_timeout),
+                    member("las", "max_flows", &las_params::max_flows)};
         case aqm_kind::tlas:
             return {member("tlas", "threshold_packets", &tlas_params::threshold_packets),
-                    seconds("tlas", "flow_idle_timeout", &tlas_params::flow_idle_timeout)};
+                    seconds("tlas", "flow_idle_timeout", &tlas_params::flow_idle_timeout),
+                    member("tlas", "max_flows", &tlas_params::max_flows)};
     }
     return {};
 }

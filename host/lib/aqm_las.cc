@@ -1,5 +1,6 @@
 // LAS and threshold LAS (T-LAS), Wu, Gong & Williamson, §6.2, after Rai, Urvoy-Keller, Vernon,
 // Biersack (SIGMETRICS 2003/2004).
+#include <list>
 #include <map>
 #include <unordered_map>
 
@@ -27,15 +28,32 @@ namespace {
 //
 // Flow state is forgotten once a flow has nothing queued and has been idle for
 // flow_idle_timeout (a returning flow then starts again at zero).
-// Cost: one parse and O(log n) per packet (std::map); the idle sweep is amortised O(1).
+//
+// Flow limit (max_flows; the papers assume unbounded state): a new flow arriving with
+// max_flows flows known takes the place of the least recently seen flow that has nothing
+// queued, which is forgotten exactly as the idle timeout would forget it later (counted in
+// flows_evicted). Forgetting only flows with nothing queued keeps every queued packet's
+// priority consistent with its flow's record; picking the least recently seen keeps the
+// flows in progress, whose attained service is what LAS ranks by. If every known flow has
+// packets queued, the new flow's packets share one record with all other such arrivals
+// (counted in shared_flow_packets): together they rank as one flow, by their joint attained
+// service, so flows beyond the limit cannot claim a fresh flow's top priority each.
+//
+// The flow table is keyed by a SipHash of the 5-tuple (tcpip::keyed_flow_hash) whose key
+// comes from the AQM's seed: the run seed, so runs repeat, while a sender that does not
+// know it cannot aim 5-tuples at one bucket.
+// Cost: one parse, one SipHash and O(log n) per packet (std::map); idle flows are kept in
+// order of their last activity, so forgetting them costs O(1) per flow forgotten.
 class las_discipline final : public discipline_base {
   public:
     las_discipline(const aqm_params& c, bool threshold, std::size_t threshold_packets,
-                   time_ns idle_timeout)
+                   time_ns idle_timeout, std::size_t max_flows)
         : discipline_base(c),
           threshold_(threshold),
           threshold_packets_(threshold_packets),
-          idle_timeout_(idle_timeout) {}
+          idle_timeout_(idle_timeout),
+          max_flows_(max_flows),
+          flows_(16, tcpip::keyed_flow_hash(c.seed)) {}
     aqm_kind kind() const override { return threshold_ ? aqm_kind::tlas : aqm_kind::las; }
 
     bool enqueue(ip_packet p, time_ns now) override {
@@ -44,8 +62,9 @@ class las_discipline final : public discipline_base {
         sweep(now);
         tcpip::flow_key key;
         if (auto r = tcpip::parse(p.data)) key = r->flow;
-        las_flow& f = flows_[key];
+        las_flow& f = flow_for(key);
         f.last_active = now;
+        mark_busy(f);  // about to hold a packet: no longer a candidate for forgetting
 
         las_key k;
         k.seq = next_seq_++;
@@ -67,6 +86,7 @@ class las_discipline final : public discipline_base {
             ++freed_packets;
         }
         if (!fits(size, freed_bytes, freed_packets)) {
+            if (f.queued == 0) make_idle(f, now);  // back among the flows it may forget
             report_drop(std::move(p), drop_reason::overflow, now);
             return false;
         }
@@ -75,11 +95,12 @@ class las_discipline final : public discipline_base {
             las_flow& vf = *last->second.flow;
             vf.bytes -= last->second.p.size();
             --vf.packets;
-            --vf.queued;
             bytes_ -= last->second.p.size();
             report_drop(std::move(last->second.p), drop_reason::evicted_las, now);
             q_.erase(last);
+            release(vf, now);
         }
+        mark_busy(f);  // in case an eviction above took its last queued packet
 
         f.bytes += size;
         ++f.packets;
@@ -95,9 +116,8 @@ class las_discipline final : public discipline_base {
         auto it = q_.begin();
         ip_packet p = std::move(it->second.p);
         las_flow& f = *it->second.flow;
-        --f.queued;
-        f.last_active = now;
         q_.erase(it);
+        release(f, now);
         bytes_ -= p.size();
         count_dequeued(p);
         return p;
@@ -109,6 +129,8 @@ class las_discipline final : public discipline_base {
     aqm_stats stats() const override {
         aqm_stats s = stats_;
         s.flows = flows_.size();
+        s.flows_evicted = flows_evicted_;
+        s.shared_flow_packets = shared_flow_packets_;
         return s;
     }
     void clear(time_ns now) override {
@@ -116,8 +138,8 @@ class las_discipline final : public discipline_base {
             // Flushed packets were never served: take them off the attained service.
             e.flow->bytes -= e.p.size();
             --e.flow->packets;
-            --e.flow->queued;
             report_drop(std::move(e.p), drop_reason::flushed, now);
+            release(*e.flow, now);
         }
         q_.clear();
         bytes_ = 0;
@@ -129,6 +151,9 @@ class las_discipline final : public discipline_base {
         std::uint64_t packets = 0;  // served + queued packets (T-LAS threshold)
         std::uint32_t queued = 0;
         time_ns last_active = 0;
+        tcpip::flow_key key;  // its key in flows_ (the shared record: unused)
+        bool idle = false;    // in idle_ (nothing queued)
+        std::list<las_flow*>::iterator idle_pos;
     };
     struct las_key {
         std::uint8_t cls = 0;    // 0: LAS priority, 1: T-LAS FIFO class
@@ -150,35 +175,79 @@ class las_discipline final : public discipline_base {
                (limits_.packets == 0 || q_.size() - freed_packets + 1 <= limits_.packets);
     }
 
-    void sweep(time_ns now) {
-        if (now - last_sweep_ < idle_timeout_ / 2) return;
-        last_sweep_ = now;
-        for (auto it = flows_.begin(); it != flows_.end();) {
-            if (it->second.queued == 0 && now - it->second.last_active >= idle_timeout_) {
-                it = flows_.erase(it);
-            } else {
-                ++it;
+    // The record of `key`, created if new (see the flow limit above).
+    las_flow& flow_for(const tcpip::flow_key& key) {
+        auto it = flows_.find(key);
+        if (it != flows_.end()) return it->second;
+        if (flows_.size() >= max_flows_) {
+            if (idle_.empty()) {
+                ++shared_flow_packets_;
+                return shared_;
             }
+            las_flow* victim = idle_.front();  // least recently seen, nothing queued
+            idle_.pop_front();
+            flows_.erase(victim->key);
+            ++flows_evicted_;
         }
+        las_flow& f = flows_.emplace(key, las_flow{}).first->second;
+        f.key = key;
+        return f;
+    }
+
+    void mark_busy(las_flow& f) {
+        if (!f.idle) return;
+        idle_.erase(f.idle_pos);
+        f.idle = false;
+    }
+
+    // f has nothing queued from `now` on: it goes to the back of idle_, which thus stays in
+    // order of last_active (times never go back).
+    void make_idle(las_flow& f, time_ns now) {
+        f.last_active = now;
+        if (f.idle || &f == &shared_) return;
+        f.idle_pos = idle_.insert(idle_.end(), &f);
+        f.idle = true;
+    }
+
+    // One of f's queued packets left (served, evicted or flushed) at `now`.
+    void release(las_flow& f, time_ns now) {
+        --f.queued;
+        f.last_active = now;
+        if (f.queued == 0) make_idle(f, now);
+    }
+
+    // Forgets the flows idle for idle_timeout_: the front of idle_ only, O(1) per flow.
+    void sweep(time_ns now) {
+        while (!idle_.empty() && now - idle_.front()->last_active >= idle_timeout_) {
+            las_flow* f = idle_.front();
+            idle_.pop_front();
+            flows_.erase(f->key);
+        }
+        if (shared_.queued == 0 && now - shared_.last_active >= idle_timeout_) shared_ = {};
     }
 
     bool threshold_;
     std::size_t threshold_packets_;
     time_ns idle_timeout_;
+    std::size_t max_flows_;
     std::map<las_key, las_entry> q_;
-    std::unordered_map<tcpip::flow_key, las_flow, tcpip::flow_key_hash> flows_;
+    std::unordered_map<tcpip::flow_key, las_flow, tcpip::keyed_flow_hash> flows_;
+    std::list<las_flow*> idle_;  // flows with nothing queued, least recently active first
+    las_flow shared_;            // the flows beyond max_flows while all known ones are busy
+    std::uint64_t flows_evicted_ = 0;
+    std::uint64_t shared_flow_packets_ = 0;
     std::size_t bytes_ = 0;
     std::uint64_t next_seq_ = 0;
-    time_ns last_sweep_ = 0;
 };
 
 }  // namespace
 
 std::unique_ptr<queue_discipline> make_las(const aqm_params& c, const las_params& p) {
-    return std::make_unique<las_discipline>(c, false, 0, p.flow_idle_timeout);
+    return std::make_unique<las_discipline>(c, false, 0, p.flow_idle_timeout, p.max_flows);
 }
 std::unique_ptr<queue_discipline> make_tlas(const aqm_params& c, const tlas_params& p) {
-    return std::make_unique<las_discipline>(c, true, p.threshold_packets, p.flow_idle_timeout);
+    return std::make_unique<las_discipline>(c, true, p.threshold_packets, p.flow_idle_timeout,
+                                            p.max_flows);
 }
 
 }  // namespace oppsched::aqm::detail

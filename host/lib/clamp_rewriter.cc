@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <list>
 #include <utility>
 
 #include "oppsched/client_core.h"
@@ -49,6 +50,7 @@ struct clamp_rewriter::flow_record {
     bool have_data = false;
     std::uint32_t data_end = 0;  // highest downlink seq + payload received
     time_ns last_seen = 0;
+    std::list<flow_record*>::iterator lru_pos;  // its place in lru_
 };
 
 clamp_rewriter::clamp_rewriter(const clamp_rewriter_params& config, client_core_stats& stats)
@@ -90,7 +92,7 @@ void clamp_rewriter::on_downlink(time_ns now, const std::vector<std::uint8_t>& p
     if (t.flags & tcpip::kRst) {
         auto it = flows_.find(key);
         if (it != flows_.end()) {
-            flows_.erase(it);
+            erase_flow(it);
             ++stats_.clamp_flows_closed;
         }
         return;
@@ -104,7 +106,7 @@ void clamp_rewriter::on_downlink(time_ns now, const std::vector<std::uint8_t>& p
     }
     flow_record* f = find_flow(key);
     if (!f) return;
-    f->last_seen = now;
+    touch(*f, now);
     if (syn) {  // SYN-ACK of a connection the client opened: the handshake is complete
         f->mss_server = t.mss;
         ensure_agent(*f);
@@ -146,7 +148,7 @@ void clamp_rewriter::on_uplink(time_ns now, std::vector<std::uint8_t>& pkt,
         tracker_.learn(info, now);
         auto it = flows_.find(key);
         if (it != flows_.end()) {
-            flows_.erase(it);
+            erase_flow(it);
             ++stats_.clamp_flows_closed;
         }
         return;
@@ -164,7 +166,7 @@ void clamp_rewriter::on_uplink(time_ns now, std::vector<std::uint8_t>& pkt,
         if (ack && !syn) ++stats_.clamp_acks_unknown;
         return;
     }
-    f->last_seen = now;
+    touch(*f, now);
     if (syn) {  // our SYN-ACK to a server-opened connection: handshake complete
         tracker_.learn(info, now);
         f->mss_client = t.mss;
@@ -239,22 +241,30 @@ clamp_rewriter::flow_record* clamp_rewriter::find_flow(const tcpip::flow_key& do
 clamp_rewriter::flow_record& clamp_rewriter::create_flow(time_ns now,
                                                          const tcpip::flow_key& downlink) {
     auto it = flows_.find(downlink);
-    if (it != flows_.end()) flows_.erase(it);  // a new SYN restarts the connection
+    if (it != flows_.end()) erase_flow(it);  // a new SYN restarts the connection
     if (flows_.size() >= config_.max_flows) expire_flows(now);
     if (flows_.size() >= config_.max_flows) {
-        // Evict the least recently seen: O(flows), only when the table is full.
-        auto victim = std::min_element(
-            flows_.begin(), flows_.end(),
-            [](const auto& a, const auto& b) { return a.second->last_seen < b.second->last_seen; });
-        flows_.erase(victim);
+        // Evict the least recently seen: the front of lru_, O(1).
+        erase_flow(flows_.find(lru_.front()->key));
         ++stats_.clamp_flows_evicted;
     }
     auto f = std::make_unique<flow_record>();
     f->key = downlink;
     f->name = flow_name(downlink);
     f->last_seen = now;
+    f->lru_pos = lru_.insert(lru_.end(), f.get());
     ++stats_.clamp_flows_created;
     return *flows_.emplace(downlink, std::move(f)).first->second;
+}
+
+void clamp_rewriter::touch(flow_record& f, time_ns now) {
+    f.last_seen = now;
+    lru_.splice(lru_.end(), lru_, f.lru_pos);  // iterators stay valid
+}
+
+void clamp_rewriter::erase_flow(flow_map::iterator it) {
+    lru_.erase(it->second->lru_pos);
+    flows_.erase(it);
 }
 
 void clamp_rewriter::ensure_agent(flow_record& f) {
@@ -274,13 +284,10 @@ void clamp_rewriter::ensure_agent(flow_record& f) {
 }
 
 void clamp_rewriter::expire_flows(time_ns now) {
-    for (auto it = flows_.begin(); it != flows_.end();) {
-        if (now - it->second->last_seen > config_.flow_idle_timeout) {
-            it = flows_.erase(it);
-            ++stats_.clamp_flows_expired;
-        } else {
-            ++it;
-        }
+    // lru_ is in order of last_seen (times never go back): only its front can have expired.
+    while (!lru_.empty() && now - lru_.front()->last_seen > config_.flow_idle_timeout) {
+        erase_flow(flows_.find(lru_.front()->key));
+        ++stats_.clamp_flows_expired;
     }
 }
 

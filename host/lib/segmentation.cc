@@ -384,12 +384,38 @@ void reassembler::process(const tb_entry& e, delivered_packets& out) {
     }
 }
 
+std::size_t reassembler::entry_cost(const tb_entry& e) {
+    // The constant covers what one entry allocates besides its bytes: a map node (three
+    // links and a colour word, the key, the tb_entry), an arrival-index node (the same
+    // links, the pair) and the malloc headers of the map node, index node and two vectors.
+    constexpr std::size_t rb_links = 4 * sizeof(void*), malloc_header = 16;
+    static_assert(rb_links + sizeof(std::uint64_t) + sizeof(tb_entry) + rb_links +
+                          sizeof(std::pair<time_ns, std::uint64_t>) + 4 * malloc_header <=
+                      kEntryOverheadBytes,
+                  "kEntryOverheadBytes must cover the structures of one entry");
+    static_assert(sizeof(segment_ref) <= kSegmentOverheadBytes);
+    return kEntryOverheadBytes + e.data.size() + e.segs.size() * kSegmentOverheadBytes;
+}
+
+void reassembler::insert_entry(std::uint64_t u, tb_entry&& e) {
+    auto it = buffer_.find(u);
+    if (it != buffer_.end()) erase_entry(it);  // a PDU replacing its loss report
+    held_bytes_ += entry_cost(e);
+    by_arrival_.emplace(e.arrival, u);
+    buffer_.emplace(u, std::move(e));
+}
+
+void reassembler::erase_entry(std::map<std::uint64_t, tb_entry>::iterator it) {
+    held_bytes_ -= entry_cost(it->second);
+    by_arrival_.erase({it->second.arrival, it->first});
+    buffer_.erase(it);
+}
+
 void reassembler::drain(delivered_packets& out) {
     while (!buffer_.empty() && buffer_.begin()->first == next_) {
         auto it = buffer_.begin();
         process(it->second, out);
-        held_bytes_ -= it->second.data.size();
-        buffer_.erase(it);
+        erase_entry(it);
         ++next_;
     }
 }
@@ -399,8 +425,7 @@ void reassembler::give_up_until(std::uint64_t target, loss_cause cause, delivere
         auto it = buffer_.begin();
         if (it != buffer_.end() && it->first == next_) {
             process(it->second, out);
-            held_bytes_ -= it->second.data.size();
-            buffer_.erase(it);
+            erase_entry(it);
             ++next_;
         } else {
             // A run of missing PDUs [next_, stop): one loss, whatever its length.
@@ -417,11 +442,12 @@ void reassembler::give_up_until(std::uint64_t target, loss_cause cause, delivere
 void reassembler::enforce_timeout(time_ns now, delivered_packets& out) {
     // Invariant after drain(): the buffer never holds next_, so a non-empty buffer means a
     // gap at next_. Give it up once the PDU waiting longest has waited `timeout`: no
-    // complete packet is held back longer than that by a missing TB.
-    while (!buffer_.empty()) {
-        time_ns oldest = std::numeric_limits<time_ns>::max();
-        for (const auto& kv : buffer_) oldest = std::min(oldest, kv.second.arrival);
-        if (now - oldest < params_.timeout) break;
+    // complete packet is held back longer than that by a missing TB. The oldest arrival is
+    // the first of by_arrival_, and each round that finds it expired removes at least the
+    // first buffered entry, so a call reads the index (expired entries + 1) times.
+    while (!by_arrival_.empty()) {
+        ++timeout_scan_visits_;
+        if (now - by_arrival_.begin()->first < params_.timeout) break;
         give_up_until(buffer_.begin()->first, loss_cause::timeout, out);
     }
 }
@@ -439,10 +465,8 @@ void reassembler::enforce_memory(delivered_packets& out) {
 }
 
 std::optional<time_ns> reassembler::next_deadline() const {
-    if (buffer_.empty()) return std::nullopt;
-    time_ns oldest = std::numeric_limits<time_ns>::max();
-    for (const auto& kv : buffer_) oldest = std::min(oldest, kv.second.arrival);
-    return oldest + params_.timeout;
+    if (by_arrival_.empty()) return std::nullopt;
+    return by_arrival_.begin()->first + params_.timeout;
 }
 
 std::optional<std::string> reassembler::to_entry(const std::uint8_t* data, std::size_t len,
@@ -520,8 +544,7 @@ reassembler::delivered_packets reassembler::on_pdu(const std::uint8_t* data, std
         give_up_until(u - window() + 1, loss_cause::timeout, out);
     }
     e.arrival = now;
-    held_bytes_ += e.data.size();
-    buffer_[u] = std::move(e);  // replaces a loss report if the PDU made it after all
+    insert_entry(u, std::move(e));  // replaces a loss report if the PDU made it after all
     ++stats_.tbs_received;
     drain(out);
     enforce_memory(out);
@@ -539,9 +562,10 @@ reassembler::delivered_packets reassembler::on_lost(std::uint32_t seq, time_ns n
         tb_entry e;
         e.lost = true;
         e.arrival = now;
-        buffer_[u] = std::move(e);
+        insert_entry(u, std::move(e));
         ++stats_.tbs_lost_reported;
         drain(out);
+        enforce_memory(out);  // a loss report costs its entry too
     }
     enforce_timeout(now, out);
     return out;

@@ -1,7 +1,10 @@
 // TCP/IP header tools: see oppsched/tcpip.h.
 #include "oppsched/tcpip.h"
 
+#include <sodium.h>
+
 #include <cstring>
+#include <stdexcept>
 #include <string>
 
 #include "oppsched/byte_order.h"
@@ -120,6 +123,40 @@ std::size_t flow_key_hash::operator()(const flow_key& k) const {
             h = mix(h, w);
         }
     }
+    return static_cast<std::size_t>(h);
+}
+
+keyed_flow_hash::keyed_flow_hash(std::uint64_t seed) {
+    if (sodium_init() < 0) throw std::runtime_error("libsodium: sodium_init failed");
+    // The SipHash key from the seed through SplitMix64 (Steele, Lea & Flood's generator, as
+    // in java.util.SplittableRandom): two well-mixed words, different for every seed.
+    std::uint64_t x = seed;
+    for (std::size_t half = 0; half < 2; ++half) {
+        std::uint64_t z = (x += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        for (std::size_t i = 0; i < 8; ++i)
+            key_[half * 8 + i] = static_cast<std::uint8_t>(z >> (8 * i));
+    }
+}
+
+std::size_t keyed_flow_hash::operator()(const flow_key& k) const {
+    static_assert(crypto_shorthash_KEYBYTES == 16 && crypto_shorthash_BYTES == 8);
+    std::array<std::uint8_t, 6 + 2 * 16> in{};
+    in[0] = k.ip_version;
+    in[1] = k.proto;
+    in[2] = static_cast<std::uint8_t>(k.sport >> 8);
+    in[3] = static_cast<std::uint8_t>(k.sport);
+    in[4] = static_cast<std::uint8_t>(k.dport >> 8);
+    in[5] = static_cast<std::uint8_t>(k.dport);
+    const std::size_t n = k.ip_version == 6 ? 16 : 4;  // the address bytes in use
+    std::memcpy(in.data() + 6, k.src.data(), n);
+    std::memcpy(in.data() + 6 + n, k.dst.data(), n);
+    unsigned char out[crypto_shorthash_BYTES];
+    crypto_shorthash(out, in.data(), 6 + 2 * n, key_.data());
+    std::uint64_t h = 0;
+    std::memcpy(&h, out, sizeof h);
     return static_cast<std::size_t>(h);
 }
 

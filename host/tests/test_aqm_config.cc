@@ -105,6 +105,10 @@ TEST(aqm_params, bad_values_throw_invalid_argument_naming_the_field_and_the_valu
          aqm_kind::tlas, "tlas.threshold_packets: 0 must be >= 1"},
         {[](aqm_params& c) { std::get<las_params>(c.params).flow_idle_timeout = 0; }, aqm_kind::las,
          "las.flow_idle_timeout: 0 ns must be > 0"},
+        {[](aqm_params& c) { std::get<las_params>(c.params).max_flows = 0; }, aqm_kind::las,
+         "las.max_flows: 0 not in [1, 1000000]"},
+        {[](aqm_params& c) { std::get<tlas_params>(c.params).max_flows = 1'000'001; },
+         aqm_kind::tlas, "tlas.max_flows: 1000001 not in [1, 1000000]"},
     };
     for (const auto& bc : cases) {
         aqm_params c = default_config(bc.kind);
@@ -151,6 +155,11 @@ TEST(aqm_params, the_parameter_table_names_each_field_once_and_reaches_the_membe
     c = default_config(aqm_kind::tlas);
     find(aqm_kind::tlas, "threshold_packets").set(c, std::uint64_t{7});
     EXPECT_EQ(std::get<tlas_params>(c.params).threshold_packets, 7u);
+    find(aqm_kind::tlas, "max_flows").set(c, std::uint64_t{300});
+    EXPECT_EQ(std::get<tlas_params>(c.params).max_flows, 300u);
+    c = default_config(aqm_kind::las);
+    find(aqm_kind::las, "max_flows").set(c, std::uint64_t{200});
+    EXPECT_EQ(std::get<las_params>(c.params).max_flows, 200u);
 }
 
 TEST(aqm_params, nan_is_rejected_everywhere_a_number_is_checked) {

@@ -84,6 +84,67 @@ TEST(Tlas, a_full_queue_evicts_the_newest_fifo_packet_for_a_priority_arrival) {
     EXPECT_FALSE(h.offer(pkt(0), 0));  // a FIFO-class arrival at a full queue is dropped
 }
 
+TEST(las_discipline, at_max_flows_a_new_flow_replaces_the_least_recently_seen_idle_flow) {
+    aqm_params c = las_config(100);
+    std::get<las_params>(c.params).max_flows = 2;
+    harness h(c);
+    for (int i = 0; i < 5; ++i) h.offer(pkt(0), 1);
+    while (h.aqm->dequeue(1)) {
+    }  // A: 5000 bytes served, idle since t = 1
+    h.offer(pkt(1), 2);
+    h.aqm->dequeue(2);   // B: 1000 bytes served, idle since t = 2
+    h.offer(pkt(2), 3);  // C: the table is full; A, seen least recently, is forgotten
+    EXPECT_EQ(h.aqm->stats().flows, 2u);
+    EXPECT_EQ(h.aqm->stats().flows_evicted, 1u);
+    h.offer(pkt(1), 4);  // B is remembered: priority 1000
+    h.offer(pkt(0), 4);  // A is not (and B, C are busy): it starts again at 0
+    EXPECT_EQ(h.aqm->stats().shared_flow_packets, 1u);
+    // With A's 5000 bytes remembered the order would be C, B, A.
+    EXPECT_EQ(drain_flows(h), (std::vector<int>{2, 0, 1}));
+}
+
+TEST(las_discipline, flows_beyond_max_flows_while_all_are_busy_rank_as_one_flow) {
+    aqm_params c = las_config(100);
+    std::get<las_params>(c.params).max_flows = 1;
+    harness h(c);
+    h.offer(pkt(0), 0);
+    h.offer(pkt(0), 0);  // A holds the one record, with packets queued
+    h.offer(pkt(1), 0);  // B and C share a record: B at 0 bytes, C behind B's 1000
+    h.offer(pkt(2), 0);
+    EXPECT_EQ(h.aqm->stats().flows, 1u);
+    EXPECT_EQ(h.aqm->stats().flows_evicted, 0u);
+    EXPECT_EQ(h.aqm->stats().shared_flow_packets, 2u);
+    // A at 0, B at 0 (later), A at 1000, C at 1000 (later): each alone would be at 0.
+    EXPECT_EQ(drain_flows(h), (std::vector<int>{0, 1, 0, 2}));
+}
+
+TEST(Tlas, the_flow_limit_holds_for_tlas_too) {
+    aqm_params c = las_config(2, 5);
+    std::get<tlas_params>(c.params).max_flows = 2;
+    harness h(c);
+    for (int f = 0; f < 12; ++f) h.offer(pkt(f), f);  // one new flow after another
+    EXPECT_EQ(h.aqm->stats().flows, 2u);
+    EXPECT_EQ(h.aqm->stats().flows_evicted, 0u);  // every held flow has its packet queued
+    EXPECT_EQ(h.aqm->stats().shared_flow_packets, 10u);
+    drain_flows(h);  // now both are idle: new flows take their places
+    h.offer(pkt(20), 20);
+    h.offer(pkt(21), 21);
+    EXPECT_EQ(h.aqm->stats().flows_evicted, 2u);
+    EXPECT_EQ(h.aqm->stats().flows, 2u);
+}
+
+TEST(las_discipline, a_new_flow_whose_first_packet_is_dropped_is_still_forgotten_when_idle) {
+    aqm_params c = las_config(1);
+    std::get<las_params>(c.params).flow_idle_timeout = kNsPerSec;
+    harness h(c);
+    h.offer(pkt(0), 0);
+    EXPECT_FALSE(h.offer(pkt(1), 0));  // B's record is made, its packet ranks below A's
+    EXPECT_EQ(h.aqm->stats().flows, 2u);
+    drain_flows(h);
+    h.offer(pkt(2), 5 * kNsPerSec);  // A and B have been idle for 5 s
+    EXPECT_EQ(h.aqm->stats().flows, 1u);
+}
+
 TEST(las_discipline, idle_flows_are_forgotten_after_the_timeout) {
     aqm_params c = las_config(100);
     std::get<las_params>(c.params).flow_idle_timeout = kNsPerSec;

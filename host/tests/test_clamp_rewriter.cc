@@ -163,5 +163,36 @@ TEST(ClampRewriter, when_the_table_is_full_then_the_least_recently_seen_flow_is_
     EXPECT_EQ(r.agent(b.downlink_key()), nullptr);
 }
 
+TEST(ClampRewriter, evictions_follow_the_order_of_last_use_not_of_creation) {
+    client_core_stats stats;
+    clamp_rewriter_params cfg = config();
+    cfg.max_flows = 3;
+    clamp_rewriter r(cfg, stats);
+    const conn a(4, 40000), b(4, 40001), c(4, 40002), d(4, 40003), e(4, 40004);
+    open(r, a, 0.01f);
+    open(r, b, 0.01f);
+    open(r, c, 0.01f);
+    r.on_downlink(2 * kMs, a.server_data(0, 100), 0.01f);  // use order: b, c, a
+    open(r, d, 0.01f);                                     // b goes: c, a, d
+    EXPECT_EQ(r.agent(b.downlink_key()), nullptr);
+    r.on_downlink(3 * kMs, c.server_data(0, 100), 0.01f);  // a, d, c
+    open(r, e, 0.01f);                                     // a goes: d, c, e
+    EXPECT_EQ(r.agent(a.downlink_key()), nullptr);
+    EXPECT_NE(r.agent(c.downlink_key()), nullptr);
+    EXPECT_NE(r.agent(d.downlink_key()), nullptr);
+    EXPECT_NE(r.agent(e.downlink_key()), nullptr);
+    EXPECT_EQ(r.flows(), 3u);
+    EXPECT_EQ(stats.clamp_flows_evicted, 2u);
+    // Expiry takes the least recently used first and stops at the first one still fresh.
+    cfg.flow_idle_timeout = 10 * kMs;
+    clamp_rewriter r2(cfg, stats);
+    open(r2, a, 0.01f);
+    open(r2, b, 0.01f);
+    r2.on_downlink(30 * kMs, a.server_data(0, 100), 0.01f);
+    r2.expire(35 * kMs);  // b (last seen at 1 ms) has expired, a has not
+    EXPECT_EQ(r2.agent(b.downlink_key()), nullptr);
+    EXPECT_NE(r2.agent(a.downlink_key()), nullptr);
+}
+
 }  // namespace
 }  // namespace oppsched::client

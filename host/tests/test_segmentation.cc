@@ -324,6 +324,88 @@ TEST(reassembler, memory_cap_gives_up_the_gap_and_never_holds_more_than_the_cap)
     EXPECT_EQ(r.stats().dropped_timeout, 0u);
 }
 
+TEST(reassembler, held_bytes_charge_each_buffered_entry_its_overhead_and_segments) {
+    test_queue q;
+    for (int i = 0; i < 3; ++i) q.q.push_back(make_packet(static_cast<std::uint64_t>(i), 50));
+    segmenter s;
+    std::vector<built_tb> tbs;
+    for (int i = 0; i < 3; ++i) tbs.push_back(s.build(kOneEach, q.source()));
+    reassembler r(params(16, kNsPerSec));
+    EXPECT_TRUE(r.on_pdu(tbs[1].bytes, 1).empty());  // waits behind TB 0
+    constexpr std::size_t one = reassembler::kEntryOverheadBytes + 50 +
+                                reassembler::kSegmentOverheadBytes;  // one segment of 50 bytes
+    EXPECT_EQ(r.held_bytes(), one);
+    EXPECT_TRUE(r.on_lost(5, 2).empty());  // a loss report holds no packet byte
+    EXPECT_EQ(r.held_bytes(), one + reassembler::kEntryOverheadBytes);
+    EXPECT_TRUE(r.on_pdu(tbs[2].bytes, 3).empty());
+    EXPECT_EQ(r.held_bytes(), 2 * one + reassembler::kEntryOverheadBytes);
+    EXPECT_EQ(r.on_pdu(tbs[0].bytes, 4).size(), 3u);
+    EXPECT_EQ(r.held_bytes(), reassembler::kEntryOverheadBytes);  // the loss report of 5
+}
+
+TEST(reassembler, loss_reports_alone_reach_the_memory_cap_and_are_given_up_counted) {
+    // Loss reports carry no packet bytes: only their per-entry cost bounds them.
+    reassembler_params p = params(4096, kNsPerSec);
+    p.max_bytes = 65535;
+    reassembler r(p);
+    const std::size_t fit = p.max_bytes / reassembler::kEntryOverheadBytes;  // 255
+    const std::size_t reports = fit + 10;
+    for (std::size_t i = 0; i < reports; ++i) {  // PDUs 1, 3, 5, ...: a gap before each
+        const auto seq = static_cast<std::uint32_t>(2 * i + 1);
+        r.on_lost(seq, static_cast<time_ns>(seq));
+        ASSERT_LE(r.held_bytes(), p.max_bytes) << "seq " << seq;
+    }
+    EXPECT_EQ(r.stats().tbs_lost_reported, reports);
+    EXPECT_EQ(r.buffered_pdus(), fit);
+    // The cap gave up the one-PDU gap before each of the 10 oldest reports.
+    EXPECT_EQ(r.stats().tbs_given_up, reports - fit);
+    EXPECT_EQ(r.stats().dropped_timeout, 0u);
+}
+
+TEST(reassembler, a_timeout_scan_reads_the_expired_entries_not_every_buffered_one) {
+    constexpr int n = 1000;
+    test_queue q;
+    for (int i = 0; i <= n; ++i) q.q.push_back(make_packet(static_cast<std::uint64_t>(i), 50));
+    segmenter s;
+    std::vector<built_tb> tbs;
+    for (int i = 0; i <= n; ++i) tbs.push_back(s.build(kOneEach, q.source()));
+    reassembler r(params(4096, 10 * kNsPerMs));
+    // TB 0 is missing; TBs 1..n wait behind it, all arrived by t = n ns.
+    for (int i = 1; i <= n; ++i) ASSERT_TRUE(r.on_pdu(tbs[i].bytes, i).empty());
+    ASSERT_EQ(r.buffered_pdus(), static_cast<std::size_t>(n));
+    const std::uint64_t before = r.timeout_scan_visits();
+    for (int k = 0; k < 100; ++k) ASSERT_TRUE(r.poll(5 * kNsPerMs + k).empty());
+    EXPECT_EQ(r.timeout_scan_visits() - before, 100u);  // one read per poll, not n
+    const std::uint64_t at_expiry = r.timeout_scan_visits();
+    EXPECT_EQ(r.poll(10 * kNsPerMs + 1).size(), static_cast<std::size_t>(n));
+    EXPECT_EQ(r.timeout_scan_visits() - at_expiry, 1u);  // the one expired entry
+    EXPECT_EQ(r.stats().dropped_timeout, 1u);
+    EXPECT_EQ(r.held_bytes(), 0u);
+}
+
+TEST(reassembler, a_timeout_scan_stops_at_the_first_gap_whose_pdus_have_not_expired) {
+    // Gaps at 0, 10, 20, ...: the PDUs of block b (10b+1 .. 10b+9) arrive at b ms.
+    test_queue q;
+    for (int i = 0; i < 50; ++i) q.q.push_back(make_packet(static_cast<std::uint64_t>(i), 50));
+    segmenter s;
+    std::vector<built_tb> tbs;
+    for (int i = 0; i < 50; ++i) tbs.push_back(s.build(kOneEach, q.source()));
+    reassembler r(params(64, 10 * kNsPerMs));
+    for (int i = 0; i < 50; ++i) {
+        if (i % 10 != 0) {
+            ASSERT_TRUE(r.on_pdu(tbs[i].bytes, (i / 10) * kNsPerMs).empty());
+        }
+    }
+    const std::uint64_t before = r.timeout_scan_visits();
+    // At 11.5 ms blocks 0 and 1 have waited >= 10 ms, blocks 2..4 have not.
+    EXPECT_EQ(r.poll(11 * kNsPerMs + kNsPerMs / 2).size(), 18u);
+    EXPECT_EQ(r.timeout_scan_visits() - before, 3u);  // two expired gaps + the first live one
+    EXPECT_EQ(r.stats().dropped_timeout, 2u);
+    EXPECT_EQ(r.buffered_pdus(), 27u);
+    ASSERT_TRUE(r.next_deadline());
+    EXPECT_EQ(*r.next_deadline(), 12 * kNsPerMs);
+}
+
 TEST(reassembler, a_tb_beyond_the_window_gives_up_the_oldest_gap) {
     test_queue q;
     for (int i = 0; i < 6; ++i) q.q.push_back(make_packet(static_cast<std::uint64_t>(i), 50));

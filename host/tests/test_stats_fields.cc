@@ -71,7 +71,7 @@ TEST(StatsFields, aqm_total_drops_are_dropped_total_and_state_keeps_its_type) {
     });
     EXPECT_EQ(doubles, 9);
     EXPECT_EQ(bools, 1);
-    EXPECT_EQ(counters, 10);
+    EXPECT_EQ(counters, 12);
 }
 
 TEST(StatsFields, every_struct_names_each_field_once) {

@@ -5,6 +5,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "oppsched/tcpip.h"
 #include "tcp_test_packets.h"
@@ -770,4 +771,39 @@ TEST(TcpipWindowTracker, bad_params_throw_naming_the_field) {
     window_tracker_params q;
     q.idle_timeout = -1;
     EXPECT_THROW(window_tracker{q}, std::invalid_argument);
+}
+
+TEST(TcpipKeyedHash, the_same_seed_gives_the_same_hashes_and_another_seed_other_ones) {
+    std::mt19937_64 rng(7);
+    std::vector<tcpip::flow_key> keys(200);
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+        tcpip::flow_key& k = keys[i];
+        k.ip_version = i % 2 ? 6 : 4;
+        k.proto = 6;
+        const std::size_t n = k.ip_version == 6 ? 16 : 4;
+        for (std::size_t b = 0; b < n; ++b) {
+            k.src[b] = static_cast<std::uint8_t>(rng());
+            k.dst[b] = static_cast<std::uint8_t>(rng());
+        }
+        k.sport = static_cast<std::uint16_t>(rng());
+        k.dport = 5201;
+    }
+    const tcpip::keyed_flow_hash a(1), a_again(1), b(2);
+    std::size_t differ = 0;
+    for (const auto& k : keys) {
+        EXPECT_EQ(a(k), a_again(k));  // one seed: the same table layout on every run
+        differ += a(k) != b(k);
+    }
+    EXPECT_EQ(differ, keys.size());  // the seed keys every hash
+    // Each field takes part: changing one port or one address byte changes the hash.
+    tcpip::flow_key k = keys[0];
+    const std::size_t h = a(k);
+    k.sport ^= 1;
+    EXPECT_NE(a(k), h);
+    k = keys[0];
+    k.dst[3] ^= 0x80;
+    EXPECT_NE(a(k), h);
+    k = keys[0];
+    k.proto = 17;
+    EXPECT_NE(a(k), h);
 }

@@ -123,6 +123,50 @@ TEST(Wire, errors_name_the_field_and_value) {
     EXPECT_NE(r2.error().find("exceed the limit of 512"), std::string::npos);
 }
 
+namespace {
+// Sets byte `at` of an encoded frame and recomputes the CRC, so only that byte is wrong.
+std::vector<std::uint8_t> with_byte(std::vector<std::uint8_t> f, std::size_t at, std::uint8_t v) {
+    f[at] = v;
+    const auto crc = crc32(f.data(), f.size() - 4);
+    for (int i = 0; i < 4; ++i)
+        f[f.size() - 4 + i] = static_cast<std::uint8_t>(crc >> (8 * (3 - i)));
+    return f;
+}
+}  // namespace
+
+TEST(Wire, header_reserved_bits_are_rejected_naming_the_field_and_value) {
+    const auto f = encode(harq_feedback{1, 2, 3, true}, 5);
+    ASSERT_TRUE(decode(with_byte(f, 6, 0)).ok());
+    const auto hi = decode(with_byte(f, 6, 0x80));
+    ASSERT_FALSE(hi.ok());
+    EXPECT_EQ(hi.error(), "header.reserved: 0x8000 is not 0");
+    const auto lo = decode(with_byte(f, 7, 0x01));
+    ASSERT_FALSE(lo.ok());
+    EXPECT_EQ(lo.error(), "header.reserved: 0x1 is not 0");
+}
+
+TEST(Wire, unknown_flag_bits_are_rejected_naming_the_message_field_and_value) {
+    // slot_grant.flags (body offset 8: after the u64 slot) knows bit 0 only.
+    slot_grant g;
+    g.slot = 9;
+    g.empty = true;
+    const auto gf = encode(g, 1);
+    ASSERT_EQ(gf[16 + 8], 0x01);
+    const auto rg = decode(with_byte(gf, 16 + 8, 0x03));
+    ASSERT_FALSE(rg.ok());
+    EXPECT_EQ(rg.error(), "slot_grant.flags: 0x3 sets reserved bits 0x2 (known: 0x1)");
+
+    // rx_indication.flags (body offset 14) knows bits 0..2; bit 7 is reserved.
+    rx_indication rx;
+    rx.header_ok = rx.addressed = rx.crc_ok = true;
+    const auto xf = encode(rx, 1);
+    ASSERT_EQ(xf[16 + 14], 0x07);
+    EXPECT_TRUE(decode(with_byte(xf, 16 + 14, 0x05)).ok());
+    const auto rx_bad = decode(with_byte(xf, 16 + 14, 0x87));
+    ASSERT_FALSE(rx_bad.ok());
+    EXPECT_EQ(rx_bad.error(), "rx_indication.flags: 0x87 sets reserved bits 0x80 (known: 0x7)");
+}
+
 TEST(Wire, oversized_payload_cannot_be_encoded) {
     uplink_packet p{1, std::vector<std::uint8_t>(70000)};
     EXPECT_THROW(encode(p, 1), std::invalid_argument);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <string>
 
 #include "slot_messages.h"
 #include "slot_time.h"
@@ -141,4 +142,96 @@ TEST(SlotMessages, request_round_trips) {
     EXPECT_EQ(r->slot, q.slot);
     EXPECT_EQ(r->air_time_ns, -5);
     EXPECT_FALSE(slot_msg::request_from_pmt(pmt::make_dict()).ok());
+}
+
+TEST(SlotMessages, integers_out_of_range_are_errors_naming_the_key_and_the_exact_value) {
+    constexpr auto u64_max = std::numeric_limits<std::uint64_t>::max();
+    constexpr auto long_min = std::numeric_limits<long>::min();
+    slot_msg::grant g;
+    g.empty = false;
+    g.user = 1;
+    g.tb = {9};
+    const pmt::pmt_t ok = slot_msg::to_pmt(g);
+    struct bad_case {
+        pmt::pmt_t msg;
+        std::string error;
+    };
+    const bad_case cases[] = {
+        // Values no long double of every target holds, and the extremes of both PMT types.
+        {pmt::dict_add(ok, pmt::mp("user"), pmt::from_uint64(u64_max)),
+         "user: 18446744073709551615 not in [0, 65534]"},
+        {pmt::dict_add(ok, pmt::mp("mcs"), pmt::from_long(long_min)),
+         "mcs: -9223372036854775808 not in [0, 15]"},
+        {pmt::dict_add(ok, pmt::mp("slot"), pmt::from_long(-1)),
+         "slot: -1 not in [0, 18446744073709551615]"},
+        {pmt::dict_add(ok, pmt::mp("rv"), pmt::from_uint64(4)), "rv: 4 not in [0, 3]"},
+    };
+    for (const auto& c : cases) {
+        auto r = slot_msg::grant_from_pmt(c.msg);
+        ASSERT_FALSE(r.ok()) << c.error;
+        EXPECT_EQ(r.error(), c.error);
+    }
+    // air_time_ns is an i64: 2^63 as a uint64 PMT is one too many; the minimum is fine.
+    pmt::pmt_t q = slot_msg::to_pmt(slot_msg::request{});
+    auto big = slot_msg::request_from_pmt(
+        pmt::dict_add(q, pmt::mp("air_time_ns"), pmt::from_uint64(std::uint64_t{1} << 63)));
+    ASSERT_FALSE(big.ok());
+    EXPECT_EQ(big.error(),
+              "air_time_ns: 9223372036854775808 not in [-9223372036854775808, "
+              "9223372036854775807]");
+    auto low = slot_msg::request_from_pmt(
+        pmt::dict_add(q, pmt::mp("air_time_ns"), pmt::from_long(long_min)));
+    ASSERT_TRUE(low.ok()) << low.error();
+    EXPECT_EQ(low->air_time_ns, std::numeric_limits<std::int64_t>::min());
+    auto top =
+        slot_msg::request_from_pmt(pmt::dict_add(q, pmt::mp("slot"), pmt::from_uint64(u64_max)));
+    ASSERT_TRUE(top.ok());
+    EXPECT_EQ(top->slot, u64_max);
+}
+
+TEST(SlotMessages, an_snr_that_is_nan_infinite_or_beyond_f32_is_an_error_naming_the_field) {
+    slot_msg::rx_report x;
+    x.slot = 7;
+    x.header_ok = x.addressed = x.crc_ok = true;
+    x.user = 2;
+    x.snr_db = 12.5;
+    x.effective_snr_db = 11.0;
+    x.cqi = 9;
+    x.combined = 1;
+    x.tb = {1, 2, 3};
+    auto ind = slot_msg::to_rx_indication(x, false);
+    ASSERT_TRUE(ind.ok()) << ind.error();
+    EXPECT_EQ(ind->snr_db, 12.5f);
+    EXPECT_EQ(ind->cqi, 9);
+    EXPECT_EQ(ind->tb, x.tb);
+    EXPECT_EQ(slot_msg::to_rx_indication(x, true)->snr_db, 11.0f);
+
+    struct bad_case {
+        double snr;
+        bool effective;
+        std::string error;
+    };
+    const bad_case cases[] = {
+        {std::numeric_limits<double>::quiet_NaN(), false, "snr_db: nan is not a finite f32"},
+        {std::numeric_limits<double>::infinity(), true,
+         "effective_snr_db: inf is not a finite f32"},
+        {-std::numeric_limits<double>::infinity(), false, "snr_db: -inf is not a finite f32"},
+        {1e300, false, "snr_db: 1e+300 is not a finite f32"},
+        {-1e39, true, "effective_snr_db: -1e+39 is not a finite f32"},
+    };
+    for (const auto& c : cases) {
+        slot_msg::rx_report y = x;
+        (c.effective ? y.effective_snr_db : y.snr_db) = c.snr;
+        auto r = slot_msg::to_rx_indication(y, c.effective);
+        ASSERT_FALSE(r.ok()) << c.error;
+        EXPECT_EQ(r.error(), c.error);
+    }
+    // The largest float still converts exactly.
+    x.snr_db = std::numeric_limits<float>::max();
+    EXPECT_EQ(slot_msg::to_rx_indication(x, false)->snr_db, std::numeric_limits<float>::max());
+    x.cqi = 256;
+    EXPECT_EQ(slot_msg::to_rx_indication(x, false).error(), "cqi: 256 not in [0, 255]");
+    x.cqi = 3;
+    x.combined = -1;
+    EXPECT_EQ(slot_msg::to_rx_indication(x, false).error(), "combined: -1 not in [0, 255]");
 }

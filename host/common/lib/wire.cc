@@ -152,6 +152,16 @@ struct body_reader {
     template <class... B>
     void flags(const char* f, const wire_bit<B>&... bits) {
         const std::uint8_t x = r.u8(f);
+        // Bits beyond those the layout names are reserved: a frame with one set comes from
+        // a newer or broken sender, and its meaning is unknown (the PDU header, pdu.h, is
+        // as strict).
+        constexpr unsigned known = (1u << sizeof...(B)) - 1;
+        if (r.ok() && (x & ~known) != 0) {
+            std::ostringstream s;
+            s << msg << "." << f << ": 0x" << std::hex << +x << " sets reserved bits 0x"
+              << (x & ~known & 0xFFu) << " (known: 0x" << known << ")";
+            r.fail(s.str());
+        }
         int i = 0;
         ((bits.value = ((x >> i) & 1) != 0, ++i), ...);
     }
@@ -264,7 +274,7 @@ expected<frame> decode(const std::uint8_t* data, std::size_t len, std::size_t ma
     const auto magic = static_cast<std::uint32_t>(h.get(4, "magic"));
     const auto version = h.u8("version");
     const auto type = h.u8("type");
-    h.u16("reserved");
+    const auto reserved = h.u16("reserved");
     const auto seq = static_cast<std::uint32_t>(h.get(4, "seq"));
     const auto body_len = static_cast<std::uint32_t>(h.get(4, "body_len"));
     if (magic != kMagic) {
@@ -273,6 +283,11 @@ expected<frame> decode(const std::uint8_t* data, std::size_t len, std::size_t ma
         return error_info{s.str()};
     }
     if (version != kVersion) return error_info{bad_value("header.version", version, "is not 1")};
+    if (reserved != 0) {
+        std::ostringstream s;
+        s << "header.reserved: 0x" << std::hex << reserved << " is not 0";
+        return error_info{s.str()};
+    }
     if (static_cast<std::size_t>(body_len) != len - kHeaderLen - kTrailerLen) {
         std::ostringstream s;
         s << "header.body_len: " << body_len << " does not match the frame ("

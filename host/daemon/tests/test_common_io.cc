@@ -10,6 +10,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -114,7 +115,8 @@ TEST(ZmqEndpoint, when_binding_ipc_then_the_directory_is_created) {
         EXPECT_TRUE(S_ISDIR(st.st_mode));
         EXPECT_EQ(::stat((dir + "/nested/sock").c_str(), &st), 0);
     }
-    std::system(("rm -rf '" + dir + "'").c_str());
+    std::error_code ec;
+    EXPECT_GT(std::filesystem::remove_all(dir, ec), 0u) << ec.message();
 }
 
 TEST(ZmqEndpoint, when_an_endpoint_cannot_be_bound_then_the_error_names_it) {

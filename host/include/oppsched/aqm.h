@@ -99,6 +99,8 @@ struct aqm_stats {
     bool dropping = false;            // CoDel: in the dropping state
     std::uint32_t codel_count = 0;    // CoDel: drops in the current dropping state
     std::size_t flows = 0;            // LAS, T-LAS: flows with state
+    std::uint64_t flows_evicted = 0;  // LAS, T-LAS: idle flows forgotten at max_flows
+    std::uint64_t shared_flow_packets = 0;  // LAS, T-LAS: arrivals of flows beyond max_flows
 };
 
 // ---------------------------------------------------------------------------------------
@@ -218,14 +220,19 @@ struct spm_af_params {};
 
 // LAS (Wu, Gong & Williamson, §6.2; Rai et al. 2003/2004): serve the flow with the least attained
 // service.
+// Flow state is bounded by max_flows: at the limit a new flow replaces the least recently seen
+// flow with nothing queued, or, if every flow has packets queued, shares one record with the
+// other flows beyond the limit (aqm_las.cc; counted in flows_evicted and shared_flow_packets).
 struct las_params {
     time_ns flow_idle_timeout = 30 * kNsPerSec;  // forget idle flows with nothing queued
+    std::size_t max_flows = 4096;                // flow records held, [1, 1000000]
 };
 
 // T-LAS (Wu, Gong & Williamson, §6.2): LAS for a flow's first threshold_packets packets, then FIFO.
 struct tlas_params {
     std::size_t threshold_packets = 50;  // Wu, Gong & Williamson: "e.g., 50 packets"
     time_ns flow_idle_timeout = 30 * kNsPerSec;
+    std::size_t max_flows = 4096;  // as las_params::max_flows
 };
 
 enum class aqm_kind : std::uint8_t { droptail, red, rem, reaqm, avq, codel, pie, spmaf, las, tlas };

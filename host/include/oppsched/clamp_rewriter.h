@@ -6,7 +6,8 @@
 // clamp and at what price is the caller's (client_core: the price freshness and fail-open
 // rule, client_core.h); without a price ACKs go through the tracker with the OS's own
 // window. Costs: one parse and up to three hash lookups per packet; the table is bounded by
-// max_flows (least recently seen evicted, O(flows) only when full).
+// max_flows (least recently seen evicted, O(1): the flows are kept in a list in order of
+// last use, as in tcpip::window_tracker), and idle flows are forgotten in O(1) each.
 //
 // What the paper leaves to the implementer (and why):
 //  - Flows. A flow is a TCP connection through the client, keyed by its downlink direction
@@ -26,6 +27,7 @@
 //    repeat the previous ACK number while downlink data beyond it has been received.
 #include <cstddef>
 #include <cstdint>
+#include <list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -99,6 +101,8 @@ class clamp_rewriter final {
 
     flow_record* find_flow(const tcpip::flow_key& downlink);
     flow_record& create_flow(time_ns now, const tcpip::flow_key& downlink);
+    void touch(flow_record& f, time_ns now);  // seen now: to the back of lru_
+    void erase_flow(flow_map::iterator it);
     void ensure_agent(flow_record& f);
     void expire_flows(time_ns now);
 
@@ -106,6 +110,7 @@ class clamp_rewriter final {
     client_core_stats& stats_;
     tcpip::window_tracker tracker_;
     flow_map flows_;
+    std::list<flow_record*> lru_;  // every flow once; front = least recently seen
     std::vector<window_record> records_;
 };
 

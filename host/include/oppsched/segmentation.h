@@ -22,7 +22,9 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "oppsched/packet.h"
@@ -131,7 +133,7 @@ struct reassembler_params {
     std::uint32_t window = 64;           // PDUs [next, next + window) may be buffered; >= 1
                                          // (a compact stream uses at most 2048, pdu.h)
     time_ns timeout = 50 * kNsPerMs;     // a gap is given up once a later PDU waited this
-    std::size_t max_bytes = 1 << 20;     // packet bytes held (buffered PDUs + partial)
+    std::size_t max_bytes = 1 << 20;     // memory held, reassembler::held_bytes(); >= 65535
     void validate() const;               // throws std::invalid_argument naming field, value
 };
 
@@ -159,9 +161,22 @@ struct reassembler_stats {
     std::uint64_t inconsistent = 0;
 };
 
+// Memory: held_bytes() charges every buffered PDU or loss report kEntryOverheadBytes plus its
+// packet bytes plus kSegmentOverheadBytes per segment, and the packet in progress its bytes; past
+// max_bytes the oldest gaps are given up (their packets counted in dropped_memory) until it fits,
+// the packet in progress last. The timeout keeps an index of the entries by arrival time, so a call
+// gives up expired gaps in O((expired + 1) log n), whatever the number of PDUs buffered.
 class reassembler final {
   public:
     using delivered_packets = std::vector<std::vector<std::uint8_t>>;
+    // What one buffered entry costs beyond its packet bytes and segment list: its std::map
+    // node (tb_entry and the red-black links), its node in the arrival index, and the
+    // allocator headers of its two vectors; about 230 bytes with libstdc++ on 64-bit
+    // targets (a static_assert in segmentation.cc keeps the constant above the structures).
+    static constexpr std::size_t kEntryOverheadBytes = 256;
+    // What each segment (standard) or packet start (compact) of a buffered PDU costs: its
+    // entry in the PDU's segment list.
+    static constexpr std::size_t kSegmentOverheadBytes = 16;
 
     explicit reassembler(reassembler_params params = {});
 
@@ -183,7 +198,11 @@ class reassembler final {
 
     // When poll() would next give up a gap (nullopt if nothing is waiting).
     std::optional<time_ns> next_deadline() const;
+    // The memory charged against max_bytes (see above); 0 when nothing is buffered.
     std::size_t held_bytes() const { return held_bytes_; }
+    // Arrival-index entries the timeout scans have read since construction: a cost counter
+    // (tests pin that a scan reads expired entries + 1, not every buffered one).
+    std::uint64_t timeout_scan_visits() const { return timeout_scan_visits_; }
     std::size_t buffered_pdus() const { return buffer_.size(); }
     std::uint32_t next_seq() const;  // as on the wire (mod 2^12 in a compact stream)
     // The stream's format: that of the first PDU accepted (nullopt before).
@@ -232,10 +251,17 @@ class reassembler final {
     void give_up_until(std::uint64_t target, loss_cause cause, delivered_packets& out);
     void enforce_timeout(time_ns now, delivered_packets& out);
     void enforce_memory(delivered_packets& out);
+    static std::size_t entry_cost(const tb_entry& e);
+    // Adds or replaces buffer_[u], keeping by_arrival_ and held_bytes_ in step.
+    void insert_entry(std::uint64_t u, tb_entry&& e);
+    void erase_entry(std::map<std::uint64_t, tb_entry>::iterator it);
 
     reassembler_params params_;
     std::uint64_t next_;                        // unwrapped sequence number expected next
     std::map<std::uint64_t, tb_entry> buffer_;  // PDUs (or loss reports) beyond next_
+    // (arrival, unwrapped seq) of every buffer_ entry: the oldest arrival is first.
+    std::set<std::pair<time_ns, std::uint64_t>> by_arrival_;
+    std::uint64_t timeout_scan_visits_ = 0;
     std::optional<partial_packet> partial_;
     std::uint16_t expected_packet_seq_;             // packet seq whose first byte is expected next
     loss_cause last_cause_ = loss_cause::reported;  // blamed for packets found missing by seq gaps

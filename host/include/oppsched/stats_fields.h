@@ -58,6 +58,8 @@ void for_each_field(const aqm_stats& s, F&& f) {
     f("dropping", s.dropping);
     f("codel_count", std::uint64_t{s.codel_count});
     f("flows", static_cast<std::uint64_t>(s.flows));
+    f("flows_evicted", s.flows_evicted);
+    f("shared_flow_packets", s.shared_flow_packets);
 }
 
 }  // namespace oppsched::aqm

@@ -56,6 +56,19 @@ struct flow_key {
 struct flow_key_hash {
     std::size_t operator()(const flow_key& k) const;
 };
+// A keyed hash of a flow_key: SipHash-2-4 (libsodium's crypto_shorthash) of the key's
+// fields, under a 128-bit key derived from `seed`. For tables whose keys come from the
+// traffic (the LAS flow table): without the seed nobody can pick 5-tuples that share a
+// bucket, and one seed gives the same hashes on every run. About 25 ns an IPv4 key, 35 ns
+// an IPv6 key (BM_keyed_flow_hash).
+class keyed_flow_hash {
+  public:
+    explicit keyed_flow_hash(std::uint64_t seed = 0);
+    std::size_t operator()(const flow_key& k) const;
+
+  private:
+    std::array<std::uint8_t, 16> key_{};
+};
 
 struct tcp_header {
     std::size_t offset = 0;       // offset of the TCP header in the packet

@@ -90,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     table = load_mcs_table(phy.load_config(run / "phy.yaml"))
 
     ctx = zmq.Context()
+    # Every socket made below: no message beyond one wire frame (docs/daemons.md).
+    ctx.setsockopt(zmq.MAXMSGSIZE, mac.wire.MAX_FRAME_LEN)
     req = ctx.socket(zmq.PULL)
     req.bind(f"ipc://{zdir}/phy_requests")
     grants = ctx.socket(zmq.PUSH)
