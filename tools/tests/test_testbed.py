@@ -33,7 +33,7 @@ from oppsched import daemonconf, flows, netns, paths, pcap
 from oppsched.experiments import kind_module, testbed
 from oppsched.experiments.testbed import analysis
 from oppsched.runner import (analyze_dir, failed_dir, load_experiment, run_experiment,
-                             staging_dir, variant_config)
+                             staging_dir, text_summary, variant_config)
 from oppsched.wired import find_delay_binary
 from helpers import (BASE, PREFIX, REPO, assert_run_gone, cfg_of, delay_or_netem_available,
                      error_of, needs_root, netns_prefix, require, run_cli, run_layout,
@@ -772,6 +772,9 @@ def test_an_upstream_flow_sends_up_and_its_acks_wait_in_the_devices_ap_queue(tmp
                                      "jain_index": 1.0}
     # Only the downstream flow's data crosses the downlink the MAC figures count.
     assert s["goodput_mac_fraction"] <= 1.0
+    text = text_summary([("upflow", s, None)])
+    assert "flow       up (R1, up)" in text and "  upstream: 1 flow(s)" in text, text
+    assert "<h3>Per direction</h3>" in (out / "report.html").read_text()
 
     # The upstream flow's ACKs, as the AP's TUN handed them to the apd ...
     ap = pcap.read_tcp(out / "ap.pcap")
