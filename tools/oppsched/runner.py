@@ -243,7 +243,8 @@ def text_summary(runs) -> str:
         for f in s["flows"]:
             rtt = f.get("rtt_ms_mean")
             where = f"{f['user']}, {f.get('direction', 'down')}" if both else f["user"]
-            lines.append(f"   flow {f['id']:>8} ({where}): goodput {f['goodput_bps']/1e3:9.1f} kb/s, "
+            lines.append(f"   flow {f['id']:>8} ({where}): goodput "
+                         f"{f['goodput_bps']/1e3:9.1f} kb/s, "
                          + (f"RTT {rtt:.1f} ms" if rtt is not None else "RTT -"))
         if both:
             for d, t in dirs.items():

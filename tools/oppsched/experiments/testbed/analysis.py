@@ -1,8 +1,8 @@
 """summary.json of a testbed run, from the files of its run folder alone (so `oppsched
 analyze` recomputes it): per flow goodput and RTT from iperf3, cross-checked against the
 capture where the data is received (the client's TUN; an upstream flow's server's wired
-side), and per direction; per user slots, MAC throughput, queue and delay from the apd's slot trace;
-HARQ outcomes; the daemons' own counters and CPU; CLAMP's rewritten windows."""
+side), and per direction; per user slots, MAC throughput, queue and delay from the apd's
+slot trace; HARQ outcomes; the daemons' own counters and CPU; CLAMP's rewritten windows."""
 
 from __future__ import annotations
 
