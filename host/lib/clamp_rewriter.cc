@@ -49,6 +49,10 @@ struct clamp_rewriter::flow_record {
     std::uint32_t last_ack = 0;  // highest ACK number sent uplink
     bool have_data = false;
     std::uint32_t data_end = 0;  // highest downlink seq + payload received
+    // The client sent data before any came down: an upload (the client is TCP's sender,
+    // flows[].direction up), whose segments pass with the OS's window until downlink data
+    // arrives (a request answered: the client is a receiver again). See the header.
+    bool upload = false;
     time_ns last_seen = 0;
     std::list<flow_record*>::iterator lru_pos;  // its place in lru_
 };
@@ -118,6 +122,7 @@ void clamp_rewriter::on_downlink(time_ns now, const std::vector<std::uint8_t>& p
         f->data_end = end;
         f->have_data = true;
     }
+    f->upload = false;
     if (!f->agent) return;
     if (!price) {
         ++stats_.clamp_data_unpriced;
@@ -172,6 +177,11 @@ void clamp_rewriter::on_uplink(time_ns now, std::vector<std::uint8_t>& pkt,
         f->mss_client = t.mss;
         f->awnd_os = t.window;
         ensure_agent(*f);
+        return;
+    }
+    if (t.payload_len > 0 && !f->have_data) f->upload = true;
+    if (f->upload) {  // the client's own data and ACKs of an upload: not CLAMP's to clamp
+        tracker_.learn(info, now);
         return;
     }
     if (!ack || !f->agent || info.is_fragment) {

@@ -119,6 +119,42 @@ TEST(ClampRewriter, when_data_packets_arrive_then_the_agents_s_k_is_their_ip_len
     }
 }
 
+// An upload (flows[].direction up): the client is TCP's sender; CLAMP, which clamps a
+// receiver's window, leaves its data segments and the server's ACKs alone. Data coming down
+// afterwards (a request answered) makes the client a receiver again.
+TEST(ClampRewriter, when_the_client_sends_data_first_then_its_segments_keep_the_os_window) {
+    for (const int ipv : {4, 6}) {
+        client_core_stats stats;
+        clamp_rewriter r(config(), stats);
+        const conn c(ipv);
+        open(r, c, 0.01f);
+        byte_buffer hs = c.client_ack(0, 1000);  // the handshake's ACK: direction unknown yet
+        r.on_uplink(2 * kMs, hs, 0.01f);
+        ASSERT_EQ(stats.clamp_acks_rewritten, 1u);
+        ASSERT_EQ(r.take_records().size(), 1u);
+        const double w0 = r.agent(c.downlink_key())->window();
+        for (int k = 0; k < 20; ++k) {
+            byte_buffer data = c.client_ack(0, 1000, 1400);  // the client's data, window 128000
+            const byte_buffer before = data;
+            r.on_uplink((3 + k) * kMs, data, 0.01f);
+            EXPECT_EQ(data, before) << "IPv" << ipv << " segment " << k;
+            r.on_downlink((3 + k) * kMs + 1, c.server_data(0, 0), 0.01f);  // the server's ACK
+        }
+        EXPECT_EQ(stats.clamp_acks_rewritten, 1u);
+        EXPECT_EQ(stats.clamp_data_packets, 0u);
+        EXPECT_TRUE(r.take_records().empty());
+        EXPECT_DOUBLE_EQ(r.agent(c.downlink_key())->window(), w0);
+        // The server answers with data: the client's ACKs are clamped again.
+        r.on_downlink(30 * kMs, c.server_data(0, 1000), 0.01f);
+        EXPECT_EQ(stats.clamp_data_packets, 1u);
+        byte_buffer ack = c.client_ack(1000, 1000);
+        r.on_uplink(31 * kMs, ack, 0.01f);
+        EXPECT_EQ(stats.clamp_acks_rewritten, 2u);
+        EXPECT_LT(window_of(ack, 7), 128000u);
+        EXPECT_TRUE(checksum_valid(ack));
+    }
+}
+
 TEST(ClampRewriter, when_a_connection_was_not_seen_from_its_syn_then_its_acks_pass_unchanged) {
     client_core_stats stats;
     clamp_rewriter r(config(), stats);

@@ -13,6 +13,12 @@ i.e. down the radio. iperf3 names its two ends the other way round, so:
 
 Both use `--logfile`, so warnings never end up inside the JSON.
 
+An upstream flow (`direction: up`, Wu, Gong & Williamson's upstream flows) swaps the two
+ends: the receiver listens in the server's namespace and the sender connects from the
+client's, so the data crosses the uplink and its ACKs the AP queue and the downlink. The
+files and their reading stay the same (goodput from the bytes received, RTT from the
+sender's tcp_info).
+
 iperf3 runs whole seconds: `-t` takes an integer (3.12 truncates "1.5" to 1), so a flow
 scheduled for stop_s - start_s seconds runs round(stop_s - start_s) s, at least 1; the run
 records the times actually used.
@@ -41,7 +47,7 @@ class FlowPlan:
     device: str
     device_index: int
     family: str  # "ipv4" or "ipv6"
-    dst_addr: str  # the client's address (the iperf3 receiver)
+    dst_addr: str  # the iperf3 receiver's address: the client's (down) or the server's (up)
     port: int
     start_s: float
     seconds: int | None  # -t, or None with nbytes
@@ -49,6 +55,7 @@ class FlowPlan:
     cc: str
     parallel: int
     interval_s: float
+    direction: str = "down"  # "up": the client sends (sender_in_client)
     # A flow of repeated transfers (oppsched.transfers) instead of iperf3: the flow's
     # resolved `repeat` section, the server's address (the client connects to it), the
     # run's seed (idle draws) and the flow's stop time (s after t0).
@@ -98,6 +105,13 @@ class FlowPlan:
     @property
     def starter_name(self) -> str:
         return f"xfer-fetch.{self.id}" if self.repeat else f"iperf3-s.{self.id}"
+
+    @property
+    def sender_in_client(self) -> bool:
+        """True where the flow's sending end (iperf3 -c, or the transfer client) runs in the
+        client's namespace and its listening end in the server's: an upstream flow, or
+        repeated transfers (whose client connects and fetches)."""
+        return self.direction == "up" or bool(self.repeat)
 
     def transfer_server_argv(self, python: str, rundir: Path) -> list:
         from oppsched.transfers import server_csv

@@ -103,13 +103,34 @@ def write_report(outdir: Path, experiment: dict, runs, compare_pngs=()) -> Path:
     parts.append("</table>")
 
     flows = [f["id"] for f in runs[0][1]["flows"]]
+    # Upstream flows (testbed flows[].direction up): a direction column, and per direction
+    # the flows' summed goodput and Jain's index.
+    has_up = any(((s.get("directions") or {}).get("up") or {}).get("flows") for _, s, _ in runs)
+    if has_up:
+        parts.append("<h3>Per direction</h3><table><tr><th>direction</th>")
+        for label, _, _ in runs:
+            parts.append(f"<th>{e(label)}: flows</th><th>{e(label)}: goodput kb/s</th>"
+                         f"<th>{e(label)}: Jain</th>")
+        parts.append("</tr>")
+        for d in ("down", "up"):
+            parts.append(f"<tr><td>{d}</td>")
+            for _, s, _ in runs:
+                t = (s.get("directions") or {}).get(d) or {}
+                parts.append(f"<td>{len(t.get('flows') or [])}</td>"
+                             f"<td>{_fmt(t.get('goodput_bps'), 1e-3)}</td>"
+                             f"<td>{_fmt(t.get('jain_index'), digits=3)}</td>")
+            parts.append("</tr>")
+        parts.append("</table>")
     if flows:
-        parts.append("<h3>Per flow</h3><table><tr><th>flow</th>")
+        parts.append("<h3>Per flow</h3><table><tr><th>flow</th>"
+                     + ("<th>direction</th>" if has_up else ""))
         for label, _, _ in runs:
             parts.append(f"<th>{e(label)}: goodput kb/s</th><th>{e(label)}: RTT ms</th>")
         parts.append("</tr>")
         for i, fid in enumerate(flows):
-            parts.append(f"<tr><td>{e(fid)}</td>")
+            parts.append(f"<tr><td>{e(fid)}</td>"
+                         + (f"<td>{e(runs[0][1]['flows'][i].get('direction', 'down'))}</td>"
+                            if has_up else ""))
             for _, s, _ in runs:
                 f = s["flows"][i] if i < len(s["flows"]) else None
                 parts.append(f"<td>{_fmt(f and f['goodput_bps'], 1e-3)}</td>"

@@ -238,10 +238,19 @@ def text_summary(runs) -> str:
     for label, s, _ in runs:
         lines.append(f"== {label}: {s['experiment']}, {s['duration_s']:.1f} s, "
                      f"{s['slots']['total']} slots ({s['slots']['empty']} empty, {s['slots']['late']} late)")
+        dirs = s.get("directions") or {}
+        both = bool((dirs.get("up") or {}).get("flows"))  # name the direction when any is up
         for f in s["flows"]:
             rtt = f.get("rtt_ms_mean")
-            lines.append(f"   flow {f['id']:>8} ({f['user']}): goodput {f['goodput_bps']/1e3:9.1f} kb/s, "
+            where = f"{f['user']}, {f.get('direction', 'down')}" if both else f["user"]
+            lines.append(f"   flow {f['id']:>8} ({where}): goodput "
+                         f"{f['goodput_bps']/1e3:9.1f} kb/s, "
                          + (f"RTT {rtt:.1f} ms" if rtt is not None else "RTT -"))
+        if both:
+            for d, t in dirs.items():
+                if t["flows"]:
+                    lines.append(f"   {d:>4}stream: {len(t['flows'])} flow(s), goodput "
+                                 f"{t['goodput_bps']/1e3:9.1f} kb/s, Jain {t['jain_index']:.3f}")
         for u in s["users"]:
             lines.append(f"   user {u['name']:>8}: slots {100*u['slot_fraction']:5.1f} %, "
                          f"MAC throughput {u['mac_throughput_bps']/1e3:9.1f} kb/s")

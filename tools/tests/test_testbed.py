@@ -33,7 +33,7 @@ from oppsched import daemonconf, flows, netns, paths, pcap
 from oppsched.experiments import kind_module, testbed
 from oppsched.experiments.testbed import analysis
 from oppsched.runner import (analyze_dir, failed_dir, load_experiment, run_experiment,
-                             staging_dir, variant_config)
+                             staging_dir, text_summary, variant_config)
 from oppsched.wired import find_delay_binary
 from helpers import (BASE, PREFIX, REPO, assert_run_gone, cfg_of, delay_or_netem_available,
                      error_of, needs_root, netns_prefix, require, run_cli, run_layout,
@@ -133,6 +133,9 @@ def test_unknown_keys_name_the_field():
      "aqm.priority_dscp: 5 differs from tcp.spm_marking.dscp (3)"),
     (["aqm.priority_dscp=64"], "aqm.priority_dscp: 64"),
     (["tcp.spm_marking.dscp=64"], "tcp.spm_marking.dscp: 64"),
+    (["flows[0].direction=sideways"], "flows[0].direction: 'sideways' is not one of down, up"),
+    (["flows[0].direction=up", "flows[0].bytes=4000", "flows[0].repeat.idle_s=0"],
+     "flows[0].direction: 'up' with repeat"),
 ])
 def test_impossible_combinations_are_rejected_naming_the_field(text_or_override, expect):
     msg = error_of(overrides=text_or_override)
@@ -409,6 +412,37 @@ def test_flow_command_lines():
     assert a[a.index("-C") + 1] == "reno" and a[a.index("--logfile") + 1] == "/r/flow.f1.sender.json"
     r = plan.receiver_argv(Path("/r"))
     assert r[:3] == ["iperf3", "-s", "-1"] and r[r.index("-p") + 1] == "5203"
+
+
+def test_an_upstream_flow_sends_from_the_device_to_a_receiver_in_the_server():
+    from oppsched.experiments.testbed.topology import flow_plans
+    from oppsched.wired import Node
+    text = BASE.replace("  - {id: f1, server: S1, device: R1}",
+                        "  - {id: f1, server: S1, device: R1}\n"
+                        "  - {id: f2, server: S1, device: R1, direction: up, family: ipv6}")
+    cfg = cfg_of(text)
+    assert [f["direction"] for f in cfg["flows"]] == ["down", "up"]
+    clients = [Node("R1", None, "radio0", "10.2.0.1", "fd00:2:0::1", None, None)]
+    servers = [Node("S1", None, "eth0", "10.1.0.1", "fd00:1:0::1", None, None)]
+    down, up = flow_plans(cfg, clients, servers)
+    assert (down.direction, down.sender_in_client, down.dst_addr) == ("down", False, "10.2.0.1")
+    assert (up.direction, up.sender_in_client, up.dst_addr) == ("up", True, "fd00:1:0::1")
+    a = up.sender_argv(Path("/r"))
+    assert a[:3] == ["iperf3", "-c", "fd00:1:0::1"] and "-6" in a and "-R" not in a
+    assert up.receiver_argv(Path("/r"))[:3] == ["iperf3", "-s", "-1"]
+    assert up.to_json()["direction"] == "up"
+
+
+def test_per_direction_totals_sum_goodput_and_take_jain_over_each_direction():
+    rows = [{"id": "a", "direction": "down", "goodput_bps": 3e6},
+            {"id": "b", "direction": "down", "goodput_bps": 1e6},
+            {"id": "c", "direction": "up", "goodput_bps": 0.5e6}]
+    t = analysis.direction_totals(rows)
+    assert t["down"]["flows"] == ["a", "b"] and t["down"]["goodput_bps"] == 4e6
+    assert t["down"]["jain_index"] == pytest.approx(16 / (2 * 10))
+    assert t["up"] == {"flows": ["c"], "goodput_bps": 0.5e6, "jain_index": 1.0}
+    assert analysis.direction_totals(rows[:2])["up"] == {"flows": [], "goodput_bps": 0.0,
+                                                         "jain_index": None}
 
 
 def test_ss_output_gives_bytes_acked_per_peer_port():
@@ -693,6 +727,90 @@ def test_end_to_end_tcp_over_the_abstract_phy(tmp_path, family, streams):
     before = (out / "summary.json").read_text()
     analyze_dir(out)
     assert json.loads((out / "summary.json").read_text()) == json.loads(before)
+
+
+UPFLOW = """
+experiment: upflow
+kind: testbed
+duration_s: 5
+devices:
+  - {name: R1, channel: {mean_snr_db: 15.0}}
+servers:
+  - {name: S1, rtt_ms: 20}
+flows:
+  - {id: dn, server: S1, device: R1}
+  - {id: up, server: S1, device: R1, direction: up}
+queue: {limit_bytes: 200000}
+traces: {packets: true}
+capture: {ap: true}
+clamp: {enabled: true, a_bytes: 3000}
+"""
+
+
+def test_an_upstream_flow_sends_up_and_its_acks_wait_in_the_devices_ap_queue(tmp_path):
+    """Wu, Gong & Williamson's upstream flow beside a downstream one on one device: both
+    carry data; the upstream flow's data crosses the uplink (the server's capture counts
+    it), its ACKs the AP queue (packets.csv: small packets enqueued for the device, as many
+    as the AP's TUN saw ACKs of that flow); CLAMP leaves its segments alone; the summary
+    splits the goodput by direction."""
+    require_real_testbed()
+    out, s = _e2e(tmp_path, UPFLOW)
+    run = json.loads((out / "run.json").read_text())
+    fl = {f["id"]: f for f in s["flows"]}
+    plans = {f["id"]: f for f in run["flows"]}
+    assert (fl["dn"]["direction"], fl["up"]["direction"]) == ("down", "up")
+    for f in fl.values():
+        assert f["error"] is None and f["goodput_bps"] > 100e3, f
+        assert f["rtt_ms_mean"] >= 20.0, f
+        # cross-check where the data is received: client.R1.pcap (down), wired.S1.pcap (up)
+        assert f["goodput_pcap_bps"] == pytest.approx(f["goodput_bps"], rel=0.15), f
+    srv = plans["up"]["dst_addr"]  # an upstream flow's receiver: the server
+    assert srv == run["testbed"]["servers"][0]["addr4"], run["testbed"]
+    assert s["directions"]["down"] == {"flows": ["dn"], "goodput_bps": fl["dn"]["goodput_bps"],
+                                       "jain_index": 1.0}
+    assert s["directions"]["up"] == {"flows": ["up"], "goodput_bps": fl["up"]["goodput_bps"],
+                                     "jain_index": 1.0}
+    # Only the downstream flow's data crosses the downlink the MAC figures count.
+    assert s["goodput_mac_fraction"] <= 1.0
+    text = text_summary([("upflow", s, None)])
+    assert "flow       up (R1, up)" in text and "  upstream: 1 flow(s)" in text, text
+    assert "<h3>Per direction</h3>" in (out / "report.html").read_text()
+
+    # The upstream flow's ACKs, as the AP's TUN handed them to the apd ...
+    ap = pcap.read_tcp(out / "ap.pcap")
+    up_port = plans["up"]["port"]
+    acks = ap[(ap["src"] == pcap.norm_addr(srv)) & (ap["sport"] == up_port)
+              & (ap["payload"] == 0)]
+    assert len(acks) > 100, len(acks)
+    # ... and in the apd's per-packet trace: small packets into the device's queue (the
+    # downstream flow's data is 1500-byte packets; its ACKs go up, not into the AP queue).
+    pk = pd.read_csv(out / "packets.csv")
+    small = pk[(pk["user"] == 0) & (pk["bytes"] <= 100) & pk["event"].isin(["enqueue", "drop"])]
+    assert small["packet_id"].nunique() >= 0.95 * len(acks), (small["packet_id"].nunique(),
+                                                              len(acks))
+
+    # CLAMP clamps receivers: the upstream flow's data keeps the window its client's kernel
+    # wrote (client.R1.pcap) up to the server (wired.S1.pcap), and windows.R1.csv has no row
+    # of its data connection after the handshake's last ACK (iperf3's control connection,
+    # on which the server sends too, may have some).
+    cli, wire = pcap.read_tcp(out / "client.R1.pcap"), pcap.read_tcp(out / "wired.S1.pcap")
+
+    def data(df):
+        d = df[(df["dst"] == pcap.norm_addr(srv)) & (df["dport"] == up_port) & (df["payload"] > 0)]
+        return d.drop_duplicates(["sport", "seq"]).set_index(["sport", "seq"])["win"]
+    sent, got = data(cli), data(wire)
+    both = sent.index.intersection(got.index)
+    assert len(both) > 100 and (sent[both] == got[both]).all()
+    per_conn = sent.groupby(level="sport").size()
+    data_port = int(per_conn.idxmax())  # the data connection: nearly all the segments
+    w = pd.read_csv(out / "windows.R1.csv")
+    ends = w["flow"].str.split(">")
+    server_port = ends.str[0].str.rsplit(":", n=1).str[1].astype(int)
+    client_port = ends.str[1].str.rsplit(":", n=1).str[1].astype(int)
+    assert ((server_port == up_port) & (client_port == data_port)).sum() <= 1, w
+    assert (server_port != up_port).sum() > 100  # the downstream flow's ACKs are clamped
+    assert s["clamp"]["R1"]["rewritten_acks"] == len(w)
+    assert_run_gone(run["run_name"])
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,13 @@
 //    bounds it below by the payload (Delta w >= -s_k keeps the right edge, §IV-B).
 //  - AWND_os (eq. 17) is the window the OS put in the ACK being rewritten; on_data() gets
 //    the one of the flow's latest ACK (the window in force, for eq. 16).
+//  - Uploads. CLAMP clamps a receiver's window. A connection on which the client sends data
+//    before any data has come down is an upload (flows[].direction up: the client is TCP's
+//    sender, the server's ACKs come down through the AP queue): its uplink segments pass
+//    with the OS's window, and nothing of them reaches the agent, until downlink data
+//    arrives (a request the server answers: the client is a receiver again). The
+//    handshake's last ACK of a connection the client opens is clamped before the direction
+//    is known (one segment; a server that sends no data does not use the window).
 //  - Duplicate ACKs (§IV-C "three duplicate acknowledgments") are outgoing pure ACKs that
 //    repeat the previous ACK number while downlink data beyond it has been received.
 #include <cstddef>

@@ -1,7 +1,8 @@
 """summary.json of a testbed run, from the files of its run folder alone (so `oppsched
 analyze` recomputes it): per flow goodput and RTT from iperf3, cross-checked against the
-client capture; per user slots, MAC throughput, queue and delay from the apd's slot trace;
-HARQ outcomes; the daemons' own counters and CPU; CLAMP's rewritten windows."""
+capture where the data is received (the client's TUN; an upstream flow's server's wired
+side), and per direction; per user slots, MAC throughput, queue and delay from the apd's
+slot trace; HARQ outcomes; the daemons' own counters and CPU; CLAMP's rewritten windows."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from oppsched import daemonconf, pcap, transfers
-from oppsched.experiments.testbed.schema import repeated
+from oppsched.experiments.testbed.schema import FLOW_DIRECTIONS, repeated
 from oppsched.flows import BASE_PORT, intervals, sender_result
 from oppsched.metrics import jain_index
 
@@ -127,7 +128,8 @@ def analyze(outdir: Path) -> dict:
     dev_index = {d["name"]: j for j, d in enumerate(cfg["devices"])}
     users_cfg = [{"name": d["name"], "id": j} for j, d in enumerate(cfg["devices"])]
 
-    # -- flows: iperf3 JSON (goodput, RTT), cross-checked against the client pcap
+    # -- flows: iperf3 JSON (goodput, RTT), cross-checked against the capture where the
+    # data is received: the client's TUN (down), the server's wired side (up)
     pcaps: dict[str, pd.DataFrame | None] = {}
     flows = []
     for k, f in enumerate(cfg["flows"]):
@@ -144,6 +146,7 @@ def analyze(outdir: Path) -> dict:
             if after["seconds"].sum() > 0:
                 steady = float(8 * after["bytes"].sum() / after["seconds"].sum())
         row = {"id": f["id"], "user": f["device"], "server": f["server"],
+               "direction": f.get("direction", "down"),
                "goodput_bps": snd["goodput_bps"] if snd["goodput_bps"] is not None else 0.0,
                "rtt_ms_mean": snd["rtt_ms_mean"], "rtt_ms_max": snd["rtt_ms_max"],
                "goodput_steady_bps": steady, "bytes_received": snd["bytes_received"],
@@ -154,15 +157,16 @@ def analyze(outdir: Path) -> dict:
                "ended_at_s": plan.get("ended_at_s"), "exit_code": plan.get("exit_code"),
                "error": snd["error"], "goodput_source": snd["goodput_source"],
                "goodput_pcap_bps": None}
-        pc = rundir / f"client.{f['device']}.pcap"
+        pc = rundir / (f"wired.{f['server']}.pcap" if row["direction"] == "up"
+                       else f"client.{f['device']}.pcap")
         if plan.get("dst_addr") and pc.exists() and pc.stat().st_size < 512e6 and snd["seconds"]:
-            if f["device"] not in pcaps:
+            if pc.name not in pcaps:
                 try:
-                    pcaps[f["device"]] = pcap.read_tcp(pc)
+                    pcaps[pc.name] = pcap.read_tcp(pc)
                 except (OSError, ValueError) as exc:
                     trace_error(errors, pc, exc)
-                    pcaps[f["device"]] = None
-            df = pcaps[f["device"]]
+                    pcaps[pc.name] = None
+            df = pcaps[pc.name]
             if df is not None:
                 # what the receiver acknowledged (in order), as the capture shows it
                 b = pcap.acked_bytes(df, plan["dst_addr"], row["port"])
@@ -284,6 +288,8 @@ def analyze(outdir: Path) -> dict:
 
     agg_mac = float(sum(u["mac_throughput_bps"] for u in users))
     got = float(sum(f["bytes_received"] or 0 for f in flows))
+    # Only the downstream flows' data crosses the downlink the MAC figures count.
+    got_down = float(sum(f["bytes_received"] or 0 for f in flows if f["direction"] == "down"))
     span = slot_info.get("seconds") or 0.0
     # Over the same period as the MAC figures: application bytes / MAC bytes delivered
     # (the rest is TCP/IP headers, pure ACK-less overhead, retransmitted and dropped data).
@@ -306,7 +312,8 @@ def analyze(outdir: Path) -> dict:
         "jain_index_users": jain_index(u["mac_throughput_bps"] for u in users),
         "aggregate_mac_throughput_bps": agg_mac,
         "aggregate_goodput_bps": agg_good,
-        "goodput_mac_fraction": got / mac_bytes if mac_bytes > 0 else None,
+        "goodput_mac_fraction": got_down / mac_bytes if mac_bytes > 0 else None,
+        "directions": direction_totals(flows),
         "slots": slot_info,
         "harq": harq,
         "aqm": aqm,
@@ -342,7 +349,7 @@ def _transfer_flow(rundir: Path, f: dict, plan: dict, k: int, cfg: dict,
     warm = cfg["analysis"]["warmup_s"]
     t = transfers.summarize(df, f["bytes"], read_csv(transfers.server_csv(rundir, f["id"]),
                                                      errors), from_s=warm if warm > 0 else None)
-    return {"id": f["id"], "user": f["device"], "server": f["server"],
+    return {"id": f["id"], "user": f["device"], "server": f["server"], "direction": "down",
             "goodput_bps": t["goodput_bps"] if t["goodput_bps"] is not None else 0.0,
             "rtt_ms_mean": t["rtt_ms_mean"], "rtt_ms_max": None, "goodput_steady_bps": None,
             "bytes_received": t["bytes"], "seconds": None, "retransmits": t["retransmits"],
@@ -352,6 +359,19 @@ def _transfer_flow(rundir: Path, f: dict, plan: dict, k: int, cfg: dict,
             "ended_at_s": plan.get("ended_at_s"), "exit_code": plan.get("exit_code"),
             "error": None, "goodput_source": "transfers", "goodput_pcap_bps": None,
             "transfers": t}
+
+
+def direction_totals(flows: list[dict]) -> dict:
+    """Per direction (down, up): the flows' ids, their summed goodput and Jain's index over
+    them (None without flows). Wu, Gong & Williamson compare the upstream and downstream
+    flows' shares: an upstream flow's ACKs wait in the AP's downstream queue."""
+    out = {}
+    for d in FLOW_DIRECTIONS:
+        mine = [f for f in flows if f["direction"] == d]
+        out[d] = {"flows": [f["id"] for f in mine],
+                  "goodput_bps": float(sum(f["goodput_bps"] for f in mine)),
+                  "jain_index": jain_index(f["goodput_bps"] for f in mine) if mine else None}
+    return out
 
 
 def _transfers_total(flows: list[dict]) -> dict | None:

@@ -200,10 +200,16 @@ def _wait_radio(tb, timeout: float, procs: ProcTable, alive) -> float:
 
 
 def _live_goodput(tb, plans, last: dict, now: float) -> dict[str, float]:
-    """Goodput per flow since the previous call, from the senders' bytes_acked (ss -ti)."""
+    """Goodput per flow since the previous call, from the senders' bytes_acked (ss -ti):
+    in the server's namespace, an upstream flow's in the client's (peer port: the flow's)."""
     acked: dict[int, int] = {}
-    for i in {p.server_index for p in plans}:
-        cp = tb.servers[i].ns.run(["ss", "-Htin"], check=False, timeout=5)
+    senders = {}
+    for p in plans:
+        if not p.repeat:
+            node = tb.clients[p.device_index] if p.direction == "up" else tb.servers[p.server_index]
+            senders[node.ns.name] = node
+    for node in senders.values():
+        cp = node.ns.run(["ss", "-Htin"], check=False, timeout=5)
         acked.update(parse_ss_bytes_acked(cp.stdout))
     out = {}
     for p in plans:
@@ -373,14 +379,16 @@ def run(cfg: dict, outdir: Path, progress) -> None:
                     _wait_log(c, "listening on", f"{c.name}: capturing", up)
 
             # The listening ends, one port per flow: iperf3 receivers in the client
-            # namespaces; the servers of repeated transfers in the server namespaces.
+            # namespaces (an upstream flow's in its server's); the servers of repeated
+            # transfers in the server namespaces.
             for p in plans:
                 if p.repeat:
                     ns = tb.servers[p.server_index].ns
                     rp = spawn(ns, p.transfer_server_argv(sys.executable, rundir),
                                p.listener_name, "xfer-server", env=phy_env(cfg))
                 else:
-                    ns = tb.clients[p.device_index].ns
+                    ns = (tb.servers[p.server_index] if p.sender_in_client
+                          else tb.clients[p.device_index]).ns
                     rp = spawn(ns, p.receiver_argv(rundir), p.listener_name, "iperf3-receiver")
                 ns.wait_listening(p.port, timeout=up, proc=rp)
 
@@ -446,9 +454,10 @@ def run(cfg: dict, outdir: Path, progress) -> None:
 
 def _schedule(cfg, tb, plans, procs: ProcTable, daemons, rundir, t0, progress, spawn,
               t0_ns: int | None = None) -> None:
-    """Starts each flow at t0 + start_s (the iperf3 sender in the server's namespace, or
-    the transfer client in the device's), watches the daemons, reports progress, and
-    returns when every flow has ended (or duration_s + grace_s has passed)."""
+    """Starts each flow at t0 + start_s (the iperf3 sender in the server's namespace, an
+    upstream flow's in the device's, or the transfer client in the device's), watches the
+    daemons, reports progress, and returns when every flow has ended (or duration_s +
+    grace_s has passed)."""
     if t0_ns is None:
         t0_ns = int(t0 * 1e9)
     dur = cfg["duration_s"]
@@ -467,8 +476,9 @@ def _schedule(cfg, tb, plans, procs: ProcTable, daemons, rundir, t0, progress, s
                       p.transfer_client_argv(sys.executable, rundir, t0_ns), p.starter_name,
                       "xfer-client", env=phy_env(cfg))
             else:
-                spawn(tb.servers[p.server_index].ns, p.sender_argv(rundir), p.starter_name,
-                      "iperf3-sender")
+                spawn((tb.clients[p.device_index] if p.sender_in_client
+                       else tb.servers[p.server_index]).ns, p.sender_argv(rundir),
+                      p.starter_name, "iperf3-sender")
             p.started_at_s = now
             running.append(p)
         for p in list(running):

@@ -19,6 +19,7 @@ from oppsched.phy.radio import (RADIO_AP, RADIO_CLIENT, check_profile_name, chec
 
 PHY_MODES = ("abstract", "sample", "uhd")
 PDU_FORMATS = ("standard", "compact")
+FLOW_DIRECTIONS = ("down", "up")
 _NONE = type(None)
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,23}")
 
@@ -128,8 +129,13 @@ SCHEMA = {
     }, min_len=1),
     "flows": ListOf({
         "id": Field(str, check=_name),
-        "server": Field(str, doc="a servers[].name: the sender"),
-        "device": Field(str, doc="a devices[].name: the receiver"),
+        "server": Field(str, doc="a servers[].name: the sender (direction up: the receiver)"),
+        "device": Field(str, doc="a devices[].name: the receiver (direction up: the sender)"),
+        "direction": Field(str, "down", choices=FLOW_DIRECTIONS,
+                           doc="down: the server sends, the data crosses the AP queue and "
+                               "the downlink; up: the device sends, the data crosses the "
+                               "uplink and its ACKs the AP queue and the downlink (Wu, Gong & "
+                               "Williamson's upstream flows)"),
         "family": Field(str, "ipv4", choices=("ipv4", "ipv6")),
         "start_s": Field(float, 0.0, min=0.0, doc="after the radio is up"),
         "stop_s": Field((float, _NONE), None, min=0.0, doc="null: duration_s (iperf3 runs "
@@ -339,6 +345,10 @@ def check(cfg: dict) -> None:
             if f["parallel"] != 1:
                 raise ConfigError(f"{p}.parallel: {f['parallel']!r} with repeat: each "
                                   "transfer is one TCP connection")
+            if f["direction"] != "down":
+                raise ConfigError(f"{p}.direction: {f['direction']!r} with repeat: repeated "
+                                  "transfers are downloads (the server sends each file); "
+                                  "an upstream flow is one iperf3 run")
         elif rep["count"] is not None:
             raise ConfigError(f"{p}.repeat.count: {rep['count']!r} without repeat.idle_s or "
                               "repeat.idle_mean_s (idle_s: 0 for back to back transfers)")

@@ -13,7 +13,7 @@ from oppsched.wired import ClientSpec, ServerSpec, TcpSettings, Topology, client
 
 def flow_plans(cfg: dict, clients, servers=None) -> list[FlowPlan]:
     """The flows: ports BASE_PORT + index, addresses from the built topology (`servers`
-    gives the address a flow of repeated transfers connects to)."""
+    gives the address a flow of repeated transfers, or an upstream flow, connects to)."""
     srv_idx = {s["name"]: i for i, s in enumerate(cfg["servers"])}
     dev_idx = {d["name"]: j for j, d in enumerate(cfg["devices"])}
     plans = []
@@ -24,9 +24,13 @@ def flow_plans(cfg: dict, clients, servers=None) -> list[FlowPlan]:
         stop = f["stop_s"] if f["stop_s"] is not None else cfg["duration_s"]
         rep = repeated(f)
         srv_addr = None
-        if rep and servers is not None:
+        if (rep or f["direction"] == "up") and servers is not None:
             sn = servers[srv_idx[f["server"]]]
             srv_addr = sn.addr6 if f["family"] == "ipv6" else sn.addr4
+        if f["direction"] == "up":  # the iperf3 receiver listens in the server's namespace
+            if srv_addr is None:
+                raise ValueError(f"flow {f['id']}: direction up needs the servers' addresses")
+            addr = srv_addr
         plans.append(FlowPlan(
             id=f["id"], server=f["server"], server_index=srv_idx[f["server"]],
             device=f["device"], device_index=j, family=f["family"], dst_addr=addr,
@@ -34,6 +38,7 @@ def flow_plans(cfg: dict, clients, servers=None) -> list[FlowPlan]:
             seconds=None if f["bytes"] is not None else iperf_seconds(f["start_s"], stop),
             nbytes=f["bytes"], cc=f["cc"] or cfg["tcp"]["congestion_control"],
             parallel=f["parallel"], interval_s=cfg["iperf"]["interval_s"],
+            direction=f["direction"],
             repeat=dict(f["repeat"]) if rep else None, server_addr=srv_addr,
             seed=int(cfg["seed"]), stop_s=float(stop)))
     return plans
