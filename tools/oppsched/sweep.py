@@ -313,8 +313,9 @@ def flatten_summary(s: dict) -> dict:
     """The numbers of a run's summary as flat columns: top-level and nested scalars
     ("jain_index_flows", "slots.late"), per flow ("flow.<id>.<key>"), per user
     ("user.<name>.<key>"), and the figures the sweep plots: goodput_total_bps, download_1MB_mean_s,
-    mac_throughput_total_bps, mean_queue_delay_ms (mean over users) and the smallest and
-    largest resource (slot) fraction of a user with their ratio."""
+    mac_throughput_total_bps, mean_queue_delay_ms, mean_slot_gap_ms and mean_slot_gap_cov
+    (means over users), mean_rtt_ms (mean over flows) and the smallest and largest resource
+    (slot) fraction of a user with their ratio."""
     row: dict = {}
 
     def scalars(prefix: str, d: dict) -> None:
@@ -351,6 +352,14 @@ def flatten_summary(s: dict) -> dict:
     qd = [u["mean_queue_delay_ms"] for u in users if u.get("mean_queue_delay_ms") is not None]
     if qd:
         row["mean_queue_delay_ms"] = float(np.mean(qd))
+    # Srinivasan & Baras, Figs. 5 and §V: scheduling jitter and RTT, means over the users
+    # (flows) that have them, so that a sweep plots one line against its axis.
+    for col, key, items in (("mean_slot_gap_ms", "slot_gap_mean_ms", users),
+                            ("mean_slot_gap_cov", "slot_gap_cov", users),
+                            ("mean_rtt_ms", "rtt_ms_mean", s.get("flows", []))):
+        xs = [it[key] for it in items if it.get(key) is not None]
+        if xs:
+            row[col] = float(np.mean(xs))
     return row
 
 
