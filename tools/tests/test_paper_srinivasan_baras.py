@@ -5,9 +5,9 @@ lambda grows; the ratio of the smallest to the largest resource fraction peaks a
 lambda = 1, where the metric is proportional fair and every user gets about 1/N of the
 slots. And Table I's lowest rate carries real TCP with the compact MAC PDU.
 
-§IV and Fig. 5, shortened: experiments/srinivasan-baras/alpha-sweep.yaml with PF at
+§IV and Figs. 4-5, shortened: experiments/srinivasan-baras/alpha-sweep.yaml with PF at
 alpha = 0.1 and 0.001, 4 users, real TCP, 15 s per run: the scheduling jitter becomes
-burstier (its coefficient of variation grows) and the scheduled rates higher as alpha
+burstier (its coefficient of variation grows) and the MAC throughput higher as alpha
 falls."""
 
 import pandas as pd
@@ -83,12 +83,12 @@ def test_a_user_at_the_lowest_table_i_rate_gets_tcp_goodput_with_the_compact_pdu
     assert 2e3 < f["goodput_bps"] < 19.2e3, f
 
 
-# Srinivasan & Baras, §III-B, §IV and Fig. 5, shortened: experiments/srinivasan-baras/
-# alpha-sweep.yaml with PF at the two ends of the paper's alpha range, real TCP, 4 of its 16
-# users (the weakest, two middle ones, the strongest), one seed, 15 s per run. A small
+# Srinivasan & Baras, §III-B, §IV and Figs. 4-5, shortened: experiments/srinivasan-baras/
+# alpha-sweep.yaml with PF at the two ends of the paper's alpha range, real TCP, 4 of its
+# 16 users (the weakest, two middle ones, the strongest), one seed, 15 s per run. A small
 # alpha (a PF time constant of 1000 slots rather than 10) lets the scheduler wait for each
 # user's fading peaks: the gaps between a user's slots become burstier (the coefficient of
-# variation of the scheduling jitter grows, Fig. 5) and the scheduled rates higher.
+# variation of the scheduling jitter grows, Fig. 5) and the MAC carries more (Fig. 4).
 ALPHA_SWEEP = REPO / "experiments" / "srinivasan-baras" / "alpha-sweep.yaml"
 ALPHA_USERS = ("u01", "u06", "u11", "u16")
 
@@ -113,15 +113,17 @@ def alpha_ends(tmp_path_factory):
 
 @needs_root
 def test_scheduling_jitter_grows_burstier_as_pf_alpha_falls_with_real_tcp(alpha_ends):
-    cov = alpha_ends["mean_slot_gap_cov"]
-    assert cov[0.001] > 1.3 * cov[0.1], cov.to_dict()
-    # Every user, not only the mean.
-    for u in ALPHA_USERS:
-        c = alpha_ends[f"user.{u}.slot_gap_cov"]
-        assert c[0.001] > c[0.1], (u, c.to_dict())
+    # Gaps while the user had data (a TCP timeout's idle spell is seconds at any alpha).
+    # Measured over three runs: median CoV 1.00-1.06 at alpha 0.1, 3.67-3.98 at 0.001.
+    cov = alpha_ends["median_slot_gap_backlogged_cov"]
+    assert cov[0.001] > 2.0 * cov[0.1], cov.to_dict()
+    for u in ALPHA_USERS:  # every user, weakest to strongest
+        c = alpha_ends[f"user.{u}.slot_gap_backlogged_cov"]
+        assert c[0.001] > 1.5 * c[0.1], (u, c.to_dict())
 
 
 @needs_root
-def test_a_small_pf_alpha_serves_users_at_higher_rates_with_real_tcp(alpha_ends):
-    mcs = alpha_ends[[f"user.{u}.mean_mcs" for u in ALPHA_USERS]].mean(axis=1)
-    assert mcs[0.001] > mcs[0.1], mcs.to_dict()
+def test_mac_throughput_grows_as_pf_alpha_falls_with_real_tcp(alpha_ends):
+    # Measured over three runs: 1.14-1.20 times the MAC throughput at alpha 0.001.
+    mac = alpha_ends["mac_throughput_total_bps"]
+    assert mac[0.001] > 1.05 * mac[0.1], mac.to_dict()
