@@ -10,6 +10,8 @@ alpha = 0.1 and 0.001, 4 users, real TCP, 15 s per run: the scheduling jitter be
 burstier (its coefficient of variation grows) and the MAC throughput higher as alpha
 falls."""
 
+import json
+
 import pandas as pd
 import pytest
 import yaml
@@ -108,6 +110,11 @@ def alpha_ends(tmp_path_factory):
     with netns_prefix():
         failed = run_sweep(path, tmp / "out", duration=15.0)
     assert failed == 0
+    # The file runs the apd under SCHED_FIFO (topology.apd_rt_priority), through chrt.
+    for procs in (tmp / "out" / "points").glob("*/*/*/processes.json"):
+        (apd,) = [p for p in json.loads(procs.read_text()) if p["name"] == "apd"]
+        assert apd["argv"][:3] == ["chrt", "-f", str(exp["topology"]["apd_rt_priority"])]
+        assert apd["exit_code"] == 0
     return pd.read_csv(tmp / "out" / "sweep.csv").set_index("alpha")
 
 
