@@ -121,7 +121,8 @@ def alpha_ends(tmp_path_factory):
 @needs_root
 def test_scheduling_jitter_grows_burstier_as_pf_alpha_falls_with_real_tcp(alpha_ends):
     # Gaps while the user had data (a TCP timeout's idle spell is seconds at any alpha).
-    # Measured over three runs: median CoV 1.00-1.06 at alpha 0.1, 3.67-3.98 at 0.001.
+    # Measured over six runs: median CoV 1.00-1.06 at alpha 0.1, 3.67-3.98 at 0.001; the
+    # smallest per-user ratio 3.2.
     cov = alpha_ends["median_slot_gap_backlogged_cov"]
     assert cov[0.001] > 2.0 * cov[0.1], cov.to_dict()
     for u in ALPHA_USERS:  # every user, weakest to strongest
@@ -131,6 +132,6 @@ def test_scheduling_jitter_grows_burstier_as_pf_alpha_falls_with_real_tcp(alpha_
 
 @needs_root
 def test_mac_throughput_grows_as_pf_alpha_falls_with_real_tcp(alpha_ends):
-    # Measured over three runs: 1.14-1.20 times the MAC throughput at alpha 0.001.
+    # Measured over six runs: 1.14-1.27 times the MAC throughput at alpha 0.001.
     mac = alpha_ends["mac_throughput_total_bps"]
     assert mac[0.001] > 1.05 * mac[0.1], mac.to_dict()
