@@ -313,8 +313,10 @@ def flatten_summary(s: dict) -> dict:
     """The numbers of a run's summary as flat columns: top-level and nested scalars
     ("jain_index_flows", "slots.late"), per flow ("flow.<id>.<key>"), per user
     ("user.<name>.<key>"), and the figures the sweep plots: goodput_total_bps, download_1MB_mean_s,
-    mac_throughput_total_bps, mean_queue_delay_ms (mean over users) and the smallest and
-    largest resource (slot) fraction of a user with their ratio."""
+    mac_throughput_total_bps, mean_queue_delay_ms, mean_slot_gap_ms (means over users), the
+    mean and median over users of slot_gap_cov and slot_gap_backlogged_cov
+    (mean_slot_gap_cov, median_slot_gap_cov, ...), mean_rtt_ms (mean over flows) and the
+    smallest and largest resource (slot) fraction of a user with their ratio."""
     row: dict = {}
 
     def scalars(prefix: str, d: dict) -> None:
@@ -351,6 +353,20 @@ def flatten_summary(s: dict) -> dict:
     qd = [u["mean_queue_delay_ms"] for u in users if u.get("mean_queue_delay_ms") is not None]
     if qd:
         row["mean_queue_delay_ms"] = float(np.mean(qd))
+    # Srinivasan & Baras, Figs. 5 and §V: scheduling jitter and RTT, means over the users
+    # (flows) that have them, so that a sweep plots one line against its axis.
+    # The median too: a user whose TCP sat out a retransmission timeout has one gap of
+    # seconds, a CoV far above the others', and would dominate the mean.
+    for col, key, items, f in (
+            ("mean_slot_gap_ms", "slot_gap_mean_ms", users, np.mean),
+            ("mean_slot_gap_cov", "slot_gap_cov", users, np.mean),
+            ("median_slot_gap_cov", "slot_gap_cov", users, np.median),
+            ("mean_slot_gap_backlogged_cov", "slot_gap_backlogged_cov", users, np.mean),
+            ("median_slot_gap_backlogged_cov", "slot_gap_backlogged_cov", users, np.median),
+            ("mean_rtt_ms", "rtt_ms_mean", s.get("flows", []), np.mean)):
+        xs = [it[key] for it in items if it.get(key) is not None]
+        if xs:
+            row[col] = float(f(xs))
     return row
 
 

@@ -381,3 +381,23 @@ def test_a_categorical_axis_is_plotted_in_the_order_of_its_values(tmp_path):
     df = pd.read_csv(out / "sweep.csv").set_index("kind")
     # Max rate gives the weaker user hardly a slot; round robin gives both equal slots.
     assert df.loc["rr", "jain_index_users"] > df.loc["maxrate", "jain_index_users"]
+
+
+def test_sweep_table_has_jitter_and_rtt_means_over_users_and_flows_that_report_them():
+    s = {"flows": [{"id": "f1", "goodput_bps": 1e5, "rtt_ms_mean": 100.0},
+                   {"id": "f2", "goodput_bps": 2e5, "rtt_ms_mean": 300.0},
+                   {"id": "f3", "goodput_bps": 0.0, "rtt_ms_mean": None}],
+         "users": [{"name": "u1", "slot_gap_mean_ms": 10.0, "slot_gap_cov": 1.0},
+                   {"name": "u2", "slot_gap_mean_ms": 30.0, "slot_gap_cov": 2.0},
+                   {"name": "u3", "slot_gap_mean_ms": None, "slot_gap_cov": None}]}
+    # the median resists one user's outlier, the mean does not
+    many = {"flows": [], "users": [{"name": f"u{k}", "slot_gap_cov": c}
+                                   for k, c in enumerate([1.0, 1.2, 9.0])]}
+    assert sweep.flatten_summary(many)["median_slot_gap_cov"] == pytest.approx(1.2)
+    assert sweep.flatten_summary(many)["mean_slot_gap_cov"] == pytest.approx(11.2 / 3)
+    row = sweep.flatten_summary(s)
+    assert row["mean_slot_gap_ms"] == pytest.approx(20.0)
+    assert row["mean_slot_gap_cov"] == pytest.approx(1.5)
+    assert row["median_slot_gap_cov"] == pytest.approx(1.5)
+    assert row["mean_rtt_ms"] == pytest.approx(200.0)
+    assert "mean_slot_gap_cov" not in sweep.flatten_summary({"flows": [], "users": []})

@@ -87,6 +87,7 @@ def test_defaults_follow_andrew_hanly_clamp():
     ("capture.snaplen=40", "capture.snaplen"),
     ("uplink_delay_ms=.nan", "uplink_delay_ms"),
     ("harq.max_transmissions=0", "harq.max_transmissions"),
+    ("topology.apd_rt_priority=100", "topology.apd_rt_priority"),
 ])
 def test_bad_values_name_the_field(override, field):
     msg = error_of(overrides=[override])

@@ -237,6 +237,18 @@ def analyze(outdir: Path) -> dict:
                 if "slot" in slots else np.array([])
             gap_mean = float(gaps.mean()) if len(gaps) else None
             gap_std = float(gaps.std()) if len(gaps) else None
+            # The same over the gaps in which the user had data at every slot between its
+            # two slots: the scheduler's own jitter (§IV: round robin serves a backlogged
+            # flow "at constantly spaced intervals"), without the idle spells of a TCP
+            # sender waiting out a timeout, which are seconds long whatever the scheduler.
+            bgap_mean = bgap_std = None
+            if qc and len(gaps):
+                pos = np.flatnonzero(mine.to_numpy())
+                empty = np.concatenate(([0], np.cumsum(slots[qc].fillna(0).to_numpy() <= 0)))
+                idle = empty[pos[1:]] - empty[pos[:-1] + 1]  # empty queues strictly between
+                bgaps = gaps[idle == 0]
+                if len(bgaps):
+                    bgap_mean, bgap_std = float(bgaps.mean()), float(bgaps.std())
             users.append({
                 "name": u["name"], "id": u["id"],
                 "slot_fraction": float(mine.sum() / n),
@@ -250,6 +262,8 @@ def analyze(outdir: Path) -> dict:
                 "tb_failed_final": int((mine & (outcome == "dropped")).sum()),
                 "slot_gap_mean_ms": gap_mean, "slot_gap_std_ms": gap_std,
                 "slot_gap_cov": gap_std / gap_mean if gap_mean else None,
+                "slot_gap_backlogged_mean_ms": bgap_mean, "slot_gap_backlogged_std_ms": bgap_std,
+                "slot_gap_backlogged_cov": bgap_std / bgap_mean if bgap_mean else None,
             })
     else:
         for u in users_cfg:

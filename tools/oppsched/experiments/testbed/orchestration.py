@@ -340,7 +340,11 @@ def run(cfg: dict, outdir: Path, progress) -> None:
             # 1. apd (binds phy_requests, phy_grants, uplink), 2. clients (bind rx_<id>),
             # 3. the PHY (connects to all; the clock master), each checked, not slept on.
             up = timeouts["startup_s"]
-            spawn(tb.ap, [progs["apd"], "--config", files["apd"]], "apd", "apd")
+            apd_argv = [progs["apd"], "--config", files["apd"]]
+            if cfg["topology"]["apd_rt_priority"]:
+                # SCHED_FIFO from exec on, so ZeroMQ's I/O threads inherit it too
+                apd_argv = ["chrt", "-f", cfg["topology"]["apd_rt_priority"], *apd_argv]
+            spawn(tb.ap, apd_argv, "apd", "apd")
             _wait_files([lay.ipc_path(n) for n in daemonconf.ZMQ_NAMES],
                         "oppsched-apd: endpoints bound", up, procs, ["apd"])
             daemons = ["apd"]

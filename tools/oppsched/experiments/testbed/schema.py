@@ -278,6 +278,10 @@ SCHEMA = {
         "wired": Field(str, "auto", choices=("auto", "netem", "userspace")),
         "mtu": Field(int, 1500, min=576, max=9000),
         "rt_priority": Field(int, 10, min=0, max=99, doc="SCHED_FIFO of the delay stages"),
+        "apd_rt_priority": Field(int, 0, min=0, max=99,
+                                 doc="SCHED_FIFO of oppsched-apd and all its threads (it "
+                                     "must answer each slot request within lead_slots); "
+                                     "0 = normal scheduling"),
         "offloads": Field(bool, False),
     },
     "iperf": {"interval_s": Field(float, 0.5, min=0.1, max=60.0, doc="iperf3 -i")},
