@@ -1,0 +1,164 @@
+"""Nandagopal et al., §IV-B (Table I), shortened, and the testbed's `transport: wrc` flows.
+
+The experiment keys (flows[].transport, weight, packet_bytes, wrc:) are checked before
+anything runs; the runner gives each flow's oppsched-wrc its weight and datagram size; the
+analysis turns the receiver's epoch trace into received rates. The real run: five weighted
+rate-control flows (weights 1..5) through the 300 kb/s, 50-packet downlink of
+experiments/nandagopal/weights.yaml, all five from the start, 36 s. Asserts the paper's
+qualitative result once the flows have converged: rates in the order of the weights, each
+within a bound of its ideal weighted share, and the link kept busy."""
+
+import json
+
+import pandas as pd
+import pytest
+import yaml
+
+from helpers import (BASE, REPO, built_program, cfg_of, error_of, needs_root, netns_prefix,
+                     require, require_real_testbed)
+from oppsched import daemonconf, wrcflows
+from oppsched.experiments import testbed
+from oppsched.experiments.testbed.topology import write_wrc_configs
+from oppsched.runner import run_experiment
+
+EXPERIMENT = REPO / "experiments" / "nandagopal" / "weights.yaml"
+WRC = BASE.replace("{id: f1, server: S1, device: R1}",
+                   "{id: f1, server: S1, device: R1, transport: wrc}")
+
+
+# ----------------------------------------------------------------------------------------
+# The experiment keys
+
+
+@pytest.mark.parametrize("overrides, expect", [
+    (["flows[0].transport=udp"], "flows[0].transport: 'udp' is not one of tcp, wrc"),
+    (["flows[0].weight=2"], "flows[0].weight: 2.0 with transport 'tcp': only a wrc flow"),
+    (["flows[0].packet_bytes=256"], "flows[0].packet_bytes: 256 with transport 'tcp'"),
+])
+def test_wrc_keys_on_a_tcp_flow_are_rejected_naming_the_key_and_value(overrides, expect):
+    assert error_of(overrides=overrides).startswith(expect)
+
+
+@pytest.mark.parametrize("weight", ["0", "-1.5"])
+def test_a_weight_that_is_not_positive_is_rejected(weight):
+    msg = error_of(WRC, [f"flows[0].weight={weight}"])
+    assert msg.startswith(f"flows[0].weight: {float(weight)!r} is not > 0"), msg
+
+
+@pytest.mark.parametrize("overrides, expect", [
+    (["flows[0].packet_bytes=16"], "flows[0].packet_bytes: 16 is below the minimum 32"),
+    (["flows[0].family=ipv6"], "flows[0].family: 'ipv6' with transport wrc"),
+    (["flows[0].parallel=2"], "flows[0].parallel: 2 with transport wrc"),
+    (["flows[0].bytes=100000", "flows[0].stop_s=null"], "flows[0].bytes: 100000 with transport"),
+    (["flows[0].cc=cubic"], "flows[0].cc: 'cubic' with transport wrc"),
+    (["wrc.delta_initial=0.3", "wrc.delta_max=0.2"], "wrc.delta_max: 0.2 is below"),
+    (["wrc.epoch_ms=0"], "wrc.epoch_ms: 0.0 is below the minimum"),
+    (["wrc.differentiation=weighted"], "wrc.differentiation: 'weighted' is not one of"),
+])
+def test_bad_wrc_settings_are_rejected_naming_the_key_and_value(overrides, expect):
+    msg = error_of(WRC, overrides)
+    assert msg.startswith(expect), msg
+
+
+def test_a_wrc_flow_defaults_to_weight_1_512_byte_datagrams_and_the_papers_parameters():
+    cfg = cfg_of(WRC)
+    f = cfg["flows"][0]
+    assert (f["transport"], f["weight"], f["packet_bytes"]) == ("wrc", None, None)
+    assert cfg["wrc"]["epoch_ms"] == 350 and cfg["wrc"]["alpha_pps"] == 0.1
+    assert (cfg["wrc"]["delta_initial"], cfg["wrc"]["delta_max"]) == (0.1, 0.5)
+    assert cfg_of()["flows"][0]["transport"] == "tcp"
+
+
+def test_the_nandagopal_experiments_are_valid_and_put_one_weighted_flow_on_each_device():
+    for name in ("weights", "rtts", "errors"):
+        cfg = cfg_of((REPO / "experiments" / "nandagopal" / f"{name}.yaml").read_text())
+        flows = cfg["flows"]
+        assert [f["weight"] for f in flows] == [1, 2, 3, 4, 5]
+        assert {f["transport"] for f in flows} == {"wrc"}
+        assert len({f["device"] for f in flows}) == 5  # five mobile hosts (Fig. 4)
+        assert cfg["queue"]["mode"] == "shared" and cfg["queue"]["limit_packets"] == 50
+
+
+# ----------------------------------------------------------------------------------------
+# What the runner gives oppsched-wrc
+
+
+def test_the_runner_gives_each_flows_oppsched_wrc_its_weight_and_packet_size(tmp_path):
+    cfg = cfg_of(WRC.replace("  - {id: f1,", "  - {id: f0, server: S1, device: R1}\n  - {id: f1,"),
+                 ["flows[1].weight=2.5", "flows[1].packet_bytes=256", "flows[1].start_s=1",
+                  "flows[1].stop_s=3.5", "wrc.alpha_pps=0.3", "wrc.feedback_every=4"])
+    users = [daemonconf.User(0, "R1", "10.2.0.1", None)]
+    files = write_wrc_configs(cfg, tmp_path, users)
+    assert list(files) == ["f1"]  # the tcp flow f0 has none
+    snd = yaml.safe_load(files["f1"][0].read_text())
+    rcv = yaml.safe_load(files["f1"][1].read_text())
+    assert rcv["weight"] == 2.5  # the receiver runs Fig. 3 with the flow's own weight
+    assert snd["weight"] == 2  # the integer its packets carry (wrc_packet.h)
+    assert snd["packet_bytes"] == 256
+    assert snd["destination"] == "10.2.0.1:5202" and rcv["bind"] == "0.0.0.0:5202"
+    assert snd["duration_s"] == 2.5
+    assert rcv["wrc"]["alpha_pps"] == 0.3 and rcv["feedback_every"] == 4
+    assert rcv["traces"]["epochs"] == str(tmp_path / "wrc.f1.epochs.csv")
+    prog = built_program("host/daemon/oppsched-wrc", "OPPSCHED_WRC")
+    require(prog is not None, "oppsched-wrc is not built (cmake --build build --target "
+            "oppsched-wrc)")
+    import subprocess
+    for mode, path in (("send", files["f1"][0]), ("recv", files["f1"][1])):
+        cp = subprocess.run([prog, mode, "--config", path, "--check"], capture_output=True,
+                            text=True, timeout=30)
+        assert cp.returncode == 0, cp.stderr
+
+
+def test_received_rates_come_from_the_receivers_cumulative_count_per_epoch(tmp_path):
+    rows = ["t_s,flow,epoch,decision,samples,savg_ratio,lavg_ratio,threshold,"
+            "rate_before_pps,rate_pps,delta,lost,per_pktsep_s,received"]
+    for k in range(11):  # epochs of 0.5 s; 4 packets each until 2.5 s, then 8 each
+        got = 4 * min(k, 5) + 8 * max(0, k - 5)
+        rows.append(f"{0.5 * (k + 1)},1,{k},increase,4,1,1,1.1,{5 + k},{6 + k},0.1,,,{got}")
+    rows.insert(4, "1.7,1,3,random_loss,0,,,,8,8,0.1,1,0.2,12")  # a loss row is no epoch
+    (tmp_path / "wrc.f1.epochs.csv").write_text("\n".join(rows) + "\n")
+    ep = wrcflows.epochs(tmp_path, "f1", offset_s=-0.5)
+    assert len(ep) == 11 and ep["t_s"].iloc[0] == 0.0
+    assert ep["recv_pps"].iloc[1:5].tolist() == [8.0] * 4
+    r = wrcflows.rate_between(ep, 2.5, 5.0)  # epochs ending at 3.0 .. 5.0
+    assert r["recv_pps"] == pytest.approx(16.0)
+    assert r["rate_pps"] == pytest.approx((12 + 13 + 14 + 15) / 4)
+
+
+# ----------------------------------------------------------------------------------------
+# The real run: Table I, shortened
+
+DURATION = 36.0
+WINDOW = (20.0, 36.0)  # converged: the linear starts are over by ~15 s
+
+
+@pytest.fixture(scope="module")
+def five_flows(tmp_path_factory):
+    require_real_testbed()
+    require(*testbed.programs_available({"build_dir": "", "phy": {"mode": "abstract"},
+                                         "capture": {"pcaps": False},
+                                         "flows": [{"transport": "wrc"}]}))
+    out = tmp_path_factory.mktemp("nandagopal-weights")
+    with netns_prefix():
+        run_experiment(EXPERIMENT, out, [
+            "flows[0].start_s=0", "flows[0].stop_s=null", "flows[1].start_s=0",
+            "flows[1].stop_s=null", "wrc.initial_rate_pps=5", "wrc.alpha_pps=0.3",
+            f"analysis.warmup_s={WINDOW[0]}"], duration=DURATION)
+    return json.loads((out / "summary.json").read_text())
+
+
+@needs_root
+def test_five_weighted_flows_get_rates_in_proportion_to_their_weights(five_flows):
+    w = five_flows["wrc"]
+    rates = pd.Series(w["steady_recv_pps"])
+    share = pd.Series(w["share_of_ideal"])
+    assert rates.is_monotonic_increasing, rates.to_dict()
+    assert share.between(0.7, 1.3).all(), share.to_dict()
+    assert w["jain_index_weighted"] > 0.95, w
+
+
+@needs_root
+def test_the_weighted_flows_keep_the_300_kbps_link_busy_without_losing_packets(five_flows):
+    w = five_flows["wrc"]
+    assert w["steady_total_pps"] > 0.85 * 73.24, w["steady_total_pps"]  # 300 kb/s of 512 B
+    assert w["loss_ratio"] < 0.02, w["loss_ratio"]
