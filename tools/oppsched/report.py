@@ -139,7 +139,8 @@ def write_report(outdir: Path, experiment: dict, runs, compare_pngs=()) -> Path:
                 f"<td>{_fmt((w.get('share_of_ideal') or {}).get(f['id']), digits=3)}</td>"
                 f"<td>{_fmt(f['goodput_bps'], 1e-3)}</td>"
                 f"<td>{_fmt(r.get('loss_ratio'), 100, digits=2)}</td>"
-                f"<td>{_fmt(r.get('increases'), digits=0)}</td><td>{_fmt(r.get('decreases'), digits=0)}</td>"
+                f"<td>{_fmt(r.get('increases'), digits=0)}</td>"
+                f"<td>{_fmt(r.get('decreases'), digits=0)}</td>"
                 f"<td>{_fmt(r.get('congestion_losses'), digits=0)}</td></tr>")
         parts.append("</table>")
 

@@ -126,6 +126,46 @@ def test_received_rates_come_from_the_receivers_cumulative_count_per_epoch(tmp_p
     assert r["rate_pps"] == pytest.approx((12 + 13 + 14 + 15) / 4)
 
 
+def test_the_summary_of_wrc_flows_comes_from_their_receivers_and_weighs_their_rates(tmp_path):
+    # Two flows of weights 1 and 2 from 0 to 20 s, received at 5 and 10 packets/s: exactly
+    # weighted (Jain over rate / weight 1, each at its share), 2 and 4 of 100 and 200 lost.
+    text = WRC.replace("duration_s: 4", "duration_s: 20").replace(
+        "  - {id: f1,", "  - {id: f0, server: S1, device: R1, transport: wrc, weight: 1}\n"
+        "  - {id: f1,") + "analysis: {warmup_s: 4}\n"
+    cfg = cfg_of(text, ["flows[1].weight=2"])
+    cfg.update(experiment="t", variant="")
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    flows = []
+    for k, (fid, pps, lost) in enumerate((("f0", 5, 2), ("f1", 10, 4))):
+        flows.append({"id": fid, "port": 5201 + k, "started_at_s": 0.0, "ended_at_s": 20.0,
+                      "stop_s": 20.0, "exit_code": 0, "extra": {"receiver_started_at_s": -1.0}})
+        rows = ["t_s,flow,epoch,decision,samples,savg_ratio,lavg_ratio,threshold,"
+                "rate_before_pps,rate_pps,delta,lost,per_pktsep_s,received"]
+        rows += [f"{1 + e},1,{e},increase,3,1,1,1.1,{pps},{pps},0.1,,,{pps * e}"
+                 for e in range(21)]  # 1 s epochs (run time e s), pps packets each
+        (tmp_path / f"wrc.{fid}.epochs.csv").write_text("\n".join(rows) + "\n")
+        got = 20 * pps - lost
+        (tmp_path / f"wrc.{fid}.recv.stats.json").write_text(json.dumps({"flows": {"1": {
+            "received": got, "bytes": 512 * got, "lost": lost, "random_losses": 1,
+            "congestion_losses": 0, "increases": 40, "decreases": 0, "epochs": 41}}}))
+        (tmp_path / f"wrc.{fid}.send.stats.json").write_text(json.dumps({
+            "sent": {"packets": 20 * pps}, "rate": {"mean_pps": pps}, "elapsed_s": 20.0}))
+    (tmp_path / "run.json").write_text(json.dumps({"status": "done", "flows": flows}))
+    s = testbed.analyze(tmp_path)
+    assert s["errors"] == []
+    f0 = s["flows"][0]
+    assert f0["goodput_bps"] == pytest.approx(8 * 512 * 98 / 20)
+    assert f0["wrc"]["loss_ratio"] == pytest.approx(0.02)
+    assert f0["goodput_steady_bps"] == pytest.approx(8 * 512 * 5)
+    w = s["wrc"]
+    assert w["steady_recv_pps"] == pytest.approx({"f0": 5.0, "f1": 10.0})
+    assert w["jain_index_weighted"] == pytest.approx(1.0)
+    assert w["share_of_ideal"] == pytest.approx({"f0": 1.0, "f1": 1.0})
+    assert w["loss_ratio"] == pytest.approx(6 / 300)
+    (period,) = w["periods"]
+    assert period["flows"]["f1"]["w_per_weight_pps"] == pytest.approx(5.0)
+
+
 # ----------------------------------------------------------------------------------------
 # The real run: Table I, shortened. Every flow starts at the equal share (73.24 / 5 =
 # 14.6 packets/s, where §IV-A's equal weights settle), so the weights alone must move
