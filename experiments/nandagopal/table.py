@@ -1,7 +1,8 @@
-"""Nandagopal et al., Table I from a run folder of weights.yaml or rtts.yaml: for each period
-between flows joining and leaving, each flow's W_ideal (its weighted share of the link's
-73.24 packets/s, as the paper's), W_actual (mean received rate, packets/s, from the
-receivers' traces: summary.json's wrc.periods) and W/i; then the steady figures.
+"""Nandagopal et al., Table I from a run folder of weights.yaml or rtts.yaml (or a point of
+the errors.yaml sweep): for each period between flows joining and leaving, each flow's
+W_ideal (its weighted share of the link's 73.24 packets/s, as the paper's), W_actual
+(mean received rate, packets/s, from the receivers' traces: summary.json's wrc.periods)
+and W/i; then the figures after analysis.warmup_s.
 
     .venv/bin/python experiments/nandagopal/table.py RUN_DIR [RUN_DIR ...]
 """
@@ -30,6 +31,14 @@ def table(rundir: Path) -> str:
                    f"{p['total_pps']:.1f} | | {p['total_pps'] / LINK_PPS:.2f} |")
     out.append(f"Jain's index over rate / weight (after warm-up): "
                f"{w['jain_index_weighted']:.3f}; datagrams lost: {100 * w['loss_ratio']:.2f} %")
+    shares = ", ".join(f"{k} {v:.2f}" for k, v in (w.get("share_of_ideal") or {}).items())
+    gaps = [(f["wrc"]["random_losses"] or 0, f["wrc"]["congestion_losses"] or 0)
+            for f in s["flows"] if f.get("wrc")]
+    out.append(f"After warm-up: {w['steady_total_pps']:.1f} packets/s "
+               f"({w['steady_total_pps'] / LINK_PPS:.2f} of the link), share of the weighted "
+               f"share: {shares}; gaps taken for channel error / congestion: "
+               f"{sum(g[0] for g in gaps)} / {sum(g[1] for g in gaps)}; slots the PHY missed: "
+               f"{s['slots'].get('late_phy')} of {s['slots']['total']}")
     return "\n".join(out)
 
 

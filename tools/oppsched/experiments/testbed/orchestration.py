@@ -1,7 +1,7 @@
 """Running a testbed experiment: run() checks the daemons' configuration files, builds the
 namespaces, starts apd, clients and PHY and waits until each is ready (endpoints bound,
-pings crossing the radio), starts the captures and the flows at their times (iperf3, or
-the repeated transfers of oppsched.transfers), and
+pings crossing the radio), starts the captures and the flows at their times (iperf3, the
+repeated transfers of oppsched.transfers, or oppsched-wrc for transport wrc), and
 stops everything in order (flows, PHY, daemons with SIGTERM so they flush their traces,
 captures), recording every process (processes.json) and the run (run.json)."""
 
@@ -463,8 +463,9 @@ def run(cfg: dict, outdir: Path, progress) -> None:
 def _schedule(cfg, tb, plans, procs: ProcTable, daemons, rundir, t0, progress, spawn,
               t0_ns: int | None = None, wrc_files: dict | None = None,
               wrc_program=None) -> None:
-    """Starts each flow at t0 + start_s (the iperf3 sender in the server's namespace, or
-    the transfer client in the device's), watches the daemons, reports progress, and
+    """Starts each flow at t0 + start_s (the iperf3 sender or oppsched-wrc send in the
+    server's namespace, or the transfer client in the device's), watches the daemons,
+    reports progress, and
     returns when every flow has ended (or duration_s + grace_s has passed)."""
     if t0_ns is None:
         t0_ns = int(t0 * 1e9)
