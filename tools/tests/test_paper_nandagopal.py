@@ -10,6 +10,7 @@ the paper's qualitative result once the link is full: rates in proportion to the
 a bound of its ideal weighted share), most of the link used, no buffer overflow."""
 
 import json
+import subprocess
 
 import pandas as pd
 import pytest
@@ -103,7 +104,6 @@ def test_the_runner_gives_each_flows_oppsched_wrc_its_weight_and_packet_size(tmp
     prog = built_program("host/daemon/oppsched-wrc", "OPPSCHED_WRC")
     require(prog is not None, "oppsched-wrc is not built (cmake --build build --target "
             "oppsched-wrc)")
-    import subprocess
     for mode, path in (("send", files["f1"][0]), ("recv", files["f1"][1])):
         cp = subprocess.run([prog, mode, "--config", path, "--check"], capture_output=True,
                             text=True, timeout=30)
