@@ -169,7 +169,7 @@ def test_the_summary_of_wrc_flows_comes_from_their_receivers_and_weighs_their_ra
 # ----------------------------------------------------------------------------------------
 # The real run: Table I, shortened. All five flows start together at the paper's 1
 # packet/s (its linear start: alpha w per epoch, so by ~15 s the link is full); rates are
-# measured from 12 s to the end (36 s). Bounds: the spread of 4 runs (README).
+# measured from 12 s to the end (36 s). Bounds: the spread of 5 runs, with a margin (README).
 
 DURATION, WARMUP = 36.0, 12.0
 LINK_PPS = 300e3 / (512 * 8)  # 300 kb/s of 512-byte datagrams: 73.24 packets/s
@@ -200,7 +200,7 @@ def test_five_weighted_flows_get_rates_in_proportion_to_their_weights(five_flows
     assert w["jain_index_weighted"] > 0.9, w
     heavy, light = rates["f4"] + rates["f5"], rates["f1"] + rates["f2"]
     assert 1.8 < heavy / light < 4.5, rates.to_dict()
-    assert share[["f3", "f4", "f5"]].between(0.75, 1.25).all(), share.to_dict()
+    assert share[["f3", "f4", "f5"]].between(0.7, 1.4).all(), share.to_dict()
     assert share[["f1", "f2"]].between(0.6, 1.8).all(), share.to_dict()
 
 
