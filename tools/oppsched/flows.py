@@ -63,6 +63,11 @@ class FlowPlan:
     server_addr: str | None = None
     seed: int = 0
     stop_s: float | None = None
+    # transport wrc (oppsched.wrcflows): the weighted rate control of Nandagopal et al.
+    # instead of TCP, with the flow's weight and datagram size.
+    transport: str = "tcp"
+    weight: float | None = None
+    packet_bytes: int | None = None
     # Filled in while running (seconds after the run's t0):
     started_at_s: float | None = None
     ended_at_s: float | None = None
@@ -98,12 +103,18 @@ class FlowPlan:
     # ends when it ends). iperf3: receiver in the client's namespace, sender in the
     # server's; repeated transfers: server in the server's namespace, client (fetch) in
     # the client's.
+    # wrc: the receiver (oppsched-wrc recv) in the client's namespace, the sender in the
+    # server's.
     @property
     def listener_name(self) -> str:
+        if self.transport == "wrc":
+            return f"wrc-r.{self.id}"
         return f"xfer-serve.{self.id}" if self.repeat else f"iperf3-r.{self.id}"
 
     @property
     def starter_name(self) -> str:
+        if self.transport == "wrc":
+            return f"wrc-s.{self.id}"
         return f"xfer-fetch.{self.id}" if self.repeat else f"iperf3-s.{self.id}"
 
     @property

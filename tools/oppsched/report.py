@@ -138,6 +138,33 @@ def write_report(outdir: Path, experiment: dict, runs, compare_pngs=()) -> Path:
             parts.append("</tr>")
         parts.append("</table>")
 
+    # Flows of the weighted rate control (Nandagopal et al.): weight, steady rate, share
+    # of the ideal weighted share, loss; Jain's index over rate / weight.
+    for label, s, _ in runs:
+        w = s.get("wrc")
+        if not w:
+            continue
+        parts.append(f"<h3>{e(label)}: weighted rate control</h3><p>Jain's index over "
+                     f"rate / weight: {_fmt(w.get('jain_index_weighted'), digits=3)}; loss "
+                     f"ratio {_fmt(w.get('loss_ratio'), 100, digits=2)} %</p>"
+                     "<table><tr><th>flow</th><th>weight</th><th>steady rate (packets/s)"
+                     "</th><th>share of ideal</th><th>goodput kb/s</th><th>loss %</th>"
+                     "<th>increases</th><th>decreases</th><th>congestion losses</th></tr>")
+        for f in s["flows"]:
+            r = f.get("wrc")
+            if not r:
+                continue
+            parts.append(
+                f"<tr><td>{e(f['id'])}</td><td>{r['weight']:g}</td>"
+                f"<td>{_fmt(r.get('steady_recv_pps'), digits=2)}</td>"
+                f"<td>{_fmt((w.get('share_of_ideal') or {}).get(f['id']), digits=3)}</td>"
+                f"<td>{_fmt(f['goodput_bps'], 1e-3)}</td>"
+                f"<td>{_fmt(r.get('loss_ratio'), 100, digits=2)}</td>"
+                f"<td>{_fmt(r.get('increases'), digits=0)}</td>"
+                f"<td>{_fmt(r.get('decreases'), digits=0)}</td>"
+                f"<td>{_fmt(r.get('congestion_losses'), digits=0)}</td></tr>")
+        parts.append("</table>")
+
     procs = sorted({p for _, s, _ in runs for p in (s.get("cpu_s") or {})})
     if procs:
         parts.append("<h3>CPU seconds per process</h3><table><tr><th>process</th>")

@@ -180,6 +180,10 @@ def test_bottleneck_at_half_the_initial_rate_brings_graded_decreases_then_rates_
 
     decided = [e for e in epochs if e["decision"] in ("increase", "decrease")]
     assert len(decided) >= 5, epochs
+    # The trace's `received` counts the flow's packets before each row: never down, and
+    # at most what the receiver got in the end.
+    counts = [int(e["received"]) for e in epochs]
+    assert counts == sorted(counts) and 0 < counts[-1] <= flow["received"], counts
     # Sending at twice the capacity: the first decision is a decrease on a ratio near 2,
     # and consecutive decreases are graded 10 %, 20 %, 40 %, 50 % (Fig. 3 lines 25-26).
     first = decided[0]
@@ -256,6 +260,10 @@ def test_random_channel_loss_is_not_taken_for_congestion(wrc_bin, tmp_path):
     ("recv", {"bind": "127.0.0.1:9", "wrc": {"delta_initial": 0.6}},
      "wrc.delta_max: 0.5 not in [delta_initial, 1)"),
     ("recv", {"bind": "127.0.0.1:9", "epoch": 1}, "epoch: unknown key"),
+    ("recv", {"bind": "127.0.0.1:9", "weight": -0.5}, "weight: -0.5 not in [0,"),
+    # A weight below 1 makes weighted_decrease's delta_max / w reach 1.
+    ("recv", {"bind": "127.0.0.1:9", "weight": 0.4,
+              "wrc": {"differentiation": "weighted_decrease"}}, "wrc."),
 ])
 def test_bad_configuration_exits_2_naming_the_field_and_value(wrc_bin, tmp_path, mode, config,
                                                               message):
@@ -264,6 +272,13 @@ def test_bad_configuration_exits_2_naming_the_field_and_value(wrc_bin, tmp_path,
                        text=True, timeout=30)
     assert r.returncode == 2
     assert message in r.stderr
+
+
+def test_the_receiver_takes_a_fractional_weight_for_every_flow(wrc_bin, tmp_path):
+    cfg = write_yaml(tmp_path / "c.yaml", {"bind": "127.0.0.1:9", "weight": 2.5})
+    r = subprocess.run([wrc_bin, "recv", "--config", cfg, "--check"], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
 
 
 def test_unknown_mode_exits_2(wrc_bin, tmp_path):

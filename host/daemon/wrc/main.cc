@@ -268,9 +268,9 @@ int run_sender(const sender_params& cfg, daemon::signal_set& signals) {
 // recv
 
 struct flow_state {
-    flow_state(const wrc::rate_controller_params& p, std::uint16_t w) : rc(p), weight(w) {}
+    flow_state(const wrc::rate_controller_params& p, double w) : rc(p), weight(w) {}
     wrc::rate_controller rc;
-    std::uint16_t weight;
+    double weight;
     sockaddr_in peer{};
     std::uint32_t last_seq = 0;
     std::uint32_t fed_back_seq = 0;
@@ -289,7 +289,7 @@ class receiver final {
                 cfg_.epochs_trace,
                 std::vector<std::string>{"t_s", "flow", "epoch", "decision", "samples",
                                          "savg_ratio", "lavg_ratio", "threshold", "rate_before_pps",
-                                         "rate_pps", "delta", "lost", "per_pktsep_s"});
+                                         "rate_pps", "delta", "lost", "per_pktsep_s", "received"});
     }
 
     int run() {
@@ -332,7 +332,7 @@ class receiver final {
             }
             const time_ns now = daemon::monotonic_ns();
             for (auto& [id, f] : flows_) {
-                trace(id, f->rc.on_timer(now));
+                trace(id, f->rc.on_timer(now), f->received);
                 maybe_feedback(*f, id, false);
             }
             if (cfg_.idle_timeout_s > 0 && last_packet_ &&
@@ -378,7 +378,7 @@ class receiver final {
                 return;
             }
             auto params = cfg_.wrc;
-            const std::uint16_t w = cfg_.weight_override > 0 ? cfg_.weight_override : h->weight;
+            const double w = cfg_.weight_override > 0 ? cfg_.weight_override : h->weight;
             params.weight = w;
             it = flows_.emplace(h->flow_id, std::make_unique<flow_state>(params, w)).first;
             it->second->first = now;
@@ -388,12 +388,14 @@ class receiver final {
         flow_state& f = *it->second;
         if (h->weight != f.weight && cfg_.weight_override == 0) ++f.weight_mismatch;
         f.peer = from;
+        const std::uint64_t received_before = f.received;
         ++f.received;
         f.bytes += n;
         f.last = now;
         last_packet_ = now;
         f.last_seq = std::max(f.last_seq, h->seq);
-        trace(h->flow_id, f.rc.on_packet(now, {h->seq, h->snd_sep_us * 1e-6, h->rate_seq}));
+        trace(h->flow_id, f.rc.on_packet(now, {h->seq, h->snd_sep_us * 1e-6, h->rate_seq}),
+              received_before);
         ++f.since_feedback;
         maybe_feedback(f, h->flow_id, f.since_feedback >= cfg_.feedback_every);
     }
@@ -422,7 +424,10 @@ class receiver final {
         f.since_feedback = 0;
     }
 
-    void trace(std::uint32_t id, const std::vector<wrc::rate_record>& rs) {
+    // `received`: the flow's packets received before the records' event (an epoch end
+    // that a packet's arrival runs does not count that packet), so that differences between
+    // epoch rows give the packets received in each epoch.
+    void trace(std::uint32_t id, const std::vector<wrc::rate_record>& rs, std::uint64_t received) {
         if (!epochs_) return;
         for (const auto& r : rs) {
             const bool epoch_end = r.what == wrc::decision::none ||
@@ -442,6 +447,7 @@ class receiver final {
                 epochs_->empty().empty();
             else
                 epochs_->field(static_cast<std::uint64_t>(r.lost)).field(r.per_pktsep_s);
+            epochs_->field(received);
             epochs_->end_row();
         }
     }
@@ -461,7 +467,7 @@ class receiver final {
             const auto& st = f->rc.stats();
             received += f->received;
             lost += st.lost;
-            s.set(k + "weight", static_cast<std::uint64_t>(f->weight));
+            s.set(k + "weight", f->weight);
             s.set(k + "received", f->received);
             s.set(k + "bytes", f->bytes);
             s.set(k + "highest_seq", static_cast<std::uint64_t>(f->last_seq));

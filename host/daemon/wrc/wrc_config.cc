@@ -69,7 +69,7 @@ sender_params read_sender_config(const config_node& root) {
 receiver_params read_receiver_config(const config_node& root) {
     receiver_params c;
     c.bind = parse_ipv4_endpoint(root, "bind", root.require<std::string>("bind"), true);
-    c.weight_override = root.get<std::uint16_t>("weight", 0);
+    c.weight_override = root.get<double>("weight", 0.0, value_range::closed(0, 65535));
     const config_node w = root.child_or_empty("wrc");
     auto& p = c.wrc;
     p.epoch_s = w.get<double>("epoch_ms", 350.0, value_range::open_closed(0, 1e6)) / 1e3;
@@ -95,8 +95,9 @@ receiver_params read_receiver_config(const config_node& root) {
     c.stats_path = tr.get<std::string>("stats", "");
     c.log_level = root.get_choice("log_level", "info", kLevels);
     root.check_no_unknown_keys();
-    // The weight is each flow's (from its packets, or the override), >= 1 either way:
-    // validating with weight 1, the smallest, covers weighted_decrease's delta_max / w < 1.
+    // The weight is the override, or each flow's from its packets (>= 1): validating with
+    // the override, else with 1, the smallest a packet carries, covers weighted_decrease's
+    // delta_max / w < 1.
     p.weight = c.weight_override > 0 ? c.weight_override : 1.0;
     p.validate();
     return c;

@@ -33,8 +33,10 @@ struct sender_params {
 
 struct receiver_params {
     sockaddr_in bind{};
-    wrc::rate_controller_params wrc;    // its weight: see weight_override
-    std::uint16_t weight_override = 0;  // 0: each flow's weight from its packets
+    wrc::rate_controller_params wrc;  // its weight: see weight_override
+    // 0: each flow's weight from its packets (an integer >= 1); else every flow's weight,
+    // any real > 0 (the testbed runs one receiver per flow and gives it the flow's weight).
+    double weight_override = 0.0;
     std::uint32_t max_flows = 64;
     std::uint32_t feedback_every = 1;  // packets per feedback (+ one at every rate change)
     double idle_timeout_s = 0.0;       // 0: run until a signal

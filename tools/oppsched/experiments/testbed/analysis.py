@@ -12,8 +12,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from oppsched import daemonconf, pcap, transfers
-from oppsched.experiments.testbed.schema import FLOW_DIRECTIONS, repeated
+from oppsched import daemonconf, pcap, transfers, wrcflows
+from oppsched.experiments.testbed.schema import (FLOW_DIRECTIONS, is_wrc, repeated,
+                                                 wrc_packet_bytes, wrc_weight)
 from oppsched.flows import BASE_PORT, intervals, sender_result
 from oppsched.metrics import jain_index
 
@@ -136,6 +137,9 @@ def analyze(outdir: Path) -> dict:
         plan = plans.get(f["id"], {})
         if repeated(f):
             flows.append(_transfer_flow(rundir, f, plan, k, cfg, errors))
+            continue
+        if is_wrc(f):
+            flows.append(_wrc_flow(rundir, f, plan, k, cfg, errors))
             continue
         snd = sender_result(rundir / f"flow.{f['id']}.sender.json",
                             rundir / f"flow.{f['id']}.receiver.json")
@@ -342,6 +346,7 @@ def analyze(outdir: Path) -> dict:
         "daemon_stats": stats,
         "clamp": _clamp_summary(rundir, cfg, errors),
         "transfers": _transfers_total(flows),
+        "wrc": _wrc_total(rundir, flows, plans),
     }
     # What went wrong, for `oppsched run` (exit status) and the report: the run's own
     # failure (a daemon that exited non-zero, a timeout) and every unreadable trace.
@@ -385,6 +390,85 @@ def direction_totals(flows: list[dict]) -> dict:
         out[d] = {"flows": [f["id"] for f in mine],
                   "goodput_bps": float(sum(f["goodput_bps"] for f in mine)),
                   "jain_index": jain_index(f["goodput_bps"] for f in mine) if mine else None}
+    return out
+
+
+def _wrc_flow(rundir: Path, f: dict, plan: dict, k: int, cfg: dict, errors: list) -> dict:
+    """A flow of the weighted rate control: its summary row from oppsched-wrc's stats and
+    trace (oppsched.wrcflows)."""
+    fr = {**f, "weight": wrc_weight(f), "packet_bytes": wrc_packet_bytes(f)}
+    w = wrcflows.summarize(rundir, fr, plan, cfg, errors, read_json)
+    if not wrcflows.path(rundir, f["id"], "recv.stats.json").exists():
+        errors.append(f"wrc.{f['id']}.recv.stats.json: missing (wrc flow {f['id']})")
+    pkt = fr["packet_bytes"]
+    steady = w["steady_recv_pps"]
+    return {"id": f["id"], "user": f["device"], "server": f["server"], "direction": "down",
+            "goodput_bps": w["goodput_bps"], "rtt_ms_mean": None, "rtt_ms_max": None,
+            "goodput_steady_bps": 8.0 * pkt * steady if steady is not None else None,
+            "bytes_received": (w["received_packets"] or 0) * pkt, "seconds": w["seconds"],
+            "retransmits": None, "streams": 1, "cc": "wrc", "family": f["family"],
+            "port": plan.get("port", BASE_PORT + k), "started_at_s": plan.get("started_at_s"),
+            "ended_at_s": plan.get("ended_at_s"), "exit_code": plan.get("exit_code"),
+            "error": None, "goodput_source": "wrc receiver", "goodput_pcap_bps": None,
+            "transport": "wrc", "wrc": w}
+
+
+def _wrc_total(rundir: Path, flows: list[dict], plans: dict) -> dict | None:
+    """Over the wrc flows (Nandagopal et al., §IV): each flow's steady received rate
+    (packets/s after analysis.warmup_s) against its ideal weighted share of what the flows
+    that were running together got, Jain's index over the weight-normalised rates r_i / w_i
+    (1 when rates are exactly in the ratio of the weights), and the link utilisation in
+    packets: received packets/s over the link's capacity in these packets."""
+    rows = [f for f in flows if f.get("transport") == "wrc"]
+    if not rows:
+        return None
+    rates = [f["wrc"]["steady_recv_pps"] for f in rows]
+    weights = [f["wrc"]["weight"] for f in rows]
+    ok = [r is not None for r in rates]
+    norm = [r / w for r, w, g in zip(rates, weights, ok) if g]
+    out = {"flows": len(rows),
+           "jain_index_weighted": jain_index(norm) if norm else None,
+           "steady_recv_pps": dict(zip([f["id"] for f in rows], rates)),
+           "weights": dict(zip([f["id"] for f in rows], weights)),
+           "loss_ratio": None}
+    if all(ok):
+        total, wsum = sum(rates), sum(weights)
+        out["steady_total_pps"] = total
+        out["share_of_ideal"] = {f["id"]: (r / (total * w / wsum) if total > 0 else None)
+                                 for f, r, w in zip(rows, rates, weights)}
+    sent = sum(f["wrc"]["sent_packets"] or 0 for f in rows)
+    got = sum(f["wrc"]["received_packets"] or 0 for f in rows)
+    if sent:
+        out["loss_ratio"] = 1.0 - got / sent
+    out["periods"] = _wrc_periods(rundir, rows, plans)
+    return out
+
+
+def _wrc_periods(rundir: Path, rows: list[dict], plans: dict) -> list[dict]:
+    """Nandagopal et al., Table I: the times between flows joining and leaving, and in each
+    the mean received rate W of every flow running through it (packets/s, from the
+    receivers' traces), W / w, and the ideal W_ideal = w / (sum of the running flows'
+    weights) x the period's total."""
+    times = {f["id"]: (f["started_at_s"], f["ended_at_s"]) for f in rows}
+    if any(a is None or b is None for a, b in times.values()):
+        return []
+    cuts = sorted({round(t, 3) for ab in times.values() for t in ab})
+    eps = {f["id"]: wrcflows.epochs(rundir, f["id"], wrcflows._recv_offset(plans.get(f["id"], {})))
+           for f in rows}
+    out = []
+    for a, b in zip(cuts, cuts[1:]):
+        live = [f for f in rows if times[f["id"]][0] <= a + 1e-3 and times[f["id"]][1] >= b - 1e-3]
+        if not live or b - a < 1.0:
+            continue
+        rate = {f["id"]: wrcflows.rate_between(eps[f["id"]], a, b)["recv_pps"] for f in live}
+        if any(r is None for r in rate.values()):
+            continue
+        total, wsum = sum(rate.values()), sum(f["wrc"]["weight"] for f in live)
+        out.append({"from_s": a, "to_s": b, "total_pps": total, "flows": {
+            f["id"]: {"weight": f["wrc"]["weight"], "w_actual_pps": rate[f["id"]],
+                      "w_ideal_pps": total * f["wrc"]["weight"] / wsum,
+                      "w_per_weight_pps": rate[f["id"]] / f["wrc"]["weight"]}
+            for f in live}})
     return out
 
 

@@ -1,7 +1,7 @@
 """Running a testbed experiment: run() checks the daemons' configuration files, builds the
 namespaces, starts apd, clients and PHY and waits until each is ready (endpoints bound,
-pings crossing the radio), starts the captures and the flows at their times (iperf3, or
-the repeated transfers of oppsched.transfers), and
+pings crossing the radio), starts the captures and the flows at their times (iperf3, the
+repeated transfers of oppsched.transfers, or oppsched-wrc for transport wrc), and
 stops everything in order (flows, PHY, daemons with SIGTERM so they flush their traces,
 captures), recording every process (processes.json) and the run (run.json)."""
 
@@ -22,7 +22,7 @@ from oppsched import daemonconf
 from oppsched.experiments.testbed.programs import TestbedError, find_programs, phy_env
 from oppsched.experiments.testbed.schema import check
 from oppsched.experiments.testbed.topology import (daemon_users, flow_plans, tcp_override_sysctls,
-                                                   testbed_topology)
+                                                   testbed_topology, write_wrc_configs)
 from oppsched.flows import FlowPlan, parse_ss_bytes_acked
 from oppsched.netns import wait_for
 from oppsched.paths import write_atomic
@@ -144,7 +144,7 @@ class ProcTable:
 OUTPUT_GLOBS = ("*.pcap", "flow.*.json", "transfers.*.csv", "slots.csv", "packets.csv", "windows.*.csv",
                 "phy_slots.csv", "client.*.events.csv", "mcs_table.csv",
                 "*.stats.json", "run.json", "processes.json", "apd.yaml", "client.*.yaml",
-                "phy.yaml", "summary.json", "*.png")
+                "phy.yaml", "summary.json", "*.png", "wrc.*")
 
 
 def _clean(rundir: Path) -> None:
@@ -236,7 +236,7 @@ class HostNs:
         return [str(a) for a in argv]
 
 
-def preflight(cfg: dict, progs: dict, files: dict) -> None:
+def preflight(cfg: dict, progs: dict, files: dict, wrc_files: dict | None = None) -> None:
     """Every program validates its file (`--check`: parse and validate, open nothing)
     before any namespace exists, so a bad value fails in a second with the program's own
     message naming the field (docs/daemons.md: exit status 2)."""
@@ -244,6 +244,9 @@ def preflight(cfg: dict, progs: dict, files: dict) -> None:
     jobs += [("oppsched-client", [str(progs["client"])], f, None)
              for k, f in files.items() if k.startswith("client.")]
     jobs.append(("phy", [str(a) for a in progs["phy"]], files["phy"], phy_env(cfg)))
+    for snd, rcv in (wrc_files or {}).values():
+        jobs += [("oppsched-wrc send", [str(progs["wrc"]), "send"], snd, None),
+                 ("oppsched-wrc recv", [str(progs["wrc"]), "recv"], rcv, None)]
     for name, argv, f, env in jobs:
         cp = subprocess.run([*argv, "--config", str(f), "--check"], capture_output=True,
                             text=True, timeout=60, stdin=subprocess.DEVNULL,
@@ -281,9 +284,10 @@ def run(cfg: dict, outdir: Path, progress) -> None:
     lay = daemonconf.Layout.make(rundir, users, scratch=scratch)
     lay.zmq_dir.mkdir(parents=True, exist_ok=True)
     files = daemonconf.write_all(cfg, lay)
+    wrc_files = write_wrc_configs(cfg, rundir, users)
     record["endpoints"] = lay.endpoints
     try:
-        preflight(cfg, progs, files)
+        preflight(cfg, progs, files, wrc_files)
     except BaseException as exc:
         record["status"] = "failed"
         record["error"] = f"{type(exc).__name__}: {exc}"
@@ -384,9 +388,18 @@ def run(cfg: dict, outdir: Path, progress) -> None:
 
             # The listening ends, one port per flow: iperf3 receivers in the client
             # namespaces (an upstream flow's in its server's); the servers of repeated
-            # transfers in the server namespaces.
+            # transfers in the server namespaces; wrc flows: oppsched-wrc recv in the
+            # client's namespace (UDP).
+            recv_started = {}
             for p in plans:
-                if p.repeat:
+                proto = "tcp"
+                if p.transport == "wrc":
+                    ns = tb.clients[p.device_index].ns
+                    recv_started[p.id] = time.monotonic()
+                    rp = spawn(ns, [progs["wrc"], "recv", "--config", wrc_files[p.id][1]],
+                               p.listener_name, "wrc-receiver")
+                    proto = "udp"
+                elif p.repeat:
                     ns = tb.servers[p.server_index].ns
                     rp = spawn(ns, p.transfer_server_argv(sys.executable, rundir),
                                p.listener_name, "xfer-server", env=phy_env(cfg))
@@ -394,16 +407,19 @@ def run(cfg: dict, outdir: Path, progress) -> None:
                     ns = (tb.servers[p.server_index] if p.sender_in_client
                           else tb.clients[p.device_index]).ns
                     rp = spawn(ns, p.receiver_argv(rundir), p.listener_name, "iperf3-receiver")
-                ns.wait_listening(p.port, timeout=up, proc=rp)
+                ns.wait_listening(p.port, proto=proto, timeout=up, proc=rp)
 
             # The flows, at their times after t0.
             record["status"] = "running"
             t0 = time.monotonic()
             record["t0_mono_ns"] = time.monotonic_ns()
             record["t0_wall_s"] = time.time()
+            for p in plans:
+                if p.id in recv_started:  # the receiver's trace times count from its start
+                    p.extra["receiver_started_at_s"] = recv_started[p.id] - t0
             write_record()
             _schedule(cfg, tb, plans, procs, daemons, rundir, t0, progress, spawn,
-                      record["t0_mono_ns"])
+                      record["t0_mono_ns"], wrc_files, progs.get("wrc"))
             record["status"] = "stopping"
             # Stop in order: receivers (done by now), PHY, clients and apd (SIGTERM: they
             # finish the slot, write stats and traces, exit 0), captures, delay stages.
@@ -412,7 +428,7 @@ def run(cfg: dict, outdir: Path, progress) -> None:
             # signal never cuts the JSON short; one still waiting after that is stopped.
             # The server of repeated transfers never ends by itself: SIGTERM (exit 0).
             for p in plans:
-                if p.repeat:
+                if p.repeat or p.transport == "wrc":  # SIGTERM: stats and trace written
                     procs.stop(p.listener_name, 5.0)
                 elif not procs.wait(p.listener_name, 5.0):
                     p.extra["receiver_stopped"] = True
@@ -457,11 +473,12 @@ def run(cfg: dict, outdir: Path, progress) -> None:
 
 
 def _schedule(cfg, tb, plans, procs: ProcTable, daemons, rundir, t0, progress, spawn,
-              t0_ns: int | None = None) -> None:
-    """Starts each flow at t0 + start_s (the iperf3 sender in the server's namespace, an
-    upstream flow's in the device's, or the transfer client in the device's), watches the
-    daemons, reports progress, and returns when every flow has ended (or duration_s +
-    grace_s has passed)."""
+              t0_ns: int | None = None, wrc_files: dict | None = None,
+              wrc_program=None) -> None:
+    """Starts each flow at t0 + start_s (the iperf3 sender or oppsched-wrc send in the
+    server's namespace, an upstream flow's iperf3 sender in the device's, or the transfer
+    client in the device's), watches the daemons, reports progress, and returns when every
+    flow has ended (or duration_s + grace_s has passed)."""
     if t0_ns is None:
         t0_ns = int(t0 * 1e9)
     dur = cfg["duration_s"]
@@ -475,7 +492,11 @@ def _schedule(cfg, tb, plans, procs: ProcTable, daemons, rundir, t0, progress, s
         now = time.monotonic() - t0
         while pending and pending[0].start_s <= now:
             p = pending.pop(0)
-            if p.repeat:
+            if p.transport == "wrc":
+                spawn(tb.servers[p.server_index].ns,
+                      [wrc_program, "send", "--config", wrc_files[p.id][0]], p.starter_name,
+                      "wrc-sender")
+            elif p.repeat:
                 spawn(tb.clients[p.device_index].ns,
                       p.transfer_client_argv(sys.executable, rundir, t0_ns), p.starter_name,
                       "xfer-client", env=phy_env(cfg))
@@ -495,7 +516,8 @@ def _schedule(cfg, tb, plans, procs: ProcTable, daemons, rundir, t0, progress, s
             break
         if now >= dur + grace:
             for p in running:
-                procs.stop(p.starter_name, 3.0, signal.SIGTERM if p.repeat else signal.SIGINT)
+                procs.stop(p.starter_name, 3.0, signal.SIGTERM if p.repeat or
+                           p.transport == "wrc" else signal.SIGINT)
                 p.ended_at_s = time.monotonic() - t0
                 p.exit_code = procs.rows[p.starter_name]["exit_code"]
                 p.extra["stopped"] = f"still running {grace:.0f} s after duration_s"

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from oppsched import transfers
+from oppsched import transfers, wrcflows
 from oppsched.experiments.testbed.analysis import read_json, read_slots, slot_column
-from oppsched.experiments.testbed.schema import repeated
+from oppsched.experiments.testbed.schema import is_wrc, repeated, wrc_weight
 from oppsched.flows import intervals
 from oppsched.report import pyplot, save_figure
 
@@ -47,6 +47,8 @@ def plot(outdir: Path, summary: dict) -> list[str]:
         if any_iv:
             ax.legend(fontsize=8)
     files.append(save_figure(fig, rundir, "goodput.png"))
+    if any(is_wrc(f) for f in cfg["flows"]):
+        files.append(plot_wrc(rundir, cfg, plans))
 
     slots = read_slots(rundir)
     if slots is not None and len(slots) and "t_ns" in slots:
@@ -190,3 +192,34 @@ def compare_plots(outdir: Path, runs) -> list[str]:
     axes[1].set_title("Jain's index")
     axes[1].grid(alpha=0.3, axis="y")
     return [save_figure(fig, outdir, "compare_flows.png")]
+
+
+def plot_wrc(rundir: Path, cfg: dict, plans: dict, name: str = "wrc.png") -> str:
+    """The wrc flows (Nandagopal et al., Figs. 5 and 7): per epoch, the rate each
+    receiver fed back (the sender's rate) and the rate it received, packets/s."""
+    plt = pyplot()
+    fig, axes = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
+    for f in cfg["flows"]:
+        if not is_wrc(f):
+            continue
+        plan = plans.get(f["id"]) or {}
+        ep = wrcflows.epochs(rundir, f["id"], wrcflows._recv_offset(plan))
+        if ep is not None and plan.get("ended_at_s") is not None:
+            ep = ep[ep["t_s"] <= plan["ended_at_s"]]  # the receiver outlives its sender
+        if ep is None or ep.empty:
+            continue
+        lab = f"{f['id']} (w {wrc_weight(f):g})"
+        axes[0].plot(ep["t_s"], ep["rate_pps"], lw=1, label=lab)
+        if "recv_pps" in ep:
+            # 10-epoch means: one epoch holds only a few packets of a slow flow
+            r = ep.set_index("t_s")["recv_pps"].rolling(10, min_periods=1).mean()
+            axes[1].plot(r.index, r.to_numpy(), lw=1, label=lab)
+    axes[0].set_ylabel("rate fed back (packets/s)")
+    axes[0].set_title("weighted rate control: sending rate per epoch")
+    axes[1].set_ylabel("received (packets/s)")
+    axes[1].set_title("received rate (mean of 10 epochs)")
+    axes[1].set_xlabel("time since t0 (s)")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    return save_figure(fig, rundir, name)

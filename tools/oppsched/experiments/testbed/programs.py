@@ -36,6 +36,13 @@ def find_programs(cfg: dict) -> dict:
             out[key] = p
         else:
             missing.append(f"{p} (cmake --build {b} --target {target})")
+    if any(f.get("transport") == "wrc" for f in cfg.get("flows", [])):
+        wrc = b / "host/daemon/oppsched-wrc"
+        if wrc.is_file() and os.access(wrc, os.X_OK):
+            out["wrc"] = wrc
+        else:
+            missing.append(f"{wrc} (flows with transport wrc: cmake --build {b} --target "
+                           "oppsched-wrc)")
     delay = b / "host/delay/oppsched-delay"
     out["delay"] = delay if delay.is_file() else None
     if cfg.get("tcp", {}).get("spm_marking", {}).get("enabled"):

@@ -18,6 +18,11 @@ from oppsched.phy.radio import (RADIO_AP, RADIO_CLIENT, check_profile_name, chec
                                 whole_hz)
 
 PHY_MODES = ("abstract", "sample", "uhd")
+TRANSPORTS = ("tcp", "wrc")
+# oppsched-wrc's datagram sizes (host/include/oppsched/wrc_packet.h: the 32-byte header up
+# to the largest UDP payload).
+WRC_MIN_PACKET_BYTES, WRC_MAX_PACKET_BYTES = 32, 65507
+WRC_DEFAULT_PACKET_BYTES = 512
 PDU_FORMATS = ("standard", "compact")
 FLOW_DIRECTIONS = ("down", "up")
 _NONE = type(None)
@@ -30,6 +35,12 @@ def _name(s: str):
 
 def _ecn(v):
     return None if v in ("auto", 0, 1, 2) else "is not auto, 0, 1 or 2"
+
+
+def _weight(v):
+    if v is None or v > 0:
+        return None
+    return "is not > 0 (a rate weight)"
 
 
 def _mcs_table(v):
@@ -154,7 +165,49 @@ SCHEMA = {
         "cc": Field((str, _NONE), None, doc="congestion control (iperf3 -C); null: "
                     "tcp.congestion_control"),
         "parallel": Field(int, 1, min=1, max=32, doc="parallel TCP streams (iperf3 -P)"),
+        "transport": Field(str, "tcp", choices=TRANSPORTS,
+                           doc="tcp: iperf3 (or repeated transfers); wrc: the weighted "
+                               "receiver-based rate control of Nandagopal et al. "
+                               "(oppsched-wrc send/recv, settings in wrc:)"),
+        "weight": Field((float, _NONE), None, check=_weight,
+                        doc="wrc only: the flow's rate weight w (> 0; null: 1)"),
+        "packet_bytes": Field((int, _NONE), None, min=WRC_MIN_PACKET_BYTES,
+                              max=WRC_MAX_PACKET_BYTES,
+                              doc="wrc only: UDP payload of each datagram (null: 512, "
+                                  "Nandagopal et al., §IV)"),
     }, min_len=1),
+    # The weighted rate control of Nandagopal et al. (flows with transport wrc): the
+    # receiver's algorithm (Fig. 3; defaults the paper's, §IV) and the sender's start.
+    "wrc": {
+        "epoch_ms": Field(float, 350.0, min=1e-3, max=1e6, doc="epoch of the rate update "
+                          "(§IV: 350 ms)"),
+        "alpha_pps": Field(float, 0.1, min=1e-9, max=1e6, doc="increase alpha * w "
+                           "packets/s per epoch (§IV: 0.1; its equal-weight runs 0.5)"),
+        "delta_initial": Field(float, 0.1, min=1e-9, max=0.999999,
+                               doc="first decrease, and delta after every increase (10 %)"),
+        "delta_max": Field(float, 0.5, min=1e-9, max=0.999999,
+                           doc="cap of the doubling delta (50 %); >= delta_initial"),
+        "lavg_epochs": Field(int, 6, min=1, max=1000, doc="epochs in the long-term average"),
+        "lavg_weight": Field(float, 0.125, min=1e-9, max=1.0,
+                             doc="weight of the newest epoch (Fig. 3: 0.125)"),
+        "loss_band_deviations": Field(float, 2.0, min=0.0, max=1e6,
+                                      doc="random-loss band: mean +- this many mean "
+                                          "deviations (§III-A.4)"),
+        "congestion_loss_factor": Field(float, 0.5, min=1e-9, max=1.0,
+                                        doc="rate multiplier on a congestion loss (half)"),
+        "min_rate_pps": Field(float, 1.0, min=1e-6, max=1e6, doc="floor of the rate"),
+        "max_rate_pps": Field(float, 0.0, min=0.0, max=1e7, doc="ceiling; 0 = none"),
+        "differentiation": Field(str, "weighted_increase",
+                                 choices=("weighted_increase", "weighted_decrease"),
+                                 doc="§III-A.3: +alpha w / x(1 - delta), or +alpha / "
+                                     "x(1 - delta / w)"),
+        "initial_rate_pps": Field(float, 1.0, min=1e-6, max=1e6,
+                                  doc="the sender's rate until the first feedback (the "
+                                      "paper has no slow start)"),
+        "feedback_every": Field(int, 1, min=1, max=1000000,
+                                doc="data packets per feedback packet (and one at every "
+                                    "rate change; the paper's worst case: 1)"),
+    },
     "queue": {
         "mode": Field(str, "per_user", choices=("per_user", "shared"),
                       doc="one AP queue per device, or one shared FIFO (head-of-line blocking)"),
@@ -370,6 +423,7 @@ def check(cfg: dict) -> None:
             raise ConfigError(f"{p}.family: {fam!r} but topology.{fam} is false")
         if f["cc"] is not None and not re.fullmatch(r"[a-z0-9_]{1,15}", f["cc"]):
             raise ConfigError(f"{p}.cc: {f['cc']!r} is not a congestion control name")
+        _check_wrc_flow(f, p)
     q = cfg["queue"]
     if q["limit_bytes"] == 0 and q["limit_packets"] == 0:
         raise ConfigError("queue.limit_bytes/limit_packets: both 0; the AP queue needs a limit "
@@ -452,9 +506,51 @@ def check(cfg: dict) -> None:
         raise ConfigError(f"harq.feedback_timeout_slots: {hm['feedback_timeout_slots']} is not "
                           f"more than phy.lead_slots ({cfg['phy']['lead_slots']}): feedback could "
                           "never arrive in time")
+    wc = cfg["wrc"]
+    if wc["delta_max"] < wc["delta_initial"]:
+        raise ConfigError(f"wrc.delta_max: {wc['delta_max']!r} is below wrc.delta_initial "
+                          f"({wc['delta_initial']!r})")
+    if wc["max_rate_pps"] and wc["max_rate_pps"] < wc["min_rate_pps"]:
+        raise ConfigError(f"wrc.max_rate_pps: {wc['max_rate_pps']!r} is below "
+                          f"wrc.min_rate_pps ({wc['min_rate_pps']!r})")
     for k, v in cfg["tcp"]["extra"].items():
         if not re.fullmatch(r"net\.[a-z0-9_.]+", str(k)):
             raise ConfigError(f"tcp.extra.{k}: not a net.* sysctl name")
+
+
+def _check_wrc_flow(f: dict, p: str) -> None:
+    """A flow's transport and the keys that belong to one transport only."""
+    if f["transport"] != "wrc":
+        for key in ("weight", "packet_bytes"):
+            if f[key] is not None:
+                raise ConfigError(f"{p}.{key}: {f[key]!r} with transport {f['transport']!r}: "
+                                  "only a wrc flow has one (transport: wrc)")
+        return
+    for key, bad, why in (("bytes", f["bytes"] is not None, "a wrc flow runs from start_s "
+                           "to stop_s"),
+                          ("repeat", repeated(f), "a wrc flow is one paced stream"),
+                          ("cc", f["cc"] is not None, "wrc is its own rate control"),
+                          ("parallel", f["parallel"] != 1, "a wrc flow is one stream"),
+                          ("family", f["family"] != "ipv4", "oppsched-wrc speaks IPv4"),
+                          ("direction", f["direction"] != "down",
+                           "oppsched-wrc sends from the server to the device")):
+        if bad:
+            val = _repeat_text(f["repeat"]) if key == "repeat" else f[key]
+            raise ConfigError(f"{p}.{key}: {val!r} with transport wrc: {why}")
+
+
+def is_wrc(flow: dict) -> bool:
+    """A flow of the weighted rate control (oppsched-wrc) rather than TCP."""
+    return flow.get("transport", "tcp") == "wrc"
+
+
+def wrc_weight(flow: dict) -> float:
+    return float(flow["weight"]) if flow.get("weight") is not None else 1.0
+
+
+def wrc_packet_bytes(flow: dict) -> int:
+    return int(flow["packet_bytes"]) if flow.get("packet_bytes") is not None \
+        else WRC_DEFAULT_PACKET_BYTES
 
 
 def repeated(flow: dict) -> bool:

@@ -5,8 +5,9 @@ the iperf3 flows."""
 
 from __future__ import annotations
 
-from oppsched import daemonconf
-from oppsched.experiments.testbed.schema import repeated, resolved_ecn
+from oppsched import daemonconf, wrcflows
+from oppsched.experiments.testbed.schema import (is_wrc, repeated, resolved_ecn, wrc_packet_bytes,
+                                                 wrc_weight)
 from oppsched.flows import BASE_PORT, FlowPlan, iperf_seconds
 from oppsched.wired import ClientSpec, ServerSpec, TcpSettings, Topology, client_addr
 
@@ -40,8 +41,28 @@ def flow_plans(cfg: dict, clients, servers=None) -> list[FlowPlan]:
             parallel=f["parallel"], interval_s=cfg["iperf"]["interval_s"],
             direction=f["direction"],
             repeat=dict(f["repeat"]) if rep else None, server_addr=srv_addr,
-            seed=int(cfg["seed"]), stop_s=float(stop)))
+            seed=int(cfg["seed"]), stop_s=float(stop), transport=f["transport"],
+            weight=wrc_weight(f) if is_wrc(f) else None,
+            packet_bytes=wrc_packet_bytes(f) if is_wrc(f) else None))
     return plans
+
+
+def wrc_flows(cfg: dict) -> list[tuple[int, dict]]:
+    """(index, flow) of every wrc flow, the flow with its weight and packet size resolved."""
+    return [(k, {**f, "weight": wrc_weight(f), "packet_bytes": wrc_packet_bytes(f)})
+            for k, f in enumerate(cfg["flows"]) if is_wrc(f)]
+
+
+def write_wrc_configs(cfg: dict, rundir, users) -> dict[str, tuple]:
+    """The oppsched-wrc files of every wrc flow (oppsched.wrcflows), addressed as the
+    daemons address the devices (`users`, daemon_users): {flow id: (send, recv)}."""
+    dev_idx = {d["name"]: j for j, d in enumerate(cfg["devices"])}
+    out = {}
+    for k, f in wrc_flows(cfg):
+        stop = f["stop_s"] if f["stop_s"] is not None else cfg["duration_s"]
+        out[f["id"]] = wrcflows.write_configs(f, cfg["wrc"], users[dev_idx[f["device"]]].addr4,
+                                              BASE_PORT + k, stop - f["start_s"], rundir)
+    return out
 
 
 def testbed_topology(cfg: dict) -> Topology:
