@@ -149,6 +149,19 @@ def require_real_testbed() -> None:
     require(*delay_or_netem_available())
 
 
+def shortened_sweep(out: Path, experiment: Path, overrides=(),
+                    duration: float | None = None) -> Path:
+    """A paper experiment's sweep, shortened by `overrides` (--set) and `duration`, run for
+    real under the tests' namespace prefix; every point must finish. Returns `out`, where
+    sweep.csv and points/ are."""
+    from oppsched.sweep import run_sweep
+    require_real_testbed()
+    with netns_prefix():
+        failed = run_sweep(experiment, out, list(overrides), duration=duration)
+    assert failed == 0, f"{failed} point(s) of {experiment} failed"
+    return out
+
+
 def assert_run_gone(run_name: str, ns_names=()) -> None:
     """Nothing of a run is left: its namespaces (every one named after the run, and each of
     `ns_names` by name and by its /run/netns file), marked processes, processes naming the

@@ -11,8 +11,7 @@ case (fading-sweep-low-rate.yaml), CLAMP at two values of a: a still sets the de
 import pandas as pd
 import pytest
 
-from helpers import REPO, needs_root, netns_prefix, require_real_testbed
-from oppsched.sweep import run_sweep
+from helpers import REPO, needs_root, shortened_sweep
 
 EXPERIMENT = REPO / "experiments" / "clamp" / "fading-sweep.yaml"
 LOW_RATE = REPO / "experiments" / "clamp" / "fading-sweep-low-rate.yaml"
@@ -20,16 +19,12 @@ LOW_RATE = REPO / "experiments" / "clamp" / "fading-sweep-low-rate.yaml"
 
 @pytest.fixture(scope="module")
 def fading_sweep(tmp_path_factory):
-    require_real_testbed()
-    out = tmp_path_factory.mktemp("clamp-fading-sweep")
-    with netns_prefix():
-        failed = run_sweep(EXPERIMENT, out, [
-            "sweep.axes.doppler_hz.values=[60.0]",
-            "sweep.axes.buffer_bytes.values=[15000, 60000]",
-            "sweep.axes.a_bytes.values=[5000, 27000]",
-            "analysis.warmup_s=3",
-        ], duration=15.0)
-    assert failed == 0
+    out = shortened_sweep(tmp_path_factory.mktemp("clamp-fading-sweep"), EXPERIMENT, [
+        "sweep.axes.doppler_hz.values=[60.0]",
+        "sweep.axes.buffer_bytes.values=[15000, 60000]",
+        "sweep.axes.a_bytes.values=[5000, 27000]",
+        "analysis.warmup_s=3",
+    ], duration=15.0)
     return pd.read_csv(out / "sweep.csv")
 
 
@@ -51,15 +46,11 @@ def test_queueing_delay_grows_with_newrenos_buffer_and_with_clamps_a(fading_swee
 
 @pytest.fixture(scope="module")
 def low_rate_sweep(tmp_path_factory):
-    require_real_testbed()
-    out = tmp_path_factory.mktemp("clamp-low-rate")
-    with netns_prefix():
-        failed = run_sweep(LOW_RATE, out, [
-            "sweep.axes={a_bytes: {key: clamp.a_bytes, values: [2000, 40000]}}",
-            "variants=[{name: clamp-on, set: {clamp.enabled: true, queue.limit_bytes: 6000000}}]",
-            "analysis.warmup_s=3",
-        ], duration=15.0)
-    assert failed == 0
+    out = shortened_sweep(tmp_path_factory.mktemp("clamp-low-rate"), LOW_RATE, [
+        "sweep.axes={a_bytes: {key: clamp.a_bytes, values: [2000, 40000]}}",
+        "variants=[{name: clamp-on, set: {clamp.enabled: true, queue.limit_bytes: 6000000}}]",
+        "analysis.warmup_s=3",
+    ], duration=15.0)
     return pd.read_csv(out / "sweep.csv")
 
 

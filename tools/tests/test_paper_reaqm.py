@@ -11,8 +11,7 @@
 import pandas as pd
 import pytest
 
-from helpers import REPO, needs_root, netns_prefix, require_real_testbed
-from oppsched.sweep import run_sweep
+from helpers import REPO, needs_root, shortened_sweep
 
 EXPERIMENT = REPO / "experiments" / "reaqm" / "load-sweep.yaml"
 DYNAMICS = REPO / "experiments" / "reaqm" / "dynamics.yaml"
@@ -21,15 +20,11 @@ TEN, TWENTY = (5.0, 12.0), (16.0, 24.0)  # seconds of the shortened run with 10 
 
 @pytest.fixture(scope="module")
 def reaqm_vs_rem(tmp_path_factory):
-    require_real_testbed()
-    out = tmp_path_factory.mktemp("reaqm-load")
-    with netns_prefix():
-        failed = run_sweep(EXPERIMENT, out, [
-            "sweep.axes.half_flows.values=[5]",
-            "variants=[{name: reaqm, set: {aqm.kind: reaqm}}, {name: rem, set: {aqm.kind: rem}}]",
-            "analysis.warmup_s=5",
-        ], duration=20.0)
-    assert failed == 0
+    out = shortened_sweep(tmp_path_factory.mktemp("reaqm-load"), EXPERIMENT, [
+        "sweep.axes.half_flows.values=[5]",
+        "variants=[{name: reaqm, set: {aqm.kind: reaqm}}, {name: rem, set: {aqm.kind: rem}}]",
+        "analysis.warmup_s=5",
+    ], duration=20.0)
     return pd.read_csv(out / "sweep.csv").set_index("variant")
 
 
@@ -43,17 +38,13 @@ def test_reaqm_holds_a_shorter_queue_than_rem_and_keeps_the_link_busy(reaqm_vs_r
 
 @pytest.fixture(scope="module")
 def dynamics_lossy(tmp_path_factory):
-    require_real_testbed()
-    out = tmp_path_factory.mktemp("reaqm-dynamics")
-    with netns_prefix():
-        failed = run_sweep(DYNAMICS, out, [
-            "sweep.axes.link.values=[experiments/reaqm/links/lossy-3pct.csv]",
-            "variants=[{name: reaqm, set: {aqm.kind: reaqm}}, {name: rem, set: {aqm.kind: rem}}]",
-            "flows=[{id: f1, server: S1, device: R1, parallel: 10},"
-            " {id: f2, server: S5, device: R1, parallel: 10, start_s: 12}]",
-            "analysis.warmup_s=4",
-        ], duration=24.0)
-    assert failed == 0
+    out = shortened_sweep(tmp_path_factory.mktemp("reaqm-dynamics"), DYNAMICS, [
+        "sweep.axes.link.values=[experiments/reaqm/links/lossy-3pct.csv]",
+        "variants=[{name: reaqm, set: {aqm.kind: reaqm}}, {name: rem, set: {aqm.kind: rem}}]",
+        "flows=[{id: f1, server: S1, device: R1, parallel: 10},"
+        " {id: f2, server: S5, device: R1, parallel: 10, start_s: 12}]",
+        "analysis.warmup_s=4",
+    ], duration=24.0)
     runs = {d.parent.name: d for d in out.glob("points/*/*/seed-*")}
     return pd.read_csv(out / "sweep.csv").set_index("variant"), runs
 
