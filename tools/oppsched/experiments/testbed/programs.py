@@ -24,40 +24,38 @@ def build_dir(cfg: dict) -> Path:
     return paths.build_dir(cfg.get("build_dir"))
 
 
+def _executable(p: Path) -> bool:
+    return p.is_file() and os.access(p, os.X_OK)
+
+
 def find_programs(cfg: dict) -> dict:
     """Paths/argv prefixes of the programs of a run; TestbedError naming what is missing."""
     b = build_dir(cfg)
     out = {}
     missing = []
-    for key, rel, target in (("apd", "host/daemon/oppsched-apd", "oppsched-apd"),
-                             ("client", "host/daemon/oppsched-client", "oppsched-client")):
+    # (key, path in the build folder, target, why the run needs it or None: always)
+    built = [("apd", "host/daemon/oppsched-apd", "oppsched-apd", None),
+             ("client", "host/daemon/oppsched-client", "oppsched-client", None)]
+    if any(f.get("transport") == "wrc" for f in cfg.get("flows", [])):
+        built.append(("wrc", "host/daemon/oppsched-wrc", "oppsched-wrc",
+                      "flows with transport wrc"))
+    if cfg.get("tcp", {}).get("spm_marking", {}).get("enabled"):
+        built.append(("spm_mark", "host/spm_mark/oppsched-spm-mark", "oppsched-spm-mark",
+                      "tcp.spm_marking"))
+    for key, rel, target, why in built:
         p = b / rel
-        if p.is_file() and os.access(p, os.X_OK):
+        if _executable(p):
             out[key] = p
         else:
-            missing.append(f"{p} (cmake --build {b} --target {target})")
-    if any(f.get("transport") == "wrc" for f in cfg.get("flows", [])):
-        wrc = b / "host/daemon/oppsched-wrc"
-        if wrc.is_file() and os.access(wrc, os.X_OK):
-            out["wrc"] = wrc
-        else:
-            missing.append(f"{wrc} (flows with transport wrc: cmake --build {b} --target "
-                           "oppsched-wrc)")
+            missing.append(f"{p} ({why + ': ' if why else ''}cmake --build {b} --target {target})")
     delay = b / "host/delay/oppsched-delay"
     out["delay"] = delay if delay.is_file() else None
-    if cfg.get("tcp", {}).get("spm_marking", {}).get("enabled"):
-        mark = b / "host/spm_mark/oppsched-spm-mark"
-        if mark.is_file() and os.access(mark, os.X_OK):
-            out["spm_mark"] = mark
-        else:
-            missing.append(f"{mark} (tcp.spm_marking: cmake --build {b} --target "
-                           "oppsched-spm-mark)")
     mode = cfg["phy"]["mode"]
     if mode == "abstract":
         # An executable in the build folder first (docs/daemons.md names it
         # oppsched-phy-abstract), else the Python module (tools/oppsched/phy/abstract.py).
         exe = b / "host/phy/oppsched-phy-abstract"
-        if exe.is_file() and os.access(exe, os.X_OK):
+        if _executable(exe):
             out["phy"] = [str(exe)]
         elif importlib.util.find_spec("oppsched.phy.abstract") is not None:
             out["phy"] = [sys.executable, "-m", "oppsched.phy.abstract"]
