@@ -16,8 +16,9 @@ import pytest
 from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.inet6 import IPv6
 
-from oppsched import mac
-from helpers import REPO, netns_prefix, require, require_real_testbed, write_experiment
+from oppsched import daemonconf, mac
+from helpers import (BASE, REPO, cfg_of, netns_prefix, require, require_real_testbed,
+                     run_layout, write_experiment)
 
 LUA = REPO / "tools" / "wireshark" / "oppsched.lua"
 LINKTYPE_USER0 = 147
@@ -75,6 +76,24 @@ def tcp_packet(sport=5201, dport=40000, payload=b"x" * 100, seq=1000) -> bytes:
 
 def udp6_packet() -> bytes:
     return bytes(IPv6(src="fd00:1::2", dst="fd00::2") / UDP(sport=7, dport=9) / (b"u" * 30))
+
+
+# ----------------------------------------------------------------------------------------
+# Configuration
+
+
+def test_capture_mac_gives_each_daemon_its_pcap_path_and_limit(tmp_path):
+    cfg = cfg_of(BASE, ["capture.mac=true", "capture.mac_max_bytes=100000"])
+    lay = run_layout(tmp_path, cfg)
+    apd = daemonconf.apd_config(cfg, lay)["traces"]
+    assert apd["mac_pcap"] == str(tmp_path.resolve() / "mac-ap.pcap")
+    assert apd["mac_pcap_max_bytes"] == 100000
+    name = cfg["devices"][0]["name"]
+    cli = daemonconf.client_config(cfg, lay, lay.users[0])["traces"]
+    assert cli["mac_pcap"] == str(tmp_path.resolve() / f"mac-client.{name}.pcap")
+    off = cfg_of(BASE)
+    assert off["capture"]["mac"] is False
+    assert "mac_pcap" not in daemonconf.apd_config(off, run_layout(tmp_path, off))["traces"]
 
 
 # ----------------------------------------------------------------------------------------
@@ -186,9 +205,9 @@ def test_unknown_flag_bits_and_types_are_tolerated_as_warnings(tmp_path):
     body = bytes(unknown_type[:-4])
     unknown_type = body + struct.pack(">I", __import__("zlib").crc32(body))
     recs = [pseudo(MESSAGE, flags=0x80) + g, pseudo(MESSAGE) + unknown_type]
-    rows = fields(write_pcap(tmp_path / "u.pcap", recs), "oppsched.msg.empty", "tcp.srcport",
+    rows = fields(write_pcap(tmp_path / "u.pcap", recs), "oppsched.msg.empty", "oppsched.pdu.seq",
                   "oppsched.msg.crc_good", "_ws.expert.severity", "_ws.expert.message")
-    assert rows[0][:3] == ["0", "5401", "1"]
+    assert rows[0][:3] == ["0", "9", "1"]  # the grant and its PDU decoded all the same
     assert "unknown bits" in rows[0][4] and "42" in rows[1][4]
     # warnings (6291456 = 0x00600000), no errors (8388608 = 0x00800000)
     for r in rows:
@@ -217,7 +236,8 @@ def _malformed() -> list[tuple[bytes, str]]:
         (pseudo(PDU) + b"\x07" * 30, "first byte 0x07"),
         (pseudo(PDU) + compact_bad_first, "first 1000"),
         (pseudo(MESSAGE, flags=F_BAD) + bytes(grant), "message CRC-32"),
-        (pseudo(MESSAGE, flags=F_BAD) + short, "shorter than header and CRC"),
+        (pseudo(MESSAGE, flags=F_BAD) + short, "body_len 12: the frame has 20 bytes"),
+        (pseudo(MESSAGE, flags=F_BAD) + short[:19], "shorter than header and CRC"),
         (pseudo(MESSAGE, flags=F_BAD) + b"XXXX" + f["cqi_report"][4:], "magic 0x58585858"),
         (pseudo(MESSAGE, flags=F_BAD) + f["slot_request"][:12] + struct.pack(">I", 2)
          + f["slot_request"][16:18] + struct.pack(">I", __import__("zlib").crc32(

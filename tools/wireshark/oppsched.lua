@@ -110,7 +110,11 @@ local f = {
     m_bytes = ProtoField.bytes("oppsched.msg.bytes", "Bytes"),
 }
 local fl = {}
-for _, v in pairs(f) do fl[#fl + 1] = v end
+local field_name = {}  -- ProtoField -> its key in f (for error messages)
+for k, v in pairs(f) do
+    fl[#fl + 1] = v
+    field_name[v] = k:gsub("^m_", "")
+end
 proto.fields = fl
 
 local e = {
@@ -424,7 +428,7 @@ local function dissect_message(tvb, off, pinfo, tree)
         if short then return nil end
         if pos + size > body_end then
             mt:add_tvb_expert_info(e.malformed, tvb(off + 12, 4), string.format(
-                "%s body of %d bytes ends before its field %s", name, body_len, field.name or "?"))
+                "%s body of %d bytes ends before its field %s", name, body_len, field_name[field] or "?"))
             short = true
             return nil
         end
@@ -543,6 +547,7 @@ local function dissect_message(tvb, off, pinfo, tree)
 end
 
 local function dissect_record(tvb, pinfo, tree)
+    hand_on = true
     local len = tvb:len()
     pinfo.cols.protocol = "OPPSCHED"
     local t = tree:add(proto, tvb(), "oppsched MAC capture")
