@@ -6,6 +6,7 @@ segments."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import struct
 import subprocess
@@ -307,51 +308,70 @@ def mac_run(tmp_path_factory):
     return tmp / "out", runs[0][1]
 
 
-def test_the_aps_mac_pcap_matches_the_slot_trace(mac_run):
+COLUMNS = {"kind": "oppsched.kind", "direction": "oppsched.direction", "slot": "oppsched.slot",
+           "user": "oppsched.user", "mcs": "oppsched.mcs", "harq_pid": "oppsched.harq_pid",
+           "rv": "oppsched.rv", "ndi": "oppsched.ndi", "tb_bytes": "oppsched.tb_len",
+           "crc_ok": "oppsched.crc_ok", "msg_type": "oppsched.msg.type",
+           "sport": "tcp.srcport", "dport": "tcp.dstport", "severity": "_ws.expert.severity"}
+
+
+@pytest.fixture(scope="module")
+def dissected(mac_run):
+    """Every record of each MAC pcap of the run as tshark decodes it (one pass per file)."""
+    out, _ = mac_run
+    tables = {}
+    for p in sorted(out.glob("mac-*.pcap")):
+        rows = fields(p, *COLUMNS.values())
+        tables[p.name] = pd.DataFrame(rows, columns=list(COLUMNS))
+    return tables
+
+
+def _ints(df: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
+    return df[cols].astype(int).reset_index(drop=True)
+
+
+def _ports(df: pd.DataFrame) -> set[int]:
+    return {int(p) for c in ("sport", "dport") for v in df[c] for p in v.split(",") if p}
+
+
+def test_the_aps_mac_pcap_matches_the_slot_trace(mac_run, dissected):
     out, _ = mac_run
     slots = pd.read_csv(out / "slots.csv")
-    sent = slots[slots["user"] >= 0]
-    names = ["oppsched.slot", "oppsched.user", "oppsched.mcs", "oppsched.harq_pid",
-             "oppsched.rv", "oppsched.ndi", "oppsched.tb_len"]
-    rows = fields(out / "mac-ap.pcap", *names, flt="oppsched.kind == 1")
-    pcap_pdus = pd.DataFrame([[int(v) for v in r] for r in rows],
-                             columns=["slot", "user", "mcs", "harq_pid", "rv", "ndi", "tb_bytes"])
-    assert len(pcap_pdus) > 500
     key = ["slot", "user", "mcs", "harq_pid", "rv", "ndi", "tb_bytes"]
-    want = sent[key].astype(int).sort_values("slot").reset_index(drop=True)
-    got = pcap_pdus.sort_values("slot").reset_index(drop=True)
+    want = slots[slots["user"] >= 0][key].astype(int).sort_values("slot").reset_index(drop=True)
+    ap = dissected["mac-ap.pcap"]
+    got = _ints(ap[ap["kind"] == "1"], key).sort_values("slot").reset_index(drop=True)
+    assert len(got) > 500
     # every TB the trace lists was captured with the same fields, and nothing else
     pd.testing.assert_frame_equal(got, want, check_dtype=False)
     assert set(got["user"]) == {0, 1}
     # the filter a user types finds that user's TBs only
-    u1 = fields(out / "mac-ap.pcap", "oppsched.user", flt="oppsched.kind == 1 && oppsched.user == 1")
+    u1 = fields(out / "mac-ap.pcap", "oppsched.user",
+                flt="oppsched.kind == 1 && oppsched.user == 1")
     assert len(u1) == (want["user"] == 1).sum() and {r[0] for r in u1} == {"1"}
 
 
-def test_the_mac_pcaps_carry_the_flows_tcp_segments_and_every_message_kind(mac_run):
+def test_the_mac_pcaps_carry_the_flows_tcp_segments_and_every_message_kind(mac_run, dissected):
     out, _ = mac_run
-    import json
     run = json.loads((out / "run.json").read_text())
     ports = {f["id"]: f["port"] for f in run["flows"]}
-    ap = fields(out / "mac-ap.pcap", "tcp.srcport", "tcp.dstport",
-                flt="oppsched.kind == 1 && oppsched.direction == 0 && tcp")
-    seen = {int(p) for r in ap for c in r[:2] for p in c.split(",") if p}
-    assert {ports["f1"], ports["f2"]} <= seen
-    msgs = fields(out / "mac-ap.pcap", "oppsched.msg.type", "oppsched.direction",
-                  flt="oppsched.kind == 2")
-    kinds = {(int(t), int(d)) for t, d in msgs}
-    # requests in, grants out, CQI and HARQ feedback in (and the uplink ACK packets in)
+    ap = dissected["mac-ap.pcap"]
+    assert {ports["f1"], ports["f2"]} <= _ports(ap[(ap["kind"] == "1") & (ap["sport"] != "")])
+    msgs = ap[ap["kind"] == "2"]
+    kinds = set(zip(msgs["msg_type"].astype(int), msgs["direction"].astype(int)))
+    # requests in, grants out, CQI and HARQ feedback in, and the uplink ACK packets in
     assert {(1, 1), (2, 0), (4, 1), (5, 1), (6, 1)} <= kinds
-    for name in ("R1", "R2"):
-        cli = out / f"mac-client.{name}.pcap"
-        rx = fields(cli, "oppsched.crc_ok", "oppsched.user",
-                    flt="oppsched.kind == 1 && oppsched.direction == 1")
-        assert len(rx) > 100 and {r[1] for r in rx} == {"0" if name == "R1" else "1"}
-        assert sum(r[0] == "1" for r in rx) > 0.5 * len(rx)
-        tcp = fields(cli, "tcp.dstport", flt="oppsched.kind == 1 && tcp")
-        assert len(tcp) > 100
-        up = fields(cli, "oppsched.msg.type", flt="oppsched.kind == 2 && oppsched.direction == 0")
-        assert {"4", "5", "6"} <= {r[0] for r in up}
-    # no record anywhere with an error
-    for p in out.glob("mac-*.pcap"):
-        assert fields(p, "frame.number", flt="_ws.expert.severity == error") == [], p
+    for dev, user, flow in (("R1", 0, "f1"), ("R2", 1, "f2")):
+        cli = dissected[f"mac-client.{dev}.pcap"]
+        rx = cli[(cli["kind"] == "1") & (cli["direction"] == "1")]
+        assert len(rx) > 100 and set(rx["user"].astype(int)) == {user}
+        assert (rx["crc_ok"] == "1").mean() > 0.5 and set(rx["crc_ok"]) <= {"0", "1"}
+        assert ports[flow] in _ports(rx[rx["sport"] != ""])
+        assert (rx["sport"] != "").sum() > 100
+        up = cli[(cli["kind"] == "2") & (cli["direction"] == "0")]
+        assert {"4", "5", "6"} <= set(up["msg_type"])
+        assert ports[flow] in _ports(up[up["msg_type"] == "6"])  # the ACKs going back
+    # no record anywhere with an error (8388608: expert severity error)
+    for name, df in dissected.items():
+        bad = df[df["severity"].str.split(",").apply(lambda v: "8388608" in v)]
+        assert bad.empty, (name, bad.head())
