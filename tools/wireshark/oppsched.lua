@@ -44,7 +44,8 @@ local f = {
     flag_harq = ProtoField.bool("oppsched.flags.harq", "HARQ fields valid", 8, nil, 0x04),
     flag_crc = ProtoField.bool("oppsched.flags.crc", "CRC result known", 8, nil, 0x08),
     flag_crc_ok = ProtoField.bool("oppsched.flags.crc_ok", "CRC ok", 8, nil, 0x10),
-    flag_bad = ProtoField.bool("oppsched.flags.bad_message", "Rejected by the daemon", 8, nil, 0x20),
+    flag_bad = ProtoField.bool("oppsched.flags.bad_message", "Rejected by the daemon", 8, nil,
+                               0x20),
     flag_reserved = ProtoField.uint8("oppsched.flags.reserved", "Reserved", base.HEX, nil, 0xC0),
     user = ProtoField.uint16("oppsched.user", "User"),
     slot = ProtoField.uint64("oppsched.slot", "Slot"),
@@ -77,7 +78,8 @@ local f = {
     c_price_flag = ProtoField.bool("oppsched.pdu.compact_price", "PRICE", 8, nil, 0x20),
     c_reserved = ProtoField.bool("oppsched.pdu.compact_reserved", "Reserved bit", 8, nil, 0x10),
     c_first = ProtoField.uint16("oppsched.pdu.first", "First packet at"),
-    c_continuation = ProtoField.bytes("oppsched.pdu.continuation", "Continuation of an earlier packet"),
+    c_continuation = ProtoField.bytes("oppsched.pdu.continuation",
+                                      "Continuation of an earlier packet"),
     c_packet = ProtoField.bytes("oppsched.pdu.packet", "Packet (part)"),
     c_packet_len = ProtoField.uint32("oppsched.pdu.packet_len", "Packet length (IP header)"),
     ip_packets = ProtoField.uint16("oppsched.ip_packets", "Complete IP packets"),
@@ -95,7 +97,8 @@ local f = {
     m_flags = ProtoField.uint8("oppsched.msg.flags", "Flags", base.HEX),
     m_empty = ProtoField.bool("oppsched.msg.empty", "Empty slot", 8, nil, 0x01),
     m_header_ok = ProtoField.bool("oppsched.msg.header_ok", "Header ok", 8, nil, 0x01),
-    m_addressed = ProtoField.bool("oppsched.msg.addressed", "Addressed to this client", 8, nil, 0x02),
+    m_addressed = ProtoField.bool("oppsched.msg.addressed", "Addressed to this client", 8, nil,
+                                  0x02),
     m_crc_ok = ProtoField.bool("oppsched.msg.crc_ok", "TB CRC ok", 8, nil, 0x04),
     m_user = ProtoField.uint16("oppsched.msg.user", "User"),
     m_mcs = ProtoField.uint8("oppsched.msg.mcs", "MCS"),
@@ -428,7 +431,8 @@ local function dissect_message(tvb, off, pinfo, tree)
         if short then return nil end
         if pos + size > body_end then
             mt:add_tvb_expert_info(e.malformed, tvb(off + 12, 4), string.format(
-                "%s body of %d bytes ends before its field %s", name, body_len, field_name[field] or "?"))
+                "%s body of %d bytes ends before its field %s", name, body_len,
+                field_name[field] or "?"))
             short = true
             return nil
         end
@@ -479,7 +483,9 @@ local function dissect_message(tvb, off, pinfo, tree)
                                     empty and " empty" or (u and (" user " .. u:uint()) or ""))
         end
         if at and n > 0 and not empty then
-            sub = function() return dissect_pdu(tvb, at, n, pinfo, tree, proto.prefs.message_ip) end
+            sub = function()
+                return dissect_pdu(tvb, at, n, pinfo, tree, proto.prefs.message_ip)
+            end
         end
     elseif mtype == 3 then
         local s = take(f.m_slot, 8)
@@ -502,7 +508,9 @@ local function dissect_message(tvb, off, pinfo, tree)
             if fr and bit32.band(fr:uint(), 0x04) == 0 then
                 mt:add_proto_expert_info(e.tb_crc_failed)
             end
-            sub = function() return dissect_pdu(tvb, at, n, pinfo, tree, proto.prefs.message_ip) end
+            sub = function()
+                return dissect_pdu(tvb, at, n, pinfo, tree, proto.prefs.message_ip)
+            end
         end
     elseif mtype == 4 then
         local u = take(f.m_user, 2)
