@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import struct
 import subprocess
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -18,8 +20,10 @@ from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.inet6 import IPv6
 
 from oppsched import daemonconf, mac
-from helpers import (BASE, REPO, cfg_of, netns_prefix, require, require_real_testbed,
-                     run_layout, write_experiment)
+from helpers import (BASE, REPO, cfg_of, needs_root, netns_prefix, require,
+                     require_real_testbed, run_layout, write_experiment)
+import test_apd as ta
+from test_apd import bed  # noqa: F401 (the apd's namespace-and-TUN fixture)
 
 LUA = REPO / "tools" / "wireshark" / "oppsched.lua"
 LINKTYPE_USER0 = 147
@@ -375,3 +379,60 @@ def test_the_mac_pcaps_carry_the_flows_tcp_segments_and_every_message_kind(mac_r
     for name, df in dissected.items():
         bad = df[df["severity"].str.split(",").apply(lambda v: "8388608" in v)]
         assert bad.empty, (name, bad.head())
+
+
+# ----------------------------------------------------------------------------------------
+# The apd's capture on its own: malformed input recorded, the size limit
+
+
+@needs_root
+def test_the_apds_capture_records_bad_messages_and_stops_at_its_size_limit(bed):
+    zmq = pytest.importorskip("zmq")
+    require(ta.APD is not None, "oppsched-apd is not built")
+    _need_tshark()
+    cfg = bed.config()
+    cap = bed.dir / "mac-ap.pcap"
+    cfg["traces"]["mac_pcap"] = str(cap)
+    cfg["traces"]["mac_pcap_max_bytes"] = 16384
+    p = bed.start(cfg)
+    ctx = zmq.Context()
+    try:
+        s = ctx.socket(zmq.PUSH)
+        s.setsockopt(zmq.LINGER, 1000)
+        s.connect(bed.ep("phy_requests"))
+        s.send(b"garbage-on-phy-requests")
+        s.close()
+        phy = ta.FakePhy(ctx, bed, first_seq=0)
+        client = ta.FakeClient(ctx, bed)
+        client.send("cqi_report", {"user": 0, "slot": 0, "snr_db": 5.0, "cqi": 10})
+        marker = b"mac-capture-marker-0815"
+        ta.send_udp_in_ns(bed, ta.UE0_ADDR, 9, marker)
+        slot, _ = ta.grants_until(phy, client, 1, lambda g: ta.carries(g, marker))
+        # 40 kB more downlink: its TBs take the file past its limit
+        bed.exec("python3", "-c", "import socket; s = socket.socket(socket.AF_INET, "
+                 f"socket.SOCK_DGRAM)\nfor _ in range(40): s.sendto(b'x' * 1000, "
+                 f"({ta.UE0_ADDR!r}, 10))")
+        sent = 0
+        for k in range(slot + 1, slot + 150):
+            g = phy.request(k)
+            if not g["empty"]:
+                sent += len(g["tb"])
+                client.send("harq_feedback", {"user": g["user"], "slot": k,
+                                              "harq_pid": g["harq_pid"], "ack": True})
+            time.sleep(0.003)
+        assert sent > 20000  # grant and PDU record each carry the TB: > 40 kB offered
+        phy.close()
+    finally:
+        ctx.destroy(linger=0)
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=10) == 0
+    err = p.stderr.read()
+    assert "capture truncated" in err and str(cap) in err
+    stats = json.loads((bed.dir / "apd.stats.json").read_text())
+    assert stats["traces"]["mac_pcap_dropped"] > 0 and stats["traces"]["mac_pcap_records"] > 10
+    assert 24 < cap.stat().st_size <= 16384
+    rows = fields(cap, "oppsched.kind", "oppsched.flags.bad_message", "udp.dstport",
+                  "_ws.expert.message")
+    assert len(rows) == stats["traces"]["mac_pcap_records"]  # whole records only
+    assert rows[0][:2] == ["2", "1"] and "rejected" in rows[0][3]  # the garbage, flagged
+    assert any(r[0] == "1" and r[2] == "9" for r in rows)  # the marker's TB, UDP inside
