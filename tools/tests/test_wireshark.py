@@ -348,11 +348,7 @@ def test_the_aps_mac_pcap_matches_the_slot_trace(mac_run, dissected):
     assert len(got) > 500
     # every TB the trace lists was captured with the same fields, and nothing else
     pd.testing.assert_frame_equal(got, want, check_dtype=False)
-    assert set(got["user"]) == {0, 1}
-    # the filter a user types finds that user's TBs only
-    u1 = fields(out / "mac-ap.pcap", "oppsched.user",
-                flt="oppsched.kind == 1 && oppsched.user == 1")
-    assert len(u1) == (want["user"] == 1).sum() and {r[0] for r in u1} == {"1"}
+    assert set(got["user"]) == {0, 1}  # (display filters on these fields: the first test)
 
 
 def test_the_mac_pcaps_carry_the_flows_tcp_segments_and_every_message_kind(mac_run, dissected):
