@@ -16,14 +16,16 @@ struct apd_params {
     std::string ep_phy_grants;    // bound PUSH
     std::string ep_uplink;        // bound PULL
     daemon::socket_options zmq;
-    std::string trace_slots;     // "" = off
-    std::string trace_packets;   // "" = off
-    std::string trace_mac_pcap;  // "" = off (mac_capture.h)
-    std::uint64_t mac_pcap_max_bytes = 256ull << 20;
-    std::string stats_path;  // "" = off
+    std::string trace_slots;    // "" = off
+    std::string trace_packets;  // "" = off
+    std::string stats_path;     // "" = off
     std::string log_level = "info";
     std::size_t tun_batch = 64;  // TUN packets read per loop turn
     ap::ap_core_params core;
+
+    // traces.mac_pcap (mac_capture.h): "" = off
+    std::string trace_mac_pcap;
+    std::uint64_t mac_pcap_max_bytes = 256ull << 20;
 };
 
 // Throws daemon::config_error or std::invalid_argument; the message starts with the dotted
