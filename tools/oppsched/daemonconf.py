@@ -256,6 +256,14 @@ def _link_adaptation(cfg: dict, lay: Layout) -> dict:
     return out
 
 
+def _mac_pcap(cfg: dict, lay: Layout, name: str) -> dict:
+    """The daemons' MAC capture keys (capture.mac): none when it is off."""
+    cap = cfg["capture"]
+    if not cap.get("mac"):
+        return {}
+    return {"mac_pcap": lay.path(name), "mac_pcap_max_bytes": cap["mac_max_bytes"]}
+
+
 def apd_config(cfg: dict, lay: Layout) -> dict:
     c = cfg["clamp"]
     h = cfg["harq"]
@@ -284,7 +292,8 @@ def apd_config(cfg: dict, lay: Layout) -> dict:
                   "ema_rate_per_s": c["ema_rate_per_s"], "mu_c": c["mu_c"]},
         "traces": {"slots": lay.path("slots.csv"),
                    "packets": lay.path("packets.csv") if cfg["traces"]["packets"] else "",
-                   "stats": lay.path("apd.stats.json")},
+                   "stats": lay.path("apd.stats.json"),
+                   **_mac_pcap(cfg, lay, "mac-ap.pcap")},
         "seed": int(cfg["seed"]),
     }
     return deep_merge(conf, cfg["extra"]["apd"])
@@ -306,7 +315,8 @@ def client_config(cfg: dict, lay: Layout, user: User) -> dict:
                   "min_window_bytes": c["min_window_bytes"],
                   "slow_start_threshold_bytes": c["slow_start_threshold_bytes"]},
         "traces": {"windows": lay.path(f"windows.{user.name}.csv") if c["enabled"] else "",
-                   "stats": lay.path(f"client.{user.name}.stats.json")},
+                   "stats": lay.path(f"client.{user.name}.stats.json"),
+                   **_mac_pcap(cfg, lay, f"mac-client.{user.name}.pcap")},
     }
     return deep_merge(conf, cfg["extra"]["client"])
 

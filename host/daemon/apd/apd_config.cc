@@ -376,6 +376,9 @@ apd_params load_apd_config(const std::string& path) {
     c.trace_slots = tr.get<std::string>("slots", "");
     c.trace_packets = tr.get<std::string>("packets", "");
     c.stats_path = tr.get<std::string>("stats", "");
+    c.trace_mac_pcap = tr.get<std::string>("mac_pcap", "");
+    c.mac_pcap_max_bytes = tr.get<std::uint64_t>("mac_pcap_max_bytes", 256ull << 20,
+                                                 value_range::closed(1024, 1ull << 40));
     core.record_slots = !c.trace_slots.empty();
     core.record_packets = !c.trace_packets.empty();
 

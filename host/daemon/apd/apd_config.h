@@ -22,6 +22,10 @@ struct apd_params {
     std::string log_level = "info";
     std::size_t tun_batch = 64;  // TUN packets read per loop turn
     ap::ap_core_params core;
+
+    // traces.mac_pcap (mac_capture.h): "" = off
+    std::string trace_mac_pcap;
+    std::uint64_t mac_pcap_max_bytes = 256ull << 20;
 };
 
 // Throws daemon::config_error or std::invalid_argument; the message starts with the dotted

@@ -30,6 +30,7 @@
 #include "oppsched/daemon/config.h"
 #include "oppsched/daemon/csv_writer.h"
 #include "oppsched/daemon/log.h"
+#include "oppsched/daemon/mac_capture.h"
 #include "oppsched/daemon/privileges.h"
 #include "oppsched/daemon/signals.h"
 #include "oppsched/daemon/stats.h"
@@ -75,6 +76,7 @@ class ap_daemon final {
     std::unique_ptr<daemon::tun_device> tun_;
     std::unique_ptr<daemon::csv_writer> slots_csv_;
     std::unique_ptr<daemon::csv_writer> packets_csv_;
+    std::unique_ptr<daemon::mac_capture> mac_;  // traces.mac_pcap
     std::unique_ptr<zmq::context_t> ctx_;
     std::unique_ptr<daemon::pull_endpoint> phy_requests_;
     std::unique_ptr<daemon::push_endpoint> phy_grants_;
@@ -110,6 +112,8 @@ void ap_daemon::open_traces() {
         packets_csv_ = std::make_unique<daemon::csv_writer>(
             cfg_.trace_packets,
             std::vector<std::string>{"t_ns", "event", "user", "packet_id", "bytes", "reason"});
+    if (!cfg_.trace_mac_pcap.empty())
+        mac_ = std::make_unique<daemon::mac_capture>(cfg_.trace_mac_pcap, cfg_.mac_pcap_max_bytes);
 }
 
 void ap_daemon::write_traces(bool final) {
@@ -134,6 +138,8 @@ void ap_daemon::write_traces(bool final) {
             packets_csv_->end_row();
         }
     }
+    if (mac_ && final) mac_->flush();
+    if (mac_ && !final) mac_->poll();
     if (final) {
         if (slots_csv_) slots_csv_->flush();
         if (packets_csv_) packets_csv_->flush();
@@ -178,6 +184,11 @@ void ap_daemon::fill_stats() {
         s.set("traces.packets_rows", packets_csv_->rows());
         s.set("traces.packets_errors", packets_csv_->errors());
     }
+    if (mac_) {
+        s.set("traces.mac_pcap_records", mac_->writer().records());
+        s.set("traces.mac_pcap_dropped", mac_->writer().dropped());
+        s.set("traces.mac_pcap_errors", mac_->writer().errors());
+    }
     // Every counter the loop may touch exists from the start (0 rather than absent).
     for (const char* ep : {"phy_requests", "uplink"}) {
         s.counter(std::string("malformed.") + ep);
@@ -187,6 +198,8 @@ void ap_daemon::fill_stats() {
 }
 
 void ap_daemon::on_phy_message(const std::vector<std::uint8_t>& msg) {
+    using namespace daemon::mac_pcap;
+    if (mac_) mac_->message(direction::received, port::phy_requests, msg);
     auto r = wire::decode(msg, static_cast<std::size_t>(cfg_.zmq.max_msg_size));
     if (!r) return malformed("phy_requests", r.error());
     phy_seq_.on_receive(r->seq);
@@ -205,12 +218,18 @@ void ap_daemon::on_phy_message(const std::vector<std::uint8_t>& msg) {
     const wire::slot_grant g =
         core_->on_slot_request(daemon::monotonic_ns(), req->slot, req->air_time_ns);
     const auto bytes = wire::encode(g, grant_seq_++);
+    if (mac_) {
+        mac_->pdu_sent(g);
+        mac_->message(direction::sent, port::phy_grants, bytes);
+    }
     if (!phy_grants_->send(bytes))
         rlog_.warn("grant_not_sent", "phy_grants: grant for slot {} not sent (no PHY connected?)",
                    g.slot);
 }
 
 void ap_daemon::on_uplink_message(const std::vector<std::uint8_t>& msg) {
+    using namespace daemon::mac_pcap;
+    if (mac_) mac_->message(direction::received, port::uplink, msg);
     auto r = wire::decode(msg, static_cast<std::size_t>(cfg_.zmq.max_msg_size));
     if (!r) return malformed("uplink", r.error());
     const auto* cqi = std::get_if<wire::cqi_report>(&r->msg);

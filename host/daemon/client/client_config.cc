@@ -90,6 +90,9 @@ client_params read_client_config(const daemon::config_node& root) {
     const config_node tr = root.child_or_empty("traces");
     c.windows_trace = tr.get<std::string>("windows", "");
     c.stats_path = tr.get<std::string>("stats", "");
+    c.mac_pcap = tr.get<std::string>("mac_pcap", "");
+    c.mac_pcap_max_bytes = tr.get<std::uint64_t>("mac_pcap_max_bytes", 256ull << 20,
+                                                 value_range::closed(1024, 1ull << 40));
     // The fail-open/resume events (client_core.h): by default beside the stats file.
     const std::string events_default =
         (k.enabled && !c.stats_path.empty())

@@ -23,6 +23,8 @@ struct client_params {
     client_core_params core;
     uplink_delay_params uplink;
     std::string windows_trace, events_trace, stats_path;
+    std::string mac_pcap;  // "" = off (mac_capture.h)
+    std::uint64_t mac_pcap_max_bytes = 256ull << 20;
     std::string log_level = "info";
 };
 

@@ -37,6 +37,7 @@
 #include "oppsched/daemon/config.h"
 #include "oppsched/daemon/csv_writer.h"
 #include "oppsched/daemon/log.h"
+#include "oppsched/daemon/mac_capture.h"
 #include "oppsched/daemon/privileges.h"
 #include "oppsched/daemon/signals.h"
 #include "oppsched/daemon/stats.h"
@@ -123,6 +124,8 @@ class client_daemon final {
         if (!cfg_.events_trace.empty())
             events_ = std::make_unique<daemon::csv_writer>(
                 cfg_.events_trace, std::vector<std::string>{"t_ns", "event", "detail"});
+        if (!cfg_.mac_pcap.empty())
+            mac_ = std::make_unique<daemon::mac_capture>(cfg_.mac_pcap, cfg_.mac_pcap_max_bytes);
         // docs/daemons.md: after opening its TUN the client keeps no capability. Before the
         // ZeroMQ context: its I/O threads would otherwise keep them.
         const auto drop = daemon::drop_all_capabilities();
@@ -197,6 +200,9 @@ class client_daemon final {
             if (items[2].revents & ZMQ_POLLIN) timer_.clear();
             const time_ns now = daemon::monotonic_ns();
             for (const auto& f : uplink_delay_.pop_due(now)) {
+                if (mac_)
+                    mac_->message(daemon::mac_pcap::direction::sent, daemon::mac_pcap::port::uplink,
+                                  f);
                 if (!up_->send(f))
                     log_.warn("uplink.send", "uplink: frame not sent (no apd connected?)");
             }
@@ -206,8 +212,10 @@ class client_daemon final {
                 next_housekeeping = now + kHousekeeping;
             }
             drain_traces();
+            if (mac_) mac_->poll();
         }
         drain_traces();
+        if (mac_) mac_->flush();
         if (windows_) windows_->flush();
         if (events_) events_->flush();
         write_stats();
@@ -217,6 +225,8 @@ class client_daemon final {
   private:
     void on_rx_frame(const std::vector<std::uint8_t>& frame) {
         const time_ns now = daemon::monotonic_ns();
+        if (mac_)
+            mac_->message(daemon::mac_pcap::direction::received, daemon::mac_pcap::port::rx, frame);
         auto r = wire::decode(frame.data(), frame.size(), wire::kMaxFrameLen);
         if (!r) {
             ++rx_counters_.malformed;
@@ -233,6 +243,7 @@ class client_daemon final {
                       wire::to_string(wire::type_of(r->msg)));
             return;
         }
+        if (mac_) mac_->pdu_received(*ind);
         auto out = core_.on_rx_indication(now, *ind);
         for (const auto& m : out.uplink) uplink_delay_.enqueue(now, m);
         to_tun(std::move(out.delivered));
@@ -339,6 +350,10 @@ class client_daemon final {
         s.set("clamp.pdus_unpriced", c.pdus_unpriced);
         s.set_fields("clamp.tracker.", core_.tracker_stats());
         s.set("traces.windows_rows", windows_ ? windows_->rows() : std::uint64_t{0});
+        if (mac_) {
+            s.set("traces.mac_pcap_records", mac_->writer().records());
+            s.set("traces.mac_pcap_dropped", mac_->writer().dropped());
+        }
         s.set("traces.write_errors",
               (windows_ ? windows_->errors() : 0) + (events_ ? events_->errors() : 0));
         if (!s.write_json(cfg_.stats_path))
@@ -355,6 +370,7 @@ class client_daemon final {
     timer_fd timer_;
     std::unique_ptr<daemon::tun_device> tun_;
     std::unique_ptr<daemon::csv_writer> windows_, events_;
+    std::unique_ptr<daemon::mac_capture> mac_;  // traces.mac_pcap
     std::unique_ptr<zmq::context_t> ctx_;
     std::unique_ptr<daemon::pull_endpoint> rx_;
     std::unique_ptr<daemon::push_endpoint> up_;

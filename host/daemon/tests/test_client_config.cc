@@ -68,6 +68,17 @@ TEST(ClientConfig, when_clamp_is_on_then_the_events_trace_defaults_beside_the_st
     EXPECT_EQ(read(kMinimal + "traces: {stats: /run/a/s.json}\n").events_trace, "");
 }
 
+TEST(ClientConfig, when_a_mac_pcap_is_named_then_it_is_written_within_its_limit) {
+    EXPECT_EQ(read(kMinimal).mac_pcap, "");  // off by default
+    const client_params c =
+        read(kMinimal + "traces: {mac_pcap: /tmp/m.pcap, mac_pcap_max_bytes: 4096}\n");
+    EXPECT_EQ(c.mac_pcap, "/tmp/m.pcap");
+    EXPECT_EQ(c.mac_pcap_max_bytes, 4096u);
+    const std::string e = error_of(kMinimal + "traces: {mac_pcap_max_bytes: 100}\n");
+    EXPECT_NE(e.find("traces.mac_pcap_max_bytes"), std::string::npos) << e;
+    EXPECT_NE(e.find("100"), std::string::npos) << e;
+}
+
 TEST(ClientConfig, when_a_value_is_out_of_range_then_the_error_names_the_field_and_value) {
     EXPECT_EQ(error_of(kMinimal + "clamp: {beta: 1.5}\n").rfind("clamp.beta: 1.5 not in (0,1)", 0),
               0u);

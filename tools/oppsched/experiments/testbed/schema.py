@@ -323,6 +323,13 @@ SCHEMA = {
         "pcaps": Field(bool, True, doc="tcpdump on each server's wired side and each client TUN"),
         "snaplen": Field(int, 128, min=96, max=65535),
         "ap": Field(bool, False, doc="also capture the AP's TUN (ap.pcap)"),
+        "mac": Field(bool, False, doc="MAC pcaps: every MAC PDU and PHY-MAC message of the "
+                                      "apd (mac-ap.pcap) and of each client "
+                                      "(mac-client.NAME.pcap); tools/wireshark/oppsched.lua "
+                                      "decodes them"),
+        "mac_max_bytes": Field(int, 256 << 20, min=4096, max=1 << 40,
+                               doc="size limit of each MAC pcap; later records are left out "
+                                   "(\"capture truncated\" in the daemon's log)"),
     },
     "traces": {"packets": Field(bool, False, doc="apd writes packets.csv (per-packet events)")},
     "topology": {

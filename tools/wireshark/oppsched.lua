@@ -1,0 +1,662 @@
+-- Wireshark dissector for oppsched MAC captures (capture.mac: mac-ap.pcap,
+-- mac-client.NAME.pcap; docs/testbed.md, "MAC captures").
+--
+-- Link type LINKTYPE_USER0 (147, Wireshark's "USER 0"). Each record is a 24-byte
+-- pseudo-header (host/daemon/common/oppsched/daemon/mac_capture.h) and either a MAC PDU (a
+-- transport block, host/include/oppsched/pdu.h: the standard and the compact format) or a
+-- whole PHY-MAC wire frame (host/common/include/oppsched/wire.h). Complete IP packets inside
+-- a PDU or an uplink_packet are handed to Wireshark's ip/ipv6 dissectors; a packet split
+-- across TBs shows as its segments (not reassembled).
+--
+-- Install: copy this file to ~/.local/lib/wireshark/plugins/ (Wireshark and tshark load it
+-- at start), or name it on the command line:
+--   tshark -X lua_script:tools/wireshark/oppsched.lua -r mac-ap.pcap \
+--          -Y 'oppsched.kind == 1 && oppsched.user == 1' -T fields -e oppsched.slot -e tcp.seq
+--
+-- Malformed records are shown with expert infos (Analyze > Expert Information; the filter
+-- `_ws.expert.severity == error`), never as Lua errors. Unknown flag bits and unknown
+-- message types are shown and tolerated.
+
+local proto = Proto("oppsched", "oppsched MAC capture")
+
+local KIND = { [1] = "MAC PDU", [2] = "PHY-MAC message" }
+local DIRECTION = { [0] = "sent", [1] = "received" }
+local PORT = { [0] = "air", [1] = "phy_requests", [2] = "phy_grants", [3] = "uplink", [4] = "rx" }
+local MSG_TYPE = {
+    [1] = "slot_request", [2] = "slot_grant", [3] = "rx_indication",
+    [4] = "cqi_report", [5] = "harq_feedback", [6] = "uplink_packet",
+}
+local PDU_FORMAT = { [1] = "standard", [2] = "compact" }
+local WIRE_MAGIC = 0x4F505053
+local HEADER_LEN = 24
+local COMPACT_NO_START = 0xFFFF
+
+local f = {
+    -- pseudo-header
+    version = ProtoField.uint8("oppsched.version", "Capture version"),
+    header_len = ProtoField.uint8("oppsched.header_len", "Pseudo-header length"),
+    kind = ProtoField.uint8("oppsched.kind", "Record kind", base.DEC, KIND),
+    direction = ProtoField.uint8("oppsched.direction", "Direction", base.DEC, DIRECTION),
+    port = ProtoField.uint8("oppsched.port", "Port", base.DEC, PORT),
+    flags = ProtoField.uint8("oppsched.flags", "Flags", base.HEX),
+    flag_slot = ProtoField.bool("oppsched.flags.slot", "Slot valid", 8, nil, 0x01),
+    flag_user = ProtoField.bool("oppsched.flags.user", "User valid", 8, nil, 0x02),
+    flag_harq = ProtoField.bool("oppsched.flags.harq", "HARQ fields valid", 8, nil, 0x04),
+    flag_crc = ProtoField.bool("oppsched.flags.crc", "CRC result known", 8, nil, 0x08),
+    flag_crc_ok = ProtoField.bool("oppsched.flags.crc_ok", "CRC ok", 8, nil, 0x10),
+    flag_bad = ProtoField.bool("oppsched.flags.bad_message", "Rejected by the daemon", 8, nil,
+                               0x20),
+    flag_reserved = ProtoField.uint8("oppsched.flags.reserved", "Reserved", base.HEX, nil, 0xC0),
+    user = ProtoField.uint16("oppsched.user", "User"),
+    slot = ProtoField.uint64("oppsched.slot", "Slot"),
+    harq_pid = ProtoField.uint8("oppsched.harq_pid", "HARQ process"),
+    ndi = ProtoField.uint8("oppsched.ndi", "NDI"),
+    rv = ProtoField.uint8("oppsched.rv", "RV"),
+    mcs = ProtoField.uint8("oppsched.mcs", "MCS"),
+    tb_len = ProtoField.uint16("oppsched.tb_len", "TB size (bytes)"),
+    crc_ok = ProtoField.bool("oppsched.crc_ok", "TB CRC ok"),
+    ph_reserved = ProtoField.uint16("oppsched.reserved", "Reserved", base.HEX),
+    -- MAC PDU
+    pdu_format = ProtoField.uint8("oppsched.pdu.format", "PDU format", base.DEC, PDU_FORMAT),
+    pdu_version = ProtoField.uint8("oppsched.pdu.version", "Version"),
+    pdu_flags = ProtoField.uint8("oppsched.pdu.flags", "Flags", base.HEX),
+    pdu_flag_price = ProtoField.bool("oppsched.pdu.flags.price", "PRICE", 8, nil, 0x01),
+    pdu_user = ProtoField.uint16("oppsched.pdu.user", "User"),
+    pdu_seq = ProtoField.uint32("oppsched.pdu.seq", "Sequence number"),
+    pdu_price = ProtoField.float("oppsched.pdu.price", "CLAMP price (s)"),
+    pdu_n_segments = ProtoField.uint16("oppsched.pdu.n_segments", "Segments"),
+    pdu_payload_len = ProtoField.uint16("oppsched.pdu.payload_len", "Payload length"),
+    pdu_padding = ProtoField.uint32("oppsched.pdu.padding", "Padding (bytes)"),
+    pdu_crc = ProtoField.uint32("oppsched.pdu.crc", "CRC-32", base.HEX),
+    pdu_crc_good = ProtoField.bool("oppsched.pdu.crc_good", "CRC-32 good"),
+    seg_packet_seq = ProtoField.uint16("oppsched.seg.packet_seq", "Packet sequence"),
+    seg_packet_len = ProtoField.uint16("oppsched.seg.packet_len", "Packet length"),
+    seg_offset = ProtoField.uint16("oppsched.seg.offset", "Offset"),
+    seg_len = ProtoField.uint16("oppsched.seg.len", "Segment length"),
+    seg_data = ProtoField.bytes("oppsched.seg.data", "Data"),
+    c_seq = ProtoField.uint16("oppsched.pdu.compact_seq", "Sequence number (12 bits)"),
+    c_price_flag = ProtoField.bool("oppsched.pdu.compact_price", "PRICE", 8, nil, 0x20),
+    c_reserved = ProtoField.bool("oppsched.pdu.compact_reserved", "Reserved bit", 8, nil, 0x10),
+    c_first = ProtoField.uint16("oppsched.pdu.first", "First packet at"),
+    c_continuation = ProtoField.bytes("oppsched.pdu.continuation",
+                                      "Continuation of an earlier packet"),
+    c_packet = ProtoField.bytes("oppsched.pdu.packet", "Packet (part)"),
+    c_packet_len = ProtoField.uint32("oppsched.pdu.packet_len", "Packet length (IP header)"),
+    ip_packets = ProtoField.uint16("oppsched.ip_packets", "Complete IP packets"),
+    -- PHY-MAC messages
+    msg_magic = ProtoField.uint32("oppsched.msg.magic", "Magic", base.HEX),
+    msg_version = ProtoField.uint8("oppsched.msg.version", "Version"),
+    msg_type = ProtoField.uint8("oppsched.msg.type", "Type", base.DEC, MSG_TYPE),
+    msg_reserved = ProtoField.uint16("oppsched.msg.reserved", "Reserved", base.HEX),
+    msg_seq = ProtoField.uint32("oppsched.msg.seq", "Sequence number"),
+    msg_body_len = ProtoField.uint32("oppsched.msg.body_len", "Body length"),
+    msg_crc = ProtoField.uint32("oppsched.msg.crc", "CRC-32", base.HEX),
+    msg_crc_good = ProtoField.bool("oppsched.msg.crc_good", "CRC-32 good"),
+    m_slot = ProtoField.uint64("oppsched.msg.slot", "Slot"),
+    m_air_time = ProtoField.int64("oppsched.msg.air_time_ns", "Air time (ns, PHY clock)"),
+    m_flags = ProtoField.uint8("oppsched.msg.flags", "Flags", base.HEX),
+    m_empty = ProtoField.bool("oppsched.msg.empty", "Empty slot", 8, nil, 0x01),
+    m_header_ok = ProtoField.bool("oppsched.msg.header_ok", "Header ok", 8, nil, 0x01),
+    m_addressed = ProtoField.bool("oppsched.msg.addressed", "Addressed to this client", 8, nil,
+                                  0x02),
+    m_crc_ok = ProtoField.bool("oppsched.msg.crc_ok", "TB CRC ok", 8, nil, 0x04),
+    m_user = ProtoField.uint16("oppsched.msg.user", "User"),
+    m_mcs = ProtoField.uint8("oppsched.msg.mcs", "MCS"),
+    m_harq_pid = ProtoField.uint8("oppsched.msg.harq_pid", "HARQ process"),
+    m_ndi = ProtoField.uint8("oppsched.msg.ndi", "NDI"),
+    m_rv = ProtoField.uint8("oppsched.msg.rv", "RV"),
+    m_snr = ProtoField.float("oppsched.msg.snr_db", "SNR (dB)"),
+    m_cqi = ProtoField.uint8("oppsched.msg.cqi", "CQI"),
+    m_combined = ProtoField.uint8("oppsched.msg.combined", "Transmissions combined"),
+    m_ack = ProtoField.uint8("oppsched.msg.ack", "ACK", base.DEC, { [0] = "NACK", [1] = "ACK" }),
+    m_len = ProtoField.uint16("oppsched.msg.len", "Length"),
+    m_bytes = ProtoField.bytes("oppsched.msg.bytes", "Bytes"),
+}
+local fl = {}
+local field_name = {}  -- ProtoField -> its key in f (for error messages)
+for k, v in pairs(f) do
+    fl[#fl + 1] = v
+    field_name[v] = k:gsub("^m_", "")
+end
+proto.fields = fl
+
+local e = {
+    malformed = ProtoExpert.new("oppsched.malformed", "Malformed",
+                                expert.group.MALFORMED, expert.severity.ERROR),
+    bad_crc = ProtoExpert.new("oppsched.bad_crc", "Bad CRC-32",
+                              expert.group.CHECKSUM, expert.severity.ERROR),
+    tb_crc_failed = ProtoExpert.new("oppsched.tb_crc_failed", "TB CRC failed at the PHY",
+                                    expert.group.CHECKSUM, expert.severity.WARN),
+    rejected = ProtoExpert.new("oppsched.rejected", "The daemon rejected this message",
+                               expert.group.MALFORMED, expert.severity.ERROR),
+    unknown = ProtoExpert.new("oppsched.unknown", "Unknown value (tolerated)",
+                              expert.group.UNDECODED, expert.severity.WARN),
+    fragment = ProtoExpert.new("oppsched.fragment", "Part of an IP packet (not reassembled)",
+                               expert.group.REASSEMBLE, expert.severity.NOTE),
+    internal = ProtoExpert.new("oppsched.internal", "Dissector error",
+                               expert.group.MALFORMED, expert.severity.ERROR),
+}
+local el = {}
+for _, v in pairs(e) do el[#el + 1] = v end
+proto.experts = el
+
+-- A TB inside a slot_grant or rx_indication is also in the capture as its own PDU record;
+-- its IP packets are handed on from that record only, so that TCP analysis does not see
+-- every segment twice. The preference hands them on from the messages too.
+proto.prefs.message_ip = Pref.bool("Dissect IP packets inside messages", false,
+    "Also hand the IP packets of the TB inside slot_grant and rx_indication messages to the "
+    .. "IP dissector (they are already dissected in the MAC PDU records)")
+
+local ip_dissector = Dissector.get("ip")
+local ipv6_dissector = Dissector.get("ipv6")
+
+-- CRC-32 (IEEE 802.3, zlib's) of tvb bytes [off, off + len).
+local crc_table = {}
+for i = 0, 255 do
+    local c = i
+    for _ = 1, 8 do
+        if bit32.band(c, 1) == 1 then
+            c = bit32.bxor(0xEDB88320, bit32.rshift(c, 1))
+        else
+            c = bit32.rshift(c, 1)
+        end
+    end
+    crc_table[i] = c
+end
+local function crc32(tvb, off, len)
+    local crc = 0xFFFFFFFF
+    if len > 0 then
+        local s = tvb:raw(off, len)
+        local band, bxor, rshift = bit32.band, bit32.bxor, bit32.rshift
+        for i = 1, #s, 4096 do
+            local bytes = { s:byte(i, math.min(i + 4095, #s)) }
+            for k = 1, #bytes do
+                crc = bxor(crc_table[band(bxor(crc, bytes[k]), 0xFF)], rshift(crc, 8))
+            end
+        end
+    end
+    return bit32.bnot(crc)
+end
+
+local function u8(tvb, off) return tvb(off, 1):uint() end
+local function u16(tvb, off) return tvb(off, 2):uint() end
+
+-- Hands a complete IP packet to ip/ipv6; returns true if it did (or would have, with
+-- hand_on false).
+local hand_on = true
+local function hand_to_ip(tvb, off, len, pinfo, tree)
+    if len < 1 then return false end
+    if not hand_on then
+        local v = bit32.rshift(u8(tvb, off), 4)
+        return v == 4 or v == 6
+    end
+    local v = bit32.rshift(u8(tvb, off), 4)
+    local sub = tvb(off, len):tvb()
+    if v == 4 and ip_dissector then
+        ip_dissector:call(sub, pinfo, tree)
+        return true
+    elseif v == 6 and ipv6_dissector then
+        ipv6_dissector:call(sub, pinfo, tree)
+        return true
+    end
+    return false
+end
+
+-- The standard PDU format (pdu.h): header, segments, padding, CRC.
+local function dissect_standard(tvb, off, len, pinfo, tree, ptree)
+    local n_ip = 0
+    if len < 20 then
+        ptree:add_tvb_expert_info(e.malformed, tvb(off, len),
+            string.format("standard PDU of %d bytes, shorter than its 20-byte minimum", len))
+        return 0
+    end
+    ptree:add(f.pdu_version, tvb(off, 1))
+    local fr = tvb(off + 1, 1)
+    local ft = ptree:add(f.pdu_flags, fr)
+    ft:add(f.pdu_flag_price, fr)
+    local flags = fr:uint()
+    if bit32.band(flags, 0xFE) ~= 0 then
+        ft:add_tvb_expert_info(e.unknown, fr,
+            string.format("PDU flags 0x%02x: unknown bits 0x%02x", flags, bit32.band(flags, 0xFE)))
+    end
+    ptree:add(f.pdu_user, tvb(off + 2, 2))
+    ptree:add(f.pdu_seq, tvb(off + 4, 4))
+    ptree:add(f.pdu_price, tvb(off + 8, 4))
+    local n_seg = u16(tvb, off + 12)
+    local payload_len = u16(tvb, off + 14)
+    ptree:add(f.pdu_n_segments, tvb(off + 12, 2))
+    local plt = ptree:add(f.pdu_payload_len, tvb(off + 14, 2))
+    local crc_at = off + len - 4
+    local stored = tvb(crc_at, 4):uint()
+    local computed = crc32(tvb, off, len - 4)
+    local payload_end = off + 16 + payload_len
+    if payload_end > crc_at then
+        plt:add_tvb_expert_info(e.malformed, tvb(off + 14, 2),
+            string.format("payload_len %d exceeds the %d bytes between header and CRC",
+                          payload_len, len - 20))
+        payload_end = crc_at
+    end
+    local pos = off + 16
+    for i = 1, n_seg do
+        if pos + 8 > payload_end then
+            ptree:add_tvb_expert_info(e.malformed, tvb(off + 12, 2),
+                string.format("n_segments %d: segment %d header does not fit the payload",
+                              n_seg, i))
+            break
+        end
+        local packet_seq, packet_len = u16(tvb, pos), u16(tvb, pos + 2)
+        local seg_off, seg_len = u16(tvb, pos + 4), u16(tvb, pos + 6)
+        local avail = payload_end - (pos + 8)
+        local shown = math.min(seg_len, avail)
+        local st = ptree:add(proto, tvb(pos, 8 + shown), string.format(
+            "Segment %d: packet %d, bytes %d..%d of %d", i, packet_seq, seg_off,
+            seg_off + seg_len, packet_len))
+        st:add(f.seg_packet_seq, tvb(pos, 2))
+        st:add(f.seg_packet_len, tvb(pos + 2, 2))
+        st:add(f.seg_offset, tvb(pos + 4, 2))
+        local lt = st:add(f.seg_len, tvb(pos + 6, 2))
+        if shown > 0 then st:add(f.seg_data, tvb(pos + 8, shown)) end
+        if seg_len > avail then
+            lt:add_tvb_expert_info(e.malformed, tvb(pos + 6, 2),
+                string.format("seg_len %d exceeds the %d payload bytes left", seg_len, avail))
+            break
+        end
+        if seg_len == 0 or packet_len == 0 or seg_off + seg_len > packet_len then
+            lt:add_tvb_expert_info(e.malformed, tvb(pos, 8), string.format(
+                "segment %d: offset %d + seg_len %d against packet_len %d", i, seg_off,
+                seg_len, packet_len))
+        elseif seg_off == 0 and seg_len == packet_len then
+            if hand_to_ip(tvb, pos + 8, seg_len, pinfo, tree) then n_ip = n_ip + 1 end
+        else
+            st:add_proto_expert_info(e.fragment)
+        end
+        pos = pos + 8 + seg_len
+    end
+    ptree:add(f.pdu_padding, tvb(off, 0), math.max(crc_at - (off + 16 + payload_len), 0))
+    local ct = ptree:add(f.pdu_crc, tvb(crc_at, 4))
+    ct:add(f.pdu_crc_good, tvb(crc_at, 4), stored == computed)
+    if stored ~= computed then
+        ct:add_tvb_expert_info(e.bad_crc, tvb(crc_at, 4),
+            string.format("PDU CRC-32 0x%08x, computed 0x%08x", stored, computed))
+    end
+    return n_ip
+end
+
+-- The compact PDU format (pdu.h): header, continuation, packets from `first`, padding.
+local function dissect_compact(tvb, off, len, pinfo, tree, ptree)
+    local n_ip = 0
+    local b0 = u8(tvb, off)
+    local priced = bit32.band(b0, 0x20) ~= 0
+    local hdr = priced and 8 or 4
+    ptree:add(f.c_price_flag, tvb(off, 1))
+    local rt = ptree:add(f.c_reserved, tvb(off, 1))
+    if bit32.band(b0, 0x10) ~= 0 then
+        rt:add_tvb_expert_info(e.unknown, tvb(off, 1), "compact PDU: reserved bit 4 set")
+    end
+    if len < hdr + 1 then
+        ptree:add_tvb_expert_info(e.malformed, tvb(off, len), string.format(
+            "compact PDU of %d bytes, shorter than its header (%d) and one byte", len, hdr))
+        return 0
+    end
+    ptree:add(f.c_seq, tvb(off, 2), bit32.bor(bit32.lshift(bit32.band(b0, 0x0F), 8),
+                                             u8(tvb, off + 1)))
+    local first = u16(tvb, off + 2)
+    local ftree = ptree:add(f.c_first, tvb(off + 2, 2))
+    if priced then ptree:add(f.pdu_price, tvb(off + 4, 4)) end
+    local p0 = off + hdr
+    local plen = len - hdr
+    if first == COMPACT_NO_START then
+        ptree:add(f.c_continuation, tvb(p0, plen))
+        ptree:add_proto_expert_info(e.fragment)
+        return 0
+    end
+    if first >= plen then
+        ftree:add_tvb_expert_info(e.malformed, tvb(off + 2, 2),
+            string.format("first %d is not below the payload length %d", first, plen))
+        return 0
+    end
+    if first > 0 then
+        ptree:add(f.c_continuation, tvb(p0, first))
+    end
+    local pos = first
+    while pos < plen do
+        local v = bit32.rshift(u8(tvb, p0 + pos), 4)
+        if u8(tvb, p0 + pos) == 0 then
+            ptree:add(f.pdu_padding, tvb(p0 + pos, plen - pos), plen - pos)
+            break
+        end
+        local avail = plen - pos
+        local plen_ip = nil
+        if v == 4 then
+            if avail >= 4 then plen_ip = u16(tvb, p0 + pos + 2) end
+        elseif v == 6 then
+            if avail >= 6 then plen_ip = 40 + u16(tvb, p0 + pos + 4) end
+        else
+            ptree:add_tvb_expert_info(e.malformed, tvb(p0 + pos, 1), string.format(
+                "byte 0x%02x at payload offset %d starts no IPv4/IPv6 packet",
+                u8(tvb, p0 + pos), pos))
+            break
+        end
+        local here = plen_ip and math.min(plen_ip, avail) or avail
+        local pt = ptree:add(f.c_packet, tvb(p0 + pos, here))
+        if plen_ip then
+            pt:add(f.c_packet_len, tvb(p0 + pos, math.min(avail, 6)), plen_ip)
+            if (v == 4 and plen_ip < 20) or (v == 6 and plen_ip > 65535) then
+                pt:add_tvb_expert_info(e.malformed, tvb(p0 + pos, math.min(avail, 6)),
+                    string.format("IP packet length %d is invalid", plen_ip))
+                break
+            end
+        end
+        if plen_ip and plen_ip <= avail then
+            if hand_to_ip(tvb, p0 + pos, plen_ip, pinfo, tree) then n_ip = n_ip + 1 end
+        else
+            pt:add_proto_expert_info(e.fragment)
+        end
+        pos = pos + here
+    end
+    return n_ip
+end
+
+-- A MAC PDU (TB) at tvb [off, off + len). Returns the number of IP packets handed on.
+local function dissect_pdu(tvb, off, len, pinfo, tree, ip)
+    hand_on = ip ~= false
+    local ptree = tree:add(proto, tvb(off, len), string.format("MAC PDU (%d bytes)", len))
+    if len < 1 then
+        ptree:add_proto_expert_info(e.malformed, "empty TB")
+        return 0
+    end
+    local b0 = u8(tvb, off)
+    if b0 == 1 then
+        ptree:add(f.pdu_format, tvb(off, 1), 1)
+        return dissect_standard(tvb, off, len, pinfo, tree, ptree)
+    elseif bit32.band(b0, 0xC0) == 0x80 then
+        ptree:add(f.pdu_format, tvb(off, 1), 2)
+        return dissect_compact(tvb, off, len, pinfo, tree, ptree)
+    end
+    ptree:add_tvb_expert_info(e.malformed, tvb(off, 1), string.format(
+        "first byte 0x%02x names no PDU format (0x01 standard, 0x80..0xBF compact)", b0))
+    return 0
+end
+
+-- A PHY-MAC wire frame at tvb [off, end). Returns a summary and a function that dissects
+-- what the message carries (a PDU, an IP packet) and returns the IP packets handed on, to be
+-- called once the summary is in the Info column.
+local function dissect_message(tvb, off, pinfo, tree)
+    local len = tvb:len() - off
+    local mt = tree:add(proto, tvb(off, len), "PHY-MAC message")
+    if len < 20 then
+        mt:add_tvb_expert_info(e.malformed, tvb(off, len),
+            string.format("wire frame of %d bytes, shorter than header and CRC (20)", len))
+        return "short message", nil
+    end
+    local magic = tvb(off, 4):uint()
+    local mg = mt:add(f.msg_magic, tvb(off, 4))
+    if magic ~= WIRE_MAGIC then
+        mg:add_tvb_expert_info(e.malformed, tvb(off, 4),
+            string.format("magic 0x%08x, not 0x%08x (\"OPPS\")", magic, WIRE_MAGIC))
+        return "bad magic", nil
+    end
+    local vt = mt:add(f.msg_version, tvb(off + 4, 1))
+    if u8(tvb, off + 4) ~= 1 then
+        vt:add_tvb_expert_info(e.unknown, tvb(off + 4, 1),
+            string.format("wire version %d (this dissector knows 1)", u8(tvb, off + 4)))
+    end
+    local mtype = u8(tvb, off + 5)
+    local name = MSG_TYPE[mtype] or string.format("type %d", mtype)
+    mt:set_text("PHY-MAC message: " .. name)
+    mt:add(f.msg_type, tvb(off + 5, 1))
+    mt:add(f.msg_reserved, tvb(off + 6, 2))
+    mt:add(f.msg_seq, tvb(off + 8, 4))
+    local body_len = tvb(off + 12, 4):uint()
+    local bt = mt:add(f.msg_body_len, tvb(off + 12, 4))
+    if 16 + body_len + 4 ~= len then
+        bt:add_tvb_expert_info(e.malformed, tvb(off + 12, 4), string.format(
+            "body_len %d: the frame has %d bytes, not 16 + %d + 4", body_len, len, body_len))
+        if 16 + body_len + 4 > len then return name .. " (truncated)", nil end
+    end
+    local crc_at = off + 16 + body_len
+    local stored = tvb(crc_at, 4):uint()
+    local computed = crc32(tvb, off, 16 + body_len)
+    local ct = mt:add(f.msg_crc, tvb(crc_at, 4))
+    ct:add(f.msg_crc_good, tvb(crc_at, 4), stored == computed)
+    if stored ~= computed then
+        ct:add_tvb_expert_info(e.bad_crc, tvb(crc_at, 4),
+            string.format("message CRC-32 0x%08x, computed 0x%08x", stored, computed))
+    end
+
+    -- The body, field by field (wire.h); a field past the body's end is an error.
+    local pos, body_end = off + 16, crc_at
+    local short = false
+    local function take(field, size, t)
+        if short then return nil end
+        if pos + size > body_end then
+            mt:add_tvb_expert_info(e.malformed, tvb(off + 12, 4), string.format(
+                "%s body of %d bytes ends before its field %s", name, body_len,
+                field_name[field] or "?"))
+            short = true
+            return nil
+        end
+        local r = tvb(pos, size)
+        local item = (t or mt):add(field, r)
+        pos = pos + size
+        return r, item
+    end
+    local function take_bytes(len_field, data_field)
+        local r = take(len_field, 2)
+        if not r then return nil end
+        local n = r:uint()
+        if pos + n > body_end then
+            mt:add_tvb_expert_info(e.malformed, r, string.format(
+                "length %d exceeds the %d body bytes left", n, body_end - pos))
+            short = true
+            return nil
+        end
+        local at = pos
+        if n > 0 then mt:add(data_field, tvb(at, n)) end
+        pos = pos + n
+        return at, n
+    end
+    local summary = name
+    local sub = nil
+    if mtype == 1 then
+        local s = take(f.m_slot, 8)
+        take(f.m_air_time, 8)
+        if s then summary = string.format("%s slot %s", name, s:uint64()) end
+    elseif mtype == 2 then
+        local s = take(f.m_slot, 8)
+        local fr, ft = take(f.m_flags, 1)
+        local empty = false
+        if fr then
+            ft:add(f.m_empty, fr)
+            empty = bit32.band(fr:uint(), 1) ~= 0
+            if bit32.band(fr:uint(), 0xFE) ~= 0 then
+                ft:add_tvb_expert_info(e.unknown, fr, string.format(
+                    "slot_grant flags 0x%02x: unknown bits 0x%02x", fr:uint(),
+                    bit32.band(fr:uint(), 0xFE)))
+            end
+        end
+        local u = take(f.m_user, 2)
+        take(f.m_mcs, 1); take(f.m_harq_pid, 1); take(f.m_ndi, 1); take(f.m_rv, 1)
+        local at, n = take_bytes(f.m_len, f.m_bytes)
+        if s then
+            summary = string.format("%s slot %s%s", name, s:uint64(),
+                                    empty and " empty" or (u and (" user " .. u:uint()) or ""))
+        end
+        if at and n > 0 and not empty then
+            sub = function()
+                return dissect_pdu(tvb, at, n, pinfo, tree, proto.prefs.message_ip)
+            end
+        end
+    elseif mtype == 3 then
+        local s = take(f.m_slot, 8)
+        local u = take(f.m_user, 2)
+        take(f.m_mcs, 1); take(f.m_harq_pid, 1); take(f.m_ndi, 1); take(f.m_rv, 1)
+        local fr, ft = take(f.m_flags, 1)
+        if fr then
+            ft:add(f.m_header_ok, fr); ft:add(f.m_addressed, fr); ft:add(f.m_crc_ok, fr)
+            if bit32.band(fr:uint(), 0xF8) ~= 0 then
+                ft:add_tvb_expert_info(e.unknown, fr, string.format(
+                    "rx_indication flags 0x%02x: unknown bits", fr:uint()))
+            end
+        end
+        take(f.m_snr, 4); take(f.m_cqi, 1); take(f.m_combined, 1)
+        local at, n = take_bytes(f.m_len, f.m_bytes)
+        if s then
+            summary = string.format("%s slot %s user %s", name, s:uint64(), u and u:uint() or "?")
+        end
+        if at and n > 0 then
+            if fr and bit32.band(fr:uint(), 0x04) == 0 then
+                mt:add_proto_expert_info(e.tb_crc_failed)
+            end
+            sub = function()
+                return dissect_pdu(tvb, at, n, pinfo, tree, proto.prefs.message_ip)
+            end
+        end
+    elseif mtype == 4 then
+        local u = take(f.m_user, 2)
+        local s = take(f.m_slot, 8)
+        take(f.m_snr, 4)
+        local c = take(f.m_cqi, 1)
+        if c then
+            summary = string.format("%s user %d slot %s cqi %d", name, u:uint(), s:uint64(),
+                                    c:uint())
+        end
+    elseif mtype == 5 then
+        local u = take(f.m_user, 2)
+        local s = take(f.m_slot, 8)
+        local h = take(f.m_harq_pid, 1)
+        local a, at = take(f.m_ack, 1)
+        if a then
+            if a:uint() > 1 then
+                at:add_tvb_expert_info(e.malformed, a,
+                                       string.format("ack %d is neither 0 nor 1", a:uint()))
+            end
+            summary = string.format("%s user %d slot %s harq %d %s", name, u:uint(),
+                                    s:uint64(), h:uint(), a:uint() == 1 and "ACK" or "NACK")
+        end
+    elseif mtype == 6 then
+        local u = take(f.m_user, 2)
+        local at, n = take_bytes(f.m_len, f.m_bytes)
+        if u then summary = string.format("%s user %d", name, u:uint()) end
+        if at and n > 0 then
+            sub = function() return hand_to_ip(tvb, at, n, pinfo, tree) and 1 or 0 end
+        end
+    else
+        mt:add_tvb_expert_info(e.unknown, tvb(off + 5, 1),
+            string.format("message type %d is unknown; body not decoded", mtype))
+        if body_len > 0 then mt:add(f.m_bytes, tvb(pos, body_len)) end
+        pos = body_end
+    end
+    if not short and pos < body_end then
+        mt:add_tvb_expert_info(e.malformed, tvb(pos, body_end - pos), string.format(
+            "%d bytes after the last field of %s", body_end - pos, name))
+    end
+    return summary, sub
+end
+
+local function dissect_record(tvb, pinfo, tree)
+    hand_on = true
+    local len = tvb:len()
+    pinfo.cols.protocol = "OPPSCHED"
+    local t = tree:add(proto, tvb(), "oppsched MAC capture")
+    if len < 2 then
+        t:add_proto_expert_info(e.malformed,
+            string.format("record of %d bytes, shorter than the pseudo-header", len))
+        pinfo.cols.info = "malformed record"
+        return
+    end
+    local version, hlen = u8(tvb, 0), u8(tvb, 1)
+    local vt = t:add(f.version, tvb(0, 1))
+    local ht = t:add(f.header_len, tvb(1, 1))
+    if hlen < HEADER_LEN or hlen > len then
+        ht:add_tvb_expert_info(e.malformed, tvb(1, 1), string.format(
+            "header_len %d: not in [%d, record length %d]", hlen, HEADER_LEN, len))
+        pinfo.cols.info = "malformed record"
+        return
+    end
+    if version ~= 1 then
+        vt:add_tvb_expert_info(e.unknown, tvb(0, 1),
+            string.format("capture version %d (this dissector knows 1)", version))
+    end
+    local kind, dir, port, flags = u8(tvb, 2), u8(tvb, 3), u8(tvb, 4), u8(tvb, 5)
+    local kt = t:add(f.kind, tvb(2, 1))
+    t:add(f.direction, tvb(3, 1))
+    t:add(f.port, tvb(4, 1))
+    local fr = tvb(5, 1)
+    local ft = t:add(f.flags, fr)
+    for _, b in ipairs({ f.flag_slot, f.flag_user, f.flag_harq, f.flag_crc, f.flag_crc_ok,
+                         f.flag_bad, f.flag_reserved }) do
+        ft:add(b, fr)
+    end
+    if bit32.band(flags, 0xC0) ~= 0 then
+        ft:add_tvb_expert_info(e.unknown, fr,
+            string.format("pseudo-header flags 0x%02x: unknown bits", flags))
+    end
+    local summary = {}
+    if bit32.band(flags, 0x01) ~= 0 then
+        t:add(f.slot, tvb(8, 8))
+        summary[#summary + 1] = "slot " .. tostring(tvb(8, 8):uint64())
+    end
+    if bit32.band(flags, 0x02) ~= 0 then
+        t:add(f.user, tvb(6, 2))
+        summary[#summary + 1] = "user " .. u16(tvb, 6)
+    end
+    if bit32.band(flags, 0x04) ~= 0 then
+        t:add(f.harq_pid, tvb(16, 1))
+        t:add(f.ndi, tvb(17, 1))
+        t:add(f.rv, tvb(18, 1))
+        t:add(f.mcs, tvb(19, 1))
+        t:add(f.tb_len, tvb(20, 2))
+        summary[#summary + 1] = string.format("mcs %d harq %d ndi %d rv %d", u8(tvb, 19),
+                                              u8(tvb, 16), u8(tvb, 17), u8(tvb, 18))
+    end
+    local crc_failed = false
+    if bit32.band(flags, 0x08) ~= 0 then
+        local ok = bit32.band(flags, 0x10) ~= 0
+        t:add(f.crc_ok, fr, ok)
+        summary[#summary + 1] = ok and "CRC ok" or "CRC failed"
+        crc_failed = not ok
+    end
+    t:add(f.ph_reserved, tvb(22, 2))
+    if bit32.band(flags, 0x20) ~= 0 then
+        t:add_proto_expert_info(e.rejected)
+    end
+    pinfo.cols.src = (dir == 0) and "this daemon" or (PORT[port] or tostring(port))
+    pinfo.cols.dst = (dir == 1) and "this daemon" or (PORT[port] or tostring(port))
+    local what
+    local n_ip = 0
+    local head = (DIRECTION[dir] or ("direction " .. dir))
+    if kind == 1 then
+        if crc_failed then t:add_proto_expert_info(e.tb_crc_failed) end
+        local tb_len = u16(tvb, 20)
+        if bit32.band(flags, 0x04) ~= 0 and tb_len ~= len - hlen then
+            t:add_tvb_expert_info(e.malformed, tvb(20, 2), string.format(
+                "tb_len %d, but the record holds %d TB bytes", tb_len, len - hlen))
+        end
+        pinfo.cols.info = string.format("PDU %s %s ", head, table.concat(summary, " "))
+        pinfo.cols.info:fence()
+        n_ip = dissect_pdu(tvb, hlen, len - hlen, pinfo, tree)
+    elseif kind == 2 then
+        local sub
+        what, sub = dissect_message(tvb, hlen, pinfo, tree)
+        pinfo.cols.info = string.format("%s %s %s ", what, head, PORT[port] or tostring(port))
+        pinfo.cols.info:fence()
+        if sub then n_ip = sub() end
+    else
+        kt:add_tvb_expert_info(e.unknown, tvb(2, 1),
+            string.format("record kind %d is unknown; payload not decoded", kind))
+        pinfo.cols.info = string.format("record kind %d", kind)
+    end
+    t:add(f.ip_packets, tvb(0, 0), n_ip)
+end
+
+function proto.dissector(tvb, pinfo, tree)
+    -- A bug here must not hide the record: report it as an expert info.
+    local ok, err = pcall(dissect_record, tvb, pinfo, tree)
+    if not ok then
+        tree:add_proto_expert_info(e.internal, "oppsched dissector error: " .. tostring(err))
+    end
+    return tvb:len()
+end
+
+DissectorTable.get("wtap_encap"):add(wtap_encaps.USER0, proto)
