@@ -332,6 +332,7 @@ def analyze(outdir: Path) -> dict:
         "aggregate_goodput_bps": agg_good,
         "goodput_mac_fraction": got_down / mac_bytes if mac_bytes > 0 else None,
         "directions": direction_totals(flows),
+        "medium": medium_summary(rundir, cfg, stats.get("apd")),
         "slots": slot_info,
         "harq": harq,
         "aqm": aqm,
@@ -378,6 +379,35 @@ def _transfer_flow(rundir: Path, f: dict, plan: dict, k: int, cfg: dict,
             "ended_at_s": plan.get("ended_at_s"), "exit_code": plan.get("exit_code"),
             "error": None, "goodput_source": "transfers", "goodput_pcap_bps": None,
             "transfers": t}
+
+
+def medium_summary(rundir: Path, cfg: dict, apd_stats) -> dict | None:
+    """The shared medium (medium.mode != none): each direction's share of the slots in which
+    anyone contended (medium.csv: the AP with downlink backlog, stations with uplink
+    backlog), and the stations' uplink queues (apd counters). None without a medium."""
+    mode = (cfg.get("medium") or {}).get("mode", "none")
+    if mode == "none":
+        return None
+    names = [d["name"] for d in cfg["devices"]]
+    out: dict = {"mode": mode, "slots_contended": 0, "slot_share": None, "uplink": {}}
+    path = rundir / "medium.csv"
+    if path.exists():
+        t = pd.read_csv(path)
+        c = t[t["contenders"] > 0]
+        n = len(c)
+        out["slots_contended"] = int(n)
+        if n:
+            up = c[c["direction"] == "up"]
+            out["slot_share"] = {
+                "down": float((c["direction"] == "down").sum()) / n,
+                "up": {nm: float((up["station"] == i).sum()) / n for i, nm in enumerate(names)},
+            }
+    m = (apd_stats or {}).get("medium") or {}
+    for nm in names:
+        st = (m.get("up") or {}).get(nm) or {}
+        out["uplink"][nm] = {k: st.get(k) for k in ("packets_in", "dropped_full", "delivered",
+                                                    "tbs_ok", "tbs_failed", "tbs_dropped")}
+    return out
 
 
 def direction_totals(flows: list[dict]) -> dict:
