@@ -122,19 +122,20 @@ def _dirs(s):
 def test_droptail_on_a_node_fair_medium_starves_the_downstream_flows(buffer20):
     s = buffer20["droptail"]
     up, down = _dirs(s)
-    # Measured (README): down / up 0.0x-0.xx over N runs. Equal sharing would give 1.
-    assert down < 0.5 * up, (up, down)
-    # The AP is one of up to 11 contenders: node_fair gives it about 1/6 (5 upstream
-    # stations always backlogged, the downloading stations only while ACKs wait).
+    # Measured over three seeds (README): down / up 0.012-0.024 (SPM-AF: 0.35-0.38); equal
+    # sharing would give 1.
+    assert down < 0.25 * up, (up, down)
+    # The AP is one of up to 11 contenders, and gets 1/(1 + the stations with backlog):
+    # measured 0.23-0.27 of the contended slots.
     share = s["medium"]["slot_share"]["down"]
-    assert 0.05 < share < 0.35, share
+    assert 0.1 < share < 0.4, share
 
 
 @needs_root
 def test_spmaf_raises_jains_index_over_droptail_at_a_small_buffer(buffer20):
     j_dt = buffer20["droptail"]["jain_index_flows"]
     j_spm = buffer20["spmaf"]["jain_index_flows"]
-    # Measured (README): JAIN_NOTE
-    assert j_spm > j_dt + 0.1, (j_dt, j_spm)
+    # Measured over three seeds (README): drop-tail 0.46-0.51, SPM-AF 0.80-0.83.
+    assert j_spm > j_dt + 0.15, (j_dt, j_spm)
     assert _dirs(buffer20["spmaf"])[1] > _dirs(buffer20["droptail"])[1], \
         "SPM-AF should give the downstream flows more"

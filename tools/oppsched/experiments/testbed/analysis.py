@@ -149,6 +149,15 @@ def analyze(outdir: Path) -> dict:
             after = rcv[rcv["t_s"] - rcv["seconds"] >= (plan.get("started_at_s") or 0.0) + warm]
             if after["seconds"].sum() > 0:
                 steady = float(8 * after["bytes"].sum() / after["seconds"].sum())
+        # A timed flow the runner had to stop (its sender stalled, e.g. in TCP's timeout
+        # backoff, and never wrote its result) is charged its whole planned time, not only
+        # the seconds its receiver reported before the stall.
+        planned = plan.get("seconds")
+        if (snd["goodput_source"] == "receiver" and plan.get("nbytes") is None and planned
+                and snd["seconds"] and planned > snd["seconds"] and snd["bytes_received"]):
+            snd["goodput_bps"] = 8.0 * snd["bytes_received"] / float(planned)
+            snd["seconds"] = float(planned)
+            snd["goodput_source"] = "receiver_over_planned"
         row = {"id": f["id"], "user": f["device"], "server": f["server"],
                "direction": f.get("direction", "down"),
                "goodput_bps": snd["goodput_bps"] if snd["goodput_bps"] is not None else 0.0,
@@ -322,6 +331,9 @@ def analyze(outdir: Path) -> dict:
         "flows": flows,
         "users": users,
         "jain_index_flows": jain_index(f["goodput_bps"] for f in flows),
+        # The same over the receivers' rates after analysis.warmup_s (goodput_steady_bps).
+        "jain_index_flows_steady": jain_index(f.get("goodput_steady_bps") or 0.0
+                                              for f in flows),
         # Jain over goodput / fair share, the fair share of a flow being 1/(devices x flows
         # of its device): what a scheduler that serves devices equally can give. With flows
         # 3 and 4 of Andrew & Hanly, CLAMP, Fig. 3, on one device, plain Jain over flows is
@@ -413,13 +425,19 @@ def medium_summary(rundir: Path, cfg: dict, apd_stats) -> dict | None:
 def direction_totals(flows: list[dict]) -> dict:
     """Per direction (down, up): the flows' ids, their summed goodput and Jain's index over
     them (None without flows). Wu, Gong & Williamson compare the upstream and downstream
-    flows' shares: an upstream flow's ACKs wait in the AP's downstream queue."""
+    flows' shares: an upstream flow's ACKs wait in the AP's downstream queue.
+    `goodput_steady_bps` sums the flows' rates after analysis.warmup_s as their receivers
+    counted them per interval: unlike iperf3's end totals (bytes received until the
+    end-of-test message, over the sender's seconds) it does not count data that drains out
+    of deep sender-side queues after the sender stopped."""
     out = {}
     for d in FLOW_DIRECTIONS:
         mine = [f for f in flows if f["direction"] == d]
+        steady = [f.get("goodput_steady_bps") for f in mine]
         out[d] = {"flows": [f["id"] for f in mine],
                   "goodput_bps": float(sum(f["goodput_bps"] for f in mine)),
-                  "jain_index": jain_index(f["goodput_bps"] for f in mine) if mine else None}
+                  "jain_index": jain_index(f["goodput_bps"] for f in mine) if mine else None,
+                  "goodput_steady_bps": float(sum(x or 0.0 for x in steady))}
     return out
 
 
