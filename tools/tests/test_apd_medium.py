@@ -99,3 +99,36 @@ def test_invalid_medium_mode_is_a_config_error_naming_the_key(bed):
                        text=True, timeout=20)
     assert r.returncode == 2
     assert "medium.mode" in r.stderr and "dcf" in r.stderr
+
+
+def test_node_fair_decides_again_after_the_phys_slot_numbers_jump_back(bed):
+    cfg = bed.config(medium={"mode": "node_fair", "uplink_mean_snr_db": 40.0,
+                             "uplink_doppler_hz": 0.0})
+    p = bed.start(cfg)
+    stats = Path(cfg["traces"]["stats"])
+    ctx = zmq.Context()
+    try:
+        client = FakeClient(ctx, bed)
+        phy = FakePhy(ctx, bed)
+        for want in (1, 2):
+            client.send("uplink_packet", {"user": 0, "packet": ipv4_udp(
+                UE0_ADDR, AP_ADDR, 4000, 5003, b"jump-%d" % want)})
+            stats_after_usr1(p, stats,
+                             lambda s, w=want: s["medium"]["up"]["ue0"]["packets_in"] == w)
+            # Slot 5000 first; then slots from 10: a jump back by more than
+            # restart_backjump_slots (1000), as after a PHY restart. The medium decides those
+            # slots again and grants the station (the AP may take every other one: the
+            # kernel answers the first packet with an ICMP port unreachable for ue0).
+            if want == 1:
+                assert phy.request(5000)["empty"]  # the station's: the AP has nothing yet
+            else:
+                for slot in range(10, 14):
+                    phy.request(slot)
+            s = stats_after_usr1(p, stats,
+                                 lambda s, w=want: s["medium"]["up"]["ue0"]["delivered"] == w)
+            assert s["medium"]["up"]["ue0"]["delivered"] == want
+        phy.close()
+    finally:
+        ctx.destroy(linger=0)
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=10) == 0

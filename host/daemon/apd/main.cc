@@ -248,6 +248,12 @@ void ap_daemon::on_phy_message(const std::vector<std::uint8_t>& msg) {
     }
     wire::slot_grant g;
     bool uplink_slot = false;
+    // A slot number far behind the newest is a PHY restart the core re-bases on (its
+    // restart_backjump_slots): the medium starts again from it too.
+    if (medium_last_slot_ &&
+        req->slot + static_cast<std::uint64_t>(cfg_.core.restart_backjump_slots) <=
+            *medium_last_slot_)
+        medium_last_slot_.reset();
     if (medium_ && (!medium_last_slot_ || req->slot > *medium_last_slot_)) {
         // A fresh slot: the medium decides its direction first (repeats go to the core,
         // which answers them from its grant cache or empty).
