@@ -296,7 +296,27 @@ def apd_config(cfg: dict, lay: Layout) -> dict:
                    **_mac_pcap(cfg, lay, "mac-ap.pcap")},
         "seed": int(cfg["seed"]),
     }
+    md = cfg.get("medium", {}).get("mode", "none")
+    if md != "none":
+        conf["medium"] = _medium(cfg)
+        conf["traces"]["medium"] = lay.path("medium.csv")
     return deep_merge(conf, cfg["extra"]["apd"])
+
+
+def _medium(cfg: dict) -> dict:
+    """The apd's `medium` section: the uplink channels default to the devices' downlink
+    statistics (their mean)."""
+    m = cfg["medium"]
+    chans = [d["channel"] for d in cfg["devices"]]
+    snr = m["uplink_mean_snr_db"]
+    if snr is None:
+        snr = sum(c["mean_snr_db"] for c in chans) / len(chans)
+    dop = m["uplink_doppler_hz"]
+    if dop is None:
+        dop = sum(c["doppler_hz"] for c in chans) / len(chans)
+    return {"mode": m["mode"], "station_buffer_packets": m["station_buffer_packets"],
+            "uplink_mean_snr_db": float(snr), "uplink_doppler_hz": float(dop),
+            "max_transmissions": max_transmissions(cfg)}
 
 
 def client_config(cfg: dict, lay: Layout, user: User) -> dict:

@@ -121,6 +121,23 @@ def write_report(outdir: Path, experiment: dict, runs, compare_pngs=()) -> Path:
                              f"<td>{_fmt(t.get('jain_index'), digits=3)}</td>")
             parts.append("</tr>")
         parts.append("</table>")
+    # The shared medium (medium.mode != none): slot shares per direction.
+    if any((s.get("medium") or {}).get("slot_share") for _, s, _ in runs):
+        parts.append("<h3>Slot shares (shared medium, slots anyone contended for)</h3>"
+                     "<table><tr><th>slots</th>")
+        for label, _, _ in runs:
+            parts.append(f"<th>{e(label)}: %</th>")
+        parts.append("</tr>")
+        keys = ["down"] + [f"up.{n}" for n in
+                           (runs[0][1]["medium"]["slot_share"] or {}).get("up", {})]
+        for k in keys:
+            parts.append(f"<tr><td>{e(k)}</td>")
+            for _, s, _ in runs:
+                sh = (s.get("medium") or {}).get("slot_share") or {}
+                v = sh.get("down") if k == "down" else (sh.get("up") or {}).get(k[3:])
+                parts.append(f"<td>{_fmt(v, 100)}</td>")
+            parts.append("</tr>")
+        parts.append("</table>")
     if flows:
         parts.append("<h3>Per flow</h3><table><tr><th>flow</th>"
                      + ("<th>direction</th>" if has_up else ""))

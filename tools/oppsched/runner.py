@@ -251,6 +251,11 @@ def text_summary(runs) -> str:
                 if t["flows"]:
                     lines.append(f"   {d:>4}stream: {len(t['flows'])} flow(s), goodput "
                                  f"{t['goodput_bps']/1e3:9.1f} kb/s, Jain {t['jain_index']:.3f}")
+        sh = (s.get("medium") or {}).get("slot_share")
+        if sh:
+            lines.append(f"   medium {s['medium']['mode']}: slot shares down "
+                         f"{100*sh['down']:.1f} %, up "
+                         + ", ".join(f"{n} {100*v:.1f} %" for n, v in sh["up"].items()))
         for u in s["users"]:
             lines.append(f"   user {u['name']:>8}: slots {100*u['slot_fraction']:5.1f} %, "
                          f"MAC throughput {u['mac_throughput_bps']/1e3:9.1f} kb/s")

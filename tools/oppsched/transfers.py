@@ -326,7 +326,8 @@ def summarize(df, nbytes: int, server=None, from_s: float | None = None) -> dict
     """Per-flow figures of summary.json from the client's rows (and the server's):
     `completed` (transfers that received all `nbytes`), `incomplete` (cut at the stop
     time, or ended short), `failed_connects`; time per completed transfer (connect call to
-    EOF): mean / median / p95 / max; mean connect time; `goodput_bps` = bytes of the
+    EOF): mean / median / p95 / max, coefficient of variation (`time_cov`, sample standard
+    deviation / mean); mean connect time; `goodput_bps` = bytes of the
     completed transfers over the time spent in them (idle times left out); `bytes` (every
     byte received, incomplete transfers included); the idle times the client drew
     (`idle_mean_s`, count); the sender's mean smoothed RTT and retransmissions. With
@@ -335,7 +336,8 @@ def summarize(df, nbytes: int, server=None, from_s: float | None = None) -> dict
     import numpy as np
     out = {"bytes_per_transfer": int(nbytes), "attempted": 0, "completed": 0, "incomplete": 0,
            "failed_connects": 0, "time_mean_s": None, "time_median_s": None,
-           "time_p95_s": None, "time_max_s": None, "connect_time_mean_s": None,
+           "time_p95_s": None, "time_max_s": None, "time_cov": None,
+           "connect_time_mean_s": None,
            "goodput_bps": None, "bytes": 0, "idle_mean_s": None, "idles": 0,
            "rtt_ms_mean": None, "retransmits": None, "warmup_excluded": 0}
     if df is None:
@@ -359,6 +361,9 @@ def summarize(df, nbytes: int, server=None, from_s: float | None = None) -> dict
         out["time_median_s"] = float(d.median())
         out["time_p95_s"] = float(np.percentile(d, 95))
         out["time_max_s"] = float(d.max())
+        # Coefficient of variation of the transfer times (Wu, Gong & Williamson, Figs. 7, 11).
+        if len(d) > 1 and d.mean() > 0:
+            out["time_cov"] = float(d.std(ddof=1) / d.mean())
         out["connect_time_mean_s"] = float(ok["connect_time_s"].astype(float).mean())
         if d.sum() > 0:
             out["goodput_bps"] = float(8.0 * ok["bytes"].sum() / d.sum())

@@ -435,15 +435,18 @@ def test_an_upstream_flow_sends_from_the_device_to_a_receiver_in_the_server():
 
 
 def test_per_direction_totals_sum_goodput_and_take_jain_over_each_direction():
-    rows = [{"id": "a", "direction": "down", "goodput_bps": 3e6},
-            {"id": "b", "direction": "down", "goodput_bps": 1e6},
-            {"id": "c", "direction": "up", "goodput_bps": 0.5e6}]
+    rows = [{"id": "a", "direction": "down", "goodput_bps": 3e6, "goodput_steady_bps": 2e6},
+            {"id": "b", "direction": "down", "goodput_bps": 1e6, "goodput_steady_bps": None},
+            {"id": "c", "direction": "up", "goodput_bps": 0.5e6, "goodput_steady_bps": 0.4e6}]
     t = analysis.direction_totals(rows)
     assert t["down"]["flows"] == ["a", "b"] and t["down"]["goodput_bps"] == 4e6
     assert t["down"]["jain_index"] == pytest.approx(16 / (2 * 10))
-    assert t["up"] == {"flows": ["c"], "goodput_bps": 0.5e6, "jain_index": 1.0}
+    assert t["down"]["goodput_steady_bps"] == 2e6  # a flow without a steady rate adds 0
+    assert t["up"] == {"flows": ["c"], "goodput_bps": 0.5e6, "jain_index": 1.0,
+                       "goodput_steady_bps": 0.4e6}
     assert analysis.direction_totals(rows[:2])["up"] == {"flows": [], "goodput_bps": 0.0,
-                                                         "jain_index": None}
+                                                         "jain_index": None,
+                                                         "goodput_steady_bps": 0.0}
 
 
 def test_ss_output_gives_bytes_acked_per_peer_port():
@@ -767,10 +770,10 @@ def test_an_upstream_flow_sends_up_and_its_acks_wait_in_the_devices_ap_queue(tmp
         assert f["goodput_pcap_bps"] == pytest.approx(f["goodput_bps"], rel=0.15), f
     srv = plans["up"]["dst_addr"]  # an upstream flow's receiver: the server
     assert srv == run["testbed"]["servers"][0]["addr4"], run["testbed"]
-    assert s["directions"]["down"] == {"flows": ["dn"], "goodput_bps": fl["dn"]["goodput_bps"],
-                                       "jain_index": 1.0}
-    assert s["directions"]["up"] == {"flows": ["up"], "goodput_bps": fl["up"]["goodput_bps"],
-                                     "jain_index": 1.0}
+    for d, fid in (("down", "dn"), ("up", "up")):
+        assert s["directions"][d] == {"flows": [fid], "goodput_bps": fl[fid]["goodput_bps"],
+                                      "jain_index": 1.0,
+                                      "goodput_steady_bps": fl[fid]["goodput_steady_bps"] or 0.0}
     # Only the downstream flow's data crosses the downlink the MAC figures count.
     assert s["goodput_mac_fraction"] <= 1.0
     text = text_summary([("upflow", s, None)])

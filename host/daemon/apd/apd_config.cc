@@ -371,10 +371,32 @@ apd_params load_apd_config(const std::string& path) {
     core.pdu_format =
         *pdu::pdu_format_from_string(pd.get_choice("format", "standard", {"standard", "compact"}));
 
+    // ---- the shared medium (medium.h) ----
+    {
+        const config_node md = root.child_or_empty("medium");
+        ap::medium_params& mp = c.medium;
+        mp.mode = *ap::medium_mode_from(
+            md.get_choice("mode", "none", {"none", "scheduled", "node_fair"}));
+        mp.station_buffer_packets =
+            md.get<std::uint32_t>("station_buffer_packets", 100, value_range::closed(1, 100000));
+        mp.uplink_mean_snr_db =
+            md.get<double>("uplink_mean_snr_db", 20.0, value_range::closed(-50, 100));
+        mp.uplink_doppler_hz =
+            md.get<double>("uplink_doppler_hz", 0.6, value_range::closed(0, 10000));
+        mp.max_transmissions = md.get<std::uint32_t>(
+            "max_transmissions", core.harq.max_transmissions, value_range::closed(1, 64));
+        mp.pf_alpha = md.get<double>("pf_alpha", 0.01, value_range::open_closed(0, 1));
+        mp.seed = root.get<std::uint64_t>("seed", 1);
+        mp.lead_slots = std::min<std::uint32_t>(core.lead_slots, 1000);
+        mp.olla_enabled = core.olla_enabled;
+        mp.olla = core.olla;
+    }
+
     // ---- traces ----
     const config_node tr = root.child_or_empty("traces");
     c.trace_slots = tr.get<std::string>("slots", "");
     c.trace_packets = tr.get<std::string>("packets", "");
+    c.trace_medium = tr.get<std::string>("medium", "");
     c.stats_path = tr.get<std::string>("stats", "");
     c.trace_mac_pcap = tr.get<std::string>("mac_pcap", "");
     c.mac_pcap_max_bytes = tr.get<std::uint64_t>("mac_pcap_max_bytes", 256ull << 20,

@@ -7,6 +7,7 @@
 
 #include "oppsched/ap_core.h"
 #include "oppsched/daemon/zmq_endpoint.h"
+#include "oppsched/medium.h"
 
 namespace oppsched::apd {
 
@@ -18,10 +19,12 @@ struct apd_params {
     daemon::socket_options zmq;
     std::string trace_slots;    // "" = off
     std::string trace_packets;  // "" = off
+    std::string trace_medium;   // "" = off; medium.csv (medium.mode != none)
     std::string stats_path;     // "" = off
     std::string log_level = "info";
     std::size_t tun_batch = 64;  // TUN packets read per loop turn
     ap::ap_core_params core;
+    ap::medium_params medium;  // the shared medium (medium.h); mode none by default
 
     // traces.mac_pcap (mac_capture.h): "" = off
     std::string trace_mac_pcap;

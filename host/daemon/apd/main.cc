@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 #include <zmq.hpp>
@@ -36,6 +37,7 @@
 #include "oppsched/daemon/stats.h"
 #include "oppsched/daemon/tun.h"
 #include "oppsched/daemon/zmq_endpoint.h"
+#include "oppsched/medium.h"
 #include "oppsched/stats_fields.h"
 #include "oppsched/version.h"
 #include "oppsched/wire.h"
@@ -68,10 +70,15 @@ class ap_daemon final {
     void on_phy_message(const std::vector<std::uint8_t>& msg);
     void on_uplink_message(const std::vector<std::uint8_t>& msg);
     void read_tun();
+    void release_uplink();
+    int poll_timeout_ms() const;
     void malformed(const char* endpoint, const std::string& why);
 
     apd_params cfg_;
     std::unique_ptr<ap::ap_core> core_;
+    std::unique_ptr<ap::medium> medium_;  // medium.mode != none
+    std::unique_ptr<daemon::csv_writer> medium_csv_;
+    std::optional<std::uint64_t> medium_last_slot_;  // the newest slot the medium decided
     std::unique_ptr<daemon::signal_set> signals_;
     std::unique_ptr<daemon::tun_device> tun_;
     std::unique_ptr<daemon::csv_writer> slots_csv_;
@@ -108,6 +115,13 @@ void ap_daemon::open_traces() {
         }
         slots_csv_ = std::make_unique<daemon::csv_writer>(cfg_.trace_slots, h);
     }
+    if (medium_ && !cfg_.trace_medium.empty()) {
+        std::vector<std::string> h = {"slot",       "t_ns",     "direction", "station",
+                                      "contenders", "mcs",      "tb_bytes",  "retx",
+                                      "outcome",    "feedback", "cqi_db",    "snr_db"};
+        for (const auto& u : core_->params().users) h.push_back("upq." + u.name);
+        medium_csv_ = std::make_unique<daemon::csv_writer>(cfg_.trace_medium, h);
+    }
     if (!cfg_.trace_packets.empty())
         packets_csv_ = std::make_unique<daemon::csv_writer>(
             cfg_.trace_packets,
@@ -129,6 +143,29 @@ void ap_daemon::write_traces(bool final) {
             w.end_row();
         }
     }
+    if (medium_) {
+        for (const auto& r : medium_->take_rows()) {
+            if (!medium_csv_) continue;
+            auto& w = *medium_csv_;
+            const bool up = r.direction == ap::slot_direction::up;
+            w.field(r.slot).field(std::int64_t{r.t_ns}).field(std::string_view(up ? "up" : "down"));
+            w.field(r.station).field(std::uint64_t{r.contenders});
+            if (up) {
+                // An uplink TB's ACK/NACK stays at the AP, which decodes it; a downlink TB's
+                // comes back on the side channel (harq_feedback).
+                w.field(r.mcs).field(std::uint64_t{r.tb_bytes}).field(r.retx);
+                w.field(std::string_view(r.outcome)).field(std::string_view("ap"));
+                w.field(r.cqi_db).field(r.snr_db);
+            } else {
+                w.field(std::string_view("")).field(std::string_view(""));
+                w.field(std::string_view("")).field(std::string_view(""));
+                w.field(std::string_view("side_channel"));
+                w.field(std::string_view("")).field(std::string_view(""));
+            }
+            for (auto q : r.queue) w.field(std::uint64_t{q});
+            w.end_row();
+        }
+    }
     if (packets_csv_) {
         for (const auto& r : core_->take_packet_records()) {
             packets_csv_->field(std::int64_t{r.t}).field(r.event).field(r.user);
@@ -141,6 +178,7 @@ void ap_daemon::write_traces(bool final) {
     if (mac_ && final) mac_->flush();
     if (mac_ && !final) mac_->poll();
     if (final) {
+        if (medium_csv_) medium_csv_->flush();
         if (slots_csv_) slots_csv_->flush();
         if (packets_csv_) packets_csv_->flush();
     }
@@ -163,6 +201,11 @@ void ap_daemon::fill_stats() {
     s.set("uptime_s", to_seconds(daemon::monotonic_ns() - started_));
     for (const auto& [k, v] : core_->counters()) s.set("core." + k, v);
     for (const auto& [k, v] : core_->gauges()) s.set("core." + k, v);
+    if (medium_) {
+        s.set("medium.mode", std::string(ap::to_string(medium_->mode())));
+        for (const auto& [k, v] : medium_->counters()) s.set("medium." + k, v);
+        for (const auto& [k, v] : medium_->gauges()) s.set("medium." + k, v);
+    }
     auto pull = [&s](const std::string& n, const daemon::pull_endpoint* ep) {
         if (ep) s.set_fields("zmq." + n + ".", ep->stats());
     };
@@ -207,6 +250,7 @@ void ap_daemon::on_phy_message(const std::vector<std::uint8_t>& msg) {
         phy_restarts_seen_ = phy_seq_.stats().restarts;
         spdlog::info("phy_requests: the PHY restarted (sequence back at 0)");
         core_->on_phy_restart();
+        medium_last_slot_.reset();
     }
     const auto* req = std::get_if<wire::slot_request>(&r->msg);
     if (!req) {
@@ -215,8 +259,37 @@ void ap_daemon::on_phy_message(const std::vector<std::uint8_t>& msg) {
                    wire::to_string(wire::type_of(r->msg)));
         return;
     }
-    const wire::slot_grant g =
-        core_->on_slot_request(daemon::monotonic_ns(), req->slot, req->air_time_ns);
+    wire::slot_grant g;
+    bool uplink_slot = false;
+    // A slot number far behind the newest is a PHY restart the core re-bases on (its
+    // restart_backjump_slots): the medium starts again from it too.
+    if (medium_last_slot_ &&
+        req->slot + static_cast<std::uint64_t>(cfg_.core.restart_backjump_slots) <=
+            *medium_last_slot_)
+        medium_last_slot_.reset();
+    if (medium_ && (!medium_last_slot_ || req->slot > *medium_last_slot_)) {
+        // A fresh slot: the medium decides its direction first (repeats go to the core,
+        // which answers them from its grant cache or empty).
+        medium_last_slot_ = req->slot;
+        const std::size_t n = core_->users();
+        std::vector<bool> backlog(n);
+        std::vector<double> rates(n);
+        for (std::uint32_t u = 0; u < n; ++u) {
+            backlog[u] = core_->queued_bytes(u) > 0;
+            rates[u] = core_->rate_bps(u);
+        }
+        uplink_slot =
+            medium_->on_slot(req->slot, req->air_time_ns, backlog, rates) == ap::slot_direction::up;
+    }
+    if (uplink_slot) {
+        // The downlink is silent in an uplink slot (the station's transmission is the
+        // medium's; ap_core counts the slot as skipped).
+        g.slot = req->slot;
+        g.empty = true;
+        g.user = wire::kUserNobody;
+    } else {
+        g = core_->on_slot_request(daemon::monotonic_ns(), req->slot, req->air_time_ns);
+    }
     const auto bytes = wire::encode(g, grant_seq_++);
     if (mac_) {
         mac_->pdu_sent(g);
@@ -255,9 +328,29 @@ void ap_daemon::on_uplink_message(const std::vector<std::uint8_t>& msg) {
     } else {
         // Toward the servers: the kernel routes it out of the AP namespace.
         if (pkt->packet.empty()) return malformed("uplink", "empty uplink_packet");
+        if (medium_) {  // it waits in the station's uplink queue for an uplink slot
+            medium_->on_uplink_packet(daemon::monotonic_ns(), pkt->user, pkt->packet);
+            return;
+        }
         if (!tun_->write(pkt->packet.data(), pkt->packet.size()))
             rlog_.warn("tun.write", "{}: write failed: {}", tun_->name(), std::strerror(errno));
     }
+}
+
+void ap_daemon::release_uplink() {
+    if (!medium_) return;
+    for (const auto& p : medium_->take_received(daemon::monotonic_ns()))
+        if (!tun_->write(p.data(), p.size()))
+            rlog_.warn("tun.write", "{}: write failed: {}", tun_->name(), std::strerror(errno));
+}
+
+int ap_daemon::poll_timeout_ms() const {
+    if (!medium_) return 200;
+    const auto next = medium_->next_release();
+    if (!next) return 200;
+    const time_ns wait = *next - daemon::monotonic_ns();
+    if (wait <= 0) return 0;
+    return static_cast<int>(std::min<time_ns>(200, (wait + kNsPerMs - 1) / kNsPerMs));
 }
 
 void ap_daemon::read_tun() {
@@ -278,6 +371,15 @@ int ap_daemon::run() {
     started_ = daemon::monotonic_ns();
     core_ = std::make_unique<ap::ap_core>(cfg_.core);
     uplink_seq_.assign(core_->users(), wire::seq_tracker{});
+    if (cfg_.medium.mode != ap::medium_mode::none) {
+        std::vector<std::string> names;
+        for (const auto& u : core_->params().users) names.push_back(u.name);
+        std::vector<std::uint32_t> tbs;
+        for (std::size_t m = 0; m < core_->params().table.size(); ++m)
+            tbs.push_back(core_->tb_bytes_for_mcs(static_cast<int>(m)));
+        medium_ = std::make_unique<ap::medium>(cfg_.medium, names, core_->params().table, tbs,
+                                               core_->params().pdu_format, core_->params().slot_s);
+    }
     try {
         signals_ = std::make_unique<daemon::signal_set>();
         tun_ = daemon::tun_device::open(cfg_.tun);
@@ -295,9 +397,9 @@ int ap_daemon::run() {
         spdlog::error("start-up failed: {}", e.what());
         return kExitRuntime;
     }
-    spdlog::info("oppsched-apd {}: {} users on {}, requests {}, grants {}, uplink {}",
+    spdlog::info("oppsched-apd {}: {} users on {}, requests {}, grants {}, uplink {}, medium {}",
                  oppsched::version(), core_->users(), cfg_.tun, cfg_.ep_phy_requests,
-                 cfg_.ep_phy_grants, cfg_.ep_uplink);
+                 cfg_.ep_phy_grants, cfg_.ep_uplink, ap::to_string(cfg_.medium.mode));
     write_stats();
 
     std::vector<std::uint8_t> msg;
@@ -311,7 +413,7 @@ int ap_daemon::run() {
             {nullptr, signals_->fd(), ZMQ_POLLIN, 0},
         };
         try {
-            zmq::poll(items, 4, std::chrono::milliseconds(200));
+            zmq::poll(items, 4, std::chrono::milliseconds(poll_timeout_ms()));
         } catch (const zmq::error_t& e) {
             if (e.num() != EINTR) {
                 spdlog::error("zmq::poll: {}", e.what());
@@ -338,6 +440,7 @@ int ap_daemon::run() {
         for (std::size_t i = 0; i < kMaxMessagesPerTurn && phy_requests_->receive(msg); ++i)
             on_phy_message(msg);
         if (items[2].revents & ZMQ_POLLIN) read_tun();
+        release_uplink();
         write_traces(false);
     }
     spdlog::info("signal {} ({}): stopping", stop_signal, strsignal(stop_signal));
@@ -369,6 +472,7 @@ int main(int argc, char** argv) {
         cfg = apd::load_apd_config(config);
         daemon::init_logging("apd", cfg.log_level);
         ap::ap_core validate_only(cfg.core);  // every combination, before anything is opened
+        cfg.medium.validate();
     } catch (const std::exception& e) {
         spdlog::error("{}: {}", config, e.what());
         return apd::kExitConfig;

@@ -149,6 +149,15 @@ def analyze(outdir: Path) -> dict:
             after = rcv[rcv["t_s"] - rcv["seconds"] >= (plan.get("started_at_s") or 0.0) + warm]
             if after["seconds"].sum() > 0:
                 steady = float(8 * after["bytes"].sum() / after["seconds"].sum())
+        # A timed flow the runner had to stop (its sender stalled, e.g. in TCP's timeout
+        # backoff, and never wrote its result) is charged its whole planned time, not only
+        # the seconds its receiver reported before the stall.
+        planned = plan.get("seconds")
+        if (snd["goodput_source"] == "receiver" and plan.get("nbytes") is None and planned
+                and snd["seconds"] and planned > snd["seconds"] and snd["bytes_received"]):
+            snd["goodput_bps"] = 8.0 * snd["bytes_received"] / float(planned)
+            snd["seconds"] = float(planned)
+            snd["goodput_source"] = "receiver_over_planned"
         row = {"id": f["id"], "user": f["device"], "server": f["server"],
                "direction": f.get("direction", "down"),
                "goodput_bps": snd["goodput_bps"] if snd["goodput_bps"] is not None else 0.0,
@@ -322,6 +331,9 @@ def analyze(outdir: Path) -> dict:
         "flows": flows,
         "users": users,
         "jain_index_flows": jain_index(f["goodput_bps"] for f in flows),
+        # The same over the receivers' rates after analysis.warmup_s (goodput_steady_bps).
+        "jain_index_flows_steady": jain_index(f.get("goodput_steady_bps") or 0.0
+                                              for f in flows),
         # Jain over goodput / fair share, the fair share of a flow being 1/(devices x flows
         # of its device): what a scheduler that serves devices equally can give. With flows
         # 3 and 4 of Andrew & Hanly, CLAMP, Fig. 3, on one device, plain Jain over flows is
@@ -332,6 +344,7 @@ def analyze(outdir: Path) -> dict:
         "aggregate_goodput_bps": agg_good,
         "goodput_mac_fraction": got_down / mac_bytes if mac_bytes > 0 else None,
         "directions": direction_totals(flows),
+        "medium": medium_summary(rundir, cfg, stats.get("apd")),
         "slots": slot_info,
         "harq": harq,
         "aqm": aqm,
@@ -380,16 +393,51 @@ def _transfer_flow(rundir: Path, f: dict, plan: dict, k: int, cfg: dict,
             "transfers": t}
 
 
+def medium_summary(rundir: Path, cfg: dict, apd_stats) -> dict | None:
+    """The shared medium (medium.mode != none): each direction's share of the slots in which
+    anyone contended (medium.csv: the AP with downlink backlog, stations with uplink
+    backlog), and the stations' uplink queues (apd counters). None without a medium."""
+    mode = (cfg.get("medium") or {}).get("mode", "none")
+    if mode == "none":
+        return None
+    names = [d["name"] for d in cfg["devices"]]
+    out: dict = {"mode": mode, "slots_contended": 0, "slot_share": None, "uplink": {}}
+    path = rundir / "medium.csv"
+    if path.exists():
+        t = pd.read_csv(path)
+        c = t[t["contenders"] > 0]
+        n = len(c)
+        out["slots_contended"] = int(n)
+        if n:
+            up = c[c["direction"] == "up"]
+            out["slot_share"] = {
+                "down": float((c["direction"] == "down").sum()) / n,
+                "up": {nm: float((up["station"] == i).sum()) / n for i, nm in enumerate(names)},
+            }
+    m = (apd_stats or {}).get("medium") or {}
+    for nm in names:
+        st = (m.get("up") or {}).get(nm) or {}
+        out["uplink"][nm] = {k: st.get(k) for k in ("packets_in", "dropped_full", "delivered",
+                                                    "tbs_ok", "tbs_failed", "tbs_dropped")}
+    return out
+
+
 def direction_totals(flows: list[dict]) -> dict:
     """Per direction (down, up): the flows' ids, their summed goodput and Jain's index over
     them (None without flows). Wu, Gong & Williamson compare the upstream and downstream
-    flows' shares: an upstream flow's ACKs wait in the AP's downstream queue."""
+    flows' shares: an upstream flow's ACKs wait in the AP's downstream queue.
+    `goodput_steady_bps` sums the flows' rates after analysis.warmup_s as their receivers
+    counted them per interval: unlike iperf3's end totals (bytes received until the
+    end-of-test message, over the sender's seconds) it does not count data that drains out
+    of deep sender-side queues after the sender stopped."""
     out = {}
     for d in FLOW_DIRECTIONS:
         mine = [f for f in flows if f["direction"] == d]
+        steady = [f.get("goodput_steady_bps") for f in mine]
         out[d] = {"flows": [f["id"] for f in mine],
                   "goodput_bps": float(sum(f["goodput_bps"] for f in mine)),
-                  "jain_index": jain_index(f["goodput_bps"] for f in mine) if mine else None}
+                  "jain_index": jain_index(f["goodput_bps"] for f in mine) if mine else None,
+                  "goodput_steady_bps": float(sum(x or 0.0 for x in steady))}
     return out
 
 

@@ -142,7 +142,7 @@ class ProcTable:
 # run()
 
 OUTPUT_GLOBS = ("*.pcap", "flow.*.json", "transfers.*.csv", "slots.csv", "packets.csv", "windows.*.csv",
-                "phy_slots.csv", "client.*.events.csv", "mcs_table.csv",
+                "medium.csv", "phy_slots.csv", "client.*.events.csv", "mcs_table.csv",
                 "*.stats.json", "run.json", "processes.json", "apd.yaml", "client.*.yaml",
                 "phy.yaml", "summary.json", "*.png", "wrc.*")
 

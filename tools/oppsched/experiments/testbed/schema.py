@@ -309,6 +309,22 @@ SCHEMA = {
     },
     "uplink_delay_ms": Field(float, 1.0, min=0.0, max=10000.0, doc="Andrew & Hanly, "
                              "CLAMP, Table I: 1 ms"),
+    "medium": {  # the shared medium (docs/testbed.md, "Shared medium")
+        "mode": Field(str, "none", choices=("none", "scheduled", "node_fair"),
+                      doc="none: the uplink is the side channel's delay line (no capacity "
+                          "limit); node_fair: the AP (with downlink backlog) and every "
+                          "station with uplink backlog get equal slot shares, as 802.11 DCF "
+                          "on average (Wu, Gong & Williamson, §3); scheduled: PF over the "
+                          "downlink and uplink queues together"),
+        "station_buffer_packets": Field(int, 100, min=1, max=100000,
+                                        doc="each station's uplink queue (Wu, Gong & "
+                                            "Williamson, §3.1: 100 packets)"),
+        "uplink_mean_snr_db": Field((float, _NONE), None, min=-30.0, max=60.0,
+                                    doc="the uplink Jakes channels' mean SNR; null: the mean "
+                                        "of devices[].channel.mean_snr_db"),
+        "uplink_doppler_hz": Field((float, _NONE), None, min=0.0, max=2000.0,
+                                   doc="null: the mean of devices[].channel.doppler_hz"),
+    },
     "cqi": {"period_slots": Field(int, 1, min=1, max=100000)},
     "reassembly": {
         "timeout_ms": Field((float, _NONE), None, min=0.001, max=60000.0,

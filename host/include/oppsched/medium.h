@@ -1,0 +1,150 @@
+#pragma once
+// The shared medium of oppsched-apd (docs/architecture.md, "Shared medium"): which slot of the
+// one slotted air interface (TDD) is downlink (the AP sends, ap_core picks the user) and which
+// is uplink from station u, and the stations' uplink transmissions themselves.
+//
+//   medium.mode none       every slot is downlink; upstream packets reach the servers as soon
+//                          as the side channel delivers them (the behaviour without a medium).
+//   medium.mode node_fair  equal slot shares between the AP (when a downlink queue holds data)
+//                          and every station with uplink backlog, as 802.11 DCF gives them on
+//                          average (Wu, Gong & Williamson, 802.11 fairness, §3: the AP gets
+//                          1/(N+1) of the transmission opportunities). Deterministic round
+//                          robin over the contenders of each slot (DCF's shares, not its
+//                          randomness).
+//   medium.mode scheduled  proportional fair over the downlink queues and the uplink queues
+//                          together: link l's metric is R_l / T_l, T_l the EMA (pf_alpha) of
+//                          its service. A downlink winner gives the slot to the AP, whose
+//                          configured scheduler then picks the user (with PF usually the
+//                          same one; HARQ retransmissions first).
+//
+// Where the uplink queue lives: the AP daemon holds each station's uplink queue on the
+// station's behalf (station_buffer_packets, drop-tail). The client hands its upstream packets
+// over on the side channel (uplink_packet, after the client's uplink delay); they leave that
+// queue only in uplink slots granted to the station. What differs from a real station: the AP
+// knows the backlog exactly and at once (no buffer status report, no grant in the downlink).
+//
+// An uplink slot: the station's TB is built by its own pdu::segmenter (the same MAC PDU and
+// segmentation as the downlink) at the TB size of the MCS link adaptation chooses (the same
+// mcs_table and OLLA rules) from the uplink CQI the AP measured when it granted the slot:
+// the SNR of the station's uplink channel (its own Jakes fading process, seeded apart from
+// the downlink's) at the start of slot `slot - lead_slots` (the AP measures the uplink on
+// every slot, as from LTE sounding references). The TB is received when the SNR at the start
+// of the granted slot meets the MCS threshold (the abstract PHY's threshold model). HARQ: one
+// stop-and-wait process per station; a failed TB goes again, unchanged, in the station's next
+// uplink slot, at most max_transmissions times, then the AP's reassembler gives it up. The
+// decoded packets are released toward the servers at the end of the slot's air time.
+// Feedback for uplink slots stays at the AP (it decodes them itself); downlink feedback stays
+// on the side channel. Not thread-safe.
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "oppsched/common.h"
+#include "oppsched/linkadapt.h"
+#include "oppsched/pdu.h"
+
+namespace oppsched::ap {
+
+enum class medium_mode { none, scheduled, node_fair };
+const char* to_string(medium_mode m);
+// "none", "scheduled", "node_fair"; nullopt for anything else.
+std::optional<medium_mode> medium_mode_from(std::string_view name);
+
+struct medium_params {
+    medium_mode mode = medium_mode::none;
+    // Each station's uplink buffer, packets (Wu, Gong & Williamson, §3.1: the laptops'
+    // "maximum queue size was 100 packets"). [1, 100000]
+    std::uint32_t station_buffer_packets = 100;
+    // The uplink channels: Jakes (Andrew & Hanly, CLAMP, §V-B) with these statistics, one
+    // process per station seeded from (seed, station).
+    double uplink_mean_snr_db = 20.0;  // [-50, 100]
+    double uplink_doppler_hz = 0.6;    // [0, 10000]
+    std::uint64_t seed = 1;
+    std::uint32_t max_transmissions = 5;  // uplink HARQ, [1, 64]
+    double pf_alpha = 0.01;               // scheduled: EMA weight per slot, (0, 1]
+    std::uint32_t lead_slots = 4;         // the grant's lead: the CQI's age at air time
+    bool olla_enabled = true;
+    linkadapt::olla_params olla{};
+    // Throws std::invalid_argument naming the config key (medium.*) and the value.
+    void validate() const;
+};
+
+enum class slot_direction { down, up };
+
+// One row of medium.csv (mode != none): every slot the AP answers.
+struct medium_row {
+    std::uint64_t slot = 0;
+    time_ns t_ns = 0;
+    slot_direction direction = slot_direction::down;
+    int station = -1;                  // up: the station; down: -1
+    std::uint32_t contenders = 0;      // the AP (if backlogged) + stations with backlog
+    int mcs = -1;                      // up only
+    std::uint32_t tb_bytes = 0;        // up only
+    int retx = 0;                      // up only: earlier transmissions of this TB
+    const char* outcome = "";          // up: "ack", "nack", "dropped"; down: ""
+    double cqi_db = 0.0;               // up: the uplink CQI the MCS came from
+    double snr_db = 0.0;               // up: the SNR at the start of the slot
+    std::vector<std::uint32_t> queue;  // packets in each station's uplink queue
+};
+
+struct medium_station_stats {
+    std::uint64_t packets_in = 0, bytes_in = 0;
+    std::uint64_t dropped_full = 0;  // the station buffer was full
+    std::uint64_t delivered = 0, delivered_bytes = 0;
+    std::uint64_t slots = 0, tbs_ok = 0, tbs_failed = 0, tbs_dropped = 0;
+};
+
+struct medium_stats {
+    std::uint64_t slots = 0, slots_down = 0, slots_up = 0;
+    std::uint64_t slots_idle = 0;  // nobody contended (the slot goes to the AP anyway)
+};
+
+class medium final {
+  public:
+    // `tb_bytes_of_mcs[m]`: the TB size of MCS m (0: unusable), as ap_core computes it.
+    medium(medium_params params, std::vector<std::string> station_names, linkadapt::mcs_table table,
+           std::vector<std::uint32_t> tb_bytes_of_mcs, pdu::pdu_format format, double slot_s);
+    ~medium();
+    medium(const medium&) = delete;
+    medium& operator=(const medium&) = delete;
+
+    medium_mode mode() const;
+
+    // An upstream IP packet of `station` (side channel). Queued, or dropped when the
+    // station's buffer is full (returns false). Only for mode != none.
+    bool on_uplink_packet(time_ns now, std::uint32_t station, std::vector<std::uint8_t> bytes);
+
+    // Who gets slot `slot` (air time `air_time_ns`). down_backlogged[u]: downlink queue of
+    // user u holds data; down_rate_bps[u]: its rate now (scheduled only). An uplink slot's
+    // transmission is carried out here (its packets wait in take_received until the end of
+    // the slot). Call once per fresh slot, in increasing slot order.
+    slot_direction on_slot(std::uint64_t slot, time_ns air_time_ns,
+                           const std::vector<bool>& down_backlogged,
+                           const std::vector<double>& down_rate_bps);
+
+    // Packets received in uplink slots whose air time ended by `now`, in order.
+    std::vector<std::vector<std::uint8_t>> take_received(time_ns now);
+    // When the next received packet is due (nullopt: none waiting).
+    std::optional<time_ns> next_release() const;
+
+    std::vector<medium_row> take_rows();
+    std::size_t stations() const;
+    std::size_t queued_packets(std::uint32_t station) const;
+    bool uplink_backlogged(std::uint32_t station) const;
+    const medium_stats& stats() const;
+    const medium_station_stats& station_stats(std::uint32_t station) const;
+    std::vector<std::pair<std::string, std::uint64_t>> counters() const;
+    std::vector<std::pair<std::string, double>> gauges() const;
+
+  private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace oppsched::ap

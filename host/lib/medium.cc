@@ -1,0 +1,402 @@
+#include "oppsched/medium.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <stdexcept>
+
+#include "oppsched/fading.h"
+#include "oppsched/packet.h"
+#include "oppsched/segmentation.h"
+
+namespace oppsched::ap {
+
+const char* to_string(medium_mode m) {
+    switch (m) {
+        case medium_mode::none:
+            return "none";
+        case medium_mode::scheduled:
+            return "scheduled";
+        case medium_mode::node_fair:
+            return "node_fair";
+    }
+    return "?";
+}
+
+std::optional<medium_mode> medium_mode_from(std::string_view name) {
+    for (auto m : {medium_mode::none, medium_mode::scheduled, medium_mode::node_fair})
+        if (name == to_string(m)) return m;
+    return std::nullopt;
+}
+
+namespace {
+[[noreturn]] void bad(const std::string& key, const std::string& value, const std::string& why) {
+    throw std::invalid_argument("medium." + key + ": " + value + " " + why);
+}
+std::string num(double v) {
+    char b[64];
+    std::snprintf(b, sizeof b, "%g", v);
+    return b;
+}
+}  // namespace
+
+void medium_params::validate() const {
+    if (station_buffer_packets < 1 || station_buffer_packets > 100000)
+        bad("station_buffer_packets", std::to_string(station_buffer_packets), "not in [1, 100000]");
+    if (!std::isfinite(uplink_mean_snr_db) || uplink_mean_snr_db < -50 || uplink_mean_snr_db > 100)
+        bad("uplink_mean_snr_db", num(uplink_mean_snr_db), "not in [-50, 100]");
+    if (!std::isfinite(uplink_doppler_hz) || uplink_doppler_hz < 0 || uplink_doppler_hz > 10000)
+        bad("uplink_doppler_hz", num(uplink_doppler_hz), "not in [0, 10000]");
+    if (max_transmissions < 1 || max_transmissions > 64)
+        bad("max_transmissions", std::to_string(max_transmissions), "not in [1, 64]");
+    if (!(pf_alpha > 0.0 && pf_alpha <= 1.0)) bad("pf_alpha", num(pf_alpha), "not in (0, 1]");
+    if (lead_slots > 1000) bad("lead_slots", std::to_string(lead_slots), "not in [0, 1000]");
+}
+
+namespace {
+struct pending_tb {
+    std::vector<std::uint8_t> bytes;
+    std::uint32_t seq = 0;
+    int mcs = -1;
+    int transmissions = 0;
+};
+
+struct station_state {
+    std::string name;
+    std::deque<ip_packet> queue;
+    std::unique_ptr<pdu::segmenter> seg;
+    std::unique_ptr<pdu::reassembler> reasm;
+    std::unique_ptr<channel::jakes_channel> chan;
+    std::optional<pending_tb> tb;
+    std::optional<linkadapt::olla> olla;
+    medium_station_stats stats;
+    double pf_avg = 1.0;  // scheduled: EMA of the service, bits/s
+};
+
+std::uint64_t station_seed(std::uint64_t seed, std::size_t station) {
+    // splitmix64 of (seed, station, "uplink"): independent of the downlink channels' seeds.
+    std::uint64_t z =
+        seed * 0x9E3779B97F4A7C15ULL + (station + 1) * 0xBF58476D1CE4E5B9ULL + 0x75706C696E6BULL;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+}  // namespace
+
+struct medium::Impl {
+    Impl(medium_params params, linkadapt::mcs_table t, std::vector<std::uint32_t> tbs, double slot)
+        : p(std::move(params)),
+          table(std::move(t)),
+          tb_bytes_of_mcs(std::move(tbs)),
+          slot_s(slot),
+          slot_ns(static_cast<time_ns>(std::llround(slot * 1e9))) {}
+    medium_params p;
+    linkadapt::mcs_table table;
+    std::vector<std::uint32_t> tb_bytes_of_mcs;
+    double slot_s;
+    time_ns slot_ns;
+    std::vector<station_state> st;
+    std::size_t last_winner = 0;  // node_fair: index in 0..n (n = the AP)
+    std::vector<double> down_pf_avg;
+    std::deque<std::pair<time_ns, std::vector<std::uint8_t>>> received;
+    std::vector<medium_row> rows;
+    medium_stats stats;
+    std::uint64_t next_packet_id = 1;
+
+    double snr_db_at(std::size_t s, std::uint64_t slot) const {
+        const double t = static_cast<double>(slot) * slot_s;
+        return channel::linear_to_db(st[s].chan->snr_linear(t));
+    }
+    // The MCS the AP would grant station s in `slot` (kNoMcs: none usable).
+    int uplink_mcs(std::size_t s, std::uint64_t slot, double* cqi_out) const {
+        const std::uint64_t at = slot >= p.lead_slots ? slot - p.lead_slots : 0;
+        const double cqi = snr_db_at(s, at);
+        if (cqi_out) *cqi_out = cqi;
+        const int m = st[s].olla ? st[s].olla->select(table, cqi) : table.select(cqi);
+        if (m < 0 || tb_bytes_of_mcs.at(static_cast<std::size_t>(m)) == 0) return linkadapt::kNoMcs;
+        return m;
+    }
+    bool backlogged(std::size_t s) const {
+        return st[s].tb || !st[s].queue.empty() || st[s].seg->has_partial();
+    }
+    std::vector<std::uint32_t> queue_sizes() const {
+        std::vector<std::uint32_t> q;
+        q.reserve(st.size());
+        for (const auto& x : st) q.push_back(static_cast<std::uint32_t>(x.queue.size()));
+        return q;
+    }
+    void transmit(std::size_t s, std::uint64_t slot, time_ns air, medium_row& row);
+};
+
+medium::medium(medium_params params, std::vector<std::string> station_names,
+               linkadapt::mcs_table table, std::vector<std::uint32_t> tb_bytes_of_mcs,
+               pdu::pdu_format format, double slot_s)
+    : impl_(std::make_unique<Impl>(std::move(params), std::move(table), std::move(tb_bytes_of_mcs),
+                                   slot_s)) {
+    Impl& m = *impl_;
+    m.p.validate();
+    if (m.tb_bytes_of_mcs.size() != m.table.size())
+        throw std::invalid_argument("medium: tb_bytes_of_mcs has " +
+                                    std::to_string(m.tb_bytes_of_mcs.size()) + " entries, the " +
+                                    "mcs_table " + std::to_string(m.table.size()));
+    if (!(slot_s > 0.0)) throw std::invalid_argument("medium: slot_s " + num(slot_s) + " not > 0");
+    if (station_names.size() > 0xFFFF)
+        throw std::invalid_argument("medium: more than 65535 stations");
+    const std::size_t n = station_names.size();
+    m.last_winner = n;  // the AP: station 0 is next
+    m.down_pf_avg.assign(n, 1.0);
+    m.st.resize(n);
+    for (std::size_t s = 0; s < n; ++s) {
+        auto& x = m.st[s];
+        x.name = station_names[s];
+        pdu::segmenter_params sp;
+        sp.user = static_cast<std::uint16_t>(s);
+        sp.format = format;
+        x.seg = std::make_unique<pdu::segmenter>(sp);
+        pdu::reassembler_params rp;
+        rp.user = static_cast<std::uint16_t>(s);
+        x.reasm = std::make_unique<pdu::reassembler>(rp);
+        channel::jakes_params jp;
+        jp.doppler_hz = m.p.uplink_doppler_hz;
+        jp.mean_snr_db = m.p.uplink_mean_snr_db;
+        jp.seed = station_seed(m.p.seed, s);
+        x.chan = std::make_unique<channel::jakes_channel>(jp);
+        if (m.p.olla_enabled) x.olla.emplace(m.p.olla);
+    }
+}
+
+medium::~medium() = default;
+
+medium_mode medium::mode() const { return impl_->p.mode; }
+std::size_t medium::stations() const { return impl_->st.size(); }
+std::size_t medium::queued_packets(std::uint32_t s) const { return impl_->st.at(s).queue.size(); }
+bool medium::uplink_backlogged(std::uint32_t s) const {
+    if (s >= impl_->st.size()) throw std::out_of_range("medium: station " + std::to_string(s));
+    return impl_->backlogged(s);
+}
+const medium_stats& medium::stats() const { return impl_->stats; }
+const medium_station_stats& medium::station_stats(std::uint32_t s) const {
+    return impl_->st.at(s).stats;
+}
+
+bool medium::on_uplink_packet(time_ns now, std::uint32_t station, std::vector<std::uint8_t> b) {
+    Impl& m = *impl_;
+    if (station >= m.st.size())
+        throw std::out_of_range("medium: station " + std::to_string(station));
+    auto& x = m.st[station];
+    ++x.stats.packets_in;
+    x.stats.bytes_in += b.size();
+    if (x.queue.size() >= m.p.station_buffer_packets) {
+        ++x.stats.dropped_full;
+        return false;
+    }
+    ip_packet pkt;
+    pkt.data = std::move(b);
+    pkt.user = station;
+    pkt.id = m.next_packet_id++;
+    pkt.arrival = now;
+    x.queue.push_back(std::move(pkt));
+    return true;
+}
+
+void medium::Impl::transmit(std::size_t s, std::uint64_t slot, time_ns air, medium_row& row) {
+    auto& x = st[s];
+    ++x.stats.slots;
+    if (!x.tb) {
+        double cqi = 0.0;
+        const int mcs = uplink_mcs(s, slot, &cqi);
+        row.cqi_db = cqi;
+        if (mcs == linkadapt::kNoMcs) {  // cannot happen for a contender; the slot goes unused
+            row.outcome = "unusable";
+            return;
+        }
+        const auto tb_bytes = tb_bytes_of_mcs[static_cast<std::size_t>(mcs)];
+        const std::uint32_t seq = x.seg->next_seq();
+        auto built = x.seg->build(tb_bytes, [&x]() -> std::optional<ip_packet> {
+            if (x.queue.empty()) return std::nullopt;
+            ip_packet p = std::move(x.queue.front());
+            x.queue.pop_front();
+            return p;
+        });
+        x.tb = pending_tb{std::move(built.bytes), seq, mcs, 0};
+    } else {
+        row.cqi_db = snr_db_at(s, slot >= p.lead_slots ? slot - p.lead_slots : 0);
+    }
+    auto& tb = *x.tb;
+    row.mcs = tb.mcs;
+    row.tb_bytes = static_cast<std::uint32_t>(tb.bytes.size());
+    row.retx = tb.transmissions;
+    const double snr = snr_db_at(s, slot);
+    row.snr_db = snr;
+    ++tb.transmissions;
+    const bool ok = snr >= table[static_cast<std::size_t>(tb.mcs)].min_snr_db;
+    if (x.olla) x.olla->update(ok, linkadapt::olla::position_of(table, tb.mcs));
+    const time_ns release = air + slot_ns;
+    auto deliver = [&](pdu::reassembler::delivered_packets pk) {
+        for (auto& b : pk) {
+            ++x.stats.delivered;
+            x.stats.delivered_bytes += b.size();
+            received.emplace_back(release, std::move(b));
+        }
+    };
+    if (ok) {
+        ++x.stats.tbs_ok;
+        row.outcome = "ack";
+        deliver(x.reasm->on_pdu(tb.bytes, air));
+        x.tb.reset();
+    } else if (tb.transmissions >= static_cast<int>(p.max_transmissions)) {
+        ++x.stats.tbs_failed;
+        ++x.stats.tbs_dropped;
+        row.outcome = "dropped";
+        deliver(x.reasm->on_lost(tb.seq, air));
+        x.tb.reset();
+    } else {
+        ++x.stats.tbs_failed;
+        row.outcome = "nack";
+    }
+}
+
+slot_direction medium::on_slot(std::uint64_t slot, time_ns air_time_ns,
+                               const std::vector<bool>& down_backlogged,
+                               const std::vector<double>& down_rate_bps) {
+    Impl& m = *impl_;
+    ++m.stats.slots;
+    if (m.p.mode == medium_mode::none) {
+        ++m.stats.slots_down;
+        return slot_direction::down;
+    }
+    const std::size_t n = m.st.size();
+    const bool ap_wants =
+        std::any_of(down_backlogged.begin(), down_backlogged.end(), [](bool b) { return b; });
+    // A station contends with uplink backlog and a usable MCS (or a TB to retransmit).
+    std::vector<bool> up(n, false);
+    std::vector<double> up_rate(n, 0.0);
+    std::uint32_t contenders = ap_wants ? 1 : 0;
+    for (std::size_t s = 0; s < n; ++s) {
+        if (!m.backlogged(s)) continue;
+        const int mcs = m.st[s].tb ? m.st[s].tb->mcs : m.uplink_mcs(s, slot, nullptr);
+        if (mcs == linkadapt::kNoMcs) continue;
+        up[s] = true;
+        up_rate[s] = m.table[static_cast<std::size_t>(mcs)].rate_bps;
+        ++contenders;
+    }
+    int winner = -1;  // station, or -1: the AP
+    if (m.p.mode == medium_mode::node_fair) {
+        for (std::size_t k = 1; k <= n + 1; ++k) {
+            const std::size_t i = (m.last_winner + k) % (n + 1);
+            if (i == n ? ap_wants : up[i]) {
+                m.last_winner = i;
+                winner = i == n ? -1 : static_cast<int>(i);
+                break;
+            }
+        }
+    } else {  // scheduled: PF over the downlink and uplink links
+        double best = -1.0;
+        int best_link = -1;  // 0..n-1 downlink user, n..2n-1 uplink station
+        for (std::size_t u = 0; u < n; ++u) {
+            const double r = u < down_rate_bps.size() ? down_rate_bps[u] : 0.0;
+            if (u < down_backlogged.size() && down_backlogged[u] && r > 0.0 &&
+                r / m.down_pf_avg[u] > best) {
+                best = r / m.down_pf_avg[u];
+                best_link = static_cast<int>(u);
+            }
+        }
+        for (std::size_t s = 0; s < n; ++s)
+            if (up[s] && up_rate[s] / m.st[s].pf_avg > best) {
+                best = up_rate[s] / m.st[s].pf_avg;
+                best_link = static_cast<int>(n + s);
+            }
+        const double a = m.p.pf_alpha;
+        for (std::size_t u = 0; u < n; ++u) {
+            const double served = static_cast<int>(u) == best_link && u < down_rate_bps.size()
+                                      ? down_rate_bps[u]
+                                      : 0.0;
+            m.down_pf_avg[u] = std::max(1.0, (1 - a) * m.down_pf_avg[u] + a * served);
+        }
+        for (std::size_t s = 0; s < n; ++s) {
+            const double served = static_cast<int>(n + s) == best_link ? up_rate[s] : 0.0;
+            m.st[s].pf_avg = std::max(1.0, (1 - a) * m.st[s].pf_avg + a * served);
+        }
+        if (best_link >= static_cast<int>(n)) winner = best_link - static_cast<int>(n);
+    }
+    if (contenders == 0) ++m.stats.slots_idle;
+    medium_row row;
+    row.slot = slot;
+    row.t_ns = air_time_ns;
+    row.contenders = contenders;
+    if (winner < 0) {
+        ++m.stats.slots_down;
+        row.direction = slot_direction::down;
+        row.queue = m.queue_sizes();
+        m.rows.push_back(std::move(row));
+        return slot_direction::down;
+    }
+    ++m.stats.slots_up;
+    row.direction = slot_direction::up;
+    row.station = winner;
+    m.transmit(static_cast<std::size_t>(winner), slot, air_time_ns, row);
+    row.queue = m.queue_sizes();
+    m.rows.push_back(std::move(row));
+    return slot_direction::up;
+}
+
+std::vector<std::vector<std::uint8_t>> medium::take_received(time_ns now) {
+    Impl& m = *impl_;
+    std::vector<std::vector<std::uint8_t>> out;
+    while (!m.received.empty() && m.received.front().first <= now) {
+        out.push_back(std::move(m.received.front().second));
+        m.received.pop_front();
+    }
+    return out;
+}
+
+std::optional<time_ns> medium::next_release() const {
+    if (impl_->received.empty()) return std::nullopt;
+    return impl_->received.front().first;
+}
+
+std::vector<medium_row> medium::take_rows() {
+    std::vector<medium_row> out;
+    out.swap(impl_->rows);
+    return out;
+}
+
+std::vector<std::pair<std::string, std::uint64_t>> medium::counters() const {
+    const Impl& m = *impl_;
+    std::vector<std::pair<std::string, std::uint64_t>> c = {
+        {"slots", m.stats.slots},
+        {"slots_down", m.stats.slots_down},
+        {"slots_up", m.stats.slots_up},
+        {"slots_idle", m.stats.slots_idle},
+    };
+    for (const auto& x : m.st) {
+        const std::string k = "up." + x.name + ".";
+        const auto& s = x.stats;
+        c.insert(c.end(), {{k + "packets_in", s.packets_in},
+                           {k + "bytes_in", s.bytes_in},
+                           {k + "dropped_full", s.dropped_full},
+                           {k + "delivered", s.delivered},
+                           {k + "delivered_bytes", s.delivered_bytes},
+                           {k + "slots", s.slots},
+                           {k + "tbs_ok", s.tbs_ok},
+                           {k + "tbs_failed", s.tbs_failed},
+                           {k + "tbs_dropped", s.tbs_dropped},
+                           {k + "queue_packets", x.queue.size()}});
+    }
+    return c;
+}
+
+std::vector<std::pair<std::string, double>> medium::gauges() const {
+    const Impl& m = *impl_;
+    std::vector<std::pair<std::string, double>> g;
+    const double total = m.stats.slots ? static_cast<double>(m.stats.slots) : 1.0;
+    g.emplace_back("share.down", static_cast<double>(m.stats.slots_down) / total);
+    for (const auto& x : m.st) {
+        g.emplace_back("share.up." + x.name, static_cast<double>(x.stats.slots) / total);
+        if (x.olla) g.emplace_back("up." + x.name + ".olla_offset_db", x.olla->offset_db());
+    }
+    return g;
+}
+
+}  // namespace oppsched::ap

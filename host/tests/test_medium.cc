@@ -1,0 +1,192 @@
+// The shared medium (medium.h): node_fair's equal shares, scheduled, the uplink queue and
+// transmissions. Time is passed in explicitly (a fake clock), channels are seeded.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "oppsched/linkadapt.h"
+#include "oppsched/medium.h"
+#include "oppsched/pdu.h"
+
+namespace oppsched::ap {
+namespace {
+
+constexpr double kSlotS = 1.667e-3;
+constexpr time_ns kSlotNs = 1'667'000;
+
+std::vector<std::uint32_t> tb_sizes(const linkadapt::mcs_table& t) {
+    std::vector<std::uint32_t> out;
+    for (std::size_t m = 0; m < t.size(); ++m) {
+        const auto b = t.bytes_per_slot(static_cast<int>(m), kSlotS);
+        out.push_back(b >= pdu::min_usable_tb_bytes(pdu::pdu_format::standard) ? b : 0);
+    }
+    return out;
+}
+
+medium make(medium_mode mode, std::size_t stations, double snr_db = 60.0,
+            std::uint32_t buffer = 100) {
+    medium_params p;
+    p.mode = mode;
+    p.uplink_mean_snr_db = snr_db;
+    p.uplink_doppler_hz = 0.0;  // a constant channel per station
+    p.station_buffer_packets = buffer;
+    p.seed = 7;
+    std::vector<std::string> names;
+    for (std::size_t s = 0; s < stations; ++s) names.push_back("s" + std::to_string(s));
+    const auto table = linkadapt::mcs_table::evdo();
+    return medium(p, names, table, tb_sizes(table), pdu::pdu_format::standard, kSlotS);
+}
+
+std::vector<std::uint8_t> packet(std::uint32_t n, std::uint8_t fill) {
+    return std::vector<std::uint8_t>(n, fill);
+}
+
+// Keeps `station`'s uplink queue at least `depth` packets deep.
+void top_up(medium& m, std::uint32_t station, std::size_t depth, time_ns now) {
+    while (m.queued_packets(station) < depth) m.on_uplink_packet(now, station, packet(1500, 1));
+}
+
+TEST(Medium, node_fair_gives_the_ap_and_each_backlogged_station_equal_shares) {
+    medium m = make(medium_mode::node_fair, 4);
+    std::map<int, int> slots;  // -1: the AP
+    const std::vector<bool> down = {true, false, false, true};
+    const std::vector<double> rates(4, 1e6);
+    for (std::uint64_t n = 0; n < 3000; ++n) {
+        top_up(m, 0, 10, static_cast<time_ns>(n) * kSlotNs);
+        top_up(m, 2, 10, static_cast<time_ns>(n) * kSlotNs);
+        m.on_slot(n, static_cast<time_ns>(n) * kSlotNs, down, rates);
+    }
+    for (const auto& r : m.take_rows()) ++slots[r.direction == slot_direction::up ? r.station : -1];
+    // AP, station 0 and station 2 contend in every slot: 1000 each, exactly.
+    EXPECT_EQ(slots[-1], 1000);
+    EXPECT_EQ(slots[0], 1000);
+    EXPECT_EQ(slots[2], 1000);
+    EXPECT_EQ(slots.count(1), 0u);  // idle stations get none
+    EXPECT_EQ(slots.count(3), 0u);
+    EXPECT_EQ(m.stats().slots_up, 2000u);
+    EXPECT_NEAR(m.gauges()[0].second, 1.0 / 3.0, 1e-9);  // share.down
+}
+
+TEST(Medium, node_fair_gives_the_ap_every_slot_when_no_station_has_backlog) {
+    medium m = make(medium_mode::node_fair, 3);
+    for (std::uint64_t n = 0; n < 100; ++n)
+        EXPECT_EQ(m.on_slot(n, 0, {true, true, true}, {1e6, 1e6, 1e6}), slot_direction::down);
+    EXPECT_EQ(m.stats().slots_down, 100u);
+}
+
+TEST(Medium, node_fair_shares_among_stations_when_the_ap_has_no_backlog) {
+    medium m = make(medium_mode::node_fair, 2);
+    int up0 = 0, up1 = 0;
+    for (std::uint64_t n = 0; n < 200; ++n) {
+        top_up(m, 0, 5, 0);
+        top_up(m, 1, 5, 0);
+        m.on_slot(n, 0, {false, false}, {1e6, 1e6});
+    }
+    for (const auto& r : m.take_rows()) {
+        ASSERT_EQ(r.direction, slot_direction::up);
+        (r.station == 0 ? up0 : up1)++;
+    }
+    EXPECT_EQ(up0, 100);
+    EXPECT_EQ(up1, 100);
+}
+
+TEST(Medium, none_makes_every_slot_downlink_and_records_nothing) {
+    medium m = make(medium_mode::none, 2);
+    for (std::uint64_t n = 0; n < 50; ++n)
+        EXPECT_EQ(m.on_slot(n, 0, {false, false}, {0.0, 0.0}), slot_direction::down);
+    EXPECT_TRUE(m.take_rows().empty());
+    EXPECT_EQ(m.stats().slots_down, 50u);
+    EXPECT_EQ(m.stats().slots_up, 0u);
+}
+
+TEST(Medium, uplink_packets_cross_intact_in_order_at_the_end_of_their_slot) {
+    medium m = make(medium_mode::node_fair, 1);
+    for (std::uint8_t i = 0; i < 20; ++i) m.on_uplink_packet(0, 0, packet(100 + i, i));
+    std::vector<std::vector<std::uint8_t>> got;
+    time_ns air = 10 * kSlotNs;
+    for (std::uint64_t n = 10; n < 400 && got.size() < 20; ++n, air += kSlotNs) {
+        ASSERT_EQ(m.on_slot(n, air, {false}, {0.0}), slot_direction::up);
+        // Nothing is released before the slot's air time has ended.
+        EXPECT_TRUE(m.take_received(air + kSlotNs - 1).empty());
+        for (auto& p : m.take_received(air + kSlotNs)) got.push_back(std::move(p));
+    }
+    ASSERT_EQ(got.size(), 20u);
+    for (std::uint8_t i = 0; i < 20; ++i) EXPECT_EQ(got[i], packet(100 + i, i));
+    EXPECT_EQ(m.station_stats(0).delivered, 20u);
+    EXPECT_FALSE(m.uplink_backlogged(0));
+}
+
+TEST(Medium, station_buffer_drops_arrivals_past_its_limit) {
+    medium m = make(medium_mode::node_fair, 1, 60.0, 3);
+    for (int i = 0; i < 5; ++i) m.on_uplink_packet(0, 0, packet(200, 1));
+    EXPECT_EQ(m.queued_packets(0), 3u);
+    EXPECT_EQ(m.station_stats(0).dropped_full, 2u);
+}
+
+TEST(Medium, a_station_without_a_usable_mcs_does_not_contend) {
+    medium m = make(medium_mode::node_fair, 1, -40.0);
+    top_up(m, 0, 5, 0);
+    for (std::uint64_t n = 0; n < 20; ++n)
+        EXPECT_EQ(m.on_slot(n, 0, {true}, {1e6}), slot_direction::down);
+}
+
+TEST(Medium, fading_uplink_retransmits_failed_tbs_and_loses_only_what_harq_gave_up) {
+    medium_params p;
+    p.mode = medium_mode::node_fair;
+    p.uplink_mean_snr_db = 6.0;
+    p.uplink_doppler_hz = 60.0;  // CQI 4 slots old at 60 Hz: some TBs fail
+    p.seed = 3;
+    const auto table = linkadapt::mcs_table::evdo();
+    medium m(p, {"a"}, table, tb_sizes(table), pdu::pdu_format::standard, kSlotS);
+    for (int i = 0; i < 200; ++i) m.on_uplink_packet(0, 0, packet(300, 2));
+    std::size_t got = 0;
+    for (std::uint64_t n = 0; n < 20000 && m.uplink_backlogged(0); ++n) {
+        m.on_slot(n, static_cast<time_ns>(n) * kSlotNs, {false}, {0.0});
+        got += m.take_received(static_cast<time_ns>(n + 1) * kSlotNs).size();
+    }
+    const auto& s = m.station_stats(0);
+    EXPECT_GT(s.tbs_failed, 0u);
+    EXPECT_GT(s.tbs_ok, s.tbs_failed);
+    EXPECT_EQ(got, s.delivered);
+    EXPECT_LE(got, 200u);
+    if (s.tbs_dropped == 0) {
+        EXPECT_EQ(got, 200u);  // nothing lost without a HARQ give-up
+    }
+    int retx_rows = 0;
+    for (const auto& r : m.take_rows())
+        if (r.retx > 0) ++retx_rows;
+    EXPECT_GT(retx_rows, 0);
+}
+
+TEST(Medium, scheduled_splits_slots_between_equal_rate_downlink_and_uplink) {
+    medium m = make(medium_mode::scheduled, 1);
+    int up = 0, down = 0;
+    const std::vector<double> rates = {2.4576e6};  // evdo's top rate, as the uplink's at 60 dB
+    for (std::uint64_t n = 0; n < 2000; ++n) {
+        top_up(m, 0, 5, 0);
+        (m.on_slot(n, 0, {true}, rates) == slot_direction::up ? up : down)++;
+    }
+    EXPECT_NEAR(up, 1000, 50);
+    EXPECT_NEAR(down, 1000, 50);
+}
+
+TEST(Medium, invalid_params_name_the_key) {
+    medium_params p;
+    p.station_buffer_packets = 0;
+    try {
+        p.validate();
+        FAIL();
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("medium.station_buffer_packets: 0"),
+                  std::string::npos);
+    }
+    EXPECT_EQ(medium_mode_from("node_fair"), medium_mode::node_fair);
+    EXPECT_FALSE(medium_mode_from("dcf").has_value());
+}
+
+}  // namespace
+}  // namespace oppsched::ap
