@@ -15,7 +15,9 @@ t0_s, connect_wait_ms). Differences:
 
 - slot_s is optional: 0 (the default) = the profile's numerology; else it must equal it.
 - mcs_table defaults to the measured OFDM table of the profile
-  (experiments/linkcurves/awgn-<profile>-1msps/mcs_table.csv); the apd must use the same.
+  measured at sample.sample_rate (experiments/linkcurves/awgn-<profile>-<rate>msps/
+  mcs_table.csv: 1 and 5 Msps) and must be given at any other rate (`oppsched run` derives one: daemonconf.block_mcs_table);
+  its bytes per slot must be this PHY's TB sizes at the rate; the apd must use the same.
 - error_model, link_curves, shannon, chase_combining, measurement and timing.spin_us are
   ignored: the blocks decode for real (HARQ combining in slot_rx).
 - channel.model maps to the emulator's fading model: awgn -> none, jakes -> Jakes (Andrew &
@@ -43,6 +45,7 @@ from gnuradio import gr, oppsched
 
 from oppsched.config import ConfigError, Field
 from oppsched.daemonconf import measured_mcs_table
+from oppsched.linkcurves import table_mismatches
 from oppsched.names import FECS, PROFILE_ALIASES, PROFILES
 from oppsched.phy import common
 
@@ -74,7 +77,13 @@ def load_config(path: str | Path, overrides: list[str] | tuple = (),
     cfg, base = common.read_config(path, overrides, SCHEMA if schema is None else schema)
     s = cfg["sample"]
     if not cfg["mcs_table"]:
-        cfg["mcs_table"] = str(measured_mcs_table(s["profile"], s["fec"]))
+        table = measured_mcs_table(s["profile"], s["fec"], s["sample_rate"])
+        if not table.is_file():
+            raise ConfigError(
+                f"mcs_table: '' with sample.sample_rate {s['sample_rate']:g}: no table was "
+                f"measured at this rate ({table}); name one for it (`oppsched run` writes one "
+                "into the run folder: daemonconf.block_mcs_table)")
+        cfg["mcs_table"] = str(table)
     if cfg["error_model"] == "curves" and not cfg["link_curves"]:
         cfg["error_model"] = "threshold"  # unused here: the blocks decode for real
     cfg = common.resolve(cfg, base)
@@ -97,7 +106,13 @@ def load_config(path: str | Path, overrides: list[str] | tuple = (),
             f"cqi_ahead_slots: {cfg['cqi_ahead_slots']!r}: only the abstract PHY can report an "
             "SNR ahead; this PHY measures the one it receives (leave it 0)"
         )
-    common.load_mcs_table(cfg)  # the table must load (the apd uses the same one)
+    # the table must load, and give the PHY's TB sizes at this rate (the apd uses the same)
+    bad = table_mismatches(common.load_mcs_table(cfg), s["profile"], s["sample_rate"], s["fec"])
+    if bad:
+        raise ConfigError(
+            f"mcs_table: {cfg['mcs_table']!r} does not fit profile {s['profile']!r} at "
+            f"sample.sample_rate {s['sample_rate']:g} ({s['fec']}): {bad[0]}"
+            + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""))
     return cfg
 
 
