@@ -579,13 +579,13 @@ class _PhySampler:
     def _loop(self) -> None:
         pid = None
         while not self._stop.wait(1.0):
-            pid = pid or self._pid()
-            if pid is None:
+            now = self._pid()  # re-read: the run may start the PHY more than once
+            if now is None:
                 continue
-            sample = thread_cpu(pid)
+            sample = thread_cpu(now)
             if sample:
-                if self._t0 is None:
-                    self._t0 = time.monotonic()
+                if now != pid:  # a new PHY process: its CPU from its start
+                    pid, self._t0 = now, time.monotonic()
                 self.last = sample
                 self.wall = time.monotonic() - self._t0
 

@@ -153,21 +153,34 @@ def _bler(profile: str, rate: float, mcs: int, snr: float, tbs: int) -> float:
     return linkcurves.measure_point(linkcurves.Chain(cfg), mcs, snr)["bler"]
 
 
-@pytest.mark.parametrize("mcs", [2, 4, 6])
-def test_a_tb_of_more_codewords_needs_more_snr_and_the_measured_table_follows(mcs):
-    """At the 1 Msps threshold a 5 Msps TB (6x the codewords) fails far more often than
-    the 10 % that defines the threshold; at the threshold of the table measured at 5 Msps
-    it fails about 10 % of the time again. 400 TBs: the 10 % BLER has a standard deviation
-    of 1.5 %, the bounds are beyond 3 of them."""
-    if 5e6 not in daemonconf.measured_rates("3ms"):
-        pytest.skip("no 3ms table measured at 5 Msps")
+@pytest.mark.parametrize("mcs", [4])
+def test_a_tb_of_more_codewords_needs_a_little_more_snr_and_the_5msps_table_has_it(mcs):
+    """At 5 Msps a 3ms TB holds 6x the LDPC codewords of a 1 Msps TB and fails when any
+    one does: at the 1 Msps threshold (10 % BLER there) it fails several times as often,
+    at the threshold measured at 5 Msps (0.25 dB higher for 16QAM 3/4) about 10 % of
+    the time again. The waterfall is steep (16QAM: 47 % -> 7 % in 0.25 dB), so the shift is
+    small in dB but large in BLER. 400 TBs per point: a 10 % BLER has a standard deviation
+    of 1.5 %; the bands also hold the thresholds' interpolation between grid points."""
     t1 = mac.mcs_table.from_csv(daemonconf.measured_mcs_table("3ms").read_text())
     t5 = mac.mcs_table.from_csv(daemonconf.measured_mcs_table("3ms", "ldpc", 5e6).read_text())
     thr1, thr5 = t1.thresholds_db[mcs], t5.thresholds_db[mcs]
-    assert 0.0 < thr5 - thr1 < 1.5
-    assert 0.04 <= _bler("3ms", 1e6, mcs, thr1, 400) <= 0.17
-    assert _bler("3ms", 5e6, mcs, thr1, 400) >= 0.25
-    assert 0.04 <= _bler("3ms", 5e6, mcs, thr5, 400) <= 0.17
+    assert 0.1 < thr5 - thr1 < 0.5
+    at1 = _bler("3ms", 1e6, mcs, thr1, 400)
+    assert 0.03 <= at1 <= 0.25
+    assert _bler("3ms", 5e6, mcs, thr1, 400) >= 0.3
+    assert 0.03 <= _bler("3ms", 5e6, mcs, thr5, 400) <= 0.25
+
+
+def test_every_threshold_at_5msps_is_within_a_third_of_a_db_of_1msps():
+    """What the measured tables say for both profiles (0.03-0.32 dB higher at 5 Msps):
+    a rate between two measured ones takes the higher one's thresholds (at most this much
+    conservative), one above 5 Msps the 5 Msps ones (a little low; OLLA absorbs it)."""
+    for profile in PROFILES:
+        t1 = mac.mcs_table.from_csv(daemonconf.measured_mcs_table(profile).read_text())
+        t5 = mac.mcs_table.from_csv(
+            daemonconf.measured_mcs_table(profile, "ldpc", 5e6).read_text())
+        d = [b - a for a, b in zip(t1.thresholds_db, t5.thresholds_db)]
+        assert len(d) == 8 and all(-0.05 <= x <= 0.35 for x in d), (profile, d)
 
 
 # ----------------------------------------------------------------------------------------
