@@ -686,7 +686,7 @@ def run_capacity_bench(out: str, rates: list[float], clients: list[int], duratio
                        profile: str = "3ms", snr_db: float = 25.0) -> int:
     """For each rate, N = clients in ascending order until the first N with a late slot
     (or a failed run); writes capacity.csv (the largest N per rate), capacity_runs.json
-    (every run) and capacity.md into `out`."""
+    (every run) and the table in Markdown into `out`."""
     outdir = Path(out)
     outdir.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -705,7 +705,7 @@ def run_capacity_bench(out: str, rates: list[float], clients: list[int], duratio
                 break
     csv, md = capacity_table(rows, rates, duration)
     (outdir / "capacity.csv").write_text(csv)
-    (outdir / "capacity.md").write_text(md)
+    (outdir / "capacity.markdown").write_text(md)
     (outdir / "capacity_runs.json").write_text(json.dumps(rows, indent=1) + "\n")
     print(md)
     print(f"bench capacity: -> {outdir}", file=sys.stderr)
