@@ -527,10 +527,10 @@ def capacity_experiment(rate: float, clients: int, duration: float, profile: str
     return e
 
 
-def thread_cpu(pid: int) -> dict[str, float]:
-    """CPU seconds (utime + stime) of every thread of `pid`, summed by thread name (GNU
+def thread_cpu(pid: int) -> dict[int, tuple[str, float]]:
+    """{tid: (thread name, CPU seconds (utime + stime))} of every live thread of `pid` (GNU
     Radio names a block's thread after the block, e.g. slot_rx5, channel_emulator_c3)."""
-    out: dict[str, float] = {}
+    out: dict[int, tuple[str, float]] = {}
     tck = os.sysconf("SC_CLK_TCK")
     for task in Path(f"/proc/{pid}/task").glob("*"):
         try:
@@ -539,7 +539,7 @@ def thread_cpu(pid: int) -> dict[str, float]:
             continue
         name = stat[stat.index("(") + 1:stat.rindex(")")]
         f = stat[stat.rindex(")") + 2:].split()
-        out[name] = out.get(name, 0.0) + (int(f[11]) + int(f[12])) / tck
+        out[int(task.name)] = (name, (int(f[11]) + int(f[12])) / tck)
     return out
 
 
@@ -554,13 +554,14 @@ def component_of(thread: str) -> str:
 
 class _PhySampler:
     """Samples the PHY process's per-thread CPU once a second while a run lasts (the PHY's
-    pid from the run folder's processes.json); keeps the last sample before it exited."""
+    pid from the run folder's processes.json); keeps every thread's last value, so the
+    block threads that end when the flowgraph stops still count."""
 
     def __init__(self, rundir: Path):
         import threading
 
         self.rundir = rundir
-        self.last: dict[str, float] = {}
+        self.last: dict[int, tuple[str, float]] = {}
         self.wall = 0.0
         self._t0: float | None = None
         self._stop = threading.Event()
@@ -585,8 +586,8 @@ class _PhySampler:
             sample = thread_cpu(now)
             if sample:
                 if now != pid:  # a new PHY process: its CPU from its start
-                    pid, self._t0 = now, time.monotonic()
-                self.last = sample
+                    pid, self._t0, self.last = now, time.monotonic(), {}
+                self.last.update(sample)
                 self.wall = time.monotonic() - self._t0
 
     def __enter__(self):
@@ -600,7 +601,7 @@ class _PhySampler:
     def components(self) -> dict[str, float]:
         """CPU share (cores) per component over the PHY's life as sampled."""
         out: dict[str, float] = {}
-        for name, c in self.last.items():
+        for name, c in self.last.values():
             k = component_of(name)
             out[k] = out.get(k, 0.0) + c
         life = self.wall + 1.0  # from before the first sample to the last one, about
