@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from oppsched.bench import run_bench, run_phy_bench
+from oppsched.bench import run_bench, run_capacity_bench, run_phy_bench
 from oppsched.config import ConfigError
 from oppsched.experiments.testbed import TestbedError
 from oppsched.linkcurves import add_parsers as linkcurves_parsers
@@ -65,7 +65,24 @@ def _cmd_cleanup(a) -> int:
     return 0
 
 
+def _parse_list(text: str, arg: str, kind) -> list:
+    try:
+        out = [kind(float(x)) if kind is int else kind(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(f"{arg}: {text!r} is not a comma-separated list of numbers") from None
+    if not out or any(v <= 0 for v in out):
+        raise ConfigError(f"{arg}: {text!r}: every value must be > 0")
+    return out
+
+
 def _cmd_bench(a) -> int:
+    if a.what == "capacity":  # the sample loopback with real TCP, in real time
+        if a.duration <= 0:
+            raise ConfigError(f"--duration: {a.duration!r} is not > 0")
+        return run_capacity_bench(a.out or "results/bench/capacity",
+                                  _parse_list(a.rates, "--rates", float),
+                                  _parse_list(a.clients, "--clients", int), a.duration,
+                                  a.profile, a.snr)
     if a.what == "phy":  # only the PHY chain bench: --out is the JSON file
         return run_phy_bench(a.out or "results/bench/phy.json", a.min_time, a.build)
     return run_bench(a.build, a.out or "results/bench", a.filter,
@@ -128,9 +145,10 @@ def main(argv=None) -> int:
 
     b = sub.add_parser("bench", help="run the benchmarks (C++ Google Benchmark binaries, "
                        "then the PHY chain vs GNU Radio's reference blocks)")
-    b.add_argument("what", nargs="?", default="all", choices=("all", "cpp", "phy"),
+    b.add_argument("what", nargs="?", default="all", choices=("all", "cpp", "phy", "capacity"),
                    help="all (default): C++ binaries then the PHY chain bench; cpp: only the "
-                   "C++ binaries; phy: only the PHY chain bench")
+                   "C++ binaries; phy: only the PHY chain bench; capacity: the sample PHY "
+                   "in real time with real TCP, N clients at each rate (root; docs/phy.md)")
     b.add_argument("--build", default="build", help="build folder (default: %(default)s)")
     b.add_argument("--out", default=None, help="where to write JSON: a folder (default "
                    "results/bench; the PHY chain bench writes phy.json there), or with `phy` "
@@ -138,6 +156,18 @@ def main(argv=None) -> int:
     b.add_argument("--filter", default="", help="benchmark name regex (C++ binaries)")
     b.add_argument("--min-time", type=float, default=3.0,
                    help="CPU seconds per PHY chain measurement (default: %(default)s)")
+    b.add_argument("--rates", default="1e6,2e6,5e6,10e6",
+                   help="capacity: sample rates in Hz (default: %(default)s)")
+    b.add_argument("--clients", default="1,2,4,8",
+                   help="capacity: client counts, tried in ascending order until the first "
+                   "with a late slot (default: %(default)s)")
+    b.add_argument("--duration", type=float, default=600.0,
+                   help="capacity: seconds per run (default: %(default)s)")
+    b.add_argument("--profile", default="3ms", help="capacity: PHY profile (default: "
+                   "%(default)s)")
+    b.add_argument("--snr", type=float, default=25.0,
+                   help="capacity: every client's AWGN SNR in dB (default %(default)s: the "
+                   "top MCS, the most decoding work)")
     b.set_defaults(fn=_cmd_bench)
 
     linkcurves_parsers(sub)  # `linkcurves` and `mcstable`

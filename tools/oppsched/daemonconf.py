@@ -103,15 +103,46 @@ class Layout:
 # Resolved values that depend on several fields
 
 
-def measured_mcs_table(profile: str, fec: str = "ldpc") -> Path:
-    """The measured OFDM MCS table of a profile and payload FEC: what phy.mode sample's
-    blocks achieve at BLER 0.1 (experiments/linkcurves/awgn-<profile>-1msps for LDPC,
-    experiments/linkcurves/conv/awgn-<profile>-1msps for the convolutional code;
-    `oppsched linkcurves`)."""
+def _msps(sample_rate: float) -> str:
+    return f"{sample_rate / 1e6:g}msps"
+
+
+def measured_mcs_table(profile: str, fec: str = "ldpc", sample_rate: float = 1e6) -> Path:
+    """The OFDM MCS table of a profile and payload FEC measured at `sample_rate`: what
+    phy.mode sample's blocks achieve at BLER 0.1 (experiments/linkcurves/awgn-<profile>-
+    <rate>msps for LDPC, experiments/linkcurves/conv/awgn-<profile>-<rate>msps for the
+    convolutional code; `oppsched linkcurves`). The file exists for the rates in
+    measured_rates() only."""
     base = paths.experiments_dir() / "linkcurves"
     if fec == "conv":
         base = base / "conv"
-    return base / f"awgn-{profile}-1msps" / "mcs_table.csv"
+    return base / f"awgn-{profile}-{_msps(sample_rate)}" / "mcs_table.csv"
+
+
+def measured_rates(profile: str, fec: str = "ldpc") -> list[float]:
+    """The sample rates (Hz) with a measured table of the profile and FEC, ascending."""
+    base = measured_mcs_table(profile, fec).parent.parent
+    out = []
+    for d in base.glob(f"awgn-{profile}-*msps"):
+        try:
+            rate = float(d.name[len(f"awgn-{profile}-"):-len("msps")]) * 1e6
+        except ValueError:
+            continue
+        if (d / "mcs_table.csv").is_file():
+            out.append(rate)
+    return sorted(out)
+
+
+def mcs_table_source(profile: str, fec: str, sample_rate: float) -> tuple[Path, float]:
+    """(measured table, its rate) whose SNR thresholds hold at `sample_rate`: the one
+    measured at that rate; else the one at the lowest measured rate above it (a TB at a
+    higher rate has more LDPC codewords, any of which fails it, so its thresholds are the
+    same or higher: an upper bound); above the highest measured rate, the highest
+    (thresholds then a little low: docs/phy.md, "Sample rate")."""
+    rates = measured_rates(profile, fec) or [1e6]
+    above = [r for r in rates if r >= sample_rate]
+    rate = above[0] if above else rates[-1]
+    return measured_mcs_table(profile, fec, rate), rate
 
 
 # The PHY modes that run the gr-oppsched blocks (the profile's numerology, real decoding).
@@ -125,11 +156,38 @@ def slot_s(cfg: dict) -> float:
     return cfg["phy"]["slot_s"] or PROFILES[cfg["phy"]["profile"]]["slot_s"]
 
 
+def block_sample_rate(cfg: dict) -> float:
+    """The complex sample rate of the blocks: phy.sample.sample_rate (mode sample) or
+    phy.uhd.sample_rate (mode uhd)."""
+    p = cfg["phy"]
+    return float(p["uhd"]["sample_rate"] if p["mode"] == "uhd" else p["sample"]["sample_rate"])
+
+
+def block_mcs_table(cfg: dict) -> str | None:
+    """phy.mode sample/uhd at a rate with no measured table: the CSV text of the profile's
+    MCS table at the blocks' rate (linkcurves.table_at_rate: the SNR thresholds of
+    mcs_table_source, the TB sizes at this rate), which write_all puts into the run folder
+    as mcs_table.csv for both the apd and the PHY. None when the rate has a measured table
+    (that table itself, mcs_table())."""
+    if cfg["phy"]["mode"] not in BLOCK_MODES:
+        return None
+    from oppsched import linkcurves  # the PHY bindings; only the block modes need them
+
+    p = cfg["phy"]
+    rate = block_sample_rate(cfg)
+    src, src_rate = mcs_table_source(p["profile"], p["fec"], rate)
+    if src_rate == rate:
+        return None
+    return linkcurves.table_at_rate(src, p["profile"], rate, p["fec"], src_rate)
+
+
 def mcs_table(cfg: dict) -> str:
     """A preset name, or the absolute path of a CSV table (phy.mode sample: the measured
-    OFDM table of the profile; uhd too)."""
+    OFDM table of the profile; uhd too; at another sample rate write_all writes the run
+    folder's mcs_table.csv, block_mcs_table)."""
     if cfg["phy"]["mode"] in BLOCK_MODES:
-        return str(measured_mcs_table(cfg["phy"]["profile"], cfg["phy"]["fec"]))
+        return str(mcs_table_source(cfg["phy"]["profile"], cfg["phy"]["fec"],
+                                    block_sample_rate(cfg))[0])
     t = cfg["phy"]["mcs_table"] or PROFILES[cfg["phy"]["profile"]]["mcs_table"]
     return str(paths.data_file(t)) if t.endswith(".csv") else t
 
@@ -375,7 +433,8 @@ def phy_config(cfg: dict, lay: Layout) -> dict:
     if p["mode"] in BLOCK_MODES:
         # python -m oppsched.phy.loopback: the same keys plus `sample:`; the blocks decode
         # for real, so the error model and link curves do not apply.
-        conf["sample"] = {"profile": p["profile"], "fec": p["fec"]}
+        conf["sample"] = {"profile": p["profile"], "fec": p["fec"],
+                          "sample_rate": block_sample_rate(cfg)}
         conf["error_model"] = "threshold"
         conf.pop("link_curves", None)
     if p["mode"] == "uhd":
@@ -383,7 +442,6 @@ def phy_config(cfg: dict, lay: Layout) -> dict:
         # the PHY's messages name the experiment's fields (phy.uhd.ap.args, ...).
         # Each radio names its device profile (its own, else phy.uhd.device).
         u = p["uhd"]
-        conf["sample"]["sample_rate"] = u["sample_rate"]
         conf["uhd"] = {"ap": {**u["ap"], "device": u["ap"]["device"] or u["device"],
                               "origin": "phy.uhd.ap"}}
         for i, (pu, dev) in enumerate(zip(users, cfg["devices"])):
@@ -403,6 +461,13 @@ def write_all(cfg: dict, lay: Layout) -> dict[str, Path]:
         t = cfg["phy"]["shannon_table"]
         path = lay.rundir / "mcs_table.csv"
         path.write_text(mac.mcs_table.shannon(t["w0_hz"], t["cmax_bps"], t["levels"]).to_csv())
+        lay.mcs_table = str(path)
+    block_table = block_mcs_table(cfg)
+    if block_table is not None:
+        # the blocks at another rate than the measured table's: its thresholds with this
+        # rate's TB sizes, one file the apd and the PHY both read (the PHY checks the sizes)
+        path = lay.rundir / "mcs_table.csv"
+        path.write_text(block_table)
         lay.mcs_table = str(path)
 
     def dump(name: str, data: dict) -> Path:

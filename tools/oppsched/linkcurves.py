@@ -771,6 +771,64 @@ def derive_table(summary: dict, profile: str, sample_rate: float,
     return "\n".join(lines) + "\n", warnings
 
 
+def table_at_rate(measured: str | Path, profile: str, sample_rate: float,
+                  fec: str = "ldpc", measured_rate: float = 1e6) -> str:
+    """The CQI -> MCS table of `profile` at `sample_rate` (CSV text, derive_table's format):
+    the SNR thresholds of the table `measured` (taken at `measured_rate`) with the TB sizes
+    the PHY has at `sample_rate` (rate_bps = 8 * TB bytes / slot).
+
+    The numerology keeps fft_len 64 and the slot duration, so a higher rate puts more OFDM
+    symbols, hence more LDPC codewords, into a TB: the SNR at which one codeword fails is
+    about the same, but the TB fails when any of them does, so its threshold rises with
+    the rate (docs/phy.md, "Sample rate": ~0.5 dB from 1 to 5 Msps; daemonconf picks the
+    measured table accordingly). ConfigError names the file."""
+    phy = _phy()
+    path = Path(measured)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"mcs_table: {str(path)!r} cannot be read ({exc.strerror})") from None
+    try:
+        table = mac.mcs_table.from_csv(text, path.stem)
+    except ValueError as exc:
+        raise ConfigError(f"mcs_table: {str(path)!r}: {exc}") from None
+    if len(table) > 8:
+        raise ConfigError(f"mcs_table: {str(path)!r} has {len(table)} rows, the PHY 8 MCS")
+    mcs = []
+    for m, (e, thr) in enumerate(zip(table.entries, table.thresholds_db)):
+        want = phy.mcs_set.get(m).name
+        if e.name != want:
+            raise ConfigError(f"mcs_table: {str(path)!r} row {m}: {e.name!r} is not the PHY's "
+                              f"MCS {m} ({want!r})")
+        mcs.append({"mcs": m, "snr_at_target_db": float(thr), "status": "ok"})
+    try:
+        source = str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        source = str(path)
+    text, _ = derive_table(
+        {"target_bler": 0.1, "mcs": mcs}, profile, sample_rate,
+        f"{source} (its SNR thresholds, measured at {measured_rate:g} Hz; TB sizes "
+        f"at this rate)", fec)
+    return text
+
+
+def table_mismatches(table, profile: str, sample_rate: float, fec: str = "ldpc") -> list[str]:
+    """Where the MCS table `table` (mac.mcs_table) disagrees with the PHY's TB sizes at
+    `sample_rate`: one line per MCS whose bytes_per_slot is not the PHY's largest TB
+    (the apd would build TBs the PHY refuses, or waste the slot). [] = they agree."""
+    phy = _phy()
+    num = phy.numerology.profile(profile, sample_rate, fec)
+    slot = num.params.slot_duration
+    out = []
+    if len(table) > phy.mcs_set.size:
+        out.append(f"{len(table)} rows, the PHY has {phy.mcs_set.size} MCS")
+    for m in range(min(len(table), phy.mcs_set.size)):
+        got, want = table.bytes_per_slot(m, slot), phy.mcs_set.tb_bytes(m, num)
+        if got != want:
+            out.append(f"MCS {m} gives {got} bytes per slot, the PHY's TB is {want} bytes")
+    return out
+
+
 def load_table(text: str, name: str = "linkcurves"):
     """The derived table through the MAC's own parser (oppsched.mac.mcs_table.from_csv)."""
     return mac.mcs_table.from_csv(text, name)

@@ -296,7 +296,7 @@ def test_sample_mode_gives_apd_and_loopback_the_measured_table_and_profile_slot(
     assert Path(table).is_file()
     assert apd["link_adaptation"]["table"] == table and phy["mcs_table"] == table
     assert apd["slot_s"] == slot and phy["slot_s"] == slot
-    assert phy["sample"] == {"profile": profile, "fec": "ldpc"}
+    assert phy["sample"] == {"profile": profile, "fec": "ldpc", "sample_rate": 1e6}
     assert phy["endpoints"]["phy_requests"] == apd["endpoints"]["phy_requests"]
 
 

@@ -15,7 +15,9 @@ t0_s, connect_wait_ms). Differences:
 
 - slot_s is optional: 0 (the default) = the profile's numerology; else it must equal it.
 - mcs_table defaults to the measured OFDM table of the profile
-  (experiments/linkcurves/awgn-<profile>-1msps/mcs_table.csv); the apd must use the same.
+  measured at sample.sample_rate (experiments/linkcurves/awgn-<profile>-<rate>msps/
+  mcs_table.csv: 1 and 5 Msps) and must be given at any other rate (`oppsched run` derives one: daemonconf.block_mcs_table);
+  its bytes per slot must be this PHY's TB sizes at the rate; the apd must use the same.
 - error_model, link_curves, shannon, chase_combining, measurement and timing.spin_us are
   ignored: the blocks decode for real (HARQ combining in slot_rx).
 - channel.model maps to the emulator's fading model: awgn -> none, jakes -> Jakes (Andrew &
@@ -43,6 +45,7 @@ from gnuradio import gr, oppsched
 
 from oppsched.config import ConfigError, Field
 from oppsched.daemonconf import measured_mcs_table
+from oppsched.linkcurves import table_mismatches
 from oppsched.names import FECS, PROFILE_ALIASES, PROFILES
 from oppsched.phy import common
 
@@ -68,13 +71,14 @@ def profile_slot_s(profile: str, sample_rate: float) -> float:
 
 
 def load_config(path: str | Path, overrides: list[str] | tuple = (),
-                schema: dict | None = None) -> dict:
+                schema: dict | None = None, table: bool = True) -> dict:
     """Loads and validates phy.yaml against `schema` (default: SCHEMA; the UHD PHY passes
-    its extension of it) and resolves the profile's slot and MCS table."""
+    its extension of it) and resolves the profile's slot and (unless `table` is False: the
+    caller then calls check_mcs_table after its own checks) the MCS table."""
     cfg, base = common.read_config(path, overrides, SCHEMA if schema is None else schema)
     s = cfg["sample"]
-    if not cfg["mcs_table"]:
-        cfg["mcs_table"] = str(measured_mcs_table(s["profile"], s["fec"]))
+    if not cfg["mcs_table"]:  # the table measured at this rate (check_mcs_table: if any)
+        cfg["mcs_table"] = str(measured_mcs_table(s["profile"], s["fec"], s["sample_rate"]))
     if cfg["error_model"] == "curves" and not cfg["link_curves"]:
         cfg["error_model"] = "threshold"  # unused here: the blocks decode for real
     cfg = common.resolve(cfg, base)
@@ -97,8 +101,28 @@ def load_config(path: str | Path, overrides: list[str] | tuple = (),
             f"cqi_ahead_slots: {cfg['cqi_ahead_slots']!r}: only the abstract PHY can report an "
             "SNR ahead; this PHY measures the one it receives (leave it 0)"
         )
-    common.load_mcs_table(cfg)  # the table must load (the apd uses the same one)
+    if table:
+        check_mcs_table(cfg)
     return cfg
+
+
+def check_mcs_table(cfg: dict) -> None:
+    """Checks that the MCS table (mcs_table '' resolved by load_config to the one measured
+    at sample.sample_rate) loads and gives the PHY's TB sizes at that rate (the apd uses the
+    same one). ConfigError naming the field and the value."""
+    s = cfg["sample"]
+    path = measured_mcs_table(s["profile"], s["fec"], s["sample_rate"])
+    if cfg["mcs_table"] == str(path) and not path.is_file():
+        raise ConfigError(
+            f"mcs_table: '' with sample.sample_rate {s['sample_rate']:g}: no table was "
+            f"measured at this rate ({path}); name one for it (`oppsched run` writes one "
+            "into the run folder: daemonconf.block_mcs_table)")
+    bad = table_mismatches(common.load_mcs_table(cfg), s["profile"], s["sample_rate"], s["fec"])
+    if bad:
+        raise ConfigError(
+            f"mcs_table: {cfg['mcs_table']!r} does not fit profile {s['profile']!r} at "
+            f"sample.sample_rate {s['sample_rate']:g} ({s['fec']}): {bad[0]}"
+            + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""))
 
 
 def build_params(cfg: dict):

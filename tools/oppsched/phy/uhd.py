@@ -81,7 +81,7 @@ def radios(cfg: dict) -> list[tuple[str, dict]]:
 def load_config(path: str | Path, overrides: list[str] | tuple = ()) -> dict:
     """The loopback's configuration (same loader) plus the radios; ConfigError naming the
     field and value."""
-    cfg = loopback.load_config(path, overrides, schema=SCHEMA)
+    cfg = loopback.load_config(path, overrides, schema=SCHEMA, table=False)
     fs = cfg["sample"]["sample_rate"]
     if whole_hz(fs):
         raise ConfigError(f"sample.sample_rate: {fs!r} {whole_hz(fs)}")
@@ -94,6 +94,7 @@ def load_config(path: str | Path, overrides: list[str] | tuple = ()) -> dict:
             r["freq_hz"] = ap["freq_hz"]
     check_radio_args(radios(cfg))
     check_profiles(cfg)
+    loopback.check_mcs_table(cfg)  # after the radios: a rate no radio has comes first
     return cfg
 
 

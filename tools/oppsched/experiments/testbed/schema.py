@@ -97,6 +97,14 @@ SCHEMA = {
                                      "with link_adaptation.mode paper (the paper's link layer "
                                      "resends whole packets, no combining)"),
         "slot_trace": Field(bool, False, doc="the PHY writes phy_slots.csv"),
+        "sample": {  # phy.mode sample (python -m oppsched.phy.loopback)
+            "sample_rate": Field(float, 1e6, min=1e6, max=20e6, check=whole_hz,
+                                 doc="complex sample rate of the blocks (Hz): the slot keeps "
+                                     "its duration and fft_len 64, so TB sizes and the "
+                                     "occupied bandwidth (52/64 of it) grow with it; away "
+                                     "from 1e6 the run derives its MCS table "
+                                     "(mcs_table.csv in the run folder)"),
+        },
         "uhd": {  # phy.mode uhd (python -m oppsched.phy.uhd): the AP radio; devices[].uhd
             "sample_rate": Field(float, 1e6, min=1e5, max=61.44e6, check=whole_hz,
                                  doc="every radio's complex sample rate"),
@@ -493,6 +501,12 @@ def check(cfg: dict) -> None:
         if cfg["phy"]["link_curves"]:
             raise ConfigError(f"phy.link_curves: {cfg['phy']['link_curves']!r} cannot be set "
                               f"with phy.mode {mode} (real decoding)")
+    if cfg["phy"]["mode"] != "sample" and cfg["phy"]["sample"]["sample_rate"] != 1e6:
+        raise ConfigError(
+            f"phy.sample.sample_rate: {cfg['phy']['sample']['sample_rate']!r} with phy.mode "
+            f"{cfg['phy']['mode']}: only the sample PHY has it"
+            + (" (the radios' rate is phy.uhd.sample_rate)" if cfg["phy"]["mode"] == "uhd"
+               else ""))
     if cfg["phy"]["mode"] == "uhd":
         _check_uhd(cfg)
     if cfg["phy"]["mcs_table"] and str(cfg["phy"]["mcs_table"]).endswith(".csv") and not \

@@ -1,0 +1,59 @@
+"""`oppsched bench capacity`: the experiment of one point, the thread -> component names and
+the table (the runs themselves are real time and belong to `make bench`, not the tests)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from oppsched import bench
+from helpers import write_yaml
+
+try:
+    from gnuradio import oppsched as _phy  # noqa: F401
+
+    HAVE_GR = True
+except ImportError:
+    HAVE_GR = False
+
+
+@pytest.mark.skipif(not HAVE_GR and not os.environ.get("CI"), reason="gnuradio.oppsched")
+def test_a_capacity_point_is_a_valid_sample_phy_experiment_with_one_bulk_flow_per_client(
+        tmp_path):
+    from oppsched.runner import load_experiment
+
+    e = bench.capacity_experiment(5e6, 4, 20.0)
+    _, _, cfg = load_experiment(write_yaml(tmp_path / "e.yaml", e))
+    assert cfg["phy"]["mode"] == "sample" and cfg["phy"]["sample"]["sample_rate"] == 5e6
+    assert [f["device"] for f in cfg["flows"]] == ["R1", "R2", "R3", "R4"]
+    assert len({f["server"] for f in cfg["flows"]}) == 4
+    # queues of two bandwidth-delay products of the 14 Mb/s link (70 ms): backlogged
+    assert cfg["queue"]["limit_bytes"] > 2 * 14e6 * 0.07 / 8 * 0.99
+
+
+def test_threads_are_grouped_by_block_without_the_block_id():
+    assert bench.component_of("slot_rx12") == "slot_rx"
+    assert bench.component_of("channel_emulato") == "channel_emulato"
+    assert bench.component_of("python3") == "python"
+    assert bench.component_of("ZMQbg/IO/0") == "ZMQbg/IO/0"
+
+
+def test_thread_cpu_reads_this_process():
+    cpu = bench.thread_cpu(os.getpid())
+    assert os.getpid() in cpu  # the main thread's tid is the pid
+    assert all(isinstance(n, str) and c >= 0 for n, c in cpu.values())
+
+
+def test_the_table_gives_the_largest_n_that_held_per_rate():
+    def row(rate, n, late, overruns=0):
+        return {"sample_rate": rate, "clients": n, "late_slots": late, "overruns": overruns,
+                "slots": 1000, "ok": late == 0 and overruns == 0, "error": None,
+                "phy_cpu_cores": {"slot_rx": 0.5}, "phy_cpu_total_cores": 0.5,
+                "goodput_bps": 1e6, "mac_bps": 1.1e6, "goodput_per_mac": 0.91,
+                "load_average_1m_start": 1.0, "load_average_1m_end": 1.0}
+    rows = [row(1e6, 1, 0), row(1e6, 2, 0), row(1e6, 4, 3), row(5e6, 1, 0, overruns=2)]
+    csv, md = bench.capacity_table(rows, [1e6, 5e6], 20.0)
+    assert csv.splitlines()[1:] == ["1e+06,2,20", "5e+06,0,20"]
+    assert "| 1 Msps | 2 |" in md and "| 5 Msps | 0 |" in md
+    assert "| 1 Msps | 4 | 3 / 0 / 1000 |" in md
