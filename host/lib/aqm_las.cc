@@ -1,5 +1,6 @@
 // LAS and threshold LAS (T-LAS), Wu, Gong & Williamson, §6.2, after Rai, Urvoy-Keller, Vernon,
 // Biersack (SIGMETRICS 2003/2004).
+#include <algorithm>
 #include <list>
 #include <map>
 #include <unordered_map>
@@ -16,6 +17,15 @@ namespace {
 // bytes, i.e. the bytes of that flow served before it plus those queued ahead of it. Serving
 // the smallest priority first therefore always serves the head packet of the flow with the
 // least bytes sent so far; ties go in arrival order.
+// A flow is a connection, in either direction (the record of a TCP connection is found by
+// its 5-tuple or the reverse one). An upstream flow crosses this downlink queue only as its
+// pure ACKs, 52-byte packets whose own bytes would rank it first for ever; the paper's ns-2
+// queue ranks by the TCP header's sequence number, which on an ns-2 ACK is the cumulative
+// acknowledgement: the data the flow has had delivered. So a pure ACK (no payload, no
+// SYN/FIN/RST) raises its connection's attained service to the bytes it acknowledges since
+// the first ACK seen (ack - first ack, mod 2^32), and every packet of the connection ranks
+// by max(bytes through this queue, bytes acknowledged). For T-LAS the acknowledged bytes
+// count as packets of kAckSegmentBytes (an MSS of a 1500-byte MTU with timestamps).
 // When full, "the LAS queue discards the lowest priority one, which may be the arriving
 // packet or the packet at the tail of the queue": the queued packets that rank below the
 // arrival are evicted from the tail (as many as a byte limit needs) if that makes room,
@@ -44,6 +54,9 @@ namespace {
 // know it cannot aim 5-tuples at one bucket.
 // Cost: one parse, one SipHash and O(log n) per packet (std::map); idle flows are kept in
 // order of their last activity, so forgetting them costs O(1) per flow forgotten.
+// Bytes of one data segment, for the T-LAS threshold of a connection seen by its ACKs.
+constexpr std::uint64_t kAckSegmentBytes = 1448;
+
 class las_discipline final : public discipline_base {
   public:
     las_discipline(const aqm_params& c, bool threshold, std::size_t threshold_packets,
@@ -61,17 +74,20 @@ class las_discipline final : public discipline_base {
         p.arrival = now;
         sweep(now);
         tcpip::flow_key key;
-        if (auto r = tcpip::parse(p.data)) key = r->flow;
+        const auto r = tcpip::parse(p.data);
+        if (r) key = r->flow;
         las_flow& f = flow_for(key);
         f.last_active = now;
         mark_busy(f);  // about to hold a packet: no longer a candidate for forgetting
+        if (r && r->tcp) note_ack(f, *r->tcp);
 
         las_key k;
         k.seq = next_seq_++;
-        if (threshold_ && f.packets >= threshold_packets_) {
+        const std::uint64_t acked_packets = (f.acked + kAckSegmentBytes - 1) / kAckSegmentBytes;
+        if (threshold_ && std::max(f.packets, acked_packets) >= threshold_packets_) {
             k.cls = 1;  // T-LAS: past the threshold, FIFO behind the LAS class
         } else {
-            k.prio = f.bytes;
+            k.prio = std::max(f.bytes, f.acked);
         }
         const std::size_t size = p.size();
 
@@ -147,8 +163,12 @@ class las_discipline final : public discipline_base {
 
   private:
     struct las_flow {
-        std::uint64_t bytes = 0;    // attained service: served + queued bytes
-        std::uint64_t packets = 0;  // served + queued packets (T-LAS threshold)
+        std::uint64_t bytes = 0;        // attained service: served + queued bytes
+        std::uint64_t packets = 0;      // served + queued packets (T-LAS threshold)
+        std::uint64_t acked = 0;        // bytes acknowledged by its pure ACKs (see above)
+        std::uint32_t ack_base = 0;     // the first ACK number seen
+        std::uint32_t acked_low32 = 0;  // ack - ack_base of the newest ACK (mod 2^32)
+        bool ack_seen = false;
         std::uint32_t queued = 0;
         time_ns last_active = 0;
         tcpip::flow_key key;  // its key in flows_ (the shared record: unused)
@@ -175,9 +195,28 @@ class las_discipline final : public discipline_base {
                (limits_.packets == 0 || q_.size() - freed_packets + 1 <= limits_.packets);
     }
 
-    // The record of `key`, created if new (see the flow limit above).
+    // A pure ACK: the bytes it acknowledges since the connection's first ACK seen here.
+    static void note_ack(las_flow& f, const tcpip::tcp_header& t) {
+        constexpr std::uint8_t not_pure = tcpip::kSyn | tcpip::kFin | tcpip::kRst;
+        if (t.payload_len != 0 || !(t.flags & tcpip::kAck) || (t.flags & not_pure)) return;
+        if (!f.ack_seen) {
+            f.ack_seen = true;
+            f.ack_base = t.ack;
+            return;
+        }
+        const std::uint32_t progress = t.ack - f.ack_base;  // mod 2^32
+        if (progress < (1u << 31) && progress > f.acked_low32) {
+            f.acked += progress - f.acked_low32;
+            f.acked_low32 = progress;
+        }
+    }
+
+    // The record of `key` or of the reverse direction of the same connection, created if
+    // new (see the flow limit above).
     las_flow& flow_for(const tcpip::flow_key& key) {
         auto it = flows_.find(key);
+        if (it != flows_.end()) return it->second;
+        it = flows_.find(key.reversed());
         if (it != flows_.end()) return it->second;
         if (flows_.size() >= max_flows_) {
             if (idle_.empty()) {

@@ -84,6 +84,64 @@ TEST(Tlas, a_full_queue_evicts_the_newest_fifo_packet_for_a_priority_arrival) {
     EXPECT_FALSE(h.offer(pkt(0), 0));  // a FIFO-class arrival at a full queue is dropped
 }
 
+// A pure ACK of connection `sport` acknowledging up to `ack` (an upstream flow's ACK on its
+// way down to the client).
+std::vector<std::uint8_t> ack_of(int flow, std::uint32_t ack) {
+    tcp_spec t;
+    t.sport = static_cast<std::uint16_t>(5000 + flow);
+    t.ack = ack;
+    return tcp_packet(t);
+}
+
+TEST(las_discipline, an_upstream_flows_acks_rank_by_the_data_they_acknowledge) {
+    // Wu, Gong & Williamson, §6.2: ns-2's queue ranks by the header's sequence number, an
+    // ACK's being its cumulative acknowledgement. Flow 0 has had 3000 bytes sent down;
+    // flow 1 is seen only as ACKs, which acknowledge 100000 bytes of its upstream data.
+    harness h(las_config(100));
+    for (int i = 0; i < 3; ++i) h.offer(pkt(0), 0);
+    h.offer(ack_of(1, 1000), 0);  // the first ACK seen: the base, nothing acknowledged yet
+    EXPECT_EQ(drain_flows(h), (std::vector<int>{0, 1, 0, 0}));
+    h.offer(ack_of(1, 101000), 1);
+    h.offer(pkt(0), 1);
+    EXPECT_EQ(drain_flows(h), (std::vector<int>{0, 1}));
+    // By its own 40-byte packets alone the ACK would have gone first.
+    harness bytes_only(las_config(100));
+    for (int i = 0; i < 3; ++i) bytes_only.offer(pkt(0), 0);
+    drain_flows(bytes_only);
+    bytes_only.offer(ack_of(1, 1000), 1);
+    bytes_only.offer(pkt(0), 1);
+    EXPECT_EQ(drain_flows(bytes_only), (std::vector<int>{1, 0}));
+}
+
+TEST(las_discipline, an_old_or_duplicate_ack_does_not_lower_the_attained_service) {
+    harness h(las_config(100));
+    h.offer(ack_of(1, 1000), 0);
+    h.offer(ack_of(1, 51000), 0);  // 50000 acknowledged
+    h.offer(ack_of(1, 21000), 0);  // reordered: older
+    h.offer(ack_of(1, 51000), 0);  // duplicate
+    drain_flows(h);
+    for (int i = 0; i < 3; ++i) h.offer(pkt(0), 1);
+    h.offer(ack_of(1, 51000), 1);
+    EXPECT_EQ(drain_flows(h), (std::vector<int>{0, 0, 0, 1}));
+}
+
+TEST(las_discipline, both_directions_of_a_connection_share_one_record) {
+    harness h(las_config(100));
+    for (int i = 0; i < 5; ++i) h.offer(pkt(0), 0);
+    drain_flows(h);  // connection 0 has had 5000 bytes
+    tcp_spec back;   // the same connection the other way round
+    back.src_host = 2;
+    back.dst_host = 1;
+    back.sport = 80;
+    back.dport = 5000;
+    back.payload = 960;
+    h.offer(tcp_packet(back), 1);
+    h.offer(pkt(1), 1);
+    std::vector<std::uint16_t> order;
+    while (auto p = h.aqm->dequeue(1)) order.push_back(tcpip::parse(p->data)->flow.sport);
+    EXPECT_EQ(order, (std::vector<std::uint16_t>{5001, 80}));
+}
+
 TEST(las_discipline, at_max_flows_a_new_flow_replaces_the_least_recently_seen_idle_flow) {
     aqm_params c = las_config(100);
     std::get<las_params>(c.params).max_flows = 2;
