@@ -71,8 +71,11 @@ def make_receiver(r: dict):
     dp = phy.ofdm_demodulator_params()
     snr = dp.snr
     snr.noise_ema = float(r["noise_ema"])
+    try:
+        snr.validate()
+    except ValueError as exc:
+        raise ConfigError(f"global.{NS}:receiver.noise_ema: {exc}") from None
     dp.snr = snr
-    dp.validate()
     return phy.slot_receiver(num, int(r["user_id"]), sp, dp, int(r["missed_slots"]))
 
 
@@ -137,7 +140,7 @@ def decode(meta_path: str | Path, out_dir: str | Path, progress=sys.stderr,
                "segments": len(segs.segs), "slots": 0, "outside": 0, "detected": 0,
                "header_ok": 0, "addressed": 0, "tb_ok": 0, "tb_failed": 0, "combined": 0,
                "annotated": len(online), "agree": 0, "differ": 0, "only_offline": 0,
-               "only_online": 0, "differences": []}
+               "only_online": 0, "field_differences": {}, "differences": []}
     seen = set()
     t_start = time.monotonic()
     last_print = -1.0
@@ -169,6 +172,9 @@ def decode(meta_path: str | Path, out_dir: str | Path, progress=sys.stderr,
                 diff = compare(a, f)
                 if diff:
                     summary["differ"] += 1
+                    for k in diff:
+                        fd = summary["field_differences"]
+                        fd[k] = fd.get(k, 0) + 1
                     if len(summary["differences"]) < 50:
                         summary["differences"].append({
                             "slot": f["slot"], "global_index": g,
@@ -205,7 +211,8 @@ def format_summary(s: dict) -> str:
         f"addressed TBs {s['addressed']}: ok {s['tb_ok']}, failed {s['tb_failed']}, "
         f"combined with earlier transmissions {s['combined']}",
         f"  against the online annotations ({s['annotated']}): agree {s['agree']}, differ "
-        f"{s['differ']}, only offline {s['only_offline']}, only online {s['only_online']}",
+        f"{s['differ']}, only offline {s['only_offline']}, only online {s['only_online']}"
+        + (f"; fields that differ: {s['field_differences']}" if s["field_differences"] else ""),
         f"  trace: {s['trace']}",
     ]
     for d in s["differences"][:10]:

@@ -207,7 +207,7 @@ class SigMFWriter:
         self._f.flush()
         meta = self.metadata()
         tmp = self.meta_path.with_name(self.meta_path.name + ".tmp")
-        tmp.write_text(json.dumps(meta, indent=1, allow_nan=False) + "\n")
+        tmp.write_text(dumps(meta))
         os.replace(tmp, self.meta_path)
         return meta
 
@@ -218,6 +218,21 @@ class SigMFWriter:
         self._f.close()
         self.closed = True
         return meta
+
+
+def dumps(meta: dict) -> str:
+    """The metadata as JSON: global and captures indented, one annotation per line (a
+    recording of 10 s at 600 slots/s has 6000)."""
+    def one(x):
+        return json.dumps(x, allow_nan=False, separators=(", ", ": "))
+
+    head = json.dumps({"global": meta["global"]}, indent=1, allow_nan=False)[:-2]
+
+    def arr(items):
+        return "[\n  " + ",\n  ".join(one(x) for x in items) + "\n ]" if items else "[]"
+
+    return (f"{head},\n \"captures\": {arr(meta['captures'])},\n"
+            f" \"annotations\": {arr(meta['annotations'])}\n}}\n")
 
 
 # ---- reading and checking --------------------------------------------------------------
@@ -347,7 +362,10 @@ def slot_fields(report) -> dict:
 
     get = report.get if isinstance(report, dict) else (lambda k, d=None: getattr(report, k, d))
     tb = get("tb", None)
-    tb = bytes(np.asarray(tb, dtype=np.uint8)) if tb is not None and len(tb) else b""
+    if tb is None:
+        tb = b""
+    elif not isinstance(tb, (bytes, bytearray)):
+        tb = bytes(np.asarray(tb, dtype=np.uint8))
     out = {}
     for k, t in SLOT_FIELDS.items():
         if k == "tb_sha256":
@@ -356,6 +374,15 @@ def slot_fields(report) -> dict:
             v = get("harq_pid" if k == "harq_process" else k, None)
             out[k] = t(v) if v is not None else t()
     return out
+
+
+def fields_from_row(row: dict) -> tuple[int, dict]:
+    """(sample, fields) of one rx trace row (csv.DictReader), the inverse of rx_row."""
+    f = {}
+    for k, t in SLOT_FIELDS.items():
+        v = row[k]
+        f[k] = bool(int(v)) if t is bool else t(v)
+    return int(row["sample"]), f
 
 
 def rx_row(sample: int, fields: dict) -> list:
