@@ -424,3 +424,26 @@ def test_failed_trigger_on_a_real_stream_keeps_every_failed_slot_and_its_header(
     # measured: 910 of 1078 annotated slots reported offline (the rest: slots not detected
     # or not numbered at the start of a segment)
     assert s["agree"] + s["differ"] >= 0.75 * s["annotated"]
+
+
+# ---- experiment schema -> phy.yaml ------------------------------------------------------
+
+def test_the_runners_phy_yaml_carries_capture_iq_and_loads(tmp_path):
+    from oppsched import daemonconf
+    from helpers import cfg_of, run_layout
+
+    cfg = cfg_of(overrides=["phy.mode=sample", "phy.profile=evdo", "capture.iq=true",
+                            "capture.iq_window_s=2.5", "capture.iq_trigger=failed"])
+    files = daemonconf.write_all(cfg, run_layout(tmp_path, cfg))
+    c = loopback.load_config(files["phy"])
+    assert c["capture"]["iq"] and c["capture"]["iq_window_s"] == 2.5
+    assert c["capture"]["iq_trigger"] == "failed"
+    assert iqcapture.capture_dir(c) == Path(c["run_dir"]) / "iq"
+
+
+def test_capture_iq_with_the_abstract_phy_is_an_error_naming_it():
+    from oppsched.config import ConfigError
+    from helpers import cfg_of
+
+    with pytest.raises(ConfigError, match="capture.iq: true with phy.mode 'abstract'"):
+        cfg_of(overrides=["phy.mode=abstract", "capture.iq=true"])

@@ -323,6 +323,19 @@ SCHEMA = {
         "pcaps": Field(bool, True, doc="tcpdump on each server's wired side and each client TUN"),
         "snaplen": Field(int, 128, min=96, max=65535),
         "ap": Field(bool, False, doc="also capture the AP's TUN (ap.pcap)"),
+        # IQ capture (docs/phy.md, "IQ capture and offline decode")
+        "iq": Field(bool, False, doc="phy.mode sample/uhd: SigMF recordings of each "
+                    "receiver's input (iq/<device>.sigmf-*; uhd: also iq/ap.tx.*), one "
+                    "annotation per slot; `oppsched decode` replays them"),
+        "iq_window_start_s": Field(float, 0.0, min=0.0, max=1e6,
+                                   doc="s after the PHY's stream start"),
+        "iq_window_s": Field(float, 10.0, min=0.0, max=1e6,
+                             doc="s recorded from iq_window_start_s; 0 = to the end (8 MB/s "
+                                 "per device at 1 Msps)"),
+        "iq_trigger": Field(str, "none", choices=("none", "failed"),
+                            doc="failed: within the window, only the slots whose decode "
+                                "failed, with iq_margin_slots on each side"),
+        "iq_margin_slots": Field(int, 1, min=0, max=100),
     },
     "traces": {"packets": Field(bool, False, doc="apd writes packets.csv (per-packet events)")},
     "topology": {
@@ -506,6 +519,9 @@ def check(cfg: dict) -> None:
         raise ConfigError(f"harq.feedback_timeout_slots: {hm['feedback_timeout_slots']} is not "
                           f"more than phy.lead_slots ({cfg['phy']['lead_slots']}): feedback could "
                           "never arrive in time")
+    if cfg["capture"]["iq"] and cfg["phy"]["mode"] not in ("sample", "uhd"):
+        raise ConfigError(f"capture.iq: true with phy.mode {cfg['phy']['mode']!r}: only the "
+                          "sample-level PHYs (sample, uhd) have samples to record")
     wc = cfg["wrc"]
     if wc["delta_max"] < wc["delta_initial"]:
         raise ConfigError(f"wrc.delta_max: {wc['delta_max']!r} is below wrc.delta_initial "
