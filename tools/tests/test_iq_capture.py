@@ -447,3 +447,52 @@ def test_capture_iq_with_the_abstract_phy_is_an_error_naming_it():
 
     with pytest.raises(ConfigError, match="capture.iq: true with phy.mode 'abstract'"):
         cfg_of(overrides=["phy.mode=abstract", "capture.iq=true"])
+
+
+# ---- uhd mode's capture path, with test blocks in place of the radios ------------------
+
+def test_uhd_capture_records_the_ap_bursts_and_the_client_input_which_decodes(tmp_path):
+    """uhd.capture_ap_iq / capture_client_iq on the AP chain and a client chain (a head
+    block in place of both radios, as test_phy_uhd does): the AP recording has one
+    annotation per slot tag, the client's decodes offline to its online reports."""
+    from gnuradio import blocks, gr
+    from oppsched.phy import uhd
+
+    d = {"run_dir": str(tmp_path), "lead_slots": 3,
+         "sample": {"profile": "evdo", "sample_rate": 1e6, "connect_wait_ms": 0},
+         "users": [{"id": 0, "name": "u0", "channel": {"model": "awgn"},
+                    "uhd": {"args": "type=b200,serial=1", "device": "b210"}}],
+         "uhd": {"ap": {"args": "type=b200,serial=0", "start_delay_s": 0.5,
+                        "device": "b210", "freq_hz": 2.4e9}},
+         "capture": {"iq": True, "iq_window_s": 0.0}}
+    (tmp_path / "zmq").mkdir()
+    cfg = uhd.load_config(write_yaml(tmp_path / "phy.yaml", d))
+    tb = gr.top_block()
+    head = blocks.head(gr.sizeof_gr_complex, 1)
+    tx, _ = uhd.build_ap_tx(tb, cfg, 100, head)
+    S = tx.slot_samples()
+    head.set_length(20 * S)
+    ap_rec = uhd.capture_ap_iq(tb, cfg, tx)
+    rx, _sink = uhd.build_client_rx(tb, cfg, cfg["users"][0], head)
+    rx_rec = uhd.capture_client_iq(tb, cfg, cfg["users"][0], head, rx)
+    tb.run()
+    tb.wait()
+    iqcapture.close_all([ap_rec, rx_rec])
+    ap = sigmf.read_metadata(tmp_path / "iq" / "ap.tx.sigmf-meta")
+    check_sigmf(ap)
+    assert ap["captures"][0]["core:frequency"] == 2.4e9
+    # slot_tx ran ahead of the head block: at least the 20 slots the client got
+    slots = [a["oppsched:slot"] for a in ap["annotations"]]
+    assert slots[:20] == list(range(20))
+    assert [a["core:sample_start"] for a in ap["annotations"]][:20] == \
+        [n * S for n in range(20)]
+    cl = sigmf.read_metadata(tmp_path / "iq" / "u0.sigmf-meta")
+    check_sigmf(cl)
+    assert cl["global"]["core:hw"].startswith("USRP b210 (type=b200,serial=1)")
+    assert cl["captures"][0]["core:frequency"] == 2.4e9  # the AP's, inherited
+    assert len(cl["annotations"]) >= 15 and all(a["oppsched:header_ok"]
+                                                for a in cl["annotations"])
+    s = decode.decode(tmp_path / "iq" / "u0.sigmf-meta", tmp_path / "off", progress=None)
+    assert s["differ"] == 0 and s["only_online"] == 0 and s["agree"] == len(cl["annotations"])
+    with pytest.raises(loopback.ConfigError, match="oppsched:receiver: missing"):
+        decode.decode(tmp_path / "iq" / "ap.tx.sigmf-meta", tmp_path / "off", progress=None)
