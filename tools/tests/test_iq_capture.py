@@ -47,7 +47,7 @@ if not HAVE_GR and not os.environ.get("CI"):
 from oppsched import decode  # noqa: E402
 from oppsched.phy import iqcapture, loopback  # noqa: E402
 
-# The SigMF v1.x metadata's required structure (sigmf-spec.md: "Global Object",
+# The SigMF v1.x metadata's required structure (the specification's "Global Object",
 # "Captures Array", "Annotations Array", "Extension Namespaces"), as a JSON Schema.
 SIGMF_SCHEMA = {
     "type": "object",
