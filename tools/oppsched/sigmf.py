@@ -108,6 +108,9 @@ class SigMFWriter:
     frequency: float | None = None
     t0_unix: float | None = None
     extra_global: dict = field(default_factory=dict)
+    # an annotation is kept only if this many samples follow it in its segment (the
+    # receiver reports a slot once samples past its end arrived)
+    tail: int = 0
 
     def __post_init__(self):
         self.base = base_of(self.base)
@@ -155,7 +158,7 @@ class SigMFWriter:
 
     def _to_file_index(self, g: int, count: int) -> int | None:
         for s in self._segments:
-            if s.global_index <= g and g + count <= s.global_index + s.length:
+            if s.global_index <= g and g + count + self.tail <= s.global_index + s.length:
                 return s.file_start + (g - s.global_index)
         return None
 

@@ -57,6 +57,9 @@ class RecorderCore:
             raise ValueError(f"capture.iq_trigger: {trigger!r} not in {TRIGGERS}")
         self.w = writer
         self.S = int(slot_samples)
+        # the synchroniser reports a slot once ltf_search + 2 cp_len samples past its end
+        # arrived: a slot at the very end of a window cannot be decoded again
+        writer.tail = self.S // 8
         self.w0 = int(window_start)
         self.w1 = self.w0 + int(window_len) if window_len else None
         self.trigger = trigger
@@ -169,6 +172,34 @@ def _comment(f: dict) -> str:
     return ("TB ok" if f["crc_ok"] else "TB CRC failed") + f" (combined {f['combined']})"
 
 
+_NIL = pmt.PMT_NIL
+_REPORT_KEYS = [(k, pmt.intern(k)) for k in (
+    "slot", "slot_estimated", "detected", "header_ok", "user", "mcs", "harq_pid", "ndi", "rv",
+    "tb_bytes", "addressed", "crc_ok", "snr_db", "effective_snr_db", "cqi", "combined",
+    "cfo_hz", "sample", "tb")]
+
+
+def report_dict(msg) -> dict:
+    """A slot_rx `rx` message as a dict (the keys of slot_messages.cc), half the cost of
+    pmt.to_python."""
+    out = {}
+    for k, key in _REPORT_KEYS:
+        v = pmt.dict_ref(msg, key, _NIL)
+        if pmt.is_null(v):
+            continue
+        if k == "tb":
+            out[k] = bytes(pmt.u8vector_elements(v))
+        elif pmt.is_bool(v):
+            out[k] = pmt.to_bool(v)
+        elif pmt.is_uint64(v):
+            out[k] = pmt.to_uint64(v)
+        elif pmt.is_integer(v):
+            out[k] = pmt.to_long(v)
+        else:
+            out[k] = pmt.to_double(v)
+    return out
+
+
 class iq_recorder(gr.sync_block):
     """GNU Radio sink: one complex input, message input `rx` (slot_rx reports). With
     tx=True, annotates from the `slot` stream tags instead."""
@@ -184,7 +215,7 @@ class iq_recorder(gr.sync_block):
 
     def _on_rx(self, msg) -> None:
         try:
-            d = pmt.to_python(msg)
+            d = report_dict(msg)
             self.core.report(sigmf.slot_fields(d), int(d["sample"]))
         except Exception as exc:  # a bad report must not stop the recording
             log.warning("iq capture: report not recorded: %s", exc)
