@@ -498,3 +498,51 @@ def test_uhd_capture_records_the_ap_bursts_and_the_client_input_which_decodes(tm
     assert s["differ"] == 0 and s["only_online"] == 0 and s["agree"] == len(cl["annotations"])
     with pytest.raises(loopback.ConfigError, match="oppsched:receiver: missing"):
         decode.decode(tmp_path / "iq" / "ap.tx.sigmf-meta", tmp_path / "off", progress=None)
+
+
+# ---- the command line ------------------------------------------------------------------
+
+def test_decode_cli_reports_progress_and_exits_1_under_strict_when_a_result_differs(
+        recorded, tmp_path):
+    run, _online, _err = recorded
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    meta_path = run / "iq" / "u0.sigmf-meta"
+    cmd = [sys.executable, "-m", "oppsched", "decode", str(meta_path), "--out",
+           str(tmp_path / "a"), "--strict"]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    assert p.returncode == 0, p.stderr
+    assert "decode u0: 100%" in p.stderr and "differ 0" in p.stdout
+    assert json.loads((tmp_path / "a" / "u0.decode.json").read_text())["differ"] == 0
+    # the same samples with one annotation's CRC result flipped
+    meta = json.loads(meta_path.read_text())
+    a = next(a for a in meta["annotations"] if a["oppsched:crc_ok"])
+    a["oppsched:crc_ok"] = False
+    os.symlink(run / "iq" / "u0.sigmf-data", tmp_path / "u0.sigmf-data")
+    (tmp_path / "u0.sigmf-meta").write_text(json.dumps(meta))
+    p = subprocess.run(cmd[:4] + [str(tmp_path / "u0.sigmf-meta"), "--out",
+                                  str(tmp_path / "b"), "--strict", "--quiet"],
+                       capture_output=True, text=True, env=env)
+    assert p.returncode == 1, p.stderr
+    assert "differ 1" in p.stdout and "'crc_ok': 1" in p.stdout and p.stderr == ""
+
+
+@pytest.mark.parametrize("meta, match", [
+    (None, r"u0.sigmf-meta: No such file"),
+    ("{", r"not JSON"),
+    ({"global": {"core:datatype": "cf32_le", "core:version": "1.0.0"}, "captures": [
+        {"core:sample_start": 0}], "annotations": []}, r"oppsched:receiver: missing"),
+    ({"global": {"core:datatype": "ri16_le", "core:version": "1.0.0"}, "captures": [
+        {"core:sample_start": 0}], "annotations": []}, r"'ri16_le' \(only cf32_le"),
+])
+def test_decode_cli_names_what_is_wrong_with_a_recording(tmp_path, meta, match):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    (tmp_path / "u0.sigmf-data").write_bytes(b"\0" * 80)
+    if meta is not None:
+        (tmp_path / "u0.sigmf-meta").write_text(meta if isinstance(meta, str)
+                                                else json.dumps(meta))
+    p = subprocess.run([sys.executable, "-m", "oppsched", "decode",
+                        str(tmp_path / "u0.sigmf-meta"), "--out", str(tmp_path / "o")],
+                       capture_output=True, text=True, env=env)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.startswith("oppsched: error: ")
+    assert __import__("re").search(match, p.stderr), p.stderr
