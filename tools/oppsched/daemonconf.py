@@ -352,7 +352,8 @@ def phy_config(cfg: dict, lay: Layout) -> dict:
         if c["iq"]:  # oppsched.phy.iqcapture
             conf["capture"] = {"iq": True, "dir": lay.path("iq"),
                                **{k: c[k] for k in ("iq_window_start_s", "iq_window_s",
-                                                    "iq_trigger", "iq_margin_slots")}}
+                                                    "iq_last_s", "iq_trigger",
+                                                    "iq_margin_slots")}}
     if p["mode"] == "uhd":
         # python -m oppsched.phy.uhd: the loopback's file plus the radios; `origin` makes
         # the PHY's messages name the experiment's fields (phy.uhd.ap.args, ...).

@@ -111,6 +111,9 @@ class SigMFWriter:
     # an annotation is kept only if this many samples follow it in its segment (the
     # receiver reports a slot once samples past its end arrived)
     tail: int = 0
+    # > 0: keep only the last `ring` samples written: the data file is circular while
+    # recording and put in stream order at close() (one contiguous capture)
+    ring: int = 0
 
     def __post_init__(self):
         self.base = base_of(self.base)
@@ -121,6 +124,7 @@ class SigMFWriter:
         self._segments: list[_Segment] = []
         self._annotations: list[tuple[int, int, str, str, dict]] = []
         self.samples_written = 0
+        self._total = 0  # ring: samples written since the start, before wrapping
         self.closed = False
         if self.t0_unix is None:
             self.t0_unix = time.time()
@@ -141,6 +145,9 @@ class SigMFWriter:
         n = len(samples)
         if n == 0:
             return
+        if self.ring:
+            self._write_ring(global_index, samples)
+            return
         nxt = self.next_global_index()
         if nxt is not None and global_index < nxt:
             raise SigMFError(f"{self.data_path}: global_index {global_index} goes back "
@@ -150,6 +157,45 @@ class SigMFWriter:
         self._f.write(np.ascontiguousarray(samples, dtype=DTYPE).tobytes())
         self._segments[-1].length += n
         self.samples_written += n
+
+    def _write_ring(self, global_index: int, samples: np.ndarray) -> None:
+        if not self._segments:
+            self._segments.append(_Segment(0, int(global_index)))
+        seg = self._segments[0]
+        if global_index != seg.global_index + self._total:
+            raise SigMFError(f"{self.data_path}: global_index {global_index}: a ring "
+                             f"recording is contiguous (next is {seg.global_index + self._total})")
+        x = np.ascontiguousarray(samples, dtype=DTYPE)
+        if len(x) > self.ring:  # only the last `ring` samples can survive
+            skip = len(x) - self.ring
+            self._total += skip
+            x = x[skip:]
+        while len(x):
+            pos = self._total % self.ring
+            k = min(len(x), self.ring - pos)
+            self._f.seek(pos * BYTES_PER_SAMPLE)
+            self._f.write(x[:k].tobytes())
+            self._total += k
+            x = x[k:]
+        self.samples_written = min(self._total, self.ring)
+        # the capture: the last `ring` samples (put in this order by close())
+        seg.length = self.samples_written
+
+    def _unroll_ring(self) -> None:
+        """Puts the circular data file in stream order; the capture starts at the oldest
+        sample kept."""
+        if not self._segments:
+            return
+        seg = self._segments[0]
+        if self._total > self.ring:
+            self._f.flush()
+            data = np.fromfile(self.data_path, dtype=DTYPE)
+            k = self._total % self.ring
+            self._f.seek(0)
+            self._f.write(np.concatenate([data[k:], data[:k]]).tobytes())
+            self._f.truncate()
+            seg.global_index += self._total - self.ring
+        seg.length = self.samples_written
 
     def annotate(self, global_start: int, count: int, label: str = "", comment: str = "",
                  fields: dict | None = None) -> None:
@@ -217,6 +263,9 @@ class SigMFWriter:
     def close(self) -> dict:
         if self.closed:
             return self.metadata()
+        if self.ring:
+            self._unroll_ring()
+            self.ring = 0
         meta = self.write_metadata()
         self._f.close()
         self.closed = True

@@ -546,3 +546,38 @@ def test_decode_cli_names_what_is_wrong_with_a_recording(tmp_path, meta, match):
     assert p.returncode == 2, p.stderr
     assert p.stderr.startswith("oppsched: error: ")
     assert __import__("re").search(match, p.stderr), p.stderr
+
+
+def test_last_seconds_keep_the_windows_end_in_stream_order(tmp_path):
+    c = core(tmp_path, last=300)
+    for a in range(0, 1000, 37):  # 37 does not divide 300: writes wrap mid-chunk
+        c.push(ramp(a, min(a + 37, 1000)))
+    for s in range(0, 1000, 100):
+        c.report(fields(s // 100), s)
+    meta = c.close()
+    x = sigmf.read_samples(c.w.meta_path)
+    assert np.array_equal(x.real, np.arange(700, 1000, dtype=np.float32))
+    assert meta["captures"][0]["core:global_index"] == 700
+    # slots 7 and 8 are whole with the receiver's tail; 9 ends at the last sample
+    assert [a["oppsched:slot"] for a in meta["annotations"]] == [7, 8]
+    assert [a["core:sample_start"] for a in meta["annotations"]] == [0, 100]
+    check_sigmf(meta)
+
+
+def test_last_seconds_shorter_run_keeps_everything(tmp_path):
+    c = core(tmp_path, last=5000)
+    c.push(ramp(0, 1000))
+    c.close()
+    assert np.array_equal(sigmf.read_samples(c.w.meta_path).real,
+                          np.arange(0, 1000, dtype=np.float32))
+
+
+def test_last_seconds_with_the_trigger_is_refused_naming_both(tmp_path):
+    with pytest.raises(ValueError, match="capture.iq_last_s: with iq_trigger 'failed'"):
+        core(tmp_path, trigger="failed", last=100)
+    from oppsched.config import ConfigError
+    from helpers import cfg_of
+
+    with pytest.raises(ConfigError, match="capture.iq_last_s: 5.0 with iq_trigger 'failed'"):
+        cfg_of(overrides=["phy.mode=sample", "capture.iq=true", "capture.iq_last_s=5",
+                          "capture.iq_trigger=failed"])

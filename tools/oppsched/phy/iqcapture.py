@@ -9,7 +9,8 @@ slot from the receiver's own `rx` reports, and the receiver's per-slot trace
 Bounded, so that a long run does not fill the disk (8 bytes per sample: 8 MB/s per
 device at 1 Msps):
 - window: samples with stream index in [start, start + length) (iq_window_start_s,
-  iq_window_s; iq_window_s 0 = to the end of the run);
+  iq_window_s; iq_window_s 0 = to the end of the run); iq_last_s: only the last seconds
+  of that window (a circular data file, put in stream order when the PHY stops);
 - trigger `failed`: within that window, only the slots whose decode failed (header
   failed, addressed TB with a bad CRC, or a slot expected but not detected), each with
   `iq_margin_slots` slots (+ 1/8 slot) of margin on both sides. The samples wait in a
@@ -52,9 +53,13 @@ class RecorderCore:
 
     def __init__(self, writer: sigmf.SigMFWriter, slot_samples: int, window_start: int = 0,
                  window_len: int = 0, trigger: str = "none", margin_slots: int = 1,
-                 history: int = 0, rx_trace: Path | None = None):
+                 history: int = 0, rx_trace: Path | None = None, last: int = 0):
         if trigger not in TRIGGERS:
             raise ValueError(f"capture.iq_trigger: {trigger!r} not in {TRIGGERS}")
+        if last and trigger != "none":
+            raise ValueError(f"capture.iq_last_s: with iq_trigger {trigger!r}: the last "
+                             "seconds are kept whole (iq_trigger none)")
+        writer.ring = int(last)
         self.w = writer
         self.S = int(slot_samples)
         # the synchroniser reports a slot once ltf_search + 2 cp_len samples past its end
@@ -251,11 +256,13 @@ def make_core(cfg: dict, name: str, description: str, hw: str, extra: dict,
         out / name, fs, description=description, hw=hw, frequency=frequency,
         extra_global={**extra, "capture": {
             "window_start_s": c["iq_window_start_s"], "window_s": c["iq_window_s"],
-            "trigger": c["iq_trigger"], "margin_slots": c["iq_margin_slots"]}})
+            "last_s": c["iq_last_s"], "trigger": c["iq_trigger"],
+            "margin_slots": c["iq_margin_slots"]}})
     return RecorderCore(
         w, slot_samples, round(c["iq_window_start_s"] * fs), round(c["iq_window_s"] * fs),
         c["iq_trigger"], c["iq_margin_slots"], history=round(HISTORY_S * fs),
-        rx_trace=out / f"{name}.rx.csv" if rx_trace else None)
+        rx_trace=out / f"{name}.rx.csv" if rx_trace else None,
+        last=round(c["iq_last_s"] * fs))
 
 
 def attach_rx(tb, cfg: dict, user: dict, src, rx, rx_params: dict, description: str,

@@ -67,6 +67,7 @@ SCHEMA["capture"] = {
     "dir": Field(str, ""),  # '' = RUN_DIR/iq
     "iq_window_start_s": Field(float, 0.0, min=0.0, max=1e6),
     "iq_window_s": Field(float, 10.0, min=0.0, max=1e6),  # 0 = to the end of the run
+    "iq_last_s": Field(float, 0.0, min=0.0, max=1e6),  # > 0: only the window's last s
     "iq_trigger": Field(str, "none", choices=("none", "failed")),
     "iq_margin_slots": Field(int, 1, min=0, max=100),
 }
@@ -113,6 +114,10 @@ def load_config(path: str | Path, overrides: list[str] | tuple = (),
             "SNR ahead; this PHY measures the one it receives (leave it 0)"
         )
     common.load_mcs_table(cfg)  # the table must load (the apd uses the same one)
+    c = cfg["capture"]
+    if c["iq_last_s"] and c["iq_trigger"] != "none":
+        raise ConfigError(f"capture.iq_last_s: {c['iq_last_s']!r} with iq_trigger "
+                          f"{c['iq_trigger']!r}: the last seconds are kept whole")
     return cfg
 
 

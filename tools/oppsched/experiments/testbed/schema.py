@@ -332,6 +332,9 @@ SCHEMA = {
         "iq_window_s": Field(float, 10.0, min=0.0, max=1e6,
                              doc="s recorded from iq_window_start_s; 0 = to the end (8 MB/s "
                                  "per device at 1 Msps)"),
+        "iq_last_s": Field(float, 0.0, min=0.0, max=1e6,
+                           doc="> 0: only the last seconds of the window (e.g. iq_window_s "
+                               "0, iq_last_s 10: the run's last 10 s)"),
         "iq_trigger": Field(str, "none", choices=("none", "failed"),
                             doc="failed: within the window, only the slots whose decode "
                                 "failed, with iq_margin_slots on each side"),
@@ -522,6 +525,10 @@ def check(cfg: dict) -> None:
     if cfg["capture"]["iq"] and cfg["phy"]["mode"] not in ("sample", "uhd"):
         raise ConfigError(f"capture.iq: true with phy.mode {cfg['phy']['mode']!r}: only the "
                           "sample-level PHYs (sample, uhd) have samples to record")
+    if cfg["capture"]["iq_last_s"] and cfg["capture"]["iq_trigger"] != "none":
+        raise ConfigError(f"capture.iq_last_s: {cfg['capture']['iq_last_s']!r} with "
+                          f"iq_trigger {cfg['capture']['iq_trigger']!r}: the last seconds "
+                          "are kept whole")
     wc = cfg["wrc"]
     if wc["delta_max"] < wc["delta_initial"]:
         raise ConfigError(f"wrc.delta_max: {wc['delta_max']!r} is below wrc.delta_initial "
