@@ -340,6 +340,28 @@ def recorded_run(tmp_path: Path, capture: dict, n_reports: int) -> tuple:
     return net.indications[0], err
 
 
+def rerecord(run: Path, base: Path, core_only: bool = False, **kw):
+    """The run's recording fed again through a RecorderCore (window/trigger kw) with the
+    run's own reports, each after its samples as slot_rx's come. Returns the new
+    .sigmf-meta path (core_only: the closed RecorderCore)."""
+    src = run / "iq" / "u0.sigmf-meta"
+    meta = sigmf.read_metadata(src)
+    x = sigmf.read_samples(src)
+    rows = [sigmf.fields_from_row(r) for r in csv.DictReader(open(run / "iq" / "u0.rx.csv"))]
+    S = meta["global"]["oppsched:receiver"]["slot_samples"]
+    w = sigmf.SigMFWriter(base, 1e6, extra_global={
+        "receiver": meta["global"]["oppsched:receiver"]})
+    c = iqcapture.RecorderCore(w, S, **kw)
+    i = 0
+    for a in range(0, len(x), 4096):
+        c.push(x[a:a + 4096])
+        while i < len(rows) and rows[i][0] + S <= c.pos:
+            c.report(rows[i][1], rows[i][0])
+            i += 1
+    c.close()
+    return c if core_only else w.meta_path
+
+
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
     """One recorded run (whole stream: iq_window_s 0) shared by the tests below."""
@@ -396,22 +418,12 @@ def test_failed_trigger_on_a_real_stream_keeps_every_failed_slot_and_its_header(
     recording; offline, the kept slots decode from a fresh receiver (noise average and
     HARQ buffers start empty), so their headers agree and the decode results are counted."""
     run, _online, _err = recorded
-    src = run / "iq" / "u0.sigmf-meta"
-    meta = sigmf.read_metadata(src)
-    x = sigmf.read_samples(src)
+    x = sigmf.read_samples(run / "iq" / "u0.sigmf-meta")
     rows = [sigmf.fields_from_row(r) for r in csv.DictReader(open(run / "iq" / "u0.rx.csv"))]
-    S = meta["global"]["oppsched:receiver"]["slot_samples"]
-    w = sigmf.SigMFWriter(tmp_path / "u0", 1e6,
-                          extra_global={"receiver": meta["global"]["oppsched:receiver"]})
-    c = iqcapture.RecorderCore(w, S, trigger="failed", margin_slots=1,
-                               history=round(iqcapture.HISTORY_S * 1e6))
-    i = 0
-    for a in range(0, len(x), 4096):
-        c.push(x[a:a + 4096])
-        while i < len(rows) and rows[i][0] + S <= c.pos:
-            c.report(rows[i][1], rows[i][0])
-            i += 1
-    trig = c.close()
+    c = rerecord(run, tmp_path / "u0", core_only=True, trigger="failed", margin_slots=1,
+                 history=round(iqcapture.HISTORY_S * 1e6))
+    w = c.w
+    trig = sigmf.read_metadata(w.meta_path)
     check_sigmf(trig)
     assert c.stats()["samples_lost"] == 0
     assert 0 < len(sigmf.read_samples(w.meta_path)) < 0.5 * len(x)
@@ -500,30 +512,29 @@ def test_uhd_capture_records_the_ap_bursts_and_the_client_input_which_decodes(tm
         decode.decode(tmp_path / "iq" / "ap.tx.sigmf-meta", tmp_path / "off", progress=None)
 
 
-# ---- the command line ------------------------------------------------------------------
+# ---- the command line (oppsched.cli.main in this process) --------------------------------
 
 def test_decode_cli_reports_progress_and_exits_1_under_strict_when_a_result_differs(
-        recorded, tmp_path):
+        recorded, tmp_path, capsys):
+    from oppsched import cli
+
     run, _online, _err = recorded
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    meta_path = run / "iq" / "u0.sigmf-meta"
-    cmd = [sys.executable, "-m", "oppsched", "decode", str(meta_path), "--out",
-           str(tmp_path / "a"), "--strict"]
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    assert p.returncode == 0, p.stderr
-    assert "decode u0: 100%" in p.stderr and "differ 0" in p.stdout
+    # the run's first 0.4 s, re-recorded with the run's reports (iq_window_s 0.4)
+    meta_path = rerecord(run, tmp_path / "w" / "u0", window_len=400_000)
+    assert cli.main(["decode", str(meta_path), "--out", str(tmp_path / "a"), "--strict"]) == 0
+    out, err = capsys.readouterr()
+    assert "decode u0: 100%" in err and "differ 0" in out
     assert json.loads((tmp_path / "a" / "u0.decode.json").read_text())["differ"] == 0
     # the same samples with one annotation's CRC result flipped
     meta = json.loads(meta_path.read_text())
     a = next(a for a in meta["annotations"] if a["oppsched:crc_ok"])
     a["oppsched:crc_ok"] = False
-    os.symlink(run / "iq" / "u0.sigmf-data", tmp_path / "u0.sigmf-data")
+    os.symlink(tmp_path / "w" / "u0.sigmf-data", tmp_path / "u0.sigmf-data")
     (tmp_path / "u0.sigmf-meta").write_text(json.dumps(meta))
-    p = subprocess.run(cmd[:4] + [str(tmp_path / "u0.sigmf-meta"), "--out",
-                                  str(tmp_path / "b"), "--strict", "--quiet"],
-                       capture_output=True, text=True, env=env)
-    assert p.returncode == 1, p.stderr
-    assert "differ 1" in p.stdout and "'crc_ok': 1" in p.stdout and p.stderr == ""
+    assert cli.main(["decode", str(tmp_path / "u0.sigmf-meta"), "--out", str(tmp_path / "b"),
+                     "--strict", "--quiet"]) == 1
+    out, err = capsys.readouterr()
+    assert "differ 1" in out and "'crc_ok': 1" in out and err == ""
 
 
 @pytest.mark.parametrize("meta, match", [
@@ -534,18 +545,19 @@ def test_decode_cli_reports_progress_and_exits_1_under_strict_when_a_result_diff
     ({"global": {"core:datatype": "ri16_le", "core:version": "1.0.0"}, "captures": [
         {"core:sample_start": 0}], "annotations": []}, r"'ri16_le' \(only cf32_le"),
 ])
-def test_decode_cli_names_what_is_wrong_with_a_recording(tmp_path, meta, match):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+def test_decode_cli_names_what_is_wrong_with_a_recording(tmp_path, capsys, meta, match):
+    import re
+
+    from oppsched import cli
+
     (tmp_path / "u0.sigmf-data").write_bytes(b"\0" * 80)
     if meta is not None:
         (tmp_path / "u0.sigmf-meta").write_text(meta if isinstance(meta, str)
                                                 else json.dumps(meta))
-    p = subprocess.run([sys.executable, "-m", "oppsched", "decode",
-                        str(tmp_path / "u0.sigmf-meta"), "--out", str(tmp_path / "o")],
-                       capture_output=True, text=True, env=env)
-    assert p.returncode == 2, p.stderr
-    assert p.stderr.startswith("oppsched: error: ")
-    assert __import__("re").search(match, p.stderr), p.stderr
+    assert cli.main(["decode", str(tmp_path / "u0.sigmf-meta"), "--out",
+                     str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("oppsched: error: ") and re.search(match, err), err
 
 
 def test_last_seconds_keep_the_windows_end_in_stream_order(tmp_path):
