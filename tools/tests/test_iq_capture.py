@@ -593,3 +593,23 @@ def test_last_seconds_with_the_trigger_is_refused_naming_both(tmp_path):
     with pytest.raises(ConfigError, match="capture.iq_last_s: 5.0 with iq_trigger 'failed'"):
         cfg_of(overrides=["phy.mode=sample", "capture.iq=true", "capture.iq_last_s=5",
                           "capture.iq_trigger=failed"])
+
+
+def test_a_recording_that_cannot_be_written_stops_alone_and_says_why(tmp_path):
+    """Disk full: the recorder block stops recording, keeps consuming its input (the PHY
+    goes on), and the stats name the file and the error."""
+    import errno
+
+    c = core(tmp_path, rx_trace=tmp_path / "u0.rx.csv")
+    rec = iqcapture.iq_recorder(c)
+
+    def full(_b):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    assert rec.work([ramp(0, 100)], []) == 100
+    c.w._f.write = full
+    assert rec.work([ramp(100, 200)], []) == 100
+    assert rec.work([ramp(200, 300)], []) == 100  # still consumed
+    st = c.stats()
+    assert st["error"].endswith("u0.sigmf-data: No space left on device")
+    assert st["samples"] == 100

@@ -78,6 +78,7 @@ class RecorderCore:
         self.lost = 0  # trigger: samples of kept ranges that left the ring before a report
         self.slots = 0
         self.kept_slots = 0
+        self.error = ""  # why the recording stopped early (e.g. disk full), '' = it did not
         self._trace_f = None
         if rx_trace is not None:
             self._trace_f = open(rx_trace, "w", newline="")
@@ -162,7 +163,8 @@ class RecorderCore:
     def stats(self) -> dict:
         return {"file": str(self.w.meta_path), "samples": self.w.samples_written,
                 "bytes": self.w.bytes_written, "slots_reported": self.slots,
-                "slots_kept": self.kept_slots, "samples_lost": self.lost}
+                "slots_kept": self.kept_slots, "samples_lost": self.lost,
+                "error": self.error}
 
 
 def _comment(f: dict) -> str:
@@ -219,6 +221,8 @@ class iq_recorder(gr.sync_block):
         self._slot_key = pmt.intern("slot")
 
     def _on_rx(self, msg) -> None:
+        if self.core.error:
+            return
         try:
             d = report_dict(msg)
             self.core.report(sigmf.slot_fields(d), int(d["sample"]))
@@ -227,12 +231,16 @@ class iq_recorder(gr.sync_block):
 
     def work(self, input_items, output_items):
         x = input_items[0]
-        if self.tx:
-            start = self.nitems_read(0)
-            for t in self.get_tags_in_window(0, 0, len(x), self._slot_key):
-                self.core.tag(pmt.to_python(t.value), t.offset)
-            del start
-        self.core.push(x)
+        if self.core.error:  # the recording stopped (disk full, ...): the PHY goes on
+            return len(x)
+        try:
+            if self.tx:
+                for t in self.get_tags_in_window(0, 0, len(x), self._slot_key):
+                    self.core.tag(pmt.to_python(t.value), t.offset)
+            self.core.push(x)
+        except OSError as exc:
+            self.core.error = f"{self.core.w.data_path}: {exc.strerror or exc}"
+            log.error("iq capture stopped (the run goes on): %s", self.core.error)
         return len(x)
 
 
@@ -304,6 +312,10 @@ def close_all(recorders) -> list[dict]:
     """Closes each recording (after the flowgraph stopped); returns their stats."""
     out = []
     for r in recorders:
-        r.core.close()
+        try:
+            r.core.close()
+        except OSError as exc:  # the metadata could not be written: say so in the stats
+            r.core.error = r.core.error or f"{r.core.w.meta_path}: {exc.strerror or exc}"
+            log.error("iq capture: %s", r.core.error)
         out.append(r.core.stats())
     return out
