@@ -613,3 +613,17 @@ def test_a_recording_that_cannot_be_written_stops_alone_and_says_why(tmp_path):
     st = c.stats()
     assert st["error"].endswith("u0.sigmf-data: No space left on device")
     assert st["samples"] == 100
+
+
+def test_failed_trigger_holds_only_the_annotations_near_kept_slots(tmp_path):
+    # a long run of good slots with one failure: memory must not grow with the run
+    c = core(tmp_path, trigger="failed", margin_slots=1, history=1000)
+    for k in range(5000):
+        c.push(ramp(100 * k, 100 * k + 100))
+        if k >= 1:
+            c.report(fields(k - 1, crc_ok=k - 1 != 4000), 100 * (k - 1))
+        assert len(c.recent) <= 3
+    # slots 3998..4002 touch the kept samples; the writer keeps those recorded whole
+    assert len(c.w._annotations) == 5
+    meta = c.close()
+    assert [a["oppsched:slot"] for a in meta["annotations"]] == [3999, 4000, 4001]

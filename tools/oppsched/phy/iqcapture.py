@@ -14,8 +14,9 @@ device at 1 Msps):
 - trigger `failed`: within that window, only the slots whose decode failed (header
   failed, addressed TB with a bad CRC, or a slot expected but not detected), each with
   `iq_margin_slots` slots (+ 1/8 slot) of margin on both sides. The samples wait in a
-  ring buffer (`HISTORY_S`) until the receiver's report for them arrives. Every earlier
-  transmission of a failed TB failed too, so the HARQ history of each kept slot is kept.
+  ring buffer (`HISTORY_S`) until the receiver's report for them arrives. The apd
+  retransmits a TB only after a NACK or when it went unheard, so every earlier
+  transmission of a failed TB failed too: the HARQ history of each kept slot is kept.
 
 The AP's transmission (uhd mode) is recorded by the same block without reports: each slot
 is annotated from slot_tx's `slot` stream tag.
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import csv
 import logging
+from collections import deque
 from pathlib import Path
 
 import numpy as np
@@ -74,6 +76,8 @@ class RecorderCore:
         if trigger == "failed":
             self.ring = np.zeros(max(int(history), 2 * (self.S + self.margin)), np.complex64)
         self.keep: list[list[int]] = []  # trigger: [start, end) ranges still to write
+        self.kept_from = self.kept_to = 0  # trigger: the last kept stretch [from, to)
+        self.recent: deque = deque()  # trigger: annotations of the last margin, not kept yet
         self.written_to = 0  # trigger: samples before this are written or given up
         self.lost = 0  # trigger: samples of kept ranges that left the ring before a report
         self.slots = 0
@@ -132,8 +136,14 @@ class RecorderCore:
         a, b = self._in_window(sample, sample + self.S)
         if b <= a:
             return
-        self.w.annotate(sample, self.S, f"slot {f['slot']}", _comment(f), f)
-        if self.trigger == "failed" and failed(f):
+        ann = (sample, self.S, f"slot {f['slot']}", _comment(f), f)
+        if self.trigger == "none":
+            self.w.annotate(*ann)
+            return
+        # trigger: a slot is annotated only if it overlaps kept samples (the writer then
+        # keeps those recorded whole); the others wait in `recent` while a later failure
+        # could still keep them (its margin), so memory stays bounded over a long run
+        if failed(f):
             self.kept_slots += 1
             a, b = self._in_window(sample - self.margin, sample + self.S + self.margin)
             a = max(a, self.written_to)
@@ -141,7 +151,20 @@ class RecorderCore:
                 self.keep[-1][1] = max(self.keep[-1][1], b)
             elif b > a:
                 self.keep.append([a, b])
+            if b > a:
+                self.kept_from = a if self.kept_to < a else self.kept_from
+                self.kept_to = max(self.kept_to, b)
+            while self.recent:
+                r = self.recent.popleft()
+                if r[0] + self.S > self.kept_from:
+                    self.w.annotate(*r)
             self._flush()
+        if sample < self.kept_to and sample + self.S > self.kept_from:
+            self.w.annotate(*ann)
+        else:
+            self.recent.append(ann)
+            while self.recent and self.recent[0][0] + self.S + self.margin < sample:
+                self.recent.popleft()
 
     def tag(self, slot: int, sample: int) -> None:
         """A transmitted slot (slot_tx's `slot` tag at its first sample)."""
