@@ -86,15 +86,38 @@ class _Segments:
         self.segs = segs
         self.starts = [s[0] for s in segs]
 
-    def to_global(self, file_index: int, count: int) -> int | None:
-        """Stream index of file_index when [file_index, +count) lies in one segment."""
+    def locate(self, file_index: int, count: int) -> tuple[int, int] | None:
+        """(segment, stream index) of file_index when [file_index, +count) lies in one
+        segment."""
         i = bisect.bisect_right(self.starts, file_index) - 1
         if i < 0:
             return None
         f0, g0, n = self.segs[i]
         if file_index + count > f0 + n:
             return None
-        return g0 + (file_index - f0)
+        return i, g0 + (file_index - f0)
+
+
+def renumber(reports: list[tuple[int, dict]], S: int) -> None:
+    """Slot numbers of the slots whose header failed (slot_estimated), extrapolated within
+    their own segment: the receiver, fed the segments back to back, would count slots
+    across the gap between them. Each takes the number of the nearest slot reported before
+    it in the segment plus the slots between them (what the receiver does within a
+    stream); before the segment's first decoded header, the number of that header minus the
+    slots between them. Unchanged in a single-segment recording."""
+    anchor = None
+    for g, f in reports:
+        if f["slot_estimated"] and anchor is not None:
+            f["slot"] = anchor[1] + round((g - anchor[0]) / S)
+        if f["detected"] and (not f["slot_estimated"] or anchor is not None):
+            anchor = (g, f["slot"])
+    first = next(((g, f["slot"]) for g, f in reports if not f["slot_estimated"]), None)
+    if first is None:
+        return
+    for g, f in reports:
+        if not f["slot_estimated"]:
+            break
+        f["slot"] = first[1] - round((first[0] - g) / S)
 
 
 def compare(online: dict, offline: dict) -> list[str]:
@@ -149,38 +172,55 @@ def decode(meta_path: str | Path, out_dir: str | Path, progress=sys.stderr,
         w = csv.writer(fh)
         w.writerow(sigmf.RX_TRACE_COLUMNS)
 
+        pending: list[tuple[int, dict]] = []  # reports of the current segment
+        current = [None]
+
         def handle(reports):
             for rep in reports:
-                g = segs.to_global(int(rep.sample), S)
-                if g is None:  # a missed-slot report in a gap between segments
+                loc = segs.locate(int(rep.sample), S)
+                if loc is None:  # a missed-slot report in a gap between segments
                     summary["outside"] += 1
                     continue
-                f = sigmf.slot_fields(rep)
-                w.writerow(sigmf.rx_row(g, f))
-                summary["slots"] += 1
-                summary["detected"] += f["detected"]
-                summary["header_ok"] += f["header_ok"]
-                if f["addressed"] and f["tb_bytes"]:
-                    summary["addressed"] += 1
-                    summary["tb_ok" if f["crc_ok"] else "tb_failed"] += 1
-                    summary["combined"] += f["combined"] > 1
-                a = online.get(g)
-                if a is None:
-                    summary["only_offline"] += 1
+                if len(segs.segs) == 1:
+                    record(loc[1], sigmf.slot_fields(rep))
                     continue
-                seen.add(g)
-                diff = compare(a, f)
-                if diff:
-                    summary["differ"] += 1
-                    for k in diff:
-                        fd = summary["field_differences"]
-                        fd[k] = fd.get(k, 0) + 1
-                    if len(summary["differences"]) < 50:
-                        summary["differences"].append({
-                            "slot": f["slot"], "global_index": g,
-                            **{k: [a.get(f"{NS}:{k}"), f[k]] for k in diff}})
-                else:
-                    summary["agree"] += 1
+                if loc[0] != current[0]:
+                    flush()
+                    current[0] = loc[0]
+                pending.append((loc[1], sigmf.slot_fields(rep)))
+
+        def flush():
+            renumber(pending, S)
+            for g, f in pending:
+                record(g, f)
+            pending.clear()
+
+        def record(g: int, f: dict):
+            w.writerow(sigmf.rx_row(g, f))
+            summary["slots"] += 1
+            summary["detected"] += f["detected"]
+            summary["header_ok"] += f["header_ok"]
+            if f["addressed"] and f["tb_bytes"]:
+                summary["addressed"] += 1
+                summary["tb_ok" if f["crc_ok"] else "tb_failed"] += 1
+                summary["combined"] += f["combined"] > 1
+            a = online.get(g)
+            if a is None:
+                summary["only_offline"] += 1
+                return
+            seen.add(g)
+            diff = compare(a, f)
+            if diff:
+                summary["differ"] += 1
+                for k in diff:
+                    fd = summary["field_differences"]
+                    fd[k] = fd.get(k, 0) + 1
+                if len(summary["differences"]) < 50:
+                    summary["differences"].append({
+                        "slot": f["slot"], "global_index": g,
+                        **{k: [a.get(f"{NS}:{k}"), f[k]] for k in diff}})
+            else:
+                summary["agree"] += 1
 
         for f0, _g0, n in segs.segs:
             for a in range(f0, f0 + n, chunk):
@@ -196,6 +236,7 @@ def decode(meta_path: str | Path, out_dir: str | Path, progress=sys.stderr,
                     print(f"decode {name}: {100 * frac:3.0f}% ({b}/{len(x)} samples, "
                           f"{summary['slots']} slots, {summary['tb_failed']} TBs failed)",
                           file=progress, flush=True)
+        flush()
     summary["only_online"] = len(set(online) - seen)
     summary["seconds"] = round(time.monotonic() - t_start, 3)
     summary["trace"] = str(trace_path)

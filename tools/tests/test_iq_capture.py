@@ -231,7 +231,7 @@ def test_rx_trace_has_every_slot_whatever_the_window(tmp_path):
 
 
 def test_failed_trigger_keeps_failed_slots_with_margin_merging_overlaps(tmp_path):
-    # slot k at [100 k, 100 k + 100); margin 1 slot + 1/8 slot = 112 samples
+    # slot k at [100 k, 100 k + 100); margin 1 slot + 1/2 slot = 150 samples
     c = core(tmp_path, trigger="failed", margin_slots=1, history=5000)
     failed = {5, 6, 20, 30}
     for k in range(40):
@@ -241,7 +241,7 @@ def test_failed_trigger_keeps_failed_slots_with_margin_merging_overlaps(tmp_path
             c.report(fields(s, crc_ok=s not in failed), 100 * s)
     meta = c.close()
     x = sigmf.read_samples(c.w.meta_path)
-    kept = [(388, 812), (1888, 2212), (2888, 3212)]  # 5..6 merged
+    kept = [(350, 850), (1850, 2250), (2850, 3250)]  # 5..6 merged
     assert [(c_["core:global_index"], c_["oppsched:sample_count"]) for c_ in
             meta["captures"]] == [(a, b - a) for a, b in kept]
     assert np.array_equal(x.real, np.concatenate([np.arange(a, b) for a, b in kept])
@@ -263,8 +263,8 @@ def test_failed_trigger_writes_samples_that_come_after_the_report(tmp_path):
     c.push(ramp(450, 900))
     meta = c.close()
     x = sigmf.read_samples(c.w.meta_path)
-    assert meta["captures"][0]["core:global_index"] == 300 - 12
-    assert np.array_equal(x.real, np.arange(288, 512, dtype=np.float32))
+    assert meta["captures"][0]["core:global_index"] == 300 - 50
+    assert np.array_equal(x.real, np.arange(250, 550, dtype=np.float32))
 
 
 def test_failed_trigger_counts_samples_that_left_the_history_as_lost(tmp_path):
@@ -273,8 +273,8 @@ def test_failed_trigger_counts_samples_that_left_the_history_as_lost(tmp_path):
     c.report(fields(5, crc_ok=False), 500)
     meta = c.close()
     x = sigmf.read_samples(c.w.meta_path)
-    assert np.array_equal(x.real, np.arange(600, 612, dtype=np.float32))
-    assert c.stats()["samples_lost"] == 600 - 488
+    assert np.array_equal(x.real, np.arange(600, 650, dtype=np.float32))
+    assert c.stats()["samples_lost"] == 600 - 450
     assert meta["annotations"] == []  # slot 5 was not recorded whole
 
 
@@ -435,9 +435,9 @@ def test_failed_trigger_on_a_real_stream_keeps_every_failed_slot_and_its_header(
     fd = s["field_differences"]
     for k in ("user", "mcs", "harq_process", "rv", "ndi", "tb_bytes"):
         assert fd.get(k, 0) <= 0.01 * s["annotated"], (k, fd)
-    # measured: 910 of 1078 annotated slots reported offline (the rest: slots not detected
-    # or not numbered at the start of a segment)
-    assert s["agree"] + s["differ"] >= 0.75 * s["annotated"]
+    # every kept slot is found again (measured: all 1135; with 1/8 slot of lead before a
+    # segment's first slot, 111 were not)
+    assert s["agree"] + s["differ"] >= 0.98 * s["annotated"]
 
 
 # ---- experiment schema -> phy.yaml ------------------------------------------------------
@@ -627,3 +627,19 @@ def test_failed_trigger_holds_only_the_annotations_near_kept_slots(tmp_path):
     assert len(c.w._annotations) == 5
     meta = c.close()
     assert [a["oppsched:slot"] for a in meta["annotations"]] == [3999, 4000, 4001]
+
+
+def test_renumber_counts_header_failed_slots_within_their_segment():
+    S = 100
+
+    def f(slot, est, det=True):
+        return {"slot": slot, "slot_estimated": est, "detected": det}
+
+    # fed back to back, the receiver numbered slots after the gap from the last segment
+    reps = [(1000, f(77, True)), (1100, f(78, True)), (1200, f(40, False)),
+            (1300, f(99, True)), (1400, f(5, True, det=False)), (1500, f(43, False))]
+    decode.renumber(reps, S)
+    assert [r[1]["slot"] for r in reps] == [38, 39, 40, 41, 42, 43]
+    same = [(0, f(7, False)), (100, f(8, True)), (300, f(10, True, det=False))]
+    decode.renumber(same, S)
+    assert [r[1]["slot"] for r in same] == [7, 8, 10]
