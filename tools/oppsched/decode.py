@@ -14,7 +14,9 @@ report (slot, CRC result, MCS, user, HARQ fields, TB hash, SNR) bit for bit. A w
 starts later, or the `failed` trigger's segments, start from an empty receiver state: the
 HARQ history of a kept failed slot is in the recording (its earlier transmissions failed
 too), but the noise average starts afresh; the summary counts the slots whose offline
-result differs from the online annotation.
+result differs from the online annotation. Fed back to back, the segments would make the
+receiver count slots across the gaps: the numbers of header-failed slots are extrapolated
+within their own segment instead (renumber()).
 
 Writes DIR/<name>.rx.csv (the per-slot receiver trace a run writes with capture.iq, the
 same columns) and DIR/<name>.decode.json (the summary), and prints progress and the summary.
