@@ -187,7 +187,9 @@ class RecorderCore:
         return meta
 
     def stats(self) -> dict:
-        return {"file": str(self.w.meta_path), "samples": self.w.samples_written,
+        # relative to the run folder (the runner moves the folder when the run succeeds)
+        mp = self.w.meta_path
+        return {"file": f"{mp.parent.name}/{mp.name}", "samples": self.w.samples_written,
                 "bytes": self.w.bytes_written, "slots_reported": self.slots,
                 "slots_kept": self.kept_slots, "samples_lost": self.lost,
                 "error": self.error}
