@@ -8,6 +8,7 @@ import sys
 
 from oppsched.bench import run_bench, run_capacity_bench, run_phy_bench
 from oppsched.config import ConfigError
+from oppsched.decode import add_parser as decode_parser
 from oppsched.experiments.testbed import TestbedError
 from oppsched.linkcurves import add_parsers as linkcurves_parsers
 from oppsched.netns import DEFAULT_PREFIX, NetnsError, cleanup_stale
@@ -171,6 +172,7 @@ def main(argv=None) -> int:
     b.set_defaults(fn=_cmd_bench)
 
     linkcurves_parsers(sub)  # `linkcurves` and `mcstable`
+    decode_parser(sub)  # `decode`: a SigMF IQ recording through the same receiver
 
     a = p.parse_args(argv)
     try:

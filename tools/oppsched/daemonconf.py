@@ -437,6 +437,12 @@ def phy_config(cfg: dict, lay: Layout) -> dict:
                           "sample_rate": block_sample_rate(cfg)}
         conf["error_model"] = "threshold"
         conf.pop("link_curves", None)
+        c = cfg["capture"]
+        if c["iq"]:  # oppsched.phy.iqcapture
+            conf["capture"] = {"iq": True, "dir": lay.path("iq"),
+                               **{k: c[k] for k in ("iq_window_start_s", "iq_window_s",
+                                                    "iq_last_s", "iq_trigger",
+                                                    "iq_margin_slots")}}
     if p["mode"] == "uhd":
         # python -m oppsched.phy.uhd: the loopback's file plus the radios; `origin` makes
         # the PHY's messages name the experiment's fields (phy.uhd.ap.args, ...).

@@ -39,6 +39,7 @@ import logging
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 from gnuradio import gr, oppsched
@@ -63,6 +64,21 @@ SCHEMA["sample"] = {
     "connect_wait_ms": Field(int, 1000, min=0, max=600_000),
     "report_effective_snr": Field(bool, True),
 }
+# IQ capture (oppsched.phy.iqcapture; docs/phy.md, "IQ capture and offline decode")
+SCHEMA["capture"] = {
+    "iq": Field(bool, False),
+    "dir": Field(str, ""),  # '' = RUN_DIR/iq
+    "iq_window_start_s": Field(float, 0.0, min=0.0, max=1e6),
+    "iq_window_s": Field(float, 10.0, min=0.0, max=1e6),  # 0 = to the end of the run
+    "iq_last_s": Field(float, 0.0, min=0.0, max=1e6),  # > 0: only the window's last s
+    "iq_trigger": Field(str, "none", choices=("none", "failed")),
+    "iq_margin_slots": Field(int, 1, min=0, max=100),
+}
+
+# slot_rx's parameters (its defaults), passed explicitly so that a recording's metadata
+# names the receiver `oppsched decode` must rebuild.
+RX_PARAMS = {"detection_threshold": 0.08, "ltf_threshold": 0.35, "missed_slots": 600,
+             "noise_ema": 0.1}
 
 
 def profile_slot_s(profile: str, sample_rate: float) -> float:
@@ -103,6 +119,10 @@ def load_config(path: str | Path, overrides: list[str] | tuple = (),
         )
     if table:
         check_mcs_table(cfg)
+    c = cfg["capture"]
+    if c["iq_last_s"] and c["iq_trigger"] != "none":
+        raise ConfigError(f"capture.iq_last_s: {c['iq_last_s']!r} with iq_trigger "
+                          f"{c['iq_trigger']!r}: the last seconds are kept whole")
     return cfg
 
 
@@ -160,7 +180,8 @@ def connect_rx(tb, cfg: dict, user: dict, src) -> tuple:
     """slot_rx(user_id) fed from `src` (a block or (block, port)) and its
     rx_indication_sink on the user's `rx` endpoint. Returns (slot_rx, sink)."""
     s, z = cfg["sample"], cfg["zmq"]
-    rx = oppsched.slot_rx(s["profile"], s["sample_rate"], user["id"], fec=s["fec"])
+    rx = oppsched.slot_rx(s["profile"], s["sample_rate"], user["id"], fec=s["fec"],
+                          **RX_PARAMS)
     sink = oppsched.rx_indication_sink(
         user["rx"], z["hwm"], s["report_effective_snr"], z["reconnect_ms"],
         s["connect_wait_ms"],
@@ -254,6 +275,33 @@ class Loopback:
             rx, sink = connect_rx(self.tb, cfg, u, (self.emu, i))
             self.rx.append(rx)
             self.sinks.append(sink)
+        self.iq = []
+        if cfg["capture"]["iq"]:
+            from oppsched.phy import iqcapture
+
+            for i, (u, rx) in enumerate(zip(cfg["users"], self.rx)):
+                ch = u["channel"]
+                self.iq.append(iqcapture.attach_rx(
+                    self.tb, cfg, u, (self.emu, i), rx, RX_PARAMS,
+                    f"oppsched sample PHY: the input of user {u['name']}'s receiver (id "
+                    f"{u['id']}), after the channel emulator ({ch['model']}, mean SNR "
+                    f"{ch['mean_snr_db']} dB)",
+                    "software: gr-oppsched channel_emulator_cc"))
+
+    def start(self) -> None:
+        if self.iq:
+            from oppsched.phy import iqcapture
+
+            iqcapture.set_t0(self.iq, time.time() + self.cfg["sample"]["t0_s"])
+        self.tb.start()
+
+    def stop(self) -> None:
+        self.tb.stop()
+        self.tb.wait()
+        if self.iq:
+            from oppsched.phy import iqcapture
+
+            self.iq_stats = iqcapture.close_all(self.iq)
 
     def stats(self) -> dict:
         return {
@@ -265,6 +313,8 @@ class Loopback:
             **tx_stats(self.tx, self.grants),
             "users": [user_stats(u, rx, sink)
                       for u, rx, sink in zip(self.cfg["users"], self.rx, self.sinks)],
+            **({"iq": getattr(self, "iq_stats", None) or [r.core.stats() for r in self.iq]}
+               if self.iq else {}),
         }
 
     def write_stats(self) -> None:
@@ -294,16 +344,12 @@ def main(argv: list[str] | None = None) -> int:
     lb = Loopback(cfg)
 
     def start():
-        lb.tb.start()
+        lb.start()
         log.info("running: %d users, profile %s, %g Hz, slot %.3f ms, lead %d",
                  len(cfg["users"]), cfg["sample"]["profile"], cfg["sample"]["sample_rate"],
                  cfg["slot_s"] * 1e3, cfg["lead_slots"])
 
-    def stop():
-        lb.tb.stop()
-        lb.tb.wait()
-
-    run_until_signal(start, stop, lb.write_stats, lb.tx.slots, cfg["max_slots"])
+    run_until_signal(start, lb.stop, lb.write_stats, lb.tx.slots, cfg["max_slots"])
     st = lb.stats()
     log.info("stopped after %d slots (%d empty, %d late)", st["slots"], st["empty"], st["late"])
     return 0

@@ -212,6 +212,31 @@ def tx_buffer_samples(cfg: dict) -> int:
                                      TX_MAX_OUTPUT_BUFFER)
 
 
+def capture_client_iq(tb, cfg: dict, user: dict, source, rx):
+    """capture.iq: what the user's radio `source` receives (slot_rx `rx`'s input), with
+    rx's reports as annotations (oppsched.phy.iqcapture)."""
+    from oppsched.phy import iqcapture
+
+    r = user["uhd"]
+    return iqcapture.attach_rx(
+        tb, cfg, user, source, rx, loopback.RX_PARAMS,
+        f"oppsched over-the-air PHY: what user {user['name']}'s radio (id {user['id']}) "
+        f"receives at {r['freq_hz']:g} Hz, gain {r['gain_db']:g} dB",
+        f"USRP {r['device']} ({r['args']}), antenna {r['antenna']}", r["freq_hz"])
+
+
+def capture_ap_iq(tb, cfg: dict, tx):
+    """capture.iq: what the AP sends (slot_tx `tx`'s bursts, as the usrp_sink gets them),
+    one annotation per slot from slot_tx's `slot` tags."""
+    from oppsched.phy import iqcapture
+
+    ap = cfg["uhd"]["ap"]
+    return iqcapture.attach_tx(
+        tb, cfg, tx, f"oppsched over-the-air PHY: the AP's transmission (bursts, one per "
+        f"slot, back to back in the file) at {ap['freq_hz']:g} Hz",
+        f"USRP {ap['device']} ({ap['args']}), antenna {ap['antenna']}", ap["freq_hz"])
+
+
 def build_client_rx(tb, cfg: dict, user: dict, source):
     """`source` (uhd.usrp_source on air) -> slot_rx(user id) -> rx_indication_sink on the
     user's rx endpoint. Returns (slot_rx, sink)."""
@@ -229,12 +254,15 @@ class UhdPhy:
         fs = cfg["sample"]["sample_rate"]
         stream = uhd.stream_args(cpu_format="fc32", channels=[0])
         self.rx_tbs, self.rx, self.sinks = [], [], []
+        self.iq = []  # capture.iq recorders
         for u in cfg["users"]:
             r = u["uhd"]
             tb = gr.top_block(f"oppsched_uhd_rx_{u['id']}")
             src = _open(lambda r=r: uhd.usrp_source(r["args"], stream), r)
             configure_radio(src, r["origin"], r, fs)
             rx, sink = build_client_rx(tb, cfg, u, src)
+            if cfg["capture"]["iq"]:
+                self.iq.append(capture_client_iq(tb, cfg, u, src, rx))
             self.rx_tbs.append(tb)
             self.rx.append(rx)
             self.sinks.append(sink)
@@ -245,18 +273,26 @@ class UhdPhy:
         self.device_time_s = set_device_time(self.usrp_tx, ap)
         self.t0_s = ap_t0_s(cfg, self.device_time_s)
         self.tx, self.grants = build_ap_tx(self.tb, cfg, self.device_time_s, self.usrp_tx)
+        if cfg["capture"]["iq"]:
+            self.iq.append(capture_ap_iq(self.tb, cfg, self.tx))
 
     def start(self) -> None:
+        from oppsched.phy import iqcapture
+
+        iqcapture.set_t0(self.iq, time.time())  # the streams start now (RX) / at t0 (TX)
         for tb in self.rx_tbs:
             tb.start()
         self.tb.start()
 
     def stop(self) -> None:
+        from oppsched.phy import iqcapture
+
         self.tb.stop()
         self.tb.wait()
         for tb in self.rx_tbs:
             tb.stop()
             tb.wait()
+        self.iq_stats = iqcapture.close_all(self.iq)
 
     def stats(self) -> dict:
         c = self.cfg
@@ -275,6 +311,8 @@ class UhdPhy:
             **loopback.tx_stats(self.tx, self.grants),
             "users": [loopback.user_stats(u, rx, sink)
                       for u, rx, sink in zip(c["users"], self.rx, self.sinks)],
+            **({"iq": getattr(self, "iq_stats", None) or [r.core.stats() for r in self.iq]}
+               if self.iq else {}),
         }
 
     def write_stats(self) -> None:

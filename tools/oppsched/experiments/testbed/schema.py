@@ -354,6 +354,22 @@ SCHEMA = {
         "mac_max_bytes": Field(int, 256 << 20, min=4096, max=1 << 40,
                                doc="size limit of each MAC pcap; later records are left out "
                                    "(\"capture truncated\" in the daemon's log)"),
+        # IQ capture (docs/phy.md, "IQ capture and offline decode")
+        "iq": Field(bool, False, doc="phy.mode sample/uhd: SigMF recordings of each "
+                    "receiver's input (iq/<device>.sigmf-*; uhd: also iq/ap.tx.*), one "
+                    "annotation per slot; `oppsched decode` replays them"),
+        "iq_window_start_s": Field(float, 0.0, min=0.0, max=1e6,
+                                   doc="s after the PHY's stream start"),
+        "iq_window_s": Field(float, 10.0, min=0.0, max=1e6,
+                             doc="s recorded from iq_window_start_s; 0 = to the end (8 MB/s "
+                                 "per device at 1 Msps)"),
+        "iq_last_s": Field(float, 0.0, min=0.0, max=1e6,
+                           doc="> 0: only the last seconds of the window (e.g. iq_window_s "
+                               "0, iq_last_s 10: the run's last 10 s)"),
+        "iq_trigger": Field(str, "none", choices=("none", "failed"),
+                            doc="failed: within the window, only the slots whose decode "
+                                "failed, with iq_margin_slots on each side"),
+        "iq_margin_slots": Field(int, 1, min=0, max=100),
     },
     "traces": {"packets": Field(bool, False, doc="apd writes packets.csv (per-packet events)")},
     "topology": {
@@ -543,6 +559,13 @@ def check(cfg: dict) -> None:
         raise ConfigError(f"harq.feedback_timeout_slots: {hm['feedback_timeout_slots']} is not "
                           f"more than phy.lead_slots ({cfg['phy']['lead_slots']}): feedback could "
                           "never arrive in time")
+    if cfg["capture"]["iq"] and cfg["phy"]["mode"] not in ("sample", "uhd"):
+        raise ConfigError(f"capture.iq: true with phy.mode {cfg['phy']['mode']!r}: only the "
+                          "sample-level PHYs (sample, uhd) have samples to record")
+    if cfg["capture"]["iq_last_s"] and cfg["capture"]["iq_trigger"] != "none":
+        raise ConfigError(f"capture.iq_last_s: {cfg['capture']['iq_last_s']!r} with "
+                          f"iq_trigger {cfg['capture']['iq_trigger']!r}: the last seconds "
+                          "are kept whole")
     wc = cfg["wrc"]
     if wc["delta_max"] < wc["delta_initial"]:
         raise ConfigError(f"wrc.delta_max: {wc['delta_max']!r} is below wrc.delta_initial "

@@ -1,0 +1,447 @@
+"""SigMF recordings of the PHY's samples, written to the SigMF specification v1.x
+(https://sigmf.org): a `.sigmf-data` file of raw samples (cf32_le: little-endian float32
+I/Q pairs, numpy's complex64 on this platform) and a `.sigmf-meta` JSON file with
+
+- `global`: core:datatype, core:version, core:sample_rate, core:num_channels,
+  core:description, core:hw, core:recorder, core:extensions (the `oppsched` namespace), and
+  the project's own fields (oppsched:receiver: the receiver's parameters, so that
+  `oppsched decode` can rebuild the same slot_receiver; oppsched:stream; oppsched:capture);
+- `captures`: one segment per contiguous run of recorded samples, sorted by
+  core:sample_start (the index in the data file), with core:global_index (the index in the
+  receiver's sample stream since the PHY started), core:datetime and, over the air,
+  core:frequency;
+- `annotations`: one per slot, sorted by core:sample_start, with core:sample_count (one
+  slot), core:label, core:comment and the slot's fields in the oppsched namespace
+  (oppsched:slot, oppsched:user, oppsched:mcs, oppsched:harq_process, oppsched:rv,
+  oppsched:ndi, oppsched:crc_ok, ...).
+
+A segmented recording (trigger mode keeps only some slots) is one data file: the segments
+follow each other in it and each `captures` entry says where it came from in the stream
+(core:global_index), as the specification's discontinuous recordings do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+SIGMF_VERSION = "1.0.0"
+DATATYPE = "cf32_le"
+DTYPE = np.dtype("<c8")
+BYTES_PER_SAMPLE = DTYPE.itemsize  # 8
+NAMESPACE = "oppsched"
+EXTENSION_VERSION = "1.0.0"
+META_SUFFIX = ".sigmf-meta"
+DATA_SUFFIX = ".sigmf-data"
+
+# The per-slot fields of an annotation (the receiver's rx report), in the oppsched
+# namespace: name -> python type. The same names are the columns of the rx trace.
+SLOT_FIELDS = {
+    "slot": int,
+    "slot_estimated": bool,
+    "detected": bool,
+    "header_ok": bool,
+    "user": int,
+    "mcs": int,
+    "harq_process": int,
+    "rv": int,
+    "ndi": bool,
+    "tb_bytes": int,
+    "addressed": bool,
+    "crc_ok": bool,
+    "combined": int,
+    "snr_db": float,
+    "effective_snr_db": float,
+    "cqi": int,
+    "cfo_hz": float,
+    "tb_sha256": str,
+}
+
+_DATETIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
+
+
+class SigMFError(ValueError):
+    """A recording that does not follow the specification (names the field and value)."""
+
+
+def iso_datetime(t: float) -> str:
+    """core:datetime: ISO 8601 in UTC with a Z, microseconds."""
+    return datetime.fromtimestamp(t, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def base_of(path: str | Path) -> Path:
+    """The recording's base path (without .sigmf-meta / .sigmf-data)."""
+    p = Path(path)
+    for suf in (META_SUFFIX, DATA_SUFFIX):
+        if p.name.endswith(suf):
+            return p.with_name(p.name[: -len(suf)])
+    return p
+
+
+@dataclass
+class _Segment:
+    file_start: int
+    global_index: int
+    length: int = 0
+
+
+@dataclass
+class SigMFWriter:
+    """Writes one recording. `write(global_index, samples)` appends samples taken at that
+    stream index (a jump starts a new capture segment); `annotate(global_start, count, ...)`
+    adds an annotation in stream coordinates, kept at close() only if the recording holds
+    all of its samples; close() writes the metadata (atomically).
+
+    t0_unix: wall-clock time (s since the epoch) of stream index 0, for core:datetime."""
+
+    base: Path
+    sample_rate: float
+    description: str = ""
+    hw: str = ""
+    frequency: float | None = None
+    t0_unix: float | None = None
+    extra_global: dict = field(default_factory=dict)
+    # an annotation is kept only if this many samples follow it in its segment (the
+    # receiver reports a slot once samples past its end arrived)
+    tail: int = 0
+    # > 0: keep only the last `ring` samples written: the data file is circular while
+    # recording and put in stream order at close() (one contiguous capture)
+    ring: int = 0
+
+    def __post_init__(self):
+        self.base = base_of(self.base)
+        self.base.parent.mkdir(parents=True, exist_ok=True)
+        self.data_path = self.base.with_name(self.base.name + DATA_SUFFIX)
+        self.meta_path = self.base.with_name(self.base.name + META_SUFFIX)
+        self._f = open(self.data_path, "wb")
+        self._segments: list[_Segment] = []
+        self._annotations: list[tuple[int, int, str, str, dict]] = []
+        self.samples_written = 0
+        self._total = 0  # ring: samples written since the start, before wrapping
+        self.closed = False
+        if self.t0_unix is None:
+            self.t0_unix = time.time()
+
+    @property
+    def bytes_written(self) -> int:
+        return self.samples_written * BYTES_PER_SAMPLE
+
+    def next_global_index(self) -> int | None:
+        if not self._segments:
+            return None
+        s = self._segments[-1]
+        return s.global_index + s.length
+
+    def write(self, global_index: int, samples: np.ndarray) -> None:
+        if self.closed:
+            raise SigMFError(f"{self.data_path}: write after close")
+        n = len(samples)
+        if n == 0:
+            return
+        if self.ring:
+            self._write_ring(global_index, samples)
+            return
+        nxt = self.next_global_index()
+        if nxt is not None and global_index < nxt:
+            raise SigMFError(f"{self.data_path}: global_index {global_index} goes back "
+                             f"(next is {nxt}): segments must be written in stream order")
+        if nxt != global_index:
+            self._segments.append(_Segment(self.samples_written, int(global_index)))
+        self._f.write(np.ascontiguousarray(samples, dtype=DTYPE).tobytes())
+        self._segments[-1].length += n
+        self.samples_written += n
+
+    def _write_ring(self, global_index: int, samples: np.ndarray) -> None:
+        if not self._segments:
+            self._segments.append(_Segment(0, int(global_index)))
+        seg = self._segments[0]
+        if global_index != seg.global_index + self._total:
+            raise SigMFError(f"{self.data_path}: global_index {global_index}: a ring "
+                             f"recording is contiguous (next is {seg.global_index + self._total})")
+        x = np.ascontiguousarray(samples, dtype=DTYPE)
+        if len(x) > self.ring:  # only the last `ring` samples can survive
+            skip = len(x) - self.ring
+            self._total += skip
+            x = x[skip:]
+        while len(x):
+            pos = self._total % self.ring
+            k = min(len(x), self.ring - pos)
+            self._f.seek(pos * BYTES_PER_SAMPLE)
+            self._f.write(x[:k].tobytes())
+            self._total += k
+            x = x[k:]
+        self.samples_written = min(self._total, self.ring)
+        # the capture: the last `ring` samples (put in this order by close())
+        seg.length = self.samples_written
+
+    def _unroll_ring(self) -> None:
+        """Puts the circular data file in stream order; the capture starts at the oldest
+        sample kept."""
+        if not self._segments:
+            return
+        seg = self._segments[0]
+        if self._total > self.ring:
+            self._f.flush()
+            data = np.fromfile(self.data_path, dtype=DTYPE)
+            k = self._total % self.ring
+            self._f.seek(0)
+            self._f.write(np.concatenate([data[k:], data[:k]]).tobytes())
+            self._f.truncate()
+            seg.global_index += self._total - self.ring
+        seg.length = self.samples_written
+
+    def annotate(self, global_start: int, count: int, label: str = "", comment: str = "",
+                 fields: dict | None = None) -> None:
+        self._annotations.append((int(global_start), int(count), label, comment,
+                                  dict(fields or {})))
+
+    def _to_file_index(self, g: int, count: int) -> int | None:
+        for s in self._segments:
+            if s.global_index <= g and g + count + self.tail <= s.global_index + s.length:
+                return s.file_start + (g - s.global_index)
+        return None
+
+    def metadata(self) -> dict:
+        glob = {
+            "core:datatype": DATATYPE,
+            "core:version": SIGMF_VERSION,
+            "core:sample_rate": float(self.sample_rate),
+            "core:num_channels": 1,
+            "core:recorder": "oppsched",
+            "core:extensions": [{"name": NAMESPACE, "version": EXTENSION_VERSION,
+                                 "optional": True}],
+        }
+        if self.description:
+            glob["core:description"] = self.description
+        if self.hw:
+            glob["core:hw"] = self.hw
+        for k, v in self.extra_global.items():
+            glob[k if ":" in k else f"{NAMESPACE}:{k}"] = v
+        captures = []
+        for s in self._segments:
+            c = {"core:sample_start": s.file_start, "core:global_index": s.global_index,
+                 "core:datetime": iso_datetime(self.t0_unix + s.global_index / self.sample_rate),
+                 f"{NAMESPACE}:sample_count": s.length}
+            if self.frequency is not None:
+                c["core:frequency"] = float(self.frequency)
+            captures.append(c)
+        if not captures:  # an empty recording still has one capture (the specification)
+            captures.append({"core:sample_start": 0, "core:global_index": 0,
+                             f"{NAMESPACE}:sample_count": 0})
+        ann = []
+        for g, n, label, comment, fields in self._annotations:
+            start = self._to_file_index(g, n)
+            if start is None:
+                continue
+            a = {"core:sample_start": start, "core:sample_count": n}
+            if label:
+                a["core:label"] = label
+            if comment:
+                a["core:comment"] = comment
+            a[f"{NAMESPACE}:global_index"] = g
+            for k, v in fields.items():
+                a[k if ":" in k else f"{NAMESPACE}:{k}"] = v
+            ann.append(a)
+        ann.sort(key=lambda a: (a["core:sample_start"], a.get(f"{NAMESPACE}:slot", 0)))
+        return {"global": glob, "captures": captures, "annotations": ann}
+
+    def write_metadata(self) -> dict:
+        self._f.flush()
+        meta = self.metadata()
+        tmp = self.meta_path.with_name(self.meta_path.name + ".tmp")
+        tmp.write_text(dumps(meta))
+        os.replace(tmp, self.meta_path)
+        return meta
+
+    def close(self) -> dict:
+        if self.closed:
+            return self.metadata()
+        if self.ring:
+            self._unroll_ring()
+            self.ring = 0
+        meta = self.write_metadata()
+        self._f.close()
+        self.closed = True
+        return meta
+
+
+def dumps(meta: dict) -> str:
+    """The metadata as JSON: global and captures indented, one annotation per line (a
+    recording of 10 s at 600 slots/s has 6000)."""
+    def one(x):
+        return json.dumps(x, allow_nan=False, separators=(", ", ": "))
+
+    head = json.dumps({"global": meta["global"]}, indent=1, allow_nan=False)[:-2]
+
+    def arr(items):
+        return "[\n  " + ",\n  ".join(one(x) for x in items) + "\n ]" if items else "[]"
+
+    return (f"{head},\n \"captures\": {arr(meta['captures'])},\n"
+            f" \"annotations\": {arr(meta['annotations'])}\n}}\n")
+
+
+# ---- reading and checking --------------------------------------------------------------
+
+def _need(obj: dict, key: str, types, where: str):
+    if key not in obj:
+        raise SigMFError(f"{where}.{key}: missing (required by the SigMF specification)")
+    v = obj[key]
+    if isinstance(v, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
+        raise SigMFError(f"{where}.{key}: {v!r} is not a {types}")
+    if not isinstance(v, types):
+        raise SigMFError(f"{where}.{key}: {v!r} is not a {types}")
+    return v
+
+
+def check_metadata(meta: dict) -> None:
+    """Checks every required field of the specification and the type of each core field
+    used here; raises SigMFError naming the field and value."""
+    if not isinstance(meta, dict):
+        raise SigMFError(f"metadata: {type(meta).__name__} is not a JSON object")
+    for k in ("global", "captures", "annotations"):
+        if k not in meta:
+            raise SigMFError(f"{k}: missing (required by the SigMF specification)")
+    g = meta["global"]
+    if not isinstance(g, dict):
+        raise SigMFError("global: not an object")
+    dt = _need(g, "core:datatype", str, "global")
+    if not re.fullmatch(r"(r|c)((f32|f64|i32|i16|u32|u16)(_le|_be)?|i8|u8)", dt):
+        raise SigMFError(f"global.core:datatype: {dt!r} is not a SigMF datatype")
+    ver = _need(g, "core:version", str, "global")
+    if not re.fullmatch(r"1\.\d+\.\d+", ver):
+        raise SigMFError(f"global.core:version: {ver!r} is not a 1.x version")
+    if "core:sample_rate" in g:
+        sr = _need(g, "core:sample_rate", (int, float), "global")
+        if not sr > 0:
+            raise SigMFError(f"global.core:sample_rate: {sr!r} must be > 0")
+    declared = set()
+    for i, e in enumerate(g.get("core:extensions", [])):
+        w = f"global.core:extensions[{i}]"
+        declared.add(_need(e, "name", str, w))
+        _need(e, "version", str, w)
+        _need(e, "optional", bool, w)
+    caps = meta["captures"]
+    if not isinstance(caps, list):
+        raise SigMFError("captures: not an array")
+    last = -1
+    for i, c in enumerate(caps):
+        w = f"captures[{i}]"
+        s = _need(c, "core:sample_start", int, w)
+        if s < 0 or s < last:
+            raise SigMFError(f"{w}.core:sample_start: {s} (negative or not sorted)")
+        last = s
+        if "core:global_index" in c and (not isinstance(c["core:global_index"], int)
+                                         or c["core:global_index"] < 0):
+            raise SigMFError(f"{w}.core:global_index: {c['core:global_index']!r}")
+        if "core:datetime" in c and not _DATETIME_RE.match(str(c["core:datetime"])):
+            raise SigMFError(f"{w}.core:datetime: {c['core:datetime']!r} is not ISO 8601 UTC")
+    anns = meta["annotations"]
+    if not isinstance(anns, list):
+        raise SigMFError("annotations: not an array")
+    last = -1
+    for i, a in enumerate(anns):
+        w = f"annotations[{i}]"
+        s = _need(a, "core:sample_start", int, w)
+        if s < 0 or s < last:
+            raise SigMFError(f"{w}.core:sample_start: {s} (negative or not sorted)")
+        last = s
+        if "core:sample_count" in a:
+            n = _need(a, "core:sample_count", int, w)
+            if n < 0:
+                raise SigMFError(f"{w}.core:sample_count: {n}")
+    for part in [g, *caps, *anns]:
+        for k in part:
+            ns = k.split(":", 1)[0] if ":" in k else None
+            if ns is None or (ns != "core" and ns not in declared):
+                raise SigMFError(f"{k}: namespace {ns!r} is not declared in "
+                                 "global.core:extensions")
+
+
+def read_metadata(path: str | Path) -> dict:
+    base = base_of(path)
+    meta_path = base.with_name(base.name + META_SUFFIX)
+    try:
+        meta = json.loads(meta_path.read_text())
+    except OSError as exc:
+        raise SigMFError(f"{meta_path}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise SigMFError(f"{meta_path}: not JSON ({exc})") from None
+    check_metadata(meta)
+    if meta["global"]["core:datatype"] != DATATYPE:
+        raise SigMFError(f"{meta_path}: global.core:datatype: "
+                         f"{meta['global']['core:datatype']!r} (only {DATATYPE} is read)")
+    return meta
+
+
+def read_samples(path: str | Path) -> np.ndarray:
+    """The data file as a read-only memory map of complex64."""
+    base = base_of(path)
+    data = base.with_name(base.name + DATA_SUFFIX)
+    if data.stat().st_size == 0:
+        return np.zeros(0, DTYPE)
+    return np.memmap(data, dtype=DTYPE, mode="r")
+
+
+def segments(meta: dict, total: int) -> list[tuple[int, int, int]]:
+    """(file_start, global_index, length) of each capture segment; a segment runs to the
+    next one's start (the last to the end of the data file)."""
+    caps = meta["captures"]
+    out = []
+    for i, c in enumerate(caps):
+        start = c["core:sample_start"]
+        end = caps[i + 1]["core:sample_start"] if i + 1 < len(caps) else total
+        out.append((start, c.get("core:global_index", start), max(0, end - start)))
+    return out
+
+
+# ---- the receiver's per-slot trace (rx.csv) --------------------------------------------
+
+RX_TRACE_COLUMNS = ["slot", "sample", *[k for k in SLOT_FIELDS if k != "slot"]]
+
+
+def slot_fields(report) -> dict:
+    """The annotation fields of one rx report: a slot_rx `rx` message as a dict
+    (pmt.to_python) or a gnuradio.oppsched.rx_report. tb_sha256: SHA-256 of the decoded TB
+    bytes ('' when none was delivered)."""
+    import hashlib
+
+    get = report.get if isinstance(report, dict) else (lambda k, d=None: getattr(report, k, d))
+    tb = get("tb", None)
+    if tb is None:
+        tb = b""
+    elif not isinstance(tb, (bytes, bytearray)):
+        tb = bytes(np.asarray(tb, dtype=np.uint8))
+    out = {}
+    for k, t in SLOT_FIELDS.items():
+        if k == "tb_sha256":
+            out[k] = hashlib.sha256(tb).hexdigest() if tb else ""
+        else:
+            v = get("harq_pid" if k == "harq_process" else k, None)
+            out[k] = t(v) if v is not None else t()
+    return out
+
+
+def fields_from_row(row: dict) -> tuple[int, dict]:
+    """(sample, fields) of one rx trace row (csv.DictReader), the inverse of rx_row."""
+    f = {}
+    for k, t in SLOT_FIELDS.items():
+        v = row[k]
+        f[k] = bool(int(v)) if t is bool else t(v)
+    return int(row["sample"]), f
+
+
+def rx_row(sample: int, fields: dict) -> list:
+    row = [fields["slot"], int(sample)]
+    for k, t in SLOT_FIELDS.items():
+        if k == "slot":
+            continue
+        v = fields[k]
+        row.append(int(v) if t is bool else repr(float(v)) if t is float else v)
+    return row
