@@ -287,6 +287,9 @@ def apd_config(cfg: dict, lay: Layout) -> dict:
                    "stats": lay.path("apd.stats.json")},
         "seed": int(cfg["seed"]),
     }
+    if "watchdog" in cfg:  # testbed experiments (docs/testbed.md "Reliability")
+        conf["watchdog_slots"] = cfg["watchdog"]["slots"]
+        conf["stats_period_s"] = cfg["watchdog"]["stats_period_s"]
     return deep_merge(conf, cfg["extra"]["apd"])
 
 
