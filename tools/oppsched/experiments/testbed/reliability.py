@@ -101,9 +101,14 @@ def restart_apd(procs, spawn, ns, argv, rundir: Path, timeout: float) -> dict:
     for name in ("apd.stats.json", "slots.csv", "packets.csv"):
         p = rundir / name
         if p.exists():
-            stem, ext = name.rsplit(".", 1)
+            stem, ext = name.split(".", 1)  # apd.killed.stats.json, slots.killed.csv, ...
             p.replace(rundir / f"{stem}.{KILLED_SUFFIX}.{ext}")
             kept.append(f"{stem}.{KILLED_SUFFIX}.{ext}")
+    log = Path(old.log_path) if old.log_path else None
+    if log is not None and log.exists():  # the new apd's log would replace it
+        log.replace(log.with_name(f"apd.{KILLED_SUFFIX}.log"))
+        row["log"] = str(log.with_name(f"apd.{KILLED_SUFFIX}.log"))
+        kept.append(f"logs/apd.{KILLED_SUFFIX}.log")
     new = spawn(ns, argv, "apd", "apd")
     deadline = time.monotonic() + timeout
     while "users on" not in (new.log_tail(50) or ""):
