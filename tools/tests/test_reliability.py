@@ -71,6 +71,10 @@ def test_a_killed_and_restarted_apd_is_a_new_session_the_flow_resumes_and_losses
     _balanced(new)
     _balanced(old)
     assert old["offered"] > 100
+    # What the killed apd read after its last stats write (<= stats_period_s of traffic) is
+    # counted from the TUN's own counter: nothing it took goes uncounted.
+    assert old["tun_packets_read"] >= old["offered"]
+    assert 0 <= old["read_after_last_stats"] < old["tun_packets_read"]
     t = s["conservation"]["trace"]
     assert t["multiple_fates"] == 0 and t["drops_without_cause"] == 0
     assert t["pending"] == new["queued"] + new["in_flight"]

@@ -433,7 +433,7 @@ def run(cfg: dict, outdir: Path, progress) -> None:
             _schedule(cfg, tb, plans, procs, daemons, rundir, t0, progress, spawn,
                       record["t0_mono_ns"], wrc_files, progs.get("wrc"),
                       tick=_reliability_tick(cfg, rundir, procs, spawn, tb.ap, apd_argv, record,
-                                             write_record))
+                                             write_record, lay.tun))
             record["status"] = "stopping"
             # Stop in order: receivers (done by now), PHY, clients and apd (SIGTERM: they
             # finish the slot, write stats and traces, exit 0), captures, delay stages.
@@ -493,7 +493,8 @@ def run(cfg: dict, outdir: Path, progress) -> None:
         raise TestbedError("teardown incomplete: " + "; ".join(tb.session.teardown_errors))
 
 
-def _reliability_tick(cfg, rundir, procs, spawn, ap_ns, apd_argv, record, write_record):
+def _reliability_tick(cfg, rundir, procs, spawn, ap_ns, apd_argv, record, write_record,
+                      tun_name="radio0"):
     """Called by _schedule every turn with the time since t0: the runner's watchdog, and the
     apd restart fault at faults.apd_restart_at_s (reliability.py)."""
     wd = RunnerWatchdog(Path(rundir) / "apd.stats.json", daemonconf.slot_s(cfg),
@@ -511,7 +512,7 @@ def _reliability_tick(cfg, rundir, procs, spawn, ap_ns, apd_argv, record, write_
             write_record()
         if restart_at is not None and not done and now >= restart_at:
             done.append(restart_apd(procs, spawn, ap_ns, apd_argv, rundir,
-                                    cfg["timeouts"]["startup_s"]))
+                                    cfg["timeouts"]["startup_s"], tun_name))
             record.setdefault("faults", []).append({"at_s": now, **done[0]})
             write_record()
             wd.reset()

@@ -79,7 +79,16 @@ class RunnerWatchdog:
                 f"is hung")
 
 
-def restart_apd(procs, spawn, ns, argv, rundir: Path, timeout: float) -> dict:
+def _tun_packets_read(ns, tun: str):
+    """Packets the kernel handed to the TUN's reader (its tx counter), or None."""
+    try:
+        return int(json.loads(ns.ip("-s", "-j", "link", "show", tun))[0]["stats64"]["tx"]
+                   ["packets"])
+    except Exception:  # noqa: BLE001 -- a figure for the record, not a condition of the run
+        return None
+
+
+def restart_apd(procs, spawn, ns, argv, rundir: Path, timeout: float, tun: str = "radio0") -> dict:
     """The restart fault: SIGKILL the apd (no chance to write anything), keep the files the
     new one would overwrite under *.killed.* names, start it again with the same
     configuration (a new MAC session, pdu.h) and wait until it runs. Returns what happened,
@@ -92,6 +101,9 @@ def restart_apd(procs, spawn, ns, argv, rundir: Path, timeout: float) -> dict:
     except ProcessLookupError:
         pass
     procs.wait("apd", 5.0)
+    # Every packet the killed apd read from the TUN (none after its death, and the new one
+    # has not started): against its last stats, the packets it took without a record.
+    tun_read = _tun_packets_read(ns, tun)
     row = procs.rows.pop("apd")
     procs.procs[f"apd.{KILLED_SUFFIX}"] = procs.procs.pop("apd")
     row["name"] = f"apd.{KILLED_SUFFIX}"
@@ -119,7 +131,7 @@ def restart_apd(procs, spawn, ns, argv, rundir: Path, timeout: float) -> dict:
             raise TestbedError(f"the restarted apd did not start within {timeout:g} s")
         time.sleep(0.02)
     return {"fault": "apd_restart", "killed_pid": old.pid, "new_pid": new.pid,
-            "down_s": time.monotonic() - t_kill, "kept": kept}
+            "down_s": time.monotonic() - t_kill, "kept": kept, "tun_packets_read": tun_read}
 
 
 # ----------------------------------------------------------------------------------------
@@ -183,9 +195,25 @@ def conservation_summary(rundir: Path, stats: dict, errors: list) -> dict:
     killed = rundir / f"apd.{KILLED_SUFFIX}.stats.json"
     if killed.exists():
         try:
-            out["apd_killed"] = _balance(json.loads(killed.read_text()))
+            ks = json.loads(killed.read_text())
+            out["apd_killed"] = _balance(ks)
         except (OSError, ValueError) as exc:
             errors.append(f"{killed.name}: {type(exc).__name__}: {exc}")
+        else:
+            # What it read from the TUN after its last stats write went with it unrecorded
+            # (lost, or delivered in its last moments): counted here, not individually.
+            read = None
+            try:
+                run = json.loads((rundir / "run.json").read_text())
+                read = next((f.get("tun_packets_read") for f in run.get("faults") or []
+                             if f.get("fault") == "apd_restart"), None)
+            except (OSError, ValueError):
+                pass
+            if out["apd_killed"] is not None:
+                seen = int(((ks.get("core") or {}).get("downlink") or {}).get("packets", 0))
+                out["apd_killed"]["tun_packets_read"] = read
+                out["apd_killed"]["read_after_last_stats"] = (read - seen if read is not None
+                                                              else None)
     out["trace"] = _trace_balance(rundir / "packets.csv", errors)
     out["trace_killed"] = _trace_balance(rundir / f"packets.{KILLED_SUFFIX}.csv", errors)
     for name, s in stats.items():
