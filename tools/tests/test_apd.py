@@ -75,6 +75,9 @@ class Bed:
                        "packets": str(self.dir / "packets.csv"),
                        "stats": str(self.dir / "apd.stats.json")},
             "seed": 1,
+            # The fake PHY requests slots only when a test asks: no watchdog unless a test
+            # sets one.
+            "watchdog_slots": 0,
         }
         for k, v in over.items():
             c[k] = v
