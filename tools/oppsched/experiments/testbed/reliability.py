@@ -10,6 +10,7 @@ import signal
 import time
 from pathlib import Path
 
+from oppsched.config import read_yaml
 from oppsched.experiments.testbed.programs import TestbedError
 
 # oppsched-apd's exit statuses (host/daemon/apd/main.cc) and what they mean.
@@ -255,7 +256,7 @@ def chaos_config(cfg: dict, lay, phy_yaml: Path) -> Path:
               "push": {"connect": ep["phy_requests"]}},
              {"name": "grants", "pull": {"connect": ep["phy_grants"]},
               "push": {"bind": f"ipc://{z}/c_grant"}}]
-    phy = yaml.safe_load(Path(phy_yaml).read_text())
+    phy = read_yaml(phy_yaml)
     phy["endpoints"] = {"phy_requests": f"ipc://{z}/c_req", "phy_grants": f"ipc://{z}/c_grant"}
     for u in phy["users"]:
         links.append({"name": f"rx_{u['id']}", "pull": {"bind": f"ipc://{z}/c_rx{u['id']}"},
@@ -275,7 +276,6 @@ def chaos_config(cfg: dict, lay, phy_yaml: Path) -> Path:
 
 def chaos_bound(lay, phy_yaml: Path) -> list[Path]:
     """The ipc files the proxy binds (the runner waits for them before starting the PHY)."""
-    import yaml
-    phy = yaml.safe_load(Path(phy_yaml).read_text())
+    phy = read_yaml(phy_yaml)
     names = ["c_req", "c_grant"] + [f"c_rx{u['id']}" for u in phy["users"]]
     return [Path(lay.zmq_dir) / n for n in names]
