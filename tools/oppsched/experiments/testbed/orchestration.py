@@ -472,7 +472,8 @@ def run(cfg: dict, outdir: Path, progress) -> None:
                       else "")
                    for n in daemons if procs.rows[n]["exit_code"] != 0
                    and not (n == "apd" and apd_alive_at_stop
-                            and procs.rows[n]["exit_code"] == APD_EXIT_WATCHDOG)]
+                            and procs.rows[n]["exit_code"] == APD_EXIT_WATCHDOG
+                            and "watchdog:" in (procs.procs[n].log_tail(20) or ""))]
             if bad:
                 raise TestbedError("; ".join(bad) + " (see logs/)")
             record["status"] = "done"
