@@ -425,6 +425,10 @@ def test_dead_phy_restarting_at_seq_0_is_counted_and_grants_resume(bed):
         assert s["seq"]["phy_requests"]["lost"] == 3
         assert s["core"]["slots"]["phy_restarts"] == 1
         assert s["core"]["slots"]["out_of_order_requests"] == 0
+        # Across the PHY restart every packet is still accounted for (packet_ledger.h).
+        c = s["core"]["conservation"]
+        assert c["offered"] >= 2 and c["unaccounted"] == 0
+        assert c["in_flight"] + c["delivered"] + c["queued"] >= 2  # none of the two dropped
         phy.close()
     finally:
         ctx.destroy(linger=0)
