@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from oppsched.runner import failed_dir, run_experiment
 from helpers import netns_prefix, require_real_testbed, run_cli, write_experiment
 
@@ -171,3 +173,62 @@ def test_under_chaos_between_phy_and_daemons_they_survive_counters_add_up_and_tc
     assert t["multiple_fates"] == 0 and t["drops_without_cause"] == 0
     assert t["pending"] == b["queued"] + b["in_flight"]
     assert not s["errors"]
+
+
+# ----------------------------------------------------------------------------------------
+# The pieces on their own (no root, no run)
+
+def _apd_stats(**over) -> dict:
+    c = {"offered": 10, "delivered": 6, "queued": 1, "in_flight": 1, "unaccounted": 0.0,
+         "dropped": {"harq_max_tx": 1, "harq_timeout": 0, "harq_flush": 0, "rejected": 0}}
+    c.update(over)
+    return {"core": {"conservation": c, "queue_drops": {"overflow": 1},
+                     "downlink": {"packets": 12}}}
+
+
+def test_the_summary_balance_names_each_cause_and_an_unaccounted_packet_is_an_error(tmp_path):
+    from oppsched.experiments.testbed.reliability import conservation_summary
+    (tmp_path / "packets.csv").write_text(
+        "t_ns,event,user,packet_id,bytes,reason\n"
+        "1,enqueue,0,1,100,\n2,dequeue,0,1,100,\n3,deliver,0,1,100,\n"
+        "4,enqueue,0,2,100,\n5,drop,0,2,100,overflow\n"
+        "6,enqueue,0,3,100,\n")
+    errors: list = []
+    out = conservation_summary(tmp_path, {"apd": _apd_stats()}, errors)
+    assert errors == []
+    b = out["apd"]
+    assert b["dropped"]["overflow"] == 1 and b["dropped"]["harq_max_tx"] == 1
+    assert b["dropped_total"] == 2 and b["unaccounted"] == 0
+    assert out["trace"] == {"offered": 3, "delivered": 1, "dropped": {"overflow": 1},
+                            "drops_without_cause": 0, "multiple_fates": 0, "pending": 1}
+    # A packet that left without a record, or a drop with no cause, fails the run.
+    (tmp_path / "packets.csv").write_text(
+        "t_ns,event,user,packet_id,bytes,reason\n"
+        "1,enqueue,0,1,100,\n3,deliver,0,1,100,\n4,drop,0,1,100,\n")
+    errors = []
+    conservation_summary(tmp_path, {"apd": _apd_stats(unaccounted=3.0)}, errors)
+    assert any("3 packet(s) offered at the AP left without a record" in e for e in errors), errors
+    assert any("1 packet(s) more than one fate and 1 drop(s) no cause" in e for e in errors), errors
+
+
+def test_the_runner_watchdog_fires_only_after_the_requests_advanced_and_then_stalled(tmp_path):
+    from oppsched.experiments.testbed.programs import TestbedError
+    from oppsched.experiments.testbed.reliability import RunnerWatchdog
+    stats = tmp_path / "apd.stats.json"
+
+    def requests(n):
+        stats.write_text(json.dumps({"core": {"slots": {"requests": n}}}))
+
+    wd = RunnerWatchdog(stats, slot_s=0.003, slots=1000, period_s=2.0)  # 3 + 4 + 1 = 8 s
+    requests(0)
+    wd.check(0.0)
+    wd.check(100.0)  # no advance yet: a slow start-up is not the watchdog's business
+    requests(50)
+    wd.check(101.0)
+    wd.check(108.5)  # armed, stalled 7.5 s: not yet
+    with pytest.raises(TestbedError, match="stayed at 50 for 9.0 s"):
+        wd.check(110.0)
+    wd.reset()
+    wd.check(111.0)  # after a planned restart it waits for an advance again
+    wd.check(200.0)
+    assert RunnerWatchdog(stats, 0.003, 0, 2.0).limit_s is None  # slots 0: off
