@@ -273,6 +273,7 @@ struct ap_core::Impl {
     std::vector<clamp::router_agent> routers;  // one per queue
     std::vector<clamp::mu_c_estimator> mu;     // one per queue
     std::vector<pdu::segmenter> segmenters;    // one per user
+    packet_ledger ledger;                      // packets from dequeue to fate
     std::unique_ptr<sched::scheduler_policy> policy;
     std::unique_ptr<sched::scheduler_policy> shadow;  // mu_c_mode::all_backlogged
     std::vector<bool> usable;                         // its eligibility: a usable rate
@@ -533,11 +534,13 @@ struct ap_core::Impl {
                 ++stats.tbs_without_price;
             }
         }
-        pdu::packet_source source = [this, user, qi, now]() -> std::optional<ip_packet> {
+        std::vector<std::pair<std::uint64_t, std::uint32_t>> pulled;
+        pdu::packet_source source = [this, user, qi, now, &pulled]() -> std::optional<ip_packet> {
             const std::uint64_t marked_before = marked_of_queue(qi);
             std::optional<ip_packet> pk =
                 qset ? qset->dequeue(user, now) : aqms[user]->dequeue(now);
             if (pk) {
+                pulled.emplace_back(pk->id, static_cast<std::uint32_t>(pk->size()));
                 record(now, "dequeue", static_cast<int>(user), pk->id, pk->size());
                 if (marked_of_queue(qi) > marked_before) {  // dequeue-time marking
                     ++stats.marked;
@@ -547,6 +550,7 @@ struct ap_core::Impl {
             return pk;
         };
         pdu::built_tb built = segmenters[user].build(tb_bytes, source, price);
+        record_fates(now, ledger.on_tb_built(built.record, pulled));
         const std::uint64_t id = next_tb_id++;
         const harq::tx_grant g = harq->new_transmission(
             user, harq::tb_ref{id, static_cast<std::uint32_t>(built.bytes.size())}, s);
@@ -586,6 +590,28 @@ struct ap_core::Impl {
         trace->add_transmission(std::move(*row), g.user, g.process);
     }
 
+    // packets.csv rows for the fates the ledger settled (packet_ledger.h).
+    void record_fates(time_ns now, const std::vector<packet_fate>& fates) {
+        for (const packet_fate& f : fates)
+            record(now, f.delivered ? "deliver" : "drop", static_cast<int>(f.user), f.packet_id,
+                   f.bytes, f.delivered ? std::string() : std::string(to_string(f.cause)));
+    }
+
+    // The conservation law of packet_ledger.h: packets offered to the queues, less every fate
+    // and every packet still held. 0 unless a packet left without a record.
+    std::int64_t unaccounted() const {
+        std::uint64_t out = ledger.stats().delivered + ledger.stats().dropped_total() +
+                            ledger.in_flight() + queued_packets();
+        for (const auto d : stats.queue_drops) out += d;
+        return static_cast<std::int64_t>(stats.offered) - static_cast<std::int64_t>(out);
+    }
+    std::uint64_t queued_packets() const {
+        if (qset) return qset->total_packets();
+        std::uint64_t n = 0;
+        for (const auto& a : aqms) n += a->packets();
+        return n;
+    }
+
     // ---- HARQ events ----
     void handle_event(const harq::harq_event& ev, time_ns now) {
         const harq_event_effect e = tbs.on_event(ev);
@@ -598,11 +624,10 @@ struct ap_core::Impl {
             olla[ev.user].update(e.olla_success, linkadapt::olla::position_of(params.table, e.mcs));
         }
         if (e.outcome) trace->resolve(ev.user, ev.process, e.outcome);
+        if (e.acked_session) segmenters[ev.user].session_acked();  // the client knows it
+        if (e.fate) record_fates(now, ledger.on_tb_done(e.record, *e.fate));
         if (e.tb_dropped) {
             ++stats.harq_dropped_tbs;
-            for (const auto& d : e.dropped)
-                record(now, "drop", static_cast<int>(ev.user), d.packet_id, d.packet_len,
-                       "harq_max_tx");
             stats.harq_dropped_packets += e.dropped.size();
             ustats[ev.user].harq_dropped_packets += e.dropped.size();
         }
@@ -688,6 +713,7 @@ ap_core::ap_core(ap_core_params params) {
         pdu::segmenter_params sp;
         sp.user = static_cast<std::uint16_t>(u);
         sp.format = p.pdu_format;
+        sp.session = p.session;
         m.segmenters.emplace_back(sp);
     }
     sched::scheduler_params sc;
@@ -761,6 +787,7 @@ bool ap_core::on_downlink_packet(time_ns now, std::vector<std::uint8_t> bytes) {
     pkt.high_priority = m.params.priority_dscp && dscp_of(pkt.data) == *m.params.priority_dscp;
     const std::uint64_t marked_before = m.marked_of_queue(qi);
     m.record(now, "enqueue", static_cast<int>(u), id, size);
+    ++m.stats.offered;
     const bool ok =
         m.qset ? m.qset->enqueue(std::move(pkt), now) : m.aqms[u]->enqueue(std::move(pkt), now);
     if (ok) {
@@ -879,6 +906,7 @@ std::vector<packet_record> ap_core::take_packet_records() {
 }
 
 const ap_core_stats& ap_core::stats() const { return impl_->stats; }
+std::int64_t ap_core::unaccounted_packets() const { return impl_->unaccounted(); }
 const ap_user_stats& ap_core::user_stats(std::uint32_t user) const {
     return impl_->ustats.at(user);
 }
@@ -953,6 +981,14 @@ std::vector<std::pair<std::string, std::uint64_t>> ap_core::counters() const {
         c.emplace_back(
             "queue_drops." + std::string(aqm::to_string(static_cast<aqm::drop_reason>(i))),
             s.queue_drops[i]);
+    // The conservation law (packet_ledger.h); gauge conservation.unaccounted must be 0.
+    c.emplace_back("conservation.offered", s.offered);
+    c.emplace_back("conservation.delivered", m.ledger.stats().delivered);
+    for (std::size_t i = 0; i < kLossCauseCount; ++i)
+        c.emplace_back("conservation.dropped." + std::string(to_string(static_cast<loss_cause>(i))),
+                       m.ledger.stats().dropped[i]);
+    c.emplace_back("conservation.queued", m.queued_packets());
+    c.emplace_back("conservation.in_flight", m.ledger.in_flight());
     append_counters(c, "harq.", m.harq->stats());
     c.emplace_back("harq.in_flight", m.harq->in_flight());
     for (std::uint32_t u = 0; u < m.n_users; ++u) {
@@ -978,6 +1014,7 @@ std::vector<std::pair<std::string, std::uint64_t>> ap_core::counters() const {
 std::vector<std::pair<std::string, double>> ap_core::gauges() const {
     const Impl& m = *impl_;
     std::vector<std::pair<std::string, double>> g;
+    g.emplace_back("conservation.unaccounted", static_cast<double>(m.unaccounted()));
     for (std::uint32_t u = 0; u < m.n_users; ++u) {
         const std::string pre = "users." + m.params.users[u].name + ".";
         g.emplace_back(pre + "snr_db", m.snr_db[u]);

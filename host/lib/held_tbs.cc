@@ -25,6 +25,7 @@ harq_event_effect held_tbs::on_event(const harq::harq_event& ev) {
                 e.mcs = it->second.mcs;
             }
             e.outcome = ack ? "ack" : (ev.kind == harq::event_kind::nacked ? "nack" : "dropped");
+            if (ack && held) e.acked_session = it->second.record.session;
             if (ev.kind == harq::event_kind::dropped_max_tx && held) {
                 e.tb_dropped = true;
                 for (const auto& s : it->second.record.segments)
@@ -32,7 +33,11 @@ harq_event_effect held_tbs::on_event(const harq::harq_event& ev) {
                                      [&](const auto& d) { return d.packet_id == s.packet_id; }))
                         e.dropped.push_back(s);
             }
-            if (ev.kind != harq::event_kind::nacked && held) tbs_.erase(it);
+            if (ev.kind != harq::event_kind::nacked && held) {
+                e.fate = ack ? tb_fate::acked : tb_fate::dropped_max_tx;
+                e.record = std::move(it->second.record);
+                tbs_.erase(it);
+            }
             break;
         }
         case harq::event_kind::not_received:
@@ -47,7 +52,12 @@ harq_event_effect held_tbs::on_event(const harq::harq_event& ev) {
         case harq::event_kind::flushed:
             e.timed_out = true;
             e.outcome = "timeout";
-            if (held) tbs_.erase(it);
+            if (held) {
+                e.fate =
+                    ev.kind == harq::event_kind::flushed ? tb_fate::flushed : tb_fate::timed_out;
+                e.record = std::move(it->second.record);
+                tbs_.erase(it);
+            }
             break;
         case harq::event_kind::stale_feedback:
             e.stale = true;

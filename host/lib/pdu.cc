@@ -62,7 +62,7 @@ std::optional<pdu_format> pdu_format_from_string(const std::string& name) {
 }
 
 std::size_t pdu_min_bytes(const mac_pdu& pdu) {
-    std::size_t n = kMinPduBytes;
+    std::size_t n = kMinPduBytes + (pdu.header.session ? kSessionBytes : 0);
     for (const auto& s : pdu.segments) n += kSegmentHeaderBytes + s.data.size();
     return n;
 }
@@ -70,7 +70,8 @@ std::size_t pdu_min_bytes(const mac_pdu& pdu) {
 void write_header_and_crc(std::uint8_t* b, std::size_t tb_bytes, const pdu_header& h,
                           std::uint16_t n_segments, std::uint16_t payload_len) {
     b[0] = kVersion;
-    b[1] = h.price_s ? kFlagPrice : 0;
+    b[1] = static_cast<std::uint8_t>((h.price_s ? kFlagPrice : 0) | (h.session ? kFlagSession : 0));
+    if (h.session) write_session_trailer(b, tb_bytes, pdu_format::standard, *h.session);
     store_be16(b + 2, h.user);
     store_be32(b + 4, h.seq);
     const float price = h.price_s ? *h.price_s : 0.0f;
@@ -134,12 +135,19 @@ expected<pdu_view> parse_view(const std::uint8_t* d, std::size_t len) {
     if (!price_ok(price))
         return error_info{"pdu.price: " + hex32(bits) + " (binary32) is not finite and >= 0"};
     if (d[1] & kFlagPrice) v.header.price_s = price;
+    std::size_t trailer = kCrcBytes;
+    if (d[1] & kFlagSession) {
+        if (len < kMinPduBytes + kSessionBytes)
+            return err("pdu.length", len, "bytes, need >= 22 with SESSION set");
+        trailer += kSessionBytes;
+        v.header.session = load_be16(d + len - trailer);
+    }
     const std::size_t n = load_be16(d + 12);
     const std::size_t payload_len = load_be16(d + 14);
-    if (payload_len > len - kMinPduBytes)
-        return err(
-            "pdu.payload_len", payload_len,
-            ("exceeds the " + std::to_string(len - kMinPduBytes) + " bytes available").c_str());
+    const std::size_t room = len - kHeaderBytes - trailer;
+    if (payload_len > room)
+        return err("pdu.payload_len", payload_len,
+                   ("exceeds the " + std::to_string(room) + " bytes available").c_str());
     // Each segment takes >= 9 bytes, so n is bounded by the payload before reserving.
     if (n * (kSegmentHeaderBytes + 1) > payload_len)
         return err("pdu.n_segments", n,
@@ -167,7 +175,7 @@ expected<pdu_view> parse_view(const std::uint8_t* d, std::size_t len) {
                    ("disagrees with the " + std::to_string(pos - kHeaderBytes) + " bytes of " +
                     std::to_string(n) + " segments")
                        .c_str());
-    v.padding = len - kCrcBytes - end;
+    v.padding = len - trailer - end;
     return v;
 }
 
@@ -245,10 +253,11 @@ expected<std::vector<std::uint8_t>> serialize_compact(const compact_pdu& pdu,
         return error_info{"pdu.price: " + std::to_string(*pdu.price_s) +
                           " s is not finite and >= 0"};
     const std::size_t hdr = kCompactHeaderBytes + (pdu.price_s ? kCompactPriceBytes : 0);
-    if (tb_bytes < hdr + 1 || tb_bytes > kMaxPduBytes)
+    const std::size_t tail = pdu.session ? kSessionBytes : 0;
+    if (tb_bytes < hdr + tail + 1 || tb_bytes > kMaxPduBytes)
         return err("pdu.tb_bytes", tb_bytes,
-                   ("not in [" + std::to_string(hdr + 1) + ", 65535]").c_str());
-    const std::size_t cap = tb_bytes - hdr;
+                   ("not in [" + std::to_string(hdr + tail + 1) + ", 65535]").c_str());
+    const std::size_t cap = tb_bytes - hdr - tail;
     std::size_t need = pdu.continuation.size();
     for (const auto& p : pdu.packets) need += p.size();
     if (need > cap)
@@ -275,7 +284,8 @@ expected<std::vector<std::uint8_t>> serialize_compact(const compact_pdu& pdu,
             return err(f + "length", p.size(), "bytes: a cut packet must run to the end of the TB");
     }
     std::vector<std::uint8_t> out(tb_bytes, 0);
-    write_compact_header(out.data(), pdu.seq, pdu.price_s, first);
+    write_compact_header(out.data(), pdu.seq, pdu.price_s, first, pdu.session.has_value());
+    if (pdu.session) write_session_trailer(out.data(), tb_bytes, pdu_format::compact, *pdu.session);
     std::size_t pos = hdr;
     if (!pdu.continuation.empty())
         std::memcpy(&out[pos], pdu.continuation.data(), pdu.continuation.size());
@@ -287,11 +297,18 @@ expected<std::vector<std::uint8_t>> serialize_compact(const compact_pdu& pdu,
     return out;
 }
 
+void write_session_trailer(std::uint8_t* b, std::size_t tb_bytes, pdu_format f,
+                           std::uint16_t session) {
+    const std::size_t at =
+        tb_bytes - kSessionBytes - (f == pdu_format::standard ? kCrcBytes : std::size_t{0});
+    store_be16(b + at, session);
+}
+
 void write_compact_header(std::uint8_t* b, std::uint32_t seq, std::optional<float> price_s,
-                          std::uint16_t first) {
+                          std::uint16_t first, bool session) {
     seq &= kCompactSeqMask;
-    b[0] =
-        static_cast<std::uint8_t>(kCompactMarker | (price_s ? kCompactFlagPrice : 0) | (seq >> 8));
+    b[0] = static_cast<std::uint8_t>(kCompactMarker | (price_s ? kCompactFlagPrice : 0) |
+                                     (session ? kCompactFlagSession : 0) | (seq >> 8));
     b[1] = static_cast<std::uint8_t>(seq & 0xFFu);
     store_be16(b + 2, first);
     if (price_s) {
@@ -307,11 +324,18 @@ expected<compact_view> parse_compact_view(const std::uint8_t* d, std::size_t len
     if (len > kMaxPduBytes) return err("pdu.length", len, "bytes exceeds 65535");
     if ((d[0] & kCompactMarkerMask) != kCompactMarker)
         return error_info{"pdu.format: byte 0 " + hex8(d[0]) + " is not compact (0b10xxxxxx)"};
-    if (d[0] & kCompactFlagReserved)
-        return error_info{"pdu.flags: byte 0 " + hex8(d[0]) + " has the reserved bit 4 set"};
     compact_view v;
     v.seq = static_cast<std::uint16_t>(((d[0] & 0x0Fu) << 8) | d[1]);
     v.header_bytes = kCompactHeaderBytes;
+    const std::size_t tail = (d[0] & kCompactFlagSession) ? kSessionBytes : 0;
+    if (tail) {
+        if (len <
+            kCompactMinPduBytes + tail + ((d[0] & kCompactFlagPrice) ? kCompactPriceBytes : 0))
+            return err("pdu.length", len,
+                       (d[0] & kCompactFlagPrice) ? "bytes, need >= 11 with PRICE and SESSION set"
+                                                  : "bytes, need >= 7 with SESSION set");
+        v.session = load_be16(d + len - kSessionBytes);
+    }
     if (d[0] & kCompactFlagPrice) {
         if (len < kCompactHeaderBytes + kCompactPriceBytes + 1)
             return err("pdu.length", len, "bytes, need >= 9 with PRICE set");
@@ -324,7 +348,7 @@ expected<compact_view> parse_compact_view(const std::uint8_t* d, std::size_t len
         v.header_bytes += kCompactPriceBytes;
     }
     v.payload = d + v.header_bytes;
-    v.payload_len = len - v.header_bytes;
+    v.payload_len = len - v.header_bytes - tail;
     const std::uint16_t first = load_be16(d + 2);
     if (first == kCompactNoStart) {
         v.continuation = v.payload_len;
@@ -363,6 +387,7 @@ expected<compact_pdu> parse_compact(const std::uint8_t* data, std::size_t len) {
     compact_pdu p;
     p.seq = v.seq;
     p.price_s = v.price_s;
+    p.session = v.session;
     p.continuation.assign(v.payload, v.payload + v.continuation);
     for (const auto& k : v.packets)
         p.packets.emplace_back(v.payload + k.offset, v.payload + k.offset + k.bytes);
@@ -381,11 +406,15 @@ expected<header_summary> peek_header(const std::uint8_t* d, std::size_t len) {
     if (*f == pdu_format::standard) {
         if (len < kMinPduBytes) return err("pdu.length", len, "bytes, need >= 20");
         h.seq = load_be32(d + 4);
+        if ((d[1] & kFlagSession) && len >= kMinPduBytes + kSessionBytes)
+            h.session = load_be16(d + len - kCrcBytes - kSessionBytes);
         if (d[1] & kFlagPrice) bits = load_be32(d + 8);
         if (!(d[1] & kFlagPrice)) return h;
     } else {
         if (len < kCompactHeaderBytes) return err("pdu.length", len, "bytes, need >= 4");
         h.seq = ((d[0] & 0x0Fu) << 8) | d[1];
+        if ((d[0] & kCompactFlagSession) && len >= kCompactHeaderBytes + kSessionBytes)
+            h.session = load_be16(d + len - kSessionBytes);
         if (!(d[0] & kCompactFlagPrice)) return h;
         if (len < kCompactHeaderBytes + kCompactPriceBytes)
             return err("pdu.length", len, "bytes, need >= 8 with PRICE set");

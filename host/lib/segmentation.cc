@@ -23,7 +23,10 @@ void segmenter_params::validate() const {
 }
 
 segmenter::segmenter(segmenter_params params)
-    : params_(params), next_seq_(params.first_seq), next_packet_seq_(params.first_packet_seq) {
+    : params_(params),
+      next_seq_(params.first_seq),
+      next_packet_seq_(params.first_packet_seq),
+      announce_session_(params.session.has_value()) {
     params_.validate();
 }
 
@@ -70,7 +73,10 @@ built_tb segmenter::build(std::size_t tb_bytes, const packet_source& source,
 
     std::uint8_t* b = out.bytes.data();
     std::size_t pos = kHeaderBytes;
-    const std::size_t end = tb_bytes - kCrcBytes;
+    // The session trailer while the client may not know it yet (pdu.h); 20..21-byte TBs carry
+    // nothing but the header anyway.
+    rec.session = announce_session_ && tb_bytes >= kMinPduBytes + kSessionBytes;
+    const std::size_t end = tb_bytes - kCrcBytes - (rec.session ? kSessionBytes : 0);
     std::uint16_t n_segments = 0;
     // Invariant: a segment is only started if its header and >= 1 data byte fit, so a
     // packet pulled from the source always starts in this TB.
@@ -108,6 +114,10 @@ built_tb segmenter::build(std::size_t tb_bytes, const packet_source& source,
     h.user = params_.user;
     h.seq = next_seq_;
     h.price_s = price_s;
+    if (rec.session) {
+        h.session = params_.session;
+        ++stats_.sessions_sent;
+    }
     write_header_and_crc(b, tb_bytes, h, n_segments,
                          static_cast<std::uint16_t>(pos - kHeaderBytes));
     ++next_seq_;
@@ -127,16 +137,21 @@ built_tb segmenter::build_compact(std::size_t tb_bytes, const packet_source& sou
     const bool priced = price_s && tb_bytes > kCompactHeaderBytes + kCompactPriceBytes;
     if (price_s && !priced) ++stats_.prices_omitted;
     const std::size_t hdr = kCompactHeaderBytes + (priced ? kCompactPriceBytes : 0);
+    // The session trailer while announcing, where it leaves a byte for packets (pdu.h).
+    const bool with_session = announce_session_ && tb_bytes > hdr + kSessionBytes;
+    if (announce_session_ && !with_session) ++stats_.sessions_omitted;
+    if (with_session) ++stats_.sessions_sent;
     built_tb out;
     out.bytes.assign(tb_bytes, 0);
     tb_record& rec = out.record;
     rec.user = params_.user;
     rec.seq = next_seq_ & kCompactSeqMask;
     rec.tb_bytes = tb_bytes;
+    rec.session = with_session;
 
     std::uint8_t* b = out.bytes.data();
     std::size_t pos = hdr;
-    const std::size_t end = tb_bytes;
+    const std::size_t end = tb_bytes - (with_session ? kSessionBytes : 0);
     // Copies as much of the packet in progress as fits and records the fragment (the record
     // is what a HARQ drop of this TB drops, held_tbs.h).
     auto carry = [&]() {
@@ -171,7 +186,8 @@ built_tb segmenter::build_compact(std::size_t tb_bytes, const packet_source& sou
         carry();
     }
     rec.padding = end - pos;  // zeros: the first one, where a packet would start, marks it
-    write_compact_header(b, next_seq_, priced ? price_s : std::nullopt, first);
+    write_compact_header(b, next_seq_, priced ? price_s : std::nullopt, first, with_session);
+    if (with_session) write_session_trailer(b, tb_bytes, pdu_format::compact, *params_.session);
     next_seq_ = (next_seq_ + 1) & kCompactSeqMask;
     ++stats_.tbs;
     stats_.data_bytes += rec.data_bytes;
@@ -188,6 +204,8 @@ void reassembler_params::validate() const {
         throw_invalid("reassembler.window: " + std::to_string(window) + " not in [1, 2^30]");
     if (timeout <= 0)
         throw_invalid("reassembler.timeout: " + std::to_string(timeout) + " ns must be > 0");
+    if (max_ahead < 1)
+        throw_invalid("reassembler.max_ahead: " + std::to_string(max_ahead) + " must be >= 1");
     if (max_bytes < kMaxPacketBytes)
         throw_invalid("reassembler.max_bytes: " + std::to_string(max_bytes) +
                       " is below one maximal packet (65535)");
@@ -231,6 +249,9 @@ void reassembler::count_drop(loss_cause cause, std::uint64_t n) {
             break;
         case loss_cause::memory:
             stats_.dropped_memory += n;
+            break;
+        case loss_cause::restart:
+            stats_.dropped_restart += n;
             break;
     }
 }
@@ -470,7 +491,8 @@ std::optional<time_ns> reassembler::next_deadline() const {
 }
 
 std::optional<std::string> reassembler::to_entry(const std::uint8_t* data, std::size_t len,
-                                                 tb_entry& e, std::uint32_t& seq) {
+                                                 tb_entry& e, std::uint32_t& seq,
+                                                 std::optional<std::uint16_t>& session) {
     const std::optional<pdu_format> f = data && len ? format_of(data[0]) : std::nullopt;
     if (!f) {
         if (!data || len == 0) return std::string("pdu.length: 0 bytes, need >= 5");
@@ -479,14 +501,19 @@ std::optional<std::string> reassembler::to_entry(const std::uint8_t* data, std::
         return "pdu.format: byte 0 " + std::string(b) +
                " is neither standard (0x01) nor compact (0b10xxxxxx)";
     }
-    if (format_ && *f != *format_)
-        return std::string("pdu.format: a ") + to_string(*f) + " PDU in a stream of " +
-               to_string(*format_) + " PDUs";
+    // A PDU naming a new session may change the format (the AP restarted with another one).
+    if (format_ && *f != *format_) {
+        const auto h = peek_header(data, len);
+        if (!h || !h.value().session || h.value().session == session_)
+            return std::string("pdu.format: a ") + to_string(*f) + " PDU in a stream of " +
+                   to_string(*format_) + " PDUs";
+    }
     if (*f == pdu_format::compact) {
         auto r = parse_compact_view(data, len);
         if (!r) return r.error();
         const compact_view& v = r.value();
         seq = v.seq;
+        session = v.session;
         e.compact = true;
         e.data.assign(v.payload, v.payload + (v.payload_len - v.padding));
         e.continuation = v.continuation;
@@ -503,6 +530,7 @@ std::optional<std::string> reassembler::to_entry(const std::uint8_t* data, std::
             return "pdu.user: " + std::to_string(v.header.user) + " is not this client's " +
                    std::to_string(*params_.user);
         seq = v.header.seq;
+        session = v.header.session;
         std::size_t bytes = 0;
         for (const segment_view& s : v.segments) bytes += s.seg_len;
         e.data.reserve(bytes);
@@ -523,14 +551,41 @@ reassembler::delivered_packets reassembler::on_pdu(const std::uint8_t* data, std
     error_ = error;  // inconsistencies found while processing, in this call
     tb_entry e;
     std::uint32_t seq = 0;
-    if (auto why = to_entry(data, len, e, seq)) {
+    std::optional<std::uint16_t> session;
+    const std::optional<pdu_format> format_before = format_;
+    if (auto why = to_entry(data, len, e, seq, session)) {
         ++stats_.malformed;
         if (error) *error = *why;
         enforce_timeout(now, out);
         error_ = nullptr;
         return out;
     }
+    if (session && session == retired_session_) {
+        // A late PDU of the session a restart replaced (it was in flight, or delayed): the
+        // AP that sent it is gone, and it must not flip the stream back.
+        ++stats_.stale_session;
+        enforce_timeout(now, out);
+        error_ = nullptr;
+        return out;
+    }
+    if (session && session != session_) {
+        retired_session_ = session_;
+        if (session_) {
+            // The stream so far was in the old format: finish it in that one.
+            const std::optional<pdu_format> now_format = format_;
+            format_ = format_before;
+            restart_session(out);
+            format_ = now_format;
+        }
+        session_ = session;
+    }
     const std::optional<std::uint64_t> uo = unwrap(seq);
+    if (uo && far_ahead(*uo)) {
+        ++stats_.far_ahead;
+        enforce_timeout(now, out);
+        error_ = nullptr;
+        return out;
+    }
     auto it = uo ? buffer_.find(*uo) : buffer_.end();
     if (!uo || (it != buffer_.end() && !it->second.lost)) {
         ++stats_.duplicates;
@@ -556,7 +611,9 @@ reassembler::delivered_packets reassembler::on_pdu(const std::uint8_t* data, std
 reassembler::delivered_packets reassembler::on_lost(std::uint32_t seq, time_ns now) {
     delivered_packets out;
     const std::optional<std::uint64_t> uo = unwrap(seq);
-    if (uo && buffer_.find(*uo) == buffer_.end()) {
+    if (uo && far_ahead(*uo)) {
+        ++stats_.far_ahead;
+    } else if (uo && buffer_.find(*uo) == buffer_.end()) {
         const std::uint64_t u = *uo;
         if (u - next_ >= window()) give_up_until(u - window() + 1, loss_cause::timeout, out);
         tb_entry e;
@@ -569,6 +626,28 @@ reassembler::delivered_packets reassembler::on_lost(std::uint32_t seq, time_ns n
     }
     enforce_timeout(now, out);
     return out;
+}
+
+bool reassembler::far_ahead(std::uint64_t u) const {
+    // A fresh stream (nothing accepted yet) joins wherever the AP is, as before.
+    if (stats_.tbs_received == 0 && stats_.tbs_lost_reported == 0) return false;
+    return u - next_ >= std::max(window(), params_.max_ahead);
+}
+
+void reassembler::restart_session(delivered_packets& out) {
+    // Deliver what the old session completed in the buffer and count the rest as lost by
+    // the restart: every gap and the packet in progress.
+    if (!buffer_.empty())
+        give_up_until(std::prev(buffer_.end())->first + 1, loss_cause::restart, out);
+    // Packets lost whole after the last PDU heard cannot be counted here without their
+    // numbers; the AP's records account for them.
+    drop_partial(loss_cause::restart);
+    next_ = params_.first_seq;
+    expected_packet_seq_ = params_.first_packet_seq;
+    loss_pending_ = false;
+    skipping_ = false;
+    last_cause_ = loss_cause::reported;
+    ++stats_.session_restarts;
 }
 
 reassembler::delivered_packets reassembler::poll(time_ns now) {

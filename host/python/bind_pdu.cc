@@ -41,6 +41,7 @@ pybind11::dict record_dict(const pdu::tb_record& r) {
     d["tb_bytes"] = r.tb_bytes;
     d["padding"] = r.padding;
     d["data_bytes"] = r.data_bytes;
+    d["session"] = r.session;
     pybind11::list segs;
     for (const auto& s : r.segments) {
         pybind11::dict sd;
@@ -62,6 +63,7 @@ pybind11::dict pdu_dict(const pdu::mac_pdu& p, std::size_t padding) {
     d["user"] = p.header.user;
     d["seq"] = p.header.seq;
     d["price"] = p.header.price_s ? pybind11::cast(*p.header.price_s) : pybind11::none();
+    d["session"] = p.header.session ? pybind11::cast(*p.header.session) : pybind11::none();
     pybind11::list segs;
     for (const auto& s : p.segments) {
         pybind11::dict sd;
@@ -89,6 +91,7 @@ pybind11::dict compact_dict(const pdu::compact_view& v) {
     d["format"] = "compact";
     d["seq"] = v.seq;
     d["price"] = v.price_s ? pybind11::cast(*v.price_s) : pybind11::none();
+    d["session"] = v.session ? pybind11::cast(*v.session) : pybind11::none();
     d["header_bytes"] = v.header_bytes;
     d["first"] = v.first ? pybind11::cast(*v.first) : pybind11::none();
     d["continuation"] = pybind11::bytes(reinterpret_cast<const char*>(v.payload), v.continuation);
@@ -126,6 +129,7 @@ void bind_pdu(pybind11::module_& m) {
     m.attr("PDU_HEADER_BYTES") = pdu::kHeaderBytes;
     m.attr("PDU_SEGMENT_HEADER_BYTES") = pdu::kSegmentHeaderBytes;
     m.attr("PDU_MIN_BYTES") = pdu::kMinPduBytes;
+    m.attr("PDU_SESSION_BYTES") = pdu::kSessionBytes;
     m.attr("PDU_COMPACT_HEADER_BYTES") = pdu::kCompactHeaderBytes;
     m.attr("PDU_COMPACT_PRICE_BYTES") = pdu::kCompactPriceBytes;
     m.attr("PDU_COMPACT_MIN_BYTES") = pdu::kCompactMinPduBytes;
@@ -160,8 +164,12 @@ void bind_pdu(pybind11::module_& m) {
     m.def(
         "serialize_compact_pdu",
         [](long long seq, long long tb_bytes, const pybind11::bytes& continuation,
-           const pybind11::list& packets, std::optional<float> price) {
+           const pybind11::list& packets, std::optional<float> price,
+           std::optional<long long> session) {
             pdu::compact_pdu p;
+            if (session)
+                p.session = range_checked<std::uint16_t>(pybind11::int_(*session), "pdu.session", 0,
+                                                         0xFFFF);
             p.seq = range_checked<std::uint16_t>(pybind11::int_(seq), "pdu.seq", 0,
                                                  pdu::kCompactSeqMask);
             p.price_s = price;
@@ -177,10 +185,11 @@ void bind_pdu(pybind11::module_& m) {
         pybind11::kw_only(), pybind11::arg("seq"), pybind11::arg("tb_bytes"),
         pybind11::arg("continuation") = pybind11::bytes(),
         pybind11::arg("packets") = pybind11::list(), pybind11::arg("price") = pybind11::none(),
+        pybind11::arg("session") = pybind11::none(),
         "Serialise a compact MAC PDU (pdu.h) into exactly tb_bytes bytes: `continuation` "
         "(bytes ending a packet begun earlier, or filling the payload), then `packets` (IP "
         "packets as bytes; the last may be cut and must then reach the TB's end). price: "
-        "CLAMP price in seconds, or None.");
+        "CLAMP price in seconds, or None; session: the MAC session trailer (0..65535) or None.");
 
     m.def(
         "parse_compact_pdu",
@@ -192,15 +201,19 @@ void bind_pdu(pybind11::module_& m) {
             return compact_dict(v.value());
         },
         pybind11::arg("data"),
-        "Parse a compact MAC PDU into a dict (format, seq, price, header_bytes, first (None: "
+        "Parse a compact MAC PDU into a dict (format, seq, price, session, header_bytes, first "
+        "(None: "
         "no packet starts), continuation, packets [{data, packet_len (None: header cut off), "
         "complete}], padding); ValueError naming the field and value if malformed.");
 
     m.def(
         "serialize_pdu",
         [](int user, long long seq, const pybind11::list& segments, long long tb_bytes,
-           std::optional<float> price) {
+           std::optional<float> price, std::optional<long long> session) {
             pdu::mac_pdu p;
+            if (session)
+                p.header.session = range_checked<std::uint16_t>(pybind11::int_(*session),
+                                                                "pdu.session", 0, 0xFFFF);
             p.header.user =
                 range_checked<std::uint16_t>(pybind11::int_(user), "pdu.user", 0, 0xFFFF);
             p.header.seq =
@@ -230,9 +243,11 @@ void bind_pdu(pybind11::module_& m) {
         },
         pybind11::kw_only(), pybind11::arg("user"), pybind11::arg("seq"), pybind11::arg("segments"),
         pybind11::arg("tb_bytes"), pybind11::arg("price") = pybind11::none(),
+        pybind11::arg("session") = pybind11::none(),
         "Serialise a MAC PDU into exactly tb_bytes bytes. segments: list of dicts with "
         "packet_seq, data (bytes), and optionally offset (0) and packet_len (offset + "
-        "len(data)). price: CLAMP price in seconds, or None.");
+        "len(data)). price: CLAMP price in seconds, or None; session: the MAC session "
+        "trailer (0..65535) or None.");
 
     m.def(
         "parse_pdu",
@@ -245,14 +260,17 @@ void bind_pdu(pybind11::module_& m) {
             return pdu_dict(r.value(), v->padding);
         },
         pybind11::arg("data"),
-        "Parse a MAC PDU into a dict (user, seq, price, segments, padding); ValueError "
+        "Parse a MAC PDU into a dict (user, seq, price, session, segments, padding); ValueError "
         "naming the field and value if malformed.");
 
     pybind11::class_<pdu::segmenter>(m, "segmenter",
                                      "Fills TBs of a user from a packet source (one per user).")
         .def(pybind11::init([](int user, long long first_seq, int first_packet_seq,
-                               const std::string& format) {
+                               const std::string& format, std::optional<long long> session) {
                  pdu::segmenter_params p;
+                 if (session)
+                     p.session = range_checked<std::uint16_t>(pybind11::int_(*session),
+                                                              "segmenter.session", 0, 0xFFFF);
                  p.format = format_named(format, "segmenter.format");
                  p.user = range_checked<std::uint16_t>(pybind11::int_(user), "segmenter.user", 0,
                                                        0xFFFF);
@@ -263,7 +281,8 @@ void bind_pdu(pybind11::module_& m) {
                  return std::make_unique<pdu::segmenter>(p);
              }),
              pybind11::kw_only(), pybind11::arg("user") = 0, pybind11::arg("first_seq") = 0,
-             pybind11::arg("first_packet_seq") = 0, pybind11::arg("format") = "standard")
+             pybind11::arg("first_packet_seq") = 0, pybind11::arg("format") = "standard",
+             pybind11::arg("session") = pybind11::none())
         .def(
             "build",
             [](pdu::segmenter& s, std::size_t tb_bytes, pybind11::object source,
@@ -301,6 +320,9 @@ void bind_pdu(pybind11::module_& m) {
         .def_property_readonly("has_partial", &pdu::segmenter::has_partial)
         .def_property_readonly("partial_remaining", &pdu::segmenter::partial_remaining)
         .def("abandon_partial", &pdu::segmenter::abandon_partial)
+        .def("session_acked", &pdu::segmenter::session_acked,
+             "The client ACKed a PDU that carried the session: stop writing it.")
+        .def_property_readonly("announcing_session", &pdu::segmenter::announcing_session)
         .def_property_readonly("stats",
                                [](const pdu::segmenter& s) { return stats_to_dict(s.stats()); });
 
@@ -308,7 +330,8 @@ void bind_pdu(pybind11::module_& m) {
                                        "In-order delivery of a user's packets from decoded "
                                        "PDUs, with reordering window, timeout and memory cap.")
         .def(pybind11::init([](std::optional<int> user, long long first_seq, int first_packet_seq,
-                               long long window, time_ns timeout_ns, long long max_bytes) {
+                               long long window, time_ns timeout_ns, long long max_bytes,
+                               long long max_ahead) {
                  pdu::reassembler_params p;
                  if (user)
                      p.user = range_checked<std::uint16_t>(pybind11::int_(*user),
@@ -324,12 +347,14 @@ void bind_pdu(pybind11::module_& m) {
                      throw_invalid("reassembler.max_bytes: " + std::to_string(max_bytes) +
                                    " is negative");
                  p.max_bytes = static_cast<std::size_t>(max_bytes);
+                 p.max_ahead = range_checked<std::uint32_t>(
+                     pybind11::int_(max_ahead), "reassembler.max_ahead", 1, 0xFFFFFFFFll);
                  return std::make_unique<pdu::reassembler>(p);
              }),
              pybind11::kw_only(), pybind11::arg("user") = pybind11::none(),
              pybind11::arg("first_seq") = 0, pybind11::arg("first_packet_seq") = 0,
              pybind11::arg("window") = 64, pybind11::arg("timeout_ns") = 50 * kNsPerMs,
-             pybind11::arg("max_bytes") = 1 << 20)
+             pybind11::arg("max_bytes") = 1 << 20, pybind11::arg("max_ahead") = 1024)
         .def(
             "on_pdu",
             [](pdu::reassembler& r, const pybind11::bytes& data, time_ns now_ns) {
@@ -353,6 +378,8 @@ void bind_pdu(pybind11::module_& m) {
         .def_property_readonly("next_deadline", &pdu::reassembler::next_deadline)
         .def_property_readonly("held_bytes", &pdu::reassembler::held_bytes)
         .def_property_readonly("next_seq", &pdu::reassembler::next_seq)
+        .def_property_readonly("session", &pdu::reassembler::session,
+                               "The AP's MAC session this stream follows, or None.")
         .def_property_readonly(
             "format",
             [](const pdu::reassembler& r) -> std::optional<std::string> {

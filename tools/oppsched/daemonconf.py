@@ -358,6 +358,9 @@ def apd_config(cfg: dict, lay: Layout) -> dict:
     if md != "none":
         conf["medium"] = _medium(cfg)
         conf["traces"]["medium"] = lay.path("medium.csv")
+    if "watchdog" in cfg:  # testbed experiments (docs/testbed.md "Reliability")
+        conf["watchdog_slots"] = cfg["watchdog"]["slots"]
+        conf["stats_period_s"] = cfg["watchdog"]["stats_period_s"]
     return deep_merge(conf, cfg["extra"]["apd"])
 
 

@@ -75,6 +75,9 @@ class Bed:
                        "packets": str(self.dir / "packets.csv"),
                        "stats": str(self.dir / "apd.stats.json")},
             "seed": 1,
+            # The fake PHY requests slots only when a test asks: no watchdog unless a test
+            # sets one.
+            "watchdog_slots": 0,
         }
         for k, v in over.items():
             c[k] = v
@@ -422,8 +425,47 @@ def test_dead_phy_restarting_at_seq_0_is_counted_and_grants_resume(bed):
         assert s["seq"]["phy_requests"]["lost"] == 3
         assert s["core"]["slots"]["phy_restarts"] == 1
         assert s["core"]["slots"]["out_of_order_requests"] == 0
+        # Across the PHY restart every packet is still accounted for (packet_ledger.h).
+        c = s["core"]["conservation"]
+        assert c["offered"] >= 2 and c["unaccounted"] == 0
+        assert c["in_flight"] + c["delivered"] + c["queued"] >= 2  # none of the two dropped
         phy.close()
     finally:
         ctx.destroy(linger=0)
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=10) == 0
+
+
+def test_a_phy_silent_for_watchdog_slots_makes_the_apd_exit_4_with_stats_saying_so(bed):
+    cfg = bed.config(watchdog_slots=50, stats_period_s=0.5)  # 50 slots of 3 ms: 0.15 s
+    p = bed.start(cfg)
+    ctx = zmq.Context()
+    try:
+        phy = FakePhy(ctx, bed)
+        time.sleep(0.5)  # silent before the first request: not armed yet
+        assert p.poll() is None
+        for slot in range(5):
+            phy.request(slot)
+        t = time.monotonic()
+        assert p.wait(timeout=10) == 4
+        assert time.monotonic() - t >= 0.15
+        assert "watchdog: no slot_request for" in p.stderr.read()
+        s = json.loads(Path(cfg["traces"]["stats"]).read_text())
+        assert s["watchdog"]["fired"] == 1
+        assert s["core"]["slots"]["requests"] == 5
+        phy.close()
+    finally:
+        ctx.destroy(linger=0)
+
+
+def test_the_apd_writes_its_stats_every_stats_period_without_being_asked(bed):
+    cfg = bed.config(stats_period_s=0.3)
+    p = bed.start(cfg)
+    path = Path(cfg["traces"]["stats"])
+    first = json.loads(path.read_text())["uptime_s"]
+    deadline = time.monotonic() + 10
+    while json.loads(path.read_text())["uptime_s"] < first + 0.5:
+        assert time.monotonic() < deadline, "stats not rewritten"
+        time.sleep(0.1)
     p.send_signal(signal.SIGTERM)
     assert p.wait(timeout=10) == 0

@@ -215,7 +215,7 @@ def test_compact_lost_pdu_discards_the_packet_spanning_it_and_delivers_the_next(
 
 @pytest.mark.parametrize("data, message", [
     (b"\x80\x00\x00", "pdu.length: 3"),
-    (b"\x90\x00\x00\x00E", "pdu.flags"),
+    (b"\x90\x00\x00\x00E", "pdu.length: 5 bytes, need >= 7 with SESSION set"),
     (b"\x80\x00\x00\x05E\x00\x00\x14", "pdu.first: 5"),
     (b"\x80\x00\x00\x00\x50\x00\x00\x00", "pdu.packet[0].version: 5"),
     (b"\x80\x00\x00\x00\x45\x00\x00\x10", "pdu.packet[0].ipv4_total_length: 16"),
@@ -242,3 +242,37 @@ def test_the_experiment_key_pdu_format_reaches_the_apd_and_bounds_the_window(tmp
     assert "pdu.format" in error_of(BASE, ["pdu.format=tiny"])
     assert "reassembly.window: 4096 with pdu.format compact" in error_of(
         BASE, ["pdu.format=compact", "reassembly.window=4096"])
+
+
+def test_the_session_trailer_golden_vectors_parse_and_serialise_back():
+    p = mac.parse_pdu(vector("pdu_v1_session.hex"))
+    assert (p["user"], p["seq"], p["price"], p["session"], p["padding"]) == (2, 0, None, 0xBEEF, 5)
+    assert mac.serialize_pdu(user=2, seq=0, segments=[{"packet_seq": 0, "data": b"hello"}],
+                             tb_bytes=40, session=0xBEEF) == vector("pdu_v1_session.hex")
+    c = mac.parse_compact_pdu(vector("pdu_compact_session.hex"))
+    assert (c["seq"], c["session"], c["first"], c["continuation"]) == (0, 0xBEEF, None, b"abcdef")
+    assert mac.serialize_compact_pdu(seq=0, tb_bytes=12, continuation=b"abcdef",
+                                     session=0xBEEF) == vector("pdu_compact_session.hex")
+    assert mac.parse_pdu(vector("pdu_v1_empty.hex"))["session"] is None
+
+
+def test_a_reassembler_follows_a_restarted_segmenter_to_its_new_session():
+    packets = [ipv4(100 + k) for k in range(8)]
+    old = mac.segmenter(session=1)
+    r = mac.reassembler()
+    src = iter(packets[:4])
+    out = []
+    for k in range(3):
+        pdu, rec = old.build(150, lambda: next(src, None))
+        assert rec["session"] == (k == 0)
+        out += r.on_pdu(pdu, k)
+        old.session_acked()
+    assert r.session == 1
+    new = mac.segmenter(session=2)  # the apd came back: sequence 0 again
+    src = iter(packets[4:])
+    for k in range(4):
+        pdu, rec = new.build(150, lambda: next(src, None))
+        out += r.on_pdu(pdu, 10 + k)
+    assert r.session == 2 and r.stats["session_restarts"] == 1
+    assert out[-4:] == packets[4:]  # the new session's packets, none taken for duplicates
+    assert r.stats["duplicates"] == 0

@@ -153,6 +153,9 @@ apd_params load_apd_config(const std::string& path) {
     c.log_level = root.get_choice("log_level", "info",
                                   {"trace", "debug", "info", "warn", "error", "critical", "off"});
     root.get<std::uint64_t>("seed", 1);  // read again in read_aqm
+    c.watchdog_slots =
+        root.get<std::uint32_t>("watchdog_slots", 1000, value_range::closed(0, 10'000'000));
+    c.stats_period_s = root.get<double>("stats_period_s", 2.0, value_range::open_closed(0, 3600));
 
     const config_node ep = root.child("endpoints");
     c.ep_phy_requests = ep.require<std::string>("phy_requests");

@@ -23,6 +23,10 @@ struct apd_params {
     std::string stats_path;     // "" = off
     std::string log_level = "info";
     std::size_t tun_batch = 64;  // TUN packets read per loop turn
+    // Exit (kExitWatchdog) when no slot_request came for this many slots once the PHY has
+    // sent one; 0 = never.
+    std::uint32_t watchdog_slots = 1000;
+    double stats_period_s = 2.0;  // stats and traces written this often while running
     ap::ap_core_params core;
     ap::medium_params medium;  // the shared medium (medium.h); mode none by default
 

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 #include <zmq.hpp>
@@ -47,6 +48,7 @@ namespace {
 
 constexpr int kExitConfig = 2;
 constexpr int kExitRuntime = 1;
+constexpr int kExitWatchdog = 4;                  // no slot_request for watchdog_slots slots
 constexpr std::size_t kMaxMessagesPerTurn = 256;  // per socket, so no input starves another
 
 void usage(std::FILE* f) {
@@ -72,6 +74,9 @@ class ap_daemon final {
     void read_tun();
     void release_uplink();
     int poll_timeout_ms() const;
+    // Between loop turns: the periodic stats and traces, and the watchdog. Returns false when
+    // the watchdog fired (the daemon then exits with kExitWatchdog).
+    bool housekeeping();
     void malformed(const char* endpoint, const std::string& why);
 
     apd_params cfg_;
@@ -96,7 +101,34 @@ class ap_daemon final {
     std::uint32_t grant_seq_ = 0;
     std::vector<std::uint8_t> buf_;
     time_ns started_ = 0;
+    time_ns last_request_ = 0;  // when the last slot_request came; 0 = none yet
+    std::uint64_t last_request_slot_ = 0;
+    time_ns next_stats_ = 0;
 };
+
+bool ap_daemon::housekeeping() {
+    const time_ns now = daemon::monotonic_ns();
+    if (cfg_.watchdog_slots > 0 && last_request_ > 0) {
+        const double silent_slots = to_seconds(now - last_request_) / cfg_.core.slot_s;
+        if (silent_slots >= cfg_.watchdog_slots) {
+            spdlog::error(
+                "watchdog: no slot_request for {:.0f} slots ({:.2f} s; watchdog_slots {}) since "
+                "slot {}: the PHY is hung or gone",
+                silent_slots, to_seconds(now - last_request_), cfg_.watchdog_slots,
+                last_request_slot_);
+            ++stats_.counter("watchdog.fired");
+            return false;
+        }
+    }
+    if (now >= next_stats_) {  // a crash leaves figures at most stats_period_s old
+        write_traces(false);
+        if (slots_csv_) slots_csv_->flush();
+        if (packets_csv_) packets_csv_->flush();
+        write_stats();
+        next_stats_ = now + static_cast<time_ns>(cfg_.stats_period_s * 1e9);
+    }
+    return true;
+}
 
 void ap_daemon::malformed(const char* endpoint, const std::string& why) {
     ++stats_.counter(std::string("malformed.") + endpoint);
@@ -238,6 +270,7 @@ void ap_daemon::fill_stats() {
         s.counter(std::string("unexpected_type.") + ep);
     }
     s.counter("uplink.unknown_user");
+    s.counter("watchdog.fired");
 }
 
 void ap_daemon::on_phy_message(const std::vector<std::uint8_t>& msg) {
@@ -259,6 +292,8 @@ void ap_daemon::on_phy_message(const std::vector<std::uint8_t>& msg) {
                    wire::to_string(wire::type_of(r->msg)));
         return;
     }
+    last_request_ = daemon::monotonic_ns();
+    last_request_slot_ = req->slot;
     wire::slot_grant g;
     bool uplink_slot = false;
     // A slot number far behind the newest is a PHY restart the core re-bases on (its
@@ -288,7 +323,7 @@ void ap_daemon::on_phy_message(const std::vector<std::uint8_t>& msg) {
         g.empty = true;
         g.user = wire::kUserNobody;
     } else {
-        g = core_->on_slot_request(daemon::monotonic_ns(), req->slot, req->air_time_ns);
+        g = core_->on_slot_request(last_request_, req->slot, req->air_time_ns);
     }
     const auto bytes = wire::encode(g, grant_seq_++);
     if (mac_) {
@@ -401,7 +436,7 @@ int ap_daemon::run() {
                  oppsched::version(), core_->users(), cfg_.tun, cfg_.ep_phy_requests,
                  cfg_.ep_phy_grants, cfg_.ep_uplink, ap::to_string(cfg_.medium.mode));
     write_stats();
-
+    next_stats_ = started_ + static_cast<time_ns>(cfg_.stats_period_s * 1e9);
     std::vector<std::uint8_t> msg;
     bool stop = false;
     int stop_signal = 0;
@@ -442,6 +477,11 @@ int ap_daemon::run() {
         if (items[2].revents & ZMQ_POLLIN) read_tun();
         release_uplink();
         write_traces(false);
+        if (!housekeeping()) {
+            write_traces(true);
+            write_stats();
+            return kExitWatchdog;
+        }
     }
     spdlog::info("signal {} ({}): stopping", stop_signal, strsignal(stop_signal));
     write_traces(true);
@@ -470,6 +510,9 @@ int main(int argc, char** argv) {
     apd::apd_params cfg;
     try {
         cfg = apd::load_apd_config(config);
+        // A new MAC session at every start, so that clients tell a restarted AP (pdu.h); two
+        // starts draw the same one with probability 2^-16.
+        cfg.core.session = static_cast<std::uint16_t>(std::random_device{}());
         daemon::init_logging("apd", cfg.log_level);
         ap::ap_core validate_only(cfg.core);  // every combination, before anything is opened
         cfg.medium.validate();

@@ -62,6 +62,8 @@ client_params read_client_config(const daemon::config_node& root) {
     c.core.reassembly.timeout = static_cast<time_ns>(ra_timeout_ms * kNsPerMs + 0.5);
     c.core.reassembly.max_bytes = static_cast<std::size_t>(
         ra.get<std::uint64_t>("max_bytes", 1 << 20, value_range::closed(65535, 1ull << 32)));
+    c.core.reassembly.max_ahead =
+        ra.get<std::uint32_t>("max_ahead", 1024, value_range::closed(1, 1u << 30));
 
     const config_node cl = root.child_or_empty("clamp");
     auto& k = c.core.clamp;

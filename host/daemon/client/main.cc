@@ -61,6 +61,8 @@ constexpr int kBatch = 64;
 // wire::decode and is counted as malformed.
 constexpr std::int64_t kRxZmqMaxMsg = 1 << 20;
 constexpr time_ns kHousekeeping = 200 * kNsPerMs;
+// Stats written this often while running, so that a crash leaves recent figures.
+constexpr time_ns kStatsPeriod = 2 * kNsPerSec;
 
 class timer_fd final {
   public:
@@ -157,6 +159,7 @@ class client_daemon final {
         std::vector<std::uint8_t> msg;
         std::vector<std::uint8_t> buf(65536);
         time_ns next_housekeeping = daemon::monotonic_ns() + kHousekeeping;
+        time_ns next_stats = daemon::monotonic_ns() + kStatsPeriod;
         for (;;) {
             timer_.arm(earliest(earliest(uplink_delay_.next_due(), core_.next_deadline()),
                                 next_housekeeping));
@@ -210,6 +213,10 @@ class client_daemon final {
             if (now >= next_housekeeping) {
                 to_tun(core_.poll(now));
                 next_housekeeping = now + kHousekeeping;
+            }
+            if (now >= next_stats) {
+                write_stats();
+                next_stats = now + kStatsPeriod;
             }
             drain_traces();
             if (mac_) mac_->poll();

@@ -204,6 +204,9 @@ struct ap_core_params {
     bool record_packets = false;                 // produce PacketRecords (packets.csv)
     // The MAC PDU format of every TB (pdu.h); the client reads either.
     pdu::pdu_format pdu_format = pdu::pdu_format::standard;
+    // The MAC session every user's PDUs announce until the client ACKs one (pdu.h); the apd
+    // draws a new one at each start. nullopt: PDUs carry no session.
+    std::optional<std::uint16_t> session;
 
     // Throws std::invalid_argument naming the field (config key) and the value, e.g.
     // "users[1].addresses[0]: '10.0.0.300' is not an IPv4 or IPv6 address".
@@ -235,6 +238,7 @@ struct ap_core_stats {
     std::uint64_t unknown_destination = 0;  // no user has that address: dropped
     std::uint64_t malformed_packets = 0;    // not IPv4/IPv6, too short or too long: dropped
     std::uint64_t enqueued = 0;
+    std::uint64_t offered = 0;  // for a user's queue (enqueued or dropped on arrival)
     std::array<std::uint64_t, aqm::kDropReasonCount> queue_drops{};  // by aqm::drop_reason
     std::uint64_t marked = 0;
     // Slots.
@@ -288,6 +292,9 @@ class ap_core final {
     std::vector<packet_record> take_packet_records();
 
     const ap_core_stats& stats() const;
+    // Packets offered to the queues that are neither dropped (with a cause), delivered,
+    // queued nor in flight (packet_ledger.h): 0 unless one left without a record.
+    std::int64_t unaccounted_packets() const;
     const ap_user_stats& user_stats(std::uint32_t user) const;
     const harq::harq_stats& harq_stats() const;
     // Every counter and gauge as dotted names (for the stats JSON): "queue.<name>.marked",

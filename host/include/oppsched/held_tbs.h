@@ -16,10 +16,12 @@
 // O(1) per event, O(segments) for a drop.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
 #include "oppsched/harq.h"
+#include "oppsched/packet_ledger.h"
 #include "oppsched/segmentation.h"
 
 namespace oppsched::ap {
@@ -40,6 +42,11 @@ struct harq_event_effect {
     std::vector<pdu::segment_record> dropped;  // one segment per packet it carried
     bool timed_out = false;                    // no feedback in time, or flushed
     bool stale = false;                        // feedback for a transmission HARQ no longer holds
+    bool acked_session = false;  // an ACKed TB whose PDU carried the session trailer (pdu.h)
+    // HARQ is done with a held TB (acked, dropped, timed out, flushed): how, and its record
+    // (moved out of the TB, which is forgotten), for the packet ledger (packet_ledger.h).
+    std::optional<tb_fate> fate;
+    pdu::tb_record record;
 };
 
 class held_tbs final {

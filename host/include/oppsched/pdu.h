@@ -16,7 +16,8 @@
 //   ------  ----  -----------------------------------------------------------------------
 //        0     1  version       1
 //        1     1  flags         bit 0 PRICE: the price field carries a CLAMP price.
-//                               bits 1..7 reserved, sent as 0, rejected if set.
+//                               bit 1 SESSION: a 2-byte session trailer precedes the CRC.
+//                               bits 2..7 reserved, sent as 0, rejected if set.
 //        2     2  user          destination user (queue index), 0..65535
 //        4     4  seq           MAC sequence number of this PDU for this user: +1 for each
 //                               new TB, repeated by HARQ retransmissions, wraps mod 2^32.
@@ -39,11 +40,13 @@
 //                 may continue a packet (offset > 0) and only the last may leave it
 //                 unfinished: a packet split across TBs continues at the start of the
 //                 next TB of that user.
-//   16 + payload_len  padding   up to the CRC; written as zeros, not checked
+//   16 + payload_len  padding   up to the session or the CRC; written as zeros, not checked
+//   tb_bytes - 6   2  session       only with SESSION: the AP's MAC session (below)
 //   tb_bytes - 4   4  crc32         CRC-32 (oppsched/crc32.h, IEEE 802.3) of bytes
 //                                   [0, tb_bytes - 4), big-endian
 //
-// Overhead: 20 bytes per PDU + 8 per segment. Smallest PDU: 20 bytes (no segments).
+// Overhead: 20 bytes per PDU + 8 per segment (+ 2 with SESSION). Smallest PDU: 20 bytes (no
+// segments).
 //
 // Compact format (`pdu.format: compact`), an RLC-UM-style byte stream: the packets of one
 // user back to back, cut wherever a TB ends, with no per-packet overhead, as in Srinivasan &
@@ -55,7 +58,7 @@
 //        0     1  bits 7..6   format     0b10: compact, version 1 (so byte 0 is 0x80..0xBF,
 //                                        never format 1's 0x01)
 //                 bit 5       PRICE      the 4-byte price follows the header
-//                 bit 4       reserved   sent as 0, rejected if set
+//                 bit 4       SESSION    the last 2 bytes of the TB are the session (below)
 //                 bits 3..0   seq[11:8]
 //        1     1  seq[7:0]    PDU sequence number, +1 for each new TB of the user, repeated
 //                             by HARQ retransmissions, wraps mod 2^12 (below: why 12 bits)
@@ -66,7 +69,7 @@
 //                             continues that packet (no packet starts here, no padding).
 //                             Otherwise first < payload length.
 //        4     4  price       only with PRICE: as in format 1 (binary32 seconds, finite, >= 0)
-//   4 or 8     -  payload     to the end of the TB:
+//   4 or 8     -  payload     to the end of the TB (to its last 2 bytes with SESSION):
 //                   [0, first)   the rest (or more) of the packet in progress
 //                   from first   packets back to back, each as long as its IP header says
 //                                (IPv4: total length, >= 4 * IHL >= 20; IPv6: 40 + payload
@@ -74,7 +77,8 @@
 //                                and then continues at the start of the next PDU of the user,
 //                                even if only its first byte fits here
 //                   padding      from a zero byte where a packet would start (IP version 0)
-//                                to the end of the TB; written as zeros, the first checked
+//                                to the end of the payload; written as zeros, the first checked
+//   tb_bytes - 2   2  session     only with SESSION (below)
 //
 // Overhead: 4 bytes a PDU, nothing per packet: an 8-byte TB (38.4 kb/s at 1.667 ms,
 // Srinivasan & Baras, Table I) carries 4 bytes of packets. A priced PDU is 4 bytes bigger
@@ -97,6 +101,23 @@
 // What the compact format gives up: the client cannot count packets lost whole inside a lost
 // PDU (no packet numbers); the AP counts them exactly (harq.dropped_packets).
 //
+// MAC session (both formats). The AP daemon draws a 16-bit session identifier at start
+// (ap_core_params::session) and its segmenters start every user's PDU and packet sequence
+// numbers at 0. Each segmenter writes the session as a 2-byte trailer (the SESSION flag) in
+// every PDU of its user until the AP hears a HARQ ACK for one that carried it (then the
+// client knows it), and omits it afterwards, so that a PDU costs nothing more once a session
+// is established. A reassembler that sees a session other than the one it holds knows the AP
+// restarted: it gives up what it buffered (counted as dropped_restart) and starts again at
+// sequence 0 (reassembler_stats::session_restarts). A PDU without the trailer belongs to the
+// session it holds. Without the session, a restarted AP's PDUs (seq 0, 1, ...) would all look
+// old to a client that had reached seq 50000, and be discarded while HARQ ACKs them. A compact
+// TB too short for the trailer and a data byte (under 7 bytes, 11 priced) goes without it
+// (segmenter_stats::sessions_omitted). A late PDU of the replaced session is dropped if it
+// carries the trailer (reassembler_stats::stale_session); one without it cannot be told from
+// the new session's, which is why the trailer is sent until ACKed: the links from the PHY to
+// the client keep order, so only a reordering link could deliver one after the new session's
+// first PDU.
+//
 // Parsing never trusts a length field: every length is checked against the buffer and
 // against each other; malformed input yields an Error naming the field and the value.
 #include <cstddef>
@@ -117,7 +138,9 @@ std::optional<pdu_format> pdu_format_from_string(const std::string& name);
 
 constexpr std::uint8_t kVersion = 1;
 constexpr std::uint8_t kFlagPrice = 0x01;
-constexpr std::uint8_t kFlagsKnown = kFlagPrice;
+constexpr std::uint8_t kFlagSession = 0x02;
+constexpr std::uint8_t kFlagsKnown = kFlagPrice | kFlagSession;
+constexpr std::size_t kSessionBytes = 2;  // the session trailer (both formats)
 constexpr std::size_t kHeaderBytes = 16;
 constexpr std::size_t kSegmentHeaderBytes = 8;
 constexpr std::size_t kCrcBytes = 4;
@@ -128,7 +151,8 @@ constexpr std::size_t kMaxPacketBytes = 65535;
 struct pdu_header {
     std::uint16_t user = 0;
     std::uint32_t seq = 0;
-    std::optional<float> price_s;  // CLAMP price in seconds; nullopt = PRICE flag clear
+    std::optional<float> price_s;          // CLAMP price in seconds; nullopt = PRICE flag clear
+    std::optional<std::uint16_t> session;  // MAC session; nullopt = SESSION flag clear
 };
 
 // A segment as it sits in a parsed buffer (data points into that buffer).
@@ -192,7 +216,7 @@ void write_header_and_crc(std::uint8_t* buf, std::size_t tb_bytes, const pdu_hea
 constexpr std::uint8_t kCompactMarker = 0x80;  // bits 7..6 of byte 0 = 0b10
 constexpr std::uint8_t kCompactMarkerMask = 0xC0;
 constexpr std::uint8_t kCompactFlagPrice = 0x20;
-constexpr std::uint8_t kCompactFlagReserved = 0x10;
+constexpr std::uint8_t kCompactFlagSession = 0x10;
 constexpr unsigned kCompactSeqBits = 12;
 constexpr std::uint32_t kCompactSeqMask = (1u << kCompactSeqBits) - 1;    // 0x0FFF
 constexpr std::uint32_t kCompactMaxWindow = 1u << (kCompactSeqBits - 1);  // 2048
@@ -229,11 +253,12 @@ struct compact_packet_view {
 };
 
 struct compact_view {
-    std::uint16_t seq = 0;         // 0..4095
-    std::optional<float> price_s;  // nullopt: PRICE clear
-    std::size_t header_bytes = 0;  // 4, or 8 with the price
+    std::uint16_t seq = 0;                 // 0..4095
+    std::optional<float> price_s;          // nullopt: PRICE clear
+    std::optional<std::uint16_t> session;  // nullopt: SESSION clear
+    std::size_t header_bytes = 0;          // 4, or 8 with the price
     const std::uint8_t* payload = nullptr;
-    std::size_t payload_len = 0;         // tb_bytes - header_bytes (padding included)
+    std::size_t payload_len = 0;  // tb_bytes - header_bytes (- 2 with SESSION; padding included)
     std::optional<std::uint16_t> first;  // nullopt: kCompactNoStart
     std::size_t continuation = 0;        // payload[0, continuation) continues an earlier packet
     std::vector<compact_packet_view> packets;  // packets starting here, in order
@@ -244,6 +269,7 @@ struct compact_view {
 struct compact_pdu {
     std::uint16_t seq = 0;  // 0..4095
     std::optional<float> price_s;
+    std::optional<std::uint16_t> session;  // the trailer (SESSION flag) when set
     // Bytes continuing an earlier packet. Filling the payload alone, they are written with
     // first = kCompactNoStart; shorter, they end that packet (first = their length).
     std::vector<std::uint8_t> continuation;
@@ -269,8 +295,14 @@ inline expected<compact_pdu> parse_compact(const std::vector<std::uint8_t>& b) {
 
 // Writes the compact header (and the price, if given) at `buf`, which has room for it; used
 // by the segmenter, which writes the payload in place. `seq` is taken mod 2^12.
+// With `session`, also sets the SESSION flag; the caller writes the trailer
+// (write_session_trailer).
 void write_compact_header(std::uint8_t* buf, std::uint32_t seq, std::optional<float> price_s,
-                          std::uint16_t first);
+                          std::uint16_t first, bool session = false);
+// Writes the 2-byte session trailer of a TB of `tb_bytes` bytes: before the CRC (standard) or
+// at the end (compact). The standard format's CRC must be written after it.
+void write_session_trailer(std::uint8_t* buf, std::size_t tb_bytes, pdu_format f,
+                           std::uint16_t session);
 
 // The header fields both formats share, read without checking the rest (for a PDU the
 // reassembler has already accepted): the format, the sequence number and the price.
@@ -278,6 +310,7 @@ struct header_summary {
     pdu_format format = pdu_format::standard;
     std::uint32_t seq = 0;
     std::optional<float> price_s;
+    std::optional<std::uint16_t> session;
 };
 expected<header_summary> peek_header(const std::uint8_t* data, std::size_t len);
 

@@ -53,6 +53,7 @@ struct tb_record {
     std::size_t tb_bytes = 0;
     std::size_t padding = 0;     // zero bytes after the packet data
     std::size_t data_bytes = 0;  // packet bytes carried
+    bool session = false;        // the PDU carries the session trailer (pdu.h)
     std::vector<segment_record> segments;
 };
 
@@ -66,6 +67,8 @@ struct segmenter_params {
     std::uint32_t first_seq = 0;         // PDU sequence number of the first TB (compact: <= 4095)
     std::uint16_t first_packet_seq = 0;  // packet sequence number of the first packet
     pdu_format format = pdu_format::standard;
+    // The AP's MAC session (pdu.h): written in every PDU until session_acked(); nullopt: never.
+    std::optional<std::uint16_t> session;
     void validate() const;  // throws std::invalid_argument naming the field and value
 };
 
@@ -79,7 +82,9 @@ struct segmenter_stats {
     std::uint64_t data_bytes = 0;
     std::uint64_t overhead_bytes = 0;  // PDU and segment headers, CRC
     std::uint64_t padding_bytes = 0;
-    std::uint64_t prices_omitted = 0;  // compact: a price given, left out (no data byte left)
+    std::uint64_t prices_omitted = 0;    // compact: a price given, left out (no data byte left)
+    std::uint64_t sessions_sent = 0;     // PDUs that carried the session trailer
+    std::uint64_t sessions_omitted = 0;  // compact: announcing, but the TB had no room for it
 };
 
 class segmenter final {
@@ -102,6 +107,10 @@ class segmenter final {
     // Forgets the partially sent packet (e.g. the user's queue is flushed). The client
     // drops it as incomplete when the next TB starts a new packet.
     void abandon_partial();
+    // The client acknowledged (HARQ ACK) a PDU that carried the session: it knows the session
+    // now, so later PDUs go without the trailer.
+    void session_acked() { announce_session_ = false; }
+    bool announcing_session() const { return announce_session_; }
 
     std::uint32_t next_seq() const { return next_seq_; }
     std::uint16_t next_packet_seq() const { return next_packet_seq_; }
@@ -123,6 +132,7 @@ class segmenter final {
     std::optional<partial_packet> partial_;
     std::uint32_t next_seq_;
     std::uint16_t next_packet_seq_;
+    bool announce_session_ = false;
     segmenter_stats stats_;
 };
 
@@ -134,7 +144,13 @@ struct reassembler_params {
                                          // (a compact stream uses at most 2048, pdu.h)
     time_ns timeout = 50 * kNsPerMs;     // a gap is given up once a later PDU waited this
     std::size_t max_bytes = 1 << 20;     // memory held, reassembler::held_bytes(); >= 65535
-    void validate() const;               // throws std::invalid_argument naming field, value
+    // A PDU (or loss report) at least this far ahead of the next expected one is dropped and
+    // counted (reassembler_stats::far_ahead), never skipped to: a forged or stale PDU must not
+    // make the stream give up what it waits for. Between `window` and this, the oldest gaps
+    // are given up to make room. Taken as at least `window`; a compact stream's serial
+    // arithmetic cannot tell more than 2048 ahead anyway.
+    std::uint32_t max_ahead = 1024;
+    void validate() const;  // throws std::invalid_argument naming field, value
 };
 
 // Every packet lost is counted exactly once, by the cause of the TB loss that took it:
@@ -159,6 +175,13 @@ struct reassembler_stats {
     // Compact: continuations that disagreed with the IP length of the packet they continue
     // (the packet is dropped, counted by cause, and the stream resumes at the next start).
     std::uint64_t inconsistent = 0;
+    // MAC sessions (pdu.h): AP restarts detected by a PDU naming another session, the packets
+    // given up with everything buffered then, and PDUs or loss reports dropped for being at
+    // least max_ahead beyond the next expected PDU (each one counted, none skipped to).
+    std::uint64_t session_restarts = 0;
+    std::uint64_t dropped_restart = 0;
+    std::uint64_t far_ahead = 0;
+    std::uint64_t stale_session = 0;  // PDUs of the session a restart replaced (late ones)
 };
 
 // Memory: held_bytes() charges every buffered PDU or loss report kEntryOverheadBytes plus its
@@ -207,11 +230,13 @@ class reassembler final {
     std::uint32_t next_seq() const;  // as on the wire (mod 2^12 in a compact stream)
     // The stream's format: that of the first PDU accepted (nullopt before).
     std::optional<pdu_format> format() const { return format_; }
+    // The AP's MAC session this stream follows (nullopt before a PDU carried one).
+    std::optional<std::uint16_t> session() const { return session_; }
     const reassembler_stats& stats() const { return stats_; }
     const reassembler_params& params() const { return params_; }
 
   private:
-    enum class loss_cause : std::uint8_t { reported, timeout, memory };
+    enum class loss_cause : std::uint8_t { reported, timeout, memory, restart };
     struct segment_ref {
         std::uint16_t packet_seq, packet_len, offset, seg_len;
         std::size_t data_pos;  // in Entry::data
@@ -238,7 +263,11 @@ class reassembler final {
     std::uint32_t window() const;  // params_.window, at most 2048 in a compact stream
     // Parses a PDU of either format into `e` and its sequence number; the error otherwise.
     std::optional<std::string> to_entry(const std::uint8_t* data, std::size_t len, tb_entry& e,
-                                        std::uint32_t& seq);
+                                        std::uint32_t& seq, std::optional<std::uint16_t>& session);
+    // A PDU named another session than session_: the AP restarted. Gives up everything
+    // buffered and the packet in progress (dropped_restart) and expects sequence 0 again.
+    void restart_session(delivered_packets& out);
+    bool far_ahead(std::uint64_t u) const;
     void process(const tb_entry& e, delivered_packets& out);
     void process_compact(const tb_entry& e, delivered_packets& out);
     void deliver_partial(delivered_packets& out);
@@ -268,7 +297,9 @@ class reassembler final {
     bool loss_pending_ = false;                     // a TB was lost since the last packet start
     bool skipping_ = false;  // compact: discarding the rest of a packet already counted lost
     std::optional<pdu_format> format_;
-    std::string* error_ = nullptr;  // on_pdu's `error` during the call
+    std::optional<std::uint16_t> session_;
+    std::optional<std::uint16_t> retired_session_;  // the one the last restart replaced
+    std::string* error_ = nullptr;                  // on_pdu's `error` during the call
     std::size_t held_bytes_ = 0;
     reassembler_stats stats_;
 };

@@ -77,6 +77,8 @@ void for_each_field(const segmenter_stats& s, F&& f) {
     f("overhead_bytes", s.overhead_bytes);
     f("padding_bytes", s.padding_bytes);
     f("prices_omitted", s.prices_omitted);
+    f("sessions_sent", s.sessions_sent);
+    f("sessions_omitted", s.sessions_omitted);
 }
 
 template <class F>
@@ -92,6 +94,10 @@ void for_each_field(const reassembler_stats& s, F&& f) {
     f("tbs_lost_reported", s.tbs_lost_reported);
     f("tbs_given_up", s.tbs_given_up);
     f("inconsistent", s.inconsistent);
+    f("session_restarts", s.session_restarts);
+    f("dropped_restart", s.dropped_restart);
+    f("far_ahead", s.far_ahead);
+    f("stale_session", s.stale_session);
 }
 
 }  // namespace oppsched::pdu

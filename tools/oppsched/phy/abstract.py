@@ -44,8 +44,8 @@ It stands in for the radio (docs/daemons.md, "Slot timing"; docs/architecture.md
   below the lowest MCS: "zero rate", Srinivasan & Baras, §III). Empty slots also produce
   rx_indications (header only, user 0xFFFF, addressed = false) so that CQI flows every slot.
 
-Counters go to phy.stats.json at exit and on SIGUSR1; SIGTERM/SIGINT finish the current slot,
-write stats and the optional slot trace (phy_slots.csv) and exit 0. Configuration errors
+Counters go to phy.stats.json at exit, on SIGUSR1 and every 2 s; SIGTERM/SIGINT finish the
+current slot, write stats and the optional slot trace (phy_slots.csv) and exit 0. Configuration errors
 name the field and the value, exit status 2, before any socket is created. See docs/daemons.md,
 "Abstract PHY configuration", for every key.
 """

@@ -25,6 +25,9 @@ from oppsched.phy.common import write_json_atomic
 log = logging.getLogger("oppsched.phy.abstract")
 
 
+STATS_PERIOD_NS = 2_000_000_000  # phy.stats.json rewritten this often while running
+
+
 @dataclass
 class SlotOutcome:
     """One slot's result: the rx_indication frames, in user-id order, and the trace row."""
@@ -262,6 +265,8 @@ class PhyProcess:
         core.t0_ns = self.now_ns() + (lead + 1) * slot_ns
         k = -lead
         pending: SlotOutcome | None = None
+        # Stats every STATS_PERIOD_NS as well as on SIGUSR1: a crash leaves recent figures.
+        next_stats = core.t0_ns + STATS_PERIOD_NS
         while True:
             deadline = core.t0_ns + k * slot_ns
             self._sleep_until(deadline)
@@ -291,8 +296,9 @@ class PhyProcess:
             self._drain_grants()
             if k >= 0:
                 pending = core.run_slot(k)
-            if self.dump:
+            if self.dump or woke >= next_stats:
                 self.dump = False
                 self.write_stats()
+                next_stats = woke + STATS_PERIOD_NS
             self.busy.add_ns(self.now_ns() - woke)
             k += 1

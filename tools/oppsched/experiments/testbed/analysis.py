@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from oppsched import daemonconf, pcap, transfers, wrcflows
+from oppsched.experiments.testbed.reliability import conservation_summary
 from oppsched.experiments.testbed.schema import (FLOW_DIRECTIONS, is_wrc, repeated,
                                                  wrc_packet_bytes, wrc_weight)
 from oppsched.flows import BASE_PORT, intervals, sender_result
@@ -360,6 +361,7 @@ def analyze(outdir: Path) -> dict:
         "clamp": _clamp_summary(rundir, cfg, errors),
         "transfers": _transfers_total(flows),
         "wrc": _wrc_total(rundir, flows, plans),
+        "conservation": conservation_summary(rundir, stats, errors),
     }
     # What went wrong, for `oppsched run` (exit status) and the report: the run's own
     # failure (a daemon that exited non-zero, a timeout) and every unreadable trace.

@@ -20,6 +20,9 @@ from pathlib import Path
 
 from oppsched import daemonconf
 from oppsched.experiments.testbed.programs import TestbedError, find_programs, phy_env
+from oppsched.experiments.testbed.reliability import (APD_EXIT_WATCHDOG, RunnerWatchdog,
+                                                      chaos_bound, chaos_config, exit_meaning,
+                                                      restart_apd)
 from oppsched.experiments.testbed.schema import check
 from oppsched.experiments.testbed.topology import (daemon_users, flow_plans, tcp_override_sysctls,
                                                    testbed_topology, write_wrc_configs)
@@ -131,8 +134,9 @@ class ProcTable:
         for n in names:
             if self.poll(n):
                 p = self.procs[n]
-                raise TestbedError(f"{n} exited with {self.rows[n]['exit_code']} during the run"
-                                   + (f":\n{p.log_tail()}" if p.log_tail() else ""))
+                code = self.rows[n]['exit_code']
+                raise TestbedError(f"{n} exited with {code}{exit_meaning(n, code)} during the "
+                                   "run" + (f":\n{p.log_tail()}" if p.log_tail() else ""))
 
     def to_json(self) -> list[dict]:
         return list(self.rows.values())
@@ -144,7 +148,7 @@ class ProcTable:
 OUTPUT_GLOBS = ("*.pcap", "flow.*.json", "transfers.*.csv", "slots.csv", "packets.csv", "windows.*.csv",
                 "medium.csv", "phy_slots.csv", "client.*.events.csv", "mcs_table.csv",
                 "*.stats.json", "run.json", "processes.json", "apd.yaml", "client.*.yaml",
-                "phy.yaml", "summary.json", "*.png", "wrc.*")
+                "phy.yaml", "summary.json", "*.png", "wrc.*", "chaos.*", "*.killed.*")
 
 
 def _clean(rundir: Path) -> None:
@@ -285,6 +289,8 @@ def run(cfg: dict, outdir: Path, progress) -> None:
     lay.zmq_dir.mkdir(parents=True, exist_ok=True)
     files = daemonconf.write_all(cfg, lay)
     wrc_files = write_wrc_configs(cfg, rundir, users)
+    chaos_file = (chaos_config(cfg, lay, files["phy"]) if cfg["faults"]["chaos"]["enabled"]
+                  else None)
     record["endpoints"] = lay.endpoints
     try:
         preflight(cfg, progs, files, wrc_files)
@@ -358,6 +364,12 @@ def run(cfg: dict, outdir: Path, progress) -> None:
                 daemons.append(f"client.{u.name}")
             _wait_files([lay.ipc_path(f"rx_{u.id}") for u in users],
                         "oppsched-client: rx endpoints bound", up, procs, daemons)
+            if chaos_file is not None:  # between the PHY and the daemons (reliability.py)
+                spawn(tb.ap, [sys.executable, "-m", "oppsched.chaos", "--config", chaos_file],
+                      "chaos", "chaos", env=phy_env(cfg))
+                daemons.append("chaos")
+                _wait_files(chaos_bound(lay, files["phy"]), "oppsched.chaos: endpoints bound",
+                            up, procs, daemons)
             # Over the air the radios are on the host's USB/Ethernet: the UHD PHY runs in
             # the root namespace (its ipc endpoints are files, reachable from any namespace).
             spawn(HostNs() if cfg["phy"]["mode"] == "uhd" else tb.ap,
@@ -419,7 +431,9 @@ def run(cfg: dict, outdir: Path, progress) -> None:
                     p.extra["receiver_started_at_s"] = recv_started[p.id] - t0
             write_record()
             _schedule(cfg, tb, plans, procs, daemons, rundir, t0, progress, spawn,
-                      record["t0_mono_ns"], wrc_files, progs.get("wrc"))
+                      record["t0_mono_ns"], wrc_files, progs.get("wrc"),
+                      tick=_reliability_tick(cfg, rundir, procs, spawn, tb.ap, apd_argv, record,
+                                             write_record, lay.tun))
             record["status"] = "stopping"
             # Stop in order: receivers (done by now), PHY, clients and apd (SIGTERM: they
             # finish the slot, write stats and traces, exit 0), captures, delay stages.
@@ -439,7 +453,12 @@ def run(cfg: dict, outdir: Path, progress) -> None:
             for link in tb.links:
                 if link.proc is not None and link.proc.running():
                     record.setdefault("delay_cpu_s", {})[link.name] = proc_cpu_s(link.proc.pid)
+            # The apd's watchdog may fire once the PHY is gone and before the apd is stopped:
+            # expected then, not a failure.
+            apd_alive_at_stop = not procs.poll("apd")
             procs.stop("phy", 10.0)
+            if chaos_file is not None:
+                procs.stop("chaos", 10.0)
             for u in users:
                 procs.stop(f"client.{u.name}", 10.0)
             procs.stop("apd", 10.0)
@@ -451,7 +470,10 @@ def run(cfg: dict, outdir: Path, progress) -> None:
             bad = [f"{n} exited with {procs.rows[n]['exit_code']}"
                    + (" (killed: it did not stop when asked)" if procs.rows[n].get("killed")
                       else "")
-                   for n in daemons if procs.rows[n]["exit_code"] != 0]
+                   for n in daemons if procs.rows[n]["exit_code"] != 0
+                   and not (n == "apd" and apd_alive_at_stop
+                            and procs.rows[n]["exit_code"] == APD_EXIT_WATCHDOG
+                            and "watchdog:" in (procs.procs[n].log_tail(20) or ""))]
             if bad:
                 raise TestbedError("; ".join(bad) + " (see logs/)")
             record["status"] = "done"
@@ -472,9 +494,37 @@ def run(cfg: dict, outdir: Path, progress) -> None:
         raise TestbedError("teardown incomplete: " + "; ".join(tb.session.teardown_errors))
 
 
+def _reliability_tick(cfg, rundir, procs, spawn, ap_ns, apd_argv, record, write_record,
+                      tun_name="radio0"):
+    """Called by _schedule every turn with the time since t0: the runner's watchdog, and the
+    apd restart fault at faults.apd_restart_at_s (reliability.py)."""
+    wd = RunnerWatchdog(Path(rundir) / "apd.stats.json", daemonconf.slot_s(cfg),
+                        cfg["watchdog"]["slots"], cfg["watchdog"]["stats_period_s"])
+    restart_at = cfg["faults"]["apd_restart_at_s"]
+    freeze_at = cfg["faults"]["phy_freeze_at_s"]
+    done = []
+    frozen = []
+
+    def tick(now: float) -> None:
+        if freeze_at is not None and not frozen and now >= freeze_at:
+            os.kill(procs.procs["phy"].pid, signal.SIGSTOP)
+            frozen.append(now)
+            record.setdefault("faults", []).append({"at_s": now, "fault": "phy_freeze"})
+            write_record()
+        if restart_at is not None and not done and now >= restart_at:
+            done.append(restart_apd(procs, spawn, ap_ns, apd_argv, rundir,
+                                    cfg["timeouts"]["startup_s"], tun_name))
+            record.setdefault("faults", []).append({"at_s": now, **done[0]})
+            write_record()
+            wd.reset()
+        wd.check(time.monotonic())
+
+    return tick
+
+
 def _schedule(cfg, tb, plans, procs: ProcTable, daemons, rundir, t0, progress, spawn,
               t0_ns: int | None = None, wrc_files: dict | None = None,
-              wrc_program=None) -> None:
+              wrc_program=None, tick=None) -> None:
     """Starts each flow at t0 + start_s (the iperf3 sender or oppsched-wrc send in the
     server's namespace, an upstream flow's iperf3 sender in the device's, or the transfer
     client in the device's), watches the daemons, reports progress, and returns when every
@@ -511,6 +561,8 @@ def _schedule(cfg, tb, plans, procs: ProcTable, daemons, rundir, t0, progress, s
                 p.ended_at_s = time.monotonic() - t0
                 p.exit_code = procs.rows[p.starter_name]["exit_code"]
                 running.remove(p)
+        if tick is not None:
+            tick(now)
         procs.check_alive(daemons)
         if not pending and not running:
             break

@@ -391,6 +391,32 @@ SCHEMA = {
         "startup_s": Field(float, 30.0, min=1.0, doc="daemons and radio ready"),
         "grace_s": Field(float, 15.0, min=1.0, doc="after duration_s, for flows to end"),
     },
+    "watchdog": {
+        "slots": Field(int, 1000, min=0, max=10_000_000,
+                       doc="the apd exits (status 4) and the runner fails the run when no "
+                           "slot_request came for this many slots; 0 = off"),
+        "stats_period_s": Field(float, 2.0, min=0.1, max=3600.0,
+                                doc="the apd writes its stats (and flushes its traces) this "
+                                    "often, so a crash leaves recent figures"),
+    },
+    "faults": {
+        "apd_restart_at_s": Field((float, _NONE), None, min=0.0,
+                                  doc="SIGKILL the apd at this time after t0 and start it "
+                                      "again (a new MAC session): the restart test"),
+        "phy_freeze_at_s": Field((float, _NONE), None, min=0.0,
+                                 doc="SIGSTOP the PHY at this time after t0: a hung PHY, "
+                                     "which the watchdog must notice (the run fails)"),
+        "chaos": {  # python -m oppsched.chaos between the PHY and the daemons (abstract PHY)
+            "enabled": Field(bool, False),
+            "seed": Field(int, 1, min=0),
+            "drop": Field(float, 0.0, min=0.0, max=1.0, doc="probability per message"),
+            "duplicate": Field(float, 0.0, min=0.0, max=1.0),
+            "reorder": Field(float, 0.0, min=0.0, max=1.0,
+                             doc="held and sent after the next message of its link"),
+            "delay": Field(float, 0.0, min=0.0, max=1.0, doc="held for delay_ms"),
+            "delay_ms": Field(float, 2.0, min=0.0, max=1000.0),
+        },
+    },
     "extra": {
         "apd": Field(dict, {}, doc="merged into apd.yaml"),
         "client": Field(dict, {}, doc="merged into every client.<dev>.yaml"),
