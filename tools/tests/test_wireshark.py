@@ -154,6 +154,24 @@ def test_the_compact_format_hands_on_complete_packets_and_shows_the_rest(tmp_pat
     assert row == ["2", "837", "3", f"{len(whole)},{len(cut)}", "1", "5301", "99"]
 
 
+def test_the_mac_session_trailer_is_shown_and_not_taken_for_payload(tmp_path):
+    # pdu.h: with SESSION, the 2 bytes before the CRC (standard) or the TB's last 2 bytes
+    # (compact) carry the AP's MAC session.
+    _need_tshark()
+    whole = tcp_packet(sport=5501, seq=11)
+    std = mac.serialize_pdu(user=1, seq=5, price=0.0, tb_bytes=200, session=0xBEEF,
+                            segments=[{"packet_seq": 1, "data": whole}])
+    other = tcp_packet(sport=5502, seq=12)
+    cmp = mac.serialize_compact_pdu(seq=7, price=None, continuation=b"", packets=[other],
+                                    tb_bytes=4 + len(other) + 2, session=0x1234)
+    rows = fields(write_pcap(tmp_path / "s.pcap", [pseudo(PDU, tb_len=len(std)) + std,
+                                                     pseudo(PDU, tb_len=len(cmp)) + cmp]),
+                  "oppsched.pdu.session", "oppsched.ip_packets", "tcp.srcport",
+                  "oppsched.pdu.crc_good", "_ws.expert.message")
+    assert rows[0][:4] == ["0xbeef", "1", "5501", "1"] and rows[0][4] == "", rows[0]
+    assert rows[1][:3] == ["0x1234", "1", "5502"] and rows[1][4] == "", rows[1]
+
+
 def _frames() -> dict[str, bytes]:
     w = mac.wire
     tb = mac.serialize_pdu(user=2, seq=9, price=0.0, tb_bytes=220,

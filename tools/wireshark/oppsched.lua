@@ -61,6 +61,8 @@ local f = {
     pdu_version = ProtoField.uint8("oppsched.pdu.version", "Version"),
     pdu_flags = ProtoField.uint8("oppsched.pdu.flags", "Flags", base.HEX),
     pdu_flag_price = ProtoField.bool("oppsched.pdu.flags.price", "PRICE", 8, nil, 0x01),
+    pdu_flag_session = ProtoField.bool("oppsched.pdu.flags.session", "SESSION", 8, nil, 0x02),
+    pdu_session = ProtoField.uint16("oppsched.pdu.session", "MAC session", base.HEX),
     pdu_user = ProtoField.uint16("oppsched.pdu.user", "User"),
     pdu_seq = ProtoField.uint32("oppsched.pdu.seq", "Sequence number"),
     pdu_price = ProtoField.float("oppsched.pdu.price", "CLAMP price (s)"),
@@ -76,7 +78,7 @@ local f = {
     seg_data = ProtoField.bytes("oppsched.seg.data", "Data"),
     c_seq = ProtoField.uint16("oppsched.pdu.compact_seq", "Sequence number (12 bits)"),
     c_price_flag = ProtoField.bool("oppsched.pdu.compact_price", "PRICE", 8, nil, 0x20),
-    c_reserved = ProtoField.bool("oppsched.pdu.compact_reserved", "Reserved bit", 8, nil, 0x10),
+    c_session_flag = ProtoField.bool("oppsched.pdu.compact_session", "SESSION", 8, nil, 0x10),
     c_first = ProtoField.uint16("oppsched.pdu.first", "First packet at"),
     c_continuation = ProtoField.bytes("oppsched.pdu.continuation",
                                       "Continuation of an earlier packet"),
@@ -214,11 +216,13 @@ local function dissect_standard(tvb, off, len, pinfo, tree, ptree)
     local fr = tvb(off + 1, 1)
     local ft = ptree:add(f.pdu_flags, fr)
     ft:add(f.pdu_flag_price, fr)
+    ft:add(f.pdu_flag_session, fr)
     local flags = fr:uint()
-    if bit32.band(flags, 0xFE) ~= 0 then
+    if bit32.band(flags, 0xFC) ~= 0 then
         ft:add_tvb_expert_info(e.unknown, fr,
-            string.format("PDU flags 0x%02x: unknown bits 0x%02x", flags, bit32.band(flags, 0xFE)))
+            string.format("PDU flags 0x%02x: unknown bits 0x%02x", flags, bit32.band(flags, 0xFC)))
     end
+    local session = bit32.band(flags, 0x02) ~= 0 and len >= 22
     ptree:add(f.pdu_user, tvb(off + 2, 2))
     ptree:add(f.pdu_seq, tvb(off + 4, 4))
     ptree:add(f.pdu_price, tvb(off + 8, 4))
@@ -229,12 +233,14 @@ local function dissect_standard(tvb, off, len, pinfo, tree, ptree)
     local crc_at = off + len - 4
     local stored = tvb(crc_at, 4):uint()
     local computed = crc32(tvb, off, len - 4)
+    -- With SESSION the 2-byte session trailer sits before the CRC (pdu.h).
+    local tail_at = session and crc_at - 2 or crc_at
     local payload_end = off + 16 + payload_len
-    if payload_end > crc_at then
+    if payload_end > tail_at then
         plt:add_tvb_expert_info(e.malformed, tvb(off + 14, 2),
-            string.format("payload_len %d exceeds the %d bytes between header and CRC",
-                          payload_len, len - 20))
-        payload_end = crc_at
+            string.format("payload_len %d exceeds the %d bytes between header and %s",
+                          payload_len, tail_at - off - 16, session and "session" or "CRC"))
+        payload_end = tail_at
     end
     local pos = off + 16
     for i = 1, n_seg do
@@ -272,7 +278,8 @@ local function dissect_standard(tvb, off, len, pinfo, tree, ptree)
         end
         pos = pos + 8 + seg_len
     end
-    ptree:add(f.pdu_padding, tvb(off, 0), math.max(crc_at - (off + 16 + payload_len), 0))
+    ptree:add(f.pdu_padding, tvb(off, 0), math.max(tail_at - (off + 16 + payload_len), 0))
+    if session then ptree:add(f.pdu_session, tvb(tail_at, 2)) end
     local ct = ptree:add(f.pdu_crc, tvb(crc_at, 4))
     ct:add(f.pdu_crc_good, tvb(crc_at, 4), stored == computed)
     if stored ~= computed then
@@ -288,10 +295,13 @@ local function dissect_compact(tvb, off, len, pinfo, tree, ptree)
     local b0 = u8(tvb, off)
     local priced = bit32.band(b0, 0x20) ~= 0
     local hdr = priced and 8 or 4
+    local session = bit32.band(b0, 0x10) ~= 0
     ptree:add(f.c_price_flag, tvb(off, 1))
-    local rt = ptree:add(f.c_reserved, tvb(off, 1))
-    if bit32.band(b0, 0x10) ~= 0 then
-        rt:add_tvb_expert_info(e.unknown, tvb(off, 1), "compact PDU: reserved bit 4 set")
+    ptree:add(f.c_session_flag, tvb(off, 1))
+    if session then
+        -- The last 2 bytes of the TB are the session (pdu.h); the payload ends before them.
+        if len >= hdr + 3 then ptree:add(f.pdu_session, tvb(off + len - 2, 2)) end
+        len = len - 2
     end
     if len < hdr + 1 then
         ptree:add_tvb_expert_info(e.malformed, tvb(off, len), string.format(
