@@ -24,7 +24,8 @@ from oppsched.experiments.testbed.schema import check
 from oppsched.experiments.testbed.topology import (daemon_users, flow_plans, tcp_override_sysctls,
                                                    testbed_topology, write_wrc_configs)
 from oppsched.flows import FlowPlan, parse_ss_bytes_acked
-from oppsched.netns import wait_for
+from oppsched.netns import (TCPDUMP_BOUNDING, RunUser, RunView, fifo_allowed, hand_back,
+                            invoking_user, new_run_id, wait_for)
 from oppsched.paths import write_atomic
 from oppsched.wired import Testbed, attach_spm_marker, ensure_congestion_control
 
@@ -236,6 +237,13 @@ class HostNs:
         return [str(a) for a in argv]
 
 
+def _phy_rt_priority(path) -> int:
+    """timing.rt_priority of the PHY's file (0 if absent)."""
+    import yaml
+    doc = yaml.safe_load(Path(path).read_text()) or {}
+    return int(((doc.get("timing") or {}).get("rt_priority")) or 0)
+
+
 def preflight(cfg: dict, progs: dict, files: dict, wrc_files: dict | None = None) -> None:
     """Every program validates its file (`--check`: parse and validate, open nothing)
     before any namespace exists, so a bad value fails in a second with the program's own
@@ -263,6 +271,26 @@ def run(cfg: dict, outdir: Path, progress) -> None:
     rundir.mkdir(parents=True, exist_ok=True)
     _clean(rundir)
     (rundir / "logs").mkdir()
+    # Privilege separation (docs/testbed.md): the run's processes run as the run user and
+    # write their traces into the run folder, which is theirs while the run goes on and
+    # the invoking user's again at the end. They reach it through a bind mount (RunView),
+    # whatever the modes of its parents.
+    prefix = os.environ.get("OPPSCHED_NETNS_PREFIX", "oppsched")
+    run_id = new_run_id()
+    run_user = RunUser.resolve()
+    owner = invoking_user()
+    run_user.own(rundir, 0o755)
+    try:
+        with RunView(f"{prefix}-{run_id}", rundir) as view:
+            _run(cfg, rundir, view.path, prefix, run_id, run_user, progress)
+    finally:
+        hand_back(rundir, *owner)
+
+
+def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user: RunUser,
+         progress) -> None:
+    """run() with the run folder at `rundir` for the runner and at `work` (the same
+    folder) for the run's processes."""
     progs = find_programs(cfg)
     topo = testbed_topology(cfg)
     timeouts = cfg["timeouts"]
@@ -281,10 +309,15 @@ def run(cfg: dict, outdir: Path, progress) -> None:
     # too long for a Unix socket address.
     scratch = Path(tempfile.mkdtemp(prefix="oppsched-"))
     users = daemon_users(cfg)
-    lay = daemonconf.Layout.make(rundir, users, scratch=scratch)
-    lay.zmq_dir.mkdir(parents=True, exist_ok=True)
+    lay = daemonconf.Layout.make(work, users, scratch=scratch)
+    record["run_user"] = {"name": run_user.name, "uid": run_user.uid, "gid": run_user.gid}
+    run_user.check_writable(work)
+    # The ipc sockets: in a 0700 folder of the run user's.
+    if lay.zmq_dir.parent == scratch.resolve():
+        run_user.own(scratch, 0o700)
+    run_user.own(lay.zmq_dir, 0o700)
     files = daemonconf.write_all(cfg, lay)
-    wrc_files = write_wrc_configs(cfg, rundir, users)
+    wrc_files = write_wrc_configs(cfg, work, users)
     record["endpoints"] = lay.endpoints
     try:
         preflight(cfg, progs, files, wrc_files)
@@ -295,8 +328,8 @@ def run(cfg: dict, outdir: Path, progress) -> None:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
 
-    tb = Testbed(topo, prefix=os.environ.get("OPPSCHED_NETNS_PREFIX", "oppsched"),
-                 workdir=rundir / "netns", delay_binary=progs["delay"])
+    tb = Testbed(topo, prefix=prefix, run_id=run_id, workdir=work / "netns",
+                 delay_binary=progs["delay"], run_user=run_user)
     record["run_name"] = tb.name
     write_record()
     t_start = time.monotonic()
@@ -336,19 +369,19 @@ def run(cfg: dict, outdir: Path, progress) -> None:
             write_record()
             logs = rundir / "logs"
 
-            def spawn(ns, argv, name, role, env=None):
-                p = tb.session.spawn(ns, argv, name=name, log=logs / f"{name}.log", env=env)
+            def spawn(ns, argv, name, role, env=None, **kw):
+                p = tb.session.spawn(ns, argv, name=name, log=logs / f"{name}.log", env=env,
+                                     **kw)
                 procs.add(p, role)
                 return p
 
             # 1. apd (binds phy_requests, phy_grants, uplink), 2. clients (bind rx_<id>),
             # 3. the PHY (connects to all; the clock master), each checked, not slept on.
             up = timeouts["startup_s"]
-            apd_argv = [progs["apd"], "--config", files["apd"]]
-            if cfg["topology"]["apd_rt_priority"]:
-                # SCHED_FIFO from exec on, so ZeroMQ's I/O threads inherit it too
-                apd_argv = ["chrt", "-f", cfg["topology"]["apd_rt_priority"], *apd_argv]
-            spawn(tb.ap, apd_argv, "apd", "apd")
+            # The daemons keep no capability: their TUNs are the run user's. SCHED_FIFO
+            # from exec on (chrt before the user switch), so ZeroMQ's I/O threads inherit it.
+            spawn(tb.ap, [progs["apd"], "--config", files["apd"]], "apd", "apd",
+                  sched_fifo=cfg["topology"]["apd_rt_priority"])
             _wait_files([lay.ipc_path(n) for n in daemonconf.ZMQ_NAMES],
                         "oppsched-apd: endpoints bound", up, procs, ["apd"])
             daemons = ["apd"]
@@ -360,8 +393,14 @@ def run(cfg: dict, outdir: Path, progress) -> None:
                         "oppsched-client: rx endpoints bound", up, procs, daemons)
             # Over the air the radios are on the host's USB/Ethernet: the UHD PHY runs in
             # the root namespace (its ipc endpoints are files, reachable from any namespace).
+            # The PHY: timing.rt_priority is set before the switch (its own
+            # sched_setscheduler then needs nothing); only UHD's streaming threads raise
+            # their priority themselves: CAP_SYS_NICE in uhd mode alone.
+            phy_rt = _phy_rt_priority(files["phy"])
             spawn(HostNs() if cfg["phy"]["mode"] == "uhd" else tb.ap,
-                  [*progs["phy"], "--config", files["phy"]], "phy", "phy", env=phy_env(cfg))
+                  [*progs["phy"], "--config", files["phy"]], "phy", "phy", env=phy_env(cfg),
+                  caps=("sys_nice",) if cfg["phy"]["mode"] == "uhd" else (),
+                  sched_fifo=phy_rt if phy_rt and fifo_allowed(phy_rt) else 0)
             daemons.append("phy")
             record["radio_ready_s"] = _wait_radio(tb, up, procs, daemons)
             record["status"] = "radio up"
@@ -379,10 +418,12 @@ def run(cfg: dict, outdir: Path, progress) -> None:
                     name = f"tcpdump.{stem}"
                     # -U --immediate-mode: every packet is in the file as soon as it is
                     # seen (nothing is lost in the capture ring when tcpdump is stopped);
-                    # -Z root: the file is opened after privileges would be dropped.
+                    # -Z: tcpdump opens the capture and the file as root, chowns the file
+                    # to the run user and switches to it (no capability left).
                     caps.append(spawn(ns, ["tcpdump", "-i", dev, "-n", "-s", snap, "-U",
-                                           "--immediate-mode", "-Z", "root",
-                                           "-w", rundir / f"{stem}.pcap"], name, "tcpdump"))
+                                           "--immediate-mode", "-Z", run_user.name,
+                                           "-w", work / f"{stem}.pcap"], name, "tcpdump",
+                                      as_root=TCPDUMP_BOUNDING))
                 for c in caps:
                     _wait_log(c, "listening on", f"{c.name}: capturing", up)
 
@@ -401,12 +442,12 @@ def run(cfg: dict, outdir: Path, progress) -> None:
                     proto = "udp"
                 elif p.repeat:
                     ns = tb.servers[p.server_index].ns
-                    rp = spawn(ns, p.transfer_server_argv(sys.executable, rundir),
+                    rp = spawn(ns, p.transfer_server_argv(sys.executable, work),
                                p.listener_name, "xfer-server", env=phy_env(cfg))
                 else:
                     ns = (tb.servers[p.server_index] if p.sender_in_client
                           else tb.clients[p.device_index]).ns
-                    rp = spawn(ns, p.receiver_argv(rundir), p.listener_name, "iperf3-receiver")
+                    rp = spawn(ns, p.receiver_argv(work), p.listener_name, "iperf3-receiver")
                 ns.wait_listening(p.port, proto=proto, timeout=up, proc=rp)
 
             # The flows, at their times after t0.
@@ -418,7 +459,7 @@ def run(cfg: dict, outdir: Path, progress) -> None:
                 if p.id in recv_started:  # the receiver's trace times count from its start
                     p.extra["receiver_started_at_s"] = recv_started[p.id] - t0
             write_record()
-            _schedule(cfg, tb, plans, procs, daemons, rundir, t0, progress, spawn,
+            _schedule(cfg, tb, plans, procs, daemons, work, t0, progress, spawn,
                       record["t0_mono_ns"], wrc_files, progs.get("wrc"))
             record["status"] = "stopping"
             # Stop in order: receivers (done by now), PHY, clients and apd (SIGTERM: they
