@@ -509,8 +509,15 @@ class RunView:
             self._mounted = False
 
 
+def _mounted(path: Path) -> bool:
+    # Not os.path.ismount: a bind mount from the same file system looks like a directory.
+    want = str(path).encode()
+    with open("/proc/self/mountinfo", "rb") as f:
+        return any(line.split()[4] == want for line in f)
+
+
 def _unmount_view(path: Path) -> None:
-    if os.path.ismount(path):
+    if _mounted(path):
         if run_cmd(["umount", str(path)], check=False).returncode != 0:
             run_cmd(["umount", "-l", str(path)], check=False)
     for p in (path, path.with_suffix(".json")):
