@@ -234,3 +234,7 @@ def test_every_process_of_a_run_runs_as_the_run_user_with_the_capabilities_of_it
     assert stat.S_IMODE(os.stat(netns.TUN_DEV).st_mode) == tun_mode
     s = json.loads((out / "summary.json").read_text())
     assert s["flows"][0]["goodput_bps"] > 100e3
+    # The client's uplink came in on its own endpoint (docs/daemons.md, "Uplink identity").
+    apd = json.loads((out / "apd.stats.json").read_text())
+    assert apd["zmq"]["uplink"]["R1"]["received"] > 100
+    assert apd["uplink"]["user_mismatch"] == 0 and apd["zmq"]["uplink"]["received"] == 0

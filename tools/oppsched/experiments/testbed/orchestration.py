@@ -382,7 +382,8 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
             # from exec on (chrt before the user switch), so ZeroMQ's I/O threads inherit it.
             spawn(tb.ap, [progs["apd"], "--config", files["apd"]], "apd", "apd",
                   sched_fifo=cfg["topology"]["apd_rt_priority"])
-            _wait_files([lay.ipc_path(n) for n in daemonconf.ZMQ_NAMES],
+            _wait_files([lay.ipc_path(n) for n in daemonconf.ZMQ_NAMES]
+                        + [lay.ipc_path(f"uplink_{u.id}") for u in users],
                         "oppsched-apd: endpoints bound", up, procs, ["apd"])
             daemons = ["apd"]
             for u, node in zip(users, tb.clients):
