@@ -113,6 +113,31 @@ def test_the_tuns_of_a_session_with_a_run_user_are_its(session):
     assert tun["group"] in (grp.getgrgid(user.gid).gr_name, str(user.gid))
 
 
+@needs_root
+def test_a_run_folder_mount_left_by_a_killed_runner_is_removed_by_cleanup(tmp_path):
+    target = tmp_path / "out"
+    target.mkdir()
+    name = f"otpriv-{netns.new_run_id()}"
+    code = ("import sys, time\nfrom oppsched.netns import RunView\n"
+            f"RunView({name!r}, sys.argv[1]).__enter__()\nprint('mounted', flush=True)\n"
+            "time.sleep(120)\n")
+    p = subprocess.Popen([sys.executable, "-c", code, str(target)], stdout=subprocess.PIPE,
+                         text=True, cwd=REPO / "tools")
+    try:
+        assert p.stdout.readline().strip() == "mounted"
+        view = netns.VIEW_DIR / name
+        (view / "probe").write_text("x")
+        assert (target / "probe").read_text() == "x"  # the same folder
+        netns.cleanup_stale("otpriv")  # its runner is alive: left alone
+        assert netns._mounted(view)
+    finally:
+        p.kill()
+        p.wait()
+    netns.cleanup_stale("otpriv")
+    assert not view.exists() and not netns._mounted(view)
+    assert (target / "probe").exists()  # the folder itself is untouched
+
+
 def test_run_user_names_a_missing_user_in_its_error(monkeypatch):
     monkeypatch.setenv(netns.RUN_USER_ENV, "no-such-user-xq")
     with pytest.raises(netns.NetnsError, match="OPPSCHED_RUN_USER: no user 'no-such-user-xq'"):
@@ -172,7 +197,9 @@ def test_every_process_of_a_run_runs_as_the_run_user_with_the_capabilities_of_it
     tun_mode = stat.S_IMODE(os.stat(netns.TUN_DEV).st_mode)
     exp = write_experiment(tmp_path, RUN)
     out = tmp_path / "out"
-    env = {**os.environ, "OPPSCHED_NETNS_PREFIX": "otpriv"}
+    # As if started with sudo by uid 4321: the results are handed back to it.
+    env = {**os.environ, "OPPSCHED_NETNS_PREFIX": "otpriv", "SUDO_UID": "4321",
+           "SUDO_GID": "4322"}
     proc = subprocess.Popen([sys.executable, "-m", "oppsched", "run", str(exp), "--out", str(out)],
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
@@ -229,7 +256,7 @@ def test_every_process_of_a_run_runs_as_the_run_user_with_the_capabilities_of_it
     for f in ("slots.csv", "client.R1.pcap", "flow.f1.receiver.json", "apd.stats.json",
               "run.json"):
         st = os.lstat(out / f)
-        assert (st.st_uid, st.st_gid) == (os.getuid(), os.getgid()), f
+        assert (st.st_uid, st.st_gid) == (4321, 4322), f
     assert not (netns.VIEW_DIR / run["run_name"]).exists()
     assert stat.S_IMODE(os.stat(netns.TUN_DEV).st_mode) == tun_mode
     s = json.loads((out / "summary.json").read_text())
