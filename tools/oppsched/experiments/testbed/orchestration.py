@@ -244,10 +244,14 @@ def _phy_rt_priority(path) -> int:
     return int(((doc.get("timing") or {}).get("rt_priority")) or 0)
 
 
-def preflight(cfg: dict, progs: dict, files: dict, wrc_files: dict | None = None) -> None:
+def preflight(cfg: dict, progs: dict, files: dict, wrc_files: dict | None = None,
+              run_user: RunUser | None = None, home: Path | None = None) -> None:
     """Every program validates its file (`--check`: parse and validate, open nothing)
     before any namespace exists, so a bad value fails in a second with the program's own
-    message naming the field (docs/daemons.md: exit status 2)."""
+    message naming the field (docs/daemons.md: exit status 2). With run_user, as that
+    user (HOME=home): a program or file it cannot reach fails here too."""
+    prefix = run_user.setpriv_argv() if run_user is not None else []
+    user_env = {"HOME": str(home), "USER": run_user.name} if run_user is not None else {}
     jobs = [("oppsched-apd", [str(progs["apd"])], files["apd"], None)]
     jobs += [("oppsched-client", [str(progs["client"])], f, None)
              for k, f in files.items() if k.startswith("client.")]
@@ -256,9 +260,10 @@ def preflight(cfg: dict, progs: dict, files: dict, wrc_files: dict | None = None
         jobs += [("oppsched-wrc send", [str(progs["wrc"]), "send"], snd, None),
                  ("oppsched-wrc recv", [str(progs["wrc"]), "recv"], rcv, None)]
     for name, argv, f, env in jobs:
-        cp = subprocess.run([*argv, "--config", str(f), "--check"], capture_output=True,
-                            text=True, timeout=60, stdin=subprocess.DEVNULL,
-                            env={**os.environ, **(env or {})})
+        cp = subprocess.run([*prefix, *argv, "--config", str(f), "--check"],
+                            capture_output=True, text=True, timeout=60,
+                            stdin=subprocess.DEVNULL,
+                            env={**os.environ, **(env or {}), **user_env})
         if cp.returncode != 0:
             msg = (cp.stderr.strip() or cp.stdout.strip()).splitlines()
             raise TestbedError(f"{name} rejects {Path(f).name} (exit {cp.returncode}): "
@@ -320,7 +325,10 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
     wrc_files = write_wrc_configs(cfg, work, users)
     record["endpoints"] = lay.endpoints
     try:
-        preflight(cfg, progs, files, wrc_files)
+        home = work / "netns" / "home"  # the one Session.spawn gives the processes later
+        run_user.own(home.parent, 0o755)
+        run_user.own(home, 0o700)
+        preflight(cfg, progs, files, wrc_files, run_user, home)
     except BaseException as exc:
         record["status"] = "failed"
         record["error"] = f"{type(exc).__name__}: {exc}"
