@@ -1,7 +1,8 @@
 """Privilege separation (docs/testbed.md, "Privilege separation"): the processes a Session
 starts run as the run user with exactly the capabilities of their kind and no_new_privs,
 and so does every long-running process of a real testbed run (abstract PHY, a TCP flow,
-the captures, the wired delay stage), read from /proc/PID/status while the run goes on."""
+a wrc flow, the captures, the wired delay stage), read from /proc/PID/status while the run
+goes on."""
 
 from __future__ import annotations
 
@@ -168,12 +169,13 @@ servers:
   - {name: S1, rtt_ms: 20}
 flows:
   - {id: f1, server: S1, device: R1}
+  - {id: w1, server: S1, device: R1, transport: wrc, weight: 1}
 """
 
 # What each kind of process keeps (CapEff); every one runs as the run user, with
 # no_new_privs. tcpdump starts as root and switches itself (-Z).
 EXPECTED_CAPS = {"oppsched-apd": 0, "oppsched-client": 0, "phy": 0, "iperf3": 0, "tcpdump": 0,
-                 "oppsched-delay": bits("net_raw", "net_admin")}
+                 "oppsched-wrc": 0, "oppsched-delay": bits("net_raw", "net_admin")}
 # One-shot commands of the runner itself (root, not long-running): readiness probes and
 # samples taken while the run goes on, and the exec chain before a program starts.
 TRANSIENT = {"ip", "ss", "sysctl", "setpriv", "chrt", "tc"}
@@ -227,9 +229,9 @@ def test_every_process_of_a_run_runs_as_the_run_user_with_the_capabilities_of_it
                             seen.setdefault(k, []).append((pid, creds(pid)))
                     except OSError:  # ended meanwhile
                         pass
-            # the flow's sender starts at t0: wait for both iperf3 ends
-            return len(seen.get("iperf3", [])) >= 2
-        netns.wait_for(snapshot, timeout=10, what="both iperf3 ends running")
+            # the flows' senders start at t0: wait for both ends of both flows
+            return len(seen.get("iperf3", [])) >= 2 and len(seen.get("oppsched-wrc", [])) >= 2
+        netns.wait_for(snapshot, timeout=10, what="both ends of both flows running")
         apd_pid = seen["oppsched-apd"][0][0]
         apd_policy = os.sched_getscheduler(apd_pid)
     finally:
@@ -265,7 +267,7 @@ def test_every_process_of_a_run_runs_as_the_run_user_with_the_capabilities_of_it
     if rec is None and tun_mode & 0o006 == 0:
         assert stat.S_IMODE(os.stat(netns.TUN_DEV).st_mode) == tun_mode
     s = json.loads((out / "summary.json").read_text())
-    assert s["flows"][0]["goodput_bps"] > 100e3
+    assert s["flows"][0]["id"] == "f1" and s["flows"][0]["goodput_bps"] > 100e3
     # The client's uplink came in on its own endpoint (docs/daemons.md, "Uplink identity").
     apd = json.loads((out / "apd.stats.json").read_text())
     assert apd["zmq"]["uplink"]["R1"]["received"] > 100
