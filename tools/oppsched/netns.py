@@ -744,7 +744,9 @@ class Session:
         With a run user the process runs as it, with exactly the capabilities `caps`
         (e.g. ("net_raw",)) and no_new_privs. as_root=CAPS leaves it root, with
         no_new_privs and its bounding set cut to CAPS: only for a program that switches
-        user itself (tcpdump -Z USER: TCPDUMP_BOUNDING). sched_fifo > 0 starts it
+        user itself (tcpdump -Z USER: TCPDUMP_BOUNDING), under oppsched.capture_guard
+        (the process this returns), which runs as the run user and stops the program when
+        the runner dies. sched_fifo > 0 starts it
         with SCHED_FIFO at that priority (chrt, before the switch: no capability needed
         afterwards; its threads inherit it)."""
         self._check_open()
@@ -761,6 +763,13 @@ class Session:
         if self.run_user is not None and as_root is not None:
             prefix += ["setpriv", "--no-new-privs", "--inh-caps", "-all", "--bounding-set",
                        "-all" + "".join(f",+{c}" for c in as_root), "--"]
+            # Its own uid change clears PR_SET_PDEATHSIG: a guard (run user, PDEATHSIG)
+            # passes the runner's death on to it (oppsched.capture_guard).
+            prefix += [sys.executable, "-m", "oppsched.capture_guard",
+                       "--uid", str(self.run_user.uid), "--gid", str(self.run_user.gid), "--"]
+            pkg = str(Path(__file__).resolve().parent.parent)
+            full_env["PYTHONPATH"] = os.pathsep.join(
+                [pkg, *([full_env["PYTHONPATH"]] if full_env.get("PYTHONPATH") else [])])
         elif self.run_user is not None:
             prefix += self.run_user.setpriv_argv(caps)
             # root's HOME is not the run user's to read (GNU Radio reads ~/.gnuradio): a

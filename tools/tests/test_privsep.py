@@ -81,14 +81,57 @@ def test_a_spawned_process_runs_as_the_run_user_with_exactly_its_capabilities(se
     assert plain.pid in ns.pids()
 
 
+def children(pid: int) -> list[int]:
+    out = []
+    for t in Path(f"/proc/{pid}/task").iterdir():
+        out += [int(c) for c in (t / "children").read_text().split()]
+    return out
+
+
 @needs_root
 def test_a_program_that_switches_user_itself_starts_root_with_a_cut_bounding_set(session):
     ns = session.add_netns("b")
     p = session.spawn(ns, ["sleep", "30"], name="td", as_root=netns.TCPDUMP_BOUNDING)
-    wait_exec(p.pid, "sleep")
-    c = creds(p.pid)
+    # the guard: the run user, no capability
+    netns.wait_for(lambda: creds(p.pid)["uid"][0] == session.run_user.uid, timeout=10,
+                   what="the guard switched")
+    g = creds(p.pid)
+    assert (g["eff"], g["prm"], g["nnp"]) == (0, 0, 1)
+    kid = netns.wait_for(lambda: children(p.pid), timeout=10, what="the program started")[0]
+    wait_exec(kid, "sleep")
+    c = creds(kid)
     assert c["uid"] == [0] * 4 and c["nnp"] == 1
     assert c["bnd"] == bits(*netns.TCPDUMP_BOUNDING) == c["eff"]
+
+
+@needs_root
+def test_a_program_that_switches_user_itself_dies_with_a_runner_killed_by_sigkill(tmp_path):
+    user = netns.RunUser.resolve()
+    # A stand-in for tcpdump -Z: it switches to the run user itself, which clears the
+    # PR_SET_PDEATHSIG it was started with.
+    code = (
+        "import sys, time\nfrom oppsched import netns\n"
+        "u = netns.RunUser.resolve()\n"
+        f"s = netns.Session('otpriv', workdir={str(tmp_path / 'w')!r}, run_user=u)\n"
+        "s.start()\nns = s.add_netns('k')\n"
+        "p = s.spawn(ns, ['setpriv', '--reuid', str(u.uid), '--regid', str(u.gid),"
+        " '--clear-groups', '--', 'sleep', '300'], name='zprog', as_root=('setuid', 'setgid'))\n"
+        "print(p.pid, flush=True)\ntime.sleep(300)\n")
+    runner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                              cwd=REPO / "tools")
+    try:
+        guard = int(runner.stdout.readline())
+        kid = netns.wait_for(lambda: children(guard), timeout=10, what="the program started")[0]
+        netns.wait_for(lambda: Path(f"/proc/{kid}/comm").read_text().strip() == "sleep"
+                       and creds(kid)["uid"][0] == user.uid, timeout=10,
+                       what="the program switched")
+    finally:
+        runner.kill()
+        runner.wait()
+    netns.wait_for(lambda: not Path(f"/proc/{kid}").exists() or
+                   Path(f"/proc/{kid}/stat").read_text().split(")")[1].split()[0] == "Z",
+                   timeout=10, what="the program gone with its runner")
+    netns.cleanup_stale("otpriv")
 
 
 @needs_root
@@ -175,7 +218,8 @@ flows:
 # What each kind of process keeps (CapEff); every one runs as the run user, with
 # no_new_privs. tcpdump starts as root and switches itself (-Z).
 EXPECTED_CAPS = {"oppsched-apd": 0, "oppsched-client": 0, "phy": 0, "iperf3": 0, "tcpdump": 0,
-                 "oppsched-wrc": 0, "oppsched-delay": bits("net_raw", "net_admin")}
+                 "oppsched-wrc": 0, "capture_guard": 0,
+                 "oppsched-delay": bits("net_raw", "net_admin")}
 # One-shot commands of the runner itself (root, not long-running): readiness probes and
 # samples taken while the run goes on, and the exec chain before a program starts.
 TRANSIENT = {"ip", "ss", "sysctl", "setpriv", "chrt", "tc"}
@@ -188,6 +232,8 @@ def kind_of(pid: int) -> str | None:
         return None
     if any(b"oppsched.phy" in a or b"oppsched-phy" in a for a in cmd):
         return "phy"
+    if b"oppsched.capture_guard" in cmd:
+        return "capture_guard"
     return comm
 
 
@@ -251,7 +297,8 @@ def test_every_process_of_a_run_runs_as_the_run_user_with_the_capabilities_of_it
             assert c["gid"] == [user.gid] * 4, (kind, pid, c)
             assert c["eff"] == c["prm"] == EXPECTED_CAPS[kind], (kind, pid, hex(c["eff"]))
             assert c["nnp"] == 1, (kind, pid)
-    assert len(seen["tcpdump"]) == 3 and len(seen["oppsched-delay"]) == 1
+    assert len(seen["tcpdump"]) == len(seen["capture_guard"]) == 3
+    assert len(seen["oppsched-delay"]) == 1
     if netns.fifo_allowed(5):  # topology.apd_rt_priority still applies
         assert apd_policy == os.SCHED_FIFO
     # The results are the invoking user's again, the mount and the device mode are undone.
