@@ -37,13 +37,22 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def proc_cpu_s(pid: int) -> float | None:
-    """utime + stime of a live process (/proc/PID/stat fields 14 and 15), seconds."""
+    """utime + stime of a live process (/proc/PID/stat fields 14 and 15), seconds, with its
+    live children's (a program under oppsched.capture_guard is the guard's child)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     fields = stat[stat.rindex(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    total = (int(fields[11]) + int(fields[12])) / CLK_TCK
+    try:
+        kids = [int(c) for t in Path(f"/proc/{pid}/task").iterdir()
+                for c in (t / "children").read_text().split()]
+    except OSError:
+        kids = []
+    for k in kids:
+        total += proc_cpu_s(k) or 0.0
+    return total
 
 
 def reap(proc) -> tuple[int, float] | None:
