@@ -56,6 +56,17 @@ if ((${#missing[@]})); then
   echo "bootstrap: Debian packages installed"
 fi
 
+# The unprivileged system user the processes of a testbed run switch to after set-up
+# (docs/testbed.md, "Privilege separation"): no login shell, no home. Without it runs use
+# `nobody`.
+if ! getent passwd oppsched >/dev/null; then
+  sudo=()
+  [ "$(id -u)" -ne 0 ] && sudo=(sudo)
+  "${sudo[@]}" useradd --system --user-group --no-create-home --home-dir /nonexistent \
+    --shell /usr/sbin/nologin oppsched
+  echo "bootstrap: created the system user oppsched"
+fi
+
 venv=$top/.venv
 if [ ! -x "$venv/bin/python" ]; then
   echo "bootstrap: creating $venv from /usr/bin/python3 (--system-site-packages)"

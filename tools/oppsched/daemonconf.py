@@ -79,7 +79,7 @@ class Layout:
         a Unix socket address, under `scratch`/zmq instead (a short per-run directory)."""
         rundir = Path(rundir).resolve()
         zmq_dir = rundir / "zmq"
-        longest = max([len(n) for n in ZMQ_NAMES] + [len(f"rx_{u.id}") for u in users]) + 1
+        longest = max([len(n) for n in ZMQ_NAMES] + [len(f"uplink_{u.id}") for u in users]) + 1
         if len(str(zmq_dir)) + longest > _IPC_MAX:
             if scratch is None:
                 raise ValueError(f"{zmq_dir}: too long for ipc:// socket paths and no scratch "
@@ -90,6 +90,9 @@ class Layout:
             lay.endpoints[n] = f"ipc://{zmq_dir}/{n}"
         for u in users:
             lay.endpoints[f"rx_{u.id}"] = f"ipc://{zmq_dir}/rx_{u.id}"
+            # Each client's own uplink endpoint: the apd drops a message on it that names
+            # another user (docs/daemons.md, "Uplink identity").
+            lay.endpoints[f"uplink_{u.id}"] = f"ipc://{zmq_dir}/uplink_{u.id}"
         return lay
 
     def ipc_path(self, name: str) -> Path:
@@ -328,7 +331,8 @@ def apd_config(cfg: dict, lay: Layout) -> dict:
     users = []
     for u, dev in zip(lay.users, cfg["devices"]):
         addrs = [a for a in (u.addr4, u.addr6) if a]
-        entry = {"id": u.id, "name": u.name, "addresses": addrs}
+        entry = {"id": u.id, "name": u.name, "addresses": addrs,
+                 "uplink": lay.endpoints[f"uplink_{u.id}"]}
         if dev["queue"]["limit_bytes"] is not None:  # else queue.limit_bytes applies
             entry["queue_limit_bytes"] = dev["queue"]["limit_bytes"]
         users.append(entry)
@@ -386,7 +390,8 @@ def client_config(cfg: dict, lay: Layout, user: User) -> dict:
         "user": user.id,
         "name": user.name,
         "tun": lay.tun,
-        "endpoints": {"rx": lay.endpoints[f"rx_{user.id}"], "uplink": lay.endpoints["uplink"]},
+        "endpoints": {"rx": lay.endpoints[f"rx_{user.id}"],
+                      "uplink": lay.endpoints[f"uplink_{user.id}"]},
         "uplink_delay_ms": cfg["uplink_delay_ms"],
         "cqi": {"period_slots": cfg["cqi"]["period_slots"]},
         "reassembly": reassembly(cfg),

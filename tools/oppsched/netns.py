@@ -21,11 +21,13 @@ import ctypes
 import fcntl
 import json
 import os
+import pwd
 import re
 import secrets
 import shutil
 import signal
 import socket
+import stat
 import struct
 import subprocess
 import sys
@@ -33,6 +35,7 @@ import tempfile
 import threading
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -390,6 +393,188 @@ class Netns:
 # util-linux's setpriv (Essential on Debian) sets PR_SET_PDEATHSIG and execs the program.
 PDEATHSIG = ("setpriv", "--pdeathsig", "KILL", "--")
 
+# The system user processes of a run run as (tools/bootstrap.sh creates it); `nobody` when
+# it does not exist. OPPSCHED_RUN_USER names another one.
+RUN_USER = "oppsched"
+RUN_USER_ENV = "OPPSCHED_RUN_USER"
+# Capabilities a process may be given (setpriv names, without the cap_ prefix).
+_CAP_NAMES = {"net_admin", "net_raw", "sys_nice"}
+# What tcpdump -Z USER needs until it has switched to USER: open the capture, create the
+# savefile in a folder of the run user's and chown it (then it holds none).
+TCPDUMP_BOUNDING = ("net_raw", "net_admin", "setuid", "setgid", "chown", "dac_override")
+
+
+@dataclass(frozen=True)
+class RunUser:
+    """The unprivileged user the long-running processes of a run switch to after set-up
+    (docs/testbed.md, "Privilege separation")."""
+
+    name: str
+    uid: int
+    gid: int
+
+    @classmethod
+    def resolve(cls, name: str | None = None) -> "RunUser":
+        """`name`, else $OPPSCHED_RUN_USER, else `oppsched` if it exists, else `nobody`."""
+        want = name or os.environ.get(RUN_USER_ENV) or None
+        for cand in ([want] if want else [RUN_USER, "nobody"]):
+            try:
+                pw = pwd.getpwnam(cand)
+            except KeyError:
+                continue
+            if pw.pw_uid == 0:
+                raise NetnsError(f"{RUN_USER_ENV}: {cand!r} is root; name an unprivileged user")
+            return cls(pw.pw_name, pw.pw_uid, pw.pw_gid)
+        raise NetnsError(f"{RUN_USER_ENV}: no user {want!r} (tools/bootstrap.sh creates "
+                         f"{RUN_USER!r})" if want else
+                         f"neither {RUN_USER!r} nor 'nobody' exists: run tools/bootstrap.sh")
+
+    def setpriv_argv(self, caps: Sequence[str] = ()) -> list[str]:
+        """setpriv(1) that switches to this user, keeps exactly `caps` (ambient, so that
+        they survive the exec of the program; the bounding set is cut to them too), sets
+        no_new_privs and, as the uid change clears it, PR_SET_PDEATHSIG again."""
+        bad = [c for c in caps if c not in _CAP_NAMES]
+        if bad:
+            raise ValueError(f"caps: {bad} not among {sorted(_CAP_NAMES)}")
+        keep = "".join(f",+{c}" for c in sorted(set(caps)))
+        argv = ["setpriv", "--reuid", str(self.uid), "--regid", str(self.gid),
+                "--init-groups" if self._has_passwd_entry() else "--clear-groups",
+                "--inh-caps", "-all" + keep]
+        if keep:
+            argv += ["--ambient-caps", "-all" + keep]
+        return argv + ["--bounding-set", "-all" + keep, "--no-new-privs",
+                       "--pdeathsig", "KILL", "--"]
+
+    def _has_passwd_entry(self) -> bool:
+        try:
+            return pwd.getpwuid(self.uid).pw_name == self.name
+        except KeyError:
+            return False
+
+    def own(self, path: Path, mode: int = 0o755) -> None:
+        """Makes directory `path` (created if missing) this user's, with `mode`. Refuses a
+        symlink."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+            raise NetnsError(f"{path}: not a directory (a symlink?); refusing to hand it to "
+                             f"{self.name}")
+        os.chown(path, self.uid, self.gid, follow_symlinks=False)
+        os.chmod(path, mode)
+
+    def check_writable(self, path: Path) -> None:
+        """Raises NetnsError unless this user can create files in `path` (every parent
+        must be searchable by it)."""
+        cp = run_cmd([*self.setpriv_argv(), "test", "-w", str(path), "-a", "-x", str(path)],
+                     check=False)
+        if cp.returncode != 0:
+            raise NetnsError(f"{path}: user {self.name} (uid {self.uid}) cannot write here; a "
+                             "parent directory is probably not searchable by others (o+x)")
+
+
+VIEW_DIR = OWNER_DIR / "views"
+
+
+class RunView:
+    """The run folder as the run user's processes see it: a bind mount of it at
+    /run/oppsched-netns/views/PREFIX-RUNID, so that they reach it whatever the modes of
+    its parents (a 0700 home or pytest folder). Use as a context manager; unmounted at
+    exit, and by cleanup_stale() after a runner killed with SIGKILL."""
+
+    def __init__(self, run_name: str, target: Path):
+        self.run_name = run_name
+        self.target = Path(target)
+        self.path = VIEW_DIR / run_name
+        self._mounted = False
+
+    def __enter__(self) -> "RunView":
+        VIEW_DIR.mkdir(parents=True, exist_ok=True)
+        for d in (OWNER_DIR, VIEW_DIR):
+            os.chmod(d, 0o755)
+        # The owner record first: a concurrent cleanup_stale leaves the view alone.
+        data = {"pid": os.getpid(), "start": _proc_start_time(os.getpid())}
+        self.path.with_suffix(".json").write_text(json.dumps(data))
+        self.path.mkdir(exist_ok=True)
+        run_cmd(["mount", "--bind", str(self.target), str(self.path)])
+        self._mounted = True
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._mounted:
+            _unmount_view(self.path)
+            self._mounted = False
+
+
+def _mounted(path: Path) -> bool:
+    # Not os.path.ismount: a bind mount from the same file system looks like a directory.
+    want = str(path).encode()
+    with open("/proc/self/mountinfo", "rb") as f:
+        return any(line.split()[4] == want for line in f)
+
+
+def _unmount_view(path: Path) -> None:
+    if _mounted(path):
+        if run_cmd(["umount", str(path)], check=False).returncode != 0:
+            run_cmd(["umount", "-l", str(path)], check=False)
+    for p in (path, path.with_suffix(".json")):
+        try:
+            p.rmdir() if p == path else p.unlink()
+        except OSError:
+            pass
+
+
+def _stale_views(prefix: str) -> list[Path]:
+    out = []
+    if VIEW_DIR.is_dir():
+        for p in VIEW_DIR.iterdir():
+            if p.suffix or not re.fullmatch(rf"{re.escape(prefix)}-[0-9a-f]{{6}}", p.name):
+                continue
+            try:
+                data = json.loads(p.with_suffix(".json").read_text())
+                alive = _proc_start_time(data["pid"]) == data["start"]
+            except (OSError, ValueError, KeyError, TypeError):
+                alive = False
+            if not alive:
+                out.append(p)
+    return out
+
+
+def invoking_user() -> tuple[int, int]:
+    """(uid, gid) of who started the run: sudo's caller, or the real user."""
+    try:
+        return int(os.environ["SUDO_UID"]), int(os.environ["SUDO_GID"])
+    except (KeyError, ValueError):
+        return os.getuid(), os.getgid()
+
+
+def hand_back(path: Path, uid: int, gid: int) -> None:
+    """chown -R (never following symlinks) of a run folder to the invoking user."""
+    path = Path(path)
+    if not path.exists():
+        return
+    os.chown(path, uid, gid, follow_symlinks=False)
+    for root, dirs, files in os.walk(path):
+        for n in dirs + files:
+            try:
+                os.chown(os.path.join(root, n), uid, gid, follow_symlinks=False)
+            except FileNotFoundError:
+                pass
+
+
+_FIFO_OK: dict[int, bool] = {}
+
+
+def fifo_allowed(prio: int) -> bool:
+    """Whether this machine grants SCHED_FIFO at `prio` (a container may have no real-time
+    budget: the program then reports that it runs with normal scheduling, as before)."""
+    if prio not in _FIFO_OK:
+        _FIFO_OK[prio] = run_cmd(["chrt", "-f", str(prio), "true"], check=False).returncode == 0
+    return _FIFO_OK[prio]
+
 
 def new_run_id() -> str:
     return secrets.token_hex(3)
@@ -405,7 +590,8 @@ class Session:
     """
 
     def __init__(self, prefix: str = DEFAULT_PREFIX, run_id: str | None = None,
-                 workdir: str | Path | None = None, *, handle_signals: bool = True):
+                 workdir: str | Path | None = None, *, handle_signals: bool = True,
+                 run_user: RunUser | None = None):
         if not _PREFIX_RE.fullmatch(prefix):
             raise ValueError(f"prefix: {prefix!r} is not 1..24 letters, digits or _")
         run_id = run_id or new_run_id()
@@ -417,12 +603,16 @@ class Session:
         self._own_workdir = workdir is None
         self.workdir = Path(workdir) if workdir is not None else None
         self.handle_signals = handle_signals
+        # With a run user, spawned processes switch to it (spawn's `caps`, `as_root`), TUN
+        # devices are created owned by it, and the workdir is its.
+        self.run_user = run_user
         self.namespaces: list[Netns] = []
         self.tuns: list[tuple[Netns, str]] = []
         self.veths: list[tuple[Netns, str, Netns, str]] = []
         self.procs: list[Proc] = []
         self.teardown_errors: list[str] = []
         self.host_restored: list[str] = []  # host settings teardown put back
+        self.host_changes: list[str] = []  # host settings this session changed
         self._started = False
         self._closed = False
         self._old_handlers: dict[int, Any] = {}
@@ -449,6 +639,8 @@ class Session:
             self.workdir = Path(tempfile.mkdtemp(prefix=f"{self.name}-"))
         else:
             self.workdir.mkdir(parents=True, exist_ok=True)
+        if self.run_user is not None:  # its processes write their stats and ready files here
+            self.run_user.own(self.workdir, 0o755)
         OWNER_DIR.mkdir(parents=True, exist_ok=True)
         # What runs of this prefix killed with SIGKILL left behind goes first (their
         # processes died with them: PDEATHSIG; their namespaces and host changes did not).
@@ -523,11 +715,19 @@ class Session:
             b.ip("link", "set", "dev", if_b, "up")
 
     def add_tun(self, ns: Netns, dev: str, *, mtu: int | None = None, up: bool = True) -> None:
-        """A persistent TUN device (no packet-info header) for a daemon to attach to by name."""
+        """A persistent TUN device (no packet-info header) for a daemon to attach to by name.
+        With a run user it is that user's (`ip tuntap add ... user U group G`): a daemon
+        running as it attaches with no capability at all."""
         self._check_open()
         if not _IFNAME_RE.fullmatch(dev):
             raise ValueError(f"interface name: {dev!r} is not 1..15 of [A-Za-z0-9_.]")
-        ns.ip("tuntap", "add", "dev", dev, "mode", "tun")
+        owner = []
+        if self.run_user is not None:
+            owner = ["user", self.run_user.uid, "group", self.run_user.gid]
+            if allow_tun_access(self.name):
+                self.host_changes.append(f"{TUN_DEV}: mode 0666 for the run user (restored "
+                                         "at the end)")
+        ns.ip("tuntap", "add", "dev", dev, "mode", "tun", *owner)
         self.tuns.append((ns, dev))
         if mtu:
             ns.ip("link", "set", "dev", dev, "mtu", mtu)
@@ -535,9 +735,20 @@ class Session:
             ns.ip("link", "set", "dev", dev, "up")
 
     def spawn(self, ns: Netns, argv: Sequence[str], *, name: str,
-              log: str | Path | None = None, env: dict[str, str] | None = None) -> Proc:
+              log: str | Path | None = None, env: dict[str, str] | None = None,
+              caps: Sequence[str] = (), as_root: Sequence[str] | None = None,
+              sched_fifo: int = 0) -> Proc:
         """Starts argv inside ns, in a new process group, stdout+stderr to a log file
-        (default WORKDIR/NAME.log). It is stopped at teardown if still running."""
+        (default WORKDIR/NAME.log). It is stopped at teardown if still running.
+
+        With a run user the process runs as it, with exactly the capabilities `caps`
+        (e.g. ("net_raw",)) and no_new_privs. as_root=CAPS leaves it root, with
+        no_new_privs and its bounding set cut to CAPS: only for a program that switches
+        user itself (tcpdump -Z USER: TCPDUMP_BOUNDING), under oppsched.capture_guard
+        (the process this returns), which runs as the run user and stops the program when
+        the runner dies. sched_fifo > 0 starts it
+        with SCHED_FIFO at that priority (chrt, before the switch: no capability needed
+        afterwards; its threads inherit it)."""
         self._check_open()
         if not re.fullmatch(r"[A-Za-z0-9_.:-]{1,64}", name):
             raise ValueError(f"name: {name!r} is not 1..64 of [A-Za-z0-9_.:-]")
@@ -546,12 +757,35 @@ class Session:
         full_env.update(env or {})
         full_env[RUN_ENV] = self.name
         argv = [str(a) for a in argv]
+        prefix: list[str] = []
+        if sched_fifo and fifo_allowed(int(sched_fifo)):
+            prefix += ["chrt", "-f", str(int(sched_fifo))]
+        if self.run_user is not None and as_root is not None:
+            prefix += ["setpriv", "--no-new-privs", "--inh-caps", "-all", "--bounding-set",
+                       "-all" + "".join(f",+{c}" for c in as_root), "--"]
+            # Its own uid change clears PR_SET_PDEATHSIG: a guard (run user, PDEATHSIG)
+            # passes the runner's death on to it (oppsched.capture_guard).
+            prefix += [sys.executable, "-m", "oppsched.capture_guard",
+                       "--uid", str(self.run_user.uid), "--gid", str(self.run_user.gid), "--"]
+            pkg = str(Path(__file__).resolve().parent.parent)
+            full_env["PYTHONPATH"] = os.pathsep.join(
+                [pkg, *([full_env["PYTHONPATH"]] if full_env.get("PYTHONPATH") else [])])
+        elif self.run_user is not None:
+            prefix += self.run_user.setpriv_argv(caps)
+            # root's HOME is not the run user's to read (GNU Radio reads ~/.gnuradio): a
+            # home of its own in the workdir.
+            home = self.workdir / "home"
+            if not home.is_dir():
+                self.run_user.own(home, 0o700)
+            full_env.update({"HOME": str(home), "USER": self.run_user.name,
+                             "LOGNAME": self.run_user.name})
         # setpriv --pdeathsig: the kernel kills the process when the runner dies, even by
         # SIGKILL, when no teardown can run (PR_SET_PDEATHSIG survives the exec of
         # `ip netns exec`, which does not fork, and of the program).
         with open(log_path, "ab") as logf:
             try:
-                popen = subprocess.Popen([*PDEATHSIG, *ns.exec_argv(argv)], stdin=subprocess.DEVNULL,
+                popen = subprocess.Popen([*PDEATHSIG, *ns.exec_argv([*prefix, *argv])],
+                                         stdin=subprocess.DEVNULL,
                                          stdout=logf, stderr=subprocess.STDOUT, env=full_env,
                                          start_new_session=True, close_fds=True)
             except OSError as exc:
@@ -761,6 +995,28 @@ def allow_congestion_control(name: str, run_name: str) -> bool:
     return added
 
 
+TUN_DEV = Path("/dev/net/tun")
+
+
+def allow_tun_access(run_name: str) -> bool:
+    """Makes /dev/net/tun 0666 (Debian's udev default; some containers have 0600) for run
+    `run_name`, so that a daemon running as the run user can attach to the TUN devices the
+    run made its own; returns True if this call changed the mode. Recorded like
+    allow_congestion_control and restored by release_host_changes()."""
+    with _HostLock() as lock:
+        state = lock.read()
+        rec = state.get("tun_mode")
+        mode = stat.S_IMODE(os.stat(TUN_DEV).st_mode)
+        changed = mode & 0o006 != 0o006
+        if changed:
+            os.chmod(TUN_DEV, mode | 0o666)
+            rec = state["tun_mode"] = {"mode": mode, "runs": []}
+        if rec is not None and run_name not in rec["runs"]:
+            rec["runs"].append(run_name)
+        lock.write(state)
+    return changed
+
+
 def release_host_changes(run_name: str) -> list[str]:
     """The run no longer needs what it changed on the host: each setting no live run needs
     any more is restored. Returns what was restored."""
@@ -777,6 +1033,13 @@ def release_host_changes(run_name: str) -> list[str]:
                     restored.append(f"removed {name} from the host's "
                                     "net.ipv4.tcp_allowed_congestion_control")
                 del users[name]
+        rec = state.get("tun_mode")
+        if rec is not None:
+            rec["runs"] = [r for r in rec["runs"] if r != run_name and _owner_alive(r)]
+            if not rec["runs"]:
+                os.chmod(TUN_DEV, rec["mode"])
+                restored.append(f"{TUN_DEV} back to mode {rec['mode']:04o}")
+                del state["tun_mode"]
         lock.write(state)
     return restored
 
@@ -803,6 +1066,8 @@ def cleanup_stale(prefix: str = DEFAULT_PREFIX, *, force: bool = False) -> list[
         for f in OWNER_DIR.glob(f"{prefix}-*.json"):
             if re.fullmatch(rf"{re.escape(prefix)}-[0-9a-f]{{6}}", f.stem):
                 runs.setdefault(f.stem, [])
+    for view in _stale_views(prefix):
+        _unmount_view(view)
     removed = []
     for run_name, names in sorted(runs.items()):
         if not force and _owner_alive(run_name):

@@ -56,7 +56,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from oppsched.netns import (IP, DEFAULT_PREFIX, NetnsError, Netns, Proc, Session,
+from oppsched.netns import (IP, DEFAULT_PREFIX, NetnsError, Netns, Proc, RunUser, Session,
                             allow_congestion_control, new_run_id,
                             run_cmd, wait_for)
 from oppsched.paths import default_build_dir
@@ -271,6 +271,7 @@ class WiredLink:
         self.wire: Netns | None = None
         self.stats_path: Path | None = None
         self.ready_path: Path | None = None
+        self.rt_priority = 0
         self._session: Session | None = None
 
     def describe(self) -> dict:
@@ -284,7 +285,12 @@ class WiredLink:
         """Starts the delay process (userspace backend); a no-op otherwise."""
         if self.backend != "userspace" or self.proc is not None:
             return
-        self.proc = self._session.spawn(self.wire, self.argv, name=f"delay-{self.name}")
+        # AF_PACKET sockets need CAP_NET_RAW, SO_RCVBUFFORCE/SO_SNDBUFFORCE CAP_NET_ADMIN;
+        # SCHED_FIFO is set before the switch (its own sched_setscheduler at the same
+        # priority then needs no capability).
+        self.proc = self._session.spawn(self.wire, self.argv, name=f"delay-{self.name}",
+                                        caps=("net_raw", "net_admin"),
+                                        sched_fifo=self.rt_priority)
 
     def wait_ready(self, timeout: float = 10.0) -> None:
         """Returns once the link forwards: endpoints up and, for userspace, the delay
@@ -379,6 +385,7 @@ def build_link(session: Session, name: str, a_ns: Netns, a_dev: str, b_ns: Netns
     link.ready_path = session.workdir / f"wired-{name}.ready"
     for p in (link.stats_path, link.ready_path):
         p.unlink(missing_ok=True)
+    link.rt_priority = rt_priority
     link.argv = delay_argv(choice.binary, f"{name}a", f"{name}b", spec, link.stats_path,
                            link.ready_path, rt_priority)
     if start:
@@ -593,11 +600,16 @@ class Testbed:
     def __init__(self, topology: Topology, *, prefix: str = DEFAULT_PREFIX,
                  run_id: str | None = None, workdir: str | Path | None = None,
                  delay_binary: str | Path | None = None, handle_signals: bool = True,
-                 verify: bool = True):
+                 verify: bool = True, run_user: RunUser | None | str = "auto"):
         topology.validate()
         self.verify = verify
         self.topology = topology
-        self.session = Session(prefix, run_id, workdir, handle_signals=handle_signals)
+        # "auto": the processes of the run switch to the run user (netns.RunUser.resolve);
+        # None keeps them root.
+        if run_user == "auto":
+            run_user = RunUser.resolve()
+        self.session = Session(prefix, run_id, workdir, handle_signals=handle_signals,
+                               run_user=run_user)
         self.delay_binary = delay_binary
         self.ap: Netns | None = None
         self.wire: Netns | None = None
@@ -777,7 +789,7 @@ class Testbed:
         return {
             "run": self.name,
             "wired": self.wired.describe() if self.wired else None,
-            "host_changes": list(self.host_changes),
+            "host_changes": list(self.host_changes) + list(self.session.host_changes),
             "topology": asdict(t),
             "ap": {"ns": self.ap.name if self.ap else None},
             "wire_ns": self.wire.name if self.wire else None,

@@ -82,6 +82,11 @@ def apd(conf: dict, fail_after: float | None) -> int:
     grants.bind(ep["phy_grants"])
     up = ctx.socket(zmq.PULL)
     up.bind(ep["uplink"])
+    ups = []  # users[].uplink: each client's own endpoint
+    for u in conf["users"]:
+        if u.get("uplink"):
+            ups.append(ctx.socket(zmq.PULL))
+            ups[-1].bind(u["uplink"])
     tun = open_tun(conf["tun"])
     users = {str(ipaddress.ip_address(a)): u["id"] for u in conf["users"] for a in u["addresses"]}
     names = [u["name"] for u in sorted(conf["users"], key=lambda u: u["id"])]
@@ -94,6 +99,8 @@ def apd(conf: dict, fail_after: float | None) -> int:
     poller = zmq.Poller()
     poller.register(req, zmq.POLLIN)
     poller.register(up, zmq.POLLIN)
+    for s in ups:
+        poller.register(s, zmq.POLLIN)
     poller.register(tun, zmq.POLLIN)
     t_end = time.monotonic() + fail_after if fail_after else None
     n_granted = 0
@@ -111,8 +118,8 @@ def apd(conf: dict, fail_after: float | None) -> int:
                     if u is not None and qbytes[u] + len(pkt) <= conf["queue"]["limit_bytes"]:
                         q.append((u, pkt))
                         qbytes[u] += len(pkt)
-            elif s is up:
-                t, u, _, p = unframe(up.recv())
+            elif s is up or s in ups:
+                t, u, _, p = unframe(s.recv())
                 if t == UP:
                     try:
                         os.write(tun, p)

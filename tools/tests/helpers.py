@@ -173,6 +173,7 @@ def assert_run_gone(run_name: str, ns_names=()) -> None:
     pg = subprocess.run(["pgrep", "-f", run_name], capture_output=True, text=True)
     assert pg.stdout.strip() == "", f"processes of {run_name} left: {pg.stdout}"
     assert not (netns.OWNER_DIR / f"{run_name}.json").exists()
+    assert not (netns.VIEW_DIR / run_name).exists(), "the run folder's bind mount is left"
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
     assert "radio0" not in links
 

@@ -14,6 +14,7 @@ Tiers:
 
 from __future__ import annotations
 
+import atexit
 import json
 import math
 import os
@@ -22,6 +23,7 @@ import signal
 import struct
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -464,7 +466,10 @@ def test_ss_output_gives_bytes_acked_per_peer_port():
 
 
 def _fake_build(tmp: Path) -> Path:
-    b = tmp / "fakebuild"
+    # Executed by the run user: in a folder it can reach (tmp is 0700 root's).
+    b = Path(tempfile.mkdtemp(prefix="oppsched-fakebuild-"))
+    b.chmod(0o755)
+    atexit.register(shutil.rmtree, b, True)
     for rel, role in (("host/daemon/oppsched-apd", "apd"), ("host/daemon/oppsched-client", "client"),
                       ("host/phy/oppsched-phy-abstract", "phy")):
         p = b / rel

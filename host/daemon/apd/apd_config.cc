@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "oppsched/daemon/config.h"
+#include "oppsched/daemon/zmq_endpoint.h"
 #include "oppsched/pdu.h"
 #include "oppsched/validation.h"
 #include "oppsched/wire.h"
@@ -141,6 +142,16 @@ sched::policy_params read_scheduler(const config_node& root, std::size_t n_users
 
 }  // namespace
 
+namespace {
+void check_endpoint(const config_node& n, const char* key, const std::string& v) {
+    if (v.rfind("ipc://", 0) != 0 && v.rfind("tcp://", 0) != 0 && v.rfind("inproc://", 0) != 0)
+        n.fail(key, "'" + v + "' is not an ipc://, tcp:// or inproc:// endpoint");
+    if (v.rfind("ipc://", 0) == 0 && v.size() - 6 > 107)
+        n.fail(key, "'" + v + "' is longer than a Unix socket path (107 bytes)");
+    if (const auto why = daemon::bind_refusal(v); !why.empty()) n.fail(key, why);  // all bound
+}
+}  // namespace
+
 apd_params load_apd_config(const std::string& path) {
     const config_node root = config_node::load_file(path);
     apd_params c;
@@ -163,12 +174,8 @@ apd_params load_apd_config(const std::string& path) {
     c.ep_uplink = ep.require<std::string>("uplink");
     for (const auto& [k, v] :
          {std::pair{"phy_requests", c.ep_phy_requests}, std::pair{"phy_grants", c.ep_phy_grants},
-          std::pair{"uplink", c.ep_uplink}}) {
-        if (v.rfind("ipc://", 0) != 0 && v.rfind("tcp://", 0) != 0 && v.rfind("inproc://", 0) != 0)
-            ep.fail(k, "'" + v + "' is not an ipc://, tcp:// or inproc:// endpoint");
-        if (v.rfind("ipc://", 0) == 0 && v.size() - 6 > 107)
-            ep.fail(k, "'" + v + "' is longer than a Unix socket path (107 bytes)");
-    }
+          std::pair{"uplink", c.ep_uplink}})
+        check_endpoint(ep, k, v);
     if (c.ep_phy_requests == c.ep_phy_grants || c.ep_phy_requests == c.ep_uplink ||
         c.ep_phy_grants == c.ep_uplink)
         root.fail("endpoints", "the three endpoints must differ");
@@ -198,6 +205,16 @@ apd_params load_apd_config(const std::string& path) {
         seen[id] = true;
         ap::ap_user_params& u = core.users[id];
         u.name = it.require<std::string>("name");
+        if (c.ep_uplink_user.size() < items.size()) c.ep_uplink_user.resize(items.size());
+        const std::string up = it.get<std::string>("uplink", "");
+        if (!up.empty()) {
+            check_endpoint(it, "uplink", up);
+            for (const std::string* other : {&c.ep_phy_requests, &c.ep_phy_grants, &c.ep_uplink})
+                if (up == *other) it.fail("uplink", "'" + up + "' is also another endpoint");
+            for (const auto& o : c.ep_uplink_user)
+                if (up == o) it.fail("uplink", "'" + up + "' is the uplink of another user");
+        }
+        c.ep_uplink_user[id] = up;
         u.addresses = it.get<std::vector<std::string>>("addresses", {});
         u.queue_limit_bytes =
             it.get_optional<std::size_t>("queue_limit_bytes", value_range::closed(0, 1e12));

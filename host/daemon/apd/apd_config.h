@@ -16,6 +16,10 @@ struct apd_params {
     std::string ep_phy_requests;  // bound PULL
     std::string ep_phy_grants;    // bound PUSH
     std::string ep_uplink;        // bound PULL
+    // users[id].uplink: a bound PULL per user ("" = none). A message on user u's endpoint
+    // that names another user is dropped and counted (uplink.user_mismatch): the endpoint
+    // is the client's identity (docs/daemons.md, "Uplink identity").
+    std::vector<std::string> ep_uplink_user;
     daemon::socket_options zmq;
     std::string trace_slots;    // "" = off
     std::string trace_packets;  // "" = off

@@ -70,7 +70,8 @@ class ap_daemon final {
     void write_stats();
     void fill_stats();
     void on_phy_message(const std::vector<std::uint8_t>& msg);
-    void on_uplink_message(const std::vector<std::uint8_t>& msg);
+    // bound_user: the user whose own endpoint (users[].uplink) it came in on, if any.
+    void on_uplink_message(const std::vector<std::uint8_t>& msg, int bound_user = -1);
     void read_tun();
     void release_uplink();
     int poll_timeout_ms() const;
@@ -93,6 +94,7 @@ class ap_daemon final {
     std::unique_ptr<daemon::pull_endpoint> phy_requests_;
     std::unique_ptr<daemon::push_endpoint> phy_grants_;
     std::unique_ptr<daemon::pull_endpoint> uplink_;
+    std::vector<std::unique_ptr<daemon::pull_endpoint>> uplink_user_;  // per user, or null
     daemon::stats_registry stats_;
     daemon::rate_limited_log rlog_;
     wire::seq_tracker phy_seq_;
@@ -243,6 +245,8 @@ void ap_daemon::fill_stats() {
     };
     pull("phy_requests", phy_requests_.get());
     pull("uplink", uplink_.get());
+    for (std::size_t u = 0; u < uplink_user_.size(); ++u)
+        pull("uplink." + core_->params().users[u].name, uplink_user_[u].get());
     if (phy_grants_) s.set_fields("zmq.phy_grants.", phy_grants_->stats());
     auto seq = [&s](const std::string& n, const wire::seq_tracker& t) {
         s.set_fields("seq." + n + ".", t.stats());
@@ -271,6 +275,7 @@ void ap_daemon::fill_stats() {
     }
     s.counter("uplink.unknown_user");
     s.counter("watchdog.fired");
+    s.counter("uplink.user_mismatch");
 }
 
 void ap_daemon::on_phy_message(const std::vector<std::uint8_t>& msg) {
@@ -335,7 +340,7 @@ void ap_daemon::on_phy_message(const std::vector<std::uint8_t>& msg) {
                    g.slot);
 }
 
-void ap_daemon::on_uplink_message(const std::vector<std::uint8_t>& msg) {
+void ap_daemon::on_uplink_message(const std::vector<std::uint8_t>& msg, int bound_user) {
     using namespace daemon::mac_pcap;
     if (mac_) mac_->message(direction::received, port::uplink, msg);
     auto r = wire::decode(msg, static_cast<std::size_t>(cfg_.zmq.max_msg_size));
@@ -353,6 +358,13 @@ void ap_daemon::on_uplink_message(const std::vector<std::uint8_t>& msg) {
     if (user >= uplink_seq_.size()) {
         ++stats_.counter("uplink.unknown_user");
         rlog_.warn("uplink.unknown_user", "uplink: message from unknown user {} dropped", user);
+        return;
+    }
+    if (bound_user >= 0 && user != bound_user) {
+        ++stats_.counter("uplink.user_mismatch");
+        rlog_.warn("uplink.user_mismatch",
+                   "uplink: {} naming user {} arrived on user {}'s endpoint: dropped",
+                   wire::to_string(wire::type_of(r->msg)), user, bound_user);
         return;
     }
     uplink_seq_[user].on_receive(r->seq);
@@ -428,6 +440,12 @@ int ap_daemon::run() {
             *ctx_, "phy_grants", cfg_.ep_phy_grants, daemon::socket_role::bind, cfg_.zmq);
         uplink_ = std::make_unique<daemon::pull_endpoint>(*ctx_, "uplink", cfg_.ep_uplink,
                                                           daemon::socket_role::bind, cfg_.zmq);
+        uplink_user_.resize(core_->users());
+        for (std::size_t u = 0; u < cfg_.ep_uplink_user.size() && u < uplink_user_.size(); ++u)
+            if (!cfg_.ep_uplink_user[u].empty())
+                uplink_user_[u] = std::make_unique<daemon::pull_endpoint>(
+                    *ctx_, "users[id " + std::to_string(u) + "].uplink", cfg_.ep_uplink_user[u],
+                    daemon::socket_role::bind, cfg_.zmq);
     } catch (const std::exception& e) {
         spdlog::error("start-up failed: {}", e.what());
         return kExitRuntime;
@@ -441,14 +459,16 @@ int ap_daemon::run() {
     bool stop = false;
     int stop_signal = 0;
     while (!stop) {
-        zmq::pollitem_t items[] = {
+        std::vector<zmq::pollitem_t> items = {
             uplink_->pollitem(),
             phy_requests_->pollitem(),
             {nullptr, tun_->fd(), ZMQ_POLLIN, 0},
             {nullptr, signals_->fd(), ZMQ_POLLIN, 0},
         };
+        for (auto& ep : uplink_user_)
+            if (ep) items.push_back(ep->pollitem());
         try {
-            zmq::poll(items, 4, std::chrono::milliseconds(poll_timeout_ms()));
+            zmq::poll(items.data(), items.size(), std::chrono::milliseconds(poll_timeout_ms()));
         } catch (const zmq::error_t& e) {
             if (e.num() != EINTR) {
                 spdlog::error("zmq::poll: {}", e.what());
@@ -472,6 +492,10 @@ int ap_daemon::run() {
         // Feedback first: it frees HARQ processes for the grants answered just after.
         for (std::size_t i = 0; i < kMaxMessagesPerTurn && uplink_->receive(msg); ++i)
             on_uplink_message(msg);
+        for (std::size_t u = 0; u < uplink_user_.size(); ++u)
+            for (std::size_t i = 0;
+                 uplink_user_[u] && i < kMaxMessagesPerTurn && uplink_user_[u]->receive(msg); ++i)
+                on_uplink_message(msg, static_cast<int>(u));
         for (std::size_t i = 0; i < kMaxMessagesPerTurn && phy_requests_->receive(msg); ++i)
             on_phy_message(msg);
         if (items[2].revents & ZMQ_POLLIN) read_tun();

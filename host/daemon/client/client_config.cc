@@ -4,6 +4,8 @@
 #include <regex>
 #include <string>
 
+#include "oppsched/daemon/zmq_endpoint.h"
+
 namespace oppsched::client {
 
 using daemon::config_node;
@@ -40,6 +42,8 @@ client_params read_client_config(const daemon::config_node& root) {
     const config_node ep = root.child("endpoints");
     c.rx_endpoint = ep.require<std::string>("rx");
     check_endpoint(ep, "rx", c.rx_endpoint);
+    if (const auto why = daemon::bind_refusal(c.rx_endpoint); !why.empty())
+        ep.fail("rx", why);  // bound by the client
     c.uplink_endpoint = ep.require<std::string>("uplink");
     check_endpoint(ep, "uplink", c.uplink_endpoint);
 

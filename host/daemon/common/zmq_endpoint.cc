@@ -2,31 +2,83 @@
 #include "oppsched/daemon/zmq_endpoint.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 
 namespace oppsched::daemon {
 
-void ensure_ipc_dir(const std::string& endpoint) {
-    static const std::string kIpc = "ipc://";
-    if (endpoint.compare(0, kIpc.size(), kIpc) != 0) return;
+namespace {
+const std::string kIpc = "ipc://";
+
+// The directory of "ipc://DIR/NAME", or "" for other transports and bare names.
+std::string ipc_dir_of(const std::string& endpoint) {
+    if (endpoint.compare(0, kIpc.size(), kIpc) != 0) return {};
     const std::string path = endpoint.substr(kIpc.size());
     const auto slash = path.rfind('/');
-    if (slash == std::string::npos || slash == 0) return;
-    const std::string dir = path.substr(0, slash);
-    // mkdir -p, one component at a time.
+    if (slash == std::string::npos || slash == 0) return {};
+    return path.substr(0, slash);
+}
+}  // namespace
+
+void check_ipc_dir(const std::string& endpoint) {
+    const std::string dir = ipc_dir_of(endpoint);
+    if (dir.empty()) return;
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) != 0)
+        throw std::runtime_error("ipc directory " + dir + ": " + std::strerror(errno));
+    if (S_ISLNK(st.st_mode))
+        throw std::runtime_error("ipc directory " + dir + " is a symbolic link; refusing it");
+    if (!S_ISDIR(st.st_mode))
+        throw std::runtime_error("ipc directory " + dir + " is not a directory");
+    if (st.st_uid != ::geteuid())
+        throw std::runtime_error("ipc directory " + dir + " belongs to uid " +
+                                 std::to_string(st.st_uid) + ", not to this process (uid " +
+                                 std::to_string(::geteuid()) + ")");
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+        throw std::runtime_error("ipc directory " + dir + " is writable by group or others (mode " +
+                                 std::to_string((st.st_mode >> 6) & 7) +
+                                 std::to_string((st.st_mode >> 3) & 7) +
+                                 std::to_string(st.st_mode & 7) + ")");
+}
+
+std::string bind_refusal(const std::string& endpoint) {
+    static const std::string kTcp = "tcp://";
+    if (endpoint.compare(0, kTcp.size(), kTcp) != 0) return {};
+    std::string host = endpoint.substr(kTcp.size());
+    const auto colon = host.rfind(':');
+    if (colon != std::string::npos) host = host.substr(0, colon);
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+        host = host.substr(1, host.size() - 2);
+    bool loopback = host == "::1" || host == "localhost" || host == "lo";
+    if (!loopback && host.compare(0, 4, "127.") == 0) {
+        unsigned a, b, c, d;
+        char extra;
+        loopback = std::sscanf(host.c_str(), "%u.%u.%u.%u%c", &a, &b, &c, &d, &extra) == 4 &&
+                   a == 127 && b < 256 && c < 256 && d < 256;
+    }
+    if (loopback) return {};
+    return "'" + endpoint +
+           "' binds a non-loopback address: without ZeroMQ CURVE authentication (not "
+           "supported yet, docs/security.md) anyone on that network could inject packets and "
+           "forge feedback; bind ipc:// or tcp://127.0.0.1";
+}
+
+void ensure_ipc_dir(const std::string& endpoint) {
+    const std::string dir = ipc_dir_of(endpoint);
+    if (dir.empty()) return;
+    // mkdir -p, one component at a time; what this creates is private (0700).
     for (std::size_t pos = 1; pos <= dir.size(); ++pos) {
         if (pos != dir.size() && dir[pos] != '/') continue;
         const std::string part = dir.substr(0, pos);
-        if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST)
+        if (::mkdir(part.c_str(), 0700) != 0 && errno != EEXIST)
             throw std::runtime_error("cannot create ipc directory " + part + ": " +
                                      std::strerror(errno));
     }
-    struct stat st {};
-    if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-        throw std::runtime_error("ipc directory " + dir + " is not a directory");
+    check_ipc_dir(endpoint);
 }
 
 zmq::socket_t make_socket(zmq::context_t& ctx, zmq::socket_type type, const std::string& name,
@@ -42,9 +94,12 @@ zmq::socket_t make_socket(zmq::context_t& ctx, zmq::socket_type type, const std:
     if (opt.immediate) s.set(zmq::sockopt::immediate, 1);
     try {
         if (role == socket_role::bind) {
+            if (const auto why = bind_refusal(endpoint); !why.empty())
+                throw std::runtime_error("refusing to bind: " + why);
             ensure_ipc_dir(endpoint);
             s.bind(endpoint);
         } else {
+            check_ipc_dir(endpoint);
             s.connect(endpoint);
         }
     } catch (const zmq::error_t& e) {

@@ -79,6 +79,18 @@ TEST(ClientConfig, when_a_mac_pcap_is_named_then_it_is_written_within_its_limit)
     EXPECT_NE(e.find("100"), std::string::npos) << e;
 }
 
+TEST(ClientConfig, when_rx_binds_beyond_loopback_then_the_error_names_the_field) {
+    const std::string y =
+        "user: 1\nname: ue1\ntun: radio0\n"
+        "endpoints: {rx: 'tcp://0.0.0.0:6000', uplink: 'tcp://10.0.0.1:5555'}\n";
+    EXPECT_EQ(error_of(y).rfind("endpoints.rx: 'tcp://0.0.0.0:6000' binds a non-loopback", 0), 0u)
+        << error_of(y);
+    // the uplink is connected, not bound: any address
+    EXPECT_EQ(error_of("user: 1\nname: ue1\ntun: radio0\n"
+                       "endpoints: {rx: 'tcp://127.0.0.1:6000', uplink: 'tcp://10.0.0.1:5555'}\n"),
+              "");
+}
+
 TEST(ClientConfig, when_a_value_is_out_of_range_then_the_error_names_the_field_and_value) {
     EXPECT_EQ(error_of(kMinimal + "clamp: {beta: 1.5}\n").rfind("clamp.beta: 1.5 not in (0,1)", 0),
               0u);

@@ -119,6 +119,93 @@ TEST(ZmqEndpoint, when_binding_ipc_then_the_directory_is_created) {
     EXPECT_GT(std::filesystem::remove_all(dir, ec), 0u) << ec.message();
 }
 
+TEST(ZmqEndpoint, when_binding_ipc_then_a_created_directory_is_private) {
+    const std::string dir = temp_path("zmqpriv");
+    {
+        zmq::context_t ctx(1);
+        pull_endpoint pull(ctx, "x", "ipc://" + dir + "/sock", socket_role::bind);
+        struct stat st {};
+        ASSERT_EQ(::lstat(dir.c_str(), &st), 0);
+        EXPECT_EQ(st.st_mode & 0777, 0700u);
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+}
+
+TEST(ZmqEndpoint, when_the_ipc_directory_is_a_symlink_then_bind_and_connect_refuse_it) {
+    const std::string real = temp_path("zmqreal");
+    const std::string link = temp_path("zmqlink");
+    ASSERT_EQ(::mkdir(real.c_str(), 0700), 0);
+    ASSERT_EQ(::symlink(real.c_str(), link.c_str()), 0);
+    zmq::context_t ctx(1);
+    for (const auto role : {socket_role::bind, socket_role::connect}) {
+        try {
+            pull_endpoint pull(ctx, "uplink", "ipc://" + link + "/sock", role);
+            FAIL() << "a symlinked ipc directory was accepted";
+        } catch (const std::runtime_error& e) {
+            EXPECT_NE(
+                std::string(e.what()).find("uplink: ipc directory " + link + " is a symbolic link"),
+                std::string::npos)
+                << e.what();
+        }
+    }
+    ::unlink(link.c_str());
+    ::rmdir(real.c_str());
+}
+
+TEST(ZmqEndpoint, when_the_ipc_directory_is_writable_by_others_then_it_is_refused) {
+    const std::string dir = temp_path("zmqopen");
+    ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+    ASSERT_EQ(::chmod(dir.c_str(), 0777), 0);
+    zmq::context_t ctx(1);
+    try {
+        pull_endpoint pull(ctx, "rx", "ipc://" + dir + "/sock", socket_role::bind);
+        FAIL() << "a world-writable ipc directory was accepted";
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("writable by group or others (mode 777)"),
+                  std::string::npos)
+            << e.what();
+    }
+    ::rmdir(dir.c_str());
+}
+
+TEST(ZmqEndpoint, when_the_ipc_directory_belongs_to_another_user_then_it_is_refused) {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root to give a directory away";
+    const std::string dir = temp_path("zmqother");
+    ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+    ASSERT_EQ(::chown(dir.c_str(), 65534, 65534), 0);
+    zmq::context_t ctx(1);
+    try {
+        pull_endpoint pull(ctx, "rx", "ipc://" + dir + "/sock", socket_role::bind);
+        FAIL() << "another user's ipc directory was accepted";
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("belongs to uid 65534"), std::string::npos)
+            << e.what();
+    }
+    ::rmdir(dir.c_str());
+}
+
+TEST(ZmqEndpoint, when_an_address_beyond_loopback_is_bound_then_it_is_refused) {
+    for (const char* ok :
+         {"ipc:///tmp/x/y", "inproc://a", "tcp://127.0.0.1:5555", "tcp://127.1.2.3:1",
+          "tcp://[::1]:5555", "tcp://localhost:5555", "tcp://lo:5555"})
+        EXPECT_EQ(bind_refusal(ok), "") << ok;
+    for (const char* bad :
+         {"tcp://*:5555", "tcp://0.0.0.0:5555", "tcp://[::]:5555", "tcp://eth0:5555",
+          "tcp://192.168.1.4:5555", "tcp://127.0.0.1.5:1", "tcp://127.example.org:1"})
+        EXPECT_NE(bind_refusal(bad).find("binds a non-loopback address"), std::string::npos) << bad;
+    zmq::context_t ctx(1);
+    try {
+        pull_endpoint pull(ctx, "uplink", "tcp://0.0.0.0:0", socket_role::bind);
+        FAIL() << "bound 0.0.0.0 without authentication";
+    } catch (const std::runtime_error& e) {
+        EXPECT_EQ(
+            std::string(e.what()).rfind("uplink: refusing to bind: 'tcp://0.0.0.0:0' binds a", 0),
+            0u)
+            << e.what();
+    }
+}
+
 TEST(ZmqEndpoint, when_an_endpoint_cannot_be_bound_then_the_error_names_it) {
     zmq::context_t ctx(1);
     try {

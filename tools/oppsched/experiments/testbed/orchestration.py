@@ -7,6 +7,7 @@ captures), recording every process (processes.json) and the run (run.json)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -27,7 +28,8 @@ from oppsched.experiments.testbed.schema import check
 from oppsched.experiments.testbed.topology import (daemon_users, flow_plans, tcp_override_sysctls,
                                                    testbed_topology, write_wrc_configs)
 from oppsched.flows import FlowPlan, parse_ss_bytes_acked
-from oppsched.netns import wait_for
+from oppsched.netns import (TCPDUMP_BOUNDING, RunUser, RunView, fifo_allowed, hand_back,
+                            invoking_user, new_run_id, wait_for)
 from oppsched.paths import write_atomic
 from oppsched.wired import Testbed, attach_spm_marker, ensure_congestion_control
 
@@ -39,13 +41,22 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def proc_cpu_s(pid: int) -> float | None:
-    """utime + stime of a live process (/proc/PID/stat fields 14 and 15), seconds."""
+    """utime + stime of a live process (/proc/PID/stat fields 14 and 15), seconds, with its
+    live children's (a program under oppsched.capture_guard is the guard's child)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     fields = stat[stat.rindex(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    total = (int(fields[11]) + int(fields[12])) / CLK_TCK
+    try:
+        kids = [int(c) for t in Path(f"/proc/{pid}/task").iterdir()
+                for c in (t / "children").read_text().split()]
+    except OSError:
+        kids = []
+    for k in kids:
+        total += proc_cpu_s(k) or 0.0
+    return total
 
 
 def reap(proc) -> tuple[int, float] | None:
@@ -240,10 +251,21 @@ class HostNs:
         return [str(a) for a in argv]
 
 
-def preflight(cfg: dict, progs: dict, files: dict, wrc_files: dict | None = None) -> None:
+def _phy_rt_priority(path) -> int:
+    """timing.rt_priority of the PHY's file (0 if absent)."""
+    import yaml
+    doc = yaml.safe_load(Path(path).read_text()) or {}
+    return int(((doc.get("timing") or {}).get("rt_priority")) or 0)
+
+
+def preflight(cfg: dict, progs: dict, files: dict, wrc_files: dict | None = None,
+              run_user: RunUser | None = None, home: Path | None = None) -> None:
     """Every program validates its file (`--check`: parse and validate, open nothing)
     before any namespace exists, so a bad value fails in a second with the program's own
-    message naming the field (docs/daemons.md: exit status 2)."""
+    message naming the field (docs/daemons.md: exit status 2). With run_user, as that
+    user (HOME=home): a program or file it cannot reach fails here too."""
+    prefix = run_user.setpriv_argv() if run_user is not None else []
+    user_env = {"HOME": str(home), "USER": run_user.name} if run_user is not None else {}
     jobs = [("oppsched-apd", [str(progs["apd"])], files["apd"], None)]
     jobs += [("oppsched-client", [str(progs["client"])], f, None)
              for k, f in files.items() if k.startswith("client.")]
@@ -252,9 +274,10 @@ def preflight(cfg: dict, progs: dict, files: dict, wrc_files: dict | None = None
         jobs += [("oppsched-wrc send", [str(progs["wrc"]), "send"], snd, None),
                  ("oppsched-wrc recv", [str(progs["wrc"]), "recv"], rcv, None)]
     for name, argv, f, env in jobs:
-        cp = subprocess.run([*argv, "--config", str(f), "--check"], capture_output=True,
-                            text=True, timeout=60, stdin=subprocess.DEVNULL,
-                            env={**os.environ, **(env or {})})
+        cp = subprocess.run([*prefix, *argv, "--config", str(f), "--check"],
+                            capture_output=True, text=True, timeout=60,
+                            stdin=subprocess.DEVNULL,
+                            env={**os.environ, **(env or {}), **user_env})
         if cp.returncode != 0:
             msg = (cp.stderr.strip() or cp.stdout.strip()).splitlines()
             raise TestbedError(f"{name} rejects {Path(f).name} (exit {cp.returncode}): "
@@ -267,6 +290,26 @@ def run(cfg: dict, outdir: Path, progress) -> None:
     rundir.mkdir(parents=True, exist_ok=True)
     _clean(rundir)
     (rundir / "logs").mkdir()
+    # Privilege separation (docs/testbed.md): the run's processes run as the run user and
+    # write their traces into the run folder, which is theirs while the run goes on and
+    # the invoking user's again at the end. They reach it through a bind mount (RunView),
+    # whatever the modes of its parents.
+    prefix = os.environ.get("OPPSCHED_NETNS_PREFIX", "oppsched")
+    run_id = new_run_id()
+    run_user = RunUser.resolve()
+    owner = invoking_user()
+    run_user.own(rundir, 0o755)
+    try:
+        with RunView(f"{prefix}-{run_id}", rundir) as view:
+            _run(cfg, rundir, view.path, prefix, run_id, run_user, progress)
+    finally:
+        hand_back(rundir, *owner)
+
+
+def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user: RunUser,
+         progress) -> None:
+    """run() with the run folder at `rundir` for the runner and at `work` (the same
+    folder) for the run's processes."""
     progs = find_programs(cfg)
     topo = testbed_topology(cfg)
     timeouts = cfg["timeouts"]
@@ -285,15 +328,23 @@ def run(cfg: dict, outdir: Path, progress) -> None:
     # too long for a Unix socket address.
     scratch = Path(tempfile.mkdtemp(prefix="oppsched-"))
     users = daemon_users(cfg)
-    lay = daemonconf.Layout.make(rundir, users, scratch=scratch)
-    lay.zmq_dir.mkdir(parents=True, exist_ok=True)
+    lay = daemonconf.Layout.make(work, users, scratch=scratch)
+    record["run_user"] = {"name": run_user.name, "uid": run_user.uid, "gid": run_user.gid}
+    run_user.check_writable(work)
+    # The ipc sockets: in a 0700 folder of the run user's.
+    if lay.zmq_dir.parent == scratch.resolve():
+        run_user.own(scratch, 0o700)
+    run_user.own(lay.zmq_dir, 0o700)
     files = daemonconf.write_all(cfg, lay)
-    wrc_files = write_wrc_configs(cfg, rundir, users)
+    wrc_files = write_wrc_configs(cfg, work, users)
     chaos_file = (chaos_config(cfg, lay, files["phy"]) if cfg["faults"]["chaos"]["enabled"]
                   else None)
     record["endpoints"] = lay.endpoints
     try:
-        preflight(cfg, progs, files, wrc_files)
+        home = work / "netns" / "home"  # the one Session.spawn gives the processes later
+        run_user.own(home.parent, 0o755)
+        run_user.own(home, 0o700)
+        preflight(cfg, progs, files, wrc_files, run_user, home)
     except BaseException as exc:
         record["status"] = "failed"
         record["error"] = f"{type(exc).__name__}: {exc}"
@@ -301,8 +352,8 @@ def run(cfg: dict, outdir: Path, progress) -> None:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
 
-    tb = Testbed(topo, prefix=os.environ.get("OPPSCHED_NETNS_PREFIX", "oppsched"),
-                 workdir=rundir / "netns", delay_binary=progs["delay"])
+    tb = Testbed(topo, prefix=prefix, run_id=run_id, workdir=work / "netns",
+                 delay_binary=progs["delay"], run_user=run_user)
     record["run_name"] = tb.name
     write_record()
     t_start = time.monotonic()
@@ -342,20 +393,21 @@ def run(cfg: dict, outdir: Path, progress) -> None:
             write_record()
             logs = rundir / "logs"
 
-            def spawn(ns, argv, name, role, env=None):
-                p = tb.session.spawn(ns, argv, name=name, log=logs / f"{name}.log", env=env)
+            def spawn(ns, argv, name, role, env=None, **kw):
+                p = tb.session.spawn(ns, argv, name=name, log=logs / f"{name}.log", env=env,
+                                     **kw)
                 procs.add(p, role)
                 return p
 
             # 1. apd (binds phy_requests, phy_grants, uplink), 2. clients (bind rx_<id>),
             # 3. the PHY (connects to all; the clock master), each checked, not slept on.
             up = timeouts["startup_s"]
+            # The daemons keep no capability: their TUNs are the run user's. SCHED_FIFO
+            # from exec on (chrt before the user switch), so ZeroMQ's I/O threads inherit it.
             apd_argv = [progs["apd"], "--config", files["apd"]]
-            if cfg["topology"]["apd_rt_priority"]:
-                # SCHED_FIFO from exec on, so ZeroMQ's I/O threads inherit it too
-                apd_argv = ["chrt", "-f", cfg["topology"]["apd_rt_priority"], *apd_argv]
-            spawn(tb.ap, apd_argv, "apd", "apd")
-            _wait_files([lay.ipc_path(n) for n in daemonconf.ZMQ_NAMES],
+            spawn(tb.ap, apd_argv, "apd", "apd", sched_fifo=cfg["topology"]["apd_rt_priority"])
+            _wait_files([lay.ipc_path(n) for n in daemonconf.ZMQ_NAMES]
+                        + [lay.ipc_path(f"uplink_{u.id}") for u in users],
                         "oppsched-apd: endpoints bound", up, procs, ["apd"])
             daemons = ["apd"]
             for u, node in zip(users, tb.clients):
@@ -372,8 +424,14 @@ def run(cfg: dict, outdir: Path, progress) -> None:
                             up, procs, daemons)
             # Over the air the radios are on the host's USB/Ethernet: the UHD PHY runs in
             # the root namespace (its ipc endpoints are files, reachable from any namespace).
+            # The PHY: timing.rt_priority is set before the switch (its own
+            # sched_setscheduler then needs nothing); only UHD's streaming threads raise
+            # their priority themselves: CAP_SYS_NICE in uhd mode alone.
+            phy_rt = _phy_rt_priority(files["phy"])
             spawn(HostNs() if cfg["phy"]["mode"] == "uhd" else tb.ap,
-                  [*progs["phy"], "--config", files["phy"]], "phy", "phy", env=phy_env(cfg))
+                  [*progs["phy"], "--config", files["phy"]], "phy", "phy", env=phy_env(cfg),
+                  caps=("sys_nice",) if cfg["phy"]["mode"] == "uhd" else (),
+                  sched_fifo=phy_rt if phy_rt and fifo_allowed(phy_rt) else 0)
             daemons.append("phy")
             record["radio_ready_s"] = _wait_radio(tb, up, procs, daemons)
             record["status"] = "radio up"
@@ -391,10 +449,12 @@ def run(cfg: dict, outdir: Path, progress) -> None:
                     name = f"tcpdump.{stem}"
                     # -U --immediate-mode: every packet is in the file as soon as it is
                     # seen (nothing is lost in the capture ring when tcpdump is stopped);
-                    # -Z root: the file is opened after privileges would be dropped.
+                    # -Z: tcpdump opens the capture and the file as root, chowns the file
+                    # to the run user and switches to it (no capability left).
                     caps.append(spawn(ns, ["tcpdump", "-i", dev, "-n", "-s", snap, "-U",
-                                           "--immediate-mode", "-Z", "root",
-                                           "-w", rundir / f"{stem}.pcap"], name, "tcpdump"))
+                                           "--immediate-mode", "-Z", run_user.name,
+                                           "-w", work / f"{stem}.pcap"], name, "tcpdump",
+                                      as_root=TCPDUMP_BOUNDING))
                 for c in caps:
                     _wait_log(c, "listening on", f"{c.name}: capturing", up)
 
@@ -413,12 +473,12 @@ def run(cfg: dict, outdir: Path, progress) -> None:
                     proto = "udp"
                 elif p.repeat:
                     ns = tb.servers[p.server_index].ns
-                    rp = spawn(ns, p.transfer_server_argv(sys.executable, rundir),
+                    rp = spawn(ns, p.transfer_server_argv(sys.executable, work),
                                p.listener_name, "xfer-server", env=phy_env(cfg))
                 else:
                     ns = (tb.servers[p.server_index] if p.sender_in_client
                           else tb.clients[p.device_index]).ns
-                    rp = spawn(ns, p.receiver_argv(rundir), p.listener_name, "iperf3-receiver")
+                    rp = spawn(ns, p.receiver_argv(work), p.listener_name, "iperf3-receiver")
                 ns.wait_listening(p.port, proto=proto, timeout=up, proc=rp)
 
             # The flows, at their times after t0.
@@ -430,10 +490,11 @@ def run(cfg: dict, outdir: Path, progress) -> None:
                 if p.id in recv_started:  # the receiver's trace times count from its start
                     p.extra["receiver_started_at_s"] = recv_started[p.id] - t0
             write_record()
-            _schedule(cfg, tb, plans, procs, daemons, rundir, t0, progress, spawn,
+            _schedule(cfg, tb, plans, procs, daemons, work, t0, progress, spawn,
                       record["t0_mono_ns"], wrc_files, progs.get("wrc"),
-                      tick=_reliability_tick(cfg, rundir, procs, spawn, tb.ap, apd_argv, record,
-                                             write_record, lay.tun))
+                      tick=_reliability_tick(cfg, work, procs, functools.partial(
+                          spawn, sched_fifo=cfg["topology"]["apd_rt_priority"]), tb.ap,
+                          apd_argv, record, write_record, lay.tun))
             record["status"] = "stopping"
             # Stop in order: receivers (done by now), PHY, clients and apd (SIGTERM: they
             # finish the slot, write stats and traces, exit 0), captures, delay stages.

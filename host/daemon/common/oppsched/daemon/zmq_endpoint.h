@@ -3,8 +3,9 @@
 // high-water marks, LINGER 0, ZMQ_MAXMSGSIZE (ZeroMQ silently drops - and disconnects - a
 // peer sending a bigger message; the receiver also checks sizes itself), ZMQ_IMMEDIATE on
 // PUSH sockets (nothing queues for a peer that is not there), and ipc:// directories are
-// created on demand. A daemon never blocks on a peer: push_endpoint::send() is non-blocking
-// and counts what it could not send.
+// created on demand (0700) and checked before use (owner, no symlink, no group/other write). A
+// daemon never blocks on a peer: push_endpoint::send() is non-blocking and counts what it could not
+// send.
 //
 // Thread-safety: none (one thread per socket, as ZeroMQ requires).
 #include <cstddef>
@@ -32,9 +33,23 @@ struct socket_options {
 
 enum class socket_role { bind, connect };
 
-// For "ipc://DIR/NAME": creates DIR (and parents, mode 0755) if missing. No-op for other
-// transports. Throws std::runtime_error naming the directory and errno text on failure.
+// For "ipc://DIR/NAME": creates DIR (and parents, mode 0700) if missing, then
+// check_ipc_dir. No-op for other transports. Throws std::runtime_error naming the directory
+// and errno text on failure.
 void ensure_ipc_dir(const std::string& endpoint);
+
+// For "ipc://DIR/NAME": DIR must be a directory (not a symbolic link) owned by this
+// process's effective uid and writable by no one else, so that no other user can take or
+// replace the socket. No-op for other transports. Throws std::runtime_error naming DIR.
+void check_ipc_dir(const std::string& endpoint);
+
+// For a bound endpoint: "" if it may be bound without authentication (ipc://, inproc://,
+// tcp:// on a loopback address: 127.0.0.0/8, [::1], localhost, lo), else why not. Binding
+// any other address (tcp://*, 0.0.0.0, an interface, a LAN address) would let anyone on
+// the network inject packets and forge feedback; it needs ZeroMQ CURVE, which the daemons
+// do not support yet (docs/security.md), so the config loaders reject it naming the field
+// and make_socket refuses it.
+std::string bind_refusal(const std::string& endpoint);
 
 // Creates a socket of `type`, applies `opt` (ZMQ_MAXMSGSIZE = opt.max_msg_size), then binds or
 // connects (ensure_ipc_dir first for bind). Throws std::runtime_error("<name>: cannot bind
