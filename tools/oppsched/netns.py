@@ -195,6 +195,7 @@ class Proc:
         self.argv = argv
         self.popen = popen
         self.log_path = log_path
+        self.sched_fifo = 0  # the SCHED_FIFO priority it was started with (0: normal)
 
     @property
     def pid(self) -> int:
@@ -791,6 +792,8 @@ class Session:
             except OSError as exc:
                 raise NetnsError(f"{name}: cannot start `{_fmt(argv)}`: {exc}") from None
         p = Proc(name, ns, argv, popen, log_path)
+        if sched_fifo and fifo_allowed(int(sched_fifo)):
+            p.sched_fifo = int(sched_fifo)
         self.procs.append(p)
         return p
 

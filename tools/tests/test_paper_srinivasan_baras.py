@@ -114,7 +114,7 @@ def alpha_ends(tmp_path_factory):
     # The file runs the apd under SCHED_FIFO (topology.apd_rt_priority), through chrt.
     for procs in (tmp / "out" / "points").glob("*/*/*/processes.json"):
         (apd,) = [p for p in json.loads(procs.read_text()) if p["name"] == "apd"]
-        assert apd["argv"][:3] == ["chrt", "-f", str(exp["topology"]["apd_rt_priority"])]
+        assert apd["sched_fifo"] == exp["topology"]["apd_rt_priority"]
         assert apd["exit_code"] == 0
     return pd.read_csv(tmp / "out" / "sweep.csv").set_index("alpha")
 

@@ -21,7 +21,7 @@ import yaml
 from oppsched import daemonconf, netns, paths
 from oppsched.config import ConfigError
 from oppsched.experiments import testbed
-from oppsched.runner import failed_dir, load_experiment, run_experiment, staging_dir
+from oppsched.runner import failed_dir, load_experiment, run_experiment
 from helpers import (BASE, PREFIX, REPO, assert_run_gone, cfg_of, delay_or_netem_available,
                      error_of, require, run_layout, write_experiment, write_yaml)
 
@@ -387,9 +387,10 @@ def test_a_uhd_run_without_a_radio_fails_naming_the_radio_and_leaves_nothing(tmp
     # namespace and exited 1; the daemons were stopped
     assert procs["apd"]["netns"].endswith("-ap") and procs["client.R1"]["netns"] != "root"
     assert procs["phy"]["netns"] == "root" and procs["phy"]["exit_code"] == 1
-    # (the run was written in the staging folder, and its files name it)
+    # (the run was written in the staging folder, which the run user's processes reach
+    # through the run's view, /run/oppsched-netns/views/RUN: docs/testbed.md)
     assert procs["phy"]["argv"][-3:] == ["oppsched.phy.uhd", "--config",
-                                         str(staging_dir(tmp_path / "out") / "phy.yaml")]
+                                         f"/run/oppsched-netns/views/{run['run_name']}/phy.yaml"]
     phy_yaml = yaml.safe_load((out / "phy.yaml").read_text())
     assert phy_yaml["uhd"]["ap"]["args"] == NO_DEVICE
     assert "no UHD device found" in (out / "logs" / "phy.log").read_text()

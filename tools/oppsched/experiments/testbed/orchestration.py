@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from oppsched import daemonconf
+from oppsched.config import read_yaml
 from oppsched.experiments.testbed.programs import TestbedError, find_programs, phy_env
 from oppsched.experiments.testbed.reliability import (APD_EXIT_WATCHDOG, RunnerWatchdog,
                                                       chaos_bound, chaos_config, exit_meaning,
@@ -87,6 +88,7 @@ class ProcTable:
         self.procs[proc.name] = proc
         self.rows[proc.name] = {"name": proc.name, "role": role, "pid": proc.pid,
                                 "netns": proc.ns.name, "argv": proc.argv,
+                                "sched_fifo": getattr(proc, "sched_fifo", 0),
                                 "log": str(proc.log_path) if proc.log_path else None,
                                 "cpu_s_before_stop": None, "cpu_s": None, "exit_code": None,
                                 "started_mono_s": time.monotonic(), "ended_mono_s": None}
@@ -253,8 +255,7 @@ class HostNs:
 
 def _phy_rt_priority(path) -> int:
     """timing.rt_priority of the PHY's file (0 if absent)."""
-    import yaml
-    doc = yaml.safe_load(Path(path).read_text()) or {}
+    doc = read_yaml(path) or {}
     return int(((doc.get("timing") or {}).get("rt_priority")) or 0)
 
 
