@@ -142,7 +142,10 @@ sched::policy_params read_scheduler(const config_node& root, std::size_t n_users
 }  // namespace
 
 apd_params load_apd_config(const std::string& path) {
-    const config_node root = config_node::load_file(path);
+    return read_apd_config(config_node::load_file(path));
+}
+
+apd_params read_apd_config(const config_node& root) {
     apd_params c;
     ap::ap_core_params& core = c.core;
 
