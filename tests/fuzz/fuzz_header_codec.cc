@@ -47,7 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             check_error(h.error());
             return 0;
         }
-        FUZZ_CHECK(c.pack(*h) == b, "an accepted header packs back to its bytes");
+        FUZZ_CHECK(c.pack(h.value()) == b, "an accepted header packs back to its bytes");
         return 0;
     }
     // REs and noise variances from the bytes; the right count, or any count (an error).
@@ -74,6 +74,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         return 0;
     }
     FUZZ_CHECK(n_re == c.resource_elements(), "only the right number of REs decodes");
-    c.validate(*h);  // throws (and so fails) if decode let a bad field through
+    c.validate(h.value());  // throws (and so fails) if decode let a bad field through
     return 0;
 }

@@ -62,10 +62,11 @@ void standard(const std::vector<std::uint8_t>& tb) {
     }
     FUZZ_CHECK(bytes + v->padding + pdu::kCrcBytes == tb.size(),
                "header, segments, padding and CRC fill the TB");
-    const expected<std::vector<std::uint8_t>> again = pdu::serialize(*p, tb.size());
+    const expected<std::vector<std::uint8_t>> again = pdu::serialize(p.value(), tb.size());
     FUZZ_CHECK(again.ok(), again.ok() ? "" : again.error().c_str());
-    const expected<pdu::mac_pdu> back = pdu::parse(*again);
-    FUZZ_CHECK(back.ok() && same(*back, *p), "an accepted PDU serialises and parses back");
+    const expected<pdu::mac_pdu> back = pdu::parse(again.value());
+    FUZZ_CHECK(back.ok() && same(back.value(), p.value()),
+               "an accepted PDU serialises and parses back");
 }
 
 void compact(const std::vector<std::uint8_t>& tb) {
@@ -86,10 +87,11 @@ void compact(const std::vector<std::uint8_t>& tb) {
         at = k.offset + k.bytes;
     }
     FUZZ_CHECK(at + v->padding <= v->payload_len, "the padding follows the packets");
-    const expected<std::vector<std::uint8_t>> again = pdu::serialize_compact(*p, tb.size());
+    const expected<std::vector<std::uint8_t>> again = pdu::serialize_compact(p.value(), tb.size());
     FUZZ_CHECK(again.ok(), again.ok() ? "" : again.error().c_str());
-    const expected<pdu::compact_pdu> back = pdu::parse_compact(*again);
-    FUZZ_CHECK(back.ok() && same(*back, *p), "an accepted compact PDU serialises and parses back");
+    const expected<pdu::compact_pdu> back = pdu::parse_compact(again.value());
+    FUZZ_CHECK(back.ok() && same(back.value(), p.value()),
+               "an accepted compact PDU serialises and parses back");
 }
 
 }  // namespace

@@ -120,7 +120,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
     const auto req = slot_msg::request_from_pmt(m);
     if (req.ok()) {
-        const auto again = slot_msg::request_from_pmt(slot_msg::to_pmt(*req));
+        const auto again = slot_msg::request_from_pmt(slot_msg::to_pmt(req.value()));
         FUZZ_CHECK(again.ok() && again->slot == req->slot && again->air_time_ns == req->air_time_ns,
                    "a request converts back to itself");
     } else {
@@ -129,8 +129,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
     const auto g = slot_msg::grant_from_pmt(m);
     if (g.ok()) {
-        const auto again = slot_msg::grant_from_pmt(slot_msg::to_pmt(*g));
-        FUZZ_CHECK(again.ok() && same(*again, *g), "a grant converts back to itself");
+        const auto again = slot_msg::grant_from_pmt(slot_msg::to_pmt(g.value()));
+        FUZZ_CHECK(again.ok() && same(again.value(), g.value()), "a grant converts back to itself");
     } else {
         check_error(g.error());
     }
@@ -140,17 +140,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         check_error(r.error());
         return 0;
     }
-    const auto again = slot_msg::rx_from_pmt(slot_msg::to_pmt(*r));
-    FUZZ_CHECK(again.ok() && same(*again, *r), "an rx report converts back to itself");
+    const auto again = slot_msg::rx_from_pmt(slot_msg::to_pmt(r.value()));
+    FUZZ_CHECK(again.ok() && same(again.value(), r.value()),
+               "an rx report converts back to itself");
     for (bool effective : {false, true}) {
-        const auto ind = slot_msg::to_rx_indication(*r, effective);
+        const auto ind = slot_msg::to_rx_indication(r.value(), effective);
         if (!ind.ok()) {
             check_error(ind.error());
             continue;
         }
         FUZZ_CHECK(std::isfinite(ind->snr_db), "the SNR on the wire is finite");
-        const auto f = oppsched::wire::decode(oppsched::wire::encode(*ind, 1));
-        FUZZ_CHECK(f.ok() && std::get<oppsched::wire::rx_indication>(f->msg) == *ind,
+        const auto f = oppsched::wire::decode(oppsched::wire::encode(ind.value(), 1));
+        FUZZ_CHECK(f.ok() && std::get<oppsched::wire::rx_indication>(f->msg) == ind.value(),
                    "an rx indication survives the wire");
     }
     return 0;

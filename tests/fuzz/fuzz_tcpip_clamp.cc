@@ -47,7 +47,7 @@ void fix_checksums(byte_buffer& p) {
     if (r->ip_version == 4 && r->ip_header_len <= p.size())
         store_be16(&p[10], tcpip::ipv4_header_checksum(p.data(), r->ip_header_len));
     if (r->tcp && !r->is_fragment)
-        store_be16(&p[r->tcp->offset + 16], tcpip::tcp_checksum(p.data(), *r));
+        store_be16(&p[r->tcp->offset + 16], tcpip::tcp_checksum(p.data(), r.value()));
 }
 
 byte_buffer build(input_reader& in, const test::conn (&conns)[2]) {
@@ -110,7 +110,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             FUZZ_CHECK(r.error().find(": ") != std::string::npos, r.error().c_str());
             continue;
         }
-        const tcpip::packet_info& i = *r;
+        const tcpip::packet_info& i = r.value();
         FUZZ_CHECK(i.ip_header_len <= i.total_len && i.total_len <= p.size(),
                    "the IP lengths lie inside the packet");
         if (i.tcp)
@@ -143,7 +143,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                                again->tcp->seq == i.tcp->seq && again->tcp->ack == i.tcp->ack &&
                                again->tcp->flags == i.tcp->flags,
                            "a rewritten packet parses the same");
-                const checksums after = check(*w, *again);
+                const checksums after = check(*w, again.value());
                 FUZZ_CHECK(after.ip_ok == before.ip_ok, "the IPv4 header checksum is kept");
                 FUZZ_CHECK(after.tcp_ok == before.tcp_ok, "a valid TCP checksum stays valid");
             }
