@@ -1,4 +1,4 @@
-// Writes the seed corpora of the fuzz targets (tests/fuzz/README.md) from golden vectors and
+// Writes the seed corpora of the fuzz targets (docs/fuzzing.md, "Corpora") from golden vectors and
 // inputs the project's own encoders make, so every target starts from inputs its code
 // accepts. Usage: fuzz_make_seeds <tests/fuzz folder> <host/tests/vectors folder>. The
 // output is committed; `make fuzz` adds what the fuzzers find (minimised) beside it.
