@@ -63,8 +63,10 @@ pmt::pmt_t value(input_reader& in, int depth) {
             return pmt::from_double(real_of(in));
         case 4:
             return pmt::from_bool(in.boolean());
-        case 5:
-            return pmt::from_complex(real_of(in), real_of(in));
+        case 5: {
+            const double re = real_of(in);  // own statement: arguments are unsequenced
+            return pmt::from_complex(re, real_of(in));
+        }
         case 6: {
             const std::vector<std::uint8_t> b = in.bytes(in.u8());
             return pmt::init_u8vector(b.size(), b);
@@ -79,8 +81,10 @@ pmt::pmt_t value(input_reader& in, int depth) {
             if (depth > 2) return pmt::PMT_NIL;
             pmt::pmt_t d = pmt::make_dict();
             const int n = in.u8() % 4;
-            for (int i = 0; i < n; ++i)
-                d = pmt::dict_add(d, pmt::intern(kKeys[in.u8() % kNumKeys]), value(in, depth + 1));
+            for (int i = 0; i < n; ++i) {
+                const pmt::pmt_t key = pmt::intern(kKeys[in.u8() % kNumKeys]);
+                d = pmt::dict_add(d, key, value(in, depth + 1));
+            }
             return d;
         }
         default:
@@ -114,8 +118,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     } else {
         m = pmt::make_dict();
         const int n = in.u8() % 24;
-        for (int i = 0; i < n; ++i)
-            m = pmt::dict_add(m, pmt::intern(kKeys[in.u8() % kNumKeys]), value(in, 1));
+        for (int i = 0; i < n; ++i) {
+            const pmt::pmt_t key = pmt::intern(kKeys[in.u8() % kNumKeys]);
+            m = pmt::dict_add(m, key, value(in, 1));
+        }
     }
 
     const auto req = slot_msg::request_from_pmt(m);

@@ -67,10 +67,15 @@ byte_buffer build(input_reader& in, const test::conn (&conns)[2]) {
             return c.client_synack();
         case 4:
             return c.server_rst();
-        case 5:
-            return c.server_data(in.u32(), in.u16() % 1500);
-        default:
-            return c.client_ack(in.u32(), in.u16(), in.u8() % 64);
+        case 5: {
+            const std::uint32_t offset = in.u32();  // own statements: arguments are unsequenced
+            return c.server_data(offset, in.u16() % 1500);
+        }
+        default: {
+            const std::uint32_t acked = in.u32();
+            const std::uint16_t window = in.u16();
+            return c.client_ack(acked, window, in.u8() % 64);
+        }
     }
 }
 
@@ -99,8 +104,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             p = in.bytes(in.u16() % 1600);
         } else {
             p = build(in, (op & 2u) ? conns_v6 : conns_v4);
-            for (int flips = in.u8() % 4; flips > 0 && !p.empty(); --flips)
-                p[in.u16() % p.size()] ^= in.u8();
+            for (int flips = in.u8() % 4; flips > 0 && !p.empty(); --flips) {
+                const std::size_t at = in.u16() % p.size();
+                p[at] ^= in.u8();
+            }
         }
         if (op & 4u) fix_checksums(p);
         now += time_ns{in.u16()} * kNsPerMs / 10;

@@ -28,9 +28,20 @@ class input_reader final {
     bool empty() const { return pos_ >= n_; }
     std::size_t remaining() const { return pos_ < n_ ? n_ - pos_ : 0; }
     std::uint8_t u8() { return pos_ < n_ ? p_[pos_++] : 0; }
-    std::uint16_t u16() { return static_cast<std::uint16_t>((u8() << 8) | u8()); }
-    std::uint32_t u32() { return (std::uint32_t{u16()} << 16) | u16(); }
-    std::uint64_t u64() { return (std::uint64_t{u32()} << 32) | u32(); }
+    // Big-endian. Each read is its own statement: the operands of | are unsequenced, and gcc
+    // and clang order them differently, so the replay build would read another program.
+    std::uint16_t u16() {
+        const std::uint16_t hi = u8();
+        return static_cast<std::uint16_t>((hi << 8) | u8());
+    }
+    std::uint32_t u32() {
+        const std::uint32_t hi = u16();
+        return (hi << 16) | u16();
+    }
+    std::uint64_t u64() {
+        const std::uint64_t hi = u32();
+        return (hi << 32) | u32();
+    }
     bool boolean() { return (u8() & 1u) != 0; }
     // Up to `max` bytes (fewer if the input ends).
     std::vector<std::uint8_t> bytes(std::size_t max) {
