@@ -10,7 +10,7 @@ OUT        ?= results/default
 EXPERIMENT ?= experiments/clamp/fading.yaml
 JOBS       ?= $(shell nproc)
 
-.PHONY: all setup build test test-cpp test-py run bench format clean help
+.PHONY: all setup build test test-cpp test-py run bench fuzz format clean help
 
 all: build
 
@@ -18,6 +18,7 @@ help:
 	@echo "make run     set up, build, run the default experiment, write a report"
 	@echo "make test    set up, build, run every test (ctest + pytest)"
 	@echo "make bench   set up, build, run the benchmarks (never part of the tests)"
+	@echo "make fuzz    build the fuzz targets (clang, ASan, UBSan) and run each FUZZ_S seconds"
 	@echo "make format  clang-format the C++ tree"
 
 setup:
@@ -39,8 +40,15 @@ run: build
 bench: build
 	$(PY) -m oppsched bench --build $(BUILD)
 
+# Fuzzing (docs/fuzzing.md): FUZZ_S seconds per target, FUZZ_JOBS targets side by side, in
+# build-fuzz/; new corpus entries and crash inputs land under tests/fuzz/.
+FUZZ_S    ?= 60
+FUZZ_JOBS ?= 1
+fuzz: setup
+	FUZZ_S=$(FUZZ_S) FUZZ_JOBS=$(FUZZ_JOBS) tools/fuzz.sh
+
 format:
 	git ls-files '*.h' '*.cc' | xargs clang-format -i --style=file
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) build-fuzz

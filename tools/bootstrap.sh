@@ -15,6 +15,8 @@ packages=(
   # SPM-AF's sender marker (host/spm_mark): a BPF program (clang -target bpf, libbpf's
   # headers) and its loader (links libbpf)
   clang libbpf-dev
+  # `make fuzz` (docs/fuzzing.md): libFuzzer and the ASan/UBSan runtimes of Debian 12's clang 14
+  libclang-rt-14-dev
   # radio
   gnuradio gnuradio-dev libvolk2-dev libuhd-dev uhd-host
   # C++ libraries

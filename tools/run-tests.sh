@@ -19,7 +19,8 @@ jobs=${OPPSCHED_TEST_JOBS:-$(nproc)}
 [ "$jobs" -gt 4 ] && jobs=4
 xdist=()
 [ "$jobs" -gt 1 ] && xdist=(-n "$jobs" --dist loadfile)
-"$top/.venv/bin/python" -m pytest tools/tests -q -p no:cacheprovider "${xdist[@]}" \
+# -rs lists every skipped test with its reason (CI fails on any skip; the summary counts them).
+"$top/.venv/bin/python" -m pytest tools/tests -q -rs -p no:cacheprovider "${xdist[@]}" \
   --durations=15 2>&1 | tee "$build/pytest.log"
 pytest_rc=${PIPESTATUS[0]}
 [ "$pytest_rc" -eq 5 ] && pytest_rc=0   # no tests collected is not a failure of the code
@@ -27,7 +28,9 @@ pytest_rc=${PIPESTATUS[0]}
 c_line=$(grep -E 'tests passed' "$build/ctest.log" | tail -n 1)
 c_skipped=$(grep -cE '\((Skipped|Disabled)\)' "$build/ctest.log")
 c_line="${c_line:+$c_line, $c_skipped skipped}"
-p_line=$(grep -E '(passed|failed|error)' "$build/pytest.log" | tail -n 1)
+p_line=$(grep -E '(passed|failed|error)' "$build/pytest.log" | tail -n 1 | sed -E 's/^=+ //; s/ =+$//')
+p_skipped=$(grep -oE '[0-9]+ skipped' <<<"$p_line" | grep -oE '[0-9]+')
+[ -n "$p_line" ] && [ -z "$p_skipped" ] && p_line="$p_line, 0 skipped"
 echo "== summary =="
 echo "ctest:  ${c_line:-no result}"
 echo "pytest: ${p_line:-no result}"

@@ -115,9 +115,15 @@ expected<double> get_real(const pmt::pmt_t& d, const pmt::pmt_t& key, bool requi
         if (required) return err(key, "missing");
         return fallback;
     }
-    if (!pmt::is_number(v) || pmt::is_complex(v))
+    // pmt::is_number() also holds for a uint64, which pmt::to_double() throws on: each type
+    // is converted by its own accessor.
+    double x = 0.0;
+    if (pmt::is_real(v) || pmt::is_integer(v))
+        x = pmt::to_double(v);
+    else if (pmt::is_uint64(v))
+        x = static_cast<double>(pmt::to_uint64(v));
+    else
         return err(key, "not a number (" + pmt::write_string(v) + ")");
-    const double x = pmt::to_double(v);
     if (!std::isfinite(x)) return err(key, "not finite");
     return x;
 }

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "oppsched/crc32.h"
@@ -104,6 +105,36 @@ TEST(Wire, truncated_flipped_and_garbage_frames_return_errors_never_crash) {
         for (auto& b : g) b = static_cast<std::uint8_t>(rng());
         EXPECT_FALSE(decode(g).ok());
     }
+}
+
+// The test above stops at the CRC; here it is recomputed after each flip, so the flips reach
+// the header and body checks (tests/fuzz/fuzz_wire_decode.cc does the same under libFuzzer).
+TEST(Wire, flipped_frames_with_a_recomputed_crc_are_rejected_by_field_or_re_encode_exactly) {
+    std::mt19937_64 rng(54321);
+    std::size_t body_errors = 0, accepted = 0;
+    for (const auto& m : one_of_each()) {
+        const auto f = encode(m, 1);
+        for (int i = 0; i < 3000; ++i) {
+            auto t = f;
+            // Flip a bit in the header or the first bytes of the body, not in the CRC.
+            const std::size_t span = std::min<std::size_t>(t.size() - kTrailerLen, 40);
+            t[rng() % span] ^= static_cast<std::uint8_t>(1u << (rng() % 8));
+            const std::uint32_t crc = crc32(t.data(), t.size() - kTrailerLen);
+            for (int k = 0; k < 4; ++k)
+                t[t.size() - 1 - k] = static_cast<std::uint8_t>(crc >> (8 * k));
+            const auto r = decode(t);
+            if (!r.ok()) {
+                EXPECT_EQ(r.error().find("frame.crc"), std::string::npos) << r.error();
+                EXPECT_NE(r.error().find(": "), std::string::npos) << r.error();
+                if (r.error().rfind("header.", 0) != 0) ++body_errors;
+                continue;
+            }
+            ++accepted;  // a flip in a value: the frame says something else, exactly
+            EXPECT_EQ(encode(r->msg, r->seq), t);
+        }
+    }
+    EXPECT_GT(body_errors, 100u);  // flags, bools and lengths caught by the body decoder
+    EXPECT_GT(accepted, 1000u);    // flips in plain values decode
 }
 
 TEST(Wire, errors_name_the_field_and_value) {

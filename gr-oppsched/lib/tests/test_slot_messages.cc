@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "slot_messages.h"
 #include "slot_time.h"
@@ -187,6 +188,31 @@ TEST(SlotMessages, integers_out_of_range_are_errors_naming_the_key_and_the_exact
         slot_msg::request_from_pmt(pmt::dict_add(q, pmt::mp("slot"), pmt::from_uint64(u64_max)));
     ASSERT_TRUE(top.ok());
     EXPECT_EQ(top->slot, u64_max);
+}
+
+// Found by tests/fuzz/fuzz_slot_msg.cc: a uint64 PMT passed pmt::is_number() and then
+// pmt::to_double() threw pmt::wrong_type out of rx_from_pmt.
+TEST(SlotMessages, real_fields_take_long_uint64_and_double_pmts_and_reject_the_rest_by_key) {
+    slot_msg::rx_report x;
+    x.slot = 7;
+    x.header_ok = true;
+    x.cqi = 9;
+    const pmt::pmt_t base = slot_msg::to_pmt(x);
+    const std::pair<pmt::pmt_t, double> accepted[] = {
+        {pmt::from_uint64(12), 12.0}, {pmt::from_long(-3), -3.0}, {pmt::from_double(4.5), 4.5}};
+    for (const auto& [value, expected] : accepted) {
+        const auto r = slot_msg::rx_from_pmt(pmt::dict_add(base, pmt::mp("snr_db"), value));
+        ASSERT_TRUE(r.ok()) << r.error();
+        EXPECT_EQ(r->snr_db, expected);
+        const auto c = slot_msg::rx_from_pmt(pmt::dict_add(base, pmt::mp("cfo_hz"), value));
+        ASSERT_TRUE(c.ok()) << c.error();
+        EXPECT_EQ(c->cfo_hz, expected);
+    }
+    for (const pmt::pmt_t& v : {pmt::from_complex(1.0, 2.0), pmt::mp("x"), pmt::from_bool(true)}) {
+        const auto r = slot_msg::rx_from_pmt(pmt::dict_add(base, pmt::mp("snr_db"), v));
+        ASSERT_FALSE(r.ok());
+        EXPECT_EQ(r.error().rfind("snr_db: not a number", 0), 0u) << r.error();
+    }
 }
 
 TEST(SlotMessages, an_snr_that_is_nan_infinite_or_beyond_f32_is_an_error_naming_the_field) {

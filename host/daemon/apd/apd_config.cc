@@ -153,7 +153,10 @@ void check_endpoint(const config_node& n, const char* key, const std::string& v)
 }  // namespace
 
 apd_params load_apd_config(const std::string& path) {
-    const config_node root = config_node::load_file(path);
+    return read_apd_config(config_node::load_file(path));
+}
+
+apd_params read_apd_config(const config_node& root) {
     apd_params c;
     ap::ap_core_params& core = c.core;
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "oppsched/ap_core.h"
+#include "oppsched/daemon/config.h"
 #include "oppsched/daemon/zmq_endpoint.h"
 #include "oppsched/medium.h"
 
@@ -42,5 +43,7 @@ struct apd_params {
 // Throws daemon::config_error or std::invalid_argument; the message starts with the dotted
 // field of the YAML file.
 apd_params load_apd_config(const std::string& path);
+// The same, from a parsed document (the fuzz target feeds YAML text through it).
+apd_params read_apd_config(const daemon::config_node& root);
 
 }  // namespace oppsched::apd

@@ -130,6 +130,28 @@ config_node config_node::parse(const std::string& text, const std::string& origi
     return config_node(root, "", std::make_shared<shared_state>());
 }
 
+namespace {
+std::string printable(const std::string& s) {
+    std::string out;
+    out.reserve(s.size());
+    for (const char c : s) {
+        const auto b = static_cast<unsigned char>(c);
+        if ((b < 0x20 && c != '\n' && c != '\t') || b == 0x7F) {
+            static const char* hex = "0123456789abcdef";
+            out += "\\x";
+            out += hex[b >> 4];
+            out += hex[b & 15];
+        } else {
+            out += c;
+        }
+    }
+    return out;
+}
+}  // namespace
+
+config_error::config_error(const std::string& message)
+    : std::invalid_argument(printable(message)) {}
+
 config_node config_node::load_file(const std::string& path) {
     std::ifstream in(path);
     if (!in) throw config_error(path + ": cannot read: " + std::strerror(errno));

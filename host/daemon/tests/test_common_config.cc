@@ -67,6 +67,15 @@ TEST(ConfigReader, when_a_number_is_nan_or_infinite_then_it_is_rejected) {
     }
 }
 
+// Found by tests/fuzz/fuzz_config.cc: a key starting with a NUL byte gave an error whose
+// what() was the empty string.
+TEST(ConfigReader, when_a_key_holds_control_bytes_then_the_error_shows_them_escaped) {
+    const std::string e = error_of(std::string("{\"\0ab\": 1}", 10), [](const config_node&) {});
+    EXPECT_EQ(e.rfind("\\x00ab: unknown key", 0), 0u) << e;
+    EXPECT_EQ(e.find('\0'), std::string::npos);
+    EXPECT_STREQ(config_error(std::string("a\0b\x7f\n", 5)).what(), "a\\x00b\\x7f\n");
+}
+
 TEST(ConfigReader, when_a_key_is_unknown_then_the_error_names_it_and_the_known_ones) {
     const std::string e = error_of("aqm: {params: {max_p: 0.5, maxp: 0.5}}", read_aqm);
     EXPECT_EQ(e.rfind("aqm.params.maxp: unknown key", 0), 0u) << e;

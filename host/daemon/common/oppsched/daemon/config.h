@@ -41,9 +41,12 @@
 
 namespace oppsched::daemon {
 
+// Control bytes of the message (a key or value the file spelt with them) are written as \xNN:
+// a NUL would otherwise end what() there and leave the user an empty or cut-off error.
 class config_error final : public std::invalid_argument {
   public:
-    using std::invalid_argument::invalid_argument;
+    explicit config_error(const std::string& message);
+    explicit config_error(const char* message) : config_error(std::string(message)) {}
 };
 
 // An interval a numeric value must lie in. Default: anything finite.
