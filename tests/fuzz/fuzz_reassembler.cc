@@ -140,6 +140,7 @@ void raw(input_reader& in, pdu::reassembler& r) {
     checker c{r};
     time_ns now = 0;
     std::uint64_t pdus = 0;
+    std::uint64_t pdus_far_ahead = 0;  // far_ahead counts loss reports too: the PDUs' share
     while (!in.empty()) {
         const std::uint8_t op = in.u8();
         switch (op % 4) {
@@ -149,7 +150,9 @@ void raw(input_reader& in, pdu::reassembler& r) {
                 if ((op & 4u) && b.size() >= pdu::kMinPduBytes)
                     store_be32(&b[b.size() - 4], crc32(b.data(), b.size() - 4));
                 std::string error;
+                const std::uint64_t far_before = r.stats().far_ahead;
                 c.common(r.on_pdu(b.data(), b.size(), now, &error));
+                pdus_far_ahead += r.stats().far_ahead - far_before;
                 ++pdus;
                 break;
             }
@@ -164,8 +167,10 @@ void raw(input_reader& in, pdu::reassembler& r) {
                 break;
         }
         const pdu::reassembler_stats& s = r.stats();
-        FUZZ_CHECK(s.tbs_received + s.duplicates + s.malformed == pdus,
-                   "every PDU is counted once: accepted, duplicate or malformed");
+        FUZZ_CHECK(
+            s.tbs_received + s.duplicates + s.malformed + s.stale_session + pdus_far_ahead == pdus,
+            "every PDU is counted once: accepted, duplicate, malformed, of a replaced "
+            "session or far ahead");
     }
 }
 
