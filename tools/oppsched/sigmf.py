@@ -300,6 +300,21 @@ def _need(obj: dict, key: str, types, where: str):
     return v
 
 
+def _sorted_by_start(meta: dict, section: str) -> list:
+    """meta[section] (captures or annotations): an array whose entries have a
+    core:sample_start >= 0, in order; SigMFError naming the entry otherwise."""
+    items = meta[section]
+    if not isinstance(items, list):
+        raise SigMFError(f"{section}: not an array")
+    last = -1
+    for i, item in enumerate(items):
+        s = _need(item, "core:sample_start", int, f"{section}[{i}]")
+        if s < 0 or s < last:
+            raise SigMFError(f"{section}[{i}].core:sample_start: {s} (negative or not sorted)")
+        last = s
+    return items
+
+
 def check_metadata(meta: dict) -> None:
     """Checks every required field of the specification and the type of each core field
     used here; raises SigMFError naming the field and value."""
@@ -327,31 +342,17 @@ def check_metadata(meta: dict) -> None:
         declared.add(_need(e, "name", str, w))
         _need(e, "version", str, w)
         _need(e, "optional", bool, w)
-    caps = meta["captures"]
-    if not isinstance(caps, list):
-        raise SigMFError("captures: not an array")
-    last = -1
+    caps = _sorted_by_start(meta, "captures")
     for i, c in enumerate(caps):
         w = f"captures[{i}]"
-        s = _need(c, "core:sample_start", int, w)
-        if s < 0 or s < last:
-            raise SigMFError(f"{w}.core:sample_start: {s} (negative or not sorted)")
-        last = s
         if "core:global_index" in c and (not isinstance(c["core:global_index"], int)
                                          or c["core:global_index"] < 0):
             raise SigMFError(f"{w}.core:global_index: {c['core:global_index']!r}")
         if "core:datetime" in c and not _DATETIME_RE.match(str(c["core:datetime"])):
             raise SigMFError(f"{w}.core:datetime: {c['core:datetime']!r} is not ISO 8601 UTC")
-    anns = meta["annotations"]
-    if not isinstance(anns, list):
-        raise SigMFError("annotations: not an array")
-    last = -1
+    anns = _sorted_by_start(meta, "annotations")
     for i, a in enumerate(anns):
         w = f"annotations[{i}]"
-        s = _need(a, "core:sample_start", int, w)
-        if s < 0 or s < last:
-            raise SigMFError(f"{w}.core:sample_start: {s} (negative or not sorted)")
-        last = s
         if "core:sample_count" in a:
             n = _need(a, "core:sample_count", int, w)
             if n < 0:

@@ -39,10 +39,9 @@ void fill(record_header& h, const wire::slot_request& m) {
     h.flags |= kFlagSlot;
     h.slot = m.slot;
 }
-void fill(record_header& h, const wire::slot_grant& m) {
-    h.flags |= kFlagSlot;
-    h.slot = m.slot;
-    if (m.empty) return;
+// The user, HARQ and MCS fields a slot_grant and an rx_indication both carry.
+template <class M>
+void fill_tb(record_header& h, const M& m) {
     h.flags |= kFlagUser | kFlagHarq;
     h.user = m.user;
     h.harq_pid = m.harq_pid;
@@ -51,17 +50,16 @@ void fill(record_header& h, const wire::slot_grant& m) {
     h.mcs = m.mcs;
     h.tb_len = tb_len_of(m.tb);
 }
+void fill(record_header& h, const wire::slot_grant& m) {
+    h.flags |= kFlagSlot;
+    h.slot = m.slot;
+    if (!m.empty) fill_tb(h, m);
+}
 void fill(record_header& h, const wire::rx_indication& m) {
     h.flags |= kFlagSlot;
     h.slot = m.slot;
     if (!m.header_ok || m.user == wire::kUserNobody) return;
-    h.flags |= kFlagUser | kFlagHarq;
-    h.user = m.user;
-    h.harq_pid = m.harq_pid;
-    h.ndi = m.ndi;
-    h.rv = m.rv;
-    h.mcs = m.mcs;
-    h.tb_len = tb_len_of(m.tb);
+    fill_tb(h, m);
     if (m.addressed) h.flags |= kFlagCrc | (m.crc_ok ? kFlagCrcOk : 0);
 }
 void fill(record_header& h, const wire::cqi_report& m) {
