@@ -38,6 +38,7 @@ run: build
 	$(PY) -m oppsched run $(EXPERIMENT) --out $(OUT)
 
 bench: build
+	cmake --build $(BUILD) -j $(JOBS) --target mac_bench phy_bench
 	$(PY) -m oppsched bench --build $(BUILD)
 
 # Fuzzing (docs/fuzzing.md): FUZZ_S seconds per target, FUZZ_JOBS targets side by side, in

@@ -18,7 +18,7 @@ from oppsched.sweepspec import expand
 
 
 def _cmd_run(a) -> int:
-    run_experiment(a.experiment, a.out, a.set or [], a.duration)
+    run_experiment(a.experiment, a.out, a.set or [], a.duration, a.jobs)
     return 0
 
 
@@ -101,6 +101,9 @@ def main(argv=None) -> int:
     r.add_argument("--duration", type=float, help="override duration_s (seconds)")
     r.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override a key of the experiment (dotted path, e.g. scheduler.alpha=0.1)")
+    r.add_argument("--jobs", type=int, default=1,
+                   help="variants run at a time (default 1: runs are real time and share "
+                   "the cores; more only where the machine has cores to spare)")
     r.set_defaults(fn=_cmd_run)
 
     an = sub.add_parser("analyze", help="recompute summaries, plots and report from the traces")

@@ -136,12 +136,17 @@ def _replace_dir(src: Path, dst: Path) -> None:
         os.replace(src, dst)
 
 
-def run_experiment(path, outdir, overrides=(), duration=None) -> list[tuple[str, dict, Path]]:
-    """Runs every variant of an experiment into OUT and writes its report.
+def run_experiment(path, outdir, overrides=(), duration=None,
+                   jobs: int = 1) -> list[tuple[str, dict, Path]]:
+    """Runs every variant of an experiment into OUT and writes its report; `jobs` variants
+    at a time (each in its own process; default one after another: runs are real time and
+    share the machine's cores).
 
     The runs are written into staging_dir(OUT) and OUT is replaced only when all of them
     succeeded, so a failed or interrupted run never destroys earlier results. A failure
     leaves its traces, logs and summary.json (saying why) in failed_dir(OUT) and raises."""
+    if jobs < 1:
+        raise ConfigError(f"--jobs: {jobs} is not a positive number of runs at a time")
     raw, schema, resolved = load_experiment(path, overrides, duration)
     mod = kind_module(resolved["kind"])
     outdir = Path(outdir)
@@ -154,22 +159,20 @@ def run_experiment(path, outdir, overrides=(), duration=None) -> list[tuple[str,
     print(f"oppsched: experiment {resolved['experiment']} ({resolved['kind']}), "
           f"{len(variants)} run(s) of {resolved['duration_s']:g} s -> {outdir}", file=sys.stderr)
     try:
+        todo = []
         for v in variants:
             cfg = variant_config(raw, schema, v) if v else dict(resolved, variant="")
             rundir = stage / v["name"] if v else stage
             rundir.mkdir(parents=True, exist_ok=True)
             write_atomic(rundir / "config.json", json.dumps(cfg, indent=2) + "\n")
-            label = v["name"] if v else cfg["experiment"]
-            print(f"oppsched: run {label}", file=sys.stderr)
-            try:
-                mod.run(cfg, rundir, Progress(label))
-            except BaseException:
-                summarise_failed(rundir)
-                raise
-            summary = analyze_run(rundir)
-            if summary.get("errors"):
-                raise RunFailed(f"run {label}: " + "; ".join(summary["errors"]))
-            runs.append((label, summary, rundir))
+            todo.append((v["name"] if v else cfg["experiment"], cfg, rundir))
+        if jobs == 1 or len(todo) == 1:
+            for label, cfg, rundir in todo:
+                print(f"oppsched: run {label}", file=sys.stderr)
+                runs.append((label, _run_variant(mod, label, cfg, rundir, Progress(label)),
+                             rundir))
+        else:
+            runs = _run_variants_side_by_side(mod, todo, jobs)
         write_atomic(stage / "experiment.yaml", yaml.safe_dump(resolved, sort_keys=False))
         write_report(stage, resolved, runs, _compare(mod, stage, runs))
     except BaseException:
@@ -183,6 +186,67 @@ def run_experiment(path, outdir, overrides=(), duration=None) -> list[tuple[str,
     print(text_summary(runs))
     print(f"oppsched: report: {outdir / 'report.html'}")
     return runs
+
+
+def _run_variant(mod, label: str, cfg: dict, rundir: Path, progress) -> dict:
+    """One variant's run and summary; a failed run leaves a summary saying why and raises."""
+    try:
+        mod.run(cfg, rundir, progress)
+    except BaseException:
+        summarise_failed(rundir)
+        raise
+    summary = analyze_run(rundir)
+    if summary.get("errors"):
+        raise RunFailed(f"run {label}: " + "; ".join(summary["errors"]))
+    return summary
+
+
+def _variant_worker(mod_kind: str, label: str, cfg: dict, rundir: str) -> dict:
+    return _run_variant(kind_module(mod_kind), label, cfg, Path(rundir), _Labelled(label))
+
+
+class _Labelled(Progress):
+    """Progress of one of several runs going on side by side: a line per quarter of the run,
+    naming it (a line per second from each would be unreadable)."""
+
+    def __init__(self, label: str):
+        super().__init__(label)
+        self.quarter = 0
+
+    def __call__(self, done: int, total: int, what: str) -> None:
+        q = int(4 * done / total) if total else 4
+        if q > self.quarter:
+            self.quarter = q
+            super().__call__(done, total, what)
+
+
+def _run_variants_side_by_side(mod, todo, jobs: int) -> list:
+    """Runs the variants `jobs` at a time, each in a forked process (runs are built to
+    coexist: namespaces and owner files are per run). Every run is waited for; the first
+    failure (in the variants' order) is raised after the others have ended."""
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    kind = todo[0][1]["kind"]
+    print(f"oppsched: {len(todo)} runs, {min(jobs, len(todo))} at a time: "
+          + ", ".join(label for label, _, _ in todo), file=sys.stderr)
+    t0 = time.monotonic()
+    with ProcessPoolExecutor(max_workers=min(jobs, len(todo)),
+                             mp_context=get_context("fork")) as ex:
+        futs = [ex.submit(_variant_worker, kind, label, cfg, str(rundir))
+                for label, cfg, rundir in todo]
+        results, first_exc = [], None
+        for (label, _cfg, rundir), fut in zip(todo, futs):
+            try:
+                results.append((label, fut.result(), rundir))
+                print(f"oppsched: run {label} done ({time.monotonic() - t0:.0f} s)",
+                      file=sys.stderr)
+            except BaseException as exc:  # noqa: BLE001 -- re-raised below, after the rest
+                print(f"oppsched: run {label} failed: {exc}", file=sys.stderr)
+                first_exc = first_exc or exc
+    if first_exc is not None:
+        raise first_exc
+    return results
 
 
 def summarise_failed(rundir: Path) -> None:

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import REPO, needs_root, netns_prefix, require_real_testbed
+from helpers import REPO, RUN_JOBS, needs_root, netns_prefix, require_real_testbed
 from oppsched.runner import run_experiment
 
 EXPERIMENT = REPO / "experiments" / "clamp" / "deterministic.yaml"
@@ -53,7 +53,8 @@ def fig2_run(tmp_path_factory):
     with netns_prefix():
         run_experiment(EXPERIMENT, out, [
             "flows[1].start_s=15", "flows[1].stop_s=50",
-            "flows[2].start_s=25", "flows[2].stop_s=50", "capture.pcaps=false"], duration=50)
+            "flows[2].start_s=25", "flows[2].stop_s=50", "capture.pcaps=false"], duration=50,
+            jobs=RUN_JOBS)
     return out
 
 

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import REPO, needs_root, netns_prefix, require_real_testbed
+from helpers import REPO, RUN_JOBS, needs_root, netns_prefix, require_real_testbed
 from oppsched import transfers
 from oppsched.runner import run_experiment
 
@@ -34,7 +34,8 @@ def runs(tmp_path_factory):
     with netns_prefix():
         run_experiment(EXPERIMENT, out, [
             f"flows[1].start_s={START}", f"flows[1].repeat.idle_mean_s={MEAN_IDLE}",
-            f"analysis.warmup_s={START}", "capture.pcaps=false"], duration=DURATION)
+            f"analysis.warmup_s={START}", "capture.pcaps=false"], duration=DURATION,
+            jobs=RUN_JOBS)
     return out
 
 

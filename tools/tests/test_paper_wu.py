@@ -16,7 +16,7 @@ import json
 import pytest
 import yaml
 
-from helpers import (BASE, REPO, cfg_of, error_of, needs_root, netns_prefix,
+from helpers import (BASE, REPO, RUN_JOBS, cfg_of, error_of, needs_root, netns_prefix,
                      require_real_testbed, run_layout)
 from oppsched import daemonconf
 from oppsched.experiments.testbed.analysis import medium_summary
@@ -110,7 +110,8 @@ def buffer20(tmp_path_factory):
     path.write_text(yaml.safe_dump(spec))
     with netns_prefix():
         run_experiment(path, out / "runs", [f"queue.limit_packets={BUFFER}",
-                                            f"analysis.warmup_s={WARMUP}"], duration=DURATION)
+                                            f"analysis.warmup_s={WARMUP}"], duration=DURATION,
+                       jobs=RUN_JOBS)
     return {v: json.loads((out / "runs" / v / "summary.json").read_text())
             for v in VARIANTS}
 

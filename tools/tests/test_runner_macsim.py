@@ -81,3 +81,23 @@ def test_cli_rejects_unknown_override_with_exit_2(tmp_path):
     assert r.returncode == 2
     assert "unknown key 'alfa'" in r.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_variants_run_side_by_side_give_the_summaries_they_give_one_after_another(tmp_path):
+    exp = write_experiment(tmp_path, EXPERIMENT)
+    serial = {label: s for label, s, _ in run_experiment(exp, tmp_path / "one", duration=3)}
+    side = {label: s for label, s, _ in run_experiment(exp, tmp_path / "out", duration=3,
+                                                           jobs=3)}
+    assert list(side) == list(serial)  # the variants' order, not the order they finished in
+    for k in serial:
+        assert side[k]["users"] == serial[k]["users"]
+        assert side[k]["slots"] == serial[k]["slots"]
+    assert (tmp_path / "out" / "report.html").exists()
+
+
+def test_cli_rejects_a_jobs_count_below_one_naming_the_option(tmp_path):
+    exp = write_experiment(tmp_path, EXPERIMENT)
+    r = run_cli("run", exp, "--out", tmp_path / "o", "--jobs", "0")
+    assert r.returncode == 2, r.stderr
+    assert "--jobs: 0 is not a positive number" in r.stderr
+    assert not (tmp_path / "o").exists()
