@@ -283,6 +283,22 @@ SCHEMA = {
                             "carry nothing) or compact (4-byte header, 8 with a CLAMP price, "
                             "packets back to back: every EV-DO rate of Srinivasan & Baras, "
                             "Table I carries data, as with the paper's 8-byte segments)"),
+        "integrity_tag": Field(bool, False,
+                               doc="a keyed SipHash-2-4 tag (8 bytes) at the end of every "
+                                   "downlink TB, checked by the client before the PDU is "
+                                   "parsed: a TB forged over the air is dropped and counted "
+                                   "(docs/security.md). Each TB carries 8 bytes less data"),
+    },
+    "security": {
+        "keys_dir": Field((str, _NONE), None,
+                          doc="the testbed's keys (`oppsched keys generate DIR --users ...`), "
+                              "copied into RUN_DIR/keys; null: fresh keys generated there "
+                              "when curve or pdu.integrity_tag needs them"),
+        "curve": Field(bool, False,
+                       doc="each client's uplink over TCP with ZeroMQ CURVE instead of ipc: "
+                           "a lab link (veth, 10.253.<device index>.0/30) between the AP's "
+                           "and the client's namespace stands in for the lab network; the "
+                           "apd binds its address and knows the client by its key"),
     },
     "harq": {
         "max_transmissions": Field((int, _NONE), None, min=1, max=64,
@@ -415,6 +431,10 @@ SCHEMA = {
                              doc="held and sent after the next message of its link"),
             "delay": Field(float, 0.0, min=0.0, max=1.0, doc="held for delay_ms"),
             "delay_ms": Field(float, 2.0, min=0.0, max=1000.0),
+            "forge": Field(float, 0.0, min=0.0, max=1.0,
+                           doc="probability that a client's TB (addressed, CRC ok) gets one "
+                               "byte changed with a valid CRC: a forged TB, which only "
+                               "pdu.integrity_tag catches"),
         },
     },
     "extra": {
