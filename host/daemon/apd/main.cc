@@ -345,7 +345,8 @@ void ap_daemon::on_phy_message(const std::vector<std::uint8_t>& msg) {
                    g.slot);
 }
 
-void ap_daemon::on_uplink_message(const std::vector<std::uint8_t>& msg, int bound_user) {
+void ap_daemon::on_uplink_message(const std::vector<std::uint8_t>& msg, int bound_user,
+                                  const std::string& key_user) {
     using namespace daemon::mac_pcap;
     if (mac_) mac_->message(direction::received, port::uplink, msg);
     auto r = wire::decode(msg, static_cast<std::size_t>(cfg_.zmq.max_msg_size));
