@@ -191,8 +191,8 @@ devices:
 servers:
   - {name: S1, rtt_ms: 20}
 flows:
-  - {id: f1, server: S1, device: R1, bytes: 200000}
-  - {id: f2, server: S1, device: R2, bytes: 200000}
+  - {id: f1, server: S1, device: R1, bytes: 200000, repeat: {idle_s: 0.2, count: 3}}
+  - {id: f2, server: S1, device: R2, bytes: 200000, repeat: {idle_s: 0.2, count: 3}}
 queue: {limit_bytes: 100000}
 pdu: {integrity_tag: true}
 security: {curve: true}
@@ -210,8 +210,10 @@ def _run(tmp: Path, text: str):
 def test_a_run_with_curve_lab_links_and_the_integrity_tag_completes_tcp(tmp_path):
     require_real_testbed()
     out, s = _run(tmp_path, CURVE_RUN)
-    for f in s["flows"]:
-        assert f["bytes_received"] == 200000, f
+    for f in s["flows"]:  # every transfer read to EOF: three TCP connections per client
+        t = f["transfers"]
+        assert t["completed"] == 3 and t["incomplete"] == 0 and t["failed_connects"] == 0, t
+        assert f["bytes_received"] == 3 * 200000
     apd_yaml = (out / "apd.yaml").read_text()
     assert "tcp://10.253.0.1:5600" in apd_yaml and "tcp://10.253.1.1:5600" in apd_yaml
     sec = s["security"]
@@ -236,7 +238,7 @@ devices:
 servers:
   - {name: S1, rtt_ms: 20}
 flows:
-  - {id: f1, server: S1, device: R1, bytes: 300000}
+  - {id: f1, server: S1, device: R1, bytes: 300000, repeat: {idle_s: 0.2, count: 3}}
 queue: {limit_bytes: 100000}
 pdu: {integrity_tag: true}
 faults:
@@ -255,5 +257,7 @@ def test_tbs_forged_over_the_air_are_counted_by_the_tag_and_never_delivered(tmp_
     assert s["security"]["integrity_failed"] == forged
     assert client["reassembly"]["pdu_errors"] == 0
     assert client["reassembly"]["malformed"] == 0
-    (f,) = s["flows"]
-    assert f["bytes_received"] == 300000  # TCP recovered what the forgeries displaced
+    (f,) = s["flows"]  # TCP recovered what the forgeries displaced
+    t = f["transfers"]
+    assert t["completed"] == 3 and t["incomplete"] == 0 and t["failed_connects"] == 0, t
+    assert f["bytes_received"] == 3 * 300000
