@@ -261,3 +261,16 @@ def test_tbs_forged_over_the_air_are_counted_by_the_tag_and_never_delivered(tmp_
     t = f["transfers"]
     assert t["completed"] == 3 and t["incomplete"] == 0 and t["failed_connects"] == 0, t
     assert f["bytes_received"] == 3 * 300000
+
+
+def test_oppsched_check_names_a_keys_dir_without_the_runs_keys(tmp_path, capsys):
+    kd = tmp_path / "lab"
+    keys.generate(kd, ["R1"])
+    exp = write_experiment(tmp_path, CURVE_RUN.replace(
+        "security: {curve: true}", f"security: {{curve: true, keys_dir: '{kd}'}}"))
+    assert cli_main(["check", str(exp)]) == 2
+    err = capsys.readouterr().err
+    assert "security.keys_dir" in err and "has no R2.secret" in err, err
+    assert f"oppsched keys generate {kd} --users R1 R2" in err
+    keys.generate(kd, ["R1", "R2"])
+    assert cli_main(["check", str(exp)]) == 0

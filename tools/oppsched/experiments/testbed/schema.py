@@ -543,6 +543,7 @@ def check(cfg: dict) -> None:
     if a["kind"] == "droptail" and a["params"]:
         raise ConfigError(f"aqm.params: {a['params']!r}: drop-tail has no parameters")
     _check_aqm_params(cfg)
+    _check_keys(cfg)
     m = cfg["tcp"]["spm_marking"]
     if m["enabled"] and a["priority_dscp"] is not None and a["priority_dscp"] != m["dscp"]:
         raise ConfigError(f"aqm.priority_dscp: {a['priority_dscp']!r} differs from "
@@ -668,6 +669,24 @@ def repeated(flow: dict) -> bool:
 
 def _repeat_text(rep: dict) -> str:
     return "{" + ", ".join(f"{k}: {v!r}" for k, v in rep.items() if v is not None) + "}"
+
+
+def _check_keys(cfg: dict) -> None:
+    """security.keys_dir holds every key file the run needs (docs/security.md), so that
+    `oppsched check` finds a missing one before a run starts."""
+    from oppsched import keys  # pyzmq: only runs that use keys need it
+    kd = cfg["security"]["keys_dir"]
+    curve, tag = cfg["security"]["curve"], cfg["pdu"]["integrity_tag"]
+    if kd is None or not (curve or tag):
+        return
+    names = [d["name"] for d in cfg["devices"]]
+    hint = f"`oppsched keys generate {kd} --users {' '.join(names)}`"
+    if not Path(kd).is_dir():
+        raise ConfigError(f"security.keys_dir: {kd!r} is not a directory (make it with {hint})")
+    for name in keys.required(names, curve, tag):
+        if not (Path(kd) / name).is_file():
+            raise ConfigError(f"security.keys_dir: {kd!r} has no {name} (add it with {hint}; "
+                              "existing keys are kept)")
 
 
 def _check_link_mode(cfg: dict) -> None:
