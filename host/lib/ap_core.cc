@@ -21,10 +21,15 @@
 namespace oppsched::ap {
 namespace {
 
+// The bytes of every TB the integrity tag takes (integrity.h): 0 without a key.
+std::size_t tag_bytes(const ap_core_params& p) {
+    return p.integrity_key ? integrity::kTagBytes : 0;
+}
+
 // The smallest TB that carries a byte of data in the configured PDU format (pdu.h): 29
-// bytes standard, 5 compact.
+// bytes standard, 5 compact; 8 more with the integrity tag.
 std::size_t min_usable_tb(const ap_core_params& p) {
-    return pdu::min_usable_tb_bytes(p.pdu_format);
+    return pdu::min_usable_tb_bytes(p.pdu_format) + tag_bytes(p);
 }
 
 // The std::uint64_t fields of `stats` (stats_fields.h) as counters under `prefix`.
@@ -437,8 +442,8 @@ struct ap_core::Impl {
         const int w = shadow->step(rates, usable);
         std::uint64_t carried = 0;
         if (w >= 0)
-            carried =
-                pdu::data_capacity(params.pdu_format, tb_now[static_cast<std::size_t>(w)], true);
+            carried = pdu::data_capacity(
+                params.pdu_format, tb_now[static_cast<std::size_t>(w)] - tag_bytes(params), true);
         for (std::size_t qi = 0; qi < queue_count(); ++qi)
             mu[qi].on_backlogged_slot(
                 w >= 0 && queue_index(static_cast<std::uint32_t>(w)) == qi ? carried : 0);
@@ -549,7 +554,9 @@ struct ap_core::Impl {
             }
             return pk;
         };
-        pdu::built_tb built = segmenters[user].build(tb_bytes, source, price);
+        // tb_now is never below min_usable_tb, which counts the tag.
+        pdu::built_tb built = segmenters[user].build(tb_bytes - tag_bytes(params), source, price);
+        if (params.integrity_key) integrity::append_tag(*params.integrity_key, built.bytes);
         record_fates(now, ledger.on_tb_built(built.record, pulled));
         const std::uint64_t id = next_tb_id++;
         const harq::tx_grant g = harq->new_transmission(

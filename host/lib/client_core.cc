@@ -113,14 +113,27 @@ rx_output client_core::on_rx_indication(time_ns now, const wire::rx_indication& 
             if (ind.crc_ok) {
                 ++stats_.harq_acks;
                 ++stats_.rx_crc_ok;
-                const std::uint64_t malformed_before = reassembler_.stats().malformed;
-                auto pkts = reassembler_.on_pdu(ind.tb.data(), ind.tb.size(), now);
-                if (reassembler_.stats().malformed == malformed_before) {
-                    on_pdu_accepted(now, ind.tb);
-                } else {
-                    ++stats_.pdu_errors;
+                // With the integrity tag (integrity.h) the PDU is the TB less its last 8
+                // bytes, and nothing of a TB whose tag is wrong is parsed or delivered.
+                std::size_t pdu_len = ind.tb.size();
+                bool authentic = true;
+                if (params_.integrity_key) {
+                    authentic =
+                        integrity::verify(*params_.integrity_key, ind.tb.data(), ind.tb.size());
+                    if (authentic) pdu_len -= integrity::kTagBytes;
                 }
-                deliver(now, std::move(pkts), out.delivered);
+                if (!authentic) {
+                    ++stats_.rx_integrity_failed;
+                } else {
+                    const std::uint64_t malformed_before = reassembler_.stats().malformed;
+                    auto pkts = reassembler_.on_pdu(ind.tb.data(), pdu_len, now);
+                    if (reassembler_.stats().malformed == malformed_before) {
+                        on_pdu_accepted(now, ind.tb.data(), pdu_len);
+                    } else {
+                        ++stats_.pdu_errors;
+                    }
+                    deliver(now, std::move(pkts), out.delivered);
+                }
             } else {
                 ++stats_.harq_nacks;
                 ++stats_.rx_crc_failed;
@@ -145,11 +158,11 @@ rx_output client_core::on_rx_indication(time_ns now, const wire::rx_indication& 
     return out;
 }
 
-void client_core::on_pdu_accepted(time_ns now, const std::vector<std::uint8_t>& tb) {
+void client_core::on_pdu_accepted(time_ns now, const std::uint8_t* data, std::size_t len) {
     // The reassembler parsed the PDU (either format, pdu.h; header and price checked), so
     // its header is valid.
     if (!first_pdu_t_) first_pdu_t_ = now;
-    const auto h = pdu::peek_header(tb.data(), tb.size());
+    const auto h = pdu::peek_header(data, len);
     if (h && h->price_s) {
         ++stats_.pdus_priced;
         const float p = *h->price_s;

@@ -4,7 +4,8 @@
 // over the mutated bytes, so the segment checks are reached. Invariants: no parser throws
 // or reads outside the TB; every view lies inside the TB; an accepted PDU serialises again
 // into a TB of the same size and parses back to the same fields and bytes; errors name a
-// field.
+// field. The integrity tag (integrity.h): the TB with its tag appended verifies, and with
+// any one of its bytes changed (the one the input's size picks) it does not.
 #include <cstring>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "fuzz_util.h"
 #include "oppsched/byte_order.h"
 #include "oppsched/crc32.h"
+#include "oppsched/integrity.h"
 #include "oppsched/pdu.h"
 
 using namespace oppsched;
@@ -107,5 +109,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     compact(tb);
     const expected<pdu::header_summary> h = pdu::peek_header(tb.data(), tb.size());
     if (!h.ok()) check_error(h.error());
+    integrity::tag_key key{};
+    key[0] = control;
+    std::vector<std::uint8_t> tagged = tb;
+    integrity::append_tag(key, tagged);
+    FUZZ_CHECK(integrity::verify(key, tagged.data(), tagged.size()), "tag of its own TB fails");
+    tagged[size % tagged.size()] ^= 0x01;
+    FUZZ_CHECK(!integrity::verify(key, tagged.data(), tagged.size()), "altered TB verifies");
     return 0;
 }

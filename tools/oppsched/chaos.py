@@ -13,6 +13,8 @@ chaos.yaml:
     reorder: 0.01       # the message is held and sent after the next one on its link
     delay: 0.01         # the message is held for delay_ms
     delay_ms: 2.0
+    forge: 0.0          # rx links: an addressed TB whose CRC checked gets one byte changed
+                        # and is re-framed with a valid CRC: a TB forged over the air
     hold_max_ms: 20.0   # a message held for reordering goes anyway after this long
     stats: PATH         # JSON of the counters, written every 2 s and at exit
     links:              # each: a PULL where the sender's messages arrive, a PUSH onward
@@ -20,7 +22,8 @@ chaos.yaml:
       - ...
 
 The decisions depend on the seed and the order of the messages only (one generator per link,
-one fixed sequence of draws per message), not on timing. SIGTERM or SIGINT: the counters are
+one fixed sequence of draws per message; forging draws from a generator of its own, so that
+forge: 0 leaves every other decision as it was), not on timing. SIGTERM or SIGINT: the counters are
 written and the proxy exits 0.
 """
 
@@ -67,9 +70,11 @@ class Link:
         self.delay_s = float(conf.get("delay_ms", 2.0)) / 1e3
         self.hold_max_s = float(conf.get("hold_max_ms", 20.0)) / 1e3
         self.rng = random.Random(seed)
+        self.p_forge = float(conf.get("forge", 0.0)) if self.name.startswith("rx_") else 0.0
+        self.forge_rng = random.Random(seed + 7919)
         self.held: tuple[float, bytes] | None = None  # a message waiting to be overtaken
         self.counts = {"received": 0, "forwarded": 0, "dropped": 0, "duplicated": 0,
-                       "reordered": 0, "delayed": 0, "send_failed": 0}
+                       "reordered": 0, "delayed": 0, "send_failed": 0, "forged": 0}
 
     def send(self, msg: bytes) -> None:
         try:
@@ -82,6 +87,8 @@ class Link:
         """Decides the fate of one message: four draws, always in this order."""
         self.counts["received"] += 1
         d_drop, d_dup, d_reorder, d_delay = (self.rng.random() for _ in range(4))
+        if self.p_forge > 0.0:
+            msg = self.forge(msg)
         if d_drop < self.p["drop"]:
             self.counts["dropped"] += 1
             return
@@ -102,6 +109,26 @@ class Link:
             for _ in range(copies):
                 self.send(msg)
         self.release()  # the held message goes after this one: they swapped places
+
+    def forge(self, msg: bytes) -> bytes:
+        """With probability forge, an rx_indication carrying a TB addressed to its client
+        whose CRC checked comes back with one byte of the TB changed and a valid frame CRC:
+        what a transmitter in radio range achieves (docs/security.md)."""
+        from oppsched import mac  # the bindings; only a forging proxy needs them
+        if self.forge_rng.random() >= self.p_forge:
+            return msg
+        try:
+            seq, kind, f = mac.wire.decode(msg)
+        except ValueError:
+            return msg
+        if kind != "rx_indication" or not (f["addressed"] and f["crc_ok"] and f["tb"]):
+            return msg
+        tb = bytearray(f["tb"])
+        i = self.forge_rng.randrange(len(tb))
+        tb[i] ^= 1 + self.forge_rng.randrange(255)
+        f["tb"] = bytes(tb)
+        self.counts["forged"] += 1
+        return mac.wire.encode(kind, seq, f)
 
     def release(self) -> None:
         if self.held is not None:

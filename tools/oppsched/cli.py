@@ -9,6 +9,7 @@ import sys
 from oppsched.bench import run_bench, run_capacity_bench, run_phy_bench
 from oppsched.config import ConfigError
 from oppsched.decode import add_parser as decode_parser
+from oppsched.keys import add_parser as keys_parser
 from oppsched.experiments.testbed import TestbedError
 from oppsched.linkcurves import add_parsers as linkcurves_parsers
 from oppsched.netns import DEFAULT_PREFIX, NetnsError, cleanup_stale
@@ -176,6 +177,7 @@ def main(argv=None) -> int:
 
     linkcurves_parsers(sub)  # `linkcurves` and `mcstable`
     decode_parser(sub)  # `decode`: a SigMF IQ recording through the same receiver
+    keys_parser(sub)  # `keys generate`: CURVE and integrity keys (docs/security.md)
 
     a = p.parse_args(argv)
     try:

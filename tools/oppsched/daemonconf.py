@@ -61,6 +61,18 @@ class User:
     netns: str = ""
 
 
+# security.curve: one lab link per client, the AP's end .1 and the client's .2 of
+# 10.253.<index>.0/30, the apd's uplink for that client on the AP's end.
+LAB_UPLINK_PORT = 5600
+
+
+def lab_addresses(index: int) -> tuple[str, str]:
+    """(AP end, client end) of user `index`'s lab link, without prefix length (/30)."""
+    if not 0 <= index < 256:
+        raise ValueError(f"lab link of user {index}: at most 256 users")
+    return f"10.253.{index}.1", f"10.253.{index}.2"
+
+
 @dataclass
 class Layout:
     """Where a run's files and sockets are."""
@@ -95,8 +107,22 @@ class Layout:
             lay.endpoints[f"uplink_{u.id}"] = f"ipc://{zmq_dir}/uplink_{u.id}"
         return lay
 
+    keys_dir: Path | None = None  # RUN_DIR/keys (keys.install) when the run uses keys
+    curve: bool = False  # security.curve: the uplinks are tcp:// lab-link endpoints
+
+    def use_curve(self) -> None:
+        """security.curve: each user's uplink on its lab link (lab_addresses), CURVE."""
+        self.curve = True
+        for u in self.users:
+            ap_addr, _ = lab_addresses(u.id)
+            self.endpoints[f"uplink_{u.id}"] = f"tcp://{ap_addr}:{LAB_UPLINK_PORT}"
+
     def ipc_path(self, name: str) -> Path:
         return self.zmq_dir / name
+
+    def bound_ipc_paths(self, names: list[str]) -> list[Path]:
+        """The socket files of those endpoints that are ipc:// (what a start waits for)."""
+        return [self.ipc_path(n) for n in names if self.endpoints[n].startswith("ipc://")]
 
     def path(self, name: str) -> str:
         return str(self.rundir / name)
@@ -335,6 +361,8 @@ def apd_config(cfg: dict, lay: Layout) -> dict:
                  "uplink": lay.endpoints[f"uplink_{u.id}"]}
         if dev["queue"]["limit_bytes"] is not None:  # else queue.limit_bytes applies
             entry["queue_limit_bytes"] = dev["queue"]["limit_bytes"]
+        if lay.curve:
+            entry["curve_public_key_file"] = str(lay.keys_dir / f"{u.name}.public")
         users.append(entry)
     conf = {
         "tun": lay.tun,
@@ -358,6 +386,10 @@ def apd_config(cfg: dict, lay: Layout) -> dict:
                    **_mac_pcap(cfg, lay, "mac-ap.pcap")},
         "seed": int(cfg["seed"]),
     }
+    if lay.curve:
+        conf["curve"] = {"secret_key_file": str(lay.keys_dir / "apd.secret")}
+    if cfg["pdu"].get("integrity_tag"):
+        conf["pdu"]["integrity_key_file"] = str(lay.keys_dir / "integrity.key")
     md = cfg.get("medium", {}).get("mode", "none")
     if md != "none":
         conf["medium"] = _medium(cfg)
@@ -404,6 +436,11 @@ def client_config(cfg: dict, lay: Layout, user: User) -> dict:
                    "stats": lay.path(f"client.{user.name}.stats.json"),
                    **_mac_pcap(cfg, lay, f"mac-client.{user.name}.pcap")},
     }
+    if lay.curve:
+        conf["curve"] = {"secret_key_file": str(lay.keys_dir / f"{user.name}.secret"),
+                         "server_public_key_file": str(lay.keys_dir / "apd.public")}
+    if cfg["pdu"].get("integrity_tag"):
+        conf["integrity_key_file"] = str(lay.keys_dir / "integrity.key")
     return deep_merge(conf, cfg["extra"]["client"])
 
 

@@ -450,3 +450,16 @@ def test_the_apds_capture_records_bad_messages_and_stops_at_its_size_limit(bed):
     assert len(rows) == stats["traces"]["mac_pcap_records"]  # whole records only
     assert rows[0][:2] == ["2", "1"] and "rejected" in rows[0][3]  # the garbage, flagged
     assert any(r[0] == "1" and r[2] == "9" for r in rows)  # the marker's TB, UDP inside
+
+
+def test_with_the_integrity_tag_preference_the_last_8_bytes_are_the_tag_not_the_pdu(tmp_path):
+    _need_tshark()
+    tb = mac.serialize_pdu(user=0, seq=1, price=None, tb_bytes=200, segments=[
+        {"packet_seq": 1, "data": tcp_packet(sport=5201, seq=777)}])
+    tag = bytes(range(1, 9))
+    pcap = write_pcap(tmp_path / "t.pcap", [pseudo(PDU, tb_len=len(tb) + 8) + tb + tag])
+    names = ("oppsched.pdu.integrity_tag", "oppsched.pdu.crc_good", "tcp.srcport")
+    (row,) = fields(pcap, *names)
+    assert row[0] == "" and row[1] == "0"  # the tag read as the PDU's end: bad CRC
+    (row,) = fields(pcap, *names, "-o", "oppsched.integrity_tag:TRUE")
+    assert row == ["0102030405060708", "1", "5201"]

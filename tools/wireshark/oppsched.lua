@@ -71,6 +71,8 @@ local f = {
     pdu_padding = ProtoField.uint32("oppsched.pdu.padding", "Padding (bytes)"),
     pdu_crc = ProtoField.uint32("oppsched.pdu.crc", "CRC-32", base.HEX),
     pdu_crc_good = ProtoField.bool("oppsched.pdu.crc_good", "CRC-32 good"),
+    pdu_tag = ProtoField.bytes("oppsched.pdu.integrity_tag",
+                               "Integrity tag (SipHash-2-4, not checked: the key is secret)"),
     seg_packet_seq = ProtoField.uint16("oppsched.seg.packet_seq", "Packet sequence"),
     seg_packet_len = ProtoField.uint16("oppsched.seg.packet_len", "Packet length"),
     seg_offset = ProtoField.uint16("oppsched.seg.offset", "Offset"),
@@ -148,6 +150,12 @@ proto.experts = el
 proto.prefs.message_ip = Pref.bool("Dissect IP packets inside messages", false,
     "Also hand the IP packets of the TB inside slot_grant and rx_indication messages to the "
     .. "IP dissector (they are already dissected in the MAC PDU records)")
+
+-- pdu.integrity_tag (docs/security.md): every TB ends in an 8-byte tag after the MAC PDU.
+-- The capture does not say whether the run used it: the preference does.
+proto.prefs.integrity_tag = Pref.bool("TBs carry the PDU integrity tag", false,
+    "The run had pdu.integrity_tag on: the last 8 bytes of every TB are its SipHash-2-4 "
+    .. "tag, not part of the MAC PDU")
 
 local ip_dissector = Dissector.get("ip")
 local ipv6_dissector = Dissector.get("ipv6")
@@ -370,6 +378,10 @@ end
 -- A MAC PDU (TB) at tvb [off, off + len). Returns the number of IP packets handed on.
 local function dissect_pdu(tvb, off, len, pinfo, tree, ip)
     hand_on = ip ~= false
+    if proto.prefs.integrity_tag and len >= 8 then
+        tree:add(f.pdu_tag, tvb(off + len - 8, 8))
+        len = len - 8
+    end
     local ptree = tree:add(proto, tvb(off, len), string.format("MAC PDU (%d bytes)", len))
     if len < 1 then
         ptree:add_proto_expert_info(e.malformed, "empty TB")

@@ -12,6 +12,7 @@
 
 #include "oppsched/daemon/config.h"
 #include "oppsched/daemon/zmq_endpoint.h"
+#include "oppsched/integrity.h"
 #include "oppsched/pdu.h"
 #include "oppsched/validation.h"
 #include "oppsched/wire.h"
@@ -143,12 +144,28 @@ sched::policy_params read_scheduler(const config_node& root, std::size_t n_users
 }  // namespace
 
 namespace {
-void check_endpoint(const config_node& n, const char* key, const std::string& v) {
+// Every endpoint of the apd is bound. `curve`: the socket is a CURVE server (the uplinks
+// with curve.secret_key_file), which may bind a non-loopback address.
+void check_endpoint(const config_node& n, const char* key, const std::string& v, bool curve = false,
+                    bool curve_applies = false) {
     if (v.rfind("ipc://", 0) != 0 && v.rfind("tcp://", 0) != 0 && v.rfind("inproc://", 0) != 0)
         n.fail(key, "'" + v + "' is not an ipc://, tcp:// or inproc:// endpoint");
     if (v.rfind("ipc://", 0) == 0 && v.size() - 6 > 107)
         n.fail(key, "'" + v + "' is longer than a Unix socket path (107 bytes)");
-    if (const auto why = daemon::bind_refusal(v); !why.empty()) n.fail(key, why);  // all bound
+    if (const auto why = daemon::bind_refusal(v); !why.empty() && !curve)
+        n.fail(key, why + (curve_applies ? "; or set curve.secret_key_file (CURVE keys from "
+                                           "`oppsched keys generate`)"
+                                         : "; the PHY's sockets stay on the AP host"));
+}
+
+// A key file field: its error names the field.
+std::string key_file(const config_node& n, const std::string& key, bool secret) {
+    const std::string path = n.require<std::string>(key);
+    try {
+        return daemon::read_curve_key_file(path, secret);
+    } catch (const std::runtime_error& e) {
+        n.fail(key, e.what());
+    }
 }
 }  // namespace
 
@@ -171,14 +188,23 @@ apd_params read_apd_config(const config_node& root) {
         root.get<std::uint32_t>("watchdog_slots", 1000, value_range::closed(0, 10'000'000));
     c.stats_period_s = root.get<double>("stats_period_s", 2.0, value_range::open_closed(0, 3600));
 
+    // ---- CURVE (docs/security.md, "Runs across machines") ----
+    const config_node cv = root.child_or_empty("curve");
+    if (cv.has("secret_key_file")) {
+        if (!daemon::curve_available())
+            cv.fail("secret_key_file", "this libzmq was built without CURVE (zmq_has(\"curve\"))");
+        c.curve.secret_key = key_file(cv, "secret_key_file", true);
+        c.curve.public_key = daemon::curve_public_of(c.curve.secret_key);
+    }
+    const bool curve = c.curve.enabled();
+
     const config_node ep = root.child("endpoints");
     c.ep_phy_requests = ep.require<std::string>("phy_requests");
     c.ep_phy_grants = ep.require<std::string>("phy_grants");
     c.ep_uplink = ep.require<std::string>("uplink");
-    for (const auto& [k, v] :
-         {std::pair{"phy_requests", c.ep_phy_requests}, std::pair{"phy_grants", c.ep_phy_grants},
-          std::pair{"uplink", c.ep_uplink}})
-        check_endpoint(ep, k, v);
+    check_endpoint(ep, "phy_requests", c.ep_phy_requests);
+    check_endpoint(ep, "phy_grants", c.ep_phy_grants);
+    check_endpoint(ep, "uplink", c.ep_uplink, curve, true);
     if (c.ep_phy_requests == c.ep_phy_grants || c.ep_phy_requests == c.ep_uplink ||
         c.ep_phy_grants == c.ep_uplink)
         root.fail("endpoints", "the three endpoints must differ");
@@ -211,13 +237,24 @@ apd_params read_apd_config(const config_node& root) {
         if (c.ep_uplink_user.size() < items.size()) c.ep_uplink_user.resize(items.size());
         const std::string up = it.get<std::string>("uplink", "");
         if (!up.empty()) {
-            check_endpoint(it, "uplink", up);
+            check_endpoint(it, "uplink", up, curve, true);
             for (const std::string* other : {&c.ep_phy_requests, &c.ep_phy_grants, &c.ep_uplink})
                 if (up == *other) it.fail("uplink", "'" + up + "' is also another endpoint");
             for (const auto& o : c.ep_uplink_user)
                 if (up == o) it.fail("uplink", "'" + up + "' is the uplink of another user");
         }
         c.ep_uplink_user[id] = up;
+        if (curve) {
+            if (!it.has("curve_public_key_file"))
+                it.fail("curve_public_key_file", "required with curve.secret_key_file");
+            const std::string pub = key_file(it, "curve_public_key_file", false);
+            if (pub == c.curve.public_key)
+                it.fail("curve_public_key_file", "is the apd's own public key");
+            if (!c.curve_users.emplace(pub, std::to_string(id)).second)
+                it.fail("curve_public_key_file", "the same key as another user's");
+        } else if (it.has("curve_public_key_file")) {
+            it.fail("curve_public_key_file", "only valid with curve.secret_key_file");
+        }
         u.addresses = it.get<std::vector<std::string>>("addresses", {});
         u.queue_limit_bytes =
             it.get_optional<std::size_t>("queue_limit_bytes", value_range::closed(0, 1e12));
@@ -393,6 +430,16 @@ apd_params read_apd_config(const config_node& root) {
     const config_node pd = root.child_or_empty("pdu");
     core.pdu_format =
         *pdu::pdu_format_from_string(pd.get_choice("format", "standard", {"standard", "compact"}));
+    // The per-run integrity tag (integrity.h): the key the clients hold too.
+    if (pd.has("integrity_key_file")) {
+        const std::string path = pd.require<std::string>("integrity_key_file");
+        try {
+            core.integrity_key =
+                integrity::key_from_hex(daemon::read_secret_hex_file(path, integrity::kKeyBytes));
+        } catch (const std::exception& e) {
+            pd.fail("integrity_key_file", e.what());
+        }
+    }
 
     // ---- the shared medium (medium.h) ----
     {

@@ -3,6 +3,7 @@
 // strictly (unknown keys, wrong types, NaN/inf, out-of-range values and impossible
 // combinations are errors naming the dotted field and the value) into the daemon's own
 // settings and the ap_core's parameters. Nothing here opens a device or a socket.
+#include <map>
 #include <string>
 
 #include "oppsched/ap_core.h"
@@ -22,10 +23,15 @@ struct apd_params {
     // is the client's identity (docs/daemons.md, "Uplink identity").
     std::vector<std::string> ep_uplink_user;
     daemon::socket_options zmq;
-    std::string trace_slots;    // "" = off
-    std::string trace_packets;  // "" = off
-    std::string trace_medium;   // "" = off; medium.csv (medium.mode != none)
-    std::string stats_path;     // "" = off
+    // curve.secret_key_file: the uplink sockets (shared and per user) are CURVE servers and
+    // a client is the user its key is mapped to (users[].curve_public_key_file; the
+    // zap_handler). Only then may an uplink bind a non-loopback address.
+    daemon::curve_keys curve;
+    std::map<std::string, std::string> curve_users;  // Z85 public key -> user id (decimal)
+    std::string trace_slots;                         // "" = off
+    std::string trace_packets;                       // "" = off
+    std::string trace_medium;                        // "" = off; medium.csv (medium.mode != none)
+    std::string stats_path;                          // "" = off
     std::string log_level = "info";
     std::size_t tun_batch = 64;  // TUN packets read per loop turn
     // Exit (kExitWatchdog) when no slot_request came for this many slots once the PHY has

@@ -70,8 +70,11 @@ class ap_daemon final {
     void write_stats();
     void fill_stats();
     void on_phy_message(const std::vector<std::uint8_t>& msg);
-    // bound_user: the user whose own endpoint (users[].uplink) it came in on, if any.
-    void on_uplink_message(const std::vector<std::uint8_t>& msg, int bound_user = -1);
+    // bound_user: the user whose own endpoint (users[].uplink) it came in on, if any;
+    // key_user: the user whose CURVE key the connection authenticated with (the
+    // zap_handler's User-Id), "" without CURVE.
+    void on_uplink_message(const std::vector<std::uint8_t>& msg, int bound_user = -1,
+                           const std::string& key_user = {});
     void read_tun();
     void release_uplink();
     int poll_timeout_ms() const;
@@ -91,6 +94,7 @@ class ap_daemon final {
     std::unique_ptr<daemon::csv_writer> packets_csv_;
     std::unique_ptr<daemon::mac_capture> mac_;  // traces.mac_pcap
     std::unique_ptr<zmq::context_t> ctx_;
+    std::unique_ptr<daemon::zap_handler> zap_;  // curve.secret_key_file
     std::unique_ptr<daemon::pull_endpoint> phy_requests_;
     std::unique_ptr<daemon::push_endpoint> phy_grants_;
     std::unique_ptr<daemon::pull_endpoint> uplink_;
@@ -255,6 +259,7 @@ void ap_daemon::fill_stats() {
     for (std::size_t u = 0; u < uplink_seq_.size(); ++u)
         seq("uplink." + core_->params().users[u].name, uplink_seq_[u]);
     if (tun_) s.set_fields("tun.", tun_->stats());
+    if (zap_) s.set_fields("zap.", zap_->stats());
     if (slots_csv_) {
         s.set("traces.slots_rows", slots_csv_->rows());
         s.set("traces.slots_errors", slots_csv_->errors());
@@ -340,7 +345,8 @@ void ap_daemon::on_phy_message(const std::vector<std::uint8_t>& msg) {
                    g.slot);
 }
 
-void ap_daemon::on_uplink_message(const std::vector<std::uint8_t>& msg, int bound_user) {
+void ap_daemon::on_uplink_message(const std::vector<std::uint8_t>& msg, int bound_user,
+                                  const std::string& key_user) {
     using namespace daemon::mac_pcap;
     if (mac_) mac_->message(direction::received, port::uplink, msg);
     auto r = wire::decode(msg, static_cast<std::size_t>(cfg_.zmq.max_msg_size));
@@ -355,6 +361,18 @@ void ap_daemon::on_uplink_message(const std::vector<std::uint8_t>& msg, int boun
         return;
     }
     const std::uint16_t user = cqi ? cqi->user : fb ? fb->user : pkt->user;
+    if (!key_user.empty()) {
+        // CURVE: the connection is the user its key maps to (decimal, from the zap_handler).
+        const int key_id = std::stoi(key_user);
+        if (bound_user >= 0 && bound_user != key_id) {
+            ++stats_.counter("uplink.user_mismatch");
+            rlog_.warn("uplink.key_mismatch",
+                       "uplink: user {}'s key on user {}'s endpoint: {} dropped", key_id,
+                       bound_user, wire::to_string(wire::type_of(r->msg)));
+            return;
+        }
+        bound_user = key_id;
+    }
     if (user >= uplink_seq_.size()) {
         ++stats_.counter("uplink.unknown_user");
         rlog_.warn("uplink.unknown_user", "uplink: message from unknown user {} dropped", user);
@@ -363,8 +381,9 @@ void ap_daemon::on_uplink_message(const std::vector<std::uint8_t>& msg, int boun
     if (bound_user >= 0 && user != bound_user) {
         ++stats_.counter("uplink.user_mismatch");
         rlog_.warn("uplink.user_mismatch",
-                   "uplink: {} naming user {} arrived on user {}'s endpoint: dropped",
-                   wire::to_string(wire::type_of(r->msg)), user, bound_user);
+                   "uplink: {} naming user {} arrived on user {}'s endpoint{}: dropped",
+                   wire::to_string(wire::type_of(r->msg)), user, bound_user,
+                   key_user.empty() ? "" : " (CURVE key)");
         return;
     }
     uplink_seq_[user].on_receive(r->seq);
@@ -434,25 +453,33 @@ int ap_daemon::run() {
         const auto dropped = daemon::drop_all_capabilities();
         spdlog::info("{}", dropped.summary());
         ctx_ = std::make_unique<zmq::context_t>(1);
+        // The ZAP handler first: a CURVE server's handshakes need it (zmq_endpoint.h).
+        daemon::socket_options up_opt = cfg_.zmq;
+        if (cfg_.curve.enabled()) {
+            zap_ = std::make_unique<daemon::zap_handler>(*ctx_, cfg_.curve_users);
+            up_opt.curve = cfg_.curve;
+        }
         phy_requests_ = std::make_unique<daemon::pull_endpoint>(
             *ctx_, "phy_requests", cfg_.ep_phy_requests, daemon::socket_role::bind, cfg_.zmq);
         phy_grants_ = std::make_unique<daemon::push_endpoint>(
             *ctx_, "phy_grants", cfg_.ep_phy_grants, daemon::socket_role::bind, cfg_.zmq);
         uplink_ = std::make_unique<daemon::pull_endpoint>(*ctx_, "uplink", cfg_.ep_uplink,
-                                                          daemon::socket_role::bind, cfg_.zmq);
+                                                          daemon::socket_role::bind, up_opt);
         uplink_user_.resize(core_->users());
         for (std::size_t u = 0; u < cfg_.ep_uplink_user.size() && u < uplink_user_.size(); ++u)
             if (!cfg_.ep_uplink_user[u].empty())
                 uplink_user_[u] = std::make_unique<daemon::pull_endpoint>(
                     *ctx_, "users[id " + std::to_string(u) + "].uplink", cfg_.ep_uplink_user[u],
-                    daemon::socket_role::bind, cfg_.zmq);
+                    daemon::socket_role::bind, up_opt);
     } catch (const std::exception& e) {
         spdlog::error("start-up failed: {}", e.what());
         return kExitRuntime;
     }
-    spdlog::info("oppsched-apd {}: {} users on {}, requests {}, grants {}, uplink {}, medium {}",
-                 oppsched::version(), core_->users(), cfg_.tun, cfg_.ep_phy_requests,
-                 cfg_.ep_phy_grants, cfg_.ep_uplink, ap::to_string(cfg_.medium.mode));
+    spdlog::info(
+        "oppsched-apd {}: {} users on {}, requests {}, grants {}, uplink {}{}, medium {}{}",
+        oppsched::version(), core_->users(), cfg_.tun, cfg_.ep_phy_requests, cfg_.ep_phy_grants,
+        cfg_.ep_uplink, cfg_.curve.enabled() ? " (CURVE)" : "", ap::to_string(cfg_.medium.mode),
+        cfg_.core.integrity_key ? ", integrity tag on" : "");
     write_stats();
     next_stats_ = started_ + static_cast<time_ns>(cfg_.stats_period_s * 1e9);
     std::vector<std::uint8_t> msg;
@@ -467,6 +494,7 @@ int ap_daemon::run() {
         };
         for (auto& ep : uplink_user_)
             if (ep) items.push_back(ep->pollitem());
+        if (zap_) items.push_back(zap_->pollitem());
         try {
             zmq::poll(items.data(), items.size(), std::chrono::milliseconds(poll_timeout_ms()));
         } catch (const zmq::error_t& e) {
@@ -489,13 +517,14 @@ int ap_daemon::run() {
                 stop_signal = p.stop_signal;
             }
         }
+        if (zap_) zap_->serve();  // CURVE handshakes wait for it
         // Feedback first: it frees HARQ processes for the grants answered just after.
         for (std::size_t i = 0; i < kMaxMessagesPerTurn && uplink_->receive(msg); ++i)
-            on_uplink_message(msg);
+            on_uplink_message(msg, -1, uplink_->peer_user_id());
         for (std::size_t u = 0; u < uplink_user_.size(); ++u)
             for (std::size_t i = 0;
                  uplink_user_[u] && i < kMaxMessagesPerTurn && uplink_user_[u]->receive(msg); ++i)
-                on_uplink_message(msg, static_cast<int>(u));
+                on_uplink_message(msg, static_cast<int>(u), uplink_user_[u]->peer_user_id());
         for (std::size_t i = 0; i < kMaxMessagesPerTurn && phy_requests_->receive(msg); ++i)
             on_phy_message(msg);
         if (items[2].revents & ZMQ_POLLIN) read_tun();

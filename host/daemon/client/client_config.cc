@@ -5,6 +5,7 @@
 #include <string>
 
 #include "oppsched/daemon/zmq_endpoint.h"
+#include "oppsched/integrity.h"
 
 namespace oppsched::client {
 
@@ -47,6 +48,31 @@ client_params read_client_config(const daemon::config_node& root) {
     c.uplink_endpoint = ep.require<std::string>("uplink");
     check_endpoint(ep, "uplink", c.uplink_endpoint);
 
+    // ---- CURVE (docs/security.md, "Runs across machines") ----
+    const config_node cv = root.child_or_empty("curve");
+    auto key = [&cv](const char* field, bool secret) {
+        const std::string path = cv.require<std::string>(field);
+        try {
+            return daemon::read_curve_key_file(path, secret);
+        } catch (const std::runtime_error& e) {
+            cv.fail(field, e.what());
+        }
+    };
+    if (cv.has("secret_key_file") || cv.has("server_public_key_file")) {
+        if (!daemon::curve_available())
+            cv.fail("secret_key_file", "this libzmq was built without CURVE (zmq_has(\"curve\"))");
+        c.curve.secret_key = key("secret_key_file", true);
+        c.curve.public_key = daemon::curve_public_of(c.curve.secret_key);
+        c.curve.server_key = key("server_public_key_file", false);
+    }
+    // A plain-text uplink across the network would carry forgeable feedback; the apd
+    // refuses it anyway (its non-loopback uplinks are CURVE servers).
+    if (!c.curve.enabled() && !daemon::bind_refusal(c.uplink_endpoint).empty())
+        ep.fail("uplink", "'" + c.uplink_endpoint +
+                              "' is not a loopback address: set curve.secret_key_file and "
+                              "curve.server_public_key_file (CURVE keys from `oppsched keys "
+                              "generate`, docs/security.md)");
+
     const config_node z = root.child_or_empty("zmq");
     c.hwm = z.get<int>("hwm", 1000, value_range::closed(1, 1e6));
     c.socket_timeout_ms = z.get<int>("timeout_ms", 100, value_range::closed(1, 60000));
@@ -68,6 +94,16 @@ client_params read_client_config(const daemon::config_node& root) {
         ra.get<std::uint64_t>("max_bytes", 1 << 20, value_range::closed(65535, 1ull << 32)));
     c.core.reassembly.max_ahead =
         ra.get<std::uint32_t>("max_ahead", 1024, value_range::closed(1, 1u << 30));
+    // The per-run PDU integrity tag (integrity.h): the apd's pdu.integrity_key_file.
+    if (root.has("integrity_key_file")) {
+        const std::string path = root.require<std::string>("integrity_key_file");
+        try {
+            c.core.integrity_key =
+                integrity::key_from_hex(daemon::read_secret_hex_file(path, integrity::kKeyBytes));
+        } catch (const std::exception& e) {
+            root.fail("integrity_key_file", e.what());
+        }
+    }
 
     const config_node cl = root.child_or_empty("clamp");
     auto& k = c.core.clamp;

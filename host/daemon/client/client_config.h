@@ -9,6 +9,7 @@
 
 #include "oppsched/client_core.h"
 #include "oppsched/daemon/config.h"
+#include "oppsched/daemon/zmq_endpoint.h"
 #include "oppsched/uplink_delay.h"
 
 namespace oppsched::client {
@@ -18,6 +19,9 @@ struct client_params {
     std::string name;
     std::string tun;
     std::string rx_endpoint, uplink_endpoint;
+    // curve.secret_key_file + curve.server_public_key_file: the uplink is a CURVE client
+    // (docs/security.md); required to connect to a non-loopback tcp:// uplink.
+    daemon::curve_keys curve;
     int hwm = 1000;
     int socket_timeout_ms = 100;
     client_core_params core;

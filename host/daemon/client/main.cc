@@ -146,13 +146,17 @@ class client_daemon final {
         daemon::socket_options up_opt = rx_opt;
         up_opt.max_msg_size = static_cast<std::int64_t>(wire::kMaxFrameLen);
         up_opt.immediate = true;
+        up_opt.curve = cfg_.curve;
         up_ = std::make_unique<daemon::push_endpoint>(
             *ctx_, "endpoints.uplink", cfg_.uplink_endpoint, daemon::socket_role::connect, up_opt);
         started_ns_ = daemon::monotonic_ns();
-        spdlog::info("user {} ({}): tun {}, rx {} (bound), uplink {}, uplink delay {} ms, clamp {}",
-                     cfg_.user, cfg_.name, cfg_.tun, cfg_.rx_endpoint, cfg_.uplink_endpoint,
-                     static_cast<double>(cfg_.uplink.delay) / kNsPerMs,
-                     cfg_.core.clamp.enabled ? "on" : "off");
+        spdlog::info(
+            "user {} ({}): tun {}, rx {} (bound), uplink {}{}, uplink delay {} ms, clamp {}{}",
+            cfg_.user, cfg_.name, cfg_.tun, cfg_.rx_endpoint, cfg_.uplink_endpoint,
+            cfg_.curve.enabled() ? " (CURVE)" : "",
+            static_cast<double>(cfg_.uplink.delay) / kNsPerMs,
+            cfg_.core.clamp.enabled ? "on" : "off",
+            cfg_.core.integrity_key ? ", integrity tag on" : "");
     }
 
     int run() {
@@ -315,6 +319,7 @@ class client_daemon final {
         s.set("phy.crc_ok", c.rx_crc_ok);
         s.set("phy.crc_failed", c.rx_crc_failed);
         s.set("phy.other_user", c.rx_other_user);
+        s.set("phy.integrity_failed", c.rx_integrity_failed);
         s.set("harq.acks", c.harq_acks);
         s.set("harq.nacks", c.harq_nacks);
         s.set("cqi.reports", c.cqi_reports);

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -62,9 +63,9 @@ std::string bind_refusal(const std::string& endpoint) {
     }
     if (loopback) return {};
     return "'" + endpoint +
-           "' binds a non-loopback address: without ZeroMQ CURVE authentication (not "
-           "supported yet, docs/security.md) anyone on that network could inject packets and "
-           "forge feedback; bind ipc:// or tcp://127.0.0.1";
+           "' binds a non-loopback address: without ZeroMQ CURVE keys anyone on that network "
+           "could inject packets and forge feedback (docs/security.md); bind ipc:// or "
+           "tcp://127.0.0.1";
 }
 
 void ensure_ipc_dir(const std::string& endpoint) {
@@ -93,8 +94,19 @@ zmq::socket_t make_socket(zmq::context_t& ctx, zmq::socket_type type, const std:
     s.set(zmq::sockopt::maxmsgsize, opt.max_msg_size);
     if (opt.immediate) s.set(zmq::sockopt::immediate, 1);
     try {
+        if (opt.curve.enabled()) {
+            if (role == socket_role::bind) {
+                s.set(zmq::sockopt::curve_server, 1);
+                s.set(zmq::sockopt::curve_secretkey, opt.curve.secret_key);
+                s.set(zmq::sockopt::zap_domain, kZapDomain);
+            } else {
+                s.set(zmq::sockopt::curve_serverkey, opt.curve.server_key);
+                s.set(zmq::sockopt::curve_publickey, opt.curve.public_key);
+                s.set(zmq::sockopt::curve_secretkey, opt.curve.secret_key);
+            }
+        }
         if (role == socket_role::bind) {
-            if (const auto why = bind_refusal(endpoint); !why.empty())
+            if (const auto why = bind_refusal(endpoint); !why.empty() && !opt.curve.enabled())
                 throw std::runtime_error("refusing to bind: " + why);
             ensure_ipc_dir(endpoint);
             s.bind(endpoint);
@@ -184,8 +196,145 @@ bool pull_endpoint::receive(std::vector<std::uint8_t>& out, bool wait) {
         }
         const auto* p = static_cast<const std::uint8_t*>(msg.data());
         out.assign(p, p + msg.size());
+        // zmq_msg_gets: NULL (not an exception) when the connection has no User-Id.
+        const char* uid = zmq_msg_gets(msg.handle(), "User-Id");
+        peer_user_id_ = uid ? uid : "";
         ++stats_.received;
         return true;
+    }
+}
+
+// ---- CURVE keys and the ZAP handler ----------------------------------------------------
+
+namespace {
+constexpr std::size_t kZ85KeyLen = 40;  // 32 bytes in Z85
+
+bool is_z85_key(const std::string& k) {
+    if (k.size() != kZ85KeyLen) return false;
+    std::uint8_t bin[32];
+    return zmq_z85_decode(bin, k.c_str()) != nullptr;
+}
+
+std::string read_small_file(const std::string& path, bool secret) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0)
+        throw std::runtime_error("key file " + path + ": " + std::strerror(errno));
+    if (!S_ISREG(st.st_mode)) throw std::runtime_error("key file " + path + " is not a file");
+    if (secret && (st.st_mode & 077) != 0) {
+        char mode[8];
+        std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+        throw std::runtime_error("secret key file " + path +
+                                 " is accessible by group or others "
+                                 "(mode " +
+                                 std::string(mode) + "); chmod 600 it");
+    }
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) throw std::runtime_error("key file " + path + ": " + std::strerror(errno));
+    std::string text(256, '\0');
+    const std::size_t n = std::fread(text.data(), 1, text.size(), f);
+    std::fclose(f);
+    text.resize(n);
+    std::size_t b = 0, e = text.size();
+    while (b < e && std::isspace(static_cast<unsigned char>(text[b]))) ++b;
+    while (e > b && std::isspace(static_cast<unsigned char>(text[e - 1]))) --e;
+    return text.substr(b, e - b);
+}
+}  // namespace
+
+bool curve_available() { return zmq_has("curve") != 0; }
+
+std::pair<std::string, std::string> curve_keypair() {
+    char pub[kZ85KeyLen + 1], sec[kZ85KeyLen + 1];
+    if (zmq_curve_keypair(pub, sec) != 0)
+        throw std::runtime_error(std::string("zmq_curve_keypair: ") + zmq_strerror(zmq_errno()));
+    return {pub, sec};
+}
+
+std::string curve_public_of(const std::string& secret_z85) {
+    if (!is_z85_key(secret_z85))
+        throw std::invalid_argument("not a CURVE key (40 characters of Z85)");
+    char pub[kZ85KeyLen + 1];
+    if (zmq_curve_public(pub, secret_z85.c_str()) != 0)
+        throw std::runtime_error(std::string("zmq_curve_public: ") + zmq_strerror(zmq_errno()));
+    return pub;
+}
+
+std::string read_curve_key_file(const std::string& path, bool secret) {
+    std::string k = read_small_file(path, secret);
+    if (!is_z85_key(k))
+        throw std::runtime_error("key file " + path +
+                                 " does not hold a CURVE key (40 characters of Z85, as "
+                                 "`oppsched keys generate` writes)");
+    return k;
+}
+
+std::string read_secret_hex_file(const std::string& path, std::size_t bytes) {
+    const std::string k = read_small_file(path, true);
+    bool hex = k.size() == 2 * bytes;
+    for (char ch : k) hex = hex && std::isxdigit(static_cast<unsigned char>(ch));
+    if (!hex)
+        throw std::runtime_error("key file " + path + " does not hold " +
+                                 std::to_string(2 * bytes) +
+                                 " hexadecimal digits (as `oppsched keys generate` writes)");
+    return k;
+}
+
+zap_handler::zap_handler(zmq::context_t& ctx, std::map<std::string, std::string> users_by_key)
+    : users_(std::move(users_by_key)), sock_(ctx, zmq::socket_type::rep) {
+    sock_.set(zmq::sockopt::linger, 0);
+    sock_.bind("inproc://zeromq.zap.01");
+}
+
+std::vector<std::string> zap_handler::answer(const std::vector<std::string>& req) {
+    // RFC 27: version, request id, domain, address, routing id, mechanism, credentials...
+    if (req.size() < 6 || req[0] != "1.0") {
+        ++stats_.malformed;
+        if (req.size() < 2) return {};
+        return {"1.0", req[1], "500", "malformed ZAP request", "", ""};
+    }
+    const std::string& mechanism = req[5];
+    if (mechanism != "CURVE" || req.size() != 7 || req[6].size() != 32) {
+        ++stats_.refused_mechanism;
+        return {"1.0", req[1], "400", "CURVE with a client key required", "", ""};
+    }
+    char z85[kZ85KeyLen + 1];
+    if (!zmq_z85_encode(z85, reinterpret_cast<const std::uint8_t*>(req[6].data()), 32)) {
+        ++stats_.malformed;
+        return {"1.0", req[1], "500", "bad key", "", ""};
+    }
+    const auto it = users_.find(z85);
+    if (it == users_.end()) {
+        ++stats_.refused_unknown_key;
+        return {"1.0", req[1], "400", "unknown client key", "", ""};
+    }
+    ++stats_.accepted;
+    return {"1.0", req[1], "200", "OK", it->second, ""};
+}
+
+std::size_t zap_handler::serve() {
+    std::size_t n = 0;
+    for (;;) {
+        std::vector<std::string> req;
+        bool more = true;
+        while (more) {
+            zmq::message_t m;
+            try {
+                if (!sock_.recv(m, req.empty() ? zmq::recv_flags::dontwait : zmq::recv_flags::none))
+                    return n;
+            } catch (const zmq::error_t& e) {
+                if (e.num() == EAGAIN || e.num() == EINTR) return n;
+                throw;
+            }
+            req.emplace_back(static_cast<const char*>(m.data()), m.size());
+            more = m.more();
+        }
+        auto rep = answer(req);
+        if (rep.empty())
+            rep = {"1.0", "", "500", "malformed ZAP request", "", ""};  // REP: must reply
+        for (std::size_t i = 0; i < rep.size(); ++i)
+            sock_.send(zmq::buffer(rep[i]),
+                       i + 1 < rep.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+        ++n;
     }
 }
 

@@ -1,7 +1,10 @@
 // oppsched-client's configuration reader (client/client_config.h): defaults, units, and every
 // error naming the dotted field and the value, before anything is opened.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <fstream>
 #include <stdexcept>
 #include <string>
 
@@ -85,10 +88,63 @@ TEST(ClientConfig, when_rx_binds_beyond_loopback_then_the_error_names_the_field)
         "endpoints: {rx: 'tcp://0.0.0.0:6000', uplink: 'tcp://10.0.0.1:5555'}\n";
     EXPECT_EQ(error_of(y).rfind("endpoints.rx: 'tcp://0.0.0.0:6000' binds a non-loopback", 0), 0u)
         << error_of(y);
-    // the uplink is connected, not bound: any address
+    // the uplink is connected, not bound: loopback in plain text, else with CURVE keys only
     EXPECT_EQ(error_of("user: 1\nname: ue1\ntun: radio0\n"
-                       "endpoints: {rx: 'tcp://127.0.0.1:6000', uplink: 'tcp://10.0.0.1:5555'}\n"),
+                       "endpoints: {rx: 'tcp://127.0.0.1:6000', uplink: 'tcp://127.0.0.1:5555'}\n"),
               "");
+    const std::string lan =
+        "user: 1\nname: ue1\ntun: radio0\n"
+        "endpoints: {rx: 'tcp://127.0.0.1:6000', uplink: 'tcp://10.0.0.1:5555'}\n";
+    EXPECT_EQ(error_of(lan).rfind("endpoints.uplink: 'tcp://10.0.0.1:5555' is not a loopback "
+                                  "address: set curve.secret_key_file",
+                                  0),
+              0u)
+        << error_of(lan);
+}
+
+std::string key_file(const std::string& name, const std::string& text, mode_t mode) {
+    const std::string p =
+        ::testing::TempDir() + "/oppsched_client_config_" + std::to_string(::getpid()) + "_" + name;
+    ::unlink(p.c_str());
+    std::ofstream(p) << text;
+    ::chmod(p.c_str(), mode);
+    return p;
+}
+
+TEST(ClientConfig, when_curve_keys_are_given_then_a_lan_uplink_is_a_curve_client) {
+    const auto server = daemon::curve_keypair();
+    const auto me = daemon::curve_keypair();
+    const std::string sec = key_file("ue1.secret", me.second, 0600);
+    const std::string srv = key_file("apd.public", server.first, 0644);
+    const std::string base =
+        "user: 1\nname: ue1\ntun: radio0\n"
+        "endpoints: {rx: 'ipc:///tmp/x/rx_1', uplink: 'tcp://10.253.1.1:5600'}\n";
+    const client_params c = read(base + "curve: {secret_key_file: '" + sec +
+                                 "', server_public_key_file: '" + srv + "'}\n");
+    EXPECT_EQ(c.curve.secret_key, me.second);
+    EXPECT_EQ(c.curve.public_key, me.first);
+    EXPECT_EQ(c.curve.server_key, server.first);
+    // a secret key others can read is refused, naming the field and the file
+    const std::string open = key_file("open.secret", me.second, 0644);
+    const std::string e = error_of(base + "curve: {secret_key_file: '" + open +
+                                   "', server_public_key_file: '" + srv + "'}\n");
+    EXPECT_EQ(e.rfind("curve.secret_key_file: secret key file " + open, 0), 0u) << e;
+    EXPECT_EQ(e.find(me.second), std::string::npos) << "the message shows the key";
+    EXPECT_NE(error_of(base + "curve: {secret_key_file: '" + sec + "'}\n")
+                  .find("curve.server_public_key_file"),
+              std::string::npos);
+}
+
+TEST(ClientConfig, when_an_integrity_key_file_is_given_then_the_core_checks_tags_with_it) {
+    const std::string ik = key_file("integrity.key", "000102030405060708090a0b0c0d0e0f\n", 0600);
+    const client_params c = read(kMinimal + "integrity_key_file: '" + ik + "'\n");
+    ASSERT_TRUE(c.core.integrity_key);
+    EXPECT_EQ((*c.core.integrity_key)[15], 15);
+    EXPECT_FALSE(read(kMinimal).core.integrity_key);
+    const std::string bad = key_file("bad.key", "0001\n", 0600);
+    EXPECT_EQ(error_of(kMinimal + "integrity_key_file: '" + bad + "'\n")
+                  .rfind("integrity_key_file: key file " + bad, 0),
+              0u);
 }
 
 TEST(ClientConfig, when_a_value_is_out_of_range_then_the_error_names_the_field_and_value) {

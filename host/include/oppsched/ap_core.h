@@ -80,6 +80,7 @@
 #include "oppsched/clamp.h"
 #include "oppsched/common.h"
 #include "oppsched/harq.h"
+#include "oppsched/integrity.h"
 #include "oppsched/linkadapt.h"
 #include "oppsched/queue.h"
 #include "oppsched/sched.h"
@@ -207,6 +208,10 @@ struct ap_core_params {
     // The MAC session every user's PDUs announce until the client ACKs one (pdu.h); the apd
     // draws a new one at each start. nullopt: PDUs carry no session.
     std::optional<std::uint16_t> session;
+    // The per-run PDU integrity tag (integrity.h): with a key, every new TB is a MAC PDU of
+    // tb_bytes - integrity::kTagBytes bytes followed by its SipHash-2-4 tag, so each TB
+    // carries 8 bytes less data and the smallest usable TB grows by 8. nullopt: no tag.
+    std::optional<integrity::tag_key> integrity_key;
 
     // Throws std::invalid_argument naming the field (config key) and the value, e.g.
     // "users[1].addresses[0]: '10.0.0.300' is not an IPv4 or IPv6 address".

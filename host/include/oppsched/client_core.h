@@ -41,6 +41,7 @@
 #include "oppsched/clamp.h"
 #include "oppsched/clamp_rewriter.h"
 #include "oppsched/common.h"
+#include "oppsched/integrity.h"
 #include "oppsched/segmentation.h"
 #include "oppsched/tcpip.h"
 #include "oppsched/wire.h"
@@ -54,6 +55,10 @@ struct client_core_params {
     pdu::reassembler_params reassembly;
     std::uint32_t cqi_period_slots = 1;  // >= 1: a cqi_report when slot >= last report + this
     clamp_rewriter_params clamp;
+    // The per-run PDU integrity tag (integrity.h): with a key, a TB whose last 8 bytes are
+    // not the SipHash-2-4 tag of the rest is dropped before its PDU is parsed and counted
+    // (rx_integrity_failed). nullopt: TBs carry no tag.
+    std::optional<integrity::tag_key> integrity_key;
 
     // Throws std::invalid_argument ("client.cqi_period_slots: 0 not in [1, 1000000]").
     void validate() const;
@@ -78,8 +83,9 @@ struct client_core_stats {
     std::uint64_t harq_acks = 0;
     std::uint64_t harq_nacks = 0;
     std::uint64_t cqi_reports = 0;
-    std::uint64_t cqi_bad_snr = 0;  // slots whose SNR was not finite: no CQI report
-    std::uint64_t pdu_errors = 0;   // TBs the reassembler refused (malformed/other user)
+    std::uint64_t cqi_bad_snr = 0;          // slots whose SNR was not finite: no CQI report
+    std::uint64_t pdu_errors = 0;           // TBs the reassembler refused (malformed/other user)
+    std::uint64_t rx_integrity_failed = 0;  // CRC ok, integrity tag wrong: dropped unparsed
     std::uint64_t pdus_priced = 0;
     std::uint64_t pdus_unpriced = 0;
     std::uint64_t delivered_packets = 0;
@@ -158,7 +164,7 @@ class client_core final {
     const tcpip::window_tracker_stats& tracker_stats() const { return rewriter_.tracker_stats(); }
 
   private:
-    void on_pdu_accepted(time_ns now, const std::vector<std::uint8_t>& tb);
+    void on_pdu_accepted(time_ns now, const std::uint8_t* data, std::size_t len);
     void deliver(time_ns now, pdu::reassembler::delivered_packets&& pkts,
                  std::vector<std::vector<std::uint8_t>>& out);
     // The price the CLAMP agents use now: nullopt unless clamping().

@@ -362,6 +362,7 @@ def analyze(outdir: Path) -> dict:
         "transfers": _transfers_total(flows),
         "wrc": _wrc_total(rundir, flows, plans),
         "conservation": conservation_summary(rundir, stats, errors),
+        "security": security_summary(cfg, stats),
     }
     # What went wrong, for `oppsched run` (exit status) and the report: the run's own
     # failure (a daemon that exited non-zero, a timeout) and every unreadable trace.
@@ -393,6 +394,26 @@ def _transfer_flow(rundir: Path, f: dict, plan: dict, k: int, cfg: dict,
             "ended_at_s": plan.get("ended_at_s"), "exit_code": plan.get("exit_code"),
             "error": None, "goodput_source": "transfers", "goodput_pcap_bps": None,
             "transfers": t}
+
+
+def security_summary(cfg: dict, stats: dict) -> dict:
+    """What the authentication of docs/security.md caught: TBs whose integrity tag failed
+    (per client and in all), uplink messages naming another user, CURVE handshakes refused."""
+    def get(d, *keys):
+        for k in keys:
+            d = d.get(k) if isinstance(d, dict) else None
+        return d
+    per_client = {name[len("client."):]: get(s, "phy", "integrity_failed")
+                  for name, s in stats.items() if name.startswith("client.")}
+    apd = stats.get("apd") or {}
+    return {
+        "integrity_tag": bool(cfg["pdu"].get("integrity_tag")),
+        "curve": bool((cfg.get("security") or {}).get("curve")),
+        "integrity_failed": int(sum(v or 0 for v in per_client.values())),
+        "integrity_failed_per_client": per_client,
+        "uplink_user_mismatch": get(apd, "uplink", "user_mismatch"),
+        "zap": get(apd, "zap"),
+    }
 
 
 def medium_summary(rundir: Path, cfg: dict, apd_stats) -> dict | None:

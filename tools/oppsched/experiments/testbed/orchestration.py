@@ -19,7 +19,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from oppsched import daemonconf
+from oppsched import daemonconf, keys
 from oppsched.config import read_yaml
 from oppsched.experiments.testbed.programs import TestbedError, find_programs, phy_env
 from oppsched.experiments.testbed.reliability import (APD_EXIT_WATCHDOG, RunnerWatchdog,
@@ -336,6 +336,15 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
     if lay.zmq_dir.parent == scratch.resolve():
         run_user.own(scratch, 0o700)
     run_user.own(lay.zmq_dir, 0o700)
+    # Keys (docs/security.md): security.keys_dir's, or fresh ones, in RUN_DIR/keys (0700,
+    # the run user's); security.curve moves the uplinks onto lab links (below).
+    curve, integrity = cfg["security"]["curve"], cfg["pdu"]["integrity_tag"]
+    if curve or integrity:
+        kd = cfg["security"]["keys_dir"]
+        lay.keys_dir = keys.install(work, Path(kd) if kd else None, [u.name for u in users],
+                                    curve, integrity, uid=run_user.uid, gid=run_user.gid)
+        if curve:
+            lay.use_curve()
     files = daemonconf.write_all(cfg, lay)
     wrc_files = write_wrc_configs(cfg, work, users)
     chaos_file = (chaos_config(cfg, lay, files["phy"]) if cfg["faults"]["chaos"]["enabled"]
@@ -386,6 +395,12 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
                     raise TestbedError(f"{c.name}: addressed {c.addr4}/{c.addr6}, the daemons "
                                        f"were configured for {u.addr4}/{u.addr6}")
                 u.netns = c.ns.name
+            if lay.curve:  # the lab network: one veth per client to the AP's namespace
+                for u, c in zip(users, tb.clients):
+                    ap_addr, cl_addr = daemonconf.lab_addresses(u.id)
+                    tb.session.add_veth(tb.ap, f"lab{u.id}", c.ns, "lab0")
+                    tb.ap.ip("addr", "add", f"{ap_addr}/30", "dev", f"lab{u.id}")
+                    c.ns.ip("addr", "add", f"{cl_addr}/30", "dev", "lab0")
             for p in lay.zmq_dir.iterdir():
                 p.unlink()
             plans = flow_plans(cfg, tb.clients, tb.servers)
@@ -407,8 +422,8 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
             # from exec on (chrt before the user switch), so ZeroMQ's I/O threads inherit it.
             apd_argv = [progs["apd"], "--config", files["apd"]]
             spawn(tb.ap, apd_argv, "apd", "apd", sched_fifo=cfg["topology"]["apd_rt_priority"])
-            _wait_files([lay.ipc_path(n) for n in daemonconf.ZMQ_NAMES]
-                        + [lay.ipc_path(f"uplink_{u.id}") for u in users],
+            _wait_files(lay.bound_ipc_paths(list(daemonconf.ZMQ_NAMES)
+                                            + [f"uplink_{u.id}" for u in users]),
                         "oppsched-apd: endpoints bound", up, procs, ["apd"])
             daemons = ["apd"]
             for u, node in zip(users, tb.clients):

@@ -268,6 +268,7 @@ def chaos_config(cfg: dict, lay, phy_yaml: Path) -> Path:
     os.replace(tmp, phy_yaml)
     conf = {"seed": c["seed"], "drop": c["drop"], "duplicate": c["duplicate"],
             "reorder": c["reorder"], "delay": c["delay"], "delay_ms": c["delay_ms"],
+            "forge": c["forge"],
             "stats": str(lay.rundir / "chaos.stats.json"), "links": links}
     path = lay.rundir / "chaos.yaml"
     path.write_text(yaml.safe_dump(conf, sort_keys=False))

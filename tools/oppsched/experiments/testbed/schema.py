@@ -283,6 +283,22 @@ SCHEMA = {
                             "carry nothing) or compact (4-byte header, 8 with a CLAMP price, "
                             "packets back to back: every EV-DO rate of Srinivasan & Baras, "
                             "Table I carries data, as with the paper's 8-byte segments)"),
+        "integrity_tag": Field(bool, False,
+                               doc="a keyed SipHash-2-4 tag (8 bytes) at the end of every "
+                                   "downlink TB, checked by the client before the PDU is "
+                                   "parsed: a TB forged over the air is dropped and counted "
+                                   "(docs/security.md). Each TB carries 8 bytes less data"),
+    },
+    "security": {
+        "keys_dir": Field((str, _NONE), None,
+                          doc="the testbed's keys (`oppsched keys generate DIR --users ...`), "
+                              "copied into RUN_DIR/keys; null: fresh keys generated there "
+                              "when curve or pdu.integrity_tag needs them"),
+        "curve": Field(bool, False,
+                       doc="each client's uplink over TCP with ZeroMQ CURVE instead of ipc: "
+                           "a lab link (veth, 10.253.<device index>.0/30) between the AP's "
+                           "and the client's namespace stands in for the lab network; the "
+                           "apd binds its address and knows the client by its key"),
     },
     "harq": {
         "max_transmissions": Field((int, _NONE), None, min=1, max=64,
@@ -415,6 +431,10 @@ SCHEMA = {
                              doc="held and sent after the next message of its link"),
             "delay": Field(float, 0.0, min=0.0, max=1.0, doc="held for delay_ms"),
             "delay_ms": Field(float, 2.0, min=0.0, max=1000.0),
+            "forge": Field(float, 0.0, min=0.0, max=1.0,
+                           doc="probability that a client's TB (addressed, CRC ok) gets one "
+                               "byte changed with a valid CRC: a forged TB, which only "
+                               "pdu.integrity_tag catches"),
         },
     },
     "extra": {
@@ -523,6 +543,7 @@ def check(cfg: dict) -> None:
     if a["kind"] == "droptail" and a["params"]:
         raise ConfigError(f"aqm.params: {a['params']!r}: drop-tail has no parameters")
     _check_aqm_params(cfg)
+    _check_keys(cfg)
     m = cfg["tcp"]["spm_marking"]
     if m["enabled"] and a["priority_dscp"] is not None and a["priority_dscp"] != m["dscp"]:
         raise ConfigError(f"aqm.priority_dscp: {a['priority_dscp']!r} differs from "
@@ -648,6 +669,24 @@ def repeated(flow: dict) -> bool:
 
 def _repeat_text(rep: dict) -> str:
     return "{" + ", ".join(f"{k}: {v!r}" for k, v in rep.items() if v is not None) + "}"
+
+
+def _check_keys(cfg: dict) -> None:
+    """security.keys_dir holds every key file the run needs (docs/security.md), so that
+    `oppsched check` finds a missing one before a run starts."""
+    from oppsched import keys  # pyzmq: only runs that use keys need it
+    kd = cfg["security"]["keys_dir"]
+    curve, tag = cfg["security"]["curve"], cfg["pdu"]["integrity_tag"]
+    if kd is None or not (curve or tag):
+        return
+    names = [d["name"] for d in cfg["devices"]]
+    hint = f"`oppsched keys generate {kd} --users {' '.join(names)}`"
+    if not Path(kd).is_dir():
+        raise ConfigError(f"security.keys_dir: {kd!r} is not a directory (make it with {hint})")
+    for name in keys.required(names, curve, tag):
+        if not (Path(kd) / name).is_file():
+            raise ConfigError(f"security.keys_dir: {kd!r} has no {name} (add it with {hint}; "
+                              "existing keys are kept)")
 
 
 def _check_link_mode(cfg: dict) -> None:

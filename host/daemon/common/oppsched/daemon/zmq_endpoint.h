@@ -10,11 +10,28 @@
 // Thread-safety: none (one thread per socket, as ZeroMQ requires).
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 #include <zmq.hpp>
 
 namespace oppsched::daemon {
+
+// ZeroMQ CURVE (CurveZMQ, RFC 26) for one socket: Curve25519 keys as Z85 text (40
+// characters, zmq_z85_encode of 32 bytes). With secret_key set, a bound socket is a CURVE
+// server (every peer must hold a client key the zap_handler of the same context accepts;
+// traffic is encrypted and authenticated) and a connected socket a CURVE client of
+// server_key. docs/security.md, "Runs across machines".
+struct curve_keys {
+    std::string secret_key;  // this side's secret key; "" = no CURVE
+    std::string public_key;  // this side's public key (client side; a server needs none)
+    std::string server_key;  // client side: the server's public key
+    bool enabled() const { return !secret_key.empty(); }
+};
+
+// The ZAP domain the CURVE servers announce (RFC 27); the zap_handler answers any.
+inline constexpr const char* kZapDomain = "oppsched";
 
 struct socket_options {
     int send_timeout_ms = 100;  // ZMQ_SNDTIMEO (only used by send(..., wait = true))
@@ -29,7 +46,68 @@ struct socket_options {
     std::int64_t max_msg_size = 70'000;
     bool immediate = true;  // ZMQ_IMMEDIATE (PUSH side)
     int linger_ms = 0;      // ZMQ_LINGER
+    curve_keys curve;       // CURVE server (bind) or client (connect) when enabled()
 };
+
+// true iff this libzmq was built with CURVE (zmq_has("curve"); Debian's is, with libsodium).
+bool curve_available();
+
+// A fresh CURVE key pair (zmq_curve_keypair): {public, secret}, Z85.
+std::pair<std::string, std::string> curve_keypair();
+
+// The public key of a Z85 secret key (zmq_curve_public). Throws std::invalid_argument if
+// `secret_z85` is not a 40-character Z85 key.
+std::string curve_public_of(const std::string& secret_z85);
+
+// A key file: one Z85 key (40 characters; surrounding white space ignored), as
+// `oppsched keys generate` writes it. A secret key file (secret = true) must not be
+// readable or writable by group or others (mode 0600 or stricter), like ssh's. Throws
+// std::runtime_error naming the path and what is wrong (never the key).
+std::string read_curve_key_file(const std::string& path, bool secret);
+
+// The integrity key file (integrity.h): 32 hexadecimal digits, mode 0600 or stricter.
+// Returns the 16 key bytes as a string; throws std::runtime_error naming the path.
+std::string read_secret_hex_file(const std::string& path, std::size_t bytes);
+
+// The ZAP handler (ZeroMQ Authentication Protocol, RFC 27) of a context whose CURVE servers
+// authenticate clients: it maps each client's CURVE public key to its user id, which then
+// rides on every message of that connection as the "User-Id" property
+// (pull_endpoint::peer_user_id). An unknown key is refused (status 400): the handshake
+// fails and nothing the peer sends is ever delivered. It must exist before the first CURVE
+// server socket is bound, and serve() must be called whenever pollitem() is readable (the
+// handshake waits for the answer; the daemons poll it in their main loop).
+class zap_handler final {
+  public:
+    struct zap_stats {
+        std::uint64_t accepted = 0;  // handshakes of a known key
+        std::uint64_t refused_unknown_key = 0;
+        std::uint64_t refused_mechanism = 0;  // not CURVE (a plain-text peer on a CURVE socket)
+        std::uint64_t malformed = 0;          // requests not of RFC 27's form: unanswerable
+    };
+    // users_by_key: Z85 public key -> user id (decimal text). Binds inproc://zeromq.zap.01.
+    zap_handler(zmq::context_t& ctx, std::map<std::string, std::string> users_by_key);
+
+    // The answer to one request (its frames), as RFC 27 wants it; empty if the request is
+    // malformed beyond answering. Counts in stats(). No I/O: the tests call it directly.
+    std::vector<std::string> answer(const std::vector<std::string>& request);
+    // Answers every pending request (non-blocking). Returns how many were answered.
+    std::size_t serve();
+    zmq::pollitem_t pollitem() { return {static_cast<void*>(sock_), 0, ZMQ_POLLIN, 0}; }
+    const zap_stats& stats() const { return stats_; }
+
+  private:
+    std::map<std::string, std::string> users_;
+    zmq::socket_t sock_;
+    zap_stats stats_;
+};
+
+template <class F>
+void for_each_field(const zap_handler::zap_stats& s, F&& f) {
+    f("accepted", s.accepted);
+    f("refused_unknown_key", s.refused_unknown_key);
+    f("refused_mechanism", s.refused_mechanism);
+    f("malformed", s.malformed);
+}
 
 enum class socket_role { bind, connect };
 
@@ -46,9 +124,9 @@ void check_ipc_dir(const std::string& endpoint);
 // For a bound endpoint: "" if it may be bound without authentication (ipc://, inproc://,
 // tcp:// on a loopback address: 127.0.0.0/8, [::1], localhost, lo), else why not. Binding
 // any other address (tcp://*, 0.0.0.0, an interface, a LAN address) would let anyone on
-// the network inject packets and forge feedback; it needs ZeroMQ CURVE, which the daemons
-// do not support yet (docs/security.md), so the config loaders reject it naming the field
-// and make_socket refuses it.
+// the network inject packets and forge feedback; it needs ZeroMQ CURVE (socket_options::
+// curve), so the config loaders reject it without keys, naming the field, and make_socket
+// refuses it.
 std::string bind_refusal(const std::string& endpoint);
 
 // Creates a socket of `type`, applies `opt` (ZMQ_MAXMSGSIZE = opt.max_msg_size), then binds or
@@ -107,12 +185,16 @@ class pull_endpoint final {
     zmq::pollitem_t pollitem() { return {static_cast<void*>(sock_), 0, ZMQ_POLLIN, 0}; }
     const pull_stats& stats() const { return stats_; }
     const std::string& name() const { return name_; }
+    // The user id the zap_handler gave the connection the last message returned by
+    // receive() came on ("" on a socket without CURVE).
+    const std::string& peer_user_id() const { return peer_user_id_; }
 
   private:
     std::string name_;
     std::size_t max_len_;
     zmq::socket_t sock_;
     pull_stats stats_;
+    std::string peer_user_id_;
 };
 
 // The stats keys of both endpoints (stats_registry::set_fields), as stats_fields.h does for the
