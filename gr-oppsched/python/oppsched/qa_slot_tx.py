@@ -164,6 +164,51 @@ class qa_slot_tx(gr_unittest.TestCase):
         # slot 29 may not start before 29 slot durations (48.3 ms) after slot 0
         self.assertGreaterEqual(elapsed, 29 * 1.667e-3)
 
+    def test_uplink_slot_goes_out_on_output_1_and_the_downlink_carries_no_payload(self):
+        # slot 0 downlink to user 0, slot 1 station 1's uplink TB, slot 2 empty
+        up_tb = self.tb(2)
+        down_tb = self.tb(1)
+        g_up = pmt.dict_add(grant_dict(1, 1, 2, up_tb, harq_pid=3, ndi=True),
+                            pmt.intern("uplink"), pmt.PMT_T)
+        tx = oppsched.slot_tx("evdo", 1e6, 3, 0.0)
+        for g in (grant_dict(0, 0, 1, down_tb), g_up, empty_grant(2)):
+            tx._post(pmt.intern("grant"), g)
+        tb = gr.top_block()
+        n = 3 * self.S
+        down, up = blocks.vector_sink_c(), blocks.vector_sink_c()
+        tb.connect((tx, 0), blocks.head(gr.sizeof_gr_complex, n), down)
+        tb.connect((tx, 1), blocks.head(gr.sizeof_gr_complex, n), up)
+        tb.run()
+        self.assertEqual(tx.tb_sent(), 1)
+        self.assertEqual(tx.uplink_tb_sent(), 1)
+        self.assertEqual(tx.grants_malformed(), 0)
+        # the two outputs are sample-aligned: one slot clock
+        self.assertEqual(len(down.data()), len(up.data()))
+        (d0, d1), _ = run_rx(np.array(down.data()), user_ids=(0, 1))
+        (u0, u1), _ = run_rx(np.array(up.data()), user_ids=(0, 1))
+        self.assertEqual([r["slot"] for r in d0], [0, 1, 2])
+        # downlink: user 0's TB in slot 0; in the uplink slot a header to nobody, no payload
+        self.assertEqual([r["user"] for r in d0], [0, 0xFFFF, 0xFFFF])
+        self.assertEqual([r["crc_ok"] for r in d0], [True, False, False])
+        self.assertEqual(bytes(d0[0]["tb"]), down_tb)
+        self.assertFalse(any(r["addressed"] for r in d1))
+        # uplink output: the stations' sounding in slots 0 and 2, station 1's TB in slot 1
+        self.assertEqual([r["slot"] for r in u1], [0, 1, 2])
+        self.assertEqual([r["user"] for r in u1], [0xFFFF, 1, 0xFFFF])
+        self.assertTrue(u1[1]["addressed"] and u1[1]["crc_ok"])
+        self.assertEqual((u1[1]["harq_pid"], u1[1]["ndi"], u1[1]["mcs"]), (3, True, 2))
+        self.assertEqual(bytes(u1[1]["tb"]), up_tb)
+        self.assertFalse(any(r["addressed"] for r in u0))
+
+    def test_uplink_grant_without_output_1_is_malformed_and_its_slot_empty(self):
+        g_up = pmt.dict_add(grant_dict(0, 1, 1, self.tb(1)), pmt.intern("uplink"), pmt.PMT_T)
+        x, _, tx = run_tx([g_up], 2)
+        self.assertEqual(tx.grants_malformed(), 1)
+        self.assertEqual(tx.uplink_tb_sent(), 0)
+        self.assertEqual(tx.tb_sent(), 0)
+        (reps,), _ = run_rx(x, user_ids=(1,))
+        self.assertEqual(reps[0]["user"], 0xFFFF)
+
     def test_bad_parameters_raise_naming_the_field(self):
         for kw, field in (
             (dict(lead_slots=0), "lead_slots"),
