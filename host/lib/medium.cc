@@ -333,7 +333,9 @@ slot_direction medium::on_slot(std::uint64_t slot, time_ns air_time_ns,
         for (std::size_t s = 0; s < m.st.size(); ++s)
             for (std::size_t k = 0; k < m.st[s].procs.size(); ++k) {
                 const auto& pr = m.st[s].procs[k];
-                if (pr.awaiting && slot > pr.tx_slot + m.p.feedback_timeout_slots) {
+                // (a slot before the transmission's: the PHY restarted, the report is gone)
+                if (pr.awaiting &&
+                    (slot > pr.tx_slot + m.p.feedback_timeout_slots || slot < pr.tx_slot)) {
                     ++m.st[s].stats.timeouts;
                     m.result(s, k, "timeout", false, nullptr, 0.0, air_time_ns);
                 }
