@@ -174,8 +174,8 @@ void slot_tx_impl::build_slot(std::uint64_t n, bool uplink_output) {
     // Grants for slots up to n are used or stale now.
     d_pending.erase(d_pending.begin(), d_pending.upper_bound(n));
 
-    // Output 0, the downlink: the slot, or in an uplink slot preamble and header only (the
-    // downlink sends no payload while the station transmits).
+    // Output 0, the downlink: the slot, or in an uplink slot an empty slot (no TB goes down
+    // while the station transmits; the clients keep their slot timing and CQI).
     d_hdr.encode(uplink ? empty_h : h, d_hdr_re.data());
     d_mod.modulate(d_hdr_re.data(), d_hdr_re.size(), d_pay_re.data(),
                    have_tb && !uplink ? d_pay_re.size() : 0, d_slot_buf.data());
