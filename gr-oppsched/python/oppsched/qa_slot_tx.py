@@ -187,8 +187,15 @@ class qa_slot_tx(gr_unittest.TestCase):
         (d0, d1), _ = run_rx(np.array(down.data()), user_ids=(0, 1))
         (u0, u1), _ = run_rx(np.array(up.data()), user_ids=(0, 1))
         self.assertEqual([r["slot"] for r in d0], [0, 1, 2])
-        # downlink: user 0's TB in slot 0; in the uplink slot a header to nobody, no payload
+        # downlink: user 0's TB in slot 0; in the uplink slot a header to nobody, then silence
         self.assertEqual([r["user"] for r in d0], [0, 0xFFFF, 0xFFFF])
+        x = np.array(down.data())
+        control = self.num.symbol_offset(4)  # preamble + 4 header symbols
+        level = np.mean(np.abs(x[control:self.S]))  # slot 0's payload
+        self.assertGreater(np.mean(np.abs(x[self.S:self.S + control])), 0.5 * level)
+        self.assertTrue(np.all(x[self.S + control:2 * self.S] == 0))
+        # an ordinary empty slot keeps its padding
+        self.assertGreater(np.mean(np.abs(x[2 * self.S + control:3 * self.S])), 0.5 * level)
         self.assertEqual([r["crc_ok"] for r in d0], [True, False, False])
         self.assertEqual(bytes(d0[0]["tb"]), down_tb)
         self.assertFalse(any(r["addressed"] for r in d1))
