@@ -349,7 +349,9 @@ void ap_daemon::on_phy_message(const std::vector<std::uint8_t>& msg) {
     }
     const auto bytes = wire::encode(g, grant_seq_++);
     if (mac_) {
-        mac_->pdu_sent(g);
+        // An uplink grant's TB is the station's to send: its PDU is recorded when the AP's
+        // receiver decodes it (on_phy_uplink_rx).
+        if (!g.uplink) mac_->pdu_sent(g);
         mac_->message(direction::sent, port::phy_grants, bytes);
     }
     if (!phy_grants_->send(bytes))
@@ -415,6 +417,7 @@ void ap_daemon::on_phy_uplink_rx(const std::vector<std::uint8_t>& msg, std::uint
         return malformed("phy_uplink_rx", "rx_indication.user " + std::to_string(rx->user) +
                                               " addressed on station " + std::to_string(station) +
                                               "'s endpoint");
+    if (mac_ && rx->addressed && rx->crc_ok) mac_->pdu_received(*rx);
     if (medium_) medium_->on_uplink_rx(daemon::monotonic_ns(), station, *rx);
 }
 
