@@ -207,6 +207,26 @@ class qa_slot_tx(gr_unittest.TestCase):
         self.assertEqual(bytes(u1[1]["tb"]), up_tb)
         self.assertFalse(any(r["addressed"] for r in u0))
 
+    def test_downlink_samples_are_the_same_with_or_without_the_uplink_output(self):
+        # medium.mode none keeps its waveform: connecting output 1 changes nothing on output 0
+        # while every grant is a downlink one.
+        def grants():
+            rng = np.random.default_rng(5)
+            return [grant_dict(n, n % 2, 2, rng.integers(0, 256, 50, dtype=np.uint8).tobytes())
+                    for n in range(4)] + [empty_grant(4)]
+
+        alone, _, _ = run_tx(grants(), 6)
+        tx = oppsched.slot_tx("evdo", 1e6, 3, 0.0)
+        for g in grants():
+            tx._post(pmt.intern("grant"), g)
+        tb = gr.top_block()
+        down, up = blocks.vector_sink_c(), blocks.vector_sink_c()
+        tb.connect((tx, 0), blocks.head(gr.sizeof_gr_complex, 6 * self.S), down)
+        tb.connect((tx, 1), blocks.head(gr.sizeof_gr_complex, 6 * self.S), up)
+        tb.run()
+        self.assertTrue(np.array_equal(np.array(down.data(), np.complex64), alone))
+        self.assertEqual(tx.uplink_tb_sent(), 0)
+
     def test_uplink_grant_without_output_1_is_malformed_and_its_slot_empty(self):
         g_up = pmt.dict_add(grant_dict(0, 1, 1, self.tb(1)), pmt.intern("uplink"), pmt.PMT_T)
         x, _, tx = run_tx([g_up], 2)
