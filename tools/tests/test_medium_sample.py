@@ -56,7 +56,8 @@ def test_the_loopback_refuses_uplink_slots_in_the_uhd_phy(tmp_path):
     p = tmp_path / "phy.yaml"
     p.write_text(yaml.safe_dump({
         "lead_slots": 4, "uplink": {"enabled": True},
-        "users": [{"id": 0, "name": "a", "uhd": {"args": "type=b200"}}],
+        "users": [{"id": 0, "name": "a", "channel": {"model": "awgn"},
+                   "uhd": {"args": "type=b200"}}],
         "uhd": {"ap": {"args": "type=b200"}}}))
     with pytest.raises(ConfigError, match="uplink.enabled: true: the UHD PHY"):
         uhd.load_config(p)
