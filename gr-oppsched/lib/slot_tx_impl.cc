@@ -174,18 +174,13 @@ void slot_tx_impl::build_slot(std::uint64_t n, bool uplink_output) {
     // Grants for slots up to n are used or stale now.
     d_pending.erase(d_pending.begin(), d_pending.upper_bound(n));
 
-    // Output 0, the downlink: the slot, or in an uplink slot its control region only
-    // (preamble and a header to nobody: the clients keep their slot timing and CQI, measured
-    // on the preamble) and silence after it, while the station transmits (TDD).
+    // Output 0, the downlink: the slot, or in an uplink slot an empty slot (no TB goes down
+    // while the station transmits). Not silence: slot_rx's detection needs the whole slot
+    // (with zeros after the header, every such slot went undetected at 20 dB, CQI -30 dB,
+    // and the downlink's link adaptation saw every uplink slot as a deep fade).
     d_hdr.encode(uplink ? empty_h : h, d_hdr_re.data());
     d_mod.modulate(d_hdr_re.data(), d_hdr_re.size(), d_pay_re.data(),
                    have_tb && !uplink ? d_pay_re.size() : 0, d_slot_buf.data());
-    if (uplink) {
-        const auto control =
-            static_cast<std::size_t>(d_num.symbol_offset(d_num.params().header_symbols));
-        std::fill(d_slot_buf.begin() + static_cast<std::ptrdiff_t>(control), d_slot_buf.end(),
-                  gr_complex(0.0f, 0.0f));
-    }
     if (uplink_output) {  // output 1: the station's slot, or the stations' sounding
         d_hdr.encode(uplink ? h : empty_h, d_hdr_re.data());
         d_mod.modulate(d_hdr_re.data(), d_hdr_re.size(), d_pay_re.data(),

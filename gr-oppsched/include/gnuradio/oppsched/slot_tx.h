@@ -57,9 +57,8 @@ namespace oppsched {
  * each uplink slot as the granted station transmits it (preamble, header addressed to the
  * station, payload), and in every other slot an empty slot (preamble and a header to nobody:
  * the stations' sounding, from which the AP's receivers measure the uplink CQI). In an
- * uplink slot output 0 (the downlink) carries the preamble and a header to nobody, then
- * zeros to the end of the slot (TDD: the downlink is silent while the station sends; the
- * clients still measure CQI on the preamble). With output 1 not connected an uplink grant is malformed (its slot goes out
+ * uplink slot output 0 (the downlink) carries an empty slot (header to nobody, the known
+ * padding: no TB), so that the clients still detect the slot and measure CQI. With output 1 not connected an uplink grant is malformed (its slot goes out
  * empty). Tags are on output 0 only.
  *
  * Stream tags (offsets are absolute output item indices, nitems_written based):
