@@ -227,7 +227,7 @@ class qa_slot_tx(gr_unittest.TestCase):
         tx = oppsched.slot_tx("evdo", 1e6, 3, 0.0)
         n_slots = 12
         for n in range(n_slots):
-            g = grant_dict(n, 0, 2, self.tb(2, 50))
+            g = grant_dict(n, 0, 2, self.tb(2, 50), ndi=(n // 2) % 2)  # a new TB each time
             if n % 2:
                 g = pmt.dict_add(g, pmt.intern("uplink"), pmt.PMT_T)
             tx._post(pmt.intern("grant"), g)
