@@ -529,6 +529,7 @@ def test_malformed_grants_are_counted_and_the_slot_goes_out_empty(tmp_path):
         "mcs": 1,
         "no_tb": 0,
         "oversized": 1,
+        "uplink": 0,
     }
     # a malformed grant still answers the request: slot 0 is empty, not late
     rx = model_slot(core, 0, None)
