@@ -58,8 +58,8 @@ namespace oppsched {
  * station, payload), and in every other slot an empty slot (preamble and a header to nobody:
  * the stations' sounding, from which the AP's receivers measure the uplink CQI). In an
  * uplink slot output 0 (the downlink) carries an empty slot (header to nobody, the known
- * padding: no TB), so that the clients still detect the slot and measure CQI. With output 1 not connected an uplink grant is malformed (its slot goes out
- * empty). Tags are on output 0 only.
+ * padding: no TB), so that the clients still detect the slot and measure CQI. With output 1 not
+ * connected an uplink grant is malformed (its slot goes out empty). Tags are on output 0 only.
  *
  * Stream tags (offsets are absolute output item indices, nitems_written based):
  *   - on the first sample of slot n: `slot` (uint64 n) and `tx_time`, UHD's format
