@@ -143,6 +143,7 @@ void mac_grant_source_impl::receive_loop() {
                 slot_msg::grant pg;
                 pg.slot = g->slot;
                 pg.empty = g->empty || g->tb.empty();
+                pg.uplink = !pg.empty && g->uplink;
                 pg.user = g->user;
                 pg.mcs = g->mcs;
                 pg.harq_pid = g->harq_pid;

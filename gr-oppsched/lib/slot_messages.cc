@@ -17,6 +17,7 @@ using ::oppsched::expected;
 const pmt::pmt_t k_slot = pmt::intern("slot");
 const pmt::pmt_t k_air = pmt::intern("air_time_ns");
 const pmt::pmt_t k_empty = pmt::intern("empty");
+const pmt::pmt_t k_uplink = pmt::intern("uplink");
 const pmt::pmt_t k_user = pmt::intern("user");
 const pmt::pmt_t k_mcs = pmt::intern("mcs");
 const pmt::pmt_t k_pid = pmt::intern("harq_pid");
@@ -152,6 +153,7 @@ pmt::pmt_t to_pmt(const grant& g) {
     pmt::pmt_t d = pmt::make_dict();
     d = pmt::dict_add(d, k_slot, pmt::from_uint64(g.slot));
     d = pmt::dict_add(d, k_empty, pmt::from_bool(g.empty));
+    d = pmt::dict_add(d, k_uplink, pmt::from_bool(g.uplink));
     d = pmt::dict_add(d, k_user, pmt::from_long(g.user));
     d = pmt::dict_add(d, k_mcs, pmt::from_long(g.mcs));
     d = pmt::dict_add(d, k_pid, pmt::from_long(g.harq_pid));
@@ -209,6 +211,8 @@ expected<grant> grant_from_pmt(const pmt::pmt_t& m) {
     auto e = get_bool(m, k_empty, false, false);
     if (!e) return error_info{e.error()};
     g.empty = e.value() || g.tb.empty();
+    auto up = get_bool(m, k_uplink, false, false);
+    if (!up) return error_info{up.error()};
     if (g.empty) {
         g.tb.clear();
         return g;  // the control fields of an empty slot are not looked at
@@ -223,6 +227,7 @@ expected<grant> grant_from_pmt(const pmt::pmt_t& m) {
     if (!ndi) return error_info{ndi.error()};
     auto rv = get_int<std::uint8_t>(m, k_rv, 0, 3, false, 0);
     if (!rv) return error_info{rv.error()};
+    g.uplink = up.value();
     g.user = user.value();
     g.mcs = mcs.value();
     g.harq_pid = pid.value();

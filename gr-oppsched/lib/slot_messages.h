@@ -5,9 +5,10 @@
 // Private to the library (the Python side only ever sees the dicts).
 //
 //   request (slot_tx -> mac_grant_source):  {slot: u64, air_time_ns: long}
-//   grant   (mac_grant_source -> slot_tx):  {slot: u64, empty: bool, user, mcs, harq_pid,
-//            ndi (bool or 0/1), rv, tb: u8vector}; `empty` and `tb` optional: no tb or an
-//            empty tb is an empty slot
+//   grant   (mac_grant_source -> slot_tx):  {slot: u64, empty: bool, uplink: bool, user, mcs,
+//            harq_pid, ndi (bool or 0/1), rv, tb: u8vector}; `empty`, `uplink` (default false)
+//            and `tb` optional: no tb or an empty tb is an empty slot; uplink: the TB is
+//            station `user`'s transmission (slot_tx's uplink output)
 //   rx      (slot_rx -> rx_indication_sink): rx_report (slot_receiver.h)
 //
 // Parsing never throws on bad input (any PMT may arrive on a message port): it returns an
@@ -35,6 +36,7 @@ struct request {
 struct grant {
     std::uint64_t slot = 0;
     bool empty = true;
+    bool uplink = false;  // station `user`'s uplink TB (wire.h slot_grant.uplink)
     std::uint16_t user = ::oppsched::wire::kUserNobody;
     std::uint8_t mcs = 0, harq_pid = 0, rv = 0;
     bool ndi = false;

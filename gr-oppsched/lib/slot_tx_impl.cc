@@ -43,7 +43,7 @@ slot_tx::sptr slot_tx::make(const std::string& profile, double sample_rate, int 
 slot_tx_impl::slot_tx_impl(const numerology& num, int lead_slots, double t0_s, bool continuous,
                            bool realtime, int max_pending)
     : gr::sync_block("slot_tx", gr::io_signature::make(0, 0, 0),
-                     gr::io_signature::make(1, 1, sizeof(gr_complex))),
+                     gr::io_signature::make(1, 2, sizeof(gr_complex))),
       d_num(num),
       d_lead(lead_slots),
       d_t0_s(t0_s),
@@ -55,6 +55,7 @@ slot_tx_impl::slot_tx_impl(const numerology& num, int lead_slots, double t0_s, b
       d_mod(num),
       d_clock(static_cast<std::uint64_t>(num.slot_samples()), num.params().sample_rate),
       d_slot_buf(static_cast<std::size_t>(num.slot_samples())),
+      d_up_buf(static_cast<std::size_t>(num.slot_samples())),
       d_slot_pos(num.slot_samples()) {
     if (lead_slots < 1)
         throw std::invalid_argument("slot_tx.lead_slots: " + std::to_string(lead_slots) +
@@ -144,14 +145,19 @@ void slot_tx_impl::publish_request(std::uint64_t slot) {
     ++d_requests;
 }
 
-void slot_tx_impl::build_slot(std::uint64_t n) {
+void slot_tx_impl::build_slot(std::uint64_t n, bool uplink_output) {
     header_fields h;
     h.slot = static_cast<std::uint32_t>(n);  // the header carries slot mod 2^32
     h.user = ::oppsched::wire::kUserNobody;
-    bool have_tb = false;
+    header_fields empty_h = h;  // the other direction's slot: preamble and header to nobody
+    bool have_tb = false, uplink = false;
     auto it = d_pending.find(n);
     if (it == d_pending.end()) {
         ++d_late;
+    } else if (!it->second.empty && it->second.uplink && !uplink_output) {
+        ++d_grants_bad;
+        if (d_lim_bad.allow())
+            d_logger->warn("uplink grant for slot {} dropped: output 1 (uplink) not connected", n);
     } else if (!it->second.empty) {
         const auto& g = it->second;
         h.user = g.user;
@@ -163,15 +169,27 @@ void slot_tx_impl::build_slot(std::uint64_t n) {
         d_enc.encode(g.tb.data(), g.tb.size(), g.mcs, g.rv, scrambler::seed_for_slot(h.slot),
                      d_pay_re.data());
         have_tb = true;
+        uplink = g.uplink;
     }
     // Grants for slots up to n are used or stale now.
     d_pending.erase(d_pending.begin(), d_pending.upper_bound(n));
 
-    d_hdr.encode(h, d_hdr_re.data());
-    d_mod.modulate(d_hdr_re.data(), d_hdr_re.size(), d_pay_re.data(), have_tb ? d_pay_re.size() : 0,
-                   d_slot_buf.data());
+    // Output 0, the downlink: the slot, or in an uplink slot an empty slot (no TB goes down
+    // while the station transmits). Not silence: slot_rx's detection needs the whole slot
+    // (with zeros after the header, every such slot went undetected at 20 dB, CQI -30 dB,
+    // and the downlink's link adaptation saw every uplink slot as a deep fade).
+    d_hdr.encode(uplink ? empty_h : h, d_hdr_re.data());
+    d_mod.modulate(d_hdr_re.data(), d_hdr_re.size(), d_pay_re.data(),
+                   have_tb && !uplink ? d_pay_re.size() : 0, d_slot_buf.data());
+    if (uplink_output) {  // output 1: the station's slot, or the stations' sounding
+        d_hdr.encode(uplink ? h : empty_h, d_hdr_re.data());
+        d_mod.modulate(d_hdr_re.data(), d_hdr_re.size(), d_pay_re.data(),
+                       uplink ? d_pay_re.size() : 0, d_up_buf.data());
+    }
     ++d_slots;
-    if (have_tb)
+    if (have_tb && uplink)
+        ++d_up_tb_sent;
+    else if (have_tb)
         ++d_tb_sent;
     else
         ++d_empty;
@@ -197,6 +215,7 @@ void slot_tx_impl::wait_until_due(std::uint64_t n) {
 int slot_tx_impl::work(int noutput_items, gr_vector_const_void_star&,
                        gr_vector_void_star& output_items) {
     auto* out = static_cast<gr_complex*>(output_items[0]);
+    auto* up = output_items.size() > 1 ? static_cast<gr_complex*>(output_items[1]) : nullptr;
     const int S = d_num.slot_samples();
     int produced = 0;
     while (produced < noutput_items) {
@@ -231,7 +250,7 @@ int slot_tx_impl::work(int noutput_items, gr_vector_const_void_star&,
                 while (pmt::pmt_t m = delete_head_nowait(k_grant_port)) handle_grant(m);
             }
             publish_request(n + static_cast<std::uint64_t>(d_lead));
-            build_slot(n);
+            build_slot(n, up != nullptr);
             d_started = true;
             ++d_next_slot;
             d_slot_pos = 0;
@@ -245,6 +264,7 @@ int slot_tx_impl::work(int noutput_items, gr_vector_const_void_star&,
         }
         const int k = std::min(S - d_slot_pos, noutput_items - produced);
         std::memcpy(out + produced, d_slot_buf.data() + d_slot_pos, sizeof(gr_complex) * k);
+        if (up) std::memcpy(up + produced, d_up_buf.data() + d_slot_pos, sizeof(gr_complex) * k);
         d_slot_pos += k;
         produced += k;
         if (d_slot_pos == S && !d_continuous)

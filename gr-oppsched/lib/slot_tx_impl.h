@@ -33,6 +33,7 @@ class slot_tx_impl final : public slot_tx {
     std::uint64_t empty() const override { return d_empty; }
     std::uint64_t late() const override { return d_late; }
     std::uint64_t tb_sent() const override { return d_tb_sent; }
+    std::uint64_t uplink_tb_sent() const override { return d_up_tb_sent; }
     std::uint64_t requests() const override { return d_requests; }
     std::uint64_t grants_received() const override { return d_grants; }
     std::uint64_t grants_late() const override { return d_grants_late; }
@@ -44,7 +45,8 @@ class slot_tx_impl final : public slot_tx {
   private:
     void handle_grant(const pmt::pmt_t& msg);
     void publish_request(std::uint64_t slot);
-    void build_slot(std::uint64_t n);  // fills d_slot_buf
+    // Fills d_slot_buf (and d_up_buf when `uplink_output`: the stations' side).
+    void build_slot(std::uint64_t n, bool uplink_output);
     void wait_until_due(std::uint64_t n);
 
     numerology d_num;
@@ -62,6 +64,7 @@ class slot_tx_impl final : public slot_tx {
     std::uint64_t d_next_slot = 0;                       // the slot to build next (= slots started)
     bool d_started = false;  // at least one slot built (grants for <= d_next_slot-1 late)
     std::vector<gr_complex> d_slot_buf;
+    std::vector<gr_complex> d_up_buf;  // output 1: uplink slots and the stations' sounding
     int d_slot_pos = 0;  // samples of the current slot already output; slot_samples = none open
     std::vector<gr_complex> d_hdr_re, d_pay_re;
     std::chrono::steady_clock::time_point d_rt_start;
@@ -69,9 +72,9 @@ class slot_tx_impl final : public slot_tx {
     bool d_initial_requests = false;
 
     log_limiter d_lim_bad, d_lim_late;
-    std::atomic<std::uint64_t> d_slots{0}, d_empty{0}, d_late{0}, d_tb_sent{0}, d_requests{0},
-        d_grants{0}, d_grants_late{0}, d_grants_dup{0}, d_grants_bad{0}, d_grants_overflow{0},
-        d_overruns{0};
+    std::atomic<std::uint64_t> d_slots{0}, d_empty{0}, d_late{0}, d_tb_sent{0}, d_up_tb_sent{0},
+        d_requests{0}, d_grants{0}, d_grants_late{0}, d_grants_dup{0}, d_grants_bad{0},
+        d_grants_overflow{0}, d_overruns{0};
 };
 
 }  // namespace oppsched

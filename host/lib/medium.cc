@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <limits>
 #include <stdexcept>
+#include <string_view>
 
 #include "oppsched/fading.h"
 #include "oppsched/packet.h"
@@ -52,6 +53,10 @@ void medium_params::validate() const {
         bad("max_transmissions", std::to_string(max_transmissions), "not in [1, 64]");
     if (!(pf_alpha > 0.0 && pf_alpha <= 1.0)) bad("pf_alpha", num(pf_alpha), "not in (0, 1]");
     if (lead_slots > 1000) bad("lead_slots", std::to_string(lead_slots), "not in [0, 1000]");
+    if (harq_processes < 1 || harq_processes > 16)
+        bad("harq_processes", std::to_string(harq_processes), "not in [1, 16]");
+    if (feedback_timeout_slots < 1 || feedback_timeout_slots > 100000)
+        bad("feedback_timeout_slots", std::to_string(feedback_timeout_slots), "not in [1, 100000]");
 }
 
 namespace {
@@ -62,8 +67,22 @@ struct pending_tb {
     int transmissions = 0;
 };
 
+// phy: one stop-and-wait HARQ process of a station's uplink.
+struct uplink_process {
+    std::optional<pending_tb> tb;
+    bool ndi = false;
+    bool awaiting = false;  // sent in tx_slot, no result yet
+    std::uint64_t tx_slot = 0;
+    std::uint64_t row = 0;        // the medium.csv row of that transmission (absolute index)
+    std::uint64_t nacked_at = 0;  // when the last NACK came (the oldest goes first)
+};
+
+constexpr std::uint8_t kRvSequence[4] = {0, 2, 3, 1};  // harq.h's default
+
 struct station_state {
     std::string name;
+    std::vector<uplink_process> procs;  // phy
+    std::optional<double> cqi_db;       // phy: the AP's latest measurement
     std::deque<ip_packet> queue;
     std::unique_ptr<pdu::segmenter> seg;
     std::unique_ptr<pdu::reassembler> reasm;
@@ -100,7 +119,10 @@ struct medium::Impl {
     std::size_t last_winner = 0;  // node_fair: index in 0..n (n = the AP)
     std::vector<double> down_pf_avg;
     std::deque<std::pair<time_ns, std::vector<std::uint8_t>>> received;
-    std::vector<medium_row> rows;
+    std::deque<medium_row> rows;            // phy: rows of uplink slots wait for their result
+    std::uint64_t rows_base = 0;            // the absolute index of rows.front()
+    std::optional<wire::slot_grant> grant;  // phy: the uplink slot just decided
+    std::uint64_t results = 0;              // phy: a counter ordering the NACKs
     medium_stats stats;
     std::uint64_t next_packet_id = 1;
 
@@ -108,17 +130,36 @@ struct medium::Impl {
         const double t = static_cast<double>(slot) * slot_s;
         return channel::linear_to_db(st[s].chan->snr_linear(t));
     }
+    bool phy() const { return p.decode == uplink_decode::phy; }
     // The MCS the AP would grant station s in `slot` (kNoMcs: none usable).
     int uplink_mcs(std::size_t s, std::uint64_t slot, double* cqi_out) const {
         const std::uint64_t at = slot >= p.lead_slots ? slot - p.lead_slots : 0;
-        const double cqi = snr_db_at(s, at);
+        if (phy() && !st[s].cqi_db) return linkadapt::kNoMcs;  // nothing measured yet
+        const double cqi = phy() ? *st[s].cqi_db : snr_db_at(s, at);
         if (cqi_out) *cqi_out = cqi;
         const int m = st[s].olla ? st[s].olla->select(table, cqi) : table.select(cqi);
         if (m < 0 || tb_bytes_of_mcs.at(static_cast<std::size_t>(m)) == 0) return linkadapt::kNoMcs;
         return m;
     }
     bool backlogged(std::size_t s) const {
+        if (phy()) {  // a TB to retransmit, or new data and a free process
+            bool free = false;
+            for (const auto& pr : st[s].procs) {
+                if (pr.tb && !pr.awaiting) return true;
+                free = free || !pr.tb;
+            }
+            return free && (!st[s].queue.empty() || st[s].seg->has_partial());
+        }
         return st[s].tb || !st[s].queue.empty() || st[s].seg->has_partial();
+    }
+    // phy: the MCS a contender would send at (a retransmission's own), else kNoMcs.
+    int contender_mcs(std::size_t s, std::uint64_t slot) const {
+        if (phy()) {
+            for (const auto& pr : st[s].procs)
+                if (pr.tb && !pr.awaiting) return pr.tb->mcs;
+            return uplink_mcs(s, slot, nullptr);
+        }
+        return st[s].tb ? st[s].tb->mcs : uplink_mcs(s, slot, nullptr);
     }
     std::vector<std::uint32_t> queue_sizes() const {
         std::vector<std::uint32_t> q;
@@ -127,6 +168,29 @@ struct medium::Impl {
         return q;
     }
     void transmit(std::size_t s, std::uint64_t slot, time_ns air, medium_row& row);
+    // phy: builds the grant of station s's slot; the row waits for the result.
+    void transmit_phy(std::size_t s, std::uint64_t slot, medium_row& row);
+    // phy: the result of process k's transmission (ok: CRC passed, `tb` the decoded bytes).
+    void result(std::size_t s, std::size_t k, const char* outcome, bool ok,
+                const std::vector<std::uint8_t>* tb, double snr_db, time_ns now);
+    std::vector<std::uint8_t> new_tb_bytes(std::size_t s, int mcs) {
+        auto& x = st[s];
+        auto built = x.seg->build(tb_bytes_of_mcs[static_cast<std::size_t>(mcs)],
+                                  [&x]() -> std::optional<ip_packet> {
+                                      if (x.queue.empty()) return std::nullopt;
+                                      ip_packet pk = std::move(x.queue.front());
+                                      x.queue.pop_front();
+                                      return pk;
+                                  });
+        return std::move(built.bytes);
+    }
+    void deliver(std::size_t s, pdu::reassembler::delivered_packets pk, time_ns release) {
+        for (auto& b : pk) {
+            ++st[s].stats.delivered;
+            st[s].stats.delivered_bytes += b.size();
+            received.emplace_back(release, std::move(b));
+        }
+    }
 };
 
 medium::medium(medium_params params, std::vector<std::string> station_names,
@@ -163,6 +227,7 @@ medium::medium(medium_params params, std::vector<std::string> station_names,
         jp.seed = station_seed(m.p.seed, s);
         x.chan = std::make_unique<channel::jakes_channel>(jp);
         if (m.p.olla_enabled) x.olla.emplace(m.p.olla);
+        if (m.phy()) x.procs.resize(m.p.harq_processes);
     }
 }
 
@@ -227,6 +292,7 @@ void medium::Impl::transmit(std::size_t s, std::uint64_t slot, time_ns air, medi
     row.mcs = tb.mcs;
     row.tb_bytes = static_cast<std::uint32_t>(tb.bytes.size());
     row.retx = tb.transmissions;
+    row.decoded_by = "model";
     const double snr = snr_db_at(s, slot);
     row.snr_db = snr;
     ++tb.transmissions;
@@ -262,6 +328,19 @@ slot_direction medium::on_slot(std::uint64_t slot, time_ns air_time_ns,
                                const std::vector<double>& down_rate_bps) {
     Impl& m = *impl_;
     ++m.stats.slots;
+    m.grant.reset();
+    if (m.phy()) {  // transmissions whose report never came: NACKs
+        for (std::size_t s = 0; s < m.st.size(); ++s)
+            for (std::size_t k = 0; k < m.st[s].procs.size(); ++k) {
+                const auto& pr = m.st[s].procs[k];
+                // (a slot before the transmission's: the PHY restarted, the report is gone)
+                if (pr.awaiting &&
+                    (slot > pr.tx_slot + m.p.feedback_timeout_slots || slot < pr.tx_slot)) {
+                    ++m.st[s].stats.timeouts;
+                    m.result(s, k, "timeout", false, nullptr, 0.0, air_time_ns);
+                }
+            }
+    }
     if (m.p.mode == medium_mode::none) {
         ++m.stats.slots_down;
         return slot_direction::down;
@@ -275,7 +354,7 @@ slot_direction medium::on_slot(std::uint64_t slot, time_ns air_time_ns,
     std::uint32_t contenders = ap_wants ? 1 : 0;
     for (std::size_t s = 0; s < n; ++s) {
         if (!m.backlogged(s)) continue;
-        const int mcs = m.st[s].tb ? m.st[s].tb->mcs : m.uplink_mcs(s, slot, nullptr);
+        const int mcs = m.contender_mcs(s, slot);
         if (mcs == linkadapt::kNoMcs) continue;
         up[s] = true;
         up_rate[s] = m.table[static_cast<std::size_t>(mcs)].rate_bps;
@@ -335,7 +414,10 @@ slot_direction medium::on_slot(std::uint64_t slot, time_ns air_time_ns,
     ++m.stats.slots_up;
     row.direction = slot_direction::up;
     row.station = winner;
-    m.transmit(static_cast<std::size_t>(winner), slot, air_time_ns, row);
+    if (m.phy())
+        m.transmit_phy(static_cast<std::size_t>(winner), slot, row);
+    else
+        m.transmit(static_cast<std::size_t>(winner), slot, air_time_ns, row);
     row.queue = m.queue_sizes();
     m.rows.push_back(std::move(row));
     return slot_direction::up;
@@ -357,9 +439,119 @@ std::optional<time_ns> medium::next_release() const {
 }
 
 std::vector<medium_row> medium::take_rows() {
+    // In slot order: a row of an uplink slot whose result has not come holds back the later.
+    Impl& m = *impl_;
     std::vector<medium_row> out;
-    out.swap(impl_->rows);
+    while (!m.rows.empty() && std::string_view(m.rows.front().outcome) != "pending") {
+        out.push_back(std::move(m.rows.front()));
+        m.rows.pop_front();
+        ++m.rows_base;
+    }
     return out;
+}
+
+void medium::Impl::transmit_phy(std::size_t s, std::uint64_t slot, medium_row& row) {
+    auto& x = st[s];
+    ++x.stats.slots;
+    row.decoded_by = "phy";
+    // A NACKed TB first (the oldest NACK), else a new TB on a free process.
+    std::size_t k = x.procs.size();
+    for (std::size_t i = 0; i < x.procs.size(); ++i) {
+        const auto& pr = x.procs[i];
+        if (pr.tb && !pr.awaiting && (k == x.procs.size() || pr.nacked_at < x.procs[k].nacked_at))
+            k = i;
+    }
+    row.cqi_db = x.cqi_db.value_or(0.0);
+    if (k == x.procs.size()) {
+        for (std::size_t i = 0; i < x.procs.size() && k == x.procs.size(); ++i)
+            if (!x.procs[i].tb) k = i;
+        const int mcs = uplink_mcs(s, slot, nullptr);
+        if (k == x.procs.size() || mcs == linkadapt::kNoMcs) {  // not for a contender
+            row.outcome = "unusable";
+            return;
+        }
+        auto& pr = x.procs[k];
+        const std::uint32_t seq = x.seg->next_seq();
+        pr.tb = pending_tb{new_tb_bytes(s, mcs), seq, mcs, 0};
+        pr.ndi = !pr.ndi;
+    }
+    auto& pr = x.procs[k];
+    auto& tb = *pr.tb;
+    row.mcs = tb.mcs;
+    row.tb_bytes = static_cast<std::uint32_t>(tb.bytes.size());
+    row.retx = tb.transmissions;
+    row.harq_pid = static_cast<int>(k);
+    row.outcome = "pending";
+    wire::slot_grant g;
+    g.slot = slot;
+    g.empty = false;
+    g.uplink = true;
+    g.user = static_cast<std::uint16_t>(s);
+    g.mcs = static_cast<std::uint8_t>(tb.mcs);
+    g.harq_pid = static_cast<std::uint8_t>(k);
+    g.ndi = pr.ndi ? 1 : 0;
+    g.rv = kRvSequence[static_cast<std::size_t>(tb.transmissions) % 4];
+    g.tb = tb.bytes;
+    grant = std::move(g);
+    ++tb.transmissions;
+    pr.awaiting = true;
+    pr.tx_slot = slot;
+    pr.row = rows_base + rows.size();  // on_slot appends `row` next
+}
+
+void medium::Impl::result(std::size_t s, std::size_t k, const char* outcome, bool ok,
+                          const std::vector<std::uint8_t>* decoded, double snr_db, time_ns now) {
+    auto& x = st[s];
+    auto& pr = x.procs[k];
+    auto& tb = *pr.tb;
+    pr.awaiting = false;
+    if (x.olla) x.olla->update(ok, linkadapt::olla::position_of(table, tb.mcs));
+    const bool give_up = !ok && tb.transmissions >= static_cast<int>(p.max_transmissions);
+    if (ok) {
+        ++x.stats.tbs_ok;
+        deliver(s, x.reasm->on_pdu(*decoded, now), now);
+    } else {
+        ++x.stats.tbs_failed;
+        if (give_up) {
+            ++x.stats.tbs_dropped;
+            deliver(s, x.reasm->on_lost(tb.seq, now), now);
+        }
+    }
+    if (pr.row >= rows_base && pr.row - rows_base < rows.size()) {
+        auto& r = rows[pr.row - rows_base];
+        r.outcome = ok ? "ack" : give_up ? "dropped" : outcome;
+        r.snr_db = snr_db;
+    }
+    if (ok || give_up)
+        pr.tb.reset();
+    else
+        pr.nacked_at = ++results;
+}
+
+std::optional<wire::slot_grant> medium::take_uplink_grant() {
+    std::optional<wire::slot_grant> g;
+    g.swap(impl_->grant);
+    return g;
+}
+
+bool medium::on_uplink_rx(time_ns now, std::uint32_t station, const wire::rx_indication& rx) {
+    Impl& m = *impl_;
+    if (!m.phy() || station >= m.st.size()) return false;
+    auto& x = m.st[station];
+    ++x.stats.rx_reports;
+    if (std::isfinite(rx.snr_db)) x.cqi_db = static_cast<double>(rx.snr_db);
+    for (std::size_t k = 0; k < x.procs.size(); ++k) {
+        const auto& pr = x.procs[k];
+        if (!pr.awaiting || rx.slot < pr.tx_slot) continue;
+        if (rx.slot == pr.tx_slot && rx.header_ok && rx.addressed && rx.user == station &&
+            rx.harq_pid == k) {
+            m.result(station, k, "nack", rx.crc_ok, &rx.tb, rx.snr_db, now);
+        } else {  // the station's slot went by unheard (or heard addressed elsewhere)
+            ++x.stats.missed;
+            m.result(station, k, "missed", false, nullptr, rx.snr_db, now);
+        }
+    }
+    return true;
 }
 
 std::vector<std::pair<std::string, std::uint64_t>> medium::counters() const {
@@ -382,6 +574,9 @@ std::vector<std::pair<std::string, std::uint64_t>> medium::counters() const {
                            {k + "tbs_ok", s.tbs_ok},
                            {k + "tbs_failed", s.tbs_failed},
                            {k + "tbs_dropped", s.tbs_dropped},
+                           {k + "rx_reports", s.rx_reports},
+                           {k + "missed", s.missed},
+                           {k + "timeouts", s.timeouts},
                            {k + "queue_packets", x.queue.size()}});
     }
     return c;

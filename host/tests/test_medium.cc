@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <string>
 #include <vector>
@@ -172,6 +173,180 @@ TEST(Medium, scheduled_splits_slots_between_equal_rate_downlink_and_uplink) {
     }
     EXPECT_NEAR(up, 1000, 50);
     EXPECT_NEAR(down, 1000, 50);
+}
+
+// ---- uplink_decode phy: the PHY's receiver decides (fake reports, explicit slots) ----
+
+medium make_phy(medium_mode mode, std::size_t stations, std::uint32_t max_tx = 3) {
+    medium_params p;
+    p.mode = mode;
+    p.decode = uplink_decode::phy;
+    p.max_transmissions = max_tx;
+    p.olla_enabled = false;  // the MCS follows the reported SNR alone
+    p.seed = 7;
+    std::vector<std::string> names;
+    for (std::size_t s = 0; s < stations; ++s) names.push_back("s" + std::to_string(s));
+    const auto table = linkadapt::mcs_table::evdo();
+    return medium(p, names, table, tb_sizes(table), pdu::pdu_format::standard, kSlotS);
+}
+
+// What the AP's receiver for `station` reports for `slot`: heard addressed to the station
+// (the grant's fields, CRC as given, the decoded bytes when it passed), or not addressed.
+wire::rx_indication report(std::uint64_t slot, const wire::slot_grant* g, bool crc_ok,
+                           float snr_db = 30.0f) {
+    wire::rx_indication r;
+    r.slot = slot;
+    r.header_ok = true;
+    r.snr_db = snr_db;
+    r.user = wire::kUserNobody;
+    if (g) {
+        r.user = g->user;
+        r.addressed = true;
+        r.mcs = g->mcs;
+        r.harq_pid = g->harq_pid;
+        r.ndi = g->ndi;
+        r.rv = g->rv;
+        r.crc_ok = crc_ok;
+        if (crc_ok) r.tb = g->tb;
+    }
+    return r;
+}
+
+TEST(MediumPhy, a_station_contends_only_once_the_ap_has_measured_its_uplink) {
+    medium m = make_phy(medium_mode::node_fair, 1);
+    top_up(m, 0, 5, 0);
+    EXPECT_EQ(m.on_slot(0, 0, {false}, {0.0}), slot_direction::down);  // no CQI yet
+    EXPECT_FALSE(m.take_uplink_grant().has_value());
+    ASSERT_TRUE(m.on_uplink_rx(0, 0, report(0, nullptr, false)));  // the sounding
+    EXPECT_EQ(m.on_slot(1, 0, {false}, {0.0}), slot_direction::up);
+}
+
+TEST(MediumPhy, the_grant_carries_the_station_tb_and_an_ack_delivers_the_decoded_packets) {
+    medium m = make_phy(medium_mode::node_fair, 2);
+    m.on_uplink_rx(0, 1, report(0, nullptr, false));
+    for (std::uint8_t i = 0; i < 3; ++i) m.on_uplink_packet(0, 1, packet(60 + i, i));
+    ASSERT_EQ(m.on_slot(5, 5 * kSlotNs, {false, false}, {0.0, 0.0}), slot_direction::up);
+    const auto g = m.take_uplink_grant();
+    ASSERT_TRUE(g.has_value());
+    EXPECT_FALSE(m.take_uplink_grant().has_value());  // once
+    EXPECT_TRUE(g->uplink);
+    EXPECT_FALSE(g->empty);
+    EXPECT_EQ(g->slot, 5u);
+    EXPECT_EQ(g->user, 1);
+    EXPECT_EQ(g->rv, 0);
+    EXPECT_EQ(g->ndi, 1);  // toggled for the process's first TB
+    EXPECT_EQ(g->tb.size(), tb_sizes(linkadapt::mcs_table::evdo())[g->mcs]);
+    EXPECT_TRUE(m.take_rows().empty());  // the slot's row waits for its result
+    EXPECT_TRUE(m.take_received(100 * kSlotNs).empty());
+    m.on_uplink_rx(7 * kSlotNs, 1, report(5, &*g, true, 28.5f));
+    const auto got = m.take_received(7 * kSlotNs);
+    ASSERT_EQ(got.size(), 3u);
+    for (std::uint8_t i = 0; i < 3; ++i) EXPECT_EQ(got[i], packet(60 + i, i));
+    const auto rows = m.take_rows();
+    ASSERT_EQ(rows.size(), 1u);
+    EXPECT_STREQ(rows[0].outcome, "ack");
+    EXPECT_STREQ(rows[0].decoded_by, "phy");
+    EXPECT_EQ(rows[0].station, 1);
+    EXPECT_DOUBLE_EQ(rows[0].snr_db, 28.5);  // the AP's measurement
+    EXPECT_EQ(m.station_stats(1).tbs_ok, 1u);
+}
+
+TEST(MediumPhy, a_failed_crc_retransmits_the_same_tb_with_the_next_rv_until_max_then_drops) {
+    medium m = make_phy(medium_mode::node_fair, 1, 3);
+    m.on_uplink_rx(0, 0, report(0, nullptr, false));
+    m.on_uplink_packet(0, 0, packet(100, 9));  // one TB
+    std::vector<wire::slot_grant> sent;
+    for (std::uint64_t n = 1; n <= 3; ++n) {
+        ASSERT_EQ(m.on_slot(n, 0, {false}, {0.0}), slot_direction::up) << n;
+        sent.push_back(*m.take_uplink_grant());
+        m.on_uplink_rx(0, 0, report(n, &sent.back(), false));
+    }
+    EXPECT_EQ(sent[0].tb, sent[1].tb);
+    EXPECT_EQ(sent[1].tb, sent[2].tb);
+    EXPECT_EQ(sent[0].harq_pid, sent[2].harq_pid);
+    EXPECT_EQ(sent[0].ndi, sent[2].ndi);  // the same TB: the receiver combines
+    EXPECT_EQ(sent[0].rv, 0);
+    EXPECT_EQ(sent[1].rv, 2);
+    EXPECT_EQ(sent[2].rv, 3);
+    const auto rows = m.take_rows();
+    ASSERT_EQ(rows.size(), 3u);
+    EXPECT_STREQ(rows[0].outcome, "nack");
+    EXPECT_STREQ(rows[1].outcome, "nack");
+    EXPECT_STREQ(rows[2].outcome, "dropped");
+    EXPECT_EQ(rows[2].retx, 2);
+    EXPECT_TRUE(m.take_received(1'000'000'000).empty());
+    EXPECT_FALSE(m.uplink_backlogged(0));  // given up: nothing left to send
+    EXPECT_EQ(m.station_stats(0).tbs_dropped, 1u);
+}
+
+TEST(MediumPhy, a_slot_the_receiver_did_not_hear_or_never_reported_is_a_nack) {
+    medium m = make_phy(medium_mode::node_fair, 1, 5);
+    m.on_uplink_rx(0, 0, report(0, nullptr, false));
+    top_up(m, 0, 40, 0);
+    ASSERT_EQ(m.on_slot(1, 0, {false}, {0.0}), slot_direction::up);
+    const auto g1 = *m.take_uplink_grant();
+    // The receiver's next report is of slot 2: slot 1's header was never heard.
+    m.on_uplink_rx(0, 0, report(2, nullptr, false));
+    ASSERT_EQ(m.on_slot(3, 0, {false}, {0.0}), slot_direction::up);
+    const auto g3 = *m.take_uplink_grant();
+    EXPECT_EQ(g3.tb, g1.tb);  // sent again
+    EXPECT_EQ(g3.harq_pid, g1.harq_pid);
+    // No report at all: a NACK after feedback_timeout_slots (100).
+    std::uint64_t n = 4;
+    for (; n < 200; ++n) {
+        m.on_slot(n, 0, {false}, {0.0});
+        m.take_uplink_grant();
+    }
+    const auto rows = m.take_rows();
+    ASSERT_GE(rows.size(), 2u);
+    EXPECT_STREQ(rows[0].outcome, "missed");
+    EXPECT_STREQ(rows[1].outcome, "timeout");
+    EXPECT_EQ(m.station_stats(0).missed, 1u);
+    EXPECT_GE(m.station_stats(0).timeouts, 1u);
+}
+
+TEST(MediumPhy, node_fair_shares_stay_equal_while_results_come_lead_slots_late) {
+    // The AP and one station always backlogged; each uplink result arrives 6 slots after its
+    // slot (grant lead + air time + decoding). Several HARQ processes keep the station
+    // contending meanwhile, so the shares stay 1/2 each.
+    medium m = make_phy(medium_mode::node_fair, 1);
+    m.on_uplink_rx(0, 0, report(0, nullptr, false));
+    std::deque<std::pair<std::uint64_t, wire::slot_grant>> in_flight;
+    int up = 0, down = 0;
+    std::size_t delivered = 0;
+    for (std::uint64_t n = 1; n <= 2000; ++n) {
+        top_up(m, 0, 20, 0);
+        while (!in_flight.empty() && in_flight.front().first + 6 <= n) {
+            const auto& f = in_flight.front();
+            m.on_uplink_rx(0, 0, report(f.second.slot, &f.second, true));
+            in_flight.pop_front();
+        }
+        if (m.on_slot(n, 0, {true}, {1e6}) == slot_direction::up) {
+            ++up;
+            in_flight.emplace_back(n, *m.take_uplink_grant());
+        } else {
+            ++down;
+        }
+        delivered += m.take_received(0).size();
+    }
+    EXPECT_EQ(up, 1000);
+    EXPECT_EQ(down, 1000);
+    EXPECT_GT(delivered, 0u);
+    std::uint64_t last = 0;
+    for (const auto& r : m.take_rows()) {  // in slot order, every uplink row decided by the PHY
+        EXPECT_GE(r.slot, last);
+        last = r.slot;
+        if (r.direction == slot_direction::up) {
+            EXPECT_STREQ(r.decoded_by, "phy");
+        }
+    }
+}
+
+TEST(MediumPhy, reports_are_ignored_in_model_mode_and_for_unknown_stations) {
+    medium model = make(medium_mode::node_fair, 1);
+    EXPECT_FALSE(model.on_uplink_rx(0, 0, report(0, nullptr, false)));
+    medium m = make_phy(medium_mode::node_fair, 1);
+    EXPECT_FALSE(m.on_uplink_rx(0, 5, report(0, nullptr, false)));
 }
 
 TEST(Medium, invalid_params_name_the_key) {

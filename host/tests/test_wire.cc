@@ -84,6 +84,36 @@ TEST(Wire, golden_cqi_report_and_slot_request_bytes) {
     EXPECT_EQ((std::uint32_t(req[32]) << 24) | (req[33] << 16) | (req[34] << 8) | req[35], crc);
 }
 
+TEST(Wire, golden_uplink_slot_grant_bytes) {
+    // Station 2's uplink TB in slot 5 (shared medium): flags bit1. Expected bytes made
+    // independently with Python: struct.pack(">QBHBBBBH", 5, 2, 2, 3, 1, 1, 2, 3) + tb,
+    // after the header, then zlib.crc32 of everything before it.
+    slot_grant g;
+    g.slot = 5;
+    g.empty = false;
+    g.uplink = true;
+    g.user = 2;
+    g.mcs = 3;
+    g.harq_pid = 1;
+    g.ndi = 1;
+    g.rv = 2;
+    g.tb = {0xde, 0xad, 0xbe};
+    const auto f = encode(g, 3);
+    EXPECT_EQ(hex(std::vector<std::uint8_t>(f.begin(), f.end() - 4)),
+              "4f505053010200000000000300000014"  // header: type 2, seq 3, body 20
+              "0000000000000005"
+              "02"
+              "0002"
+              "03010102"
+              "0003"
+              "deadbe");  // slot flags(uplink) user mcs pid ndi rv tb_len tb
+    const auto r = decode(f);
+    ASSERT_TRUE(r.ok()) << r.error();
+    const auto& back = std::get<slot_grant>(r->msg);
+    EXPECT_TRUE(back.uplink);
+    EXPECT_EQ(back, g);
+}
+
 TEST(Wire, truncated_flipped_and_garbage_frames_return_errors_never_crash) {
     std::mt19937_64 rng(12345);
     std::size_t rejected = 0, total = 0;
@@ -177,15 +207,16 @@ TEST(Wire, header_reserved_bits_are_rejected_naming_the_field_and_value) {
 }
 
 TEST(Wire, unknown_flag_bits_are_rejected_naming_the_message_field_and_value) {
-    // slot_grant.flags (body offset 8: after the u64 slot) knows bit 0 only.
+    // slot_grant.flags (body offset 8: after the u64 slot) knows bits 0 (empty) and 1 (uplink).
     slot_grant g;
     g.slot = 9;
     g.empty = true;
     const auto gf = encode(g, 1);
     ASSERT_EQ(gf[16 + 8], 0x01);
-    const auto rg = decode(with_byte(gf, 16 + 8, 0x03));
+    EXPECT_TRUE(decode(with_byte(gf, 16 + 8, 0x03)).ok());
+    const auto rg = decode(with_byte(gf, 16 + 8, 0x05));
     ASSERT_FALSE(rg.ok());
-    EXPECT_EQ(rg.error(), "slot_grant.flags: 0x3 sets reserved bits 0x2 (known: 0x1)");
+    EXPECT_EQ(rg.error(), "slot_grant.flags: 0x5 sets reserved bits 0x4 (known: 0x3)");
 
     // rx_indication.flags (body offset 14) knows bits 0..2; bit 7 is reserved.
     rx_indication rx;

@@ -41,7 +41,8 @@ const char* const kKeys[] = {"slot",
                              "combined",
                              "cfo_hz",
                              "sample",
-                             "other"};
+                             "other",
+                             "uplink"};
 constexpr std::size_t kNumKeys = sizeof kKeys / sizeof kKeys[0];
 
 double real_of(input_reader& in) {
@@ -102,8 +103,9 @@ bool same(const slot_msg::rx_report& a, const slot_msg::rx_report& b) {
 }
 
 bool same(const slot_msg::grant& a, const slot_msg::grant& b) {
-    return a.slot == b.slot && a.empty == b.empty && a.user == b.user && a.mcs == b.mcs &&
-           a.harq_pid == b.harq_pid && a.rv == b.rv && a.ndi == b.ndi && a.tb == b.tb;
+    return a.slot == b.slot && a.empty == b.empty && a.uplink == b.uplink && a.user == b.user &&
+           a.mcs == b.mcs && a.harq_pid == b.harq_pid && a.rv == b.rv && a.ndi == b.ndi &&
+           a.tb == b.tb;
 }
 
 void check_error(const std::string& e) { FUZZ_CHECK(e.find(": ") != std::string::npos, e.c_str()); }

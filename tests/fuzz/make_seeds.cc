@@ -85,6 +85,9 @@ void wire_seeds() {
     for (const auto& m : msgs)
         write("wire_decode", wire::to_string(wire::type_of(m)),
               cat({{0x03}, wire::encode(m, 1000)}));  // control: CRC and body_len fixed
+    wire::slot_grant up = g;                          // a station's uplink TB (shared medium)
+    up.uplink = true;
+    write("wire_decode", "slot_grant_uplink", cat({{0x03}, wire::encode(up, 1001)}));
 }
 
 void pdu_seeds(const fs::path& vectors) {
@@ -202,7 +205,8 @@ void slot_msg_seeds() {
     auto u8v = [](std::uint8_t key, std::uint8_t n) { return cat({{key, 6, n}, bytes(n, 0x5a)}); };
     // Key indices: slot 0, air_time_ns 1, empty 2, user 3, mcs 4, harq_pid 5, ndi 6, rv 7,
     // tb 8, slot_estimated 9, detected 10, header_ok 11, tb_bytes 12, addressed 13, crc_ok 14,
-    // snr_db 15, effective_snr_db 16, cqi 17, combined 18, cfo_hz 19, sample 20.
+    // snr_db 15, effective_snr_db 16, cqi 17, combined 18, cfo_hz 19, sample 20, other 21,
+    // uplink 22.
     write("slot_msg", "request", cat({{1, 2}, u64(0, 77), lng(1, 5)}));
     write("slot_msg", "grant",
           cat({{1, 7},
@@ -211,6 +215,16 @@ void slot_msg_seeds() {
                lng(3, 2),
                lng(4, 5),
                lng(5, 3),
+               boo(6, true),
+               u8v(8, 12)}));
+    write("slot_msg", "grant_uplink",
+          cat({{1, 8},
+               u64(0, 10),
+               boo(2, false),
+               boo(22, true),
+               lng(3, 1),
+               lng(4, 2),
+               lng(5, 1),
                boo(6, true),
                u8v(8, 12)}));
     write("slot_msg", "rx_report",

@@ -105,6 +105,8 @@ class Layout:
             # Each client's own uplink endpoint: the apd drops a message on it that names
             # another user (docs/daemons.md, "Uplink identity").
             lay.endpoints[f"uplink_{u.id}"] = f"ipc://{zmq_dir}/uplink_{u.id}"
+            # The sample PHY's AP-side receiver for station u -> the apd (shared medium).
+            lay.endpoints[f"uprx_{u.id}"] = f"ipc://{zmq_dir}/uprx_{u.id}"
         return lay
 
     keys_dir: Path | None = None  # RUN_DIR/keys (keys.install) when the run uses keys
@@ -363,6 +365,8 @@ def apd_config(cfg: dict, lay: Layout) -> dict:
             entry["queue_limit_bytes"] = dev["queue"]["limit_bytes"]
         if lay.curve:
             entry["curve_public_key_file"] = str(lay.keys_dir / f"{u.name}.public")
+        if uplink_through_phy(cfg):
+            entry["phy_uplink_rx"] = lay.endpoints[f"uprx_{u.id}"]
         users.append(entry)
     conf = {
         "tun": lay.tun,
@@ -400,9 +404,17 @@ def apd_config(cfg: dict, lay: Layout) -> dict:
     return deep_merge(conf, cfg["extra"]["apd"])
 
 
-def _medium(cfg: dict) -> dict:
-    """The apd's `medium` section: the uplink channels default to the devices' downlink
-    statistics (their mean)."""
+def uplink_through_phy(cfg: dict) -> bool:
+    """Whether uplink slots go through the PHY's blocks (medium.mode != none with
+    phy.mode sample): the apd's medium.uplink_decode phy. The abstract PHY's runs keep the
+    apd's threshold model (uplink_decode model)."""
+    return cfg.get("medium", {}).get("mode", "none") != "none" and \
+        cfg["phy"]["mode"] == "sample"
+
+
+def uplink_channel(cfg: dict) -> tuple[float, float]:
+    """The uplink channels' (mean SNR dB, Doppler Hz): medium.uplink_*, null resolved to
+    the mean of the devices' downlink statistics."""
     m = cfg["medium"]
     chans = [d["channel"] for d in cfg["devices"]]
     snr = m["uplink_mean_snr_db"]
@@ -411,9 +423,18 @@ def _medium(cfg: dict) -> dict:
     dop = m["uplink_doppler_hz"]
     if dop is None:
         dop = sum(c["doppler_hz"] for c in chans) / len(chans)
+    return float(snr), float(dop)
+
+
+def _medium(cfg: dict) -> dict:
+    """The apd's `medium` section: the uplink channels default to the devices' downlink
+    statistics (their mean)."""
+    m = cfg["medium"]
+    snr, dop = uplink_channel(cfg)
     return {"mode": m["mode"], "station_buffer_packets": m["station_buffer_packets"],
-            "uplink_mean_snr_db": float(snr), "uplink_doppler_hz": float(dop),
-            "max_transmissions": max_transmissions(cfg)}
+            "uplink_mean_snr_db": snr, "uplink_doppler_hz": dop,
+            "max_transmissions": max_transmissions(cfg),
+            "uplink_decode": "phy" if uplink_through_phy(cfg) else "model"}
 
 
 def client_config(cfg: dict, lay: Layout, user: User) -> dict:
@@ -482,6 +503,13 @@ def phy_config(cfg: dict, lay: Layout) -> dict:
                           "sample_rate": block_sample_rate(cfg)}
         conf["error_model"] = "threshold"
         conf.pop("link_curves", None)
+        if uplink_through_phy(cfg):
+            # the shared medium's uplink slots through the blocks (loopback.py, "Uplink")
+            snr, dop = uplink_channel(cfg)
+            conf["uplink"] = {"enabled": True, "mean_snr_db": snr, "doppler_hz": dop,
+                              "seed": int(cfg["seed"]) * 1000 + 500}
+            for pu, u in zip(users, lay.users):
+                pu["uplink_rx"] = lay.endpoints[f"uprx_{u.id}"]
         c = cfg["capture"]
         if c["iq"]:  # oppsched.phy.iqcapture
             conf["capture"] = {"iq": True, "dir": lay.path("iq"),

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from oppsched import mac
+
 from test_apd import (AP_ADDR, APD, UE0_ADDR, FakeClient, FakePhy, bed, ipv4_udp,  # noqa: F401
                       stats_after_usr1, zmq)
 
@@ -132,3 +134,84 @@ def test_node_fair_decides_again_after_the_phys_slot_numbers_jump_back(bed):
         ctx.destroy(linger=0)
     p.send_signal(signal.SIGTERM)
     assert p.wait(timeout=10) == 0
+
+
+def _uplink_rx_config(bed):
+    cfg = bed.config(medium={"mode": "node_fair", "uplink_decode": "phy"})
+    for u in cfg["users"]:
+        u["phy_uplink_rx"] = bed.ep(f"uprx_{u['id']}")
+    cfg["traces"]["medium"] = str(bed.dir / "medium.csv")
+    return cfg
+
+
+def test_uplink_decode_phy_sends_the_station_tb_in_the_grant_and_takes_the_receivers_result(bed):
+    """medium.uplink_decode phy: the uplink slot's grant carries the station's TB (flag
+    uplink), and what the AP's receiver reports for that slot decides: its decoded bytes reach
+    the TUN, medium.csv says decoded_by phy."""
+    pd = pytest.importorskip("pandas")
+    cfg = _uplink_rx_config(bed)
+    p = bed.start(cfg)
+    stats = Path(cfg["traces"]["stats"])
+    ctx = zmq.Context()
+    try:
+        client = FakeClient(ctx, bed)
+        rx = ctx.socket(zmq.PUSH)  # the sample PHY's AP-side receiver for station ue0
+        rx.setsockopt(zmq.LINGER, 0)
+        rx.connect(bed.ep("uprx_0"))
+        phy = FakePhy(ctx, bed)
+        client.send("uplink_packet", {"user": 0, "packet": ipv4_udp(
+            UE0_ADDR, AP_ADDR, 4000, 5004, b"through-the-phy")})
+        stats_after_usr1(p, stats, lambda s: s["medium"]["up"]["ue0"]["packets_in"] == 1)
+        # Nothing measured yet: the station does not contend.
+        assert phy.request(1)["empty"]
+        # The receiver's report of slot 1 (the sounding: addressed to nobody): 30 dB.
+        rx.send(mac.wire.encode("rx_indication", 0, {
+            "slot": 1, "user": mac.wire.USER_NOBODY, "header_ok": True, "snr_db": 30.0}))
+        stats_after_usr1(p, stats, lambda s: s["medium"]["up"]["ue0"]["rx_reports"] == 1)
+        g = phy.request(2)
+        assert g["uplink"] and not g["empty"] and g["user"] == 0 and g["tb"]
+        # CRC failed: a NACK, and the same TB again in the station's next slot.
+        rx.send(mac.wire.encode("rx_indication", 1, {
+            "slot": 2, "user": 0, "mcs": g["mcs"], "harq_pid": g["harq_pid"], "ndi": g["ndi"],
+            "rv": g["rv"], "header_ok": True, "addressed": True, "crc_ok": False,
+            "snr_db": 30.0}))
+        stats_after_usr1(p, stats, lambda s: s["medium"]["up"]["ue0"]["tbs_failed"] == 1)
+        assert s_tun(p, stats) == 0
+        g2 = phy.request(3)
+        assert g2["uplink"] and g2["tb"] == g["tb"] and g2["ndi"] == g["ndi"]
+        assert g2["rv"] != g["rv"]
+        rx.send(mac.wire.encode("rx_indication", 2, {
+            "slot": 3, "user": 0, "mcs": g2["mcs"], "harq_pid": g2["harq_pid"],
+            "ndi": g2["ndi"], "rv": g2["rv"], "header_ok": True, "addressed": True,
+            "crc_ok": True, "snr_db": 29.0, "tb": g2["tb"]}))
+        s = stats_after_usr1(p, stats, lambda s: s["tun"]["tx_packets"] == 1)
+        assert s["medium"]["up"]["ue0"]["delivered"] == 1
+        # A report addressed to another station on ue0's endpoint is dropped and counted.
+        rx.send(mac.wire.encode("rx_indication", 3, {
+            "slot": 4, "user": 1, "header_ok": True, "addressed": True, "snr_db": 30.0}))
+        s = stats_after_usr1(p, stats, lambda s: s["malformed"]["phy_uplink_rx"] == 1)
+        phy.close()
+        rx.close()
+    finally:
+        ctx.destroy(linger=0)
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=10) == 0
+    m = pd.read_csv(cfg["traces"]["medium"])
+    up = m[m.direction == "up"]
+    assert list(up.outcome) == ["nack", "ack"]
+    assert (up.decoded_by == "phy").all()
+    assert list(up.snr_db) == [30.0, 29.0]  # what the AP's receiver measured
+
+
+def s_tun(p, stats_path):
+    return stats_after_usr1(p, stats_path, lambda s: True)["tun"]["tx_packets"]
+
+
+def test_uplink_decode_phy_without_the_receivers_endpoints_is_a_config_error(bed):
+    cfg = _uplink_rx_config(bed)
+    del cfg["users"][1]["phy_uplink_rx"]
+    path = bed.write(cfg)
+    r = subprocess.run([str(APD), "--config", str(path), "--check"], capture_output=True,
+                       text=True, timeout=20)
+    assert r.returncode == 2
+    assert "medium.uplink_decode" in r.stderr and "phy_uplink_rx" in r.stderr

@@ -529,6 +529,7 @@ def test_malformed_grants_are_counted_and_the_slot_goes_out_empty(tmp_path):
         "mcs": 1,
         "no_tb": 0,
         "oversized": 1,
+        "uplink": 0,
     }
     # a malformed grant still answers the request: slot 0 is empty, not late
     rx = model_slot(core, 0, None)
@@ -750,6 +751,8 @@ def test_garbage_on_phy_grants_is_counted_and_the_process_lives(tmp_path):
         7: [grant(7, seq=7)[:-1]],
         8: [mac.wire.encode("cqi_report", 8, {"user": 0})],
         9: [grant(9, user=9, seq=9)],
+        10: [mac.wire.encode("slot_grant", 10, {"slot": 10, "user": 0, "mcs": 0, "uplink": True,
+                                                "tb": b"UPLINK"})],
     }
 
     def answer(slot, _air):
@@ -768,9 +771,11 @@ def test_garbage_on_phy_grants_is_counted_and_the_process_lives(tmp_path):
         )
         net.settle()
     assert rc == 0, err
-    assert stats["grants_malformed"] == 5
+    assert stats["grants_malformed"] == 6
     assert stats["grants_malformed_by"]["decode"] == 3 and stats["grants_malformed_by"]["type"] == 1
     assert stats["grants_malformed_by"]["user"] == 1
+    assert stats["grants_malformed_by"]["uplink"] == 1  # not sent as a downlink TB
+    assert all(d["tb"] != b"UPLINK" for d in net.indications[0])
     assert stats["slots"] == n
     assert [d["slot"] for d in net.indications[0]] == list(range(n))
     assert net.indications[0][n - 1]["tb"] == b"fine" or stats["late"] > 0

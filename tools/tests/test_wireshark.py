@@ -220,7 +220,7 @@ def test_every_phy_mac_message_decodes_with_its_body(tmp_path):
 def test_unknown_flag_bits_and_types_are_tolerated_as_warnings(tmp_path):
     _need_tshark()
     g = bytearray(_frames()["slot_grant"])
-    g[16 + 8] |= 0x02  # a slot_grant flag bit this dissector does not know (wire flags byte)
+    g[16 + 8] |= 0x04  # a slot_grant flag bit this dissector does not know (wire flags byte)
     body = bytes(g[:-4])
     g = body + struct.pack(">I", __import__("zlib").crc32(body))
     unknown_type = bytearray(_frames()["cqi_report"])

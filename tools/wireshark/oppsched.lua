@@ -100,6 +100,7 @@ local f = {
     m_air_time = ProtoField.int64("oppsched.msg.air_time_ns", "Air time (ns, PHY clock)"),
     m_flags = ProtoField.uint8("oppsched.msg.flags", "Flags", base.HEX),
     m_empty = ProtoField.bool("oppsched.msg.empty", "Empty slot", 8, nil, 0x01),
+    m_uplink = ProtoField.bool("oppsched.msg.uplink", "Uplink slot (station's TB)", 8, nil, 0x02),
     m_header_ok = ProtoField.bool("oppsched.msg.header_ok", "Header ok", 8, nil, 0x01),
     m_addressed = ProtoField.bool("oppsched.msg.addressed", "Addressed to this client", 8, nil,
                                   0x02),
@@ -487,14 +488,16 @@ local function dissect_message(tvb, off, pinfo, tree)
     elseif mtype == 2 then
         local s = take(f.m_slot, 8)
         local fr, ft = take(f.m_flags, 1)
-        local empty = false
+        local empty, uplink = false, false
         if fr then
             ft:add(f.m_empty, fr)
+            ft:add(f.m_uplink, fr)
             empty = bit32.band(fr:uint(), 1) ~= 0
-            if bit32.band(fr:uint(), 0xFE) ~= 0 then
+            uplink = bit32.band(fr:uint(), 2) ~= 0
+            if bit32.band(fr:uint(), 0xFC) ~= 0 then
                 ft:add_tvb_expert_info(e.unknown, fr, string.format(
                     "slot_grant flags 0x%02x: unknown bits 0x%02x", fr:uint(),
-                    bit32.band(fr:uint(), 0xFE)))
+                    bit32.band(fr:uint(), 0xFC)))
             end
         end
         local u = take(f.m_user, 2)
@@ -502,7 +505,8 @@ local function dissect_message(tvb, off, pinfo, tree)
         local at, n = take_bytes(f.m_len, f.m_bytes)
         if s then
             summary = string.format("%s slot %s%s", name, s:uint64(),
-                                    empty and " empty" or (u and (" user " .. u:uint()) or ""))
+                                    empty and " empty" or (u and ((uplink and " uplink station "
+                                    or " user ") .. u:uint()) or ""))
         end
         if at and n > 0 and not empty then
             sub = function()

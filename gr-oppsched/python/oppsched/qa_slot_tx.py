@@ -164,6 +164,99 @@ class qa_slot_tx(gr_unittest.TestCase):
         # slot 29 may not start before 29 slot durations (48.3 ms) after slot 0
         self.assertGreaterEqual(elapsed, 29 * 1.667e-3)
 
+    def test_uplink_slot_goes_out_on_output_1_and_the_downlink_carries_no_payload(self):
+        # slot 0 downlink to user 0, slot 1 station 1's uplink TB, slot 2 empty
+        up_tb = self.tb(2)
+        down_tb = self.tb(1)
+        g_up = pmt.dict_add(grant_dict(1, 1, 2, up_tb, harq_pid=3, ndi=True),
+                            pmt.intern("uplink"), pmt.PMT_T)
+        tx = oppsched.slot_tx("evdo", 1e6, 3, 0.0)
+        for g in (grant_dict(0, 0, 1, down_tb), g_up, empty_grant(2)):
+            tx._post(pmt.intern("grant"), g)
+        tb = gr.top_block()
+        n = 3 * self.S
+        down, up = blocks.vector_sink_c(), blocks.vector_sink_c()
+        tb.connect((tx, 0), blocks.head(gr.sizeof_gr_complex, n), down)
+        tb.connect((tx, 1), blocks.head(gr.sizeof_gr_complex, n), up)
+        tb.run()
+        self.assertEqual(tx.tb_sent(), 1)
+        self.assertEqual(tx.uplink_tb_sent(), 1)
+        self.assertEqual(tx.grants_malformed(), 0)
+        # the two outputs are sample-aligned: one slot clock
+        self.assertEqual(len(down.data()), len(up.data()))
+        (d0, d1), _ = run_rx(np.array(down.data()), user_ids=(0, 1))
+        (u0, u1), _ = run_rx(np.array(up.data()), user_ids=(0, 1))
+        self.assertEqual([r["slot"] for r in d0], [0, 1, 2])
+        # downlink: user 0's TB in slot 0; in the uplink slot an empty slot (no TB)
+        self.assertEqual([r["user"] for r in d0], [0, 0xFFFF, 0xFFFF])
+        self.assertEqual([r["tb_bytes"] for r in d0], [len(down_tb), 0, 0])
+        self.assertEqual([r["crc_ok"] for r in d0], [True, False, False])
+        self.assertEqual(bytes(d0[0]["tb"]), down_tb)
+        self.assertFalse(any(r["addressed"] for r in d1))
+        # uplink output: the stations' sounding in slots 0 and 2, station 1's TB in slot 1
+        self.assertEqual([r["slot"] for r in u1], [0, 1, 2])
+        self.assertEqual([r["user"] for r in u1], [0xFFFF, 1, 0xFFFF])
+        self.assertTrue(u1[1]["addressed"] and u1[1]["crc_ok"])
+        self.assertEqual((u1[1]["harq_pid"], u1[1]["ndi"], u1[1]["mcs"]), (3, True, 2))
+        self.assertEqual(bytes(u1[1]["tb"]), up_tb)
+        self.assertFalse(any(r["addressed"] for r in u0))
+
+    def test_downlink_samples_are_the_same_with_or_without_the_uplink_output(self):
+        # medium.mode none keeps its waveform: connecting output 1 changes nothing on output 0
+        # while every grant is a downlink one.
+        def grants():
+            rng = np.random.default_rng(5)
+            return [grant_dict(n, n % 2, 2, rng.integers(0, 256, 50, dtype=np.uint8).tobytes())
+                    for n in range(4)] + [empty_grant(4)]
+
+        alone, _, _ = run_tx(grants(), 6)
+        tx = oppsched.slot_tx("evdo", 1e6, 3, 0.0)
+        for g in grants():
+            tx._post(pmt.intern("grant"), g)
+        tb = gr.top_block()
+        down, up = blocks.vector_sink_c(), blocks.vector_sink_c()
+        tb.connect((tx, 0), blocks.head(gr.sizeof_gr_complex, 6 * self.S), down)
+        tb.connect((tx, 1), blocks.head(gr.sizeof_gr_complex, 6 * self.S), up)
+        tb.run()
+        self.assertTrue(np.array_equal(np.array(down.data(), np.complex64), alone))
+        self.assertEqual(tx.uplink_tb_sent(), 0)
+
+    def test_clients_detect_and_measure_every_slot_while_stations_send_every_other(self):
+        # The downlink of an uplink slot still carries a whole (empty) slot: at 20 dB the
+        # client's receiver detects it and measures its SNR like the others.
+        tx = oppsched.slot_tx("evdo", 1e6, 3, 0.0)
+        n_slots = 12
+        for n in range(n_slots):
+            g = grant_dict(n, 0, 2, self.tb(2, 50), ndi=(n // 2) % 2)  # a new TB each time
+            if n % 2:
+                g = pmt.dict_add(g, pmt.intern("uplink"), pmt.PMT_T)
+            tx._post(pmt.intern("grant"), g)
+        tb = gr.top_block()
+        down = blocks.vector_sink_c()
+        tb.connect((tx, 0), blocks.head(gr.sizeof_gr_complex, n_slots * self.S), down)
+        tb.connect((tx, 1), blocks.head(gr.sizeof_gr_complex, n_slots * self.S),
+                   blocks.null_sink(gr.sizeof_gr_complex))
+        tb.run()
+        x = np.array(down.data(), np.complex64)
+        p = np.mean(np.abs(x[: self.S]) ** 2)
+        noise = self.rng.normal(size=(len(x), 2)) @ np.array([1, 1j]) * np.sqrt(p / 200)
+        (reps,), _ = run_rx((x + noise).astype(np.complex64))
+        self.assertGreaterEqual(len(reps), n_slots - 1)
+        self.assertEqual([r["slot"] for r in reps], list(range(len(reps))))
+        self.assertTrue(all(r["detected"] and r["header_ok"] for r in reps))
+        snr = [r["snr_db"] for r in reps]
+        self.assertLess(max(snr) - min(snr), 3.0)
+        self.assertTrue(all(r["crc_ok"] for r in reps[0::2]))  # the downlink TBs
+
+    def test_uplink_grant_without_output_1_is_malformed_and_its_slot_empty(self):
+        g_up = pmt.dict_add(grant_dict(0, 1, 1, self.tb(1)), pmt.intern("uplink"), pmt.PMT_T)
+        x, _, tx = run_tx([g_up], 2)
+        self.assertEqual(tx.grants_malformed(), 1)
+        self.assertEqual(tx.uplink_tb_sent(), 0)
+        self.assertEqual(tx.tb_sent(), 0)
+        (reps,), _ = run_rx(x, user_ids=(1,))
+        self.assertEqual(reps[0]["user"], 0xFFFF)
+
     def test_bad_parameters_raise_naming_the_field(self):
         for kw, field in (
             (dict(lead_slots=0), "lead_slots"),

@@ -224,8 +224,8 @@ bool slot_request::operator==(const slot_request& o) const {
     return slot == o.slot && air_time_ns == o.air_time_ns;
 }
 bool slot_grant::operator==(const slot_grant& o) const {
-    return slot == o.slot && empty == o.empty && user == o.user && mcs == o.mcs &&
-           harq_pid == o.harq_pid && ndi == o.ndi && rv == o.rv && tb == o.tb;
+    return slot == o.slot && empty == o.empty && uplink == o.uplink && user == o.user &&
+           mcs == o.mcs && harq_pid == o.harq_pid && ndi == o.ndi && rv == o.rv && tb == o.tb;
 }
 bool rx_indication::operator==(const rx_indication& o) const {
     return slot == o.slot && user == o.user && mcs == o.mcs && harq_pid == o.harq_pid &&

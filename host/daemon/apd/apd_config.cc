@@ -255,6 +255,20 @@ apd_params read_apd_config(const config_node& root) {
         } else if (it.has("curve_public_key_file")) {
             it.fail("curve_public_key_file", "only valid with curve.secret_key_file");
         }
+        if (c.ep_phy_uplink_rx.size() < items.size()) c.ep_phy_uplink_rx.resize(items.size());
+        const std::string urx = it.get<std::string>("phy_uplink_rx", "");
+        if (!urx.empty()) {
+            check_endpoint(it, "phy_uplink_rx", urx);
+            for (const std::string* other : {&c.ep_phy_requests, &c.ep_phy_grants, &c.ep_uplink})
+                if (urx == *other)
+                    it.fail("phy_uplink_rx", "'" + urx + "' is also another endpoint");
+            for (const auto& o : c.ep_uplink_user)
+                if (urx == o) it.fail("phy_uplink_rx", "'" + urx + "' is also a user's uplink");
+            for (const auto& o : c.ep_phy_uplink_rx)
+                if (urx == o)
+                    it.fail("phy_uplink_rx", "'" + urx + "' is the phy_uplink_rx of another user");
+        }
+        c.ep_phy_uplink_rx[id] = urx;
         u.addresses = it.get<std::vector<std::string>>("addresses", {});
         u.queue_limit_bytes =
             it.get_optional<std::size_t>("queue_limit_bytes", value_range::closed(0, 1e12));
@@ -460,6 +474,20 @@ apd_params read_apd_config(const config_node& root) {
         mp.lead_slots = std::min<std::uint32_t>(core.lead_slots, 1000);
         mp.olla_enabled = core.olla_enabled;
         mp.olla = core.olla;
+        // model: the abstract PHY's SNR threshold in the apd; phy: the sample PHY decodes
+        // the uplink TBs (users[].phy_uplink_rx carries its reports).
+        mp.decode = md.get_choice("uplink_decode", "model", {"model", "phy"}) == "phy"
+                        ? ap::uplink_decode::phy
+                        : ap::uplink_decode::model;
+        mp.harq_processes = md.get<std::uint32_t>("harq_processes", 8, value_range::closed(1, 16));
+        mp.feedback_timeout_slots =
+            md.get<std::uint32_t>("feedback_timeout_slots", 100, value_range::closed(1, 100000));
+        if (mp.decode == ap::uplink_decode::phy && mp.mode != ap::medium_mode::none)
+            for (std::size_t u = 0; u < c.ep_phy_uplink_rx.size(); ++u)
+                if (c.ep_phy_uplink_rx[u].empty())
+                    md.fail("uplink_decode",
+                            "'phy' needs users[id " + std::to_string(u) +
+                                "].phy_uplink_rx (the PHY's receiver reports for that station)");
     }
 
     // ---- traces ----

@@ -22,6 +22,10 @@ struct apd_params {
     // that names another user is dropped and counted (uplink.user_mismatch): the endpoint
     // is the client's identity (docs/daemons.md, "Uplink identity").
     std::vector<std::string> ep_uplink_user;
+    // users[id].phy_uplink_rx: a bound PULL per station ("" = none) where the sample PHY's
+    // AP-side receiver for that station pushes its rx_indications (medium.uplink_decode
+    // phy: every station needs one; the endpoint names the station).
+    std::vector<std::string> ep_phy_uplink_rx;
     daemon::socket_options zmq;
     // curve.secret_key_file: the uplink sockets (shared and per user) are CURVE servers and
     // a client is the user its key is mapped to (users[].curve_public_key_file; the

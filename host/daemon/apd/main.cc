@@ -75,6 +75,8 @@ class ap_daemon final {
     // zap_handler's User-Id), "" without CURVE.
     void on_uplink_message(const std::vector<std::uint8_t>& msg, int bound_user = -1,
                            const std::string& key_user = {});
+    // A report of the sample PHY's AP-side receiver for `station` (users[].phy_uplink_rx).
+    void on_phy_uplink_rx(const std::vector<std::uint8_t>& msg, std::uint32_t station);
     void read_tun();
     void release_uplink();
     int poll_timeout_ms() const;
@@ -98,7 +100,8 @@ class ap_daemon final {
     std::unique_ptr<daemon::pull_endpoint> phy_requests_;
     std::unique_ptr<daemon::push_endpoint> phy_grants_;
     std::unique_ptr<daemon::pull_endpoint> uplink_;
-    std::vector<std::unique_ptr<daemon::pull_endpoint>> uplink_user_;  // per user, or null
+    std::vector<std::unique_ptr<daemon::pull_endpoint>> uplink_user_;    // per user, or null
+    std::vector<std::unique_ptr<daemon::pull_endpoint>> phy_uplink_rx_;  // per station, or null
     daemon::stats_registry stats_;
     daemon::rate_limited_log rlog_;
     wire::seq_tracker phy_seq_;
@@ -154,9 +157,9 @@ void ap_daemon::open_traces() {
         slots_csv_ = std::make_unique<daemon::csv_writer>(cfg_.trace_slots, h);
     }
     if (medium_ && !cfg_.trace_medium.empty()) {
-        std::vector<std::string> h = {"slot",       "t_ns",     "direction", "station",
-                                      "contenders", "mcs",      "tb_bytes",  "retx",
-                                      "outcome",    "feedback", "cqi_db",    "snr_db"};
+        std::vector<std::string> h = {"slot",   "t_ns",     "direction",  "station", "contenders",
+                                      "mcs",    "tb_bytes", "retx",       "outcome", "feedback",
+                                      "cqi_db", "snr_db",   "decoded_by", "harq_pid"};
         for (const auto& u : core_->params().users) h.push_back("upq." + u.name);
         medium_csv_ = std::make_unique<daemon::csv_writer>(cfg_.trace_medium, h);
     }
@@ -194,10 +197,16 @@ void ap_daemon::write_traces(bool final) {
                 w.field(r.mcs).field(std::uint64_t{r.tb_bytes}).field(r.retx);
                 w.field(std::string_view(r.outcome)).field(std::string_view("ap"));
                 w.field(r.cqi_db).field(r.snr_db);
+                w.field(std::string_view(r.decoded_by));
+                if (r.harq_pid >= 0)
+                    w.field(r.harq_pid);
+                else
+                    w.field(std::string_view(""));
             } else {
                 w.field(std::string_view("")).field(std::string_view(""));
                 w.field(std::string_view("")).field(std::string_view(""));
                 w.field(std::string_view("side_channel"));
+                w.field(std::string_view("")).field(std::string_view(""));
                 w.field(std::string_view("")).field(std::string_view(""));
             }
             for (auto q : r.queue) w.field(std::uint64_t{q});
@@ -251,6 +260,8 @@ void ap_daemon::fill_stats() {
     pull("uplink", uplink_.get());
     for (std::size_t u = 0; u < uplink_user_.size(); ++u)
         pull("uplink." + core_->params().users[u].name, uplink_user_[u].get());
+    for (std::size_t u = 0; u < phy_uplink_rx_.size(); ++u)
+        pull("phy_uplink_rx." + core_->params().users[u].name, phy_uplink_rx_[u].get());
     if (phy_grants_) s.set_fields("zmq.phy_grants.", phy_grants_->stats());
     auto seq = [&s](const std::string& n, const wire::seq_tracker& t) {
         s.set_fields("seq." + n + ".", t.stats());
@@ -274,7 +285,7 @@ void ap_daemon::fill_stats() {
         s.set("traces.mac_pcap_errors", mac_->writer().errors());
     }
     // Every counter the loop may touch exists from the start (0 rather than absent).
-    for (const char* ep : {"phy_requests", "uplink"}) {
+    for (const char* ep : {"phy_requests", "uplink", "phy_uplink_rx"}) {
         s.counter(std::string("malformed.") + ep);
         s.counter(std::string("unexpected_type.") + ep);
     }
@@ -328,16 +339,24 @@ void ap_daemon::on_phy_message(const std::vector<std::uint8_t>& msg) {
     }
     if (uplink_slot) {
         // The downlink is silent in an uplink slot (the station's transmission is the
-        // medium's; ap_core counts the slot as skipped).
-        g.slot = req->slot;
-        g.empty = true;
-        g.user = wire::kUserNobody;
+        // medium's; ap_core counts the slot as skipped). With uplink_decode phy the grant
+        // carries the station's TB for the PHY to transmit and decode; with model the
+        // medium has simulated it and the PHY gets an empty slot.
+        if (auto ug = medium_->take_uplink_grant()) {
+            g = std::move(*ug);
+        } else {
+            g.slot = req->slot;
+            g.empty = true;
+            g.user = wire::kUserNobody;
+        }
     } else {
         g = core_->on_slot_request(last_request_, req->slot, req->air_time_ns);
     }
     const auto bytes = wire::encode(g, grant_seq_++);
     if (mac_) {
-        mac_->pdu_sent(g);
+        // An uplink grant's TB is the station's to send: its PDU is recorded when the AP's
+        // receiver decodes it (on_phy_uplink_rx).
+        if (!g.uplink) mac_->pdu_sent(g);
         mac_->message(direction::sent, port::phy_grants, bytes);
     }
     if (!phy_grants_->send(bytes))
@@ -401,6 +420,24 @@ void ap_daemon::on_uplink_message(const std::vector<std::uint8_t>& msg, int boun
         if (!tun_->write(pkt->packet.data(), pkt->packet.size()))
             rlog_.warn("tun.write", "{}: write failed: {}", tun_->name(), std::strerror(errno));
     }
+}
+
+void ap_daemon::on_phy_uplink_rx(const std::vector<std::uint8_t>& msg, std::uint32_t station) {
+    auto r = wire::decode(msg, static_cast<std::size_t>(cfg_.zmq.max_msg_size));
+    if (!r) return malformed("phy_uplink_rx", r.error());
+    const auto* rx = std::get_if<wire::rx_indication>(&r->msg);
+    if (!rx) {
+        ++stats_.counter("unexpected_type.phy_uplink_rx");
+        rlog_.warn("unexpected.phy_uplink_rx", "phy_uplink_rx: unexpected {} message dropped",
+                   wire::to_string(wire::type_of(r->msg)));
+        return;
+    }
+    if (rx->addressed && rx->user != station)
+        return malformed("phy_uplink_rx", "rx_indication.user " + std::to_string(rx->user) +
+                                              " addressed on station " + std::to_string(station) +
+                                              "'s endpoint");
+    if (mac_ && rx->addressed && rx->crc_ok) mac_->pdu_received(*rx);
+    if (medium_) medium_->on_uplink_rx(daemon::monotonic_ns(), station, *rx);
 }
 
 void ap_daemon::release_uplink() {
@@ -471,6 +508,12 @@ int ap_daemon::run() {
                 uplink_user_[u] = std::make_unique<daemon::pull_endpoint>(
                     *ctx_, "users[id " + std::to_string(u) + "].uplink", cfg_.ep_uplink_user[u],
                     daemon::socket_role::bind, up_opt);
+        phy_uplink_rx_.resize(core_->users());
+        for (std::size_t u = 0; u < cfg_.ep_phy_uplink_rx.size() && u < phy_uplink_rx_.size(); ++u)
+            if (!cfg_.ep_phy_uplink_rx[u].empty())
+                phy_uplink_rx_[u] = std::make_unique<daemon::pull_endpoint>(
+                    *ctx_, "users[id " + std::to_string(u) + "].phy_uplink_rx",
+                    cfg_.ep_phy_uplink_rx[u], daemon::socket_role::bind, cfg_.zmq);
     } catch (const std::exception& e) {
         spdlog::error("start-up failed: {}", e.what());
         return kExitRuntime;
@@ -495,6 +538,8 @@ int ap_daemon::run() {
         for (auto& ep : uplink_user_)
             if (ep) items.push_back(ep->pollitem());
         if (zap_) items.push_back(zap_->pollitem());
+        for (auto& ep : phy_uplink_rx_)
+            if (ep) items.push_back(ep->pollitem());
         try {
             zmq::poll(items.data(), items.size(), std::chrono::milliseconds(poll_timeout_ms()));
         } catch (const zmq::error_t& e) {
@@ -525,6 +570,12 @@ int ap_daemon::run() {
             for (std::size_t i = 0;
                  uplink_user_[u] && i < kMaxMessagesPerTurn && uplink_user_[u]->receive(msg); ++i)
                 on_uplink_message(msg, static_cast<int>(u), uplink_user_[u]->peer_user_id());
+        // The AP's receivers' results before the grants: they free uplink HARQ processes.
+        for (std::size_t u = 0; u < phy_uplink_rx_.size(); ++u)
+            for (std::size_t i = 0;
+                 phy_uplink_rx_[u] && i < kMaxMessagesPerTurn && phy_uplink_rx_[u]->receive(msg);
+                 ++i)
+                on_phy_uplink_rx(msg, static_cast<std::uint32_t>(u));
         for (std::size_t i = 0; i < kMaxMessagesPerTurn && phy_requests_->receive(msg); ++i)
             on_phy_message(msg);
         if (items[2].revents & ZMQ_POLLIN) read_tun();

@@ -35,6 +35,24 @@
 // decoded packets are released toward the servers at the end of the slot's air time.
 // Feedback for uplink slots stays at the AP (it decodes them itself); downlink feedback stays
 // on the side channel. Not thread-safe.
+//
+// Two ways an uplink TB is received (medium_params::decode):
+//   uplink_decode::model  (the abstract PHY) the SNR threshold above; one stop-and-wait
+//                         HARQ process per station.
+//   uplink_decode::phy    (the sample PHY) the TB goes to the PHY in the slot's grant
+//                         (take_uplink_grant: wire::slot_grant with uplink set), the PHY
+//                         carries it through the station's transmitter, the uplink channel
+//                         and the AP's receiver, and reports every slot the AP's receiver
+//                         for station u heard (on_uplink_rx: wire::rx_indication). Those
+//                         reports give the uplink CQI (the SNR the AP measured, from the
+//                         station's sounding in every slot) and the decode result: CRC ok ->
+//                         ACK and the decoded bytes go to the reassembler; CRC failed, the
+//                         header not addressed to the station, or a later slot heard first
+//                         -> NACK. harq_processes stop-and-wait processes per station (the
+//                         result of slot n arrives a few slots after the grant), NDI toggled
+//                         per new TB, rv_sequence 0, 2, 3, 1 (harq.h); the AP's receiver
+//                         combines the transmissions of a TB. No report for
+//                         feedback_timeout_slots: a NACK.
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -48,10 +66,12 @@
 #include "oppsched/common.h"
 #include "oppsched/linkadapt.h"
 #include "oppsched/pdu.h"
+#include "oppsched/wire.h"
 
 namespace oppsched::ap {
 
 enum class medium_mode { none, scheduled, node_fair };
+enum class uplink_decode { model, phy };
 const char* to_string(medium_mode m);
 // "none", "scheduled", "node_fair"; nullopt for anything else.
 std::optional<medium_mode> medium_mode_from(std::string_view name);
@@ -71,6 +91,9 @@ struct medium_params {
     std::uint32_t lead_slots = 4;         // the grant's lead: the CQI's age at air time
     bool olla_enabled = true;
     linkadapt::olla_params olla{};
+    uplink_decode decode = uplink_decode::model;  // medium.uplink_decode: model | phy
+    std::uint32_t harq_processes = 8;             // phy: per station, [1, 16]
+    std::uint32_t feedback_timeout_slots = 100;   // phy: no report this long = NACK, [1, 100000]
     // Throws std::invalid_argument naming the config key (medium.*) and the value.
     void validate() const;
 };
@@ -82,14 +105,18 @@ struct medium_row {
     std::uint64_t slot = 0;
     time_ns t_ns = 0;
     slot_direction direction = slot_direction::down;
-    int station = -1;                  // up: the station; down: -1
-    std::uint32_t contenders = 0;      // the AP (if backlogged) + stations with backlog
-    int mcs = -1;                      // up only
-    std::uint32_t tb_bytes = 0;        // up only
-    int retx = 0;                      // up only: earlier transmissions of this TB
-    const char* outcome = "";          // up: "ack", "nack", "dropped"; down: ""
-    double cqi_db = 0.0;               // up: the uplink CQI the MCS came from
-    double snr_db = 0.0;               // up: the SNR at the start of the slot
+    int station = -1;              // up: the station; down: -1
+    std::uint32_t contenders = 0;  // the AP (if backlogged) + stations with backlog
+    int mcs = -1;                  // up only
+    std::uint32_t tb_bytes = 0;    // up only
+    int retx = 0;                  // up only: earlier transmissions of this TB
+    // up: "ack", "nack", "dropped"; phy: also "missed" (the AP's receiver did not hear the
+    // station's header: a NACK) and "timeout" (no report: a NACK); down: ""
+    const char* outcome = "";
+    const char* decoded_by = "";  // up: "model" (SNR threshold) or "phy" (the receiver)
+    int harq_pid = -1;            // up, phy: the station's HARQ process
+    double cqi_db = 0.0;          // up: the uplink CQI the MCS came from
+    double snr_db = 0.0;  // up: the SNR at the start of the slot (phy: the AP's measurement)
     std::vector<std::uint32_t> queue;  // packets in each station's uplink queue
 };
 
@@ -98,6 +125,9 @@ struct medium_station_stats {
     std::uint64_t dropped_full = 0;  // the station buffer was full
     std::uint64_t delivered = 0, delivered_bytes = 0;
     std::uint64_t slots = 0, tbs_ok = 0, tbs_failed = 0, tbs_dropped = 0;
+    std::uint64_t rx_reports = 0;  // phy: reports of the AP's receiver for this station
+    std::uint64_t missed = 0;      // phy: transmissions the receiver did not hear
+    std::uint64_t timeouts = 0;    // phy: transmissions with no report
 };
 
 struct medium_stats {
@@ -127,6 +157,13 @@ class medium final {
     slot_direction on_slot(std::uint64_t slot, time_ns air_time_ns,
                            const std::vector<bool>& down_backlogged,
                            const std::vector<double>& down_rate_bps);
+
+    // phy: the uplink slot on_slot just gave a station (wire::slot_grant with uplink set, the
+    // station's TB, MCS, HARQ process, NDI, RV), once; nullopt after a downlink slot.
+    std::optional<wire::slot_grant> take_uplink_grant();
+    // phy: one report of the AP's receiver for `station` (every slot it heard). Returns false
+    // (and ignores it) when the station is unknown or the mode is not phy.
+    bool on_uplink_rx(time_ns now, std::uint32_t station, const wire::rx_indication& rx);
 
     // Packets received in uplink slots whose air time ended by `now`, in order.
     std::vector<std::vector<std::uint8_t>> take_received(time_ns now);

@@ -393,7 +393,7 @@ def build_models(cfg: dict) -> Models:
 # The slot logic (no sockets, no clock)
 
 
-MALFORMED_REASONS = ("decode", "type", "user", "mcs", "no_tb", "oversized")
+MALFORMED_REASONS = ("decode", "type", "user", "mcs", "no_tb", "oversized", "uplink")
 
 
 class _Every:
@@ -567,6 +567,9 @@ class PhyCore:
         if g["empty"]:
             return None
         n = g["slot"]
+        if g.get("uplink"):  # the apd models uplink slots itself with this PHY
+            return "uplink", (f"slot {n}: an uplink grant (station {g['user']}): the abstract "
+                              "PHY does not carry uplink slots (apd medium.uplink_decode model)")
         if g["user"] >= self.n_users:
             return "user", f"slot {n}: user {g['user']} not in 0..{self.n_users - 1}"
         if g["mcs"] >= len(self.bytes_per_slot):

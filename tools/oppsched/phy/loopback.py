@@ -24,6 +24,15 @@ t0_s, connect_wait_ms). Differences:
   Hanly, CLAMP), sum_of_sinusoids -> Srinivasan & Baras, eq. 4, trace -> SNR trace replayed
   (no fading).
 
+Uplink slots (the shared medium, apd medium.uplink_decode phy; docs/architecture.md,
+"Shared medium"): with `uplink.enabled` slot_tx's second output (the stations' side of the
+one slot clock: each uplink slot as its station sends it, the stations' sounding in the
+others) feeds a second channel_emulator_cc (one Jakes channel per station, uplink.*: own
+mean SNR, Doppler and seed), whose output u goes to an AP-side slot_rx(user_id = u) and an
+rx_indication_sink on users[u].uplink_rx (the apd's phy_uplink_rx of that station):
+
+    slot_tx -out1-> channel_emulator_cc(uplink) -> output u -> slot_rx(u) -> apd
+
 Stats (phy.stats.json) from the blocks' getters at exit and on SIGUSR1; SIGTERM/SIGINT stop
 the top block, write stats and exit 0. Configuration errors: exit 2, naming field and value.
 
@@ -64,6 +73,15 @@ SCHEMA["sample"] = {
     "connect_wait_ms": Field(int, 1000, min=0, max=600_000),
     "report_effective_snr": Field(bool, True),
 }
+# Uplink slots through the blocks (the shared medium)
+SCHEMA["uplink"] = {
+    "enabled": Field(bool, False),
+    "mean_snr_db": Field(float, 20.0, min=-100.0, max=100.0),
+    "doppler_hz": Field(float, 0.6, min=0.0, max=1e5),
+    "seed": Field(int, 1, min=0, max=2**63 - 1),
+}
+SCHEMA["users"] = copy.deepcopy(SCHEMA["users"])
+SCHEMA["users"].schema["uplink_rx"] = Field(str, "", check=common._endpoint)
 # IQ capture (oppsched.phy.iqcapture; docs/phy.md, "IQ capture and offline decode")
 SCHEMA["capture"] = {
     "iq": Field(bool, False),
@@ -98,6 +116,9 @@ def load_config(path: str | Path, overrides: list[str] | tuple = (),
     if cfg["error_model"] == "curves" and not cfg["link_curves"]:
         cfg["error_model"] = "threshold"  # unused here: the blocks decode for real
     cfg = common.resolve(cfg, base)
+    for u in cfg["users"]:
+        if cfg["uplink"]["enabled"] and not u["uplink_rx"]:
+            u["uplink_rx"] = f"ipc://{cfg['run_dir']}/zmq/uprx_{u['id']}"
     for i, u in enumerate(cfg["users"]):
         ch = u["channel"]
         if ch["model"] == "jakes" and ch["doppler_hz"] is None:
@@ -160,6 +181,25 @@ def build_params(cfg: dict):
         snr_trace=[c["trace"] for c in chans],
         trace_loop=[c["trace_loop"] for c in chans],
         seed=cfg["seed"],
+    )
+
+
+def build_uplink_params(cfg: dict):
+    """The uplink emulator: one Jakes channel per station (uplink.*), seeded apart from the
+    downlink's."""
+    s, up = cfg["sample"], cfg["uplink"]
+    n = len(cfg["users"])
+    return oppsched.emulator_params(
+        sample_rate=s["sample_rate"],
+        profile=s["profile"],
+        num_users=n,
+        mean_snr_db=[up["mean_snr_db"]] * n,
+        fading=["jakes"] * n,
+        doppler_hz=[up["doppler_hz"]] * n,
+        oscillators=[cfg["users"][0]["channel"]["oscillators"]] * n,
+        snr_trace=[""] * n,
+        trace_loop=[True] * n,
+        seed=up["seed"],
     )
 
 
@@ -275,6 +315,16 @@ class Loopback:
             rx, sink = connect_rx(self.tb, cfg, u, (self.emu, i))
             self.rx.append(rx)
             self.sinks.append(sink)
+        # The stations' side: slot_tx output 1 -> uplink channels -> the AP's receivers.
+        self.up_emu, self.up_rx, self.up_sinks = None, [], []
+        if cfg["uplink"]["enabled"]:
+            self.up_emu = oppsched.channel_emulator_cc(build_uplink_params(cfg))
+            self.tb.connect((self.tx, 1), self.up_emu)
+            for i, u in enumerate(cfg["users"]):
+                rx, sink = connect_rx(self.tb, cfg, {**u, "rx": u["uplink_rx"]},
+                                      (self.up_emu, i))
+                self.up_rx.append(rx)
+                self.up_sinks.append(sink)
         self.iq = []
         if cfg["capture"]["iq"]:
             from oppsched.phy import iqcapture
@@ -313,6 +363,10 @@ class Loopback:
             **tx_stats(self.tx, self.grants),
             "users": [user_stats(u, rx, sink)
                       for u, rx, sink in zip(self.cfg["users"], self.rx, self.sinks)],
+            **({"uplink": {"tb_sent": self.tx.uplink_tb_sent(),
+                           "receivers": [user_stats(u, rx, sink) for u, rx, sink in
+                                         zip(self.cfg["users"], self.up_rx, self.up_sinks)]}}
+               if self.up_emu is not None else {}),
             **({"iq": getattr(self, "iq_stats", None) or [r.core.stats() for r in self.iq]}
                if self.iq else {}),
         }

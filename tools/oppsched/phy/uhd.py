@@ -82,6 +82,10 @@ def load_config(path: str | Path, overrides: list[str] | tuple = ()) -> dict:
     """The loopback's configuration (same loader) plus the radios; ConfigError naming the
     field and value."""
     cfg = loopback.load_config(path, overrides, schema=SCHEMA, table=False)
+    if cfg["uplink"]["enabled"]:
+        raise ConfigError("uplink.enabled: true: the UHD PHY does not carry uplink slots (the "
+                          "client radios do not transmit; docs/testbed.md, \"Uplink slots over "
+                          "the air\")")
     fs = cfg["sample"]["sample_rate"]
     if whole_hz(fs):
         raise ConfigError(f"sample.sample_rate: {fs!r} {whole_hz(fs)}")

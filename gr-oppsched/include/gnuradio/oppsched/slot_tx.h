@@ -51,6 +51,16 @@ namespace oppsched {
  * (ofdm_sequences::padding), so every slot has the same power and every client measures
  * CQI in every slot.
  *
+ * Uplink slots (shared medium, docs/architecture.md "Shared medium"): a grant with
+ * `uplink: true` carries station `user`'s uplink TB. The block then has a second output,
+ * the stations' side of the one slot clock: output 1 carries, sample-aligned with output 0,
+ * each uplink slot as the granted station transmits it (preamble, header addressed to the
+ * station, payload), and in every other slot an empty slot (preamble and a header to nobody:
+ * the stations' sounding, from which the AP's receivers measure the uplink CQI). In an
+ * uplink slot output 0 (the downlink) carries an empty slot (header to nobody, the known
+ * padding: no TB), so that the clients still detect the slot and measure CQI. With output 1 not
+ * connected an uplink grant is malformed (its slot goes out empty). Tags are on output 0 only.
+ *
  * Stream tags (offsets are absolute output item indices, nitems_written based):
  *   - on the first sample of slot n: `slot` (uint64 n) and `tx_time`, UHD's format
  *     (tuple: uint64 full seconds, double fractional seconds) of t0 + n T_slot, computed
@@ -102,8 +112,10 @@ class OPPSCHED_API slot_tx : virtual public gr::sync_block {
     virtual std::uint64_t empty() const = 0;
     //! slots whose grant had not arrived when they were built (sent empty)
     virtual std::uint64_t late() const = 0;
-    //! slots that carried a TB
+    //! slots that carried a TB (downlink, output 0)
     virtual std::uint64_t tb_sent() const = 0;
+    //! uplink slots that carried a station's TB (output 1)
+    virtual std::uint64_t uplink_tb_sent() const = 0;
     //! requests published
     virtual std::uint64_t requests() const = 0;
     //! grant messages received (all, including the dropped ones)

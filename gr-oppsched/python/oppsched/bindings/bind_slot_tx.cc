@@ -20,6 +20,7 @@ void bind_slot_tx(py::module& m) {
         .def("empty", &slot_tx::empty)
         .def("late", &slot_tx::late)
         .def("tb_sent", &slot_tx::tb_sent)
+        .def("uplink_tb_sent", &slot_tx::uplink_tb_sent)
         .def("requests", &slot_tx::requests)
         .def("grants_received", &slot_tx::grants_received)
         .def("grants_late", &slot_tx::grants_late)

@@ -18,9 +18,12 @@
 // Bodies:
 //   slot_request   (PHY -> AP daemon: "what do I send in slot n?")
 //                 u64 slot, i64 air_time_ns (start of the slot on the PHY's clock)
-//   slot_grant     (AP daemon -> PHY) u64 slot, u8 flags (bit0 = empty slot),
-//                 u16 user, u8 mcs, u8 harq_pid, u8 ndi, u8 rv, u16 tb_len, tb_len bytes
-//                 (the MAC PDU, oppsched/pdu.h)
+//   slot_grant     (AP daemon -> PHY) u64 slot, u8 flags (bit0 = empty slot, bit1 = uplink:
+//                 the TB is station `user`'s uplink transmission in this slot, shared
+//                 medium), u16 user, u8 mcs, u8 harq_pid, u8 ndi, u8 rv, u16 tb_len, tb_len
+//                 bytes (the MAC PDU, oppsched/pdu.h). bit1 is version 1's extension for the
+//                 shared medium: a decoder that knows bit0 only rejects it by name (reserved
+//                 bits), so an older PHY never sends an uplink TB as a downlink one.
 //   rx_indication  (client PHY -> client agent, one per slot heard)
 //                 u64 slot, u16 user, u8 mcs, u8 harq_pid, u8 ndi, u8 rv, u8 flags
 //                 (bit0 header_ok, bit1 addressed to this client, bit2 crc_ok),
@@ -71,6 +74,10 @@ struct slot_request {
 struct slot_grant {
     std::uint64_t slot = 0;
     bool empty = true;  // no TB: preamble and header only (CQI is still measured)
+    // The TB is station `user`'s uplink transmission (docs/architecture.md, "Shared medium"):
+    // the PHY sends it on the uplink path and the AP's receiver decodes it; the downlink
+    // sends no payload in this slot.
+    bool uplink = false;
     std::uint16_t user = 0;
     std::uint8_t mcs = 0, harq_pid = 0, ndi = 0, rv = 0;
     std::vector<std::uint8_t> tb;
@@ -145,7 +152,7 @@ if_message<M, slot_request> for_each_wire_field(M& m, V&& v) {
 template <class M, class V>
 if_message<M, slot_grant> for_each_wire_field(M& m, V&& v) {
     v.num("slot", m.slot);
-    v.flags("flags", wire_bit{"empty", m.empty});
+    v.flags("flags", wire_bit{"empty", m.empty}, wire_bit{"uplink", m.uplink});
     v.num("user", m.user);
     v.num("mcs", m.mcs);
     v.num("harq_pid", m.harq_pid);

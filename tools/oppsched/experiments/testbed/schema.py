@@ -571,6 +571,11 @@ def check(cfg: dict) -> None:
             + (" (the radios' rate is phy.uhd.sample_rate)" if cfg["phy"]["mode"] == "uhd"
                else ""))
     if cfg["phy"]["mode"] == "uhd":
+        if cfg["medium"]["mode"] != "none":
+            raise ConfigError(
+                f"medium.mode: {cfg['medium']['mode']!r} with phy.mode uhd: the client radios "
+                "do not transmit uplink slots yet (docs/testbed.md, \"Uplink slots over the "
+                "air\"); use medium.mode none, or phy.mode abstract or sample")
         _check_uhd(cfg)
     if cfg["phy"]["mcs_table"] and str(cfg["phy"]["mcs_table"]).endswith(".csv") and not \
             paths.data_file(cfg["phy"]["mcs_table"]).is_file():

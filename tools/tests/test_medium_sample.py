@@ -1,0 +1,110 @@
+"""The shared medium on the sample PHY (docs/architecture.md, "Shared medium"): uplink slots
+go through the real blocks (the station's slot_tx output, the uplink channel emulator, the
+AP's slot_rx), and the apd's medium uses the receiver's decode results (medium.csv
+`decoded_by: phy`). The configuration each process gets, and one short real run: a node-fair
+medium with an upstream and a downstream TCP flow."""
+
+import json
+
+import pandas as pd
+import pytest
+import yaml
+
+from helpers import cfg_of, error_of, netns_prefix, require_real_testbed, run_layout, \
+    write_experiment
+from oppsched import daemonconf
+from oppsched.runner import run_experiment
+
+
+def test_sample_mode_with_a_medium_sends_uplink_slots_through_the_phy(tmp_path):
+    cfg = cfg_of(overrides=["phy.mode=sample", "medium.mode=node_fair",
+                            "medium.uplink_mean_snr_db=22", "medium.uplink_doppler_hz=3"])
+    lay = run_layout(tmp_path, cfg)
+    apd = daemonconf.apd_config(cfg, lay)
+    phy = daemonconf.phy_config(cfg, lay)
+    assert apd["medium"]["uplink_decode"] == "phy"
+    assert phy["uplink"]["enabled"] is True
+    assert phy["uplink"]["mean_snr_db"] == 22.0 and phy["uplink"]["doppler_hz"] == 3.0
+    # Each station's receiver reports to the apd's endpoint for that station.
+    for au, pu in zip(apd["users"], phy["users"]):
+        assert au["phy_uplink_rx"] == pu["uplink_rx"]
+        assert au["phy_uplink_rx"] not in (au["uplink"], pu["rx"])
+
+
+def test_abstract_mode_keeps_the_apds_uplink_model_and_none_adds_nothing(tmp_path):
+    cfg = cfg_of(overrides=["phy.mode=abstract", "medium.mode=node_fair"])
+    lay = run_layout(tmp_path, cfg)
+    assert daemonconf.apd_config(cfg, lay)["medium"]["uplink_decode"] == "model"
+    assert "uplink" not in daemonconf.phy_config(cfg, lay)
+    assert all("phy_uplink_rx" not in u for u in daemonconf.apd_config(cfg, lay)["users"])
+    none = cfg_of(overrides=["phy.mode=sample"])  # medium.mode none: as before
+    lay = run_layout(tmp_path / "none", none)
+    assert "uplink" not in daemonconf.phy_config(none, lay)
+    assert "medium" not in daemonconf.apd_config(none, lay)
+    assert all("phy_uplink_rx" not in u for u in daemonconf.apd_config(none, lay)["users"])
+
+
+def test_uhd_mode_refuses_a_medium_naming_the_field():
+    err = error_of(overrides=["phy.mode=uhd", "medium.mode=node_fair"])
+    assert "medium.mode: 'node_fair' with phy.mode uhd" in err
+
+
+def test_the_loopback_refuses_uplink_slots_in_the_uhd_phy(tmp_path):
+    from oppsched.config import ConfigError
+    from oppsched.phy import uhd
+
+    p = tmp_path / "phy.yaml"
+    p.write_text(yaml.safe_dump({
+        "lead_slots": 4, "uplink": {"enabled": True},
+        "users": [{"id": 0, "name": "a", "channel": {"model": "awgn"},
+                   "uhd": {"args": "type=b200"}}],
+        "uhd": {"ap": {"args": "type=b200"}}}))
+    with pytest.raises(ConfigError, match="uplink.enabled: true: the UHD PHY"):
+        uhd.load_config(p)
+
+
+E2E_UPLINK = """
+experiment: medium-sample
+kind: testbed
+duration_s: 14
+seed: 3
+phy: {mode: sample, profile: evdo}
+devices:
+  - {name: R1, channel: {mean_snr_db: 22.0, doppler_hz: 1.0, model: jakes}}
+servers:
+  - {name: S1, rtt_ms: 20}
+flows:
+  - {id: down, server: S1, device: R1}
+  - {id: up, server: S1, device: R1, direction: up}
+medium: {mode: node_fair, uplink_mean_snr_db: 22.0, uplink_doppler_hz: 1.0}
+queue: {limit_bytes: 60000}
+"""
+
+
+def test_node_fair_on_the_sample_phy_decodes_uplink_tcp_at_the_ap(tmp_path):
+    """One upstream and one downstream TCP flow share a node-fair medium; every uplink TB is
+    modulated, faded and decoded by the blocks."""
+    require_real_testbed()
+    exp = write_experiment(tmp_path, E2E_UPLINK)
+    with netns_prefix():
+        runs = run_experiment(exp, tmp_path / "out")
+    out, s = tmp_path / "out", runs[0][1]
+    flows = {f["id"]: f for f in s["flows"]}
+    assert flows["up"]["error"] is None and flows["down"]["error"] is None
+    assert flows["up"]["goodput_bps"] > 50e3, flows["up"]  # upstream TCP crosses the uplink
+    assert flows["down"]["goodput_bps"] > 50e3, flows["down"]
+    t = pd.read_csv(out / "medium.csv")
+    up = t[t["direction"] == "up"]
+    assert len(up) > 500
+    assert set(up["decoded_by"]) == {"phy"}  # the AP's receiver decided every uplink TB
+    assert (up["outcome"] == "ack").mean() > 0.8, up["outcome"].value_counts()
+    # node_fair: both contend nearly always, each gets about half of the contended slots
+    share = s["medium"]["slot_share"]
+    assert share["down"] == pytest.approx(0.5, abs=0.1), share
+    assert share["up"]["R1"] == pytest.approx(0.5, abs=0.1), share
+    phy = json.loads((out / "phy.stats.json").read_text())
+    assert phy["uplink"]["tb_sent"] >= len(up[up["outcome"] != "timeout"]) * 0.9
+    (rx,) = phy["uplink"]["receivers"]
+    assert rx["tb_ok"] >= (up["outcome"] == "ack").sum() * 0.9
+    apd = json.loads((out / "apd.stats.json").read_text())
+    assert apd["medium"]["up"]["R1"]["delivered"] > 100
