@@ -10,6 +10,10 @@
 #include <stdexcept>
 #include <string>
 
+#if defined(__SSE2__)
+#include <xmmintrin.h>
+#endif
+
 namespace gr {
 namespace oppsched {
 
@@ -88,6 +92,44 @@ inline void unrot_copy(std::uint8_t* dst, const std::uint8_t* src, int s, int z)
     const int head = z - back;
     for (int i = 0; i < head; ++i) dst[i] = src[i + back];
     for (int i = head; i < z; ++i) dst[i] = src[i - head];
+}
+
+// Early termination: H c = 0 for the hard decisions c = (post < 0) (NaN and -0 give 0, as
+// in the output codeword), on Z-bit words: block column c packed into one 128-bit word
+// (bit w = variable c Z + w, Z <= 81), the circulant P^s a rotation by s. The same answer
+// as ldpc_code::check on the hard decisions, at ~2 word operations per edge instead of Z
+// byte operations, and without writing the decisions every iteration.
+typedef unsigned __int128 u128;
+inline u128 column_bits(const float* p, int z) {
+    u128 w = 0;
+    int i = 0;
+#if defined(__SSE2__)
+    const __m128 zero = _mm_setzero_ps();
+    for (; i + 4 <= z; i += 4)
+        w |= static_cast<u128>(static_cast<unsigned>(
+                 _mm_movemask_ps(_mm_cmplt_ps(_mm_loadu_ps(p + i), zero))))
+             << i;
+#endif
+    for (; i < z; ++i) w |= static_cast<u128>(p[i] < 0.0f) << i;
+    return w;
+}
+// bit w of the result = bit (w + s) mod Z of x (x has Z bits; 0 <= s < Z)
+inline u128 rotate_bits(u128 x, int s, int z) { return (x >> s) | (x << (z - s)); }
+
+bool parity_ok(const ldpc_code& code, const float* post) {
+    const int z = code.z();
+    u128 col[ldpc_code::base_cols];
+    for (int c = 0; c < ldpc_code::base_cols; ++c) col[c] = column_bits(post + c * z, z);
+    const u128 mask = (static_cast<u128>(1) << z) - 1;
+    const auto& edges = code.edges();
+    const auto& row_start = code.row_start();
+    for (int r = 0; r < code.base_rows(); ++r) {
+        u128 acc = 0;
+        for (int e = row_start[r]; e < row_start[r + 1]; ++e)
+            acc ^= rotate_bits(col[edges[e].col], edges[e].shift, z);
+        if (acc & mask) return false;
+    }
+    return true;
 }
 
 }  // namespace
@@ -280,11 +322,11 @@ ldpc_decode_stats ldpc_decoder::decode(const ldpc_code& code, const float* llr,
         v = (v == v) ? v : 0.0f;  // NaN -> erasure
         post[i] = std::min(std::max(v, -known_zero_llr), known_zero_llr);
     }
-    std::fill(msg, msg + edges.size() * zp, 0.0f);
     std::fill(tmp, tmp + static_cast<std::size_t>(code.max_row_degree()) * zp, 0.0f);
 
     ldpc_decode_stats st;
     for (int it = 1; it <= d_max_iter; ++it) {
+        const bool first = it == 1;
         for (int r = 0; r < code.base_rows(); ++r) {
             const int e0 = row_start[r];
             const int deg = row_start[r + 1] - e0;
@@ -303,7 +345,9 @@ ldpc_decode_stats ldpc_decoder::decode(const ldpc_code& code, const float* llr,
                 std::copy(p, p + s, t + (z - s));  // lanes [Z - s, Z)
                 const v4i vj = v4i{} + j;
                 for (int b = 0; b < zp; b += lanes) {
-                    const v4f tv = load<v4f>(t + b) - load<v4f>(m + b);
+                    // first iteration: msg = 0 and t - 0 = t exactly (also for -0), so the
+                    // messages are neither cleared nor read
+                    const v4f tv = first ? load<v4f>(t + b) : load<v4f>(t + b) - load<v4f>(m + b);
                     store(t + b, tv);
                     const v4f av = abs_of(tv);
                     const v4f m1 = load<v4f>(min1 + b);
@@ -335,13 +379,13 @@ ldpc_decode_stats ldpc_decoder::decode(const ldpc_code& code, const float* llr,
                 std::copy(t + (z - s), t + z, p);
             }
         }
-        for (int i = 0; i < n; ++i) codeword[i] = post[i] < 0.0f ? 1 : 0;
         st.iterations = it;
-        if (code.check(codeword)) {
+        if (parity_ok(code, post)) {
             st.converged = true;
             break;
         }
     }
+    for (int i = 0; i < n; ++i) codeword[i] = post[i] < 0.0f ? 1 : 0;
     return st;
 }
 
