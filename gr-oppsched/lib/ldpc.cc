@@ -106,8 +106,8 @@ inline u128 column_bits(const float* p, int z) {
 #if defined(__SSE2__)
     const __m128 zero = _mm_setzero_ps();
     for (; i + 4 <= z; i += 4)
-        w |= static_cast<u128>(static_cast<unsigned>(
-                 _mm_movemask_ps(_mm_cmplt_ps(_mm_loadu_ps(p + i), zero))))
+        w |= static_cast<u128>(
+                 static_cast<unsigned>(_mm_movemask_ps(_mm_cmplt_ps(_mm_loadu_ps(p + i), zero))))
              << i;
 #endif
     for (; i < z; ++i) w |= static_cast<u128>(p[i] < 0.0f) << i;

@@ -28,7 +28,11 @@ struct bucket_walk {
     std::size_t e = 0, q, r;
     const std::size_t den, dq, dr;
     bucket_walk(std::size_t C, std::size_t E)
-        : q(C / (2 * E)), r(C % (2 * E)), den(2 * E), dq((2 * C) / (2 * E)), dr((2 * C) % (2 * E)) {}
+        : q(C / (2 * E)),
+          r(C % (2 * E)),
+          den(2 * E),
+          dq((2 * C) / (2 * E)),
+          dr((2 * C) % (2 * E)) {}
     void next() {
         ++e;
         q += dq;

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
@@ -75,9 +77,39 @@ std::vector<qam_mapper> make_mappers() {
     return v;
 }
 
+using selection_ptr = std::shared_ptr<const std::vector<std::uint32_t>>;
+
+}  // namespace
+
+// The selections of the last (mother bits, rate, RV, coded bits) combinations: a TX chain
+// sends the same few TB sizes over and over, and rebuilding a selection costs as much as
+// the rest of the encoding (a counting sort over the slot's coded bits).
+struct tb_selection_cache {
+    static constexpr std::size_t max_entries = 32;
+    std::mutex mutex;
+    std::map<std::array<std::size_t, 4>, selection_ptr> entries;
+
+    template <typename Build>
+    selection_ptr get(const std::array<std::size_t, 4>& key, Build build) {
+        {
+            std::lock_guard<std::mutex> lock(mutex);
+            auto it = entries.find(key);
+            if (it != entries.end()) return it->second;
+        }
+        auto sel = std::make_shared<std::vector<std::uint32_t>>();
+        build(*sel);  // outside the lock
+        std::lock_guard<std::mutex> lock(mutex);
+        if (entries.size() >= max_entries) entries.clear();
+        return entries.emplace(key, std::move(sel)).first->second;
+    }
+};
+
+namespace {
+
 // Steps 1-5 of the TX chain into `coded` (coded_bits values).
 void encode_bits(const std::uint8_t* tb, std::size_t tb_bytes, int mcs, int rv, std::uint8_t seed,
-                 const numerology& n, const interleaver& il, std::vector<std::uint8_t>& coded) {
+                 const numerology& n, const interleaver& il, tb_selection_cache& cache,
+                 std::vector<std::uint8_t>& coded) {
     const mcs_info& m = mcs_set::get(mcs);
     check_rv(rv);
     check_tb_bytes(tb_bytes, mcs, n);
@@ -85,7 +117,7 @@ void encode_bits(const std::uint8_t* tb, std::size_t tb_bytes, int mcs, int rv, 
     const std::vector<std::uint8_t> info = tb_info_bits(tb, tb_bytes);
     const std::size_t C = mcs_set::coded_bits(mcs, n);
     std::vector<std::uint8_t> mother;
-    std::vector<std::uint32_t> sel;
+    selection_ptr sel;
     if (n.params().fec == fec_scheme::ldpc) {
         // the codewords' info + parity bits, codeword after codeword (ldpc_rate_matcher.h)
         const ldpc_segmentation seg(info.size(), m.rate, C);
@@ -103,14 +135,21 @@ void encode_bits(const std::uint8_t* tb, std::size_t tb_bytes, int mcs, int rv, 
             out = std::copy_n(cw.begin(), k, out);
             std::copy(cw.begin() + code.k(), cw.end(), out);
         }
-        seg.selection_into(rv, sel);
+        sel = cache.get({mother.size(), static_cast<std::size_t>(m.rate) + 101,
+                         static_cast<std::size_t>(rv), C},
+                        [&](std::vector<std::uint32_t>& v) { seg.selection_into(rv, v); });
     } else {
         mother.resize(mcs_set::mother_bits(tb_bytes));
         conv_encoder_k7::encode_zero_tail(info.data(), info.size(), mother.data());
-        rate_matcher::selection_into(mother.size(), m.rate, rv, C, sel);
+        sel = cache.get(
+            {mother.size(), static_cast<std::size_t>(m.rate) + 1, static_cast<std::size_t>(rv), C},
+            [&](std::vector<std::uint32_t>& v) {
+                rate_matcher::selection_into(mother.size(), m.rate, rv, C, v);
+            });
     }
+    const std::uint32_t* s = sel->data();
     std::vector<std::uint8_t> matched(C);
-    for (std::size_t i = 0; i < C; ++i) matched[i] = mother[sel[i]];
+    for (std::size_t i = 0; i < C; ++i) matched[i] = mother[s[i]];
     scr.apply(matched.data(), C);
     coded.resize(C);
     il.interleave(matched.data(), coded.data(), C);
@@ -137,14 +176,15 @@ tb_encoder::tb_encoder(const numerology& n)
     : d_num(n),
       d_re(static_cast<std::size_t>(n.payload_resource_elements())),
       d_il(make_interleavers(n)),
-      d_map(make_mappers()) {}
+      d_map(make_mappers()),
+      d_sel(std::make_shared<tb_selection_cache>()) {}
 
 std::vector<std::uint8_t> tb_encoder::coded_bits(const std::vector<std::uint8_t>& tb, int mcs,
                                                  int rv, std::uint8_t seed) const {
     mcs_set::get(mcs);
     std::vector<std::uint8_t> coded;
     encode_bits(tb.data(), tb.size(), mcs, rv, seed, d_num, d_il[static_cast<std::size_t>(mcs)],
-                coded);
+                *d_sel, coded);
     return coded;
 }
 
@@ -152,7 +192,8 @@ void tb_encoder::encode(const std::uint8_t* tb, std::size_t tb_bytes, int mcs, i
                         std::uint8_t seed, gr_complex* out) const {
     mcs_set::get(mcs);
     std::vector<std::uint8_t> coded;
-    encode_bits(tb, tb_bytes, mcs, rv, seed, d_num, d_il[static_cast<std::size_t>(mcs)], coded);
+    encode_bits(tb, tb_bytes, mcs, rv, seed, d_num, d_il[static_cast<std::size_t>(mcs)], *d_sel,
+                coded);
     d_map[static_cast<std::size_t>(mcs)].map(coded.data(), coded.size(), out);
 }
 
