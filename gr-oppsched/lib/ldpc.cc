@@ -11,7 +11,7 @@
 #include <string>
 
 #if defined(__SSE2__)
-#include <xmmintrin.h>
+#include <emmintrin.h>
 #endif
 
 namespace gr {
@@ -115,6 +115,42 @@ inline u128 column_bits(const float* p, int z) {
 }
 // bit w of the result = bit (w + s) mod Z of x (x has Z bits; 0 <= s < Z)
 inline u128 rotate_bits(u128 x, int s, int z) { return (x >> s) | (x << (z - s)); }
+
+// out[i] = llr[i] clamped to [-lim, lim], NaN -> 0 (an erasure); 4 lanes at a time, the
+// same comparisons as the scalar tail (std::max, then std::min).
+void clamp_llrs(const float* llr, int n, float lim, float* out) {
+    int i = 0;
+    const v4f hi = v4f{} + lim, lo = v4f{} - lim;
+    for (; i + lanes <= n; i += lanes) {
+        v4f v = load<v4f>(llr + i);
+        v = select(v == v, v, v4f{});
+        v = select(v < lo, lo, v);
+        store(out + i, select(hi < v, hi, v));
+    }
+    for (; i < n; ++i) {
+        float v = llr[i];
+        v = (v == v) ? v : 0.0f;
+        out[i] = std::min(std::max(v, -lim), lim);
+    }
+}
+
+// out[i] = post[i] < 0 (NaN and -0 give 0), 16 at a time with SSE2.
+void hard_decisions(const float* post, int n, std::uint8_t* out) {
+    int i = 0;
+#if defined(__SSE2__)
+    const __m128 zero = _mm_setzero_ps();
+    const __m128i one = _mm_set1_epi8(1);
+    for (; i + 16 <= n; i += 16) {
+        const __m128i a = _mm_castps_si128(_mm_cmplt_ps(_mm_loadu_ps(post + i), zero));
+        const __m128i b = _mm_castps_si128(_mm_cmplt_ps(_mm_loadu_ps(post + i + 4), zero));
+        const __m128i c = _mm_castps_si128(_mm_cmplt_ps(_mm_loadu_ps(post + i + 8), zero));
+        const __m128i d = _mm_castps_si128(_mm_cmplt_ps(_mm_loadu_ps(post + i + 12), zero));
+        const __m128i bytes = _mm_packs_epi16(_mm_packs_epi32(a, b), _mm_packs_epi32(c, d));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm_and_si128(bytes, one));
+    }
+#endif
+    for (; i < n; ++i) out[i] = post[i] < 0.0f ? 1 : 0;
+}
 
 bool parity_ok(const ldpc_code& code, const float* post) {
     const int z = code.z();
@@ -317,11 +353,7 @@ ldpc_decode_stats ldpc_decoder::decode(const ldpc_code& code, const float* llr,
     const v4f vbig = v4f{} + 3.0e38f;
     const v4f vscale = v4f{} + d_scale;
 
-    for (int i = 0; i < n; ++i) {
-        float v = llr[i];
-        v = (v == v) ? v : 0.0f;  // NaN -> erasure
-        post[i] = std::min(std::max(v, -known_zero_llr), known_zero_llr);
-    }
+    clamp_llrs(llr, n, known_zero_llr, post);
     std::fill(tmp, tmp + static_cast<std::size_t>(code.max_row_degree()) * zp, 0.0f);
 
     ldpc_decode_stats st;
@@ -385,7 +417,7 @@ ldpc_decode_stats ldpc_decoder::decode(const ldpc_code& code, const float* llr,
             break;
         }
     }
-    for (int i = 0; i < n; ++i) codeword[i] = post[i] < 0.0f ? 1 : 0;
+    hard_decisions(post, n, codeword);
     return st;
 }
 
