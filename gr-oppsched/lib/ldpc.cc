@@ -28,42 +28,69 @@ constexpr int max_z = 81;  // Z of n = 1944, the largest circulant
 // Decoder lane block: Z is rounded up to a multiple of this (28, 56, 84) and the per-lane
 // loops step one vector at a time.
 constexpr int lanes = 4;
-constexpr int padded(int z) { return (z + lanes - 1) / lanes * lanes; }
+// Scratch is laid out for the widest lane block (AVX2, 8 lanes: Z rounded up to 32, 56, 88).
+constexpr int max_lanes = 8;
+constexpr int padded_max(int z) { return (z + max_lanes - 1) / max_lanes * max_lanes; }
 
 // 4-lane float / int32 vectors (GCC/Clang vector extensions: one SSE2 / NEON register,
-// the x86-64 baseline, so no -march flag is needed). Branch-free lane arithmetic; loads
-// and stores through memcpy (unaligned, no aliasing assumptions).
+// the x86-64 baseline, so no -march flag is needed), and 8-lane ones for the AVX2 build of
+// the layer loop (selected at run time). Branch-free lane arithmetic; loads and stores
+// through memcpy (unaligned, no aliasing assumptions). The 8-lane helpers are only ever
+// inlined into the function compiled for AVX2 (always_inline).
+#define OPPSCHED_LANE_INLINE inline __attribute__((always_inline))
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"  // 32-byte vectors never cross a call boundary
 typedef float v4f __attribute__((vector_size(16)));
 typedef std::int32_t v4i __attribute__((vector_size(16)));
+typedef float v8f __attribute__((vector_size(32)));
+typedef std::int32_t v8i __attribute__((vector_size(32)));
 static_assert(sizeof(v4f) == lanes * sizeof(float), "lane block");
+static_assert(sizeof(v8f) == max_lanes * sizeof(float), "lane block");
 
 template <typename V>
-inline V load(const float* p) {
+OPPSCHED_LANE_INLINE V load(const float* p) {
     V v;
     std::memcpy(&v, p, sizeof v);
     return v;
 }
 template <typename V>
-inline void store(float* p, V v) {
+OPPSCHED_LANE_INLINE void store(float* p, V v) {
     std::memcpy(p, &v, sizeof v);
 }
-inline v4f as_f(v4i v) {
-    v4f f;
+template <typename F, typename I>
+OPPSCHED_LANE_INLINE F as_f(I v) {
+    F f;
     std::memcpy(&f, &v, sizeof f);
     return f;
 }
-inline v4i as_i(v4f v) {
-    v4i i;
+template <typename I, typename F>
+OPPSCHED_LANE_INLINE I as_i(F v) {
+    I i;
     std::memcpy(&i, &v, sizeof i);
     return i;
 }
 constexpr std::int32_t sign_bit = INT32_MIN;
-inline v4i sign_bits(v4f v) { return as_i(v) & sign_bit; }
-inline v4f abs_of(v4f v) { return as_f(as_i(v) & INT32_MAX); }
-inline v4f with_sign_flipped(v4f v, v4i bits) { return as_f(as_i(v) ^ bits); }
+template <typename I, typename F>
+OPPSCHED_LANE_INLINE I sign_bits(F v) {
+    return as_i<I>(v) & sign_bit;
+}
+template <typename I, typename F>
+OPPSCHED_LANE_INLINE F abs_of(F v) {
+    return as_f<F>(as_i<I>(v) & INT32_MAX);
+}
+template <typename I, typename F>
+OPPSCHED_LANE_INLINE F with_sign_flipped(F v, I bits) {
+    return as_f<F>(as_i<I>(v) ^ bits);
+}
 //! lane-wise mask ? a : b (mask lanes all ones or all zeros)
-inline v4f select(v4i mask, v4f a, v4f b) { return as_f((mask & as_i(a)) | (~mask & as_i(b))); }
-inline v4i select(v4i mask, v4i a, v4i b) { return (mask & a) | (~mask & b); }
+template <typename I, typename F>
+OPPSCHED_LANE_INLINE F select(I mask, F a, F b) {
+    return as_f<F>((mask & as_i<I>(a)) | (~mask & as_i<I>(b)));
+}
+template <typename I>
+OPPSCHED_LANE_INLINE I select_i(I mask, I a, I b) {
+    return (mask & a) | (~mask & b);
+}
 
 int rate_index(code_rate rate) {
     const int r = static_cast<int>(rate);
@@ -167,6 +194,94 @@ bool parity_ok(const ldpc_code& code, const float* post) {
     }
     return true;
 }
+
+// The layers of one decode (see ldpc_decoder::decode) on lane blocks of VF / VI: 4 lanes
+// (SSE2, the baseline) or 8 (AVX2). The float operations per lane are the same in both, so
+// the results are bit-identical; Z is padded to a multiple of the lane count.
+template <typename VF, typename VI>
+OPPSCHED_LANE_INLINE ldpc_decode_stats layers(const ldpc_code& code, int max_iter, float scale,
+                                              float* post, float* msg, float* tmp, float* min1,
+                                              float* min2, float* sign, float* argmin) {
+    constexpr int L = static_cast<int>(sizeof(VF) / sizeof(float));
+    const int z = code.z();
+    const int zp = (z + L - 1) / L * L;
+    const auto& edges = code.edges();
+    const auto& row_start = code.row_start();
+    const VF vbig = VF{} + 3.0e38f;
+    const VF vscale = VF{} + scale;
+    ldpc_decode_stats st;
+    for (int it = 1; it <= max_iter; ++it) {
+        const bool first = it == 1;
+        for (int r = 0; r < code.base_rows(); ++r) {
+            const int e0 = row_start[r];
+            const int deg = row_start[r + 1] - e0;
+            for (int b = 0; b < zp; b += L) {
+                store(min1 + b, vbig);
+                store(min2 + b, vbig);
+                store(sign + b, VI{});
+                store(argmin + b, VI{});
+            }
+            for (int j = 0; j < deg; ++j) {
+                const float* p = post + edges[e0 + j].col * z;
+                const float* m = msg + static_cast<std::size_t>(e0 + j) * zp;
+                float* t = tmp + j * zp;
+                const int s = edges[e0 + j].shift;
+                std::copy(p + s, p + z, t);        // lanes [0, Z - s)
+                std::copy(p, p + s, t + (z - s));  // lanes [Z - s, Z)
+                const VI vj = VI{} + j;
+                for (int b = 0; b < zp; b += L) {
+                    // first iteration: msg = 0 and t - 0 = t exactly (also for -0), so the
+                    // messages are neither cleared nor read
+                    const VF tv = first ? load<VF>(t + b) : load<VF>(t + b) - load<VF>(m + b);
+                    store(t + b, tv);
+                    const VF av = abs_of<VI>(tv);
+                    const VF m1 = load<VF>(min1 + b);
+                    const VI lt = av < m1;
+                    const VF hi = select(lt, m1, av);  // max(|t|, min1)
+                    const VF m2 = load<VF>(min2 + b);
+                    store(min2 + b, select(hi < m2, hi, m2));
+                    store(min1 + b, select(lt, av, m1));
+                    store(argmin + b, select_i(lt, vj, load<VI>(argmin + b)));
+                    store(sign + b, load<VI>(sign + b) ^ sign_bits<VI>(tv));
+                }
+            }
+            for (int j = 0; j < deg; ++j) {
+                float* p = post + edges[e0 + j].col * z;
+                float* m = msg + static_cast<std::size_t>(e0 + j) * zp;
+                float* t = tmp + j * zp;
+                const VI vj = VI{} + j;
+                for (int b = 0; b < zp; b += L) {
+                    const VF tv = load<VF>(t + b);
+                    const VF mag = vscale * select(load<VI>(argmin + b) == vj, load<VF>(min2 + b),
+                                                   load<VF>(min1 + b));
+                    // sign of the product over the other edges = total sign ^ own sign
+                    const VF mv = with_sign_flipped(mag, load<VI>(sign + b) ^ sign_bits<VI>(tv));
+                    store(m + b, mv);
+                    store(t + b, tv + mv);  // new posterior
+                }
+                const int s = edges[e0 + j].shift;
+                std::copy(t, t + (z - s), p + s);
+                std::copy(t + (z - s), t + z, p);
+            }
+        }
+        st.iterations = it;
+        if (parity_ok(code, post)) {
+            st.converged = true;
+            break;
+        }
+    }
+    return st;
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+__attribute__((target("avx2"))) ldpc_decode_stats layers_avx2(const ldpc_code& code, int max_iter,
+                                                              float scale, float* post, float* msg,
+                                                              float* tmp, float* min1, float* min2,
+                                                              float* sign, float* argmin) {
+    return layers<v8f, v8i>(code, max_iter, scale, post, msg, tmp, min1, min2, sign, argmin);
+}
+#endif
+#pragma GCC diagnostic pop
 
 }  // namespace
 
@@ -299,8 +414,19 @@ bool ldpc_code::check(const std::uint8_t* codeword) const {
 
 // ---------------------------------------------------------------------------------------
 
+bool ldpc_decoder::wide_lanes_available() {
+#if defined(__x86_64__) || defined(__i386__)
+    static const bool avx2 = __builtin_cpu_supports("avx2");
+    return avx2;
+#else
+    return false;
+#endif
+}
+
+void ldpc_decoder::use_wide_lanes(bool on) { d_wide = on && wide_lanes_available(); }
+
 ldpc_decoder::ldpc_decoder(int max_iterations, float scale)
-    : d_max_iter(max_iterations), d_scale(scale) {
+    : d_max_iter(max_iterations), d_scale(scale), d_wide(wide_lanes_available()) {
     if (max_iterations < 1)
         throw std::invalid_argument("ldpc.max_iterations: " + std::to_string(max_iterations) +
                                     " not >= 1");
@@ -312,17 +438,17 @@ ldpc_decoder::ldpc_decoder(int max_iterations, float scale)
         for (int r = 0; r < 4; ++r) {
             const ldpc_code& c = ldpc_code::get(len, static_cast<code_rate>(r));
             n = std::max<std::size_t>(n, c.n());
-            msgs = std::max<std::size_t>(msgs, c.edges().size() * padded(c.z()));
+            msgs = std::max<std::size_t>(msgs, c.edges().size() * padded_max(c.z()));
             tmp = std::max<std::size_t>(
-                tmp, static_cast<std::size_t>(c.max_row_degree()) * padded(c.z()));
+                tmp, static_cast<std::size_t>(c.max_row_degree()) * padded_max(c.z()));
         }
     d_post.assign(n, 0.0f);
     d_msg.assign(msgs, 0.0f);
     d_tmp.assign(tmp, 0.0f);
-    d_min1.assign(padded(max_z), 0.0f);
-    d_min2.assign(padded(max_z), 0.0f);
-    d_sign.assign(padded(max_z), 0.0f);
-    d_argmin.assign(padded(max_z), 0.0f);
+    d_min1.assign(padded_max(max_z), 0.0f);
+    d_min2.assign(padded_max(max_z), 0.0f);
+    d_sign.assign(padded_max(max_z), 0.0f);
+    d_argmin.assign(padded_max(max_z), 0.0f);
 }
 
 ldpc_decode_stats ldpc_decoder::decode(const ldpc_code& code, const float* llr,
@@ -338,85 +464,19 @@ ldpc_decode_stats ldpc_decoder::decode(const ldpc_code& code, const float* llr,
     // t = msg = 0 and are never written back).
     // Cost per iteration: ~3 passes over the E*Z edges of H; stops after the first
     // iteration whose hard decisions satisfy H c = 0.
-    const int z = code.z();
-    const int zp = padded(z);
     const int n = code.n();
-    const auto& edges = code.edges();
-    const auto& row_start = code.row_start();
     float* post = d_post.data();
-    float* msg = d_msg.data();
-    float* tmp = d_tmp.data();
-    float* min1 = d_min1.data();
-    float* min2 = d_min2.data();
-    float* sign = d_sign.data();      // holds v4i sign-bit accumulators
-    float* argmin = d_argmin.data();  // holds v4i edge indices
-    const v4f vbig = v4f{} + 3.0e38f;
-    const v4f vscale = v4f{} + d_scale;
-
     clamp_llrs(llr, n, known_zero_llr, post);
-    std::fill(tmp, tmp + static_cast<std::size_t>(code.max_row_degree()) * zp, 0.0f);
 
-    ldpc_decode_stats st;
-    for (int it = 1; it <= d_max_iter; ++it) {
-        const bool first = it == 1;
-        for (int r = 0; r < code.base_rows(); ++r) {
-            const int e0 = row_start[r];
-            const int deg = row_start[r + 1] - e0;
-            for (int b = 0; b < zp; b += lanes) {
-                store(min1 + b, vbig);
-                store(min2 + b, vbig);
-                store(sign + b, v4i{});
-                store(argmin + b, v4i{});
-            }
-            for (int j = 0; j < deg; ++j) {
-                const float* p = post + edges[e0 + j].col * z;
-                const float* m = msg + static_cast<std::size_t>(e0 + j) * zp;
-                float* t = tmp + j * zp;
-                const int s = edges[e0 + j].shift;
-                std::copy(p + s, p + z, t);        // lanes [0, Z - s)
-                std::copy(p, p + s, t + (z - s));  // lanes [Z - s, Z)
-                const v4i vj = v4i{} + j;
-                for (int b = 0; b < zp; b += lanes) {
-                    // first iteration: msg = 0 and t - 0 = t exactly (also for -0), so the
-                    // messages are neither cleared nor read
-                    const v4f tv = first ? load<v4f>(t + b) : load<v4f>(t + b) - load<v4f>(m + b);
-                    store(t + b, tv);
-                    const v4f av = abs_of(tv);
-                    const v4f m1 = load<v4f>(min1 + b);
-                    const v4i lt = av < m1;
-                    const v4f hi = select(lt, m1, av);  // max(|t|, min1)
-                    const v4f m2 = load<v4f>(min2 + b);
-                    store(min2 + b, select(hi < m2, hi, m2));
-                    store(min1 + b, select(lt, av, m1));
-                    store(argmin + b, select(lt, vj, load<v4i>(argmin + b)));
-                    store(sign + b, load<v4i>(sign + b) ^ sign_bits(tv));
-                }
-            }
-            for (int j = 0; j < deg; ++j) {
-                float* p = post + edges[e0 + j].col * z;
-                float* m = msg + static_cast<std::size_t>(e0 + j) * zp;
-                float* t = tmp + j * zp;
-                const v4i vj = v4i{} + j;
-                for (int b = 0; b < zp; b += lanes) {
-                    const v4f tv = load<v4f>(t + b);
-                    const v4f mag = vscale * select(load<v4i>(argmin + b) == vj,
-                                                    load<v4f>(min2 + b), load<v4f>(min1 + b));
-                    // sign of the product over the other edges = total sign ^ own sign
-                    const v4f mv = with_sign_flipped(mag, load<v4i>(sign + b) ^ sign_bits(tv));
-                    store(m + b, mv);
-                    store(t + b, tv + mv);  // new posterior
-                }
-                const int s = edges[e0 + j].shift;
-                std::copy(t, t + (z - s), p + s);
-                std::copy(t + (z - s), t + z, p);
-            }
-        }
-        st.iterations = it;
-        if (parity_ok(code, post)) {
-            st.converged = true;
-            break;
-        }
-    }
+    const ldpc_decode_stats st =
+#if defined(__x86_64__) || defined(__i386__)
+        d_wide
+            ? layers_avx2(code, d_max_iter, d_scale, d_post.data(), d_msg.data(), d_tmp.data(),
+                          d_min1.data(), d_min2.data(), d_sign.data(), d_argmin.data())
+            :
+#endif
+            layers<v4f, v4i>(code, d_max_iter, d_scale, d_post.data(), d_msg.data(), d_tmp.data(),
+                             d_min1.data(), d_min2.data(), d_sign.data(), d_argmin.data());
     hard_decisions(post, n, codeword);
     return st;
 }

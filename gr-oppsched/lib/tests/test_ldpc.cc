@@ -349,36 +349,61 @@ TEST(ldpc_decoder, lane_parallel_decoder_matches_the_scalar_reference_bit_for_bi
     // Every code, noisy frames from easy to beyond the waterfall (converged and not), plus
     // frames with erasures, -0, NaN and huge values: the same iterations, the same
     // convergence flag and the same output bits.
-    std::mt19937_64 rng(2024);
-    ldpc_decoder dec(15, 0.8125f);
-    int frames = 0, unconverged = 0;
-    for (const auto& id : all_codes()) {
-        const ldpc_code& c = ldpc_code::get(id.n, id.rate);
-        std::vector<std::uint8_t> out(c.n()), ref(c.n());
-        for (double snr : {-2.0, 0.5, 2.0, 4.0}) {
-            for (int f = 0; f < 3; ++f) {
-                const auto cw = c.encode(random_bits(c.k(), rng));
-                auto llr = bpsk_awgn_llr(cw, snr, rng);
-                if (f == 2) {
-                    std::uniform_int_distribution<int> pos(0, c.n() - 1);
-                    for (int k = 0; k < c.n() / 20; ++k) llr[pos(rng)] = 0.0f;
-                    for (int k = 0; k < 5; ++k) llr[pos(rng)] = -0.0f;
-                    llr[pos(rng)] = std::numeric_limits<float>::quiet_NaN();
-                    llr[pos(rng)] = 1e30f;
-                    llr[pos(rng)] = -std::numeric_limits<float>::infinity();
+    // Both lane widths (8-lane AVX2 where the CPU has it, and the 4-lane baseline).
+    for (bool wide : {true, false}) {
+        std::mt19937_64 rng(2024);
+        ldpc_decoder dec(15, 0.8125f);
+        dec.use_wide_lanes(wide);
+        EXPECT_EQ(dec.wide_lanes(), wide && ldpc_decoder::wide_lanes_available());
+        int frames = 0, unconverged = 0;
+        for (const auto& id : all_codes()) {
+            const ldpc_code& c = ldpc_code::get(id.n, id.rate);
+            std::vector<std::uint8_t> out(c.n()), ref(c.n());
+            for (double snr : {-2.0, 0.5, 2.0, 4.0}) {
+                for (int f = 0; f < 3; ++f) {
+                    const auto cw = c.encode(random_bits(c.k(), rng));
+                    auto llr = bpsk_awgn_llr(cw, snr, rng);
+                    if (f == 2) {
+                        std::uniform_int_distribution<int> pos(0, c.n() - 1);
+                        for (int k = 0; k < c.n() / 20; ++k) llr[pos(rng)] = 0.0f;
+                        for (int k = 0; k < 5; ++k) llr[pos(rng)] = -0.0f;
+                        llr[pos(rng)] = std::numeric_limits<float>::quiet_NaN();
+                        llr[pos(rng)] = 1e30f;
+                        llr[pos(rng)] = -std::numeric_limits<float>::infinity();
+                    }
+                    const auto a = dec.decode(c, llr.data(), out.data());
+                    const auto b = reference_decode(c, llr.data(), 15, 0.8125f, ref.data());
+                    ASSERT_EQ(a.iterations, b.iterations) << c.n() << " " << snr << " " << f;
+                    ASSERT_EQ(a.converged, b.converged) << c.n() << " " << snr << " " << f;
+                    ASSERT_EQ(out, ref) << c.n() << " " << snr << " " << f;
+                    ++frames;
+                    unconverged += !a.converged;
                 }
-                const auto a = dec.decode(c, llr.data(), out.data());
-                const auto b = reference_decode(c, llr.data(), 15, 0.8125f, ref.data());
-                ASSERT_EQ(a.iterations, b.iterations) << c.n() << " " << snr << " " << f;
-                ASSERT_EQ(a.converged, b.converged) << c.n() << " " << snr << " " << f;
-                ASSERT_EQ(out, ref) << c.n() << " " << snr << " " << f;
-                ++frames;
-                unconverged += !a.converged;
             }
         }
+        EXPECT_EQ(frames, 144);
+        EXPECT_GT(unconverged, 5);  // the comparison covered full-length decodes too
     }
-    EXPECT_EQ(frames, 144);
-    EXPECT_GT(unconverged, 5);  // the comparison covered full-length decodes too
+}
+
+TEST(ldpc_decoder, both_lane_widths_give_the_same_bits_one_decoder_after_another) {
+    // Alternating widths on one decoder (stale padding lanes of the other width in the
+    // scratch) and codes of different Z in turn.
+    std::mt19937_64 rng(77);
+    ldpc_decoder wide, narrow;
+    narrow.use_wide_lanes(false);
+    for (int k = 0; k < 60; ++k) {
+        const code_id id = all_codes()[rng() % 12];
+        const ldpc_code& c = ldpc_code::get(id.n, id.rate);
+        const auto llr =
+            bpsk_awgn_llr(c.encode(random_bits(c.k(), rng)), -1.0 + 0.1 * (k % 40), rng);
+        std::vector<std::uint8_t> a(c.n()), b(c.n());
+        wide.use_wide_lanes(k % 3 != 0);
+        const auto sa = wide.decode(c, llr.data(), a.data());
+        const auto sb = narrow.decode(c, llr.data(), b.data());
+        ASSERT_EQ(sa.iterations, sb.iterations) << k;
+        ASSERT_EQ(a, b) << k;
+    }
 }
 
 TEST(ldpc_decoder, converged_means_the_output_satisfies_every_check) {
