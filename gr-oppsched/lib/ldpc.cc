@@ -10,6 +10,10 @@
 #include <stdexcept>
 #include <string>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace gr {
 namespace oppsched {
 
@@ -24,42 +28,69 @@ constexpr int max_z = 81;  // Z of n = 1944, the largest circulant
 // Decoder lane block: Z is rounded up to a multiple of this (28, 56, 84) and the per-lane
 // loops step one vector at a time.
 constexpr int lanes = 4;
-constexpr int padded(int z) { return (z + lanes - 1) / lanes * lanes; }
+// Scratch is laid out for the widest lane block (AVX2, 8 lanes: Z rounded up to 32, 56, 88).
+constexpr int max_lanes = 8;
+constexpr int padded_max(int z) { return (z + max_lanes - 1) / max_lanes * max_lanes; }
 
 // 4-lane float / int32 vectors (GCC/Clang vector extensions: one SSE2 / NEON register,
-// the x86-64 baseline, so no -march flag is needed). Branch-free lane arithmetic; loads
-// and stores through memcpy (unaligned, no aliasing assumptions).
+// the x86-64 baseline, so no -march flag is needed), and 8-lane ones for the AVX2 build of
+// the layer loop (selected at run time). Branch-free lane arithmetic; loads and stores
+// through memcpy (unaligned, no aliasing assumptions). The 8-lane helpers are only ever
+// inlined into the function compiled for AVX2 (always_inline).
+#define OPPSCHED_LANE_INLINE inline __attribute__((always_inline))
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"  // 32-byte vectors never cross a call boundary
 typedef float v4f __attribute__((vector_size(16)));
 typedef std::int32_t v4i __attribute__((vector_size(16)));
+typedef float v8f __attribute__((vector_size(32)));
+typedef std::int32_t v8i __attribute__((vector_size(32)));
 static_assert(sizeof(v4f) == lanes * sizeof(float), "lane block");
+static_assert(sizeof(v8f) == max_lanes * sizeof(float), "lane block");
 
 template <typename V>
-inline V load(const float* p) {
+OPPSCHED_LANE_INLINE V load(const float* p) {
     V v;
     std::memcpy(&v, p, sizeof v);
     return v;
 }
 template <typename V>
-inline void store(float* p, V v) {
+OPPSCHED_LANE_INLINE void store(float* p, V v) {
     std::memcpy(p, &v, sizeof v);
 }
-inline v4f as_f(v4i v) {
-    v4f f;
+template <typename F, typename I>
+OPPSCHED_LANE_INLINE F as_f(I v) {
+    F f;
     std::memcpy(&f, &v, sizeof f);
     return f;
 }
-inline v4i as_i(v4f v) {
-    v4i i;
+template <typename I, typename F>
+OPPSCHED_LANE_INLINE I as_i(F v) {
+    I i;
     std::memcpy(&i, &v, sizeof i);
     return i;
 }
 constexpr std::int32_t sign_bit = INT32_MIN;
-inline v4i sign_bits(v4f v) { return as_i(v) & sign_bit; }
-inline v4f abs_of(v4f v) { return as_f(as_i(v) & INT32_MAX); }
-inline v4f with_sign_flipped(v4f v, v4i bits) { return as_f(as_i(v) ^ bits); }
+template <typename I, typename F>
+OPPSCHED_LANE_INLINE I sign_bits(F v) {
+    return as_i<I>(v) & sign_bit;
+}
+template <typename I, typename F>
+OPPSCHED_LANE_INLINE F abs_of(F v) {
+    return as_f<F>(as_i<I>(v) & INT32_MAX);
+}
+template <typename I, typename F>
+OPPSCHED_LANE_INLINE F with_sign_flipped(F v, I bits) {
+    return as_f<F>(as_i<I>(v) ^ bits);
+}
 //! lane-wise mask ? a : b (mask lanes all ones or all zeros)
-inline v4f select(v4i mask, v4f a, v4f b) { return as_f((mask & as_i(a)) | (~mask & as_i(b))); }
-inline v4i select(v4i mask, v4i a, v4i b) { return (mask & a) | (~mask & b); }
+template <typename I, typename F>
+OPPSCHED_LANE_INLINE F select(I mask, F a, F b) {
+    return as_f<F>((mask & as_i<I>(a)) | (~mask & as_i<I>(b)));
+}
+template <typename I>
+OPPSCHED_LANE_INLINE I select_i(I mask, I a, I b) {
+    return (mask & a) | (~mask & b);
+}
 
 int rate_index(code_rate rate) {
     const int r = static_cast<int>(rate);
@@ -89,6 +120,168 @@ inline void unrot_copy(std::uint8_t* dst, const std::uint8_t* src, int s, int z)
     for (int i = 0; i < head; ++i) dst[i] = src[i + back];
     for (int i = head; i < z; ++i) dst[i] = src[i - head];
 }
+
+// Early termination: H c = 0 for the hard decisions c = (post < 0) (NaN and -0 give 0, as
+// in the output codeword), on Z-bit words: block column c packed into one 128-bit word
+// (bit w = variable c Z + w, Z <= 81), the circulant P^s a rotation by s. The same answer
+// as ldpc_code::check on the hard decisions, at ~2 word operations per edge instead of Z
+// byte operations, and without writing the decisions every iteration.
+typedef unsigned __int128 u128;
+inline u128 column_bits(const float* p, int z) {
+    u128 w = 0;
+    int i = 0;
+#if defined(__SSE2__)
+    const __m128 zero = _mm_setzero_ps();
+    for (; i + 4 <= z; i += 4)
+        w |= static_cast<u128>(
+                 static_cast<unsigned>(_mm_movemask_ps(_mm_cmplt_ps(_mm_loadu_ps(p + i), zero))))
+             << i;
+#endif
+    for (; i < z; ++i) w |= static_cast<u128>(p[i] < 0.0f) << i;
+    return w;
+}
+// bit w of the result = bit (w + s) mod Z of x (x has Z bits; 0 <= s < Z)
+inline u128 rotate_bits(u128 x, int s, int z) { return (x >> s) | (x << (z - s)); }
+
+// out[i] = llr[i] clamped to [-lim, lim], NaN -> 0 (an erasure); 4 lanes at a time, the
+// same comparisons as the scalar tail (std::max, then std::min).
+void clamp_llrs(const float* llr, int n, float lim, float* out) {
+    int i = 0;
+    const v4f hi = v4f{} + lim, lo = v4f{} - lim;
+    for (; i + lanes <= n; i += lanes) {
+        v4f v = load<v4f>(llr + i);
+        v = select(v == v, v, v4f{});
+        v = select(v < lo, lo, v);
+        store(out + i, select(hi < v, hi, v));
+    }
+    for (; i < n; ++i) {
+        float v = llr[i];
+        v = (v == v) ? v : 0.0f;
+        out[i] = std::min(std::max(v, -lim), lim);
+    }
+}
+
+// out[i] = post[i] < 0 (NaN and -0 give 0), 16 at a time with SSE2.
+void hard_decisions(const float* post, int n, std::uint8_t* out) {
+    int i = 0;
+#if defined(__SSE2__)
+    const __m128 zero = _mm_setzero_ps();
+    const __m128i one = _mm_set1_epi8(1);
+    for (; i + 16 <= n; i += 16) {
+        const __m128i a = _mm_castps_si128(_mm_cmplt_ps(_mm_loadu_ps(post + i), zero));
+        const __m128i b = _mm_castps_si128(_mm_cmplt_ps(_mm_loadu_ps(post + i + 4), zero));
+        const __m128i c = _mm_castps_si128(_mm_cmplt_ps(_mm_loadu_ps(post + i + 8), zero));
+        const __m128i d = _mm_castps_si128(_mm_cmplt_ps(_mm_loadu_ps(post + i + 12), zero));
+        const __m128i bytes = _mm_packs_epi16(_mm_packs_epi32(a, b), _mm_packs_epi32(c, d));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm_and_si128(bytes, one));
+    }
+#endif
+    for (; i < n; ++i) out[i] = post[i] < 0.0f ? 1 : 0;
+}
+
+bool parity_ok(const ldpc_code& code, const float* post) {
+    const int z = code.z();
+    u128 col[ldpc_code::base_cols];
+    for (int c = 0; c < ldpc_code::base_cols; ++c) col[c] = column_bits(post + c * z, z);
+    const u128 mask = (static_cast<u128>(1) << z) - 1;
+    const auto& edges = code.edges();
+    const auto& row_start = code.row_start();
+    for (int r = 0; r < code.base_rows(); ++r) {
+        u128 acc = 0;
+        for (int e = row_start[r]; e < row_start[r + 1]; ++e)
+            acc ^= rotate_bits(col[edges[e].col], edges[e].shift, z);
+        if (acc & mask) return false;
+    }
+    return true;
+}
+
+// The layers of one decode (see ldpc_decoder::decode) on lane blocks of VF / VI: 4 lanes
+// (SSE2, the baseline) or 8 (AVX2). The float operations per lane are the same in both, so
+// the results are bit-identical; Z is padded to a multiple of the lane count.
+template <typename VF, typename VI>
+OPPSCHED_LANE_INLINE ldpc_decode_stats layers(const ldpc_code& code, int max_iter, float scale,
+                                              float* post, float* msg, float* tmp, float* min1,
+                                              float* min2, float* sign, float* argmin) {
+    constexpr int L = static_cast<int>(sizeof(VF) / sizeof(float));
+    const int z = code.z();
+    const int zp = (z + L - 1) / L * L;
+    const auto& edges = code.edges();
+    const auto& row_start = code.row_start();
+    const VF vbig = VF{} + 3.0e38f;
+    const VF vscale = VF{} + scale;
+    ldpc_decode_stats st;
+    for (int it = 1; it <= max_iter; ++it) {
+        const bool first = it == 1;
+        for (int r = 0; r < code.base_rows(); ++r) {
+            const int e0 = row_start[r];
+            const int deg = row_start[r + 1] - e0;
+            for (int b = 0; b < zp; b += L) {
+                store(min1 + b, vbig);
+                store(min2 + b, vbig);
+                store(sign + b, VI{});
+                store(argmin + b, VI{});
+            }
+            for (int j = 0; j < deg; ++j) {
+                const float* p = post + edges[e0 + j].col * z;
+                const float* m = msg + static_cast<std::size_t>(e0 + j) * zp;
+                float* t = tmp + j * zp;
+                const int s = edges[e0 + j].shift;
+                std::copy(p + s, p + z, t);        // lanes [0, Z - s)
+                std::copy(p, p + s, t + (z - s));  // lanes [Z - s, Z)
+                const VI vj = VI{} + j;
+                for (int b = 0; b < zp; b += L) {
+                    // first iteration: msg = 0 and t - 0 = t exactly (also for -0), so the
+                    // messages are neither cleared nor read
+                    const VF tv = first ? load<VF>(t + b) : load<VF>(t + b) - load<VF>(m + b);
+                    store(t + b, tv);
+                    const VF av = abs_of<VI>(tv);
+                    const VF m1 = load<VF>(min1 + b);
+                    const VI lt = av < m1;
+                    const VF hi = select(lt, m1, av);  // max(|t|, min1)
+                    const VF m2 = load<VF>(min2 + b);
+                    store(min2 + b, select(hi < m2, hi, m2));
+                    store(min1 + b, select(lt, av, m1));
+                    store(argmin + b, select_i(lt, vj, load<VI>(argmin + b)));
+                    store(sign + b, load<VI>(sign + b) ^ sign_bits<VI>(tv));
+                }
+            }
+            for (int j = 0; j < deg; ++j) {
+                float* p = post + edges[e0 + j].col * z;
+                float* m = msg + static_cast<std::size_t>(e0 + j) * zp;
+                float* t = tmp + j * zp;
+                const VI vj = VI{} + j;
+                for (int b = 0; b < zp; b += L) {
+                    const VF tv = load<VF>(t + b);
+                    const VF mag = vscale * select(load<VI>(argmin + b) == vj, load<VF>(min2 + b),
+                                                   load<VF>(min1 + b));
+                    // sign of the product over the other edges = total sign ^ own sign
+                    const VF mv = with_sign_flipped(mag, load<VI>(sign + b) ^ sign_bits<VI>(tv));
+                    store(m + b, mv);
+                    store(t + b, tv + mv);  // new posterior
+                }
+                const int s = edges[e0 + j].shift;
+                std::copy(t, t + (z - s), p + s);
+                std::copy(t + (z - s), t + z, p);
+            }
+        }
+        st.iterations = it;
+        if (parity_ok(code, post)) {
+            st.converged = true;
+            break;
+        }
+    }
+    return st;
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+__attribute__((target("avx2"))) ldpc_decode_stats layers_avx2(const ldpc_code& code, int max_iter,
+                                                              float scale, float* post, float* msg,
+                                                              float* tmp, float* min1, float* min2,
+                                                              float* sign, float* argmin) {
+    return layers<v8f, v8i>(code, max_iter, scale, post, msg, tmp, min1, min2, sign, argmin);
+}
+#endif
+#pragma GCC diagnostic pop
 
 }  // namespace
 
@@ -221,8 +414,19 @@ bool ldpc_code::check(const std::uint8_t* codeword) const {
 
 // ---------------------------------------------------------------------------------------
 
+bool ldpc_decoder::wide_lanes_available() {
+#if defined(__x86_64__) || defined(__i386__)
+    static const bool avx2 = __builtin_cpu_supports("avx2");
+    return avx2;
+#else
+    return false;
+#endif
+}
+
+void ldpc_decoder::use_wide_lanes(bool on) { d_wide = on && wide_lanes_available(); }
+
 ldpc_decoder::ldpc_decoder(int max_iterations, float scale)
-    : d_max_iter(max_iterations), d_scale(scale) {
+    : d_max_iter(max_iterations), d_scale(scale), d_wide(wide_lanes_available()) {
     if (max_iterations < 1)
         throw std::invalid_argument("ldpc.max_iterations: " + std::to_string(max_iterations) +
                                     " not >= 1");
@@ -234,17 +438,17 @@ ldpc_decoder::ldpc_decoder(int max_iterations, float scale)
         for (int r = 0; r < 4; ++r) {
             const ldpc_code& c = ldpc_code::get(len, static_cast<code_rate>(r));
             n = std::max<std::size_t>(n, c.n());
-            msgs = std::max<std::size_t>(msgs, c.edges().size() * padded(c.z()));
+            msgs = std::max<std::size_t>(msgs, c.edges().size() * padded_max(c.z()));
             tmp = std::max<std::size_t>(
-                tmp, static_cast<std::size_t>(c.max_row_degree()) * padded(c.z()));
+                tmp, static_cast<std::size_t>(c.max_row_degree()) * padded_max(c.z()));
         }
     d_post.assign(n, 0.0f);
     d_msg.assign(msgs, 0.0f);
     d_tmp.assign(tmp, 0.0f);
-    d_min1.assign(padded(max_z), 0.0f);
-    d_min2.assign(padded(max_z), 0.0f);
-    d_sign.assign(padded(max_z), 0.0f);
-    d_argmin.assign(padded(max_z), 0.0f);
+    d_min1.assign(padded_max(max_z), 0.0f);
+    d_min2.assign(padded_max(max_z), 0.0f);
+    d_sign.assign(padded_max(max_z), 0.0f);
+    d_argmin.assign(padded_max(max_z), 0.0f);
 }
 
 ldpc_decode_stats ldpc_decoder::decode(const ldpc_code& code, const float* llr,
@@ -260,88 +464,20 @@ ldpc_decode_stats ldpc_decoder::decode(const ldpc_code& code, const float* llr,
     // t = msg = 0 and are never written back).
     // Cost per iteration: ~3 passes over the E*Z edges of H; stops after the first
     // iteration whose hard decisions satisfy H c = 0.
-    const int z = code.z();
-    const int zp = padded(z);
     const int n = code.n();
-    const auto& edges = code.edges();
-    const auto& row_start = code.row_start();
     float* post = d_post.data();
-    float* msg = d_msg.data();
-    float* tmp = d_tmp.data();
-    float* min1 = d_min1.data();
-    float* min2 = d_min2.data();
-    float* sign = d_sign.data();      // holds v4i sign-bit accumulators
-    float* argmin = d_argmin.data();  // holds v4i edge indices
-    const v4f vbig = v4f{} + 3.0e38f;
-    const v4f vscale = v4f{} + d_scale;
+    clamp_llrs(llr, n, known_zero_llr, post);
 
-    for (int i = 0; i < n; ++i) {
-        float v = llr[i];
-        v = (v == v) ? v : 0.0f;  // NaN -> erasure
-        post[i] = std::min(std::max(v, -known_zero_llr), known_zero_llr);
-    }
-    std::fill(msg, msg + edges.size() * zp, 0.0f);
-    std::fill(tmp, tmp + static_cast<std::size_t>(code.max_row_degree()) * zp, 0.0f);
-
-    ldpc_decode_stats st;
-    for (int it = 1; it <= d_max_iter; ++it) {
-        for (int r = 0; r < code.base_rows(); ++r) {
-            const int e0 = row_start[r];
-            const int deg = row_start[r + 1] - e0;
-            for (int b = 0; b < zp; b += lanes) {
-                store(min1 + b, vbig);
-                store(min2 + b, vbig);
-                store(sign + b, v4i{});
-                store(argmin + b, v4i{});
-            }
-            for (int j = 0; j < deg; ++j) {
-                const float* p = post + edges[e0 + j].col * z;
-                const float* m = msg + static_cast<std::size_t>(e0 + j) * zp;
-                float* t = tmp + j * zp;
-                const int s = edges[e0 + j].shift;
-                std::copy(p + s, p + z, t);        // lanes [0, Z - s)
-                std::copy(p, p + s, t + (z - s));  // lanes [Z - s, Z)
-                const v4i vj = v4i{} + j;
-                for (int b = 0; b < zp; b += lanes) {
-                    const v4f tv = load<v4f>(t + b) - load<v4f>(m + b);
-                    store(t + b, tv);
-                    const v4f av = abs_of(tv);
-                    const v4f m1 = load<v4f>(min1 + b);
-                    const v4i lt = av < m1;
-                    const v4f hi = select(lt, m1, av);  // max(|t|, min1)
-                    const v4f m2 = load<v4f>(min2 + b);
-                    store(min2 + b, select(hi < m2, hi, m2));
-                    store(min1 + b, select(lt, av, m1));
-                    store(argmin + b, select(lt, vj, load<v4i>(argmin + b)));
-                    store(sign + b, load<v4i>(sign + b) ^ sign_bits(tv));
-                }
-            }
-            for (int j = 0; j < deg; ++j) {
-                float* p = post + edges[e0 + j].col * z;
-                float* m = msg + static_cast<std::size_t>(e0 + j) * zp;
-                float* t = tmp + j * zp;
-                const v4i vj = v4i{} + j;
-                for (int b = 0; b < zp; b += lanes) {
-                    const v4f tv = load<v4f>(t + b);
-                    const v4f mag = vscale * select(load<v4i>(argmin + b) == vj,
-                                                    load<v4f>(min2 + b), load<v4f>(min1 + b));
-                    // sign of the product over the other edges = total sign ^ own sign
-                    const v4f mv = with_sign_flipped(mag, load<v4i>(sign + b) ^ sign_bits(tv));
-                    store(m + b, mv);
-                    store(t + b, tv + mv);  // new posterior
-                }
-                const int s = edges[e0 + j].shift;
-                std::copy(t, t + (z - s), p + s);
-                std::copy(t + (z - s), t + z, p);
-            }
-        }
-        for (int i = 0; i < n; ++i) codeword[i] = post[i] < 0.0f ? 1 : 0;
-        st.iterations = it;
-        if (code.check(codeword)) {
-            st.converged = true;
-            break;
-        }
-    }
+    const ldpc_decode_stats st =
+#if defined(__x86_64__) || defined(__i386__)
+        d_wide
+            ? layers_avx2(code, d_max_iter, d_scale, d_post.data(), d_msg.data(), d_tmp.data(),
+                          d_min1.data(), d_min2.data(), d_sign.data(), d_argmin.data())
+            :
+#endif
+            layers<v4f, v4i>(code, d_max_iter, d_scale, d_post.data(), d_msg.data(), d_tmp.data(),
+                             d_min1.data(), d_min2.data(), d_sign.data(), d_argmin.data());
+    hard_decisions(post, n, codeword);
     return st;
 }
 

@@ -20,6 +20,29 @@ const mcs_info& info_for_rate(code_rate r) {
     throw std::invalid_argument("code_rate: " + std::to_string(static_cast<int>(r)) +
                                 " not in [0,3]");
 }
+
+// The buckets floor((2e + 1) C / (2E)) for e = 0, 1, ..., E - 1 by exact integer steps
+// (quotient and remainder of the numerator advance by 2C each step): the same values as
+// the division, without a division per coded bit.
+struct bucket_walk {
+    std::size_t e = 0, q, r;
+    const std::size_t den, dq, dr;
+    bucket_walk(std::size_t C, std::size_t E)
+        : q(C / (2 * E)),
+          r(C % (2 * E)),
+          den(2 * E),
+          dq((2 * C) / (2 * E)),
+          dr((2 * C) % (2 * E)) {}
+    void next() {
+        ++e;
+        q += dq;
+        r += dr;
+        if (r >= den) {
+            ++q;
+            r -= den;
+        }
+    }
+};
 }  // namespace
 
 ldpc_segmentation::ldpc_segmentation(std::size_t info_bits, code_rate rate, std::size_t coded_bits)
@@ -98,15 +121,16 @@ void ldpc_segmentation::selection_into(int rv, std::vector<std::uint32_t>& out) 
     // the slot in O(C + N) (equal E_i: 0, 1, ..., N-1, 0, 1, ...).
     const std::size_t C = d_c;
     std::vector<std::uint32_t> first(C + 1, 0);
-    auto bucket = [C](std::size_t e, std::size_t E) { return ((2 * e + 1) * C) / (2 * E); };
     for (std::size_t i = 0; i < n; ++i)
-        for (std::size_t e = 0; e < d_ei[i]; ++e) ++first[bucket(e, d_ei[i]) + 1];
+        if (d_ei[i] > 0)
+            for (bucket_walk b(C, d_ei[i]); b.e < d_ei[i]; b.next()) ++first[b.q + 1];
     for (std::size_t b = 0; b < C; ++b) first[b + 1] += first[b];
     out.resize(C);
     for (std::size_t i = 0; i < n; ++i) {
+        if (d_ei[i] == 0) continue;
         std::size_t p = pos[i];
-        for (std::size_t e = 0; e < d_ei[i]; ++e) {
-            out[first[bucket(e, d_ei[i])]++] = static_cast<std::uint32_t>(d_off[i] + p);
+        for (bucket_walk b(C, d_ei[i]); b.e < d_ei[i]; b.next()) {
+            out[first[b.q]++] = static_cast<std::uint32_t>(d_off[i] + p);
             if (++p == size[i]) p = 0;
         }
     }

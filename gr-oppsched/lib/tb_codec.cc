@@ -5,8 +5,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "oppsched/byte_order.h"
 #include "oppsched/crc32.h"  // the one CRC-32 of the project (host MAC library)
@@ -43,6 +49,52 @@ void unpack_tb(const std::vector<std::uint8_t>& bits, std::size_t tb_bytes, tb_d
     r.crc_ok = ::oppsched::crc32(r.bytes.data(), r.bytes.size()) == ::oppsched::load_be32(rx_crc);
 }
 
+// Adds the covered positions (LLR != 0), the channel bit errors among them (LLR sign against
+// the decoded bit) and the sum of |LLR| of n positions. |LLR| is summed in four interleaved
+// double partial sums (position t into sum t mod 4; a single running sum is one dependent
+// addition per bit), 16 positions per step as bit masks with SSE2.
+void codeword_stats(const float* llr, const std::uint8_t* bits, std::size_t n, std::size_t& covered,
+                    std::size_t& errors, double& sum_abs) {
+    std::size_t cov_n = 0, err_n = 0;
+    std::size_t t = 0;
+#if defined(__SSE2__)
+    __m128d p01 = _mm_setzero_pd(), p23 = _mm_setzero_pd();
+    const __m128 zero = _mm_setzero_ps(), sign = _mm_set1_ps(-0.0f);
+    for (; t + 16 <= n; t += 16) {
+        unsigned neg = 0, cov = 0;
+        for (int q = 0; q < 4; ++q) {
+            const __m128 l = _mm_loadu_ps(llr + t + 4 * q);
+            neg |= static_cast<unsigned>(_mm_movemask_ps(_mm_cmplt_ps(l, zero))) << (4 * q);
+            cov |= static_cast<unsigned>(_mm_movemask_ps(_mm_cmpneq_ps(l, zero))) << (4 * q);
+            const __m128 a = _mm_andnot_ps(sign, l);
+            p01 = _mm_add_pd(p01, _mm_cvtps_pd(a));
+            p23 = _mm_add_pd(p23, _mm_cvtps_pd(_mm_movehl_ps(a, a)));
+        }
+        const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bits + t));
+        const unsigned one =
+            static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(b, _mm_setzero_si128()))) ^
+            0xFFFFu;
+        cov_n += static_cast<std::size_t>(__builtin_popcount(cov));
+        err_n += static_cast<std::size_t>(__builtin_popcount(cov & (neg ^ one)));
+    }
+    alignas(16) double part[4];
+    _mm_store_pd(part, p01);
+    _mm_store_pd(part + 2, p23);
+#else
+    double part[4] = {0.0, 0.0, 0.0, 0.0};
+#endif
+    for (; t < n; ++t) {
+        const float l = llr[t];
+        const bool cov = l != 0.0f;
+        cov_n += cov;
+        part[t % 4] += std::fabs(l);
+        err_n += cov & ((l < 0.0f) != (bits[t] != 0));
+    }
+    covered += cov_n;
+    errors += err_n;
+    sum_abs += (part[0] + part[1]) + (part[2] + part[3]);
+}
+
 // Statistics after combining (tb_decode_stats) from the sums over the covered positions.
 void set_stats(tb_decode_result& r, int receptions, std::size_t soft_bits, std::size_t info_bits,
                std::size_t covered, double sum_abs, std::size_t errors) {
@@ -75,9 +127,39 @@ std::vector<qam_mapper> make_mappers() {
     return v;
 }
 
+using selection_ptr = std::shared_ptr<const std::vector<std::uint32_t>>;
+
+}  // namespace
+
+// The selections of the last (mother bits, rate, RV, coded bits) combinations: a TX chain
+// sends the same few TB sizes over and over, and rebuilding a selection costs as much as
+// the rest of the encoding (a counting sort over the slot's coded bits).
+struct tb_selection_cache {
+    static constexpr std::size_t max_entries = 32;
+    std::mutex mutex;
+    std::map<std::array<std::size_t, 4>, selection_ptr> entries;
+
+    template <typename Build>
+    selection_ptr get(const std::array<std::size_t, 4>& key, Build build) {
+        {
+            std::lock_guard<std::mutex> lock(mutex);
+            auto it = entries.find(key);
+            if (it != entries.end()) return it->second;
+        }
+        auto sel = std::make_shared<std::vector<std::uint32_t>>();
+        build(*sel);  // outside the lock
+        std::lock_guard<std::mutex> lock(mutex);
+        if (entries.size() >= max_entries) entries.clear();
+        return entries.emplace(key, std::move(sel)).first->second;
+    }
+};
+
+namespace {
+
 // Steps 1-5 of the TX chain into `coded` (coded_bits values).
 void encode_bits(const std::uint8_t* tb, std::size_t tb_bytes, int mcs, int rv, std::uint8_t seed,
-                 const numerology& n, const interleaver& il, std::vector<std::uint8_t>& coded) {
+                 const numerology& n, const interleaver& il, tb_selection_cache& cache,
+                 std::vector<std::uint8_t>& coded) {
     const mcs_info& m = mcs_set::get(mcs);
     check_rv(rv);
     check_tb_bytes(tb_bytes, mcs, n);
@@ -85,7 +167,7 @@ void encode_bits(const std::uint8_t* tb, std::size_t tb_bytes, int mcs, int rv, 
     const std::vector<std::uint8_t> info = tb_info_bits(tb, tb_bytes);
     const std::size_t C = mcs_set::coded_bits(mcs, n);
     std::vector<std::uint8_t> mother;
-    std::vector<std::uint32_t> sel;
+    selection_ptr sel;
     if (n.params().fec == fec_scheme::ldpc) {
         // the codewords' info + parity bits, codeword after codeword (ldpc_rate_matcher.h)
         const ldpc_segmentation seg(info.size(), m.rate, C);
@@ -103,14 +185,21 @@ void encode_bits(const std::uint8_t* tb, std::size_t tb_bytes, int mcs, int rv, 
             out = std::copy_n(cw.begin(), k, out);
             std::copy(cw.begin() + code.k(), cw.end(), out);
         }
-        seg.selection_into(rv, sel);
+        sel = cache.get({mother.size(), static_cast<std::size_t>(m.rate) + 101,
+                         static_cast<std::size_t>(rv), C},
+                        [&](std::vector<std::uint32_t>& v) { seg.selection_into(rv, v); });
     } else {
         mother.resize(mcs_set::mother_bits(tb_bytes));
         conv_encoder_k7::encode_zero_tail(info.data(), info.size(), mother.data());
-        rate_matcher::selection_into(mother.size(), m.rate, rv, C, sel);
+        sel = cache.get(
+            {mother.size(), static_cast<std::size_t>(m.rate) + 1, static_cast<std::size_t>(rv), C},
+            [&](std::vector<std::uint32_t>& v) {
+                rate_matcher::selection_into(mother.size(), m.rate, rv, C, v);
+            });
     }
+    const std::uint32_t* s = sel->data();
     std::vector<std::uint8_t> matched(C);
-    for (std::size_t i = 0; i < C; ++i) matched[i] = mother[sel[i]];
+    for (std::size_t i = 0; i < C; ++i) matched[i] = mother[s[i]];
     scr.apply(matched.data(), C);
     coded.resize(C);
     il.interleave(matched.data(), coded.data(), C);
@@ -137,14 +226,15 @@ tb_encoder::tb_encoder(const numerology& n)
     : d_num(n),
       d_re(static_cast<std::size_t>(n.payload_resource_elements())),
       d_il(make_interleavers(n)),
-      d_map(make_mappers()) {}
+      d_map(make_mappers()),
+      d_sel(std::make_shared<tb_selection_cache>()) {}
 
 std::vector<std::uint8_t> tb_encoder::coded_bits(const std::vector<std::uint8_t>& tb, int mcs,
                                                  int rv, std::uint8_t seed) const {
     mcs_set::get(mcs);
     std::vector<std::uint8_t> coded;
     encode_bits(tb.data(), tb.size(), mcs, rv, seed, d_num, d_il[static_cast<std::size_t>(mcs)],
-                coded);
+                *d_sel, coded);
     return coded;
 }
 
@@ -152,7 +242,8 @@ void tb_encoder::encode(const std::uint8_t* tb, std::size_t tb_bytes, int mcs, i
                         std::uint8_t seed, gr_complex* out) const {
     mcs_set::get(mcs);
     std::vector<std::uint8_t> coded;
-    encode_bits(tb, tb_bytes, mcs, rv, seed, d_num, d_il[static_cast<std::size_t>(mcs)], coded);
+    encode_bits(tb, tb_bytes, mcs, rv, seed, d_num, d_il[static_cast<std::size_t>(mcs)], *d_sel,
+                coded);
     d_map[static_cast<std::size_t>(mcs)].map(coded.data(), coded.size(), out);
 }
 
@@ -282,17 +373,11 @@ void tb_decoder::decode_ldpc(const tb_rx_params& p, std::size_t C, harq_buffer& 
         const std::size_t k = seg.codeword_info_bits(i);
         std::copy_n(d_cw_bits.begin(), k,
                     d_bits.begin() + static_cast<std::ptrdiff_t>(seg.info_offset(i)));
-        // statistics over this codeword's buffer positions
+        // statistics over this codeword's buffer positions: its info bits, then its parity
         const float* b = L + seg.offset(i);
         const std::size_t B = seg.buffer_bits(i);
-        for (std::size_t t = 0; t < B; ++t) {
-            const float l = b[t];
-            const std::uint8_t bit = t < k ? d_cw_bits[t] : d_cw_bits[kc + (t - k)];
-            const bool cov = l != 0.0f;
-            covered += cov;
-            sum_abs += std::fabs(l);
-            errors += cov & ((l < 0.0f) != (bit != 0));
-        }
+        codeword_stats(b, d_cw_bits.data(), k, covered, errors, sum_abs);
+        codeword_stats(b + k, d_cw_bits.data() + kc, B - k, covered, errors, sum_abs);
     }
     unpack_tb(d_bits, p.tb_bytes, r);
     set_stats(r, harq.receptions(), M, K, covered, sum_abs, errors);

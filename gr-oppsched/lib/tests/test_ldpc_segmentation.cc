@@ -10,6 +10,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "fec_test_util.h"
 
@@ -214,4 +215,82 @@ TEST(LdpcPayload, garbage_input_decodes_to_a_crc_failure_not_a_crash) {
     const auto r = dec.decode(re, nv, {7, 0, mcs_set::tb_bytes(7, n), false, 1}, *h);
     EXPECT_FALSE(r.crc_ok);
     EXPECT_EQ(r.bytes.size(), mcs_set::tb_bytes(7, n));
+}
+
+namespace {
+// The selection as first written: the counting sort with one division per coded bit.
+std::vector<std::uint32_t> reference_selection(const ldpc_segmentation& s, int rv) {
+    const std::size_t n = static_cast<std::size_t>(s.codewords()), C = s.coded_bits();
+    std::vector<std::size_t> E(n), size(n), pos(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        E[i] = s.slot_bits(static_cast<int>(i));
+        size[i] = s.buffer_bits(static_cast<int>(i));
+        pos[i] = (static_cast<std::size_t>(rv) * size[i]) / 4;
+    }
+    auto bucket = [C](std::size_t e, std::size_t En) { return ((2 * e + 1) * C) / (2 * En); };
+    std::vector<std::uint32_t> first(C + 1, 0), out(C);
+    for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t e = 0; e < E[i]; ++e) ++first[bucket(e, E[i]) + 1];
+    for (std::size_t b = 0; b < C; ++b) first[b + 1] += first[b];
+    for (std::size_t i = 0; i < n; ++i) {
+        std::size_t p = pos[i];
+        for (std::size_t e = 0; e < E[i]; ++e) {
+            out[first[bucket(e, E[i])]++] =
+                static_cast<std::uint32_t>(s.offset(static_cast<int>(i)) + p);
+            if (++p == size[i]) p = 0;
+        }
+    }
+    return out;
+}
+}  // namespace
+
+TEST(LdpcSegmentation, selection_by_integer_steps_equals_the_division_per_bit) {
+    std::mt19937_64 rng(31);
+    int checked = 0;
+    for (int k = 0; k < 300; ++k) {
+        const code_rate rate = static_cast<code_rate>(rng() % 4);
+        const std::size_t C = 200 + rng() % 60000;
+        const auto& m = [&]() -> const mcs_info& {
+            for (const auto& x : mcs_set::all())
+                if (x.rate == rate) return x;
+            throw std::logic_error("rate");
+        }();
+        const std::size_t cap = C * m.rate_num / m.rate_den;
+        const std::size_t K = 1 + rng() % cap;
+        const ldpc_segmentation s(K, rate, C);
+        for (int rv = 0; rv < 4; ++rv) {
+            ASSERT_EQ(s.selection(rv), reference_selection(s, rv)) << K << " " << C << " " << rv;
+            ++checked;
+        }
+    }
+    EXPECT_EQ(checked, 1200);
+}
+
+TEST(LdpcPayload, encoder_selection_cache_gives_the_bits_of_a_fresh_encoder_also_across_threads) {
+    // More layouts than the cache holds (it is cleared and refilled), encoded by one shared
+    // encoder from two threads, against a fresh encoder per TB.
+    const auto n = numerology::profile("3ms", 2e6);
+    const tb_encoder shared(n);
+    std::mt19937_64 rng(5);
+    struct job {
+        std::vector<std::uint8_t> tb;
+        int mcs, rv;
+        std::vector<std::uint8_t> expect, got;
+    };
+    std::vector<job> jobs;
+    for (int k = 0; k < 80; ++k) {
+        const int mcs = static_cast<int>(rng() % 8);
+        const std::size_t bytes = 1 + rng() % mcs_set::tb_bytes(mcs, n);
+        jobs.push_back({random_bytes(bytes, rng), mcs, static_cast<int>(rng() % 4), {}, {}});
+        jobs.back().expect = tb_encoder(n).coded_bits(jobs.back().tb, mcs, jobs.back().rv, 5);
+    }
+    auto work = [&](std::size_t from) {
+        for (int rep = 0; rep < 2; ++rep)
+            for (std::size_t j = from; j < jobs.size(); j += 2)
+                jobs[j].got = shared.coded_bits(jobs[j].tb, jobs[j].mcs, jobs[j].rv, 5);
+    };
+    std::thread a(work, 0), b(work, 1);
+    a.join();
+    b.join();
+    for (const auto& j : jobs) EXPECT_EQ(j.got, j.expect) << "mcs " << j.mcs << " rv " << j.rv;
 }

@@ -113,6 +113,15 @@ class OPPSCHED_API ldpc_decoder final {
     int max_iterations() const { return d_max_iter; }
     float scale() const { return d_scale; }
 
+    //! true when this CPU runs the 8-lane (AVX2) build of the layer loop
+    static bool wide_lanes_available();
+    /*!
+     * \brief Choose the layer loop's lane width: 8 (AVX2, the default where the CPU has it)
+     * or 4 (SSE2, \p on = false). Both give bit-identical results; for tests and benchmarks.
+     */
+    void use_wide_lanes(bool on);
+    bool wide_lanes() const { return d_wide; }
+
     /*!
      * \brief Decode one codeword of \p code.
      * \param llr       code.n() LLRs
@@ -124,8 +133,9 @@ class OPPSCHED_API ldpc_decoder final {
   private:
     int d_max_iter;
     float d_scale;
+    bool d_wide;                // 8-lane AVX2 layer loop
     std::vector<float> d_post;  // posterior LLRs
-    // check-to-variable messages, one per edge (edge-major, Z lanes padded to 4)
+    // check-to-variable messages, one per edge (edge-major, Z lanes padded to the lane count)
     std::vector<float> d_msg;
     std::vector<float> d_tmp;  // variable-to-check messages of one layer (degree x padded Z)
     // per-lane layer state: two smallest |t|, index of the smallest and sign-bit

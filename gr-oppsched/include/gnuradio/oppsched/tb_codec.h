@@ -76,10 +76,14 @@ struct tb_decode_result {
     tb_decode_stats stats;
 };
 
+struct tb_selection_cache;  // tb_codec.cc
+
 /*!
  * \brief Encoder of the payload of one slot of numerology \p n.
  *
- * Thread safety: const methods only; one instance may serve several threads.
+ * Thread safety: const methods only; one instance may serve several threads. The
+ * rate-matching selections of recent (TB size, MCS, RV) combinations are kept in a small
+ * shared cache (built once per combination, guarded by a mutex; copies share it).
  */
 class OPPSCHED_API tb_encoder final {
   public:
@@ -117,6 +121,7 @@ class OPPSCHED_API tb_encoder final {
     std::size_t d_re;
     std::vector<interleaver> d_il;  // per MCS
     std::vector<qam_mapper> d_map;  // per MCS
+    std::shared_ptr<tb_selection_cache> d_sel;
 };
 
 /*!
