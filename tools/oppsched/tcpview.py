@@ -23,9 +23,10 @@ Sources, all in the run folder (docs/testbed.md):
 Times are seconds after the run's t0 (the flows' common start): the captures' wall-clock
 timestamps less `run.json`'s `t0_wall_s`, the slot trace's CLOCK_MONOTONIC less `t0_mono_ns`.
 
-`oppsched tcpview RUN [--flows f01,f16] [--out DIR] [--zoom A,B]` writes
-`tcp-cwnd.png`, `tcp-tsg.<flow>.png` and `tcp-view.csv` (one row per flow) into DIR
-(default: RUN). Without --flows it takes the flows with the lowest and the highest goodput.
+`oppsched tcpview RUN [--flows f01,f16] [--all] [--out DIR] [--zoom A,B]` writes
+`tcp-cwnd.png`, `tcp-tsg.<flow>.png` and `tcp-view.csv` (one row per flow; with --all, per
+downstream flow of the run) into DIR (default: RUN). Without --flows it takes the flows
+with the lowest and the highest goodput.
 """
 
 from __future__ import annotations
@@ -220,9 +221,10 @@ def _title(cfg: dict) -> str:
 
 
 def plot(rundir: Path, flows: list[str] | None = None, out: Path | None = None,
-         zoom: tuple[float, float] = (0.0, 5.0)) -> pd.DataFrame:
+         zoom: tuple[float, float] = (0.0, 5.0), every_flow: bool = False) -> pd.DataFrame:
     """Writes tcp-cwnd.png, tcp-tsg.<flow>.png and tcp-view.csv into `out` (default: the
-    run folder); returns the rows of tcp-view.csv."""
+    run folder); returns the rows of tcp-view.csv: of `flows`, or with `every_flow` of
+    every downstream TCP flow of the run (the figures stay those of `flows`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -236,7 +238,11 @@ def plot(rundir: Path, flows: list[str] | None = None, out: Path | None = None,
     fc = {f["id"]: f for f in cfg["flows"]}
     for fid in flows:
         _flow(cfg, _run, fid)
-    servers = {fc[fid]["server"] for fid in flows}
+    table = [f["id"] for f in cfg["flows"] if f.get("direction", "down") == "down"
+             and not f.get("repeat") and f.get("transport", "tcp") == "tcp"] \
+        if every_flow else list(flows)
+    table += [fid for fid in flows if fid not in table]
+    servers = {fc[fid]["server"] for fid in table}
     captures = {}
     for sv in servers:
         p = rundir / f"wired.{sv}.pcap"
@@ -245,12 +251,13 @@ def plot(rundir: Path, flows: list[str] | None = None, out: Path | None = None,
         captures[sv] = pcap.read_tcp(p)
     title = _title(cfg)
     rows, data = [], {}
-    for fid in flows:
+    for fid in table:
         segs, acks = time_sequence(rundir, fid, captures[fc[fid]["server"]])
         cw = cwnd_trace(rundir, fid)
         g, q = grants(rundir, fc[fid]["device"])
         rows.append(summary(rundir, fid, segs, cw, g))
-        data[fid] = (segs, acks, cw, g, q)
+        if fid in flows:
+            data[fid] = (segs, acks, cw, g, q)
 
     # cwnd, RTT and the AP queue against time (Fig. 6)
     fig, ax = plt.subplots(3, 1, figsize=(10, 8), sharex=True)
@@ -326,6 +333,8 @@ def add_parser(sub) -> None:
                    "lowest and the highest goodput)")
     p.add_argument("--out", help="where to write the PNGs and tcp-view.csv (default: the run "
                    "folder)")
+    p.add_argument("--all", action="store_true", help="tcp-view.csv over every downstream "
+                   "flow (the figures stay those of --flows)")
     p.add_argument("--zoom", default="0,5", help="the time-sequence graphs' zoomed window, "
                    "A,B seconds after t0 (default: %(default)s)")
     p.set_defaults(fn=_cmd)
@@ -339,7 +348,7 @@ def _cmd(a) -> int:
     if not hi > lo:
         raise TcpViewError(f"--zoom: {a.zoom!r}: B must be larger than A")
     flows = [x.strip() for x in a.flows.split(",") if x.strip()] if a.flows else None
-    df = plot(Path(a.results), flows, Path(a.out) if a.out else None, (lo, hi))
+    df = plot(Path(a.results), flows, Path(a.out) if a.out else None, (lo, hi), a.all)
     with pd.option_context("display.width", 200, "display.max_columns", 30):
         print(df.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
     return 0

@@ -9,7 +9,7 @@ import json
 
 import pytest
 from scapy.layers.inet import IP, TCP
-from scapy.utils import wrpcap
+from scapy.utils import rdpcap, wrpcap
 
 from oppsched import tcpview
 from oppsched.cli import main
@@ -113,6 +113,21 @@ def test_plot_writes_the_figures_and_one_row_per_flow(tmp_path):
     row = df.iloc[0]
     assert (row["flow"], row["retransmissions"], row["timeouts"], row["slots"]) == ("f1", 3, 1, 2)
     assert row["slot_gap_ms_mean"] == pytest.approx(500.0)
+
+
+def test_every_flow_puts_every_download_in_the_table_and_two_in_the_figures(tmp_path):
+    _write_run(tmp_path)
+    f2 = [_seg(1.0, 0)]
+    f2[0][IP].dst, f2[0][TCP].dport = "10.2.0.2", 5202
+    pkts = list(rdpcap(str(tmp_path / "wired.S1.pcap"))) + f2
+    pkts.sort(key=lambda p: p.time)
+    wrpcap(str(tmp_path / "wired.S1.pcap"), pkts)
+    (tmp_path / "flow.f2.sender.json").write_text((tmp_path / "flow.f1.sender.json").read_text())
+    out = tmp_path / "view"
+    df = tcpview.plot(tmp_path, ["f1"], out, every_flow=True)
+    assert list(df["flow"]) == ["f1", "f2"]
+    assert list(df["segments"]) == [11, 1]
+    assert not (out / "tcp-tsg.f2.png").exists()
 
 
 def test_default_flows_are_the_slowest_and_the_fastest(tmp_path):
