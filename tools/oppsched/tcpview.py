@@ -39,6 +39,7 @@ import pandas as pd
 
 from oppsched import pcap
 from oppsched.config import ConfigError
+from oppsched.experiments.testbed.schema import is_wrc, repeated
 
 ACK_TRIGGER_S = 0.010  # an ACK this shortly before a retransmission triggered it
 
@@ -239,8 +240,7 @@ def plot(rundir: Path, flows: list[str] | None = None, out: Path | None = None,
     for fid in flows:
         _flow(cfg, _run, fid)
     table = [f["id"] for f in cfg["flows"] if f.get("direction", "down") == "down"
-             and not f.get("repeat") and f.get("transport", "tcp") == "tcp"] \
-        if every_flow else list(flows)
+             and not repeated(f) and not is_wrc(f)] if every_flow else list(flows)
     table += [fid for fid in flows if fid not in table]
     servers = {fc[fid]["server"] for fid in table}
     captures = {}

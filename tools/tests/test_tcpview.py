@@ -35,8 +35,12 @@ def _ack(t, k):
 def _write_run(d, with_pcap=True):
     cfg = {"experiment": "tv", "seed": 1, "scheduler": {"kind": "pf", "alpha": 0.01},
            "devices": [{"name": "u1"}, {"name": "u2"}],
-           "flows": [{"id": "f1", "server": "S1", "device": "u1", "direction": "down"},
-                     {"id": "f2", "server": "S1", "device": "u2", "direction": "down"}]}
+           "flows": [{"id": "f1", "server": "S1", "device": "u1", "direction": "down",
+                      "repeat": {"idle_s": None, "idle_mean_s": None, "count": None}},
+                     {"id": "f2", "server": "S1", "device": "u2", "direction": "down",
+                      "repeat": {"idle_s": None, "idle_mean_s": None, "count": None}},
+                     {"id": "r3", "server": "S1", "device": "u2", "direction": "down",
+                      "repeat": {"idle_s": 1.0, "idle_mean_s": None, "count": None}}]}
     run = {"t0_wall_s": T0_WALL, "t0_mono_ns": T0_MONO_NS,
            "flows": [{"id": "f1", "dst_addr": CLI, "port": PORT, "started_at_s": 0.2},
                      {"id": "f2", "dst_addr": "10.2.0.2", "port": 5202, "started_at_s": 0.2}]}
