@@ -154,9 +154,11 @@ def time_sequence(rundir: Path, flow_id: str, tcp: pd.DataFrame | None = None) \
     return segs, pd.DataFrame({"t_s": ta, "ack": av, "dup": dup})
 
 
-def grants(rundir: Path, user: str) -> pd.DataFrame:
+def grants(rundir: Path, user: str, slots: pd.DataFrame | None = None) \
+        -> tuple[pd.DataFrame, pd.DataFrame]:
     """The slots granted to `user`: t_s (after t0), tb_bytes, retx, outcome; and the
-    user's AP queue in every slot: returned as a second frame (t_s, queue)."""
+    user's AP queue in every slot: returned as a second frame (t_s, queue). `slots` is
+    slots.csv already read (to read it once for several users)."""
     rundir = Path(rundir)
     cfg, run = _load(rundir)
     names = [d["name"] for d in cfg["devices"]]
@@ -164,9 +166,9 @@ def grants(rundir: Path, user: str) -> pd.DataFrame:
         raise TcpViewError(f"user: {user!r} is not a device of this run")
     uid = names.index(user)
     path = rundir / "slots.csv"
-    if not path.exists():
+    if slots is None and not path.exists():
         raise TcpViewError(f"{path.name}: no slot trace in {rundir}")
-    s = pd.read_csv(path)
+    s = (pd.read_csv(path) if slots is None else slots).copy()
     t0 = run.get("t0_mono_ns")
     if t0 is None:
         raise TcpViewError("run.json: no t0_mono_ns (the run's start on CLOCK_MONOTONIC)")
@@ -250,11 +252,15 @@ def plot(rundir: Path, flows: list[str] | None = None, out: Path | None = None,
             raise TcpViewError(f"{p.name}: no capture (run with capture.pcaps: true)")
         captures[sv] = pcap.read_tcp(p)
     title = _title(cfg)
+    slots_path = rundir / "slots.csv"
+    if not slots_path.exists():
+        raise TcpViewError(f"{slots_path.name}: no slot trace in {rundir}")
+    slots = pd.read_csv(slots_path)
     rows, data = [], {}
     for fid in table:
         segs, acks = time_sequence(rundir, fid, captures[fc[fid]["server"]])
         cw = cwnd_trace(rundir, fid)
-        g, q = grants(rundir, fc[fid]["device"])
+        g, q = grants(rundir, fc[fid]["device"], slots)
         rows.append(summary(rundir, fid, segs, cw, g))
         if fid in flows:
             data[fid] = (segs, acks, cw, g, q)
