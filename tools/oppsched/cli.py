@@ -16,6 +16,7 @@ from oppsched.netns import DEFAULT_PREFIX, NetnsError, cleanup_stale
 from oppsched.runner import RunFailed, analyze_dir, load_experiment, run_experiment
 from oppsched.sweep import collect, is_sweep_dir, run_sweep
 from oppsched.sweepspec import expand
+from oppsched.tcpview import add_parser as tcpview_parser
 
 
 def _cmd_run(a) -> int:
@@ -178,6 +179,7 @@ def main(argv=None) -> int:
     linkcurves_parsers(sub)  # `linkcurves` and `mcstable`
     decode_parser(sub)  # `decode`: a SigMF IQ recording through the same receiver
     keys_parser(sub)  # `keys generate`: CURVE and integrity keys (docs/security.md)
+    tcpview_parser(sub)  # `tcpview`: cwnd, RTT and time-sequence graphs of a run's flows
 
     a = p.parse_args(argv)
     try:
