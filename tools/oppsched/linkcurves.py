@@ -78,6 +78,7 @@ CSV_COLUMNS = [
     "snr_est_db", "tb_bits_per_re", "transmissions", "channel", "profile", "fec", "sample_rate_hz",
 ]
 MODULATION = {1: "BPSK", 2: "QPSK", 4: "16QAM", 6: "64QAM"}
+LDPC_LENGTHS = (648, 1296, 1944)  # the 802.11n codeword lengths (--ldpc-max-n)
 
 
 def _phy():
@@ -190,6 +191,8 @@ class SweepConfig:
     skip_after_zero: bool = True
     target_bler: float = 0.1
     flowgraph: bool = False
+    ldpc_max_n: int = 1944  # longest LDPC codeword (numerology_params::ldpc_max_n)
+    stop_below: Optional[float] = None  # skip an MCS's higher SNRs once its BLER < this
 
     def validate(self) -> None:
         """ConfigError naming the command-line argument."""
@@ -220,6 +223,14 @@ class SweepConfig:
             raise ConfigError(f"--cfo: {self.cfo_hz!r} not within +-sample_rate/2")
         if not 0 < self.target_bler < 1:
             raise ConfigError(f"--target-bler: {self.target_bler!r} not in (0, 1)")
+        if self.ldpc_max_n not in LDPC_LENGTHS:
+            raise ConfigError(f"--ldpc-max-n: {self.ldpc_max_n!r} not one of "
+                              f"{', '.join(map(str, LDPC_LENGTHS))} (802.11n codeword lengths)")
+        if self.ldpc_max_n != LDPC_LENGTHS[-1] and self.fec != "ldpc":
+            raise ConfigError(f"--ldpc-max-n: {self.ldpc_max_n} needs --fec ldpc, not "
+                              f"{self.fec!r}")
+        if self.stop_below is not None and not 0 < self.stop_below <= 1:
+            raise ConfigError(f"--stop-below: {self.stop_below!r} not in (0, 1]")
         if not self.mcs:
             raise ConfigError("--mcs: no MCS given")
         if not self.snrs:
@@ -229,11 +240,14 @@ class SweepConfig:
             if self.harq:
                 raise ConfigError("--flowgraph: --harq is not supported (the grants are made "
                                   "before the run, without feedback)")
+            if self.ldpc_max_n != LDPC_LENGTHS[-1]:
+                raise ConfigError("--flowgraph: --ldpc-max-n is not supported (the blocks "
+                                  "use the PHY's default codeword lengths)")
             if not blocks_available(phy):
                 raise ConfigError("--flowgraph: the gr-oppsched blocks (slot_tx, slot_rx, "
                                   "channel_emulator_cc) are not in this build")
         try:
-            num = phy.numerology.profile(self.profile, self.sample_rate, self.fec)
+            num = make_numerology(phy, self.profile, self.sample_rate, self.fec, self.ldpc_max_n)
         except ValueError as exc:
             raise ConfigError(f"--sample-rate: {self.sample_rate:g} Hz does not fit the "
                               f"{self.profile} profile ({exc})") from None
@@ -249,6 +263,18 @@ class SweepConfig:
                         f"{self.sample_rate:g} Hz (at most {cap} bytes)")
                 if self.tbs > 65535:
                     raise ConfigError(f"--tbs: {self.tbs} exceeds the header's 16-bit field")
+
+
+def make_numerology(phy, profile: str, sample_rate: float, fec: str = "ldpc",
+                    ldpc_max_n: int = 1944):
+    """The profile's numerology with its LDPC codewords capped at ldpc_max_n bits (the
+    default 1944 is the PHY's own numerology; TB sizes do not depend on the cap)."""
+    num = phy.numerology.profile(profile, sample_rate, fec)
+    if ldpc_max_n == LDPC_LENGTHS[-1]:
+        return num
+    p = num.params
+    p.ldpc_max_n = int(ldpc_max_n)
+    return phy.numerology(p)
 
 
 def _snr_key(snr: float) -> int:
@@ -267,7 +293,7 @@ class Chain:
         phy = _phy()
         self.phy = phy
         self.cfg = cfg
-        self.num = phy.numerology.profile(cfg.profile, cfg.sample_rate, cfg.fec)
+        self.num = make_numerology(phy, cfg.profile, cfg.sample_rate, cfg.fec, cfg.ldpc_max_n)
         self.enc = phy.tb_encoder(self.num)
         self.hdr = phy.header_codec(self.num)
         self.mod = phy.ofdm_modulator(self.num)
@@ -559,6 +585,14 @@ def run_sweep(cfg: SweepConfig, log=None) -> list[dict]:
                 f"{extra} (header {row['header_errors']}, missed {row['missed_detections']}; "
                 f"est {row['snr_est_db']:.2f} dB) {row['transmissions'] / max(cpu, 1e-9):.0f} "
                 f"slots/s, {time.monotonic() - t0:.1f} s")
+            if (cfg.stop_below is not None and row["slots"] > 0
+                    and row["bler"] < cfg.stop_below):
+                skipped = len(cfg.snrs) - i - 1
+                if skipped:
+                    log(f"    mcs {mcs}: bler {row['bler']:.4f} < {cfg.stop_below:g} at "
+                        f"{snr:g} dB, {skipped} higher SNR point(s) skipped (--stop-below)")
+                    done += skipped
+                break
             if cfg.skip_after_zero and row["errors"] == 0 and row["slots"] > 0:
                 skipped = len(cfg.snrs) - i - 1
                 if skipped:
@@ -929,7 +963,8 @@ def config_from_args(a) -> SweepConfig:
         tbs=a.tbs, harq=a.harq, max_tx=a.max_tx, harq_processes=a.harq_processes,
         profile=a.profile, fec=a.fec, sample_rate=a.sample_rate, slots=a.slots, min_errors=a.min_errors,
         seed=a.seed, doppler_hz=a.doppler, cfo_hz=a.cfo, skip_after_zero=not a.no_skip,
-        target_bler=a.target_bler, flowgraph=a.flowgraph)
+        target_bler=a.target_bler, flowgraph=a.flowgraph, ldpc_max_n=a.ldpc_max_n,
+        stop_below=a.stop_below)
     cfg.validate()
     return cfg
 
@@ -950,6 +985,10 @@ def command_line(a) -> str:
         parts += ["--cfo", f"{a.cfo:g}"]
     if a.target_bler != 0.1:
         parts += ["--target-bler", f"{a.target_bler:g}"]
+    if a.ldpc_max_n != LDPC_LENGTHS[-1]:
+        parts += ["--ldpc-max-n", str(a.ldpc_max_n)]
+    if a.stop_below is not None:
+        parts += ["--stop-below", f"{a.stop_below:g}"]
     if a.no_skip:
         parts.append("--no-skip")
     if a.flowgraph:
@@ -979,6 +1018,7 @@ def cmd_linkcurves(a) -> int:
     if cfg.channel == "fading":
         chan += f" (Jakes, f_d {cfg.doppler_hz:g} Hz)"
     title = (f"{chan}, {cfg.profile} profile at {cfg.sample_rate / 1e6:g} Msps, {cfg.fec.upper()}"
+             f"{f' (codewords <= {cfg.ldpc_max_n})' if cfg.ldpc_max_n != 1944 else ''}"
              f"{', HARQ' if cfg.harq else ''}")
     plot(rows, summary, out / "linkcurves.png", title)
     print(summary_table(summary))
@@ -1064,6 +1104,12 @@ def add_parsers(sub) -> None:
     lc.add_argument("--cfo", type=float, default=0.0, help="carrier frequency offset (Hz)")
     lc.add_argument("--target-bler", type=float, default=0.1, help="BLER that defines the "
                     "threshold (default %(default)g)")
+    lc.add_argument("--ldpc-max-n", type=int, default=1944, help="longest LDPC codeword a TB "
+                    "may use: 648, 1296 or 1944 (default %(default)s, the PHY's; 648 measures "
+                    "what the longer codewords gain)")
+    lc.add_argument("--stop-below", type=float, default=None, metavar="BLER",
+                    help="after the first point of an MCS whose BLER is below this, skip its "
+                    "higher SNRs (e.g. 0.1: all the threshold needs; default: off)")
     lc.add_argument("--no-skip", action="store_true", help="measure every SNR point (default: "
                     "skip the SNRs above the first error-free point of an MCS)")
     lc.add_argument("--flowgraph", action="store_true", help="run through a GNU Radio "
