@@ -11,6 +11,7 @@ from oppsched.config import ConfigError
 from oppsched.decode import add_parser as decode_parser
 from oppsched.experiments.testbed import TestbedError
 from oppsched.linkcurves import add_parsers as linkcurves_parsers
+from oppsched.linkgap import add_parser as linkgap_parser
 from oppsched.netns import DEFAULT_PREFIX, NetnsError, cleanup_stale
 from oppsched.runner import RunFailed, analyze_dir, load_experiment, run_experiment
 from oppsched.sweep import collect, is_sweep_dir, run_sweep
@@ -172,6 +173,7 @@ def main(argv=None) -> int:
     b.set_defaults(fn=_cmd_bench)
 
     linkcurves_parsers(sub)  # `linkcurves` and `mcstable`
+    linkgap_parser(sub)  # `linkgap`
     decode_parser(sub)  # `decode`: a SigMF IQ recording through the same receiver
 
     a = p.parse_args(argv)
