@@ -193,6 +193,7 @@ class SweepConfig:
     flowgraph: bool = False
     ldpc_max_n: int = 1944  # longest LDPC codeword (numerology_params::ldpc_max_n)
     stop_below: Optional[float] = None  # skip an MCS's higher SNRs once its BLER < this
+    ideal_rx: bool = False  # payload REs, AWGN and the exact N0 only (measure_point_ideal)
 
     def validate(self) -> None:
         """ConfigError naming the command-line argument."""
@@ -231,6 +232,9 @@ class SweepConfig:
                               f"{self.fec!r}")
         if self.stop_below is not None and not 0 < self.stop_below <= 1:
             raise ConfigError(f"--stop-below: {self.stop_below!r} not in (0, 1]")
+        if self.ideal_rx and (self.channel != "awgn" or self.harq or self.flowgraph):
+            raise ConfigError("--ideal-rx: only with --channel awgn, without --harq and "
+                              "--flowgraph")
         if not self.mcs:
             raise ConfigError("--mcs: no MCS given")
         if not self.snrs:
@@ -549,9 +553,52 @@ class PointRunner:
 # The sweep
 
 
+def measure_point_ideal(chain: Chain, mcs: int, snr_db: float) -> dict:
+    """--ideal-rx: the payload REs of each TB through complex AWGN of N0 = 10^(-SNR/10)
+    (unit-energy REs, so SNR is the Es/N0 of a data RE, the convention's value) into the
+    tb_decoder with that exact N0 per RE: no preamble, header, sync, channel estimate or
+    gain tracking. What the code, the rate matching and the demapper need alone; the
+    difference to the real receiver's threshold is the receiver's loss."""
+    phy, cfg = chain.phy, chain.cfg
+    ss = np.random.SeedSequence([cfg.seed, mcs, _snr_key(snr_db), len(CHANNELS) + 1])
+    rng = np.random.default_rng(ss.generate_state(1, dtype=np.uint64)[0])
+    dec = phy.tb_decoder(chain.num)
+    harq = dec.make_harq_buffer()
+    tbs = chain.tb_bytes(mcs)
+    n0 = 10.0 ** (-snr_db / 10.0)
+    n_re = chain.num.payload_resource_elements
+    nv = np.full(n_re, n0, np.float32)
+    slots = errors = 0
+    ndi = False
+    while slots < cfg.slots and errors < cfg.min_errors:
+        tb = rng.bytes(tbs)
+        seed = phy.scrambler_seed_for_slot(slots)
+        x = chain.enc.encode(tb, mcs=mcs, rv=0, scrambler_seed=seed)
+        w = (rng.standard_normal(n_re) + 1j * rng.standard_normal(n_re)) * math.sqrt(n0 / 2)
+        ndi = not ndi
+        harq.clear()
+        r = dec.decode((x + w).astype(np.complex64), nv, harq, mcs=mcs, rv=0, tb_bytes=tbs,
+                       ndi=ndi, scrambler_seed=seed)
+        slots += 1
+        errors += not (r.crc_ok and r.bytes == tb)
+    info = phy.mcs_set.get(mcs)
+    return {
+        "mcs": mcs, "modulation": MODULATION[info.bits_per_symbol],
+        "code_rate": round(info.code_rate, 6),
+        "spectral_efficiency": round(info.spectral_efficiency, 6), "snr_db": snr_db,
+        "tbs": tbs, "slots": slots, "errors": errors, "bler": errors / slots,
+        "header_errors": 0, "missed_detections": 0, "false_detections": 0,
+        "snr_est_db": float("nan"), "tb_bits_per_re": round(8 * tbs / n_re, 6),
+        "transmissions": slots, "channel": cfg.channel, "profile": cfg.profile,
+        "fec": cfg.fec, "sample_rate_hz": cfg.sample_rate,
+    }
+
+
 def measure_point(chain: Chain, mcs: int, snr_db: float, heartbeat=None) -> dict:
     if chain.cfg.flowgraph:
         return measure_point_flowgraph(chain, mcs, snr_db)
+    if chain.cfg.ideal_rx:
+        return measure_point_ideal(chain, mcs, snr_db)
     return PointRunner(chain, mcs, snr_db).run(heartbeat)
 
 
@@ -964,7 +1011,7 @@ def config_from_args(a) -> SweepConfig:
         profile=a.profile, fec=a.fec, sample_rate=a.sample_rate, slots=a.slots, min_errors=a.min_errors,
         seed=a.seed, doppler_hz=a.doppler, cfo_hz=a.cfo, skip_after_zero=not a.no_skip,
         target_bler=a.target_bler, flowgraph=a.flowgraph, ldpc_max_n=a.ldpc_max_n,
-        stop_below=a.stop_below)
+        stop_below=a.stop_below, ideal_rx=a.ideal_rx)
     cfg.validate()
     return cfg
 
@@ -989,6 +1036,8 @@ def command_line(a) -> str:
         parts += ["--ldpc-max-n", str(a.ldpc_max_n)]
     if a.stop_below is not None:
         parts += ["--stop-below", f"{a.stop_below:g}"]
+    if a.ideal_rx:
+        parts.append("--ideal-rx")
     if a.no_skip:
         parts.append("--no-skip")
     if a.flowgraph:
@@ -1065,6 +1114,58 @@ def cmd_mcstable(a) -> int:
     return 0
 
 
+def cmd_lcmerge(a) -> int:
+    """Several linkcurves folders of one profile/rate/FEC (e.g. one per MCS, measured in
+    parallel) -> one folder: linkcurves.csv (MCS then SNR order), summary.json (with each
+    part's command), linkcurves.png and with --table the MCS table."""
+    rows, commands, meta_cfg = [], [], None
+    seen: dict[tuple, str] = {}
+    for d in a.parts:
+        rs = read_csv(Path(d) / "linkcurves.csv", "PARTS")
+        try:
+            part = json.loads((Path(d) / "summary.json").read_text())
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"PARTS: {str(Path(d) / 'summary.json')!r} cannot be read "
+                              f"({exc})") from None
+        cfg = part.get("config") or {}
+        key = {k: cfg.get(k) for k in ("profile", "sample_rate", "fec", "channel",
+                                       "ldpc_max_n", "tbs", "harq")}
+        if meta_cfg is None:
+            meta_cfg = key
+        elif key != meta_cfg:
+            raise ConfigError(f"PARTS: {d!r} was measured with {key}, the first part with "
+                              f"{meta_cfg}")
+        for r in rs:
+            k = (int(r["mcs"]), float(r["snr_db"]))
+            if k in seen:
+                raise ConfigError(f"PARTS: MCS {k[0]} at {k[1]:g} dB is in {seen[k]!r} and "
+                                  f"{d!r}")
+            seen[k] = d
+        rows += rs
+        if part.get("command"):
+            commands.append(part["command"])
+    rows.sort(key=lambda r: (int(r["mcs"]), float(r["snr_db"])))
+    out = Path(a.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--out: {a.out!r} cannot be created ({exc.strerror})") from None
+    write_csv(rows, out / "linkcurves.csv")
+    summary = summarize(rows, a.target_bler, {"commands": commands, "config": meta_cfg,
+                                              "parts": [str(d) for d in a.parts]})
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    cap = meta_cfg.get("ldpc_max_n") or 1944
+    plot(rows, summary, out / "linkcurves.png",
+         f"{meta_cfg['channel']}, {meta_cfg['profile']} profile at "
+         f"{float(meta_cfg['sample_rate']) / 1e6:g} Msps, {str(meta_cfg['fec']).upper()}"
+         f"{f' (codewords <= {cap})' if cap != 1944 else ''}")
+    print(summary_table(summary))
+    if a.table:
+        _write_table(summary, meta_cfg["profile"], float(meta_cfg["sample_rate"]),
+                     str(out / "linkcurves.csv"), a.table, meta_cfg["fec"])
+    return 0
+
+
 def add_parsers(sub) -> None:
     """The `linkcurves` and `mcstable` subcommands (cli.py calls this)."""
     lc = sub.add_parser(
@@ -1110,6 +1211,10 @@ def add_parsers(sub) -> None:
     lc.add_argument("--stop-below", type=float, default=None, metavar="BLER",
                     help="after the first point of an MCS whose BLER is below this, skip its "
                     "higher SNRs (e.g. 0.1: all the threshold needs; default: off)")
+    lc.add_argument("--ideal-rx", action="store_true",
+                    help="AWGN on the payload REs with the exact N0, decoded by the "
+                    "tb_decoder alone (no sync, header or channel estimate): the code and "
+                    "modulation without the receiver")
     lc.add_argument("--no-skip", action="store_true", help="measure every SNR point (default: "
                     "skip the SNRs above the first error-free point of an MCS)")
     lc.add_argument("--flowgraph", action="store_true", help="run through a GNU Radio "
@@ -1132,3 +1237,14 @@ def add_parsers(sub) -> None:
                     help="Hz (default: from the CSV)")
     mt.add_argument("--target-bler", type=float, default=0.1, help="(default %(default)g)")
     mt.set_defaults(fn=cmd_mcstable)
+
+    mg = sub.add_parser(
+        "lcmerge", help="merge linkcurves folders measured in parts (e.g. one per MCS)",
+        description="Concatenate the linkcurves.csv of several folders of the same profile, "
+        "rate, FEC and channel (each point at most once) and write linkcurves.csv, "
+        "summary.json (every part's command) and linkcurves.png in --out.")
+    mg.add_argument("parts", nargs="+", help="linkcurves output folders")
+    mg.add_argument("--out", required=True, help="output folder")
+    mg.add_argument("--table", metavar="OUT.csv", help="also write the MCS table here")
+    mg.add_argument("--target-bler", type=float, default=0.1, help="(default %(default)g)")
+    mg.set_defaults(fn=cmd_lcmerge)
