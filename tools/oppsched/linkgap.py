@@ -156,9 +156,10 @@ def _codewords(phy, profile: str, rate: float, mcs: int, tbs: int, max_n: int) -
     return " + ".join(f"{lens.count(n)}x{n}" for n in (1944, 1296, 648) if lens.count(n))
 
 
-def gap_rows(long_summary: dict, short_summary: Optional[dict] = None) -> list[dict]:
+def gap_rows(long_summary: dict, short_summary: Optional[dict] = None,
+             ideal_summary: Optional[dict] = None) -> list[dict]:
     """One row per MCS of long_summary (the PHY's codeword choice), with the 648-capped
-    threshold of short_summary when given."""
+    threshold of short_summary and the --ideal-rx threshold of ideal_summary when given."""
     from oppsched.linkcurves import _phy
 
     phy = _phy()
@@ -171,6 +172,7 @@ def gap_rows(long_summary: dict, short_summary: Optional[dict] = None) -> list[d
                               f"{rate:g} Hz (they must be the same)")
         short_cap = int(_cfg(short_summary, "ldpc_max_n", 1944))
     short = {e["mcs"]: e for e in (short_summary or {}).get("mcs", [])}
+    ideal = {e["mcs"]: e for e in (ideal_summary or {}).get("mcs", [])}
     out = []
     for e in long_summary["mcs"]:
         m = int(e["mcs"])
@@ -196,6 +198,10 @@ def gap_rows(long_summary: dict, short_summary: Optional[dict] = None) -> list[d
             row["codewords_short"] = _codewords(phy, profile, rate, m, int(e["tbs"]), short_cap)
             row["measured_short_db"] = st
             row["gain_db"] = None if st is None or thr is None else round(st - thr, 3)
+        if ideal_summary is not None:
+            it = (ideal.get(m) or {}).get("snr_at_target_db")
+            row["ideal_rx_db"] = it
+            row["receiver_loss_db"] = None if it is None or thr is None else round(thr - it, 3)
         out.append(row)
     return out
 
@@ -205,10 +211,13 @@ def markdown(rows: list[dict], title: str = "") -> str:
         return "-" if v is None else f"{v:.2f}"
 
     short = "measured_short_db" in rows[0] if rows else False
+    ideal = "ideal_rx_db" in rows[0] if rows else False
     head = ["MCS", "modulation, rate", "codewords", "b/RE", "Shannon SNR", "BICM limit",
             "CM limit"]
     head += ["measured (648)", "measured (long)", "gain", "gap", "gap to BICM"] if short else [
         "measured", "gap", "gap to BICM"]
+    if ideal:
+        head += ["ideal rx", "receiver loss"]
     lines = [f"**{title}**", ""] if title else []
     lines += ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in rows:
@@ -219,6 +228,8 @@ def markdown(rows: list[dict], title: str = "") -> str:
         else:
             cells += [f(r["measured_long_db"])]
         cells += [f(r["gap_db"]), f(r["gap_bicm_db"])]
+        if ideal:
+            cells += [f(r.get("ideal_rx_db")), f(r.get("receiver_loss_db"))]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -232,6 +243,8 @@ def plot(tables: list[tuple[str, list[dict]]], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(8.5, 6))
     x = np.linspace(-4.0, 22.0, 300)
     ax.plot(x, [shannon_capacity(v) for v in x], "k-", lw=1.5, label="Shannon log2(1 + SNR)")
+    ax.plot(x, [shannon_capacity(v - 2.0) for v in x], "k:", lw=1,
+            label="Shannon + 2 dB (the goal)")
     for bps, name, ls in ((1, "BPSK", ":"), (2, "QPSK", "-."), (4, "16QAM", "--"),
                           (6, "64QAM", (0, (5, 1)))):
         xs = x[x <= 24]
@@ -263,6 +276,10 @@ def plot(tables: list[tuple[str, list[dict]]], path: Path) -> None:
 def cmd_linkgap(a) -> int:
     longs = a.long or []
     shorts = a.short or []
+    ideals = a.ideal or []
+    if ideals and len(ideals) != len(longs):
+        raise ConfigError(f"--ideal: {len(ideals)} given for {len(longs)} --long (one per "
+                          "--long, in the same order, or none)")
     if not longs:
         raise ConfigError("--long: at least one linkcurves folder is needed")
     if shorts and len(shorts) != len(longs):
@@ -277,7 +294,7 @@ def cmd_linkgap(a) -> int:
     for i, lp in enumerate(longs):
         ls = _summary(lp, "--long")
         ss = _summary(shorts[i], "--short") if shorts else None
-        rows = gap_rows(ls, ss)
+        rows = gap_rows(ls, ss, _summary(ideals[i], "--ideal") if ideals else None)
         label = f"{_cfg(ls, 'profile', '?')} {float(_cfg(ls, 'sample_rate', 0)) / 1e6:g} Msps"
         tables.append((label, rows))
         md.append(markdown(rows, label))
@@ -302,5 +319,7 @@ def add_parser(sub) -> None:
                    "(summary.json) with the PHY's codeword choice; repeat for more profiles")
     p.add_argument("--short", action="append", metavar="DIR", help="the same measured with "
                    "--ldpc-max-n 648, one per --long in the same order")
+    p.add_argument("--ideal", action="append", metavar="DIR", help="the same measured with "
+                   "--ideal-rx (code and demapper alone), one per --long in the same order")
     p.add_argument("--out", required=True, help="output folder")
     p.set_defaults(fn=cmd_linkgap)
