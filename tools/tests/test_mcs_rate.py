@@ -174,7 +174,7 @@ def test_a_tb_of_more_codewords_needs_a_little_more_snr_and_the_5msps_table_has_
 def test_every_threshold_at_5msps_is_within_a_third_of_a_db_of_1msps():
     """What the measured tables say for both profiles (0.03-0.32 dB higher at 5 Msps):
     a rate between two measured ones takes the higher one's thresholds (at most this much
-    conservative), one above 5 Msps the 5 Msps ones (a little low; OLLA absorbs it)."""
+    conservative), one above 10 Msps the 10 Msps ones (a little low; OLLA absorbs it)."""
     for profile in PROFILES:
         t1 = mac.mcs_table.from_csv(daemonconf.measured_mcs_table(profile).read_text())
         t5 = mac.mcs_table.from_csv(
