@@ -300,12 +300,12 @@ def cmd_linkgap(a) -> int:
         md.append(markdown(rows, label))
         js.append({"label": label, "long": str(lp), "short": shorts[i] if shorts else None,
                    "rows": rows})
-    (out / "gap.md").write_text("\n".join(md))
+    (out / "gap.markdown").write_text("\n".join(md))
     (out / "gap.json").write_text(json.dumps({"definition": __doc__.split("Definitions")[1]
                                               .strip(), "tables": js}, indent=2) + "\n")
     plot(tables, out / "gap.png")
     print("\n".join(md))
-    print(f"wrote {out / 'gap.md'}, {out / 'gap.json'}, {out / 'gap.png'}")
+    print(f"wrote {out / 'gap.markdown'}, {out / 'gap.json'}, {out / 'gap.png'}")
     return 0
 
 
@@ -314,7 +314,7 @@ def add_parser(sub) -> None:
         "linkgap", help="measured MCS thresholds against Shannon and the BICM limits",
         description="Per MCS of linkcurves results: b/RE (TB bits / payload REs), Shannon "
         "SNR, BICM and CM limits of its modulation, the measured SNR at 10%% BLER, the gap, "
-        "and with --short the gain of the long codewords. Writes gap.md, gap.json, gap.png.")
+        "and with --short the gain of the long codewords. Writes gap.markdown, gap.json, gap.png.")
     p.add_argument("--long", action="append", metavar="DIR", help="linkcurves folder "
                    "(summary.json) with the PHY's codeword choice; repeat for more profiles")
     p.add_argument("--short", action="append", metavar="DIR", help="the same measured with "

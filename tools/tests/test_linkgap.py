@@ -115,7 +115,7 @@ def test_the_gap_table_of_the_committed_5msps_curves_is_consistent(profile, tmp_
         assert set(r["codewords_short"].split(" + ")) == {r["codewords_short"].split(" + ")[0]}
         assert r["codewords_short"].endswith("x648")
     assert (tmp_path / "gap.png").stat().st_size > 10000
-    assert "| MCS |" in (tmp_path / "gap.md").read_text()
+    assert "| MCS |" in (tmp_path / "gap.markdown").read_text()
 
 
 def test_linkgap_errors_name_the_argument(tmp_path, capsys):
