@@ -45,8 +45,13 @@ struct bucket_walk {
 };
 }  // namespace
 
-ldpc_segmentation::ldpc_segmentation(std::size_t info_bits, code_rate rate, std::size_t coded_bits)
+ldpc_segmentation::ldpc_segmentation(std::size_t info_bits, code_rate rate, std::size_t coded_bits,
+                                     int max_length)
     : d_rate(rate), d_k(info_bits), d_c(coded_bits) {
+    if (max_length != unit_bits && max_length != 2 * unit_bits && max_length != 3 * unit_bits)
+        throw std::invalid_argument("ldpc.max_length: " + std::to_string(max_length) +
+                                    " is not one of 648, 1296, 1944");
+    const std::size_t u_max = static_cast<std::size_t>(max_length / unit_bits);
     const mcs_info& m = info_for_rate(rate);
     d_num = m.rate_num;
     d_den = m.rate_den;
@@ -63,9 +68,9 @@ ldpc_segmentation::ldpc_segmentation(std::size_t info_bits, code_rate rate, std:
     const std::size_t unit_k = info_of(unit_bits, m);
     const std::size_t unit_p = static_cast<std::size_t>(unit_bits) - unit_k;
     const std::size_t m_min = (info_bits + unit_k - 1) / unit_k;
-    const std::size_t ncw = (m_min + 2) / 3;
+    const std::size_t ncw = (m_min + u_max - 1) / u_max;
     const std::size_t m_fit = (coded_bits - info_bits) / unit_p;  // units without puncturing
-    const std::size_t units = std::max(m_min, std::min(3 * ncw, m_fit));
+    const std::size_t units = std::max(m_min, std::min(u_max * ncw, m_fit));
 
     d_len.resize(ncw);
     d_ki.resize(ncw);

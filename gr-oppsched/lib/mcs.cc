@@ -84,7 +84,9 @@ std::size_t mcs_set::tb_bytes(int index, const numerology& n) {
 std::size_t mcs_set::soft_bits(std::size_t tb_bytes, int index, const numerology& n) {
     const auto& m = get(index);
     if (n.params().fec == fec_scheme::conv) return mother_bits(tb_bytes);
-    return ldpc_segmentation(8 * (tb_bytes + 4), m.rate, coded_bits(index, n)).total_bits();
+    return ldpc_segmentation(8 * (tb_bytes + 4), m.rate, coded_bits(index, n),
+                             n.params().ldpc_max_n)
+        .total_bits();
 }
 
 std::size_t mcs_set::max_mother_bits(const numerology& n) {

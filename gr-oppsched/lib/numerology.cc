@@ -38,6 +38,9 @@ numerology::numerology(const numerology_params& p) : d_p(p), d_slot_samples(0) {
     if (p.fec != fec_scheme::ldpc && p.fec != fec_scheme::conv)
         ::oppsched::throw_invalid("numerology.fec", static_cast<int>(p.fec),
                                   "is not one of ldpc (0), conv (1)");
+    if (p.ldpc_max_n != 648 && p.ldpc_max_n != 1296 && p.ldpc_max_n != 1944)
+        ::oppsched::throw_invalid("numerology.ldpc_max_n", p.ldpc_max_n,
+                                  "is not one of 648, 1296, 1944 (802.11n codeword lengths)");
     const double n = std::round(p.slot_duration * p.sample_rate);
     if (n > 1e9)
         ::oppsched::throw_invalid("numerology.slot_duration", p.slot_duration,

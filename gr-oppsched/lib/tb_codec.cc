@@ -170,7 +170,7 @@ void encode_bits(const std::uint8_t* tb, std::size_t tb_bytes, int mcs, int rv, 
     selection_ptr sel;
     if (n.params().fec == fec_scheme::ldpc) {
         // the codewords' info + parity bits, codeword after codeword (ldpc_rate_matcher.h)
-        const ldpc_segmentation seg(info.size(), m.rate, C);
+        const ldpc_segmentation seg(info.size(), m.rate, C, n.params().ldpc_max_n);
         std::vector<std::uint8_t> cw_in, cw;
         mother.resize(seg.total_bits());
         for (int i = 0; i < seg.codewords(); ++i) {
@@ -345,7 +345,7 @@ void tb_decoder::decode_ldpc(const tb_rx_params& p, std::size_t C, harq_buffer& 
                              tb_decode_result& r) {
     const mcs_info& m = mcs_set::get(p.mcs);
     const std::size_t K = 8 * (p.tb_bytes + 4);
-    const ldpc_segmentation seg(K, m.rate, C);
+    const ldpc_segmentation seg(K, m.rate, C, d_num.params().ldpc_max_n);
     const std::size_t M = seg.total_bits();
     // de-rate-match into the HARQ buffer (combining); the layout key keeps codewords of
     // another rate from being combined

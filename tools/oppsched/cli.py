@@ -12,6 +12,7 @@ from oppsched.decode import add_parser as decode_parser
 from oppsched.keys import add_parser as keys_parser
 from oppsched.experiments.testbed import TestbedError
 from oppsched.linkcurves import add_parsers as linkcurves_parsers
+from oppsched.linkgap import add_parser as linkgap_parser
 from oppsched.netns import DEFAULT_PREFIX, NetnsError, cleanup_stale
 from oppsched.runner import RunFailed, analyze_dir, load_experiment, run_experiment
 from oppsched.sweep import collect, is_sweep_dir, run_sweep
@@ -177,6 +178,7 @@ def main(argv=None) -> int:
     b.set_defaults(fn=_cmd_bench)
 
     linkcurves_parsers(sub)  # `linkcurves` and `mcstable`
+    linkgap_parser(sub)  # `linkgap`
     decode_parser(sub)  # `decode`: a SigMF IQ recording through the same receiver
     keys_parser(sub)  # `keys generate`: CURVE and integrity keys (docs/security.md)
     tcpview_parser(sub)  # `tcpview`: cwnd, RTT and time-sequence graphs of a run's flows

@@ -78,6 +78,7 @@ CSV_COLUMNS = [
     "snr_est_db", "tb_bits_per_re", "transmissions", "channel", "profile", "fec", "sample_rate_hz",
 ]
 MODULATION = {1: "BPSK", 2: "QPSK", 4: "16QAM", 6: "64QAM"}
+LDPC_LENGTHS = (648, 1296, 1944)  # the 802.11n codeword lengths (--ldpc-max-n)
 
 
 def _phy():
@@ -190,6 +191,9 @@ class SweepConfig:
     skip_after_zero: bool = True
     target_bler: float = 0.1
     flowgraph: bool = False
+    ldpc_max_n: int = 1944  # longest LDPC codeword (numerology_params::ldpc_max_n)
+    stop_below: Optional[float] = None  # skip an MCS's higher SNRs once its BLER < this
+    ideal_rx: bool = False  # payload REs, AWGN and the exact N0 only (measure_point_ideal)
 
     def validate(self) -> None:
         """ConfigError naming the command-line argument."""
@@ -220,6 +224,17 @@ class SweepConfig:
             raise ConfigError(f"--cfo: {self.cfo_hz!r} not within +-sample_rate/2")
         if not 0 < self.target_bler < 1:
             raise ConfigError(f"--target-bler: {self.target_bler!r} not in (0, 1)")
+        if self.ldpc_max_n not in LDPC_LENGTHS:
+            raise ConfigError(f"--ldpc-max-n: {self.ldpc_max_n!r} not one of "
+                              f"{', '.join(map(str, LDPC_LENGTHS))} (802.11n codeword lengths)")
+        if self.ldpc_max_n != LDPC_LENGTHS[-1] and self.fec != "ldpc":
+            raise ConfigError(f"--ldpc-max-n: {self.ldpc_max_n} needs --fec ldpc, not "
+                              f"{self.fec!r}")
+        if self.stop_below is not None and not 0 < self.stop_below <= 1:
+            raise ConfigError(f"--stop-below: {self.stop_below!r} not in (0, 1]")
+        if self.ideal_rx and (self.channel != "awgn" or self.harq or self.flowgraph):
+            raise ConfigError("--ideal-rx: only with --channel awgn, without --harq and "
+                              "--flowgraph")
         if not self.mcs:
             raise ConfigError("--mcs: no MCS given")
         if not self.snrs:
@@ -229,11 +244,14 @@ class SweepConfig:
             if self.harq:
                 raise ConfigError("--flowgraph: --harq is not supported (the grants are made "
                                   "before the run, without feedback)")
+            if self.ldpc_max_n != LDPC_LENGTHS[-1]:
+                raise ConfigError("--flowgraph: --ldpc-max-n is not supported (the blocks "
+                                  "use the PHY's default codeword lengths)")
             if not blocks_available(phy):
                 raise ConfigError("--flowgraph: the gr-oppsched blocks (slot_tx, slot_rx, "
                                   "channel_emulator_cc) are not in this build")
         try:
-            num = phy.numerology.profile(self.profile, self.sample_rate, self.fec)
+            num = make_numerology(phy, self.profile, self.sample_rate, self.fec, self.ldpc_max_n)
         except ValueError as exc:
             raise ConfigError(f"--sample-rate: {self.sample_rate:g} Hz does not fit the "
                               f"{self.profile} profile ({exc})") from None
@@ -249,6 +267,18 @@ class SweepConfig:
                         f"{self.sample_rate:g} Hz (at most {cap} bytes)")
                 if self.tbs > 65535:
                     raise ConfigError(f"--tbs: {self.tbs} exceeds the header's 16-bit field")
+
+
+def make_numerology(phy, profile: str, sample_rate: float, fec: str = "ldpc",
+                    ldpc_max_n: int = 1944):
+    """The profile's numerology with its LDPC codewords capped at ldpc_max_n bits (the
+    default 1944 is the PHY's own numerology; TB sizes do not depend on the cap)."""
+    num = phy.numerology.profile(profile, sample_rate, fec)
+    if ldpc_max_n == LDPC_LENGTHS[-1]:
+        return num
+    p = num.params
+    p.ldpc_max_n = int(ldpc_max_n)
+    return phy.numerology(p)
 
 
 def _snr_key(snr: float) -> int:
@@ -267,7 +297,7 @@ class Chain:
         phy = _phy()
         self.phy = phy
         self.cfg = cfg
-        self.num = phy.numerology.profile(cfg.profile, cfg.sample_rate, cfg.fec)
+        self.num = make_numerology(phy, cfg.profile, cfg.sample_rate, cfg.fec, cfg.ldpc_max_n)
         self.enc = phy.tb_encoder(self.num)
         self.hdr = phy.header_codec(self.num)
         self.mod = phy.ofdm_modulator(self.num)
@@ -523,9 +553,52 @@ class PointRunner:
 # The sweep
 
 
+def measure_point_ideal(chain: Chain, mcs: int, snr_db: float) -> dict:
+    """--ideal-rx: the payload REs of each TB through complex AWGN of N0 = 10^(-SNR/10)
+    (unit-energy REs, so SNR is the Es/N0 of a data RE, the convention's value) into the
+    tb_decoder with that exact N0 per RE: no preamble, header, sync, channel estimate or
+    gain tracking. What the code, the rate matching and the demapper need alone; the
+    difference to the real receiver's threshold is the receiver's loss."""
+    phy, cfg = chain.phy, chain.cfg
+    ss = np.random.SeedSequence([cfg.seed, mcs, _snr_key(snr_db), len(CHANNELS) + 1])
+    rng = np.random.default_rng(ss.generate_state(1, dtype=np.uint64)[0])
+    dec = phy.tb_decoder(chain.num)
+    harq = dec.make_harq_buffer()
+    tbs = chain.tb_bytes(mcs)
+    n0 = 10.0 ** (-snr_db / 10.0)
+    n_re = chain.num.payload_resource_elements
+    nv = np.full(n_re, n0, np.float32)
+    slots = errors = 0
+    ndi = False
+    while slots < cfg.slots and errors < cfg.min_errors:
+        tb = rng.bytes(tbs)
+        seed = phy.scrambler_seed_for_slot(slots)
+        x = chain.enc.encode(tb, mcs=mcs, rv=0, scrambler_seed=seed)
+        w = (rng.standard_normal(n_re) + 1j * rng.standard_normal(n_re)) * math.sqrt(n0 / 2)
+        ndi = not ndi
+        harq.clear()
+        r = dec.decode((x + w).astype(np.complex64), nv, harq, mcs=mcs, rv=0, tb_bytes=tbs,
+                       ndi=ndi, scrambler_seed=seed)
+        slots += 1
+        errors += not (r.crc_ok and r.bytes == tb)
+    info = phy.mcs_set.get(mcs)
+    return {
+        "mcs": mcs, "modulation": MODULATION[info.bits_per_symbol],
+        "code_rate": round(info.code_rate, 6),
+        "spectral_efficiency": round(info.spectral_efficiency, 6), "snr_db": snr_db,
+        "tbs": tbs, "slots": slots, "errors": errors, "bler": errors / slots,
+        "header_errors": 0, "missed_detections": 0, "false_detections": 0,
+        "snr_est_db": float("nan"), "tb_bits_per_re": round(8 * tbs / n_re, 6),
+        "transmissions": slots, "channel": cfg.channel, "profile": cfg.profile,
+        "fec": cfg.fec, "sample_rate_hz": cfg.sample_rate,
+    }
+
+
 def measure_point(chain: Chain, mcs: int, snr_db: float, heartbeat=None) -> dict:
     if chain.cfg.flowgraph:
         return measure_point_flowgraph(chain, mcs, snr_db)
+    if chain.cfg.ideal_rx:
+        return measure_point_ideal(chain, mcs, snr_db)
     return PointRunner(chain, mcs, snr_db).run(heartbeat)
 
 
@@ -559,6 +632,14 @@ def run_sweep(cfg: SweepConfig, log=None) -> list[dict]:
                 f"{extra} (header {row['header_errors']}, missed {row['missed_detections']}; "
                 f"est {row['snr_est_db']:.2f} dB) {row['transmissions'] / max(cpu, 1e-9):.0f} "
                 f"slots/s, {time.monotonic() - t0:.1f} s")
+            if (cfg.stop_below is not None and row["slots"] > 0
+                    and row["bler"] < cfg.stop_below):
+                skipped = len(cfg.snrs) - i - 1
+                if skipped:
+                    log(f"    mcs {mcs}: bler {row['bler']:.4f} < {cfg.stop_below:g} at "
+                        f"{snr:g} dB, {skipped} higher SNR point(s) skipped (--stop-below)")
+                    done += skipped
+                break
             if cfg.skip_after_zero and row["errors"] == 0 and row["slots"] > 0:
                 skipped = len(cfg.snrs) - i - 1
                 if skipped:
@@ -929,7 +1010,8 @@ def config_from_args(a) -> SweepConfig:
         tbs=a.tbs, harq=a.harq, max_tx=a.max_tx, harq_processes=a.harq_processes,
         profile=a.profile, fec=a.fec, sample_rate=a.sample_rate, slots=a.slots, min_errors=a.min_errors,
         seed=a.seed, doppler_hz=a.doppler, cfo_hz=a.cfo, skip_after_zero=not a.no_skip,
-        target_bler=a.target_bler, flowgraph=a.flowgraph)
+        target_bler=a.target_bler, flowgraph=a.flowgraph, ldpc_max_n=a.ldpc_max_n,
+        stop_below=a.stop_below, ideal_rx=a.ideal_rx)
     cfg.validate()
     return cfg
 
@@ -950,6 +1032,12 @@ def command_line(a) -> str:
         parts += ["--cfo", f"{a.cfo:g}"]
     if a.target_bler != 0.1:
         parts += ["--target-bler", f"{a.target_bler:g}"]
+    if a.ldpc_max_n != LDPC_LENGTHS[-1]:
+        parts += ["--ldpc-max-n", str(a.ldpc_max_n)]
+    if a.stop_below is not None:
+        parts += ["--stop-below", f"{a.stop_below:g}"]
+    if a.ideal_rx:
+        parts.append("--ideal-rx")
     if a.no_skip:
         parts.append("--no-skip")
     if a.flowgraph:
@@ -979,6 +1067,7 @@ def cmd_linkcurves(a) -> int:
     if cfg.channel == "fading":
         chan += f" (Jakes, f_d {cfg.doppler_hz:g} Hz)"
     title = (f"{chan}, {cfg.profile} profile at {cfg.sample_rate / 1e6:g} Msps, {cfg.fec.upper()}"
+             f"{f' (codewords <= {cfg.ldpc_max_n})' if cfg.ldpc_max_n != 1944 else ''}"
              f"{', HARQ' if cfg.harq else ''}")
     plot(rows, summary, out / "linkcurves.png", title)
     print(summary_table(summary))
@@ -1025,6 +1114,58 @@ def cmd_mcstable(a) -> int:
     return 0
 
 
+def cmd_lcmerge(a) -> int:
+    """Several linkcurves folders of one profile/rate/FEC (e.g. one per MCS, measured in
+    parallel) -> one folder: linkcurves.csv (MCS then SNR order), summary.json (with each
+    part's command), linkcurves.png and with --table the MCS table."""
+    rows, commands, meta_cfg = [], [], None
+    seen: dict[tuple, str] = {}
+    for d in a.parts:
+        rs = read_csv(Path(d) / "linkcurves.csv", "PARTS")
+        try:
+            part = json.loads((Path(d) / "summary.json").read_text())
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"PARTS: {str(Path(d) / 'summary.json')!r} cannot be read "
+                              f"({exc})") from None
+        cfg = part.get("config") or {}
+        key = {k: cfg.get(k) for k in ("profile", "sample_rate", "fec", "channel",
+                                       "ldpc_max_n", "tbs", "harq")}
+        if meta_cfg is None:
+            meta_cfg = key
+        elif key != meta_cfg:
+            raise ConfigError(f"PARTS: {d!r} was measured with {key}, the first part with "
+                              f"{meta_cfg}")
+        for r in rs:
+            k = (int(r["mcs"]), float(r["snr_db"]))
+            if k in seen:
+                raise ConfigError(f"PARTS: MCS {k[0]} at {k[1]:g} dB is in {seen[k]!r} and "
+                                  f"{d!r}")
+            seen[k] = d
+        rows += rs
+        if part.get("command"):
+            commands.append(part["command"])
+    rows.sort(key=lambda r: (int(r["mcs"]), float(r["snr_db"])))
+    out = Path(a.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--out: {a.out!r} cannot be created ({exc.strerror})") from None
+    write_csv(rows, out / "linkcurves.csv")
+    summary = summarize(rows, a.target_bler, {"commands": commands, "config": meta_cfg,
+                                              "parts": [str(d) for d in a.parts]})
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    cap = meta_cfg.get("ldpc_max_n") or 1944
+    plot(rows, summary, out / "linkcurves.png",
+         f"{meta_cfg['channel']}, {meta_cfg['profile']} profile at "
+         f"{float(meta_cfg['sample_rate']) / 1e6:g} Msps, {str(meta_cfg['fec']).upper()}"
+         f"{f' (codewords <= {cap})' if cap != 1944 else ''}")
+    print(summary_table(summary))
+    if a.table:
+        _write_table(summary, meta_cfg["profile"], float(meta_cfg["sample_rate"]),
+                     str(out / "linkcurves.csv"), a.table, meta_cfg["fec"])
+    return 0
+
+
 def add_parsers(sub) -> None:
     """The `linkcurves` and `mcstable` subcommands (cli.py calls this)."""
     lc = sub.add_parser(
@@ -1064,6 +1205,16 @@ def add_parsers(sub) -> None:
     lc.add_argument("--cfo", type=float, default=0.0, help="carrier frequency offset (Hz)")
     lc.add_argument("--target-bler", type=float, default=0.1, help="BLER that defines the "
                     "threshold (default %(default)g)")
+    lc.add_argument("--ldpc-max-n", type=int, default=1944, help="longest LDPC codeword a TB "
+                    "may use: 648, 1296 or 1944 (default %(default)s, the PHY's; 648 measures "
+                    "what the longer codewords gain)")
+    lc.add_argument("--stop-below", type=float, default=None, metavar="BLER",
+                    help="after the first point of an MCS whose BLER is below this, skip its "
+                    "higher SNRs (e.g. 0.1: all the threshold needs; default: off)")
+    lc.add_argument("--ideal-rx", action="store_true",
+                    help="AWGN on the payload REs with the exact N0, decoded by the "
+                    "tb_decoder alone (no sync, header or channel estimate): the code and "
+                    "modulation without the receiver")
     lc.add_argument("--no-skip", action="store_true", help="measure every SNR point (default: "
                     "skip the SNRs above the first error-free point of an MCS)")
     lc.add_argument("--flowgraph", action="store_true", help="run through a GNU Radio "
@@ -1086,3 +1237,14 @@ def add_parsers(sub) -> None:
                     help="Hz (default: from the CSV)")
     mt.add_argument("--target-bler", type=float, default=0.1, help="(default %(default)g)")
     mt.set_defaults(fn=cmd_mcstable)
+
+    mg = sub.add_parser(
+        "lcmerge", help="merge linkcurves folders measured in parts (e.g. one per MCS)",
+        description="Concatenate the linkcurves.csv of several folders of the same profile, "
+        "rate, FEC and channel (each point at most once) and write linkcurves.csv, "
+        "summary.json (every part's command) and linkcurves.png in --out.")
+    mg.add_argument("parts", nargs="+", help="linkcurves output folders")
+    mg.add_argument("--out", required=True, help="output folder")
+    mg.add_argument("--table", metavar="OUT.csv", help="also write the MCS table here")
+    mg.add_argument("--target-bler", type=float, default=0.1, help="(default %(default)g)")
+    mg.set_defaults(fn=cmd_lcmerge)

@@ -283,6 +283,10 @@ def test_linkcurves_modules_have_no_import_cycle_and_import_late_only_gnu_radio_
     (["--slots", "0"], "--slots"),
     (["--sample-rate", "-1"], "--sample-rate"),
     (["--harq", "--harq-processes", "1"], "--harq-processes"),
+    (["--ldpc-max-n", "1000"], "--ldpc-max-n"),
+    (["--ldpc-max-n", "648", "--fec", "conv"], "--ldpc-max-n"),
+    (["--ldpc-max-n", "648", "--flowgraph"], "--ldpc-max-n"),
+    (["--stop-below", "0"], "--stop-below"),
 ])
 def test_cli_errors_name_the_argument(tmp_path, capsys, args, where):
     rc = cli.main(["linkcurves", "--out", str(tmp_path / "o")] + args)
@@ -299,3 +303,46 @@ def test_mcstable_errors_name_the_argument(tmp_path, capsys):
     bad.write_text("mcs,snr_db\n0,1\n")
     assert cli.main(["mcstable", str(bad), "--out", str(tmp_path / "t")]) == 2
     assert "bler" in capsys.readouterr().err
+
+
+def test_a_648_bit_cap_cuts_the_tb_into_648_bit_codewords_and_keeps_its_size():
+    from gnuradio import oppsched as phy
+
+    num = lc.make_numerology(phy, "3ms", 5e6)
+    cap = lc.make_numerology(phy, "3ms", 5e6, "ldpc", 648)
+    assert cap.params.ldpc_max_n == 648 and num.params.ldpc_max_n == 1944
+    for m in range(8):
+        tbs = phy.mcs_set.tb_bytes(m, num)
+        assert phy.mcs_set.tb_bytes(m, cap) == tbs
+        long_cw = phy.mcs_set.ldpc_codeword_lengths(tbs, m, num)
+        short_cw = phy.mcs_set.ldpc_codeword_lengths(tbs, m, cap)
+        assert set(short_cw) == {648}
+        assert max(long_cw) == 1944  # a 5 Msps TB is long enough for the longest code
+        assert 648 * len(short_cw) >= sum(long_cw) - 648
+
+
+def test_stop_below_skips_the_higher_snrs_once_the_bler_is_below_it(tmp_path):
+    out = tmp_path / "o"
+    assert cli.main(["linkcurves", "--mcs", "0", "--snr", "-8,30,31", "--slots", "30",
+                     "--min-errors", "20", "--no-skip", "--stop-below", "0.1",
+                     "--ldpc-max-n", "648", "--out", str(out)]) == 0
+    rows = read(out / "linkcurves.csv")
+    assert [float(r["snr_db"]) for r in rows] == [-8.0, 30.0]
+    assert float(rows[0]["bler"]) == 1.0 and float(rows[1]["bler"]) == 0.0
+    cmd = __import__("json").loads((out / "summary.json").read_text())["command"]
+    assert "--ldpc-max-n 648" in cmd and "--stop-below 0.1" in cmd
+
+
+def test_lcmerge_joins_parts_and_refuses_a_point_twice(tmp_path, capsys):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for d, snr in ((a, "30"), (b, "-8")):
+        assert cli.main(["linkcurves", "--mcs", "0", "--snr", snr, "--slots", "20",
+                         "--min-errors", "20", "--out", str(d)]) == 0
+    out = tmp_path / "m"
+    assert cli.main(["lcmerge", str(a), str(b), "--out", str(out)]) == 0
+    rows = read(out / "linkcurves.csv")
+    assert [float(r["snr_db"]) for r in rows] == [-8.0, 30.0]
+    summ = __import__("json").loads((out / "summary.json").read_text())
+    assert len(summ["commands"]) == 2 and summ["config"]["profile"] == "evdo"
+    assert cli.main(["lcmerge", str(a), str(a), "--out", str(tmp_path / "x")]) == 2
+    assert "MCS 0 at 30 dB" in capsys.readouterr().err

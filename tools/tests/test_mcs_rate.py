@@ -112,7 +112,7 @@ def test_the_thresholds_come_from_the_lowest_measured_rate_at_or_above():
     assert daemonconf.mcs_table_source("3ms", "conv", 5e6)[1] == 1e6
 
 
-@pytest.mark.parametrize("rate", [2e6, 5e6])
+@pytest.mark.parametrize("rate", [2e6, 5e6, 10e6])
 def test_apd_and_phy_read_one_table_that_fits_the_phy_at_the_rate(tmp_path, rate):
     cfg = _sample(rate)
     files = daemonconf.write_all(cfg, run_layout(tmp_path, cfg))
@@ -174,13 +174,37 @@ def test_a_tb_of_more_codewords_needs_a_little_more_snr_and_the_5msps_table_has_
 def test_every_threshold_at_5msps_is_within_a_third_of_a_db_of_1msps():
     """What the measured tables say for both profiles (0.03-0.32 dB higher at 5 Msps):
     a rate between two measured ones takes the higher one's thresholds (at most this much
-    conservative), one above 5 Msps the 5 Msps ones (a little low; OLLA absorbs it)."""
+    conservative), one above 10 Msps the 10 Msps ones (a little low; OLLA absorbs it)."""
     for profile in PROFILES:
         t1 = mac.mcs_table.from_csv(daemonconf.measured_mcs_table(profile).read_text())
         t5 = mac.mcs_table.from_csv(
             daemonconf.measured_mcs_table(profile, "ldpc", 5e6).read_text())
         d = [b - a for a, b in zip(t1.thresholds_db, t5.thresholds_db)]
         assert len(d) == 8 and all(-0.05 <= x <= 0.35 for x in d), (profile, d)
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_the_10msps_tables_are_measured_fit_the_phy_and_sit_at_or_above_5msps(profile):
+    """experiments/linkcurves/awgn-<profile>-10msps: measured, so phy.sample.sample_rate
+    10e6 uses it as it is. Twice the payload symbols of 5 Msps (368 / 180 in the 3ms
+    slot), so the TBs at least double and hold twice the 1944-bit codewords: each
+    threshold is at or a little above the 5 Msps one (docs/phy.md, "Sample rate")."""
+    assert 10e6 in daemonconf.measured_rates(profile)
+    assert daemonconf.mcs_table_source(profile, "ldpc", 10e6) == (
+        daemonconf.measured_mcs_table(profile, "ldpc", 10e6), 10e6)
+    t10 = mac.mcs_table.from_csv(
+        daemonconf.measured_mcs_table(profile, "ldpc", 10e6).read_text())
+    t5 = mac.mcs_table.from_csv(daemonconf.measured_mcs_table(profile, "ldpc", 5e6).read_text())
+    assert linkcurves.table_mismatches(t10, profile, 10e6) == []
+    assert len(t10) == 8 and list(t10.thresholds_db) == sorted(t10.thresholds_db)
+    assert all(b >= 2 * a for a, b in zip(t5.rates_bps, t10.rates_bps))
+    d = [b - a for a, b in zip(t5.thresholds_db, t10.thresholds_db)]
+    assert all(-0.15 <= x <= 0.4 for x in d), d
+    # summary.json records the trial counts and the rate
+    summ = json.loads((daemonconf.measured_mcs_table(profile, "ldpc", 10e6).parent /
+                       "summary.json").read_text())
+    assert summ["config"]["sample_rate"] == 10e6 and summ["config"]["profile"] == profile
+    assert all(e["status"] == "ok" for e in summ["mcs"])
 
 
 # ----------------------------------------------------------------------------------------

@@ -78,6 +78,30 @@ TEST(LdpcSegmentation, long_tbs_split_evenly_over_1944_bit_codewords) {
     EXPECT_EQ(u.codeword_info_bits(2), 648u);
 }
 
+TEST(LdpcSegmentation, a_length_cap_keeps_every_codeword_at_or_below_it) {
+    // 3000 bits at 1/2 in 6000: 10 units; uncapped 1944, 1944, 1296, 1296 (above)
+    const ldpc_segmentation c648(3000, code_rate::r1_2, 6000, 648);
+    ASSERT_EQ(c648.codewords(), 10);  // ceil(3000 / 324)
+    for (int i = 0; i < 10; ++i) EXPECT_EQ(c648.codeword_length(i), 648);
+    EXPECT_EQ(c648.codeword_info_bits(0), 300u);
+    EXPECT_EQ(c648.total_bits(), 3000u + 10u * 324u);
+    const ldpc_segmentation c1296(3000, code_rate::r1_2, 6000, 1296);
+    ASSERT_EQ(c1296.codewords(), 5);
+    for (int i = 0; i < 5; ++i) EXPECT_EQ(c1296.codeword_length(i), 1296);
+    // a short TB with room grows only up to the cap
+    const ldpc_segmentation b(304, code_rate::r1_2, 1400, 648);
+    EXPECT_EQ(b.codewords(), 1);
+    EXPECT_EQ(b.codeword_length(0), 648);
+    EXPECT_EQ(ldpc_segmentation(304, code_rate::r1_2, 1400, 1944).codeword_length(0), 1944);
+    try {
+        ldpc_segmentation(304, code_rate::r1_2, 1400, 972);
+        FAIL() << "accepted";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("ldpc.max_length: 972"), std::string::npos)
+            << e.what();
+    }
+}
+
 TEST(LdpcSegmentation, codewords_take_turns_over_the_whole_slot_in_proportion) {
     // 3000 bits at 1/2 in 6000: 10 units -> 1944, 1944, 1296, 1296
     const ldpc_segmentation s(3000, code_rate::r1_2, 6000);
@@ -182,6 +206,28 @@ TEST(LdpcPayload, every_mcs_and_rv_decodes_bit_exactly_without_noise_in_both_pro
                 }
             }
         }
+    }
+}
+
+TEST(LdpcPayload, a_648_bit_cap_decodes_every_mcs_without_noise_at_5_msps) {
+    std::mt19937_64 rng(12);
+    auto p = numerology::profile("evdo", 5e6).params();
+    p.ldpc_max_n = 648;
+    const numerology n(p);
+    tb_encoder enc(n);
+    tb_decoder dec(n);
+    auto h = dec.make_harq_buffer();
+    const std::vector<float> nv(dec.resource_elements(), 0.05f);
+    bool ndi = false;
+    for (const auto& m : mcs_set::all()) {
+        const std::size_t max = mcs_set::tb_bytes(m.index, n);
+        // the cap does not change the TB size, only how it is cut
+        EXPECT_EQ(max, mcs_set::tb_bytes(m.index, numerology::profile("evdo", 5e6)));
+        const auto tb = random_bytes(max, rng);
+        ndi = !ndi;
+        const auto r = dec.decode(enc.encode(tb, m.index, 0, 9), nv, {m.index, 0, max, ndi, 9}, *h);
+        EXPECT_TRUE(r.crc_ok) << m.name;
+        EXPECT_EQ(r.bytes, tb);
     }
 }
 

@@ -100,4 +100,12 @@ TEST(Numerology, inconsistent_parameters_are_rejected_naming_the_field) {
     p.slot_duration = 100e-6;  // shorter than preamble + header
     EXPECT_THROW(numerology{p}, std::invalid_argument);
     EXPECT_THROW(numerology::profile("lte"), std::invalid_argument);
+    p = numerology_params{};
+    p.ldpc_max_n = 1000;
+    try {
+        numerology n(p);
+        FAIL() << "ldpc_max_n 1000 accepted";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("ldpc_max_n: 1000"), std::string::npos) << e.what();
+    }
 }

@@ -16,7 +16,7 @@ t0_s, connect_wait_ms). Differences:
 - slot_s is optional: 0 (the default) = the profile's numerology; else it must equal it.
 - mcs_table defaults to the measured OFDM table of the profile
   measured at sample.sample_rate (experiments/linkcurves/awgn-<profile>-<rate>msps/
-  mcs_table.csv: 1 and 5 Msps) and must be given at any other rate (`oppsched run` derives one: daemonconf.block_mcs_table);
+  mcs_table.csv: 1, 5 and 10 Msps) and must be given at any other rate (`oppsched run` derives one: daemonconf.block_mcs_table);
   its bytes per slot must be this PHY's TB sizes at the rate; the apd must use the same.
 - error_model, link_curves, shannon, chase_combining, measurement and timing.spin_us are
   ignored: the blocks decode for real (HARQ combining in slot_rx).

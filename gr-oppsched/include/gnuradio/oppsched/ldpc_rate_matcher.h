@@ -57,10 +57,15 @@ class OPPSCHED_API ldpc_segmentation final {
     static constexpr int unit_bits = 648;  //!< the shortest 802.11n codeword
 
     /*!
-     * \throws std::invalid_argument naming the field when info_bits is 0, coded_bits is 0
-     * or info_bits > floor(coded_bits R)
+     * \param max_length the longest codeword allowed (648, 1296 or 1944; numerology_params::
+     * ldpc_max_n): at most max_length / 648 units per codeword, so N_cw = ceil(m_min /
+     * (max_length / 648)). 1944 is the segmentation above; 648 gives every TB 648-bit
+     * codewords only (the measurement of what the long codewords gain, docs/phy.md).
+     * \throws std::invalid_argument naming the field when info_bits is 0, coded_bits is 0,
+     * info_bits > floor(coded_bits R) or max_length is not 648, 1296 or 1944
      */
-    ldpc_segmentation(std::size_t info_bits, code_rate rate, std::size_t coded_bits);
+    ldpc_segmentation(std::size_t info_bits, code_rate rate, std::size_t coded_bits,
+                      int max_length = 1944);
 
     code_rate rate() const { return d_rate; }
     std::size_t info_bits() const { return d_k; }

@@ -43,6 +43,10 @@ struct numerology_params {
     int header_symbols = 4;
     //! payload FEC (both ends must use the same)
     fec_scheme fec = fec_scheme::ldpc;
+    //! longest LDPC codeword a TB may use: 648, 1296 or 1944 bits (ldpc_segmentation; both
+    //! ends must use the same). 1944 (default) lets long TBs use the longer 802.11n
+    //! codewords; 648 caps them at the shortest, to measure what the long ones gain.
+    int ldpc_max_n = 1944;
 };
 
 /*!

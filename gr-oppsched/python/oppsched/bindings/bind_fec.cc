@@ -4,6 +4,7 @@
 #include <gnuradio/oppsched/conv_code.h>
 #include <gnuradio/oppsched/harq_buffer.h>
 #include <gnuradio/oppsched/header_codec.h>
+#include <gnuradio/oppsched/ldpc_rate_matcher.h>
 #include <gnuradio/oppsched/mcs.h>
 #include <gnuradio/oppsched/qam_mapper.h>
 #include <gnuradio/oppsched/rate_matcher.h>
@@ -106,7 +107,20 @@ void bind_fec(py::module& m) {
         .def_static("mother_bits", &mcs_set::mother_bits, py::arg("tb_bytes"))
         .def_static("max_mother_bits", &mcs_set::max_mother_bits, py::arg("numerology"))
         .def_static("lowest_mcs_for_bytes", &mcs_set::lowest_mcs_for_bytes, py::arg("bytes"),
-                    py::arg("numerology"));
+                    py::arg("numerology"))
+        .def_static(
+            "ldpc_codeword_lengths",
+            [](std::size_t tb_bytes, int index, const numerology& n) {
+                // the codeword lengths of a TB (ldpc_segmentation, with the numerology's cap)
+                const mcs_info& mi = mcs_set::get(index);
+                const ldpc_segmentation seg(8 * (tb_bytes + 4), mi.rate,
+                                            mcs_set::coded_bits(index, n), n.params().ldpc_max_n);
+                std::vector<int> v;
+                for (int i = 0; i < seg.codewords(); ++i) v.push_back(seg.codeword_length(i));
+                return v;
+            },
+            py::arg("tb_bytes"), py::arg("index"), py::arg("numerology"),
+            "The LDPC codeword lengths of a TB of tb_bytes at MCS index (ldpc_rate_matcher.h).");
 
     py::class_<rate_matcher>(m, "rate_matcher")
         .def_static("pattern_shift", &rate_matcher::pattern_shift, py::arg("rate"), py::arg("rv"))

@@ -19,6 +19,7 @@ void bind_numerology(py::module& m) {
         .def_readwrite("pilot_carriers", &numerology_params::pilot_carriers)
         .def_readwrite("preamble_symbols", &numerology_params::preamble_symbols)
         .def_readwrite("header_symbols", &numerology_params::header_symbols)
+        .def_readwrite("ldpc_max_n", &numerology_params::ldpc_max_n)
         .def_property(
             "fec", [](const numerology_params& p) { return std::string(to_string(p.fec)); },
             [](numerology_params& p, const std::string& v) { p.fec = fec_from_string(v); });
