@@ -364,7 +364,10 @@ def apd_config(cfg: dict, lay: Layout) -> dict:
         conf["traces"]["medium"] = lay.path("medium.csv")
     if "watchdog" in cfg:  # testbed experiments (docs/testbed.md "Reliability")
         conf["watchdog_slots"] = cfg["watchdog"]["slots"]
+        conf["client_watchdog_slots"] = cfg["watchdog"]["client_slots"]
         conf["stats_period_s"] = cfg["watchdog"]["stats_period_s"]
+    if "security" in cfg:
+        conf["seccomp"] = cfg["security"]["seccomp"]
     return deep_merge(conf, cfg["extra"]["apd"])
 
 
@@ -404,6 +407,8 @@ def client_config(cfg: dict, lay: Layout, user: User) -> dict:
                    "stats": lay.path(f"client.{user.name}.stats.json"),
                    **_mac_pcap(cfg, lay, f"mac-client.{user.name}.pcap")},
     }
+    if "security" in cfg:
+        conf["seccomp"] = cfg["security"]["seccomp"]
     return deep_merge(conf, cfg["extra"]["client"])
 
 

@@ -34,6 +34,7 @@
 #include "oppsched/daemon/log.h"
 #include "oppsched/daemon/mac_capture.h"
 #include "oppsched/daemon/privileges.h"
+#include "oppsched/daemon/seccomp.h"
 #include "oppsched/daemon/signals.h"
 #include "oppsched/daemon/stats.h"
 #include "oppsched/daemon/tun.h"
@@ -48,7 +49,8 @@ namespace {
 
 constexpr int kExitConfig = 2;
 constexpr int kExitRuntime = 1;
-constexpr int kExitWatchdog = 4;                  // no slot_request for watchdog_slots slots
+constexpr int kExitWatchdog = 4;        // no slot_request for watchdog_slots slots
+constexpr int kExitClientWatchdog = 5;  // a user silent for client_watchdog_slots slot requests
 constexpr std::size_t kMaxMessagesPerTurn = 256;  // per socket, so no input starves another
 
 void usage(std::FILE* f) {
@@ -67,6 +69,8 @@ class ap_daemon final {
   private:
     void open_traces();
     void write_traces(bool final);
+    void sync_traces();   // the CSV traces on the disk (fdatasync): a crash keeps them
+    void close_traces();  // renamed from NAME.partial to NAME (partial_file.h)
     void write_stats();
     void fill_stats();
     void on_phy_message(const std::vector<std::uint8_t>& msg);
@@ -75,9 +79,9 @@ class ap_daemon final {
     void read_tun();
     void release_uplink();
     int poll_timeout_ms() const;
-    // Between loop turns: the periodic stats and traces, and the watchdog. Returns false when
-    // the watchdog fired (the daemon then exits with kExitWatchdog).
-    bool housekeeping();
+    // Between loop turns: the periodic stats and traces, and the watchdogs. Returns 0, or the
+    // exit status when a watchdog fired (kExitWatchdog, kExitClientWatchdog).
+    int housekeeping();
     void malformed(const char* endpoint, const std::string& why);
 
     apd_params cfg_;
@@ -105,11 +109,27 @@ class ap_daemon final {
     time_ns started_ = 0;
     time_ns last_request_ = 0;  // when the last slot_request came; 0 = none yet
     std::uint64_t last_request_slot_ = 0;
+    // The client watchdog: per user, slot requests since its last uplink message (a live
+    // client sends a cqi_report every cqi.period_slots slots it hears); armed by its first.
+    std::vector<std::uint64_t> requests_since_uplink_;
+    std::vector<bool> uplink_heard_;
     time_ns next_stats_ = 0;
 };
 
-bool ap_daemon::housekeeping() {
+int ap_daemon::housekeeping() {
     const time_ns now = daemon::monotonic_ns();
+    for (std::size_t u = 0; cfg_.client_watchdog_slots > 0 && u < uplink_heard_.size(); ++u) {
+        if (!uplink_heard_[u] || requests_since_uplink_[u] < cfg_.client_watchdog_slots) continue;
+        const auto& name = core_->params().users[u].name;
+        spdlog::error(
+            "watchdog: user {} (id {}) sent nothing on the uplink for {} slot requests "
+            "(client_watchdog_slots {}) up to slot {}: its client is hung or gone",
+            name, u, requests_since_uplink_[u], cfg_.client_watchdog_slots, last_request_slot_);
+        ++stats_.counter("watchdog.client_fired");
+        stats_.set("watchdog.client_user", name);
+        stats_.set("watchdog.client_silent_slots", requests_since_uplink_[u]);
+        return kExitClientWatchdog;
+    }
     if (cfg_.watchdog_slots > 0 && last_request_ > 0) {
         const double silent_slots = to_seconds(now - last_request_) / cfg_.core.slot_s;
         if (silent_slots >= cfg_.watchdog_slots) {
@@ -119,17 +139,16 @@ bool ap_daemon::housekeeping() {
                 silent_slots, to_seconds(now - last_request_), cfg_.watchdog_slots,
                 last_request_slot_);
             ++stats_.counter("watchdog.fired");
-            return false;
+            return kExitWatchdog;
         }
     }
     if (now >= next_stats_) {  // a crash leaves figures at most stats_period_s old
         write_traces(false);
-        if (slots_csv_) slots_csv_->flush();
-        if (packets_csv_) packets_csv_->flush();
+        sync_traces();
         write_stats();
         next_stats_ = now + static_cast<time_ns>(cfg_.stats_period_s * 1e9);
     }
-    return true;
+    return 0;
 }
 
 void ap_daemon::malformed(const char* endpoint, const std::string& why) {
@@ -218,6 +237,18 @@ void ap_daemon::write_traces(bool final) {
     }
 }
 
+void ap_daemon::sync_traces() {
+    for (auto* w : {slots_csv_.get(), packets_csv_.get(), medium_csv_.get()})
+        if (w) w->sync();
+}
+
+void ap_daemon::close_traces() {
+    for (auto* w : {slots_csv_.get(), packets_csv_.get(), medium_csv_.get()})
+        if (w && !w->close())
+            spdlog::error("{}: cannot finish the trace: {}", w->path(), std::strerror(errno));
+    mac_.reset();  // its capture renamed too
+}
+
 void ap_daemon::write_stats() {
     if (cfg_.stats_path.empty()) return;
     try {
@@ -275,6 +306,7 @@ void ap_daemon::fill_stats() {
     }
     s.counter("uplink.unknown_user");
     s.counter("watchdog.fired");
+    s.counter("watchdog.client_fired");
     s.counter("uplink.user_mismatch");
 }
 
@@ -299,6 +331,7 @@ void ap_daemon::on_phy_message(const std::vector<std::uint8_t>& msg) {
     }
     last_request_ = daemon::monotonic_ns();
     last_request_slot_ = req->slot;
+    for (auto& n : requests_since_uplink_) ++n;
     wire::slot_grant g;
     bool uplink_slot = false;
     // A slot number far behind the newest is a PHY restart the core re-bases on (its
@@ -368,6 +401,8 @@ void ap_daemon::on_uplink_message(const std::vector<std::uint8_t>& msg, int boun
         return;
     }
     uplink_seq_[user].on_receive(r->seq);
+    uplink_heard_[user] = true;  // its client is alive (the client watchdog)
+    requests_since_uplink_[user] = 0;
     if (cqi) {
         core_->on_cqi(cqi->user, cqi->slot, cqi->snr_db, cqi->cqi);
     } else if (fb) {
@@ -418,6 +453,8 @@ int ap_daemon::run() {
     started_ = daemon::monotonic_ns();
     core_ = std::make_unique<ap::ap_core>(cfg_.core);
     uplink_seq_.assign(core_->users(), wire::seq_tracker{});
+    requests_since_uplink_.assign(core_->users(), 0);
+    uplink_heard_.assign(core_->users(), false);
     if (cfg_.medium.mode != ap::medium_mode::none) {
         std::vector<std::string> names;
         for (const auto& u : core_->params().users) names.push_back(u.name);
@@ -446,6 +483,11 @@ int ap_daemon::run() {
                 uplink_user_[u] = std::make_unique<daemon::pull_endpoint>(
                     *ctx_, "users[id " + std::to_string(u) + "].uplink", cfg_.ep_uplink_user[u],
                     daemon::socket_role::bind, cfg_.zmq);
+        // Everything is open and bound: from here on the loop's system calls only.
+        if (cfg_.seccomp)
+            spdlog::info("{}", daemon::install_seccomp(daemon::seccomp_profile::apd).summary());
+        else
+            spdlog::warn("seccomp: off (seccomp: false)");
     } catch (const std::exception& e) {
         spdlog::error("start-up failed: {}", e.what());
         return kExitRuntime;
@@ -480,8 +522,7 @@ int ap_daemon::run() {
             const auto p = signals_->drain();
             if (p.dump_stats) {  // stats now, and the traces so far readable
                 write_traces(false);
-                if (slots_csv_) slots_csv_->flush();
-                if (packets_csv_) packets_csv_->flush();
+                sync_traces();
                 write_stats();
             }
             if (p.stop) {
@@ -501,15 +542,17 @@ int ap_daemon::run() {
         if (items[2].revents & ZMQ_POLLIN) read_tun();
         release_uplink();
         write_traces(false);
-        if (!housekeeping()) {
+        if (const int rc = housekeeping(); rc != 0) {
             write_traces(true);
             write_stats();
-            return kExitWatchdog;
+            close_traces();
+            return rc;
         }
     }
     spdlog::info("signal {} ({}): stopping", stop_signal, strsignal(stop_signal));
     write_traces(true);
     write_stats();
+    close_traces();
     return 0;
 }
 

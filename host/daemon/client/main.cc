@@ -39,6 +39,7 @@
 #include "oppsched/daemon/log.h"
 #include "oppsched/daemon/mac_capture.h"
 #include "oppsched/daemon/privileges.h"
+#include "oppsched/daemon/seccomp.h"
 #include "oppsched/daemon/signals.h"
 #include "oppsched/daemon/stats.h"
 #include "oppsched/daemon/tun.h"
@@ -148,6 +149,11 @@ class client_daemon final {
         up_opt.immediate = true;
         up_ = std::make_unique<daemon::push_endpoint>(
             *ctx_, "endpoints.uplink", cfg_.uplink_endpoint, daemon::socket_role::connect, up_opt);
+        // Everything is open: from here on the loop's system calls only (docs/security.md).
+        if (cfg_.seccomp)
+            spdlog::info("{}", daemon::install_seccomp(daemon::seccomp_profile::client).summary());
+        else
+            spdlog::warn("seccomp: off (seccomp: false)");
         started_ns_ = daemon::monotonic_ns();
         spdlog::info("user {} ({}): tun {}, rx {} (bound), uplink {}, uplink delay {} ms, clamp {}",
                      cfg_.user, cfg_.name, cfg_.tun, cfg_.rx_endpoint, cfg_.uplink_endpoint,
@@ -214,7 +220,10 @@ class client_daemon final {
                 to_tun(core_.poll(now));
                 next_housekeeping = now + kHousekeeping;
             }
-            if (now >= next_stats) {
+            if (now >= next_stats) {  // traces on the disk, then the figures
+                drain_traces();
+                if (windows_) windows_->sync();
+                if (events_) events_->sync();
                 write_stats();
                 next_stats = now + kStatsPeriod;
             }
@@ -226,6 +235,11 @@ class client_daemon final {
         if (windows_) windows_->flush();
         if (events_) events_->flush();
         write_stats();
+        // Renamed from NAME.partial to NAME (partial_file.h): whole traces.
+        for (auto* w : {windows_.get(), events_.get()})
+            if (w && !w->close())
+                spdlog::error("{}: cannot finish the trace: {}", w->path(), std::strerror(errno));
+        mac_.reset();
         return 0;
     }
 

@@ -163,7 +163,10 @@ bool stats_registry::write_json(const std::string& path) const {
     const std::string text = to_json();
     std::FILE* f = std::fopen(tmp.c_str(), "w");
     if (!f) return false;
-    const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    // On the disk before the rename: after a crash the file holds the previous figures or
+    // these, never a name pointing at nothing written yet.
+    const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() &&
+                    std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
     if (std::fclose(f) != 0 || !ok) {
         ::unlink(tmp.c_str());
         return false;

@@ -236,18 +236,59 @@ TEST(csv_writer, when_the_buffer_is_not_full_then_rows_reach_the_file_on_flush) 
     const std::string path = temp_path("buf.csv");
     csv_writer w(path, {"a"}, /*buffer_bytes=*/1 << 20);
     w.field(1).end_row();
-    EXPECT_EQ(slurp(path), "a\n");  // the header is written at once, the row is buffered
+    // written under the partial name; the header at once, the row buffered
+    EXPECT_EQ(slurp(path + ".partial"), "a\n");
     ASSERT_TRUE(w.flush());
-    EXPECT_EQ(slurp(path), "a\n1\n");
+    EXPECT_EQ(slurp(path + ".partial"), "a\n1\n");
+    std::remove((path + ".partial").c_str());
+}
+
+TEST(csv_writer, when_it_is_closed_then_the_partial_file_is_renamed_to_the_trace) {
+    const std::string path = temp_path("closed.csv");
     std::remove(path.c_str());
+    {
+        csv_writer w(path, {"a"}, /*buffer_bytes=*/1 << 20);
+        w.field(1).end_row();
+        ASSERT_TRUE(w.sync());  // on the disk, still under the partial name
+        EXPECT_EQ(slurp(path + ".partial"), "a\n1\n");
+        EXPECT_FALSE(std::filesystem::exists(path));
+        w.field(2).end_row();
+        ASSERT_TRUE(w.close());
+        EXPECT_FALSE(w.close());  // once
+    }
+    EXPECT_FALSE(std::filesystem::exists(path + ".partial"));
+    EXPECT_EQ(slurp(path), "a\n1\n2\n");
+    std::remove(path.c_str());
+}
+
+TEST(csv_writer,
+     when_the_process_dies_without_closing_then_the_partial_file_keeps_the_synced_rows) {
+    const std::string path = temp_path("died.csv");
+    std::remove(path.c_str());
+    std::remove((path + ".partial").c_str());
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        csv_writer w(path, {"a", "b"}, /*buffer_bytes=*/1 << 20);
+        w.field(1).field(2).end_row();
+        w.sync();
+        w.field(3).field(4).end_row();  // buffered, never written
+        ::raise(SIGKILL);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFSIGNALED(status));
+    EXPECT_FALSE(std::filesystem::exists(path));
+    EXPECT_EQ(slurp(path + ".partial"), "a,b\n1,2\n");
+    std::remove((path + ".partial").c_str());
 }
 
 TEST(csv_writer, when_the_buffer_fills_then_it_is_written_without_flush) {
     const std::string path = temp_path("small.csv");
     csv_writer w(path, {"a"}, /*buffer_bytes=*/8);
     for (int i = 0; i < 5; ++i) w.field(1000 + i).end_row();  // 5 bytes each
-    EXPECT_GE(slurp(path).size(), std::string("a\n1000\n1001\n").size());
-    std::remove(path.c_str());
+    EXPECT_GE(slurp(path + ".partial").size(), std::string("a\n1000\n1001\n").size());
+    std::remove((path + ".partial").c_str());
 }
 
 TEST(csv_writer, when_a_row_has_the_wrong_number_of_fields_then_it_throws) {
@@ -255,7 +296,7 @@ TEST(csv_writer, when_a_row_has_the_wrong_number_of_fields_then_it_throws) {
     csv_writer w(path, {"a", "b"});
     w.field(1);
     EXPECT_THROW(w.end_row(), std::logic_error);
-    std::remove(path.c_str());
+    std::remove((path + ".partial").c_str());
 }
 
 TEST(csv_writer, when_the_path_cannot_be_opened_then_the_error_names_it) {
