@@ -2,6 +2,7 @@
 #include "oppsched/daemon/seccomp.h"
 
 #include <seccomp.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -20,11 +21,15 @@ const char* const kCommon[] = {
     // file descriptors already open, and the stats/trace files written while running
     "read", "write", "readv", "writev", "pread64", "pwrite64", "close", "lseek", "fstat",
     "newfstatat", "statx", "stat", "lstat", "openat", "open", "fcntl", "fsync", "fdatasync",
-    "rename", "renameat", "renameat2", "unlink", "unlinkat", "ioctl",
+    "rename", "renameat", "renameat2", "unlink", "unlinkat",
     // memory (malloc, the C++ runtime)
     "mmap", "munmap", "mremap", "mprotect", "brk", "madvise",
-    // threads already running (ZeroMQ's I/O and reaper threads) and their wake-ups
-    "futex", "sched_yield", "sched_getaffinity", "set_robust_list", "rseq", "getrandom", "eventfd2",
+    // threads already running (ZeroMQ's I/O and reaper threads) and their wake-ups; a
+    // ZeroMQ thread may still be starting when the filter is installed: it reads and sets
+    // again its own scheduling parameters (without CAP_SYS_NICE nothing can be raised) and
+    // names itself (prctl PR_SET_NAME, allowed below)
+    "futex", "sched_yield", "sched_getaffinity", "sched_getparam", "sched_getscheduler",
+    "sched_setscheduler", "set_robust_list", "rseq", "getrandom", "eventfd2",
     // waiting
     "poll", "ppoll", "select", "pselect6", "epoll_wait", "epoll_pwait", "epoll_pwait2", "epoll_ctl",
     "epoll_create1", "clock_gettime", "clock_getres", "gettimeofday", "time", "clock_nanosleep",
@@ -97,6 +102,11 @@ seccomp_result install_seccomp(seccomp_profile p) {
     check(seccomp_rule_add(ctx.get(), SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1,
                            SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(::getpid()))),
           "allow tgkill");
+    ++r.rules;
+    // Thread names (pthread_setname_np on itself), nothing else of prctl.
+    check(seccomp_rule_add(ctx.get(), SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1,
+                           SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(PR_SET_NAME))),
+          "allow prctl");
     ++r.rules;
     if (p != seccomp_profile::delay) {
         // New ZeroMQ connections only: Unix, IPv4 and IPv6 sockets (no AF_PACKET, netlink..).

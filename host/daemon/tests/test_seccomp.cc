@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
+#include <string>
+#include <zmq.hpp>
 
 #include "oppsched/daemon/seccomp.h"
 
@@ -100,6 +102,33 @@ TEST(seccomp, when_the_zmq_daemons_open_a_socket_then_only_unix_and_inet_are_all
     const int delay =
         in_child(seccomp_profile::delay, [] { return ::socket(AF_UNIX, SOCK_STREAM, 0) >= 0; });
     EXPECT_TRUE(killed_by_sigsys(delay)) << delay;
+}
+
+TEST(seccomp, when_installed_while_zmq_threads_are_starting_then_they_survive_and_carry_messages) {
+    // The daemons install the filter right after making their sockets: ZeroMQ's I/O and
+    // reaper threads may still be starting (they set their scheduling and their names).
+    const std::string ep = "ipc:///tmp/oppsched_seccomp_" + std::to_string(::getpid());
+    for (int round = 0; round < 20; ++round) {
+        const pid_t pid = ::fork();
+        if (pid == 0) {
+            zmq::context_t ctx(1);
+            zmq::socket_t rx(ctx, zmq::socket_type::pull);
+            rx.bind(ep);
+            zmq::socket_t tx(ctx, zmq::socket_type::push);
+            tx.connect(ep);
+            install_seccomp(round % 2 ? seccomp_profile::apd : seccomp_profile::client);
+            tx.send(zmq::buffer(std::string("slot")), zmq::send_flags::none);
+            zmq::message_t m;
+            const bool ok = rx.recv(m, zmq::recv_flags::none) && m.to_string() == "slot";
+            tx.close();
+            rx.close();
+            ctx.close();
+            ::_exit(ok ? 0 : 1);
+        }
+        int status = 0;
+        ::waitpid(pid, &status, 0);
+        ASSERT_TRUE(exited_ok(status)) << "round " << round << " status " << status;
+    }
 }
 
 TEST(seccomp, when_the_lists_are_read_then_no_process_creating_call_is_allowed) {
