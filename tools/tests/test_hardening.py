@@ -31,7 +31,7 @@ flows:
   - {id: f1, server: S1, device: R1}
   - {id: f2, server: S1, device: R2, direction: up}
 traces: {packets: true}
-capture: {mac: true}
+capture: {mac: true, pcaps: true}
 clamp: {enabled: true}
 """
 
@@ -108,7 +108,7 @@ def test_every_daemon_of_a_live_run_runs_under_its_seccomp_filter_and_the_run_su
     # Every trace renamed from its partial name at the clean exit.
     assert not list(out.glob("*.partial"))
     for name in ("slots.csv", "packets.csv", "windows.R1.csv", "mac-ap.pcap",
-                 "mac-client.R1.pcap"):
+                 "mac-client.R1.pcap", "client.R1.pcap", "wired.S1.pcap"):
         assert (out / name).stat().st_size > 0, name
 
 

@@ -26,7 +26,7 @@ from oppsched.experiments.testbed.reliability import (APD_EXIT_WATCHDOG, RunnerW
                                                       chaos_bound, chaos_config, exit_meaning,
                                                       restart_apd)
 from oppsched.experiments.testbed.schema import check
-from oppsched.experiments.testbed.traces import recover_all
+from oppsched.experiments.testbed.traces import PARTIAL, recover_all
 from oppsched.experiments.testbed.topology import (daemon_users, flow_plans, tcp_override_sysctls,
                                                    testbed_topology, write_wrc_configs)
 from oppsched.flows import FlowPlan, parse_ss_bytes_acked
@@ -453,11 +453,13 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
                     # -U --immediate-mode: every packet is in the file as soon as it is
                     # seen (nothing is lost in the capture ring when tcpdump is stopped);
                     # -Z: tcpdump opens the capture and the file as root, chowns the file
-                    # to the run user and switches to it (no capability left).
+                    # to the run user and switches to it (no capability left). Written as
+                    # NAME.partial and renamed once tcpdump exited 0, like the daemons'
+                    # traces (traces.py renames one left by a tcpdump that died).
                     caps.append(spawn(ns, ["tcpdump", "-i", dev, "-n", "-s", snap, "-U",
                                            "--immediate-mode", "-Z", run_user.name,
-                                           "-w", work / f"{stem}.pcap"], name, "tcpdump",
-                                      as_root=TCPDUMP_BOUNDING))
+                                           "-w", work / f"{stem}.pcap{PARTIAL}"], name,
+                                      "tcpdump", as_root=TCPDUMP_BOUNDING))
                 for c in caps:
                     _wait_log(c, "listening on", f"{c.name}: capturing", up)
 
@@ -527,7 +529,9 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
                 procs.stop(f"client.{u.name}", 10.0)
             procs.stop("apd", 10.0)
             for c in caps:
-                procs.stop(c.name, 5.0)
+                if procs.stop(c.name, 5.0) == 0:
+                    stem = c.name.split(".", 1)[1]
+                    os.replace(work / f"{stem}.pcap{PARTIAL}", work / f"{stem}.pcap")
             record["wired_stats"] = None
             # A daemon that does not exit 0 when stopped (a crash, an error on the way out,
             # one that had to be killed) fails the run: its traces may be incomplete.
