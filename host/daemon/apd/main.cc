@@ -31,6 +31,7 @@
 #include "oppsched/daemon/args.h"
 #include "oppsched/daemon/config.h"
 #include "oppsched/daemon/csv_writer.h"
+#include "oppsched/daemon/disk_syncer.h"
 #include "oppsched/daemon/log.h"
 #include "oppsched/daemon/mac_capture.h"
 #include "oppsched/daemon/privileges.h"
@@ -69,9 +70,12 @@ class ap_daemon final {
   private:
     void open_traces();
     void write_traces(bool final);
-    void sync_traces();   // the CSV traces on the disk (fdatasync): a crash keeps them
+    // The traces flushed (page cache) and handed to syncer_ for fdatasync: a crash keeps them.
+    void sync_traces();
     void close_traces();  // renamed from NAME.partial to NAME (partial_file.h)
-    void write_stats();
+    // background: the periodic write, through syncer_ after the traces' sync (off the loop);
+    // else now (start, SIGUSR1, exit).
+    void write_stats(bool background = false);
     void fill_stats();
     void on_phy_message(const std::vector<std::uint8_t>& msg);
     // bound_user: the user whose own endpoint (users[].uplink) it came in on, if any.
@@ -93,7 +97,9 @@ class ap_daemon final {
     std::unique_ptr<daemon::tun_device> tun_;
     std::unique_ptr<daemon::csv_writer> slots_csv_;
     std::unique_ptr<daemon::csv_writer> packets_csv_;
-    std::unique_ptr<daemon::mac_capture> mac_;  // traces.mac_pcap
+    std::unique_ptr<daemon::mac_capture> mac_;     // traces.mac_pcap
+    std::unique_ptr<daemon::disk_syncer> syncer_;  // fdatasync/fsync off the loop
+    std::uint64_t syncer_errors_seen_ = 0;
     std::unique_ptr<zmq::context_t> ctx_;
     std::unique_ptr<daemon::pull_endpoint> phy_requests_;
     std::unique_ptr<daemon::push_endpoint> phy_grants_;
@@ -145,8 +151,13 @@ int ap_daemon::housekeeping() {
     if (now >= next_stats_) {  // a crash leaves figures at most stats_period_s old
         write_traces(false);
         sync_traces();
-        write_stats();
+        write_stats(/*background=*/true);
         next_stats_ = now + static_cast<time_ns>(cfg_.stats_period_s * 1e9);
+        if (syncer_ && syncer_->errors() > syncer_errors_seen_) {
+            syncer_errors_seen_ = syncer_->errors();
+            rlog_.warn("sync", "{} disk sync(s) of the traces or stats failed so far",
+                       syncer_errors_seen_);
+        }
     }
     return 0;
 }
@@ -238,24 +249,37 @@ void ap_daemon::write_traces(bool final) {
 }
 
 void ap_daemon::sync_traces() {
-    for (auto* w : {slots_csv_.get(), packets_csv_.get(), medium_csv_.get()})
-        if (w) w->sync();
+    for (auto* w : {slots_csv_.get(), packets_csv_.get(), medium_csv_.get()}) {
+        if (!w) continue;
+        w->flush();
+        if (syncer_) syncer_->sync_fd(w->fd());
+    }
+    if (mac_) {
+        mac_->flush();
+        if (syncer_) syncer_->sync_fd(mac_->writer().fd());
+    }
 }
 
 void ap_daemon::close_traces() {
+    if (syncer_) syncer_->drain();  // nothing of it still on a descriptor closed below
     for (auto* w : {slots_csv_.get(), packets_csv_.get(), medium_csv_.get()})
         if (w && !w->close())
             spdlog::error("{}: cannot finish the trace: {}", w->path(), std::strerror(errno));
     mac_.reset();  // its capture renamed too
 }
 
-void ap_daemon::write_stats() {
+void ap_daemon::write_stats(bool background) {
     if (cfg_.stats_path.empty()) return;
     try {
         fill_stats();
     } catch (const std::exception& e) {  // e.g. user names that nest into each other
         rlog_.warn("stats.fill", "stats: {}", e.what());
     }
+    if (background && syncer_) {
+        syncer_->write_file(cfg_.stats_path, stats_.to_json());
+        return;
+    }
+    if (syncer_) syncer_->drain();  // an older write must not land after this one
     if (!stats_.write_json(cfg_.stats_path))
         rlog_.warn("stats", "cannot write {}: {}", cfg_.stats_path, std::strerror(errno));
 }
@@ -470,6 +494,7 @@ int ap_daemon::run() {
         open_traces();
         const auto dropped = daemon::drop_all_capabilities();
         spdlog::info("{}", dropped.summary());
+        syncer_ = std::make_unique<daemon::disk_syncer>();  // a thread: after the drop
         ctx_ = std::make_unique<zmq::context_t>(1);
         phy_requests_ = std::make_unique<daemon::pull_endpoint>(
             *ctx_, "phy_requests", cfg_.ep_phy_requests, daemon::socket_role::bind, cfg_.zmq);

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 
@@ -28,6 +29,8 @@ csv_writer::csv_writer(const std::string& path, std::vector<std::string> header,
 }
 
 csv_writer::~csv_writer() { close(); }
+
+int csv_writer::fd() const { return f_ ? ::fileno(f_) : -1; }
 
 bool csv_writer::sync() {
     const bool ok = flush() && sync_file(f_);

@@ -99,8 +99,9 @@ bool pcap_writer::write(time_ns t, const std::uint8_t* a, std::size_t a_len, con
 }
 
 void pcap_writer::poll() {
-    // On the disk too: a crash leaves every record up to the last flush_interval.
-    if (monotonic_ns() - last_flush_ >= opt_.flush_interval && flush() && !sync_file(f_)) ++errors_;
+    // In the page cache: a crash of the daemon leaves every record up to the last
+    // flush_interval (the daemons put it on the disk every stats period, disk_syncer.h).
+    if (monotonic_ns() - last_flush_ >= opt_.flush_interval) flush();
 }
 
 bool pcap_writer::flush() {

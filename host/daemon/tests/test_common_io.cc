@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 #include <sstream>
 
 #include "oppsched/daemon/csv_writer.h"
+#include "oppsched/daemon/disk_syncer.h"
 #include "oppsched/daemon/log.h"
 #include "oppsched/daemon/privileges.h"
 #include "oppsched/daemon/signals.h"
@@ -306,6 +308,37 @@ TEST(csv_writer, when_the_path_cannot_be_opened_then_the_error_names_it) {
     } catch (const std::runtime_error& e) {
         EXPECT_NE(std::string(e.what()).find("/nonexistent-dir/x.csv"), std::string::npos);
     }
+}
+
+TEST(disk_syncer, when_drained_then_synced_rows_and_the_newest_stats_text_are_in_the_files) {
+    const std::string trace = temp_path("synced.csv");
+    const std::string stats = temp_path("synced.json");
+    {
+        csv_writer w(trace, {"a"}, /*buffer_bytes=*/1 << 20);
+        disk_syncer s;
+        for (int i = 0; i < 50; ++i) {
+            w.field(i).end_row();
+            ASSERT_TRUE(w.flush());
+            s.sync_fd(w.fd());
+            s.write_file(stats, "{\"rows\":" + std::to_string(w.rows()) + "}\n");
+        }
+        s.drain();
+        EXPECT_GE(s.jobs(), 1u);
+        EXPECT_EQ(s.errors(), 0u);
+        EXPECT_EQ(slurp(stats), "{\"rows\":50}\n");  // merged requests: the newest text won
+        EXPECT_FALSE(std::filesystem::exists(stats + ".tmp"));
+        const std::string text = slurp(trace + ".partial");
+        EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 51);  // header + 50 rows
+    }
+    std::remove(trace.c_str());
+    std::remove(stats.c_str());
+}
+
+TEST(disk_syncer, when_a_file_cannot_be_written_then_the_error_is_counted_not_thrown) {
+    disk_syncer s;
+    s.write_file("/nonexistent-dir/x.json", "{}");
+    s.drain();
+    EXPECT_EQ(s.errors(), 1u);
 }
 
 // ---- Stats -------------------------------------------------------------------------------

@@ -78,6 +78,12 @@ TEST(seccomp, when_a_filtered_daemon_signals_another_process_or_forks_then_it_is
     EXPECT_TRUE(killed_by_sigsys(forked)) << forked;
     // Signalling itself stays possible (raise, abort).
     const int self = in_child(seccomp_profile::apd, [] {
+        // other tests of this binary leave SIGTERM blocked and ignored (signal_set)
+        ::signal(SIGTERM, SIG_DFL);
+        sigset_t term;
+        sigemptyset(&term);
+        sigaddset(&term, SIGTERM);
+        ::sigprocmask(SIG_UNBLOCK, &term, nullptr);
         ::raise(SIGTERM);
         return true;
     });

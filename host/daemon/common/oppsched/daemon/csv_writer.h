@@ -51,6 +51,7 @@ class csv_writer final {
     std::uint64_t errors() const { return errors_; }
     std::size_t columns() const { return header_.size(); }
     const std::string& path() const { return path_; }
+    int fd() const;  // of the open file (for disk_syncer), -1 once closed
 
   private:
     void sep();

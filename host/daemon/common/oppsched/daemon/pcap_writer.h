@@ -2,7 +2,7 @@
 // A pcap file writer (the classic libpcap format with nanosecond timestamps, magic
 // 0xA1B23C4D, which Wireshark and tcpdump read), for the MAC captures of mac_capture.h.
 // Records are buffered and written to the file when the buffer fills, at most every
-// flush_interval (checked on write() and poll(); then fdatasync'd too), on flush() and on
+// flush_interval (checked on write() and poll()), on flush() and on
 // destruction, so a capture is readable while the run goes on and complete after a clean
 // exit. The file is PATH.partial until the writer is destroyed, then renamed to PATH
 // (partial_file.h): a PATH.partial left behind is the capture of a daemon that died.
@@ -60,6 +60,7 @@ class pcap_writer final {
     std::uint64_t errors() const { return errors_; }
     bool truncated() const { return truncated_; }
     const std::string& path() const { return path_; }
+    int fd() const { return f_ ? fileno(f_) : -1; }  // for disk_syncer
 
   private:
     std::string path_;
