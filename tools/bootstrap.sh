@@ -23,6 +23,7 @@ packages=(
   libboost-dev libboost-program-options-dev libboost-system-dev libboost-thread-dev
   libzmq3-dev cppzmq-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libgmp-dev
   libsodium-dev  # SipHash for the flow tables keyed by traffic (host/include/oppsched/tcpip.h)
+  libseccomp-dev  # the daemons' seccomp allow-lists (host/daemon/seccomp, docs/security.md)
   libgtest-dev libgmock-dev libbenchmark-dev pybind11-dev
   # Python
   python3 python3-dev python3-venv python3-pip python3-setuptools python3-wheel

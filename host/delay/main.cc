@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "oppsched/daemon/seccomp.h"
 #include "oppsched/delay_line.h"
 #include "oppsched/version.h"
 #include "packet_port.h"
@@ -99,6 +100,8 @@ struct delay_options {
     int rt_priority = 0;
     long long socket_buffer_bytes = 4LL * 1024 * 1024;
     std::string stats_file, ready_file;
+    double stats_period_s = 2.0;  // stats written this often while running (0: not)
+    bool seccomp = true;          // the allow-list of host/daemon/seccomp once set up
 };
 
 // Parses and validates every option in one place. Returns false for --help/--version.
@@ -134,7 +137,14 @@ bool parse_options(int argc, char** argv, delay_options& o) {
         ("socket-buffer-bytes",
          po::value(&o.socket_buffer_bytes)->default_value(o.socket_buffer_bytes),
          "SO_RCVBUF/SO_SNDBUF of each packet socket")
-        ("stats-file", po::value(&o.stats_file), "JSON counters, written on SIGUSR1 and at exit")
+        ("stats-file", po::value(&o.stats_file),
+         "JSON counters, written every --stats-period-s, on SIGUSR1 and at exit")
+        ("stats-period-s", po::value(&o.stats_period_s)->default_value(o.stats_period_s),
+         "seconds between stats writes while running (so a crash leaves recent figures); 0: "
+         "only on SIGUSR1 and at exit")
+        ("seccomp", po::value(&o.seccomp)->default_value(o.seccomp),
+         "1: install the seccomp allow-list once the sockets are open (docs/security.md); "
+         "0: not (debugging)")
         ("ready-file", po::value(&o.ready_file), "written (with the pid) once forwarding runs");
     // clang-format on
     po::variables_map vm;
@@ -188,6 +198,8 @@ bool parse_options(int argc, char** argv, delay_options& o) {
     if (o.hold_bytes < 0) bad_option("hold-bytes", o.hold_bytes, "is negative");
     if (!std::isfinite(o.late_us) || o.late_us < 0.0)
         bad_option("late-us", o.late_us, "is negative");
+    if (!(o.stats_period_s >= 0 && o.stats_period_s <= 3600))
+        bad_option("stats-period-s", o.stats_period_s, "not in [0, 3600]");
     if (o.rt_priority < 0 || o.rt_priority > 99)
         bad_option("rt-priority", o.rt_priority, "not in [0, 99]");
     if (o.socket_buffer_bytes < 64 * 1024 || o.socket_buffer_bytes > (1LL << 30))
@@ -257,13 +269,17 @@ void write_stats(const delay_options& o, const delay_direction* dirs, bool final
     }
     // Write beside and rename: a reader never sees half a file.
     const std::string tmp = o.stats_file + ".tmp";
-    {
-        std::ofstream f(tmp, std::ios::trunc);
-        f << text;
-        if (!f) {
-            log_line("error", o.stats_file + ": cannot write the stats");
-            return;
-        }
+    // The final write is fsynced before the rename (after a crash of the host the file is
+    // the old figures or the new ones); the periodic ones are not: an fsync waits for the
+    // disk, and this loop forwards frames in real time. A crash of the stage itself loses
+    // nothing the page cache holds.
+    std::FILE* f = std::fopen(tmp.c_str(), "w");
+    const bool ok = f && std::fwrite(text.data(), 1, text.size(), f) == text.size() &&
+                    std::fflush(f) == 0 && (!final_write || ::fsync(fileno(f)) == 0);
+    if (f) std::fclose(f);
+    if (!ok) {
+        log_line("error", o.stats_file + ": cannot write the stats: " + std::strerror(errno));
+        return;
     }
     if (std::rename(tmp.c_str(), o.stats_file.c_str()) != 0)
         log_line("error", o.stats_file + ": rename: " + std::strerror(errno));
@@ -422,14 +438,32 @@ int run(const delay_options& o) {
         if (epoll_ctl(efd.get(), EPOLL_CTL_ADD, fds[i], &ev) != 0)
             throw std::runtime_error(std::string("epoll_ctl: ") + std::strerror(errno));
     }
+    // Everything is open: from here on the loop's system calls only (docs/security.md).
+    if (o.seccomp)
+        log_line(
+            "info",
+            oppsched::daemon::install_seccomp(oppsched::daemon::seccomp_profile::delay).summary());
+    else
+        log_line("warning", "seccomp: off (--seccomp 0)");
     write_ready(o.ready_file);
     log_line("info", "forwarding " + o.if_a + " <-> " + o.if_b);
+    const time_ns stats_period = static_cast<time_ns>(o.stats_period_s * 1e9);
+    time_ns next_stats = clock_ns(CLOCK_MONOTONIC) + stats_period;
 
     std::vector<std::uint8_t> buf(kBufferBytes);
     bool running = true;
     while (running) {
         epoll_event events[4];
-        const int n = epoll_wait(efd.get(), events, 4, -1);
+        int wait_ms = -1;
+        if (stats_period > 0 && !o.stats_file.empty()) {
+            const time_ns now = clock_ns(CLOCK_MONOTONIC);
+            if (now >= next_stats) {  // a crash leaves figures at most stats_period old
+                write_stats(o, dirs, false);
+                next_stats = now + stats_period;
+            }
+            wait_ms = static_cast<int>((next_stats - now + 999'999) / 1'000'000);
+        }
+        const int n = epoll_wait(efd.get(), events, 4, wait_ms);
         if (n < 0) {
             if (errno == EINTR) continue;
             throw std::runtime_error(std::string("epoll_wait: ") + std::strerror(errno));

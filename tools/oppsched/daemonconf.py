@@ -400,7 +400,10 @@ def apd_config(cfg: dict, lay: Layout) -> dict:
         conf["traces"]["medium"] = lay.path("medium.csv")
     if "watchdog" in cfg:  # testbed experiments (docs/testbed.md "Reliability")
         conf["watchdog_slots"] = cfg["watchdog"]["slots"]
+        conf["client_watchdog_slots"] = cfg["watchdog"]["client_slots"]
         conf["stats_period_s"] = cfg["watchdog"]["stats_period_s"]
+    if "security" in cfg:
+        conf["seccomp"] = cfg["security"]["seccomp"]
     return deep_merge(conf, cfg["extra"]["apd"])
 
 
@@ -462,6 +465,8 @@ def client_config(cfg: dict, lay: Layout, user: User) -> dict:
                          "server_public_key_file": str(lay.keys_dir / "apd.public")}
     if cfg["pdu"].get("integrity_tag"):
         conf["integrity_key_file"] = str(lay.keys_dir / "integrity.key")
+    if "security" in cfg:
+        conf["seccomp"] = cfg["security"]["seccomp"]
     return deep_merge(conf, cfg["extra"]["client"])
 
 

@@ -196,7 +196,7 @@ def sender_result(path: Path, receiver_path: Path | None = None) -> dict:
     d = load_json(path)
     out = {"goodput_bps": None, "bytes_received": None, "seconds": None, "rtt_ms_mean": None,
            "rtt_ms_max": None, "retransmits": None, "bytes_sent": None, "error": None,
-           "streams": 0}
+           "streams": 0, "goodput_source": None}
     if d is None:
         out["error"] = f"{Path(path).name}: missing or not JSON"
         return out

@@ -231,7 +231,7 @@ def netem_commands(ns: str, dev: str, delay_ms: float, rate_bps: float,
 
 
 def delay_argv(binary: Path, if_a: str, if_b: str, spec: LinkSpec, stats: Path, ready: Path,
-               rt_priority: int) -> list[str]:
+               rt_priority: int, seccomp: bool = True) -> list[str]:
     return [str(binary), "--if-a", if_a, "--if-b", if_b,
             "--delay-ab-ms", repr(float(spec.delay_ab_ms)),
             "--delay-ba-ms", repr(float(spec.delay_ba_ms)),
@@ -240,7 +240,7 @@ def delay_argv(binary: Path, if_a: str, if_b: str, spec: LinkSpec, stats: Path, 
             "--limit-ab-bytes", str(spec.limit_ab_bytes),
             "--limit-ba-bytes", str(spec.limit_ba_bytes),
             "--stats-file", str(stats), "--ready-file", str(ready),
-            "--rt-priority", str(rt_priority)]
+            "--rt-priority", str(rt_priority), "--seccomp", "1" if seccomp else "0"]
 
 
 # ----------------------------------------------------------------------------------------
@@ -348,7 +348,7 @@ class WiredLink:
 def build_link(session: Session, name: str, a_ns: Netns, a_dev: str, b_ns: Netns, b_dev: str,
                spec: LinkSpec, choice: WiredChoice, *, wire_ns: Callable[[], Netns] | None = None,
                rt_priority: int = 10, mtu: int = 1500, offloads: bool = False,
-               start: bool = True) -> WiredLink:
+               start: bool = True, seccomp: bool = True) -> WiredLink:
     """Builds the link (devices up, no addresses). For userspace, wire_ns() gives the
     namespace the delay stage lives in. With start=True also starts and waits for it;
     otherwise call link.start() and link.wait_ready() (lets several stages start together)."""
@@ -387,7 +387,7 @@ def build_link(session: Session, name: str, a_ns: Netns, a_dev: str, b_ns: Netns
         p.unlink(missing_ok=True)
     link.rt_priority = rt_priority
     link.argv = delay_argv(choice.binary, f"{name}a", f"{name}b", spec, link.stats_path,
-                           link.ready_path, rt_priority)
+                           link.ready_path, rt_priority, seccomp)
     if start:
         link.start()
         link.wait_ready()
@@ -471,6 +471,7 @@ class Topology:
     offloads: bool = False  # False: TSO/GSO/GRO off, so pcaps and rate limits see packets
     rt_priority: int = 10  # SCHED_FIFO priority of oppsched-delay (0: normal scheduling)
     mtu: int = 1500
+    seccomp: bool = True  # oppsched-delay installs its seccomp allow-list (docs/security.md)
 
     def validate(self) -> None:
         """Raises ValueError naming the field and the value."""
@@ -751,6 +752,7 @@ class Testbed:
         (a_ns, a_dev), (b_ns, b_dev) = ends
         self.links.append(build_link(self.session, ap_dev, a_ns, a_dev, b_ns, b_dev, spec,
                                      self.wired, wire_ns=wire_ns, rt_priority=t.rt_priority,
+                                     seccomp=t.seccomp,
                                      mtu=t.mtu, offloads=t.offloads, start=False))
         node = Node(name, ns, "eth0",
                     addr_fn(k, False) if t.ipv4 else None,

@@ -365,7 +365,13 @@ def test_downlink_packet_comes_back_in_a_grant_and_uplink_reaches_the_tun(bed):
              f"s.bind(({AP_ADDR!r}, 5000)); s.settimeout(10); print(s.recv(100).decode())"],
             stdout=subprocess.PIPE, text=True)
         bed.procs.append(listener)
-        time.sleep(0.5)
+        # Bound before the packet is sent (its start-up takes what the machine's load makes it).
+        deadline = time.monotonic() + 30
+        while ":5000" not in subprocess.run(
+                ["ip", "netns", "exec", bed.ns, "ss", "-Hlun", "sport", "=", ":5000"],
+                capture_output=True, text=True).stdout:
+            assert listener.poll() is None and time.monotonic() < deadline, "listener not bound"
+            time.sleep(0.05)
         client.send("uplink_packet", {"user": 0, "packet": ipv4_udp(
             UE0_ADDR, AP_ADDR, 4000, 5000, b"uplink-hello")})
         out, _ = listener.communicate(timeout=15)

@@ -187,6 +187,9 @@ apd_params read_apd_config(const config_node& root) {
     c.watchdog_slots =
         root.get<std::uint32_t>("watchdog_slots", 1000, value_range::closed(0, 10'000'000));
     c.stats_period_s = root.get<double>("stats_period_s", 2.0, value_range::open_closed(0, 3600));
+    c.client_watchdog_slots = root.get<std::uint32_t>("client_watchdog_slots", c.watchdog_slots,
+                                                      value_range::closed(0, 10'000'000));
+    c.seccomp = root.get<bool>("seccomp", true);
 
     // ---- CURVE (docs/security.md, "Runs across machines") ----
     const config_node cv = root.child_or_empty("curve");

@@ -41,6 +41,10 @@ struct apd_params {
     // Exit (kExitWatchdog) when no slot_request came for this many slots once the PHY has
     // sent one; 0 = never.
     std::uint32_t watchdog_slots = 1000;
+    // no slot_request from the PHY for watchdog_slots slots: exit 4; no uplink message
+    // from a user for client_watchdog_slots slot requests: exit 5 (0 = off)
+    std::uint32_t client_watchdog_slots = 1000;
+    bool seccomp = true;          // the allow-list of host/daemon/seccomp once set up
     double stats_period_s = 2.0;  // stats and traces written this often while running
     ap::ap_core_params core;
     ap::medium_params medium;  // the shared medium (medium.h); mode none by default

@@ -31,9 +31,11 @@
 #include "oppsched/daemon/args.h"
 #include "oppsched/daemon/config.h"
 #include "oppsched/daemon/csv_writer.h"
+#include "oppsched/daemon/disk_syncer.h"
 #include "oppsched/daemon/log.h"
 #include "oppsched/daemon/mac_capture.h"
 #include "oppsched/daemon/privileges.h"
+#include "oppsched/daemon/seccomp.h"
 #include "oppsched/daemon/signals.h"
 #include "oppsched/daemon/stats.h"
 #include "oppsched/daemon/tun.h"
@@ -48,7 +50,8 @@ namespace {
 
 constexpr int kExitConfig = 2;
 constexpr int kExitRuntime = 1;
-constexpr int kExitWatchdog = 4;                  // no slot_request for watchdog_slots slots
+constexpr int kExitWatchdog = 4;        // no slot_request for watchdog_slots slots
+constexpr int kExitClientWatchdog = 5;  // a user silent for client_watchdog_slots slot requests
 constexpr std::size_t kMaxMessagesPerTurn = 256;  // per socket, so no input starves another
 
 void usage(std::FILE* f) {
@@ -67,7 +70,12 @@ class ap_daemon final {
   private:
     void open_traces();
     void write_traces(bool final);
-    void write_stats();
+    // The traces flushed (page cache) and handed to syncer_ for fdatasync: a crash keeps them.
+    void sync_traces();
+    void close_traces();  // renamed from NAME.partial to NAME (partial_file.h)
+    // background: the periodic write, through syncer_ after the traces' sync (off the loop);
+    // else now (start, SIGUSR1, exit).
+    void write_stats(bool background = false);
     void fill_stats();
     void on_phy_message(const std::vector<std::uint8_t>& msg);
     // bound_user: the user whose own endpoint (users[].uplink) it came in on, if any;
@@ -80,9 +88,9 @@ class ap_daemon final {
     void read_tun();
     void release_uplink();
     int poll_timeout_ms() const;
-    // Between loop turns: the periodic stats and traces, and the watchdog. Returns false when
-    // the watchdog fired (the daemon then exits with kExitWatchdog).
-    bool housekeeping();
+    // Between loop turns: the periodic stats and traces, and the watchdogs. Returns 0, or the
+    // exit status when a watchdog fired (kExitWatchdog, kExitClientWatchdog).
+    int housekeeping();
     void malformed(const char* endpoint, const std::string& why);
 
     apd_params cfg_;
@@ -94,7 +102,9 @@ class ap_daemon final {
     std::unique_ptr<daemon::tun_device> tun_;
     std::unique_ptr<daemon::csv_writer> slots_csv_;
     std::unique_ptr<daemon::csv_writer> packets_csv_;
-    std::unique_ptr<daemon::mac_capture> mac_;  // traces.mac_pcap
+    std::unique_ptr<daemon::mac_capture> mac_;     // traces.mac_pcap
+    std::unique_ptr<daemon::disk_syncer> syncer_;  // fdatasync/fsync off the loop
+    std::uint64_t syncer_errors_seen_ = 0;
     std::unique_ptr<zmq::context_t> ctx_;
     std::unique_ptr<daemon::zap_handler> zap_;  // curve.secret_key_file
     std::unique_ptr<daemon::pull_endpoint> phy_requests_;
@@ -112,11 +122,27 @@ class ap_daemon final {
     time_ns started_ = 0;
     time_ns last_request_ = 0;  // when the last slot_request came; 0 = none yet
     std::uint64_t last_request_slot_ = 0;
+    // The client watchdog: per user, slot requests since its last uplink message (a live
+    // client sends a cqi_report every cqi.period_slots slots it hears); armed by its first.
+    std::vector<std::uint64_t> requests_since_uplink_;
+    std::vector<bool> uplink_heard_;
     time_ns next_stats_ = 0;
 };
 
-bool ap_daemon::housekeeping() {
+int ap_daemon::housekeeping() {
     const time_ns now = daemon::monotonic_ns();
+    for (std::size_t u = 0; cfg_.client_watchdog_slots > 0 && u < uplink_heard_.size(); ++u) {
+        if (!uplink_heard_[u] || requests_since_uplink_[u] < cfg_.client_watchdog_slots) continue;
+        const auto& name = core_->params().users[u].name;
+        spdlog::error(
+            "watchdog: user {} (id {}) sent nothing on the uplink for {} slot requests "
+            "(client_watchdog_slots {}) up to slot {}: its client is hung or gone",
+            name, u, requests_since_uplink_[u], cfg_.client_watchdog_slots, last_request_slot_);
+        ++stats_.counter("watchdog.client_fired");
+        stats_.set("watchdog.client_user", name);
+        stats_.set("watchdog.client_silent_slots", requests_since_uplink_[u]);
+        return kExitClientWatchdog;
+    }
     if (cfg_.watchdog_slots > 0 && last_request_ > 0) {
         const double silent_slots = to_seconds(now - last_request_) / cfg_.core.slot_s;
         if (silent_slots >= cfg_.watchdog_slots) {
@@ -126,17 +152,21 @@ bool ap_daemon::housekeeping() {
                 silent_slots, to_seconds(now - last_request_), cfg_.watchdog_slots,
                 last_request_slot_);
             ++stats_.counter("watchdog.fired");
-            return false;
+            return kExitWatchdog;
         }
     }
     if (now >= next_stats_) {  // a crash leaves figures at most stats_period_s old
         write_traces(false);
-        if (slots_csv_) slots_csv_->flush();
-        if (packets_csv_) packets_csv_->flush();
-        write_stats();
+        sync_traces();
+        write_stats(/*background=*/true);
         next_stats_ = now + static_cast<time_ns>(cfg_.stats_period_s * 1e9);
+        if (syncer_ && syncer_->errors() > syncer_errors_seen_) {
+            syncer_errors_seen_ = syncer_->errors();
+            rlog_.warn("sync", "{} disk sync(s) of the traces or stats failed so far",
+                       syncer_errors_seen_);
+        }
     }
-    return true;
+    return 0;
 }
 
 void ap_daemon::malformed(const char* endpoint, const std::string& why) {
@@ -231,13 +261,38 @@ void ap_daemon::write_traces(bool final) {
     }
 }
 
-void ap_daemon::write_stats() {
+void ap_daemon::sync_traces() {
+    for (auto* w : {slots_csv_.get(), packets_csv_.get(), medium_csv_.get()}) {
+        if (!w) continue;
+        w->flush();
+        if (syncer_) syncer_->sync_fd(w->fd());
+    }
+    if (mac_) {
+        mac_->flush();
+        if (syncer_) syncer_->sync_fd(mac_->writer().fd());
+    }
+}
+
+void ap_daemon::close_traces() {
+    if (syncer_) syncer_->drain();  // nothing of it still on a descriptor closed below
+    for (auto* w : {slots_csv_.get(), packets_csv_.get(), medium_csv_.get()})
+        if (w && !w->close())
+            spdlog::error("{}: cannot finish the trace: {}", w->path(), std::strerror(errno));
+    mac_.reset();  // its capture renamed too
+}
+
+void ap_daemon::write_stats(bool background) {
     if (cfg_.stats_path.empty()) return;
     try {
         fill_stats();
     } catch (const std::exception& e) {  // e.g. user names that nest into each other
         rlog_.warn("stats.fill", "stats: {}", e.what());
     }
+    if (background && syncer_) {
+        syncer_->write_file(cfg_.stats_path, stats_.to_json());
+        return;
+    }
+    if (syncer_) syncer_->drain();  // an older write must not land after this one
     if (!stats_.write_json(cfg_.stats_path))
         rlog_.warn("stats", "cannot write {}: {}", cfg_.stats_path, std::strerror(errno));
 }
@@ -291,6 +346,7 @@ void ap_daemon::fill_stats() {
     }
     s.counter("uplink.unknown_user");
     s.counter("watchdog.fired");
+    s.counter("watchdog.client_fired");
     s.counter("uplink.user_mismatch");
 }
 
@@ -315,6 +371,7 @@ void ap_daemon::on_phy_message(const std::vector<std::uint8_t>& msg) {
     }
     last_request_ = daemon::monotonic_ns();
     last_request_slot_ = req->slot;
+    for (auto& n : requests_since_uplink_) ++n;
     wire::slot_grant g;
     bool uplink_slot = false;
     // A slot number far behind the newest is a PHY restart the core re-bases on (its
@@ -406,6 +463,8 @@ void ap_daemon::on_uplink_message(const std::vector<std::uint8_t>& msg, int boun
         return;
     }
     uplink_seq_[user].on_receive(r->seq);
+    uplink_heard_[user] = true;  // its client is alive (the client watchdog)
+    requests_since_uplink_[user] = 0;
     if (cqi) {
         core_->on_cqi(cqi->user, cqi->slot, cqi->snr_db, cqi->cqi);
     } else if (fb) {
@@ -474,6 +533,8 @@ int ap_daemon::run() {
     started_ = daemon::monotonic_ns();
     core_ = std::make_unique<ap::ap_core>(cfg_.core);
     uplink_seq_.assign(core_->users(), wire::seq_tracker{});
+    requests_since_uplink_.assign(core_->users(), 0);
+    uplink_heard_.assign(core_->users(), false);
     if (cfg_.medium.mode != ap::medium_mode::none) {
         std::vector<std::string> names;
         for (const auto& u : core_->params().users) names.push_back(u.name);
@@ -489,6 +550,7 @@ int ap_daemon::run() {
         open_traces();
         const auto dropped = daemon::drop_all_capabilities();
         spdlog::info("{}", dropped.summary());
+        syncer_ = std::make_unique<daemon::disk_syncer>();  // a thread: after the drop
         ctx_ = std::make_unique<zmq::context_t>(1);
         // The ZAP handler first: a CURVE server's handshakes need it (zmq_endpoint.h).
         daemon::socket_options up_opt = cfg_.zmq;
@@ -514,6 +576,11 @@ int ap_daemon::run() {
                 phy_uplink_rx_[u] = std::make_unique<daemon::pull_endpoint>(
                     *ctx_, "users[id " + std::to_string(u) + "].phy_uplink_rx",
                     cfg_.ep_phy_uplink_rx[u], daemon::socket_role::bind, cfg_.zmq);
+        // Everything is open and bound: from here on the loop's system calls only.
+        if (cfg_.seccomp)
+            spdlog::info("{}", daemon::install_seccomp(daemon::seccomp_profile::apd).summary());
+        else
+            spdlog::warn("seccomp: off (seccomp: false)");
     } catch (const std::exception& e) {
         spdlog::error("start-up failed: {}", e.what());
         return kExitRuntime;
@@ -553,8 +620,7 @@ int ap_daemon::run() {
             const auto p = signals_->drain();
             if (p.dump_stats) {  // stats now, and the traces so far readable
                 write_traces(false);
-                if (slots_csv_) slots_csv_->flush();
-                if (packets_csv_) packets_csv_->flush();
+                sync_traces();
                 write_stats();
             }
             if (p.stop) {
@@ -581,15 +647,17 @@ int ap_daemon::run() {
         if (items[2].revents & ZMQ_POLLIN) read_tun();
         release_uplink();
         write_traces(false);
-        if (!housekeeping()) {
+        if (const int rc = housekeeping(); rc != 0) {
             write_traces(true);
             write_stats();
-            return kExitWatchdog;
+            close_traces();
+            return rc;
         }
     }
     spdlog::info("signal {} ({}): stopping", stop_signal, strsignal(stop_signal));
     write_traces(true);
     write_stats();
+    close_traces();
     return 0;
 }
 

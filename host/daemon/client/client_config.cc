@@ -144,6 +144,7 @@ client_params read_client_config(const daemon::config_node& root) {
 
     c.log_level =
         root.get_choice("log_level", "info", {"trace", "debug", "info", "warn", "error", "off"});
+    c.seccomp = root.get<bool>("seccomp", true);
     root.check_no_unknown_keys();
 
     // Second line of defence: the library's own validation (names its fields).

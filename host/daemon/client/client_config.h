@@ -30,6 +30,7 @@ struct client_params {
     std::string mac_pcap;  // "" = off (mac_capture.h)
     std::uint64_t mac_pcap_max_bytes = 256ull << 20;
     std::string log_level = "info";
+    bool seccomp = true;  // the allow-list of host/daemon/seccomp once set up
 };
 
 // Throws daemon::config_error or std::invalid_argument; the message starts with the dotted

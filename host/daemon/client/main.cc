@@ -36,9 +36,11 @@
 #include "oppsched/daemon/args.h"
 #include "oppsched/daemon/config.h"
 #include "oppsched/daemon/csv_writer.h"
+#include "oppsched/daemon/disk_syncer.h"
 #include "oppsched/daemon/log.h"
 #include "oppsched/daemon/mac_capture.h"
 #include "oppsched/daemon/privileges.h"
+#include "oppsched/daemon/seccomp.h"
 #include "oppsched/daemon/signals.h"
 #include "oppsched/daemon/stats.h"
 #include "oppsched/daemon/tun.h"
@@ -132,6 +134,7 @@ class client_daemon final {
         // ZeroMQ context: its I/O threads would otherwise keep them.
         const auto drop = daemon::drop_all_capabilities();
         spdlog::info("capabilities dropped: {}", drop.summary());
+        syncer_ = std::make_unique<daemon::disk_syncer>();  // a thread: after the drop
 
         ctx_ = std::make_unique<zmq::context_t>(1);
         daemon::socket_options rx_opt;
@@ -149,6 +152,11 @@ class client_daemon final {
         up_opt.curve = cfg_.curve;
         up_ = std::make_unique<daemon::push_endpoint>(
             *ctx_, "endpoints.uplink", cfg_.uplink_endpoint, daemon::socket_role::connect, up_opt);
+        // Everything is open: from here on the loop's system calls only (docs/security.md).
+        if (cfg_.seccomp)
+            spdlog::info("{}", daemon::install_seccomp(daemon::seccomp_profile::client).summary());
+        else
+            spdlog::warn("seccomp: off (seccomp: false)");
         started_ns_ = daemon::monotonic_ns();
         spdlog::info(
             "user {} ({}): tun {}, rx {} (bound), uplink {}{}, uplink delay {} ms, clamp {}{}",
@@ -218,8 +226,23 @@ class client_daemon final {
                 to_tun(core_.poll(now));
                 next_housekeeping = now + kHousekeeping;
             }
-            if (now >= next_stats) {
-                write_stats();
+            if (now >= next_stats) {  // traces on the disk, then the figures (off the loop)
+                drain_traces();
+                for (auto* w : {windows_.get(), events_.get()})
+                    if (w) {
+                        w->flush();
+                        syncer_->sync_fd(w->fd());
+                    }
+                if (mac_) {
+                    mac_->flush();
+                    syncer_->sync_fd(mac_->writer().fd());
+                }
+                write_stats(/*background=*/true);
+                if (syncer_->errors() > syncer_errors_seen_) {
+                    syncer_errors_seen_ = syncer_->errors();
+                    log_.warn("sync", "{} disk sync(s) of the traces or stats failed so far",
+                              syncer_errors_seen_);
+                }
                 next_stats = now + kStatsPeriod;
             }
             drain_traces();
@@ -230,6 +253,12 @@ class client_daemon final {
         if (windows_) windows_->flush();
         if (events_) events_->flush();
         write_stats();
+        syncer_->drain();  // nothing of it still on a descriptor closed below
+        // Renamed from NAME.partial to NAME (partial_file.h): whole traces.
+        for (auto* w : {windows_.get(), events_.get()})
+            if (w && !w->close())
+                spdlog::error("{}: cannot finish the trace: {}", w->path(), std::strerror(errno));
+        mac_.reset();
         return 0;
     }
 
@@ -295,7 +324,8 @@ class client_daemon final {
         }
     }
 
-    void write_stats() {
+    // background: through syncer_, after the traces' sync (the periodic write); else now.
+    void write_stats(bool background = false) {
         if (cfg_.stats_path.empty()) return;
         daemon::stats_registry s;
         const auto& c = core_.stats();
@@ -368,6 +398,11 @@ class client_daemon final {
         }
         s.set("traces.write_errors",
               (windows_ ? windows_->errors() : 0) + (events_ ? events_->errors() : 0));
+        if (background) {
+            syncer_->write_file(cfg_.stats_path, s.to_json());
+            return;
+        }
+        syncer_->drain();  // an older write must not land after this one
         if (!s.write_json(cfg_.stats_path))
             spdlog::error("cannot write stats {}: {}", cfg_.stats_path, std::strerror(errno));
     }
@@ -382,7 +417,9 @@ class client_daemon final {
     timer_fd timer_;
     std::unique_ptr<daemon::tun_device> tun_;
     std::unique_ptr<daemon::csv_writer> windows_, events_;
-    std::unique_ptr<daemon::mac_capture> mac_;  // traces.mac_pcap
+    std::unique_ptr<daemon::mac_capture> mac_;     // traces.mac_pcap
+    std::unique_ptr<daemon::disk_syncer> syncer_;  // fdatasync/fsync off the loop
+    std::uint64_t syncer_errors_seen_ = 0;
     std::unique_ptr<zmq::context_t> ctx_;
     std::unique_ptr<daemon::pull_endpoint> rx_;
     std::unique_ptr<daemon::push_endpoint> up_;

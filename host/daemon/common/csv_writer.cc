@@ -4,9 +4,11 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 
+#include "oppsched/daemon/partial_file.h"
 #include "oppsched/validation.h"
 
 namespace oppsched::daemon {
@@ -15,8 +17,9 @@ csv_writer::csv_writer(const std::string& path, std::vector<std::string> header,
                        std::size_t buffer_bytes)
     : path_(path), header_(std::move(header)), buffer_bytes_(buffer_bytes) {
     if (header_.empty()) throw_invalid("csv_writer: empty header for " + path);
-    f_ = std::fopen(path.c_str(), "w");
-    if (!f_) throw std::runtime_error("cannot open " + path + ": " + std::strerror(errno));
+    f_ = open_partial(path);
+    if (!f_)
+        throw std::runtime_error("cannot open " + partial_path(path) + ": " + std::strerror(errno));
     buf_.reserve(buffer_bytes_ + 256);
     for (const auto& h : header_) field(std::string_view(h));
     fields_in_row_ = header_.size();
@@ -25,9 +28,22 @@ csv_writer::csv_writer(const std::string& path, std::vector<std::string> header,
     flush();
 }
 
-csv_writer::~csv_writer() {
+csv_writer::~csv_writer() { close(); }
+
+int csv_writer::fd() const { return f_ ? ::fileno(f_) : -1; }
+
+bool csv_writer::sync() {
+    const bool ok = flush() && sync_file(f_);
+    if (!ok && f_) ++errors_;
+    return ok;
+}
+
+bool csv_writer::close() {
+    if (!f_) return false;
     flush();
-    if (f_) std::fclose(f_);
+    const bool ok = finish_partial(f_, path_);
+    if (!ok) ++errors_;
+    return ok;
 }
 
 void csv_writer::sep() {

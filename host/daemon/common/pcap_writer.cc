@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "oppsched/daemon/log.h"
+#include "oppsched/daemon/partial_file.h"
 
 namespace oppsched::daemon {
 
@@ -34,8 +35,10 @@ pcap_writer::pcap_writer(const std::string& path, const options& opt) : path_(pa
     if (opt_.max_bytes < kFileHeaderBytes)
         throw std::invalid_argument("pcap max_bytes: " + std::to_string(opt_.max_bytes) +
                                     " is smaller than the file header (24 bytes)");
-    f_ = std::fopen(path.c_str(), "wb");
-    if (!f_) throw std::runtime_error("cannot create " + path + ": " + std::strerror(errno));
+    f_ = open_partial(path);
+    if (!f_)
+        throw std::runtime_error("cannot create " + partial_path(path) + ": " +
+                                 std::strerror(errno));
     buf_.reserve(opt_.buffer_bytes + 1024);
     put<std::uint32_t>(buf_, kMagicNs);
     put<std::uint16_t>(buf_, 2);  // version 2.4
@@ -48,7 +51,8 @@ pcap_writer::pcap_writer(const std::string& path, const options& opt) : path_(pa
     last_flush_ = monotonic_ns();
     if (!flush()) {
         std::fclose(f_);
-        throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
+        throw std::runtime_error("cannot write " + partial_path(path) + ": " +
+                                 std::strerror(errno));
     }
 }
 
@@ -57,7 +61,8 @@ pcap_writer::~pcap_writer() {
     if (truncated_)
         spdlog::warn("{}: capture truncated at {} bytes (limit {}): {} records not written", path_,
                      bytes_, opt_.max_bytes, dropped_);
-    std::fclose(f_);
+    if (!finish_partial(f_, path_))
+        spdlog::error("{}: cannot finish the capture: {}", path_, std::strerror(errno));
 }
 
 bool pcap_writer::write(time_ns t, const std::uint8_t* a, std::size_t a_len, const std::uint8_t* b,
@@ -94,6 +99,8 @@ bool pcap_writer::write(time_ns t, const std::uint8_t* a, std::size_t a_len, con
 }
 
 void pcap_writer::poll() {
+    // In the page cache: a crash of the daemon leaves every record up to the last
+    // flush_interval (the daemons put it on the disk every stats period, disk_syncer.h).
     if (monotonic_ns() - last_flush_ >= opt_.flush_interval) flush();
 }
 

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "oppsched/daemon/disk_syncer.h"
 #include "oppsched/validation.h"
 
 namespace oppsched::daemon {
@@ -159,20 +160,7 @@ std::string stats_registry::to_json() const {
 }
 
 bool stats_registry::write_json(const std::string& path) const {
-    const std::string tmp = path + ".tmp";
-    const std::string text = to_json();
-    std::FILE* f = std::fopen(tmp.c_str(), "w");
-    if (!f) return false;
-    const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-    if (std::fclose(f) != 0 || !ok) {
-        ::unlink(tmp.c_str());
-        return false;
-    }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-        ::unlink(tmp.c_str());
-        return false;
-    }
-    return true;
+    return write_file_durably(path, to_json());
 }
 
 }  // namespace oppsched::daemon

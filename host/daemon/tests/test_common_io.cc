@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 #include <sstream>
 
 #include "oppsched/daemon/csv_writer.h"
+#include "oppsched/daemon/disk_syncer.h"
 #include "oppsched/daemon/log.h"
 #include "oppsched/daemon/privileges.h"
 #include "oppsched/daemon/signals.h"
@@ -236,18 +238,59 @@ TEST(csv_writer, when_the_buffer_is_not_full_then_rows_reach_the_file_on_flush) 
     const std::string path = temp_path("buf.csv");
     csv_writer w(path, {"a"}, /*buffer_bytes=*/1 << 20);
     w.field(1).end_row();
-    EXPECT_EQ(slurp(path), "a\n");  // the header is written at once, the row is buffered
+    // written under the partial name; the header at once, the row buffered
+    EXPECT_EQ(slurp(path + ".partial"), "a\n");
     ASSERT_TRUE(w.flush());
-    EXPECT_EQ(slurp(path), "a\n1\n");
+    EXPECT_EQ(slurp(path + ".partial"), "a\n1\n");
+    std::remove((path + ".partial").c_str());
+}
+
+TEST(csv_writer, when_it_is_closed_then_the_partial_file_is_renamed_to_the_trace) {
+    const std::string path = temp_path("closed.csv");
     std::remove(path.c_str());
+    {
+        csv_writer w(path, {"a"}, /*buffer_bytes=*/1 << 20);
+        w.field(1).end_row();
+        ASSERT_TRUE(w.sync());  // on the disk, still under the partial name
+        EXPECT_EQ(slurp(path + ".partial"), "a\n1\n");
+        EXPECT_FALSE(std::filesystem::exists(path));
+        w.field(2).end_row();
+        ASSERT_TRUE(w.close());
+        EXPECT_FALSE(w.close());  // once
+    }
+    EXPECT_FALSE(std::filesystem::exists(path + ".partial"));
+    EXPECT_EQ(slurp(path), "a\n1\n2\n");
+    std::remove(path.c_str());
+}
+
+TEST(csv_writer,
+     when_the_process_dies_without_closing_then_the_partial_file_keeps_the_synced_rows) {
+    const std::string path = temp_path("died.csv");
+    std::remove(path.c_str());
+    std::remove((path + ".partial").c_str());
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        csv_writer w(path, {"a", "b"}, /*buffer_bytes=*/1 << 20);
+        w.field(1).field(2).end_row();
+        w.sync();
+        w.field(3).field(4).end_row();  // buffered, never written
+        ::raise(SIGKILL);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFSIGNALED(status));
+    EXPECT_FALSE(std::filesystem::exists(path));
+    EXPECT_EQ(slurp(path + ".partial"), "a,b\n1,2\n");
+    std::remove((path + ".partial").c_str());
 }
 
 TEST(csv_writer, when_the_buffer_fills_then_it_is_written_without_flush) {
     const std::string path = temp_path("small.csv");
     csv_writer w(path, {"a"}, /*buffer_bytes=*/8);
     for (int i = 0; i < 5; ++i) w.field(1000 + i).end_row();  // 5 bytes each
-    EXPECT_GE(slurp(path).size(), std::string("a\n1000\n1001\n").size());
-    std::remove(path.c_str());
+    EXPECT_GE(slurp(path + ".partial").size(), std::string("a\n1000\n1001\n").size());
+    std::remove((path + ".partial").c_str());
 }
 
 TEST(csv_writer, when_a_row_has_the_wrong_number_of_fields_then_it_throws) {
@@ -255,7 +298,7 @@ TEST(csv_writer, when_a_row_has_the_wrong_number_of_fields_then_it_throws) {
     csv_writer w(path, {"a", "b"});
     w.field(1);
     EXPECT_THROW(w.end_row(), std::logic_error);
-    std::remove(path.c_str());
+    std::remove((path + ".partial").c_str());
 }
 
 TEST(csv_writer, when_the_path_cannot_be_opened_then_the_error_names_it) {
@@ -265,6 +308,37 @@ TEST(csv_writer, when_the_path_cannot_be_opened_then_the_error_names_it) {
     } catch (const std::runtime_error& e) {
         EXPECT_NE(std::string(e.what()).find("/nonexistent-dir/x.csv"), std::string::npos);
     }
+}
+
+TEST(disk_syncer, when_drained_then_synced_rows_and_the_newest_stats_text_are_in_the_files) {
+    const std::string trace = temp_path("synced.csv");
+    const std::string stats = temp_path("synced.json");
+    {
+        csv_writer w(trace, {"a"}, /*buffer_bytes=*/1 << 20);
+        disk_syncer s;
+        for (int i = 0; i < 50; ++i) {
+            w.field(i).end_row();
+            ASSERT_TRUE(w.flush());
+            s.sync_fd(w.fd());
+            s.write_file(stats, "{\"rows\":" + std::to_string(w.rows()) + "}\n");
+        }
+        s.drain();
+        EXPECT_GE(s.jobs(), 1u);
+        EXPECT_EQ(s.errors(), 0u);
+        EXPECT_EQ(slurp(stats), "{\"rows\":50}\n");  // merged requests: the newest text won
+        EXPECT_FALSE(std::filesystem::exists(stats + ".tmp"));
+        const std::string text = slurp(trace + ".partial");
+        EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 51);  // header + 50 rows
+    }
+    std::remove(trace.c_str());
+    std::remove(stats.c_str());
+}
+
+TEST(disk_syncer, when_a_file_cannot_be_written_then_the_error_is_counted_not_thrown) {
+    disk_syncer s;
+    s.write_file("/nonexistent-dir/x.json", "{}");
+    s.drain();
+    EXPECT_EQ(s.errors(), 1u);
 }
 
 // ---- Stats -------------------------------------------------------------------------------

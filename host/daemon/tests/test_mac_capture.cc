@@ -107,11 +107,17 @@ TEST(PcapWriter, FlushMakesRecordsReadableWhileTheFileIsOpen) {
     const auto path = temp_path("flush.pcap");
     pcap_writer::options o;
     o.flush_interval = 3600 * kNsPerSec;  // only the explicit flush
-    pcap_writer w(path, o);
-    const std::uint8_t a[] = {9, 9};
-    w.write(1, a, 2, nullptr, 0);
-    EXPECT_EQ(slurp(path).size(), 24u);  // buffered
-    EXPECT_TRUE(w.flush());
+    {
+        pcap_writer w(path, o);
+        const std::uint8_t a[] = {9, 9};
+        w.write(1, a, 2, nullptr, 0);
+        // under the partial name until the writer is destroyed (then renamed)
+        EXPECT_EQ(slurp(path + ".partial").size(), 24u);  // buffered
+        EXPECT_TRUE(w.flush());
+        EXPECT_EQ(slurp(path + ".partial").size(), 24u + 16 + 2);
+        EXPECT_FALSE(std::filesystem::exists(path));
+    }
+    EXPECT_FALSE(std::filesystem::exists(path + ".partial"));
     EXPECT_EQ(slurp(path).size(), 24u + 16 + 2);
     std::filesystem::remove(path);
 }

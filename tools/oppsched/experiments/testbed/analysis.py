@@ -17,6 +17,7 @@ from oppsched.experiments.testbed.reliability import conservation_summary
 from oppsched.experiments.testbed.schema import (FLOW_DIRECTIONS, is_wrc, repeated,
                                                  wrc_packet_bytes, wrc_weight)
 from oppsched.flows import BASE_PORT, intervals, sender_result
+from oppsched.experiments.testbed.traces import truncation_errors
 from oppsched.metrics import jain_index
 
 
@@ -363,11 +364,38 @@ def analyze(outdir: Path) -> dict:
         "wrc": _wrc_total(rundir, flows, plans),
         "conservation": conservation_summary(rundir, stats, errors),
         "security": security_summary(cfg, stats),
+        "watchdog": watchdog_summary(stats.get("apd"), errors),
+        "truncated_traces": truncated_traces(run),
     }
+    errors += truncation_errors(summary["truncated_traces"])
     # What went wrong, for `oppsched run` (exit status) and the report: the run's own
     # failure (a daemon that exited non-zero, a timeout) and every unreadable trace.
     summary["errors"] = ([f"run: {run['error']}"] if run.get("error") else []) + errors
     return summary
+
+
+def truncated_traces(run: dict) -> list[dict]:
+    """The traces of daemons that died (traces.py): those the runner recovered at the end
+    of the run and those of an apd the restart fault killed."""
+    out = list(run.get("truncated_traces") or [])
+    for f in run.get("faults") or []:
+        out += f.get("truncated_traces") or []
+    return out
+
+
+def watchdog_summary(apd: dict | None, errors: list) -> dict | None:
+    """What the apd's watchdogs saw (docs/testbed.md "Reliability"): the PHY's slot
+    requests stopping, or a client going silent on the uplink, named."""
+    if not apd:
+        return None
+    w = apd.get("watchdog") or {}
+    out = {"phy_fired": int(w.get("fired", 0)), "client_fired": int(w.get("client_fired", 0)),
+           "client": w.get("client_user"), "client_silent_slots": w.get("client_silent_slots")}
+    if out["client_fired"]:
+        errors.append(f"watchdog: client {out['client']} sent nothing on the uplink for "
+                      f"{out['client_silent_slots']} slot requests: hung or gone "
+                      f"(logs/client.{out['client']}.log)")
+    return out
 
 
 def _transfer_flow(rundir: Path, f: dict, plan: dict, k: int, cfg: dict,

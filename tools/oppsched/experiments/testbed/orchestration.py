@@ -26,6 +26,7 @@ from oppsched.experiments.testbed.reliability import (APD_EXIT_WATCHDOG, RunnerW
                                                       chaos_bound, chaos_config, exit_meaning,
                                                       restart_apd)
 from oppsched.experiments.testbed.schema import check
+from oppsched.experiments.testbed.traces import PARTIAL, recover_all
 from oppsched.experiments.testbed.topology import (daemon_users, flow_plans, tcp_override_sysctls,
                                                    testbed_topology, write_wrc_configs)
 from oppsched.flows import FlowPlan, parse_ss_bytes_acked
@@ -161,7 +162,8 @@ class ProcTable:
 OUTPUT_GLOBS = ("*.pcap", "flow.*.json", "transfers.*.csv", "slots.csv", "packets.csv", "windows.*.csv",
                 "medium.csv", "phy_slots.csv", "client.*.events.csv", "mcs_table.csv",
                 "*.stats.json", "run.json", "processes.json", "apd.yaml", "client.*.yaml",
-                "phy.yaml", "summary.json", "*.png", "wrc.*", "chaos.*", "*.killed.*")
+                "phy.yaml", "summary.json", "*.png", "wrc.*", "chaos.*", "*.killed.*",
+                "*.partial", "*.crashed.*")
 
 
 def _clean(rundir: Path) -> None:
@@ -466,11 +468,13 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
                     # -U --immediate-mode: every packet is in the file as soon as it is
                     # seen (nothing is lost in the capture ring when tcpdump is stopped);
                     # -Z: tcpdump opens the capture and the file as root, chowns the file
-                    # to the run user and switches to it (no capability left).
+                    # to the run user and switches to it (no capability left). Written as
+                    # NAME.partial and renamed once tcpdump exited 0, like the daemons'
+                    # traces (traces.py renames one left by a tcpdump that died).
                     caps.append(spawn(ns, ["tcpdump", "-i", dev, "-n", "-s", snap, "-U",
                                            "--immediate-mode", "-Z", run_user.name,
-                                           "-w", work / f"{stem}.pcap"], name, "tcpdump",
-                                      as_root=TCPDUMP_BOUNDING))
+                                           "-w", work / f"{stem}.pcap{PARTIAL}"], name,
+                                      "tcpdump", as_root=TCPDUMP_BOUNDING))
                 for c in caps:
                     _wait_log(c, "listening on", f"{c.name}: capturing", up)
 
@@ -540,7 +544,9 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
                 procs.stop(f"client.{u.name}", 10.0)
             procs.stop("apd", 10.0)
             for c in caps:
-                procs.stop(c.name, 5.0)
+                if procs.stop(c.name, 5.0) == 0:
+                    stem = c.name.split(".", 1)[1]
+                    os.replace(work / f"{stem}.pcap{PARTIAL}", work / f"{stem}.pcap")
             record["wired_stats"] = None
             # A daemon that does not exit 0 when stopped (a crash, an error on the way out,
             # one that had to be killed) fails the run: its traces may be incomplete.
@@ -561,6 +567,12 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         shutil.rmtree(rundir / "zmq", ignore_errors=True)  # the ipc sockets mean nothing now
+        # The traces of a daemon that died are still NAME.partial: whole up to its last
+        # flush, renamed and listed (traces.py; summary.json "truncated_traces").
+        try:
+            record["truncated_traces"] = recover_all(rundir)
+        except OSError as exc:
+            record.setdefault("warnings", []).append(f"partial traces: {exc}")
         record["flows"] = [p.to_json() for p in plans] or record["flows"]
         record["wall_s"] = time.monotonic() - t_start
         record["wired_stats"] = tb.final_wired_stats or None
@@ -579,10 +591,24 @@ def _reliability_tick(cfg, rundir, procs, spawn, ap_ns, apd_argv, record, write_
                         cfg["watchdog"]["slots"], cfg["watchdog"]["stats_period_s"])
     restart_at = cfg["faults"]["apd_restart_at_s"]
     freeze_at = cfg["faults"]["phy_freeze_at_s"]
+    pending_signals = sorted(cfg["faults"]["signals"], key=lambda s: s["at_s"])
     done = []
     frozen = []
 
     def tick(now: float) -> None:
+        while pending_signals and now >= pending_signals[0]["at_s"]:
+            # faults.signals: a hung (STOP) or crashed (KILL, SEGV, ...) process, to the
+            # process itself (not its group: a chrt/setpriv wrapper execs it).
+            f = pending_signals.pop(0)
+            p = procs.procs.get(f["process"])
+            if p is None:
+                raise TestbedError(f"faults.signals: no process {f['process']!r} (processes: "
+                                   f"{', '.join(procs.procs)})")
+            os.kill(p.pid, getattr(signal, "SIG" + f["signal"]))
+            record.setdefault("faults", []).append(
+                {"at_s": now, "fault": "signal", "process": f["process"],
+                 "signal": "SIG" + f["signal"], "pid": p.pid})
+            write_record()
         if freeze_at is not None and not frozen and now >= freeze_at:
             os.kill(procs.procs["phy"].pid, signal.SIGSTOP)
             frozen.append(now)

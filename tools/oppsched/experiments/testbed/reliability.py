@@ -12,23 +12,41 @@ from pathlib import Path
 
 from oppsched.config import read_yaml
 from oppsched.experiments.testbed.programs import TestbedError
+from oppsched.experiments.testbed.traces import PARTIAL, recover
 
 # oppsched-apd's exit statuses (host/daemon/apd/main.cc) and what they mean.
 APD_EXIT_WATCHDOG = 4
+APD_EXIT_CLIENT_WATCHDOG = 5
 EXIT_MEANINGS = {
     "apd": {1: "a runtime error", 2: "its configuration was refused",
             APD_EXIT_WATCHDOG: "its watchdog fired: no slot_request for watchdog.slots slots "
-                               "(the PHY is hung or gone)"},
+                               "(the PHY is hung or gone)",
+            APD_EXIT_CLIENT_WATCHDOG: "its client watchdog fired: a client sent nothing on the "
+                                      "uplink for watchdog.client_slots slot requests (the "
+                                      "client is hung or gone; its log names it)"},
 }
+SECCOMP_KILL = ("killed by SIGSYS: a system call outside its seccomp allow-list "
+                "(docs/security.md; the kernel's audit log names it; security.seccomp: false "
+                "to debug)")
 
 # The apd's files that a restarted apd would overwrite: kept under these names.
 KILLED_SUFFIX = "killed"
 
 
 def exit_meaning(name: str, code) -> str:
-    """' (what the status means)' for a daemon's exit status, or ''."""
+    """' (what the status means)' for a daemon's exit status, or ''. A negative status is
+    the signal that ended it (Popen's convention; 128 + N from a shell)."""
     role = name.split(".")[0]
     what = EXIT_MEANINGS.get(role, {}).get(code)
+    if what is None and isinstance(code, int) and (code < 0 or 128 < code < 128 + 65):
+        sig = -code if code < 0 else code - 128
+        if sig == signal.SIGSYS:
+            what = SECCOMP_KILL
+        else:
+            try:
+                what = f"killed by {signal.Signals(sig).name}"
+            except ValueError:
+                what = f"killed by signal {sig}"
     return f" ({what})" if what else ""
 
 
@@ -111,12 +129,18 @@ def restart_apd(procs, spawn, ns, argv, rundir: Path, timeout: float, tun: str =
     row["killed_by_fault"] = True
     procs.rows[row["name"]] = row
     kept = []
-    for name in ("apd.stats.json", "slots.csv", "packets.csv"):
+    truncated = []
+    for name in ("apd.stats.json", "slots.csv", "packets.csv", "medium.csv", "mac-ap.pcap"):
+        stem, ext = name.split(".", 1)  # apd.killed.stats.json, slots.killed.csv, ...
+        dest = rundir / f"{stem}.{KILLED_SUFFIX}.{ext}"
         p = rundir / name
-        if p.exists():
-            stem, ext = name.split(".", 1)  # apd.killed.stats.json, slots.killed.csv, ...
-            p.replace(rundir / f"{stem}.{KILLED_SUFFIX}.{ext}")
-            kept.append(f"{stem}.{KILLED_SUFFIX}.{ext}")
+        partial = rundir / (name + PARTIAL)  # a trace of the killed apd (traces.py)
+        if partial.exists():
+            truncated.append(recover(partial, dest))
+            kept.append(dest.name)
+        elif p.exists():
+            p.replace(dest)
+            kept.append(dest.name)
     log = Path(old.log_path) if old.log_path else None
     if log is not None and log.exists():  # the new apd's log would replace it
         log.replace(log.with_name(f"apd.{KILLED_SUFFIX}.log"))
@@ -132,7 +156,8 @@ def restart_apd(procs, spawn, ns, argv, rundir: Path, timeout: float, tun: str =
             raise TestbedError(f"the restarted apd did not start within {timeout:g} s")
         time.sleep(0.02)
     return {"fault": "apd_restart", "killed_pid": old.pid, "new_pid": new.pid,
-            "down_s": time.monotonic() - t_kill, "kept": kept, "tun_packets_read": tun_read}
+            "down_s": time.monotonic() - t_kill, "kept": kept, "tun_packets_read": tun_read,
+            "truncated_traces": truncated}
 
 
 # ----------------------------------------------------------------------------------------

@@ -414,6 +414,15 @@ SCHEMA = {
         "stats_period_s": Field(float, 2.0, min=0.1, max=3600.0,
                                 doc="the apd writes its stats (and flushes its traces) this "
                                     "often, so a crash leaves recent figures"),
+        "client_slots": Field(int, 1000, min=0, max=10_000_000,
+                              doc="the apd exits (status 5) and the run fails when a client "
+                                  "sent nothing on the uplink (its CQI reports) for this many "
+                                  "slot requests: the client is hung or gone; 0 = off"),
+    },
+    "security": {
+        "seccomp": Field(bool, True,
+                         doc="the apd, the clients and the delay stages install their seccomp "
+                             "allow-list once set up (docs/security.md); false to debug"),
     },
     "faults": {
         "apd_restart_at_s": Field((float, _NONE), None, min=0.0,
@@ -422,6 +431,12 @@ SCHEMA = {
         "phy_freeze_at_s": Field((float, _NONE), None, min=0.0,
                                  doc="SIGSTOP the PHY at this time after t0: a hung PHY, "
                                      "which the watchdog must notice (the run fails)"),
+        "signals": ListOf({  # the reliability tests' hook: a hung or crashed daemon
+            "process": Field(str, doc="a process of processes.json: apd, client.<device>, "
+                                      "phy, ..."),
+            "signal": Field(str, choices=("STOP", "KILL", "SEGV", "ABRT", "TERM")),
+            "at_s": Field(float, min=0.0, doc="after t0"),
+        }),
         "chaos": {  # python -m oppsched.chaos between the PHY and the daemons (abstract PHY)
             "enabled": Field(bool, False),
             "seed": Field(int, 1, min=0),

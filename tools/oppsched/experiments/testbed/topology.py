@@ -78,7 +78,8 @@ def testbed_topology(cfg: dict) -> Topology:
                       for s in cfg["servers"]),
         clients=tuple(ClientSpec(d["name"]) for d in cfg["devices"]),
         tcp=tcp, ipv4=tp["ipv4"], ipv6=tp["ipv6"], wired=tp["wired"], client_links="tun",
-        offloads=tp["offloads"], rt_priority=tp["rt_priority"], mtu=tp["mtu"])
+        offloads=tp["offloads"], rt_priority=tp["rt_priority"], mtu=tp["mtu"],
+        seccomp=cfg["security"]["seccomp"])
 
 
 def tcp_override_sysctls(over: dict) -> dict:

@@ -1,9 +1,12 @@
 #pragma once
 // Buffered CSV trace writer (traces of docs/daemons.md: pandas reads each in one call).
 // Rows are built field by field into an in-memory buffer that is written to the file when it
-// exceeds buffer_bytes, on flush() and on destruction. Doubles use the shortest "%.9g"-like
-// form; NaN/inf are written as empty fields (pandas: NaN). Strings containing a comma, quote
-// or newline are quoted (RFC 4180).
+// exceeds buffer_bytes, on flush() and on destruction. The file is PATH.partial while it is
+// written (partial_file.h): sync() puts it on the disk (the daemons call it every stats
+// period), close() or the destructor renames it to PATH, so a PATH present is a whole trace
+// and a PATH.partial left behind the trace of a daemon that died, whole up to its last sync.
+// Doubles use the shortest "%.9g"-like form; NaN/inf are written as empty fields (pandas: NaN).
+// Strings containing a comma, quote or newline are quoted (RFC 4180).
 //
 //   csv_writer w(path, {"slot", "user", "outcome"});
 //   w.field(std::uint64_t{7}).field(std::int64_t{-1}).field("ack").end_row();
@@ -19,7 +22,8 @@ namespace oppsched::daemon {
 
 class csv_writer final {
   public:
-    // Creates/truncates path and writes the header. Throws std::runtime_error naming the path.
+    // Creates/truncates PATH.partial and writes the header. Throws std::runtime_error naming
+    // the path.
     csv_writer(const std::string& path, std::vector<std::string> header,
                std::size_t buffer_bytes = 1 << 16);
     ~csv_writer();
@@ -38,10 +42,16 @@ class csv_writer final {
 
     // Writes the buffer to the file (fflush too). false on I/O error (counted in errors()).
     bool flush();
+    // flush() and fdatasync: what was written survives a crash of the daemon (or the host).
+    bool sync();
+    // sync(), close and rename PATH.partial to PATH (at most once; the destructor calls it).
+    // false on an I/O error (counted in errors()); the file then keeps its partial name.
+    bool close();
     std::uint64_t rows() const { return rows_; }
     std::uint64_t errors() const { return errors_; }
     std::size_t columns() const { return header_.size(); }
     const std::string& path() const { return path_; }
+    int fd() const;  // of the open file (for disk_syncer), -1 once closed
 
   private:
     void sep();

@@ -2,8 +2,10 @@
 // A pcap file writer (the classic libpcap format with nanosecond timestamps, magic
 // 0xA1B23C4D, which Wireshark and tcpdump read), for the MAC captures of mac_capture.h.
 // Records are buffered and written to the file when the buffer fills, at most every
-// flush_interval (checked on write() and poll()), on flush() and on destruction, so a
-// capture is readable while the run goes on and complete after a clean exit.
+// flush_interval (checked on write() and poll()), on flush() and on
+// destruction, so a capture is readable while the run goes on and complete after a clean
+// exit. The file is PATH.partial until the writer is destroyed, then renamed to PATH
+// (partial_file.h): a PATH.partial left behind is the capture of a daemon that died.
 //
 // A size limit bounds the file: the first record that would take it past max_bytes is not
 // written, neither is any after it; a warning "capture truncated" names the file and the
@@ -35,7 +37,7 @@ class pcap_writer final {
         std::size_t buffer_bytes = 1 << 16;
     };
 
-    // Creates/truncates `path` and writes the file header. Throws std::runtime_error naming
+    // Creates/truncates PATH.partial and writes the file header. Throws std::runtime_error naming
     // the path; std::invalid_argument for max_bytes below the file header.
     pcap_writer(const std::string& path, const options& opt);
     ~pcap_writer();
@@ -58,6 +60,7 @@ class pcap_writer final {
     std::uint64_t errors() const { return errors_; }
     bool truncated() const { return truncated_; }
     const std::string& path() const { return path_; }
+    int fd() const { return f_ ? fileno(f_) : -1; }  // for disk_syncer
 
   private:
     std::string path_;

@@ -30,7 +30,8 @@ class stats_registry final {
     const value_type* find(const std::string& name) const;
 
     std::string to_json() const;
-    // Writes to "<path>.tmp" then renames over path (readers never see a partial file).
+    // Writes "<path>.tmp", fsyncs it, then renames it over path (readers never see a partial
+    // file; after a crash path holds the last figures written whole).
     // Returns false on any error (errno kept); never throws for I/O.
     bool write_json(const std::string& path) const;
 
