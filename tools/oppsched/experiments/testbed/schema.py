@@ -299,6 +299,9 @@ SCHEMA = {
                            "a lab link (veth, 10.253.<device index>.0/30) between the AP's "
                            "and the client's namespace stands in for the lab network; the "
                            "apd binds its address and knows the client by its key"),
+        "seccomp": Field(bool, True,
+                         doc="the apd, the clients and the delay stages install their seccomp "
+                             "allow-list once set up (docs/security.md); false to debug"),
     },
     "harq": {
         "max_transmissions": Field((int, _NONE), None, min=1, max=64,
@@ -418,11 +421,6 @@ SCHEMA = {
                               doc="the apd exits (status 5) and the run fails when a client "
                                   "sent nothing on the uplink (its CQI reports) for this many "
                                   "slot requests: the client is hung or gone; 0 = off"),
-    },
-    "security": {
-        "seccomp": Field(bool, True,
-                         doc="the apd, the clients and the delay stages install their seccomp "
-                             "allow-list once set up (docs/security.md); false to debug"),
     },
     "faults": {
         "apd_restart_at_s": Field((float, _NONE), None, min=0.0,
