@@ -43,9 +43,11 @@ const char* const kCommon[] = {
 
 // ZeroMQ's sockets: connections accepted on the bound endpoints and re-made on the
 // connecting ones after a peer restarts (socket() itself is limited to AF_UNIX/INET/INET6).
-const char* const kZmq[] = {"connect",     "accept",      "accept4",   "getsockopt", "setsockopt",
-                            "getsockname", "getpeername", "sendto",    "recvfrom",   "sendmsg",
-                            "recvmsg",     "shutdown",    "socketpair"};
+// A CURVE handshake keeps its session keys in libsodium's locked memory (sodium_mlock:
+// mlock, munlock), in the I/O thread, whenever a connection is made.
+const char* const kZmq[] = {"connect",     "accept",      "accept4",    "getsockopt", "setsockopt",
+                            "getsockname", "getpeername", "sendto",     "recvfrom",   "sendmsg",
+                            "recvmsg",     "shutdown",    "socketpair", "mlock",      "munlock"};
 
 // The delay stage: its two AF_PACKET sockets (opened before), batches of frames.
 const char* const kDelay[] = {"sendto",   "recvfrom", "sendmsg",    "recvmsg",
