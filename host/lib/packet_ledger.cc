@@ -54,7 +54,7 @@ std::vector<packet_fate> packet_ledger::on_tb_built(
     }
     for (const auto& [id, bytes] : pulled) {
         const bool carried = std::any_of(record.segments.begin(), record.segments.end(),
-                                         [id](const auto& s) { return s.packet_id == id; });
+                                         [pid = id](const auto& s) { return s.packet_id == pid; });
         if (carried) continue;
         out.push_back(packet_fate{id, record.user, bytes, false, loss_cause::rejected});
         ++stats_.dropped[static_cast<std::size_t>(loss_cause::rejected)];
