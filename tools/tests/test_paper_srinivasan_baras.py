@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from helpers import (REPO, RUN_JOBS, needs_root, netns_prefix, require_real_testbed,
+from helpers import (REPO, needs_root, netns_prefix, require_real_testbed,
                      write_experiment)
 from oppsched.runner import run_experiment
 from oppsched.sweep import run_sweep
@@ -109,7 +109,9 @@ def alpha_ends(tmp_path_factory):
     path = tmp / "alpha-ends.yaml"
     path.write_text(yaml.safe_dump(exp, sort_keys=False))
     with netns_prefix():
-        failed = run_sweep(path, tmp / "out", duration=15.0, jobs=RUN_JOBS)
+        # One point at a time: two runs of 4 users at SCHED_FIFO side by side lost the
+        # throughput gain the test measures (824 against 833 kb/s on a fresh machine).
+        failed = run_sweep(path, tmp / "out", duration=15.0)
     assert failed == 0
     # The file runs the apd under SCHED_FIFO (topology.apd_rt_priority), through chrt.
     for procs in (tmp / "out" / "points").glob("*/*/*/processes.json"):
