@@ -32,9 +32,10 @@ needs_root = pytest.mark.skipif(not netns.is_root(),
 # ("oppsched") or of other tests.
 PREFIX = "ottb"
 
-# The shortened paper runs on the abstract PHY run their variants and sweep points this many
-# at a time (each run mostly waits on real time: a few tens of % of a core). The sample PHY's
-# runs stay one at a time. OPPSCHED_TEST_RUN_JOBS=1 runs everything one after another.
+# The shortened paper runs that pass `jobs=RUN_JOBS` (CLAMP's and Wu et al.'s, on the
+# abstract PHY) run their variants and sweep points this many at a time (each run mostly
+# waits on real time: a few tens of % of a core); shortened_sweep's callers pass jobs=1 where
+# results moved side by side. OPPSCHED_TEST_RUN_JOBS=1 runs everything one after another.
 RUN_JOBS = max(1, int(os.environ.get("OPPSCHED_TEST_RUN_JOBS", "2")))
 
 # The smallest testbed experiment: one device, one server, one flow.
