@@ -36,7 +36,7 @@ PREFIX = "ottb"
 # abstract PHY) run their variants and sweep points this many at a time (each run mostly
 # waits on real time: a few tens of % of a core); shortened_sweep's callers pass jobs=1 where
 # results moved side by side. OPPSCHED_TEST_RUN_JOBS=1 runs everything one after another.
-RUN_JOBS = max(1, int(os.environ.get("OPPSCHED_TEST_RUN_JOBS", "2")))
+RUN_JOBS = max(1, int(os.environ.get("OPPSCHED_TEST_RUN_JOBS", "1")))
 
 # The smallest testbed experiment: one device, one server, one flow.
 BASE = """
