@@ -22,6 +22,7 @@
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
 #include <time.h>
@@ -35,6 +36,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <new>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -216,6 +218,7 @@ struct delay_direction {
     time_ns late_threshold = 0;
     std::uint64_t received = 0, truncated = 0, sent = 0, send_errors = 0, late = 0;
     std::uint64_t discarded_at_exit = 0, kernel_stamps = 0;
+    std::uint64_t dropped_memory = 0;  // frames that could not be copied (no memory)
     int last_send_errno = 0;
     time_ns late_max = 0;
     double late_sum = 0.0;  // ns, over sent frames
@@ -240,10 +243,11 @@ std::string stats_json(const delay_options& o, const delay_direction* dirs, bool
            << "\"delay_ms\": " << static_cast<double>(p.delay) / 1e6
            << ", \"rate_bps\": " << p.rate_bps << ", \"limit_bytes\": " << p.limit_bytes
            << ", \"received\": " << d.received << ", \"forwarded\": " << d.sent
-           << ", \"forwarded_bytes\": " << s.released_bytes
-           << ", \"dropped\": " << (s.dropped_limit + s.dropped_hold + d.truncated + d.send_errors)
+           << ", \"forwarded_bytes\": " << s.released_bytes << ", \"dropped\": "
+           << (s.dropped_limit + s.dropped_hold + d.truncated + d.send_errors + d.dropped_memory)
            << ", \"dropped_limit\": " << s.dropped_limit << ", \"dropped_hold\": " << s.dropped_hold
-           << ", \"dropped_truncated\": " << d.truncated << ", \"send_errors\": " << d.send_errors
+           << ", \"dropped_truncated\": " << d.truncated
+           << ", \"dropped_memory\": " << d.dropped_memory << ", \"send_errors\": " << d.send_errors
            << ", \"last_send_errno\": " << d.last_send_errno << ", \"late\": " << d.late
            << ", \"held_frames\": " << d.line->held_frames()
            << ", \"discarded_at_exit\": " << d.discarded_at_exit
@@ -356,9 +360,19 @@ void receive_burst(delay_direction& d, std::vector<std::uint8_t>& buf) {
                 ++d.kernel_stamps;
             }
         }
-        std::vector<std::uint8_t> frame(buf.begin(), buf.begin() + static_cast<long>(r->length));
-        const std::size_t wire = packet_port::wire_bytes(frame.data(), frame.size());
-        d.line->enqueue(arrival, std::move(frame), wire);
+        // A frame that cannot be held (no memory: locked pages past RLIMIT_MEMLOCK) is
+        // dropped and counted; the stage goes on forwarding the others.
+        try {
+            std::vector<std::uint8_t> frame(buf.begin(),
+                                            buf.begin() + static_cast<long>(r->length));
+            const std::size_t wire = packet_port::wire_bytes(frame.data(), frame.size());
+            d.line->enqueue(arrival, std::move(frame), wire);
+        } catch (const std::bad_alloc&) {
+            if (d.dropped_memory++ == 0)
+                log_line("warning", std::string(d.name) +
+                                        ": out of memory holding a frame: dropped (counted "
+                                        "in dropped_memory)");
+        }
     }
 }
 
@@ -374,6 +388,39 @@ void arm_timer(int tfd, const delay_direction* dirs) {
     }
     if (timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, nullptr) != 0)
         throw std::runtime_error(std::string("timerfd_settime: ") + std::strerror(errno));
+}
+
+// True if the effective capability set holds CAP_IPC_LOCK (locked memory past the limit).
+bool has_cap_ipc_lock() {
+    std::ifstream f("/proc/self/status");
+    std::string line;
+    while (std::getline(f, line))
+        if (line.rfind("CapEff:", 0) == 0)
+            return (std::stoull(line.substr(7), nullptr, 16) >> 14) & 1ULL;
+    return false;
+}
+
+// At SCHED_FIFO the stage's pages are locked, so that a page fault never delays a frame.
+// Future pages too (MCL_FUTURE: the frames it holds) only where nothing can refuse them:
+// with CAP_IPC_LOCK or an unlimited RLIMIT_MEMLOCK. Under a finite limit (8 MiB by
+// default) a backlog of held frames would pass it and every allocation after would fail,
+// so only the pages mapped now are locked.
+void lock_memory(const delay_options& o) {
+    rlimit rl{};
+    const bool unlimited = getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur == RLIM_INFINITY;
+    if (unlimited || has_cap_ipc_lock()) {
+        if (mlockall(MCL_CURRENT | MCL_FUTURE) != 0)
+            log_line("warning", std::string("mlockall: ") + std::strerror(errno));
+        return;
+    }
+    if (mlockall(MCL_CURRENT) != 0) {
+        log_line("warning", std::string("mlockall(MCL_CURRENT): ") + std::strerror(errno));
+        return;
+    }
+    log_line("warning", "RLIMIT_MEMLOCK is " + std::to_string(rl.rlim_cur) +
+                            " bytes and CAP_IPC_LOCK is not held: the pages mapped now are "
+                            "locked, frames held later (up to 2 x --hold-bytes " +
+                            std::to_string(o.hold_bytes) + ") are not");
 }
 
 delay_line_params line_params(double delay_ms, double rate, long long limit, long long hold) {
@@ -407,8 +454,7 @@ int run(const delay_options& o) {
         // it took effect (rt_priority_applied).
         if (sched_setscheduler(0, SCHED_FIFO, &sp) == 0) {
             g_rt_applied = true;
-            if (mlockall(MCL_CURRENT | MCL_FUTURE) != 0)
-                log_line("warning", std::string("mlockall: ") + std::strerror(errno));
+            lock_memory(o);
         } else {
             log_line("warning", "--rt-priority: " + std::to_string(o.rt_priority) +
                                     ": sched_setscheduler: " + std::strerror(errno) +

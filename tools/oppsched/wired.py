@@ -272,6 +272,11 @@ class WiredLink:
         self.stats_path: Path | None = None
         self.ready_path: Path | None = None
         self.rt_priority = 0
+        # The delay stage's capabilities: AF_PACKET sockets need CAP_NET_RAW,
+        # SO_RCVBUFFORCE/SO_SNDBUFFORCE CAP_NET_ADMIN; at SCHED_FIFO it locks its memory,
+        # the frames it holds included, which CAP_IPC_LOCK lets pass RLIMIT_MEMLOCK (8 MiB
+        # by default; a backlog of held frames passes it).
+        self.caps: tuple[str, ...] = ("net_raw", "net_admin")
         self._session: Session | None = None
 
     def describe(self) -> dict:
@@ -285,11 +290,10 @@ class WiredLink:
         """Starts the delay process (userspace backend); a no-op otherwise."""
         if self.backend != "userspace" or self.proc is not None:
             return
-        # AF_PACKET sockets need CAP_NET_RAW, SO_RCVBUFFORCE/SO_SNDBUFFORCE CAP_NET_ADMIN;
         # SCHED_FIFO is set before the switch (its own sched_setscheduler at the same
         # priority then needs no capability).
         self.proc = self._session.spawn(self.wire, self.argv, name=f"delay-{self.name}",
-                                        caps=("net_raw", "net_admin"),
+                                        caps=self.caps,
                                         sched_fifo=self.rt_priority)
 
     def wait_ready(self, timeout: float = 10.0) -> None:
@@ -386,6 +390,8 @@ def build_link(session: Session, name: str, a_ns: Netns, a_dev: str, b_ns: Netns
     for p in (link.stats_path, link.ready_path):
         p.unlink(missing_ok=True)
     link.rt_priority = rt_priority
+    if rt_priority > 0:
+        link.caps += ("ipc_lock",)
     link.argv = delay_argv(choice.binary, f"{name}a", f"{name}b", spec, link.stats_path,
                            link.ready_path, rt_priority, seccomp)
     if start:

@@ -795,8 +795,11 @@ def test_an_upstream_flow_sends_up_and_its_acks_wait_in_the_devices_ap_queue(tmp
     # downstream flow's data is 1500-byte packets; its ACKs go up, not into the AP queue).
     pk = pd.read_csv(out / "packets.csv")
     small = pk[(pk["user"] == 0) & (pk["bytes"] <= 100) & pk["event"].isin(["enqueue", "drop"])]
-    assert small["packet_id"].nunique() >= 0.95 * len(acks), (small["packet_id"].nunique(),
-                                                              len(acks))
+    # Less what the kernel dropped at the TUN because the apd was slow to read (any packet;
+    # under load, 6 % of the ACKs of this 25 Mb/s upstream burst once).
+    tun_drops = run["ap_tun"]["tx_dropped"]
+    assert small["packet_id"].nunique() >= 0.95 * (len(acks) - tun_drops), (
+        small["packet_id"].nunique(), len(acks), run["ap_tun"])
 
     # CLAMP clamps receivers: the upstream flow's data keeps the window its client's kernel
     # wrote (client.R1.pcap) up to the server (wired.S1.pcap), and windows.R1.csv has no row

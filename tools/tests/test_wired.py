@@ -16,11 +16,12 @@ from __future__ import annotations
 import json
 import statistics
 import subprocess
+import sys
 
 import pytest
 
 from oppsched import netns, wired
-from oppsched.netns import NetnsError, Session
+from oppsched.netns import NetnsError, Session, wait_for
 from oppsched.wired import ClientSpec, LinkSpec, ServerSpec, Testbed, Topology, WiredChoice
 from helpers import delay_or_netem_available, needs_root, require
 
@@ -241,6 +242,55 @@ def test_delay_stage_writes_final_counters_and_exits_cleanly_at_teardown(backend
         ab["discarded_at_exit"]
     assert sum(ab["late_hist"]) == ab["forwarded"]
     assert not set(names) & set(netns.list_netns())
+
+
+@needs_root
+@pytest.mark.parametrize("ipc_lock", [True, False], ids=["cap_ipc_lock", "memlock_8mib"])
+def test_a_real_time_delay_stage_holds_more_frames_than_the_memlock_limit(backend, ipc_lock):
+    """At SCHED_FIFO the stage locks its memory. 3 s of one-way delay hold about 14 MB of
+    frames sent in 1.3 s: more than the 8 MiB RLIMIT_MEMLOCK of a process without
+    CAP_IPC_LOCK. With the capability (as the runner starts it) all of it is locked; without
+    it (the limit set by prlimit) only the pages mapped at start are. Either way the stage
+    holds and forwards every frame (it once died of std::bad_alloc there, and every flow of
+    the run with it)."""
+    if backend.backend != "userspace":
+        pytest.skip("oppsched-delay is only used where the kernel has no netem")
+    limit = 8 << 20
+    # As the runner starts it: the run user, with the link's capabilities only.
+    with Session(prefix="otwire", run_user=netns.RunUser.resolve()) as s:
+        a, b = s.add_netns("a"), s.add_netns("b")
+        for n in (a, b):
+            n.sysctl({"net.ipv6.conf.all.disable_ipv6": 1, "net.ipv6.conf.default.disable_ipv6": 1})
+        link = wired.build_link(s, "l0", a, "eth0", b, "eth0", LinkSpec(3000.0, 0.0), backend,
+                                wire_ns=lambda: wired.wire_namespace(s), rt_priority=10,
+                                start=False)
+        assert ("ipc_lock" in link.caps) is True
+        if not ipc_lock:
+            link.caps = ("net_raw", "net_admin")
+            link.argv = ["prlimit", f"--memlock={limit}:{limit}", "--", *link.argv]
+        link.start()
+        link.wait_ready()
+        a.ip("addr", "add", "10.9.0.1/24", "dev", "eth0")
+        b.ip("addr", "add", "10.9.0.2/24", "dev", "eth0")
+        mac = json.loads(b.run(["ip", "-j", "link", "show", "eth0"]).stdout)[0]["address"]
+        a.ip("neigh", "replace", "10.9.0.2", "lladdr", mac, "dev", "eth0")
+        # 10,000 datagrams of 1400 bytes, 400 every 50 ms (90 Mb/s): all held at once.
+        send = ("import socket, time\n"
+                "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                "for i in range(25):\n"
+                "    for _ in range(400): s.sendto(bytes(1400), ('10.9.0.2', 9))\n"
+                "    time.sleep(0.05)\n")
+        a.run([sys.executable, "-c", send], timeout=30)
+        held = link.stats()["directions"]["ab"]
+        wait_for(lambda: link.stats()["directions"]["ab"]["held_frames"] == 0, timeout=15,
+                 what="the held frames forwarded")
+        link.proc.check_alive()
+        ab = link.stats()["directions"]["ab"]
+        log = link.proc.log_tail(50)
+    assert held["held_frames"] * 1400 > limit, held  # more than the limit held at once
+    assert ab["dropped_memory"] == 0 and ab["forwarded_bytes"] > 1.5 * limit, ab
+    assert ab["received"] == ab["forwarded"] + ab["dropped"], ab
+    assert ("RLIMIT_MEMLOCK" in log) is (not ipc_lock), log
 
 
 @needs_root

@@ -534,6 +534,9 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
             for link in tb.links:
                 if link.proc is not None and link.proc.running():
                     record.setdefault("delay_cpu_s", {})[link.name] = proc_cpu_s(link.proc.pid)
+            # The AP TUN's counters: a packet the kernel could not hand to a busy apd (its
+            # queue full: tx_dropped) is in ap.pcap but never reached the AP queue.
+            record["ap_tun"] = _link_counters(tb.ap, "radio0")
             # The apd's watchdog may fire once the PHY is gone and before the apd is stopped:
             # expected then, not a failure.
             apd_alive_at_stop = not procs.poll("apd")
@@ -625,6 +628,28 @@ def _reliability_tick(cfg, rundir, procs, spawn, ap_ns, apd_argv, record, write_
     return tick
 
 
+def _link_counters(ns, dev: str) -> dict | None:
+    """`ip -s link` counters of one device: packets and bytes each way, and the drops."""
+    try:
+        (st,) = json.loads(ns.ip("-j", "-s", "link", "show", "dev", dev))
+    except Exception:  # noqa: BLE001 -- a device already gone: no counters
+        return None
+    rx, tx = st["stats64"]["rx"], st["stats64"]["tx"]
+    return {"device": dev, "rx_packets": rx["packets"], "rx_dropped": rx["dropped"],
+            "tx_packets": tx["packets"], "tx_dropped": tx["dropped"]}
+
+
+def _check_links_alive(tb) -> None:
+    """A wired path's delay stage that exited during the run ends it with an error naming
+    the link and the end of the stage's log: its flows could not carry a byte since."""
+    for link in tb.links:
+        if link.proc is not None and link.proc.popen.poll() is not None:
+            tail = link.proc.log_tail()
+            raise TestbedError(f"wired link {link.name}: oppsched-delay exited with "
+                               f"{link.proc.popen.returncode} during the run"
+                               + (f":\n{tail}" if tail else ""))
+
+
 def _schedule(cfg, tb, plans, procs: ProcTable, daemons, rundir, t0, progress, spawn,
               t0_ns: int | None = None, wrc_files: dict | None = None,
               wrc_program=None, tick=None) -> None:
@@ -667,6 +692,7 @@ def _schedule(cfg, tb, plans, procs: ProcTable, daemons, rundir, t0, progress, s
         if tick is not None:
             tick(now)
         procs.check_alive(daemons)
+        _check_links_alive(tb)
         if not pending and not running:
             break
         if now >= dur + grace:
