@@ -78,8 +78,7 @@ flows:
   - {id: up, server: S1, device: R1, direction: up}
 medium: {mode: node_fair, uplink_mean_snr_db: 22.0, uplink_doppler_hz: 1.0}
 queue: {limit_bytes: 60000}
-# The apd and the PHY at SCHED_FIFO, as a lab runs them on a shared machine: beside the rest
-# of make test, late slots starved the downstream flow (slot shares 0.34 / 0.66).
+# The apd and the PHY at SCHED_FIFO, as a lab runs them on a shared machine.
 topology: {apd_rt_priority: 20}
 extra:
   phy: {timing: {rt_priority: 30}}
@@ -103,10 +102,16 @@ def test_node_fair_on_the_sample_phy_decodes_uplink_tcp_at_the_ap(tmp_path):
     assert len(up) > 500
     assert set(up["decoded_by"]) == {"phy"}  # the AP's receiver decided every uplink TB
     assert (up["outcome"] == "ack").mean() > 0.8, up["outcome"].value_counts()
-    # node_fair: both contend nearly always, each gets about half of the contended slots
+    # node_fair: in a slot both contend for, each gets it half of the time. Over every slot
+    # anyone contended for (the summary's share) the flows' backlogs count too: beside the
+    # rest of make test the downstream flow's queue ran empty more often (down 0.32-0.38
+    # of them, while still 0.54 of the slots both contended for).
+    both = t[t["contenders"] == 2]
+    assert len(both) > 500, t["contenders"].value_counts()
+    assert (both["direction"] == "down").mean() == pytest.approx(0.5, abs=0.1)
     share = s["medium"]["slot_share"]
-    assert share["down"] == pytest.approx(0.5, abs=0.1), share
-    assert share["up"]["R1"] == pytest.approx(0.5, abs=0.1), share
+    assert share["down"] + share["up"]["R1"] == pytest.approx(1.0), share
+    assert 0.2 < share["down"] < 0.8, share
     phy = json.loads((out / "phy.stats.json").read_text())
     assert phy["uplink"]["tb_sent"] >= len(up[up["outcome"] != "timeout"]) * 0.9
     (rx,) = phy["uplink"]["receivers"]
