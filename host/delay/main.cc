@@ -62,6 +62,8 @@ constexpr int kExitRuntime = 1;
 constexpr std::size_t kBufferBytes = 256 * 1024;  // > any GSO super-frame (64 KiB) + header
 constexpr int kBurst = 256;                       // frames read per socket per wake-up
 constexpr double kMaxDelayMs = 60'000.0;
+// Locked memory beyond the frames held: the program, its buffers and the allocator's own.
+constexpr rlim_t kLockSlackBytes = 32 << 20;
 constexpr double kMaxRate = 1e12;
 
 // Lateness histogram bucket upper edges, in microseconds (last bucket: everything above).
@@ -402,13 +404,18 @@ bool has_cap_ipc_lock() {
 
 // At SCHED_FIFO the stage's pages are locked, so that a page fault never delays a frame.
 // Future pages too (MCL_FUTURE: the frames it holds) only where nothing can refuse them:
-// with CAP_IPC_LOCK or an unlimited RLIMIT_MEMLOCK. Under a finite limit (8 MiB by
-// default) a backlog of held frames would pass it and every allocation after would fail,
-// so only the pages mapped now are locked.
+// RLIMIT_MEMLOCK covers both directions' --hold-bytes and kLockSlackBytes
+// (wired.delay_memlock_bytes), is unlimited, or CAP_IPC_LOCK is held. Under a smaller
+// limit (8 MiB by default; the runner gives the stage no CAP_IPC_LOCK) a backlog of held
+// frames would pass it and every allocation after would fail, so only the pages mapped
+// now are locked: a frame held later may take a minor page fault, never a failure.
 void lock_memory(const delay_options& o) {
     rlimit rl{};
-    const bool unlimited = getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur == RLIM_INFINITY;
-    if (unlimited || has_cap_ipc_lock()) {
+    const bool got = getrlimit(RLIMIT_MEMLOCK, &rl) == 0;
+    const auto hold = static_cast<rlim_t>(o.hold_bytes);
+    const bool covers = got && (rl.rlim_cur == RLIM_INFINITY ||
+                                (hold > 0 && rl.rlim_cur >= 2 * hold + kLockSlackBytes));
+    if (covers || has_cap_ipc_lock()) {
         if (mlockall(MCL_CURRENT | MCL_FUTURE) != 0)
             log_line("warning", std::string("mlockall: ") + std::strerror(errno));
         return;
@@ -417,10 +424,11 @@ void lock_memory(const delay_options& o) {
         log_line("warning", std::string("mlockall(MCL_CURRENT): ") + std::strerror(errno));
         return;
     }
-    log_line("warning", "RLIMIT_MEMLOCK is " + std::to_string(rl.rlim_cur) +
-                            " bytes and CAP_IPC_LOCK is not held: the pages mapped now are "
-                            "locked, frames held later (up to 2 x --hold-bytes " +
-                            std::to_string(o.hold_bytes) + ") are not");
+    log_line("info", "RLIMIT_MEMLOCK is " + std::to_string(rl.rlim_cur) +
+                         " bytes, under 2 x --hold-bytes " + std::to_string(o.hold_bytes) + " + " +
+                         std::to_string(kLockSlackBytes) +
+                         " and CAP_IPC_LOCK is not held: the pages mapped now are locked, "
+                         "frames held later are not");
 }
 
 delay_line_params line_params(double delay_ms, double rate, long long limit, long long hold) {

@@ -399,7 +399,7 @@ PDEATHSIG = ("setpriv", "--pdeathsig", "KILL", "--")
 RUN_USER = "oppsched"
 RUN_USER_ENV = "OPPSCHED_RUN_USER"
 # Capabilities a process may be given (setpriv names, without the cap_ prefix).
-_CAP_NAMES = {"net_admin", "net_raw", "sys_nice", "ipc_lock"}
+_CAP_NAMES = {"net_admin", "net_raw", "sys_nice"}
 # What tcpdump -Z USER needs until it has switched to USER: open the capture, create the
 # savefile in a folder of the run user's and chown it (then it holds none).
 TCPDUMP_BOUNDING = ("net_raw", "net_admin", "setuid", "setgid", "chown", "dac_override")

@@ -230,6 +230,17 @@ def netem_commands(ns: str, dev: str, delay_ms: float, rate_bps: float,
     return cmds
 
 
+DELAY_HOLD_BYTES = 64 << 20  # --hold-bytes: what one direction of a stage may hold
+DELAY_LOCK_SLACK = 32 << 20  # the program, its buffers and the allocator's own (main.cc)
+
+
+def delay_memlock_bytes(hold_bytes: int = DELAY_HOLD_BYTES) -> int:
+    """The RLIMIT_MEMLOCK under which a real-time stage locks all it may hold (both
+    directions' --hold-bytes and kLockSlackBytes); under a smaller one it locks only the
+    pages it has at start."""
+    return 2 * hold_bytes + DELAY_LOCK_SLACK
+
+
 def delay_argv(binary: Path, if_a: str, if_b: str, spec: LinkSpec, stats: Path, ready: Path,
                rt_priority: int, seccomp: bool = True) -> list[str]:
     return [str(binary), "--if-a", if_a, "--if-b", if_b,
@@ -239,6 +250,7 @@ def delay_argv(binary: Path, if_a: str, if_b: str, spec: LinkSpec, stats: Path, 
             "--rate-ba-bps", repr(float(spec.rate_ba_bps)),
             "--limit-ab-bytes", str(spec.limit_ab_bytes),
             "--limit-ba-bytes", str(spec.limit_ba_bytes),
+            "--hold-bytes", str(DELAY_HOLD_BYTES),
             "--stats-file", str(stats), "--ready-file", str(ready),
             "--rt-priority", str(rt_priority), "--seccomp", "1" if seccomp else "0"]
 
@@ -272,10 +284,9 @@ class WiredLink:
         self.stats_path: Path | None = None
         self.ready_path: Path | None = None
         self.rt_priority = 0
-        # The delay stage's capabilities: AF_PACKET sockets need CAP_NET_RAW,
-        # SO_RCVBUFFORCE/SO_SNDBUFFORCE CAP_NET_ADMIN; at SCHED_FIFO it locks its memory,
-        # the frames it holds included, which CAP_IPC_LOCK lets pass RLIMIT_MEMLOCK (8 MiB
-        # by default; a backlog of held frames passes it).
+        # AF_PACKET sockets need CAP_NET_RAW, SO_RCVBUFFORCE/SO_SNDBUFFORCE CAP_NET_ADMIN;
+        # nothing else (no CAP_IPC_LOCK: at SCHED_FIFO the stage locks what RLIMIT_MEMLOCK
+        # lets it, see host/delay/main.cc).
         self.caps: tuple[str, ...] = ("net_raw", "net_admin")
         self._session: Session | None = None
 
@@ -390,8 +401,6 @@ def build_link(session: Session, name: str, a_ns: Netns, a_dev: str, b_ns: Netns
     for p in (link.stats_path, link.ready_path):
         p.unlink(missing_ok=True)
     link.rt_priority = rt_priority
-    if rt_priority > 0:
-        link.caps += ("ipc_lock",)
     link.argv = delay_argv(choice.binary, f"{name}a", f"{name}b", spec, link.stats_path,
                            link.ready_path, rt_priority, seccomp)
     if start:

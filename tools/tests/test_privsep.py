@@ -24,7 +24,7 @@ from oppsched.runner import staging_dir
 
 # Capability bits (linux/capability.h)
 CAP = {"chown": 0, "dac_override": 1, "setgid": 6, "setuid": 7, "net_admin": 12,
-       "net_raw": 13, "ipc_lock": 14, "sys_nice": 23}
+       "net_raw": 13, "sys_nice": 23}
 
 
 def bits(*names: str) -> int:
@@ -219,7 +219,7 @@ flows:
 # no_new_privs. tcpdump starts as root and switches itself (-Z).
 EXPECTED_CAPS = {"oppsched-apd": 0, "oppsched-client": 0, "phy": 0, "iperf3": 0, "tcpdump": 0,
                  "oppsched-wrc": 0, "capture_guard": 0,
-                 "oppsched-delay": bits("net_raw", "net_admin", "ipc_lock")}
+                 "oppsched-delay": bits("net_raw", "net_admin")}
 # One-shot commands of the runner itself (root, not long-running): readiness probes and
 # samples taken while the run goes on, and the exec chain before a program starts.
 TRANSIENT = {"ip", "ss", "sysctl", "setpriv", "chrt", "tc"}

@@ -969,7 +969,7 @@ tcp: {congestion_control: reno, sack: false}
 clamp: {enabled: true, a_bytes: 5500, b: 1.0, tau_bytes: 500}
 capture: {pcaps: false}
 traces: {packets: true}
-topology: {apd_rt_priority: 20}
+topology: {apd_rt_priority: 20, client_rt_priority: 20}
 extra:
   phy: {timing: {rt_priority: 30}}
 """
@@ -989,9 +989,11 @@ def test_clamp_holds_the_ap_queue_average_at_k_tau_plus_a_on_a_constant_link(tmp
     each by the gap before it, so it sees the low point of the slot's sawtooth. The price,
     and so the equilibrium, is about that EMA. See experiments/clamp/README.md.
 
-    The apd and the PHY run at SCHED_FIFO, as a lab runs them on a shared machine: beside
-    the rest of `make test`, a late slot timed a TB out, and the flow that lost it carried
-    7 % less than the other (4.48 against 4.80 Mb/s), which is not CLAMP's doing."""
+    The apd, the client and the PHY run at SCHED_FIFO, as a lab runs them on a shared
+    machine: beside the rest of `make test` on a fresh machine, with the apd and the PHY
+    alone at SCHED_FIFO, 4 TBs timed out (HARQ feedback later than its 16 slots) and the
+    flow that lost them carried 7 % less than the other (4.48 against 4.80 Mb/s, twice),
+    which is not CLAMP's doing."""
     require_real_testbed()
     out, s = _e2e(tmp_path, E2E_CLAMP_EQUILIBRIUM)
     cfg = s["config"]["clamp"]

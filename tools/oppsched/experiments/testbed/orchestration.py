@@ -430,7 +430,8 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
             daemons = ["apd"]
             for u, node in zip(users, tb.clients):
                 spawn(node.ns, [progs["client"], "--config", files[f"client.{u.name}"]],
-                      f"client.{u.name}", "client")
+                      f"client.{u.name}", "client",
+                      sched_fifo=cfg["topology"]["client_rt_priority"])
                 daemons.append(f"client.{u.name}")
             _wait_files([lay.ipc_path(f"rx_{u.id}") for u in users],
                         "oppsched-client: rx endpoints bound", up, procs, daemons)

@@ -401,6 +401,10 @@ SCHEMA = {
                                  doc="SCHED_FIFO of oppsched-apd and all its threads (it "
                                      "must answer each slot request within lead_slots); "
                                      "0 = normal scheduling"),
+        "client_rt_priority": Field(int, 0, min=0, max=99,
+                                    doc="SCHED_FIFO of each oppsched-client (its HARQ "
+                                        "feedback must reach the AP within "
+                                        "harq.feedback_timeout_slots); 0 = normal scheduling"),
         "offloads": Field(bool, False),
     },
     "iperf": {"interval_s": Field(float, 0.5, min=0.1, max=60.0, doc="iperf3 -i")},
