@@ -680,6 +680,23 @@ _INT_COLS = {"mcs", "tbs", "slots", "errors", "header_errors", "missed_detection
 _STR_COLS = {"modulation", "channel", "profile", "fec"}
 
 
+def read_summary(path, arg: str) -> dict:
+    """A linkcurves summary.json (the file, or the folder holding it): the measured
+    thresholds per MCS (`mcs`) and the sweep's `config`. ConfigError naming the argument
+    and the file when it cannot be read or is not one."""
+    p = Path(path)
+    f = p / "summary.json" if p.is_dir() else p
+    try:
+        s = json.loads(f.read_text())
+    except OSError as exc:
+        raise ConfigError(f"{arg}: {str(f)!r} cannot be read ({exc.strerror})") from None
+    except ValueError as exc:
+        raise ConfigError(f"{arg}: {str(f)!r} is not JSON ({exc})") from None
+    if not isinstance(s, dict) or not isinstance(s.get("mcs"), list):
+        raise ConfigError(f"{arg}: {str(f)!r} is not a linkcurves summary.json (no 'mcs' list)")
+    return s
+
+
 def read_csv(path: Path, arg: str = "CURVES") -> list[dict]:
     """Rows of a linkcurves.csv; ConfigError naming the file and line on bad content."""
     try:
@@ -1122,11 +1139,7 @@ def cmd_lcmerge(a) -> int:
     seen: dict[tuple, str] = {}
     for d in a.parts:
         rs = read_csv(Path(d) / "linkcurves.csv", "PARTS")
-        try:
-            part = json.loads((Path(d) / "summary.json").read_text())
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"PARTS: {str(Path(d) / 'summary.json')!r} cannot be read "
-                              f"({exc})") from None
+        part = read_summary(Path(d) / "summary.json", "PARTS")
         cfg = part.get("config") or {}
         key = {k: cfg.get(k) for k in ("profile", "sample_rate", "fec", "channel",
                                        "ldpc_max_n", "tbs", "harq")}

@@ -124,20 +124,6 @@ def constrained_snr_db(bits_per_symbol: int, eta: float, kind: str = "bicm") -> 
 # The table: measured thresholds (linkcurves summary.json) against the limits
 
 
-def _summary(path: str, arg: str) -> dict:
-    p = Path(path)
-    f = p / "summary.json" if p.is_dir() else p
-    try:
-        s = json.loads(f.read_text())
-    except OSError as exc:
-        raise ConfigError(f"{arg}: {str(f)!r} cannot be read ({exc.strerror})") from None
-    except ValueError as exc:
-        raise ConfigError(f"{arg}: {str(f)!r} is not JSON ({exc})") from None
-    if not isinstance(s, dict) or not isinstance(s.get("mcs"), list):
-        raise ConfigError(f"{arg}: {str(f)!r} is not a linkcurves summary.json (no 'mcs' list)")
-    return s
-
-
 def _cfg(s: dict, key: str, default=None):
     """A setting of the sweep: its config (written by linkcurves), else the top-level keys
     of a summary assembled from split runs (profile, sample_rate_hz)."""
@@ -274,6 +260,8 @@ def plot(tables: list[tuple[str, list[dict]]], path: Path) -> None:
 
 
 def cmd_linkgap(a) -> int:
+    from oppsched.linkcurves import read_summary
+
     longs = a.long or []
     shorts = a.short or []
     ideals = a.ideal or []
@@ -292,9 +280,9 @@ def cmd_linkgap(a) -> int:
         raise ConfigError(f"--out: {a.out!r} cannot be created ({exc.strerror})") from None
     tables, md, js = [], [], []
     for i, lp in enumerate(longs):
-        ls = _summary(lp, "--long")
-        ss = _summary(shorts[i], "--short") if shorts else None
-        rows = gap_rows(ls, ss, _summary(ideals[i], "--ideal") if ideals else None)
+        ls = read_summary(lp, "--long")
+        ss = read_summary(shorts[i], "--short") if shorts else None
+        rows = gap_rows(ls, ss, read_summary(ideals[i], "--ideal") if ideals else None)
         label = f"{_cfg(ls, 'profile', '?')} {float(_cfg(ls, 'sample_rate', 0)) / 1e6:g} Msps"
         tables.append((label, rows))
         md.append(markdown(rows, label))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from contextlib import contextmanager
@@ -80,6 +81,21 @@ def write_yaml(path: Path, data) -> Path:
     """A daemon's or PHY's configuration file, keys in the order given."""
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
+
+
+def small_testbed(experiment: str, duration_s: float, *, flows: tuple[str, ...] = ("",),
+                  extra: str = "") -> str:
+    """The YAML of the small testbed the fault and security runs use: device R<i> at 15 dB
+    and flow f<i> from server S1 (20 ms round trip) to it for each entry of `flows` (more
+    of the flow's options, e.g. "direction: up"), then `extra` (more top-level YAML)."""
+    n = len(flows)
+    lines = [f"experiment: {experiment}", "kind: testbed", f"duration_s: {duration_s}",
+             "devices:", *[f"  - {{name: R{i}, channel: {{mean_snr_db: 15.0}}}}"
+                           for i in range(1, n + 1)],
+             "servers:", "  - {name: S1, rtt_ms: 20}", "flows:",
+             *[f"  - {{id: f{i}, server: S1, device: R{i}" + (f", {o}" if o else "") + "}"
+               for i, o in enumerate(flows, 1)]]
+    return "\n".join(lines) + "\n" + textwrap.dedent(extra).lstrip("\n")
 
 
 def write_experiment(folder: Path, text: str, name: str = "exp.yaml") -> Path:

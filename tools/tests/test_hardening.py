@@ -14,26 +14,15 @@ import pandas as pd
 import pytest
 
 from oppsched.runner import failed_dir, run_experiment
-from helpers import netns_prefix, require_real_testbed, run_cli, write_experiment
+from helpers import netns_prefix, require_real_testbed, run_cli, small_testbed, write_experiment
 
 DAEMONS = ("oppsched-apd", "oppsched-client", "oppsched-delay")
 
-LIVE = """
-experiment: live
-kind: testbed
-duration_s: 6
-devices:
-  - {name: R1, channel: {mean_snr_db: 15.0}}
-  - {name: R2, channel: {mean_snr_db: 15.0}}
-servers:
-  - {name: S1, rtt_ms: 20}
-flows:
-  - {id: f1, server: S1, device: R1}
-  - {id: f2, server: S1, device: R2, direction: up}
-traces: {packets: true}
-capture: {mac: true, pcaps: true}
-clamp: {enabled: true}
-"""
+LIVE = small_testbed("live", 6, flows=("", "direction: up"), extra="""
+    traces: {packets: true}
+    capture: {mac: true, pcaps: true}
+    clamp: {enabled: true}
+""")
 
 
 def _status(pid: int) -> dict:
@@ -112,22 +101,13 @@ def test_every_daemon_of_a_live_run_runs_under_its_seccomp_filter_and_the_run_su
         assert (out / name).stat().st_size > 0, name
 
 
-CRASH = """
-experiment: crash
-kind: testbed
-duration_s: 8
-devices:
-  - {name: R1, channel: {mean_snr_db: 15.0}}
-servers:
-  - {name: S1, rtt_ms: 20}
-flows:
-  - {id: f1, server: S1, device: R1}
-traces: {packets: true}
-capture: {mac: true}
-watchdog: {stats_period_s: 0.5}
-faults:
-  signals: [{process: apd, signal: KILL, at_s: 4.0}]
-"""
+CRASH = small_testbed("crash", 8, extra="""
+    traces: {packets: true}
+    capture: {mac: true}
+    watchdog: {stats_period_s: 0.5}
+    faults:
+      signals: [{process: apd, signal: KILL, at_s: 4.0}]
+""")
 
 
 def test_a_sigkilled_apd_leaves_stats_and_traces_up_to_its_last_flush_and_the_summary_names_it(
@@ -154,23 +134,12 @@ def test_a_sigkilled_apd_leaves_stats_and_traces_up_to_its_last_flush_and_the_su
     assert all(t["cut_bytes"] == 0 for t in truncated.values())  # flushed whole rows only
 
 
-HUNG_CLIENT = """
-experiment: hung_client
-kind: testbed
-duration_s: 8
-devices:
-  - {name: R1, channel: {mean_snr_db: 15.0}}
-  - {name: R2, channel: {mean_snr_db: 15.0}}
-servers:
-  - {name: S1, rtt_ms: 20}
-flows:
-  - {id: f1, server: S1, device: R1}
-  - {id: f2, server: S1, device: R2}
-capture: {mac: true}
-watchdog: {client_slots: 300}
-faults:
-  signals: [{process: client.R2, signal: STOP, at_s: 2.0}]
-"""
+HUNG_CLIENT = small_testbed("hung_client", 8, flows=("", ""), extra="""
+    capture: {mac: true}
+    watchdog: {client_slots: 300}
+    faults:
+      signals: [{process: client.R2, signal: STOP, at_s: 2.0}]
+""")
 
 
 def test_a_stopped_client_fires_the_client_watchdog_and_the_run_fails_naming_it(tmp_path):

@@ -12,22 +12,13 @@ from pathlib import Path
 import pytest
 
 from oppsched.runner import failed_dir, run_experiment
-from helpers import netns_prefix, require_real_testbed, run_cli, write_experiment
+from helpers import netns_prefix, require_real_testbed, run_cli, small_testbed, write_experiment
 
-RESTART = """
-experiment: restart
-kind: testbed
-duration_s: 14
-devices:
-  - {name: R1, channel: {mean_snr_db: 15.0}}
-servers:
-  - {name: S1, rtt_ms: 20}
-flows:
-  - {id: f1, server: S1, device: R1}
-queue: {limit_bytes: 100000}
-traces: {packets: true}
-faults: {apd_restart_at_s: 5.0}
-"""
+RESTART = small_testbed("restart", 14, extra="""
+    queue: {limit_bytes: 100000}
+    traces: {packets: true}
+    faults: {apd_restart_at_s: 5.0}
+""")
 
 
 def _run(tmp: Path, text: str):
@@ -85,19 +76,10 @@ def test_a_killed_and_restarted_apd_is_a_new_session_the_flow_resumes_and_losses
     assert not s["errors"]
 
 
-HANG = """
-experiment: hang
-kind: testbed
-duration_s: 8
-devices:
-  - {name: R1, channel: {mean_snr_db: 15.0}}
-servers:
-  - {name: S1, rtt_ms: 20}
-flows:
-  - {id: f1, server: S1, device: R1}
-watchdog: {slots: 200}
-faults: {phy_freeze_at_s: 2.0}
-"""
+HANG = small_testbed("hang", 8, extra="""
+    watchdog: {slots: 200}
+    faults: {phy_freeze_at_s: 2.0}
+""")
 
 
 def test_a_hung_phy_fires_the_watchdog_and_fails_the_run_saying_so(tmp_path):
@@ -116,22 +98,14 @@ def test_a_hung_phy_fires_the_watchdog_and_fails_the_run_saying_so(tmp_path):
     assert apd["core"]["slots"]["requests"] > 100  # it ran before the PHY hung
 
 
-CHAOS = """
-experiment: chaos
-kind: testbed
-duration_s: 20
-devices:
-  - {name: R1, channel: {mean_snr_db: 15.0}}
-servers:
-  - {name: S1, rtt_ms: 20}
-flows:
-  - {id: f1, server: S1, device: R1, bytes: 300000, repeat: {idle_s: 0.5, count: 6}}
-queue: {limit_bytes: 100000}
-traces: {packets: true}
-faults:
-  chaos: {enabled: true, seed: 3, drop: 0.03, duplicate: 0.03, reorder: 0.03, delay: 0.03,
-          delay_ms: 2.0}
-"""
+CHAOS = small_testbed("chaos", 20, flows=(
+    "bytes: 300000, repeat: {idle_s: 0.5, count: 6}",), extra="""
+    queue: {limit_bytes: 100000}
+    traces: {packets: true}
+    faults:
+      chaos: {enabled: true, seed: 3, drop: 0.03, duplicate: 0.03, reorder: 0.03, delay: 0.03,
+              delay_ms: 2.0}
+""")
 
 
 def test_under_chaos_between_phy_and_daemons_they_survive_counters_add_up_and_tcp_completes(

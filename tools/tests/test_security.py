@@ -19,7 +19,7 @@ zmq = pytest.importorskip("zmq")
 from oppsched import keys, mac  # noqa: E402
 from oppsched.cli import main as cli_main  # noqa: E402
 from oppsched.config import ConfigError  # noqa: E402
-from helpers import needs_root, netns_prefix, require_real_testbed, write_experiment  # noqa: E402
+from helpers import needs_root, netns_prefix, require_real_testbed, small_testbed, write_experiment  # noqa: E402
 from test_apd import APD, bed, stats_after_usr1  # noqa: E402,F401
 
 
@@ -181,22 +181,12 @@ def test_the_curve_uplink_knows_clients_by_key_refuses_strangers_and_counts_forg
 
 # ---- whole runs ----------------------------------------------------------------------------
 
-CURVE_RUN = """
-experiment: curve
-kind: testbed
-duration_s: 8
-devices:
-  - {name: R1, channel: {mean_snr_db: 15.0}}
-  - {name: R2, channel: {mean_snr_db: 15.0}}
-servers:
-  - {name: S1, rtt_ms: 20}
-flows:
-  - {id: f1, server: S1, device: R1, bytes: 200000, repeat: {idle_s: 0.2, count: 3}}
-  - {id: f2, server: S1, device: R2, bytes: 200000, repeat: {idle_s: 0.2, count: 3}}
-queue: {limit_bytes: 100000}
-pdu: {integrity_tag: true}
-security: {curve: true}
-"""
+REPEAT_200K = "bytes: 200000, repeat: {idle_s: 0.2, count: 3}"
+CURVE_RUN = small_testbed("curve", 8, flows=(REPEAT_200K, REPEAT_200K), extra="""
+    queue: {limit_bytes: 100000}
+    pdu: {integrity_tag: true}
+    security: {curve: true}
+""")
 
 
 def _run(tmp: Path, text: str):
@@ -229,21 +219,13 @@ def test_a_run_with_curve_lab_links_and_the_integrity_tag_completes_tcp(tmp_path
     assert not s["errors"]
 
 
-FORGE_RUN = """
-experiment: forge
-kind: testbed
-duration_s: 10
-devices:
-  - {name: R1, channel: {mean_snr_db: 15.0}}
-servers:
-  - {name: S1, rtt_ms: 20}
-flows:
-  - {id: f1, server: S1, device: R1, bytes: 100000, repeat: {idle_s: 0.2, count: 3}}
-queue: {limit_bytes: 100000}
-pdu: {integrity_tag: true}
-faults:
-  chaos: {enabled: true, seed: 5, forge: 0.1}
-"""
+FORGE_RUN = small_testbed("forge", 10, flows=(
+    "bytes: 100000, repeat: {idle_s: 0.2, count: 3}",), extra="""
+    queue: {limit_bytes: 100000}
+    pdu: {integrity_tag: true}
+    faults:
+      chaos: {enabled: true, seed: 5, forge: 0.1}
+""")
 
 
 def test_tbs_forged_over_the_air_are_counted_by_the_tag_and_never_delivered(tmp_path):
