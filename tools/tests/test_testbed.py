@@ -451,6 +451,37 @@ def test_per_direction_totals_sum_goodput_and_take_jain_over_each_direction():
                                                          "goodput_steady_bps": 0.0}
 
 
+def test_a_delay_stage_that_exits_during_the_run_ends_it_naming_the_link(tmp_path):
+    """The runner watches the wired paths' delay stages as it watches the daemons: one that
+    exited (here a real process standing in for it, exit 1 after its last log line) ends the
+    run with an error naming the link, its exit code and the end of its log."""
+    from types import SimpleNamespace
+
+    from oppsched.experiments.testbed.orchestration import _check_links_alive
+    from oppsched.experiments.testbed.programs import TestbedError
+
+    log = tmp_path / "delay-s0.log"
+    log.write_text("oppsched-delay: info: forwarding s0a <-> s0b\n"
+                   "oppsched-delay: error: std::bad_alloc\n")
+    alive = SimpleNamespace(name="s1", proc=SimpleNamespace(
+        popen=subprocess.Popen(["sleep", "30"]), log_tail=lambda: ""))
+    gone = SimpleNamespace(name="s0", proc=SimpleNamespace(
+        popen=subprocess.Popen(["sh", "-c", "exit 1"]),
+        log_tail=lambda: log.read_text().rstrip()))
+    gone.proc.popen.wait()
+    plain = SimpleNamespace(name="s2", proc=None)  # a plain veth: no stage to watch
+    try:
+        _check_links_alive(SimpleNamespace(links=[alive, plain]))  # nothing to say
+        with pytest.raises(TestbedError) as e:
+            _check_links_alive(SimpleNamespace(links=[alive, gone, plain]))
+    finally:
+        alive.proc.popen.kill()
+        alive.proc.popen.wait()
+    msg = str(e.value)
+    assert msg.startswith("wired link s0: oppsched-delay exited with 1 during the run:"), msg
+    assert msg.endswith("oppsched-delay: error: std::bad_alloc"), msg
+
+
 def test_ss_output_gives_bytes_acked_per_peer_port():
     text = ("ESTAB 0 0 10.1.0.1:40970 10.2.0.1:5201\n"
             "\t cubic wscale:10,10 rto:204 bytes_sent:5000 bytes_acked:4001 segs_out:4\n"
