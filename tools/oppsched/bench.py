@@ -499,11 +499,14 @@ CAPACITY_EXPERIMENT = {
 
 
 def capacity_experiment(rate: float, clients: int, duration: float, profile: str = "3ms",
-                        snr_db: float = 25.0, rtt_ms: float = 20.0) -> dict:
+                        snr_db: float = 25.0, rtt_ms: float = 20.0,
+                        rt_priority: int = 20) -> dict:
     """The testbed experiment of one capacity point: `clients` devices at a constant
     `snr_db` (AWGN: the top MCS, the largest TBs, the most decoding work per slot), each with
     one iperf3 bulk flow from its own server (rtt_ms), AP queues of two bandwidth-delay
-    products of the whole link (every queue stays backlogged)."""
+    products of the whole link (every queue stays backlogged). rt_priority > 0: the apd and
+    the clients at SCHED_FIFO rt_priority and the PHY at rt_priority + 10, as a lab runs
+    them (0: normal scheduling)."""
     import copy
 
     from oppsched import daemonconf, mac
@@ -524,6 +527,9 @@ def capacity_experiment(rate: float, clients: int, duration: float, profile: str
     e["flows"] = [{"id": f"f{i + 1}", "server": f"S{i + 1}", "device": f"R{i + 1}"}
                   for i in range(clients)]
     e["queue"]["limit_bytes"] = limit
+    if rt_priority > 0:
+        e["topology"] = {"apd_rt_priority": rt_priority, "client_rt_priority": rt_priority}
+        e["extra"] = {"phy": {"timing": {"rt_priority": rt_priority + 10}}}
     return e
 
 
@@ -609,7 +615,7 @@ class _PhySampler:
 
 
 def capacity_point(rate: float, clients: int, duration: float, out: Path, profile: str,
-                   snr_db: float) -> dict:
+                   snr_db: float, rt_priority: int = 20) -> dict:
     """One run of the capacity bench; its row (late slots, CPU per component, goodput)."""
     import yaml
 
@@ -618,7 +624,8 @@ def capacity_point(rate: float, clients: int, duration: float, out: Path, profil
     out.mkdir(parents=True, exist_ok=True)
     exp = out / "experiment.yaml"
     exp.write_text(yaml.safe_dump(capacity_experiment(rate, clients, duration, profile,
-                                                      snr_db), sort_keys=False))
+                                                      snr_db, rt_priority=rt_priority),
+                                  sort_keys=False))
     _, _, cfg = runner.load_experiment(exp)
     cfg = dict(cfg, variant="")
     rundir = out / "run"
@@ -684,7 +691,8 @@ def capacity_table(rows: list[dict], rates: list[float], duration: float) -> tup
 
 
 def run_capacity_bench(out: str, rates: list[float], clients: list[int], duration: float,
-                       profile: str = "3ms", snr_db: float = 25.0) -> int:
+                       profile: str = "3ms", snr_db: float = 25.0,
+                       rt_priority: int = 20) -> int:
     """For each rate, N = clients in ascending order until the first N with a late slot
     (or a failed run); writes capacity.csv (the largest N per rate), capacity_runs.json
     (every run) and the table in Markdown into `out`."""
@@ -696,7 +704,7 @@ def run_capacity_bench(out: str, rates: list[float], clients: list[int], duratio
             print(f"bench capacity: {rate / 1e6:g} Msps, {n} client(s), {duration:g} s ...",
                   file=sys.stderr, flush=True)
             row = capacity_point(rate, n, duration, outdir / f"{rate / 1e6:g}msps-{n}",
-                                 profile, snr_db)
+                                 profile, snr_db, rt_priority)
             rows.append(row)
             print(f"bench capacity: {rate / 1e6:g} Msps, {n}: late {row.get('late_slots')}"
                   f", goodput {row.get('goodput_bps')}, PHY CPU "

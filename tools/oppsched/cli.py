@@ -83,10 +83,13 @@ def _cmd_bench(a) -> int:
     if a.what == "capacity":  # the sample loopback with real TCP, in real time
         if a.duration <= 0:
             raise ConfigError(f"--duration: {a.duration!r} is not > 0")
+        if not 0 <= a.rt_priority <= 89:
+            raise ConfigError(f"--rt-priority: {a.rt_priority!r} not in [0, 89] (the PHY "
+                              "runs 10 above it)")
         return run_capacity_bench(a.out or "results/bench/capacity",
                                   _parse_list(a.rates, "--rates", float),
                                   _parse_list(a.clients, "--clients", int), a.duration,
-                                  a.profile, a.snr)
+                                  a.profile, a.snr, a.rt_priority)
     if a.what == "phy":  # only the PHY chain bench: --out is the JSON file
         return run_phy_bench(a.out or "results/bench/phy.json", a.min_time, a.build)
     return run_bench(a.build, a.out or "results/bench", a.filter,
@@ -175,6 +178,9 @@ def main(argv=None) -> int:
     b.add_argument("--snr", type=float, default=25.0,
                    help="capacity: every client's AWGN SNR in dB (default %(default)s: the "
                    "top MCS, the most decoding work)")
+    b.add_argument("--rt-priority", type=int, default=20,
+                   help="capacity: SCHED_FIFO of the apd and the clients, the PHY's 10 above "
+                   "(default %(default)s; 0: normal scheduling)")
     b.set_defaults(fn=_cmd_bench)
 
     linkcurves_parsers(sub)  # `linkcurves` and `mcstable`

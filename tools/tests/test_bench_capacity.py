@@ -30,6 +30,11 @@ def test_a_capacity_point_is_a_valid_sample_phy_experiment_with_one_bulk_flow_pe
     assert len({f["server"] for f in cfg["flows"]}) == 4
     # queues of two bandwidth-delay products of the 14 Mb/s link (70 ms): backlogged
     assert cfg["queue"]["limit_bytes"] > 2 * 14e6 * 0.07 / 8 * 0.99
+    # as a lab runs them: the apd and the clients at SCHED_FIFO 20, the PHY at 30
+    assert (cfg["topology"]["apd_rt_priority"], cfg["topology"]["client_rt_priority"]) == (20, 20)
+    assert cfg["extra"]["phy"]["timing"]["rt_priority"] == 30
+    plain = bench.capacity_experiment(5e6, 1, 20.0, rt_priority=0)
+    assert "topology" not in plain and "extra" not in plain
 
 
 def test_threads_are_grouped_by_block_without_the_block_id():
