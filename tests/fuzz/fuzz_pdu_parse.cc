@@ -27,7 +27,8 @@ bool same_float(const std::optional<float>& a, const std::optional<float>& b) {
 
 bool same(const pdu::mac_pdu& a, const pdu::mac_pdu& b) {
     if (a.header.user != b.header.user || a.header.seq != b.header.seq ||
-        !same_float(a.header.price_s, b.header.price_s) || a.segments.size() != b.segments.size())
+        !same_float(a.header.price_s, b.header.price_s) || a.header.session != b.header.session ||
+        a.segments.size() != b.segments.size())
         return false;
     for (std::size_t i = 0; i < a.segments.size(); ++i) {
         const auto &x = a.segments[i], &y = b.segments[i];
@@ -40,7 +41,7 @@ bool same(const pdu::mac_pdu& a, const pdu::mac_pdu& b) {
 
 bool same(const pdu::compact_pdu& a, const pdu::compact_pdu& b) {
     return a.seq == b.seq && same_float(a.price_s, b.price_s) && a.continuation == b.continuation &&
-           a.packets == b.packets;
+           a.packets == b.packets && a.session == b.session;
 }
 
 void check_error(const std::string& e) { FUZZ_CHECK(e.find(": ") != std::string::npos, e.c_str()); }
@@ -54,16 +55,18 @@ void standard(const std::vector<std::uint8_t>& tb) {
         check_error(v.error());
         return;
     }
+    // The CRC, and before it the session trailer when SESSION is set.
+    const std::size_t tail = pdu::kCrcBytes + (v->header.session ? pdu::kSessionBytes : 0);
     std::size_t bytes = pdu::kHeaderBytes;
     for (const pdu::segment_view& s : v->segments) {
         FUZZ_CHECK(s.seg_len >= 1 && std::size_t{s.offset} + s.seg_len <= s.packet_len,
                    "a segment lies inside its packet");
-        FUZZ_CHECK(s.data >= tb.data() + pdu::kHeaderBytes && s.data + s.seg_len <= end - 4,
-                   "a segment view lies inside the TB, before the CRC");
+        FUZZ_CHECK(s.data >= tb.data() + pdu::kHeaderBytes && s.data + s.seg_len <= end - tail,
+                   "a segment view lies inside the TB, before the session and the CRC");
         bytes += pdu::kSegmentHeaderBytes + s.seg_len;
     }
-    FUZZ_CHECK(bytes + v->padding + pdu::kCrcBytes == tb.size(),
-               "header, segments, padding and CRC fill the TB");
+    FUZZ_CHECK(bytes + v->padding + tail == tb.size(),
+               "header, segments, padding, session and CRC fill the TB");
     const expected<std::vector<std::uint8_t>> again = pdu::serialize(p.value(), tb.size());
     FUZZ_CHECK(again.ok(), again.ok() ? "" : again.error().c_str());
     const expected<pdu::mac_pdu> back = pdu::parse(again.value());
@@ -79,7 +82,9 @@ void compact(const std::vector<std::uint8_t>& tb) {
         check_error(v.error());
         return;
     }
-    FUZZ_CHECK(v->header_bytes + v->payload_len == tb.size(), "header and payload fill the TB");
+    const std::size_t trailer = v->session ? pdu::kSessionBytes : 0;
+    FUZZ_CHECK(v->header_bytes + v->payload_len + trailer == tb.size(),
+               "header, payload and the session trailer fill the TB");
     FUZZ_CHECK(v->continuation <= v->payload_len, "the continuation lies inside the payload");
     std::size_t at = v->continuation;
     for (const pdu::compact_packet_view& k : v->packets) {
