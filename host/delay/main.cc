@@ -404,11 +404,11 @@ bool has_cap_ipc_lock() {
 
 // At SCHED_FIFO the stage's pages are locked, so that a page fault never delays a frame.
 // Future pages too (MCL_FUTURE: the frames it holds) only where nothing can refuse them:
-// RLIMIT_MEMLOCK covers both directions' --hold-bytes and kLockSlackBytes
-// (wired.delay_memlock_bytes), is unlimited, or CAP_IPC_LOCK is held. Under a smaller
-// limit (8 MiB by default; the runner gives the stage no CAP_IPC_LOCK) a backlog of held
-// frames would pass it and every allocation after would fail, so only the pages mapped
-// now are locked: a frame held later may take a minor page fault, never a failure.
+// RLIMIT_MEMLOCK covers both directions' --hold-bytes and kLockSlackBytes, is unlimited, or
+// CAP_IPC_LOCK is held. Under a smaller limit (8 MiB by default; the runner gives the stage no
+// CAP_IPC_LOCK) a backlog of held frames would pass it and every allocation after would fail, so
+// only the pages mapped now are locked: a frame held later may take a minor page fault, never a
+// failure.
 void lock_memory(const delay_options& o) {
     rlimit rl{};
     const bool got = getrlimit(RLIMIT_MEMLOCK, &rl) == 0;

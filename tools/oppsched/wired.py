@@ -230,17 +230,6 @@ def netem_commands(ns: str, dev: str, delay_ms: float, rate_bps: float,
     return cmds
 
 
-DELAY_HOLD_BYTES = 64 << 20  # --hold-bytes: what one direction of a stage may hold
-DELAY_LOCK_SLACK = 32 << 20  # the program, its buffers and the allocator's own (main.cc)
-
-
-def delay_memlock_bytes(hold_bytes: int = DELAY_HOLD_BYTES) -> int:
-    """The RLIMIT_MEMLOCK under which a real-time stage locks all it may hold (both
-    directions' --hold-bytes and kLockSlackBytes); under a smaller one it locks only the
-    pages it has at start."""
-    return 2 * hold_bytes + DELAY_LOCK_SLACK
-
-
 def delay_argv(binary: Path, if_a: str, if_b: str, spec: LinkSpec, stats: Path, ready: Path,
                rt_priority: int, seccomp: bool = True) -> list[str]:
     return [str(binary), "--if-a", if_a, "--if-b", if_b,
@@ -250,7 +239,6 @@ def delay_argv(binary: Path, if_a: str, if_b: str, spec: LinkSpec, stats: Path, 
             "--rate-ba-bps", repr(float(spec.rate_ba_bps)),
             "--limit-ab-bytes", str(spec.limit_ab_bytes),
             "--limit-ba-bytes", str(spec.limit_ba_bytes),
-            "--hold-bytes", str(DELAY_HOLD_BYTES),
             "--stats-file", str(stats), "--ready-file", str(ready),
             "--rt-priority", str(rt_priority), "--seccomp", "1" if seccomp else "0"]
 
