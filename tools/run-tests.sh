@@ -19,8 +19,9 @@ jobs=${OPPSCHED_TEST_JOBS:-$(nproc)}
 [ "$jobs" -gt 4 ] && jobs=4
 xdist=()
 [ "$jobs" -gt 1 ] && xdist=(-n "$jobs" --dist loadfile)
-# -rs lists every skipped test with its reason (CI fails on any skip; the summary counts them).
-"$top/.venv/bin/python" -m pytest tools/tests -q -rs -p no:cacheprovider "${xdist[@]}" \
+# -rsfE lists every skipped test with its reason (CI fails on any skip; the summary counts
+# them) and every failed or erroring test by name at the end, where a truncated log shows it.
+"$top/.venv/bin/python" -m pytest tools/tests -q -rsfE -p no:cacheprovider "${xdist[@]}" \
   --durations=15 2>&1 | tee "$build/pytest.log"
 pytest_rc=${PIPESTATUS[0]}
 [ "$pytest_rc" -eq 5 ] && pytest_rc=0   # no tests collected is not a failure of the code
@@ -34,6 +35,7 @@ p_skipped=$(grep -oE '[0-9]+ skipped' <<<"$p_line" | grep -oE '[0-9]+')
 echo "== summary =="
 echo "ctest:  ${c_line:-no result}"
 echo "pytest: ${p_line:-no result}"
+grep -E '^(FAILED|ERROR) ' "$build/pytest.log" | sed 's/^/  /'
 if [ "$ctest_rc" -ne 0 ] || [ "$pytest_rc" -ne 0 ]; then
   echo "TESTS FAILED (ctest exit $ctest_rc, pytest exit $pytest_rc)"
   exit 1

@@ -150,6 +150,13 @@ class FlowPlan:
         return asdict(self)
 
 
+def timed_iperf(p: "FlowPlan | dict") -> bool:
+    """True for an iperf3 flow of -t seconds (not -n bytes, repeated transfers or wrc)."""
+    get = p.get if isinstance(p, dict) else (lambda k: getattr(p, k))
+    return (get("transport") in (None, "tcp") and not get("repeat")
+            and get("nbytes") is None and get("seconds") is not None)
+
+
 def _fmt_s(x: float) -> str:
     return f"{x:g}"
 

@@ -23,6 +23,7 @@ import signal
 import struct
 import subprocess
 import sys
+import time
 import tempfile
 from pathlib import Path
 
@@ -480,6 +481,63 @@ def test_a_delay_stage_that_exits_during_the_run_ends_it_naming_the_link(tmp_pat
     msg = str(e.value)
     assert msg.startswith("wired link s0: oppsched-delay exited with 1 during the run:"), msg
     assert msg.endswith("oppsched-delay: error: std::bad_alloc"), msg
+
+
+def test_a_timed_flow_still_running_after_its_planned_end_is_stopped_there(tmp_path):
+    """A timed iperf3 flow that connected late would run on alone after the others; the
+    runner stops it overrun_s (plus 3 round trips) after its planned end, and records that
+    end. A flow of -n bytes is not timed and keeps the grace deadline (real processes stand
+    in for the senders: one that never ends, one that ends by itself)."""
+    from types import SimpleNamespace
+
+    from oppsched.experiments.testbed.orchestration import ProcTable, _schedule
+
+    procs = ProcTable()
+    ns = SimpleNamespace(name="srv")
+
+    def spawn(_ns, argv, name, role, env=None):
+        popen = subprocess.Popen(argv)
+        procs.add(SimpleNamespace(name=name, pid=popen.pid, popen=popen, ns=ns, argv=argv,
+                                  log_path=None, log_tail=lambda: "",
+                                  stop=lambda t: (popen.kill(), popen.wait())), role)
+
+    def plan(fid, seconds, nbytes):
+        return flows.FlowPlan(id=fid, server="s0", server_index=0, device="D1",
+                              device_index=0, family="ipv4", dst_addr="10.9.0.1", port=5201,
+                              start_s=0.0, seconds=seconds, nbytes=nbytes, cc="reno",
+                              parallel=1, interval_s=0.5)
+
+    late, sized = plan("late", 1, None), plan("sized", None, 1000)
+    late.sender_argv = lambda rundir: ["sleep", "60"]
+    sized.sender_argv = lambda rundir: ["sh", "-c", "sleep 2.5"]
+    cfg = {"duration_s": 1.0, "servers": [{"rtt_ms": 0.0}],
+           "timeouts": {"grace_s": 30.0, "overrun_s": 0.5}}
+    tb = SimpleNamespace(servers=[SimpleNamespace(ns=ns)], clients=[], links=[])
+    _schedule(cfg, tb, [late, sized], procs, [], tmp_path, time.monotonic(),
+              lambda *a: None, spawn)
+    assert late.extra["planned_end_s"] == 1.0
+    assert late.extra["stopped"].startswith("still running 0.5 s after its planned end")
+    assert late.ended_at_s >= 1.5 and late.ended_at_s < sized.ended_at_s
+    assert procs.rows["iperf3-s.late"]["exit_code"] == -signal.SIGINT
+    assert "stopped" not in sized.extra and sized.exit_code == 0
+
+
+def test_a_stopped_timed_flow_counts_what_its_receiver_got_by_the_planned_end(tmp_path):
+    """The receiver's intervals count from its own (late) start and end when the runner
+    stopped the sender: the planned end lies (ended_at_s - planned_end_s) before its last
+    interval's end, and the interval across it counts pro rata."""
+    rcv = tmp_path / "flow.f.receiver.json"
+    rcv.write_text(json.dumps({"intervals": [
+        {"sum": {"start": k, "end": k + 1.0, "seconds": 1.0, "bytes": 100 * (k + 1),
+                 "bits_per_second": 800.0 * (k + 1)}} for k in range(10)]}))
+    plan = {"seconds": 20, "ended_at_s": 23.0,
+            "extra": {"stopped": "still running", "planned_end_s": 20.5}}
+    # last end 10 s; planned end 2.5 s before it: intervals ending by 7 s, half of the 8th
+    assert analysis._bytes_by_planned_end(rcv, plan) == sum(range(100, 800, 100)) + 400
+    plan["extra"]["planned_end_s"] = 13.0  # long before the receiver began: nothing
+    assert analysis._bytes_by_planned_end(rcv, plan) == 0
+    assert analysis._bytes_by_planned_end(rcv, {**plan, "extra": {}}) is None  # not stopped
+    assert analysis._bytes_by_planned_end(tmp_path / "missing.json", plan) is None
 
 
 def test_ss_output_gives_bytes_acked_per_peer_port():

@@ -96,6 +96,28 @@ def _queue_delays_from_packets(rundir: Path, n_users: int,
     return out
 
 
+def _bytes_by_planned_end(receiver_json: Path, plan: dict) -> int | None:
+    """Bytes a stopped timed flow's receiver got by the flow's planned end, or None where
+    the runner did not stop it (or its receiver reported no intervals). The receiver's
+    intervals count from its own test start, which a late connection delays; its last
+    interval ends when the runner stopped the sender (ended_at_s), so the planned end lies
+    (ended_at_s - planned_end_s) before it. An interval across that instant counts pro
+    rata."""
+    extra = plan.get("extra") or {}
+    if not extra.get("stopped") or extra.get("planned_end_s") is None \
+            or plan.get("ended_at_s") is None or not plan.get("seconds"):
+        return None
+    iv = intervals(receiver_json)
+    if iv.empty:
+        return None
+    cut = float(iv["t_s"].max()) - max(0.0, plan["ended_at_s"] - extra["planned_end_s"])
+    start = iv["t_s"] - iv["seconds"]
+    whole = iv[iv["t_s"] <= cut]["bytes"].sum()
+    part = iv[(start < cut) & (iv["t_s"] > cut)]
+    frac = ((cut - start[part.index]) / part["seconds"]).clip(0.0, 1.0)
+    return int(whole + (part["bytes"] * frac).sum())
+
+
 def aqm_counts(apd_stats) -> dict:
     """Per AP queue, what its AQM saw (the apd's core.aqm.<queue> counters): packets
     offered, dropped and ECN-marked, with the loss and mark ratios over the packets
@@ -155,7 +177,17 @@ def analyze(outdir: Path) -> dict:
         # backoff, and never wrote its result) is charged its whole planned time, not only
         # the seconds its receiver reported before the stall.
         planned = plan.get("seconds")
-        if (snd["goodput_source"] == "receiver" and plan.get("nbytes") is None and planned
+        by_end = _bytes_by_planned_end(rundir / f"flow.{f['id']}.receiver.json", plan)
+        if by_end is not None:
+            # A timed flow the runner stopped after its planned end (it connected late, or
+            # its sender stalled): what its receiver got by the planned end, over the
+            # planned seconds. What it carried later, alone after the others had ended, is
+            # not the contention the run measures.
+            snd["goodput_bps"] = 8.0 * by_end / float(planned)
+            snd["bytes_received"] = by_end
+            snd["seconds"] = float(planned)
+            snd["goodput_source"] = "receiver_by_planned_end"
+        elif (snd["goodput_source"] == "receiver" and plan.get("nbytes") is None and planned
                 and snd["seconds"] and planned > snd["seconds"] and snd["bytes_received"]):
             snd["goodput_bps"] = 8.0 * snd["bytes_received"] / float(planned)
             snd["seconds"] = float(planned)

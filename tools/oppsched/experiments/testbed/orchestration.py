@@ -29,7 +29,7 @@ from oppsched.experiments.testbed.schema import check
 from oppsched.experiments.testbed.traces import PARTIAL, recover_all
 from oppsched.experiments.testbed.topology import (daemon_users, flow_plans, tcp_override_sysctls,
                                                    testbed_topology, write_wrc_configs)
-from oppsched.flows import FlowPlan, parse_ss_bytes_acked
+from oppsched.flows import FlowPlan, parse_ss_bytes_acked, timed_iperf
 from oppsched.netns import (TCPDUMP_BOUNDING, RunUser, RunView, fifo_allowed, hand_back,
                             invoking_user, new_run_id, wait_for)
 from oppsched.paths import write_atomic
@@ -657,11 +657,17 @@ def _schedule(cfg, tb, plans, procs: ProcTable, daemons, rundir, t0, progress, s
     """Starts each flow at t0 + start_s (the iperf3 sender or oppsched-wrc send in the
     server's namespace, an upstream flow's iperf3 sender in the device's, or the transfer
     client in the device's), watches the daemons, reports progress, and returns when every
-    flow has ended (or duration_s + grace_s has passed)."""
+    flow has ended (or duration_s + grace_s has passed). A timed iperf3 flow still running
+    timeouts.overrun_s (plus 3 round trips) after its planned end is stopped there: one that
+    connected late would otherwise go on alone after the others, and its figures would not
+    be those of the contention the run is about (analysis.py measures it up to its planned
+    end)."""
     if t0_ns is None:
         t0_ns = int(t0 * 1e9)
     dur = cfg["duration_s"]
-    grace = cfg["timeouts"]["grace_s"] + 3 * max(s["rtt_ms"] for s in cfg["servers"]) / 1e3
+    rtts = 3 * max(s["rtt_ms"] for s in cfg["servers"]) / 1e3
+    grace = cfg["timeouts"]["grace_s"] + rtts
+    overrun = cfg["timeouts"]["overrun_s"] + rtts
     pending = sorted(plans, key=lambda p: p.start_s)
     running: list[FlowPlan] = []
     every = max(1.0, min(5.0, dur / 10.0))
@@ -690,6 +696,14 @@ def _schedule(cfg, tb, plans, procs: ProcTable, daemons, rundir, t0, progress, s
                 p.ended_at_s = time.monotonic() - t0
                 p.exit_code = procs.rows[p.starter_name]["exit_code"]
                 running.remove(p)
+            elif timed_iperf(p) and now >= p.start_s + p.seconds + overrun:
+                procs.stop(p.starter_name, 3.0, signal.SIGINT)
+                p.ended_at_s = time.monotonic() - t0
+                p.exit_code = procs.rows[p.starter_name]["exit_code"]
+                p.extra["stopped"] = (f"still running {overrun:.1f} s after its planned end "
+                                      f"({p.start_s + p.seconds:g} s)")
+                p.extra["planned_end_s"] = p.start_s + p.seconds
+                running.remove(p)
         if tick is not None:
             tick(now)
         procs.check_alive(daemons)
@@ -703,6 +717,8 @@ def _schedule(cfg, tb, plans, procs: ProcTable, daemons, rundir, t0, progress, s
                 p.ended_at_s = time.monotonic() - t0
                 p.exit_code = procs.rows[p.starter_name]["exit_code"]
                 p.extra["stopped"] = f"still running {grace:.0f} s after duration_s"
+                if timed_iperf(p):
+                    p.extra["planned_end_s"] = p.start_s + p.seconds
             break
         if now >= next_report:
             try:

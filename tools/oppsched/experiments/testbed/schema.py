@@ -413,6 +413,11 @@ SCHEMA = {
     "timeouts": {
         "startup_s": Field(float, 30.0, min=1.0, doc="daemons and radio ready"),
         "grace_s": Field(float, 15.0, min=1.0, doc="after duration_s, for flows to end"),
+        "overrun_s": Field(float, 3.0, min=0.5, max=3600.0,
+                           doc="a timed flow (iperf3 -t) still running this long (plus 3 "
+                               "round trips) after its planned end, e.g. one that connected "
+                               "late, is stopped; its goodput counts only what its receiver "
+                               "got by the planned end"),
     },
     "watchdog": {
         "slots": Field(int, 1000, min=0, max=10_000_000,
