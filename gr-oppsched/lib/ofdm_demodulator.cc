@@ -153,6 +153,27 @@ void ofdm_demodulator::demodulate(const gr_complex* slot, size_t n, ofdm_demod_r
     out.valid = true;
 }
 
+void ofdm_demodulator::complete_payload(const gr_complex* slot, size_t n, ofdm_demod_result& out) {
+    const numerology& num = geometry();
+    const int n_sym = num.data_symbols();
+    if (!d_ready || !out.valid || d_nsym >= n_sym || slot == nullptr ||
+        n < static_cast<size_t>(num.slot_samples()))
+        return;
+    const size_t K = d_occ_bins.size();
+    const size_t n_pay = static_cast<size_t>(num.payload_resource_elements());
+    out.payload.assign(n_pay, gr_complex(0.0f, 0.0f));
+    out.payload_nvar.assign(n_pay, max_noise_var);
+    out.phase.assign(static_cast<size_t>(n_sym), 0.0f);
+    out.gain.assign(static_cast<size_t>(n_sym), gr_complex(1.0f, 0.0f));
+    d_Y.resize(static_cast<size_t>(n_sym) * K);  // keeps the symbols FFT'd so far
+    for (int s = d_nsym; s < n_sym; ++s)
+        fft_at(slot + num.symbol_offset(s) + num.params().cp_len,
+               d_Y.data() + static_cast<size_t>(s) * K);
+    track(n_sym, d_n0);
+    equalise(out, n_sym, d_n0);
+    d_nsym = n_sym;
+}
+
 bool ofdm_demodulator::finish_channel(ofdm_demod_result& out) {
     const size_t K = d_occ_bins.size();
     // Subcarriers whose estimate is 60 dB below the mean carry nothing usable.

@@ -137,10 +137,21 @@ const slot_reception& slot_receiver::receive(const slot_detection& det,
                                              bool fresh_harq) {
     d_rec = slot_reception{};
     ++d_stats.detected;
-    d_demod.demodulate(det.samples.data(), det.samples.size(), d_res, true);
+    // The header first (LTF, SNR, header symbols): most slots are addressed to another
+    // user, and their payload symbols need no FFT. The whole slot, exactly as if
+    // demodulated at once, for one addressed to us and for a header that failed (the gain
+    // tracking over all symbols may still decode it).
+    const gr_complex* x = det.samples.data();
+    const std::size_t nx = det.samples.size();
+    d_demod.demodulate(x, nx, d_res, false);
     if (!d_res.valid) {
         ++d_stats.invalid;
         return d_rec;
+    }
+    auto h = d_hdr.decode(d_res.header.data(), d_res.header_nvar.data(), d_res.header.size());
+    if (!h || (h->user == d_user && h->tb_bytes > 0)) {
+        d_demod.complete_payload(x, nx, d_res);
+        h = d_hdr.decode(d_res.header.data(), d_res.header_nvar.data(), d_res.header.size());
     }
     d_rec.valid = true;
     auto& r = d_rec.report;
@@ -149,8 +160,6 @@ const slot_reception& slot_receiver::receive(const slot_detection& det,
     r.snr_db = d_res.snr.snr_db;
     r.effective_snr_db = d_res.snr.effective_snr_db;
     r.cqi = d_res.snr.cqi;
-
-    auto h = d_hdr.decode(d_res.header.data(), d_res.header_nvar.data(), d_res.header.size());
     if (h) {
         ++d_stats.headers_ok;
         d_rec.header = h.value();

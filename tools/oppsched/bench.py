@@ -692,10 +692,11 @@ def capacity_table(rows: list[dict], rates: list[float], duration: float) -> tup
 
 def run_capacity_bench(out: str, rates: list[float], clients: list[int], duration: float,
                        profile: str = "3ms", snr_db: float = 25.0,
-                       rt_priority: int = 20) -> int:
+                       rt_priority: int = 20, keep_going: bool = False) -> int:
     """For each rate, N = clients in ascending order until the first N with a late slot
-    (or a failed run); writes capacity.csv (the largest N per rate), capacity_runs.json
-    (every run) and the table in Markdown into `out`."""
+    (or a failed run; with keep_going every N, for the CPU each client adds); writes
+    capacity.csv (the largest N per rate), capacity_runs.json (every run) and the table in
+    Markdown into `out`."""
     outdir = Path(out)
     outdir.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -710,7 +711,7 @@ def run_capacity_bench(out: str, rates: list[float], clients: list[int], duratio
                   f", goodput {row.get('goodput_bps')}, PHY CPU "
                   f"{row.get('phy_cpu_total_cores')}, error {row.get('error')}",
                   file=sys.stderr, flush=True)
-            if not row["ok"]:
+            if not row["ok"] and not keep_going:
                 break
     csv, md = capacity_table(rows, rates, duration)
     (outdir / "capacity.csv").write_text(csv)

@@ -89,7 +89,7 @@ def _cmd_bench(a) -> int:
         return run_capacity_bench(a.out or "results/bench/capacity",
                                   _parse_list(a.rates, "--rates", float),
                                   _parse_list(a.clients, "--clients", int), a.duration,
-                                  a.profile, a.snr, a.rt_priority)
+                                  a.profile, a.snr, a.rt_priority, a.keep_going)
     if a.what == "phy":  # only the PHY chain bench: --out is the JSON file
         return run_phy_bench(a.out or "results/bench/phy.json", a.min_time, a.build)
     return run_bench(a.build, a.out or "results/bench", a.filter,
@@ -181,6 +181,9 @@ def main(argv=None) -> int:
     b.add_argument("--rt-priority", type=int, default=20,
                    help="capacity: SCHED_FIFO of the apd and the clients, the PHY's 10 above "
                    "(default %(default)s; 0: normal scheduling)")
+    b.add_argument("--keep-going", action="store_true",
+                   help="capacity: run every client count, also after one with a late slot "
+                   "(the table's rows then show what each further client costs)")
     b.set_defaults(fn=_cmd_bench)
 
     linkcurves_parsers(sub)  # `linkcurves` and `mcstable`

@@ -62,3 +62,23 @@ def test_the_table_gives_the_largest_n_that_held_per_rate():
     assert csv.splitlines()[1:] == ["1e+06,2,20", "5e+06,0,20"]
     assert "| 1 Msps | 2 |" in md and "| 5 Msps | 0 |" in md
     assert "| 1 Msps | 4 | 3 / 0 / 1000 |" in md
+
+
+@pytest.mark.parametrize("keep_going, expect", [(False, [1]), (True, [1, 2, 4])])
+def test_the_client_counts_stop_at_the_first_late_slot_unless_told_to_keep_going(
+        tmp_path, monkeypatch, keep_going, expect):
+    ran = []
+
+    def point(rate, n, duration, out, profile, snr_db, rt_priority):
+        ran.append(n)
+        return {"sample_rate": rate, "clients": n, "late_slots": 5, "overruns": 0,
+                "slots": 1000, "ok": False, "error": None, "phy_cpu_cores": {"slot_rx": 0.5},
+                "phy_cpu_total_cores": 0.5, "goodput_bps": 1e6, "mac_bps": 1.1e6,
+                "goodput_per_mac": 0.91, "load_average_1m_start": 1.0,
+                "load_average_1m_end": 1.0}
+
+    monkeypatch.setattr(bench, "capacity_point", point)
+    assert bench.run_capacity_bench(str(tmp_path), [5e6], [4, 1, 2], 1.0,
+                                    keep_going=keep_going) == 0
+    assert ran == expect
+    assert (tmp_path / "capacity.csv").read_text().splitlines()[1] == "5e+06,0,1"

@@ -496,7 +496,10 @@ def test_a_timed_flow_still_running_after_its_planned_end_is_stopped_there(tmp_p
     ns = SimpleNamespace(name="srv")
 
     def spawn(_ns, argv, name, role, env=None):
-        popen = subprocess.Popen(argv)
+        # SIGINT as iperf3 takes it (its own handler), also where the tests run in the
+        # background of a shell, which leaves SIGINT ignored for its children.
+        popen = subprocess.Popen(argv, preexec_fn=lambda: signal.signal(signal.SIGINT,
+                                                                        signal.SIG_DFL))
         procs.add(SimpleNamespace(name=name, pid=popen.pid, popen=popen, ns=ns, argv=argv,
                                   log_path=None, log_tail=lambda: "",
                                   stop=lambda t: (popen.kill(), popen.wait())), role)

@@ -74,6 +74,22 @@ static void BM_OfdmDemodulator(benchmark::State& state) {
 }
 BENCHMARK(BM_OfdmDemodulator);
 
+// One slot of the 3ms profile at 5 Msps, demodulated whole (arg 1) or only as far as the
+// header (arg 0: what a receiver needs for a slot addressed to another user).
+static void BM_OfdmDemodulator3ms(benchmark::State& state) {
+    const auto num = numerology::profile("3ms", 5e6);
+    const auto rx = rx_stream(num, 1);
+    ofdm_demodulator dem(num);
+    ofdm_demod_result r;
+    const bool payload = state.range(0) != 0;
+    for (auto _ : state) {
+        dem.demodulate(rx.data(), rx.size(), r, payload);
+        benchmark::DoNotOptimize(r.header.data());
+    }
+    state.SetItemsProcessed(state.iterations() * num.slot_samples());
+}
+BENCHMARK(BM_OfdmDemodulator3ms)->Arg(0)->Arg(1);
+
 // Continuous stream (every slot occupied, the worst case): sync + demod of every slot.
 static void BM_SyncDemod(benchmark::State& state) {
     const auto num = numerology::profile("evdo", 1e6);

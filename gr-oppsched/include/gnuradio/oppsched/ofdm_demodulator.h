@@ -92,6 +92,19 @@ class OPPSCHED_API ofdm_demodulator final {
     ofdm_demod_result demodulate(const std::vector<gr_complex>& slot, bool payload = true);
 
     /*!
+     * \brief Finish a header-only demodulate(slot, n, out, false) as the whole slot: FFT
+     * the payload symbols, then redo the gain tracking and equalisation over every symbol.
+     * `out` (header and payload REs, gain, phase) is then bit for bit what
+     * demodulate(slot, n, out, true) gives, without estimating the SNR a second time (its
+     * noise average moves once per slot). A receiver demodulates the header alone, and
+     * the rest only for a slot addressed to it (or whose header failed).
+     * No-op when the last demodulate() was invalid or already had the payload.
+     * \param slot, n the samples given to that demodulate()
+     * \param out     its result
+     */
+    void complete_payload(const gr_complex* slot, size_t n, ofdm_demod_result& out);
+
+    /*!
      * \brief Header-aided channel estimation (step 6): re-estimate the channel with the
      * LTF and the header symbols as training, then redo the smoothing, gain tracking,
      * equalisation and noise variances of `out` (header and payload REs, channel, gain,
