@@ -4,6 +4,7 @@
 // carries.
 #include <benchmark/benchmark.h>
 #include <gnuradio/oppsched/channel_emulator.h>
+#include <gnuradio/oppsched/gaussian_noise.h>
 #include <gnuradio/oppsched/ofdm_demodulator.h>
 #include <gnuradio/oppsched/ofdm_modulator.h>
 #include <gnuradio/oppsched/slot_sync.h>
@@ -154,3 +155,21 @@ static void BM_EmulatorPerUser(benchmark::State& state) {
     state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * x.size() * users));
 }
 BENCHMARK(BM_EmulatorPerUser)->Args({0, 1})->Args({1, 1})->Args({2, 1})->Args({0, 4});
+
+// The emulator's noise: fill() (the generator inlined, its state in registers) against
+// one normal() call per deviate. Items = real deviates.
+static void BM_GaussianNoise(benchmark::State& state) {
+    gaussian_generator g(9);
+    std::vector<float> out(4096);
+    const bool fill = state.range(0) != 0;
+    for (auto _ : state) {
+        if (fill) {
+            g.fill(out.data(), out.size(), 0.5f);
+        } else {
+            for (auto& v : out) v = 0.5f * g.normal();
+        }
+        benchmark::DoNotOptimize(out.data());
+    }
+    state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * out.size()));
+}
+BENCHMARK(BM_GaussianNoise)->Arg(0)->Arg(1);

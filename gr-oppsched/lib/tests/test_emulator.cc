@@ -469,3 +469,25 @@ TEST(GaussianNoise, ziggurat_output_is_standard_normal) {
     EXPECT_EQ(a.normal(), b.normal());
     EXPECT_NE(a.normal(), c.normal());
 }
+
+// fill() is normal() with the generator's state kept in registers: the same deviates, bit
+// for bit, and the same state after it (over enough draws to take the tail and the
+// wedges' slow path many times, and split at odd lengths).
+TEST(GaussianNoise, fill_gives_the_same_deviates_as_normal_bit_for_bit) {
+    gaussian_generator a(77), b(77);
+    std::vector<float> got(100003);
+    size_t done = 0;
+    for (size_t len : {1u, 2u, 4095u, 50000u, 45905u}) {
+        a.fill(got.data() + done, len, 0.37f);
+        done += len;
+    }
+    ASSERT_EQ(done, got.size());
+    size_t slow = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+        const float v = b.normal();
+        ASSERT_EQ(got[i], 0.37f * v) << "deviate " << i;
+        slow += std::abs(v) > 3.0f;
+    }
+    EXPECT_GT(slow, 100u);  // the tail (|x| > 3.44) and the outer wedges were taken
+    EXPECT_EQ(a.next_u64(), b.next_u64());
+}
