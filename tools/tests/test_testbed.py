@@ -1012,6 +1012,21 @@ def _tcp_checksum_statuses(pcap_path: Path) -> dict[str, int]:
     return counts
 
 
+def _bad_checksum_frames(pcap_path: Path) -> str:
+    """The frames with a bad TCP checksum, one line each (number, time, addresses, ports,
+    raw sequence number, length, flags, checksum, frame and captured length): what a
+    failure needs to be traced."""
+    fields = ["frame.number", "frame.time_relative", "ip.src", "ipv6.src", "ip.dst",
+              "ipv6.dst", "tcp.srcport", "tcp.dstport", "tcp.seq_raw", "tcp.len",
+              "tcp.flags.str", "tcp.checksum", "frame.len",
+              "frame.cap_len"]
+    r = subprocess.run(["tshark", "-n", "-r", str(pcap_path), "-o", "tcp.check_checksum:TRUE",
+                        "-Y", 'tcp.checksum.status == "Bad"', "-T", "fields",
+                        *[a for f in fields for a in ("-e", f)]],
+                       capture_output=True, text=True, timeout=120)
+    return " | ".join(fields) + "\n" + r.stdout + r.stderr[-300:]
+
+
 def test_every_pcap_of_a_run_has_only_valid_tcp_checksums(clamp_run):
     # The senders' frames are captured where they leave: with TX checksum offload left on
     # the veth, they would carry only the pseudo-header sum (Wireshark's "TCP CHECKSUM
@@ -1022,7 +1037,8 @@ def test_every_pcap_of_a_run_has_only_valid_tcp_checksums(clamp_run):
     assert {p.name for p in pcaps} >= {"wired.S1.pcap", "client.R1.pcap", "ap.pcap"}
     for p in pcaps:
         counts = _tcp_checksum_statuses(p)
-        assert counts.get("Bad", 0) == 0, (p.name, counts)
+        assert counts.get("Bad", 0) == 0, (p.name, counts, _bad_checksum_frames(p),
+                                           sorted(x.name for x in out.glob("*.stats.json")))
         # whole segments (snaplen 2000): each is checked, data and ACKs, IPv4 and IPv6
         assert counts.get("Good", 0) > 500 and counts.get("Unverified", 0) == 0, (p.name, counts)
         # the display filter a Wireshark user would type finds nothing either
