@@ -401,3 +401,80 @@ def test_sweep_table_has_jitter_and_rtt_means_over_users_and_flows_that_report_t
     assert row["median_slot_gap_cov"] == pytest.approx(1.5)
     assert row["mean_rtt_ms"] == pytest.approx(200.0)
     assert "mean_slot_gap_cov" not in sweep.flatten_summary({"flows": [], "users": []})
+
+
+# A sweep of --jobs 2 in its own process, each point a stand-in run that marks its start and
+# how it ended, and otherwise waits a minute.
+_SLOW_SWEEP = """
+import os, sys, time
+from pathlib import Path
+from oppsched import sweep
+from oppsched.experiments import macsim
+
+marks = Path(sys.argv[2])
+
+def slow(cfg, d, pr):
+    me = marks / f"{os.getpid()}-{time.monotonic_ns()}"
+    me.with_suffix(".started").touch()
+    try:
+        time.sleep(60)
+    except BaseException as e:
+        me.with_suffix("." + type(e).__name__).touch()
+        raise
+
+macsim.run = slow
+try:
+    sweep.run_sweep(sys.argv[1], sys.argv[3], jobs=2)
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+
+
+def _start_slow_sweep(tmp_path):
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    script = tmp_path / "slow_sweep.py"
+    script.write_text(_SLOW_SWEEP)
+    proc = subprocess.Popen([sys.executable, str(script), str(write(tmp_path)), str(marks),
+                             str(tmp_path / "out")], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while len(list(marks.glob("*.started"))) < 2:
+        assert proc.poll() is None, proc.stderr.read()
+        assert time.monotonic() < deadline, "the two workers never started their points"
+        time.sleep(0.05)
+    workers = {int(m.name.split("-")[0]) for m in marks.glob("*.started")}
+    assert len(workers) == 2
+    return proc, marks, workers
+
+
+def _gone(pids, within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        alive = [p for p in pids if Path(f"/proc/{p}").exists()
+                 and Path(f"/proc/{p}/stat").read_text().split()[2] != "Z"]
+        if not alive:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_sigterm_stops_a_parallel_sweep_its_running_points_and_starts_no_other(tmp_path):
+    proc, marks, workers = _start_slow_sweep(tmp_path)
+    proc.send_signal(subprocess.signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    # both points in progress were interrupted (as Ctrl-C interrupts a run: it tears down),
+    # none of the other ten started, and the workers are gone with the sweep
+    assert len(list(marks.glob("*.started"))) == 2
+    assert len(list(marks.glob("*.KeyboardInterrupt"))) == 2
+    assert _gone(workers, 10)
+    assert "interrupted; 0 of 12 runs are done and kept; the same command resumes" in err
+    assert not list((tmp_path / "out").glob("points/*/*/*/summary.json"))
+
+
+def test_the_workers_of_a_killed_parallel_sweep_do_not_go_on_running_its_points(tmp_path):
+    proc, marks, workers = _start_slow_sweep(tmp_path)
+    proc.kill()  # SIGKILL: no handler runs in the sweep's process
+    proc.communicate(timeout=30)
+    assert _gone(workers, 10), "a worker outlived the sweep"
+    assert len(list(marks.glob("*.started"))) == 2
