@@ -224,26 +224,30 @@ def _run_variants_side_by_side(mod, todo, jobs: int) -> list:
     """Runs the variants `jobs` at a time, each in a forked process (runs are built to
     coexist: namespaces and owner files are per run). Every run is waited for; the first
     failure (in the variants' order) is raised after the others have ended."""
-    from concurrent.futures import ProcessPoolExecutor
-    from multiprocessing import get_context
+    from oppsched.forkpool import run_forked
 
     kind = todo[0][1]["kind"]
     print(f"oppsched: {len(todo)} runs, {min(jobs, len(todo))} at a time: "
           + ", ".join(label for label, _, _ in todo), file=sys.stderr)
     t0 = time.monotonic()
-    with ProcessPoolExecutor(max_workers=min(jobs, len(todo)),
-                             mp_context=get_context("fork")) as ex:
-        futs = [ex.submit(_variant_worker, kind, label, cfg, str(rundir))
-                for label, cfg, rundir in todo]
-        results, first_exc = [], None
-        for (label, _cfg, rundir), fut in zip(todo, futs):
-            try:
-                results.append((label, fut.result(), rundir))
-                print(f"oppsched: run {label} done ({time.monotonic() - t0:.0f} s)",
-                      file=sys.stderr)
-            except BaseException as exc:  # noqa: BLE001 -- re-raised below, after the rest
-                print(f"oppsched: run {label} failed: {exc}", file=sys.stderr)
-                first_exc = first_exc or exc
+    ended: dict = {}
+
+    def finished(label, result, exc):
+        ended[label] = (result, exc)
+        if exc is None:
+            print(f"oppsched: run {label} done ({time.monotonic() - t0:.0f} s)", file=sys.stderr)
+        else:
+            print(f"oppsched: run {label} failed: {exc}", file=sys.stderr)
+
+    run_forked(((label, _variant_worker, (kind, label, cfg, str(rundir)))
+                for label, cfg, rundir in todo), min(jobs, len(todo)), finished)
+    results, first_exc = [], None
+    for label, _cfg, rundir in todo:  # in the variants' order
+        result, exc = ended[label]
+        if exc is None:
+            results.append((label, result, rundir))
+        else:
+            first_exc = first_exc or exc
     if first_exc is not None:
         raise first_exc
     return results

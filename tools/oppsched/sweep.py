@@ -18,7 +18,6 @@ point per testbed machine at a time (worker resource `testbed=1`).
 
 from __future__ import annotations
 
-import ctypes
 import html
 import io
 import json
@@ -26,21 +25,18 @@ import math
 import os
 import re
 import shutil
-import signal
 import socket
 import sys
 import tarfile
 import tempfile
-import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
+from oppsched.forkpool import run_forked
 from oppsched.paths import write_atomic
 from oppsched import runner, sweepspec
 from oppsched.config import ConfigError
@@ -180,34 +176,8 @@ def _hms(s: float) -> str:
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
 
 
-_PR_SET_PDEATHSIG = 1
-
-
-def _local_worker_init(parent: int) -> None:
-    """A local worker dies with its sweep: SIGTERM when the sweep's process goes, however it
-    goes (the run in progress turns SIGTERM into its teardown, netns.Session)."""
-    for sig in (signal.SIGTERM, signal.SIGHUP):  # not the sweep's handlers, inherited by fork
-        signal.signal(sig, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
-    if os.getppid() != parent:  # the sweep died before PDEATHSIG was armed
-        os.kill(os.getpid(), signal.SIGTERM)
-
-
 def _local_worker(cfg: dict, rundir: str) -> None:
     run_point(cfg, Path(rundir))
-
-
-def _interrupt_on_termination():
-    """While the local pool runs, SIGTERM and SIGHUP stop the sweep as Ctrl-C does (without
-    this the sweep's process would die at once and leave its workers running their points).
-    Returns the previous handlers."""
-    def on_signal(signum, _frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-    return {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGHUP)}
 
 
 def _run_local(todo, outdir: Path, progress: Progress, jobs: int, failures: list) -> None:
@@ -220,44 +190,14 @@ def _run_local(todo, outdir: Path, progress: Progress, jobs: int, failures: list
                 failures.append((p.rel, f"{type(exc).__name__}: {exc}"))
                 progress.finished(p.rel, False)
         return
-    old = _interrupt_on_termination()
-    ex = ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("fork"),
-                             initializer=_local_worker_init, initargs=(os.getpid(),))
-    # At most `jobs` points are handed to the pool at a time (the pool would queue more
-    # ahead, where they can no longer be cancelled).
-    queue, pending = list(todo), {}
-    try:
-        while queue or pending:
-            while queue and len(pending) < jobs:
-                p = queue.pop(0)
-                pending[ex.submit(_local_worker, p.config, str(outdir / "points" / p.rel))] = p
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in done:
-                p = pending.pop(fut)
-                exc = fut.exception()
-                if exc is not None:
-                    failures.append((p.rel, f"{type(exc).__name__}: {exc}"))
-                progress.finished(p.rel, exc is None)
-    except KeyboardInterrupt:
-        # No further point starts; the points in progress stop now (SIGINT: each run tears
-        # down its namespaces and leaves no folder, so the same command runs them again).
-        for proc in list((getattr(ex, "_processes", None) or {}).values()):
-            try:
-                os.kill(proc.pid, signal.SIGINT)
-            except ProcessLookupError:
-                pass
-        raise
-    finally:
-        # Waits for the workers to finish tearing down (a second signal must not cut it short).
-        if old:
-            old[signal.SIGINT] = signal.getsignal(signal.SIGINT)
-            for sig in old:
-                signal.signal(sig, signal.SIG_IGN)
-        try:
-            ex.shutdown(wait=True, cancel_futures=True)
-        finally:
-            for sig, h in old.items():
-                signal.signal(sig, h)
+
+    def finished(rel, _result, exc):
+        if exc is not None:
+            failures.append((rel, f"{type(exc).__name__}: {exc}"))
+        progress.finished(rel, exc is None)
+
+    run_forked(((p.rel, _local_worker, (p.config, str(outdir / "points" / p.rel))) for p in todo),
+               jobs, finished)
 
 
 def _run_cluster(todo, outdir: Path, progress: Progress, address: str, failures: list) -> None:
