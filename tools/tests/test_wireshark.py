@@ -63,12 +63,12 @@ def tshark(pcap: Path, *args: str) -> list[list[str]]:
 
 
 def fields(pcap: Path, *names: str, flt: str | None = None) -> list[list[str]]:
-    """-T fields of `names` (all occurrences, comma-separated); "-o", "PREF" pairs among
-    the names are passed on as options."""
+    """-T fields of `names` (all occurrences, comma-separated); "-o", "PREF" pairs and other
+    options ("-2") among the names are passed on as options."""
     args = ["-T", "fields", "-E", "occurrence=a", "-E", "aggregator=,"]
     it = iter(names)
     for n in it:
-        args += ["-o", next(it)] if n == "-o" else ["-e", n]
+        args += ["-o", next(it)] if n == "-o" else [n] if n.startswith("-") else ["-e", n]
     if flt:
         args += ["-Y", flt]
     return tshark(pcap, *args)
@@ -152,6 +152,67 @@ def test_the_compact_format_hands_on_complete_packets_and_shows_the_rest(tmp_pat
                     "oppsched.pdu.packet_len", "oppsched.ip_packets", "tcp.srcport",
                     "tcp.seq_raw")
     assert row == ["2", "837", "3", f"{len(whole)},{len(cut)}", "1", "5301", "99"]
+
+
+def test_a_packet_split_across_standard_pdus_is_reassembled_in_the_record_that_ends_it(
+        tmp_path):
+    _need_tshark()
+    big = tcp_packet(sport=5601, seq=4242, payload=bytes(range(256)) * 4)  # 1064 bytes
+    other = tcp_packet(sport=5602, seq=5151, payload=b"o" * 700)
+
+    def pdu(seq, user, *segs):
+        return mac.serialize_pdu(user=user, seq=seq, tb_bytes=520, segments=list(segs))
+
+    def part(data, packet_seq, off, n):
+        return {"packet_seq": packet_seq, "packet_len": len(data), "offset": off,
+                "data": data[off:off + n]}
+
+    tb1 = pdu(1, 0, part(big, 9, 0, 400))
+    tb2 = pdu(2, 0, part(big, 9, 400, 400))
+    tb3 = pdu(3, 0, part(big, 9, 800, 264))
+    records = [
+        pseudo(PDU, user=0, flags=F_USER, tb_len=len(tb1)) + tb1,            # 1
+        pseudo(PDU, user=1, flags=F_USER) + pdu(1, 1, part(other, 9, 0, 400)),  # 2: user 1
+        pseudo(PDU, user=0, flags=F_USER | F_CRC) + bytes(520),                # 3: CRC failed
+        pseudo(PDU, user=0, flags=F_USER, tb_len=len(tb2)) + tb2,            # 4
+        pseudo(PDU, user=0, flags=F_USER, tb_len=len(tb2)) + tb2,            # 5: HARQ repeat
+        pseudo(PDU, user=0, flags=F_USER, tb_len=len(tb3)) + tb3,            # 6: completes
+        pseudo(PDU, direction=RECEIVED, user=0, flags=F_USER) + tb3,         # 7: other stream
+    ]
+    for passes in ((), ("-2",)):  # one pass, and tshark's two (the second sees visited)
+        rows = fields(write_pcap(tmp_path / "r.pcap", records), "oppsched.ip_packets",
+                      "oppsched.reassembled.len", "oppsched.reassembled.frames",
+                      "tcp.srcport", "tcp.seq_raw", "tcp.len", *passes)
+        assert [r[0] for r in rows] == ["0", "0", "0", "0", "0", "1", "0"], rows
+        assert rows[5][1:] == ["1064", "1,4,6", "5601", "4242", "1024"]
+        assert all(r[3] == "" for i, r in enumerate(rows) if i != 5)  # user 1's stays apart
+
+
+def test_a_packet_split_across_compact_pdus_is_reassembled_in_order_once(tmp_path):
+    _need_tshark()
+    big = tcp_packet(sport=5701, seq=777, payload=b"q" * 900)  # 940 bytes
+    small = tcp_packet(sport=5702, seq=888, payload=b"s" * 10)
+    # PDU 10: `small` whole, then the first 300 bytes of `big`; PDU 11: 400 more, nothing
+    # starts; PDU 12: its last 240, then padding.
+    tb10 = mac.serialize_compact_pdu(seq=10, tb_bytes=4 + len(small) + 300,
+                                     packets=[small, big[:300]])
+    tb11 = mac.serialize_compact_pdu(seq=11, tb_bytes=4 + 400, continuation=big[300:700])
+    tb12 = mac.serialize_compact_pdu(seq=12, tb_bytes=4 + 240 + 20, continuation=big[700:])
+    rx = dict(direction=RECEIVED, flags=F_USER | F_CRC | F_CRC_OK, user=2)
+    records = [
+        pseudo(PDU, **rx) + tb10,   # 1
+        pseudo(PDU, **rx) + tb12,   # 2: received before 11 (HARQ)
+        pseudo(PDU, **rx) + tb11,   # 3: completes `big`
+        pseudo(PDU, **rx) + tb12,   # 4: a repeat: nothing more
+    ]
+    rows = fields(write_pcap(tmp_path / "c.pcap", records), "oppsched.pdu.first",
+                  "oppsched.ip_packets", "oppsched.reassembled.frames", "tcp.srcport",
+                  "tcp.seq_raw")
+    assert rows[0][1:] == ["1", "", "5702", "888"]
+    assert rows[0][0] == "0" and rows[1][0] == "240" and rows[2][0] == "65535"
+    assert rows[1][1:] == ["0", "", "", ""]
+    assert rows[2][1:] == ["1", "1,3,2", "5701", "777"]
+    assert rows[3][1:] == ["0", "", "", ""]
 
 
 def test_the_mac_session_trailer_is_shown_and_not_taken_for_payload(tmp_path):
@@ -334,7 +395,9 @@ COLUMNS = {"kind": "oppsched.kind", "direction": "oppsched.direction", "slot": "
            "user": "oppsched.user", "mcs": "oppsched.mcs", "harq_pid": "oppsched.harq_pid",
            "rv": "oppsched.rv", "ndi": "oppsched.ndi", "tb_bytes": "oppsched.tb_len",
            "crc_ok": "oppsched.crc_ok", "msg_type": "oppsched.msg.type",
-           "sport": "tcp.srcport", "dport": "tcp.dstport", "severity": "_ws.expert.severity"}
+           "sport": "tcp.srcport", "dport": "tcp.dstport", "severity": "_ws.expert.severity",
+           "pdu_seq": "oppsched.pdu.seq", "ip_packets": "oppsched.ip_packets",
+           "reassembled": "oppsched.reassembled.len"}
 
 
 @pytest.fixture(scope="module")
@@ -393,6 +456,23 @@ def test_the_mac_pcaps_carry_the_flows_tcp_segments_and_every_message_kind(mac_r
     for name, df in dissected.items():
         bad = df[df["severity"].str.split(",").apply(lambda v: "8388608" in v)]
         assert bad.empty, (name, bad.head())
+
+
+def test_every_packet_a_client_delivered_is_in_its_mac_pcap_whole_or_reassembled(
+        mac_run, dissected):
+    out, _ = mac_run
+    for dev in ("R1", "R2"):
+        delivered = json.loads((out / f"client.{dev}.stats.json").read_text())[
+            "reassembly"]["delivered"]
+        cli = dissected[f"mac-client.{dev}.pcap"]
+        rx = cli[(cli["kind"] == "1") & (cli["direction"] == "1") & (cli["crc_ok"] == "1")]
+        # a TB received twice (its ACK was lost) hands its whole packets on again, as the
+        # client's reassembler does not
+        again = rx["pdu_seq"].duplicated()
+        seen = rx["ip_packets"].astype(int)
+        assert seen.sum() - seen[again].sum() == delivered, dev
+        split = (rx["reassembled"] != "").sum()
+        assert split > 20, (dev, split)  # 1500-byte packets in TBs of a few hundred bytes
 
 
 # ----------------------------------------------------------------------------------------

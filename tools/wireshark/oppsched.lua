@@ -5,8 +5,9 @@
 -- pseudo-header (host/daemon/common/oppsched/daemon/mac_capture.h) and either a MAC PDU (a
 -- transport block, host/include/oppsched/pdu.h: the standard and the compact format) or a
 -- whole PHY-MAC wire frame (host/common/include/oppsched/wire.h). Complete IP packets inside
--- a PDU or an uplink_packet are handed to Wireshark's ip/ipv6 dissectors; a packet split
--- across TBs shows as its segments (not reassembled).
+-- a PDU or an uplink_packet are handed to Wireshark's ip/ipv6 dissectors. A packet split
+-- across TBs is reassembled from the PDU records of its user and direction (both formats)
+-- and handed on in the record that completes it ("Reassembly" below).
 --
 -- Install: copy this file to ~/.local/lib/wireshark/plugins/ (Wireshark and tshark load it
 -- at start), or name it on the command line:
@@ -87,6 +88,9 @@ local f = {
     c_packet = ProtoField.bytes("oppsched.pdu.packet", "Packet (part)"),
     c_packet_len = ProtoField.uint32("oppsched.pdu.packet_len", "Packet length (IP header)"),
     ip_packets = ProtoField.uint16("oppsched.ip_packets", "Complete IP packets"),
+    reasm = ProtoField.bytes("oppsched.reassembled", "Reassembled IP packet"),
+    reasm_len = ProtoField.uint32("oppsched.reassembled.len", "Reassembled length"),
+    reasm_frames = ProtoField.string("oppsched.reassembled.frames", "From the records"),
     -- PHY-MAC messages
     msg_magic = ProtoField.uint32("oppsched.msg.magic", "Magic", base.HEX),
     msg_version = ProtoField.uint8("oppsched.msg.version", "Version"),
@@ -136,7 +140,9 @@ local e = {
                                expert.group.MALFORMED, expert.severity.ERROR),
     unknown = ProtoExpert.new("oppsched.unknown", "Unknown value (tolerated)",
                               expert.group.UNDECODED, expert.severity.WARN),
-    fragment = ProtoExpert.new("oppsched.fragment", "Part of an IP packet (not reassembled)",
+    fragment = ProtoExpert.new("oppsched.fragment",
+                               "Part of an IP packet split across TBs (reassembled in the "
+                               .. "record that completes it)",
                                expert.group.REASSEMBLE, expert.severity.NOTE),
     internal = ProtoExpert.new("oppsched.internal", "Dissector error",
                                expert.group.MALFORMED, expert.severity.ERROR),
@@ -213,6 +219,150 @@ local function hand_to_ip(tvb, off, len, pinfo, tree)
     return false
 end
 
+-- Reassembly. A packet split across TBs continues at the start of the next TB of its user
+-- (pdu.h), so it is rebuilt from the PDU records of one stream: (direction, user, format),
+-- TBs whose CRC failed left out. It is built on the first pass over the capture
+-- (pinfo.visited false), in record order, and kept per record, so that later passes (a
+-- click in Wireshark, tshark -2) show the same. HARQ retransmissions repeat a TB: the
+-- standard format keys each part by (packet_seq, offset), the compact one drops a PDU
+-- whose 12-bit sequence number it has passed; the compact format also puts PDUs received
+-- out of order (HARQ) back in order, and gives up a packet whose next PDU is missing once
+-- 64 later PDUs have come.
+local streams = {}      -- stream key -> state
+local completed = {}    -- record number -> { {data = raw bytes, frames = {n, ...}}, ... }
+local reasm_stream = nil  -- the stream of the record being dissected; nil: do not collect
+local COMPACT_WINDOW = 64
+
+function proto.init()
+    streams, completed = {}, {}
+end
+
+local function stream_state(key)
+    local st = streams[key]
+    if not st then
+        st = { packets = {}, pdus = {}, n_pdus = 0 }
+        streams[key] = st
+    end
+    return st
+end
+
+local function add_frame(frames, n)
+    if frames[#frames] ~= n then frames[#frames + 1] = n end
+end
+
+local function complete(n, data, frames)
+    local list = completed[n]
+    if not list then
+        list = {}
+        completed[n] = list
+    end
+    list[#list + 1] = { data = data, frames = frames }
+end
+
+-- Standard format: one part of packet `seq` (length `total`) at `off`.
+local function collect_standard(pinfo, seq, total, off, data)
+    if not reasm_stream or pinfo.visited then return end
+    local st = stream_state(reasm_stream)
+    local p = st.packets[seq]
+    if p and p.total ~= total then p = nil end  -- a new packet after the 16-bit wrap
+    if not p then
+        p = { total = total, parts = {}, frames = {} }
+        st.packets[seq] = p
+    end
+    if p.parts[off] then return end  -- a retransmitted TB
+    p.parts[off] = data
+    add_frame(p.frames, pinfo.number)
+    local pos, out = 0, {}
+    while p.parts[pos] do
+        out[#out + 1] = p.parts[pos]
+        pos = pos + #p.parts[pos]
+    end
+    if pos == total then
+        st.packets[seq] = nil
+        complete(pinfo.number, table.concat(out), p.frames)
+    end
+end
+
+-- The length an IP packet's header gives, once enough of it is there (nil before).
+local function ip_length(bytes)
+    local v = bytes:byte(1) and bit32.rshift(bytes:byte(1), 4)
+    if v == 4 and #bytes >= 4 then return bytes:byte(3) * 256 + bytes:byte(4) end
+    if v == 6 and #bytes >= 6 then return 40 + bytes:byte(5) * 256 + bytes:byte(6) end
+    return nil
+end
+
+-- Compact format: one PDU of the stream, in stream order.
+local function consume_compact(st, q, n)
+    if st.pending then
+        if q.cont == nil then
+            st.pending = nil  -- nothing continues it: its rest was lost
+        else
+            st.pending = st.pending .. q.cont
+            add_frame(st.frames, q.frame)
+            local want = ip_length(st.pending)
+            if want and #st.pending >= want then
+                if #st.pending == want then complete(n, st.pending, st.frames) end
+                st.pending = nil
+            elseif not q.nostart then
+                st.pending = nil  -- a packet starts here, so the earlier one had to end
+            end
+        end
+    end
+    if q.tail then
+        st.pending, st.frames = q.tail, { q.frame }
+    end
+end
+
+-- Compact format: a PDU with sequence number `seq`; cont: the bytes that continue an
+-- earlier packet (nil: none), nostart: every byte does, tail: the start of the packet that
+-- runs past its end (nil: none).
+local function collect_compact(pinfo, seq, cont, nostart, tail)
+    if not reasm_stream or pinfo.visited then return end
+    local st = stream_state(reasm_stream)
+    if st.expect == nil then st.expect = seq end
+    local d = (seq - st.expect) % 4096
+    if d >= 2048 or st.pdus[seq] then return end  -- passed already, or a repeat
+    st.pdus[seq] = { cont = cont, nostart = nostart, tail = tail, frame = pinfo.number }
+    st.n_pdus = st.n_pdus + 1
+    while true do
+        while st.pdus[st.expect] do
+            local q = st.pdus[st.expect]
+            st.pdus[st.expect] = nil
+            st.n_pdus = st.n_pdus - 1
+            consume_compact(st, q, pinfo.number)
+            st.expect = (st.expect + 1) % 4096
+        end
+        if st.n_pdus <= COMPACT_WINDOW then break end
+        -- the PDU awaited is lost: its packet too; go on from the next one there is
+        st.pending = nil
+        local best
+        for s in pairs(st.pdus) do
+            local ds = (s - st.expect) % 4096
+            if not best or ds < best then best = ds end
+        end
+        st.expect = (st.expect + best) % 4096
+    end
+end
+
+-- The packets record `pinfo.number` completes, handed to ip/ipv6; returns how many.
+local function hand_on_completed(pinfo, tree, ptree)
+    local list = completed[pinfo.number]
+    if not list then return 0 end
+    local n = 0
+    for _, r in ipairs(list) do
+        local rt = ByteArray.new(r.data, true):tvb("Reassembled IP packet")
+        local frames = {}
+        for i, fr in ipairs(r.frames) do frames[i] = tostring(fr) end
+        local it = ptree:add(f.reasm, rt(), "")
+        it:set_text(string.format("Reassembled IP packet: %d bytes from records %s", #r.data,
+                                  table.concat(frames, ", ")))
+        it:add(f.reasm_len, rt(), #r.data)
+        it:add(f.reasm_frames, rt(), table.concat(frames, ","))
+        if hand_to_ip(rt, 0, rt:len(), pinfo, tree) then n = n + 1 end
+    end
+    return n
+end
+
 -- The standard PDU format (pdu.h): header, segments, padding, CRC.
 local function dissect_standard(tvb, off, len, pinfo, tree, ptree)
     local n_ip = 0
@@ -284,6 +434,7 @@ local function dissect_standard(tvb, off, len, pinfo, tree, ptree)
             if hand_to_ip(tvb, pos + 8, seg_len, pinfo, tree) then n_ip = n_ip + 1 end
         else
             st:add_proto_expert_info(e.fragment)
+            collect_standard(pinfo, packet_seq, packet_len, seg_off, tvb:raw(pos + 8, seg_len))
         end
         pos = pos + 8 + seg_len
     end
@@ -324,9 +475,11 @@ local function dissect_compact(tvb, off, len, pinfo, tree, ptree)
     if priced then ptree:add(f.pdu_price, tvb(off + 4, 4)) end
     local p0 = off + hdr
     local plen = len - hdr
+    local seq = bit32.bor(bit32.lshift(bit32.band(b0, 0x0F), 8), u8(tvb, off + 1))
     if first == COMPACT_NO_START then
         ptree:add(f.c_continuation, tvb(p0, plen))
         ptree:add_proto_expert_info(e.fragment)
+        collect_compact(pinfo, seq, tvb:raw(p0, plen), true, nil)
         return 0
     end
     if first >= plen then
@@ -337,6 +490,8 @@ local function dissect_compact(tvb, off, len, pinfo, tree, ptree)
     if first > 0 then
         ptree:add(f.c_continuation, tvb(p0, first))
     end
+    local cont = first > 0 and tvb:raw(p0, first) or nil
+    local tail = nil
     local pos = first
     while pos < plen do
         local v = bit32.rshift(u8(tvb, p0 + pos), 4)
@@ -370,9 +525,11 @@ local function dissect_compact(tvb, off, len, pinfo, tree, ptree)
             if hand_to_ip(tvb, p0 + pos, plen_ip, pinfo, tree) then n_ip = n_ip + 1 end
         else
             pt:add_proto_expert_info(e.fragment)
+            tail = tvb:raw(p0 + pos, here)
         end
         pos = pos + here
     end
+    collect_compact(pinfo, seq, cont, false, tail)
     return n_ip
 end
 
@@ -391,10 +548,14 @@ local function dissect_pdu(tvb, off, len, pinfo, tree, ip)
     local b0 = u8(tvb, off)
     if b0 == 1 then
         ptree:add(f.pdu_format, tvb(off, 1), 1)
-        return dissect_standard(tvb, off, len, pinfo, tree, ptree)
+        if reasm_stream then reasm_stream = reasm_stream .. ":1" end
+        local n = dissect_standard(tvb, off, len, pinfo, tree, ptree)
+        return n + (hand_on and hand_on_completed(pinfo, tree, ptree) or 0)
     elseif bit32.band(b0, 0xC0) == 0x80 then
         ptree:add(f.pdu_format, tvb(off, 1), 2)
-        return dissect_compact(tvb, off, len, pinfo, tree, ptree)
+        if reasm_stream then reasm_stream = reasm_stream .. ":2" end
+        local n = dissect_compact(tvb, off, len, pinfo, tree, ptree)
+        return n + (hand_on and hand_on_completed(pinfo, tree, ptree) or 0)
     end
     ptree:add_tvb_expert_info(e.malformed, tvb(off, 1), string.format(
         "first byte 0x%02x names no PDU format (0x01 standard, 0x80..0xBF compact)", b0))
@@ -582,6 +743,7 @@ end
 
 local function dissect_record(tvb, pinfo, tree)
     hand_on = true
+    reasm_stream = nil
     local len = tvb:len()
     pinfo.cols.protocol = "OPPSCHED"
     local t = tree:add(proto, tvb(), "oppsched MAC capture")
@@ -661,7 +823,13 @@ local function dissect_record(tvb, pinfo, tree)
         end
         pinfo.cols.info = string.format("PDU %s %s ", head, table.concat(summary, " "))
         pinfo.cols.info:fence()
+        if not crc_failed then
+            -- the stream: direction and user (the pseudo-header's, if it has one)
+            reasm_stream = string.format("%d:%d", dir,
+                                         bit32.band(flags, 0x02) ~= 0 and u16(tvb, 6) or -1)
+        end
         n_ip = dissect_pdu(tvb, hlen, len - hlen, pinfo, tree)
+        reasm_stream = nil
     elseif kind == 2 then
         local sub
         what, sub = dissect_message(tvb, hlen, pinfo, tree)
