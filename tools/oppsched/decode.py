@@ -141,6 +141,17 @@ def compare(online: dict, offline: dict) -> list[str]:
 def decode(meta_path: str | Path, out_dir: str | Path, progress=sys.stderr,
            chunk: int = CHUNK) -> dict:
     meta_path = Path(meta_path)
+    base = sigmf.base_of(meta_path)
+    if (not base.with_name(base.name + sigmf.META_SUFFIX).exists()
+            and base.with_name(base.name + sigmf.JOURNAL_SUFFIX).exists()):
+        # its recorder was killed before it wrote the metadata: complete it from the journal
+        try:
+            sigmf.recover(base)
+        except sigmf.SigMFError as exc:
+            raise ConfigError(str(exc)) from None
+        if progress:
+            print(f"oppsched decode: {base.name}: metadata recovered from its journal "
+                  "(the recorder was stopped before it wrote it)", file=progress)
     try:
         meta = sigmf.read_metadata(meta_path)
         x = sigmf.read_samples(meta_path)

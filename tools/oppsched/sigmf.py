@@ -40,6 +40,10 @@ NAMESPACE = "oppsched"
 EXTENSION_VERSION = "1.0.0"
 META_SUFFIX = ".sigmf-meta"
 DATA_SUFFIX = ".sigmf-data"
+# While a recording is written, what its metadata will be made of (the writer's settings,
+# each segment's start, each annotation) is appended here as JSON lines, so that a recorder
+# killed before close() (SIGKILL, a crash, power) leaves a recording `recover()` completes.
+JOURNAL_SUFFIX = ".sigmf-journal"
 
 # The per-slot fields of an annotation (the receiver's rx report), in the oppsched
 # namespace: name -> python type. The same names are the columns of the rx trace.
@@ -114,12 +118,17 @@ class SigMFWriter:
     # > 0: keep only the last `ring` samples written: the data file is circular while
     # recording and put in stream order at close() (one contiguous capture)
     ring: int = 0
+    # The journal (JOURNAL_SUFFIX) and the data written so far reach the disk at least this
+    # often (seconds); 0: at every write. A ring recording keeps no journal (its newest
+    # samples overwrite the oldest in place, so what a killed recorder left is not in order).
+    journal_flush_s: float = 1.0
 
     def __post_init__(self):
         self.base = base_of(self.base)
         self.base.parent.mkdir(parents=True, exist_ok=True)
         self.data_path = self.base.with_name(self.base.name + DATA_SUFFIX)
         self.meta_path = self.base.with_name(self.base.name + META_SUFFIX)
+        self.journal_path = self.base.with_name(self.base.name + JOURNAL_SUFFIX)
         self._f = open(self.data_path, "wb")
         self._segments: list[_Segment] = []
         self._annotations: list[tuple[int, int, str, str, dict]] = []
@@ -128,6 +137,34 @@ class SigMFWriter:
         self.closed = False
         if self.t0_unix is None:
             self.t0_unix = time.time()
+        self._journal = None
+        self._last_sync = time.monotonic()
+        if not self.ring:
+            self._journal = open(self.journal_path, "w")
+            self._log({"writer": {
+                "sample_rate": float(self.sample_rate), "description": self.description,
+                "hw": self.hw, "frequency": self.frequency, "t0_unix": self.t0_unix,
+                "extra_global": self.extra_global, "tail": int(self.tail)}}, sync=True)
+
+    def _log(self, entry: dict, sync: bool = False) -> None:
+        if self._journal is None:
+            return
+        self._journal.write(json.dumps(entry, separators=(",", ":")) + "\n")
+        if sync:
+            self._sync()
+
+    def _sync(self) -> None:
+        """Data first, then the journal: on disk the journal never names samples that are
+        not there (a segment's start is logged and synced before its first sample)."""
+        self._f.flush()
+        if self._journal is not None:
+            self._journal.flush()
+        self._last_sync = time.monotonic()
+
+    def set_t0(self, t0_unix: float) -> None:
+        """Wall-clock time of stream index 0 (core:datetime), once the stream's start is known."""
+        self.t0_unix = float(t0_unix)
+        self._log({"t0_unix": self.t0_unix}, sync=True)
 
     @property
     def bytes_written(self) -> int:
@@ -154,9 +191,12 @@ class SigMFWriter:
                              f"(next is {nxt}): segments must be written in stream order")
         if nxt != global_index:
             self._segments.append(_Segment(self.samples_written, int(global_index)))
+            self._log({"segment": [self.samples_written, int(global_index)]}, sync=True)
         self._f.write(np.ascontiguousarray(samples, dtype=DTYPE).tobytes())
         self._segments[-1].length += n
         self.samples_written += n
+        if time.monotonic() - self._last_sync >= self.journal_flush_s:
+            self._sync()
 
     def _write_ring(self, global_index: int, samples: np.ndarray) -> None:
         if not self._segments:
@@ -199,8 +239,9 @@ class SigMFWriter:
 
     def annotate(self, global_start: int, count: int, label: str = "", comment: str = "",
                  fields: dict | None = None) -> None:
-        self._annotations.append((int(global_start), int(count), label, comment,
-                                  dict(fields or {})))
+        a = (int(global_start), int(count), label, comment, dict(fields or {}))
+        self._annotations.append(a)
+        self._log({"annotation": list(a)})
 
     def _to_file_index(self, g: int, count: int) -> int | None:
         for s in self._segments:
@@ -268,8 +309,71 @@ class SigMFWriter:
             self.ring = 0
         meta = self.write_metadata()
         self._f.close()
+        if self._journal is not None:
+            self._journal.close()
+            self.journal_path.unlink(missing_ok=True)
         self.closed = True
         return meta
+
+
+def recover(path: str | Path) -> dict:
+    """Completes a recording whose recorder was killed before close(): the metadata from
+    its journal, over the samples its data file holds (a last partial sample cut off).
+    Segments end where the data ends; annotations whose samples are not all there are left
+    out, as close() leaves them out. Writes the .sigmf-meta (global `oppsched:recovered`:
+    true), removes the journal and returns the metadata. SigMFError if there is no journal
+    or it cannot be read."""
+    base = base_of(path)
+    journal = base.with_name(base.name + JOURNAL_SUFFIX)
+    data = base.with_name(base.name + DATA_SUFFIX)
+    try:
+        lines = journal.read_text().splitlines()
+    except OSError as exc:
+        raise SigMFError(f"{journal}: {exc.strerror} (nothing to recover from)") from None
+    entries = []
+    for i, line in enumerate(lines, 1):
+        try:
+            entries.append(json.loads(line))
+        except json.JSONDecodeError:
+            if i == len(lines):  # the last line, cut by the kill: what it said is lost
+                break
+            raise SigMFError(f"{journal}: line {i} is not JSON") from None
+    if not entries or "writer" not in entries[0]:
+        raise SigMFError(f"{journal}: line 1 does not describe the writer")
+    try:
+        size = data.stat().st_size
+    except OSError as exc:
+        raise SigMFError(f"{data}: {exc.strerror}") from None
+    total = size // BYTES_PER_SAMPLE
+    if size % BYTES_PER_SAMPLE:
+        with open(data, "r+b") as f:
+            f.truncate(total * BYTES_PER_SAMPLE)
+    w = entries[0]["writer"]
+    rec = SigMFWriter.__new__(SigMFWriter)  # the writer's state, without opening anything
+    rec.base, rec.sample_rate, rec.description, rec.hw = base, w["sample_rate"], \
+        w["description"], w["hw"]
+    rec.frequency, rec.t0_unix, rec.tail, rec.ring = w["frequency"], w["t0_unix"], w["tail"], 0
+    rec.extra_global = dict(w["extra_global"], recovered=True)
+    rec._segments, rec._annotations = [], []
+    for e in entries[1:]:
+        if "segment" in e:
+            start, g = e["segment"]
+            if start < total:
+                rec._segments.append(_Segment(int(start), int(g)))
+        elif "annotation" in e:
+            rec._annotations.append(tuple(e["annotation"]))
+        elif "t0_unix" in e:
+            rec.t0_unix = e["t0_unix"]
+    for i, seg in enumerate(rec._segments):
+        end = rec._segments[i + 1].file_start if i + 1 < len(rec._segments) else total
+        seg.length = end - seg.file_start
+    meta = rec.metadata()
+    meta_path = base.with_name(base.name + META_SUFFIX)
+    tmp = meta_path.with_name(meta_path.name + ".tmp")
+    tmp.write_text(dumps(meta))
+    os.replace(tmp, meta_path)
+    journal.unlink()
+    return meta
 
 
 def dumps(meta: dict) -> str:

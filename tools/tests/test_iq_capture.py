@@ -172,6 +172,88 @@ def test_writer_drops_annotations_of_slots_not_wholly_recorded(tmp_path):
     assert [a["oppsched:global_index"] for a in meta["annotations"]] == [1000]
 
 
+_KILLED_WRITER = """
+import os, signal, sys
+import numpy as np
+from oppsched import sigmf
+base, flush = sys.argv[1], float(sys.argv[2])
+ramp = lambda a, b: np.arange(a, b, dtype=np.float32).astype(np.complex64)
+w = sigmf.SigMFWriter(base, 2e6, description="d", hw="h", frequency=2.4e9, t0_unix=1.7e9,
+                      extra_global={"receiver": {"profile": "evdo"}}, tail=10,
+                      journal_flush_s=flush)
+w.write(0, ramp(0, 1000))
+w.annotate(100, 100, "slot 1", "TB ok", {"slot": 1, "snr_db": 12.5, "crc_ok": True})
+w.set_t0(1.8e9)
+w.write(5000, ramp(5000, 5500))
+w.annotate(5100, 100, "slot 51", "TB ok", {"slot": 51, "crc_ok": False})
+w.annotate(5495, 100, "slot 54", "", {"slot": 54})  # its tail is not recorded
+w.write(5500, ramp(5500, 5600))
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def _killed_writer(tmp_path, flush: float) -> Path:
+    script = tmp_path / "w.py"
+    script.write_text(_KILLED_WRITER)
+    r = subprocess.run([sys.executable, str(script), str(tmp_path / "rec"), str(flush)])
+    assert r.returncode == -signal.SIGKILL
+    assert not (tmp_path / "rec.sigmf-meta").exists()
+    assert (tmp_path / "rec.sigmf-journal").exists()
+    return tmp_path / "rec"
+
+
+def test_a_killed_recorders_recording_is_recovered_as_close_would_have_written_it(tmp_path):
+    base = _killed_writer(tmp_path, flush=0.0)  # everything reached the disk
+    meta = sigmf.recover(base)
+    check_sigmf(meta)
+    assert not (tmp_path / "rec.sigmf-journal").exists()
+    assert json.loads((tmp_path / "rec.sigmf-meta").read_text()) == meta
+    # the same recording closed normally
+    w = sigmf.SigMFWriter(tmp_path / "ref", 2e6, description="d", hw="h", frequency=2.4e9,
+                          t0_unix=1.7e9, extra_global={"receiver": {"profile": "evdo"}},
+                          tail=10)
+    w.write(0, ramp(0, 1000))
+    w.annotate(100, 100, "slot 1", "TB ok", {"slot": 1, "snr_db": 12.5, "crc_ok": True})
+    w.set_t0(1.8e9)
+    w.write(5000, ramp(5000, 5600))
+    w.annotate(5100, 100, "slot 51", "TB ok", {"slot": 51, "crc_ok": False})
+    w.annotate(5495, 100, "slot 54", "", {"slot": 54})
+    ref = w.close()
+    assert meta["global"].pop("oppsched:recovered") is True
+    assert meta == ref
+    assert [a["oppsched:slot"] for a in meta["annotations"]] == [1, 51]
+    assert np.array_equal(sigmf.read_samples(base), sigmf.read_samples(tmp_path / "ref"))
+
+
+def test_a_recovered_recording_holds_only_what_reached_the_disk(tmp_path):
+    base = _killed_writer(tmp_path, flush=3600.0)  # only segment starts were synced
+    data = tmp_path / "rec.sigmf-data"
+    with open(data, "ab") as f:
+        f.write(b"\x00" * 5)  # and a sample cut in the middle by the kill
+    meta = sigmf.recover(base)
+    check_sigmf(meta)
+    n = data.stat().st_size
+    assert n % 8 == 0
+    x = sigmf.read_samples(base)
+    segs = sigmf.segments(meta, len(x))
+    # every capture starts at a sample that is there and says where it came from
+    for start, g, length in segs:
+        assert length >= 0 and start + length <= len(x)
+        if length:
+            assert x[start].real == g
+    kept = {a["oppsched:slot"] for a in meta["annotations"]}
+    assert kept <= {1, 51}  # none whose samples are missing
+
+
+def test_recover_names_a_recording_it_cannot_complete(tmp_path):
+    with pytest.raises(sigmf.SigMFError, match="nothing to recover from"):
+        sigmf.recover(tmp_path / "none")
+    (tmp_path / "bad.sigmf-journal").write_text('{"segment": [0, 0]}\n')
+    (tmp_path / "bad.sigmf-data").write_bytes(b"")
+    with pytest.raises(sigmf.SigMFError, match="line 1 does not describe the writer"):
+        sigmf.recover(tmp_path / "bad")
+
+
 def test_writer_refuses_samples_that_go_back_in_the_stream(tmp_path):
     w = sigmf.SigMFWriter(tmp_path / "rec", 1e6)
     w.write(100, ramp(100, 200))
@@ -302,7 +384,8 @@ def mcs_bytes(mcs: int, slot_s: float) -> int:
     return int(rate * slot_s / 8) - 1
 
 
-def recorded_run(tmp_path: Path, capture: dict, n_reports: int) -> tuple:
+def recorded_run(tmp_path: Path, capture: dict, n_reports: int,
+                 stop: signal.Signals = signal.SIGTERM) -> tuple:
     """The loopback PHY for ~n_reports slots with IQ capture; user 0 gets an MCS 3 TB every
     slot, each TB sent twice in a row on its HARQ process (rv 0 then 2, same NDI), through
     flat Jakes fading (20 Hz) around 11 dB. Returns (net.indications[0], phy stderr)."""
@@ -333,10 +416,10 @@ def recorded_run(tmp_path: Path, capture: dict, n_reports: int) -> tuple:
         deadline = time.monotonic() + 40
         while time.monotonic() < deadline and len(net.indications[0]) < n_reports:
             time.sleep(0.1)
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(stop)
         _out, err = proc.communicate(timeout=30)
         net.settle()
-    assert proc.returncode == 0, err
+    assert proc.returncode == (0 if stop == signal.SIGTERM else -stop), err
     return net.indications[0], err
 
 
@@ -409,6 +492,25 @@ def test_recorded_loopback_run_decodes_offline_to_exactly_the_online_results(rec
     off = list(csv.reader(open(tmp_path / "offline" / "u0.rx.csv")))
     assert len(off) >= len(online)
     assert on[:len(off) - 5] == off[:len(off) - 5]
+
+
+def test_a_loopback_phy_killed_mid_run_leaves_a_recording_decode_recovers_exactly(tmp_path):
+    """SIGKILL: no metadata written. `oppsched decode` completes it from the journal, and
+    what was recorded decodes as the receiver decoded it online."""
+    online, err = recorded_run(tmp_path, {"iq_window_s": 0.0}, 800, stop=signal.SIGKILL)
+    meta_path = tmp_path / "iq" / "u0.sigmf-meta"
+    assert not meta_path.exists()
+    r = subprocess.run([sys.executable, "-m", "oppsched", "decode", str(meta_path), "--out",
+                        str(tmp_path / "offline"), "--strict"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "metadata recovered from its journal" in r.stderr
+    meta = sigmf.read_metadata(meta_path)
+    assert meta["global"]["oppsched:recovered"] is True
+    s = json.loads((tmp_path / "offline" / "u0.decode.json").read_text())
+    assert s["differ"] == 0 and s["only_online"] == 0
+    # the journal reaches the disk every second: at most that much is lost at the end
+    assert s["agree"] >= len(online) - 1.5 / loopback.profile_slot_s("evdo", 1e6), (
+        s["agree"], len(online))
 
 
 def test_failed_trigger_on_a_real_stream_keeps_every_failed_slot_and_its_header(recorded,

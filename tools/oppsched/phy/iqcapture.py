@@ -333,7 +333,7 @@ def attach_tx(tb, cfg: dict, tx, description: str, hw: str,
 def set_t0(recorders, t0_unix: float) -> None:
     """Wall-clock time of stream index 0 (core:datetime of each capture)."""
     for r in recorders:
-        r.core.w.t0_unix = t0_unix
+        r.core.w.set_t0(t0_unix)
 
 
 def close_all(recorders) -> list[dict]:
