@@ -45,7 +45,7 @@ namespace oppsched::aqm {
 struct queue_limits {
     std::size_t bytes = 0;  // sum of Packet::size() (IP bytes)
     std::size_t packets =
-        50;  // Wang & Song, REAQM, §4, and Wu, Gong & Williamson, §7, use 50-packet buffers
+        50;  // Wang & Song, REAQM, §4, use 50-packet buffers
 };
 
 enum class drop_reason : std::uint8_t {

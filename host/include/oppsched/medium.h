@@ -78,7 +78,7 @@ std::optional<medium_mode> medium_mode_from(std::string_view name);
 
 struct medium_params {
     medium_mode mode = medium_mode::none;
-    // Each station's uplink buffer, packets (Wu, Gong & Williamson, §3.1: the laptops'
+    // Each station's uplink buffer, packets (Wu, Gong & Williamson, §4: the laptops'
     // "maximum queue size was 100 packets"). [1, 100000]
     std::uint32_t station_buffer_packets = 100;
     // The uplink channels: Jakes (Andrew & Hanly, CLAMP, §V-B) with these statistics, one
