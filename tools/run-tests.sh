@@ -22,9 +22,21 @@ xdist=()
 # -rsfE lists every skipped test with its reason (CI fails on any skip; the summary counts
 # them) and every failed or erroring test by name at the end, where a truncated log shows it.
 "$top/.venv/bin/python" -m pytest tools/tests -q -rsfE -p no:cacheprovider "${xdist[@]}" \
-  --durations=15 2>&1 | tee "$build/pytest.log"
+  --durations=15 --junitxml "$build/pytest.xml" 2>&1 | tee "$build/pytest.log"
 pytest_rc=${PIPESTATUS[0]}
 [ "$pytest_rc" -eq 5 ] && pytest_rc=0   # no tests collected is not a failure of the code
+# Where pytest's time goes, per file (set-up, test and tear-down of its tests; the files
+# run side by side, so these add up to about the workers times the wall time).
+"$top/.venv/bin/python" - "$build/pytest.xml" <<'PY' 2>/dev/null
+import collections, sys, xml.etree.ElementTree as ET
+t = collections.Counter()
+for c in ET.parse(sys.argv[1]).iter("testcase"):
+    parts = c.get("classname", "").split(".")
+    name = next((p for p in reversed(parts) if p.startswith("test_")), parts[-1])
+    t[name + ".py"] += float(c.get("time") or 0)
+print("slowest test files (s): " + ", ".join(f"{n} {s:.0f}" for n, s in t.most_common(12))
+      + f"; all {sum(t.values()):.0f}")
+PY
 
 c_line=$(grep -E 'tests passed' "$build/ctest.log" | tail -n 1)
 c_skipped=$(grep -cE '\((Skipped|Disabled)\)' "$build/ctest.log")
