@@ -57,14 +57,17 @@ void medium_params::validate() const {
         bad("harq_processes", std::to_string(harq_processes), "not in [1, 16]");
     if (feedback_timeout_slots < 1 || feedback_timeout_slots > 100000)
         bad("feedback_timeout_slots", std::to_string(feedback_timeout_slots), "not in [1, 100000]");
+    if (queue == station_queue::client && decode == uplink_decode::phy)
+        bad("station_queue", "client", "needs uplink_decode model (the abstract PHY)");
 }
 
 namespace {
 struct pending_tb {
-    std::vector<std::uint8_t> bytes;
+    std::vector<std::uint8_t> bytes;  // client: the last transmission received (if any)
     std::uint32_t seq = 0;
     int mcs = -1;
     int transmissions = 0;
+    std::uint32_t tb_bytes = 0;  // client: the granted size
 };
 
 // phy: one stop-and-wait HARQ process of a station's uplink.
@@ -75,6 +78,7 @@ struct uplink_process {
     std::uint64_t tx_slot = 0;
     std::uint64_t row = 0;        // the medium.csv row of that transmission (absolute index)
     std::uint64_t nacked_at = 0;  // when the last NACK came (the oldest goes first)
+    time_ns tx_air = 0;           // client: the air time of tx_slot
 };
 
 constexpr std::uint8_t kRvSequence[4] = {0, 2, 3, 1};  // harq.h's default
@@ -91,6 +95,18 @@ struct station_state {
     std::optional<linkadapt::olla> olla;
     medium_station_stats stats;
     double pf_avg = 1.0;  // scheduled: EMA of the service, bits/s
+    // client: the station's last buffer status, counted up to the grant of slot
+    // `reported_slot`, and the new-TB grants since (slot, TB bytes)
+    std::uint64_t reported_bytes = 0;
+    std::uint64_t reported_slot = 0;
+    std::deque<std::pair<std::uint64_t, std::uint32_t>> granted_since;
+    // client: bytes the station holds beyond what its grants since the report will carry
+    std::uint64_t backlog_estimate() const {
+        std::uint64_t g = 0;
+        for (const auto& [slot, bytes] : granted_since)
+            if (slot > reported_slot) g += bytes;
+        return reported_bytes > g ? reported_bytes - g : 0;
+    }
 };
 
 std::uint64_t station_seed(std::uint64_t seed, std::size_t station) {
@@ -122,7 +138,9 @@ struct medium::Impl {
     std::deque<medium_row> rows;            // phy: rows of uplink slots wait for their result
     std::uint64_t rows_base = 0;            // the absolute index of rows.front()
     std::optional<wire::slot_grant> grant;  // phy: the uplink slot just decided
-    std::uint64_t results = 0;              // phy: a counter ordering the NACKs
+    std::optional<wire::uplink_grant> station_grant;  // client: the uplink slot just decided
+    pdu::pdu_format format = pdu::pdu_format::standard;
+    std::uint64_t results = 0;  // phy: a counter ordering the NACKs
     medium_stats stats;
     std::uint64_t next_packet_id = 1;
 
@@ -131,6 +149,8 @@ struct medium::Impl {
         return channel::linear_to_db(st[s].chan->snr_linear(t));
     }
     bool phy() const { return p.decode == uplink_decode::phy; }
+    bool client() const { return p.queue == station_queue::client; }
+    bool processes() const { return phy() || client(); }  // per-station HARQ processes
     // The MCS the AP would grant station s in `slot` (kNoMcs: none usable).
     int uplink_mcs(std::size_t s, std::uint64_t slot, double* cqi_out) const {
         const std::uint64_t at = slot >= p.lead_slots ? slot - p.lead_slots : 0;
@@ -142,19 +162,20 @@ struct medium::Impl {
         return m;
     }
     bool backlogged(std::size_t s) const {
-        if (phy()) {  // a TB to retransmit, or new data and a free process
+        if (processes()) {  // a TB to retransmit, or new data and a free process
             bool free = false;
             for (const auto& pr : st[s].procs) {
                 if (pr.tb && !pr.awaiting) return true;
                 free = free || !pr.tb;
             }
+            if (client()) return free && st[s].backlog_estimate() > 0;
             return free && (!st[s].queue.empty() || st[s].seg->has_partial());
         }
         return st[s].tb || !st[s].queue.empty() || st[s].seg->has_partial();
     }
     // phy: the MCS a contender would send at (a retransmission's own), else kNoMcs.
     int contender_mcs(std::size_t s, std::uint64_t slot) const {
-        if (phy()) {
+        if (processes()) {
             for (const auto& pr : st[s].procs)
                 if (pr.tb && !pr.awaiting) return pr.tb->mcs;
             return uplink_mcs(s, slot, nullptr);
@@ -170,6 +191,25 @@ struct medium::Impl {
     void transmit(std::size_t s, std::uint64_t slot, time_ns air, medium_row& row);
     // phy: builds the grant of station s's slot; the row waits for the result.
     void transmit_phy(std::size_t s, std::uint64_t slot, medium_row& row);
+    // client: grants station s the slot (a NACKed TB again, else a new one); the row waits
+    // for the station's TB.
+    void transmit_client(std::size_t s, std::uint64_t slot, time_ns air, medium_row& row);
+    // The process a slot goes to: a NACKed TB first (the oldest NACK), else a free one;
+    // procs.size() if none.
+    std::size_t pick_process(std::size_t s) const {
+        const auto& x = st[s];
+        std::size_t k = x.procs.size();
+        for (std::size_t i = 0; i < x.procs.size(); ++i) {
+            const auto& pr = x.procs[i];
+            if (pr.tb && !pr.awaiting &&
+                (k == x.procs.size() || pr.nacked_at < x.procs[k].nacked_at))
+                k = i;
+        }
+        if (k == x.procs.size())
+            for (std::size_t i = 0; i < x.procs.size() && k == x.procs.size(); ++i)
+                if (!x.procs[i].tb) k = i;
+        return k;
+    }
     // phy: the result of process k's transmission (ok: CRC passed, `tb` the decoded bytes).
     void result(std::size_t s, std::size_t k, const char* outcome, bool ok,
                 const std::vector<std::uint8_t>* tb, double snr_db, time_ns now);
@@ -227,8 +267,9 @@ medium::medium(medium_params params, std::vector<std::string> station_names,
         jp.seed = station_seed(m.p.seed, s);
         x.chan = std::make_unique<channel::jakes_channel>(jp);
         if (m.p.olla_enabled) x.olla.emplace(m.p.olla);
-        if (m.phy()) x.procs.resize(m.p.harq_processes);
+        if (m.processes()) x.procs.resize(m.p.harq_processes);
     }
+    m.format = format;
 }
 
 medium::~medium() = default;
@@ -329,6 +370,17 @@ slot_direction medium::on_slot(std::uint64_t slot, time_ns air_time_ns,
     Impl& m = *impl_;
     ++m.stats.slots;
     m.grant.reset();
+    m.station_grant.reset();
+    if (m.client()) {  // granted slots whose TB never came (the air time has gone by): NACKs
+        for (std::size_t s = 0; s < m.st.size(); ++s)
+            for (std::size_t k = 0; k < m.st[s].procs.size(); ++k) {
+                const auto& pr = m.st[s].procs[k];
+                if (pr.awaiting && (slot > pr.tx_slot + m.p.lead_slots + 1 || slot < pr.tx_slot)) {
+                    ++m.st[s].stats.tbs_late;
+                    m.result(s, k, "late", false, nullptr, 0.0, air_time_ns);
+                }
+            }
+    }
     if (m.phy()) {  // transmissions whose report never came: NACKs
         for (std::size_t s = 0; s < m.st.size(); ++s)
             for (std::size_t k = 0; k < m.st[s].procs.size(); ++k) {
@@ -416,6 +468,8 @@ slot_direction medium::on_slot(std::uint64_t slot, time_ns air_time_ns,
     row.station = winner;
     if (m.phy())
         m.transmit_phy(static_cast<std::size_t>(winner), slot, row);
+    else if (m.client())
+        m.transmit_client(static_cast<std::size_t>(winner), slot, air_time_ns, row);
     else
         m.transmit(static_cast<std::size_t>(winner), slot, air_time_ns, row);
     row.queue = m.queue_sizes();
@@ -454,17 +508,9 @@ void medium::Impl::transmit_phy(std::size_t s, std::uint64_t slot, medium_row& r
     auto& x = st[s];
     ++x.stats.slots;
     row.decoded_by = "phy";
-    // A NACKed TB first (the oldest NACK), else a new TB on a free process.
-    std::size_t k = x.procs.size();
-    for (std::size_t i = 0; i < x.procs.size(); ++i) {
-        const auto& pr = x.procs[i];
-        if (pr.tb && !pr.awaiting && (k == x.procs.size() || pr.nacked_at < x.procs[k].nacked_at))
-            k = i;
-    }
+    const std::size_t k = pick_process(s);
     row.cqi_db = x.cqi_db.value_or(0.0);
-    if (k == x.procs.size()) {
-        for (std::size_t i = 0; i < x.procs.size() && k == x.procs.size(); ++i)
-            if (!x.procs[i].tb) k = i;
+    if (k == x.procs.size() || !x.procs[k].tb) {
         const int mcs = uplink_mcs(s, slot, nullptr);
         if (k == x.procs.size() || mcs == linkadapt::kNoMcs) {  // not for a contender
             row.outcome = "unusable";
@@ -499,6 +545,51 @@ void medium::Impl::transmit_phy(std::size_t s, std::uint64_t slot, medium_row& r
     pr.row = rows_base + rows.size();  // on_slot appends `row` next
 }
 
+void medium::Impl::transmit_client(std::size_t s, std::uint64_t slot, time_ns air,
+                                   medium_row& row) {
+    auto& x = st[s];
+    ++x.stats.slots;
+    row.decoded_by = "model";
+    const std::size_t k = pick_process(s);
+    double cqi = 0.0;
+    const int fresh_mcs = uplink_mcs(s, slot, &cqi);
+    row.cqi_db = cqi;
+    if (k == x.procs.size() || (!x.procs[k].tb && fresh_mcs == linkadapt::kNoMcs)) {
+        row.outcome = "unusable";  // not for a contender
+        return;
+    }
+    auto& pr = x.procs[k];
+    if (!pr.tb) {  // a new TB: the station builds it from its buffer
+        const auto bytes = tb_bytes_of_mcs[static_cast<std::size_t>(fresh_mcs)];
+        pr.tb = pending_tb{{}, 0, fresh_mcs, 0, bytes};
+        pr.ndi = !pr.ndi;
+        x.granted_since.emplace_back(slot, bytes);
+        while (x.granted_since.size() > 4096) x.granted_since.pop_front();
+    }
+    auto& tb = *pr.tb;
+    row.mcs = tb.mcs;
+    row.tb_bytes = tb.tb_bytes;
+    row.retx = tb.transmissions;
+    row.harq_pid = static_cast<int>(k);
+    row.outcome = "pending";
+    wire::uplink_grant g;
+    g.user = static_cast<std::uint16_t>(s);
+    g.slot = slot;
+    g.air_time_ns = air;
+    g.mcs = static_cast<std::uint8_t>(tb.mcs);
+    g.harq_pid = static_cast<std::uint8_t>(k);
+    g.ndi = pr.ndi ? 1 : 0;
+    g.rv = kRvSequence[static_cast<std::size_t>(tb.transmissions) % 4];
+    g.tb_bytes = static_cast<std::uint16_t>(tb.tb_bytes);
+    station_grant = g;
+    ++x.stats.grants;
+    ++tb.transmissions;
+    pr.awaiting = true;
+    pr.tx_slot = slot;
+    pr.tx_air = air;
+    pr.row = rows_base + rows.size();  // on_slot appends `row` next
+}
+
 void medium::Impl::result(std::size_t s, std::size_t k, const char* outcome, bool ok,
                           const std::vector<std::uint8_t>* decoded, double snr_db, time_ns now) {
     auto& x = st[s];
@@ -514,7 +605,8 @@ void medium::Impl::result(std::size_t s, std::size_t k, const char* outcome, boo
         ++x.stats.tbs_failed;
         if (give_up) {
             ++x.stats.tbs_dropped;
-            deliver(s, x.reasm->on_lost(tb.seq, now), now);
+            // client: the AP knows the sequence number only from a transmission it received
+            if (!client() || !tb.bytes.empty()) deliver(s, x.reasm->on_lost(tb.seq, now), now);
         }
     }
     if (pr.row >= rows_base && pr.row - rows_base < rows.size()) {
@@ -532,6 +624,75 @@ std::optional<wire::slot_grant> medium::take_uplink_grant() {
     std::optional<wire::slot_grant> g;
     g.swap(impl_->grant);
     return g;
+}
+
+std::optional<wire::uplink_grant> medium::take_station_grant() {
+    std::optional<wire::uplink_grant> g;
+    g.swap(impl_->station_grant);
+    return g;
+}
+
+namespace {
+// The PDU sequence number a TB carries (nullopt: not a PDU of this format).
+std::optional<std::uint32_t> pdu_seq_of(pdu::pdu_format f, const std::vector<std::uint8_t>& b) {
+    if (f == pdu::pdu_format::compact) {
+        auto v = pdu::parse_compact_view(b.data(), b.size());
+        if (!v) return std::nullopt;
+        return v->seq;
+    }
+    auto v = pdu::parse_view(b.data(), b.size());
+    if (!v) return std::nullopt;
+    return v->header.seq;
+}
+}  // namespace
+
+bool medium::on_buffer_status(time_ns now, std::uint32_t station, const wire::buffer_status& bs) {
+    (void)now;
+    Impl& m = *impl_;
+    if (!m.client() || station >= m.st.size()) return false;
+    auto& x = m.st[station];
+    ++x.stats.status_reports;
+    if (bs.last_grant_slot < x.reported_slot) return true;  // older than what we have
+    x.reported_bytes = bs.buffer_bytes;
+    x.reported_slot = bs.last_grant_slot;
+    x.stats.reported_bytes = bs.buffer_bytes;
+    while (!x.granted_since.empty() && x.granted_since.front().first <= x.reported_slot)
+        x.granted_since.pop_front();
+    return true;
+}
+
+bool medium::on_uplink_tb(time_ns now, std::uint32_t station, const wire::uplink_tb& msg) {
+    Impl& m = *impl_;
+    if (!m.client() || station >= m.st.size()) return false;
+    auto& x = m.st[station];
+    const std::size_t k = msg.harq_pid;
+    if (k >= x.procs.size() || !x.procs[k].awaiting || x.procs[k].tx_slot != msg.slot ||
+        (x.procs[k].ndi ? 1 : 0) != msg.ndi || msg.tb.size() != x.procs[k].tb->tb_bytes) {
+        ++x.stats.tbs_unexpected;
+        return false;
+    }
+    // the status that came with it: the buffer after this TB was built
+    wire::buffer_status bs;
+    bs.user = msg.user;
+    bs.last_grant_slot = msg.slot;
+    bs.buffer_bytes = msg.buffer_bytes;
+    bs.buffer_packets = msg.buffer_packets;
+    on_buffer_status(now, station, bs);
+    auto& pr = x.procs[k];
+    auto& tb = *pr.tb;
+    // (late or not, the TB tells the AP its sequence number, should HARQ give it up)
+    tb.bytes = msg.tb;
+    if (auto seq = pdu_seq_of(m.format, tb.bytes)) tb.seq = *seq;
+    if (now > pr.tx_air) {  // the station was not ready when its slot began
+        ++x.stats.tbs_late;
+        m.result(station, k, "late", false, nullptr, 0.0, now);
+        return true;
+    }
+    const double snr = m.snr_db_at(station, msg.slot);
+    const bool ok = snr >= m.table[static_cast<std::size_t>(tb.mcs)].min_snr_db;
+    // decoded at the end of the slot's air time, where the packets are released
+    m.result(station, k, "nack", ok, &tb.bytes, snr, pr.tx_air + m.slot_ns);
+    return true;
 }
 
 bool medium::on_uplink_rx(time_ns now, std::uint32_t station, const wire::rx_indication& rx) {
@@ -578,6 +739,12 @@ std::vector<std::pair<std::string, std::uint64_t>> medium::counters() const {
                            {k + "missed", s.missed},
                            {k + "timeouts", s.timeouts},
                            {k + "queue_packets", x.queue.size()}});
+        if (m.client())
+            c.insert(c.end(), {{k + "grants", s.grants},
+                               {k + "tbs_late", s.tbs_late},
+                               {k + "tbs_unexpected", s.tbs_unexpected},
+                               {k + "status_reports", s.status_reports},
+                               {k + "reported_bytes", s.reported_bytes}});
     }
     return c;
 }

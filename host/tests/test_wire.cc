@@ -34,7 +34,10 @@ std::vector<message> one_of_each() {
             rx,
             cqi_report{4, 77, -3.5f, 2},
             harq_feedback{1, 8, 3, true},
-            uplink_packet{9, std::vector<std::uint8_t>(1500, 0x45)}};
+            uplink_packet{9, std::vector<std::uint8_t>(1500, 0x45)},
+            uplink_grant{2, 1000, 123456789, 4, 3, 1, 2, 612},
+            uplink_tb{2, 1000, 3, 1, 65000, 44, std::vector<std::uint8_t>(612, 0x3c)},
+            buffer_status{5, 998, 1ull << 40, 100000}};
 }
 
 std::string hex(const std::vector<std::uint8_t>& v) {
@@ -176,7 +179,7 @@ TEST(Wire, errors_name_the_field_and_value) {
         f[f.size() - 4 + i] = static_cast<std::uint8_t>(crc >> (8 * (3 - i)));
     const auto r = decode(f);
     ASSERT_FALSE(r.ok());
-    EXPECT_EQ(r.error(), "header.type: 77 is not a known message type (1..6)");
+    EXPECT_EQ(r.error(), "header.type: 77 is not a known message type (1..9)");
 
     const auto big = encode(uplink_packet{1, std::vector<std::uint8_t>(1000)}, 1);
     const auto r2 = decode(big.data(), big.size(), 512);

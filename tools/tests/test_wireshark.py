@@ -252,6 +252,14 @@ def _frames() -> dict[str, bytes]:
         "uplink_packet": w.encode("uplink_packet", 6, {"user": 2,
                                                        "packet": tcp_packet(sport=40000,
                                                                             dport=5401)}),
+        "uplink_grant": w.encode("uplink_grant", 7, {
+            "user": 2, "slot": 1005, "air_time_ns": 99, "mcs": 3, "harq_pid": 1, "ndi": 1,
+            "rv": 0, "tb_bytes": 220}),
+        "uplink_tb": w.encode("uplink_tb", 8, {
+            "user": 2, "slot": 1005, "harq_pid": 1, "ndi": 1, "buffer_bytes": 3000,
+            "buffer_packets": 2, "tb": tb}),
+        "buffer_status": w.encode("buffer_status", 9, {
+            "user": 2, "last_grant_slot": 1005, "buffer_bytes": 4500, "buffer_packets": 3}),
     }
 
 
@@ -263,19 +271,28 @@ def test_every_phy_mac_message_decodes_with_its_body(tmp_path):
                   "oppsched.msg.slot", "oppsched.msg.user", "oppsched.msg.crc_good",
                   "oppsched.msg.harq_pid", "oppsched.msg.ack", "oppsched.msg.snr_db",
                   "tcp.srcport")
-    assert [r[0] for r in rows] == ["1", "2", "3", "4", "5", "6"]
-    assert [r[1] for r in rows] == ["1", "2", "3", "4", "5", "6"]
-    assert [r[2] for r in rows] == ["1000", "1001", "1002", "1003", "1004", ""]
-    assert [r[3] for r in rows] == ["", "2", "2", "2", "2", "2"]
+    assert [r[0] for r in rows] == ["1", "2", "3", "4", "5", "6", "7", "8", "9"]
+    assert [r[1] for r in rows] == ["1", "2", "3", "4", "5", "6", "7", "8", "9"]
+    assert [r[2] for r in rows] == ["1000", "1001", "1002", "1003", "1004", "", "1005", "1005",
+                                    ""]
+    assert [r[3] for r in rows] == ["", "2", "2", "2", "2", "2", "2", "2", "2"]
     assert all(r[4] == "1" for r in rows)
     assert rows[4][5:7] == ["4", "1"] and rows[2][7] == "12.5"
-    # the uplink packet reaches TCP; the TBs of grants and rx_indications are decoded as
-    # PDUs but their packets are handed on from the PDU records only (no TCP duplicates) ...
-    assert [r[8] for r in rows] == ["", "", "", "", "", "40000"]
+    # the uplink packet reaches TCP; the TBs of grants, rx_indications and uplink TBs are
+    # decoded as PDUs but their packets are handed on from the PDU records only (no TCP
+    # duplicates) ...
+    assert [r[8] for r in rows] == ["", "", "", "", "", "40000", "", "", ""]
     assert fields(tmp_path / "m.pcap", "oppsched.pdu.seq")[1:3] == [["9"], ["9"]]
+    assert fields(tmp_path / "m.pcap", "oppsched.pdu.seq")[7] == ["9"]
+    grant, tb, bsr = fields(tmp_path / "m.pcap", "oppsched.msg.tb_bytes",
+                            "oppsched.msg.buffer_bytes", "oppsched.msg.buffer_packets",
+                            "oppsched.msg.last_grant_slot", "oppsched.msg.slot")[6:]
+    assert grant == ["220", "", "", "", "1005"]
+    assert tb == ["", "3000", "2", "", "1005"]
+    assert bsr == ["", "4500", "3", "1005", ""]
     # ... unless the preference says so
     rows = fields(tmp_path / "m.pcap", "tcp.srcport", "-o", "oppsched.message_ip:TRUE")
-    assert [r[0] for r in rows] == ["", "5401", "5401", "", "", "40000"]
+    assert [r[0] for r in rows] == ["", "5401", "5401", "", "", "40000", "", "5401", ""]
 
 
 def test_unknown_flag_bits_and_types_are_tolerated_as_warnings(tmp_path):

@@ -26,6 +26,7 @@ local PORT = { [0] = "air", [1] = "phy_requests", [2] = "phy_grants", [3] = "upl
 local MSG_TYPE = {
     [1] = "slot_request", [2] = "slot_grant", [3] = "rx_indication",
     [4] = "cqi_report", [5] = "harq_feedback", [6] = "uplink_packet",
+    [7] = "uplink_grant", [8] = "uplink_tb", [9] = "buffer_status",
 }
 local PDU_FORMAT = { [1] = "standard", [2] = "compact" }
 local WIRE_MAGIC = 0x4F505053
@@ -118,6 +119,10 @@ local f = {
     m_cqi = ProtoField.uint8("oppsched.msg.cqi", "CQI"),
     m_combined = ProtoField.uint8("oppsched.msg.combined", "Transmissions combined"),
     m_ack = ProtoField.uint8("oppsched.msg.ack", "ACK", base.DEC, { [0] = "NACK", [1] = "ACK" }),
+    m_tb_bytes = ProtoField.uint16("oppsched.msg.tb_bytes", "Granted TB size (bytes)"),
+    m_buffer_bytes = ProtoField.uint64("oppsched.msg.buffer_bytes", "Buffered bytes"),
+    m_buffer_packets = ProtoField.uint64("oppsched.msg.buffer_packets", "Buffered packets"),
+    m_last_grant = ProtoField.uint64("oppsched.msg.last_grant_slot", "Last grant's slot"),
     m_len = ProtoField.uint16("oppsched.msg.len", "Length"),
     m_bytes = ProtoField.bytes("oppsched.msg.bytes", "Bytes"),
 }
@@ -727,6 +732,43 @@ local function dissect_message(tvb, off, pinfo, tree)
         if u then summary = string.format("%s user %d", name, u:uint()) end
         if at and n > 0 then
             sub = function() return hand_to_ip(tvb, at, n, pinfo, tree) and 1 or 0 end
+        end
+    elseif mtype == 7 then
+        local u = take(f.m_user, 2)
+        local s = take(f.m_slot, 8)
+        take(f.m_air_time, 8)
+        local m = take(f.m_mcs, 1)
+        local h = take(f.m_harq_pid, 1)
+        take(f.m_ndi, 1); take(f.m_rv, 1)
+        local b = take(f.m_tb_bytes, 2)
+        if b then
+            summary = string.format("%s station %d slot %s mcs %d harq %d %d bytes", name,
+                                    u:uint(), s:uint64(), m:uint(), h:uint(), b:uint())
+        end
+    elseif mtype == 8 then
+        local u = take(f.m_user, 2)
+        local s = take(f.m_slot, 8)
+        take(f.m_harq_pid, 1); take(f.m_ndi, 1)
+        local bb = take(f.m_buffer_bytes, 8)
+        take(f.m_buffer_packets, 8)
+        local at, n = take_bytes(f.m_len, f.m_bytes)
+        if bb then
+            summary = string.format("%s station %d slot %s, %s bytes buffered", name, u:uint(),
+                                    s:uint64(), bb:uint64())
+        end
+        if at and n > 0 then
+            sub = function()
+                return dissect_pdu(tvb, at, n, pinfo, tree, proto.prefs.message_ip)
+            end
+        end
+    elseif mtype == 9 then
+        local u = take(f.m_user, 2)
+        take(f.m_last_grant, 8)
+        local bb = take(f.m_buffer_bytes, 8)
+        local bp = take(f.m_buffer_packets, 8)
+        if bp then
+            summary = string.format("%s station %d: %s bytes, %s packets", name, u:uint(),
+                                    bb:uint64(), bp:uint64())
         end
     else
         mt:add_tvb_expert_info(e.unknown, tvb(off + 5, 1),

@@ -207,6 +207,12 @@ const char* to_string(msg_type t) {
             return "harq_feedback";
         case msg_type::uplink_packet:
             return "uplink_packet";
+        case msg_type::uplink_grant:
+            return "uplink_grant";
+        case msg_type::uplink_tb:
+            return "uplink_tb";
+        case msg_type::buffer_status:
+            return "buffer_status";
     }
     return "unknown";
 }
@@ -241,6 +247,18 @@ bool harq_feedback::operator==(const harq_feedback& o) const {
 }
 bool uplink_packet::operator==(const uplink_packet& o) const {
     return user == o.user && packet == o.packet;
+}
+bool uplink_grant::operator==(const uplink_grant& o) const {
+    return user == o.user && slot == o.slot && air_time_ns == o.air_time_ns && mcs == o.mcs &&
+           harq_pid == o.harq_pid && ndi == o.ndi && rv == o.rv && tb_bytes == o.tb_bytes;
+}
+bool uplink_tb::operator==(const uplink_tb& o) const {
+    return user == o.user && slot == o.slot && harq_pid == o.harq_pid && ndi == o.ndi &&
+           buffer_bytes == o.buffer_bytes && buffer_packets == o.buffer_packets && tb == o.tb;
+}
+bool buffer_status::operator==(const buffer_status& o) const {
+    return user == o.user && last_grant_slot == o.last_grant_slot &&
+           buffer_bytes == o.buffer_bytes && buffer_packets == o.buffer_packets;
 }
 
 std::vector<std::uint8_t> encode(const message& msg, std::uint32_t seq) {
@@ -303,7 +321,7 @@ expected<frame> decode(const std::uint8_t* data, std::size_t len, std::size_t ma
     }
 
     if (type < 1 || type > std::variant_size_v<message>)
-        return error_info{bad_value("header.type", type, "is not a known message type (1..6)")};
+        return error_info{bad_value("header.type", type, "is not a known message type (1..9)")};
     frame f;
     f.seq = seq;
     f.msg = make_message(static_cast<msg_type>(type));

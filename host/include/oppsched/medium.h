@@ -72,6 +72,16 @@ namespace oppsched::ap {
 
 enum class medium_mode { none, scheduled, node_fair };
 enum class uplink_decode { model, phy };
+// Where a station's uplink queue lives (medium.station_queue).
+//   ap      the apd holds it on the station's behalf (the AP knows each backlog exactly);
+//   client  the client daemon holds it (client::station): the AP learns the backlog from
+//           the stations' buffer status reports, grants uplink slots on the downlink control
+//           channel (wire::uplink_grant, lead_slots before the slot), and the station sends
+//           its TB (wire::uplink_tb), built from its own buffer, which must reach the AP by
+//           the slot's air time. HARQ: harq_processes stop-and-wait processes per station;
+//           the grant's NDI, toggled or not, tells the station to send a new TB or the
+//           process's TB again. With uplink_decode::model only (the abstract PHY).
+enum class station_queue { ap, client };
 const char* to_string(medium_mode m);
 // "none", "scheduled", "node_fair"; nullopt for anything else.
 std::optional<medium_mode> medium_mode_from(std::string_view name);
@@ -94,6 +104,7 @@ struct medium_params {
     uplink_decode decode = uplink_decode::model;  // medium.uplink_decode: model | phy
     std::uint32_t harq_processes = 8;             // phy: per station, [1, 16]
     std::uint32_t feedback_timeout_slots = 100;   // phy: no report this long = NACK, [1, 100000]
+    station_queue queue = station_queue::ap;      // medium.station_queue
     // Throws std::invalid_argument naming the config key (medium.*) and the value.
     void validate() const;
 };
@@ -128,6 +139,12 @@ struct medium_station_stats {
     std::uint64_t rx_reports = 0;  // phy: reports of the AP's receiver for this station
     std::uint64_t missed = 0;      // phy: transmissions the receiver did not hear
     std::uint64_t timeouts = 0;    // phy: transmissions with no report
+    // client: the station's messages
+    std::uint64_t grants = 0;          // uplink grants sent to the station
+    std::uint64_t tbs_late = 0;        // its TB came after the slot's air time (or never)
+    std::uint64_t tbs_unexpected = 0;  // a TB for no grant outstanding (dropped)
+    std::uint64_t status_reports = 0;  // buffer status (alone or with a TB)
+    std::uint64_t reported_bytes = 0;  // the last status: bytes buffered at the station
 };
 
 struct medium_stats {
@@ -161,6 +178,15 @@ class medium final {
     // phy: the uplink slot on_slot just gave a station (wire::slot_grant with uplink set, the
     // station's TB, MCS, HARQ process, NDI, RV), once; nullopt after a downlink slot.
     std::optional<wire::slot_grant> take_uplink_grant();
+    // client: the uplink grant on_slot just gave a station, to be sent to it; nullopt after
+    // a downlink slot.
+    std::optional<wire::uplink_grant> take_station_grant();
+    // client: a station's TB for a granted slot, received at `now` (the PHY's clock). Too
+    // late for the slot's air time: a NACK (tbs_late). Returns false (and ignores it) for a
+    // TB no grant is waiting for, or when the station queue is not the client's.
+    bool on_uplink_tb(time_ns now, std::uint32_t station, const wire::uplink_tb& tb);
+    // client: a station's buffer status report.
+    bool on_buffer_status(time_ns now, std::uint32_t station, const wire::buffer_status& bs);
     // phy: one report of the AP's receiver for `station` (every slot it heard). Returns false
     // (and ignores it) when the station is unknown or the mode is not phy.
     bool on_uplink_rx(time_ns now, std::uint32_t station, const wire::rx_indication& rx);

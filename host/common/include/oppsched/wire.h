@@ -32,6 +32,18 @@
 //   harq_feedback  (client -> AP) u16 user, u64 slot, u8 harq_pid, u8 ack (1 ACK, 0 NACK)
 //   uplink_packet  (client -> AP: an IP packet from the client toward the servers)
 //                 u16 user, u16 len, len bytes
+//   The station's own uplink queue (medium.station_queue: client; docs/architecture.md,
+//   "Shared medium"):
+//   uplink_grant   (AP -> client: "send in uplink slot n", LTE's uplink grant)
+//                 u16 user, u64 slot, i64 air_time_ns (the slot's start, PHY clock),
+//                 u8 mcs, u8 harq_pid, u8 ndi (toggled: a new TB; the same: send the
+//                 process's TB again), u8 rv, u16 tb_bytes
+//   uplink_tb      (client -> AP: the station's transmission in a granted slot, with its
+//                 buffer status after building it) u16 user, u64 slot, u8 harq_pid, u8 ndi,
+//                 u64 buffer_bytes, u64 buffer_packets, u16 tb_len, tb_len bytes (the MAC PDU)
+//   buffer_status  (client -> AP: a buffer status report) u16 user, u64 last_grant_slot
+//                 (the newest grant the station had when it counted), u64 buffer_bytes,
+//                 u64 buffer_packets
 //
 // decode() never trusts a length: every field is bounds-checked, the CRC verified, and an
 // error names the field and the value. Frames longer than the caller's limit are rejected
@@ -62,6 +74,9 @@ enum class msg_type : std::uint8_t {
     cqi_report = 4,
     harq_feedback = 5,
     uplink_packet = 6,
+    uplink_grant = 7,
+    uplink_tb = 8,
+    buffer_status = 9,
 };
 const char* to_string(msg_type t);
 
@@ -118,8 +133,33 @@ struct uplink_packet {
     bool operator==(const uplink_packet&) const;
 };
 
-using message =
-    std::variant<slot_request, slot_grant, rx_indication, cqi_report, harq_feedback, uplink_packet>;
+struct uplink_grant {
+    std::uint16_t user = 0;
+    std::uint64_t slot = 0;
+    std::int64_t air_time_ns = 0;
+    std::uint8_t mcs = 0, harq_pid = 0, ndi = 0, rv = 0;
+    std::uint16_t tb_bytes = 0;
+    bool operator==(const uplink_grant&) const;
+};
+
+struct uplink_tb {
+    std::uint16_t user = 0;
+    std::uint64_t slot = 0;
+    std::uint8_t harq_pid = 0, ndi = 0;
+    std::uint64_t buffer_bytes = 0, buffer_packets = 0;
+    std::vector<std::uint8_t> tb;
+    bool operator==(const uplink_tb&) const;
+};
+
+struct buffer_status {
+    std::uint16_t user = 0;
+    std::uint64_t last_grant_slot = 0;
+    std::uint64_t buffer_bytes = 0, buffer_packets = 0;
+    bool operator==(const buffer_status&) const;
+};
+
+using message = std::variant<slot_request, slot_grant, rx_indication, cqi_report, harq_feedback,
+                             uplink_packet, uplink_grant, uplink_tb, buffer_status>;
 
 msg_type type_of(const message& m);
 // A default-constructed message of type t (t must be a msg_type value).
@@ -193,6 +233,35 @@ template <class M, class V>
 if_message<M, uplink_packet> for_each_wire_field(M& m, V&& v) {
     v.num("user", m.user);
     v.bytes("len", "packet", m.packet);
+}
+
+template <class M, class V>
+if_message<M, uplink_grant> for_each_wire_field(M& m, V&& v) {
+    v.num("user", m.user);
+    v.num("slot", m.slot);
+    v.num("air_time_ns", m.air_time_ns);
+    v.num("mcs", m.mcs);
+    v.num("harq_pid", m.harq_pid);
+    v.num("ndi", m.ndi);
+    v.num("rv", m.rv);
+    v.num("tb_bytes", m.tb_bytes);
+}
+template <class M, class V>
+if_message<M, uplink_tb> for_each_wire_field(M& m, V&& v) {
+    v.num("user", m.user);
+    v.num("slot", m.slot);
+    v.num("harq_pid", m.harq_pid);
+    v.num("ndi", m.ndi);
+    v.num("buffer_bytes", m.buffer_bytes);
+    v.num("buffer_packets", m.buffer_packets);
+    v.bytes("tb_len", "tb", m.tb);
+}
+template <class M, class V>
+if_message<M, buffer_status> for_each_wire_field(M& m, V&& v) {
+    v.num("user", m.user);
+    v.num("last_grant_slot", m.last_grant_slot);
+    v.num("buffer_bytes", m.buffer_bytes);
+    v.num("buffer_packets", m.buffer_packets);
 }
 
 struct frame {
