@@ -107,6 +107,8 @@ class Layout:
             lay.endpoints[f"uplink_{u.id}"] = f"ipc://{zmq_dir}/uplink_{u.id}"
             # The sample PHY's AP-side receiver for station u -> the apd (shared medium).
             lay.endpoints[f"uprx_{u.id}"] = f"ipc://{zmq_dir}/uprx_{u.id}"
+            # The apd -> station u's uplink grants (medium.station_queue client).
+            lay.endpoints[f"grants_{u.id}"] = f"ipc://{zmq_dir}/grants_{u.id}"
         return lay
 
     keys_dir: Path | None = None  # RUN_DIR/keys (keys.install) when the run uses keys
@@ -367,6 +369,8 @@ def apd_config(cfg: dict, lay: Layout) -> dict:
             entry["curve_public_key_file"] = str(lay.keys_dir / f"{u.name}.public")
         if uplink_through_phy(cfg):
             entry["phy_uplink_rx"] = lay.endpoints[f"uprx_{u.id}"]
+        if station_queue_at_client(cfg):
+            entry["grants"] = lay.endpoints[f"grants_{u.id}"]
         users.append(entry)
     conf = {
         "tun": lay.tun,
@@ -415,6 +419,13 @@ def uplink_through_phy(cfg: dict) -> bool:
         cfg["phy"]["mode"] == "sample"
 
 
+def station_queue_at_client(cfg: dict) -> bool:
+    """Whether each client daemon holds its station's uplink queue (medium.station_queue
+    client, with a medium): buffer status reports up, uplink grants down."""
+    m = cfg.get("medium", {})
+    return m.get("mode", "none") != "none" and m.get("station_queue", "ap") == "client"
+
+
 def uplink_channel(cfg: dict) -> tuple[float, float]:
     """The uplink channels' (mean SNR dB, Doppler Hz): medium.uplink_*, null resolved to
     the mean of the devices' downlink statistics."""
@@ -437,7 +448,8 @@ def _medium(cfg: dict) -> dict:
     return {"mode": m["mode"], "station_buffer_packets": m["station_buffer_packets"],
             "uplink_mean_snr_db": snr, "uplink_doppler_hz": dop,
             "max_transmissions": max_transmissions(cfg),
-            "uplink_decode": "phy" if uplink_through_phy(cfg) else "model"}
+            "uplink_decode": "phy" if uplink_through_phy(cfg) else "model",
+            "station_queue": m.get("station_queue", "ap")}
 
 
 def client_config(cfg: dict, lay: Layout, user: User) -> dict:
@@ -463,6 +475,12 @@ def client_config(cfg: dict, lay: Layout, user: User) -> dict:
     if lay.curve:
         conf["curve"] = {"secret_key_file": str(lay.keys_dir / f"{user.name}.secret"),
                          "server_public_key_file": str(lay.keys_dir / "apd.public")}
+    if station_queue_at_client(cfg):
+        m = cfg["medium"]
+        conf["endpoints"]["grants"] = lay.endpoints[f"grants_{user.id}"]
+        conf["station"] = {"enabled": True, "buffer_packets": m["station_buffer_packets"],
+                           "pdu_format": cfg["pdu"]["format"],
+                           "status_period_ms": m["status_period_ms"]}
     if cfg["pdu"].get("integrity_tag"):
         conf["integrity_key_file"] = str(lay.keys_dir / "integrity.key")
     if "security" in cfg:

@@ -158,9 +158,9 @@ class FakePhy:
         self.seq = first_seq
         time.sleep(0.1)  # let both connections complete (the apd's PUSH has ZMQ_IMMEDIATE)
 
-    def request(self, slot: int, timeout_ms: int = 2000) -> dict:
-        self.req.send(mac.wire.encode("slot_request", self.seq,
-                                      {"slot": slot, "air_time_ns": time.monotonic_ns()}))
+    def request(self, slot: int, timeout_ms: int = 2000, air_ahead_ns: int = 0) -> dict:
+        self.req.send(mac.wire.encode("slot_request", self.seq, {
+            "slot": slot, "air_time_ns": time.monotonic_ns() + air_ahead_ns}))
         self.seq += 1
         while True:
             if not self.grants.poll(timeout_ms):

@@ -215,3 +215,128 @@ def test_uplink_decode_phy_without_the_receivers_endpoints_is_a_config_error(bed
                        text=True, timeout=20)
     assert r.returncode == 2
     assert "medium.uplink_decode" in r.stderr and "phy_uplink_rx" in r.stderr
+
+
+# ----------------------------------------------------------------------------------------
+# medium.station_queue client: the station holds its queue, reports its buffer, gets grants
+
+
+def _station_queue_config(bed):
+    cfg = bed.config(medium={"mode": "node_fair", "station_queue": "client",
+                             "uplink_mean_snr_db": 40.0, "uplink_doppler_hz": 0.0})
+    for u in cfg["users"]:
+        u["grants"] = bed.ep(f"grants_{u['id']}")
+    cfg["traces"]["medium"] = str(bed.dir / "medium.csv")
+    return cfg
+
+
+def test_station_queue_client_grants_a_reporting_station_and_delivers_its_tb(bed):
+    """The station (here the test) reports a buffered packet; the apd grants it the next
+    slot on its grants endpoint (the PHY gets an empty slot); the station's TB, sent before
+    the slot's air time, is decoded and its packet reaches the TUN after the slot."""
+    cfg = _station_queue_config(bed)
+    stats = Path(cfg["traces"]["stats"])
+    p = bed.start(cfg)
+    ctx = zmq.Context()
+    station = ctx.socket(zmq.PULL)  # the station's grants endpoint (the apd connects to it)
+    station.setsockopt(zmq.LINGER, 0)
+    station.bind(bed.ep("grants_0"))
+    try:
+        client = FakeClient(ctx, bed)
+        phy = FakePhy(ctx, bed)
+        pkt = ipv4_udp(UE0_ADDR, AP_ADDR, 4000, 5000, b"from-the-station")
+        assert phy.request(0)["empty"]  # nothing reported: the AP's slot
+        assert not station.poll(200)
+        client.send("buffer_status", {"user": 0, "last_grant_slot": 0,
+                                      "buffer_bytes": len(pkt), "buffer_packets": 1})
+        stats_after_usr1(p, stats, lambda s: s["medium"]["up"]["ue0"]["status_reports"] == 1)
+        g = phy.request(1, air_ahead_ns=300_000_000)  # the slot begins in 300 ms
+        assert g["empty"] and not g["uplink"]  # the abstract PHY sends nothing down
+        assert station.poll(2000)
+        _, kind, ug = mac.wire.decode(station.recv())
+        assert kind == "uplink_grant" and ug["user"] == 0 and ug["slot"] == 1
+        assert ug["tb_bytes"] >= len(pkt) + 28
+        tb = mac.serialize_pdu(user=0, seq=0, tb_bytes=ug["tb_bytes"], segments=[
+            {"packet_seq": 0, "data": pkt}])
+        client.send("uplink_tb", {"user": 0, "slot": 1, "harq_pid": ug["harq_pid"],
+                                  "ndi": ug["ndi"], "buffer_bytes": 0, "buffer_packets": 0,
+                                  "tb": tb})
+        time.sleep(0.1)
+        s = stats_after_usr1(p, stats, lambda s: s["medium"]["up"]["ue0"]["tbs_ok"] == 1)
+        assert s["tun"]["tx_packets"] == 0  # held until the slot's air time has ended
+        s = stats_after_usr1(p, stats, lambda s: s["tun"]["tx_packets"] == 1)
+        assert s["medium"]["up"]["ue0"]["delivered"] == 1
+        assert s["medium"]["up"]["ue0"]["grants"] == 1
+        assert s["medium"]["up"]["ue0"]["reported_bytes"] == 0
+        # the report said empty: the next slots are the AP's again
+        for slot in range(2, 6):
+            phy.request(slot, air_ahead_ns=300_000_000)
+        assert not station.poll(200)
+        # a TB no grant waits for, and a packet sent the old way: counted, not delivered
+        client.send("uplink_tb", {"user": 0, "slot": 9, "harq_pid": 0, "ndi": 1,
+                                  "buffer_bytes": 0, "buffer_packets": 0, "tb": tb})
+        client.send("uplink_packet", {"user": 0, "packet": pkt})
+        s = stats_after_usr1(p, stats, lambda s: s["medium"]["up"]["ue0"]["tbs_unexpected"] == 1
+                             and s["malformed"]["uplink"] == 1)
+        assert s["tun"]["tx_packets"] == 1
+        phy.close()
+    finally:
+        ctx.destroy(linger=0)
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=10) == 0
+
+
+def test_a_station_tb_after_its_slot_began_is_late_and_its_grant_comes_again(bed):
+    cfg = _station_queue_config(bed)
+    cfg["medium"]["max_transmissions"] = 3
+    stats = Path(cfg["traces"]["stats"])
+    p = bed.start(cfg)
+    ctx = zmq.Context()
+    station = ctx.socket(zmq.PULL)  # the station's grants endpoint (the apd connects to it)
+    station.setsockopt(zmq.LINGER, 0)
+    station.bind(bed.ep("grants_0"))
+    try:
+        client = FakeClient(ctx, bed)
+        phy = FakePhy(ctx, bed)
+        client.send("buffer_status", {"user": 0, "last_grant_slot": 0, "buffer_bytes": 100,
+                                      "buffer_packets": 1})
+        stats_after_usr1(p, stats, lambda s: s["medium"]["up"]["ue0"]["status_reports"] == 1)
+        phy.request(1)  # its air time is now: any TB comes too late
+        assert station.poll(2000)
+        _, _, ug = mac.wire.decode(station.recv())
+        tb = mac.serialize_pdu(user=0, seq=0, tb_bytes=ug["tb_bytes"], segments=[])
+        client.send("uplink_tb", {"user": 0, "slot": 1, "harq_pid": ug["harq_pid"],
+                                  "ndi": ug["ndi"], "buffer_bytes": 100, "buffer_packets": 1,
+                                  "tb": tb})
+        s = stats_after_usr1(p, stats, lambda s: s["medium"]["up"]["ue0"]["tbs_late"] == 1)
+        assert s["medium"]["up"]["ue0"]["tbs_ok"] == 0
+        # the next uplink slot repeats the grant: same process and NDI, the next RV
+        for slot in range(2, 8):
+            phy.request(slot)
+            if station.poll(300):
+                break
+        _, _, again = mac.wire.decode(station.recv())
+        assert (again["harq_pid"], again["ndi"], again["tb_bytes"]) == \
+            (ug["harq_pid"], ug["ndi"], ug["tb_bytes"])
+        assert again["rv"] != ug["rv"]
+        phy.close()
+    finally:
+        ctx.destroy(linger=0)
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=10) == 0
+
+
+@pytest.mark.parametrize("change, expect", [
+    (lambda c: c["users"][1].pop("grants"), "users[id 1].grants"),
+    (lambda c: c["medium"].update(uplink_decode="phy"), "uplink_decode 'model'"),
+])
+def test_station_queue_client_names_what_its_config_lacks(bed, change, expect):
+    cfg = _station_queue_config(bed)
+    if "uplink_decode" in expect:
+        for u in cfg["users"]:
+            u["phy_uplink_rx"] = bed.ep(f"uprx_{u['id']}")
+    change(cfg)
+    r = subprocess.run([str(APD), "--config", str(bed.write(cfg))], capture_output=True,
+                       text=True, timeout=20)
+    assert r.returncode != 0
+    assert "medium.station_queue" in r.stderr and expect in r.stderr, r.stderr

@@ -32,13 +32,18 @@ EXPERIMENTS = REPO / "experiments" / "wu-80211"
 def test_medium_defaults_to_none_with_the_papers_station_buffer():
     cfg = cfg_of()
     assert cfg["medium"]["mode"] == "none"
-    assert cfg["medium"]["station_buffer_packets"] == 100  # §3.1
+    assert cfg["medium"]["station_buffer_packets"] == 100  # the testbed of §4
+    assert cfg["medium"]["station_queue"] == "ap"
 
 
 @pytest.mark.parametrize("overrides, expect", [
     (["medium.mode=dcf"], "medium.mode: 'dcf' is not one of none, scheduled, node_fair"),
     (["medium.station_buffer_packets=0"], "medium.station_buffer_packets: 0 is below"),
     (["medium.uplink_mean_snr_db=100"], "medium.uplink_mean_snr_db: 100.0 is above"),
+    (["medium.station_queue=station"], "medium.station_queue: 'station' is not one of ap, "
+                                       "client"),
+    (["medium.mode=node_fair", "medium.station_queue=client", "phy.mode=sample"],
+     "medium.station_queue: 'client' with phy.mode sample"),
 ])
 def test_bad_medium_settings_are_rejected_naming_the_key_and_value(overrides, expect):
     msg = error_of(BASE, overrides)
@@ -90,6 +95,25 @@ def test_the_apd_gets_a_medium_section_and_trace_only_with_a_medium(tmp_path):
     assert m["uplink_mean_snr_db"] == pytest.approx(cfg["devices"][0]["channel"]["mean_snr_db"])
     assert m["uplink_doppler_hz"] == pytest.approx(cfg["devices"][0]["channel"]["doppler_hz"])
     assert conf["traces"]["medium"].endswith("medium.csv")
+
+
+def test_with_the_stations_own_queues_each_client_gets_a_grants_endpoint_and_a_station(
+        tmp_path):
+    cfg = cfg_of(BASE, ["medium.mode=node_fair", "medium.station_queue=client",
+                        "medium.station_buffer_packets=30", "medium.status_period_ms=5"])
+    lay = run_layout(tmp_path, cfg)
+    apd = daemonconf.apd_config(cfg, lay)
+    assert apd["medium"]["station_queue"] == "client"
+    for u, entry in zip(lay.users, apd["users"]):
+        client = daemonconf.client_config(cfg, lay, u)
+        assert entry["grants"] == client["endpoints"]["grants"]
+        assert client["station"] == {"enabled": True, "buffer_packets": 30,
+                                     "pdu_format": cfg["pdu"]["format"],
+                                     "status_period_ms": 5.0}
+    ap_held = cfg_of(BASE, ["medium.mode=node_fair"])
+    lay2 = run_layout(tmp_path / "b", ap_held)
+    assert "grants" not in daemonconf.apd_config(ap_held, lay2)["users"][0]
+    assert "station" not in daemonconf.client_config(ap_held, lay2, lay2.users[0])
 
 
 # ----------------------------------------------------------------------------------------
@@ -152,3 +176,49 @@ def test_las_evens_out_the_upstream_and_downstream_flows(buffer20):
     assert j_las > j_dt + 0.3 and j_las > 0.9, (j_dt, j_las)
     up, down = _dirs(buffer20["las"])
     assert 0.6 < down / up < 1.0 / 0.6, (up, down)  # measured 0.91-0.94
+
+
+# ----------------------------------------------------------------------------------------
+# The stations' own queues (medium.station_queue client): buffer status reports up, uplink
+# grants down, the stations' TBs up. buffer-sweep.yaml at 20 packets, drop-tail, 20 s.
+
+
+@pytest.fixture(scope="module")
+def station_queues(tmp_path_factory):
+    require_real_testbed()
+    out = tmp_path_factory.mktemp("wu-stations")
+    spec = yaml.safe_load((EXPERIMENTS / "buffer-sweep.yaml").read_text())
+    spec.pop("sweep")
+    spec["variants"] = [v for v in spec["variants"] if v["name"] == "droptail"]
+    path = out / "stations.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    with netns_prefix():
+        run_experiment(path, out / "runs", [f"queue.limit_packets={BUFFER}",
+                                            "medium.station_queue=client",
+                                            "topology.client_rt_priority=20",
+                                            "topology.apd_rt_priority=40",
+                                            f"analysis.warmup_s={WARMUP}"], duration=20.0)
+    rundir = out / "runs" / "droptail"
+    return json.loads((rundir / "summary.json").read_text()), rundir
+
+
+@needs_root
+def test_stations_that_hold_their_own_queues_send_upstream_tcp_in_granted_slots(
+        station_queues):
+    s, rundir = station_queues
+    up, down = _dirs(s)
+    assert s["medium"]["station_queue"] == "client"
+    assert up > 1e6, up  # the five upstream flows cross in the stations' own TBs
+    assert down < 0.5 * up, (up, down)  # and the drop-tail AP still holds the downlink back
+    apd = json.loads((rundir / "apd.stats.json").read_text())["medium"]["up"]
+    for f in (f for f in s["flows"] if f["direction"] == "up"):
+        dev = f["user"]
+        st = json.loads((rundir / f"client.{dev}.stats.json").read_text())["station"]
+        assert st["packets_in"] > 100 and st["dropped_full"] == 0, (dev, st)
+        assert st["status_reports"] > 0 and st["grants_refused"] == 0, (dev, st)
+        # every grant the apd sent reached the station and gave a TB; one in 20 at most
+        # came after its slot began
+        assert apd[dev]["grants"] - st["grants"] in (0, 1), (dev, apd[dev], st)
+        assert st["tbs_new"] + st["tbs_repeated"] == st["grants"], (dev, st)
+        assert apd[dev]["tbs_late"] <= 0.05 * apd[dev]["grants"] + 2, (dev, apd[dev])
+        assert s["medium"]["uplink"][dev]["packets_in"] == st["packets_in"]

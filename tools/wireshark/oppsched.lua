@@ -22,7 +22,8 @@ local proto = Proto("oppsched", "oppsched MAC capture")
 
 local KIND = { [1] = "MAC PDU", [2] = "PHY-MAC message" }
 local DIRECTION = { [0] = "sent", [1] = "received" }
-local PORT = { [0] = "air", [1] = "phy_requests", [2] = "phy_grants", [3] = "uplink", [4] = "rx" }
+local PORT = { [0] = "air", [1] = "phy_requests", [2] = "phy_grants", [3] = "uplink", [4] = "rx",
+               [5] = "grants" }
 local MSG_TYPE = {
     [1] = "slot_request", [2] = "slot_grant", [3] = "rx_indication",
     [4] = "cqi_report", [5] = "harq_feedback", [6] = "uplink_packet",

@@ -272,6 +272,17 @@ apd_params read_apd_config(const config_node& root) {
                     it.fail("phy_uplink_rx", "'" + urx + "' is the phy_uplink_rx of another user");
         }
         c.ep_phy_uplink_rx[id] = urx;
+        if (c.ep_grants.size() < items.size()) c.ep_grants.resize(items.size());
+        const std::string gr = it.get<std::string>("grants", "");
+        if (!gr.empty()) {
+            check_endpoint(it, "grants", gr);
+            for (const std::string* other : {&c.ep_phy_requests, &c.ep_phy_grants, &c.ep_uplink})
+                if (gr == *other) it.fail("grants", "'" + gr + "' is also another endpoint");
+            for (const auto& o : c.ep_grants)
+                if (gr == o)
+                    it.fail("grants", "'" + gr + "' is the grants endpoint of another user");
+        }
+        c.ep_grants[id] = gr;
         u.addresses = it.get<std::vector<std::string>>("addresses", {});
         u.queue_limit_bytes =
             it.get_optional<std::size_t>("queue_limit_bytes", value_range::closed(0, 1e12));
@@ -485,6 +496,19 @@ apd_params read_apd_config(const config_node& root) {
         mp.harq_processes = md.get<std::uint32_t>("harq_processes", 8, value_range::closed(1, 16));
         mp.feedback_timeout_slots =
             md.get<std::uint32_t>("feedback_timeout_slots", 100, value_range::closed(1, 100000));
+        mp.queue = md.get_choice("station_queue", "ap", {"ap", "client"}) == "client"
+                       ? ap::station_queue::client
+                       : ap::station_queue::ap;
+        if (mp.queue == ap::station_queue::client && mp.decode == ap::uplink_decode::phy)
+            md.fail("station_queue",
+                    "'client' needs uplink_decode 'model' (the abstract PHY): the sample PHY "
+                    "takes the station's TB in the AP's grant");
+        if (mp.queue == ap::station_queue::client && mp.mode != ap::medium_mode::none)
+            for (std::size_t u = 0; u < c.ep_grants.size(); ++u)
+                if (c.ep_grants[u].empty())
+                    md.fail("station_queue", "'client' needs users[id " + std::to_string(u) +
+                                                 "].grants (where the station gets its uplink "
+                                                 "grants)");
         if (mp.decode == ap::uplink_decode::phy && mp.mode != ap::medium_mode::none)
             for (std::size_t u = 0; u < c.ep_phy_uplink_rx.size(); ++u)
                 if (c.ep_phy_uplink_rx[u].empty())

@@ -26,6 +26,10 @@ struct apd_params {
     // AP-side receiver for that station pushes its rx_indications (medium.uplink_decode
     // phy: every station needs one; the endpoint names the station).
     std::vector<std::string> ep_phy_uplink_rx;
+    // users[id].grants: where the apd connects a PUSH to send that station its uplink grants
+    // (the client's bound endpoints.grants; medium.station_queue client: every user needs
+    // one).
+    std::vector<std::string> ep_grants;
     daemon::socket_options zmq;
     // curve.secret_key_file: the uplink sockets (shared and per user) are CURVE servers and
     // a client is the user its key is mapped to (users[].curve_public_key_file; the

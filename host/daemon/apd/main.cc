@@ -112,6 +112,9 @@ class ap_daemon final {
     std::unique_ptr<daemon::pull_endpoint> uplink_;
     std::vector<std::unique_ptr<daemon::pull_endpoint>> uplink_user_;    // per user, or null
     std::vector<std::unique_ptr<daemon::pull_endpoint>> phy_uplink_rx_;  // per station, or null
+    std::vector<std::unique_ptr<daemon::push_endpoint>> grants_;  // per station (station_queue
+                                                                  // client), or null
+    std::uint32_t station_grant_seq_ = 0;
     daemon::stats_registry stats_;
     daemon::rate_limited_log rlog_;
     wire::seq_tracker phy_seq_;
@@ -393,6 +396,15 @@ void ap_daemon::on_phy_message(const std::vector<std::uint8_t>& msg) {
         }
         uplink_slot =
             medium_->on_slot(req->slot, req->air_time_ns, backlog, rates) == ap::slot_direction::up;
+        // The station that holds its own queue is told of its slot (its uplink grant).
+        if (auto sg = medium_->take_station_grant()) {
+            const auto gb = wire::encode(*sg, station_grant_seq_++);
+            if (mac_) mac_->message(direction::sent, port::grants, gb);
+            auto* ep = sg->user < grants_.size() ? grants_[sg->user].get() : nullptr;
+            if (!ep || !ep->send(gb))
+                rlog_.warn("grants.send", "users[id {}].grants: uplink grant for slot {} not sent",
+                           sg->user, sg->slot);
+        }
     }
     if (uplink_slot) {
         // The downlink is silent in an uplink slot (the station's transmission is the
@@ -430,13 +442,19 @@ void ap_daemon::on_uplink_message(const std::vector<std::uint8_t>& msg, int boun
     const auto* cqi = std::get_if<wire::cqi_report>(&r->msg);
     const auto* fb = std::get_if<wire::harq_feedback>(&r->msg);
     const auto* pkt = std::get_if<wire::uplink_packet>(&r->msg);
-    if (!cqi && !fb && !pkt) {
+    const auto* utb = std::get_if<wire::uplink_tb>(&r->msg);
+    const auto* bsr = std::get_if<wire::buffer_status>(&r->msg);
+    if (!cqi && !fb && !pkt && !utb && !bsr) {
         ++stats_.counter("unexpected_type.uplink");
         rlog_.warn("unexpected.uplink", "uplink: unexpected {} message dropped",
                    wire::to_string(wire::type_of(r->msg)));
         return;
     }
-    const std::uint16_t user = cqi ? cqi->user : fb ? fb->user : pkt->user;
+    const std::uint16_t user = cqi   ? cqi->user
+                               : fb  ? fb->user
+                               : pkt ? pkt->user
+                               : utb ? utb->user
+                                     : bsr->user;
     if (!key_user.empty()) {
         // CURVE: the connection is the user its key maps to (decimal, from the zap_handler).
         const int key_id = std::stoi(key_user);
@@ -465,13 +483,30 @@ void ap_daemon::on_uplink_message(const std::vector<std::uint8_t>& msg, int boun
     uplink_seq_[user].on_receive(r->seq);
     uplink_heard_[user] = true;  // its client is alive (the client watchdog)
     requests_since_uplink_[user] = 0;
+    const bool station_queue = medium_ && medium_->mode() != ap::medium_mode::none &&
+                               cfg_.medium.queue == ap::station_queue::client;
     if (cqi) {
         core_->on_cqi(cqi->user, cqi->slot, cqi->snr_db, cqi->cqi);
     } else if (fb) {
         core_->on_harq_feedback(fb->user, fb->slot, fb->harq_pid, fb->ack);
+    } else if (utb || bsr) {
+        if (!station_queue)
+            return malformed("uplink", std::string(wire::to_string(wire::type_of(r->msg))) +
+                                           " from user " + std::to_string(user) +
+                                           ", but medium.station_queue is not 'client'");
+        const time_ns now = daemon::monotonic_ns();
+        if (utb && !medium_->on_uplink_tb(now, user, *utb))
+            rlog_.warn("uplink.tb_unexpected",
+                       "uplink: user {}'s TB for slot {} (process {}) matches no grant: dropped",
+                       user, utb->slot, utb->harq_pid);
+        if (bsr) medium_->on_buffer_status(now, user, *bsr);
     } else {
         // Toward the servers: the kernel routes it out of the AP namespace.
         if (pkt->packet.empty()) return malformed("uplink", "empty uplink_packet");
+        if (station_queue)
+            return malformed("uplink", "uplink_packet from user " + std::to_string(user) +
+                                           ": with medium.station_queue 'client' a station "
+                                           "sends its packets in its TBs");
         if (medium_) {  // it waits in the station's uplink queue for an uplink slot
             medium_->on_uplink_packet(daemon::monotonic_ns(), pkt->user, pkt->packet);
             return;
@@ -576,6 +611,13 @@ int ap_daemon::run() {
                 phy_uplink_rx_[u] = std::make_unique<daemon::pull_endpoint>(
                     *ctx_, "users[id " + std::to_string(u) + "].phy_uplink_rx",
                     cfg_.ep_phy_uplink_rx[u], daemon::socket_role::bind, cfg_.zmq);
+        grants_.resize(core_->users());
+        if (cfg_.medium.queue == ap::station_queue::client)
+            for (std::size_t u = 0; u < cfg_.ep_grants.size() && u < grants_.size(); ++u)
+                if (!cfg_.ep_grants[u].empty())
+                    grants_[u] = std::make_unique<daemon::push_endpoint>(
+                        *ctx_, "users[id " + std::to_string(u) + "].grants", cfg_.ep_grants[u],
+                        daemon::socket_role::connect, cfg_.zmq);
         // Everything is open and bound: from here on the loop's system calls only.
         if (cfg_.seccomp)
             spdlog::info("{}", daemon::install_seccomp(daemon::seccomp_profile::apd).summary());

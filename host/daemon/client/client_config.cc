@@ -47,6 +47,32 @@ client_params read_client_config(const daemon::config_node& root) {
         ep.fail("rx", why);  // bound by the client
     c.uplink_endpoint = ep.require<std::string>("uplink");
     check_endpoint(ep, "uplink", c.uplink_endpoint);
+    c.grants_endpoint = ep.get<std::string>("grants", "");
+    if (!c.grants_endpoint.empty()) {
+        check_endpoint(ep, "grants", c.grants_endpoint);
+        if (const auto why = daemon::bind_refusal(c.grants_endpoint); !why.empty())
+            ep.fail("grants", why);  // bound by the client
+        if (c.grants_endpoint == c.rx_endpoint)
+            ep.fail("grants", "'" + c.grants_endpoint + "' is also endpoints.rx");
+    }
+
+    // ---- the station's own uplink queue (medium.station_queue client; station.h) ----
+    {
+        const config_node st = root.child_or_empty("station");
+        c.station_enabled = st.get<bool>("enabled", false);
+        c.station.user = c.user;
+        c.station.buffer_packets =
+            st.get<std::uint32_t>("buffer_packets", 100, value_range::closed(1, 100000));
+        c.station.harq_processes =
+            st.get<std::uint32_t>("harq_processes", 8, value_range::closed(1, 16));
+        c.station.format = *pdu::pdu_format_from_string(
+            st.get_choice("pdu_format", "standard", {"standard", "compact"}));
+        c.station.status_period = static_cast<time_ns>(
+            st.get<double>("status_period_ms", 10.0, value_range::open_closed(0, 60000)) *
+            kNsPerMs);
+        if (c.station_enabled && c.grants_endpoint.empty())
+            ep.fail("grants", "required with station.enabled (the station's uplink grants)");
+    }
 
     // ---- CURVE (docs/security.md, "Runs across machines") ----
     const config_node cv = root.child_or_empty("curve");
@@ -150,6 +176,7 @@ client_params read_client_config(const daemon::config_node& root) {
     // Second line of defence: the library's own validation (names its fields).
     c.core.validate();
     c.uplink.validate();
+    c.station.validate();
     return c;
 }
 

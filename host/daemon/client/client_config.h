@@ -10,6 +10,7 @@
 #include "oppsched/client_core.h"
 #include "oppsched/daemon/config.h"
 #include "oppsched/daemon/zmq_endpoint.h"
+#include "oppsched/station.h"
 #include "oppsched/uplink_delay.h"
 
 namespace oppsched::client {
@@ -19,6 +20,11 @@ struct client_params {
     std::string name;
     std::string tun;
     std::string rx_endpoint, uplink_endpoint;
+    // station: the station holds its own uplink queue (medium.station_queue client): its
+    // upstream packets wait here for uplink grants, which come on endpoints.grants (bound).
+    bool station_enabled = false;
+    station_params station;
+    std::string grants_endpoint;
     // curve.secret_key_file + curve.server_public_key_file: the uplink is a CURVE client
     // (docs/security.md); required to connect to a non-loopback tcp:// uplink.
     daemon::curve_keys curve;

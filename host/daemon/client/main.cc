@@ -45,6 +45,7 @@
 #include "oppsched/daemon/stats.h"
 #include "oppsched/daemon/tun.h"
 #include "oppsched/daemon/zmq_endpoint.h"
+#include "oppsched/station.h"
 #include "oppsched/stats_fields.h"
 #include "oppsched/uplink_delay.h"
 #include "oppsched/wire.h"
@@ -152,6 +153,13 @@ class client_daemon final {
         up_opt.curve = cfg_.curve;
         up_ = std::make_unique<daemon::push_endpoint>(
             *ctx_, "endpoints.uplink", cfg_.uplink_endpoint, daemon::socket_role::connect, up_opt);
+        if (cfg_.station_enabled) {  // the station holds its own uplink queue (station.h)
+            station_.emplace(cfg_.station);
+            daemon::socket_options g_opt = rx_opt;
+            g_opt.max_msg_size = static_cast<std::int64_t>(wire::kMaxFrameLen);
+            grants_ = std::make_unique<daemon::pull_endpoint>(
+                *ctx_, "endpoints.grants", cfg_.grants_endpoint, daemon::socket_role::bind, g_opt);
+        }
         // Everything is open: from here on the loop's system calls only (docs/security.md).
         if (cfg_.seccomp)
             spdlog::info("{}", daemon::install_seccomp(daemon::seccomp_profile::client).summary());
@@ -173,16 +181,19 @@ class client_daemon final {
         time_ns next_housekeeping = daemon::monotonic_ns() + kHousekeeping;
         time_ns next_stats = daemon::monotonic_ns() + kStatsPeriod;
         for (;;) {
-            timer_.arm(earliest(earliest(uplink_delay_.next_due(), core_.next_deadline()),
-                                next_housekeeping));
+            auto due = earliest(earliest(uplink_delay_.next_due(), core_.next_deadline()),
+                                next_housekeeping);
+            if (station_) due = earliest(due, station_->next_status_due());
+            timer_.arm(due);
             zmq::pollitem_t items[] = {
                 rx_->pollitem(),
                 {nullptr, tun_->fd(), ZMQ_POLLIN, 0},
                 {nullptr, timer_.fd(), ZMQ_POLLIN, 0},
                 {nullptr, signals_.fd(), ZMQ_POLLIN, 0},
+                grants_ ? grants_->pollitem() : zmq::pollitem_t{nullptr, -1, 0, 0},
             };
             try {
-                zmq::poll(items, 4, std::chrono::milliseconds(-1));
+                zmq::poll(items, grants_ ? 5 : 4, std::chrono::milliseconds(-1));
             } catch (const zmq::error_t& e) {
                 if (e.num() != EINTR) throw;
             }
@@ -209,11 +220,22 @@ class client_daemon final {
                     const time_ns now = daemon::monotonic_ns();
                     auto out = core_.on_uplink_packet(
                         now, std::vector<std::uint8_t>(buf.begin(), buf.begin() + n));
-                    for (const auto& m : out) uplink_delay_.enqueue(now, m);
+                    for (auto& m : out) {
+                        auto* pkt = std::get_if<wire::uplink_packet>(&m);
+                        if (station_ && pkt)  // it waits for the station's uplink slots
+                            station_->on_packet(now, std::move(pkt->packet));
+                        else
+                            uplink_delay_.enqueue(now, m);
+                    }
                 }
+            }
+            if (grants_ && (items[4].revents & ZMQ_POLLIN)) {
+                for (int i = 0; i < kBatch && grants_->receive(msg); ++i) on_grant_frame(msg);
             }
             if (items[2].revents & ZMQ_POLLIN) timer_.clear();
             const time_ns now = daemon::monotonic_ns();
+            if (station_)
+                if (auto bs = station_->take_status(now)) uplink_delay_.enqueue(now, *bs);
             for (const auto& f : uplink_delay_.pop_due(now)) {
                 if (mac_)
                     mac_->message(daemon::mac_pcap::direction::sent, daemon::mac_pcap::port::uplink,
@@ -287,6 +309,37 @@ class client_daemon final {
         auto out = core_.on_rx_indication(now, *ind);
         for (const auto& m : out.uplink) uplink_delay_.enqueue(now, m);
         to_tun(std::move(out.delivered));
+    }
+
+    // An uplink grant from the apd: the station's TB for that slot goes up at once (through
+    // the uplink delay, like all its messages).
+    void on_grant_frame(const std::vector<std::uint8_t>& frame) {
+        const time_ns now = daemon::monotonic_ns();
+        if (mac_)
+            mac_->message(daemon::mac_pcap::direction::received, daemon::mac_pcap::port::grants,
+                          frame);
+        auto r = wire::decode(frame.data(), frame.size(), wire::kMaxFrameLen);
+        if (!r) {
+            ++grant_counters_.malformed;
+            log_.warn("grants.malformed", "{}: malformed frame ({} bytes): {}",
+                      cfg_.grants_endpoint, frame.size(), r.error());
+            return;
+        }
+        grants_seq_.on_receive(r->seq);
+        const auto* g = std::get_if<wire::uplink_grant>(&r->msg);
+        if (!g) {
+            ++grant_counters_.wrong_type;
+            log_.warn("grants.type", "{}: unexpected {} message", cfg_.grants_endpoint,
+                      wire::to_string(wire::type_of(r->msg)));
+            return;
+        }
+        if (auto tb = station_->on_grant(now, *g)) {
+            uplink_delay_.enqueue(now, *tb);
+        } else {
+            log_.warn("grants.refused",
+                      "{}: grant for slot {} refused (user {}, process {}, {} bytes)",
+                      cfg_.grants_endpoint, g->slot, g->user, g->harq_pid, g->tb_bytes);
+        }
     }
 
     void to_tun(std::vector<std::vector<std::uint8_t>>&& pkts) {
@@ -367,6 +420,23 @@ class client_daemon final {
         s.set("uplink.delay.held", static_cast<std::uint64_t>(uplink_delay_.held_frames()));
         s.set_fields("uplink.zmq.", up_->stats());
         s.set_fields("tun.", tun_->stats());
+        if (station_) {
+            const auto& st = station_->stats();
+            s.set("station.packets_in", st.packets_in);
+            s.set("station.bytes_in", st.bytes_in);
+            s.set("station.dropped_full", st.dropped_full);
+            s.set("station.grants", st.grants);
+            s.set("station.tbs_new", st.tbs_new);
+            s.set("station.tbs_repeated", st.tbs_repeated);
+            s.set("station.grants_refused", st.grants_rejected);
+            s.set("station.status_reports", st.status_reports);
+            s.set("station.buffered_packets",
+                  static_cast<std::uint64_t>(station_->buffered_packets()));
+            s.set("station.buffered_bytes", station_->buffered_bytes());
+            s.set("malformed.grants", grant_counters_.malformed);
+            s.set("grants.wrong_type", grant_counters_.wrong_type);
+            s.set_fields("grants.seq.", grants_seq_.stats());
+        }
         s.set("clamp.enabled", cfg_.core.clamp.enabled);
         s.set("clamp.clamping", core_.clamping());
         if (const auto p = core_.last_price()) {
@@ -413,6 +483,9 @@ class client_daemon final {
     client::uplink_delay uplink_delay_;
     wire::seq_tracker seq_;
     rx_counters rx_counters_;
+    std::optional<client::station> station_;  // station.enabled
+    wire::seq_tracker grants_seq_;
+    rx_counters grant_counters_;
     daemon::rate_limited_log log_;
     timer_fd timer_;
     std::unique_ptr<daemon::tun_device> tun_;
@@ -423,6 +496,8 @@ class client_daemon final {
     std::unique_ptr<zmq::context_t> ctx_;
     std::unique_ptr<daemon::pull_endpoint> rx_;
     std::unique_ptr<daemon::push_endpoint> up_;
+    // endpoints.grants (with station_); after ctx_, so closed before the context ends
+    std::unique_ptr<daemon::pull_endpoint> grants_;
     time_ns started_ns_ = 0;
 };
 

@@ -77,6 +77,28 @@ void fill(record_header& h, const wire::uplink_packet& m) {
     h.flags |= kFlagUser;
     h.user = m.user;
 }
+void fill(record_header& h, const wire::uplink_grant& m) {
+    h.flags |= kFlagSlot | kFlagUser | kFlagHarq;
+    h.slot = m.slot;
+    h.user = m.user;
+    h.harq_pid = m.harq_pid;
+    h.ndi = m.ndi;
+    h.rv = m.rv;
+    h.mcs = m.mcs;
+    h.tb_len = m.tb_bytes;
+}
+void fill(record_header& h, const wire::uplink_tb& m) {
+    h.flags |= kFlagSlot | kFlagUser;
+    h.slot = m.slot;
+    h.user = m.user;
+    h.harq_pid = m.harq_pid;
+    h.ndi = m.ndi;
+    h.tb_len = tb_len_of(m.tb);
+}
+void fill(record_header& h, const wire::buffer_status& m) {
+    h.flags |= kFlagUser;
+    h.user = m.user;
+}
 
 }  // namespace
 

@@ -147,6 +147,33 @@ TEST(ClientConfig, when_an_integrity_key_file_is_given_then_the_core_checks_tags
               0u);
 }
 
+TEST(ClientConfig, when_the_station_holds_its_queue_then_grants_come_on_their_own_endpoint) {
+    EXPECT_FALSE(read(kMinimal).station_enabled);
+    const std::string eps =
+        "user: 1\nname: ue1\ntun: radio0\n"
+        "endpoints: {rx: 'ipc:///tmp/x/rx_1', uplink: 'ipc:///tmp/x/uplink', "
+        "grants: 'ipc:///tmp/x/grants_1'}\n";
+    const client_params c = read(eps +
+                                 "station: {enabled: true, buffer_packets: 30, "
+                                 "pdu_format: compact, status_period_ms: 2.5}\n");
+    EXPECT_TRUE(c.station_enabled);
+    EXPECT_EQ(c.grants_endpoint, "ipc:///tmp/x/grants_1");
+    EXPECT_EQ(c.station.user, 1);
+    EXPECT_EQ(c.station.buffer_packets, 30u);
+    EXPECT_EQ(c.station.format, pdu::pdu_format::compact);
+    EXPECT_EQ(c.station.status_period, 2'500'000);
+    EXPECT_EQ(error_of(kMinimal + "station: {enabled: true}\n")
+                  .rfind("endpoints.grants: required with station.enabled", 0),
+              0u);
+    EXPECT_EQ(error_of(eps + "station: {enabled: true, buffer_packets: 0}\n")
+                  .rfind("station.buffer_packets: 0", 0),
+              0u);
+    EXPECT_EQ(error_of("user: 1\nname: ue1\ntun: radio0\n"
+                       "endpoints: {rx: 'ipc:///a', uplink: 'ipc:///b', grants: 'ipc:///a'}\n")
+                  .rfind("endpoints.grants: 'ipc:///a' is also endpoints.rx", 0),
+              0u);
+}
+
 TEST(ClientConfig, when_a_value_is_out_of_range_then_the_error_names_the_field_and_value) {
     EXPECT_EQ(error_of(kMinimal + "clamp: {beta: 1.5}\n").rfind("clamp.beta: 1.5 not in (0,1)", 0),
               0u);

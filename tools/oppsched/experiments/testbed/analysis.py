@@ -378,7 +378,7 @@ def analyze(outdir: Path) -> dict:
         "aggregate_goodput_bps": agg_good,
         "goodput_mac_fraction": got_down / mac_bytes if mac_bytes > 0 else None,
         "directions": direction_totals(flows),
-        "medium": medium_summary(rundir, cfg, stats.get("apd")),
+        "medium": medium_summary(rundir, cfg, stats.get("apd"), stats),
         "slots": slot_info,
         "harq": harq,
         "aqm": aqm,
@@ -476,10 +476,11 @@ def security_summary(cfg: dict, stats: dict) -> dict:
     }
 
 
-def medium_summary(rundir: Path, cfg: dict, apd_stats) -> dict | None:
+def medium_summary(rundir: Path, cfg: dict, apd_stats, stats: dict | None = None) -> dict | None:
     """The shared medium (medium.mode != none): each direction's share of the slots in which
     anyone contended (medium.csv: the AP with downlink backlog, stations with uplink
-    backlog), and the stations' uplink queues (apd counters). None without a medium."""
+    backlog), and the stations' uplink queues (apd counters; with station_queue client the
+    queue's own counters are the client's, `station.*`). None without a medium."""
     mode = (cfg.get("medium") or {}).get("mode", "none")
     if mode == "none":
         return None
@@ -502,6 +503,13 @@ def medium_summary(rundir: Path, cfg: dict, apd_stats) -> dict | None:
         st = (m.get("up") or {}).get(nm) or {}
         out["uplink"][nm] = {k: st.get(k) for k in ("packets_in", "dropped_full", "delivered",
                                                     "tbs_ok", "tbs_failed", "tbs_dropped")}
+        if (cfg.get("medium") or {}).get("station_queue") == "client":
+            cs = ((stats or {}).get(f"client.{nm}") or {}).get("station") or {}
+            out["uplink"][nm].update(
+                packets_in=cs.get("packets_in"), dropped_full=cs.get("dropped_full"),
+                grants=st.get("grants"), tbs_late=st.get("tbs_late"),
+                status_reports=st.get("status_reports"))
+    out["station_queue"] = (cfg.get("medium") or {}).get("station_queue", "ap")
     return out
 
 

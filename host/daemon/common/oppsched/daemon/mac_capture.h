@@ -49,7 +49,14 @@ constexpr std::size_t kHeaderLen = 24;
 
 enum class kind : std::uint8_t { pdu = 1, message = 2 };
 enum class direction : std::uint8_t { sent = 0, received = 1 };
-enum class port : std::uint8_t { air = 0, phy_requests = 1, phy_grants = 2, uplink = 3, rx = 4 };
+enum class port : std::uint8_t {
+    air = 0,
+    phy_requests = 1,
+    phy_grants = 2,
+    uplink = 3,
+    rx = 4,
+    grants = 5,  // uplink grants, AP -> station (medium.station_queue client)
+};
 
 constexpr std::uint8_t kFlagSlot = 0x01;
 constexpr std::uint8_t kFlagUser = 0x02;
