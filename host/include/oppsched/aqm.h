@@ -43,9 +43,8 @@ namespace oppsched::aqm {
 
 // Queue capacity. 0 means "no limit of this kind"; at least one must be set.
 struct queue_limits {
-    std::size_t bytes = 0;  // sum of Packet::size() (IP bytes)
-    std::size_t packets =
-        50;  // Wang & Song, REAQM, §4, use 50-packet buffers
+    std::size_t bytes = 0;     // sum of Packet::size() (IP bytes)
+    std::size_t packets = 50;  // Wang & Song, REAQM, §4, use 50-packet buffers
 };
 
 enum class drop_reason : std::uint8_t {
