@@ -17,8 +17,10 @@
 //                          configured scheduler then picks the user (with PF usually the
 //                          same one; HARQ retransmissions first).
 //
-// Where the uplink queue lives: the AP daemon holds each station's uplink queue on the
-// station's behalf (station_buffer_packets, drop-tail). The client hands its upstream packets
+// Where the uplink queue lives: by default (station_queue ap) the AP daemon holds each
+// station's uplink queue on the station's behalf (station_buffer_packets, drop-tail); with
+// station_queue client the client daemon does (station.h) and this class keeps only the
+// stations' reported backlogs, their grants and HARQ processes (see station_queue below). The client hands its upstream packets
 // over on the side channel (uplink_packet, after the client's uplink delay); they leave that
 // queue only in uplink slots granted to the station. What differs from a real station: the AP
 // knows the backlog exactly and at once (no buffer status report, no grant in the downlink).
