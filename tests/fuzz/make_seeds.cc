@@ -76,12 +76,16 @@ void wire_seeds() {
     rx.cqi = 11;
     rx.combined = 2;
     rx.tb = bytes(40, 0xab);
-    const std::vector<wire::message> msgs = {wire::slot_request{99, -5},
-                                             g,
-                                             rx,
-                                             wire::cqi_report{4, 77, -3.5f, 2},
-                                             wire::harq_feedback{1, 8, 3, true},
-                                             wire::uplink_packet{9, bytes(60, 0x45)}};
+    const std::vector<wire::message> msgs = {
+        wire::slot_request{99, -5},
+        g,
+        rx,
+        wire::cqi_report{4, 77, -3.5f, 2},
+        wire::harq_feedback{1, 8, 3, true},
+        wire::uplink_packet{9, bytes(60, 0x45)},
+        wire::uplink_grant{2, 1000, 123456789, 4, 3, 1, 2, 200},
+        wire::uplink_tb{2, 1000, 3, 1, 6500, 4, bytes(50, 0x3c)},
+        wire::buffer_status{5, 998, 1500, 1}};
     for (const auto& m : msgs)
         write("wire_decode", wire::to_string(wire::type_of(m)),
               cat({{0x03}, wire::encode(m, 1000)}));  // control: CRC and body_len fixed
