@@ -230,20 +230,25 @@ def _station_queue_config(bed):
     return cfg
 
 
+def _start_with_station(bed, cfg):
+    """The apd, and the test as station 0 (its grants endpoint: the apd connects to it),
+    its client's uplink and the PHY."""
+    p = bed.start(cfg)
+    ctx = zmq.Context()
+    station = ctx.socket(zmq.PULL)
+    station.setsockopt(zmq.LINGER, 0)
+    station.bind(bed.ep("grants_0"))
+    return p, ctx, station, FakeClient(ctx, bed), FakePhy(ctx, bed)
+
+
 def test_station_queue_client_grants_a_reporting_station_and_delivers_its_tb(bed):
     """The station (here the test) reports a buffered packet; the apd grants it the next
     slot on its grants endpoint (the PHY gets an empty slot); the station's TB, sent before
     the slot's air time, is decoded and its packet reaches the TUN after the slot."""
     cfg = _station_queue_config(bed)
     stats = Path(cfg["traces"]["stats"])
-    p = bed.start(cfg)
-    ctx = zmq.Context()
-    station = ctx.socket(zmq.PULL)  # the station's grants endpoint (the apd connects to it)
-    station.setsockopt(zmq.LINGER, 0)
-    station.bind(bed.ep("grants_0"))
+    p, ctx, station, client, phy = _start_with_station(bed, cfg)
     try:
-        client = FakeClient(ctx, bed)
-        phy = FakePhy(ctx, bed)
         pkt = ipv4_udp(UE0_ADDR, AP_ADDR, 4000, 5000, b"from-the-station")
         assert phy.request(0)["empty"]  # nothing reported: the AP's slot
         assert not station.poll(200)
@@ -290,14 +295,8 @@ def test_a_station_tb_after_its_slot_began_is_late_and_its_grant_comes_again(bed
     cfg = _station_queue_config(bed)
     cfg["medium"]["max_transmissions"] = 3
     stats = Path(cfg["traces"]["stats"])
-    p = bed.start(cfg)
-    ctx = zmq.Context()
-    station = ctx.socket(zmq.PULL)  # the station's grants endpoint (the apd connects to it)
-    station.setsockopt(zmq.LINGER, 0)
-    station.bind(bed.ep("grants_0"))
+    p, ctx, station, client, phy = _start_with_station(bed, cfg)
     try:
-        client = FakeClient(ctx, bed)
-        phy = FakePhy(ctx, bed)
         client.send("buffer_status", {"user": 0, "last_grant_slot": 0, "buffer_bytes": 100,
                                       "buffer_packets": 1})
         stats_after_usr1(p, stats, lambda s: s["medium"]["up"]["ue0"]["status_reports"] == 1)
