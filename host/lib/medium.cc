@@ -57,8 +57,6 @@ void medium_params::validate() const {
         bad("harq_processes", std::to_string(harq_processes), "not in [1, 16]");
     if (feedback_timeout_slots < 1 || feedback_timeout_slots > 100000)
         bad("feedback_timeout_slots", std::to_string(feedback_timeout_slots), "not in [1, 100000]");
-    if (queue == station_queue::client && decode == uplink_decode::phy)
-        bad("station_queue", "client", "needs uplink_decode model (the abstract PHY)");
 }
 
 namespace {
@@ -375,7 +373,9 @@ slot_direction medium::on_slot(std::uint64_t slot, time_ns air_time_ns,
         for (std::size_t s = 0; s < m.st.size(); ++s)
             for (std::size_t k = 0; k < m.st[s].procs.size(); ++k) {
                 const auto& pr = m.st[s].procs[k];
-                if (pr.awaiting && (slot > pr.tx_slot + m.p.lead_slots + 1 || slot < pr.tx_slot)) {
+                // (phy: a TB that came in time went to the PHY, whose report decides)
+                if (pr.awaiting && pr.tb->bytes.empty() &&
+                    (slot > pr.tx_slot + m.p.lead_slots + 1 || slot < pr.tx_slot)) {
                     ++m.st[s].stats.tbs_late;
                     m.result(s, k, "late", false, nullptr, 0.0, air_time_ns);
                 }
@@ -466,10 +466,10 @@ slot_direction medium::on_slot(std::uint64_t slot, time_ns air_time_ns,
     ++m.stats.slots_up;
     row.direction = slot_direction::up;
     row.station = winner;
-    if (m.phy())
-        m.transmit_phy(static_cast<std::size_t>(winner), slot, row);
-    else if (m.client())
+    if (m.client())
         m.transmit_client(static_cast<std::size_t>(winner), slot, air_time_ns, row);
+    else if (m.phy())
+        m.transmit_phy(static_cast<std::size_t>(winner), slot, row);
     else
         m.transmit(static_cast<std::size_t>(winner), slot, air_time_ns, row);
     row.queue = m.queue_sizes();
@@ -549,11 +549,11 @@ void medium::Impl::transmit_client(std::size_t s, std::uint64_t slot, time_ns ai
                                    medium_row& row) {
     auto& x = st[s];
     ++x.stats.slots;
-    row.decoded_by = "model";
+    row.decoded_by = phy() ? "phy" : "model";
     const std::size_t k = pick_process(s);
     double cqi = 0.0;
     const int fresh_mcs = uplink_mcs(s, slot, &cqi);
-    row.cqi_db = cqi;
+    row.cqi_db = phy() ? x.cqi_db.value_or(0.0) : cqi;
     if (k == x.procs.size() || (!x.procs[k].tb && fresh_mcs == linkadapt::kNoMcs)) {
         row.outcome = "unusable";  // not for a contender
         return;
@@ -686,6 +686,20 @@ bool medium::on_uplink_tb(time_ns now, std::uint32_t station, const wire::uplink
     if (now > pr.tx_air) {  // the station was not ready when its slot began
         ++x.stats.tbs_late;
         m.result(station, k, "late", false, nullptr, 0.0, now);
+        return true;
+    }
+    if (m.phy()) {  // the PHY sends it in the slot, the AP's receiver reports the result
+        wire::slot_grant g;
+        g.slot = msg.slot;
+        g.empty = false;
+        g.uplink = true;
+        g.user = static_cast<std::uint16_t>(station);
+        g.mcs = static_cast<std::uint8_t>(tb.mcs);
+        g.harq_pid = static_cast<std::uint8_t>(k);
+        g.ndi = msg.ndi;
+        g.rv = kRvSequence[static_cast<std::size_t>(tb.transmissions - 1) % 4];
+        g.tb = tb.bytes;
+        m.grant = std::move(g);
         return true;
     }
     const double snr = m.snr_db_at(station, msg.slot);

@@ -293,17 +293,68 @@ TEST(MediumClient, messages_for_no_outstanding_grant_are_ignored_and_counted) {
     EXPECT_FALSE(b.m.on_uplink_tb(0, 7, tb));  // no such station
 }
 
-TEST(MediumClient, the_stations_own_queue_needs_the_model_decode) {
+TEST(MediumClient, with_the_phy_a_tb_in_time_becomes_the_phys_grant_and_its_report_decides) {
     ap::medium_params p;
+    p.mode = ap::medium_mode::node_fair;
     p.queue = ap::station_queue::client;
     p.decode = ap::uplink_decode::phy;
-    try {
-        p.validate();
-        FAIL();
-    } catch (const std::invalid_argument& e) {
-        EXPECT_NE(std::string(e.what()).find("medium.station_queue: client"), std::string::npos)
-            << e.what();
+    p.lead_slots = kLead;
+    const auto t = linkadapt::mcs_table::evdo();
+    std::vector<std::uint32_t> tbs;
+    for (std::size_t k = 0; k < t.size(); ++k) {
+        const auto b = t.bytes_per_slot(static_cast<int>(k), kSlotS);
+        tbs.push_back(b >= pdu::min_usable_tb_bytes(pdu::pdu_format::standard) ? b : 0);
     }
+    ap::medium m(p, {"s0"}, t, tbs, pdu::pdu_format::standard, kSlotS);
+    auto st = make_station(0);
+    st.on_packet(0, packet(100, 7));
+    m.on_buffer_status(0, 0, *st.take_status(0));
+    wire::rx_indication sounding;  // the AP's receiver measures the station's uplink
+    sounding.slot = 0;
+    sounding.snr_db = 30.0f;
+    m.on_uplink_rx(0, 0, sounding);
+    const time_ns air = (1 + kLead) * kSlotNs;
+    ASSERT_EQ(m.on_slot(1, air, {false}, {0.0}), ap::slot_direction::up);
+    EXPECT_FALSE(m.take_uplink_grant());  // the PHY's grant waits for the station's TB
+    const auto g = m.take_station_grant();
+    ASSERT_TRUE(g);
+    const auto tb = st.on_grant(kSlotNs, *g);
+    ASSERT_TRUE(tb);
+    ASSERT_TRUE(m.on_uplink_tb(2 * kSlotNs, 0, *tb));
+    const auto pg = m.take_uplink_grant();
+    ASSERT_TRUE(pg);
+    EXPECT_TRUE(pg->uplink);
+    EXPECT_EQ(pg->slot, 1u);
+    EXPECT_EQ(pg->tb, tb->tb);
+    EXPECT_EQ(pg->ndi, g->ndi);
+    EXPECT_EQ(pg->rv, g->rv);
+    EXPECT_TRUE(m.take_received(air + kSlotNs).empty());  // nothing before the report
+    wire::rx_indication rx;                               // the AP's receiver decoded it
+    rx.slot = 1;
+    rx.user = 0;
+    rx.harq_pid = g->harq_pid;
+    rx.header_ok = rx.addressed = rx.crc_ok = true;
+    rx.snr_db = 30.0f;
+    rx.tb = pg->tb;
+    m.on_uplink_rx(air + kSlotNs, 0, rx);
+    const auto got = m.take_received(air + kSlotNs);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0], packet(100, 7));
+    EXPECT_EQ(m.station_stats(0).tbs_ok, 1u);
+    // a TB that never came: no PHY grant; the AP's receiver hears nobody -> a NACK
+    st.on_packet(0, packet(100, 8));
+    m.on_buffer_status(0, 0, *st.take_status(100 * kSlotNs));
+    ASSERT_EQ(m.on_slot(2, air + kSlotNs, {false}, {0.0}), ap::slot_direction::up);
+    const auto g2 = m.take_station_grant();
+    ASSERT_TRUE(g2);
+    wire::rx_indication nobody;
+    nobody.slot = 2;
+    nobody.header_ok = true;
+    nobody.user = wire::kUserNobody;
+    nobody.snr_db = 30.0f;
+    m.on_uplink_rx(air + 2 * kSlotNs, 0, nobody);
+    EXPECT_EQ(m.station_stats(0).missed, 1u);
+    EXPECT_EQ(m.station_stats(0).tbs_failed, 1u);
 }
 
 }  // namespace

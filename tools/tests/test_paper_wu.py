@@ -42,8 +42,6 @@ def test_medium_defaults_to_none_with_the_papers_station_buffer():
     (["medium.uplink_mean_snr_db=100"], "medium.uplink_mean_snr_db: 100.0 is above"),
     (["medium.station_queue=station"], "medium.station_queue: 'station' is not one of ap, "
                                        "client"),
-    (["medium.mode=node_fair", "medium.station_queue=client", "phy.mode=sample"],
-     "medium.station_queue: 'client' with phy.mode sample"),
 ])
 def test_bad_medium_settings_are_rejected_naming_the_key_and_value(overrides, expect):
     msg = error_of(BASE, overrides)

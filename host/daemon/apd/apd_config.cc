@@ -499,10 +499,6 @@ apd_params read_apd_config(const config_node& root) {
         mp.queue = md.get_choice("station_queue", "ap", {"ap", "client"}) == "client"
                        ? ap::station_queue::client
                        : ap::station_queue::ap;
-        if (mp.queue == ap::station_queue::client && mp.decode == ap::uplink_decode::phy)
-            md.fail("station_queue",
-                    "'client' needs uplink_decode 'model' (the abstract PHY): the sample PHY "
-                    "takes the station's TB in the AP's grant");
         if (mp.queue == ap::station_queue::client && mp.mode != ap::medium_mode::none)
             for (std::size_t u = 0; u < c.ep_grants.size(); ++u)
                 if (c.ep_grants[u].empty())

@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
@@ -88,6 +89,16 @@ class ap_daemon final {
     void read_tun();
     void release_uplink();
     int poll_timeout_ms() const;
+    void send_grant(const wire::slot_grant& g);
+    // station_queue client with the sample PHY: an uplink slot's grant waits for the
+    // station's TB until shortly before the slot is built (slot -> when to send it empty).
+    void flush_deferred_grants();
+    bool station_queue_phy() const {
+        return medium_ && medium_->mode() != ap::medium_mode::none &&
+               cfg_.medium.queue == ap::station_queue::client &&
+               cfg_.medium.decode == ap::uplink_decode::phy;
+    }
+    std::map<std::uint64_t, time_ns> deferred_grants_;
     // Between loop turns: the periodic stats and traces, and the watchdogs. Returns 0, or the
     // exit status when a watchdog fired (kExitWatchdog, kExitClientWatchdog).
     int housekeeping();
@@ -364,6 +375,7 @@ void ap_daemon::on_phy_message(const std::vector<std::uint8_t>& msg) {
         spdlog::info("phy_requests: the PHY restarted (sequence back at 0)");
         core_->on_phy_restart();
         medium_last_slot_.reset();
+        deferred_grants_.clear();
     }
     const auto* req = std::get_if<wire::slot_request>(&r->msg);
     if (!req) {
@@ -406,6 +418,14 @@ void ap_daemon::on_phy_message(const std::vector<std::uint8_t>& msg) {
                            sg->user, sg->slot);
         }
     }
+    if (uplink_slot && station_queue_phy()) {
+        // The station holds the TB: the PHY's grant waits for it (on_uplink_message), and
+        // goes out empty if it has not come shortly before the slot is built.
+        const time_ns margin =
+            std::max<time_ns>(kNsPerMs, static_cast<time_ns>(cfg_.core.slot_s * 0.25 * kNsPerSec));
+        deferred_grants_[req->slot] = req->air_time_ns - margin;
+        return;
+    }
     if (uplink_slot) {
         // The downlink is silent in an uplink slot (the station's transmission is the
         // medium's; ap_core counts the slot as skipped). With uplink_decode phy the grant
@@ -421,6 +441,11 @@ void ap_daemon::on_phy_message(const std::vector<std::uint8_t>& msg) {
     } else {
         g = core_->on_slot_request(last_request_, req->slot, req->air_time_ns);
     }
+    send_grant(g);
+}
+
+void ap_daemon::send_grant(const wire::slot_grant& g) {
+    using namespace daemon::mac_pcap;
     const auto bytes = wire::encode(g, grant_seq_++);
     if (mac_) {
         // An uplink grant's TB is the station's to send: its PDU is recorded when the AP's
@@ -431,6 +456,23 @@ void ap_daemon::on_phy_message(const std::vector<std::uint8_t>& msg) {
     if (!phy_grants_->send(bytes))
         rlog_.warn("grant_not_sent", "phy_grants: grant for slot {} not sent (no PHY connected?)",
                    g.slot);
+}
+
+void ap_daemon::flush_deferred_grants() {
+    const time_ns now = daemon::monotonic_ns();
+    for (auto it = deferred_grants_.begin(); it != deferred_grants_.end();) {
+        if (it->second > now) {
+            ++it;
+            continue;
+        }
+        wire::slot_grant g;  // the station's TB has not come: the slot goes out empty
+        g.slot = it->first;
+        g.empty = true;
+        g.user = wire::kUserNobody;
+        ++stats_.counter("medium.grants_without_tb");
+        send_grant(g);
+        it = deferred_grants_.erase(it);
+    }
 }
 
 void ap_daemon::on_uplink_message(const std::vector<std::uint8_t>& msg, int bound_user,
@@ -499,6 +541,13 @@ void ap_daemon::on_uplink_message(const std::vector<std::uint8_t>& msg, int boun
             rlog_.warn("uplink.tb_unexpected",
                        "uplink: user {}'s TB for slot {} (process {}) matches no grant: dropped",
                        user, utb->slot, utb->harq_pid);
+        if (auto g = medium_->take_uplink_grant()) {  // phy: the station's TB, in time
+            const auto it = deferred_grants_.find(g->slot);
+            if (it != deferred_grants_.end()) {  // (else its slot went out empty already)
+                deferred_grants_.erase(it);
+                send_grant(*g);
+            }
+        }
         if (bsr) medium_->on_buffer_status(now, user, *bsr);
     } else {
         // Toward the servers: the kernel routes it out of the AP namespace.
@@ -543,7 +592,9 @@ void ap_daemon::release_uplink() {
 
 int ap_daemon::poll_timeout_ms() const {
     if (!medium_) return 200;
-    const auto next = medium_->next_release();
+    auto next = medium_->next_release();
+    for (const auto& [slot, due] : deferred_grants_)
+        if (!next || due < *next) next = due;
     if (!next) return 200;
     const time_ns wait = *next - daemon::monotonic_ns();
     if (wait <= 0) return 0;
@@ -688,6 +739,7 @@ int ap_daemon::run() {
             on_phy_message(msg);
         if (items[2].revents & ZMQ_POLLIN) read_tun();
         release_uplink();
+        flush_deferred_grants();
         write_traces(false);
         if (const int rc = housekeeping(); rc != 0) {
             write_traces(true);

@@ -20,10 +20,11 @@
 // Where the uplink queue lives: by default (station_queue ap) the AP daemon holds each
 // station's uplink queue on the station's behalf (station_buffer_packets, drop-tail); with
 // station_queue client the client daemon does (station.h) and this class keeps only the
-// stations' reported backlogs, their grants and HARQ processes (see station_queue below). The client hands its upstream packets
-// over on the side channel (uplink_packet, after the client's uplink delay); they leave that
-// queue only in uplink slots granted to the station. What differs from a real station: the AP
-// knows the backlog exactly and at once (no buffer status report, no grant in the downlink).
+// stations' reported backlogs, their grants and HARQ processes (see station_queue below). The
+// client hands its upstream packets over on the side channel (uplink_packet, after the client's
+// uplink delay); they leave that queue only in uplink slots granted to the station. What differs
+// from a real station: the AP knows the backlog exactly and at once (no buffer status report, no
+// grant in the downlink).
 //
 // An uplink slot: the station's TB is built by its own pdu::segmenter (the same MAC PDU and
 // segmentation as the downlink) at the TB size of the MCS link adaptation chooses (the same
@@ -82,7 +83,10 @@ enum class uplink_decode { model, phy };
 //           its TB (wire::uplink_tb), built from its own buffer, which must reach the AP by
 //           the slot's air time. HARQ: harq_processes stop-and-wait processes per station;
 //           the grant's NDI, toggled or not, tells the station to send a new TB or the
-//           process's TB again. With uplink_decode::model only (the abstract PHY).
+//           process's TB again. uplink_decode::model: the model decides at the TB's
+//           arrival; phy: the TB, once it came in time, is the PHY's uplink grant for the
+//           slot (take_uplink_grant after on_uplink_tb) and the AP's receiver's report
+//           decides (on_uplink_rx), as with the apd's own queue.
 enum class station_queue { ap, client };
 const char* to_string(medium_mode m);
 // "none", "scheduled", "node_fair"; nullopt for anything else.
@@ -178,7 +182,8 @@ class medium final {
                            const std::vector<double>& down_rate_bps);
 
     // phy: the uplink slot on_slot just gave a station (wire::slot_grant with uplink set, the
-    // station's TB, MCS, HARQ process, NDI, RV), once; nullopt after a downlink slot.
+    // station's TB, MCS, HARQ process, NDI, RV), once; nullopt after a downlink slot. With
+    // station_queue client it comes after on_uplink_tb instead (the station's TB in time).
     std::optional<wire::slot_grant> take_uplink_grant();
     // client: the uplink grant on_slot just gave a station, to be sent to it; nullopt after
     // a downlink slot.

@@ -356,7 +356,7 @@ SCHEMA = {
                                    "holds it on the station's behalf and knows its backlog "
                                    "exactly) or client (the client daemon holds it, reports "
                                    "its buffer status, and sends a TB when the AP's uplink "
-                                   "grant comes; phy.mode abstract)"),
+                                   "grant comes)"),
         "status_period_ms": Field(float, 10.0, min=0.1, max=10000.0,
                                   doc="station_queue client: a station with data reports its "
                                       "buffer at least this often when no TB carried it "
@@ -602,12 +602,6 @@ def check(cfg: dict) -> None:
             f"{cfg['phy']['mode']}: only the sample PHY has it"
             + (" (the radios' rate is phy.uhd.sample_rate)" if cfg["phy"]["mode"] == "uhd"
                else ""))
-    if cfg["medium"]["mode"] != "none" and cfg["medium"]["station_queue"] == "client" and \
-            cfg["phy"]["mode"] != "abstract":
-        raise ConfigError(
-            f"medium.station_queue: 'client' with phy.mode {cfg['phy']['mode']}: the station's "
-            "own queue runs with the abstract PHY only (the sample PHY takes a station's TB "
-            "in the AP's grant); use station_queue ap, or phy.mode abstract")
     if cfg["phy"]["mode"] == "uhd":
         if cfg["medium"]["mode"] != "none":
             raise ConfigError(
