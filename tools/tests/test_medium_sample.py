@@ -130,7 +130,8 @@ def test_stations_that_hold_their_own_queues_send_their_tbs_through_the_blocks(t
     exp = write_experiment(tmp_path, E2E_UPLINK)
     with netns_prefix():
         runs = run_experiment(exp, tmp_path / "out", ["medium.station_queue=client",
-                                                      "topology.client_rt_priority=20"])
+                                                      "topology.client_rt_priority=20"],
+                              duration=10.0)
     out, s = tmp_path / "out", runs[0][1]
     flows = {f["id"]: f for f in s["flows"]}
     assert flows["up"]["error"] is None and flows["down"]["error"] is None
