@@ -146,6 +146,7 @@ def test_stations_that_hold_their_own_queues_send_their_tbs_through_the_blocks(t
     assert grants - st["grants"] in (0, 1), (grants, st)
     # the PHY's grant waited for the station's TB; few slots went out without it
     assert apd["medium"].get("grants_without_tb", 0) <= 0.05 * grants + 2, apd["medium"]
+    assert s["medium"]["grants_without_tb"] == apd["medium"].get("grants_without_tb", 0)
     phy = json.loads((out / "phy.stats.json").read_text())
     (rx,) = phy["uplink"]["receivers"]
     assert rx["tb_ok"] >= (up["outcome"] == "ack").sum() * 0.9

@@ -510,6 +510,8 @@ def medium_summary(rundir: Path, cfg: dict, apd_stats, stats: dict | None = None
                 grants=st.get("grants"), tbs_late=st.get("tbs_late"),
                 status_reports=st.get("status_reports"))
     out["station_queue"] = (cfg.get("medium") or {}).get("station_queue", "ap")
+    if out["station_queue"] == "client":  # sample PHY: uplink slots sent without the TB
+        out["grants_without_tb"] = m.get("grants_without_tb", 0)
     return out
 
 
