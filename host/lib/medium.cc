@@ -97,13 +97,17 @@ struct station_state {
     // `reported_slot`, and the new-TB grants since (slot, TB bytes)
     std::uint64_t reported_bytes = 0;
     std::uint64_t reported_slot = 0;
+    // (in slot order: those up to reported_slot are dropped when a report comes)
     std::deque<std::pair<std::uint64_t, std::uint32_t>> granted_since;
+    std::uint64_t granted_bytes = 0;  // the sum of granted_since's bytes
     // client: bytes the station holds beyond what its grants since the report will carry
+    // (asked for every station in every slot: kept as a sum, not counted again)
     std::uint64_t backlog_estimate() const {
-        std::uint64_t g = 0;
-        for (const auto& [slot, bytes] : granted_since)
-            if (slot > reported_slot) g += bytes;
-        return reported_bytes > g ? reported_bytes - g : 0;
+        return reported_bytes > granted_bytes ? reported_bytes - granted_bytes : 0;
+    }
+    void forget_oldest_grant() {
+        granted_bytes -= granted_since.front().second;
+        granted_since.pop_front();
     }
 };
 
@@ -564,7 +568,8 @@ void medium::Impl::transmit_client(std::size_t s, std::uint64_t slot, time_ns ai
         pr.tb = pending_tb{{}, 0, fresh_mcs, 0, bytes};
         pr.ndi = !pr.ndi;
         x.granted_since.emplace_back(slot, bytes);
-        while (x.granted_since.size() > 4096) x.granted_since.pop_front();
+        x.granted_bytes += bytes;
+        while (x.granted_since.size() > 4096) x.forget_oldest_grant();
     }
     auto& tb = *pr.tb;
     row.mcs = tb.mcs;
@@ -657,7 +662,7 @@ bool medium::on_buffer_status(time_ns now, std::uint32_t station, const wire::bu
     x.reported_slot = bs.last_grant_slot;
     x.stats.reported_bytes = bs.buffer_bytes;
     while (!x.granted_since.empty() && x.granted_since.front().first <= x.reported_slot)
-        x.granted_since.pop_front();
+        x.forget_oldest_grant();
     return true;
 }
 
