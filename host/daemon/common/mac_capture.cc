@@ -39,16 +39,20 @@ void fill(record_header& h, const wire::slot_request& m) {
     h.flags |= kFlagSlot;
     h.slot = m.slot;
 }
-// The user, HARQ and MCS fields a slot_grant and an rx_indication both carry.
+// The user, HARQ and MCS fields a slot_grant, an rx_indication and an uplink_grant carry.
 template <class M>
-void fill_tb(record_header& h, const M& m) {
+void fill_tb(record_header& h, const M& m, std::uint16_t tb_len) {
     h.flags |= kFlagUser | kFlagHarq;
     h.user = m.user;
     h.harq_pid = m.harq_pid;
     h.ndi = m.ndi;
     h.rv = m.rv;
     h.mcs = m.mcs;
-    h.tb_len = tb_len_of(m.tb);
+    h.tb_len = tb_len;
+}
+template <class M>
+void fill_tb(record_header& h, const M& m) {
+    fill_tb(h, m, tb_len_of(m.tb));
 }
 void fill(record_header& h, const wire::slot_grant& m) {
     h.flags |= kFlagSlot;
@@ -78,14 +82,9 @@ void fill(record_header& h, const wire::uplink_packet& m) {
     h.user = m.user;
 }
 void fill(record_header& h, const wire::uplink_grant& m) {
-    h.flags |= kFlagSlot | kFlagUser | kFlagHarq;
+    h.flags |= kFlagSlot;
     h.slot = m.slot;
-    h.user = m.user;
-    h.harq_pid = m.harq_pid;
-    h.ndi = m.ndi;
-    h.rv = m.rv;
-    h.mcs = m.mcs;
-    h.tb_len = m.tb_bytes;
+    fill_tb(h, m, m.tb_bytes);
 }
 void fill(record_header& h, const wire::uplink_tb& m) {
     h.flags |= kFlagSlot | kFlagUser;
