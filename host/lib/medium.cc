@@ -93,9 +93,8 @@ struct station_state {
     std::optional<linkadapt::olla> olla;
     medium_station_stats stats;
     double pf_avg = 1.0;  // scheduled: EMA of the service, bits/s
-    // client: the station's last buffer status, counted up to the grant of slot
-    // `reported_slot`, and the new-TB grants since (slot, TB bytes)
-    std::uint64_t reported_bytes = 0;
+    // client: the station's last buffer status (stats.reported_bytes), counted up to the
+    // grant of slot `reported_slot`, and the new-TB grants since (slot, TB bytes)
     std::uint64_t reported_slot = 0;
     // (in slot order: those up to reported_slot are dropped when a report comes)
     std::deque<std::pair<std::uint64_t, std::uint32_t>> granted_since;
@@ -103,7 +102,8 @@ struct station_state {
     // client: bytes the station holds beyond what its grants since the report will carry
     // (asked for every station in every slot: kept as a sum, not counted again)
     std::uint64_t backlog_estimate() const {
-        return reported_bytes > granted_bytes ? reported_bytes - granted_bytes : 0;
+        const std::uint64_t r = stats.reported_bytes;
+        return r > granted_bytes ? r - granted_bytes : 0;
     }
     void forget_oldest_grant() {
         granted_bytes -= granted_since.front().second;
@@ -658,7 +658,6 @@ bool medium::on_buffer_status(time_ns now, std::uint32_t station, const wire::bu
     auto& x = m.st[station];
     ++x.stats.status_reports;
     if (bs.last_grant_slot < x.reported_slot) return true;  // older than what we have
-    x.reported_bytes = bs.buffer_bytes;
     x.reported_slot = bs.last_grant_slot;
     x.stats.reported_bytes = bs.buffer_bytes;
     while (!x.granted_since.empty() && x.granted_since.front().first <= x.reported_slot)
