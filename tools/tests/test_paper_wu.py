@@ -178,7 +178,7 @@ def test_las_evens_out_the_upstream_and_downstream_flows(buffer20):
 
 # ----------------------------------------------------------------------------------------
 # The stations' own queues (medium.station_queue client): buffer status reports up, uplink
-# grants down, the stations' TBs up. buffer-sweep.yaml at 20 packets, drop-tail, 12 s.
+# grants down, the stations' TBs up. buffer-sweep.yaml at 20 packets, drop-tail, 20 s.
 
 
 @pytest.fixture(scope="module")
@@ -195,7 +195,8 @@ def station_queues(tmp_path_factory):
                                             "medium.station_queue=client",
                                             "topology.client_rt_priority=20",
                                             "topology.apd_rt_priority=40",
-                                            "analysis.warmup_s=4"], duration=12.0)
+                                            "extra.phy={timing: {rt_priority: 50}}",
+                                            f"analysis.warmup_s={WARMUP}"], duration=20.0)
     rundir = out / "runs" / "droptail"
     return json.loads((rundir / "summary.json").read_text()), rundir
 
