@@ -107,6 +107,7 @@ std::array<std::uint8_t, header_codec::packed_bytes> header_codec::pack(
     w.put(h.rv, 2);
     w.put(h.tb_bytes, 16);
     w.put(h.slot, 32);
+    w.put(h.uplink ? 1u : 0u, 1);
     w.put(0, reserved_bits);
     ::oppsched::store_be16(b.data() + 10, crc16(b.data(), 10));  // bits 80..95
     return b;
@@ -122,6 +123,7 @@ std::array<std::uint8_t, header_codec::packed_bytes> header_codec::pack(
     h.rv = static_cast<std::uint8_t>(r.get(2));
     h.tb_bytes = static_cast<std::uint16_t>(r.get(16));
     h.slot = r.get(32);
+    h.uplink = r.get(1) != 0;
     const std::uint32_t reserved = r.get(reserved_bits);
     if (::oppsched::load_be16(bytes + 10) != crc16(bytes, 10)) return err("CRC-16 mismatch");
     if (reserved != 0) return err("reserved bits: " + std::to_string(reserved) + " not 0");

@@ -11,11 +11,14 @@ namespace gr {
 namespace oppsched {
 
 slot_receiver::slot_receiver(const numerology& num, int user_id, const slot_sync_params& sync,
-                             const ofdm_demodulator_params& demod, int missed_slots)
+                             const ofdm_demodulator_params& demod, int missed_slots, bool uplink,
+                             bool own_slots_only)
     : d_num(num),
       d_user(user_id),
       d_S(num.slot_samples()),
-      d_missed_limit(missed_slots),
+      d_missed_limit(own_slots_only ? 0 : missed_slots),
+      d_uplink(uplink),
+      d_own_only(own_slots_only),
       d_sync(num, sync),
       d_demod(num, demod),
       d_hdr(num),
@@ -149,7 +152,7 @@ const slot_reception& slot_receiver::receive(const slot_detection& det,
         return d_rec;
     }
     auto h = d_hdr.decode(d_res.header.data(), d_res.header_nvar.data(), d_res.header.size());
-    if (!h || (h->user == d_user && h->tb_bytes > 0)) {
+    if (!h || (h->user == d_user && h->uplink == d_uplink && h->tb_bytes > 0)) {
         d_demod.complete_payload(x, nx, d_res);
         h = d_hdr.decode(d_res.header.data(), d_res.header_nvar.data(), d_res.header.size());
     }
@@ -173,13 +176,23 @@ const slot_reception& slot_receiver::receive(const slot_detection& det,
         r.ndi = h->ndi;
         r.rv = h->rv;
         r.tb_bytes = h->tb_bytes;
-        r.addressed = h->user == d_user;
+        r.addressed = h->user == d_user && h->uplink == d_uplink;
+        if (h->uplink != d_uplink || (d_own_only && !r.addressed)) {
+            // Not this receiver's: numbered (so it is not reported missed), not reported.
+            ++(h->uplink != d_uplink ? d_stats.other_direction : d_stats.not_own);
+            anchor(r.slot, det.start);
+            return d_rec;
+        }
         if (r.addressed && h->tb_bytes > 0) {
             ++d_stats.addressed;
             decode_payload(h.value(), fresh_harq);
         }
     } else {
         ++d_stats.header_errors;
+        if (d_own_only) {  // whose slot it was is unknown: not this station's to report
+            ++d_stats.not_own;
+            return d_rec;
+        }
         if (!d_locked) {
             ++d_stats.unnumbered;  // no slot number to give it
             return d_rec;
@@ -201,12 +214,16 @@ const slot_reception& slot_receiver::receive(const slot_detection& det,
     }
     add_report(r, reports);
     d_rec.reported = true;
-    d_locked = true;
-    d_anchor_slot = r.slot;
-    d_anchor_start = det.start;
-    d_next_report = r.slot + 1;
-    d_missed_run = 0;
+    anchor(r.slot, det.start);
     return d_rec;
+}
+
+void slot_receiver::anchor(std::uint64_t slot, std::uint64_t start) {
+    d_locked = true;
+    d_anchor_slot = slot;
+    d_anchor_start = start;
+    d_next_report = slot + 1;
+    d_missed_run = 0;
 }
 
 }  // namespace oppsched

@@ -19,7 +19,8 @@ const pmt::pmt_t k_mcs = pmt::mp("mcs");
 
 slot_rx::sptr slot_rx::make(const std::string& profile, double sample_rate, int user_id,
                             double detection_threshold, double ltf_threshold, int missed_slots,
-                            double noise_ema, double slot_duration_s, const std::string& fec) {
+                            double noise_ema, double slot_duration_s, const std::string& fec,
+                            bool uplink, bool own_slots_only) {
     const numerology num = block_numerology(profile, sample_rate, slot_duration_s, fec);
     slot_sync_params sp;
     sp.detection_threshold = static_cast<float>(detection_threshold);
@@ -28,14 +29,16 @@ slot_rx::sptr slot_rx::make(const std::string& profile, double sample_rate, int 
     ofdm_demodulator_params dp;
     dp.snr.noise_ema = noise_ema;
     dp.validate();
-    return gnuradio::make_block_sptr<slot_rx_impl>(num, user_id, sp, dp, missed_slots);
+    return gnuradio::make_block_sptr<slot_rx_impl>(num, user_id, sp, dp, missed_slots, uplink,
+                                                   own_slots_only);
 }
 
 slot_rx_impl::slot_rx_impl(const numerology& num, int user_id, const slot_sync_params& sp,
-                           const ofdm_demodulator_params& dp, int missed_slots)
+                           const ofdm_demodulator_params& dp, int missed_slots, bool uplink,
+                           bool own_slots_only)
     : gr::sync_block("slot_rx", gr::io_signature::make(1, 1, sizeof(gr_complex)),
                      gr::io_signature::make(0, 0, 0)),
-      d_rx(num, user_id, sp, dp, missed_slots) {
+      d_rx(num, user_id, sp, dp, missed_slots, uplink, own_slots_only) {
     message_port_register_out(k_rx_port);
     message_port_register_out(k_symbols_port);
 }

@@ -12,7 +12,8 @@ namespace oppsched {
 class slot_rx_impl final : public slot_rx {
   public:
     slot_rx_impl(const numerology& num, int user_id, const slot_sync_params& sp,
-                 const ofdm_demodulator_params& dp, int missed_slots);
+                 const ofdm_demodulator_params& dp, int missed_slots, bool uplink,
+                 bool own_slots_only);
 
     int work(int noutput_items, gr_vector_const_void_star& input_items,
              gr_vector_void_star& output_items) override;
@@ -36,6 +37,8 @@ class slot_rx_impl final : public slot_rx {
     std::uint64_t nonfinite() const override { return stats().nonfinite; }
     std::uint64_t decode_errors() const override { return stats().decode_errors; }
     std::uint64_t unnumbered() const override { return stats().unnumbered; }
+    std::uint64_t other_direction() const override { return stats().other_direction; }
+    std::uint64_t not_own() const override { return stats().not_own; }
     double last_snr_db() const override { return stats().last_snr_db; }
     double last_effective_snr_db() const override { return stats().last_effective_snr_db; }
     int last_cqi() const override { return stats().last_cqi; }

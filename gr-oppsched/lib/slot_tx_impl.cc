@@ -24,6 +24,7 @@ const pmt::pmt_t k_tx_sob = pmt::mp("tx_sob");
 const pmt::pmt_t k_tx_eob = pmt::mp("tx_eob");
 const pmt::pmt_t k_tx_time = pmt::mp("tx_time");
 const pmt::pmt_t k_slot = pmt::mp("slot");
+const pmt::pmt_t k_uplink_user = pmt::mp("uplink_user");
 
 std::int64_t monotonic_ns() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -150,7 +151,10 @@ void slot_tx_impl::build_slot(std::uint64_t n, bool uplink_output) {
     h.slot = static_cast<std::uint32_t>(n);  // the header carries slot mod 2^32
     h.user = ::oppsched::wire::kUserNobody;
     header_fields empty_h = h;  // the other direction's slot: preamble and header to nobody
+    header_fields up_empty_h = h;
+    up_empty_h.uplink = true;
     bool have_tb = false, uplink = false;
+    d_uplink_user = -1;
     auto it = d_pending.find(n);
     if (it == d_pending.end()) {
         ++d_late;
@@ -170,6 +174,8 @@ void slot_tx_impl::build_slot(std::uint64_t n, bool uplink_output) {
                      d_pay_re.data());
         have_tb = true;
         uplink = g.uplink;
+        h.uplink = uplink;
+        if (uplink) d_uplink_user = g.user;
     }
     // Grants for slots up to n are used or stale now.
     d_pending.erase(d_pending.begin(), d_pending.upper_bound(n));
@@ -182,7 +188,7 @@ void slot_tx_impl::build_slot(std::uint64_t n, bool uplink_output) {
     d_mod.modulate(d_hdr_re.data(), d_hdr_re.size(), d_pay_re.data(),
                    have_tb && !uplink ? d_pay_re.size() : 0, d_slot_buf.data());
     if (uplink_output) {  // output 1: the station's slot, or the stations' sounding
-        d_hdr.encode(uplink ? h : empty_h, d_hdr_re.data());
+        d_hdr.encode(uplink ? h : up_empty_h, d_hdr_re.data());
         d_mod.modulate(d_hdr_re.data(), d_hdr_re.size(), d_pay_re.data(),
                        uplink ? d_pay_re.size() : 0, d_up_buf.data());
     }
@@ -257,10 +263,16 @@ int slot_tx_impl::work(int noutput_items, gr_vector_const_void_star&,
 
             const std::uint64_t off = nitems_written(0) + static_cast<std::uint64_t>(produced);
             const auto t = d_clock.tx_time(n);
-            add_item_tag(0, off, k_slot, pmt::from_uint64(n));
-            add_item_tag(0, off, k_tx_time,
-                         pmt::make_tuple(pmt::from_uint64(t.first), pmt::from_double(t.second)));
-            if (!d_continuous || n == 0) add_item_tag(0, off, k_tx_sob, pmt::PMT_T);
+            const pmt::pmt_t slot_tag = pmt::from_uint64(n);
+            const pmt::pmt_t time_tag =
+                pmt::make_tuple(pmt::from_uint64(t.first), pmt::from_double(t.second));
+            const pmt::pmt_t owner_tag = pmt::from_long(d_uplink_user);
+            for (std::size_t o = 0; o < output_items.size(); ++o) {
+                add_item_tag(o, off, k_slot, slot_tag);
+                add_item_tag(o, off, k_tx_time, time_tag);
+                add_item_tag(o, off, k_uplink_user, owner_tag);
+                if (!d_continuous || n == 0) add_item_tag(o, off, k_tx_sob, pmt::PMT_T);
+            }
         }
         const int k = std::min(S - d_slot_pos, noutput_items - produced);
         std::memcpy(out + produced, d_slot_buf.data() + d_slot_pos, sizeof(gr_complex) * k);
@@ -268,8 +280,9 @@ int slot_tx_impl::work(int noutput_items, gr_vector_const_void_star&,
         d_slot_pos += k;
         produced += k;
         if (d_slot_pos == S && !d_continuous)
-            add_item_tag(0, nitems_written(0) + static_cast<std::uint64_t>(produced - 1), k_tx_eob,
-                         pmt::PMT_T);
+            for (std::size_t o = 0; o < output_items.size(); ++o)
+                add_item_tag(o, nitems_written(0) + static_cast<std::uint64_t>(produced - 1),
+                             k_tx_eob, pmt::PMT_T);
     }
     return produced;
 }

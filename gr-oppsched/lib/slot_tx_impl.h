@@ -62,7 +62,8 @@ class slot_tx_impl final : public slot_tx {
 
     std::map<std::uint64_t, slot_msg::grant> d_pending;  // slot -> grant
     std::uint64_t d_next_slot = 0;                       // the slot to build next (= slots started)
-    bool d_started = false;  // at least one slot built (grants for <= d_next_slot-1 late)
+    long d_uplink_user = -1;  // the slot being built: its station, -1 for a downlink slot
+    bool d_started = false;   // at least one slot built (grants for <= d_next_slot-1 late)
     std::vector<gr_complex> d_slot_buf;
     std::vector<gr_complex> d_up_buf;  // output 1: uplink slots and the stations' sounding
     int d_slot_pos = 0;  // samples of the current slot already output; slot_samples = none open

@@ -413,10 +413,10 @@ def apd_config(cfg: dict, lay: Layout) -> dict:
 
 def uplink_through_phy(cfg: dict) -> bool:
     """Whether uplink slots go through the PHY's blocks (medium.mode != none with
-    phy.mode sample): the apd's medium.uplink_decode phy. The abstract PHY's runs keep the
-    apd's threshold model (uplink_decode model)."""
+    phy.mode sample, or uhd: over the air): the apd's medium.uplink_decode phy. The
+    abstract PHY's runs keep the apd's threshold model (uplink_decode model)."""
     return cfg.get("medium", {}).get("mode", "none") != "none" and \
-        cfg["phy"]["mode"] == "sample"
+        cfg["phy"]["mode"] in BLOCK_MODES
 
 
 def station_queue_at_client(cfg: dict) -> bool:

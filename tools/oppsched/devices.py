@@ -249,10 +249,13 @@ def sample_rate_error(p: dict, fs: float, args: str = "") -> str | None:
             f"{lo:g} Hz / {nmax})")
 
 
-def check_radio(p: dict, r: dict, fs: float, role: str, field: str) -> None:
+def check_radio(p: dict, r: dict, fs: float, role: str, field: str,
+                keys: tuple[str, str] = ("gain_db", "antenna")) -> None:
     """A radio's settings within profile `p` (role 'tx' for the AP, 'rx' for a device):
     sample rate, frequency, gain, antenna, clock and time sources. ConfigError naming the
-    experiment key (`field`.freq_hz, ...) and the value."""
+    experiment key (`field`.freq_hz, ...) and the value. `keys`: the (gain, antenna) keys
+    of that role's settings (a radio's second direction has its own: radio.py)."""
+    gain_key, antenna_key = keys
     dev = p["device"]
     why = sample_rate_error(p, fs, r.get("args", ""))
     if why:
@@ -263,13 +266,13 @@ def check_radio(p: dict, r: dict, fs: float, role: str, field: str) -> None:
         raise ConfigError(f"{field}.freq_hz: {f!r} is outside the {dev}'s "
                           f"{fr['min_hz']:g}..{fr['max_hz']:g} Hz")
     g = p["gain"][role]
-    if not (g["min_db"] <= r["gain_db"] <= g["max_db"]):
-        raise ConfigError(f"{field}.gain_db: {r['gain_db']!r} is outside the {dev}'s "
+    if not (g["min_db"] <= r[gain_key] <= g["max_db"]):
+        raise ConfigError(f"{field}.{gain_key}: {r[gain_key]!r} is outside the {dev}'s "
                           f"{role.upper()} gain range {g['min_db']:g}..{g['max_db']:g} dB")
     ants = p["antennas"][role]
-    if r["antenna"] not in ants:
-        raise ConfigError(f"{field}.antenna: {r['antenna']!r} is not a {dev} {role.upper()} "
-                          f"port ({', '.join(ants)})")
+    if r[antenna_key] not in ants:
+        raise ConfigError(f"{field}.{antenna_key}: {r[antenna_key]!r} is not a {dev} "
+                          f"{role.upper()} port ({', '.join(ants)})")
     bw = r.get("bandwidth_hz") or 0.0
     if bw > 0 and bw > p["sample_rate"]["max_hz"]:
         raise ConfigError(f"{field}.bandwidth_hz: {bw!r} is above the {dev}'s "

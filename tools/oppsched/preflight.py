@@ -35,6 +35,7 @@ from pathlib import Path
 from oppsched import devices
 from oppsched.config import ConfigError
 from oppsched.experiments.testbed.schema import radio_profile, uhd_radios
+from oppsched.phy.radio import SECOND_DIRECTION
 
 BENCHMARK_PATHS = ("/usr/lib/uhd/examples/benchmark_rate",
                    "/usr/libexec/uhd/examples/benchmark_rate",
@@ -485,12 +486,18 @@ def experiment_radios(cfg: dict) -> list[Radio]:
     return out
 
 
-def check_profile(r: Radio, fs: float) -> Check:
+def check_profile(r: Radio, fs: float, both_directions: bool = False) -> Check:
     """The radio's settings within its device profile (oppsched check refuses them too;
-    preflight loads the experiment with these checks deferred to show them here)."""
+    preflight loads the experiment with these checks deferred to show them here). With
+    `both_directions` (a medium over the air: every radio sends and receives) also the
+    settings of its second direction."""
     dev = r.profile["device"]
     try:
         devices.check_radio(r.profile, r.settings, fs, r.role, r.field)
+        if both_directions:
+            other = "rx" if r.role == "tx" else "tx"
+            devices.check_radio(r.profile, r.settings, fs, other, r.field,
+                                SECOND_DIRECTION[other])
     except ConfigError as exc:
         return Check("profile", r.field, False, str(exc),
                      f"set it within the {dev}'s limits (firmware/profiles/{dev}.yaml), or "
@@ -506,7 +513,8 @@ def preflight(cfg: dict, probe: Probe, benchmark_s: float = 5.0) -> tuple[list[C
     radios = experiment_radios(cfg)
     fs = cfg["phy"]["uhd"]["sample_rate"]
     checks: list[Check] = []
-    profiled = {r.field: check_profile(r, fs) for r in radios}
+    tdd = cfg["medium"]["mode"] != "none"  # uplink slots over the air
+    profiled = {r.field: check_profile(r, fs, tdd) for r in radios}
     text, rc = probe.find_devices()
     found = parse_find_devices(text)
     message = None

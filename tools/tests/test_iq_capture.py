@@ -585,7 +585,7 @@ def test_uhd_capture_records_the_ap_bursts_and_the_client_input_which_decodes(tm
     cfg = uhd.load_config(write_yaml(tmp_path / "phy.yaml", d))
     tb = gr.top_block()
     head = blocks.head(gr.sizeof_gr_complex, 1)
-    tx, _ = uhd.build_ap_tx(tb, cfg, 100, head)
+    tx, _, _ = uhd.build_ap_tx(tb, cfg, 100, head)
     S = tx.slot_samples()
     head.set_length(20 * S)
     ap_rec = uhd.capture_ap_iq(tb, cfg, tx)

@@ -8,9 +8,8 @@ import json
 
 import pandas as pd
 import pytest
-import yaml
 
-from helpers import cfg_of, error_of, netns_prefix, require_real_testbed, run_layout, \
+from helpers import cfg_of, netns_prefix, require_real_testbed, run_layout, \
     write_experiment
 from oppsched import daemonconf
 from oppsched.runner import run_experiment
@@ -42,25 +41,6 @@ def test_abstract_mode_keeps_the_apds_uplink_model_and_none_adds_nothing(tmp_pat
     assert "uplink" not in daemonconf.phy_config(none, lay)
     assert "medium" not in daemonconf.apd_config(none, lay)
     assert all("phy_uplink_rx" not in u for u in daemonconf.apd_config(none, lay)["users"])
-
-
-def test_uhd_mode_refuses_a_medium_naming_the_field():
-    err = error_of(overrides=["phy.mode=uhd", "medium.mode=node_fair"])
-    assert "medium.mode: 'node_fair' with phy.mode uhd" in err
-
-
-def test_the_loopback_refuses_uplink_slots_in_the_uhd_phy(tmp_path):
-    from oppsched.config import ConfigError
-    from oppsched.phy import uhd
-
-    p = tmp_path / "phy.yaml"
-    p.write_text(yaml.safe_dump({
-        "lead_slots": 4, "uplink": {"enabled": True},
-        "users": [{"id": 0, "name": "a", "channel": {"model": "awgn"},
-                   "uhd": {"args": "type=b200"}}],
-        "uhd": {"ap": {"args": "type=b200"}}}))
-    with pytest.raises(ConfigError, match="uplink.enabled: true: the UHD PHY"):
-        uhd.load_config(p)
 
 
 E2E_UPLINK = """

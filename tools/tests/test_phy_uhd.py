@@ -87,6 +87,38 @@ def test_unknown_radio_keys_name_the_field():
         "devices[0].uhd.port: unknown key")
 
 
+# A shared medium over the air: TDD, every radio in both directions on one time base
+PPS = ["phy.uhd.ap.time_source=external", "devices[0].uhd.time_source=external"]
+MEDIUM = ["medium.mode=node_fair", *PPS]
+
+
+def test_a_medium_over_the_air_needs_every_radio_on_a_common_pps():
+    c = cfg_of(overrides=UHD + MEDIUM)
+    assert c["medium"]["mode"] == "node_fair"
+    assert c["phy"]["uhd"]["ap"]["rx_antenna"] == "RX2"  # the AP's receiver of the stations
+    assert c["devices"][0]["uhd"]["tx_antenna"] == "TX/RX"  # the station's transmitter
+    msg = error_of(overrides=UHD + ["medium.mode=node_fair", PPS[0]])
+    assert msg.startswith("devices[0].uhd.time_source: 'the default' with medium.mode "
+                          "node_fair over the air: every radio needs a common time base"), msg
+    msg = error_of(overrides=UHD + ["medium.mode=node_fair", "phy.uhd.ap.time_source=internal",
+                                    PPS[1]])
+    assert msg.startswith("phy.uhd.ap.time_source: 'internal' with medium.mode"), msg
+    cfg_of(overrides=UHD)  # no medium: the clients only receive, their time is free
+
+
+@pytest.mark.parametrize("overrides, expect", [
+    (["devices[0].uhd.tx_gain_db=95"], "devices[0].uhd.tx_gain_db: 95.0 is outside the b210's "
+     "TX gain range"),
+    (["devices[0].uhd.tx_antenna=RX2"], "devices[0].uhd.tx_antenna: 'RX2' is not a b210 TX port"),
+    (["phy.uhd.ap.rx_gain_db=80"], "phy.uhd.ap.rx_gain_db: 80.0 is outside the b210's RX gain"),
+    (["phy.uhd.ap.rx_antenna=CAL"], "phy.uhd.ap.rx_antenna: 'CAL' is not a b210 RX port"),
+])
+def test_each_radios_second_direction_is_checked_against_its_profile(overrides, expect):
+    msg = error_of(overrides=UHD + MEDIUM + overrides)
+    assert msg.startswith(expect), msg
+    cfg_of(overrides=UHD + overrides)  # without a medium that direction is not used
+
+
 # ----------------------------------------------------------------------------------------
 # phy.yaml of the UHD PHY
 
@@ -225,6 +257,11 @@ def test_radios_are_configured_from_their_settings():
     assert u.rate == 2e6
     assert u.calls == [("set_clock_source", "external", 0), ("set_center_freq", 915e6, 0),
                        ("set_gain", 60.0, 0), ("set_antenna", "TX/RX", 0)]
+    # the AP's receiver of the uplink slots: its own gain and port on the same device
+    u = FakeUsrp()
+    uhd.configure_radio(u, r["origin"], {**r, "rx_gain_db": 30.0, "rx_antenna": "RX2"}, 2e6,
+                        uhd.SECOND_DIRECTION["rx"])
+    assert ("set_gain", 30.0, 0) in u.calls and ("set_antenna", "RX2", 0) in u.calls
     with pytest.raises(uhd.RadioError, match=r"phy.uhd.ap.args 'type=b200': the device runs "
                        "at 1999999.0 Hz, not sample.sample_rate 2000000.0"):
         uhd.configure_radio(FakeUsrp(1 - 5e-7), r["origin"], r, 2e6)
@@ -282,7 +319,8 @@ def test_ap_tx_chain_sends_each_slot_as_a_timed_burst_at_t0_plus_lead(tmp_path, 
     n_slots, t_dev = 12, 86_399  # device time set to a whole second of CLOCK_MONOTONIC
     tb = gr.top_block()
     head = blocks.head(gr.sizeof_gr_complex, 1)  # resized below, once S is known
-    tx, grants = uhd.build_ap_tx(tb, cfg, t_dev, head)
+    tx, grants, gates = uhd.build_ap_tx(tb, cfg, t_dev, head)
+    assert gates == []  # no uplink slots: slot_tx straight into the radio
     S = tx.slot_samples()
     head.set_length(n_slots * S)
     sink = blocks.vector_sink_c()
@@ -317,7 +355,7 @@ def test_slot_tx_runs_the_profiles_tx_lead_ahead_of_the_radio(tmp_path, fs, samp
     cfg = _tx_cfg(tmp_path, "evdo", 0.5, fs)
     assert uhd.tx_buffer_samples(cfg) == samples
     tb = gr.top_block()
-    tx, _ = uhd.build_ap_tx(tb, cfg, 100, blocks.null_sink(gr.sizeof_gr_complex))
+    tx, _, _ = uhd.build_ap_tx(tb, cfg, 100, blocks.null_sink(gr.sizeof_gr_complex))
     assert tx.max_output_buffer(0) == samples
     assert uhd.ap_profile(cfg)["tx_lead_s"] == 0.004
 
@@ -329,7 +367,7 @@ def test_client_rx_chain_decodes_the_ap_bursts(tmp_path):
     cfg = _tx_cfg(tmp_path, "evdo", 0.5)
     tb = gr.top_block()
     head = blocks.head(gr.sizeof_gr_complex, 1)
-    tx, _ = uhd.build_ap_tx(tb, cfg, 100, head)
+    tx, _, _ = uhd.build_ap_tx(tb, cfg, 100, head)
     head.set_length(20 * tx.slot_samples())
     rx, sink = uhd.build_client_rx(tb, cfg, cfg["users"][0], head)
     tb.run()
@@ -338,6 +376,137 @@ def test_client_rx_chain_decodes_the_ap_bursts(tmp_path):
                                                                  rx.headers_ok())
     assert rx.addressed() == 0
     assert sink.sent() + sink.dropped() >= 15  # one indication per slot heard
+
+
+@needs_gr
+def test_the_runners_phy_yaml_for_a_medium_over_the_air_has_the_uplink_receivers(tmp_path):
+    path = _runner_phy_yaml(tmp_path, MEDIUM)
+    c = uhd.load_config(path)
+    assert c["uplink"]["enabled"]
+    assert c["users"][0]["uplink_rx"].endswith("/uprx_0")
+    apd = yaml.safe_load(Path(path).with_name("apd.yaml").read_text())
+    assert apd["medium"]["uplink_decode"] == "phy"  # the AP's radio decodes the stations
+    assert apd["users"][0]["phy_uplink_rx"] == c["users"][0]["uplink_rx"]
+
+
+@needs_gr
+def test_all_radios_get_the_same_device_time_at_one_pps_edge():
+    radios, slept = [FakeUsrp(), FakeUsrp(), FakeUsrp()], []
+    t = uhd.set_common_time(radios, clock=lambda: 500.4, sleep=slept.append)
+    assert t == 501 and len(slept) == 1 and slept[0] > 1.0  # one wait for all
+    for r in radios:
+        (name, spec), = r.calls
+        assert name == "set_time_next_pps" and spec.get_full_secs() == 501
+
+
+def _tdd_cfg(tmp_path: Path) -> dict:
+    """Two stations over the air: every radio on a common PPS, uplink slots enabled."""
+    d = {"run_dir": str(tmp_path), "lead_slots": 3,
+         "sample": {"profile": "evdo", "sample_rate": 1e6, "connect_wait_ms": 0},
+         "uplink": {"enabled": True},
+         "users": [{"id": i, "name": f"u{i}", "channel": {"model": "awgn"},
+                    "uhd": {"args": f"type=b200,serial={i + 1}", "device": "b210",
+                            "time_source": "external"}} for i in range(2)],
+         "uhd": {"ap": {"args": "type=b200,serial=0", "start_delay_s": 0.5,
+                        "device": "b210", "time_source": "external"}}}
+    p = write_yaml(tmp_path / "phy.yaml", d)
+    (tmp_path / "zmq").mkdir(exist_ok=True)
+    return uhd.load_config(p)
+
+
+@needs_gr
+def test_phy_yaml_with_uplink_slots_needs_a_common_pps_and_checks_the_second_direction(
+        tmp_path):
+    cfg = _tdd_cfg(tmp_path)
+    assert cfg["uplink"]["enabled"] and cfg["users"][1]["uplink_rx"].endswith("uprx_1")
+    d = yaml.safe_load((tmp_path / "phy.yaml").read_text())
+    d["users"][1]["uhd"]["time_source"] = "internal"
+    with pytest.raises(ConfigError, match=r"^users\[1\]\.uhd\.time_source: 'internal' with "
+                       "uplink.enabled: every radio needs a common time base"):
+        uhd.load_config(write_yaml(tmp_path / "phy.yaml", d))
+    d["users"][1]["uhd"].update(time_source="gpsdo", tx_gain_db=99.0)
+    with pytest.raises(ConfigError, match=r"^users\[1\]\.uhd\.tx_gain_db: 99.0 is outside "
+                       "the b210's TX gain range"):
+        uhd.load_config(write_yaml(tmp_path / "phy.yaml", d))
+
+
+@needs_gr
+def test_over_the_air_each_radio_sends_its_own_slots_and_the_ap_decodes_each_station(tmp_path):
+    # The UHD PHY's graphs with test sinks for the three radios: the AP sends its downlink
+    # slots only, each station its own uplink slots, each a timed burst. Their bursts put on
+    # one air at their tx_time (with noise) are what the AP's receivers and a client's hear.
+    import numpy as np
+    import pmt
+    from gnuradio import blocks, gr
+    from gnuradio import oppsched as gro
+
+    cfg = _tdd_cfg(tmp_path)
+    rng = np.random.default_rng(23)
+    # slots 0, 3: the AP's (a TB to user 0, then empty); 1, 5: station 0; 2, 4: station 1
+    owner = {0: -1, 1: 0, 2: 1, 3: -1, 4: 1, 5: 0}
+    tbs = {n: rng.integers(0, 256, 50, dtype=np.uint8).tobytes() for n in owner}
+    tb = gr.top_block()
+    heads = [blocks.head(gr.sizeof_gr_complex, 1) for _ in range(3)]  # AP, station 0, 1
+    t_dev = 1000
+    tx, _, gates = uhd.build_ap_tx(tb, cfg, t_dev, heads[0], heads[1:])
+    S = tx.slot_samples()
+    for n, who in owner.items():
+        if n == 3:
+            g = {"slot": pmt.from_uint64(n), "empty": pmt.PMT_T}
+        else:
+            g = {"slot": pmt.from_uint64(n), "user": pmt.from_long(max(who, 0)),
+                 "mcs": pmt.from_long(2), "harq_pid": pmt.from_long(0),
+                 "ndi": pmt.from_bool(n in (4, 5)), "rv": pmt.from_long(0),
+                 "tb": pmt.init_u8vector(len(tbs[n]), list(tbs[n]))}
+            if who >= 0:
+                g["uplink"] = pmt.PMT_T
+        d = pmt.make_dict()
+        for k, v in g.items():
+            d = pmt.dict_add(d, pmt.intern(k), v)
+        tx._post(pmt.intern("grant"), d)
+    sinks = []
+    for h in heads:
+        h.set_length(2 * S)  # every radio has two slots of the six
+        sinks.append(blocks.vector_sink_c())
+        tb.connect(h, sinks[-1])
+    tb.run()
+    # the stations' radios: exactly their two slots; the AP's goes on with the slots after
+    # the sixth (no grant: empty downlink slots) until the graph stops
+    assert [g.slots_passed() for g in gates[1:]] == [2, 2] and gates[0].slots_passed() >= 2
+    assert tx.uplink_tb_sent() == 4
+    air = np.zeros(6 * S + 400, np.complex64)
+    t0 = uhd.ap_t0_s(cfg, t_dev)
+    for who, snk in zip((-1, 0, 1), sinks):
+        x = np.array(snk.data(), np.complex64)
+        tags = _tags(snk)
+        assert [pmt.to_uint64(v) for _, v in tags["slot"]] == [n for n, o in owner.items()
+                                                                if o == who]
+        assert [o for o, _ in tags["tx_sob"]] == [0, S] and [o for o, _ in tags["tx_eob"]] == \
+            [S - 1, 2 * S - 1]
+        for off, v in tags["tx_time"]:
+            t = pmt.to_uint64(pmt.tuple_ref(v, 0)) + pmt.to_double(pmt.tuple_ref(v, 1))
+            pos = round((t - t0) * 1e6)
+            air[pos:pos + S] += x[off:off + S]
+    p = np.mean(np.abs(air[:S]) ** 2)
+    air += (rng.normal(size=(len(air), 2)) @ np.array([1, 1j]) * np.sqrt(p / 300)).astype(
+        np.complex64)
+    tb2 = gr.top_block()
+    src = blocks.vector_source_c(air.tolist(), False)
+    up_rx, _ = uhd.build_ap_rx(tb2, cfg, src)
+    client_rx, _ = uhd.build_client_rx(tb2, cfg, cfg["users"][0], src)
+    dbg = [blocks.message_debug() for _ in up_rx]
+    for rx, d in zip(up_rx, dbg):
+        tb2.msg_connect(rx, "rx", d, "store")
+    tb2.run()
+    for st, (rx, d) in enumerate(zip(up_rx, dbg)):
+        reps = [pmt.to_python(d.get_message(i)) for i in range(d.num_messages())]
+        mine = [n for n, o in owner.items() if o == st]
+        assert [r["slot"] for r in reps] == mine, st  # its own slots only, none missed
+        assert [bytes(r["tb"]) for r in reps] == [tbs[n] for n in mine], st
+        assert (rx.other_direction(), rx.not_own(), rx.slots_missed()) == (2, 2, 0), st
+    # client 0 hears the AP's two slots (its TB) and not the stations' four
+    assert (client_rx.tb_ok(), client_rx.other_direction(), client_rx.slots_missed()) == \
+        (1, 4, 0)
 
 
 # ----------------------------------------------------------------------------------------

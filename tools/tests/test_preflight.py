@@ -484,6 +484,22 @@ def test_out_of_profile_settings_are_rows_of_the_table_with_their_fix(images):
         f"type=b200,serial={s}" for s in SERIALS[1:]]
 
 
+def test_with_a_medium_over_the_air_each_radios_second_direction_is_a_row_too(images):
+    pps = ["medium.mode=node_fair", "phy.uhd.ap.time_source=external"] + [
+        f"devices[{i}].uhd.time_source=external" for i in range(3)]
+    with devices.profile_checks_deferred():
+        cfg = uhd_cfg(pps + ["devices[1].uhd.tx_antenna=RX2"])
+        plain = uhd_cfg(["devices[1].uhd.tx_antenna=RX2"])  # no medium: never transmits
+    lines: list[str] = []
+    assert preflight.run(cfg, RecordedProbe(images=images), out=lines.append) == 1
+    text = "\n".join(lines)
+    assert re.search(r"^profile\s+devices\[1\].uhd\s+FAIL\s+devices\[1\].uhd.tx_antenna: 'RX2' "
+                     r"is not a b210 TX port \(TX/RX\)$", text, re.M), text
+    lines = []
+    preflight.run(plain, RecordedProbe(images=images), out=lines.append)
+    assert not re.search(r"^profile\s+\S+\s+FAIL", "\n".join(lines), re.M)
+
+
 def test_the_cli_shows_out_of_profile_settings_even_without_radios():
     require(shutil.which("uhd_find_devices") is not None,
             "uhd_find_devices is not installed (apt-get install uhd-host)")

@@ -33,7 +33,7 @@ header_fields random_fields(std::mt19937_64& rng, const numerology& n) {
 }
 
 const header_fields k_golden_fields = {0x1234, 5, 0xA, true, 2, 0x0102, 0xDEADBEEF};
-// bits: user | mcs | harq | ndi | rv | tb_bytes | slot | 00000 | CRC-16/CCITT-FALSE
+// bits: user | mcs | harq | ndi | rv | tb_bytes | slot | uplink 0 | 0000 | CRC-16/CCITT-FALSE
 const std::array<std::uint8_t, 12> k_golden_bytes = {0x12, 0x34, 0x5a, 0xc0, 0x20, 0x5b,
                                                      0xd5, 0xb7, 0xdd, 0xe0, 0xd2, 0x7c};
 }  // namespace
@@ -44,6 +44,30 @@ TEST(HeaderCodec, packs_the_fields_into_the_documented_12_byte_layout) {
     const auto r = c.unpack(k_golden_bytes.data());
     ASSERT_TRUE(r.ok()) << r.error();
     EXPECT_EQ(r.value(), k_golden_fields);
+}
+
+TEST(HeaderCodec, carries_the_uplink_direction_in_bit_75) {
+    header_codec c(numerology::profile("3ms", 5e6));
+    header_fields up = k_golden_fields;
+    up.uplink = true;
+    auto want = k_golden_bytes;
+    want[9] |= 0x10;  // bit 75: the fourth bit of byte 9, after the slot's last three
+    const std::uint16_t crc = header_codec::crc16(want.data(), 10);
+    want[10] = static_cast<std::uint8_t>(crc >> 8);
+    want[11] = static_cast<std::uint8_t>(crc);
+    EXPECT_EQ(c.pack(up), want);
+    const auto r = c.unpack(want.data());
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_TRUE(r.value().uplink);
+    EXPECT_EQ(r.value(), up);
+    EXPECT_NE(r.value(), k_golden_fields);  // the direction is part of the header's identity
+    // through the air interface: encoded, decoded
+    std::vector<gr_complex> re(c.resource_elements());
+    c.encode(up, re.data());
+    std::vector<float> nvar(re.size(), 0.01f);
+    const auto d = c.decode(re.data(), nvar.data(), re.size());
+    ASSERT_TRUE(d.ok()) << d.error();
+    EXPECT_TRUE(d.value().uplink);
 }
 
 TEST(HeaderCodec, uses_bpsk_when_the_header_res_hold_192_coded_bits_else_qpsk) {

@@ -55,6 +55,19 @@ class qa_flowgraphs(gr_unittest.TestCase):
             with open(py, encoding="utf-8") as fh:
                 compile(fh.read(), py, "exec")
 
+    def test_every_generated_script_parses_its_command_line(self):
+        # Two parameters with the same short option make the script fail at start, which
+        # grcc does not see.
+        for f in self.files:
+            with open(f, encoding="utf-8") as fh:
+                fg_id = yaml.safe_load(fh)["options"]["parameters"]["id"]
+            code = (f"import sys; sys.path.insert(0, {self.out!r}); import {fg_id}; "
+                    f"{fg_id}.argument_parser().parse_args([])")
+            p = subprocess.run([sys.executable, "-c", code], env=dict(self.env,
+                               QT_QPA_PLATFORM="offscreen"), capture_output=True, text=True,
+                               timeout=60)
+            self.assertEqual(p.returncode, 0, f"{os.path.basename(f)}: {p.stderr[-800:]}")
+
     def test_uhd_and_zeromq_variants_exist_for_ap_client_and_emulator(self):
         names = {os.path.basename(f)[:-4] for f in self.files}
         for role in ("ap_tx", "client_rx", "channel_emulator"):

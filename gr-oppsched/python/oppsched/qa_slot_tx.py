@@ -47,6 +47,7 @@ class qa_slot_tx(gr_unittest.TestCase):
             for n in range(n_slots):
                 expected += [
                     (n * S, "slot", n),
+                    (n * S, "uplink_user", -1),
                     (n * S, "tx_sob", True),
                     (n * S, "tx_time", expected_tx_time(t0, n, S, fs)),
                     ((n + 1) * S - 1, "tx_eob", True),
@@ -66,6 +67,7 @@ class qa_slot_tx(gr_unittest.TestCase):
         for n in range(4):
             expected += [
                 (n * self.S, "slot", n),
+                (n * self.S, "uplink_user", -1),
                 (n * self.S, "tx_time", expected_tx_time(t0, n, self.S, 1e6)),
             ]
         expected.sort(key=lambda x: (x[0], x[1]))
@@ -185,7 +187,7 @@ class qa_slot_tx(gr_unittest.TestCase):
         # the two outputs are sample-aligned: one slot clock
         self.assertEqual(len(down.data()), len(up.data()))
         (d0, d1), _ = run_rx(np.array(down.data()), user_ids=(0, 1))
-        (u0, u1), _ = run_rx(np.array(up.data()), user_ids=(0, 1))
+        (u0, u1), _ = run_rx(np.array(up.data()), user_ids=(0, 1), uplink=True)
         self.assertEqual([r["slot"] for r in d0], [0, 1, 2])
         # downlink: user 0's TB in slot 0; in the uplink slot an empty slot (no TB)
         self.assertEqual([r["user"] for r in d0], [0, 0xFFFF, 0xFFFF])
@@ -248,6 +250,24 @@ class qa_slot_tx(gr_unittest.TestCase):
         self.assertLess(max(snr) - min(snr), 3.0)
         self.assertTrue(all(r["crc_ok"] for r in reps[0::2]))  # the downlink TBs
 
+    def test_each_output_is_one_direction_and_a_receiver_keeps_only_its_own(self):
+        # Output 0 carries the AP's headers (uplink bit clear), output 1 the stations'
+        # (set), so a receiver hearing both over the air takes only its direction's.
+        g_up = pmt.dict_add(grant_dict(1, 1, 2, self.tb(2)), pmt.intern("uplink"), pmt.PMT_T)
+        tx = oppsched.slot_tx("evdo", 1e6, 3, 0.0)
+        for g in (grant_dict(0, 1, 1, self.tb(1)), g_up, empty_grant(2)):
+            tx._post(pmt.intern("grant"), g)
+        tb = gr.top_block()
+        down, up = blocks.vector_sink_c(), blocks.vector_sink_c()
+        tb.connect((tx, 0), blocks.head(gr.sizeof_gr_complex, 3 * self.S), down)
+        tb.connect((tx, 1), blocks.head(gr.sizeof_gr_complex, 3 * self.S), up)
+        tb.run()
+        (d_as_up,), (rx_a,) = run_rx(np.array(down.data()), user_ids=(1,), uplink=True)
+        (u_as_down,), (rx_b,) = run_rx(np.array(up.data()), user_ids=(1,))
+        self.assertEqual((d_as_up, u_as_down), ([], []))
+        self.assertEqual((rx_a.other_direction(), rx_b.other_direction()), (3, 3))
+        self.assertEqual((rx_a.slots_missed(), rx_b.slots_missed()), (0, 0))
+
     def test_uplink_grant_without_output_1_is_malformed_and_its_slot_empty(self):
         g_up = pmt.dict_add(grant_dict(0, 1, 1, self.tb(1)), pmt.intern("uplink"), pmt.PMT_T)
         x, _, tx = run_tx([g_up], 2)
@@ -272,3 +292,100 @@ class qa_slot_tx(gr_unittest.TestCase):
 
 if __name__ == "__main__":
     gr_unittest.run(qa_slot_tx)
+
+
+class qa_slot_gate(gr_unittest.TestCase):
+    """TDD over the air: each radio sends only its own slots of slot_tx's two outputs."""
+
+    def setUp(self):
+        self.num = oppsched.numerology.profile("evdo", 1e6)
+        self.S = self.num.slot_samples
+        self.rng = np.random.default_rng(17)
+        # slot 0: downlink to user 0; 1: station 1's uplink; 2: station 2's; 3: empty
+        # (downlink); 4: station 1's uplink again (a new TB)
+        self.tbs = {n: self.rng.integers(0, 256, 60, dtype=np.uint8).tobytes() for n in range(5)}
+        self.owner = {0: -1, 1: 1, 2: 2, 3: -1, 4: 1}
+
+    def grants(self):
+        out = []
+        for n, who in self.owner.items():
+            if n == 3:
+                out.append(empty_grant(3))
+            elif who < 0:
+                out.append(grant_dict(n, 0, 2, self.tbs[n]))
+            else:
+                g = grant_dict(n, who, 2, self.tbs[n], harq_pid=0, ndi=n == 4)
+                out.append(pmt.dict_add(g, pmt.intern("uplink"), pmt.PMT_T))
+        return out
+
+    def run_gated(self, t0=7.5):
+        """slot_tx in burst mode, output 0 through gate(-1) and output 1 through gates 0..2:
+        {gate user: (samples, tags)}."""
+        tx = oppsched.slot_tx("evdo", 1e6, 3, t0)  # burst mode (continuous False)
+        for g in self.grants():
+            tx._post(pmt.intern("grant"), g)
+        tb = gr.top_block()
+        n = 5 * self.S
+        out, gates = {}, {}
+        heads = [blocks.head(gr.sizeof_gr_complex, n) for _ in range(2)]
+        tb.connect((tx, 0), heads[0])
+        tb.connect((tx, 1), heads[1])
+        for user in (-1, 0, 1, 2):
+            gate = oppsched.slot_gate(user)
+            snk = blocks.vector_sink_c()
+            tb.connect(heads[0] if user < 0 else heads[1], gate, snk)
+            out[user], gates[user] = snk, gate
+        tb.run()
+        return {u: (np.array(s.data(), np.complex64), tags_of(s)) for u, s in out.items()}, gates
+
+    def test_each_radio_gets_exactly_its_slots_as_timed_bursts(self):
+        t0 = 7.5
+        got, gates = self.run_gated(t0)
+        for user in (-1, 0, 1, 2):
+            mine = [n for n, who in self.owner.items() if who == user]
+            x, tags = got[user]
+            self.assertEqual(len(x), len(mine) * self.S, user)
+            expected = []
+            for k, n in enumerate(mine):
+                expected += [(k * self.S, "slot", n), (k * self.S, "uplink_user", user),
+                             (k * self.S, "tx_sob", True),
+                             (k * self.S, "tx_time", expected_tx_time(t0, n, self.S, 1e6)),
+                             ((k + 1) * self.S - 1, "tx_eob", True)]
+            expected.sort(key=lambda x: (x[0], x[1]))
+            self.assertEqual(tags, expected, user)
+            self.assertEqual(gates[user].slots_passed(), len(mine))
+            self.assertEqual(gates[user].slots_dropped(), 5 - len(mine))
+
+    def test_the_air_they_make_is_decoded_by_direction_and_station(self):
+        # Each radio's bursts placed at their tx_time on one air, with noise (20 dB): the
+        # AP's receiver for station 1 (uplink, own slots only) gets exactly station 1's two
+        # TBs; client 0's downlink receiver its TB and the empty slot, none of the uplink.
+        t0 = 0.0
+        got, _ = self.run_gated(t0)
+        air = np.zeros(5 * self.S, np.complex64)
+        for user, (x, tags) in got.items():
+            starts = [o for (o, k, _) in tags if k == "tx_time"]
+            times = [v for (_, k, v) in tags if k == "tx_time"]
+            for off, (full, frac) in zip(starts, times):
+                pos = int(round((full + frac - t0) * 1e6))
+                air[pos:pos + self.S] += x[off:off + self.S]
+        p = np.mean(np.abs(got[-1][0][: self.S]) ** 2)
+        air = air + (self.rng.normal(size=(len(air), 2)) @ np.array([1, 1j]) *
+                     np.sqrt(p / 200)).astype(np.complex64)
+        (ap1,), (rx_ap1,) = run_rx(air, user_ids=(1,), uplink=True, own_slots_only=True)
+        self.assertEqual([r["slot"] for r in ap1], [1, 4])
+        self.assertTrue(all(r["crc_ok"] and r["addressed"] for r in ap1))
+        self.assertEqual([bytes(r["tb"]) for r in ap1], [self.tbs[1], self.tbs[4]])
+        self.assertEqual(rx_ap1.other_direction(), 2)  # the AP's own slots 0 and 3
+        self.assertEqual(rx_ap1.not_own(), 1)  # station 2's slot
+        (c0, c1), (rx_c0, _) = run_rx(air, user_ids=(0, 1), missed_slots=0)
+        self.assertEqual([r["slot"] for r in c0], [0, 3])
+        self.assertTrue(c0[0]["crc_ok"])
+        self.assertEqual(bytes(c0[0]["tb"]), self.tbs[0])
+        self.assertEqual(rx_c0.other_direction(), 3)
+        self.assertFalse(any(r["addressed"] for r in c1))  # station 1's own uplink is not
+        # a downlink TB to client 1
+
+    def test_bad_user_is_rejected_naming_it(self):
+        with self.assertRaisesRegex(ValueError, r"slot_gate.user: -2"):
+            oppsched.slot_gate(-2)

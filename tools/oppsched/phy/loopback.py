@@ -216,12 +216,14 @@ def connect_grants(tb, cfg: dict, tx):
     return grants
 
 
-def connect_rx(tb, cfg: dict, user: dict, src) -> tuple:
+def connect_rx(tb, cfg: dict, user: dict, src, **rx_kw) -> tuple:
     """slot_rx(user_id) fed from `src` (a block or (block, port)) and its
-    rx_indication_sink on the user's `rx` endpoint. Returns (slot_rx, sink)."""
+    rx_indication_sink on the user's `rx` endpoint. `rx_kw` overrides slot_rx's
+    parameters (RX_PARAMS; uplink=True for the AP's receiver of a station). Returns
+    (slot_rx, sink)."""
     s, z = cfg["sample"], cfg["zmq"]
     rx = oppsched.slot_rx(s["profile"], s["sample_rate"], user["id"], fec=s["fec"],
-                          **RX_PARAMS)
+                          **{**RX_PARAMS, **rx_kw})
     sink = oppsched.rx_indication_sink(
         user["rx"], z["hwm"], s["report_effective_snr"], z["reconnect_ms"],
         s["connect_wait_ms"],
@@ -267,6 +269,8 @@ def user_stats(u: dict, rx, sink) -> dict:
         "bler": rx.bler(),
         "last_snr_db": rx.last_snr_db(),
         "last_cqi": rx.last_cqi(),
+        "other_direction": rx.other_direction(),
+        "not_own": rx.not_own(),
         "indications_sent": sink.sent(),
         "indications_dropped": sink.dropped(),
     }
@@ -322,7 +326,7 @@ class Loopback:
             self.tb.connect((self.tx, 1), self.up_emu)
             for i, u in enumerate(cfg["users"]):
                 rx, sink = connect_rx(self.tb, cfg, {**u, "rx": u["uplink_rx"]},
-                                      (self.up_emu, i))
+                                      (self.up_emu, i), uplink=True)
                 self.up_rx.append(rx)
                 self.up_sinks.append(sink)
         self.iq = []

@@ -50,12 +50,38 @@ RADIO_AP = {
     "start_delay_s": Field(float, 2.0, min=0.1, max=60.0,
                            doc="the lead: slot 0 at device time T + start_delay_s, T the "
                                "whole second the device time was set to"),
+    # The AP's receiver of the stations' uplink slots (a medium over the air: TDD)
+    "rx_gain_db": Field(float, 40.0, min=0.0, max=100.0,
+                        doc="RX gain for the uplink slots (with a medium), plain dB"),
+    "rx_antenna": Field(str, "RX2", check=_antenna, doc="RX port for the uplink slots"),
 }
 RADIO_CLIENT = {
     **RADIO_COMMON,
     "freq_hz": Field((float, type(None)), None, min=10e6, max=6e9, doc="null: uhd.ap's"),
     "antenna": Field(str, "RX2", check=_antenna),
+    # The station's own uplink slots (a medium over the air: TDD)
+    "tx_gain_db": Field(float, 50.0, min=0.0, max=100.0,
+                        doc="TX gain for its uplink slots (with a medium), plain dB"),
+    "tx_antenna": Field(str, "TX/RX", check=_antenna, doc="TX port for its uplink slots"),
 }
+# The settings of a radio's second direction, used only with uplink slots over the air:
+# role -> (gain key, antenna key). The AP's first direction is tx, a client's rx.
+SECOND_DIRECTION = {"rx": ("rx_gain_db", "rx_antenna"), "tx": ("tx_gain_db", "tx_antenna")}
+# Time sources that give every radio the same time base (a common PPS): uplink slots over
+# the air need them, since each station's burst goes out at the AP's tx_time.
+COMMON_TIME_SOURCES = ("external", "gpsdo", "mimo")
+
+
+def check_common_time(radios: list[tuple[str, dict]], when: str) -> None:
+    """With uplink slots over the air every radio must take its time from a common PPS
+    (external, gpsdo, mimo); ConfigError naming the first radio that does not."""
+    for field, r in radios:
+        if r["time_source"] not in COMMON_TIME_SOURCES:
+            raise ConfigError(
+                f"{field}.time_source: {r['time_source'] or 'the default'!r}{when}: every "
+                f"radio needs a common time base ({', '.join(COMMON_TIME_SOURCES)}: a shared "
+                "PPS), since each station sends its uplink slot at the AP's tx_time "
+                "(docs/testbed.md, \"Uplink slots over the air\")")
 
 
 def whole_hz(v: float) -> str | None:

@@ -8,6 +8,24 @@ flowgraphs/client_rx_uhd.grc):
     AP:          mac_grant_source <-> slot_tx (burst mode) -> uhd.usrp_sink   (uhd.ap)
     client u:    uhd.usrp_source (users[u].uhd) -> slot_rx(user_id = u) -> rx_indication_sink
 
+With uplink slots (uplink.enabled: the shared medium over the air, TDD; flowgraphs/
+tdd_uhd.grc), every radio both sends and receives, each in its own slots:
+
+    slot_tx out 0 -> slot_gate(-1) -> uhd.usrp_sink (uhd.ap)        the AP's slots only
+    slot_tx out 1 -> slot_gate(u)  -> uhd.usrp_sink (users[u].uhd)  station u's own slots
+    uhd.usrp_source (uhd.ap) -> slot_rx(u, uplink, own slots only) -> rx_indication_sink
+                                                                   (users[u].uplink_rx)
+
+The station's TB reaches its radio's framer through the apd (its uplink grant to the PHY,
+as with the sample PHY): every radio hangs off this one host. The AP's radio is silent in
+uplink slots and a station's sends only its own. Each radio's second direction has its own
+gain and port (uhd.ap.rx_gain_db / rx_antenna, users[u].uhd.tx_gain_db / tx_antenna), and
+every radio must take its time from a common PPS (time_source external, gpsdo or mimo):
+the device times are set at one PPS edge, so a station's burst leaves at the AP's
+tx_time. The clients' receivers then report no missed slots (the AP is silent in uplink
+slots: a missing slot is no fade), and the AP's receivers only their station's slots.
+uplink.mean_snr_db / doppler_hz (the emulator's) do not apply.
+
 The daemon-facing side is the loopback's, built by the same functions
 (oppsched.phy.loopback: connect_grants, connect_rx, tx_stats, user_stats,
 run_until_signal): the same ZeroMQ endpoints and messages (phy_requests / phy_grants to
@@ -53,7 +71,8 @@ from oppsched import devices
 from oppsched.config import ConfigError, Field, ListOf
 from oppsched.phy import loopback
 from oppsched.phy.common import parse_args, set_rt_priority, write_json_atomic
-from oppsched.phy.radio import RADIO_AP, RADIO_CLIENT, check_radio_args, whole_hz
+from oppsched.phy.radio import (RADIO_AP, RADIO_CLIENT, SECOND_DIRECTION, check_common_time,
+                                check_radio_args, whole_hz)
 
 log = logging.getLogger("oppsched.phy.uhd")
 
@@ -82,10 +101,6 @@ def load_config(path: str | Path, overrides: list[str] | tuple = ()) -> dict:
     """The loopback's configuration (same loader) plus the radios; ConfigError naming the
     field and value."""
     cfg = loopback.load_config(path, overrides, schema=SCHEMA, table=False)
-    if cfg["uplink"]["enabled"]:
-        raise ConfigError("uplink.enabled: true: the UHD PHY does not carry uplink slots (the "
-                          "client radios do not transmit; docs/testbed.md, \"Uplink slots over "
-                          "the air\")")
     fs = cfg["sample"]["sample_rate"]
     if whole_hz(fs):
         raise ConfigError(f"sample.sample_rate: {fs!r} {whole_hz(fs)}")
@@ -97,6 +112,8 @@ def load_config(path: str | Path, overrides: list[str] | tuple = ()) -> dict:
         if r["freq_hz"] is None:
             r["freq_hz"] = ap["freq_hz"]
     check_radio_args(radios(cfg))
+    if cfg["uplink"]["enabled"]:
+        check_common_time(radios(cfg), " with uplink.enabled")
     check_profiles(cfg)
     loopback.check_mcs_table(cfg)  # after the radios: a rate no radio has comes first
     return cfg
@@ -112,7 +129,11 @@ def check_profiles(cfg: dict) -> None:
             raise ConfigError(f"{origin}.device: required (the radio's profile, one of "
                               f"{', '.join(devices.profiles())}: firmware/profiles)")
         p = devices.profile(r["device"], f"{origin}.device")
-        devices.check_radio(p, r, fs, "tx" if i == 0 else "rx", origin)
+        role = "tx" if i == 0 else "rx"
+        devices.check_radio(p, r, fs, role, origin)
+        if cfg["uplink"]["enabled"]:  # its second direction: the AP receives, a station sends
+            other = "rx" if role == "tx" else "tx"
+            devices.check_radio(p, r, fs, other, origin, SECOND_DIRECTION[other])
 
 
 def ap_profile(cfg: dict) -> dict:
@@ -149,8 +170,11 @@ def check_radios(cfg: dict, find=find_devices) -> None:
                              f"({'; '.join(found)}); add serial=... to pick one")
 
 
-def configure_radio(usrp, origin: str, r: dict, fs: float) -> None:
-    """Clock/time source, sample rate (checked), frequency, gain, antenna, bandwidth."""
+def configure_radio(usrp, origin: str, r: dict, fs: float,
+                    keys: tuple[str, str] = ("gain_db", "antenna")) -> None:
+    """Clock/time source, sample rate (checked), frequency, gain, antenna, bandwidth.
+    `keys`: the (gain, antenna) settings of this direction (SECOND_DIRECTION for a radio's
+    second one)."""
     if r["clock_source"]:
         usrp.set_clock_source(r["clock_source"], 0)
     if r["time_source"]:
@@ -161,8 +185,8 @@ def configure_radio(usrp, origin: str, r: dict, fs: float) -> None:
         raise RadioError(f"{origin}.args {r['args']!r}: the device runs at {got!r} Hz, not "
                          f"sample.sample_rate {fs!r} (set master_clock_rate in the args)")
     usrp.set_center_freq(r["freq_hz"], 0)
-    usrp.set_gain(r["gain_db"], 0)
-    usrp.set_antenna(r["antenna"], 0)
+    usrp.set_gain(r[keys[0]], 0)
+    usrp.set_antenna(r[keys[1]], 0)
     if r["bandwidth_hz"]:
         usrp.set_bandwidth(r["bandwidth_hz"], 0)
 
@@ -183,6 +207,19 @@ def set_device_time(usrp, r: dict, clock=time.monotonic, sleep=time.sleep) -> in
     return t
 
 
+def set_common_time(usrps: list, clock=time.monotonic, sleep=time.sleep) -> int:
+    """Sets every radio's device time to the same whole second T of `clock` at the next
+    PPS edge (their common time source: uplink slots over the air) and returns T. All
+    set_time_next_pps calls go out within the same second, before the edge."""
+    from gnuradio import uhd
+
+    t = int(math.floor(clock())) + 1
+    for usrp in usrps:
+        usrp.set_time_next_pps(uhd.time_spec(float(t)))
+    sleep(1.2)
+    return t
+
+
 def ap_t0_s(cfg: dict, device_time_s: int) -> float:
     """Device time of slot 0's first sample: the time set plus the lead. Exact for leads
     with a short binary fraction; else within one double ulp of T (1e-12 s at 1e4 s)."""
@@ -194,26 +231,64 @@ def ap_t0_s(cfg: dict, device_time_s: int) -> float:
 # sinks and sources in place of the USRPs)
 
 
-def build_ap_tx(tb, cfg: dict, device_time_s: int, sink):
+def build_ap_tx(tb, cfg: dict, device_time_s: int, sink, station_sinks=None):
     """mac_grant_source <-> slot_tx in burst mode -> `sink` (uhd.usrp_sink on air).
 
     slot_tx tags slot n's first sample with tx_time = ap_t0_s + n T_slot (UHD's
     (full seconds, fraction) pair, computed in integer samples) and tx_sob, its last with
-    tx_eob: one timed burst per slot. Returns (slot_tx, mac_grant_source)."""
+    tx_eob: one timed burst per slot. Returns (slot_tx, mac_grant_source, gates).
+
+    With uplink slots (`station_sinks`: one sink per user, users[u]'s radio) output 0 goes
+    through slot_gate(-1) to `sink` and output 1 through slot_gate(u) to station u's sink:
+    each radio sends its own slots only; `gates` is [AP's gate, station gates...]."""
     s = cfg["sample"]
     tx = oppsched.slot_tx(s["profile"], s["sample_rate"], cfg["lead_slots"],
                           ap_t0_s(cfg, device_time_s), False, False, fec=s["fec"])
-    tx.set_max_output_buffer(tx_buffer_samples(cfg))
+    buf = tx_buffer_samples(cfg)
+    tx.set_max_output_buffer(buf)
     grants = loopback.connect_grants(tb, cfg, tx)
-    tb.connect(tx, sink)
-    return tx, grants
+    if station_sinks is None:
+        tb.connect(tx, sink)
+        return tx, grants, []
+    gates = [oppsched.slot_gate(-1)] + [oppsched.slot_gate(u["id"]) for u in cfg["users"]]
+    for g in gates:
+        g.set_max_output_buffer(buf)  # each burst stays as close to its tx_time as without
+    tb.connect((tx, 0), gates[0], sink)
+    for g, snk in zip(gates[1:], station_sinks):
+        tb.connect((tx, 1), g, snk)
+    return tx, grants, gates
+
+
+# The AP's receiver of each station over the air: its own slots, no missed-slot reports
+UPLINK_RX = {"uplink": True, "own_slots_only": True, "missed_slots": 0}
+# A client's receiver with uplink slots over the air: the AP is silent in them, so a slot
+# not found is no fade (the CQI of the last slot found stands, as in TDD)
+TDD_CLIENT_RX = {"missed_slots": 0}
+
+
+def build_ap_rx(tb, cfg: dict, source) -> tuple[list, list]:
+    """Uplink slots over the air: `source` (the AP radio's uhd.usrp_source) -> one
+    slot_rx(u, uplink, own slots only) per station -> rx_indication_sink on
+    users[u].uplink_rx (the apd's phy_uplink_rx). Returns (receivers, sinks)."""
+    rxs, sinks = [], []
+    for u in cfg["users"]:
+        rx, sink = loopback.connect_rx(tb, cfg, {**u, "rx": u["uplink_rx"]}, source,
+                                       **UPLINK_RX)
+        rxs.append(rx)
+        sinks.append(sink)
+    return rxs, sinks
 
 
 def tx_buffer_samples(cfg: dict) -> int:
     """slot_tx's output buffer: TX_MAX_OUTPUT_BUFFER, or more if the AP radio's profile
-    needs its timed bursts further ahead of their tx_time (tx_lead_s x sample rate)."""
-    return devices.tx_buffer_samples(ap_profile(cfg), cfg["sample"]["sample_rate"],
-                                     TX_MAX_OUTPUT_BUFFER)
+    needs its timed bursts further ahead of their tx_time (tx_lead_s x sample rate); with
+    uplink slots the largest of every transmitting radio's."""
+    fs = cfg["sample"]["sample_rate"]
+    profiles = [ap_profile(cfg)]
+    if cfg["uplink"]["enabled"]:
+        profiles += [devices.profile(u["uhd"]["device"], f"{u['uhd']['origin']}.device")
+                     for u in cfg["users"]]
+    return max(devices.tx_buffer_samples(p, fs, TX_MAX_OUTPUT_BUFFER) for p in profiles)
 
 
 def capture_client_iq(tb, cfg: dict, user: dict, source, rx):
@@ -230,8 +305,9 @@ def capture_client_iq(tb, cfg: dict, user: dict, source, rx):
 
 
 def capture_ap_iq(tb, cfg: dict, tx):
-    """capture.iq: what the AP sends (slot_tx `tx`'s bursts, as the usrp_sink gets them),
-    one annotation per slot from slot_tx's `slot` tags."""
+    """capture.iq: what the AP sends (slot_tx `tx`'s bursts, or its slot_gate's with uplink
+    slots, as the usrp_sink gets them), one annotation per slot from the `slot` tags. The
+    AP's uplink reception is not recorded."""
     from oppsched.phy import iqcapture
 
     ap = cfg["uhd"]["ap"]
@@ -243,27 +319,37 @@ def capture_ap_iq(tb, cfg: dict, tx):
 
 def build_client_rx(tb, cfg: dict, user: dict, source):
     """`source` (uhd.usrp_source on air) -> slot_rx(user id) -> rx_indication_sink on the
-    user's rx endpoint. Returns (slot_rx, sink)."""
-    return loopback.connect_rx(tb, cfg, user, source)
+    user's rx endpoint (with uplink slots: no missed-slot reports). Returns (slot_rx,
+    sink)."""
+    return loopback.connect_rx(tb, cfg, user, source,
+                               **(TDD_CLIENT_RX if cfg["uplink"]["enabled"] else {}))
 
 
 class UhdPhy:
     """The radios and their flowgraphs. Client radios first (their set-up takes seconds
-    and must not eat the AP's lead), the AP's device time last, just before start()."""
+    and must not eat the AP's lead), the AP's device time last, just before start().
+    With uplink slots every radio also opens its second direction (the AP an RX stream, a
+    station a TX stream, on the same device) and all device times are set at one PPS."""
 
     def __init__(self, cfg: dict):
         from gnuradio import uhd
 
         self.cfg = cfg
+        up = cfg["uplink"]["enabled"]
         fs = cfg["sample"]["sample_rate"]
         stream = uhd.stream_args(cpu_format="fc32", channels=[0])
         self.rx_tbs, self.rx, self.sinks = [], [], []
+        self.station_tx = []  # with uplink slots: each station radio's usrp_sink
         self.iq = []  # capture.iq recorders
         for u in cfg["users"]:
             r = u["uhd"]
             tb = gr.top_block(f"oppsched_uhd_rx_{u['id']}")
             src = _open(lambda r=r: uhd.usrp_source(r["args"], stream), r)
             configure_radio(src, r["origin"], r, fs)
+            if up:
+                snk = _open(lambda r=r: uhd.usrp_sink(r["args"], stream, ""), r)
+                configure_radio(snk, r["origin"], r, fs, SECOND_DIRECTION["tx"])
+                self.station_tx.append(snk)
             rx, sink = build_client_rx(tb, cfg, u, src)
             if cfg["capture"]["iq"]:
                 self.iq.append(capture_client_iq(tb, cfg, u, src, rx))
@@ -274,11 +360,20 @@ class UhdPhy:
         self.tb = gr.top_block("oppsched_uhd_ap")
         self.usrp_tx = _open(lambda: uhd.usrp_sink(ap["args"], stream, ""), ap)
         configure_radio(self.usrp_tx, ap["origin"], ap, fs)
-        self.device_time_s = set_device_time(self.usrp_tx, ap)
+        self.usrp_rx = None
+        if up:
+            self.usrp_rx = _open(lambda: uhd.usrp_source(ap["args"], stream), ap)
+            configure_radio(self.usrp_rx, ap["origin"], ap, fs, SECOND_DIRECTION["rx"])
+            self.device_time_s = set_common_time([self.usrp_tx] + self.station_tx)
+        else:
+            self.device_time_s = set_device_time(self.usrp_tx, ap)
         self.t0_s = ap_t0_s(cfg, self.device_time_s)
-        self.tx, self.grants = build_ap_tx(self.tb, cfg, self.device_time_s, self.usrp_tx)
+        self.tx, self.grants, self.gates = build_ap_tx(
+            self.tb, cfg, self.device_time_s, self.usrp_tx, self.station_tx if up else None)
+        self.up_rx, self.up_sinks = build_ap_rx(self.tb, cfg, self.usrp_rx) if up else ([], [])
         if cfg["capture"]["iq"]:
-            self.iq.append(capture_ap_iq(self.tb, cfg, self.tx))
+            # what the AP's radio is given: with uplink slots its gate's bursts
+            self.iq.append(capture_ap_iq(self.tb, cfg, self.gates[0] if up else self.tx))
 
     def start(self) -> None:
         from oppsched.phy import iqcapture
@@ -315,12 +410,26 @@ class UhdPhy:
             **loopback.tx_stats(self.tx, self.grants),
             "users": [loopback.user_stats(u, rx, sink)
                       for u, rx, sink in zip(c["users"], self.rx, self.sinks)],
+            **({"uplink": uplink_stats(c, self.tx, self.gates, self.up_rx, self.up_sinks)}
+               if self.gates else {}),
             **({"iq": getattr(self, "iq_stats", None) or [r.core.stats() for r in self.iq]}
                if self.iq else {}),
         }
 
     def write_stats(self) -> None:
         write_json_atomic(Path(self.cfg["traces"]["stats"]), self.stats())
+
+
+def uplink_stats(cfg: dict, tx, gates: list, rxs: list, sinks: list) -> dict:
+    """phy.stats.json's `uplink` over the air: as the sample PHY's, plus the bursts each
+    radio sent (its gate's slots) and dropped."""
+    return {
+        "tb_sent": tx.uplink_tb_sent(),
+        "ap_bursts": gates[0].slots_passed(),
+        "station_bursts": {u["name"]: g.slots_passed() for u, g in zip(cfg["users"], gates[1:])},
+        "receivers": [loopback.user_stats(u, rx, sink)
+                      for u, rx, sink in zip(cfg["users"], rxs, sinks)],
+    }
 
 
 def _open(make, r: dict):

@@ -27,9 +27,10 @@ struct header_fields {
     std::uint8_t rv = 0;            //!< redundancy version 0..3 (2 bit)
     std::uint16_t tb_bytes = 0;     //!< TB size in bytes (16 bit); 0 = no payload in this slot
     std::uint32_t slot = 0;         //!< slot number (32 bit, wraps)
+    bool uplink = false;            //!< direction: a station's transmission to the AP (1 bit)
     bool operator==(const header_fields& o) const {
         return user == o.user && mcs == o.mcs && harq_process == o.harq_process && ndi == o.ndi &&
-               rv == o.rv && tb_bytes == o.tb_bytes && slot == o.slot;
+               rv == o.rv && tb_bytes == o.tb_bytes && slot == o.slot && uplink == o.uplink;
     }
     bool operator!=(const header_fields& o) const { return !(*this == o); }
 };
@@ -40,7 +41,12 @@ struct header_fields {
  *
  * Wire format (info bits, MSB first, 12 bytes):
  *   bits  0..15 user | 16..19 mcs | 20..23 harq_process | 24 ndi | 25..26 rv |
- *   27..42 tb_bytes | 43..74 slot | 75..79 reserved (0) | 80..95 CRC-16 of bytes 0..9
+ *   27..42 tb_bytes | 43..74 slot | 75 uplink | 76..79 reserved (0) |
+ *   80..95 CRC-16 of bytes 0..9
+ * `uplink` tells the directions apart on one frequency (TDD over the air): a slot a
+ * station sends to the AP has it set, a slot the AP sends has it clear. A receiver hears
+ * both (a client its neighbours' uplink slots and its own, the AP its own downlink), and
+ * slot_receiver keeps only its direction's.
  * CRC-16/CCITT-FALSE (poly 0x1021, init 0xFFFF, no reflection, no final XOR;
  * crc16("123456789") = 0x29B1). Why CRC-16 and not CRC-8: every client decodes every
  * slot's header, hundreds per second, also in empty or missed slots; a CRC-8 would accept
@@ -48,7 +54,7 @@ struct header_fields {
  * field checks below (reserved bits zero, mcs <= 7, tb_bytes within the MCS's TB size) cut
  * that by another factor > 1000.
  *
- * Coding: 75 field bits + 5 reserved + 16 CRC = 96 bits, tail-biting (no 6-bit tail, so
+ * Coding: 76 field bits + 4 reserved + 16 CRC = 96 bits, tail-biting (no 6-bit tail, so
  * the 96 bits fill exactly 192 coded bits = 4 BPSK symbols of 48 carriers; a zero tail
  * would need 204), scrambled with the 802.11 scrambler (fixed seed header_scrambler_seed:
  * avoids an all-equal, high-PAPR symbol for an all-zero header), spread over the
@@ -66,8 +72,8 @@ struct header_fields {
  */
 class OPPSCHED_API header_codec final {
   public:
-    static constexpr int field_bits = 75;
-    static constexpr int reserved_bits = 5;
+    static constexpr int field_bits = 76;
+    static constexpr int reserved_bits = 4;
     static constexpr int crc_bits = 16;
     static constexpr int info_bits = 96;    //!< field + reserved + CRC
     static constexpr int coded_bits = 192;  //!< rate 1/2 tail-biting

@@ -46,7 +46,7 @@ struct rx_report {
 struct slot_receiver_stats {
     std::uint64_t detected = 0, missed = 0, headers_ok = 0, header_errors = 0, addressed = 0,
                   tb_ok = 0, tb_failed = 0, invalid = 0, truncated = 0, nonfinite = 0,
-                  decode_errors = 0, unnumbered = 0;
+                  decode_errors = 0, unnumbered = 0, other_direction = 0, not_own = 0;
     double last_snr_db = -30.0, last_effective_snr_db = -30.0;  //!< of the last report (dB)
     int last_cqi = 0;
 };
@@ -79,6 +79,14 @@ struct slot_reception {
  * an expected slot, is filled with `detected = false` reports (SNR -30 dB, CQI 0) so the
  * MAC sees a deep fade instead of a stale CQI, at most \p missed_slots in a row.
  *
+ * Direction (\p uplink): a slot whose header names the other direction (header_fields::uplink)
+ * is numbered but neither reported nor decoded (other_direction): over the air a client
+ * hears the stations' uplink slots, its own among them, and the AP its own downlink.
+ * With \p own_slots_only only the slots whose header is addressed to \p user_id are
+ * reported (the others, and failed headers, are counted as not_own), and no slot is
+ * reported missed: the AP's receiver for a station over the air, which hears every
+ * station's slots and must take its CQI and TBs from that station's alone.
+ *
  * HARQ: the decoder clears a process's buffer when the header's NDI differs from the one it
  * holds (a new TB), and combines otherwise (harq_buffer.h).
  *
@@ -96,10 +104,14 @@ class OPPSCHED_API slot_receiver final {
      * \param demod        demodulator parameters (validated)
      * \param missed_slots once locked, report up to this many consecutive slots expected
      *                     but not detected (0 = never)
+     * \param uplink       the direction received: false the AP's slots (a client), true
+     *                     the stations' (the AP's receiver of one station)
+     * \param own_slots_only report only slots addressed to \p user_id (see above)
      * \throws std::invalid_argument naming the parameter and value
      */
     slot_receiver(const numerology& num, int user_id, const slot_sync_params& sync = {},
-                  const ofdm_demodulator_params& demod = {}, int missed_slots = 600);
+                  const ofdm_demodulator_params& demod = {}, int missed_slots = 600,
+                  bool uplink = false, bool own_slots_only = false);
 
     /*!
      * \brief Consume \p n samples (any chunking); append the slots completed so far.
@@ -132,6 +144,8 @@ class OPPSCHED_API slot_receiver final {
 
     const slot_receiver_stats& stats() const { return d_stats; }
     int user_id() const { return d_user; }
+    bool uplink() const { return d_uplink; }
+    bool own_slots_only() const { return d_own_only; }
     const numerology& geometry() const { return d_num; }
 
   private:
@@ -141,6 +155,8 @@ class OPPSCHED_API slot_receiver final {
     void report_missed_until(std::uint64_t slot, std::vector<slot_msg::rx_report>& reports);
     //! slots since the last numbered one at stream position \p start (rounded)
     double slots_since_anchor(std::uint64_t start) const;
+    //! \p slot, which started at stream position \p start, is the last one seen
+    void anchor(std::uint64_t slot, std::uint64_t start);
     std::uint64_t unwrap(std::uint32_t s) const;
     harq_buffer& harq(int pid);
 
@@ -148,6 +164,8 @@ class OPPSCHED_API slot_receiver final {
     int d_user;
     int d_S;
     int d_missed_limit;
+    bool d_uplink;
+    bool d_own_only;
     slot_sync d_sync;
     ofdm_demodulator d_demod;
     header_codec d_hdr;

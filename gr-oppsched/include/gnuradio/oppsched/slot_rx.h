@@ -63,12 +63,19 @@ class OPPSCHED_API slot_rx : virtual public gr::sync_block {
      * \param noise_ema           EMA weight of a slot's noise estimate, (0, 1]
      * \param slot_duration_s     0: the profile's; else the slot duration (s)
      * \param fec                 payload FEC: "ldpc" or "conv", as the transmitter's
+     * \param uplink              the direction received (the header's uplink bit): false
+     *                            the AP's slots (a client's receiver), true a station's (the
+     *                            AP's receiver of station \p user_id); slots of the other
+     *                            direction are not reported (slot_receiver.h)
+     * \param own_slots_only      report only slots addressed to \p user_id, none missed:
+     *                            over the air the AP's receiver for one station
      * \throws std::invalid_argument naming the parameter and value
      */
     static sptr make(const std::string& profile = "evdo", double sample_rate = 1e6, int user_id = 0,
                      double detection_threshold = 0.08, double ltf_threshold = 0.35,
                      int missed_slots = 600, double noise_ema = 0.1, double slot_duration_s = 0.0,
-                     const std::string& fec = "ldpc");
+                     const std::string& fec = "ldpc", bool uplink = false,
+                     bool own_slots_only = false);
 
     virtual int user_id() const = 0;
     virtual int slot_samples() const = 0;
@@ -97,6 +104,10 @@ class OPPSCHED_API slot_rx : virtual public gr::sync_block {
     virtual std::uint64_t nonfinite() const = 0;
     //! headers that decoded but could not be used (payload decoder refused them)
     virtual std::uint64_t decode_errors() const = 0;
+    //! detected slots of the other direction (not reported)
+    virtual std::uint64_t other_direction() const = 0;
+    //! with own_slots_only: detected slots addressed elsewhere or unreadable (not reported)
+    virtual std::uint64_t not_own() const = 0;
     //! detected slots not reported because no slot number was known yet
     virtual std::uint64_t unnumbered() const = 0;
     //! last reported SNR (dB), effective SNR (dB) and CQI

@@ -59,10 +59,17 @@ namespace oppsched {
  * the stations' sounding, from which the AP's receivers measure the uplink CQI). In an
  * uplink slot output 0 (the downlink) carries an empty slot (header to nobody, the known
  * padding: no TB), so that the clients still detect the slot and measure CQI. With output 1 not
- * connected an uplink grant is malformed (its slot goes out empty). Tags are on output 0 only.
+ * connected an uplink grant is malformed (its slot goes out empty). Every header on output 1
+ * has the uplink bit set (header_fields::uplink), every header on output 0 has it clear.
+ * Both outputs carry the tags below. Over the air (TDD) each direction's slots leave from
+ * their own radio: slot_gate keeps the AP's (uplink_user -1) for the AP radio and station
+ * u's uplink slots (uplink_user u) for u's radio, so the AP is silent in uplink slots and a
+ * station transmits only in its own.
  *
- * Stream tags (offsets are absolute output item indices, nitems_written based):
- *   - on the first sample of slot n: `slot` (uint64 n) and `tx_time`, UHD's format
+ * Stream tags (offsets are absolute output item indices, nitems_written based; the same on
+ * both outputs):
+ *   - on the first sample of slot n: `slot` (uint64 n), `uplink_user` (long: the granted
+ *     station in an uplink slot, -1 in a downlink slot) and `tx_time`, UHD's format
  *     (tuple: uint64 full seconds, double fractional seconds) of t0 + n T_slot, computed
  *     exactly in integers: full = t0_full + (n S) div fs, frac = t0_frac + ((n S) mod fs)/fs
  *     (carried into full when >= 1) for an integer sample rate fs;

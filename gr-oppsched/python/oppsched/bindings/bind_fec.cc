@@ -245,12 +245,12 @@ void bind_fec(py::module& m) {
 
     py::class_<header_fields>(m, "header_fields")
         .def(py::init([](std::uint16_t user, std::uint8_t mcs, std::uint8_t harq_process, bool ndi,
-                         std::uint8_t rv, std::uint16_t tb_bytes, std::uint32_t slot) {
-                 return header_fields{user, mcs, harq_process, ndi, rv, tb_bytes, slot};
+                         std::uint8_t rv, std::uint16_t tb_bytes, std::uint32_t slot, bool uplink) {
+                 return header_fields{user, mcs, harq_process, ndi, rv, tb_bytes, slot, uplink};
              }),
              py::kw_only(), py::arg("user") = 0, py::arg("mcs") = 0, py::arg("harq_process") = 0,
              py::arg("ndi") = false, py::arg("rv") = 0, py::arg("tb_bytes") = 0,
-             py::arg("slot") = 0)
+             py::arg("slot") = 0, py::arg("uplink") = false)
         .def_readwrite("user", &header_fields::user)
         .def_readwrite("mcs", &header_fields::mcs)
         .def_readwrite("harq_process", &header_fields::harq_process)
@@ -258,6 +258,7 @@ void bind_fec(py::module& m) {
         .def_readwrite("rv", &header_fields::rv)
         .def_readwrite("tb_bytes", &header_fields::tb_bytes)
         .def_readwrite("slot", &header_fields::slot)
+        .def_readwrite("uplink", &header_fields::uplink)
         .def(py::self == py::self)
         .def("__repr__", [](const header_fields& h) {
             return "<header_fields user=" + std::to_string(h.user) +
@@ -265,7 +266,7 @@ void bind_fec(py::module& m) {
                    " harq_process=" + std::to_string(h.harq_process) +
                    " ndi=" + std::to_string(h.ndi) + " rv=" + std::to_string(h.rv) +
                    " tb_bytes=" + std::to_string(h.tb_bytes) + " slot=" + std::to_string(h.slot) +
-                   ">";
+                   (h.uplink ? " uplink" : "") + ">";
         });
 
     auto unwrap = [](::oppsched::expected<header_fields> r) {

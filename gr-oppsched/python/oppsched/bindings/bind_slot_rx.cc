@@ -13,7 +13,8 @@ void bind_slot_rx(py::module& m) {
         .def(py::init(&slot_rx::make), py::arg("profile") = "evdo", py::arg("sample_rate") = 1e6,
              py::arg("user_id") = 0, py::arg("detection_threshold") = 0.08,
              py::arg("ltf_threshold") = 0.35, py::arg("missed_slots") = 600,
-             py::arg("noise_ema") = 0.1, py::arg("slot_duration_s") = 0.0, py::arg("fec") = "ldpc")
+             py::arg("noise_ema") = 0.1, py::arg("slot_duration_s") = 0.0, py::arg("fec") = "ldpc",
+             py::arg("uplink") = false, py::arg("own_slots_only") = false)
         .def("user_id", &slot_rx::user_id)
         .def("slot_samples", &slot_rx::slot_samples)
         .def("slots_detected", &slot_rx::slots_detected)
@@ -29,6 +30,8 @@ void bind_slot_rx(py::module& m) {
         .def("nonfinite", &slot_rx::nonfinite)
         .def("decode_errors", &slot_rx::decode_errors)
         .def("unnumbered", &slot_rx::unnumbered)
+        .def("other_direction", &slot_rx::other_direction)
+        .def("not_own", &slot_rx::not_own)
         .def("last_snr_db", &slot_rx::last_snr_db)
         .def("last_effective_snr_db", &slot_rx::last_effective_snr_db)
         .def("last_cqi", &slot_rx::last_cqi);

@@ -16,6 +16,7 @@ PYBIND11_MODULE(oppsched_python, m) {
     bind_emulator(m);
     bind_slot_tx(m);
     bind_slot_rx(m);
+    bind_slot_gate(m);
     bind_slot_receiver(m);
     bind_channel_emulator_cc(m);
     bind_mac_grant_source(m);

@@ -14,8 +14,8 @@ from oppsched.daemonconf import PROFILES
 from oppsched.names import (AQM_KINDS, CHANNEL_MODEL_ALIASES, CHANNEL_MODELS, ERROR_MODEL_ALIASES,
                             ERROR_MODELS, FECS, LINK_MODES, MARKING_AQMS, MU_C_MODES, PROFILE_ALIASES, SCHEDULERS,
                             SHANNON_TABLE_DEFAULTS, TABLE_ALIASES, TABLE_PRESETS)
-from oppsched.phy.radio import (RADIO_AP, RADIO_CLIENT, check_profile_name, check_radio_args,
-                                whole_hz)
+from oppsched.phy.radio import (RADIO_AP, RADIO_CLIENT, SECOND_DIRECTION, check_common_time,
+                                check_profile_name, check_radio_args, whole_hz)
 
 PHY_MODES = ("abstract", "sample", "uhd")
 TRANSPORTS = ("tcp", "wrc")
@@ -603,11 +603,6 @@ def check(cfg: dict) -> None:
             + (" (the radios' rate is phy.uhd.sample_rate)" if cfg["phy"]["mode"] == "uhd"
                else ""))
     if cfg["phy"]["mode"] == "uhd":
-        if cfg["medium"]["mode"] != "none":
-            raise ConfigError(
-                f"medium.mode: {cfg['medium']['mode']!r} with phy.mode uhd: the client radios "
-                "do not transmit uplink slots yet (docs/testbed.md, \"Uplink slots over the "
-                "air\"); use medium.mode none, or phy.mode abstract or sample")
         _check_uhd(cfg)
     if cfg["phy"]["mcs_table"] and str(cfg["phy"]["mcs_table"]).endswith(".csv") and not \
             paths.data_file(cfg["phy"]["mcs_table"]).is_file():
@@ -752,11 +747,19 @@ def _check_uhd(cfg: dict) -> None:
         (f"devices[{i}].uhd", d["uhd"]) for i, d in enumerate(cfg["devices"])],
         " with phy.mode uhd")
     u = cfg["phy"]["uhd"]
+    medium = cfg["medium"]["mode"] != "none"  # uplink slots over the air: TDD
+    if medium:
+        check_common_time([(f, r) for f, r, _ in uhd_radios(cfg)],
+                          f" with medium.mode {cfg['medium']['mode']} over the air")
     for field, r, role in uhd_radios(cfg):
         name, where = radio_profile(cfg, r, field)
         p = devices.profile(name, where)
         if not devices.profile_checks_are_deferred():  # oppsched preflight reports them
             devices.check_radio(p, r, u["sample_rate"], role, field)
+            if medium:  # the radio's second direction: the AP receives, a device sends
+                other = "rx" if role == "tx" else "tx"
+                devices.check_radio(p, r, u["sample_rate"], other, field,
+                                    SECOND_DIRECTION[other])
 
 
 def uhd_radios(cfg: dict) -> list[tuple[str, dict, str]]:
