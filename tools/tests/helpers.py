@@ -116,6 +116,24 @@ def wait_for_files(files, timeout: float, what: str, alive=None) -> None:
 
 
 @contextmanager
+def one_timing_critical_run_at_a_time():
+    """Held around a real run whose assertions need its processes on time (stations that
+    answer each uplink grant within its slot): an exclusive lock shared by the pytest-xdist
+    workers, so that two such runs never share the two cores. Other tests go on beside it.
+    Seen without it: the wu station-queue run and the sample-PHY one, side by side, lost
+    upstream TBs and grants (29 kb/s upstream; 603 of 4861 grants without their TB)."""
+    import fcntl
+    import tempfile
+
+    with open(Path(tempfile.gettempdir()) / "oppsched-tests-timing.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@contextmanager
 def netns_prefix(prefix: str = PREFIX):
     """OPPSCHED_NETNS_PREFIX set to `prefix` inside the block (for module-scoped fixtures,
     which cannot use monkeypatch), restored after."""

@@ -9,8 +9,8 @@ import json
 import pandas as pd
 import pytest
 
-from helpers import cfg_of, netns_prefix, require_real_testbed, run_layout, \
-    write_experiment
+from helpers import (cfg_of, netns_prefix, one_timing_critical_run_at_a_time,
+                     require_real_testbed, run_layout, write_experiment)
 from oppsched import daemonconf
 from oppsched.runner import run_experiment
 
@@ -108,7 +108,7 @@ def test_stations_that_hold_their_own_queues_send_their_tbs_through_the_blocks(t
     the AP's receiver decodes it."""
     require_real_testbed()
     exp = write_experiment(tmp_path, E2E_UPLINK)
-    with netns_prefix():
+    with netns_prefix(), one_timing_critical_run_at_a_time():
         runs = run_experiment(exp, tmp_path / "out", ["medium.station_queue=client",
                                                       "topology.client_rt_priority=20"],
                               duration=10.0)

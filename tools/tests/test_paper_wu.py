@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from helpers import (BASE, REPO, RUN_JOBS, cfg_of, error_of, needs_root, netns_prefix,
-                     require_real_testbed, run_layout)
+                     one_timing_critical_run_at_a_time, require_real_testbed, run_layout)
 from oppsched import daemonconf
 from oppsched.experiments.testbed.analysis import medium_summary
 from oppsched.runner import run_experiment
@@ -190,7 +190,7 @@ def station_queues(tmp_path_factory):
     spec["variants"] = [v for v in spec["variants"] if v["name"] == "droptail"]
     path = out / "stations.yaml"
     path.write_text(yaml.safe_dump(spec))
-    with netns_prefix():
+    with netns_prefix(), one_timing_critical_run_at_a_time():
         run_experiment(path, out / "runs", [f"queue.limit_packets={BUFFER}",
                                             "medium.station_queue=client",
                                             "topology.client_rt_priority=20",

@@ -1078,6 +1078,7 @@ clamp: {enabled: true, a_bytes: 5500, b: 1.0, tau_bytes: 500}
 capture: {pcaps: false}
 traces: {packets: true}
 topology: {apd_rt_priority: 20, client_rt_priority: 20}
+analysis: {warmup_s: 10}
 extra:
   phy: {timing: {rt_priority: 30}}
 """
@@ -1137,8 +1138,10 @@ def test_clamp_holds_the_ap_queue_average_at_k_tau_plus_a_on_a_constant_link(tmp
     assert held[settled].sum() > 14.0
     q = float((ema[settled] * held[settled]).sum() / held[settled].sum())
     assert abs(q - q_star) < 1500.0, (q, q_star)  # one packet
-    # and the two flows share the link equally and keep it busy (eq. 10: mu_c / k each)
-    goodput = [f["goodput_bps"] for f in s["flows"]]
+    # and the two flows share the link equally and keep it busy (eq. 10: mu_c / k each), in
+    # the settled part as q: over the whole run a flow whose iperf3 began a second late on a
+    # busy machine counted 6 % less (4.79 against 4.51 Mb/s), which is not CLAMP's doing
+    goodput = [f["goodput_steady_bps"] for f in s["flows"]]
     assert min(goodput) > 0.45 * 9e6 and max(goodput) / min(goodput) < 1.05, goodput
     assert s["clamp"]["R1"]["rewritten_acks"] > 100
 
