@@ -283,6 +283,17 @@ def check_radio(p: dict, r: dict, fs: float, role: str, field: str,
                               f"({', '.join(known)})")
 
 
+def check_radio_both_ways(p: dict, r: dict, fs: float, role: str, field: str) -> None:
+    """check_radio for a radio that also works in the other direction (uplink slots over
+    the air: the AP receives, a station sends), with that direction's own settings
+    (oppsched.phy.radio.SECOND_DIRECTION)."""
+    from oppsched.phy.radio import SECOND_DIRECTION
+
+    check_radio(p, r, fs, role, field)
+    other = "rx" if role == "tx" else "tx"
+    check_radio(p, r, fs, other, field, SECOND_DIRECTION[other])
+
+
 _DEFERRED = contextvars.ContextVar("oppsched_profile_checks_deferred", default=False)
 
 

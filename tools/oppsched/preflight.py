@@ -35,7 +35,6 @@ from pathlib import Path
 from oppsched import devices
 from oppsched.config import ConfigError
 from oppsched.experiments.testbed.schema import radio_profile, uhd_radios
-from oppsched.phy.radio import SECOND_DIRECTION
 
 BENCHMARK_PATHS = ("/usr/lib/uhd/examples/benchmark_rate",
                    "/usr/libexec/uhd/examples/benchmark_rate",
@@ -493,11 +492,8 @@ def check_profile(r: Radio, fs: float, both_directions: bool = False) -> Check:
     settings of its second direction."""
     dev = r.profile["device"]
     try:
-        devices.check_radio(r.profile, r.settings, fs, r.role, r.field)
-        if both_directions:
-            other = "rx" if r.role == "tx" else "tx"
-            devices.check_radio(r.profile, r.settings, fs, other, r.field,
-                                SECOND_DIRECTION[other])
+        check = devices.check_radio_both_ways if both_directions else devices.check_radio
+        check(r.profile, r.settings, fs, r.role, r.field)
     except ConfigError as exc:
         return Check("profile", r.field, False, str(exc),
                      f"set it within the {dev}'s limits (firmware/profiles/{dev}.yaml), or "

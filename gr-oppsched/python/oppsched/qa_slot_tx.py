@@ -11,7 +11,8 @@ import pmt
 from gnuradio import blocks, gr, gr_unittest
 
 from gnuradio import oppsched
-from gnuradio.oppsched.testing import empty_grant, grant_dict, run_rx, run_tx, tags_of
+from gnuradio.oppsched.testing import (empty_grant, grant_dict, run_rx, run_tx, run_tx_both,
+                                       tags_of)
 
 
 def expected_tx_time(t0, n, S, fs):
@@ -172,22 +173,14 @@ class qa_slot_tx(gr_unittest.TestCase):
         down_tb = self.tb(1)
         g_up = pmt.dict_add(grant_dict(1, 1, 2, up_tb, harq_pid=3, ndi=True),
                             pmt.intern("uplink"), pmt.PMT_T)
-        tx = oppsched.slot_tx("evdo", 1e6, 3, 0.0)
-        for g in (grant_dict(0, 0, 1, down_tb), g_up, empty_grant(2)):
-            tx._post(pmt.intern("grant"), g)
-        tb = gr.top_block()
-        n = 3 * self.S
-        down, up = blocks.vector_sink_c(), blocks.vector_sink_c()
-        tb.connect((tx, 0), blocks.head(gr.sizeof_gr_complex, n), down)
-        tb.connect((tx, 1), blocks.head(gr.sizeof_gr_complex, n), up)
-        tb.run()
+        down, up, tx = run_tx_both((grant_dict(0, 0, 1, down_tb), g_up, empty_grant(2)), 3)
         self.assertEqual(tx.tb_sent(), 1)
         self.assertEqual(tx.uplink_tb_sent(), 1)
         self.assertEqual(tx.grants_malformed(), 0)
         # the two outputs are sample-aligned: one slot clock
-        self.assertEqual(len(down.data()), len(up.data()))
-        (d0, d1), _ = run_rx(np.array(down.data()), user_ids=(0, 1))
-        (u0, u1), _ = run_rx(np.array(up.data()), user_ids=(0, 1), uplink=True)
+        self.assertEqual(len(down), len(up))
+        (d0, d1), _ = run_rx(down, user_ids=(0, 1))
+        (u0, u1), _ = run_rx(up, user_ids=(0, 1), uplink=True)
         self.assertEqual([r["slot"] for r in d0], [0, 1, 2])
         # downlink: user 0's TB in slot 0; in the uplink slot an empty slot (no TB)
         self.assertEqual([r["user"] for r in d0], [0, 0xFFFF, 0xFFFF])
@@ -212,15 +205,8 @@ class qa_slot_tx(gr_unittest.TestCase):
                     for n in range(4)] + [empty_grant(4)]
 
         alone, _, _ = run_tx(grants(), 6)
-        tx = oppsched.slot_tx("evdo", 1e6, 3, 0.0)
-        for g in grants():
-            tx._post(pmt.intern("grant"), g)
-        tb = gr.top_block()
-        down, up = blocks.vector_sink_c(), blocks.vector_sink_c()
-        tb.connect((tx, 0), blocks.head(gr.sizeof_gr_complex, 6 * self.S), down)
-        tb.connect((tx, 1), blocks.head(gr.sizeof_gr_complex, 6 * self.S), up)
-        tb.run()
-        self.assertTrue(np.array_equal(np.array(down.data(), np.complex64), alone))
+        down, _, tx = run_tx_both(grants(), 6)
+        self.assertTrue(np.array_equal(down, alone))
         self.assertEqual(tx.uplink_tb_sent(), 0)
 
     def test_clients_detect_and_measure_every_slot_while_stations_send_every_other(self):
@@ -254,16 +240,9 @@ class qa_slot_tx(gr_unittest.TestCase):
         # Output 0 carries the AP's headers (uplink bit clear), output 1 the stations'
         # (set), so a receiver hearing both over the air takes only its direction's.
         g_up = pmt.dict_add(grant_dict(1, 1, 2, self.tb(2)), pmt.intern("uplink"), pmt.PMT_T)
-        tx = oppsched.slot_tx("evdo", 1e6, 3, 0.0)
-        for g in (grant_dict(0, 1, 1, self.tb(1)), g_up, empty_grant(2)):
-            tx._post(pmt.intern("grant"), g)
-        tb = gr.top_block()
-        down, up = blocks.vector_sink_c(), blocks.vector_sink_c()
-        tb.connect((tx, 0), blocks.head(gr.sizeof_gr_complex, 3 * self.S), down)
-        tb.connect((tx, 1), blocks.head(gr.sizeof_gr_complex, 3 * self.S), up)
-        tb.run()
-        (d_as_up,), (rx_a,) = run_rx(np.array(down.data()), user_ids=(1,), uplink=True)
-        (u_as_down,), (rx_b,) = run_rx(np.array(up.data()), user_ids=(1,))
+        down, up, _ = run_tx_both((grant_dict(0, 1, 1, self.tb(1)), g_up, empty_grant(2)), 3)
+        (d_as_up,), (rx_a,) = run_rx(down, user_ids=(1,), uplink=True)
+        (u_as_down,), (rx_b,) = run_rx(up, user_ids=(1,))
         self.assertEqual((d_as_up, u_as_down), ([], []))
         self.assertEqual((rx_a.other_direction(), rx_b.other_direction()), (3, 3))
         self.assertEqual((rx_a.slots_missed(), rx_b.slots_missed()), (0, 0))

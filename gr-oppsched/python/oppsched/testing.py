@@ -60,6 +60,22 @@ def run_tx(grants, n_slots, profile="evdo", sample_rate=1e6, **kw):
     return np.array(snk.data(), dtype=np.complex64), tags_of(snk), tx
 
 
+def run_tx_both(grants, n_slots, profile="evdo", sample_rate=1e6, **kw):
+    """As run_tx, with slot_tx's second output (the stations' side) connected too. Returns
+    (downlink samples, uplink samples, block)."""
+    tx = slot_tx(profile, sample_rate, **kw)
+    for g in grants:
+        tx._post(pmt.intern("grant"), g)
+    tb = gr.top_block()
+    sinks = [blocks.vector_sink_c() for _ in range(2)]
+    for port, snk in enumerate(sinks):
+        tb.connect((tx, port), blocks.head(gr.sizeof_gr_complex, n_slots * tx.slot_samples()),
+                   snk)
+    tb.run()
+    down, up = (np.array(snk.data(), dtype=np.complex64) for snk in sinks)
+    return down, up, tx
+
+
 def run_rx(samples, profile="evdo", sample_rate=1e6, user_ids=(0,), emulator=None, tail=400, **kw):
     """Samples -> [channel_emulator_cc(emulator)] -> one slot_rx per user id.
 

@@ -129,11 +129,8 @@ def check_profiles(cfg: dict) -> None:
             raise ConfigError(f"{origin}.device: required (the radio's profile, one of "
                               f"{', '.join(devices.profiles())}: firmware/profiles)")
         p = devices.profile(r["device"], f"{origin}.device")
-        role = "tx" if i == 0 else "rx"
-        devices.check_radio(p, r, fs, role, origin)
-        if cfg["uplink"]["enabled"]:  # its second direction: the AP receives, a station sends
-            other = "rx" if role == "tx" else "tx"
-            devices.check_radio(p, r, fs, other, origin, SECOND_DIRECTION[other])
+        check = devices.check_radio_both_ways if cfg["uplink"]["enabled"] else devices.check_radio
+        check(p, r, fs, "tx" if i == 0 else "rx", origin)
 
 
 def ap_profile(cfg: dict) -> dict:
@@ -198,10 +195,7 @@ def set_device_time(usrp, r: dict, clock=time.monotonic, sleep=time.sleep) -> in
     from gnuradio import uhd
 
     if r["time_source"] in ("external", "gpsdo"):
-        t = int(math.floor(clock())) + 1
-        usrp.set_time_next_pps(uhd.time_spec(float(t)))
-        sleep(1.2)  # the PPS edge has passed: the device time is T + (time since the edge)
-        return t
+        return set_common_time([usrp], clock, sleep)
     t = int(math.floor(clock()))
     usrp.set_time_now(uhd.time_spec(float(t)), uhd.ALL_MBOARDS)
     return t
@@ -216,7 +210,7 @@ def set_common_time(usrps: list, clock=time.monotonic, sleep=time.sleep) -> int:
     t = int(math.floor(clock())) + 1
     for usrp in usrps:
         usrp.set_time_next_pps(uhd.time_spec(float(t)))
-    sleep(1.2)
+    sleep(1.2)  # the PPS edge has passed: the device time is T + (time since the edge)
     return t
 
 
@@ -260,7 +254,7 @@ def build_ap_tx(tb, cfg: dict, device_time_s: int, sink, station_sinks=None):
 
 
 # The AP's receiver of each station over the air: its own slots, no missed-slot reports
-UPLINK_RX = {"uplink": True, "own_slots_only": True, "missed_slots": 0}
+UPLINK_RX = {"uplink": True, "own_slots_only": True}
 # A client's receiver with uplink slots over the air: the AP is silent in them, so a slot
 # not found is no fade (the CQI of the last slot found stands, as in TDD)
 TDD_CLIENT_RX = {"missed_slots": 0}

@@ -14,8 +14,8 @@ from oppsched.daemonconf import PROFILES
 from oppsched.names import (AQM_KINDS, CHANNEL_MODEL_ALIASES, CHANNEL_MODELS, ERROR_MODEL_ALIASES,
                             ERROR_MODELS, FECS, LINK_MODES, MARKING_AQMS, MU_C_MODES, PROFILE_ALIASES, SCHEDULERS,
                             SHANNON_TABLE_DEFAULTS, TABLE_ALIASES, TABLE_PRESETS)
-from oppsched.phy.radio import (RADIO_AP, RADIO_CLIENT, SECOND_DIRECTION, check_common_time,
-                                check_profile_name, check_radio_args, whole_hz)
+from oppsched.phy.radio import (RADIO_AP, RADIO_CLIENT, check_common_time, check_profile_name,
+                                check_radio_args, whole_hz)
 
 PHY_MODES = ("abstract", "sample", "uhd")
 TRANSPORTS = ("tcp", "wrc")
@@ -755,11 +755,8 @@ def _check_uhd(cfg: dict) -> None:
         name, where = radio_profile(cfg, r, field)
         p = devices.profile(name, where)
         if not devices.profile_checks_are_deferred():  # oppsched preflight reports them
-            devices.check_radio(p, r, u["sample_rate"], role, field)
-            if medium:  # the radio's second direction: the AP receives, a device sends
-                other = "rx" if role == "tx" else "tx"
-                devices.check_radio(p, r, u["sample_rate"], other, field,
-                                    SECOND_DIRECTION[other])
+            check = devices.check_radio_both_ways if medium else devices.check_radio
+            check(p, r, u["sample_rate"], role, field)
 
 
 def uhd_radios(cfg: dict) -> list[tuple[str, dict, str]]:
