@@ -7,7 +7,7 @@ BUILD_TYPE ?= RelWithDebInfo
 VENV       := .venv
 PY         := $(VENV)/bin/python
 OUT        ?= results/default
-EXPERIMENT ?= experiments/clamp/fading.yaml
+EXPERIMENT ?= experiments/clamp/fading-5msps.yaml
 JOBS       ?= $(shell nproc)
 
 .PHONY: all setup build test test-cpp test-py run bench fuzz format clean help

@@ -240,11 +240,18 @@ def test_random_channel_loss_is_not_taken_for_congestion(wrc_bin, tmp_path):
     # Classified by per-packet separation: most single losses fall inside the band.
     assert flow["gaps"] >= 5
     assert flow["random_losses"] >= 0.7 * flow["gaps"], flow
-    # The rate went up, not down, despite the losses.
+    # A loss classified random leaves the rate as it was (only a congestion loss cuts it).
+    randoms = [e for e in epochs if e["decision"] == "random_loss"]
+    assert len(randoms) == flow["random_losses"]
+    assert all(float(e["rate_pps"]) == float(e["rate_before_pps"]) for e in randoms), randoms
+    # The epochs mostly raise the rate despite the losses. Whether the sender ends above its
+    # initial rate is not asserted: on a loaded machine the relay's and the receiver's
+    # scheduling delays can make an epoch's separation ratio read as congestion, and a
+    # decrease of 10-50 % undoes several +10 pkt/s increases.
     decided = [e for e in epochs if e["decision"] in ("increase", "decrease")]
     assert decided
     assert sum(e["decision"] == "increase" for e in decided) > len(decided) / 2
-    assert sent["rate"]["final_pps"] > 50.0
+    assert sent["feedback"]["rate_changes"] >= 1  # the sender follows the receiver's rates
     assert got["malformed"]["total"] == 5
     assert got["malformed"]["by_field"] == {"length": 3, "magic": 2}
 
