@@ -36,6 +36,8 @@ const pmt::pmt_t k_cqi = pmt::intern("cqi");
 const pmt::pmt_t k_combined = pmt::intern("combined");
 const pmt::pmt_t k_cfo = pmt::intern("cfo_hz");
 const pmt::pmt_t k_sample = pmt::intern("sample");
+const pmt::pmt_t k_noise = pmt::intern("noise_before");
+const pmt::pmt_t k_noise_count = pmt::intern("noise_count_before");
 
 error_info err(const pmt::pmt_t& key, const std::string& what) {
     return error_info{pmt::symbol_to_string(key) + ": " + what};
@@ -183,6 +185,8 @@ pmt::pmt_t to_pmt(const rx_report& r) {
     d = pmt::dict_add(d, k_combined, pmt::from_long(r.combined));
     d = pmt::dict_add(d, k_cfo, pmt::from_double(r.cfo_hz));
     d = pmt::dict_add(d, k_sample, pmt::from_uint64(r.sample));
+    d = pmt::dict_add(d, k_noise, pmt::from_double(r.noise_before));
+    d = pmt::dict_add(d, k_noise_count, pmt::from_long(static_cast<long>(r.noise_count_before)));
     if (r.addressed && r.crc_ok) d = pmt::dict_add(d, k_tb, pmt::init_u8vector(r.tb.size(), r.tb));
     return d;
 }
@@ -267,6 +271,9 @@ expected<rx_report> rx_from_pmt(const pmt::pmt_t& m) {
     OPPSCHED_GET(r.cfo_hz, get_real(m, k_cfo, false, 0.0));
     OPPSCHED_GET(r.sample, get_int<std::uint64_t>(m, k_sample, 0, u64_max, false, 0));
     OPPSCHED_GET(r.tb, get_bytes(m, k_tb));
+    OPPSCHED_GET(r.noise_before, get_real(m, k_noise, false, 0.0));
+    OPPSCHED_GET(r.noise_count_before,
+                 get_int<std::int64_t>(m, k_noise_count, 0, i64_max, false, 0));
 #undef OPPSCHED_GET
     if (!r.tb.empty() && !(r.addressed && r.crc_ok))
         return error_info{"tb: present although not (addressed and crc_ok)"};

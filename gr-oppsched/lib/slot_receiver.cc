@@ -140,6 +140,7 @@ const slot_reception& slot_receiver::receive(const slot_detection& det,
                                              bool fresh_harq) {
     d_rec = slot_reception{};
     ++d_stats.detected;
+    const auto noise_before = d_demod.estimator().state();  // before this slot updates it
     // The header first (LTF, SNR, header symbols): most slots are addressed to another
     // user, and their payload symbols need no FFT. The whole slot, exactly as if
     // demodulated at once, for one addressed to us and for a header that failed (the gain
@@ -159,6 +160,8 @@ const slot_reception& slot_receiver::receive(const slot_detection& det,
     d_rec.valid = true;
     auto& r = d_rec.report;
     r.sample = det.start;
+    r.noise_before = noise_before.average;
+    r.noise_count_before = noise_before.count;
     r.cfo_hz = det.cfo_hz;
     r.snr_db = d_res.snr.snr_db;
     r.effective_snr_db = d_res.snr.effective_snr_db;

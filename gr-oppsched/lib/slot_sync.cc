@@ -140,12 +140,10 @@ size_t slot_sync::push(const gr_complex* in, size_t n, std::vector<slot_detectio
                         d_trigger_pos = d_scan;
                         d_best_m = m;
                         d_best_pos = d_scan;
-                        d_best_P = d_P;
                     }
                 } else if (m > d_best_m) {
                     d_best_m = m;
                     d_best_pos = d_scan;
-                    d_best_P = d_P;
                 }
                 ++d_scan;
                 if (d_state == state::peak && d_scan > d_peak_end) {
@@ -212,8 +210,15 @@ bool slot_sync::match_ltf(ltf_match& m) {
     const int S = d_p.ltf_search;
     const std::int64_t base = static_cast<std::int64_t>(d_base);
     const std::int64_t coarse = static_cast<std::int64_t>(d_best_pos);
-    // Coarse CFO (S&C eq. 39): angle(P) = 2 pi eps L / N.
-    m.eps_c = std::arg(d_best_P) * n_fft / (2.0 * kPi * d_L);
+    // Coarse CFO (S&C eq. 39): angle(P) = 2 pi eps L / N. P summed afresh at the peak
+    // rather than taken from the sliding sums, whose rounding depends on how long they have
+    // slid: the estimate is then a function of the slot's own samples alone, the same for a
+    // receiver that starts mid-stream (an offline decode of a recording with gaps).
+    std::complex<double> P(0.0, 0.0);
+    for (int k = 0; k < d_W; ++k)
+        P += std::conj(std::complex<double>(*at(d_best_pos + k))) *
+             std::complex<double>(*at(d_best_pos + k + d_L));
+    m.eps_c = std::arg(P) * n_fft / (2.0 * kPi * d_L);
 
     // Coarse-corrected segment around the expected LTF.
     const std::int64_t e = coarse + num.ltf_offset(0);

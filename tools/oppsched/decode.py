@@ -10,13 +10,19 @@ transmissions in the order the online receiver did.
 
 Exactness: a recording from the stream's start (the default window) holds every sample
 the online receiver saw before the window's end, so the offline decode reproduces every
-report (slot, CRC result, MCS, user, HARQ fields, TB hash, SNR) bit for bit. A window that
-starts later, or the `failed` trigger's segments, start from an empty receiver state: the
-HARQ history of a kept failed slot is in the recording (its earlier transmissions failed
-too), but the noise average starts afresh; the summary counts the slots whose offline
-result differs from the online annotation. Fed back to back, the segments would make the
-receiver count slots across the gaps: the numbers of header-failed slots are extrapolated
-within their own segment instead (renumber()).
+report (slot, CRC result, MCS, user, HARQ fields, TB hash, SNR) bit for bit. A recording
+with gaps (the `failed` trigger's segments, a window that starts later) lacks samples that
+changed the receiver's state; the annotations carry that state, and the decode restores it
+(restore_state()): at each segment's first detected slot, the noise average the online
+receiver had before it (noise_before, noise_count_before), and at every slot whether the
+TB's soft buffer was empty online (combined 1: decoded from a fresh buffer). The rest of
+a TB's HARQ history is in the recording when the trigger kept it (its earlier
+transmissions failed too, so they were kept). So a trigger recording from the stream's start
+decodes exactly; a window that starts later differs only for TBs whose earlier
+transmissions came before it. The summary counts the slots whose offline result differs
+from the online annotation. Fed back to back, the segments would make the receiver count
+slots across the gaps: the numbers of header-failed slots are extrapolated within their
+own segment instead (renumber()).
 
 Writes DIR/<name>.rx.csv (the per-slot receiver trace a run writes with capture.iq, the
 same columns) and DIR/<name>.decode.json (the summary), and prints progress and the summary.
@@ -100,6 +106,49 @@ class _Segments:
         return i, g0 + (file_index - f0)
 
 
+class _StateRestorer:
+    """The online receiver's state where a recording lacks the samples that made it
+    (module docstring): restore(rx, det) before each detection returns fresh_harq for it."""
+
+    def __init__(self, segs: _Segments, online: dict, slot_samples: int):
+        self.segs = segs
+        self.S = slot_samples
+        self.keys = sorted(online)
+        self.online = online
+        self.seeded: set[int] = set()  # segments whose noise average was restored
+        # whole from the stream's start: nothing to restore
+        self.active = len(segs.segs) > 1 or (bool(segs.segs) and segs.segs[0][1] != 0)
+        self.noise_restored = self.fresh_buffers = 0
+
+    def annotation(self, det_start: int) -> tuple[int, dict] | None:
+        """(segment, online annotation) of the slot detected at det_start: the nearest
+        annotated slot start within an eighth of a slot."""
+        loc = self.segs.locate(det_start, 1)
+        if loc is None or not self.keys:
+            return None
+        i = bisect.bisect_left(self.keys, loc[1])
+        near = [k for k in self.keys[max(0, i - 1):i + 1] if abs(k - loc[1]) <= self.S // 8]
+        if not near:
+            return None
+        return loc[0], self.online[min(near, key=lambda k: abs(k - loc[1]))]
+
+    def restore(self, rx, det_start: int) -> bool:
+        if not self.active:
+            return False
+        found = self.annotation(det_start)
+        if found is None:
+            return False
+        seg, a = found
+        count = a.get(f"{NS}:noise_count_before")
+        if seg not in self.seeded and a.get(f"{NS}:detected") and count is not None:
+            rx.set_noise_state(float(a[f"{NS}:noise_before"]), int(count))
+            self.seeded.add(seg)
+            self.noise_restored += 1
+        fresh = a.get(f"{NS}:combined") == 1
+        self.fresh_buffers += fresh
+        return fresh
+
+
 def renumber(reports: list[tuple[int, dict]], S: int) -> None:
     """Slot numbers of the slots whose header failed (slot_estimated), extrapolated within
     their own segment: the receiver, fed the segments back to back, would count slots
@@ -178,6 +227,7 @@ def decode(meta_path: str | Path, out_dir: str | Path, progress=sys.stderr,
                "annotated": len(online), "agree": 0, "differ": 0, "only_offline": 0,
                "only_online": 0, "field_differences": {}, "differences": []}
     seen = set()
+    restorer = _StateRestorer(segs, online, S)
     t_start = time.monotonic()
     last_print = -1.0
     trace_path = out / f"{name}.rx.csv"
@@ -240,7 +290,7 @@ def decode(meta_path: str | Path, out_dir: str | Path, progress=sys.stderr,
                 b = min(a + chunk, f0 + n)
                 dets = rx.detect(np.ascontiguousarray(x[a:b]))
                 for det in dets:
-                    _rec, reports = rx.receive(det)
+                    _rec, reports = rx.receive(det, restorer.restore(rx, int(det.start)))
                     handle(reports)
                 handle(rx.report_missed())
                 frac = b / max(1, len(x))
@@ -251,6 +301,8 @@ def decode(meta_path: str | Path, out_dir: str | Path, progress=sys.stderr,
                           file=progress, flush=True)
         flush()
     summary["only_online"] = len(set(online) - seen)
+    summary["state_restored"] = {"noise": restorer.noise_restored,
+                                 "fresh_harq": restorer.fresh_buffers}
     summary["seconds"] = round(time.monotonic() - t_start, 3)
     summary["trace"] = str(trace_path)
     (out / f"{name}.decode.json").write_text(json.dumps(summary, indent=1) + "\n")
@@ -267,6 +319,13 @@ def format_summary(s: dict) -> str:
         f"  against the online annotations ({s['annotated']}): agree {s['agree']}, differ "
         f"{s['differ']}, only offline {s['only_offline']}, only online {s['only_online']}"
         + (f"; fields that differ: {s['field_differences']}" if s["field_differences"] else ""),
+    ]
+    r = s.get("state_restored") or {}
+    if r.get("noise") or r.get("fresh_harq"):
+        lines.append(f"  receiver state restored from the annotations: noise average at "
+                     f"{r['noise']} segment start(s), fresh HARQ buffer at {r['fresh_harq']} "
+                     "slot(s)")
+    lines += [
         f"  trace: {s['trace']}",
     ]
     for d in s["differences"][:10]:

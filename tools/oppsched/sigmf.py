@@ -66,6 +66,11 @@ SLOT_FIELDS = {
     "cqi": int,
     "cfo_hz": float,
     "tb_sha256": str,
+    # the receiver's state before the slot: its noise average and the slots it counts
+    # (0 and 0 in a missed slot's report); what an offline decode of a recording with gaps
+    # restores to go on where the online receiver was (decode.py)
+    "noise_before": float,
+    "noise_count_before": int,
 }
 
 _DATETIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
@@ -537,7 +542,10 @@ def fields_from_row(row: dict) -> tuple[int, dict]:
     """(sample, fields) of one rx trace row (csv.DictReader), the inverse of rx_row."""
     f = {}
     for k, t in SLOT_FIELDS.items():
-        v = row[k]
+        v = row.get(k)
+        if v is None:  # a trace written before the column existed
+            f[k] = t()
+            continue
         f[k] = bool(int(v)) if t is bool else t(v)
     return int(row["sample"]), f
 

@@ -336,6 +336,31 @@ def test_failed_trigger_keeps_failed_slots_with_margin_merging_overlaps(tmp_path
     check_sigmf(meta)
 
 
+def test_failed_trigger_keeps_the_earlier_transmissions_a_kept_slot_was_combined_with(tmp_path):
+    # HARQ process 2: slot 2 carries a TB (decoded), slot 9 repeats it and fails combined
+    # with it. Offline, slot 9 decodes as online only if slot 2 is in the recording too:
+    # it is kept with half a slot on either side, annotated, ahead of slot 9's own segment.
+    c = core(tmp_path, trigger="failed", margin_slots=0, history=5000)
+    first = {**fields(2), "harq_process": 2, "combined": 1}
+    again = {**fields(9, crc_ok=False), "harq_process": 2, "combined": 2}
+    other = {**fields(5), "harq_process": 2, "combined": 1, "ndi": True}  # another TB after
+    for k in range(20):
+        c.push(ramp(100 * k, 100 * k + 100))
+        if k == 4:
+            c.report(first, 200)
+        if k == 11:
+            c.report(again, 900)
+        if k == 12:
+            c.report({**other, "slot": 12}, 1200)  # a fresh TB: no history to keep
+    meta = c.close()
+    assert [(c_["core:global_index"], c_["oppsched:sample_count"]) for c_ in
+            meta["captures"]] == [(150, 200), (850, 200)]
+    assert [a["oppsched:slot"] for a in meta["annotations"]] == [2, 9]
+    x = sigmf.read_samples(c.w.meta_path)
+    assert np.array_equal(x.real, np.concatenate([np.arange(150, 350), np.arange(850, 1050)])
+                          .astype(np.float32))
+
+
 def test_failed_trigger_writes_samples_that_come_after_the_report(tmp_path):
     c = core(tmp_path, trigger="failed", margin_slots=0, history=1000)
     c.push(ramp(0, 300))
@@ -513,12 +538,11 @@ def test_a_loopback_phy_killed_mid_run_leaves_a_recording_decode_recovers_exactl
         s["agree"], len(online))
 
 
-def test_failed_trigger_on_a_real_stream_keeps_every_failed_slot_and_its_header(recorded,
-                                                                                tmp_path):
+def test_a_failed_trigger_recording_decodes_offline_to_exactly_the_online_results(recorded,
+                                                                                  tmp_path):
     """The recorder in trigger mode fed the run's samples and its receiver's reports (each
     after its samples, as slot_rx's reports come): every online failure is in the
-    recording; offline, the kept slots decode from a fresh receiver (noise average and
-    HARQ buffers start empty), so their headers agree and the decode results are counted."""
+    recording, and the recording decodes offline to exactly the online results."""
     run, _online, _err = recorded
     x = sigmf.read_samples(run / "iq" / "u0.sigmf-meta")
     rows = [sigmf.fields_from_row(r) for r in csv.DictReader(open(run / "iq" / "u0.rx.csv"))]
@@ -534,12 +558,14 @@ def test_failed_trigger_on_a_real_stream_keeps_every_failed_slot_and_its_header(
     assert len(failures) >= 50 and set(failures) <= kept
     s = decode.decode(w.meta_path, tmp_path / "off", progress=None)
     assert s["annotated"] == len(trig["annotations"])
-    fd = s["field_differences"]
-    for k in ("user", "mcs", "harq_process", "rv", "ndi", "tb_bytes"):
-        assert fd.get(k, 0) <= 0.01 * s["annotated"], (k, fd)
-    # every kept slot is found again (measured: all 1135; with 1/8 slot of lead before a
-    # segment's first slot, 111 were not)
-    assert s["agree"] + s["differ"] >= 0.98 * s["annotated"]
+    # Exact, slot for slot and bit for bit (measured: 1278 annotated slots in 114 segments,
+    # every one equal, SNR and CFO included): at each segment's start the decode restores
+    # the recorded noise average, and a kept slot's TB history is in the recording (its
+    # earlier transmissions, kept with it; this run repeats every TB once, decoded or not,
+    # and the 1-bit NDI makes some combine with a TB 32 earlier, as the online receiver did)
+    assert s["differ"] == 0 and s["only_online"] == 0, s["differences"]
+    assert s["agree"] == s["annotated"] >= len(failures)
+    assert s["state_restored"]["noise"] >= len(sigmf.segments(trig, 1 << 62)) // 2
 
 
 # ---- experiment schema -> phy.yaml ------------------------------------------------------

@@ -114,12 +114,21 @@ TEST(SlotMessages, rx_report_round_trips_and_tb_only_when_decoded) {
     x.cqi = 12;
     x.combined = 2;
     x.tb = {5, 6};
+    x.noise_before = 0.0123;
+    x.noise_count_before = 4567;
     auto r = slot_msg::rx_from_pmt(slot_msg::to_pmt(x));
     ASSERT_TRUE(r.ok()) << r.error();
     EXPECT_EQ(r->slot, 42u);
     EXPECT_EQ(r->tb, x.tb);
     EXPECT_EQ(r->effective_snr_db, 19.0);
     EXPECT_EQ(r->combined, 2);
+    EXPECT_EQ(r->noise_before, 0.0123);
+    EXPECT_EQ(r->noise_count_before, 4567);
+    auto negative =
+        pmt::dict_add(slot_msg::to_pmt(x), pmt::mp("noise_count_before"), pmt::from_long(-1));
+    auto n = slot_msg::rx_from_pmt(negative);
+    ASSERT_FALSE(n.ok());
+    EXPECT_NE(n.error().find("noise_count_before"), std::string::npos);
     x.crc_ok = false;  // to_pmt leaves the TB out
     r = slot_msg::rx_from_pmt(slot_msg::to_pmt(x));
     ASSERT_TRUE(r.ok());

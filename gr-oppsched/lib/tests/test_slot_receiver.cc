@@ -227,6 +227,51 @@ TEST_F(slot_receiver_test, a_retransmission_is_combined_unless_the_caller_asks_f
     }
 }
 
+TEST_F(slot_receiver_test, a_receiver_given_the_recorded_noise_state_goes_on_with_the_same_snr) {
+    // What an offline decode of a recording with gaps does: the reports carry the noise
+    // average before each slot, and a receiver that starts mid-stream from that state
+    // estimates every later slot exactly as the receiver that saw the whole stream.
+    std::vector<slot_spec> slots;
+    for (std::uint32_t k = 20; k < 27; ++k) slots.push_back(addressed(k, 3, k % 2 == 0));
+    auto x = stream(slots);
+    ofdm_test::add_awgn(rng, x, 1e-3);
+    slot_receiver whole(num, 3);
+    const auto all = run(whole, x);
+    ASSERT_EQ(all.size(), slots.size());
+    EXPECT_EQ(all[0].noise_count_before, 0);  // nothing averaged before the first slot
+    EXPECT_EQ(all[0].noise_before, 0.0);
+    for (std::size_t i = 1; i < all.size(); ++i) {
+        EXPECT_GT(all[i].noise_count_before, 0) << i;
+        EXPECT_GT(all[i].noise_before, 0.0) << i;
+    }
+    const auto [avg, count] = whole.noise_state();
+    EXPECT_GT(count, all.back().noise_count_before);  // the last slot counted too
+    EXPECT_GT(avg, 0.0);
+
+    // from half a slot before slot 24 (the 5th), as a recording's segment starts
+    const std::size_t from = k_lead + 4 * num.slot_samples() - num.slot_samples() / 2;
+    const std::vector<gr_complex> tail(x.begin() + static_cast<std::ptrdiff_t>(from), x.end());
+    slot_receiver resumed(num, 3), fresh(num, 3);
+    resumed.set_noise_state(all[4].noise_before, all[4].noise_count_before);
+    const auto r = run(resumed, tail);
+    const auto f = run(fresh, tail);
+    ASSERT_EQ(r.size(), 3u);
+    ASSERT_EQ(f.size(), 3u);
+    for (std::size_t i = 0; i < 3; ++i) {
+        const auto& want = all[4 + i];
+        EXPECT_EQ(r[i].slot, want.slot);
+        EXPECT_EQ(r[i].sample + from, want.sample);
+        EXPECT_EQ(r[i].snr_db, want.snr_db) << i;  // bit for bit
+        EXPECT_EQ(r[i].effective_snr_db, want.effective_snr_db) << i;
+        EXPECT_EQ(r[i].noise_before, want.noise_before) << i;
+        EXPECT_EQ(r[i].tb, want.tb);
+    }
+    EXPECT_NE(f[0].snr_db, all[4].snr_db);  // without it the first slot starts afresh
+    resumed.set_noise_state(123.0, 0);      // no count: no average, as at the start
+    EXPECT_EQ(resumed.noise_state().count, 0);
+    EXPECT_EQ(resumed.noise_state().average, 0.0);
+}
+
 TEST_F(slot_receiver_test, a_bad_user_id_or_missed_slots_is_rejected_by_name) {
     EXPECT_THROW(slot_receiver(num, -1), std::invalid_argument);
     try {

@@ -76,11 +76,21 @@ class RecorderCore:
         self.margin = int(margin_slots) * self.S + self.S // 2
         self.pos = 0  # stream index of the next sample
         self.ring = None
+        self.write_lag = 0  # trigger: kept samples are written once this old (below)
         if trigger == "failed":
             self.ring = np.zeros(max(int(history), 2 * (self.S + self.margin)), np.complex64)
+            # Half the ring: a kept slot's HARQ history (the earlier transmissions its TB was
+            # combined with) can still be added in front of it for that long, since the
+            # data file is written in stream order.
+            self.write_lag = len(self.ring) // 2
         self.keep: list[list[int]] = []  # trigger: [start, end) ranges still to write
         self.kept_from = self.kept_to = 0  # trigger: the last kept stretch [from, to)
-        self.recent: deque = deque()  # trigger: annotations of the last margin, not kept yet
+        # trigger: (annotation, its TB's earlier transmissions) of the last margin, not kept yet
+        self.recent: deque = deque()
+        # trigger: per HARQ process, (stream index, annotation) of each transmission of its
+        # current TB that the receiver combined (since one it decoded from a fresh buffer)
+        self.harq_history: dict[int, list[tuple]] = {}
+        self.annotated: dict[int, None] = {}  # trigger: slot starts annotated (recent ones)
         self.written_to = 0  # trigger: samples before this are written or given up
         self.lost = 0  # trigger: samples of kept ranges that left the ring before a report
         self.slots = 0
@@ -122,12 +132,13 @@ class RecorderCore:
             if a < oldest:
                 self.lost += min(b, oldest) - a
                 a = oldest
-            hi = min(b, self.pos)
+            ready = self.pos - self.write_lag
+            hi = min(b, ready)
             if hi > a:
                 idx = np.arange(a, hi) % H
                 self.w.write(a, self.ring[idx])
                 self.written_to = hi
-            if b <= self.pos:
+            if b <= ready:
                 self.keep.pop(0)
             else:
                 break
@@ -143,31 +154,89 @@ class RecorderCore:
         if self.trigger == "none":
             self.w.annotate(*ann)
             return
+        earlier = self._harq_history(f, sample, ann)
         # trigger: a slot is annotated only if it overlaps kept samples (the writer then
         # keeps those recorded whole); the others wait in `recent` while a later failure
         # could still keep them (its margin), so memory stays bounded over a long run
         if failed(f):
             self.kept_slots += 1
             a, b = self._in_window(sample - self.margin, sample + self.S + self.margin)
-            a = max(a, self.written_to)
-            if self.keep and a <= self.keep[-1][1]:
-                self.keep[-1][1] = max(self.keep[-1][1], b)
-            elif b > a:
-                self.keep.append([a, b])
+            # The earlier transmissions the receiver combined with the kept slots' TBs (this
+            # one's and the margin's before it), each with half a slot of lead: without
+            # them an offline decode cannot combine what the online receiver did (a TB
+            # repeated after it was decoded, a margin slot whose first transmission was not
+            # kept). Those that left the ring, or lie before samples already written, are
+            # missing from the recording.
+            self._keep_history(earlier + [x for r, e in self.recent if r[0] + self.S > a
+                                          for x in e])
+            self._keep_range(a, b)
             if b > a:
                 self.kept_from = a if self.kept_to < a else self.kept_from
                 self.kept_to = max(self.kept_to, b)
             while self.recent:
-                r = self.recent.popleft()
+                r, _e = self.recent.popleft()
                 if r[0] + self.S > self.kept_from:
-                    self.w.annotate(*r)
+                    self._annotate(r)
             self._flush()
         if sample < self.kept_to and sample + self.S > self.kept_from:
-            self.w.annotate(*ann)
+            self._annotate(ann)
+            self._keep_history(earlier)  # a margin slot after a failure
+            self._flush()
         else:
-            self.recent.append(ann)
-            while self.recent and self.recent[0][0] + self.S + self.margin < sample:
+            self.recent.append((ann, earlier))
+            while self.recent and self.recent[0][0][0] + self.S + self.margin < sample:
                 self.recent.popleft()
+
+    def _keep_history(self, earlier: list[tuple]) -> None:
+        """Keep each earlier transmission (stream index, annotation) with half a slot on
+        either side (the synchroniser finds a slot, and reports it, only with samples
+        before and after it), annotated (the writer keeps it if the slot is recorded
+        whole)."""
+        for h, hann in earlier:
+            self._keep_range(*self._in_window(h - self.S // 2, h + self.S + self.S // 2))
+            self._annotate(hann)
+
+    def _annotate(self, ann: tuple) -> None:
+        """An annotation once (a slot of a kept range may also be a kept TB's history)."""
+        if ann[0] in self.annotated:
+            return
+        self.annotated[ann[0]] = None
+        self.w.annotate(*ann)
+        if len(self.annotated) > 4096:  # older than any HARQ history the ring can hold
+            horizon = self.pos - 2 * len(self.ring)
+            self.annotated = {g: None for g in self.annotated if g >= horizon}
+
+    def _harq_history(self, f: dict, sample: int, ann: tuple) -> list[tuple]:
+        """(stream index, annotation) of the earlier transmissions this slot's TB was
+        combined with (none when decoded from a fresh buffer); this one is added to its
+        process's."""
+        if not (f["addressed"] and f["tb_bytes"] > 0 and f["combined"] >= 1):
+            return []
+        pid = int(f["harq_process"])
+        if f["combined"] == 1:
+            self.harq_history[pid] = [(sample, ann)]
+            return []
+        h = self.harq_history.setdefault(pid, [])
+        earlier = h[-(int(f["combined"]) - 1):]
+        h.append((sample, ann))
+        del h[:-16]  # more than 16 transmissions of one TB are never combined here
+        return earlier
+
+    def _keep_range(self, a: int, b: int) -> None:
+        """[a, b) into the sorted, disjoint ranges still to write; what lies before the
+        samples already written is left out."""
+        a = max(a, self.written_to)
+        if b <= a:
+            return
+        keep = self.keep
+        i = 0
+        while i < len(keep) and keep[i][1] < a:
+            i += 1
+        j = i
+        while j < len(keep) and keep[j][0] <= b:
+            a, b = min(a, keep[j][0]), max(b, keep[j][1])
+            j += 1
+        keep[i:j] = [[a, b]]
 
     def tag(self, slot: int, sample: int) -> None:
         """A transmitted slot (slot_tx's `slot` tag at its first sample)."""
@@ -179,6 +248,7 @@ class RecorderCore:
 
     def close(self) -> dict:
         if self.ring is not None:
+            self.write_lag = 0
             self._flush()
         if self._trace_f is not None:
             self._trace_f.close()
@@ -211,7 +281,7 @@ _NIL = pmt.PMT_NIL
 _REPORT_KEYS = [(k, pmt.intern(k)) for k in (
     "slot", "slot_estimated", "detected", "header_ok", "user", "mcs", "harq_pid", "ndi", "rv",
     "tb_bytes", "addressed", "crc_ok", "snr_db", "effective_snr_db", "cqi", "combined",
-    "cfo_hz", "sample", "tb")]
+    "cfo_hz", "sample", "tb", "noise_before", "noise_count_before")]
 
 
 def report_dict(msg) -> dict:

@@ -38,6 +38,13 @@ struct rx_report {
     double cfo_hz = 0.0;
     std::uint64_t sample = 0;      //!< stream index of the slot start at this receiver
     std::vector<std::uint8_t> tb;  //!< only when addressed and crc_ok
+    //! The receiver's noise average before this slot (N0 per occupied subcarrier) and the
+    //! slots it counts (0: none yet): its state, recorded with each slot so that an offline
+    //! decode of a recording with gaps goes on where the online receiver was. 0 and 0 in
+    //! a missed slot's report (detected false), made whenever the stream position passes
+    //! it, so that no state is tied to how the stream was cut into chunks.
+    double noise_before = 0.0;
+    std::int64_t noise_count_before = 0;
 };
 
 }  // namespace slot_msg
@@ -138,6 +145,14 @@ class OPPSCHED_API slot_receiver final {
     //! Append reports of the slots expected but not detected by the stream position
     //! detect() reached (half a slot of margin beyond the synchroniser's own delay).
     void report_missed(std::vector<slot_msg::rx_report>& reports);
+
+    //! The noise average's state (rx_report::noise_before, noise_count_before) now, and
+    //! a state to go on from: an offline decode restores the recorded one where its
+    //! recording has a gap (count <= 0: no average yet).
+    snr_estimator::noise_state noise_state() { return d_demod.estimator().state(); }
+    void set_noise_state(double average, std::int64_t count) {
+        d_demod.estimator().set_state({average, static_cast<long>(count)});
+    }
 
     //! Equalised payload REs of the last receive() whose payload_decoded was true.
     const std::vector<gr_complex>& payload() const { return d_res.payload; }

@@ -143,7 +143,6 @@ class OPPSCHED_API slot_sync final {
     state d_state = state::search;
     std::uint64_t d_peak_end = 0, d_best_pos = 0, d_trigger_pos = 0;
     float d_best_m = 0.0f;
-    std::complex<double> d_best_P{0.0, 0.0};
     slot_sync_stats d_stats;
     std::vector<gr_complex> d_seg, d_corr_scratch;  // scratch
     std::vector<float> d_c;

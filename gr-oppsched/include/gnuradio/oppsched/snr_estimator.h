@@ -76,6 +76,22 @@ class OPPSCHED_API snr_estimator final {
     //! Forget the noise average (e.g. between SNR points of a sweep).
     void reset() { d_have_noise = false; }
     double noise_average() const { return d_have_noise ? d_noise : 0.0; }
+    //! The noise average's whole state: the average and the slots it counts (0: none yet,
+    //! average 0). What an offline decode of a recording that starts mid-stream needs to
+    //! go on where the online receiver was.
+    struct noise_state {
+        double average = 0.0;
+        long count = 0;
+    };
+    noise_state state() const {
+        return d_have_noise ? noise_state{d_noise, d_noise_count} : noise_state{};
+    }
+    //! Restore a state() (count <= 0: no average, as after reset()).
+    void set_state(const noise_state& s) {
+        d_have_noise = s.count > 0;
+        d_noise = d_have_noise ? s.average : 0.0;
+        d_noise_count = d_have_noise ? s.count : 0;
+    }
     const snr_estimator_params& params() const { return d_p; }
 
   private:

@@ -33,6 +33,8 @@ void bind_slot_receiver(py::module& m) {
         .def_readonly("combined", &report::combined)
         .def_readonly("cfo_hz", &report::cfo_hz)
         .def_readonly("sample", &report::sample)
+        .def_readonly("noise_before", &report::noise_before)
+        .def_readonly("noise_count_before", &report::noise_count_before)
         .def_property_readonly("tb", [](const report& r) {
             return py::bytes(reinterpret_cast<const char*>(r.tb.data()), r.tb.size());
         });
@@ -95,6 +97,17 @@ void bind_slot_receiver(py::module& m) {
                 return reports;
             },
             "Reports of the slots expected but not detected by the stream position reached.")
+        .def_property_readonly(
+            "noise_state",
+            [](slot_receiver& r) {
+                const auto s = r.noise_state();
+                return py::make_tuple(s.average, static_cast<std::int64_t>(s.count));
+            },
+            "(average, slots counted) of the noise average now (0 slots: none yet)")
+        .def("set_noise_state", &slot_receiver::set_noise_state, py::arg("average"),
+             py::arg("count"),
+             "Go on from a recorded noise average (rx_report.noise_before, "
+             "noise_count_before); count <= 0: none")
         .def_property_readonly(
             "payload", [](const slot_receiver& r) { return ofdm_bind::to_numpy(r.payload()); })
         .def_property_readonly("stats", &slot_receiver::stats)
