@@ -13,12 +13,12 @@ the online receiver saw before the window's end, so the offline decode reproduce
 report (slot, CRC result, MCS, user, HARQ fields, TB hash, SNR) bit for bit. A recording
 with gaps (the `failed` trigger's segments, a window that starts later) lacks samples that
 changed the receiver's state; the annotations carry that state, and the decode restores it
-(restore_state()): at each segment's first detected slot, the noise average the online
+(_StateRestorer): at each segment's first detected slot, the noise average the online
 receiver had before it (noise_before, noise_count_before), and at every slot whether the
 TB's soft buffer was empty online (combined 1: decoded from a fresh buffer). The rest of
-a TB's HARQ history is in the recording when the trigger kept it (its earlier
-transmissions failed too, so they were kept). So a trigger recording from the stream's start
-decodes exactly; a window that starts later differs only for TBs whose earlier
+a TB's HARQ history is in a trigger recording: the recorder keeps the earlier
+transmissions a kept slot's TB was combined with (iqcapture.RecorderCore). So a trigger
+recording from the stream's start decodes exactly; a window that starts later differs only for TBs whose earlier
 transmissions came before it. The summary counts the slots whose offline result differs
 from the online annotation. Fed back to back, the segments would make the receiver count
 slots across the gaps: the numbers of header-failed slots are extrapolated within their

@@ -162,7 +162,7 @@ class RecorderCore:
             self.kept_slots += 1
             a, b = self._in_window(sample - self.margin, sample + self.S + self.margin)
             # The earlier transmissions the receiver combined with the kept slots' TBs (this
-            # one's and the margin's before it), each with half a slot of lead: without
+            # one's and the margin's before it; _keep_history): without
             # them an offline decode cannot combine what the online receiver did (a TB
             # repeated after it was decoded, a margin slot whose first transmission was not
             # kept). Those that left the ring, or lie before samples already written, are
@@ -180,8 +180,7 @@ class RecorderCore:
             self._flush()
         if sample < self.kept_to and sample + self.S > self.kept_from:
             self._annotate(ann)
-            self._keep_history(earlier)  # a margin slot after a failure
-            self._flush()
+            self._keep_history(earlier)  # a margin slot after a failure (written by push)
         else:
             self.recent.append((ann, earlier))
             while self.recent and self.recent[0][0][0] + self.S + self.margin < sample:
