@@ -230,7 +230,10 @@ def test_every_transfer_receives_all_bytes_and_waits_the_drawn_idle_time(pair, t
     assert (t["attempted"], t["completed"], t["incomplete"], t["failed_connects"]) == (12, 12, 0, 0)
     assert t["bytes"] == 12 * 250_000
     assert t["idles"] == 11 and t["idle_mean_s"] == pytest.approx(sum(drawn[:11]) / 11)
-    assert t["retransmits"] == 0
+    # the server's tcp_info retransmissions, summed over its connections (a lossless veth,
+    # but on a loaded machine the receiving CPU's backlog can drop: 21 in one fresh run)
+    assert t["retransmits"] == int(pd.to_numeric(pd.Series([x["total_retrans"] for x in sr]))
+                                   .fillna(0).sum())
 
 
 @needs_root
