@@ -290,3 +290,112 @@ def parse_ss_bytes_acked(text: str) -> dict[int, int]:
         if m and port is not None:
             out[port] = out.get(port, 0) + int(m.group(1))
     return out
+
+
+# ----------------------------------------------------------------------------------------
+# Bytes delivered, counted by the receiving sockets themselves (independent of iperf3)
+#
+# iperf3's figures reach the run only through its end-of-test exchange; a client the runner
+# interrupts before that exchange has finished (seconds of radio queue in front of its
+# control messages) leaves a receiver JSON with nothing in it, and the flow would read as
+# carrying nothing. The kernel counts what each receiving socket got in order
+# (tcp_info bytes_received) whatever iperf3 manages to write: the runner polls the
+# receiving namespace with `ss -tin` (flow.<id>.socket.csv, `poll` rows) and records each
+# socket's last count as it is destroyed (`ss -tinE`, `closed` rows, no time).
+
+SOCKET_COLUMNS = ("t_s", "event", "peer_port", "bytes_received", "bytes_sent")
+_BYTES_RECEIVED = re.compile(r"\bbytes_received:(\d+)")
+_BYTES_SENT = re.compile(r"\bbytes_sent:(\d+)")
+
+
+def socket_csv(rundir: Path, flow_id: str) -> Path:
+    return Path(rundir) / f"flow.{flow_id}.socket.csv"
+
+
+def _port(addr: str) -> int | None:
+    p = addr.rsplit(":", 1)[1] if ":" in addr else ""
+    return int(p) if p.isdigit() else None
+
+
+def parse_ss_sockets(text: str) -> list[dict]:
+    """`ss -Htin` (or `ss -HtinE`) output -> one dict per connected socket: local_port,
+    peer_port, bytes_received, bytes_sent (ss leaves a zero counter out: 0). Listening
+    sockets (peer `*`) are left out."""
+    out: list[dict] = []
+    cur = None
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if not line.startswith((" ", "\t")):
+            cols = line.split()
+            cur = None
+            # State Recv-Q Send-Q Local:Port Peer:Port [Process]
+            if len(cols) >= 5:
+                local, peer = _port(cols[3]), _port(cols[4])
+                if local is not None and peer is not None:
+                    cur = {"local_port": local, "peer_port": peer, "bytes_received": 0,
+                           "bytes_sent": 0}
+                    out.append(cur)
+            continue
+        if cur is not None:
+            m = _BYTES_RECEIVED.search(line)
+            if m:
+                cur["bytes_received"] = int(m.group(1))
+            m = _BYTES_SENT.search(line)
+            if m:
+                cur["bytes_sent"] = int(m.group(1))
+    return out
+
+
+def socket_delivered(df: pd.DataFrame | None, planned_end_s: float | None,
+                     ended_at_s: float | None = None) -> dict | None:
+    """What a flow's receiving sockets got, from its socket trace (flow.<id>.socket.csv):
+
+    bytes_total: over the flow's life, each data socket's count as it was destroyed, or its
+      last polled count where no `closed` row was recorded (then `source` is `socket_poll`
+      and the figure a lower bound, else `socket_closed`);
+    bytes_by_planned_end: by planned_end_s (s after t0), each socket's count interpolated
+      linearly between the polls around it; a socket last polled before it counts its
+      total there (the flow had ended: nothing arrived after), taken at ended_at_s where
+      that is later than its last poll. None planned_end_s: bytes_total;
+    streams: data sockets seen.
+
+    iperf3's control connection shares the flow's port; it is the one socket on which the
+    receiving end sends data (iperf3's state bytes, from the moment it accepts: its
+    bytes_sent is never 0 in a poll), so it is left out. None for a missing trace."""
+    if df is None:
+        return None
+    out = {"bytes_total": 0, "bytes_by_planned_end": 0, "streams": 0, "source": "socket_closed"}
+    if df.empty:
+        return out
+    for _peer, g in df.groupby("peer_port"):
+        if (g["bytes_sent"].fillna(0) > 0).any():
+            continue  # iperf3's control connection
+        out["streams"] += 1
+        polls = g[g["event"] == "poll"].sort_values("t_s")
+        closed = g[g["event"] == "closed"]
+        if len(closed):
+            total = int(closed["bytes_received"].max())
+        else:
+            total = int(polls["bytes_received"].max()) if len(polls) else 0
+            out["source"] = "socket_poll"
+        total = max(total, int(polls["bytes_received"].max()) if len(polls) else 0)
+        out["bytes_total"] += total
+        if planned_end_s is None:
+            out["bytes_by_planned_end"] += total
+            continue
+        t = polls["t_s"].to_numpy(dtype=float)
+        b = polls["bytes_received"].to_numpy(dtype=float)
+        last_t = t[-1] if len(t) else -np.inf
+        if total > (b[-1] if len(b) else 0):
+            # the final count, at the latest when the flow ended (or just after the last
+            # poll, for a socket that outlived its flow's sender)
+            t = np.append(t, max(last_t, ended_at_s if ended_at_s is not None else last_t))
+            b = np.append(b, total)
+        if not len(t) or planned_end_s < t[0]:
+            # The planned end came before the socket's first poll, which is at most one
+            # poll period after it opened: what it had then is not known, and counting
+            # the later poll would credit bytes the flow got after its planned end.
+            continue
+        out["bytes_by_planned_end"] += int(np.interp(planned_end_s, t, b))
+    return out

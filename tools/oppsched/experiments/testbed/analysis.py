@@ -16,7 +16,8 @@ from oppsched import daemonconf, pcap, transfers, wrcflows
 from oppsched.experiments.testbed.reliability import conservation_summary
 from oppsched.experiments.testbed.schema import (FLOW_DIRECTIONS, is_wrc, repeated,
                                                  wrc_packet_bytes, wrc_weight)
-from oppsched.flows import BASE_PORT, intervals, sender_result
+from oppsched.flows import (BASE_PORT, intervals, sender_result, socket_csv,
+                            socket_delivered)
 from oppsched.experiments.testbed.traces import truncation_errors
 from oppsched.metrics import jain_index
 
@@ -118,6 +119,67 @@ def _bytes_by_planned_end(receiver_json: Path, plan: dict) -> int | None:
     return int(whole + (part["bytes"] * frac).sum())
 
 
+# How far iperf3's count of a flow's bytes may lie from its receiving sockets' before the
+# summary calls it an error. The kernel counts what arrived in order, iperf3 what it read:
+# at the end of a test the receiver closes its data sockets on the control message,
+# unread what came in since its last read (a few segments per socket: the MSS term, with
+# the FIN the kernel counts as a byte); and a socket whose close the `ss -E` listener
+# did not record counts its last poll, up to one poll period short of its final bytes
+# (SOCKET_POLL_S = 0.5 s of a flow of tens of seconds: the 2 %).
+SOCKET_AGREE_FRACTION = 0.02
+SOCKET_AGREE_MSS_BYTES = 4 * 1500
+
+
+def _check_socket_count(rundir: Path, f: dict, plan: dict, row: dict,
+                        iperf_total: int | None, errors: list) -> None:
+    """Adds the receiving sockets' count (flows.socket_delivered) to a flow's row and
+    checks iperf3's against it. A flow iperf3 reports nothing for (its client was
+    interrupted before the end-of-test exchange, so neither end wrote the totals) takes
+    its goodput from the sockets (`goodput_source` `socket`: bytes by the planned end
+    over the planned seconds) and is an error of the summary naming both counts; so is one
+    whose two counts disagree by more than the bound above. Never a silent 0."""
+    path = socket_csv(rundir, f["id"])
+    df = read_csv(path, errors)
+    planned = plan.get("seconds")
+    planned_end = (plan.get("start_s", 0.0) + planned) if planned else None
+    sock = socket_delivered(df, planned_end, plan.get("ended_at_s"))
+    row["bytes_delivered_socket"] = sock["bytes_by_planned_end"] if sock else None
+    row["bytes_delivered_socket_total"] = sock["bytes_total"] if sock else None
+    row["bytes_delivered_socket_source"] = sock["source"] if sock else None
+    row["socket_streams"] = sock["streams"] if sock else None
+    fid = f["id"]
+    if iperf_total is None:
+        if sock is None:
+            errors.append(f"flow {fid}: iperf3 reported no bytes received (flow.{fid}."
+                          f"sender.json, flow.{fid}.receiver.json) and there is no "
+                          f"{path.name} to count them: its goodput 0 is not a measurement")
+            return
+        got = sock["bytes_by_planned_end"]
+        if planned:
+            secs = float(planned)
+        elif plan.get("ended_at_s") is not None and plan.get("started_at_s") is not None:
+            secs = float(plan["ended_at_s"] - plan["started_at_s"])
+        else:
+            secs = None
+        row["bytes_received"] = got
+        row["seconds"] = secs
+        row["goodput_bps"] = 8.0 * got / secs if secs else 0.0
+        row["goodput_source"] = "socket"
+        errors.append(f"flow {fid}: iperf3 reported no bytes received (its report is missing: "
+                      f"{row['error'] or 'no end-of-test totals'}); its receiving sockets got "
+                      f"{got} bytes by the planned end ({sock['bytes_total']} in all): "
+                      "goodput taken from the socket count")
+        return
+    if sock is None:
+        return  # a run folder from before the socket trace: nothing to check against
+    bound = SOCKET_AGREE_FRACTION * max(iperf_total, sock["bytes_total"]) \
+        + SOCKET_AGREE_MSS_BYTES * max(1, sock["streams"])
+    if abs(iperf_total - sock["bytes_total"]) > bound:
+        errors.append(f"flow {fid}: iperf3 reports {iperf_total} bytes received, its "
+                      f"receiving sockets {sock['bytes_total']} ({sock['source']}): more "
+                      f"than {bound:.0f} bytes apart (2 % plus 4 MSS per socket)")
+
+
 def aqm_counts(apd_stats) -> dict:
     """Per AP queue, what its AQM saw (the apd's core.aqm.<queue> counters): packets
     offered, dropped and ECN-marked, with the loss and mark ratios over the packets
@@ -167,6 +229,9 @@ def analyze(outdir: Path) -> dict:
             continue
         snd = sender_result(rundir / f"flow.{f['id']}.sender.json",
                             rundir / f"flow.{f['id']}.receiver.json")
+        # iperf3's own count over the flow's life, before the planned-end cuts below: the
+        # figure the receiving sockets' count is checked against
+        iperf_total = snd["bytes_received"] if snd["goodput_source"] else None
         rcv = intervals(rundir / f"flow.{f['id']}.receiver.json", plan.get("started_at_s") or 0.0)
         steady = None
         if not rcv.empty:
@@ -204,6 +269,7 @@ def analyze(outdir: Path) -> dict:
                "ended_at_s": plan.get("ended_at_s"), "exit_code": plan.get("exit_code"),
                "error": snd["error"], "goodput_source": snd["goodput_source"],
                "goodput_pcap_bps": None}
+        _check_socket_count(rundir, f, plan, row, iperf_total, errors)
         pc = rundir / (f"wired.{f['server']}.pcap" if row["direction"] == "up"
                        else f"client.{f['device']}.pcap")
         if plan.get("dst_addr") and pc.exists() and pc.stat().st_size < 512e6 and snd["seconds"]:

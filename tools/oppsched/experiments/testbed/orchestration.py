@@ -29,9 +29,10 @@ from oppsched.experiments.testbed.schema import check
 from oppsched.experiments.testbed.traces import PARTIAL, recover_all
 from oppsched.experiments.testbed.topology import (daemon_users, flow_plans, tcp_override_sysctls,
                                                    testbed_topology, write_wrc_configs)
-from oppsched.flows import FlowPlan, parse_ss_bytes_acked, timed_iperf
-from oppsched.netns import (TCPDUMP_BOUNDING, RunUser, RunView, fifo_allowed, hand_back,
-                            invoking_user, new_run_id, wait_for)
+from oppsched.flows import (SOCKET_COLUMNS, FlowPlan, parse_ss_bytes_acked,
+                            parse_ss_sockets, socket_csv, timed_iperf)
+from oppsched.netns import (TCPDUMP_BOUNDING, NetnsError, RunUser, RunView, fifo_allowed,
+                            hand_back, invoking_user, new_run_id, wait_for)
 from oppsched.paths import write_atomic
 from oppsched.wired import Testbed, attach_spm_marker, ensure_congestion_control
 
@@ -159,7 +160,8 @@ class ProcTable:
 # ----------------------------------------------------------------------------------------
 # run()
 
-OUTPUT_GLOBS = ("*.pcap", "flow.*.json", "transfers.*.csv", "slots.csv", "packets.csv", "windows.*.csv",
+OUTPUT_GLOBS = ("*.pcap", "flow.*.json", "flow.*.socket.csv",
+                "transfers.*.csv", "slots.csv", "packets.csv", "windows.*.csv",
                 "medium.csv", "phy_slots.csv", "client.*.events.csv", "mcs_table.csv",
                 "*.stats.json", "run.json", "processes.json", "apd.yaml", "client.*.yaml",
                 "phy.yaml", "summary.json", "*.png", "wrc.*", "chaos.*", "*.killed.*",
@@ -242,6 +244,94 @@ def _live_goodput(tb, plans, last: dict, now: float) -> dict[str, float]:
             out[p.id] = 8.0 * (b - prev_b) / (now - prev_t)
         last[p.id] = (b, now)
     return out
+
+
+# Bytes delivered per flow as its receiving sockets count them (flows.socket_delivered):
+# polled often enough that the count at a flow's planned end is interpolated over at most
+# this many seconds, rarely enough that one `ss` per receiving namespace stays a small load
+# next to the daemons on a 2-core machine.
+SOCKET_POLL_S = 0.5
+
+
+class SocketSampler:
+    """The receiving sockets of every iperf3 flow, counted by the kernel (tcp_info
+    bytes_received), into flow.<id>.socket.csv: `poll` rows from `ss -Htin` in the
+    receiving namespace (the client's; an upstream flow's server's) every SOCKET_POLL_S
+    and whenever a flow ends, and at the end the `closed` rows that `ss -HtinE` (one per
+    receiving namespace, run for the whole run) printed as each socket was destroyed: its
+    final count, which no poll may have caught."""
+
+    def __init__(self, tb, plans, rundir: Path, t0: float):
+        self.t0 = t0
+        self.rundir = Path(rundir)
+        self.next_s = 0.0
+        self.by_ns: dict[str, tuple] = {}  # ns name -> (node, {port: plan})
+        self.files = {}
+        self.events: list[tuple] = []  # (proc name, log path, {port: plan})
+        self.warnings: list[str] = []
+        for p in plans:
+            if p.repeat or p.transport == "wrc":
+                continue
+            node = tb.servers[p.server_index] if p.sender_in_client else tb.clients[p.device_index]
+            self.by_ns.setdefault(node.ns.name, (node, {}))[1][p.port] = p
+            # Root writes into a folder the run user owns: a new file, never through a
+            # link planted in its place (the run folder was cleaned of old traces).
+            fd = os.open(socket_csv(self.rundir, p.id),
+                         os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            f = os.fdopen(fd, "w", buffering=1)
+            f.write(",".join(SOCKET_COLUMNS) + "\n")
+            self.files[p.id] = f
+
+    def start_events(self, spawn) -> None:
+        """`ss -HtinE` in each receiving namespace, line-buffered (a stop loses nothing)
+        into its log, logs/ss-closed.<node>.log (started before the receivers listen)."""
+        for node, ports in self.by_ns.values():
+            name = f"ss-closed.{node.name}"
+            proc = spawn(node.ns, ["stdbuf", "-oL", "ss", "-HtinE"], name, "socket-events")
+            self.events.append((name, proc.log_path, ports))
+
+    def _write(self, t: str, rows: list[dict], ports: dict, event: str) -> None:
+        for r in rows:
+            p = ports.get(r["local_port"])
+            if p is not None:
+                self.files[p.id].write(f"{t},{event},{r['peer_port']},{r['bytes_received']},"
+                                       f"{r['bytes_sent']}\n")
+
+    def poll(self, now: float, force: bool = False) -> None:
+        if not force and now < self.next_s:
+            return
+        self.next_s = now + SOCKET_POLL_S
+        for node, ports in self.by_ns.values():
+            try:
+                cp = node.ns.run(["ss", "-Htin"], check=False, timeout=5)
+            except NetnsError as exc:
+                # one poll missed (a loaded machine): the counts around it are still
+                # interpolated; run.json's warnings say so
+                self.warnings.append(f"socket poll at {now:.1f} s: {exc}")
+                continue
+            # the time the counts were read, not the time the poll was due
+            self._write(f"{time.monotonic() - self.t0:.3f}", parse_ss_sockets(cp.stdout),
+                        ports, "poll")
+
+    def finish(self, procs: "ProcTable") -> None:
+        """Stops the `ss -E` listeners (after the receivers ended: their sockets are
+        destroyed by then) and appends what they printed, then closes the traces."""
+        for name, log, ports in self.events:
+            procs.stop(name, 2.0, signal.SIGINT)
+            try:
+                fd = os.open(log, os.O_RDONLY | os.O_NOFOLLOW)
+                with os.fdopen(fd, "r", errors="replace") as f:
+                    text = f.read()
+            except OSError as exc:
+                self.warnings.append(f"{Path(log).name}: {exc}: final socket counts missing")
+                text = ""
+            self._write("", parse_ss_sockets(text), ports, "closed")
+        self.close()
+
+    def close(self) -> None:
+        for f in self.files.values():
+            f.close()
+        self.files = {}
 
 
 class HostNs:
@@ -370,6 +460,7 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
     write_record()
     t_start = time.monotonic()
     plans: list[FlowPlan] = []
+    sampler = None
     try:
         with tb:
             record["testbed"] = tb.describe()
@@ -479,6 +570,11 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
                 for c in caps:
                     _wait_log(c, "listening on", f"{c.name}: capturing", up)
 
+            # The receiving sockets' own counts (SocketSampler): their `ss -E` listeners
+            # first, so that none of the flows' sockets is destroyed unseen.
+            sampler = SocketSampler(tb, plans, rundir, 0.0)
+            sampler.start_events(spawn)
+
             # The listening ends, one port per flow: iperf3 receivers in the client
             # namespaces (an upstream flow's in its server's); the servers of repeated
             # transfers in the server namespaces; wrc flows: oppsched-wrc recv in the
@@ -505,6 +601,7 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
             # The flows, at their times after t0.
             record["status"] = "running"
             t0 = time.monotonic()
+            sampler.t0 = t0
             record["t0_mono_ns"] = time.monotonic_ns()
             record["t0_wall_s"] = time.time()
             for p in plans:
@@ -515,7 +612,7 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
                       record["t0_mono_ns"], wrc_files, progs.get("wrc"),
                       tick=_reliability_tick(cfg, work, procs, functools.partial(
                           spawn, sched_fifo=cfg["topology"]["apd_rt_priority"]), tb.ap,
-                          apd_argv, record, write_record, lay.tun))
+                          apd_argv, record, write_record, lay.tun), sampler=sampler)
             record["status"] = "stopping"
             # Stop in order: receivers (done by now), PHY, clients and apd (SIGTERM: they
             # finish the slot, write stats and traces, exit 0), captures, delay stages.
@@ -529,6 +626,8 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
                 elif not procs.wait(p.listener_name, 5.0):
                     p.extra["receiver_stopped"] = True
                     procs.stop(p.listener_name, 5.0)
+            sampler.finish(procs)
+            record.setdefault("warnings", []).extend(sampler.warnings)
             for n in procs.rows:
                 if procs.rows[n]["role"] in ("tcpdump",):
                     procs.sample(n)
@@ -569,6 +668,8 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
         record["error"] = f"{type(exc).__name__}: {exc}"
         raise
     finally:
+        if sampler is not None:
+            sampler.close()
         shutil.rmtree(scratch, ignore_errors=True)
         shutil.rmtree(rundir / "zmq", ignore_errors=True)  # the ipc sockets mean nothing now
         # The traces of a daemon that died are still NAME.partial: whole up to its last
@@ -653,7 +754,7 @@ def _check_links_alive(tb) -> None:
 
 def _schedule(cfg, tb, plans, procs: ProcTable, daemons, rundir, t0, progress, spawn,
               t0_ns: int | None = None, wrc_files: dict | None = None,
-              wrc_program=None, tick=None) -> None:
+              wrc_program=None, tick=None, sampler: SocketSampler | None = None) -> None:
     """Starts each flow at t0 + start_s (the iperf3 sender or oppsched-wrc send in the
     server's namespace, an upstream flow's iperf3 sender in the device's, or the transfer
     client in the device's), watches the daemons, reports progress, and returns when every
@@ -691,11 +792,13 @@ def _schedule(cfg, tb, plans, procs: ProcTable, daemons, rundir, t0, progress, s
                       p.starter_name, "iperf3-sender")
             p.started_at_s = now
             running.append(p)
+        ended = False
         for p in list(running):
             if procs.poll(p.starter_name):
                 p.ended_at_s = time.monotonic() - t0
                 p.exit_code = procs.rows[p.starter_name]["exit_code"]
                 running.remove(p)
+                ended = True
             elif timed_iperf(p) and now >= p.start_s + p.seconds + overrun:
                 procs.stop(p.starter_name, 3.0, signal.SIGINT)
                 p.ended_at_s = time.monotonic() - t0
@@ -704,6 +807,10 @@ def _schedule(cfg, tb, plans, procs: ProcTable, daemons, rundir, t0, progress, s
                                       f"({p.start_s + p.seconds:g} s)")
                 p.extra["planned_end_s"] = p.start_s + p.seconds
                 running.remove(p)
+                ended = True
+        if sampler is not None:
+            # at once when a flow has ended: its receiving sockets may be destroyed soon
+            sampler.poll(now, force=ended)
         if tick is not None:
             tick(now)
         procs.check_alive(daemons)
