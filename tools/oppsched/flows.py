@@ -68,6 +68,9 @@ class FlowPlan:
     transport: str = "tcp"
     weight: float | None = None
     packet_bytes: int | None = None
+    # flows[].mss_bytes as the MSS TCP_MAXSEG takes (iperf3 -M: the payload plus the
+    # timestamp option's 12 bytes where both ends use it; schema.mss_option); None: unset.
+    mss: int | None = None
     # Filled in while running (seconds after the run's t0):
     started_at_s: float | None = None
     ended_at_s: float | None = None
@@ -88,6 +91,8 @@ class FlowPlan:
         argv = ["iperf3", "-c", self.dst_addr, "-p", str(self.port), "-J",
                 "-i", _fmt_s(self.interval_s), "-C", self.cc, "-P", str(self.parallel),
                 "--connect-timeout", "10000", "--logfile", str(self.sender_json(rundir))]
+        if self.mss is not None:
+            argv += ["-M", str(self.mss)]
         if self.nbytes is not None:
             argv += ["-n", str(self.nbytes)]
         else:

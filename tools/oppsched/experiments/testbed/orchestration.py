@@ -27,8 +27,9 @@ from oppsched.experiments.testbed.reliability import (APD_EXIT_WATCHDOG, RunnerW
                                                       restart_apd)
 from oppsched.experiments.testbed.schema import check
 from oppsched.experiments.testbed.traces import PARTIAL, recover_all
-from oppsched.experiments.testbed.topology import (daemon_users, flow_plans, tcp_override_sysctls,
-                                                   testbed_topology, write_wrc_configs)
+from oppsched.experiments.testbed.topology import (daemon_users, flow_plans, flow_route_commands,
+                                                   tcp_override_sysctls, testbed_topology,
+                                                   write_wrc_configs)
 from oppsched.flows import (SOCKET_COLUMNS, FlowPlan, parse_ss_bytes_acked,
                             parse_ss_sockets, socket_csv, timed_iperf)
 from oppsched.netns import (TCPDUMP_BOUNDING, NetnsError, RunUser, RunView, fifo_allowed,
@@ -476,6 +477,9 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
                         if gw:
                             node.ns.ip(*fam, "route", "change", "default", "via", gw, "dev",
                                        node.dev, "initcwnd", cfg["tcp"]["initcwnd"])
+            # flows[].mss_bytes and initcwnd: host routes between each flow's two ends.
+            for node, argv in flow_route_commands(cfg, tb.clients, tb.servers):
+                node.ns.ip(*argv)
             # SPM-AF's sender marking (Wu, Gong & Williamson, §6.1): the BPF marker on the
             # egress of every server's wired interface, where its TCP data leaves.
             mark = cfg["tcp"]["spm_marking"]

@@ -23,6 +23,13 @@ TRANSPORTS = ("tcp", "wrc")
 # to the largest UDP payload).
 WRC_MIN_PACKET_BYTES, WRC_MAX_PACKET_BYTES = 32, 65507
 WRC_DEFAULT_PACKET_BYTES = 512
+# flows[].mss_bytes: Linux's TCP_MAXSEG takes 88 (TCP_MIN_MSS) .. 32767 (MAX_TCP_WINDOW),
+# as MSS option values; a segment's payload is that less the 12 bytes of the timestamp
+# option where both ends use timestamps (the path MTU bounds it further: check()).
+TCP_MIN_MSS, TCP_MAX_MSS, TIMESTAMP_OPTION_BYTES = 88, 32767, 12
+MIN_SEGMENT_BYTES = TCP_MIN_MSS - TIMESTAMP_OPTION_BYTES
+MAX_SEGMENT_BYTES = TCP_MAX_MSS - TIMESTAMP_OPTION_BYTES
+IP_TCP_HEADER_BYTES = {"ipv4": 20 + 20, "ipv6": 40 + 20}
 PDU_FORMATS = ("standard", "compact")
 FLOW_DIRECTIONS = ("down", "up")
 _NONE = type(None)
@@ -173,6 +180,16 @@ SCHEMA = {
         "cc": Field((str, _NONE), None, doc="congestion control (iperf3 -C); null: "
                     "tcp.congestion_control"),
         "parallel": Field(int, 1, min=1, max=32, doc="parallel TCP streams (iperf3 -P)"),
+        "mss_bytes": Field((int, _NONE), None, min=MIN_SEGMENT_BYTES, max=MAX_SEGMENT_BYTES,
+                           doc="TCP payload bytes of each full-sized segment (tcp_info "
+                               "snd_mss, `ss -ti` mss:), e.g. Wang & Song, REAQM's 1000-byte "
+                               "TCP packets: advmss of the routes between the flow's two "
+                               "ends and iperf3 -M, each plus the 12 bytes of the timestamp "
+                               "option when both ends use timestamps; null: the path MTU's"),
+        "initcwnd": Field((int, _NONE), None, min=1, max=1000,
+                          doc="segments the flow's connections start with (initcwnd of the "
+                              "routes between its two ends); null: tcp.initcwnd for a "
+                              "server's connections, else the kernel's (10, RFC 6928)"),
         "transport": Field(str, "tcp", choices=TRANSPORTS,
                            doc="tcp: iperf3 (or repeated transfers); wrc: the weighted "
                                "receiver-based rate control of Nandagopal et al. "
@@ -549,6 +566,8 @@ def check(cfg: dict) -> None:
         if f["cc"] is not None and not re.fullmatch(r"[a-z0-9_]{1,15}", f["cc"]):
             raise ConfigError(f"{p}.cc: {f['cc']!r} is not a congestion control name")
         _check_wrc_flow(f, p)
+        _check_mss(cfg, f, p)
+    _check_flow_routes(cfg)
     q = cfg["queue"]
     if q["limit_bytes"] == 0 and q["limit_packets"] == 0:
         raise ConfigError("queue.limit_bytes/limit_packets: both 0; the AP queue needs a limit "
@@ -659,6 +678,11 @@ def check(cfg: dict) -> None:
 
 def _check_wrc_flow(f: dict, p: str) -> None:
     """A flow's transport and the keys that belong to one transport only."""
+    if f["transport"] == "wrc":
+        for key in ("mss_bytes", "initcwnd"):
+            if f[key] is not None:
+                raise ConfigError(f"{p}.{key}: {f[key]!r} with transport wrc: a TCP setting "
+                                  "(a wrc flow's datagrams are packet_bytes)")
     if f["transport"] != "wrc":
         for key in ("weight", "packet_bytes"):
             if f[key] is not None:
@@ -676,6 +700,88 @@ def _check_wrc_flow(f: dict, p: str) -> None:
         if bad:
             val = _repeat_text(f["repeat"]) if key == "repeat" else f[key]
             raise ConfigError(f"{p}.{key}: {val!r} with transport wrc: {why}")
+
+
+def flow_timestamps(cfg: dict, flow: dict) -> bool:
+    """True where the flow's connections carry the timestamp option: both its ends (the
+    server's and the device's namespace) have net.ipv4.tcp_timestamps on."""
+    def on(spec):
+        t = (spec.get("tcp") or {}).get("timestamps")
+        return cfg["tcp"]["timestamps"] if t is None else t
+    srv = next(s for s in cfg["servers"] if s["name"] == flow["server"])
+    dev = next(d for d in cfg["devices"] if d["name"] == flow["device"])
+    return bool(on(srv) and on(dev))
+
+
+def mss_option(cfg: dict, flow: dict) -> int | None:
+    """The MSS the flow's routes (advmss) and iperf3 -M set for flows[].mss_bytes: the
+    payload plus the timestamp option's bytes, which Linux takes out of the MSS of every
+    segment (tcp_mtu_to_mss); None when mss_bytes is null."""
+    if flow.get("mss_bytes") is None:
+        return None
+    return int(flow["mss_bytes"]) + (TIMESTAMP_OPTION_BYTES if flow_timestamps(cfg, flow)
+                                     else 0)
+
+
+def _check_mss(cfg: dict, f: dict, p: str) -> None:
+    """flows[].mss_bytes within what TCP_MAXSEG accepts and what the path MTU carries (a
+    larger MSS would be cut to the MTU's without a word)."""
+    mss = mss_option(cfg, f)
+    if mss is None:
+        return
+    ts = flow_timestamps(cfg, f)
+    opt = f" + {TIMESTAMP_OPTION_BYTES} bytes of timestamps" if ts else ""
+    if mss < TCP_MIN_MSS:
+        least = TCP_MIN_MSS - (mss - f["mss_bytes"])
+        raise ConfigError(f"{p}.mss_bytes: {f['mss_bytes']!r}{opt} is below Linux's smallest "
+                          f"MSS ({TCP_MIN_MSS} bytes): at least {least}")
+    mtu, hdr = cfg["topology"]["mtu"], IP_TCP_HEADER_BYTES[f["family"]]
+    if mss + hdr > mtu:
+        raise ConfigError(f"{p}.mss_bytes: {f['mss_bytes']!r}{opt} + {hdr} bytes of "
+                          f"{f['family']} and TCP headers exceeds topology.mtu ({mtu}): at "
+                          f"most {mtu - hdr - (mss - f['mss_bytes'])}")
+
+
+def flow_routes(cfg: dict) -> list[dict]:
+    """The host routes of flows[].mss_bytes and flows[].initcwnd: one per (server, device,
+    family) whose flows set either, applied at both ends (the server's route to the device
+    and the device's to the server, so each end advertises the MSS and a sender at either
+    end starts with the window): {server, device, family, flows (ids), advmss, initcwnd}
+    (None: not set on the route). A server's route without a flow initcwnd keeps
+    tcp.initcwnd, which its default route carries. check() has refused pairs whose flows
+    disagree."""
+    out: dict[tuple, dict] = {}
+    for f in cfg["flows"]:
+        if is_wrc(f) or (f.get("mss_bytes") is None and f.get("initcwnd") is None):
+            continue
+        key = (f["server"], f["device"], f["family"])
+        r = out.setdefault(key, {"server": f["server"], "device": f["device"],
+                                 "family": f["family"], "flows": [],
+                                 "advmss": mss_option(cfg, f), "initcwnd": f.get("initcwnd")})
+        r["flows"].append(f["id"])
+    return list(out.values())
+
+
+def _check_flow_routes(cfg: dict) -> None:
+    """Flows between the same server and device (and family) share the routes that carry
+    mss_bytes and initcwnd: their values must agree (a flow leaving one null would get the
+    other's too)."""
+    first: dict[tuple, tuple[int, dict]] = {}
+    for i, f in enumerate(cfg["flows"]):
+        if is_wrc(f):
+            continue
+        key = (f["server"], f["device"], f["family"])
+        if key not in first:
+            first[key] = (i, f)
+            continue
+        j, g = first[key]
+        for k in ("mss_bytes", "initcwnd"):
+            if f[k] != g[k]:
+                raise ConfigError(
+                    f"flows[{i}].{k}: {f[k]!r} differs from flows[{j}].{k} ({g[k]!r}): flows "
+                    f"{g['id']!r} and {f['id']!r} share the {f['family']} routes between "
+                    f"{f['server']!r} and {f['device']!r}, which carry the setting; give "
+                    "them the same value (or another server or device)")
 
 
 def is_wrc(flow: dict) -> bool:

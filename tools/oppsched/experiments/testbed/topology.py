@@ -6,8 +6,8 @@ the iperf3 flows."""
 from __future__ import annotations
 
 from oppsched import daemonconf, wrcflows
-from oppsched.experiments.testbed.schema import (is_wrc, repeated, resolved_ecn, wrc_packet_bytes,
-                                                 wrc_weight)
+from oppsched.experiments.testbed.schema import (flow_routes, is_wrc, mss_option, repeated,
+                                                 resolved_ecn, wrc_packet_bytes, wrc_weight)
 from oppsched.flows import BASE_PORT, FlowPlan, iperf_seconds
 from oppsched.wired import ClientSpec, ServerSpec, TcpSettings, Topology, client_addr
 
@@ -43,8 +43,37 @@ def flow_plans(cfg: dict, clients, servers=None) -> list[FlowPlan]:
             repeat=dict(f["repeat"]) if rep else None, server_addr=srv_addr,
             seed=int(cfg["seed"]), stop_s=float(stop), transport=f["transport"],
             weight=wrc_weight(f) if is_wrc(f) else None,
-            packet_bytes=wrc_packet_bytes(f) if is_wrc(f) else None))
+            packet_bytes=wrc_packet_bytes(f) if is_wrc(f) else None,
+            mss=mss_option(cfg, f)))
     return plans
+
+
+def flow_route_commands(cfg: dict, clients, servers) -> list[tuple[object, list[str]]]:
+    """(node, `ip` arguments) of the host routes that carry flows[].mss_bytes and
+    flows[].initcwnd (schema.flow_routes): in the server's namespace to the device's
+    address and in the device's to the server's, each next to the namespace's default route
+    (via its gateway, or on its TUN). advmss is what each end advertises, so the MSS holds
+    whichever end sends; initcwnd acts at the sending end. A server's route without a flow
+    initcwnd takes tcp.initcwnd, as its default route does."""
+    srv_idx = {s["name"]: i for i, s in enumerate(cfg["servers"])}
+    dev_idx = {d["name"]: j for j, d in enumerate(cfg["devices"])}
+    out = []
+    for r in flow_routes(cfg):
+        v6 = r["family"] == "ipv6"
+        srv, dev = servers[srv_idx[r["server"]]], clients[dev_idx[r["device"]]]
+        for node, peer, iw in ((srv, dev, r["initcwnd"] if r["initcwnd"] is not None
+                                else cfg["tcp"]["initcwnd"]),
+                               (dev, srv, r["initcwnd"])):
+            gw = node.gw6 if v6 else node.gw4
+            argv = (["-6"] if v6 else []) + ["route", "add",
+                                             f"{peer.addr(v6)}/{128 if v6 else 32}"]
+            argv += (["via", gw] if gw else []) + ["dev", node.dev]
+            if r["advmss"] is not None:
+                argv += ["advmss", str(r["advmss"])]
+            if iw is not None:
+                argv += ["initcwnd", str(iw)]
+            out.append((node, argv))
+    return out
 
 
 def wrc_flows(cfg: dict) -> list[tuple[int, dict]]:
