@@ -38,7 +38,8 @@ def _cmd_analyze(a) -> int:
 def _cmd_sweep(a) -> int:
     if a.jobs < 1:
         raise ConfigError(f"--jobs: {a.jobs} is not a positive number of runs at a time")
-    failed = run_sweep(a.experiment, a.out, a.set or [], a.duration, a.jobs, a.cluster)
+    failed = run_sweep(a.experiment, a.out, a.set or [], a.duration, a.jobs, a.cluster,
+                       a.cluster_keys)
     return 1 if failed else 0
 
 
@@ -125,9 +126,13 @@ def main(argv=None) -> int:
                     help="override a key of the experiment (dotted path), before the sweep")
     sw.add_argument("--jobs", type=int, default=1,
                     help="runs at a time on this machine (default 1: runs are real time)")
-    sw.add_argument("--cluster", metavar="tcp://HOST:8786",
+    sw.add_argument("--cluster", metavar="tls://HOST:8786",
                     help="run the points on a Dask distributed cluster (workers started with "
-                    "--resources testbed=1); results come back into --out")
+                    "--resources testbed=1); results come back into --out. tls:// with "
+                    "--cluster-keys; plain tcp:// only to a loopback address (docs/sweeps.md)")
+    sw.add_argument("--cluster-keys", metavar="DIR",
+                    help="folder of the cluster's TLS certificates (`oppsched keys cluster "
+                    "DIR`): its CA and the client's certificate and key")
     sw.set_defaults(fn=_cmd_sweep)
 
     c = sub.add_parser("check", help="validate experiment files without running them")

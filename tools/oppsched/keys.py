@@ -14,10 +14,22 @@ Public keys are 0644, secret ones 0600 (the daemons refuse a secret key file tha
 others can access). Key files hold the Z85 text of the key (40 characters), as
 zmq_curve_keypair writes it. A run with security.keys_dir copies what it needs into
 RUN_DIR/keys (the run user's, 0600); without keys_dir, it generates fresh ones there.
+
+    oppsched keys cluster DIR
+
+writes, into the same kind of folder, the TLS material of a Dask cluster that runs sweep
+points (`oppsched sweep --cluster tls://...`, docs/sweeps.md): a certificate authority of
+its own and a certificate and key for the scheduler, the workers and the client, all 0600:
+
+    cluster-ca.pem, cluster-ca.key                  the cluster's CA (its key stays here)
+    cluster-scheduler.pem, cluster-scheduler.key    dask-scheduler --tls-cert/--tls-key
+    cluster-worker.pem, cluster-worker.key          dask-worker --tls-cert/--tls-key
+    cluster-client.pem, cluster-client.key          oppsched sweep --cluster-keys DIR
 """
 
 from __future__ import annotations
 
+import datetime
 import os
 import secrets
 import shutil
@@ -113,6 +125,141 @@ def install(rundir: Path, keydir: Path | None, users: list[str], curve: bool, in
     return dst
 
 
+# ----------------------------------------------------------------------------------------
+# The sweep cluster's TLS material (Dask distributed, docs/sweeps.md and docs/security.md)
+
+CLUSTER_CA = "cluster-ca"
+CLUSTER_ROLES = ("scheduler", "worker", "client")
+# Long enough that a lab does not lose its cluster in the middle of a campaign; the CA's
+# key never leaves the folder, so reissuing is `rm cluster-*; oppsched keys cluster DIR`.
+CLUSTER_VALID_DAYS = 5 * 365
+
+
+def cluster_files(keydir, role: str) -> tuple[Path, Path]:
+    """(certificate, key) of `role` ("ca", "scheduler", "worker" or "client") in `keydir`."""
+    stem = CLUSTER_CA if role == "ca" else f"cluster-{role}"
+    return Path(keydir) / f"{stem}.pem", Path(keydir) / f"{stem}.key"
+
+
+def _pem_key(key) -> str:
+    from cryptography.hazmat.primitives import serialization
+
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption()).decode().strip()
+
+
+def _certificate(subject: str, key, issuer_name, issuer_key, ca: bool):
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    name = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "oppsched sweep cluster"),
+                      x509.NameAttribute(NameOID.COMMON_NAME, subject)])
+    b = (x509.CertificateBuilder()
+         .subject_name(name)
+         .issuer_name(issuer_name if issuer_name is not None else name)
+         .public_key(key.public_key())
+         .serial_number(x509.random_serial_number())
+         # an hour back: a worker whose clock is a little behind still accepts it
+         .not_valid_before(now - datetime.timedelta(hours=1))
+         .not_valid_after(now + datetime.timedelta(days=CLUSTER_VALID_DAYS))
+         .add_extension(x509.BasicConstraints(ca=ca, path_length=0 if ca else None),
+                        critical=True)
+         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()),
+                        critical=False)
+         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(
+             issuer_key.public_key()), critical=False))
+    if ca:
+        b = b.add_extension(x509.KeyUsage(
+            digital_signature=False, content_commitment=False, key_encipherment=False,
+            data_encipherment=False, key_agreement=False, key_cert_sign=True, crl_sign=True,
+            encipher_only=False, decipher_only=False), critical=True)
+    else:
+        # Every member both connects and accepts connections (the scheduler dials workers,
+        # workers dial each other), and Dask checks both ends' certificates.
+        b = (b.add_extension(x509.KeyUsage(
+                digital_signature=True, content_commitment=False, key_encipherment=False,
+                data_encipherment=False, key_agreement=True, key_cert_sign=False,
+                crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
+             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH,
+                                                   ExtendedKeyUsageOID.CLIENT_AUTH]),
+                            critical=False))
+    return b.sign(issuer_key, hashes.SHA256())
+
+
+def generate_cluster(keydir) -> list[Path]:
+    """Writes the missing TLS files of the sweep cluster into `keydir` (0700): a CA and a
+    certificate and key for the scheduler, the workers and the client, every file 0600.
+    Existing files are kept, so the command can be run again; a certificate without its key
+    (or the reverse), or certificates without the CA that signed them, are refused."""
+    try:
+        from cryptography import x509
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+    except ImportError:
+        raise ConfigError("oppsched keys cluster needs the Python package cryptography "
+                          "(Debian's python3-cryptography; tools/bootstrap.sh installs it)")
+    keydir = Path(keydir)
+    keydir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(keydir, 0o700)
+    written: list[Path] = []
+    for role in ("ca", *CLUSTER_ROLES):
+        cert, key = cluster_files(keydir, role)
+        if cert.exists() != key.exists():
+            raise ConfigError(f"{keydir}: only one of {cert.name}, {key.name}; remove it to "
+                              "generate a new pair")
+    ca_cert, ca_key = cluster_files(keydir, "ca")
+    if ca_cert.exists():
+        ca = x509.load_pem_x509_certificate(ca_cert.read_bytes())
+        cakey = serialization.load_pem_private_key(ca_key.read_bytes(), password=None)
+    else:
+        stale = [cluster_files(keydir, r)[0].name for r in CLUSTER_ROLES
+                 if cluster_files(keydir, r)[0].exists()]
+        if stale:
+            # They were signed by a CA that is gone: a new CA would not vouch for them.
+            raise ConfigError(f"{keydir}: {', '.join(stale)} but no {ca_cert.name}: remove "
+                              "the cluster-* files to make a new cluster CA")
+        cakey = ec.generate_private_key(ec.SECP256R1())
+        ca = _certificate("oppsched sweep cluster CA", cakey, None, cakey, ca=True)
+        _write(ca_key, _pem_key(cakey), 0o600)
+        _write(ca_cert, ca.public_bytes(serialization.Encoding.PEM).decode().strip(), 0o600)
+        written += [ca_cert, ca_key]
+    for role in CLUSTER_ROLES:
+        cert, key = cluster_files(keydir, role)
+        if cert.exists():
+            continue
+        k = ec.generate_private_key(ec.SECP256R1())
+        c = _certificate(f"oppsched sweep {role}", k, ca.subject, cakey, ca=False)
+        _write(key, _pem_key(k), 0o600)
+        _write(cert, c.public_bytes(serialization.Encoding.PEM).decode().strip(), 0o600)
+        written += [cert, key]
+    return written
+
+
+def cluster_security(keydir, role: str = "client"):
+    """The distributed.security.Security of `role` with the files of `keydir`: TLS required,
+    the peer's certificate checked against the cluster's CA. Errors name --cluster-keys and
+    the file (missing, or a key that group or others can read)."""
+    from distributed.security import Security
+
+    keydir = Path(keydir)
+    if not keydir.is_dir():
+        raise ConfigError(f"--cluster-keys: {str(keydir)!r} is not a directory (make one with "
+                          f"`oppsched keys cluster {keydir}`)")
+    ca = cluster_files(keydir, "ca")[0]
+    cert, key = cluster_files(keydir, role)
+    for f in (ca, cert, key):
+        if not f.is_file():
+            raise ConfigError(f"--cluster-keys: {str(keydir)!r} has no {f.name} (run "
+                              f"`oppsched keys cluster {keydir}`; it keeps existing files)")
+    if os.stat(key).st_mode & 0o077:
+        raise ConfigError(f"--cluster-keys: {key} is accessible by group or others; "
+                          "chmod 600 it")
+    return Security(require_encryption=True, tls_ca_file=str(ca),
+                    **{f"tls_{role}_cert": str(cert), f"tls_{role}_key": str(key)})
+
+
 def add_parser(sub) -> None:
     k = sub.add_parser("keys", help="per-testbed keys: CURVE key pairs for the apd and the "
                        "clients, the PDU integrity tag key (docs/security.md)")
@@ -123,6 +270,11 @@ def add_parser(sub) -> None:
     g.add_argument("--users", nargs="+", required=True, metavar="NAME",
                    help="the clients' device names (devices[].name)")
     g.set_defaults(fn=_cmd_generate)
+    c = ks.add_parser("cluster", help="write the missing TLS files of the sweep cluster into "
+                      "DIR: a CA, and a certificate and key for the Dask scheduler, the "
+                      "workers and the client (all 0600; existing files kept; docs/sweeps.md)")
+    c.add_argument("dir", help="key folder, e.g. /etc/oppsched/keys/labA")
+    c.set_defaults(fn=_cmd_cluster)
 
 
 def _cmd_generate(a) -> int:
@@ -132,6 +284,15 @@ def _cmd_generate(a) -> int:
     written = generate(Path(a.dir), a.users)
     print(f"oppsched keys: {len(written)} file(s) written into {a.dir}"
           + ("" if written else " (every key was there already)"))
+    for p in written:
+        print(f"  {p}")
+    return 0
+
+
+def _cmd_cluster(a) -> int:
+    written = generate_cluster(Path(a.dir))
+    print(f"oppsched keys: {len(written)} file(s) written into {a.dir}"
+          + ("" if written else " (every cluster file was there already)"))
     for p in written:
         print(f"  {p}")
     return 0

@@ -3,23 +3,29 @@
     DIR/sweep.json                      the sweep as run: experiment, axes, points
     DIR/points/<axis=value,...>/<variant>/seed-<k>/   one run: config.json, traces,
                                         summary.json (written last: its presence means done)
-    DIR/sweep.csv                       one row per run: axis values, variant, seed and the
-                                        summary's aggregate, per-flow and per-user figures
+    DIR/sweep.csv                       one row per run: variant, seed, ok and errors (a
+                                        summary that reports errors is marked, never
+                                        silent), axis values and the summary's aggregate,
+                                        per-flow and per-user figures
     DIR/report.html, DIR/plots/*.png    metric against axis, one line per variant (and flow),
                                         mean and 95 % interval over seeds
 
-A point whose summary.json is there and whose config.json equals the configuration it
-would run now is not run again, so an interrupted sweep resumes where it stopped and a
-changed experiment re-runs only what changed. A run that is interrupted or fails leaves no
-folder behind. Points run one at a time by default (runs are real time and share the
-machine), `--jobs N` at a time locally, or on a Dask distributed cluster (`--cluster`), one
-point per testbed machine at a time (worker resource `testbed=1`).
+A point whose summary.json is there and reports no errors, and whose config.json (and the
+summary's own copy) equals the configuration it would run now, is not run again, so an
+interrupted sweep resumes where it stopped and a changed experiment re-runs only what
+changed. A run that is interrupted or fails leaves no folder behind, except where the
+process was killed outright; such a folder is not taken as done. Points run one at a time
+by default (runs are real time and share the machine), `--jobs N` at a time locally, or on
+a Dask distributed cluster (`--cluster`), one point per testbed machine at a time (worker
+resource `testbed=1`): over TLS with the certificates of `oppsched keys cluster`, or
+plain tcp:// on loopback only (docs/sweeps.md, docs/security.md).
 """
 
 from __future__ import annotations
 
 import html
 import io
+import ipaddress
 import json
 import math
 import os
@@ -37,8 +43,9 @@ import pandas as pd
 from scipy import stats
 
 from oppsched.forkpool import run_forked
+from oppsched.outlock import holding_out
 from oppsched.paths import write_atomic
-from oppsched import runner, sweepspec
+from oppsched import keys, runner, sweepspec
 from oppsched.config import ConfigError
 from oppsched.experiments import kind_module
 from oppsched.report import page_head, pyplot, save_figure
@@ -46,6 +53,8 @@ from oppsched.report import page_head, pyplot, save_figure
 MANIFEST = "sweep.json"
 CSV = "sweep.csv"
 ID_COLUMNS = ("point", "variant", "seed")
+# Whether a run's summary reports errors (0/1) and which: such a run is in the table, marked.
+STATUS_COLUMNS = ("ok", "errors")
 # What the report plots against every axis when the sweep names no plots.
 DEFAULT_METRICS = (
     ("goodput_total_bps", "aggregate TCP goodput (b/s)"),
@@ -70,8 +79,19 @@ def _same_config(rundir: Path, cfg: dict) -> bool:
 
 
 def is_done(rundir: Path, cfg: dict) -> bool:
-    """A finished run of exactly this configuration."""
-    return (rundir / "summary.json").is_file() and _same_config(rundir, cfg)
+    """A finished, error-free run of exactly this configuration. run_point writes the
+    summary before it looks at the summary's errors, so a point killed outright (SIGKILL,
+    power loss) in between leaves a summary.json that says the run failed: that point is
+    not done."""
+    try:
+        summary = json.loads((rundir / "summary.json").read_text())
+    except (OSError, ValueError):
+        return False
+    if not isinstance(summary, dict) or summary.get("errors"):
+        return False
+    if "config" in summary and summary["config"] != json.loads(json.dumps(cfg)):
+        return False
+    return _same_config(rundir, cfg)
 
 
 class _Quiet:
@@ -200,14 +220,59 @@ def _run_local(todo, outdir: Path, progress: Progress, jobs: int, failures: list
                jobs, finished)
 
 
-def _run_cluster(todo, outdir: Path, progress: Progress, address: str, failures: list) -> None:
+def _is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything, so it is not trusted as local
+
+
+def cluster_security(address: str, cluster_keys=None):
+    """Checks `--cluster` (and `--cluster-keys`) before anything runs and returns the Dask
+    Security to connect with (None for tcp:// on loopback). A Dask client submits pickled
+    Python that the workers (root: runs build namespaces) execute, so an unauthenticated
+    scheduler on the lab network is a root shell for whoever reaches its port: plain tcp://
+    is allowed to a loopback address only, and tls:// needs the cluster's certificates."""
+    m = re.fullmatch(r"([a-z]+)://(\[[^\]]+\]|[^:/\[\]]+)(?::(\d+))?/?", address or "")
+    if not m:
+        raise ConfigError(f"--cluster: {address!r} is not tls://HOST:PORT (or tcp://127.0.0.1:PORT "
+                          "for a cluster on this machine)")
+    scheme, host = m.group(1), m.group(2).strip("[]")
+    if scheme == "tcp":
+        if not _is_loopback(host):
+            raise ConfigError(
+                f"--cluster: {address!r} is plain tcp:// to a non-loopback address: anyone who "
+                "can reach it could make the workers, which run as root, run any code. Secure "
+                "it: make the cluster's TLS certificates with `oppsched keys cluster DIR`, start "
+                "the scheduler and workers with them (docs/sweeps.md) and use "
+                "--cluster tls://HOST:PORT --cluster-keys DIR")
+        if cluster_keys is not None:
+            raise ConfigError(f"--cluster-keys: given with {address!r}, which is plain tcp:// "
+                              "(the certificates are used with --cluster tls://HOST:PORT)")
+        return None
+    if scheme != "tls":
+        raise ConfigError(f"--cluster: {address!r}: the protocol {scheme}:// is not supported "
+                          "(tls://HOST:PORT with --cluster-keys, or tcp:// on loopback)")
+    if cluster_keys is None:
+        raise ConfigError(f"--cluster {address}: tls:// needs --cluster-keys DIR, the folder "
+                          "`oppsched keys cluster DIR` wrote the cluster's certificates into")
+    return keys.cluster_security(cluster_keys, "client")
+
+
+def _run_cluster(todo, outdir: Path, progress: Progress, address: str, failures: list,
+                 security=None) -> None:
     # Optional dependency (Debian's python3-distributed), needed only with --cluster.
     from distributed import Client, as_completed
 
     try:
-        client = Client(address, timeout="10s")
+        client = Client(address, timeout="10s", security=security)
     except OSError as exc:
-        raise ConfigError(f"--cluster: cannot reach the Dask scheduler at {address!r} ({exc})")
+        hint = (" or it refused this client's certificate: --cluster-keys must hold "
+                "certificates of the cluster's own CA" if security is not None else "")
+        raise ConfigError(f"--cluster: cannot reach the Dask scheduler at {address!r}{hint} "
+                          f"({exc})")
     with client:
         workers = client.scheduler_info()["workers"].values()
         if not any(w.get("resources", {}).get("testbed", 0) >= 1 for w in workers):
@@ -244,9 +309,15 @@ def plan(path, overrides=(), duration=None) -> tuple[dict, sweepspec.Sweep]:
     return resolved, sw
 
 
+@holding_out("sweep")  # one run or sweep per OUT (oppsched.outlock)
 def run_sweep(path, outdir, overrides=(), duration=None, jobs: int = 1,
-              cluster: str | None = None) -> int:
-    """Runs (or resumes) a sweep into `outdir`; returns the number of failed points."""
+              cluster: str | None = None, cluster_keys=None) -> int:
+    """Runs (or resumes) a sweep into `outdir`; returns the number of failed points.
+    `cluster`: a Dask scheduler's address (tls:// with the certificates in `cluster_keys`,
+    or tcp:// on loopback)."""
+    if cluster_keys is not None and not cluster:
+        raise ConfigError("--cluster-keys: given without --cluster tls://HOST:PORT")
+    security = cluster_security(cluster, cluster_keys) if cluster else None
     resolved, sw = plan(path, overrides, duration)
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
@@ -262,7 +333,7 @@ def run_sweep(path, outdir, overrides=(), duration=None, jobs: int = 1,
     failures: list = []
     try:
         if cluster:
-            _run_cluster(todo, outdir, progress, cluster, failures)
+            _run_cluster(todo, outdir, progress, cluster, failures, security)
         else:
             _run_local(todo, outdir, progress, jobs, failures)
     except KeyboardInterrupt:
@@ -270,6 +341,8 @@ def run_sweep(path, outdir, overrides=(), duration=None, jobs: int = 1,
               "and kept; the same command resumes", file=sys.stderr)
         raise
     finally:
+        # A resumed sweep's own points count only once done; a stale summary of a killed
+        # point is still reported by collect, marked as erroring.
         if any((outdir / "points" / p.rel / "summary.json").is_file() for p in sw.points):
             collect(outdir)
     for rel, why in failures:
@@ -362,8 +435,11 @@ def flatten_summary(s: dict) -> dict:
 
 
 def collect(outdir, reanalyze: bool = False) -> pd.DataFrame:
-    """Writes DIR/sweep.csv and DIR/report.html from the finished points (recomputing each
-    point's summary from its traces first if `reanalyze`). Returns the table."""
+    """Writes DIR/sweep.csv and DIR/report.html from the points that have a summary
+    (recomputing each from its traces first if `reanalyze`). Returns the table. A summary
+    with errors (a point killed after its summary was written, or one whose re-analysis
+    finds a fault) is kept in the table but marked: `ok` 0 and its `errors`, a warning on
+    stderr naming it, and it is left out of the report's plots and means."""
     outdir = Path(outdir)
     try:
         man = json.loads((outdir / MANIFEST).read_text())
@@ -377,13 +453,21 @@ def collect(outdir, reanalyze: bool = False) -> pd.DataFrame:
             continue
         s = runner.analyze_run(rundir) if reanalyze else json.loads(
             (rundir / "summary.json").read_text())
-        row = {"point": p["rel"], "variant": p["variant"] or "", "seed": s["config"]["seed"]}
+        errors = [str(e) for e in s.get("errors") or []]
+        row = {"point": p["rel"], "variant": p["variant"] or "", "seed": s["config"]["seed"],
+               "ok": 0 if errors else 1, "errors": "; ".join(errors)}
         for a in axis_names:
             row[a] = p["values"].get(a)
         for k, v in flatten_summary(s).items():
             row[k if k not in row else f"summary.{k}"] = v
         rows.append(row)
-    df = pd.DataFrame(rows, columns=list(ID_COLUMNS) + axis_names if not rows else None)
+    df = pd.DataFrame(rows, columns=list(ID_COLUMNS) + list(STATUS_COLUMNS) + axis_names
+                      if not rows else None)
+    bad = df[df["ok"] == 0] if not df.empty else df
+    for _, r in bad.iterrows():
+        print(f"oppsched sweep: WARNING: {r['point']} has errors and is left out of the "
+              f"plots (ok=0 in {CSV}; a sweep run again re-runs it): {r['errors']}",
+              file=sys.stderr)
     write_atomic(outdir / CSV, df.to_csv(index=False))
     write_sweep_report(outdir, man, df)
     return df
@@ -482,6 +566,10 @@ def write_sweep_report(outdir: Path, man: dict, df: pd.DataFrame) -> Path:
     plt = pyplot()
     e = html.escape
     axis_names = [a["name"] for a in man["axes"]]
+    # A run whose summary reports errors measured something else than the point asks for
+    # (or nothing): its figures would bias a mean without a trace in the plot.
+    bad = df[df["ok"] == 0] if "ok" in df.columns else df.iloc[0:0]
+    df = df.drop(bad.index)
     plotdir = outdir / "plots"
     plotdir.mkdir(exist_ok=True)
     for old in plotdir.glob("sweep-*.png"):
@@ -541,7 +629,8 @@ def write_sweep_report(outdir: Path, man: dict, df: pd.DataFrame) -> Path:
         f"<h1>Sweep: {e(man['experiment'])}</h1>",
         f"<p>{e(man.get('description', ''))}</p>",
         f"<p>kind <code>{e(man['kind'])}</code>, {man['duration_s']:g} s per run, "
-        f"{len(df)} of {n_points} runs finished, {man['repeat']} seed(s) per point; "
+        f"{len(df)} of {n_points} runs finished without errors, {man['repeat']} seed(s) "
+        "per point; "
         "error bars: 95 % interval of the mean over seeds (Student t). "
         f"Every run: <code>{e(CSV)}</code> (one row per run).</p>",
         "<h2>Axes</h2><table><tr><th>axis</th><th>key</th><th>values</th><th>variants</th></tr>",
@@ -551,6 +640,13 @@ def write_sweep_report(outdir: Path, man: dict, df: pd.DataFrame) -> Path:
         parts.append(f"<tr><td>{e(a['name'])}</td><td><code>{e(', '.join(a['keys']))}</code></td>"
                      f"<td>{e(vals)}</td><td>{e(', '.join(a['variants'] or ['all']))}</td></tr>")
     parts.append("</table>")
+    if len(bad):
+        parts.append(f"<h2>Runs with errors ({len(bad)})</h2><p>Left out of the plots and "
+                     f"means (<code>ok</code> 0 in <code>{e(CSV)}</code>); running the sweep "
+                     "again re-runs them.</p><table><tr><th>run</th><th>errors</th></tr>")
+        for _, r in bad.iterrows():
+            parts.append(f"<tr><td>{e(str(r['point']))}</td><td>{e(str(r['errors']))}</td></tr>")
+        parts.append("</table>")
     for png in pngs:
         parts.append(f"<img src='{e(png)}' alt='{e(png)}'>")
     if not df.empty:

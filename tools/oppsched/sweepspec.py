@@ -32,7 +32,7 @@ from oppsched import config as cfgmod
 from oppsched.config import ConfigError, Field, ListOf
 
 AXIS_NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
-RESERVED = {"variant", "seed", "point"}  # columns of sweep.csv that identify a run
+RESERVED = {"variant", "seed", "point", "ok", "errors"}  # sweep.csv columns: a run, its status
 MAX_POINTS = 100_000
 
 # The schema of the section itself; the axes mapping (name -> spec) is checked by parse().

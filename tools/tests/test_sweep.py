@@ -3,6 +3,7 @@ report, and the Dask cluster path (a local scheduler and two workers)."""
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -478,3 +479,298 @@ def test_the_workers_of_a_killed_parallel_sweep_do_not_go_on_running_its_points(
     proc.communicate(timeout=30)
     assert _gone(workers, 10), "a worker outlived the sweep"
     assert len(list(marks.glob("*.started"))) == 2
+
+
+# ----------------------------------------------------------------------------------------
+# No silent holes: a summary that reports errors is neither done nor quietly averaged in.
+
+# A sweep in its own process whose fourth point's analysis reports an error, killed outright
+# (SIGKILL) right after that summary.json is written: the window run_point has between
+# writing the summary and moving an erroring run out of the way.
+_KILLED_AFTER_SUMMARY = """
+import os, signal, sys
+from oppsched import runner, sweep
+from oppsched.experiments import macsim
+
+real_analyze, real_analyze_run, calls = macsim.analyze, runner.analyze_run, []
+
+def analyze(rundir):
+    s = real_analyze(rundir)
+    calls.append(rundir)
+    if len(calls) == 4:
+        s["errors"] = ["client.u1 exited with 1"]
+    return s
+
+def analyze_run(rundir):
+    s = real_analyze_run(rundir)
+    if s.get("errors"):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return s
+
+macsim.analyze, runner.analyze_run = analyze, analyze_run
+sweep.run_sweep(sys.argv[1], sys.argv[2])
+"""
+
+
+def test_a_point_killed_after_writing_a_summary_with_errors_is_run_again_on_resume(
+        tmp_path, monkeypatch):
+    path, out = write(tmp_path), tmp_path / "out"
+    script = tmp_path / "killed.py"
+    script.write_text(_KILLED_AFTER_SUMMARY)
+    r = subprocess.run([sys.executable, str(script), str(path), str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == -9, r.stderr
+    left = sorted(out.glob("points/*/*/*/summary.json"))
+    erring = [f.parent for f in left if json.loads(f.read_text()).get("errors")]
+    assert len(left) == 4 and len(erring) == 1  # the hole: an erroring summary in place
+    victim = erring[0]
+    _, sw = plan_of(tmp_path)
+    ran = []
+    real = macsim.run
+    monkeypatch.setattr(macsim, "run", lambda cfg, d, pr: (ran.append(d), real(cfg, d, pr)))
+    assert sweep.run_sweep(path, out) == 0
+    assert victim in ran and len(ran) == len(sw.points) - 3
+    assert not json.loads((victim / "summary.json").read_text()).get("errors")
+    assert (pd.read_csv(out / "sweep.csv")["ok"] == 1).all()
+
+
+def test_a_point_is_done_only_with_an_error_free_summary_of_its_own_configuration(tmp_path):
+    _, sw = plan_of(tmp_path)
+    cfg = sw.points[0].config
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(cfg))
+    assert not sweep.is_done(d, cfg)  # no summary
+    (d / "summary.json").write_text("{\"config\": ")  # cut short
+    assert not sweep.is_done(d, cfg)
+    (d / "summary.json").write_text(json.dumps({"config": cfg, "errors": []}))
+    assert sweep.is_done(d, cfg)
+    (d / "summary.json").write_text(json.dumps({"config": cfg, "errors": ["apd exited"]}))
+    assert not sweep.is_done(d, cfg)
+    # a summary left by another configuration beside this one's config.json
+    (d / "summary.json").write_text(json.dumps({"config": dict(cfg, seed=99), "errors": []}))
+    assert not sweep.is_done(d, cfg)
+    (d / "summary.json").write_text(json.dumps({"config": cfg, "errors": []}))
+    assert not sweep.is_done(d, dict(cfg, duration_s=9.0))
+
+
+def test_collect_marks_a_summary_with_errors_and_names_it_in_a_warning(tmp_path, capsys):
+    out = tmp_path / "out"
+    sweep.run_sweep(write(tmp_path), out)
+    _, sw = plan_of(tmp_path)
+    victim = sw.points[5].rel
+    f = out / "points" / victim / "summary.json"
+    s = json.loads(f.read_text())
+    s["errors"] = ["client.u2 exited with 1", "no slot granted after 0.1 s"]
+    f.write_text(json.dumps(s))
+    capsys.readouterr()
+    df = sweep.collect(out)
+    err = capsys.readouterr().err
+    assert f"WARNING: {victim} has errors" in err and "client.u2 exited with 1" in err
+    assert err.count("WARNING") == 1
+    csv = pd.read_csv(out / "sweep.csv").set_index("point")
+    assert len(csv) == len(sw.points) == len(df)
+    assert csv.loc[victim, "ok"] == 0
+    assert csv.loc[victim, "errors"] == "client.u2 exited with 1; no slot granted after 0.1 s"
+    assert (csv.drop(victim)["ok"] == 1).all() and csv.drop(victim)["errors"].isna().all()
+    report = (out / "report.html").read_text()
+    assert f"{len(sw.points) - 1} of {len(sw.points)} runs finished without errors" in report
+    assert "Runs with errors (1)" in report and victim in report
+
+
+# ----------------------------------------------------------------------------------------
+# The cluster, secured: TLS with the certificates of `oppsched keys cluster`.
+
+
+def test_cluster_keys_are_a_ca_and_the_certificates_it_signed_all_0600_and_kept(tmp_path,
+                                                                                capsys):
+    pytest.importorskip("cryptography")
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from oppsched import keys
+    from oppsched.cli import main as cli_main
+
+    kd = tmp_path / "keys"
+    assert cli_main(["keys", "cluster", str(kd)]) == 0
+    assert "8 file(s) written" in capsys.readouterr().out
+    written = list(kd.iterdir())
+    assert {p.name for p in written} == {
+        f"cluster-{r}.{x}" for r in ("ca", "scheduler", "worker", "client") for x in ("pem", "key")}
+    assert all(os.stat(p).st_mode & 0o777 == 0o600 for p in written)
+    assert os.stat(kd).st_mode & 0o777 == 0o700
+    ca = x509.load_pem_x509_certificate((kd / "cluster-ca.pem").read_bytes())
+    assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    for role in ("scheduler", "worker", "client"):
+        cert = x509.load_pem_x509_certificate((kd / f"cluster-{role}.pem").read_bytes())
+        assert cert.issuer == ca.subject
+        # raises InvalidSignature if the CA did not sign it
+        ca.public_key().verify(cert.signature, cert.tbs_certificate_bytes,
+                               ec.ECDSA(cert.signature_hash_algorithm))
+    before = {p.name: p.read_bytes() for p in kd.iterdir()}
+    assert keys.generate_cluster(kd) == []
+    assert {p.name: p.read_bytes() for p in kd.iterdir()} == before
+    # certificates whose CA is gone are refused, not silently joined by a new CA's
+    (kd / "cluster-ca.pem").unlink()
+    (kd / "cluster-ca.key").unlink()
+    with pytest.raises(ConfigError, match="no cluster-ca.pem: remove the cluster-\\* files"):
+        keys.generate_cluster(kd)
+
+
+@pytest.mark.parametrize("address,keys_dir,expect", [
+    ("tcp://192.0.2.10:8786", None, "plain tcp:// to a non-loopback address"),
+    ("tcp://labsched:8786", None, "plain tcp:// to a non-loopback address"),
+    ("tcp://0.0.0.0:8786", None, "plain tcp:// to a non-loopback address"),
+    ("192.0.2.10:8786", None, "is not tls://HOST:PORT"),
+    ("ucx://192.0.2.10:8786", None, "ucx:// is not supported"),
+    ("tls://192.0.2.10:8786", None, "tls:// needs --cluster-keys DIR"),
+    ("tcp://127.0.0.1:8786", "k", "--cluster-keys: given with 'tcp://127.0.0.1:8786'"),
+])
+def test_a_cluster_address_that_is_not_secured_is_refused_naming_the_option(
+        address, keys_dir, expect):
+    with pytest.raises(ConfigError, match=re.escape(expect)):
+        sweep.cluster_security(address, keys_dir)
+
+
+@pytest.mark.parametrize("address", ["tcp://127.0.0.1:8786", "tcp://127.0.0.2:8786",
+                                     "tcp://[::1]:8786", "tcp://localhost:8786"])
+def test_plain_tcp_is_allowed_on_loopback(address):
+    assert sweep.cluster_security(address) is None
+
+
+def test_the_cli_refuses_plain_tcp_to_a_lab_address_before_anything_runs(tmp_path):
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "-m", "oppsched", "sweep", str(write(tmp_path)),
+                        "--out", str(out), "--cluster", "tcp://192.0.2.10:8786"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2
+    assert "--cluster: 'tcp://192.0.2.10:8786' is plain tcp://" in r.stderr
+    assert "`oppsched keys cluster DIR`" in r.stderr and "--cluster tls://HOST:PORT" in r.stderr
+    assert not out.exists()
+
+
+@pytest.fixture(scope="module")
+def tls_cluster(tmp_path_factory):
+    """A Dask scheduler and one testbed worker on loopback, started with the dask-scheduler
+    and dask-worker flags docs/sweeps.md gives, over TLS with `oppsched keys cluster`'s
+    certificates. Yields (address, key folder, a key folder of another CA)."""
+    pytest.importorskip("distributed")
+    pytest.importorskip("cryptography")
+    from distributed import Client
+    from oppsched import keys
+
+    tmp = tmp_path_factory.mktemp("tls-cluster")
+    kd, other = tmp / "keys", tmp / "other-keys"
+    keys.generate_cluster(kd)
+    keys.generate_cluster(other)
+    port = _free_port()
+    address = f"tls://127.0.0.1:{port}"
+    env = dict(os.environ, PYTHONPATH=str(REPO / "tools"))
+
+    def tls(role):
+        return ["--tls-ca-file", str(kd / "cluster-ca.pem"),
+                "--tls-cert", str(kd / f"cluster-{role}.pem"),
+                "--tls-key", str(kd / f"cluster-{role}.key")]
+
+    procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler",
+                               "--host", "127.0.0.1", "--port", str(port), "--protocol", "tls",
+                               *tls("scheduler"), "--no-dashboard"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)]
+    procs.append(subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_worker", address, *tls("worker"),
+         "--host", "127.0.0.1", "--nthreads", "1", "--resources", "testbed=1",
+         "--name", "testbed-tls", "--no-dashboard"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=tmp))
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with Client(address, timeout="5s",
+                            security=keys.cluster_security(kd, "client")) as c:
+                    if len(c.scheduler_info()["workers"]) == 1:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("the local TLS Dask cluster did not come up within 60 s")
+            time.sleep(0.5)
+        yield address, kd, other
+    finally:
+        for p in procs[::-1]:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def test_a_client_with_the_cluster_certificates_runs_tasks_and_a_sweep_over_tls(
+        tmp_path, tls_cluster):
+    from distributed import Client
+    from oppsched import keys
+
+    address, kd, _ = tls_cluster
+    with Client(address, timeout="10s", security=keys.cluster_security(kd, "client")) as c:
+        assert c.submit(pow, 3, 4, pure=False).result(timeout=30) == 81
+        assert all(w.startswith("tls://") for w in c.scheduler_info()["workers"])
+    out = tmp_path / "out"
+    assert sweep.run_sweep(write(tmp_path), out, cluster=address, cluster_keys=kd) == 0
+    df = pd.read_csv(out / "sweep.csv")
+    _, sw = plan_of(tmp_path)
+    assert len(df) == len(sw.points) and (df["ok"] == 1).all()
+    assert all((out / "points" / rel / "ran_on.json").is_file() for rel in df["point"])
+
+
+def test_a_tls_cluster_refuses_clients_without_its_certificate(tmp_path, tls_cluster):
+    import ssl
+
+    from distributed import Client
+    from oppsched import keys
+
+    address, kd, other = tls_cluster
+    port = int(address.rsplit(":", 1)[1])
+    def first_read(cert: str | None, wait_s: float):
+        """What a TLS connection trusting the cluster's CA gets first: bytes, b"" (closed)
+        or the error. With TLS 1.3 a refused client certificate shows at the first read."""
+        ctx = ssl.create_default_context(cafile=str(kd / "cluster-ca.pem"))
+        ctx.check_hostname = False
+        if cert:
+            ctx.load_cert_chain(kd / f"{cert}.pem", kd / f"{cert}.key")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as s, \
+                    ctx.wrap_socket(s) as t:
+                t.settimeout(wait_s)
+                return t.recv(8)
+        except OSError as exc:
+            return exc
+
+    # With the client's certificate the scheduler keeps the connection and waits for Dask's
+    # handshake (the read times out or it speaks first); without one, it ends the
+    # connection: an alert (certificate required), a reset or a close, never a timeout.
+    ok = first_read("cluster-client", 2)
+    assert isinstance(ok, TimeoutError) or (isinstance(ok, bytes) and ok), ok
+    refused = first_read(None, 30)
+    assert refused == b"" or (isinstance(refused, OSError)
+                              and not isinstance(refused, TimeoutError)), refused
+    # a complete set of certificates, but from another CA
+    with pytest.raises(OSError):
+        Client(address, timeout="5s", security=keys.cluster_security(other, "client"))
+    with pytest.raises(ConfigError, match="refused this client's certificate"):
+        sweep.run_sweep(write(tmp_path), tmp_path / "out", cluster=address, cluster_keys=other)
+    # plain tcp:// to the TLS port
+    with pytest.raises(OSError):
+        Client(address.replace("tls://", "tcp://"), timeout="3s")
+
+
+def test_a_client_key_readable_by_others_is_refused_naming_the_file(tmp_path):
+    pytest.importorskip("distributed")
+    pytest.importorskip("cryptography")
+    from oppsched import keys
+
+    kd = tmp_path / "keys"
+    keys.generate_cluster(kd)
+    os.chmod(kd / "cluster-client.key", 0o644)
+    with pytest.raises(ConfigError, match="cluster-client.key is accessible by group or others"):
+        sweep.cluster_security("tls://192.0.2.10:8786", kd)
+    with pytest.raises(ConfigError, match="--cluster-keys: .* has no cluster-ca.pem"):
+        sweep.cluster_security("tls://192.0.2.10:8786", tmp_path)
