@@ -32,7 +32,6 @@ from __future__ import annotations
 import datetime
 import os
 import secrets
-import shutil
 from pathlib import Path
 
 import zmq
@@ -96,32 +95,26 @@ def install(rundir: Path, keydir: Path | None, users: list[str], curve: bool, in
     """RUN_DIR/keys with the key files the run needs: copied from `keydir`
     (security.keys_dir) or, without one, freshly generated. Owned by uid/gid (the run
     user) when given. Errors name security.keys_dir and the missing file."""
+    from oppsched.safefs import open_dir
+
     dst = Path(rundir) / "keys"
+    if dst.is_symlink():  # the run folder is the run user's: RUN_DIR/keys may be planted
+        open_dir(dst)  # raises safefs.UnsafePath naming it
     if keydir is None:
         generate(dst, users)
     else:
-        keydir = Path(keydir)
-        if not keydir.is_dir():
-            raise ConfigError(f"security.keys_dir: {str(keydir)!r} is not a directory "
-                              f"(make one with `oppsched keys generate {keydir} --users "
-                              f"{' '.join(users)}`)")
-        dst.mkdir(mode=0o700, parents=True, exist_ok=True)
-        for name in required(users, curve, integrity):
-            src = keydir / name
-            if not src.is_file():
-                raise ConfigError(f"security.keys_dir: {str(keydir)!r} has no {name} (run "
-                                  f"`oppsched keys generate {keydir} --users "
-                                  f"{' '.join(users)}`; it keeps existing keys)")
-            if name.endswith(".secret") or name == INTEGRITY:
-                if os.stat(src).st_mode & 0o077:
-                    raise ConfigError(f"security.keys_dir: {src} is accessible by group or "
-                                      "others; chmod 600 it")
-            shutil.copyfile(src, dst / name)
-            os.chmod(dst / name, 0o644 if name.endswith(".public") else 0o600)
-    os.chmod(dst, 0o700)
-    if uid is not None:
-        for p in [dst, *dst.iterdir()]:
-            os.chown(p, uid, gid if gid is not None else -1, follow_symlinks=False)
+        _copy_keys(Path(keydir), dst, required(users, curve, integrity), users)
+    # Modes and owners through a descriptor of the folder (never through a link).
+    dfd = open_dir(dst)
+    try:
+        os.fchmod(dfd, 0o700)
+        if uid is not None:
+            g = gid if gid is not None else -1
+            os.fchown(dfd, uid, g)
+            for name in os.listdir(dfd):
+                os.chown(name, uid, g, dir_fd=dfd, follow_symlinks=False)
+    finally:
+        os.close(dfd)
     return dst
 
 
@@ -258,6 +251,71 @@ def cluster_security(keydir, role: str = "client"):
                           "chmod 600 it")
     return Security(require_encryption=True, tls_ca_file=str(ca),
                     **{f"tls_{role}_cert": str(cert), f"tls_{role}_key": str(key)})
+
+
+def _copy_keys(keydir: Path, dst: Path, names: list[str], users: list[str]) -> None:
+    """Copies `names` from security.keys_dir into dst as root without following a symlink:
+    the folder and each file are opened with O_NOFOLLOW (a link there could make root
+    copy any file it can read into a folder the run user reads), the folder must not be
+    writable by group or others (anyone who can write it can swap a key), the files must
+    be regular and a secret one readable by its owner alone."""
+    import stat
+
+    from oppsched.safefs import UnsafePath, open_beneath, open_dir
+
+    hint = f"`oppsched keys generate {keydir} --users {' '.join(users)}`"
+    try:
+        kfd = open_dir(keydir)
+    except UnsafePath:
+        raise ConfigError(f"security.keys_dir: {str(keydir)!r} is a symlink or not a "
+                          "directory; name the key folder itself") from None
+    except FileNotFoundError:
+        raise ConfigError(f"security.keys_dir: {str(keydir)!r} is not a directory (make one "
+                          f"with {hint})") from None
+    try:
+        mode = os.fstat(kfd).st_mode
+        if mode & 0o022:
+            raise ConfigError(f"security.keys_dir: {str(keydir)!r} is writable by group or "
+                              f"others (mode {mode & 0o7777:04o}); chmod 700 it")
+        data = {}
+        for name in names:
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                             dir_fd=kfd)
+            except FileNotFoundError:
+                raise ConfigError(f"security.keys_dir: {str(keydir)!r} has no {name} (run "
+                                  f"{hint}; it keeps existing keys)") from None
+            except OSError as exc:
+                raise ConfigError(f"security.keys_dir: {keydir / name} cannot be opened "
+                                  f"without following a symlink ({exc.strerror}); put the "
+                                  "key file itself there") from None
+            with os.fdopen(fd, "rb") as f:
+                st = os.fstat(f.fileno())
+                if not stat.S_ISREG(st.st_mode):
+                    raise ConfigError(f"security.keys_dir: {keydir / name} is not a regular "
+                                      "file")
+                if (name.endswith(".secret") or name == INTEGRITY) and st.st_mode & 0o077:
+                    raise ConfigError(f"security.keys_dir: {keydir / name} is accessible by "
+                                      "group or others; chmod 600 it")
+                data[name] = f.read()
+    finally:
+        os.close(kfd)
+    dst.mkdir(mode=0o700, parents=True, exist_ok=True)
+    dfd = open_dir(dst)
+    try:
+        for name in data:
+            try:  # a copy of an earlier run: replaced, never written through
+                os.unlink(name, dir_fd=dfd)
+            except FileNotFoundError:
+                pass
+    finally:
+        os.close(dfd)
+    for name, body in data.items():
+        fd = open_beneath(dst, name, os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                          0o644 if name.endswith(".public") else 0o600)
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o644 if name.endswith(".public") else 0o600)  # not umask's
+            f.write(body)
 
 
 def add_parser(sub) -> None:

@@ -39,6 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from oppsched import safefs
+
 DEFAULT_PREFIX = "oppsched"
 OWNER_DIR = Path("/run/oppsched-netns")  # tmpfs: gone after a reboot, like the namespaces
 RUN_ENV = "OPPSCHED_NETNS_RUN"  # set in every process a Session starts: finds escapees
@@ -394,15 +396,18 @@ class Netns:
 # util-linux's setpriv (Essential on Debian) sets PR_SET_PDEATHSIG and execs the program.
 PDEATHSIG = ("setpriv", "--pdeathsig", "KILL", "--")
 
-# The system user processes of a run run as (tools/bootstrap.sh creates it); `nobody` when
-# it does not exist. OPPSCHED_RUN_USER names another one.
+# The system user processes of a run run as (tools/bootstrap.sh creates it; a run as root
+# creates it when it is missing). Never `nobody`: other daemons of the host run as it, and
+# a run's files and processes must be the run's alone. OPPSCHED_RUN_USER names another one.
 RUN_USER = "oppsched"
 RUN_USER_ENV = "OPPSCHED_RUN_USER"
 # Capabilities a process may be given (setpriv names, without the cap_ prefix).
-_CAP_NAMES = {"net_admin", "net_raw", "sys_nice"}
-# What tcpdump -Z USER needs until it has switched to USER: open the capture, create the
-# savefile in a folder of the run user's and chown it (then it holds none).
-TCPDUMP_BOUNDING = ("net_raw", "net_admin", "setuid", "setgid", "chown", "dac_override")
+_CAP_NAMES = {"net_admin", "net_raw", "sys_nice", "bpf", "perfmon"}
+# What tcpdump -Z USER needs until it has switched to USER: open the capture and switch
+# (then it holds none). It writes to `-w -`, a file the runner opened (spawn's stdout), so
+# it needs neither CAP_DAC_OVERRIDE nor CAP_CHOWN: as root with those it would open a
+# path in the run user's folder, where a planted symlink could aim it at any file.
+TCPDUMP_BOUNDING = ("net_raw", "net_admin", "setuid", "setgid")
 
 
 @dataclass(frozen=True)
@@ -416,19 +421,38 @@ class RunUser:
 
     @classmethod
     def resolve(cls, name: str | None = None) -> "RunUser":
-        """`name`, else $OPPSCHED_RUN_USER, else `oppsched` if it exists, else `nobody`."""
+        """`name`, else $OPPSCHED_RUN_USER, else `oppsched`, which is created (useradd
+        --system, no home, no login shell) when it does not exist and this is root."""
         want = name or os.environ.get(RUN_USER_ENV) or None
-        for cand in ([want] if want else [RUN_USER, "nobody"]):
-            try:
-                pw = pwd.getpwnam(cand)
-            except KeyError:
-                continue
-            if pw.pw_uid == 0:
-                raise NetnsError(f"{RUN_USER_ENV}: {cand!r} is root; name an unprivileged user")
-            return cls(pw.pw_name, pw.pw_uid, pw.pw_gid)
-        raise NetnsError(f"{RUN_USER_ENV}: no user {want!r} (tools/bootstrap.sh creates "
-                         f"{RUN_USER!r})" if want else
-                         f"neither {RUN_USER!r} nor 'nobody' exists: run tools/bootstrap.sh")
+        cand = want or RUN_USER
+        try:
+            pw = pwd.getpwnam(cand)
+        except KeyError:
+            if want:
+                raise NetnsError(f"{RUN_USER_ENV}: no user {want!r} (tools/bootstrap.sh creates "
+                                 f"{RUN_USER!r})") from None
+            pw = cls._create(cand)
+        if pw.pw_uid == 0:
+            raise NetnsError(f"{RUN_USER_ENV}: {cand!r} is root; name an unprivileged user")
+        if pw.pw_name == "nobody" or pw.pw_uid == 65534:
+            raise NetnsError(f"{RUN_USER_ENV}: {cand!r} is the shared `nobody`; name (or let "
+                             f"the run create) a user of its own, e.g. {RUN_USER!r}")
+        return cls(pw.pw_name, pw.pw_uid, pw.pw_gid)
+
+    @staticmethod
+    def _create(name: str):
+        if not is_root():
+            raise NetnsError(f"run user: {name!r} does not exist and only root can create it "
+                             "(run tools/bootstrap.sh, or the run as root)")
+        cp = run_cmd(["useradd", "--system", "--user-group", "--no-create-home",
+                      "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", name],
+                     check=False)
+        try:
+            return pwd.getpwnam(name)
+        except KeyError:
+            raise NetnsError(f"run user: {name!r} does not exist and `useradd --system {name}` "
+                             f"failed (exit {cp.returncode}): {cp.stderr.strip()}; the run "
+                             "refuses to fall back to `nobody`") from None
 
     def setpriv_argv(self, caps: Sequence[str] = ()) -> list[str]:
         """setpriv(1) that switches to this user, keeps exactly `caps` (ambient, so that
@@ -738,9 +762,15 @@ class Session:
     def spawn(self, ns: Netns, argv: Sequence[str], *, name: str,
               log: str | Path | None = None, env: dict[str, str] | None = None,
               caps: Sequence[str] = (), as_root: Sequence[str] | None = None,
-              sched_fifo: int = 0) -> Proc:
+              sched_fifo: int = 0, log_base: str | Path | None = None,
+              stdout: int | None = None) -> Proc:
         """Starts argv inside ns, in a new process group, stdout+stderr to a log file
         (default WORKDIR/NAME.log). It is stopped at teardown if still running.
+
+        The log is opened by root without following a symlink at any component below
+        `log_base` (default: the log's folder; safefs): the folder is the run user's.
+        `stdout` (a descriptor the caller opened, e.g. tcpdump's `-w -` savefile) takes
+        the program's standard output instead of the log.
 
         With a run user the process runs as it, with exactly the capabilities `caps`
         (e.g. ("net_raw",)) and no_new_privs. as_root=CAPS leaves it root, with
@@ -783,11 +813,13 @@ class Session:
         # setpriv --pdeathsig: the kernel kills the process when the runner dies, even by
         # SIGKILL, when no teardown can run (PR_SET_PDEATHSIG survives the exec of
         # `ip netns exec`, which does not fork, and of the program).
-        with open(log_path, "ab") as logf:
+        with safefs.open_log(log_path, log_base) as logf:
             try:
                 popen = subprocess.Popen([*PDEATHSIG, *ns.exec_argv([*prefix, *argv])],
                                          stdin=subprocess.DEVNULL,
-                                         stdout=logf, stderr=subprocess.STDOUT, env=full_env,
+                                         stdout=logf if stdout is None else stdout,
+                                         stderr=logf if stdout is not None else subprocess.STDOUT,
+                                         env=full_env,
                                          start_new_session=True, close_fds=True)
             except OSError as exc:
                 raise NetnsError(f"{name}: cannot start `{_fmt(argv)}`: {exc}") from None

@@ -10,7 +10,9 @@ without it, the first use raises an error that says so.
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from pathlib import Path
 
 HOME_ENV = "OPPSCHED_HOME"
@@ -71,17 +73,37 @@ def data_file(path: str | Path) -> Path:
 def write_atomic(path, data: str | bytes) -> Path:
     """Writes a result file whole or not at all: into a temporary name in the same folder,
     fsynced, renamed over `path`, and the folder fsynced, so a reader (or a machine that
-    loses power) sees the old file or the new one, never half of either."""
+    loses power) sees the old file or the new one, never half of either.
+
+    The temporary file is created relative to the folder's descriptor with O_EXCL and
+    O_NOFOLLOW: root writes run.json and summary.json into a folder the run user owns,
+    and a symlink planted under the temporary name must not make it truncate the file it
+    names (safefs.UnsafePath names the link instead)."""
+    from oppsched.safefs import UnsafePath, open_dir
+
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data.encode() if isinstance(data, str) else data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    tmp = f".{path.name}.tmp"
+    dfd = open_dir(path.parent)
     try:
-        os.fsync(fd)
+        for attempt in (0, 1):
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                             | os.O_CLOEXEC, 0o666, dir_fd=dfd)
+                break
+            except FileExistsError:
+                st = os.lstat(tmp, dir_fd=dfd)
+                if not stat.S_ISREG(st.st_mode) or attempt:
+                    raise UnsafePath(errno.ELOOP, f"{path.parent / tmp}: is a symlink or not a "
+                                     "regular file; refusing to write through it as root "
+                                     "(something in the run planted it: see docs/security.md)"
+                                     ) from None
+                os.unlink(tmp, dir_fd=dfd)  # a regular file left by an interrupted write
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path.name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        os.fsync(dfd)
     finally:
-        os.close(fd)
+        os.close(dfd)
     return path

@@ -25,7 +25,18 @@ from oppsched import config as cfgmod
 from oppsched import sweepspec
 from oppsched.config import ConfigError, Field, ListOf
 from oppsched.experiments import KINDS, kind_module
+from oppsched.outlock import holding_out
 from oppsched.report import write_report
+
+def _plain_name(s: str) -> str | None:
+    """A variant's name is a folder of OUT (and of a sweep's points): `.` and `..` would
+    make it OUT itself or OUT's parent, which the run cleans and hands to the run user."""
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", s):
+        return "is not a plain name (letters, digits, _ . -)"
+    if s in (".", ".."):
+        return "names a folder outside the results folder; use letters or digits"
+    return None
+
 
 COMMON = {
     "experiment": Field(str, doc="name of the experiment"),
@@ -34,8 +45,7 @@ COMMON = {
     "duration_s": Field(float, 30.0, min=0.01, max=7 * 86400.0),
     "seed": Field(int, 1, min=0, max=2**31 - 1, doc="seeds every random source of the run"),
     "variants": ListOf({
-        "name": Field(str, check=lambda s: None if re.fullmatch(r"[A-Za-z0-9_.-]+", s)
-                      else "is not a plain name (letters, digits, _ . -)"),
+        "name": Field(str, check=lambda s: _plain_name(s)),
         "set": Field(dict, {}, doc="dotted key -> value, applied like --set"),
     }),
     "sweep": sweepspec.SCHEMA,
@@ -136,6 +146,7 @@ def _replace_dir(src: Path, dst: Path) -> None:
         os.replace(src, dst)
 
 
+@holding_out("run")  # one run or sweep per OUT; OUT replaced only if a results folder
 def run_experiment(path, outdir, overrides=(), duration=None,
                    jobs: int = 1) -> list[tuple[str, dict, Path]]:
     """Runs every variant of an experiment into OUT and writes its report; `jobs` variants

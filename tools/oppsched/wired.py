@@ -160,13 +160,24 @@ def find_spm_mark_binary(explicit: str | Path | None = None) -> Path | None:
                         ("host", "spm_mark", "oppsched-spm-mark"), explicit)
 
 
+# What oppsched-spm-mark needs to load its program (CAP_BPF; CAP_PERFMON for the socket
+# pointers it reads, bpf_sk_fullsock/bpf_tcp_sock) and attach it (CAP_NET_ADMIN); measured
+# with setpriv: any one of them missing and the load or the attach is refused.
+SPM_MARK_CAPS = ("bpf", "net_admin", "perfmon")
+
+
 def attach_spm_marker(ns: Netns, dev: str, binary: str | Path, cwnd_below: int = 4,
-                      dscp: int = 3) -> str:
+                      dscp: int = 3, run_user: RunUser | None = None) -> str:
     """Attaches SPM-AF's marker to the egress of `dev` in `ns` (Wu, Gong & Williamson,
     §6.1: TCP data sent while snd_cwnd < cwnd_below gets DSCP `dscp`; docs/testbed.md).
     The program stays attached until the interface or the namespace goes. Returns the
-    loader's line saying what it did; NetnsError with its message if it fails."""
-    cp = ns.run([str(binary), "--dev", dev, "--cwnd-below", str(int(cwnd_below)),
+    loader's line saying what it did; NetnsError with its message if it fails.
+
+    With run_user the loader runs as that user with SPM_MARK_CAPS only (setpriv,
+    no_new_privs), not as root: the binary comes from a build folder an experiment
+    names."""
+    prefix = run_user.setpriv_argv(SPM_MARK_CAPS) if run_user is not None else []
+    cp = ns.run([*prefix, str(binary), "--dev", dev, "--cwnd-below", str(int(cwnd_below)),
                  "--dscp", str(int(dscp))], check=False, timeout=30)
     if cp.returncode != 0:
         raise NetnsError(f"{ns.name}: oppsched-spm-mark --dev {dev} failed (exit "

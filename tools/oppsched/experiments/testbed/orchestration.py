@@ -35,6 +35,7 @@ from oppsched.flows import (SOCKET_COLUMNS, FlowPlan, parse_ss_bytes_acked,
 from oppsched.netns import (TCPDUMP_BOUNDING, NetnsError, RunUser, RunView, fifo_allowed,
                             hand_back, invoking_user, new_run_id, wait_for)
 from oppsched.paths import write_atomic
+from oppsched.safefs import open_beneath, remove_symlinks
 from oppsched.wired import Testbed, attach_spm_marker, ensure_congestion_control
 
 
@@ -486,7 +487,8 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
             if mark["enabled"]:
                 record["spm_marking"] = [
                     attach_spm_marker(node.ns, node.dev, progs["spm_mark"],
-                                      mark["cwnd_below"], mark["dscp"]) for node in tb.servers]
+                                      mark["cwnd_below"], mark["dscp"], run_user)
+                    for node in tb.servers]
             for u, c in zip(users, tb.clients):
                 if (u.addr4, u.addr6) != (c.addr4, c.addr6):
                     raise TestbedError(f"{c.name}: addressed {c.addr4}/{c.addr6}, the daemons "
@@ -507,8 +509,9 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
             logs = rundir / "logs"
 
             def spawn(ns, argv, name, role, env=None, **kw):
+                # log_base: `logs` itself is opened without following a link (safefs).
                 p = tb.session.spawn(ns, argv, name=name, log=logs / f"{name}.log", env=env,
-                                     **kw)
+                                     log_base=rundir, **kw)
                 procs.add(p, role)
                 return p
 
@@ -563,14 +566,21 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
                     name = f"tcpdump.{stem}"
                     # -U --immediate-mode: every packet is in the file as soon as it is
                     # seen (nothing is lost in the capture ring when tcpdump is stopped);
-                    # -Z: tcpdump opens the capture and the file as root, chowns the file
-                    # to the run user and switches to it (no capability left). Written as
-                    # NAME.partial and renamed once tcpdump exited 0, like the daemons'
+                    # -Z: tcpdump opens the capture as root and switches to the run user
+                    # (no capability left). The savefile is its stdout (`-w -`), created
+                    # here relative to the run folder with O_EXCL and O_NOFOLLOW (safefs):
+                    # tcpdump never opens a path in the run user's folder as root. Written
+                    # as NAME.partial and renamed once tcpdump exited 0, like the daemons'
                     # traces (traces.py renames one left by a tcpdump that died).
-                    caps.append(spawn(ns, ["tcpdump", "-i", dev, "-n", "-s", snap, "-U",
-                                           "--immediate-mode", "-Z", run_user.name,
-                                           "-w", work / f"{stem}.pcap{PARTIAL}"], name,
-                                      "tcpdump", as_root=TCPDUMP_BOUNDING))
+                    out_fd = open_beneath(rundir, f"{stem}.pcap{PARTIAL}",
+                                          os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+                    try:
+                        caps.append(spawn(ns, ["tcpdump", "-i", dev, "-n", "-s", snap, "-U",
+                                               "--immediate-mode", "-Z", run_user.name,
+                                               "-w", "-"], name,
+                                          "tcpdump", as_root=TCPDUMP_BOUNDING, stdout=out_fd))
+                    finally:
+                        os.close(out_fd)
                 for c in caps:
                     _wait_log(c, "listening on", f"{c.name}: capturing", up)
 
@@ -682,6 +692,12 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
             record["truncated_traces"] = recover_all(rundir)
         except OSError as exc:
             record.setdefault("warnings", []).append(f"partial traces: {exc}")
+        # The run's processes are gone: a symlink left in the folder was planted by one of
+        # them (the run makes none). Root's analysis, plots and report write there next
+        # with ordinary opens: the links go now, and the run fails naming them.
+        planted = remove_symlinks(rundir)
+        if planted:
+            record["planted_symlinks"] = planted
         record["flows"] = [p.to_json() for p in plans] or record["flows"]
         record["wall_s"] = time.monotonic() - t_start
         record["wired_stats"] = tb.final_wired_stats or None
@@ -690,6 +706,9 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
         write_record()
     if tb.session.teardown_errors:
         raise TestbedError("teardown incomplete: " + "; ".join(tb.session.teardown_errors))
+    if planted:
+        raise TestbedError("symlinks planted in the run folder (removed; nothing was written "
+                           "through them): " + "; ".join(planted))
 
 
 def _reliability_tick(cfg, rundir, procs, spawn, ap_ns, apd_argv, record, write_record,

@@ -24,6 +24,41 @@ def build_dir(cfg: dict) -> Path:
     return paths.build_dir(cfg.get("build_dir"))
 
 
+def _trusted(path: Path) -> str | None:
+    """Why root must not take `path` (a folder or program of the build tree), or None: it
+    has to be root's or the invoking user's and writable by no one else, or another user
+    could swap a program root runs (oppsched-spm-mark) or the run user executes."""
+    from oppsched.netns import invoking_user
+
+    st = os.stat(path)
+    if st.st_uid not in (0, invoking_user()[0]):
+        return f"{path} is owned by uid {st.st_uid}, neither root nor the invoking user"
+    if st.st_mode & 0o022:
+        return f"{path} is writable by group or others (mode {st.st_mode & 0o7777:04o})"
+    return None
+
+
+def check_build_tree(b: Path, programs) -> None:
+    """TestbedError naming build_dir unless the build folder and every folder from it down
+    to each program, and the program, are trusted (_trusted)."""
+    b = Path(b)
+    todo = [b]
+    for p in programs:
+        p = Path(p)
+        try:
+            rel = p.relative_to(b)
+        except ValueError:
+            continue  # not in the build tree (the Python PHY: the interpreter)
+        for i in range(1, len(rel.parts) + 1):
+            todo.append(b.joinpath(*rel.parts[:i]))
+    for path in dict.fromkeys(todo):
+        why = _trusted(path)
+        if why:
+            raise TestbedError(f"build_dir: {str(b)!r} is not a trusted build folder: {why}; "
+                               "the run starts its programs from it (as root for "
+                               "oppsched-spm-mark): chown it or chmod go-w")
+
+
 def _executable(p: Path) -> bool:
     return p.is_file() and os.access(p, os.X_OK)
 
@@ -85,6 +120,8 @@ def find_programs(cfg: dict) -> dict:
     if missing:
         raise TestbedError("kind testbed: missing programs: " + "; ".join(missing)
                            + f". Build folder: {b} (set build_dir or ${paths.BUILD_ENV})")
+    check_build_tree(b, [v for k, v in out.items() if isinstance(v, Path)]
+                     + [Path(v[0]) for v in out.values() if isinstance(v, list)])
     return out
 
 

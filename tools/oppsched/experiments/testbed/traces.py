@@ -13,6 +13,8 @@ import os
 import struct
 from pathlib import Path
 
+from oppsched.safefs import UnsafePath, open_beneath, open_dir
+
 PARTIAL = ".partial"
 PCAP_HEADER = 24
 PCAP_RECORD_HEADER = 16
@@ -41,17 +43,26 @@ def _whole_pcap_bytes(data: bytes) -> int:
 
 def recover(partial: Path, dest: Path) -> dict:
     """Renames a trace left under its partial name to dest, cut at its last whole line or
-    record. Returns its entry for run.json "truncated_traces"."""
+    record. Returns its entry for run.json "truncated_traces".
+
+    Root does this in a folder the run user owns: the trace is opened relative to the
+    folder with O_NOFOLLOW (safefs), read and cut through that descriptor, so a symlink
+    planted under the partial name raises safefs.UnsafePath and its target is untouched."""
     partial, dest = Path(partial), Path(dest)
-    data = partial.read_bytes()
-    whole = _whole_pcap_bytes(data) if dest.suffix == ".pcap" else _whole_csv_bytes(data)
-    cut = len(data) - whole
-    if cut:
-        with open(partial, "r+b") as f:
+    fd = open_beneath(partial.parent, partial.name, os.O_RDWR)
+    with os.fdopen(fd, "r+b") as f:
+        data = f.read()
+        whole = _whole_pcap_bytes(data) if dest.suffix == ".pcap" else _whole_csv_bytes(data)
+        cut = len(data) - whole
+        if cut:
             f.truncate(whole)
             f.flush()
             os.fsync(f.fileno())
-    os.replace(partial, dest)
+    dfd = open_dir(partial.parent)
+    try:  # rename(2) replaces names, it follows no link
+        os.replace(partial.name, dest.name, src_dir_fd=dfd, dst_dir_fd=dfd)
+    finally:
+        os.close(dfd)
     entry = {"file": dest.name, "from": partial.name, "bytes": whole, "cut_bytes": cut}
     if dest.suffix == ".csv":
         entry["rows"] = max(0, data[:whole].count(b"\n") - 1)  # the header is not a row
@@ -61,16 +72,21 @@ def recover(partial: Path, dest: Path) -> dict:
 def recover_all(rundir: Path) -> list[dict]:
     """Every NAME.partial of the run folder (a daemon died) renamed to NAME. A NAME that
     exists already is kept; the partial one becomes NAME with '.crashed' before its
-    extension."""
+    extension. A NAME.partial that is a symlink or not a regular file is left alone and
+    listed with "refused" (truncation_errors makes it an error of the summary)."""
     out = []
     for p in sorted(Path(rundir).glob(f"*{PARTIAL}")):
-        if not p.is_file():
+        if p.is_dir() and not p.is_symlink():
             continue
         dest = p.with_name(p.name[: -len(PARTIAL)])
-        if dest.exists():
+        if dest.exists() or dest.is_symlink():
             stem, _, ext = dest.name.partition(".")
             dest = dest.with_name(f"{stem}.crashed.{ext}" if ext else f"{stem}.crashed")
-        out.append(recover(p, dest))
+        try:
+            out.append(recover(p, dest))
+        except UnsafePath as exc:
+            out.append({"file": p.name, "from": p.name, "bytes": 0, "cut_bytes": 0,
+                        "refused": str(exc)})
     return out
 
 
@@ -78,4 +94,5 @@ def truncation_errors(entries: list[dict]) -> list[str]:
     """summary.json errors for traces whose last line a crash cut (never silently)."""
     return [f"{e['file']}: its writer died mid-line: the cut last line or record "
             f"({e['cut_bytes']} bytes) was left out (the trace is whole up to its last flush)"
-            for e in entries or [] if e.get("cut_bytes")]
+            for e in entries or [] if e.get("cut_bytes")] + \
+        [f"{e['file']}: not recovered: {e['refused']}" for e in entries or [] if e.get("refused")]
