@@ -74,6 +74,7 @@ channel::clamp_link_params clamp_link_of(const ap_core_params& p) {
     lp.margin_init = p.paper.margin_init;
     lp.margin_step = p.paper.margin_step;
     lp.margin_max = p.paper.margin_max;
+    lp.margin_min = p.paper.margin_min;
     return lp;
 }
 
@@ -310,6 +311,9 @@ struct ap_core::Impl {
     std::vector<bool> eligible;
     std::vector<bool> backlogged_q;
     std::vector<std::uint64_t> served_q;
+    // This slot's transmission, for the AQMs' service reports (report_service).
+    int slot_tx_queue = -1;     // queue whose TB the slot carries; -1: empty slot
+    double slot_tx_fill = 0.0;  // share of the slot a new TB's bytes fill; 1 for a retx
     std::vector<harq::harq_event> events;
 
     std::size_t queue_index(std::uint32_t u) const {
@@ -430,6 +434,24 @@ struct ap_core::Impl {
         return mu_bytes ? routers[queue_index(u)].peek_price(*mu_bytes) : kNaN;
     }
 
+    // The link's service of each queue in this slot, for rate-based AQMs that measure their
+    // capacity (aqm.h, rate_params): a queue whose TB the slot carries was served for the
+    // share of the slot its data bytes take at the TB's data capacity (padding is not
+    // sending, and a TB a fifth full takes a fifth of the slot's time); a queue that had data and
+    // waited (another user served, a retransmission, no usable MCS) spent the whole slot.
+    // Idle queues report nothing, so idle time never dilutes the rate.
+    void report_service() {
+        const double slot_ns = params.slot_s * 1e9;
+        for (std::size_t qi = 0; qi < queue_count(); ++qi) {
+            const bool on_air = slot_tx_queue == static_cast<int>(qi);
+            if (!on_air && !backlogged_q[qi]) continue;
+            const double share = on_air ? slot_tx_fill : 1.0;
+            aqm::queue_discipline& q = qset ? qset->queue(0) : *aqms[qi];
+            q.on_service(on_air ? served_q[qi] : 0,
+                         static_cast<time_ns>(std::llround(share * slot_ns)));
+        }
+    }
+
     void update_mu() {
         if (!shadow) {
             for (std::size_t qi = 0; qi < queue_count(); ++qi)
@@ -522,6 +544,8 @@ struct ap_core::Impl {
         ustats[g.user].tb_bytes += tb.bytes.size();
         // Slots this TB took before (unheard ones included), so retx == 0 is a new TB.
         trace_transmission(row, g, tb, static_cast<int>(g.transmission - 1 + g.unheard));
+        slot_tx_queue = static_cast<int>(queue_index(g.user));
+        slot_tx_fill = 1.0;  // the whole slot resends bytes already counted
         return grant_from(g, tb, slot);
     }
 
@@ -562,6 +586,14 @@ struct ap_core::Impl {
         const harq::tx_grant g = harq->new_transmission(
             user, harq::tb_ref{id, static_cast<std::uint32_t>(built.bytes.size())}, s);
         served_q[qi] += built.record.data_bytes;
+        slot_tx_queue = static_cast<int>(qi);
+        // The slot's share these bytes take at the TB's data capacity (one segment header):
+        // the rate reported is then the link's data rate, whatever the load.
+        const std::size_t capacity =
+            pdu::data_capacity(params.pdu_format, tb_bytes - tag_bytes(params), price.has_value());
+        slot_tx_fill = capacity > 0 ? std::min(1.0, static_cast<double>(built.record.data_bytes) /
+                                                        static_cast<double>(capacity))
+                                    : 1.0;
         held_tb info;
         info.user = user;
         info.mcs = mcs;
@@ -830,6 +862,8 @@ wire::slot_grant ap_core::on_slot_request(time_ns now, std::uint64_t slot, time_
 
     m.expire_harq(s, now);
     m.prepare_scheduler_inputs(s, slot);
+    m.slot_tx_queue = -1;
+    m.slot_tx_fill = 0.0;
     std::optional<slot_row> row;
     if (m.params.record_slots) row = m.new_row(slot, air_time_ns, r.late);
     wire::slot_grant out;
@@ -854,6 +888,7 @@ wire::slot_grant ap_core::on_slot_request(time_ns now, std::uint64_t slot, time_
         }
     }
     if (m.params.clamp.enabled) m.update_mu();
+    m.report_service();
     m.clock.remember(s, out);
     return out;
 }

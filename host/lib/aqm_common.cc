@@ -381,30 +381,38 @@ service_rate_estimator::service_rate_estimator(const rate_params& c)
       weight_(c.ema_weight),
       rate_bps_(c.capacity_bps > 0.0 ? c.capacity_bps : 0.0) {}
 
-void service_rate_estimator::on_enqueue(bool queue_was_empty, time_ns now) {
-    if (!measuring_) return;
-    if (queue_was_empty && !busy_) {
-        busy_ = true;
-        busy_since_ = now;
-    }
-}
-
-void service_rate_estimator::on_dequeue(std::size_t size, bool queue_now_empty, time_ns now) {
-    if (!measuring_) return;
-    if (busy_) {
-        acc_time_ += std::max<time_ns>(0, now - busy_since_);
-        acc_bytes_ += size;
-        busy_since_ = now;
-    }
-    busy_ = !queue_now_empty;
-    // Several packets may leave at the same instant (one TB carries several): wait until the
-    // cycle spans some time as well as sample_bytes.
+void service_rate_estimator::add(std::uint64_t bytes, time_ns time) {
+    acc_bytes_ += bytes;
+    acc_time_ += time;
     if (acc_bytes_ >= sample_bytes_ && acc_time_ > 0) {
         const double sample = static_cast<double>(acc_bytes_) * 8.0 / to_seconds(acc_time_);
         rate_bps_ = rate_bps_ > 0.0 ? (1.0 - weight_) * rate_bps_ + weight_ * sample : sample;
         acc_bytes_ = 0;
         acc_time_ = 0;
     }
+}
+
+void service_rate_estimator::on_dequeue(std::size_t size, bool queue_now_empty, time_ns now) {
+    if (!measuring_ || reported_) return;
+    if (pending_bytes_ > 0 && now > last_dequeue_) {
+        add(pending_bytes_, now - last_dequeue_);  // the earlier batch was sent by now
+        pending_bytes_ = 0;
+    }
+    if (pending_bytes_ == 0) last_dequeue_ = now;
+    // The batch's sending time ends at the next dequeue of this busy period; an empty queue
+    // ends the busy period with that time unknown, so the batch never counts.
+    pending_bytes_ = queue_now_empty ? 0 : pending_bytes_ + size;
+}
+
+void service_rate_estimator::on_service(std::size_t bytes, time_ns busy) {
+    if (!measuring_) return;
+    if (!reported_) {  // the first report: dequeue-time accounting ends here
+        reported_ = true;
+        pending_bytes_ = 0;
+        acc_bytes_ = 0;
+        acc_time_ = 0;
+    }
+    if (busy > 0 || bytes > 0) add(bytes, std::max<time_ns>(busy, 0));
 }
 
 bool marks_ecn(aqm_kind k) {

@@ -97,7 +97,6 @@ class fifo_discipline : public discipline_base {
             report_drop(std::move(p), drop_reason::early_drop, now);
             return false;
         }
-        if (uses_rate_) rate_.on_enqueue(fifo_.empty(), now);
         count_enqueued(p);
         fifo_.push(std::move(p));
         return true;
@@ -119,6 +118,9 @@ class fifo_discipline : public discipline_base {
     void clear(time_ns now) override {
         while (!fifo_.empty()) report_drop(fifo_.pop(), drop_reason::flushed, now);
         on_idle(now);
+    }
+    void on_service(std::size_t bytes, time_ns busy) override {
+        if (uses_rate_) rate_.on_service(bytes, busy);
     }
     aqm_stats stats() const override {
         aqm_stats s = stats_;

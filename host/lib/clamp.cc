@@ -88,6 +88,8 @@ void client_agent_params::validate() const {
                       "not in [0, inf)");
     if (dupack_threshold < 1)
         throw_invalid("clamp.client.dupack_threshold", dupack_threshold, "not in [1, inf)");
+    if (!std::isfinite(mu_min_span_s) || mu_min_span_s < 0.0 || mu_min_span_s > 3600.0)
+        throw_invalid("clamp.client.mu_min_span_s", mu_min_span_s, "not in [0, 3600]");
 }
 
 client_agent::client_agent(const client_agent_params& params) : params_(params) {
@@ -161,7 +163,9 @@ std::uint32_t client_agent::on_data(time_ns now, std::uint32_t size_bytes, doubl
                         : 1.0;
     if (ring_count_ >= 2) {
         const time_ns span = now - ring_t_[ring_head_];
-        if (span > 0) {
+        // Start-up: trusted once the window spans mu_min_span_s or is full (clamp.h).
+        const bool spans = ring_count_ == cap || to_seconds(span) >= params_.mu_min_span_s;
+        if (span > 0 && (state_.mu_valid || spans)) {
             state_.mu_hat = static_cast<double>(ring_bytes_) / to_seconds(span);
             state_.mu_valid = true;
         }  // else: every sample at one instant; keep the previous estimate

@@ -41,8 +41,8 @@ void clamp_link_params::validate() const {
         throw_invalid("clamp_link.scope", static_cast<int>(scope), "not a margin_scope");
     if (!std::isfinite(margin_step) || margin_step < 0.0 || margin_step > 1.0)
         throw_invalid("clamp_link.margin_step", margin_step, "not in [0, 1]");
-    if (!std::isfinite(margin_min) || margin_min < 0.0 || margin_min >= 1.0)
-        throw_invalid("clamp_link.margin_min", margin_min, "not in [0, 1)");
+    if (!std::isfinite(margin_min) || margin_min < kClampMarginFloor || margin_min >= 1.0)
+        throw_invalid("clamp_link.margin_min", margin_min, "not in [-1000, 1)");
     if (!std::isfinite(margin_max) || margin_max < margin_min || margin_max >= 1.0)
         throw_invalid("clamp_link.margin_max", margin_max, "not in [margin_min, 1)");
     if (!std::isfinite(margin_init) || margin_init < margin_min || margin_init > margin_max)

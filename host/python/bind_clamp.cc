@@ -49,7 +49,8 @@ void bind_clamp(pybind11::module_& m) {
                               "on_data() returns the window (bytes) to advertise in the ACK.")
         .def(pyb::init([](double tau_bytes, long long alpha_packets, double beta,
                           long long mss_bytes, double max_increase_bytes, double min_window_bytes,
-                          double slow_start_threshold_bytes, int dupack_threshold) {
+                          double slow_start_threshold_bytes, int dupack_threshold,
+                          double mu_min_span_s) {
                  client_agent_params p;
                  p.tau_bytes = tau_bytes;
                  p.alpha_packets = static_cast<std::size_t>(
@@ -61,12 +62,13 @@ void bind_clamp(pybind11::module_& m) {
                  p.min_window_bytes = min_window_bytes;
                  p.slow_start_threshold_bytes = slow_start_threshold_bytes;
                  p.dupack_threshold = dupack_threshold;
+                 p.mu_min_span_s = mu_min_span_s;
                  return client_agent(p);
              }),
              "tau_bytes"_a = 500.0, "alpha_packets"_a = 1000, "beta"_a = 0.001,
              "mss_bytes"_a = 1448, pyb::kw_only(), "max_increase_bytes"_a = 10000.0,
              "min_window_bytes"_a = 0.0, "slow_start_threshold_bytes"_a = 0.0,
-             "dupack_threshold"_a = 3)
+             "dupack_threshold"_a = 3, "mu_min_span_s"_a = 0.2)
         .def(
             "on_data",
             [](client_agent& c, double t_s, long long size_bytes, double price_s,

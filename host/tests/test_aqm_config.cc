@@ -178,8 +178,8 @@ TEST(ServiceRate, a_fixed_capacity_is_known_at_once_and_never_changes) {
     service_rate_estimator e(rate_params{2e6, 16384, 0.25});
     EXPECT_TRUE(e.known());
     EXPECT_FALSE(e.measured());
-    e.on_enqueue(true, 0);
     e.on_dequeue(100000, true, 1);
+    e.on_service(100000, 1);
     EXPECT_EQ(e.rate_bps(), 2e6);
 }
 
@@ -188,7 +188,6 @@ TEST(ServiceRate, measures_the_rate_while_backlogged_and_ignores_idle_time) {
     time_ns t = 0;
     // Bursts of 5 packets served 1 ms apart (8 Mb/s), separated by 50 ms of empty queue.
     for (int burst = 0; burst < 10; ++burst) {
-        e.on_enqueue(true, t);
         for (int i = 0; i < 5; ++i) {
             t += kNsPerMs;
             e.on_dequeue(1000, i == 4, t);
@@ -204,20 +203,55 @@ TEST(ServiceRate, measures_the_rate_while_backlogged_and_ignores_idle_time) {
 TEST(ServiceRate, ema_follows_a_rate_change_with_weight_one_quarter) {
     service_rate_estimator e(rate_params{0.0, 16000, 0.25});
     time_ns t = 0;
-    e.on_enqueue(true, t);
-    for (int i = 0; i < 16; ++i) e.on_dequeue(1000, false, t += kNsPerMs);  // 8 Mb/s
+    // A packet counts once the next dequeue ends its sending time: 17 dequeues, 16 counted.
+    for (int i = 0; i < 17; ++i) e.on_dequeue(1000, false, t += kNsPerMs);  // 8 Mb/s
     ASSERT_DOUBLE_EQ(e.rate_bps(), 8e6);
+    // The packet dequeued last at 8 Mb/s is sent in the first 2 ms interval.
     for (int i = 0; i < 16; ++i) e.on_dequeue(1000, false, t += 2 * kNsPerMs);  // 4 Mb/s
     EXPECT_DOUBLE_EQ(e.rate_bps(), 0.75 * 8e6 + 0.25 * 4e6);
 }
 
-TEST(ServiceRate, packets_leaving_together_wait_for_time_to_pass) {
+TEST(ServiceRate, packets_leaving_together_count_over_the_interval_that_follows) {
     service_rate_estimator e(rate_params{0.0, 1000, 0.25});
-    e.on_enqueue(true, 5);
-    e.on_dequeue(3000, false, 5);  // same instant: no sample yet (would be infinite)
+    e.on_dequeue(3000, false, 5);  // a batch at one instant: no sample yet
+    e.on_dequeue(1000, false, 5);
     EXPECT_FALSE(e.known());
-    e.on_dequeue(1000, false, 5 + kNsPerMs);
+    e.on_dequeue(1000, false, 5 + kNsPerMs);  // the batch of 4000 B was sent in 1 ms
     EXPECT_DOUBLE_EQ(e.rate_bps(), 4000 * 8 / 1e-3);
+}
+
+// The bias this estimator once had: a slotted link dequeues a whole TB at each slot request,
+// so counting dequeue to dequeue with the last TB's bytes but not its slot overstated the
+// rate by the busy periods' last slots. Here: 10 Mb/s (3750 B per 3 ms slot), busy periods
+// of 3 full slots and a gap of 5 slots; the old count gave 15 Mb/s.
+TEST(ServiceRate, the_last_batch_of_a_busy_period_never_counts_so_a_slotted_link_reads_its_rate) {
+    service_rate_estimator e(rate_params{0.0, 16384, 0.25});
+    constexpr time_ns slot = 3 * kNsPerMs;
+    time_ns t = 0;
+    for (int period = 0; period < 40; ++period) {
+        for (int k = 0; k < 3; ++k) {
+            for (int i = 0; i < 3; ++i) e.on_dequeue(1250, k == 2 && i == 2, t);
+            t += slot;
+        }
+        t += 5 * slot;
+    }
+    EXPECT_NEAR(e.rate_bps(), 10e6, 1.0);
+}
+
+TEST(ServiceRate, a_slotted_macs_reports_replace_dequeue_times) {
+    service_rate_estimator e(rate_params{0.0, 16384, 0.25});
+    e.on_dequeue(1000, false, 0);
+    e.on_dequeue(1000, false, 1);  // 8e12 b/s if it counted
+    EXPECT_FALSE(e.reported());
+    // Light load: each TB of a 10 Mb/s link a fifth full, sent in a fifth of a 3 ms slot.
+    for (int i = 0; i < 30; ++i) e.on_service(750, 600'000);
+    EXPECT_TRUE(e.reported());
+    EXPECT_NEAR(e.rate_bps(), 10e6, 1.0);
+    for (int i = 0; i < 5; ++i) e.on_dequeue(1000, false, 10 + i);  // ignored from now on
+    EXPECT_NEAR(e.rate_bps(), 10e6, 1.0);
+    // A queue that waits one slot in two while another user is served gets half the rate.
+    for (int i = 0; i < 200; ++i) e.on_service(i % 2 ? 3750 : 0, 3 * kNsPerMs);
+    EXPECT_NEAR(e.rate_bps(), 5e6, 0.01 * 5e6);  // samples of >= 16 kB end mid-pattern
 }
 
 }  // namespace

@@ -161,13 +161,14 @@ TEST(reaqm_discipline, measured_capacity_holds_the_price_until_the_first_sample)
     aqm_params c = reaqm_config(0.0);  // measure
     harness h(c);
     for (int i = 0; i < 20; ++i) h.offer(data_packet(1000, kEct), 0);
-    // Serve 1000 B per ms while backlogged: eight intervals pass before 16 kB have gone.
-    for (int i = 1; i <= 16; ++i) h.aqm->dequeue(i * kNsPerMs);
+    // Serve 1000 B per ms while backlogged: a packet counts once the next dequeue ends its
+    // sending time, so eight intervals pass before 16 kB have been sent.
+    for (int i = 1; i <= 17; ++i) h.aqm->dequeue(i * kNsPerMs);
     EXPECT_EQ(h.aqm->stats().price, 0.0);
     EXPECT_EQ(h.aqm->stats().service_rate_bps, 0.0);
-    h.aqm->dequeue(17 * kNsPerMs);  // 17 000 B in 17 ms
+    // 17 000 B sent in 17 ms; the interval's update ran first, with c unknown: q = 2, y = 0.
+    h.aqm->dequeue(18 * kNsPerMs);
     EXPECT_DOUBLE_EQ(h.aqm->stats().service_rate_bps, 8e6);
-    h.aqm->dequeue(18 * kNsPerMs);  // the next interval updates the price: q = 2, y = 0
     EXPECT_EQ(h.aqm->stats().price, 0.0);
     h.offer(data_packet(1000, kEct), 18 * kNsPerMs);
     for (int i = 0; i < 10; ++i) h.offer(data_packet(1000, kEct), 19 * kNsPerMs);

@@ -514,6 +514,7 @@ TEST(clamp_link, margin_steps_have_the_target_ratio_and_stay_in_bounds) {
     for (int i = 0; i < 10; ++i) top.on_feedback(false);
     EXPECT_DOUBLE_EQ(top.margin(), 0.99);
     p.margin_init = 0.0;
+    p.margin_min = 0.0;
     clamp_link bottom(p);
     for (int i = 0; i < 10; ++i) bottom.on_feedback(true);
     EXPECT_DOUBLE_EQ(bottom.margin(), 0.0);
@@ -534,17 +535,45 @@ TEST(clamp_link, adaptive_margin_drives_loss_after_retransmissions_to_target_at_
     }
 }
 
-TEST(clamp_link, with_fifteen_attempts_fast_fading_meets_the_target_with_no_margin) {
+TEST(clamp_link, with_fifteen_attempts_and_the_margin_floored_at_zero_fast_fading_loses_less) {
     // The paper's fast-fading setting (n = 15 at 60 Hz), one user in every slot: 15
     // consecutive failures need the SNR to fall for 45 ms (~2.7 coherence times), which
-    // is rarer than 1e-3 even at m = 0, so the margin stays at its floor. (With a
-    // scheduler spreading a user's attempts, failures decorrelate further.)
+    // is rarer than 1e-3 even at m = 0. With m kept >= 0 (margin_min = 0, the reading this
+    // link had before) the loss stays below the paper's target, and m at its floor.
     auto ch = clamp_channel(60.0, 51);
-    clamp_link link(clamp_link_params::high_rate(kClampAttemptsFastFading));
+    clamp_link_params p = clamp_link_params::high_rate(kClampAttemptsFastFading);
+    p.margin_min = 0.0;
+    clamp_link link(p);
     const link_run r = run_link(link, ch, 200000, 20000);
     EXPECT_LT(r.loss_rate, 1e-3);
     EXPECT_LT(r.mean_margin, 0.01);
     EXPECT_GT(r.error_rate, 0.3);  // while a third of the attempts fail
+}
+
+// Andrew & Hanly, CLAMP, Table I and §V-D: "The packet loss rate is 10^-3, which is achieved
+// via the fade margin and link layer retransmissions". With 15 attempts at 60 Hz the target
+// is reached only below m = 0 (a rate above what the slot's starting SNR supports), which the
+// default floor allows: m settles near -1.5 and the loss after retransmissions at 1e-3, not 0
+// (measured on seeds 51-53: 0.99e-3-1.01e-3 with gain 0.1, m -1.4 to -1.7; at gain 0.01 m
+// needs ~1e6 resolved TBs to get there). The slow-fading cases settle above 0 (0.06-0.11).
+TEST(clamp_link, with_fifteen_attempts_at_60hz_the_margin_goes_below_zero_to_meet_the_target) {
+    for (std::uint64_t seed : {51u, 52u, 53u}) {
+        auto ch = clamp_channel(60.0, seed);
+        clamp_link_params p = clamp_link_params::high_rate(kClampAttemptsFastFading);
+        p.margin_step = 0.1;
+        clamp_link link(p);
+        const link_run r = run_link(link, ch, 400000, 100000);
+        EXPECT_GT(r.loss_rate, 0.8e-3) << "seed " << seed;
+        EXPECT_LT(r.loss_rate, 1.25e-3) << "seed " << seed;
+        EXPECT_LT(r.mean_margin, -0.5) << "seed " << seed;
+    }
+    auto slow = clamp_channel(0.6, 51);
+    clamp_link_params p = clamp_link_params::high_rate(kClampAttemptsFastFading);
+    p.margin_step = 0.1;
+    clamp_link link(p);
+    const link_run r = run_link(link, slow, 400000, 100000);
+    EXPECT_NEAR(r.loss_rate, 1e-3, 0.25e-3);
+    EXPECT_GT(r.mean_margin, 0.0);
 }
 
 TEST(clamp_link, slow_fading_has_almost_no_errors_with_a_small_margin) {

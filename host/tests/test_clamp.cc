@@ -22,6 +22,14 @@ namespace {
 constexpr time_ns ms(double x) { return static_cast<time_ns>(x * 1e6); }
 constexpr std::uint32_t kHugeOsWindow = 1u << 30;
 
+// Eq. 15 read literally at start-up (mu_hat from the second packet on): the equations'
+// arithmetic below is checked from the first packets (clamp.h, mu_min_span_s).
+client_agent_params literal() {
+    client_agent_params p;
+    p.mu_min_span_s = 0.0;
+    return p;
+}
+
 // ---------------------------------------------------------------------------------------
 // A small packet-level closed loop, the paper's Fig. 1/Fig. 2 set-up: k greedy window-
 // limited senders (CWND never binding, as when CLAMP is in control), one AP queue served
@@ -281,7 +289,7 @@ std::uint32_t feed(client_agent& c, time_ns& t, int n, time_ns gap, double price
 }
 
 // A client out of slow start (three dupacks), with mu_hat and d_hat established.
-client_agent client_in_congestion_avoidance(time_ns& t, client_agent_params p = {}) {
+client_agent client_in_congestion_avoidance(time_ns& t, client_agent_params p = literal()) {
     client_agent c(p);
     feed(c, t, 200, ms(1), 0.0);
     c.on_dupack();
@@ -311,7 +319,7 @@ TEST(ClampClient, slow_start_grows_one_mss_per_packet) {
 }
 
 TEST(ClampClient, slow_start_ends_and_halves_when_delta_w_turns_negative) {
-    client_agent c;
+    client_agent c(literal());
     time_ns t = 0;
     feed(c, t, 20, ms(1), 0.0);  // w = 21 MSS
     ASSERT_TRUE(c.in_slow_start());
@@ -327,7 +335,7 @@ TEST(ClampClient, slow_start_ends_and_halves_when_delta_w_turns_negative) {
 }
 
 TEST(ClampClient, small_positive_price_with_positive_delta_w_keeps_slow_start) {
-    client_agent c;
+    client_agent c(literal());
     time_ns t = 0;
     feed(c, t, 20, ms(1), 0.0);
     t += ms(1);
@@ -367,6 +375,50 @@ TEST(ClampClient, dupacks_separated_by_a_new_ack_do_not_end_slow_start) {
     EXPECT_DOUBLE_EQ(c.window(), 10 * 1448.0);
 }
 
+// The 180 ms flow of Andrew & Hanly, CLAMP, Table II at start-up: its sender's slow start
+// delivers bursts of 2, 4, 8, ... packets one RTT apart, the packets of a burst 1 ms apart
+// (one per slot's TB). The queue already stands above a, so the price is p = 2 ms; the
+// flow's true rate in its first round trips is a few packets per 180 ms (~30-100 kB/s),
+// where p mu_hat = 60-200 bytes < tau = 500. Read literally, eq. 15 over the first two
+// packets gives 1448 kB/s: p mu_hat = 2900 > tau ends the receiver's slow start at its
+// second packet. With the window spanning 0.2 s first, slow start goes on.
+int packets_until_slow_start_ends(double mu_min_span_s) {
+    client_agent_params p;
+    p.mu_min_span_s = mu_min_span_s;
+    client_agent c(p);
+    time_ns rtt_start = 0;
+    int received = 0;
+    for (int burst = 2; burst <= 16; burst *= 2) {
+        for (int i = 0; i < burst; ++i) {
+            c.on_data(rtt_start + ms(i), 1500, 2e-3, kHugeOsWindow, 1448);
+            ++received;
+            if (!c.in_slow_start()) return received;
+        }
+        rtt_start += ms(180);
+    }
+    return -1;  // still in slow start after 30 packets
+}
+
+TEST(ClampClient, a_two_packet_burst_does_not_end_the_long_rtt_flows_slow_start) {
+    EXPECT_EQ(packets_until_slow_start_ends(0.0), 2);  // the literal reading
+    EXPECT_EQ(packets_until_slow_start_ends(0.2), -1);
+}
+
+TEST(ClampClient, mu_hat_is_used_once_its_window_spans_the_minimum_or_is_full) {
+    client_agent_params p;
+    p.alpha_packets = 4;
+    p.mu_min_span_s = 0.010;
+    client_agent c(p);
+    c.on_data(ms(0), 1000, 0.0, kHugeOsWindow);
+    c.on_data(ms(5), 1000, 0.0, kHugeOsWindow);
+    EXPECT_EQ(c.mu_hat(), 0.0);  // spans 5 ms < 10 ms
+    c.on_data(ms(10), 1000, 0.0, kHugeOsWindow);
+    EXPECT_DOUBLE_EQ(c.mu_hat(), 3000 / 0.010);
+    client_agent full(p);  // 5 packets (alpha + 1) within 1 ms: the window is full
+    for (int i = 0; i < 5; ++i) full.on_data(ms(0.25 * i), 1000, 0.0, kHugeOsWindow);
+    EXPECT_DOUBLE_EQ(full.mu_hat(), 5000 / 0.001);
+}
+
 TEST(ClampClient, slow_start_threshold_ends_slow_start_without_halving) {
     client_agent_params p;
     p.slow_start_threshold_bytes = 10 * 1448.0;
@@ -379,7 +431,7 @@ TEST(ClampClient, slow_start_threshold_ends_slow_start_without_halving) {
 }
 
 TEST(ClampClient, mu_hat_is_bytes_of_last_alpha_plus_one_packets_over_their_span) {
-    client_agent_params p;
+    client_agent_params p = literal();
     p.alpha_packets = 4;
     client_agent c(p);
     const std::vector<std::uint32_t> sizes{100, 200, 300, 400, 500, 600, 700};
@@ -400,7 +452,7 @@ TEST(ClampClient, mu_hat_is_bytes_of_last_alpha_plus_one_packets_over_their_span
 }
 
 TEST(ClampClient, d_hat_starts_at_first_sample_then_follows_eq16) {
-    client_agent c;                          // beta = 0.001
+    client_agent c(literal());               // beta = 0.001
     c.on_data(0, 1000, 0.0, kHugeOsWindow);  // w = 2 MSS, AWND = 2896
     EXPECT_EQ(c.d_hat(), 0.0);
     c.on_data(ms(1), 1000, 0.0, kHugeOsWindow);
@@ -492,7 +544,7 @@ TEST(ClampClient, decrease_is_clipped_to_the_packet_size) {
 // 1040-byte packets carrying 1000 bytes, d_hat is AWND over the payload rate (the RTT),
 // and w moves by Delta w (IP bytes) times 1000/1040.
 TEST(ClampClient, when_packets_carry_headers_then_mu_hat_counts_ip_bytes_and_w_payload_bytes) {
-    client_agent c;
+    client_agent c(literal());
     time_ns t = 0;
     for (int i = 0; i < 200; ++i) {
         t += ms(1);

@@ -88,10 +88,13 @@ TEST(ClampRewriter, when_no_price_is_given_then_acks_keep_the_os_window_and_data
 TEST(ClampRewriter, when_data_packets_arrive_then_the_agents_s_k_is_their_ip_length) {
     for (const int ipv : {4, 6}) {
         client_core_stats stats;
-        clamp_rewriter r(config(), stats);
+        clamp_rewriter_params cfg = config();
+        cfg.agent.mu_min_span_s = 0.0;  // eq. 15 from the second packet, to compare by hand
+        clamp_rewriter r(cfg, stats);
         const conn c(ipv);
         open(r, c, 0.0f);
         clamp::client_agent_params rp;  // reference agent: MSS from the handshake
+        rp.mu_min_span_s = 0.0;
         rp.mss_bytes = r.agent(c.downlink_key())->params().mss_bytes;
         clamp::client_agent ref(rp);
         const std::uint32_t awnd_os = 64240;  // the client's SYN window: no ACK seen yet

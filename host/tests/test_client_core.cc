@@ -286,12 +286,15 @@ class clamp_rewrite : public ::testing::TestWithParam<int> {};
 // reference agent, fed by hand, gets; the field is min(w, AWND_os) rounded up to 2^7 and the
 // checksum verifies by full recomputation.
 TEST_P(clamp_rewrite, ack_window_is_rewritten_to_the_agents_window_with_a_valid_checksum) {
-    harness h(clamp_params());
+    client_core_params cp = clamp_params();
+    cp.clamp.agent.mu_min_span_s = 0.0;  // eq. 15 from the second packet: slow start ends
+    harness h(cp);                       // within these 120 ms
     const conn c(GetParam());
     h.open(0, c, 0.002f);
 
     clamp::client_agent_params rp;  // reference: the paper's parameters, MSS from the handshake
     rp.mss_bytes = 1460;
+    rp.mu_min_span_s = 0.0;
     clamp::client_agent ref(rp);
     std::uint32_t awnd_os = 64240;  // until an ACK is seen: the client's SYN window
 

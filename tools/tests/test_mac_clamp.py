@@ -49,7 +49,7 @@ def test_three_dupacks_end_slow_start_and_halve():
 
 
 def test_negative_delta_w_ends_slow_start_and_halves():
-    r = mac.client_agent()
+    r = mac.client_agent(mu_min_span_s=0.0)  # eq. 15 from the second packet (clamp.h)
     for k in range(1, 21):
         r.on_data(k * 1e-3, MSS, 0.0, HUGE)
     before = r.w
@@ -60,7 +60,7 @@ def test_negative_delta_w_ends_slow_start_and_halves():
 
 
 def _out_of_slow_start():
-    r = mac.client_agent()
+    r = mac.client_agent(mu_min_span_s=0.0)
     t = 0.0
     for _ in range(200):
         t += 1e-3

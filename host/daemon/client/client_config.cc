@@ -150,6 +150,7 @@ client_params read_client_config(const daemon::config_node& root) {
     k.agent.slow_start_threshold_bytes =
         cl.get<double>("slow_start_threshold_bytes", 0.0, value_range::non_negative());
     k.agent.dupack_threshold = cl.get<int>("dupack_threshold", 3, value_range::closed(1, 1000));
+    k.agent.mu_min_span_s = cl.get<double>("mu_min_span_s", 0.2, value_range::closed(0, 3600));
     k.max_flows = cl.get<std::uint32_t>("max_flows", 1024, value_range::closed(1, 1e6));
     const double idle_s =
         cl.get<double>("flow_idle_timeout_s", 300.0, value_range::open_closed(0, 86400));

@@ -78,6 +78,7 @@
 
 #include "oppsched/aqm.h"
 #include "oppsched/clamp.h"
+#include "oppsched/clamp_link.h"
 #include "oppsched/common.h"
 #include "oppsched/harq.h"
 #include "oppsched/integrity.h"
@@ -166,13 +167,14 @@ enum class link_mode {
 const char* to_string(link_mode m);
 
 struct paper_link_params {
-    double w0_hz = 4.3e6;               // W0 (Andrew & Hanly, CLAMP, §V-D)
-    double cmax_bps = 10e6;             // C_max
-    double target_loss = 1e-3;          // the nominal packet loss after retransmissions
-    double margin_init = 0.0;           // m at start, [0, margin_max]
-    double margin_step = 0.01;          // the stochastic approximation's gain (clamp_link.h)
-    double margin_max = 0.99;           // m stays below 1
-    std::uint32_t cqi_ahead_slots = 0;  // the report of slot n gives the SNR of n + this
+    double w0_hz = 4.3e6;       // W0 (Andrew & Hanly, CLAMP, §V-D)
+    double cmax_bps = 10e6;     // C_max
+    double target_loss = 1e-3;  // the nominal packet loss after retransmissions
+    double margin_init = 0.0;   // m at start, [margin_min, margin_max]
+    double margin_step = 0.01;  // the stochastic approximation's gain (clamp_link.h)
+    double margin_min = channel::kClampMarginMin;  // m may go below 0 (clamp_link.h); 0: never
+    double margin_max = 0.99;                      // m stays below 1
+    std::uint32_t cqi_ahead_slots = 0;             // the report of slot n gives the SNR of n + this
 };
 
 struct ap_core_params {

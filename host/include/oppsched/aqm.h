@@ -106,12 +106,22 @@ struct aqm_stats {
 // Configuration
 
 // Link capacity for rate-based AQMs: fixed (capacity_bps > 0) or measured (0, the default).
-// Measurement (after RFC 8033 §5.2's departure-rate estimator): dequeued bytes
-// and the time the queue was backlogged are accumulated across busy periods; when at least
-// sample_bytes have been served, sample = bytes / busy time and
-//   rate <- (1 - ema_weight) * rate + ema_weight * sample      (the first sample sets rate).
-// Busy time is counted from the later of (previous dequeue, arrival into an empty queue), so
-// idle periods never dilute the estimate; the rate is unknown (0) until the first sample.
+// The measure is the bytes the link carried for this queue over the time the link spent
+// carrying them, never the idle time; samples of at least sample_bytes are averaged:
+//   rate <- (1 - ema_weight) * rate + ema_weight * sample      (the first sample sets rate),
+// and the rate is unknown (0) until the first sample. Two sources of (bytes, time):
+//   * a slotted MAC's reports (queue_discipline::on_service), once per slot: the bytes its TB
+//     carried over the slot's share they filled, and whole slots in which the queue waited
+//     (other users served) or its TB was retransmitted. This is what ap_core does; it gives
+//     the configured rate of a constant link at any load.
+//   * otherwise the dequeue times of a work-conserving packet link (after RFC 8033 §5.2's
+//     departure-rate estimator): the time between two dequeues is the sending time of the
+//     earlier one, so a packet counts only once the next dequeue of the same busy period
+//     ends it. Packets dequeued at one instant (a batch) count together over the interval
+//     that follows; the last batch of a busy period never counts (its sending time is not
+//     known). Counting dequeue to dequeue with the last packet's bytes but not its time
+//     (this estimator before) overstated a slotted link's rate by 10-45 %: every packet of
+//     a TB leaves at the slot request.
 struct rate_params {
     double capacity_bps = 0.0;         // > 0: fixed capacity; 0: measure
     std::size_t sample_bytes = 16384;  // RFC 8033 DQ_THRESHOLD (2^14 bytes)
@@ -307,6 +317,14 @@ class queue_discipline {
     virtual void clear(time_ns now) = 0;
 
     virtual void set_drop_sink(drop_sink sink) = 0;
+
+    // The link's service of this queue, reported by a slotted MAC (ap_core) once per slot in
+    // which the queue had data waiting or on the air: `bytes` of its packets were carried in
+    // `busy` of link time (a slot's share that its TB filled, or a whole slot spent waiting
+    // or on a retransmission). A rate-based AQM that measures its capacity then takes these
+    // reports as its measure and no longer its dequeue times (service_rate_estimator). Other
+    // disciplines ignore them.
+    virtual void on_service(std::size_t /*bytes*/, time_ns /*busy*/) {}
     // Drops recorded since the last call (only when no sink is set).
     virtual std::vector<dropped_packet> take_drops() = 0;
 };
@@ -321,10 +339,13 @@ std::unique_ptr<queue_discipline> make_aqm(const aqm_params& config);
 class service_rate_estimator final {
   public:
     explicit service_rate_estimator(const rate_params& config);
-    // An arrival at `now`; `queue_was_empty`: the queue held nothing before it.
-    void on_enqueue(bool queue_was_empty, time_ns now);
     // A packet of `size` bytes served at `now`; `queue_now_empty`: nothing is left behind it.
+    // Ignored once on_service has been called.
     void on_dequeue(std::size_t size, bool queue_now_empty, time_ns now);
+    // A slotted MAC's report: `bytes` carried in `busy` of link time (queue_discipline).
+    void on_service(std::size_t bytes, time_ns busy);
+    // Whether the measure comes from a MAC's reports (on_service) rather than dequeues.
+    bool reported() const { return reported_; }
     // Bits per second; 0 while unknown (measuring, no sample yet).
     double rate_bps() const { return rate_bps_; }
     bool known() const { return rate_bps_ > 0.0; }
@@ -335,10 +356,14 @@ class service_rate_estimator final {
     std::size_t sample_bytes_;
     double weight_;
     double rate_bps_ = 0.0;
-    bool busy_ = false;
-    time_ns busy_since_ = 0;
+    bool reported_ = false;
+    // Dequeue measure: bytes dequeued at last_dequeue_ (a batch) whose sending time the next
+    // dequeue of the busy period will end; 0 when the queue went empty.
+    std::uint64_t pending_bytes_ = 0;
+    time_ns last_dequeue_ = 0;
     std::uint64_t acc_bytes_ = 0;
     time_ns acc_time_ = 0;
+    void add(std::uint64_t bytes, time_ns time);
 };
 
 // ECN field of an IPv4/IPv6 packet (RFC 3168 codepoint), 0 (Not-ECT) if too short or neither.

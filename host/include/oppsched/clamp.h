@@ -157,6 +157,15 @@ struct client_agent_params {
     // slow start ends WITHOUT halving, as TCP's ssthresh does. 0 = none (the paper).
     double slow_start_threshold_bytes = 0.0;
     int dupack_threshold = 3;  // "three duplicate acknowledgments"
+    // Eq. 15 at start-up, before alpha packets have arrived, sums "all packets so far". Read
+    // literally (mu_min_span_s = 0), two packets of one slot's TB, a millisecond apart, give
+    // a rate many times the flow's: p mu_hat > tau then ends the receiver's slow start in its
+    // first round trip, and a long-RTT flow needs longer than a run to recover. The paper asks
+    // the algorithm to work during the transient (§IV-C); so by default mu_hat is not used
+    // (for d_hat, Delta w, or ending slow start) until its window spans mu_min_span_s or
+    // holds alpha + 1 packets. 0.2 s is longer than the paper's longest round trip
+    // (180 ms, Table II), so the estimate spans a round trip's worth of bursts.
+    double mu_min_span_s = 0.2;
 
     // Throws std::invalid_argument ("clamp.client.beta: 1.5 not in (0, 1)").
     void validate() const;

@@ -12,6 +12,9 @@ namespace oppsched::channel {
 
 constexpr int kClampAttemptsSlowFading = 5;   // n, 0.6 Hz (§V-D)
 constexpr int kClampAttemptsFastFading = 15;  // n, 60 Hz (§V-D)
+// The margin's default floor: (1 - m) N at most 10 N, 10 dB above the SNR at the slot's start.
+constexpr double kClampMarginMin = -9.0;
+constexpr double kClampMarginFloor = -1000.0;  // the lowest margin_min accepted
 
 // What the margin's stochastic approximation drives to target_loss.
 enum class margin_scope {
@@ -35,9 +38,14 @@ struct clamp_link_params {
     // e = 1 on a loss event, 0 on a success: up margin_step (1 - target) on a loss, down
     // margin_step target on a success, the OLLA step ratio target/(1 - target). Its fixed
     // point is P(loss | m) = target. margin_step = 0 freezes m at margin_init.
+    // m < 0 is allowed (eq. 18 does not bound it): (1 - m) N > N, a rate above what the SNR
+    // at the slot's start supports, where the channel is better than the target needs (fast
+    // fading with 15 attempts: at m = 0 the loss after retransmissions is far below 1e-3,
+    // and the target is reached only by backing off less than nothing). margin_min = 0 is the
+    // reading that never goes above the SNR (kept as an option).
     double margin_init = 0.0;
     double margin_step = 0.01;
-    double margin_min = 0.0;
+    double margin_min = kClampMarginMin;
     double margin_max = 0.99;  // < 1: (1 - m) N must stay > 0
 
     // The paper's two rate cases (§V-D and §V-J): W0 = 4.3 MHz, C_max = 10 Mb/s, and

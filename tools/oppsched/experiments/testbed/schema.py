@@ -265,6 +265,10 @@ SCHEMA = {
         "max_increase_bytes": Field(float, 10000.0, min=1.0, doc="Delta w clip (10 kB)"),
         "min_window_bytes": Field(float, 0.0, min=0.0, doc="0 = one MSS (clamp.h)"),
         "slow_start_threshold_bytes": Field(float, 0.0, min=0.0, doc="0 = none (the paper)"),
+        "mu_min_span_s": Field(float, 0.2, min=0.0, max=3600.0,
+                               doc="mu_hat (eq. 15) is used once its window spans this or holds "
+                                   "alpha + 1 packets; 0 = the literal reading (all packets so "
+                                   "far, from the second)"),
     },
     "scheduler": {
         "kind": Field(str, "pf", choices=SCHEDULERS),
@@ -290,7 +294,13 @@ SCHEMA = {
                                      "attempts (§V-D: 1e-3)"),
             "margin_step": Field(float, 0.01, min=0.0, max=1.0,
                                  doc="gain of m's stochastic approximation"),
-            "margin_init": Field(float, 0.0, min=0.0, max=0.98, doc="m at start"),
+            "margin_init": Field(float, 0.0, min=-1000.0, max=0.98,
+                                 doc="m at start, in [margin_min, 0.98]"),
+            "margin_min": Field(float, -9.0, min=-1000.0, max=0.98,
+                                doc="floor of m; below 0 the rate is above what the SNR at "
+                                    "the slot's start supports, which eq. 18 allows and fast "
+                                    "fading with 15 attempts needs to reach target_loss; "
+                                    "0 = never above the SNR (the earlier reading)"),
         },
     },
     "pdu": {
