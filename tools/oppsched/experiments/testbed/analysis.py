@@ -193,6 +193,11 @@ def aqm_counts(apd_stats) -> dict:
         row = {"offered": int(c["offered"]),
                "dropped": int(c.get("dropped_total", c.get("dropped", 0))),
                "marked": int(c.get("marked", 0))}
+        # The rate-based AQMs' state at the end: their capacity c (fixed or measured, aqm.h)
+        # and price, so that a run shows which c its controller used.
+        for k in ("service_rate_bps", "price"):
+            if isinstance(c.get(k), (int, float)):
+                row[k] = float(c[k])
         for k in total:
             total[k] += row[k]
         out[q] = row
@@ -394,6 +399,16 @@ def analyze(outdir: Path) -> dict:
         if s is not None:
             stats[name] = s
     aqm = aqm_counts(stats.get("apd"))
+    # Per user, the loss after the HARQ budget and, in link_adaptation.mode paper, the backoff
+    # margin m at the end (Andrew & Hanly, CLAMP, Table I: the target is 1e-3 after
+    # retransmissions, reached by the margin's stochastic approximation).
+    core_users = ((stats.get("apd") or {}).get("core") or {}).get("users") or {}
+    for u in users:
+        if u.get("tb_sent"):
+            u["residual_loss"] = u["tb_failed_final"] / u["tb_sent"]
+        margin = (core_users.get(u["name"]) or {}).get("margin")
+        if isinstance(margin, (int, float)):
+            u["link_margin"] = float(margin)
     late_phy = _find_number(stats.get("phy"), ("late", "slots_late", "late_slots"))
     if late_phy is not None:
         slot_info["late_phy"] = int(late_phy)
