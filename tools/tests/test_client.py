@@ -53,7 +53,10 @@ def base_config(workdir: Path, *, clamp: bool = False) -> dict:
         "cqi": {"period_slots": 1},
         "reassembly": {"window": 64, "timeout_ms": 50, "max_bytes": 1 << 20},
         "clamp": {"enabled": clamp, "tau_bytes": 500.0, "alpha_packets": 1000, "beta": 0.001,
-                  "mss": 0, "price_timeout_ms": 100.0},
+                  "mss": 0, "price_timeout_ms": 100.0,
+                  # eq. 15 from the second packet: the price cuts the window within the
+                  # test's first packets (clamp.h, mu_min_span_s)
+                  "mu_min_span_s": 0.0},
         "traces": {"windows": str(workdir / "windows.ue0.csv") if clamp else "",
                    "events": str(workdir / "client.ue0.events.csv"),
                    "stats": str(workdir / "client.ue0.stats.json")},

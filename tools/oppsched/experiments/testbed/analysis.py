@@ -165,8 +165,9 @@ def _check_socket_count(rundir: Path, f: dict, plan: dict, row: dict,
         row["seconds"] = secs
         row["goodput_bps"] = 8.0 * got / secs if secs else 0.0
         row["goodput_source"] = "socket"
-        errors.append(f"flow {fid}: iperf3 reported no bytes received (its report is missing: "
-                      f"{row['error'] or 'no end-of-test totals'}); its receiving sockets got "
+        errors.append(f"flow {fid}: iperf3 reported no bytes received (its report is missing "
+                      f"or says 0: {row['error'] or 'no end-of-test totals'}); its receiving "
+                      f"sockets got "
                       f"{got} bytes by the planned end ({sock['bytes_total']} in all): "
                       "goodput taken from the socket count")
         return
