@@ -102,7 +102,7 @@ ALPHA_01_SOCKET = [(2.5, "poll", 5201 + 1000, 120, 4),  # the control connection
                    (None, "closed", 6201, 150, 4)]
 
 
-def test_a_flow_cut_before_iperf3s_end_exchange_takes_goodput_from_its_sockets_and_is_an_error(
+def test_a_flow_cut_before_iperf3s_end_exchange_takes_goodput_from_its_sockets_and_is_named(
         tmp_path):
     s = testbed.analyze(_interrupted_run(tmp_path, ALPHA_01_SOCKET))
     (f,) = s["flows"]
@@ -113,9 +113,12 @@ def test_a_flow_cut_before_iperf3s_end_exchange_takes_goodput_from_its_sockets_a
     assert f["goodput_source"] == "socket"
     assert f["goodput_bps"] == pytest.approx(8 * 300000 / 20)
     assert f["bytes_received"] == 300000
-    # not silent: the summary's errors name the flow and both counts
-    (err,) = [e for e in s["errors"] if e.startswith("flow f1:")]
+    # not silent: the summary's warnings name the flow and both counts; the kernel's count
+    # is the measurement, so the run stands (a starved flow's report is missing too)
+    (err,) = [e for e in s["warnings"] if e.startswith("flow f1:")]
     assert "iperf3 reported no bytes received" in err and "300000" in err and "350000" in err
+    assert f["iperf3_report_missing"] is True
+    assert not [e for e in s["errors"] if e.startswith("flow f1:")]
     # the user's goodput is the flow's
     assert s["users"][0]["goodput_bps"] == pytest.approx(f["goodput_bps"])
 

@@ -1282,14 +1282,14 @@ servers:
   - {name: S2, rtt_ms: 20}
 flows:
   - {id: long, server: S1, device: R1}
-  - {id: s1, server: S2, device: R1, start_s: 1.0, bytes: 30000, repeat: {idle_s: 0, count: 1}}
-  - {id: s2, server: S2, device: R1, start_s: 1.4, bytes: 30000, repeat: {idle_s: 0, count: 1}}
-  - {id: s3, server: S2, device: R1, start_s: 1.8, bytes: 30000, repeat: {idle_s: 0, count: 1}}
-  - {id: s4, server: S2, device: R1, start_s: 2.2, bytes: 30000, repeat: {idle_s: 0, count: 1}}
-  - {id: s5, server: S2, device: R1, start_s: 2.6, bytes: 30000, repeat: {idle_s: 0, count: 1}}
-  - {id: s6, server: S2, device: R1, start_s: 3.0, bytes: 30000, repeat: {idle_s: 0, count: 1}}
-  - {id: s7, server: S2, device: R1, start_s: 3.4, bytes: 30000, repeat: {idle_s: 0, count: 1}}
-  - {id: s8, server: S2, device: R1, start_s: 3.8, bytes: 30000, repeat: {idle_s: 0, count: 1}}
+  - {id: s1, server: S2, device: R1, start_s: 1.0, bytes: 30000}
+  - {id: s2, server: S2, device: R1, start_s: 1.4, bytes: 30000}
+  - {id: s3, server: S2, device: R1, start_s: 1.8, bytes: 30000}
+  - {id: s4, server: S2, device: R1, start_s: 2.2, bytes: 30000}
+  - {id: s5, server: S2, device: R1, start_s: 2.6, bytes: 30000}
+  - {id: s6, server: S2, device: R1, start_s: 3.0, bytes: 30000}
+  - {id: s7, server: S2, device: R1, start_s: 3.4, bytes: 30000}
+  - {id: s8, server: S2, device: R1, start_s: 3.8, bytes: 30000}
 queue: {mode: shared, limit_bytes: 0, limit_packets: 12}
 aqm: {kind: spmaf}
 tcp: {spm_marking: {enabled: MARK, cwnd_below: 11}}
@@ -1329,9 +1329,8 @@ def _first_flights(pcap_path: Path, server_addr: str) -> list[int]:
 
 @pytest.mark.parametrize("marking", [True, False])
 def test_spmaf_evicts_for_the_packets_the_senders_marked_from_their_cwnd(tmp_path, marking):
-    """A long flow keeps a shared 12-packet SPM-AF queue full; eight short transfers (one
-    30000-byte download each, oppsched.transfers: iperf3 -n ends its test once the bytes
-    are written, before they arrive) start one after the other, each with Linux's initial window of 10 segments, below the threshold
+    """A long flow keeps a shared 12-packet SPM-AF queue full; eight short flows start one
+    after the other, each with Linux's initial window of 10 segments, below the threshold
     of 11 set here while the long flow's cwnd stays mostly above it (with the paper's 4 and
     an initial window of 1 or 2 too few marked packets meet a full queue in a short test).
     The marker in S2 writes DSCP 3 into their first windows, the apd reads it as high
