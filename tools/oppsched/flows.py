@@ -272,28 +272,13 @@ def intervals(path: Path, offset_s: float = 0.0) -> pd.DataFrame:
 # ----------------------------------------------------------------------------------------
 # Live progress: bytes acknowledged per connection, from `ss -ti` in a server namespace
 
-_BYTES_ACKED = re.compile(r"\bbytes_acked:(\d+)")
-
-
 def parse_ss_bytes_acked(text: str) -> dict[int, int]:
-    """`ss -Htin` output -> {peer port: sum of bytes_acked over its connections}."""
+    """`ss -Htin` output -> {peer port: sum of bytes_acked over its connections} (ss leaves
+    a zero counter out, so a connection that has acknowledged nothing adds no port)."""
     out: dict[int, int] = {}
-    port = None
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        if not line.startswith((" ", "\t")):
-            cols = line.split()
-            port = None
-            if len(cols) >= 5:  # State Recv-Q Send-Q Local:Port Peer:Port [Process]
-                peer = cols[4]
-                if ":" in peer:
-                    p = peer.rsplit(":", 1)[1]
-                    port = int(p) if p.isdigit() else None
-            continue
-        m = _BYTES_ACKED.search(line)
-        if m and port is not None:
-            out[port] = out.get(port, 0) + int(m.group(1))
+    for s in _ss_sockets(text, ("bytes_acked",)):
+        if s["bytes_acked"]:
+            out[s["peer_port"]] = out.get(s["peer_port"], 0) + s["bytes_acked"]
     return out
 
 
@@ -309,8 +294,9 @@ def parse_ss_bytes_acked(text: str) -> dict[int, int]:
 # socket's last count as it is destroyed (`ss -tinE`, `closed` rows, no time).
 
 SOCKET_COLUMNS = ("t_s", "event", "peer_port", "bytes_received", "bytes_sent")
-_BYTES_RECEIVED = re.compile(r"\bbytes_received:(\d+)")
-_BYTES_SENT = re.compile(r"\bbytes_sent:(\d+)")
+# The tcp_info counters _ss_sockets reads from `ss -i`'s second line of a socket.
+_SS_COUNTERS = {name: re.compile(rf"\b{name}:(\d+)")
+                for name in ("bytes_received", "bytes_sent", "bytes_acked")}
 
 
 def socket_csv(rundir: Path, flow_id: str) -> Path:
@@ -322,10 +308,10 @@ def _port(addr: str) -> int | None:
     return int(p) if p.isdigit() else None
 
 
-def parse_ss_sockets(text: str) -> list[dict]:
+def _ss_sockets(text: str, counters) -> list[dict]:
     """`ss -Htin` (or `ss -HtinE`) output -> one dict per connected socket: local_port,
-    peer_port, bytes_received, bytes_sent (ss leaves a zero counter out: 0). Listening
-    sockets (peer `*`) are left out."""
+    peer_port and each of the tcp_info `counters` (ss leaves a zero counter out: 0).
+    Listening sockets (peer `*`) are left out."""
     out: list[dict] = []
     cur = None
     for line in text.splitlines():
@@ -338,18 +324,22 @@ def parse_ss_sockets(text: str) -> list[dict]:
             if len(cols) >= 5:
                 local, peer = _port(cols[3]), _port(cols[4])
                 if local is not None and peer is not None:
-                    cur = {"local_port": local, "peer_port": peer, "bytes_received": 0,
-                           "bytes_sent": 0}
+                    cur = {"local_port": local, "peer_port": peer, **{c: 0 for c in counters}}
                     out.append(cur)
             continue
         if cur is not None:
-            m = _BYTES_RECEIVED.search(line)
-            if m:
-                cur["bytes_received"] = int(m.group(1))
-            m = _BYTES_SENT.search(line)
-            if m:
-                cur["bytes_sent"] = int(m.group(1))
+            for c in counters:
+                m = _SS_COUNTERS[c].search(line)
+                if m:
+                    cur[c] = int(m.group(1))
     return out
+
+
+def parse_ss_sockets(text: str) -> list[dict]:
+    """`ss -Htin` (or `ss -HtinE`) output -> one dict per connected socket: local_port,
+    peer_port, bytes_received, bytes_sent (ss leaves a zero counter out: 0). Listening
+    sockets (peer `*`) are left out."""
+    return _ss_sockets(text, ("bytes_received", "bytes_sent"))
 
 
 def socket_delivered(df: pd.DataFrame | None, planned_end_s: float | None,

@@ -311,10 +311,10 @@ def _copy_keys(keydir: Path, dst: Path, names: list[str], users: list[str]) -> N
     finally:
         os.close(dfd)
     for name, body in data.items():
-        fd = open_beneath(dst, name, os.O_WRONLY | os.O_CREAT | os.O_EXCL,
-                          0o644 if name.endswith(".public") else 0o600)
+        mode = 0o644 if name.endswith(".public") else 0o600
+        fd = open_beneath(dst, name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
         with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), 0o644 if name.endswith(".public") else 0o600)  # not umask's
+            os.fchmod(f.fileno(), mode)  # not umask's
             f.write(body)
 
 

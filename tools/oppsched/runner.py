@@ -28,6 +28,7 @@ from oppsched.experiments import KINDS, kind_module
 from oppsched.outlock import holding_out
 from oppsched.report import write_report
 
+
 def _plain_name(s: str) -> str | None:
     """A variant's name is a folder of OUT (and of a sweep's points): `.` and `..` would
     make it OUT itself or OUT's parent, which the run cleans and hands to the run user."""
@@ -45,7 +46,7 @@ COMMON = {
     "duration_s": Field(float, 30.0, min=0.01, max=7 * 86400.0),
     "seed": Field(int, 1, min=0, max=2**31 - 1, doc="seeds every random source of the run"),
     "variants": ListOf({
-        "name": Field(str, check=lambda s: _plain_name(s)),
+        "name": Field(str, check=_plain_name),
         "set": Field(dict, {}, doc="dotted key -> value, applied like --set"),
     }),
     "sweep": sweepspec.SCHEMA,

@@ -431,8 +431,9 @@ apd_params read_apd_config(const config_node& root) {
         lp.get<double>("margin_step", core.paper.margin_step, value_range::closed(0, 1));
     core.paper.margin_max =
         lp.get<double>("margin_max", core.paper.margin_max, value_range::closed_open(0, 1));
-    core.paper.margin_min = lp.get<double>("margin_min", core.paper.margin_min,
-                                           value_range::closed_open(-1000, core.paper.margin_max));
+    core.paper.margin_min =
+        lp.get<double>("margin_min", core.paper.margin_min,
+                       value_range::closed_open(channel::kClampMarginFloor, core.paper.margin_max));
     core.paper.margin_init =
         lp.get<double>("margin_init", core.paper.margin_init,
                        value_range::closed(core.paper.margin_min, core.paper.margin_max));

@@ -136,8 +136,9 @@ def _check_socket_count(rundir: Path, f: dict, plan: dict, row: dict,
     checks iperf3's against it. A flow iperf3 reports nothing for (its client was
     interrupted before the end-of-test exchange, so neither end wrote the totals) takes
     its goodput from the sockets (`goodput_source` `socket`: bytes by the planned end
-    over the planned seconds) and is an error of the summary naming both counts; so is one
-    whose two counts disagree by more than the bound above. Never a silent 0."""
+    over the planned seconds) and is named, with both counts, in the summary's warnings;
+    one whose two counts disagree by more than the bound above, or that has neither, is an
+    error of the summary. Never a silent 0."""
     path = socket_csv(rundir, f["id"])
     df = read_csv(path, errors)
     planned = plan.get("seconds")

@@ -278,8 +278,8 @@ class SocketSampler:
             self.by_ns.setdefault(node.ns.name, (node, {}))[1][p.port] = p
             # Root writes into a folder the run user owns: a new file, never through a
             # link planted in its place (the run folder was cleaned of old traces).
-            fd = os.open(socket_csv(self.rundir, p.id),
-                         os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            fd = open_beneath(self.rundir, socket_csv(self.rundir, p.id).name,
+                              os.O_WRONLY | os.O_CREAT | os.O_EXCL)
             f = os.fdopen(fd, "w", buffering=1)
             f.write(",".join(SOCKET_COLUMNS) + "\n")
             self.files[p.id] = f
@@ -321,10 +321,10 @@ class SocketSampler:
         for name, log, ports in self.events:
             procs.stop(name, 2.0, signal.SIGINT)
             try:
-                fd = os.open(log, os.O_RDONLY | os.O_NOFOLLOW)
+                fd = open_beneath(self.rundir, Path(log).relative_to(self.rundir), os.O_RDONLY)
                 with os.fdopen(fd, "r", errors="replace") as f:
                     text = f.read()
-            except OSError as exc:
+            except (OSError, ValueError) as exc:
                 self.warnings.append(f"{Path(log).name}: {exc}: final socket counts missing")
                 text = ""
             self._write("", parse_ss_sockets(text), ports, "closed")
