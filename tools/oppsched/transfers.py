@@ -205,12 +205,15 @@ def fetch(args) -> int:
 
     try:
         while args.count is None or k < args.count:
-            if stop_ns is not None and left_s() <= 0:
+            # The start is read once, before the stop check, so that no transfer starts
+            # (and is recorded as starting) at or after the stop time.
+            start_ns = time.monotonic_ns()
+            if stop_ns is not None and start_ns >= stop_ns:
                 break
             row = {c: None for c in CLIENT_COLUMNS}
             row.update(transfer=k, bytes=0, complete=0, error="")
             s = socket.socket(fam, socket.SOCK_STREAM)
-            row["start_s"] = _now_s(t0)
+            row["start_s"] = (start_ns - t0) / 1e9
             got = 0
             try:
                 rem = left_s()

@@ -137,8 +137,8 @@ def _check_socket_count(rundir: Path, f: dict, plan: dict, row: dict,
     interrupted before the end-of-test exchange, so neither end wrote the totals) takes
     its goodput from the sockets (`goodput_source` `socket`: bytes by the planned end
     over the planned seconds) and is named, with both counts, in the summary's warnings;
-    one whose two counts disagree by more than the bound above, or that has neither, is an
-    error of the summary. Never a silent 0."""
+    one whose iperf3 count exceeds the sockets' by more than the bound above, or that has
+    neither, is an error of the summary. Never a silent 0."""
     path = socket_csv(rundir, f["id"])
     df = read_csv(path, errors)
     planned = plan.get("seconds")
@@ -180,12 +180,19 @@ def _check_socket_count(rundir: Path, f: dict, plan: dict, row: dict,
         return
     if sock is None:
         return  # a run folder from before the socket trace: nothing to check against
+    # The kernel counts what arrived after iperf3's last read as well: at the end of a test
+    # the sender's last window (the AP queue and the path, a drop-tail buffer's worth: 150 kB
+    # in a fresh-machine run of the fading sweep) lands in a socket iperf3 no longer reads.
+    # So the sockets may exceed iperf3 by that much, recorded, never an error; iperf3 above
+    # what the kernel received is impossible and is one.
+    row["bytes_after_iperf3_end"] = max(0, sock["bytes_total"] - iperf_total)
     bound = SOCKET_AGREE_FRACTION * max(iperf_total, sock["bytes_total"]) \
         + SOCKET_AGREE_MSS_BYTES * max(1, sock["streams"])
-    if abs(iperf_total - sock["bytes_total"]) > bound:
+    if iperf_total - sock["bytes_total"] > bound:
         errors.append(f"flow {fid}: iperf3 reports {iperf_total} bytes received, its "
                       f"receiving sockets {sock['bytes_total']} ({sock['source']}): more "
-                      f"than {bound:.0f} bytes apart (2 % plus 4 MSS per socket)")
+                      f"than {bound:.0f} bytes above what the kernel received (2 % plus 4 "
+                      "MSS per socket)")
 
 
 def aqm_counts(apd_stats) -> dict:
