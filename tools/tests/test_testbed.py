@@ -1362,3 +1362,31 @@ def test_spmaf_evicts_for_the_packets_the_senders_marked_from_their_cwnd(tmp_pat
         # queue dropped may add one to a flight
         ff = _first_flights(out / "wired.S2.pcap", "10.1.1.1")
         assert len(ff) == 8 and ff.count(2) >= 6 and max(ff) <= 4, ff
+
+
+def test_packet_jitter_is_the_gaps_between_a_users_departures_and_sojourn_is_per_packet(tmp_path):
+    # Srinivasan & Baras, §V-B: user 0's packets depart (are delivered) at 0, 1.0, 1.5 and
+    # 3.5 s: gaps 1000, 500, 2000 ms; they waited 100, 200, 300 and 400 ms in the queue.
+    # User 1 has one departure only: no gap. A `drop` is not a departure.
+    from oppsched.experiments.testbed.analysis import _queue_delays_from_packets
+    rows = ["t_ns,event,user,packet_id,bytes,reason"]
+    s = 10**9
+    for pid, (enq, deq, dep) in enumerate([(0.0, 0.1, 0.0), (0.5, 0.7, 1.0), (1.0, 1.3, 1.5),
+                                           (2.0, 2.4, 3.5)]):
+        rows += [f"{int(enq * s)},enqueue,0,{pid},500,", f"{int(deq * s)},dequeue,0,{pid},500,",
+                 f"{int((dep + 0.01) * s)},deliver,0,{pid},500,"]
+    rows += [f"{2 * s},enqueue,1,9,500,", f"{3 * s},dequeue,1,9,500,",
+             f"{4 * s},deliver,1,9,500,", f"{5 * s},drop,0,10,500,queue"]
+    (tmp_path / "packets.csv").write_text("\n".join(rows) + "\n")
+    got = _queue_delays_from_packets(tmp_path, 2)
+    u0 = got[0]
+    assert u0["packet_gap_ms_mean"] == pytest.approx((1000 + 500 + 2000) / 3, abs=1e-3)
+    assert u0["packet_gap_ms_max"] == pytest.approx(2000, abs=1e-3)
+    assert u0["packet_gap_ms_min"] == pytest.approx(500, abs=1e-3)
+    assert u0["packets_departed"] == 4
+    assert u0["sojourn_ms_mean"] == pytest.approx(250, abs=1e-3)
+    assert u0["sojourn_ms_max"] == pytest.approx(400, abs=1e-3)
+    assert "packet_gap_ms_mean" not in got[1] and got[1]["sojourn_ms_mean"] == pytest.approx(1000)
+    # A window keeps only what happened inside it: the last departure (3.51 s) is cut.
+    got = _queue_delays_from_packets(tmp_path, 2, window=(0, int(3.0 * s)))
+    assert got[0]["packets_departed"] == 3

@@ -83,17 +83,37 @@ def _truthy(s: pd.Series) -> pd.Series:
 
 
 def _queue_delays_from_packets(rundir: Path, n_users: int,
-                               errors: list | None = None) -> dict[int, float]:
-    """Mean sojourn (ms) per user from packets.csv enqueue/dequeue pairs."""
+                               errors: list | None = None,
+                               window: tuple[int, int] | None = None) -> dict[int, dict]:
+    """Per user, from packets.csv: the sojourn of each packet in the AP queue (enqueue to
+    dequeue, ms: mean, std, max) and the packet scheduling jitter of Srinivasan & Baras,
+    §V-B: the gaps between the departures of the user's successive packets (ms: mean, std,
+    min, max). A packet departs, as in the paper's model (§III: "the packet is dequeued"
+    when its last link segment has been sent), when the apd settles its fate: the TB that
+    carried its last byte acknowledged (`deliver` rows). With `window` (CLOCK_MONOTONIC ns),
+    only packets enqueued, and departures, inside it count."""
     df = read_csv(Path(rundir) / "packets.csv", errors)
     if df is None or df.empty or not {"t_ns", "event", "user", "packet_id"} <= set(df.columns):
         return {}
+    if window is not None:
+        df = df[(df["t_ns"] >= window[0]) & (df["t_ns"] <= window[1])]
     enq = df[df["event"] == "enqueue"][["packet_id", "user", "t_ns"]]
     deq = df[df["event"] == "dequeue"][["packet_id", "t_ns"]]
     m = enq.merge(deq, on="packet_id", suffixes=("_in", "_out"))
-    out = {}
+    out: dict[int, dict] = {}
     for u, g in m.groupby("user"):
-        out[int(u)] = float((g["t_ns_out"] - g["t_ns_in"]).mean() / 1e6)
+        d = (g["t_ns_out"] - g["t_ns_in"]).to_numpy(dtype=float) / 1e6
+        out.setdefault(int(u), {}).update(
+            {"sojourn_ms_mean": float(d.mean()), "sojourn_ms_std": float(d.std()),
+             "sojourn_ms_max": float(d.max()), "sojourn_packets": int(len(d))})
+    dep = df[df["event"] == "deliver"]
+    for u, g in dep.groupby("user"):
+        gaps = np.diff(np.sort(g["t_ns"].to_numpy(dtype=float))) / 1e6
+        if len(gaps):
+            out.setdefault(int(u), {}).update(
+                {"packet_gap_ms_mean": float(gaps.mean()), "packet_gap_ms_std": float(gaps.std()),
+                 "packet_gap_ms_min": float(gaps.min()), "packet_gap_ms_max": float(gaps.max()),
+                 "packets_departed": int(len(gaps) + 1)})
     return out
 
 
@@ -315,7 +335,6 @@ def analyze(outdir: Path) -> dict:
     users = []
     slot_info = {"total": 0, "empty": 0, "late": 0}
     harq = {"tb_sent": 0, "tb_failed_final": 0}
-    delays_pk = _queue_delays_from_packets(rundir, len(users_cfg), errors)
     window = None
     if slots is not None and len(slots) and run.get("t0_mono_ns") and "t_ns" in slots:
         # The measured period: from t0 (flows scheduled) to the end of the last flow.
@@ -325,6 +344,7 @@ def analyze(outdir: Path) -> dict:
             hi = lo + int(max(ends) * 1e9)
             window = (lo, hi)
             slots = slots[(slots["t_ns"] >= lo) & (slots["t_ns"] <= hi)].reset_index(drop=True)
+    per_packet = _queue_delays_from_packets(rundir, len(users_cfg), errors, window)
     if slots is not None and len(slots):
         n = len(slots)
         span = n * slot_s
@@ -358,8 +378,9 @@ def analyze(outdir: Path) -> dict:
             qc, cc_, pc_ = (slot_column(slots, "queue", u), slot_column(slots, "cqi", u),
                             slot_column(slots, "price", u))
             mean_q = float(slots[qc].mean()) if qc else None
-            if u["id"] in delays_pk:
-                delay, method = delays_pk[u["id"]], "packets.csv sojourn"
+            pk = per_packet.get(u["id"], {})
+            if "sojourn_ms_mean" in pk:
+                delay, method = pk["sojourn_ms_mean"], "packets.csv sojourn"
             elif mean_q is not None and new_bytes > 0:
                 # Little's law: mean queue / mean service rate of new data
                 delay, method = 1e3 * mean_q / (new_bytes / span), "little"
@@ -399,6 +420,11 @@ def analyze(outdir: Path) -> dict:
                 "slot_gap_cov": gap_std / gap_mean if gap_mean else None,
                 "slot_gap_backlogged_mean_ms": bgap_mean, "slot_gap_backlogged_std_ms": bgap_std,
                 "slot_gap_backlogged_cov": bgap_std / bgap_mean if bgap_mean else None,
+                # traces.packets: the queueing delay's spread and the per-packet jitter
+                **{k: pk.get(k) for k in ("sojourn_ms_std", "sojourn_ms_max",
+                                          "packet_gap_ms_mean", "packet_gap_ms_std",
+                                          "packet_gap_ms_min", "packet_gap_ms_max",
+                                          "packets_departed")},
             })
     else:
         for u in users_cfg:

@@ -1,0 +1,147 @@
+"""Srinivasan & Baras, §V at every alpha: the aggregate figures (Figs. 4-5) and User W
+(u01) and User B (u16) side by side with the paper's alpha = 0.01 run, mean and 95 %
+interval of the mean over the seeds (Student t), from a sweep folder of alpha-sweep.yaml:
+
+    .venv/bin/python experiments/srinivasan-baras/table.py SWEEP_OUT
+
+Per run and user (summary.json, slots.csv, packets.csv, the wired capture):
+- requested frames per scheduled slot: Table I's rate at the CQI the user reported for
+  each slot in which it got a new TB, in 8-byte frames (the paper's "requested an average
+  rate of ... frames each time it was scheduled"); granted: the TB's own size;
+- slot share; slot gap (the gaps between the user's slots) and per-packet jitter (the gaps
+  between its packets' departures, summary.json users[].packet_gap_ms_*);
+- RTT: the sender's smoothed RTT (iperf3's tcp_info samples), mean and max;
+- queueing delay: each packet's AP sojourn, mean and max (packets.csv);
+- timeouts: the sender's retransmissions sent by its timer (`oppsched tcpview`'s rule).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from oppsched import mac, tcpview
+
+SLOT_S = 1.667e-3
+FRAME_BITS = 64
+W, B = "u01", "u16"
+# §V, alpha = 0.01, one Monte Carlo run.
+PAPER = {"slot_share": (5.52, 7.02), "requested_frames": (1.8851, 56.2517),
+         "packet_gap_ms_mean": (996.1, 23.6), "packet_gap_ms_std": (342.9, 27.2),
+         "packet_gap_ms_max": (1927.5, 231.0), "rtt_ms_mean": (5754.3, 187.7),
+         "rtt_ms_max": (9629.9, 448.4), "queue_ms_mean": (6785.5, 154.0),
+         "queue_ms_max": (9734.1, 432.2), "bw_ratio": 37.25}
+
+
+def ci95(x) -> tuple[float, float]:
+    x = np.asarray([v for v in x if v is not None and np.isfinite(v)], dtype=float)
+    if not len(x):
+        return float("nan"), float("nan")
+    if len(x) < 2:
+        return float(x.mean()), 0.0
+    return float(x.mean()), float(stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1)
+                                  / math.sqrt(len(x)))
+
+
+def fmt(x, digits=0) -> str:
+    m, h = ci95(x)
+    if not np.isfinite(m):
+        return "n/a"
+    return f"{m:.{digits}f} ± {h:.{digits}f}" if h else f"{m:.{digits}f}"
+
+
+def run_row(rundir: Path) -> dict:
+    s = json.loads((rundir / "summary.json").read_text())
+    users = {u["name"]: u for u in s["users"]}
+    flows = {f["user"]: f for f in s["flows"]}
+    slots = pd.read_csv(rundir / "slots.csv")
+    table = mac.mcs_table.evdo()
+    row = {"mac_bps": s["aggregate_mac_throughput_bps"], "goodput_bps": s["aggregate_goodput_bps"],
+           "goodput_mac": s["goodput_mac_fraction"], "late": s["slots"]["late"]}
+    for name in (W, B):
+        u, f = users[name], flows[name]
+        mine = slots[(slots["user"] == u["id"]) & (slots["retx"] == 0)]
+        cqi = mine[f"cqi.{name}"].dropna()
+        row[f"{name}.requested_frames"] = float(np.mean(
+            [table.rate_at(float(c)) * SLOT_S / FRAME_BITS for c in cqi])) if len(cqi) else None
+        row[f"{name}.granted_frames"] = float(mine["tb_bytes"].mean() / 8) if len(mine) else None
+        row[f"{name}.slot_share"] = 100 * u["slot_fraction"]
+        row[f"{name}.slot_gap_ms_mean"] = u["slot_gap_mean_ms"]
+        for k in ("packet_gap_ms_mean", "packet_gap_ms_std", "packet_gap_ms_max"):
+            row[f"{name}.{k}"] = u.get(k)
+        row[f"{name}.queue_ms_mean"] = u["mean_queue_delay_ms"]
+        row[f"{name}.queue_ms_max"] = u.get("sojourn_ms_max")
+        row[f"{name}.rtt_ms_mean"] = f["rtt_ms_mean"]
+        row[f"{name}.rtt_ms_max"] = f["rtt_ms_max"]
+        row[f"{name}.goodput_bps"] = f["goodput_bps"]
+        try:
+            segs, _acks = tcpview.time_sequence(rundir, f["id"])
+            row[f"{name}.timeouts"] = int(segs["timeout"].sum())
+        except tcpview.TcpViewError:
+            row[f"{name}.timeouts"] = None
+    row["bw_ratio"] = row[f"{B}.goodput_bps"] / row[f"{W}.goodput_bps"] \
+        if row[f"{W}.goodput_bps"] else None
+    return row
+
+
+def points(out: Path) -> dict[str, list[dict]]:
+    by: dict[str, list[dict]] = {}
+    for summ in sorted(out.glob("points/*/*/seed-*/summary.json")):
+        rundir = summ.parent
+        variant, axis = rundir.parent.name, rundir.parent.parent.name
+        label = "round robin" if variant == "rr" else f"PF α = {axis.split('=')[1]}"
+        by.setdefault(label, []).append(run_row(rundir))
+    return dict(sorted(by.items(), key=lambda kv: (kv[0] == "round robin",
+                                                    -float(kv[0].split("= ")[-1])
+                                                    if "=" in kv[0] else 0)))
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print(__doc__)
+        return 2
+    by = points(Path(argv[0]))
+    print("| scheduler | seeds | MAC (kb/s) | goodput (kb/s) | goodput / MAC | late slots |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for label, rows in by.items():
+        print(f"| {label} | {len(rows)} | {fmt([r['mac_bps'] / 1e3 for r in rows])} | "
+              f"{fmt([r['goodput_bps'] / 1e3 for r in rows])} | "
+              f"{fmt([r['goodput_mac'] for r in rows], 3)} | {sum(r['late'] for r in rows)} |")
+    print()
+    cols = [("B/W goodput", "bw_ratio", 1), ("requested frames", "requested_frames", 1),
+            ("granted frames", "granted_frames", 1), ("slot share %", "slot_share", 2),
+            ("slot gap (ms)", "slot_gap_ms_mean", 1),
+            ("packet jitter mean (ms)", "packet_gap_ms_mean", 0),
+            ("std", "packet_gap_ms_std", 0), ("max", "packet_gap_ms_max", 0),
+            ("RTT mean (ms)", "rtt_ms_mean", 0), ("RTT max", "rtt_ms_max", 0),
+            ("queueing mean (ms)", "queue_ms_mean", 0), ("queueing max", "queue_ms_max", 0),
+            ("timeouts", "timeouts", 1)]
+    print("| scheduler | user | " + " | ".join(c[0] for c in cols) + " |")
+    print("| --- | --- | " + " | ".join("---" for _ in cols) + " |")
+    for who, idx in ((W, 0), (B, 1)):
+        cells = []
+        for _, key, _d in cols:
+            p = PAPER.get(key)
+            cells.append("n/a" if p is None else
+                         f"{p:g}" if not isinstance(p, tuple) else f"{p[idx]:g}")
+        if who == B:
+            cells[0] = ""
+        print(f"| paper, PF α = 0.01 | {'W' if who == W else 'B'} | " + " | ".join(cells) + " |")
+    for label, rows in by.items():
+        for who in (W, B):
+            cells = []
+            for _, key, d in cols:
+                k = key if key == "bw_ratio" else f"{who}.{key}"
+                cells.append("" if (key == "bw_ratio" and who == B) else fmt([r[k] for r in rows], d))
+            print(f"| {label} | {who} | " + " | ".join(cells) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
