@@ -49,6 +49,11 @@ def _cmd_check(a) -> int:
         sw = expand(raw, schema, resolved)
         runs = len(sw.points) if sw else len(resolved["variants"]) or 1
         print(f"{path}: ok ({resolved['kind']}, {runs} run(s){' in its sweep' if sw else ''})")
+        if resolved["kind"] == "testbed":
+            from oppsched.experiments.testbed.schema import describe_repeat, repeated
+            for f in resolved["flows"]:
+                if repeated(f):
+                    print(f"  flow {f['id']}: {describe_repeat(f)}")
     return 0
 
 

@@ -131,9 +131,15 @@ class FlowPlan:
 
     def transfer_server_argv(self, python: str, rundir: Path) -> list:
         from oppsched.transfers import server_csv
-        return [python, "-m", "oppsched.transfers", "serve", "--bind", self.server_addr,
+        argv = [python, "-m", "oppsched.transfers", "serve", "--bind", self.server_addr,
                 "--port", str(self.port), "--bytes", str(self.nbytes), "--cc", self.cc,
                 "--records", str(server_csv(rundir, self.id))]
+        return argv + (["--reuse"] if self.reuses_connection else [])
+
+    @property
+    def reuses_connection(self) -> bool:
+        """repeat.connection reuse: the transfers share one TCP connection."""
+        return (self.repeat or {}).get("connection") == "reuse"
 
     def transfer_client_argv(self, python: str, rundir: Path, t0_ns: int) -> list:
         from oppsched.transfers import client_csv
@@ -149,6 +155,8 @@ class FlowPlan:
             argv += ["--idle-s", repr(float(rep.get("idle_s") or 0.0))]
         if rep.get("count") is not None:
             argv += ["--count", str(rep["count"])]
+        if self.reuses_connection:
+            argv.append("--reuse")
         return argv
 
     def to_json(self) -> dict:

@@ -1,27 +1,49 @@
-"""Repeated transfers: a flow of file downloads, each a NEW TCP connection.
+"""Repeated transfers: a flow of file downloads, each a new TCP connection or all over one.
 
-A flow with `repeat` (docs/testbed.md) is a series of transfers of `bytes` bytes, each one a
-new TCP connection carrying the file from the server to the client, as a download does:
-every transfer starts in slow start, and a short one (Andrew & Hanly, CLAMP, §V-H: 4000
-bytes) is over before it leaves it. Between two transfers the client is idle for a fixed
-time or an exponential one of a given mean (drawn reproducibly from the run's seed and the
-flow's id, idle_times()), until the flow's stop time or `count` transfers.
+A flow with `repeat` (docs/testbed.md) is a series of transfers of `bytes` bytes from the
+server to the client, as a download does. `repeat.connection` says how they use TCP:
+
+* ``new`` (the default): each transfer is a new TCP connection, so every transfer starts in
+  slow start, and a short one (Andrew & Hanly, CLAMP, §V-H: 4000 bytes) is over before it
+  leaves it; to a router that tells flows apart by their addresses and ports, each file is
+  a new flow.
+* ``reuse``: the client opens one connection and fetches the files over it one after
+  another, as an ns-2 FTP agent sends file after file over its one TCP agent (Wu, Gong &
+  Williamson, §5.2: each host downloads its files); to such a router the host's files are
+  one flow, whose attained service grows with every file. For each file the client sends a
+  request (REQUEST) and reads exactly `bytes` bytes; the server answers every request with
+  `bytes` bytes. The connection's window carries over from one file to the next (Linux
+  restarts it after an idle RTO, net.ipv4.tcp_slow_start_after_idle). A connection that
+  fails is replaced by a new one for the next transfer.
+
+Between two transfers the client is idle for a fixed time or an exponential one of a given
+mean (drawn reproducibly from the run's seed and the flow's id, idle_times()), until the
+flow's stop time, `count` transfers, or SIGTERM (sent by the runner once the flows named in
+`repeat.until_flows_end` have ended: Wu et al.'s small files "repeated over and over until
+all large file transfers are finished"); a transfer cut by the stop time or the signal is
+recorded with complete 0, and none starts after it.
 
 iperf3 cannot do this: each of its runs opens a control connection first and spends about
 a second on it, which would dwarf a 4000-byte transfer. So the testbed runs this module
 in the namespaces, as two programs:
 
 * ``python -m oppsched.transfers serve`` in the server's namespace listens on the flow's
-  port; on every accepted connection it sends `bytes` bytes, shuts its side down (the
-  file ends: EOF), waits for the client to close, and writes one row to
+  port. ``new``: on every accepted connection it sends `bytes` bytes, shuts its side down
+  (the file ends: EOF), waits for the client to close, and writes one row to
   ``transfers.<id>.server.csv`` (times on CLOCK_MONOTONIC, as it starts before the run's
-  t0; the sender's tcp_info at the end: smoothed RTT, retransmissions).
-* ``python -m oppsched.transfers fetch`` in the client's namespace connects, reads to EOF
-  and writes one row per transfer to ``transfers.<id>.csv``: start (the connect call),
-  connected, first byte, last byte (EOF), bytes, duration, connect time, complete, the
-  idle time that follows. Times are seconds after the run's t0 (CLOCK_MONOTONIC, the
-  clock of slots.csv). A transfer still running at the stop time is cut there and
-  recorded with complete 0; no transfer starts after it.
+  t0; the sender's tcp_info at the end: smoothed RTT, retransmissions). ``--reuse``: it
+  answers each request on a connection with `bytes` bytes and writes one row per file
+  once the client has it all (at its next request, or as it closes): `accepted_mono_s`
+  the request, `sent_mono_s` the file handed to the kernel, `closed_mono_s` the next
+  request; `bytes_sent` that file's, `total_retrans` the retransmissions since the
+  previous file's row (their sum is the connection's); `transfer` the file's number on
+  its connection.
+* ``python -m oppsched.transfers fetch`` in the client's namespace writes one row per
+  transfer to ``transfers.<id>.csv``: start (the connect call; reused: the request),
+  connected (reused: the start, connect time 0), first byte, last byte (EOF; reused: the
+  file's last byte), bytes, duration, connect time, complete, the idle time that follows,
+  the local port (one for all the files of a reused connection). Times are seconds after
+  the run's t0 (CLOCK_MONOTONIC, the clock of slots.csv).
 
 summarize() turns the client's rows into the per-flow figures of summary.json.
 """
@@ -48,7 +70,11 @@ from typing import Iterator
 CLIENT_COLUMNS = ("transfer", "start_s", "connected_s", "first_byte_s", "end_s", "duration_s",
                   "connect_time_s", "bytes", "complete", "idle_after_s", "local_port", "error")
 SERVER_COLUMNS = ("conn", "peer_port", "accepted_mono_s", "sent_mono_s", "closed_mono_s",
-                  "bytes_sent", "rtt_ms", "total_retrans", "error")
+                  "bytes_sent", "rtt_ms", "total_retrans", "error", "transfer")
+CONNECTIONS = ("new", "reuse")
+# What the client of a reused connection sends for each file (any few bytes would do: the
+# server reads exactly this many, so that requests are never read as parts of two).
+REQUEST = b"get\n"
 RECV_CHUNK = 1 << 16
 # After a failed connect (refused, unreachable), wait at least this long before the next
 # attempt, so that a flow with idle 0 does not spin.
@@ -134,8 +160,28 @@ def tcp_info_rtt_retrans(sock: socket.socket) -> tuple[float | None, int | None]
     return struct.unpack_from("I", b, 68)[0] / 1000.0, struct.unpack_from("I", b, 100)[0]
 
 
+def _read_exactly(conn: socket.socket, n: int) -> bytes:
+    """n bytes from conn, or fewer if the peer closes first (EOF)."""
+    out = b""
+    while len(out) < n:
+        b = conn.recv(n - len(out))
+        if not b:
+            break
+        out += b
+    return out
+
+
+def _send_file(conn: socket.socket, payload: memoryview, nbytes: int, row: dict) -> None:
+    left = nbytes
+    while left > 0:
+        n = conn.send(payload[:min(left, len(payload))])
+        left -= n
+        row["bytes_sent"] += n
+
+
 def serve(args) -> int:
-    """Sends args.bytes bytes on every accepted connection, then EOF; one thread each."""
+    """Sends args.bytes bytes on every accepted connection, then EOF (with --reuse: on every
+    request of a connection); one thread per connection."""
     t0 = 0  # the server starts before the run's t0: its times are CLOCK_MONOTONIC seconds
     fam = _family(args.bind)
     ls = socket.socket(fam, socket.SOCK_STREAM)
@@ -145,20 +191,20 @@ def serve(args) -> int:
     ls.listen(128)
     rec = _Records(Path(args.records), SERVER_COLUMNS) if args.records else None
     payload = memoryview(bytes(min(args.bytes, 1 << 20)))
+    reuse = bool(getattr(args, "reuse", False))
     print(f"serve: listening on {args.bind} port {args.port}, {args.bytes} bytes per "
-          f"connection", flush=True)
+          f"{'request' if reuse else 'connection'}", flush=True)
+
+    def blank(k: int, peer, j: int) -> dict:
+        return {"conn": k, "peer_port": peer[1], "accepted_mono_s": _now_s(t0),
+                "sent_mono_s": None, "closed_mono_s": None, "bytes_sent": 0, "rtt_ms": None,
+                "total_retrans": None, "error": "", "transfer": j}
 
     def one(conn: socket.socket, peer, k: int) -> None:
-        row = {"conn": k, "peer_port": peer[1], "accepted_mono_s": _now_s(t0),
-               "sent_mono_s": None, "closed_mono_s": None, "bytes_sent": 0, "rtt_ms": None,
-               "total_retrans": None, "error": ""}
+        row = blank(k, peer, 0)
         try:
             _set_cc(conn, args.cc)
-            left = args.bytes
-            while left > 0:
-                n = conn.send(payload[:min(left, len(payload))])
-                left -= n
-                row["bytes_sent"] += n
+            _send_file(conn, payload, args.bytes, row)
             conn.shutdown(socket.SHUT_WR)
             row["sent_mono_s"] = _now_s(t0)
             conn.settimeout(args.linger_s)
@@ -173,11 +219,55 @@ def serve(args) -> int:
             if rec is not None:
                 rec.add(row)
 
+    def reused(conn: socket.socket, peer, k: int) -> None:
+        # A file's row is written once the client has all of it (its next request, or its
+        # close), so that its retransmissions are all counted in it: the connection's
+        # tcpi_total_retrans less the count at the previous row.
+        retrans_before = 0
+        sent = None  # the row of the file last sent, not yet written
+        j = 0
+
+        def write(row: dict) -> None:
+            nonlocal retrans_before
+            row["rtt_ms"], total = tcp_info_rtt_retrans(conn)
+            if total is not None:
+                row["total_retrans"] = total - retrans_before
+                retrans_before = total
+            if rec is not None:
+                rec.add(row)
+
+        try:
+            _set_cc(conn, args.cc)
+            while True:
+                req = _read_exactly(conn, len(REQUEST))
+                if sent is not None:
+                    sent["closed_mono_s"] = _now_s(t0)
+                    write(sent)
+                    sent = None
+                if not req:
+                    break  # the client closed between files
+                row = blank(k, peer, j)
+                if req != REQUEST:
+                    row["error"] = f"bad request {req!r} (expected {REQUEST!r})"
+                    write(row)
+                    break
+                sent = row
+                _send_file(conn, payload, args.bytes, row)
+                row["sent_mono_s"] = _now_s(t0)
+                j += 1
+        except OSError as exc:
+            if sent is not None:
+                sent["error"] = f"{type(exc).__name__}: {exc}"
+                write(sent)
+        finally:
+            conn.close()
+
     k = 0
     try:
         while True:
             conn, peer = ls.accept()
-            threading.Thread(target=one, args=(conn, peer, k), daemon=True).start()
+            threading.Thread(target=reused if reuse else one, args=(conn, peer, k),
+                             daemon=True).start()
             k += 1
     except SystemExit:
         pass
@@ -189,19 +279,34 @@ def serve(args) -> int:
     return 0
 
 
+STOP_TIME = "cut at the stop time"
+STOPPED = "stopped by SIGTERM"
+
+
 def fetch(args) -> int:
-    """Transfers one after another until the stop time or `count`; a row each."""
+    """Transfers one after another until the stop time, `count` or SIGTERM; a row each.
+    With --reuse, over one connection while it lasts (a request, then exactly `bytes`
+    bytes), else a new connection each, read to EOF."""
     t0 = args.t0_ns if args.t0_ns is not None else time.monotonic_ns()
     stop_ns = args.stop_at_ns if args.stop_at_ns is not None else None
+    reuse = bool(getattr(args, "reuse", False))
     rec = _Records(Path(args.records), CLIENT_COLUMNS)
     draws = idle_times(args.seed, args.flow_id, args.idle_s, args.idle_mean_s)
     buf = bytearray(RECV_CHUNK)
     fam = _family(args.connect)
-    done = failed = 0
+    done = failed = connects = 0
     k = 0
+    conn: socket.socket | None = None  # the connection a reused flow fetches over
 
     def left_s() -> float | None:
         return None if stop_ns is None else (stop_ns - time.monotonic_ns()) / 1e9
+
+    def timeout() -> None:
+        rem = left_s()
+        if rem is not None:
+            if rem <= 0:
+                raise TimeoutError("stop time reached")
+            conn.settimeout(rem)
 
     try:
         while args.count is None or k < args.count:
@@ -212,22 +317,29 @@ def fetch(args) -> int:
                 break
             row = {c: None for c in CLIENT_COLUMNS}
             row.update(transfer=k, bytes=0, complete=0, error="")
-            s = socket.socket(fam, socket.SOCK_STREAM)
             row["start_s"] = (start_ns - t0) / 1e9
             got = 0
+            stop = False
             try:
-                rem = left_s()
-                s.settimeout(rem if rem is None or rem > 0 else 1e-3)
-                s.connect((args.connect, args.port))
-                row["connected_s"] = _now_s(t0)
-                row["local_port"] = s.getsockname()[1]
-                while True:
+                if conn is None:
+                    conn = socket.socket(fam, socket.SOCK_STREAM)
                     rem = left_s()
-                    if rem is not None:
-                        if rem <= 0:
-                            raise TimeoutError("stop time reached")
-                        s.settimeout(rem)
-                    n = s.recv_into(buf)
+                    conn.settimeout(rem if rem is None or rem > 0 else 1e-3)
+                    connects += 1
+                    conn.connect((args.connect, args.port))
+                    row["connected_s"] = _now_s(t0)
+                else:  # the reused connection: no connect, connect time 0
+                    row["connected_s"] = row["start_s"]
+                row["local_port"] = conn.getsockname()[1]
+                if reuse:
+                    timeout()
+                    conn.sendall(REQUEST)
+                # new: to EOF; reuse: exactly `bytes` (the next file follows on the stream)
+                want = args.bytes if reuse else None
+                while want is None or got < want:
+                    timeout()
+                    n = conn.recv_into(buf, RECV_CHUNK if want is None
+                                       else min(RECV_CHUNK, want - got))
                     if n == 0:
                         break
                     if got == 0:
@@ -239,10 +351,18 @@ def fetch(args) -> int:
                     row["error"] = f"EOF after {got} of {args.bytes} bytes"
             except (OSError, TimeoutError) as exc:
                 row["end_s"] = _now_s(t0)
-                row["error"] = ("cut at the stop time" if isinstance(exc, (TimeoutError,
-                                socket.timeout)) else f"{type(exc).__name__}: {exc}")
+                row["error"] = (STOP_TIME if isinstance(exc, (TimeoutError, socket.timeout))
+                                else f"{type(exc).__name__}: {exc}")
+            except SystemExit:  # SIGTERM mid-transfer: recorded as cut, the flow ends
+                row["end_s"] = _now_s(t0)
+                row["error"] = STOPPED
+                stop = True
             finally:
-                s.close()
+                # A new-connection transfer closes its connection; a reused one is kept
+                # while its transfers succeed, and replaced after a failure.
+                if conn is not None and (not reuse or not row["complete"] or stop):
+                    conn.close()
+                    conn = None
             row["bytes"] = got
             row["duration_s"] = row["end_s"] - row["start_s"]
             if row["connected_s"] is not None:
@@ -255,7 +375,7 @@ def fetch(args) -> int:
                 idle = max(idle, RETRY_S)
             row["idle_after_s"] = idle
             rec.add(row)
-            if row["error"] == "cut at the stop time":
+            if stop or row["error"] == STOP_TIME:
                 break
             rem = left_s()
             if rem is not None and idle >= rem:
@@ -265,8 +385,11 @@ def fetch(args) -> int:
     except SystemExit:
         pass
     finally:
+        if conn is not None:
+            conn.close()
         rec.close()
-    print(f"fetch: {k} transfers, {done} complete, {failed} not", flush=True)
+    print(f"fetch: {k} transfers, {done} complete, {failed} not, {connects} connections",
+          flush=True)
     return 0
 
 
@@ -286,6 +409,9 @@ def main(argv=None) -> int:
     s.add_argument("--records", default=None, help="CSV, one row per connection")
     s.add_argument("--linger-s", type=float, default=30.0,
                    help="wait this long for the client to close after EOF")
+    s.add_argument("--reuse", action="store_true",
+                   help="answer every request on a connection with BYTES (repeat.connection "
+                        "reuse); a row per file")
     f = sub.add_parser("fetch", help="connect, read to EOF, idle, again")
     f.add_argument("--connect", required=True)
     f.add_argument("--port", type=int, required=True)
@@ -299,6 +425,9 @@ def main(argv=None) -> int:
     f.add_argument("--count", type=int, default=None)
     f.add_argument("--stop-at-ns", type=int, default=None, help="CLOCK_MONOTONIC ns")
     f.add_argument("--t0-ns", type=int, default=None, help="CLOCK_MONOTONIC ns of time 0")
+    f.add_argument("--reuse", action="store_true",
+                   help="fetch every file over one connection: a request, then BYTES "
+                        "(repeat.connection reuse)")
     args = ap.parse_args(argv)
     if args.bytes < 1:
         ap.error(f"--bytes: {args.bytes} is not >= 1")

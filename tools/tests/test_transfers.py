@@ -6,6 +6,7 @@ import csv
 import itertools
 import math
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -35,9 +36,11 @@ REPEAT = BASE.replace("  - {id: f1, server: S1, device: R1}\n",
 
 def test_a_repeated_flow_resolves_with_its_idle_and_count():
     cfg = cfg_of(REPEAT, ["flows[1].repeat.count=7"])
-    assert cfg["flows"][1]["repeat"] == {"idle_s": None, "idle_mean_s": 2.0, "count": 7}
-    # A flow without repeat keeps the section all null: one iperf3 run.
-    assert cfg["flows"][0]["repeat"] == {"idle_s": None, "idle_mean_s": None, "count": None}
+    assert cfg["flows"][1]["repeat"] == {"idle_s": None, "idle_mean_s": 2.0, "count": 7,
+                                         "connection": "new", "until_flows_end": None}
+    # A flow without repeat keeps the section at its defaults: one iperf3 run.
+    assert cfg["flows"][0]["repeat"] == {"idle_s": None, "idle_mean_s": None, "count": None,
+                                         "connection": "new", "until_flows_end": None}
 
 
 def test_repeat_without_bytes_is_an_error_naming_the_field():
@@ -75,6 +78,121 @@ def test_a_repeated_flow_may_have_a_stop_time_unlike_a_bytes_iperf_flow():
     cfg = cfg_of(REPEAT, ["flows[1].stop_s=3"])
     assert cfg["flows"][1]["stop_s"] == 3.0
     assert "not both" in error_of(BASE, ["flows[0].bytes=1000", "flows[0].stop_s=3"])
+
+
+# repeat.connection and repeat.until_flows_end (Wu, Gong & Williamson, §5.2)
+
+# Two long flows of 3 transfers each, a short one that repeats until both have ended.
+UNTIL = BASE.replace("  - {id: f1, server: S1, device: R1}\n",
+                     "  - {id: long1, server: S1, device: R1, bytes: 100000,\n"
+                     "     repeat: {idle_s: 0, count: 3, connection: reuse}}\n"
+                     "  - {id: long2, server: S1, device: R1, bytes: 100000,\n"
+                     "     repeat: {idle_s: 0, count: 3, connection: reuse}}\n"
+                     "  - {id: short, server: S1, device: R1, bytes: 14480,\n"
+                     "     repeat: {idle_s: 0, connection: reuse,\n"
+                     "              until_flows_end: [long1, long2]}}\n")
+
+
+def test_the_connection_model_defaults_to_a_new_connection_per_transfer():
+    cfg = cfg_of(UNTIL, ["flows[0].repeat.connection=new"])
+    assert [f["repeat"]["connection"] for f in cfg["flows"]] == ["new", "reuse", "reuse"]
+    assert cfg["flows"][2]["repeat"]["until_flows_end"] == ["long1", "long2"]
+
+
+def test_a_bad_connection_model_is_an_error_naming_field_and_value():
+    msg = error_of(UNTIL, ["flows[2].repeat.connection=sometimes"])
+    assert "flows[2].repeat.connection: 'sometimes' is not one of new, reuse" in msg
+
+
+@pytest.mark.parametrize("key,value", [("connection", "reuse"),
+                                       ("until_flows_end", "[f1]")])
+def test_connection_or_until_without_an_idle_time_is_an_error(key, value):
+    msg = error_of(BASE, [f"flows[0].repeat.{key}={value}"])
+    assert f"flows[0].repeat.{key}:" in msg and "without repeat.idle_s" in msg
+
+
+@pytest.mark.parametrize("names,why", [
+    ("[long1, nope]", "'nope' is not a flows[].id"),
+    ("[short]", "'short' is the flow itself"),
+    ("[long1, long1]", "names a flow twice"),
+    ("[]", "is not a non-empty list of flows[].id"),
+])
+def test_until_flows_end_names_other_flows_of_the_file(names, why):
+    msg = error_of(UNTIL, [f"flows[2].repeat.until_flows_end={names}"])
+    assert "flows[2].repeat.until_flows_end:" in msg and why in msg
+
+
+def test_until_flows_end_names_only_flows_that_end_by_themselves():
+    msg = error_of(UNTIL, ["flows[1].repeat.count=null"])
+    assert ("flows[2].repeat.until_flows_end: 'long2' does not end by itself" in msg
+            and "repeat.count" in msg)
+    # a stop time ends it, as does an iperf3 flow of some bytes
+    assert cfg_of(UNTIL, ["flows[1].repeat.count=null", "flows[1].stop_s=3"])
+    # a chain (long2 waiting for long1) is allowed where nothing waits for long2
+    assert cfg_of(UNTIL, ["flows[2].repeat.until_flows_end=[long1]",
+                          "flows[1].repeat.until_flows_end=[long1]"])
+    msg = error_of(UNTIL, ["flows[1].repeat.until_flows_end=[long1]"])
+    assert "flows[2].repeat.until_flows_end: 'long2' itself ends with other flows" in msg
+
+
+def test_reused_connections_reach_both_programs_command_lines():
+    cfg = cfg_of(UNTIL, ["flows[0].repeat.connection=new"])
+    clients = [Node("R1", None, "radio0", "10.2.0.1", "fd00:2:0::1", None, None)]
+    servers = [Node("S1", None, "eth0", "10.1.0.1", "fd00:1:0::1", None, None)]
+    new, reuse, short = flow_plans(cfg, clients, servers)
+    assert "--reuse" not in new.transfer_server_argv("PY", "/r")
+    assert "--reuse" not in new.transfer_client_argv("PY", "/r", t0_ns=0)
+    for p in (reuse, short):
+        assert p.transfer_server_argv("PY", "/r")[-1] == "--reuse"
+        assert "--reuse" in p.transfer_client_argv("PY", "/r", t0_ns=0)
+    assert short.repeat["until_flows_end"] == ["long1", "long2"]
+
+
+class FakeProcs:
+    def __init__(self):
+        self.stopped, self.rows = [], {}
+
+    def stop(self, name, timeout, sig):
+        self.stopped.append((name, sig))
+        self.rows[name] = {"exit_code": 0}
+        return 0
+
+
+def test_the_runner_stops_a_flow_once_all_its_until_flows_have_ended():
+    from types import SimpleNamespace as NS
+    from oppsched.experiments.testbed.orchestration import _until_flows_end
+
+    def plan(pid, until=None):
+        return NS(id=pid, repeat={"until_flows_end": until}, ended_at_s=None, exit_code=None,
+                  starter_name=f"xfer-fetch.{pid}", extra={})
+
+    l1, l2, short, late = plan("l1"), plan("l2"), plan("short", ["l1", "l2"]), plan("late", ["l1"])
+    plans, procs = [l1, l2, short, late], FakeProcs()
+    running, pending = [l1, l2, short], [late]
+    l1.ended_at_s = 10.0
+    running.remove(l1)
+    # One of the two has ended: the short flow goes on; `late` (waiting for l1) never starts.
+    assert _until_flows_end(plans, pending, running, procs, t0=0.0) is False
+    assert running == [l2, short] and pending == [] and procs.stopped == []
+    assert late.extra == {"until_flows_end_s": 10.0,
+                          "not_started": "its repeat.until_flows_end flows ended first"}
+    l2.ended_at_s = 12.5
+    running.remove(l2)
+    assert _until_flows_end(plans, pending, running, procs, t0=0.0) is True
+    assert running == [] and procs.stopped == [("xfer-fetch.short", signal.SIGTERM)]
+    assert short.extra["until_flows_end_s"] == 12.5 and short.exit_code == 0
+    assert short.ended_at_s is not None
+
+
+def test_oppsched_check_shows_each_repeated_flows_model(tmp_path):
+    (tmp_path / "u.yaml").write_text(UNTIL)
+    cp = run_cli("check", tmp_path / "u.yaml")
+    assert cp.returncode == 0, cp.stderr
+    assert ("flow long1: 100000 bytes per transfer, back to back, one connection for all "
+            "(repeat.connection: reuse); until 3 transfers or duration_s") in cp.stdout
+    assert ("flow short: 14480 bytes per transfer, back to back, one connection for all "
+            "(repeat.connection: reuse); until the end of long1, long2 or duration_s"
+            ) in cp.stdout
 
 
 @pytest.mark.parametrize("name", ["download.yaml", "short-flows.yaml"])
@@ -175,10 +293,10 @@ def pair(tmp_path):
         yield s, a, b
 
 
-def serve(s, ns, tmp_path, nbytes, port=5301):
+def serve(s, ns, tmp_path, nbytes, *extra, port=5301):
     p = ns.spawn([sys.executable, "-m", "oppsched.transfers", "serve", "--bind", "10.77.0.1",
-                  "--port", port, "--bytes", nbytes, "--records", tmp_path / "srv.csv"],
-                 name="serve", env=ENV)
+                  "--port", port, "--bytes", nbytes, "--records", tmp_path / "srv.csv",
+                  *extra], name="serve", env=ENV)
     ns.wait_listening(port, timeout=10, proc=p)
     return p
 
@@ -279,6 +397,108 @@ def test_a_refused_connection_is_recorded_and_retried_after_a_pause(pair, tmp_pa
     assert all(float(x["idle_after_s"]) == transfers.RETRY_S for x in r)
     t = transfers.summarize(pd.read_csv(tmp_path / "cli.csv"), 4000)
     assert (t["completed"], t["failed_connects"], t["incomplete"]) == (0, 3, 0)
+
+
+def mute_listener(ns, port):
+    """A listener that accepts and never sends: every transfer waits."""
+    p = ns.spawn([sys.executable, "-c", "import socket, time; s = socket.socket(); "
+                  f"s.bind(('10.77.0.1', {port})); s.listen(); c = s.accept(); "
+                  "time.sleep(60)"], name=f"mute{port}")
+    ns.wait_listening(port, timeout=10, proc=p)
+    return p
+
+
+@needs_root
+def test_a_reused_connection_carries_every_file_with_one_row_each(pair, tmp_path):
+    s, a, b = pair
+    srv = serve(s, a, tmp_path, 250_000, "--reuse")
+    cp = fetch(b, tmp_path, 250_000, "--idle-mean-s", "0.02", "--count", "8", "--reuse")
+    assert cp.returncode == 0, cp.stderr
+    assert "8 transfers, 8 complete, 0 not, 1 connections" in cp.stdout
+    r = rows(tmp_path / "cli.csv")
+    assert [int(x["transfer"]) for x in r] == list(range(8))
+    assert all(x["complete"] == "1" and x["error"] == "" and int(x["bytes"]) == 250_000
+               for x in r)
+    # One connection: one local port; only the first transfer pays the connect.
+    assert len({x["local_port"] for x in r}) == 1
+    assert float(r[0]["connect_time_s"]) > 0
+    assert all(float(x["connect_time_s"]) == 0.0 and x["connected_s"] == x["start_s"]
+               for x in r[1:])
+    for x in r:
+        st, fb, en = (float(x[k]) for k in ("start_s", "first_byte_s", "end_s"))
+        assert st <= fb <= en
+        assert float(x["duration_s"]) == pytest.approx(en - st, abs=1e-9)
+    # The files follow each other: the next request after the drawn idle time.
+    drawn = take(3, "w", mean=0.02, n=8)
+    for prev, nxt, idle in zip(r, r[1:], drawn):
+        assert idle - 1e-4 <= float(nxt["start_s"]) - float(prev["end_s"]) < idle + 0.05
+    # The server: a row per file of its one connection, each file's bytes, and the
+    # retransmissions of the connection split between the files (none counted twice).
+    srv.send_signal(15)
+    srv.wait(10)
+    sr = rows(tmp_path / "srv.csv")
+    assert [int(x["transfer"]) for x in sr] == list(range(8))
+    assert {x["conn"] for x in sr} == {"0"}
+    assert {x["peer_port"] for x in sr} == {r[0]["local_port"]}
+    assert all(int(x["bytes_sent"]) == 250_000 and x["error"] == "" for x in sr)
+    assert all(float(x["accepted_mono_s"]) <= float(x["sent_mono_s"])
+               <= float(x["closed_mono_s"]) for x in sr)
+    assert all(int(x["total_retrans"]) >= 0 for x in sr)
+    t = transfers.summarize(pd.read_csv(tmp_path / "cli.csv"), 250_000,
+                            pd.read_csv(tmp_path / "srv.csv"))
+    assert (t["attempted"], t["completed"], t["failed_connects"]) == (8, 8, 0)
+    assert t["connect_time_mean_s"] == pytest.approx(float(r[0]["connect_time_s"]) / 8)
+
+
+@needs_root
+def test_reused_back_to_back_transfers_stop_at_the_stop_time(pair, tmp_path):
+    s, a, b = pair
+    serve(s, a, tmp_path, 14480, "--reuse")
+    cp = fetch(b, tmp_path, 14480, "--idle-s", "0", "--reuse", stop_in_s=1.5)
+    assert cp.returncode == 0, cp.stderr
+    r = rows(tmp_path / "cli.csv")
+    assert len(r) > 20
+    assert len({x["local_port"] for x in r}) == 1
+    assert all(int(x["bytes"]) == 14480 and x["complete"] == "1" for x in r[:-1])
+    assert r[-1]["complete"] == "1" or r[-1]["error"] == "cut at the stop time"
+    assert float(r[-1]["start_s"]) < 1.5 and float(r[-1]["end_s"]) < 1.6
+
+
+@needs_root
+def test_a_reused_transfer_still_running_at_the_stop_time_is_cut(pair, tmp_path):
+    s, a, b = pair
+    mute_listener(a, 5303)
+    cp = fetch(b, tmp_path, 4000, "--idle-s", "0", "--reuse", port=5303, stop_in_s=1.0)
+    assert cp.returncode == 0, cp.stderr
+    r = rows(tmp_path / "cli.csv")
+    assert len(r) == 1
+    assert (r[0]["complete"], r[0]["bytes"], r[0]["error"]) == ("0", "0", "cut at the stop time")
+    assert r[0]["connected_s"] != ""  # connected, then waited for the file
+    assert float(r[0]["end_s"]) == pytest.approx(1.0, abs=0.2)
+
+
+@needs_root
+@pytest.mark.parametrize("mode", [[], ["--reuse"]])
+def test_sigterm_cuts_the_transfer_in_progress_and_records_it(pair, tmp_path, mode):
+    # repeat.until_flows_end: the runner stops the flow with SIGTERM once its flows end.
+    s, a, b = pair
+    mute_listener(a, 5304)
+    t0 = time.monotonic_ns()
+    argv = [sys.executable, "-m", "oppsched.transfers", "fetch", "--connect", "10.77.0.1",
+            "--port", 5304, "--bytes", 4000, "--records", tmp_path / "cli.csv",
+            "--t0-ns", t0, "--stop-at-ns", t0 + 30 * 10**9, "--idle-s", "0", *mode]
+    p = b.spawn(argv, name="fetch", env=ENV)
+    csv_ = tmp_path / "cli.csv"
+    # the header written, then time to connect and wait in recv
+    wait_for(lambda: csv_.exists() and csv_.stat().st_size > 0, timeout=10,
+             what="fetch's records")
+    time.sleep(0.5)
+    p.send_signal(15)
+    assert p.wait(10) == 0
+    r = rows(tmp_path / "cli.csv")
+    assert len(r) == 1
+    assert (r[0]["complete"], r[0]["error"]) == ("0", transfers.STOPPED)
+    assert float(r[0]["end_s"]) < 5.0
 
 
 # ----------------------------------------------------------------------------------------

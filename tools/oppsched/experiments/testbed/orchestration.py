@@ -222,6 +222,39 @@ def _wait_radio(tb, timeout: float, procs: ProcTable, alive) -> float:
     return time.monotonic() - t0
 
 
+def _until_flows_end(plans, pending: list, running: list, procs, t0: float) -> bool:
+    """repeat.until_flows_end: a flow whose named flows have all ended is stopped (SIGTERM;
+    oppsched.transfers records the transfer in progress as cut and starts none after), and
+    one not started yet never starts: Wu, Gong & Williamson's small files, "repeated over
+    and over until all large file transfers are finished" (§5.2). True if one was stopped."""
+    by_id = {p.id: p for p in plans}
+
+    def over(p) -> float | None:
+        names = (p.repeat or {}).get("until_flows_end")
+        if not names or any(by_id[n].ended_at_s is None for n in names):
+            return None
+        return max(by_id[n].ended_at_s for n in names)
+
+    stopped = False
+    for p in list(running):
+        at = over(p)
+        if at is None:
+            continue
+        procs.stop(p.starter_name, 3.0, signal.SIGTERM)
+        p.ended_at_s = time.monotonic() - t0
+        p.exit_code = procs.rows[p.starter_name]["exit_code"]
+        p.extra["until_flows_end_s"] = at
+        running.remove(p)
+        stopped = True
+    for p in list(pending):
+        at = over(p)
+        if at is not None:
+            p.extra["until_flows_end_s"] = at
+            p.extra["not_started"] = "its repeat.until_flows_end flows ended first"
+            pending.remove(p)
+    return stopped
+
+
 def _live_goodput(tb, plans, last: dict, now: float) -> dict[str, float]:
     """Goodput per flow since the previous call, from the senders' bytes_acked (ss -ti):
     in the server's namespace, an upstream flow's in the client's (peer port: the flow's)."""
@@ -785,7 +818,8 @@ def _schedule(cfg, tb, plans, procs: ProcTable, daemons, rundir, t0, progress, s
     timeouts.overrun_s (plus 3 round trips) after its planned end is stopped there: one that
     connected late would otherwise go on alone after the others, and its figures would not
     be those of the contention the run is about (analysis.py measures it up to its planned
-    end)."""
+    end). A flow of repeated transfers with repeat.until_flows_end is stopped once the
+    flows it names have ended (_until_flows_end)."""
     if t0_ns is None:
         t0_ns = int(t0 * 1e9)
     dur = cfg["duration_s"]
@@ -831,6 +865,7 @@ def _schedule(cfg, tb, plans, procs: ProcTable, daemons, rundir, t0, progress, s
                 p.extra["planned_end_s"] = p.start_s + p.seconds
                 running.remove(p)
                 ended = True
+        ended = _until_flows_end(plans, pending, running, procs, t0) or ended
         if sampler is not None:
             # at once when a flow has ended: its receiving sockets may be destroyed soon
             sampler.poll(now, force=ended)

@@ -32,12 +32,22 @@ MAX_SEGMENT_BYTES = TCP_MAX_MSS - TIMESTAMP_OPTION_BYTES
 IP_TCP_HEADER_BYTES = {"ipv4": 20 + 20, "ipv6": 40 + 20}
 PDU_FORMATS = ("standard", "compact")
 FLOW_DIRECTIONS = ("down", "up")
+# flows[].repeat.connection (oppsched.transfers.CONNECTIONS)
+REPEAT_CONNECTIONS = ("new", "reuse")
 _NONE = type(None)
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,23}")
 
 
 def _name(s: str):
     return None if _NAME_RE.fullmatch(s) else "is not a plain name (1..24 of letters, digits, _ -)"
+
+
+def _flow_ids(v):
+    if v is None:
+        return None
+    if not v or not all(isinstance(x, str) for x in v):
+        return "is not a non-empty list of flows[].id"
+    return None
 
 
 def _ecn(v):
@@ -176,6 +186,21 @@ SCHEMA = {
                                  "mean (> 0), drawn from the run's seed and the flow's id"),
             "count": Field((int, _NONE), None, min=1, doc="at most this many transfers; "
                            "null: until stop_s (else duration_s)"),
+            "connection": Field(str, "new", choices=REPEAT_CONNECTIONS,
+                                doc="new: each transfer a new TCP connection (a new flow "
+                                    "to the AP's LAS/T-LAS, in slow start each time); "
+                                    "reuse: one connection per flow, the files fetched "
+                                    "over it one after another (a request, then `bytes` "
+                                    "bytes), as an ns-2 FTP agent reuses its TCP agent "
+                                    "(Wu, Gong & Williamson, §5.2): to LAS one flow whose "
+                                    "attained service grows with every file"),
+            "until_flows_end": Field((list, _NONE), None, check=_flow_ids,
+                                     doc="flows[].id of flows that end by themselves "
+                                         "(repeat.count, bytes or stop_s): once all have "
+                                         "ended, this flow stops (the transfer in progress "
+                                         "is cut), as Wu et al.'s small files repeat "
+                                         "\"until all large file transfers are finished\"; "
+                                         "null: until stop_s (else duration_s) or count"),
         },
         "cc": Field((str, _NONE), None, doc="congestion control (iperf3 -C); null: "
                     "tcp.congestion_control"),
@@ -558,9 +583,15 @@ def check(cfg: dict) -> None:
                 raise ConfigError(f"{p}.direction: {f['direction']!r} with repeat: repeated "
                                   "transfers are downloads (the server sends each file); "
                                   "an upstream flow is one iperf3 run")
-        elif rep["count"] is not None:
-            raise ConfigError(f"{p}.repeat.count: {rep['count']!r} without repeat.idle_s or "
-                              "repeat.idle_mean_s (idle_s: 0 for back to back transfers)")
+        else:
+            for key, unset in (("count", None), ("connection", "new"),
+                               ("until_flows_end", None)):
+                if rep[key] != unset:
+                    raise ConfigError(f"{p}.repeat.{key}: {rep[key]!r} without repeat.idle_s "
+                                      "or repeat.idle_mean_s (idle_s: 0 for back to back "
+                                      "transfers)")
+        if rep["until_flows_end"] is not None:
+            _check_until_flows_end(cfg["flows"], i)
         if f["bytes"] is not None and f["stop_s"] is not None and not repeated(f):
             raise ConfigError(f"{p}.stop_s: {f['stop_s']!r} with bytes {f['bytes']}: a flow "
                               "either sends a number of bytes or runs until stop_s, not both")
@@ -808,11 +839,55 @@ def wrc_packet_bytes(flow: dict) -> int:
         else WRC_DEFAULT_PACKET_BYTES
 
 
+def _check_until_flows_end(flows: list, i: int) -> None:
+    """flows[i].repeat.until_flows_end names other flows of the file, each of which ends by
+    itself: otherwise the flow would run to its stop time anyway, and the file would not
+    say what it means."""
+    p = f"flows[{i}].repeat.until_flows_end"
+    ids = {f["id"]: f for f in flows}
+    names = flows[i]["repeat"]["until_flows_end"]
+    for name in names:
+        if name not in ids:
+            raise ConfigError(f"{p}: {name!r} is not a flows[].id ({', '.join(sorted(ids))})")
+        if name == flows[i]["id"]:
+            raise ConfigError(f"{p}: {name!r} is the flow itself")
+        g = ids[name]
+        if g["repeat"]["until_flows_end"] is not None:
+            raise ConfigError(f"{p}: {name!r} itself ends with other flows "
+                              f"(its repeat.until_flows_end): name the flows it waits for")
+        ends = g["stop_s"] is not None or (g["repeat"]["count"] is not None if repeated(g)
+                                           else g["bytes"] is not None)
+        if not ends:
+            raise ConfigError(f"{p}: {name!r} does not end by itself before the run's end "
+                              "(give it repeat.count, or bytes or stop_s)")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{p}: {names!r} names a flow twice")
+
+
 def repeated(flow: dict) -> bool:
     """A flow of repeated transfers (oppsched.transfers) rather than one iperf3 run: its
     repeat section names an idle time."""
     rep = flow.get("repeat") or {}
     return rep.get("idle_s") is not None or rep.get("idle_mean_s") is not None
+
+
+def describe_repeat(flow: dict) -> str:
+    """One line for `oppsched check`: how a flow of repeated transfers repeats."""
+    rep = flow["repeat"]
+    idle = (f"exponential idle times of mean {rep['idle_mean_s']:g} s"
+            if rep["idle_mean_s"] is not None else
+            "back to back" if not rep["idle_s"] else f"{rep['idle_s']:g} s apart")
+    conn = ("one connection for all (repeat.connection: reuse)"
+            if rep["connection"] == "reuse" else
+            "a new connection each (repeat.connection: new)")
+    ends = []
+    if rep["count"] is not None:
+        ends.append(f"{rep['count']} transfers")
+    if rep["until_flows_end"]:
+        ends.append(f"the end of {', '.join(rep['until_flows_end'])}")
+    ends.append("stop_s" if flow["stop_s"] is not None else "duration_s")
+    return (f"{flow['bytes']} bytes per transfer, {idle}, {conn}; until "
+            + " or ".join(ends))
 
 
 def _repeat_text(rep: dict) -> str:
