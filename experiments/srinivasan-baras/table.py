@@ -3,6 +3,12 @@
 interval of the mean over the seeds (Student t), from a sweep folder of alpha-sweep.yaml:
 
     .venv/bin/python experiments/srinivasan-baras/table.py SWEEP_OUT
+    .venv/bin/python experiments/srinivasan-baras/table.py --requested RUN [RUN ...]
+
+--requested gives every user's mean requested rate per scheduled slot, in 8-byte frames,
+from the run folders of calibration.yaml (macsim: Table I's rate at the slot's SNR) or of
+a testbed run (the CQI's Table I rate in the user's new-TB slots), with the mean over the
+runs: how the users are placed against the paper's W (1.8851) and B (56.2517).
 
 Per run and user (summary.json, slots.csv, packets.csv, the wired capture):
 - requested frames per scheduled slot: Table I's rate at the CQI the user reported for
@@ -102,7 +108,35 @@ def points(out: Path) -> dict[str, list[dict]]:
                                                     if "=" in kv[0] else 0)))
 
 
+def requested_frames(rundir: Path) -> dict[str, float]:
+    """Per user, the mean requested rate per scheduled slot in 8-byte frames."""
+    rundir = Path(rundir)
+    cfg = json.loads((rundir / "config.json").read_text())
+    if (rundir / "slots.csv.gz").exists():  # macsim: the rate at the slot's own SNR
+        slots = pd.read_csv(rundir / "slots.csv.gz")
+        names = [u["name"] for u in cfg["users"]]
+        return {n: float(slots[slots["user"] == i]["tb_bits"].mean() / FRAME_BITS)
+                for i, n in enumerate(names)}
+    slots = pd.read_csv(rundir / "slots.csv")
+    table = mac.mcs_table.evdo()
+    out = {}
+    for i, d in enumerate(cfg["devices"]):
+        cqi = slots[(slots["user"] == i) & (slots["retx"] == 0)][f"cqi.{d['name']}"].dropna()
+        out[d["name"]] = float(np.mean([table.rate_at(float(c)) * SLOT_S / FRAME_BITS
+                                        for c in cqi])) if len(cqi) else float("nan")
+    return out
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--requested"] and len(argv) > 1:
+        runs = [requested_frames(Path(a)) for a in argv[1:]]
+        print("| user | " + " | ".join(Path(a).parent.name + "/" + Path(a).name
+                                       for a in argv[1:]) + " | mean |")
+        print("| --- | " + " | ".join("---" for _ in runs) + " | --- |")
+        for name in runs[0]:
+            v = [r[name] for r in runs]
+            print(f"| {name} | " + " | ".join(f"{x:.2f}" for x in v) + f" | {np.mean(v):.2f} |")
+        return 0
     if len(argv) != 1:
         print(__doc__)
         return 2
