@@ -461,7 +461,10 @@ def summarize(df, nbytes: int, server=None, from_s: float | None = None) -> dict
     EOF): mean / median / p95 / max, coefficient of variation (`time_cov`, sample standard
     deviation / mean); mean connect time; `goodput_bps` = bytes of the
     completed transfers over the time spent in them (idle times left out); `bytes` (every
-    byte received, incomplete transfers included); the idle times the client drew
+    byte received, incomplete transfers included); `throughput_bps` = those bytes over the
+    span from the first transfer's start to the last one's end (a flow whose transfers
+    starve, none completing, still shows what it got: Wu et al.'s long transfers under
+    T-LAS); the idle times the client drew
     (`idle_mean_s`, count); the sender's mean smoothed RTT and retransmissions. With
     `from_s` (s after t0: analysis.warmup_s), transfers that start
     before it are left out of the figures (`warmup_excluded` counts them)."""
@@ -470,7 +473,8 @@ def summarize(df, nbytes: int, server=None, from_s: float | None = None) -> dict
            "failed_connects": 0, "time_mean_s": None, "time_median_s": None,
            "time_p95_s": None, "time_max_s": None, "time_cov": None,
            "connect_time_mean_s": None,
-           "goodput_bps": None, "bytes": 0, "idle_mean_s": None, "idles": 0,
+           "goodput_bps": None, "throughput_bps": None, "bytes": 0, "idle_mean_s": None,
+           "idles": 0,
            "rtt_ms_mean": None, "retransmits": None, "warmup_excluded": 0}
     if df is None:
         return out
@@ -487,6 +491,10 @@ def summarize(df, nbytes: int, server=None, from_s: float | None = None) -> dict
     out["failed_connects"] = int(df["connected_s"].isna().sum())
     out["incomplete"] = out["attempted"] - out["completed"] - out["failed_connects"]
     out["bytes"] = int(df["bytes"].fillna(0).sum())
+    if len(df):
+        span = float(df["end_s"].astype(float).max() - df["start_s"].astype(float).min())
+        if span > 0:
+            out["throughput_bps"] = 8.0 * out["bytes"] / span
     if len(ok):
         d = ok["duration_s"].astype(float)
         out["time_mean_s"] = float(d.mean())

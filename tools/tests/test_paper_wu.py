@@ -62,6 +62,26 @@ def test_the_wu_experiments_are_valid_and_put_five_flows_each_way_on_a_node_fair
     assert sizes == [14480, 1448000]  # 10 and 1000 packets of 1448 bytes
 
 
+@pytest.mark.parametrize("name,hosts", [("short-long.yaml", 4), ("short-long-10.yaml", 10)])
+def test_the_short_long_files_are_the_papers_set_up(name, hosts):
+    # §5.2: half the hosts download 100 files of 1000 packets each, the other half 10-packet
+    # files "repeated over and over until all large file transfers are finished"; each file
+    # a new connection, and T-LAS with one connection per host as the ablation (README).
+    cfg = cfg_of((EXPERIMENTS / name).read_text())
+    longs = [f for f in cfg["flows"] if f["bytes"] == 1448000]
+    shorts = [f for f in cfg["flows"] if f["bytes"] == 14480]
+    assert len(longs) == len(shorts) == hosts // 2
+    assert all(f["repeat"]["count"] == 100 and f["repeat"]["idle_s"] == 0 for f in longs)
+    assert all(f["repeat"]["until_flows_end"] == [g["id"] for g in longs]
+               and f["repeat"]["count"] is None and f["repeat"]["idle_s"] == 0 for f in shorts)
+    assert {f["repeat"]["connection"] for f in cfg["flows"]} == {"new"}
+    variants = {v["name"]: v["set"] for v in cfg["variants"]}
+    assert list(variants) == ["droptail", "spmaf", "tlas", "tlas-reuse"]
+    reuse = variants["tlas-reuse"]
+    assert reuse["aqm.kind"] == "tlas"
+    assert [reuse[f"flows[{i}].repeat.connection"] for i in range(hosts)] == ["reuse"] * hosts
+
+
 def test_medium_summary_gives_each_direction_its_share_of_the_contended_slots(tmp_path):
     cfg = {"medium": {"mode": "node_fair"}, "devices": [{"name": "A"}, {"name": "B"}]}
     rows = ["slot,t_ns,direction,station,contenders,mcs,tb_bytes,retx,outcome,feedback,"

@@ -511,6 +511,7 @@ def test_summarize_gives_times_goodput_and_leaves_out_the_warmup():
         "start_s": [1.0, 12.0, 14.0, 16.0, 20.0, 29.5],
         "connected_s": [1.1, 12.1, 14.1, 16.1, 20.1, 29.6],
         "duration_s": [1.0, 1.0, 2.0, 3.0, 4.0, 0.5],
+        "end_s": [2.0, 13.0, 16.0, 19.0, 24.0, 30.0],
         "connect_time_s": [0.1] * 6,
         "bytes": [1000, 1000, 1000, 1000, 1000, 10],
         "complete": [1, 1, 1, 1, 1, 0],
@@ -524,6 +525,8 @@ def test_summarize_gives_times_goodput_and_leaves_out_the_warmup():
     assert t["time_p95_s"] == pytest.approx(3.85)
     assert t["goodput_bps"] == pytest.approx(8 * 4000 / 10.0)
     assert t["bytes"] == 4010
+    # every byte (the cut transfer's too) over the first measured start to the last end
+    assert t["throughput_bps"] == pytest.approx(8 * 4010 / (30.0 - 12.0))
     assert t["idle_mean_s"] == pytest.approx(2.5)  # the last draw is never waited
 
 
