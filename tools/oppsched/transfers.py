@@ -374,7 +374,13 @@ def fetch(args) -> int:
             if row["connected_s"] is None:
                 idle = max(idle, RETRY_S)
             row["idle_after_s"] = idle
-            rec.add(row)
+            # SIGTERM (repeat.until_flows_end, the run's end) is held while the row is
+            # written, so that it never leaves half a row; it acts once the row is out.
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+            try:
+                rec.add(row)
+            finally:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
             if stop or row["error"] == STOP_TIME:
                 break
             rem = left_s()
