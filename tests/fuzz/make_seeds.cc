@@ -2,19 +2,28 @@
 // inputs the project's own encoders make, so every target starts from inputs its code
 // accepts. Usage: fuzz_make_seeds <tests/fuzz folder> <host/tests/vectors folder>. The
 // output is committed; `make fuzz` adds what the fuzzers find (minimised) beside it.
+#include <gnuradio/oppsched/conv_code.h>
 #include <gnuradio/oppsched/header_codec.h>
+#include <gnuradio/oppsched/ldpc.h>
+#include <gnuradio/oppsched/ofdm_modulator.h>
+#include <gnuradio/oppsched/scrambler.h>
+#include <gnuradio/oppsched/tb_codec.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "oppsched/byte_order.h"
 #include "oppsched/pdu.h"
 #include "oppsched/segmentation.h"
 #include "oppsched/wire.h"
+#include "oppsched/wrc_packet.h"
 #include "tcp_test_packets.h"
 
 namespace fs = std::filesystem;
@@ -247,6 +256,188 @@ void slot_msg_seeds() {
                u64(20, 4096)}));
 }
 
+// The radio- and network-facing targets (fuzz_wrc_decode.cc, fuzz_classify.cc, fuzz_fec.cc,
+// fuzz_tb_codec.cc, fuzz_phy_rx.cc): each input in the target's own format (see its header).
+void wrc_seeds() {
+    bytes b;
+    const auto datagram = [&b](std::uint8_t dt_ms, const bytes& d) {
+        b.push_back(static_cast<std::uint8_t>(d.size()));
+        b.push_back(dt_ms);
+        b.insert(b.end(), d.begin(), d.end());
+    };
+    for (std::uint32_t seq = 0; seq < 40; ++seq) {
+        if (seq == 25) continue;  // a loss
+        wrc::data_header h;
+        h.flow_id = 7;
+        h.seq = seq;
+        h.rate_seq = seq < 30 ? 0 : 1;
+        h.send_time_ns = 1'000'000'000ull + seq * 10'000'000ull;
+        h.snd_sep_us = 10'000;
+        h.weight = 2;
+        bytes d(wrc::kHeaderBytes);
+        wrc::encode(h, d.data(), d.size());
+        datagram(seq == 26 ? 30 : 12, d);
+        if (seq == 28) {
+            wrc::feedback_header f;
+            f.flow_id = 7;
+            f.rate_seq = 1;
+            f.rate_mpps = 80'000;
+            f.echo_seq = seq;
+            f.epoch = 1;
+            bytes fb(wrc::kHeaderBytes);
+            wrc::encode(f, fb.data(), fb.size());
+            datagram(1, fb);
+        }
+    }
+    write("wrc_decode", "flow", b);
+}
+
+void classify_seeds() {
+    const bytes users = {0, 10, 0, 0, 1, 1, 0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    bytes v4 = {0x45, 0, 0, 28, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 9, 10, 0, 0, 1};
+    v4.resize(28, 0);
+    bytes v6 = {0x60, 0, 0, 0, 0, 8, 17, 64};
+    v6.resize(40, 0);
+    v6[8] = 0xfd;
+    v6[23] = 9;
+    v6[24] = 0xfd;
+    v6[39] = 1;
+    v6.resize(48, 0);
+    write("classify", "ipv4", cat({{2}, users, v4}));
+    write("classify", "ipv6", cat({{2}, users, v6}));
+    bytes other = v4;
+    other[19] = 2;
+    write("classify", "unknown", cat({{2}, users, other}));
+}
+
+void fec_seeds() {
+    using namespace gr::oppsched;
+    for (int li = 0; li < 3; ++li)
+        for (int r = 0; r < 4; ++r) {
+            const ldpc_code& code = ldpc_code::get(ldpc_code::lengths[li], static_cast<code_rate>(r));
+            const std::uint8_t pick = static_cast<std::uint8_t>(li | (r << 2));
+            bytes clean = {0x02, pick};
+            std::vector<std::uint8_t> info(static_cast<std::size_t>(code.k()));
+            for (int i = 0; i < code.k(); i += 8) {
+                const std::uint8_t byte = static_cast<std::uint8_t>(0x3c ^ (i * 7));
+                clean.push_back(byte);
+                for (int j = 0; j < 8 && i + j < code.k(); ++j)
+                    info[static_cast<std::size_t>(i + j)] = (byte >> (7 - j)) & 1u;
+            }
+            for (int i = 0; i < code.n(); ++i) clean.push_back(static_cast<std::uint8_t>(i * 37));
+            const std::string name = std::to_string(code.n()) + "_r" + std::to_string(r);
+            write("fec", "ldpc_clean_" + name, clean);
+            // Raw int8 LLRs of the same codeword, every 23rd bit flipped.
+            const auto cw = code.encode(info);
+            bytes raw = {0x00, pick};
+            for (std::size_t i = 0; i < cw.size(); ++i) {
+                const int v = (cw[i] ? -20 : 20) * (i % 23 == 0 ? -1 : 1);
+                raw.push_back(static_cast<std::uint8_t>(static_cast<std::int8_t>(v)));
+            }
+            write("fec", "ldpc_raw_" + name, raw);
+        }
+    // Viterbi: the header's 96-bit tail-biting block, a TB-sized zero-tail block.
+    for (const auto& [k, pick, name] :
+         {std::tuple<int, std::uint8_t, const char*>{96, 1, "tail_biting_acs16"},
+          {96, 1 | 2 | 4, "tail_biting_volk8"},
+          {352, 0, "zero_tail_acs16"},
+          {352, 2 | 4, "zero_tail_volk8"}}) {
+        bytes clean = cat({{0x03}, be16(static_cast<std::uint16_t>(k - 1)), {pick}});
+        std::vector<std::uint8_t> info(static_cast<std::size_t>(k));
+        for (int i = 0; i < k; i += 8) {
+            const std::uint8_t byte = static_cast<std::uint8_t>(0xa5 ^ (i * 13));
+            clean.push_back(byte);
+            for (int j = 0; j < 8; ++j) info[static_cast<std::size_t>(i + j)] = (byte >> (7 - j)) & 1u;
+        }
+        const auto cw = (pick & 1) ? conv_encoder_k7::encode_tail_biting(info)
+                                   : conv_encoder_k7::encode_zero_tail(info);
+        for (std::size_t i = 0; i <= cw.size(); ++i) clean.push_back(static_cast<std::uint8_t>(i * 53));
+        write("fec", std::string("viterbi_clean_") + name, clean);
+        bytes raw = cat({{0x01}, be16(static_cast<std::uint16_t>(k - 1)), {pick}});
+        for (std::size_t i = 0; i < cw.size(); ++i) {
+            const int v = (cw[i] ? -30 : 30) * (i % 17 == 0 ? -1 : 1);
+            raw.push_back(static_cast<std::uint8_t>(static_cast<std::int8_t>(v)));
+        }
+        write("fec", std::string("viterbi_raw_") + name, raw);
+    }
+}
+
+void tb_codec_seeds() {
+    for (int conv = 0; conv < 2; ++conv)
+        for (int mcs = 0; mcs < 8; ++mcs) {
+            // A first transmission (RV 0), then a retransmission (RV 2) with 3 REs changed.
+            bytes b = {static_cast<std::uint8_t>(0x02 | conv)};
+            const auto tx = [&b, mcs](int rv, std::uint8_t seed) {
+                b.push_back(static_cast<std::uint8_t>(mcs));
+                b.push_back(static_cast<std::uint8_t>(rv | 0x40));  // NDI 1
+                const bytes tb = be16(99);                           // 1 + 99 % max bytes
+                b.insert(b.end(), tb.begin(), tb.end());
+                b.push_back(seed);
+            };
+            tx(0, 5);
+            for (int i = 0; i < 100; ++i) b.push_back(static_cast<std::uint8_t>(i * 29 + mcs));
+            b.push_back(0);  // no changes
+            tx(2, 6);
+            b.push_back(3);
+            for (std::uint16_t at : {10, 200, 1000}) {
+                const bytes a = be16(at);
+                b.insert(b.end(), a.begin(), a.end());
+                b.push_back(4);  // negate the RE
+            }
+            write("tb_codec", std::string(conv ? "conv" : "ldpc") + "_mcs" + std::to_string(mcs), b);
+        }
+    bytes raw = {0x00, 3, 0x40, 0, 49, 9};
+    for (int i = 0; i < 4000; ++i) raw.push_back(static_cast<std::uint8_t>((i * 97) ^ (i >> 3)));
+    write("tb_codec", "raw", raw);
+}
+
+// fuzz_phy_rx.cc's synthesised slot: header fields, TB, lead, gain, CFO, SNR, noise seed.
+bytes phy_synth(std::uint8_t control, std::uint8_t f, std::uint16_t tb_bytes, std::uint8_t cfo,
+                std::uint8_t snr_byte) {
+    bytes b = cat({{control}, be16(12), {f, 3}, be32(4242), be16(tb_bytes)});
+    for (std::uint16_t i = 0; i < tb_bytes; ++i) b.push_back(static_cast<std::uint8_t>(i * 31));
+    b = cat({b, be16(300), {128, cfo, snr_byte}, be32(0x1234567), {0}});
+    if (control & 2u)  // chunk sizes
+        for (std::uint16_t c : {100, 1000, 7, 2500, 1, 3000, 3000, 3000}) b = cat({b, be16(c)});
+    return b;
+}
+
+void phy_rx_seeds() {
+    using namespace gr::oppsched;
+    write("phy_rx", "synth_mcs0", phy_synth(0x01, 0x00 | 0x20, 20, 0, 160));
+    write("phy_rx", "synth_mcs4_cfo", phy_synth(0x01, 0x04 | 0x08, 200, 20, 200));
+    write("phy_rx", "synth_mcs7_twice_chunked", phy_synth(0x03, 0x07 | 0x80, 500, 0xf0, 220));
+    write("phy_rx", "synth_mcs2_low_snr_uplink", phy_synth(0x01, 0x02 | 0x40, 60, 3, 56));
+    write("phy_rx", "synth_no_payload", phy_synth(0x01, 0x00, 0, 0, 180));
+    // A modulated slot as int8 samples (x 32), behind 200 zeros: a real slot to mutate.
+    const numerology n{numerology_params{}};
+    header_codec hdr(n);
+    tb_encoder enc(n);
+    ofdm_modulator mod(n);
+    header_fields h;
+    h.user = 1;
+    h.mcs = 3;
+    h.tb_bytes = 80;
+    h.slot = 77;
+    std::vector<std::uint8_t> tb(80);
+    for (std::size_t i = 0; i < tb.size(); ++i) tb[i] = static_cast<std::uint8_t>(i);
+    const auto h_re = hdr.encode(h);
+    const auto p_re = enc.encode(tb, h.mcs, h.rv, scrambler::seed_for_slot(h.slot));
+    const auto slot = mod.modulate(h_re, p_re);
+    bytes raw = {0x00};
+    raw.resize(1 + 2 * 200, 0);
+    const auto q = [](float x) {
+        return static_cast<std::uint8_t>(static_cast<std::int8_t>(
+            std::max(-127.0f, std::min(127.0f, std::round(32.0f * x)))));
+    };
+    for (const auto& x : slot) {
+        raw.push_back(q(x.real()));
+        raw.push_back(q(x.imag()));
+    }
+    raw.resize(raw.size() + 2 * slot.size(), 0);
+    write("phy_rx", "raw_int8_slot", raw);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -261,5 +452,10 @@ int main(int argc, char** argv) {
     tcpip_seeds();
     header_seeds();
     slot_msg_seeds();
+    wrc_seeds();
+    classify_seeds();
+    fec_seeds();
+    tb_codec_seeds();
+    phy_rx_seeds();
     return 0;
 }
