@@ -30,6 +30,7 @@ packages=(
   python3-numpy python3-scipy python3-pandas python3-matplotlib python3-yaml python3-pytest
   python3-scapy python3-zmq python3-distributed python3-pytest-xdist python3-jsonschema
   python3-cryptography  # the sweep cluster's TLS certificates (`oppsched keys cluster`)
+  python3-hypothesis  # property-based tests of the readers (tools/tests/test_fuzz_readers.py)
   # network tools for the end-to-end runs
   iperf3 tcpdump tshark iproute2 procps kmod
 )

@@ -23,6 +23,7 @@ follow each other in it and each `captures` entry says where it came from in the
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import time
@@ -335,16 +336,17 @@ def recover(path: str | Path) -> dict:
         lines = journal.read_text().splitlines()
     except OSError as exc:
         raise SigMFError(f"{journal}: {exc.strerror} (nothing to recover from)") from None
+    except UnicodeDecodeError as exc:
+        raise SigMFError(f"{journal}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     entries = []
     for i, line in enumerate(lines, 1):
         try:
             entries.append(json.loads(line))
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             if i == len(lines):  # the last line, cut by the kill: what it said is lost
                 break
             raise SigMFError(f"{journal}: line {i} is not JSON") from None
-    if not entries or "writer" not in entries[0]:
-        raise SigMFError(f"{journal}: line 1 does not describe the writer")
+    _check_journal(journal, entries)
     try:
         size = data.stat().st_size
     except OSError as exc:
@@ -372,6 +374,12 @@ def recover(path: str | Path) -> dict:
     for i, seg in enumerate(rec._segments):
         end = rec._segments[i + 1].file_start if i + 1 < len(rec._segments) else total
         seg.length = end - seg.file_start
+        try:
+            iso_datetime(rec.t0_unix + seg.global_index / rec.sample_rate)
+        except (ValueError, OverflowError, OSError):
+            raise SigMFError(f"{journal}: segment {seg.file_start}: global index "
+                             f"{seg.global_index} at {rec.sample_rate} Hz from t0_unix "
+                             f"{rec.t0_unix} is not a date") from None
     meta = rec.metadata()
     meta_path = base.with_name(base.name + META_SUFFIX)
     tmp = meta_path.with_name(meta_path.name + ".tmp")
@@ -379,6 +387,70 @@ def recover(path: str | Path) -> dict:
     os.replace(tmp, meta_path)
     journal.unlink()
     return meta
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _field_keys_ok(fields: dict) -> bool:
+    """Keys the metadata takes: plain names (put in our namespace) or ours."""
+    return all(isinstance(k, str) and (":" not in k or k.startswith(NAMESPACE + ":"))
+               for k in fields)
+
+
+def _plain_json(v) -> bool:
+    try:
+        json.dumps(v, allow_nan=False)
+    except (ValueError, TypeError, RecursionError):
+        return False
+    return True
+
+
+def _check_journal(journal: Path, entries: list) -> None:
+    """The journal as SigMFWriter writes it, else SigMFError naming the line and field: the
+    recorder runs as the run user, its journal is input like any other file."""
+    def bad(i: int, what: str):
+        raise SigMFError(f"{journal}: line {i}: {what}")
+
+    if not entries or not isinstance(entries[0], dict) or \
+            not isinstance(entries[0].get("writer"), dict):
+        raise SigMFError(f"{journal}: line 1 does not describe the writer")
+    w = entries[0]["writer"]
+    for k, ok in (("sample_rate", lambda v: _number(v) and v > 0),
+                  ("description", lambda v: isinstance(v, str)),
+                  ("hw", lambda v: isinstance(v, str)),
+                  ("frequency", lambda v: v is None or _number(v)),
+                  ("t0_unix", _number),
+                  ("extra_global", lambda v: isinstance(v, dict) and _field_keys_ok(v)
+                   and _plain_json(v)),
+                  ("tail", _count)):
+        if k not in w or not ok(w[k]):
+            bad(1, f"writer.{k}: {w.get(k, 'missing')!r}")
+    last_start = -1
+    for i, e in enumerate(entries[1:], 2):
+        if not isinstance(e, dict):
+            bad(i, f"{e!r} is not an object")
+        if "segment" in e:
+            seg = e["segment"]
+            if not (isinstance(seg, list) and len(seg) == 2 and all(_count(x) for x in seg)) \
+                    or seg[0] < last_start:
+                bad(i, f"segment: {seg!r} is not [file start, global index] in order")
+            last_start = seg[0]
+        elif "annotation" in e:
+            a = e["annotation"]
+            if not (isinstance(a, list) and len(a) == 5 and _count(a[0]) and _count(a[1])
+                    and isinstance(a[2], str) and isinstance(a[3], str)
+                    and isinstance(a[4], dict) and _field_keys_ok(a[4]) and _plain_json(a[4])
+                    and all(isinstance(a[4].get(k, 0), int)
+                            for k in ("slot", NAMESPACE + ":slot"))):
+                bad(i, f"annotation: {a!r} is not [start, count, label, comment, fields]")
+        elif "t0_unix" in e and not _number(e["t0_unix"]):
+            bad(i, f"t0_unix: {e['t0_unix']!r}")
 
 
 def dumps(meta: dict) -> str:
@@ -399,6 +471,8 @@ def dumps(meta: dict) -> str:
 # ---- reading and checking --------------------------------------------------------------
 
 def _need(obj: dict, key: str, types, where: str):
+    if not isinstance(obj, dict):
+        raise SigMFError(f"{where}: {obj!r} is not an object")
     if key not in obj:
         raise SigMFError(f"{where}.{key}: missing (required by the SigMF specification)")
     v = obj[key]
@@ -446,7 +520,10 @@ def check_metadata(meta: dict) -> None:
         if not sr > 0:
             raise SigMFError(f"global.core:sample_rate: {sr!r} must be > 0")
     declared = set()
-    for i, e in enumerate(g.get("core:extensions", [])):
+    extensions = g.get("core:extensions", [])
+    if not isinstance(extensions, list):
+        raise SigMFError(f"global.core:extensions: {extensions!r} is not an array")
+    for i, e in enumerate(extensions):
         w = f"global.core:extensions[{i}]"
         declared.add(_need(e, "name", str, w))
         _need(e, "version", str, w)
@@ -481,8 +558,8 @@ def read_metadata(path: str | Path) -> dict:
         meta = json.loads(meta_path.read_text())
     except OSError as exc:
         raise SigMFError(f"{meta_path}: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise SigMFError(f"{meta_path}: not JSON ({exc})") from None
+    except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, nested too deep
+        raise SigMFError(f"{meta_path}: not JSON ({type(exc).__name__}: {exc})") from None
     check_metadata(meta)
     if meta["global"]["core:datatype"] != DATATYPE:
         raise SigMFError(f"{meta_path}: global.core:datatype: "

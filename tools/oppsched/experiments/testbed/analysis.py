@@ -30,18 +30,19 @@ def trace_error(errors: list | None, path: Path, exc: BaseException) -> None:
 
 
 def read_json(path: Path, errors: list | None = None):
-    """The parsed JSON file, or None if it is missing; a file that is not JSON is None too,
-    and an entry in `errors`."""
+    """The parsed JSON file, or None if it is missing; a file that is not JSON (not UTF-8,
+    or nested deeper than the parser's recursion limit) is None too, and an entry in
+    `errors`."""
     try:
         text = Path(path).read_text()
     except FileNotFoundError:
         return None
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
         trace_error(errors, path, exc)
         return None
     try:
         return json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         trace_error(errors, path, exc)
         return None
 
