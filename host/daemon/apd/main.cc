@@ -292,7 +292,10 @@ void ap_daemon::close_traces() {
     for (auto* w : {slots_csv_.get(), packets_csv_.get(), medium_csv_.get()})
         if (w && !w->close())
             spdlog::error("{}: cannot finish the trace: {}", w->path(), std::strerror(errno));
-    mac_.reset();  // its capture renamed too
+    // Its capture renamed too; the writer stays for its counts in the final stats.
+    if (mac_ && !mac_->close())
+        spdlog::error("{}: cannot finish the capture: {}", mac_->writer().path(),
+                      std::strerror(errno));
 }
 
 void ap_daemon::write_stats(bool background) {
@@ -340,19 +343,25 @@ void ap_daemon::fill_stats() {
         seq("uplink." + core_->params().users[u].name, uplink_seq_[u]);
     if (tun_) s.set_fields("tun.", tun_->stats());
     if (zap_) s.set_fields("zap.", zap_->stats());
-    if (slots_csv_) {
-        s.set("traces.slots_rows", slots_csv_->rows());
-        s.set("traces.slots_errors", slots_csv_->errors());
-    }
-    if (packets_csv_) {
-        s.set("traces.packets_rows", packets_csv_->rows());
-        s.set("traces.packets_errors", packets_csv_->errors());
-    }
+    // Per trace: rows given, failed writes and the rows they lost (csv_writer.h); summary.json
+    // names every trace with a failed write in its errors (docs/testbed.md, "Reliability").
+    auto trace = [&s](const char* name, const daemon::csv_writer* w) {
+        if (!w) return;
+        s.set(std::string("traces.") + name + "_rows", w->rows());
+        s.set(std::string("traces.") + name + "_errors", w->errors());
+        s.set(std::string("traces.") + name + "_rows_lost", w->rows_lost());
+    };
+    trace("slots", slots_csv_.get());
+    trace("packets", packets_csv_.get());
+    trace("medium", medium_csv_.get());
     if (mac_) {
         s.set("traces.mac_pcap_records", mac_->writer().records());
         s.set("traces.mac_pcap_dropped", mac_->writer().dropped());
         s.set("traces.mac_pcap_errors", mac_->writer().errors());
+        s.set("traces.mac_pcap_lost", mac_->writer().lost());
     }
+    // fdatasyncs of the traces and background writes of this file that failed (disk_syncer)
+    s.set("traces.sync_errors", syncer_ ? syncer_->errors() : std::uint64_t{0});
     // Every counter the loop may touch exists from the start (0 rather than absent).
     for (const char* ep : {"phy_requests", "uplink", "phy_uplink_rx"}) {
         s.counter(std::string("malformed.") + ep);
@@ -743,15 +752,15 @@ int ap_daemon::run() {
         write_traces(false);
         if (const int rc = housekeeping(); rc != 0) {
             write_traces(true);
-            write_stats();
             close_traces();
+            write_stats();  // after the close: its counts include the last writes' errors
             return rc;
         }
     }
     spdlog::info("signal {} ({}): stopping", stop_signal, strsignal(stop_signal));
     write_traces(true);
-    write_stats();
     close_traces();
+    write_stats();  // after the close: its counts include the last writes' errors
     return 0;
 }
 

@@ -28,6 +28,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 #include <zmq.hpp>
 
@@ -274,13 +275,15 @@ class client_daemon final {
         if (mac_) mac_->flush();
         if (windows_) windows_->flush();
         if (events_) events_->flush();
-        write_stats();
         syncer_->drain();  // nothing of it still on a descriptor closed below
         // Renamed from NAME.partial to NAME (partial_file.h): whole traces.
         for (auto* w : {windows_.get(), events_.get()})
             if (w && !w->close())
                 spdlog::error("{}: cannot finish the trace: {}", w->path(), std::strerror(errno));
-        mac_.reset();
+        if (mac_ && !mac_->close())
+            spdlog::error("{}: cannot finish the capture: {}", mac_->writer().path(),
+                          std::strerror(errno));
+        write_stats();  // after the close: its counts include the last writes' errors
         return 0;
     }
 
@@ -462,12 +465,26 @@ class client_daemon final {
         s.set("clamp.pdus_unpriced", c.pdus_unpriced);
         s.set_fields("clamp.tracker.", core_.tracker_stats());
         s.set("traces.windows_rows", windows_ ? windows_->rows() : std::uint64_t{0});
+        // Per trace: failed writes and the rows they lost (csv_writer.h); summary.json names
+        // every trace with a failed write in its errors (docs/testbed.md, "Reliability").
+        for (const auto& [name, w] :
+             {std::pair{"windows", windows_.get()}, std::pair{"events", events_.get()}}) {
+            if (!w) continue;
+            s.set(std::string("traces.") + name + "_errors", w->errors());
+            s.set(std::string("traces.") + name + "_rows_lost", w->rows_lost());
+        }
+        if (events_) s.set("traces.events_rows", events_->rows());
         if (mac_) {
             s.set("traces.mac_pcap_records", mac_->writer().records());
             s.set("traces.mac_pcap_dropped", mac_->writer().dropped());
+            s.set("traces.mac_pcap_errors", mac_->writer().errors());
+            s.set("traces.mac_pcap_lost", mac_->writer().lost());
         }
-        s.set("traces.write_errors",
-              (windows_ ? windows_->errors() : 0) + (events_ ? events_->errors() : 0));
+        s.set("traces.write_errors", (windows_ ? windows_->errors() : 0) +
+                                         (events_ ? events_->errors() : 0) +
+                                         (mac_ ? mac_->writer().errors() : 0));
+        // fdatasyncs of the traces and background writes of this file that failed
+        s.set("traces.sync_errors", syncer_ ? syncer_->errors() : std::uint64_t{0});
         if (background) {
             syncer_->write_file(cfg_.stats_path, s.to_json());
             return;

@@ -25,6 +25,7 @@ csv_writer::csv_writer(const std::string& path, std::vector<std::string> header,
     fields_in_row_ = header_.size();
     end_row();
     rows_ = 0;  // the header is not a row
+    header_line_ = buf_;
     flush();
 }
 
@@ -33,17 +34,18 @@ csv_writer::~csv_writer() { close(); }
 int csv_writer::fd() const { return f_ ? ::fileno(f_) : -1; }
 
 bool csv_writer::sync() {
-    const bool ok = flush() && sync_file(f_);
-    if (!ok && f_) ++errors_;
-    return ok;
+    if (!flush()) return false;  // counted there
+    if (sync_file(f_)) return true;
+    ++errors_;
+    return false;
 }
 
 bool csv_writer::close() {
     if (!f_) return false;
-    flush();
+    const bool flushed = flush();  // a failure is counted there; the trace is still renamed
     const bool ok = finish_partial(f_, path_);
     if (!ok) ++errors_;
-    return ok;
+    return ok && flushed;
 }
 
 void csv_writer::sep() {
@@ -110,12 +112,29 @@ bool csv_writer::flush() {
     if (!f_) return false;
     bool ok = true;
     if (!buf_.empty()) {
+        // Unbuffered stream (open_partial): a short write is a write(2) that failed.
         ok = std::fwrite(buf_.data(), 1, buf_.size(), f_) == buf_.size();
-        buf_.clear();
+        if (ok) written_ += buf_.size();
     }
     ok = (std::fflush(f_) == 0) && ok;
-    if (!ok) ++errors_;
-    return ok;
+    if (ok) {
+        buf_.clear();
+        return true;
+    }
+    // A full or failing disk: the buffered rows are lost, and counted; the file is cut back
+    // to its last whole row, so what was written before stays readable and a later write
+    // (once there is room) continues it without a torn line.
+    ++errors_;
+    std::uint64_t lines = 0;
+    for (const char c : buf_) lines += c == '\n';
+    if (written_ == 0 && lines > 0) --lines;  // the header, still to be written
+    rows_lost_ += lines;
+    const int err = errno;
+    buf_.clear();
+    rewind_file(f_, static_cast<long long>(written_));
+    if (written_ == 0) buf_ = header_line_;  // a trace always starts with its header
+    errno = err;
+    return false;
 }
 
 }  // namespace oppsched::daemon

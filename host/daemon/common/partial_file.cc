@@ -8,7 +8,20 @@
 namespace oppsched::daemon {
 
 std::FILE* open_partial(const std::string& path) {
-    return std::fopen(partial_path(path).c_str(), "w");
+    std::FILE* f = std::fopen(partial_path(path).c_str(), "w");
+    // Unbuffered: the writers buffer whole rows and records themselves, so that a failed
+    // write leaves nothing half-written in a stdio buffer (they cut the file back to its
+    // last whole row, rewind_file below).
+    if (f) std::setvbuf(f, nullptr, _IONBF, 0);
+    return f;
+}
+
+bool rewind_file(std::FILE* f, long long size) {
+    if (!f) return false;
+    std::clearerr(f);
+    const int fd = ::fileno(f);
+    return ::ftruncate(fd, static_cast<off_t>(size)) == 0 &&
+           ::fseeko(f, static_cast<off_t>(size), SEEK_SET) == 0;
 }
 
 bool sync_file(std::FILE* f) {

@@ -47,6 +47,7 @@ pcap_writer::pcap_writer(const std::string& path, const options& opt) : path_(pa
     put<std::uint32_t>(buf_, 0);  // sigfigs
     put<std::uint32_t>(buf_, opt_.snaplen);
     put<std::uint32_t>(buf_, opt_.linktype);
+    header_ = buf_;
     bytes_ = kFileHeaderBytes;
     last_flush_ = monotonic_ns();
     if (!flush()) {
@@ -57,12 +58,19 @@ pcap_writer::pcap_writer(const std::string& path, const options& opt) : path_(pa
 }
 
 pcap_writer::~pcap_writer() {
-    flush();
+    if (f_ && !close())
+        spdlog::error("{}: cannot finish the capture: {}", path_, std::strerror(errno));
+}
+
+bool pcap_writer::close() {
+    if (!f_) return false;
+    const bool flushed = flush();  // a failure is counted there; the capture is still renamed
     if (truncated_)
         spdlog::warn("{}: capture truncated at {} bytes (limit {}): {} records not written", path_,
                      bytes_, opt_.max_bytes, dropped_);
-    if (!finish_partial(f_, path_))
-        spdlog::error("{}: cannot finish the capture: {}", path_, std::strerror(errno));
+    const bool ok = finish_partial(f_, path_);
+    if (!ok) ++errors_;
+    return ok && flushed;
 }
 
 bool pcap_writer::write(time_ns t, const std::uint8_t* a, std::size_t a_len, const std::uint8_t* b,
@@ -91,6 +99,7 @@ bool pcap_writer::write(time_ns t, const std::uint8_t* a, std::size_t a_len, con
     if (b_len) buf_.insert(buf_.end(), b, b + b_len);
     bytes_ += kRecordHeaderBytes + len;
     ++records_;
+    ++buf_records_;
     if (buf_.size() >= opt_.buffer_bytes)
         flush();
     else
@@ -106,14 +115,31 @@ void pcap_writer::poll() {
 
 bool pcap_writer::flush() {
     last_flush_ = monotonic_ns();
+    if (!f_) return false;
     bool ok = true;
     if (!buf_.empty()) {
+        // Unbuffered stream (open_partial): a short write is a write(2) that failed.
         ok = std::fwrite(buf_.data(), 1, buf_.size(), f_) == buf_.size();
-        buf_.clear();
+        if (ok) written_ += buf_.size();
     }
     ok = std::fflush(f_) == 0 && ok;
-    if (!ok) ++errors_;
-    return ok;
+    if (ok) {
+        buf_.clear();
+        buf_records_ = 0;
+        return true;
+    }
+    // A full or failing disk: the buffered records are lost, and counted; the file is cut
+    // back to its last whole record (the header first, if it never reached the file).
+    ++errors_;
+    const int err = errno;
+    lost_ += buf_records_;
+    buf_records_ = 0;
+    buf_.clear();
+    rewind_file(f_, static_cast<long long>(written_));
+    if (written_ == 0) buf_ = header_;
+    bytes_ = written_ + buf_.size();
+    errno = err;
+    return false;
 }
 
 }  // namespace oppsched::daemon

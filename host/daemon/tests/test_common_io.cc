@@ -13,8 +13,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
+#include "fsize_limit.h"
 #include "oppsched/daemon/csv_writer.h"
 #include "oppsched/daemon/disk_syncer.h"
 #include "oppsched/daemon/log.h"
@@ -308,6 +310,53 @@ TEST(csv_writer, when_the_path_cannot_be_opened_then_the_error_names_it) {
     } catch (const std::runtime_error& e) {
         EXPECT_NE(std::string(e.what()).find("/nonexistent-dir/x.csv"), std::string::npos);
     }
+}
+
+TEST(csv_writer,
+     when_the_disk_is_full_then_the_buffered_rows_are_counted_lost_and_the_file_keeps_whole_rows) {
+    const std::string path = temp_path("full.csv");
+    std::remove(path.c_str());
+    csv_writer w(path, {"a", "b"}, /*buffer_bytes=*/1 << 20);
+    w.field(1).field(2).end_row();
+    ASSERT_TRUE(w.flush());  // "a,b\n1,2\n": 8 bytes
+    {
+        testing::fsize_limit full(12);  // room for one more row, not for three
+        w.field(3).field(4).end_row();
+        w.field(5).field(6).end_row();
+        w.field(7).field(8).end_row();
+        EXPECT_FALSE(w.flush());
+        EXPECT_TRUE(w.sync());  // nothing left to write: the loss is counted once
+    }
+    EXPECT_EQ(w.errors(), 1u);
+    EXPECT_EQ(w.rows_lost(), 3u);
+    // What was written before stays, and no torn row: the file is cut at its last whole row.
+    EXPECT_EQ(slurp(path + ".partial"), "a,b\n1,2\n");
+    // With room again, the trace continues well-formed and is renamed at the close.
+    w.field(9).field(10).end_row();
+    EXPECT_TRUE(w.close());
+    EXPECT_EQ(slurp(path), "a,b\n1,2\n9,10\n");
+    EXPECT_EQ(w.rows(), 5u);
+    EXPECT_EQ(w.errors(), 1u);
+    std::remove(path.c_str());
+}
+
+TEST(csv_writer,
+     when_even_the_header_cannot_be_written_then_it_is_written_first_once_there_is_room) {
+    const std::string path = temp_path("full0.csv");
+    std::remove(path.c_str());
+    std::optional<csv_writer> w;
+    {
+        testing::fsize_limit full(2);
+        w.emplace(path, std::vector<std::string>{"a", "b"}, /*buffer_bytes=*/1 << 20);
+        w->field(1).field(2).end_row();
+        EXPECT_FALSE(w->flush());
+    }
+    EXPECT_EQ(w->rows_lost(), 1u);  // the row; the header is kept for the next write
+    EXPECT_EQ(w->errors(), 2u);     // the header's write and the row's
+    w->field(3).field(4).end_row();
+    EXPECT_TRUE(w->close());
+    EXPECT_EQ(slurp(path), "a,b\n3,4\n");
+    std::remove(path.c_str());
 }
 
 TEST(disk_syncer, when_drained_then_synced_rows_and_the_newest_stats_text_are_in_the_files) {

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "fsize_limit.h"
 #include "oppsched/daemon/mac_capture.h"
 #include "oppsched/daemon/pcap_writer.h"
 #include "oppsched/wire.h"
@@ -54,6 +55,35 @@ std::vector<record> read_records(const std::vector<std::uint8_t>& f) {
     }
     EXPECT_EQ(at, f.size());
     return out;
+}
+
+TEST(
+    PcapWriter,
+    when_the_disk_is_full_then_the_buffered_records_are_counted_lost_and_the_file_keeps_whole_records) {
+    const auto path = temp_path("full.pcap");
+    std::filesystem::remove(path);
+    pcap_writer::options o;
+    o.flush_interval = 1'000'000 * kNsPerSec;  // flushed by hand only
+    pcap_writer w(path, o);
+    const std::uint8_t a[] = {1, 2, 3, 4, 5, 6, 7, 8};
+    ASSERT_TRUE(w.write(1, a, 8, nullptr, 0));
+    ASSERT_TRUE(w.flush());  // 24 + 16 + 8 = 48 bytes
+    {
+        testing::fsize_limit full(60);  // part of one more record fits, not two
+        ASSERT_TRUE(w.write(2, a, 8, nullptr, 0));
+        ASSERT_TRUE(w.write(3, a, 8, nullptr, 0));
+        EXPECT_FALSE(w.flush());
+    }
+    EXPECT_EQ(w.errors(), 1u);
+    EXPECT_EQ(w.lost(), 2u);
+    EXPECT_EQ(slurp(path + ".partial").size(), 48u);  // cut at the last whole record
+    ASSERT_TRUE(w.write(4, a, 8, nullptr, 0));
+    EXPECT_TRUE(w.close());
+    const auto recs = read_records(slurp(path));
+    ASSERT_EQ(recs.size(), 2u);
+    EXPECT_EQ(recs[0].nsec, 1u);
+    EXPECT_EQ(recs[1].nsec, 4u);  // the records after the loss follow a well-formed file
+    std::filesystem::remove(path);
 }
 
 TEST(PcapWriter, WritesANanosecondPcapWithTheLinktypeAndEachRecordWhole) {

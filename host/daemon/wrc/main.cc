@@ -238,7 +238,9 @@ int run_sender(const sender_params& cfg, daemon::signal_set& signals) {
     const double elapsed = to_seconds(daemon::monotonic_ns() - start);
     spdlog::info("flow {}: sent {} packets ({} B) in {:.3f} s, final rate {:.3f} pps ({})",
                  cfg.flow_id, pacer.stats().sent, bytes, elapsed, pacer.rate_pps(), stop_reason);
-    if (rates) rates->flush();
+    // Closed (renamed from its partial name) before the stats, which count its failed writes.
+    if (rates && !rates->close())
+        spdlog::error("{}: cannot finish the trace: {}", rates->path(), std::strerror(errno));
     if (!cfg.stats_path.empty()) {
         daemon::stats_registry s;
         s.set("flow_id", static_cast<std::uint64_t>(cfg.flow_id));
@@ -258,6 +260,11 @@ int run_sender(const sender_params& cfg, daemon::signal_set& signals) {
         s.set("rate.final_pps", pacer.rate_pps());
         s.set("rate.final_seq", static_cast<std::uint64_t>(pacer.rate_seq()));
         s.set("rate.mean_pps", elapsed > 0 ? pacer.stats().sent / elapsed : 0.0);
+        if (rates) {  // summary.json names a trace with failed writes (csv_writer.h)
+            s.set("traces.rates_rows", rates->rows());
+            s.set("traces.rates_errors", rates->errors());
+            s.set("traces.rates_rows_lost", rates->rows_lost());
+        }
         if (!s.write_json(cfg.stats_path))
             spdlog::error("cannot write stats {}: {}", cfg.stats_path, std::strerror(errno));
     }
@@ -342,7 +349,10 @@ class receiver final {
                 break;
             }
         }
-        if (epochs_) epochs_->flush();
+        // Closed (renamed from its partial name) before the stats, which count its failed
+        // writes.
+        if (epochs_ && !epochs_->close())
+            spdlog::error("{}: cannot finish the trace: {}", epochs_->path(), std::strerror(errno));
         write_stats();
         for (const auto& [id, f] : flows_) {
             const auto& s = f->rc.stats();
@@ -495,6 +505,10 @@ class receiver final {
         s.set("total.received", received);
         s.set("total.lost", lost);
         s.set("traces.epochs_rows", epochs_ ? epochs_->rows() : std::uint64_t{0});
+        if (epochs_) {  // summary.json names a trace with failed writes (csv_writer.h)
+            s.set("traces.epochs_errors", epochs_->errors());
+            s.set("traces.epochs_rows_lost", epochs_->rows_lost());
+        }
         if (!s.write_json(cfg_.stats_path))
             spdlog::error("cannot write stats {}: {}", cfg_.stats_path, std::strerror(errno));
     }

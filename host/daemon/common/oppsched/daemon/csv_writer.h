@@ -8,6 +8,12 @@
 // Doubles use the shortest "%.9g"-like form; NaN/inf are written as empty fields (pandas: NaN).
 // Strings containing a comma, quote or newline are quoted (RFC 4180).
 //
+// A write that fails (a full disk) loses the rows in the buffer, counted in errors() (the
+// failed writes) and rows_lost(); the file is cut back to its last whole row, so what was
+// written before is kept and the next write that succeeds continues a well-formed trace.
+// The daemons report both in their stats (traces.<name>_errors, traces.<name>_rows_lost),
+// which summary.json turns into errors naming the trace (docs/testbed.md, "Reliability").
+//
 //   csv_writer w(path, {"slot", "user", "outcome"});
 //   w.field(std::uint64_t{7}).field(std::int64_t{-1}).field("ack").end_row();
 //
@@ -49,6 +55,7 @@ class csv_writer final {
     bool close();
     std::uint64_t rows() const { return rows_; }
     std::uint64_t errors() const { return errors_; }
+    std::uint64_t rows_lost() const { return rows_lost_; }  // of rows(): not in the file
     std::size_t columns() const { return header_.size(); }
     const std::string& path() const { return path_; }
     int fd() const;  // of the open file (for disk_syncer), -1 once closed
@@ -61,8 +68,11 @@ class csv_writer final {
     std::FILE* f_ = nullptr;
     std::string buf_;
     std::size_t fields_in_row_ = 0;
+    std::string header_line_;
     std::uint64_t rows_ = 0;
     std::uint64_t errors_ = 0;
+    std::uint64_t rows_lost_ = 0;
+    std::uint64_t written_ = 0;  // bytes in the file: whole rows only
 };
 
 }  // namespace oppsched::daemon

@@ -99,6 +99,7 @@ class mac_capture final {
 
     void poll() { w_.poll(); }
     bool flush() { return w_.flush(); }
+    bool close() { return w_.close(); }  // pcap_writer::close
     const pcap_writer& writer() const { return w_; }
 
   private:

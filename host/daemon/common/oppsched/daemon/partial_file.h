@@ -13,8 +13,14 @@ inline constexpr const char* kPartialSuffix = ".partial";
 
 inline std::string partial_path(const std::string& path) { return path + kPartialSuffix; }
 
-// Opens partial_path(path) for writing (truncated); nullptr with errno on failure.
+// Opens partial_path(path) for writing (truncated, unbuffered: the writers keep their own
+// buffers); nullptr with errno on failure.
 std::FILE* open_partial(const std::string& path);
+
+// After a failed write (a full disk): the file cut back to `size` bytes (its last whole row
+// or record) and the position set there, the stream's error flag cleared, so that the
+// next write continues a well-formed file. false if that failed too.
+bool rewind_file(std::FILE* f, long long size);
 
 // fflush + fdatasync of an open trace file. false on an I/O error.
 bool sync_file(std::FILE* f);

@@ -10,6 +10,10 @@
 // A size limit bounds the file: the first record that would take it past max_bytes is not
 // written, neither is any after it; a warning "capture truncated" names the file and the
 // limit once, and dropped() counts the records left out.
+//
+// A write that fails (a full disk) loses the buffered records, counted in errors() (the
+// failed writes) and lost(); the file is cut back to its last whole record, so what was
+// written before is kept and a later write continues a well-formed capture.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -53,11 +57,15 @@ class pcap_writer final {
     void poll();
     // Buffer to the file and fflush. false on an I/O error (counted in errors()).
     bool flush();
+    // flush, fdatasync and rename PATH.partial to PATH (at most once; the destructor calls
+    // it). false on an I/O error (counted in errors()).
+    bool close();
 
     std::uint64_t records() const { return records_; }
     std::uint64_t bytes() const { return bytes_; }  // of the file, header included
     std::uint64_t dropped() const { return dropped_; }
     std::uint64_t errors() const { return errors_; }
+    std::uint64_t lost() const { return lost_; }  // of records(): lost to a failed write
     bool truncated() const { return truncated_; }
     const std::string& path() const { return path_; }
     int fd() const { return f_ ? fileno(f_) : -1; }  // for disk_syncer
@@ -67,7 +75,10 @@ class pcap_writer final {
     options opt_;
     std::FILE* f_ = nullptr;
     std::vector<std::uint8_t> buf_;
-    std::uint64_t records_ = 0, bytes_ = 0, dropped_ = 0, errors_ = 0;
+    std::vector<std::uint8_t> header_;  // the file header, rewritten if it never got out
+    std::uint64_t records_ = 0, bytes_ = 0, dropped_ = 0, errors_ = 0, lost_ = 0;
+    std::uint64_t buf_records_ = 0;  // records in buf_
+    std::uint64_t written_ = 0;      // bytes in the file: whole records only
     bool truncated_ = false;
     time_ns last_flush_ = 0;
 };
