@@ -108,20 +108,25 @@ rx_output client_core::on_rx_indication(time_ns now, const wire::rx_indication& 
             ++stats_.rx_other_user;
         } else {
             ++stats_.rx_addressed;
+            // With the integrity tag (integrity.h) the PDU is the TB less its last 8 bytes,
+            // and nothing of a TB whose tag is wrong is parsed or delivered. Such a TB is not
+            // the AP's (forged, or recorded in another run): it is NACKed, so that a TB of
+            // the AP's it may have hidden in that slot is sent again, and a replay cannot
+            // take a HARQ ACK in this client's name.
+            bool authentic = true;
+            std::size_t pdu_len = ind.tb.size();
+            if (ind.crc_ok && params_.integrity_key) {
+                authentic = integrity::verify(*params_.integrity_key, ind.tb.data(), ind.tb.size());
+                if (authentic) pdu_len -= integrity::kTagBytes;
+            }
             out.uplink.emplace_back(
-                wire::harq_feedback{params_.user, ind.slot, ind.harq_pid, ind.crc_ok});
+                wire::harq_feedback{params_.user, ind.slot, ind.harq_pid, ind.crc_ok && authentic});
             if (ind.crc_ok) {
-                ++stats_.harq_acks;
                 ++stats_.rx_crc_ok;
-                // With the integrity tag (integrity.h) the PDU is the TB less its last 8
-                // bytes, and nothing of a TB whose tag is wrong is parsed or delivered.
-                std::size_t pdu_len = ind.tb.size();
-                bool authentic = true;
-                if (params_.integrity_key) {
-                    authentic =
-                        integrity::verify(*params_.integrity_key, ind.tb.data(), ind.tb.size());
-                    if (authentic) pdu_len -= integrity::kTagBytes;
-                }
+                if (authentic)
+                    ++stats_.harq_acks;
+                else
+                    ++stats_.harq_nacks;
                 if (!authentic) {
                     ++stats_.rx_integrity_failed;
                 } else {

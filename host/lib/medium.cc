@@ -215,16 +215,30 @@ struct medium::Impl {
     // phy: the result of process k's transmission (ok: CRC passed, `tb` the decoded bytes).
     void result(std::size_t s, std::size_t k, const char* outcome, bool ok,
                 const std::vector<std::uint8_t>* tb, double snr_db, time_ns now);
+    // The bytes of every uplink TB the integrity tag takes (integrity.h): 0 without a key.
+    std::size_t tag_bytes() const { return p.integrity_key ? integrity::kTagBytes : 0; }
+    // A new TB of station s at MCS mcs, built on its behalf from its queue (and tagged).
     std::vector<std::uint8_t> new_tb_bytes(std::size_t s, int mcs) {
         auto& x = st[s];
-        auto built = x.seg->build(tb_bytes_of_mcs[static_cast<std::size_t>(mcs)],
+        auto built = x.seg->build(tb_bytes_of_mcs[static_cast<std::size_t>(mcs)] - tag_bytes(),
                                   [&x]() -> std::optional<ip_packet> {
                                       if (x.queue.empty()) return std::nullopt;
                                       ip_packet pk = std::move(x.queue.front());
                                       x.queue.pop_front();
                                       return pk;
                                   });
+        if (p.integrity_key) integrity::append_tag(*p.integrity_key, built.bytes);
         return std::move(built.bytes);
+    }
+    // The MAC PDU's length in a received TB of station s: the whole TB without a key, the TB
+    // less its tag when the tag checks; nullopt (counted) when it does not.
+    std::optional<std::size_t> authentic_pdu_len(std::size_t s,
+                                                 const std::vector<std::uint8_t>& tb) {
+        if (!p.integrity_key) return tb.size();
+        if (integrity::verify(*p.integrity_key, tb.data(), tb.size()))
+            return tb.size() - integrity::kTagBytes;
+        ++st[s].stats.integrity_failed;
+        return std::nullopt;
     }
     void deliver(std::size_t s, pdu::reassembler::delivered_packets pk, time_ns release) {
         for (auto& b : pk) {
@@ -319,15 +333,8 @@ void medium::Impl::transmit(std::size_t s, std::uint64_t slot, time_ns air, medi
             row.outcome = "unusable";
             return;
         }
-        const auto tb_bytes = tb_bytes_of_mcs[static_cast<std::size_t>(mcs)];
         const std::uint32_t seq = x.seg->next_seq();
-        auto built = x.seg->build(tb_bytes, [&x]() -> std::optional<ip_packet> {
-            if (x.queue.empty()) return std::nullopt;
-            ip_packet p = std::move(x.queue.front());
-            x.queue.pop_front();
-            return p;
-        });
-        x.tb = pending_tb{std::move(built.bytes), seq, mcs, 0};
+        x.tb = pending_tb{new_tb_bytes(s, mcs), seq, mcs, 0};
     } else {
         row.cqi_db = snr_db_at(s, slot >= p.lead_slots ? slot - p.lead_slots : 0);
     }
@@ -341,6 +348,9 @@ void medium::Impl::transmit(std::size_t s, std::uint64_t slot, time_ns air, medi
     ++tb.transmissions;
     const bool ok = snr >= table[static_cast<std::size_t>(tb.mcs)].min_snr_db;
     if (x.olla) x.olla->update(ok, linkadapt::olla::position_of(table, tb.mcs));
+    // The model decodes the bytes the medium built itself: their tag always checks, the
+    // check is here so that every path from a TB to the reassembler goes through it.
+    const auto pdu_len = ok ? authentic_pdu_len(s, tb.bytes) : std::nullopt;
     const time_ns release = air + slot_ns;
     auto deliver = [&](pdu::reassembler::delivered_packets pk) {
         for (auto& b : pk) {
@@ -349,10 +359,10 @@ void medium::Impl::transmit(std::size_t s, std::uint64_t slot, time_ns air, medi
             received.emplace_back(release, std::move(b));
         }
     };
-    if (ok) {
+    if (ok && pdu_len) {
         ++x.stats.tbs_ok;
         row.outcome = "ack";
-        deliver(x.reasm->on_pdu(tb.bytes, air));
+        deliver(x.reasm->on_pdu(tb.bytes.data(), *pdu_len, air));
         x.tb.reset();
     } else if (tb.transmissions >= static_cast<int>(p.max_transmissions)) {
         ++x.stats.tbs_failed;
@@ -362,7 +372,7 @@ void medium::Impl::transmit(std::size_t s, std::uint64_t slot, time_ns air, medi
         x.tb.reset();
     } else {
         ++x.stats.tbs_failed;
-        row.outcome = "nack";
+        row.outcome = ok ? "integrity" : "nack";
     }
 }
 
@@ -601,11 +611,22 @@ void medium::Impl::result(std::size_t s, std::size_t k, const char* outcome, boo
     auto& pr = x.procs[k];
     auto& tb = *pr.tb;
     pr.awaiting = false;
+    // OLLA learns the channel: a TB that decoded says the MCS got through, its tag or not.
     if (x.olla) x.olla->update(ok, linkadapt::olla::position_of(table, tb.mcs));
+    // A TB whose tag is wrong (forged over the air, or recorded in another run) is not the
+    // station's: a NACK, so that the station sends its own again, and nothing of it parsed.
+    std::optional<std::size_t> pdu_len;
+    if (ok) {
+        pdu_len = authentic_pdu_len(s, *decoded);
+        if (!pdu_len) {
+            ok = false;
+            outcome = "integrity";
+        }
+    }
     const bool give_up = !ok && tb.transmissions >= static_cast<int>(p.max_transmissions);
     if (ok) {
         ++x.stats.tbs_ok;
-        deliver(s, x.reasm->on_pdu(*decoded, now), now);
+        deliver(s, x.reasm->on_pdu(decoded->data(), *pdu_len, now), now);
     } else {
         ++x.stats.tbs_failed;
         if (give_up) {
@@ -639,13 +660,17 @@ std::optional<wire::uplink_grant> medium::take_station_grant() {
 
 namespace {
 // The PDU sequence number a TB carries (nullopt: not a PDU of this format).
-std::optional<std::uint32_t> pdu_seq_of(pdu::pdu_format f, const std::vector<std::uint8_t>& b) {
+// `tag`: the bytes of the integrity tag at its end (not part of the PDU).
+std::optional<std::uint32_t> pdu_seq_of(pdu::pdu_format f, const std::vector<std::uint8_t>& b,
+                                        std::size_t tag) {
+    if (b.size() <= tag) return std::nullopt;
+    const std::size_t n = b.size() - tag;
     if (f == pdu::pdu_format::compact) {
-        auto v = pdu::parse_compact_view(b.data(), b.size());
+        auto v = pdu::parse_compact_view(b.data(), n);
         if (!v) return std::nullopt;
         return v->seq;
     }
-    auto v = pdu::parse_view(b.data(), b.size());
+    auto v = pdu::parse_view(b.data(), n);
     if (!v) return std::nullopt;
     return v->header.seq;
 }
@@ -686,7 +711,7 @@ bool medium::on_uplink_tb(time_ns now, std::uint32_t station, const wire::uplink
     auto& tb = *pr.tb;
     // (late or not, the TB tells the AP its sequence number, should HARQ give it up)
     tb.bytes = msg.tb;
-    if (auto seq = pdu_seq_of(m.format, tb.bytes)) tb.seq = *seq;
+    if (auto seq = pdu_seq_of(m.format, tb.bytes, m.tag_bytes())) tb.seq = *seq;
     if (now > pr.tx_air) {  // the station was not ready when its slot began
         ++x.stats.tbs_late;
         m.result(station, k, "late", false, nullptr, 0.0, now);
@@ -756,6 +781,7 @@ std::vector<std::pair<std::string, std::uint64_t>> medium::counters() const {
                            {k + "rx_reports", s.rx_reports},
                            {k + "missed", s.missed},
                            {k + "timeouts", s.timeouts},
+                           {k + "integrity_failed", s.integrity_failed},
                            {k + "queue_packets", x.queue.size()}});
         if (m.client())
             c.insert(c.end(), {{k + "grants", s.grants},

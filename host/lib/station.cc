@@ -68,7 +68,9 @@ std::optional<wire::uplink_tb> station::on_grant(time_ns now, const wire::uplink
     if (!repeat) {
         std::vector<std::uint8_t> tb;
         try {
-            tb = std::move(seg_.build(g.tb_bytes,
+            const std::size_t tag = p_.integrity_key ? integrity::kTagBytes : 0;
+            if (g.tb_bytes <= tag) throw std::invalid_argument("no room for the tag");
+            tb = std::move(seg_.build(g.tb_bytes - tag,
                                       [this]() -> std::optional<ip_packet> {
                                           if (queue_.empty()) return std::nullopt;
                                           ip_packet pk = std::move(queue_.front());
@@ -77,10 +79,11 @@ std::optional<wire::uplink_tb> station::on_grant(time_ns now, const wire::uplink
                                           return pk;
                                       })
                                .bytes);
-        } catch (const std::invalid_argument&) {  // no PDU fits tb_bytes
+        } catch (const std::invalid_argument&) {  // no PDU (and its tag) fits tb_bytes
             ++stats_.grants_rejected;
             return std::nullopt;
         }
+        if (p_.integrity_key) integrity::append_tag(*p_.integrity_key, tb);
         pr.used = true;
         pr.ndi = g.ndi;
         pr.tb = std::move(tb);

@@ -1,15 +1,22 @@
 // Tests of oppsched/integrity.h (the per-run PDU integrity tag) and of its use by the AP
-// core (appends it, segments 8 bytes less) and the client core (checks it before parsing).
+// core (appends it, segments 8 bytes less), the client core (checks it before parsing, NACKs
+// a TB that fails), the station and the medium (uplink TBs tagged and checked), and of the
+// run binding: a TB recorded in another run with the same testbed key never passes.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "oppsched/ap_core.h"
 #include "oppsched/client_core.h"
 #include "oppsched/integrity.h"
+#include "oppsched/linkadapt.h"
+#include "oppsched/medium.h"
 #include "oppsched/pdu.h"
+#include "oppsched/station.h"
 
 namespace oppsched {
 namespace {
@@ -156,7 +163,12 @@ TEST(integrity, the_client_delivers_a_tagged_tb_and_drops_an_altered_one_unparse
     EXPECT_EQ(client.stats().rx_integrity_failed, 1u);
     EXPECT_EQ(client.stats().pdu_errors, 0u);  // never reached the parser
     EXPECT_EQ(client.reassembly_stats().malformed, 0u);
-    ASSERT_EQ(out.uplink.size(), 2u);  // HARQ ACK (CRC ok) and CQI still go up
+    ASSERT_EQ(out.uplink.size(), 2u);  // HARQ feedback and CQI still go up
+    // CRC ok but not the AP's TB: a NACK (the AP's own TB of that slot, if any, goes again)
+    ASSERT_TRUE(std::holds_alternative<wire::harq_feedback>(out.uplink.at(0)));
+    EXPECT_FALSE(std::get<wire::harq_feedback>(out.uplink.at(0)).ack);
+    EXPECT_EQ(client.stats().harq_nacks, 1u);
+    EXPECT_EQ(client.stats().harq_acks, 0u);
     out = client.on_rx_indication(kNsPerMs, indication(g, g.tb));
     // 125 - 8 bytes: header 20 + two segments of 8 + 40 bytes (a third would need 9 more)
     ASSERT_EQ(out.delivered.size(), 2u);
@@ -168,6 +180,250 @@ TEST(integrity, the_client_delivers_a_tagged_tb_and_drops_an_altered_one_unparse
     client::client_core plain(no_key);
     EXPECT_TRUE(plain.on_rx_indication(0, indication(g, g.tb)).delivered.empty());
     EXPECT_EQ(plain.stats().pdu_errors, 1u);
+}
+
+// ---- bound to the run ----
+
+integrity::run_id run_id_of(std::uint8_t fill) {
+    integrity::run_id r{};
+    r.fill(fill);
+    return r;
+}
+
+TEST(integrity, run_keys_are_deterministic_and_differ_per_run_and_per_direction) {
+    const auto tk = key_0_to_15();
+    using integrity::link_direction;
+    const auto d1 = integrity::run_key(tk, run_id_of(1), link_direction::downlink);
+    EXPECT_EQ(d1, integrity::run_key(tk, run_id_of(1), link_direction::downlink));
+    EXPECT_NE(d1, integrity::run_key(tk, run_id_of(2), link_direction::downlink));
+    EXPECT_NE(d1, integrity::run_key(tk, run_id_of(1), link_direction::uplink));
+    EXPECT_NE(d1, tk);
+    auto other_testbed = tk;
+    other_testbed[0] ^= 1;
+    EXPECT_NE(d1, integrity::run_key(other_testbed, run_id_of(1), link_direction::downlink));
+    // Pinned (Python's hashlib.blake2b(msg, key=bytes(range(16)), digest_size=16), RFC 7693):
+    // keyed 00..0f over "oppsched tb key v1" || direction || 01 x 16. The Python tools and
+    // the Wireshark dissector may derive the same keys.
+    EXPECT_EQ(integrity::key_to_hex(d1), "a98c111ab4ef92a988713e2f75405997");
+    EXPECT_EQ(integrity::key_to_hex(integrity::run_key(tk, run_id_of(1), link_direction::uplink)),
+              "221ff4286da08872c68e6a26a80f2914");
+    const auto id = integrity::run_id_from_hex(" 00112233445566778899aabbccddeeff\n");
+    EXPECT_EQ(integrity::run_id_to_hex(id), "00112233445566778899aabbccddeeff");
+    EXPECT_THROW(integrity::run_id_from_hex("0011"), std::invalid_argument);
+    EXPECT_THROW(integrity::run_id_from_hex("zz112233445566778899aabbccddeeff"),
+                 std::invalid_argument);
+}
+
+// Run `fill` of one AP with session `session` and the run's downlink key (or the testbed key
+// itself, as before the run binding, with `bound` false).
+ap::ap_core_params run_of(std::uint8_t fill, std::uint16_t session, bool bound = true) {
+    auto p = one_user(bound ? integrity::run_key(key_0_to_15(), run_id_of(fill),
+                                                 integrity::link_direction::downlink)
+                            : key_0_to_15());
+    p.session = session;
+    return p;
+}
+
+// The client of the same run: its downlink key as the apd's.
+client::client_core_params client_of(const ap::ap_core_params& ap) {
+    client::client_core_params cp;
+    cp.user = 0;
+    cp.integrity_key = ap.integrity_key;
+    return cp;
+}
+
+// A TB of `ap` in slot `slot`, packets of 40 bytes queued first.
+wire::slot_grant tb_of(ap::ap_core& ap, std::uint64_t slot, int packets) {
+    for (int i = 0; i < packets; ++i) EXPECT_TRUE(ap.on_downlink_packet(0, ipv4_to_1(40)));
+    auto g = ap.on_slot_request(slot, static_cast<time_ns>(slot) * 10 * kNsPerMs,
+                                static_cast<time_ns>(slot + 2) * 10 * kNsPerMs);
+    EXPECT_FALSE(g.empty);
+    return g;
+}
+
+const wire::harq_feedback& feedback_of(const client::rx_output& o) {
+    return std::get<wire::harq_feedback>(o.uplink.at(0));
+}
+
+TEST(integrity,
+     a_tb_replayed_from_another_run_with_the_same_testbed_key_is_nacked_and_keeps_the_session) {
+    // Run 1 (session 0x1111): a TB recorded over the air, carrying its session trailer.
+    ap::ap_core run1(run_of(1, 0x1111));
+    const auto recorded = tb_of(run1, 0, 2);
+    // Run 2 (session 0x2222), same testbed key: the client holds run 2's session and data.
+    ap::ap_core run2(run_of(2, 0x2222));
+    client::client_core client(client_of(run2.params()));
+    const auto first = tb_of(run2, 0, 1);
+    auto out = client.on_rx_indication(0, indication(first, first.tb));
+    ASSERT_EQ(out.delivered.size(), 1u);
+    ASSERT_EQ(client.reassembly_stats().session_restarts, 0u);
+    // The replay, in a slot of run 2's, addressed as the PHY heard it.
+    auto replay = indication(first, recorded.tb);
+    replay.slot = 1;
+    out = client.on_rx_indication(kNsPerMs, replay);
+    EXPECT_TRUE(out.delivered.empty());
+    EXPECT_FALSE(feedback_of(out).ack);
+    EXPECT_EQ(client.stats().rx_integrity_failed, 1u);
+    EXPECT_EQ(client.reassembly_stats().session_restarts, 0u);
+    EXPECT_EQ(client.reassembly_stats().dropped_restart, 0u);
+    // Run 2 goes on where it was.
+    const auto next = tb_of(run2, 1, 1);
+    out = client.on_rx_indication(2 * kNsPerMs, indication(next, next.tb));
+    EXPECT_EQ(out.delivered.size(), 1u);
+    EXPECT_TRUE(feedback_of(out).ack);
+    EXPECT_EQ(client.reassembly_stats().session_restarts, 0u);
+}
+
+TEST(integrity, without_the_run_binding_the_same_replay_would_restart_the_clients_session) {
+    // What the run id prevents: with the testbed key used as it is (the tag before the run
+    // binding), run 1's TB passes in run 2 and its session trailer restarts the session.
+    ap::ap_core run1(run_of(1, 0x1111, false));
+    const auto recorded = tb_of(run1, 0, 2);
+    ap::ap_core run2(run_of(2, 0x2222, false));
+    client::client_core client(client_of(run2.params()));
+    const auto first = tb_of(run2, 0, 1);
+    client.on_rx_indication(0, indication(first, first.tb));
+    auto replay = indication(first, recorded.tb);
+    replay.slot = 1;
+    const auto out = client.on_rx_indication(kNsPerMs, replay);
+    EXPECT_EQ(client.stats().rx_integrity_failed, 0u);
+    EXPECT_TRUE(feedback_of(out).ack);
+    EXPECT_EQ(client.reassembly_stats().session_restarts, 1u);
+}
+
+TEST(integrity, a_tb_replayed_within_its_run_delivers_nothing_twice_and_keeps_the_session) {
+    ap::ap_core ap(run_of(3, 0x3333));
+    client::client_core client(client_of(ap.params()));
+    // (one 40-byte packet a TB: 125 - 8 tag - 20 header - 2 session trailer leave 95 bytes)
+    const auto a = tb_of(ap, 0, 1);
+    const auto b = tb_of(ap, 1, 1);
+    EXPECT_EQ(client.on_rx_indication(0, indication(a, a.tb)).delivered.size(), 1u);
+    EXPECT_EQ(client.on_rx_indication(kNsPerMs, indication(b, b.tb)).delivered.size(), 1u);
+    // The replay of a (its tag is this run's): its segments are duplicates the reassembler
+    // drops, its session trailer the session the client holds.
+    auto replay = indication(a, a.tb);
+    replay.slot = 5;
+    const auto out = client.on_rx_indication(2 * kNsPerMs, replay);
+    EXPECT_TRUE(out.delivered.empty());
+    EXPECT_EQ(client.stats().rx_integrity_failed, 0u);
+    EXPECT_EQ(client.reassembly_stats().session_restarts, 0u);
+    EXPECT_EQ(client.stats().delivered_packets, 2u);
+}
+
+// ---- uplink: the station's TBs and the medium's check ----
+
+constexpr double kUpSlotS = 1.667e-3;
+constexpr time_ns kUpSlotNs = 1'667'000;
+
+integrity::tag_key uplink_key(std::uint8_t run) {
+    return integrity::run_key(key_0_to_15(), run_id_of(run), integrity::link_direction::uplink);
+}
+
+ap::medium tagged_medium(ap::uplink_decode decode, ap::station_queue queue,
+                         std::optional<integrity::tag_key> key) {
+    ap::medium_params p;
+    p.mode = ap::medium_mode::node_fair;
+    p.decode = decode;
+    p.queue = queue;
+    p.uplink_mean_snr_db = 60.0;
+    p.uplink_doppler_hz = 0.0;
+    p.olla_enabled = false;
+    p.max_transmissions = 3;
+    p.seed = 7;
+    p.integrity_key = key;
+    const auto t = linkadapt::mcs_table::evdo();
+    std::vector<std::uint32_t> tbs;  // as ap_core: the smallest usable TB counts the tag
+    for (std::size_t m = 0; m < t.size(); ++m) {
+        const auto b = t.bytes_per_slot(static_cast<int>(m), kUpSlotS);
+        tbs.push_back(b >= pdu::min_usable_tb_bytes(pdu::pdu_format::standard) + 8 ? b : 0);
+    }
+    return ap::medium(p, {"s0"}, t, tbs, pdu::pdu_format::standard, kUpSlotS);
+}
+
+// The AP receiver's report of slot `g.slot`: heard, CRC ok, carrying `tb`.
+wire::rx_indication uplink_report(const wire::slot_grant& g, std::vector<std::uint8_t> tb) {
+    wire::rx_indication r;
+    r.slot = g.slot;
+    r.header_ok = r.addressed = r.crc_ok = true;
+    r.snr_db = 30.0f;
+    r.user = g.user;
+    r.mcs = g.mcs;
+    r.harq_pid = g.harq_pid;
+    r.ndi = g.ndi;
+    r.rv = g.rv;
+    r.tb = std::move(tb);
+    return r;
+}
+
+TEST(integrity, the_medium_tags_uplink_tbs_and_nacks_one_forged_or_from_another_run) {
+    auto m = tagged_medium(ap::uplink_decode::phy, ap::station_queue::ap, uplink_key(2));
+    wire::rx_indication heard;  // the sounding: the AP has measured the uplink
+    heard.slot = 0;
+    heard.header_ok = true;
+    heard.snr_db = 30.0f;
+    heard.user = wire::kUserNobody;
+    ASSERT_TRUE(m.on_uplink_rx(0, 0, heard));
+    ASSERT_TRUE(m.on_uplink_packet(0, 0, ipv4_to_1(60)));
+    ASSERT_EQ(m.on_slot(1, kUpSlotNs, {false}, {0.0}), ap::slot_direction::up);
+    const auto g = *m.take_uplink_grant();
+    // The TB on the air: the MAC PDU and its tag under run 2's uplink key, not the downlink's.
+    EXPECT_TRUE(integrity::verify(uplink_key(2), g.tb.data(), g.tb.size()));
+    EXPECT_FALSE(integrity::verify(
+        integrity::run_key(key_0_to_15(), run_id_of(2), integrity::link_direction::downlink),
+        g.tb.data(), g.tb.size()));
+    ASSERT_TRUE(pdu::parse(std::vector<std::uint8_t>(g.tb.begin(), g.tb.end() - 8)).ok());
+    // In its slot the AP's receiver decodes another TB: the same PDU tagged in run 1.
+    std::vector<std::uint8_t> other_run(g.tb.begin(), g.tb.end() - 8);
+    integrity::append_tag(uplink_key(1), other_run);
+    ASSERT_TRUE(m.on_uplink_rx(2 * kUpSlotNs, 0, uplink_report(g, other_run)));
+    EXPECT_TRUE(m.take_received(100 * kUpSlotNs).empty());
+    EXPECT_EQ(m.station_stats(0).integrity_failed, 1u);
+    EXPECT_EQ(m.station_stats(0).tbs_ok, 0u);
+    auto rows = m.take_rows();
+    ASSERT_EQ(rows.size(), 1u);
+    EXPECT_STREQ(rows[0].outcome, "integrity");
+    // A NACK: the station's own TB goes again, unchanged, and gets through.
+    ASSERT_EQ(m.on_slot(3, 3 * kUpSlotNs, {false}, {0.0}), ap::slot_direction::up);
+    const auto again = *m.take_uplink_grant();
+    EXPECT_EQ(again.tb, g.tb);
+    ASSERT_TRUE(m.on_uplink_rx(4 * kUpSlotNs, 0, uplink_report(again, again.tb)));
+    const auto got = m.take_received(100 * kUpSlotNs);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0], ipv4_to_1(60));
+    bool counted = false;
+    for (const auto& [k, v] : m.counters())
+        if (k == "up.s0.integrity_failed") counted = v == 1;
+    EXPECT_TRUE(counted);
+}
+
+TEST(integrity, a_stations_tbs_carry_its_runs_tag_and_the_medium_refuses_another_runs) {
+    for (const std::uint8_t station_run : {2, 1}) {  // the AP's run, then another
+        auto m = tagged_medium(ap::uplink_decode::model, ap::station_queue::client, uplink_key(2));
+        client::station_params sp;
+        sp.integrity_key = uplink_key(station_run);
+        client::station st(sp);
+        ASSERT_TRUE(st.on_packet(0, ipv4_to_1(60)));
+        const auto bs = st.take_status(0);
+        ASSERT_TRUE(bs);
+        m.on_buffer_status(0, 0, *bs);
+        const time_ns air = 4 * kUpSlotNs;
+        ASSERT_EQ(m.on_slot(0, air, {false}, {0.0}), ap::slot_direction::up);
+        const auto g = *m.take_station_grant();
+        const auto tb = st.on_grant(0, g);
+        ASSERT_TRUE(tb);
+        EXPECT_EQ(tb->tb.size(), g.tb_bytes);  // the tag inside the granted size
+        EXPECT_TRUE(integrity::verify(uplink_key(station_run), tb->tb.data(), tb->tb.size()));
+        ASSERT_TRUE(m.on_uplink_tb(0, 0, *tb));
+        const auto got = m.take_received(air + 10 * kUpSlotNs);
+        if (station_run == 2) {
+            ASSERT_EQ(got.size(), 1u);
+            EXPECT_EQ(got[0], ipv4_to_1(60));
+            EXPECT_EQ(m.station_stats(0).integrity_failed, 0u);
+        } else {
+            EXPECT_TRUE(got.empty());
+            EXPECT_EQ(m.station_stats(0).integrity_failed, 1u);
+        }
+    }
 }
 
 }  // namespace

@@ -462,15 +462,31 @@ apd_params read_apd_config(const config_node& root) {
     const config_node pd = root.child_or_empty("pdu");
     core.pdu_format =
         *pdu::pdu_format_from_string(pd.get_choice("format", "standard", {"standard", "compact"}));
-    // The per-run integrity tag (integrity.h): the key the clients hold too.
+    // The integrity tag (integrity.h): the testbed key the clients hold too, and the run's id
+    // (the runner draws one per run and gives it to every daemon), from which the downlink
+    // key (the core's) and the uplink key (the medium's, below) are derived.
+    std::optional<integrity::tag_key> uplink_key;
     if (pd.has("integrity_key_file")) {
         const std::string path = pd.require<std::string>("integrity_key_file");
+        integrity::tag_key testbed{};
         try {
-            core.integrity_key =
+            testbed =
                 integrity::key_from_hex(daemon::read_secret_hex_file(path, integrity::kKeyBytes));
         } catch (const std::exception& e) {
             pd.fail("integrity_key_file", e.what());
         }
+        if (!pd.has("integrity_run_id"))
+            pd.fail("integrity_run_id",
+                    "required with integrity_key_file: the run's id (32 hexadecimal digits, "
+                    "drawn per run), which binds the tag to the run");
+        integrity::run_id run{};
+        try {
+            run = integrity::run_id_from_hex(pd.require<std::string>("integrity_run_id"));
+        } catch (const std::invalid_argument& e) {
+            pd.fail("integrity_run_id", e.what());
+        }
+        core.integrity_key = integrity::run_key(testbed, run, integrity::link_direction::downlink);
+        uplink_key = integrity::run_key(testbed, run, integrity::link_direction::uplink);
     }
 
     // ---- the shared medium (medium.h) ----
@@ -503,6 +519,7 @@ apd_params read_apd_config(const config_node& root) {
         mp.queue = md.get_choice("station_queue", "ap", {"ap", "client"}) == "client"
                        ? ap::station_queue::client
                        : ap::station_queue::ap;
+        mp.integrity_key = uplink_key;
         if (mp.queue == ap::station_queue::client && mp.mode != ap::medium_mode::none)
             for (std::size_t u = 0; u < c.ep_grants.size(); ++u)
                 if (c.ep_grants[u].empty())

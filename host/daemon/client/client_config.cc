@@ -120,15 +120,32 @@ client_params read_client_config(const daemon::config_node& root) {
         ra.get<std::uint64_t>("max_bytes", 1 << 20, value_range::closed(65535, 1ull << 32)));
     c.core.reassembly.max_ahead =
         ra.get<std::uint32_t>("max_ahead", 1024, value_range::closed(1, 1u << 30));
-    // The per-run PDU integrity tag (integrity.h): the apd's pdu.integrity_key_file.
+    // The integrity tag (integrity.h): the apd's pdu.integrity_key_file and
+    // pdu.integrity_run_id, from which the downlink key (checked here) and the uplink key
+    // (the station's TBs) are derived.
     if (root.has("integrity_key_file")) {
         const std::string path = root.require<std::string>("integrity_key_file");
+        integrity::tag_key testbed{};
         try {
-            c.core.integrity_key =
+            testbed =
                 integrity::key_from_hex(daemon::read_secret_hex_file(path, integrity::kKeyBytes));
         } catch (const std::exception& e) {
             root.fail("integrity_key_file", e.what());
         }
+        if (!root.has("integrity_run_id"))
+            root.fail("integrity_run_id",
+                      "required with integrity_key_file: the run's id (32 hexadecimal digits, "
+                      "drawn per run), which binds the tag to the run");
+        integrity::run_id run{};
+        try {
+            run = integrity::run_id_from_hex(root.require<std::string>("integrity_run_id"));
+        } catch (const std::invalid_argument& e) {
+            root.fail("integrity_run_id", e.what());
+        }
+        c.core.integrity_key =
+            integrity::run_key(testbed, run, integrity::link_direction::downlink);
+        c.station.integrity_key =
+            integrity::run_key(testbed, run, integrity::link_direction::uplink);
     }
 
     const config_node cl = root.child_or_empty("clamp");

@@ -135,15 +135,32 @@ TEST(ClientConfig, when_curve_keys_are_given_then_a_lan_uplink_is_a_curve_client
               std::string::npos);
 }
 
-TEST(ClientConfig, when_an_integrity_key_file_is_given_then_the_core_checks_tags_with_it) {
+TEST(ClientConfig,
+     when_an_integrity_key_file_and_run_id_are_given_then_core_and_station_use_the_runs_keys) {
     const std::string ik = key_file("integrity.key", "000102030405060708090a0b0c0d0e0f\n", 0600);
-    const client_params c = read(kMinimal + "integrity_key_file: '" + ik + "'\n");
+    const std::string run = "integrity_run_id: '00112233445566778899aabbccddeeff'\n";
+    const client_params c = read(kMinimal + "integrity_key_file: '" + ik + "'\n" + run);
     ASSERT_TRUE(c.core.integrity_key);
-    EXPECT_EQ((*c.core.integrity_key)[15], 15);
+    ASSERT_TRUE(c.station.integrity_key);
+    const auto testbed = integrity::key_from_hex("000102030405060708090a0b0c0d0e0f");
+    const auto id = integrity::run_id_from_hex("00112233445566778899aabbccddeeff");
+    EXPECT_EQ(*c.core.integrity_key,
+              integrity::run_key(testbed, id, integrity::link_direction::downlink));
+    EXPECT_EQ(*c.station.integrity_key,
+              integrity::run_key(testbed, id, integrity::link_direction::uplink));
+    EXPECT_NE(*c.core.integrity_key, testbed) << "the long-term key is never used as it is";
     EXPECT_FALSE(read(kMinimal).core.integrity_key);
+    EXPECT_FALSE(read(kMinimal).station.integrity_key);
     const std::string bad = key_file("bad.key", "0001\n", 0600);
-    EXPECT_EQ(error_of(kMinimal + "integrity_key_file: '" + bad + "'\n")
+    EXPECT_EQ(error_of(kMinimal + "integrity_key_file: '" + bad + "'\n" + run)
                   .rfind("integrity_key_file: key file " + bad, 0),
+              0u);
+    // without the run's id the tag would not be bound to the run: refused, naming the key
+    EXPECT_EQ(
+        error_of(kMinimal + "integrity_key_file: '" + ik + "'\n").rfind("integrity_run_id: ", 0),
+        0u);
+    EXPECT_EQ(error_of(kMinimal + "integrity_key_file: '" + ik + "'\nintegrity_run_id: 'abc'\n")
+                  .rfind("integrity_run_id: ", 0),
               0u);
 }
 

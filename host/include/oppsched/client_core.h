@@ -2,7 +2,8 @@
 // The client agent's logic (oppsched-client, docs/daemons.md), without any I/O: what the
 // daemon does with each rx_indication from its PHY and each packet its TUN gives it.
 //
-//   downlink  rx_indication --> HARQ feedback (ACK iff crc_ok) for an addressed TB whose
+//   downlink  rx_indication --> HARQ feedback (ACK iff crc_ok and, with the integrity tag,
+//                              the tag checks) for an addressed TB whose
 //                              header decoded; CQI report every cqi_period_slots slots;
 //                              the TB (a MAC PDU, pdu.h) --> Reassembler (segmentation.h)
 //                              --> IP packets in order, for the TUN. The PDU header's CLAMP
@@ -55,9 +56,9 @@ struct client_core_params {
     pdu::reassembler_params reassembly;
     std::uint32_t cqi_period_slots = 1;  // >= 1: a cqi_report when slot >= last report + this
     clamp_rewriter_params clamp;
-    // The per-run PDU integrity tag (integrity.h): with a key, a TB whose last 8 bytes are
-    // not the SipHash-2-4 tag of the rest is dropped before its PDU is parsed and counted
-    // (rx_integrity_failed). nullopt: TBs carry no tag.
+    // The run's downlink tag key (integrity.h: run_key(..., downlink)): with a key, a TB
+    // whose last 8 bytes are not the SipHash-2-4 tag of the rest is NACKed, dropped before
+    // its PDU is parsed and counted (rx_integrity_failed). nullopt: TBs carry no tag.
     std::optional<integrity::tag_key> integrity_key;
 
     // Throws std::invalid_argument ("client.cqi_period_slots: 0 not in [1, 1000000]").

@@ -67,6 +67,7 @@
 #include <vector>
 
 #include "oppsched/common.h"
+#include "oppsched/integrity.h"
 #include "oppsched/linkadapt.h"
 #include "oppsched/pdu.h"
 #include "oppsched/wire.h"
@@ -111,6 +112,14 @@ struct medium_params {
     std::uint32_t harq_processes = 8;             // phy: per station, [1, 16]
     std::uint32_t feedback_timeout_slots = 100;   // phy: no report this long = NACK, [1, 100000]
     station_queue queue = station_queue::ap;      // medium.station_queue
+    // The run's uplink tag key (integrity.h: run_key(..., uplink); the apd derives it with the
+    // downlink one). With it every uplink TB is a MAC PDU of tb_bytes - 8 bytes and its
+    // SipHash-2-4 tag: the TBs the medium builds on a station's behalf are tagged, and every
+    // TB received (the AP's receiver's decoded bytes, a station's uplink_tb) is checked before
+    // its PDU is parsed. A wrong tag (forged, or recorded in another run) is a NACK, counted
+    // (up.<station>.integrity_failed, outcome "integrity"), and nothing of it is delivered.
+    // The caller keeps tb_bytes_of_mcs at 0 for TBs under min usable + 8 bytes (ap_core does).
+    std::optional<integrity::tag_key> integrity_key;
     // Throws std::invalid_argument naming the config key (medium.*) and the value.
     void validate() const;
 };
@@ -128,7 +137,8 @@ struct medium_row {
     std::uint32_t tb_bytes = 0;    // up only
     int retx = 0;                  // up only: earlier transmissions of this TB
     // up: "ack", "nack", "dropped"; phy: also "missed" (the AP's receiver did not hear the
-    // station's header: a NACK) and "timeout" (no report: a NACK); down: ""
+    // station's header: a NACK) and "timeout" (no report: a NACK); with the integrity key also
+    // "integrity" (decoded, its tag wrong: a NACK); down: ""
     const char* outcome = "";
     const char* decoded_by = "";  // up: "model" (SNR threshold) or "phy" (the receiver)
     int harq_pid = -1;            // up, phy: the station's HARQ process
@@ -142,9 +152,10 @@ struct medium_station_stats {
     std::uint64_t dropped_full = 0;  // the station buffer was full
     std::uint64_t delivered = 0, delivered_bytes = 0;
     std::uint64_t slots = 0, tbs_ok = 0, tbs_failed = 0, tbs_dropped = 0;
-    std::uint64_t rx_reports = 0;  // phy: reports of the AP's receiver for this station
-    std::uint64_t missed = 0;      // phy: transmissions the receiver did not hear
-    std::uint64_t timeouts = 0;    // phy: transmissions with no report
+    std::uint64_t rx_reports = 0;        // phy: reports of the AP's receiver for this station
+    std::uint64_t missed = 0;            // phy: transmissions the receiver did not hear
+    std::uint64_t timeouts = 0;          // phy: transmissions with no report
+    std::uint64_t integrity_failed = 0;  // decoded (CRC ok) but the tag is wrong: a NACK
     // client: the station's messages
     std::uint64_t grants = 0;          // uplink grants sent to the station
     std::uint64_t tbs_late = 0;        // its TB came after the slot's air time (or never)

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "oppsched/common.h"
+#include "oppsched/integrity.h"
 #include "oppsched/packet.h"
 #include "oppsched/pdu.h"
 #include "oppsched/segmentation.h"
@@ -38,6 +39,10 @@ struct station_params {
     std::uint32_t harq_processes = 8;    // [1, 16]
     pdu::pdu_format format = pdu::pdu_format::standard;
     time_ns status_period = 10 * kNsPerMs;  // periodic buffer status while backlogged, > 0
+    // The run's uplink tag key (integrity.h: run_key(..., uplink)): with it, every new TB is a
+    // MAC PDU of tb_bytes - integrity::kTagBytes bytes followed by its tag, which the AP's
+    // medium checks. nullopt: TBs carry no tag.
+    std::optional<integrity::tag_key> integrity_key;
     // Throws std::invalid_argument naming the key (medium.*) and the value.
     void validate() const;
 };
