@@ -591,6 +591,7 @@ def write_sweep_report(outdir: Path, man: dict, df: pd.DataFrame) -> Path:
             lines = series(data, spec["x"], spec["y"], axis_names, spec.get("by"))
             if not lines:
                 continue
+            paper = spec.get("paper") or []
             fig, ax = plt.subplots(figsize=(7, 4.2))
             for k, ln in enumerate(lines):
                 color = f"C{k % 10}"
@@ -607,6 +608,12 @@ def write_sweep_report(outdir: Path, man: dict, df: pd.DataFrame) -> Path:
                 for px, py, tag in zip(xs, ys, ln.get("tags", [])):
                     ax.annotate(tag, (px, py), textcoords="offset points", xytext=(4, 4),
                                 fontsize=6, color=color)
+            for q in paper:  # the paper's own values, black, beside the measured ones
+                if q["x"] is None:
+                    ax.axhline(q["y"], ls=":", lw=1.2, color="black", label=q["label"])
+                else:
+                    ax.plot([q["x"]], [q["y"]], marker="*", ms=11, ls="none", color="black",
+                            label=q["label"])
             ax.set_xlabel(spec["x"])
             if ticks is not None:
                 ax.set_xticks(range(len(ticks)))
@@ -618,7 +625,7 @@ def write_sweep_report(outdir: Path, man: dict, df: pd.DataFrame) -> Path:
                 ax.set_yscale("log")
             ax.set_title(spec.get("title") or f"{spec['y']} against {spec['x']}", fontsize=10)
             ax.grid(alpha=0.3)
-            if len(lines) > 1:
+            if len(lines) + len(paper) > 1:
                 ax.legend(fontsize=7, ncol=2 if len(lines) > 8 else 1)
             name = f"sweep-{i:02d}-{re.sub(r'[^A-Za-z0-9_.-]', '_', spec['y'])}.png"
             pngs.append("plots/" + save_figure(fig, plotdir, name))

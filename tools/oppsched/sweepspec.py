@@ -47,8 +47,31 @@ SCHEMA = {
         "logy": Field(bool, False),
         "by": Field((list, type(None)), None, doc="axes that split lines (default: the "
                     "other axes where x is an axis, none where x is a metric)"),
+        "paper": Field(list, [], doc="the paper's own values, drawn beside the measured "
+                       "ones: a list of {y, x (omit: a level across the plot), label}"),
     }),
 }
+
+
+def _paper_point(where: str, q) -> dict:
+    """One of the paper's values on a plot: {y, x (None: a level), label}."""
+    if not isinstance(q, dict):
+        raise ConfigError(f"{where}: {q!r} is not a mapping {{y, x, label}}")
+    unknown = sorted(set(q) - {"x", "y", "label"})
+    if unknown:
+        raise ConfigError(f"{where}.{unknown[0]}: unknown key (known: label, x, y)")
+    out = {"label": q.get("label", "paper")}
+    if not isinstance(out["label"], str):
+        raise ConfigError(f"{where}.label: {out['label']!r} is not a string")
+    for key in ("x", "y"):
+        v = q.get(key)
+        if v is None and key == "x":
+            out[key] = None
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ConfigError(f"{where}.{key}: {v!r} is not a finite number")
+        out[key] = float(v)
+    return out
 
 
 @dataclass(frozen=True)
@@ -207,6 +230,8 @@ def expand(raw: dict, schema: dict, resolved: dict, check=None) -> Sweep | None:
             if b not in names_ax:
                 raise ConfigError(f"sweep.plots[{i}].by: {b!r} is not an axis (axes: "
                                   f"{', '.join(sorted(names_ax)) or 'none'})")
+        p["paper"] = [_paper_point(f"sweep.plots[{i}].paper[{j}]", q)
+                      for j, q in enumerate(p["paper"])]
 
     base = copy.deepcopy(raw)
     base.pop("sweep", None)

@@ -127,6 +127,37 @@ def test_a_plot_split_by_something_other_than_an_axis_is_named(tmp_path):
     assert "sweep.plots[0].by: 'speed' is not an axis" in error_of(tmp_path, text)
 
 
+@pytest.mark.parametrize("paper, expect", [
+    ("[{x: 0.1}]", "sweep.plots[0].paper[0].y: None is not a finite number"),
+    ("[{y: .nan}]", "sweep.plots[0].paper[0].y: nan is not a finite number"),
+    ("[{y: 1, lable: W}]", "sweep.plots[0].paper[0].lable: unknown key"),
+    ("[3]", "sweep.plots[0].paper[0]: 3 is not a mapping"),
+])
+def test_a_bad_paper_value_on_a_plot_is_named(tmp_path, paper, expect):
+    text = MACSIM + f"  plots:\n    - {{x: alpha, y: jain_index_users, paper: {paper}}}\n"
+    assert expect in error_of(tmp_path, text)
+
+
+def test_the_papers_values_are_drawn_on_the_plot_as_points_and_levels(tmp_path, monkeypatch):
+    text = MACSIM.split("variants:")[0] + (
+        "sweep:\n  axes:\n    alpha: {key: scheduler.alpha, values: [0.1, 0.01]}\n"
+        "  plots:\n    - {x: alpha, y: jain_index_users, paper: "
+        "[{x: 0.1, y: 0.9, label: 'paper, Fig. 4'}, {y: 0.5, label: 'paper, RR'}]}\n")
+    drawn = []
+    import matplotlib.axes
+    real_plot, real_hline = matplotlib.axes.Axes.plot, matplotlib.axes.Axes.axhline
+    monkeypatch.setattr(matplotlib.axes.Axes, "plot", lambda self, *a, **k: (
+        drawn.append(("point", a, k.get("label"))), real_plot(self, *a, **k))[1])
+    monkeypatch.setattr(matplotlib.axes.Axes, "axhline", lambda self, *a, **k: (
+        drawn.append(("level", a, k.get("label"))), real_hline(self, *a, **k))[1])
+    out = tmp_path / "out"
+    assert sweep.run_sweep(write(tmp_path, text), out) == 0
+    papers = {label: args for kind, args, label in drawn if str(label).startswith("paper")}
+    assert papers == {"paper, Fig. 4": ([0.1], [0.9]), "paper, RR": (0.5,)}
+    manifest = json.loads((out / "sweep.json").read_text())
+    assert manifest["plots"][0]["paper"][1] == {"label": "paper, RR", "x": None, "y": 0.5}
+
+
 def test_oppsched_check_validates_the_sweep(tmp_path):
     ok = subprocess.run([sys.executable, "-m", "oppsched", "check", str(write(tmp_path))],
                         capture_output=True, text=True)
