@@ -278,7 +278,11 @@ def analyze_run(rundir: Path) -> dict:
     cfg = json.loads((Path(rundir) / "config.json").read_text())
     mod = kind_module(cfg["kind"])
     summary = mod.analyze(Path(rundir))
-    summary["plots"] = mod.plot(Path(rundir), summary)
+    try:
+        summary["plots"] = mod.plot(Path(rundir), summary)
+    except OSError as exc:  # a full disk: the summary, which says so, matters more
+        summary["plots"] = []
+        summary.setdefault("errors", []).append(f"plots: {type(exc).__name__}: {exc}")
     # Written last and whole: a summary.json present means a finished run (sweeps rely on it).
     write_atomic(Path(rundir) / "summary.json", json.dumps(summary, indent=2) + "\n")
     return summary

@@ -37,6 +37,20 @@ def _balanced(b: dict) -> None:
     assert b["offered"] == b["delivered"] + b["dropped_total"] + b["queued"] + b["in_flight"]
 
 
+def _balanced_end_to_end(s: dict) -> dict:
+    """summary.json balance.end_to_end: every packet the servers offered is delivered to a
+    client or lost at a stage that recorded it, each stage recounted from its own record
+    (the captures, the delay stage's counters, the AP TUN, packets.csv, the clients' stats),
+    within the stated bound."""
+    e = s["balance"]["end_to_end"]
+    assert e["offered_total"] > 100, e
+    assert e["stages"]["ap"]["source"] == "packets.csv", e
+    assert all(w["source"] for w in e["stages"]["wired"].values()), e
+    assert e["residual"] == e["offered_total"] - e["delivered_total"] - e["lost_certain"]
+    assert abs(e["unexplained"]) <= e["bound"], e
+    return e
+
+
 def test_a_killed_and_restarted_apd_is_a_new_session_the_flow_resumes_and_losses_are_counted(
         tmp_path):
     require_real_testbed()
@@ -73,6 +87,11 @@ def test_a_killed_and_restarted_apd_is_a_new_session_the_flow_resumes_and_losses
     assert t["pending"] == new["queued"] + new["in_flight"]
     assert t["offered"] == new["offered"]
     assert (out / "packets.killed.csv").exists() and (out / "slots.killed.csv").exists()
+    # End to end, the killed apd's held and unrecorded packets are the only ones whose fate
+    # no record gives (the client may have got them): the rest balances within the bound.
+    e = _balanced_end_to_end(s)
+    k = e["stages"]["ap_killed"]
+    assert k["source"] == "packets.killed.csv" and k["unrecorded"] is not None, k
     assert not s["errors"]
 
 
@@ -146,6 +165,9 @@ def test_under_chaos_between_phy_and_daemons_they_survive_counters_add_up_and_tc
     t = s["conservation"]["trace"]
     assert t["multiple_fates"] == 0 and t["drops_without_cause"] == 0
     assert t["pending"] == b["queued"] + b["in_flight"]
+    # End to end, with the chaos between the PHY and the daemons: what the servers sent is
+    # what the clients got plus what the stages dropped, recounted stage by stage.
+    _balanced_end_to_end(s)
     assert not s["errors"]
 
 
@@ -183,6 +205,96 @@ def test_the_summary_balance_names_each_cause_and_an_unaccounted_packet_is_an_er
     conservation_summary(tmp_path, {"apd": _apd_stats(unaccounted=3.0)}, errors)
     assert any("3 packet(s) offered at the AP left without a record" in e for e in errors), errors
     assert any("1 packet(s) more than one fate and 1 drop(s) no cause" in e for e in errors), errors
+
+
+def _ip4(src: str, dst: str, sport: int, dport: int, proto: int = 6) -> bytes:
+    import ipaddress
+    import struct
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 40, 0, 0, 64, proto, 0,
+                     ipaddress.ip_address(src).packed, ipaddress.ip_address(dst).packed)
+    return ip + struct.pack("!HHIIBBHHH", sport, dport, 0, 0, 0x50, 0x10, 0, 0, 0)
+
+
+def _pcap_of(path: Path, packets: list[bytes], ethernet: bool) -> None:
+    import struct
+    with open(path, "wb") as f:
+        f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1 if ethernet else 101))
+        for k, pk in enumerate(packets):
+            frame = (bytes(12) + b"\x08\x00" + pk) if ethernet else pk
+            f.write(struct.pack("<IIII", k, 0, len(frame), len(frame)) + frame)
+
+
+def _balance_run(tmp_path: Path, delivered: int) -> tuple[dict, dict, dict]:
+    """A run folder's records for the end-to-end balance: S1 sends 100 packets of flow
+    port 5201 to R1 (and 3 on another port, which are not the flows'); R1's capture holds
+    `delivered` of them and 5 of its own upstream; the stages record their drops."""
+    srv, cli = "10.1.0.1", "10.2.0.1"
+    _pcap_of(tmp_path / "wired.S1.pcap",
+             [_ip4(srv, cli, 40000, 5201)] * 100 + [_ip4(srv, cli, 22, 6000)] * 3
+             + [_ip4(srv, cli, 0, 0, proto=1)] * 2, ethernet=True)
+    _pcap_of(tmp_path / "client.R1.pcap",
+             [_ip4(srv, cli, 40000, 5201)] * delivered + [_ip4(cli, srv, 5201, 40000)] * 5,
+             ethernet=False)
+    rows = ["t_ns,event,user,packet_id,bytes,reason",
+            "500,enqueue,0,1,100,", "600,drop,0,1,100,overflow",  # before t0: not counted
+            "1100,drop,-1,2,76,unknown_destination"]              # to no client: not counted
+    for i in (10, 11, 12):
+        rows += [f"1200,enqueue,0,{i},100,", f"1300,drop,0,{i},100,overflow"]
+    rows += ["1200,enqueue,0,20,100,", "1250,dequeue,0,20,100,", "1400,drop,0,20,100,harq_timeout",
+             "1200,enqueue,0,30,100,",  # still queued at the end
+             "1200,enqueue,0,31,100,", "1250,dequeue,0,31,100,"]  # in flight at the end
+    for i in range(40, 50):
+        rows += [f"1200,enqueue,0,{i},100,", f"1250,dequeue,0,{i},100,", f"1300,deliver,0,{i},100,"]
+    (tmp_path / "packets.csv").write_text("\n".join(rows) + "\n")
+    ab = {"dropped_limit": 1, "dropped_memory": 0, "discarded_at_exit": 0}
+    run = {"t0_mono_ns": 1000,
+           "testbed": {"servers": [{"name": "S1", "addr4": srv, "addr6": "fd00:1:0::1"}],
+                       "clients": [{"name": "R1", "addr4": cli, "addr6": "fd00:2:0::1"}],
+                       "links": [{"name": "s0"}]},
+           "flows": [{"id": "f1", "port": 5201}],
+           "wired_stats_t0": {"s0": {"directions": {"ab": ab}}},
+           "wired_stats": {"s0": {"directions": {"ab": {**ab, "dropped_limit": 3}}}},
+           "ap_tun_t0": {"tx_dropped": 4}, "ap_tun_end": {"tx_dropped": 5}}
+    stats = {"client.R1": {"reassembly": {"dropped_incomplete": 2, "dropped_timeout": 0},
+                           "tun": {"tx_errors": 0, "tx_would_block": 0}}}
+    return {"capture": {"pcaps": True}}, run, stats
+
+
+def test_the_end_to_end_balance_recounts_each_stage_from_its_own_record(tmp_path):
+    from oppsched.experiments.testbed.balance import end_to_end
+    cfg, run, stats = _balance_run(tmp_path, delivered=90)
+    errors: list = []
+    b = end_to_end(tmp_path, cfg, run, stats, errors)
+    assert errors == []
+    assert b["offered"] == {"S1": 100} and b["delivered"] == {"R1": 90}  # the flows' only
+    st = b["stages"]
+    assert st["wired"]["s0"]["dropped"] == {"dropped_limit": 2}  # since t0
+    assert st["ap_tun"]["tx_dropped"] == 1
+    ap = st["ap"]
+    assert ap["source"] == "packets.csv"
+    assert ap["dropped"] == {"overflow": 3, "harq_timeout": 1}
+    assert (ap["queued"], ap["in_flight"]) == (1, 1)
+    # The client's view of the AP's HARQ losses is listed, never counted twice.
+    assert st["clients"]["R1"]["also_counted_at_ap"] == {"dropped_incomplete": 2}
+    # certain: 2 wired + 1 TUN + 3 overflow + 1 queued; perhaps: a HARQ timeout and one in
+    # flight (the client may have decoded their TBs). 100 - 90 - 7 = 3, one more than can
+    # be explained: within the bound.
+    assert (b["lost_certain"], b["lost_perhaps"], b["residual"]) == (7, 2, 3)
+    assert b["unexplained"] == 1 and b["bound"] == 5
+    # Twenty packets that vanish without a record anywhere fail the run, said plainly.
+    cfg, run, stats = _balance_run(tmp_path, delivered=70)
+    errors = []
+    b = end_to_end(tmp_path, cfg, run, stats, errors)
+    assert b["unexplained"] == 21
+    assert errors == ["balance: 21 packet(s) unexplained end to end (packets the servers sent "
+                      "reached no client and no stage recorded a drop): offered 100 "
+                      "(wired.*.pcap), delivered 70 (client.*.pcap), lost for certain 7, "
+                      "perhaps 2; the bound is 5 (summary.json balance.end_to_end)"]
+    # More delivered than offered and explained is unexplained too (a stage counting twice).
+    cfg, run, stats = _balance_run(tmp_path, delivered=99)
+    errors = []
+    assert end_to_end(tmp_path, cfg, run, stats, errors)["unexplained"] == -6
+    assert errors and "more packets reached the clients" in errors[0]
 
 
 def test_the_runner_watchdog_fires_only_after_the_requests_advanced_and_then_stalled(tmp_path):

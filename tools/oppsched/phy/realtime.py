@@ -8,7 +8,6 @@ of the slot and the slot trace's row.
 
 from __future__ import annotations
 
-import csv
 import gc
 import logging
 import signal
@@ -21,6 +20,7 @@ import zmq
 
 from oppsched import mac
 from oppsched.phy.common import write_json_atomic
+from oppsched.rowtrace import RowTrace
 
 log = logging.getLogger("oppsched.phy.abstract")
 
@@ -111,8 +111,7 @@ class PhyProcess:
         self.busy = Histogram()
         self.overruns = 0
         self.ticks = 0
-        self.trace_file = None
-        self.trace = None
+        self.trace: RowTrace | None = None
         self.req = self.grants = None
         self.rx: list = []
 
@@ -145,9 +144,8 @@ class PhyProcess:
         path = self.cfg["traces"]["slots"]
         if path:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-            self.trace_file = open(path, "w", newline="", buffering=1 << 16)
-            self.trace = csv.writer(self.trace_file)
-            self.trace.writerow(self.core.trace_header())
+            # Whole rows only, a full disk counted, never fatal (oppsched/rowtrace.py).
+            self.trace = RowTrace(path, self.core.trace_header())
 
     def wait_for_peers(self) -> None:
         """With ZMQ_IMMEDIATE a PUSH socket is writable only once a peer is connected: wait
@@ -186,9 +184,8 @@ class PhyProcess:
                 s.close(linger=200)
         if self.grants is not None:
             self.grants.close(linger=0)
-        if self.trace_file:
-            self.trace_file.close()
-            self.trace_file = None
+        if self.trace is not None:
+            self.trace.close()
 
     # -- stats -------------------------------------------------------------------------
 
@@ -201,12 +198,15 @@ class PhyProcess:
             "busy_us": self.busy.summary(),
             "spin_us": self.cfg["timing"]["spin_us"],
         }
+        if self.trace is not None:  # summary.json names a trace with failed writes
+            out.setdefault("traces", {}).update(self.trace.counts("slots"))
         return out
 
     def write_stats(self) -> None:
+        # The trace first: the stats then count its failed writes.
+        if self.trace is not None:
+            self.trace.flush()
         write_json_atomic(Path(self.cfg["traces"]["stats"]), self.stats())
-        if self.trace_file:
-            self.trace_file.flush()
 
     # -- the loop ----------------------------------------------------------------------
 
@@ -286,7 +286,7 @@ class PhyProcess:
                 for i, (sock, frame) in enumerate(zip(self.rx, pending.frames)):
                     core.rx_result(i, self._push(sock, frame))
                 if self.trace is not None:
-                    self.trace.writerow(pending.row)
+                    self.trace.row(pending.row)
                 pending = None
             if self.stop or (max_slots and k >= max_slots):
                 break

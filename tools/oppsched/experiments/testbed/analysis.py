@@ -13,12 +13,13 @@ import numpy as np
 import pandas as pd
 
 from oppsched import daemonconf, pcap, transfers, wrcflows
+from oppsched.experiments.testbed.balance import end_to_end
 from oppsched.experiments.testbed.reliability import conservation_summary
 from oppsched.experiments.testbed.schema import (FLOW_DIRECTIONS, is_wrc, repeated,
                                                  wrc_packet_bytes, wrc_weight)
 from oppsched.flows import (BASE_PORT, intervals, sender_result, socket_csv,
                             socket_delivered)
-from oppsched.experiments.testbed.traces import truncation_errors
+from oppsched.experiments.testbed.traces import truncation_errors, write_errors
 from oppsched.metrics import jain_index
 
 
@@ -520,11 +521,16 @@ def analyze(outdir: Path) -> dict:
         "transfers": _transfers_total(flows),
         "wrc": _wrc_total(rundir, flows, plans),
         "conservation": conservation_summary(rundir, stats, errors),
+        # offered at the servers = delivered to the clients + losses by stage, each
+        # recounted from its own record (balance.py)
+        "balance": {"end_to_end": end_to_end(rundir, cfg, run, stats, errors)},
         "security": security_summary(cfg, stats),
         "watchdog": watchdog_summary(stats.get("apd"), errors),
         "truncated_traces": truncated_traces(run),
     }
     errors += truncation_errors(summary["truncated_traces"])
+    # Every trace a write to which failed (a full disk), named with what it lost.
+    errors += write_errors(rundir, read_json, errors)
     # What went wrong, for `oppsched run` (exit status) and the report: the run's own
     # failure (a daemon that exited non-zero, a timeout) and every unreadable trace.
     summary["errors"] = ([f"run: {run['error']}"] if run.get("error") else []) + errors

@@ -7,6 +7,7 @@ captures), recording every process (processes.json) and the run (run.json)."""
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import os
@@ -35,7 +36,7 @@ from oppsched.flows import (SOCKET_COLUMNS, FlowPlan, parse_ss_bytes_acked,
 from oppsched.netns import (TCPDUMP_BOUNDING, NetnsError, RunUser, RunView, fifo_allowed,
                             hand_back, invoking_user, new_run_id, wait_for)
 from oppsched.paths import write_atomic
-from oppsched.safefs import open_beneath, remove_symlinks
+from oppsched.safefs import open_beneath, open_dir, remove_symlinks
 from oppsched.wired import Testbed, attach_spm_marker, ensure_congestion_control
 
 
@@ -176,6 +177,46 @@ def _clean(rundir: Path) -> None:
             p.unlink()
     for d in ("logs", "zmq", "netns"):
         shutil.rmtree(rundir / d, ignore_errors=True)
+    _release_space(rundir)
+
+
+# Room kept for the end of a run whose disk fills up during it (docs/testbed.md,
+# "Reliability"): a file of RESERVE_BYTES the runner allocates in the run folder at the
+# start and removes before it stops the daemons, so that their last trace writes and final
+# stats, the capture tools' last lines, run.json and summary.json still fit and say what
+# was lost. Enough for those (tens of kB each) and the plots.
+RESERVE_NAME = ".space-reserve"
+RESERVE_BYTES = 8 << 20
+
+
+def _reserve_space(rundir: Path) -> str | None:
+    """Allocates the reserve (posix_fallocate: blocks, not a sparse file); a warning for
+    run.json if it could not be (the disk is already that full)."""
+    try:
+        fd = open_beneath(rundir, RESERVE_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:
+        return f"{RESERVE_NAME}: {exc}: no room kept for the end of the run"
+    try:
+        os.posix_fallocate(fd, 0, RESERVE_BYTES)
+    except OSError as exc:
+        return f"{RESERVE_NAME}: {exc}: no room kept for the end of the run"
+    finally:
+        os.close(fd)
+    return None
+
+
+def _release_space(rundir: Path) -> None:
+    """Removes the reserve (unlink(2) relative to the folder follows no link)."""
+    try:
+        dfd = open_dir(rundir)
+    except OSError:
+        return
+    try:
+        os.unlink(RESERVE_NAME, dir_fd=dfd)
+    except FileNotFoundError:
+        pass
+    finally:
+        os.close(dfd)
 
 
 def _wait_files(paths, what: str, timeout: float, procs: ProcTable, alive) -> None:
@@ -301,9 +342,13 @@ class SocketSampler:
         self.rundir = Path(rundir)
         self.next_s = 0.0
         self.by_ns: dict[str, tuple] = {}  # ns name -> (node, {port: plan})
-        self.files = {}
+        self.files: dict[str, int] = {}  # flow id -> descriptor of its trace
+        self.sizes: dict[str, int] = {}  # flow id -> bytes of whole rows written
         self.events: list[tuple] = []  # (proc name, log path, {port: plan})
         self.warnings: list[str] = []
+        # Rows that could not be written (a full disk), per file: run.json
+        # `trace_write_errors`, summary.json errors naming the trace (traces.write_errors).
+        self.write_errors: dict[str, dict] = {}
         for p in plans:
             if p.repeat or p.transport == "wrc":
                 continue
@@ -313,9 +358,8 @@ class SocketSampler:
             # link planted in its place (the run folder was cleaned of old traces).
             fd = open_beneath(self.rundir, socket_csv(self.rundir, p.id).name,
                               os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-            f = os.fdopen(fd, "w", buffering=1)
-            f.write(",".join(SOCKET_COLUMNS) + "\n")
-            self.files[p.id] = f
+            self.files[p.id], self.sizes[p.id] = fd, 0
+            self._write_row(p.id, ",".join(SOCKET_COLUMNS) + "\n", header=True)
 
     def start_events(self, spawn) -> None:
         """`ss -HtinE` in each receiving namespace, line-buffered (a stop loses nothing)
@@ -329,8 +373,36 @@ class SocketSampler:
         for r in rows:
             p = ports.get(r["local_port"])
             if p is not None:
-                self.files[p.id].write(f"{t},{event},{r['peer_port']},{r['bytes_received']},"
-                                       f"{r['bytes_sent']}\n")
+                self._write_row(p.id, f"{t},{event},{r['peer_port']},{r['bytes_received']},"
+                                      f"{r['bytes_sent']}\n")
+
+    def _write_row(self, fid: str, line: str, header: bool = False) -> None:
+        """One row, written at once (unbuffered: nothing is lost when the runner stops). A
+        write that fails (a full disk) loses the row, counted per file, and the file is cut
+        back to its last whole row, as the daemons' writers do (csv_writer.h); the run goes
+        on. A header that could not be written is written before the next row."""
+        fd = self.files[fid]
+        if self.sizes[fid] == 0 and not header:
+            line = ",".join(SOCKET_COLUMNS) + "\n" + line
+        data = line.encode()
+        try:
+            n = os.write(fd, data)
+            if n != len(data):
+                raise OSError(errno.ENOSPC, f"short write ({n} of {len(data)} bytes)")
+            self.sizes[fid] += n
+        except OSError as exc:
+            e = self.write_errors.setdefault(socket_csv(self.rundir, fid).name,
+                                             {"errors": 0, "rows_lost": 0, "error": str(exc)})
+            e["errors"] += 1
+            e["rows_lost"] += line.count("\n") - (1 if self.sizes[fid] == 0 else 0)
+            try:
+                os.ftruncate(fd, self.sizes[fid])
+                os.lseek(fd, self.sizes[fid], os.SEEK_SET)
+            except OSError:
+                pass
+
+    def errors_for_record(self) -> list[dict]:
+        return [{"file": k, **v} for k, v in sorted(self.write_errors.items())]
 
     def poll(self, now: float, force: bool = False) -> None:
         if not force and now < self.next_s:
@@ -364,8 +436,8 @@ class SocketSampler:
         self.close()
 
     def close(self) -> None:
-        for f in self.files.values():
-            f.close()
+        for fd in self.files.values():
+            os.close(fd)
         self.files = {}
 
 
@@ -446,6 +518,9 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
                                                                      progs.items()},
               "host_changes": [], "flows": [], "testbed": None, "wired_stats": None}
     procs = ProcTable()
+    reserve_warning = _reserve_space(rundir)
+    if reserve_warning:
+        record["warnings"] = [reserve_warning]
 
     def write_record():
         write_atomic(rundir / "run.json", json.dumps(record, indent=1, default=str) + "\n")
@@ -645,6 +720,13 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
                     rp = spawn(ns, p.receiver_argv(work), p.listener_name, "iperf3-receiver")
                 ns.wait_listening(p.port, proto=proto, timeout=up, proc=rp)
 
+            # The counters the end-to-end balance takes differences of (balance.py,
+            # summary.json `balance`): the AP TUN's drops and the delay stages' at t0.
+            record["ap_tun_t0"] = _link_counters(tb.ap, lay.tun)
+            try:
+                record["wired_stats_t0"] = tb.wired_stats()
+            except Exception as exc:  # noqa: BLE001 -- a figure for the balance, not the run
+                record.setdefault("warnings", []).append(f"wired stats at t0: {exc}")
             # The flows, at their times after t0.
             record["status"] = "running"
             t0 = time.monotonic()
@@ -661,6 +743,9 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
                           spawn, sched_fifo=cfg["topology"]["apd_rt_priority"]), tb.ap,
                           apd_argv, record, write_record, lay.tun), sampler=sampler)
             record["status"] = "stopping"
+            # The room kept for the end (RESERVE_BYTES): from here on every process writes
+            # its last rows, its stats and its report, on a full disk too.
+            _release_space(rundir)
             # Stop in order: receivers (done by now), PHY, clients and apd (SIGTERM: they
             # finish the slot, write stats and traces, exit 0), captures, delay stages.
             # A one-off receiver (-s -1) ends by itself once its sender has exchanged the
@@ -693,6 +778,9 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
             for u in users:
                 procs.stop(f"client.{u.name}", 10.0)
             procs.stop("apd", 10.0)
+            # What reached the TUN after the apd's last read (its drops once no reader was
+            # left) is in the balance too.
+            record["ap_tun_end"] = _link_counters(tb.ap, lay.tun)
             for c in caps:
                 if procs.stop(c.name, 5.0) == 0:
                     stem = c.name.split(".", 1)[1]
@@ -715,8 +803,11 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
         record["error"] = f"{type(exc).__name__}: {exc}"
         raise
     finally:
+        _release_space(rundir)  # run.json and the summary fit on a full disk
         if sampler is not None:
             sampler.close()
+            if sampler.write_errors:
+                record["trace_write_errors"] = sampler.errors_for_record()
         shutil.rmtree(scratch, ignore_errors=True)
         shutil.rmtree(rundir / "zmq", ignore_errors=True)  # the ipc sockets mean nothing now
         # The traces of a daemon that died are still NAME.partial: whole up to its last
