@@ -16,6 +16,13 @@ chaos.yaml:
     forge: 0.0          # rx links: an addressed TB whose CRC checked gets one byte changed
                         # and is re-framed with a valid CRC: a TB forged over the air
     hold_max_ms: 20.0   # a message held for reordering goes anyway after this long
+    record: PATH        # rx links: the first record_max TBs addressed to the client whose CRC
+    record_max: 16      #   checked, as JSON lines {"link": ..., "tb": HEX}: what a receiver
+                        #   in range records (the first carry the MAC session trailer, pdu.h)
+    replay: PATH        # rx links: TBs recorded (by `record`) in another run, and
+    replay_p: 0.0       #   the probability that an addressed TB whose CRC checked is
+                        #   replaced by the next of its link's (round robin): a replay over
+                        #   the air from an earlier run, in this run's slot (counted "replayed")
     stats: PATH         # JSON of the counters, written every 2 s and at exit
     links:              # each: a PULL where the sender's messages arrive, a PUSH onward
       - {name: requests, pull: {bind: ENDPOINT}, push: {connect: ENDPOINT}}
@@ -74,7 +81,16 @@ class Link:
         self.forge_rng = random.Random(seed + 7919)
         self.held: tuple[float, bytes] | None = None  # a message waiting to be overtaken
         self.counts = {"received": 0, "forwarded": 0, "dropped": 0, "duplicated": 0,
-                       "reordered": 0, "delayed": 0, "send_failed": 0, "forged": 0}
+                       "reordered": 0, "delayed": 0, "send_failed": 0, "forged": 0,
+                       "recorded": 0, "replayed": 0}
+        rx = self.name.startswith("rx_")
+        self.record_path = Path(conf["record"]) if rx and conf.get("record") else None
+        self.record_max = int(conf.get("record_max", 16))
+        self.replay_tbs = ([bytes.fromhex(r["tb"]) for r in _read_recorded(conf["replay"])
+                            if r.get("link") == self.name]
+                           if rx and conf.get("replay") else [])
+        self.p_replay = float(conf.get("replay_p", 0.0)) if self.replay_tbs else 0.0
+        self.replay_rng = random.Random(seed + 104729)
 
     def send(self, msg: bytes) -> None:
         try:
@@ -89,6 +105,10 @@ class Link:
         d_drop, d_dup, d_reorder, d_delay = (self.rng.random() for _ in range(4))
         if self.p_forge > 0.0:
             msg = self.forge(msg)
+        if self.record_path is not None and self.counts["recorded"] < self.record_max:
+            self.record(msg)
+        if self.p_replay > 0.0:
+            msg = self.replay(msg)
         if d_drop < self.p["drop"]:
             self.counts["dropped"] += 1
             return
@@ -130,6 +150,42 @@ class Link:
         self.counts["forged"] += 1
         return mac.wire.encode(kind, seq, f)
 
+    @staticmethod
+    def _addressed_tb(msg: bytes):
+        """(seq, fields) of an rx_indication carrying a TB addressed to its client whose CRC
+        checked; None for any other message."""
+        from oppsched import mac  # the bindings; only a forging or replaying proxy needs them
+        try:
+            seq, kind, f = mac.wire.decode(msg)
+        except ValueError:
+            return None
+        if kind != "rx_indication" or not (f["addressed"] and f["crc_ok"] and f["tb"]):
+            return None
+        return seq, f
+
+    def record(self, msg: bytes) -> None:
+        """Appends the TB of an addressed rx_indication whose CRC checked to `record`."""
+        got = self._addressed_tb(msg)
+        if got is None:
+            return
+        with open(self.record_path, "a") as out:
+            out.write(json.dumps({"link": self.name, "tb": bytes(got[1]["tb"]).hex()}) + "\n")
+        self.counts["recorded"] += 1
+
+    def replay(self, msg: bytes) -> bytes:
+        """With probability replay_p, an addressed rx_indication whose CRC checked carries the
+        next TB recorded in the other run instead of its own."""
+        from oppsched import mac
+        if self.replay_rng.random() >= self.p_replay:
+            return msg
+        got = self._addressed_tb(msg)
+        if got is None:
+            return msg
+        seq, f = got
+        f["tb"] = self.replay_tbs[self.counts["replayed"] % len(self.replay_tbs)]
+        self.counts["replayed"] += 1
+        return mac.wire.encode("rx_indication", seq, f)
+
     def release(self) -> None:
         if self.held is not None:
             msg = self.held[1]
@@ -139,6 +195,12 @@ class Link:
     def close(self) -> None:
         self.pull.close(0)
         self.push.close(0)
+
+
+def _read_recorded(path) -> list[dict]:
+    """The TBs a `record` proxy wrote (JSON lines)."""
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
 
 
 def run(conf: dict) -> int:
@@ -204,7 +266,7 @@ def main(argv=None) -> int:
     ap.add_argument("--config", required=True)
     a = ap.parse_args(argv)
     conf = read_yaml(a.config)
-    for k in ACTIONS:
+    for k in (*ACTIONS, "forge", "replay_p"):
         v = conf.get(k, 0.0)
         if not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
             print(f"{a.config}: {k}: {v!r} is not a probability in [0, 1]", file=sys.stderr)

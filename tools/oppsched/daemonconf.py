@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import math
 import os
+import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -112,6 +113,10 @@ class Layout:
         return lay
 
     keys_dir: Path | None = None  # RUN_DIR/keys (keys.install) when the run uses keys
+    # The run's id (32 hexadecimal digits, drawn afresh for every Layout, that is every run):
+    # the apd and the clients derive the integrity tag's keys from it and the testbed key, so
+    # a TB recorded in another run never passes (host/include/oppsched/integrity.h).
+    integrity_run_id: str = field(default_factory=lambda: secrets.token_hex(16))
     curve: bool = False  # security.curve: the uplinks are tcp:// lab-link endpoints
 
     def use_curve(self) -> None:
@@ -355,6 +360,12 @@ def _mac_pcap(cfg: dict, lay: Layout, name: str) -> dict:
     return {"mac_pcap": lay.path(name), "mac_pcap_max_bytes": cap["mac_max_bytes"]}
 
 
+def keys_dir(lay: Layout) -> Path:
+    """Where the daemons read the run's keys: RUN_DIR/keys unless keys.install said otherwise
+    (the runner installs them before it writes the daemons' files)."""
+    return lay.keys_dir if lay.keys_dir is not None else lay.rundir / "keys"
+
+
 def apd_config(cfg: dict, lay: Layout) -> dict:
     c = cfg["clamp"]
     h = cfg["harq"]
@@ -366,7 +377,7 @@ def apd_config(cfg: dict, lay: Layout) -> dict:
         if dev["queue"]["limit_bytes"] is not None:  # else queue.limit_bytes applies
             entry["queue_limit_bytes"] = dev["queue"]["limit_bytes"]
         if lay.curve:
-            entry["curve_public_key_file"] = str(lay.keys_dir / f"{u.name}.public")
+            entry["curve_public_key_file"] = str(keys_dir(lay) / f"{u.name}.public")
         if uplink_through_phy(cfg):
             entry["phy_uplink_rx"] = lay.endpoints[f"uprx_{u.id}"]
         if station_queue_at_client(cfg):
@@ -395,9 +406,10 @@ def apd_config(cfg: dict, lay: Layout) -> dict:
         "seed": int(cfg["seed"]),
     }
     if lay.curve:
-        conf["curve"] = {"secret_key_file": str(lay.keys_dir / "apd.secret")}
+        conf["curve"] = {"secret_key_file": str(keys_dir(lay) / "apd.secret")}
     if cfg["pdu"].get("integrity_tag"):
-        conf["pdu"]["integrity_key_file"] = str(lay.keys_dir / "integrity.key")
+        conf["pdu"]["integrity_key_file"] = str(keys_dir(lay) / "integrity.key")
+        conf["pdu"]["integrity_run_id"] = lay.integrity_run_id
     md = cfg.get("medium", {}).get("mode", "none")
     if md != "none":
         conf["medium"] = _medium(cfg)
@@ -474,8 +486,8 @@ def client_config(cfg: dict, lay: Layout, user: User) -> dict:
                    **_mac_pcap(cfg, lay, f"mac-client.{user.name}.pcap")},
     }
     if lay.curve:
-        conf["curve"] = {"secret_key_file": str(lay.keys_dir / f"{user.name}.secret"),
-                         "server_public_key_file": str(lay.keys_dir / "apd.public")}
+        conf["curve"] = {"secret_key_file": str(keys_dir(lay) / f"{user.name}.secret"),
+                         "server_public_key_file": str(keys_dir(lay) / "apd.public")}
     if station_queue_at_client(cfg):
         m = cfg["medium"]
         conf["endpoints"]["grants"] = lay.endpoints[f"grants_{user.id}"]
@@ -483,7 +495,8 @@ def client_config(cfg: dict, lay: Layout, user: User) -> dict:
                            "pdu_format": cfg["pdu"]["format"],
                            "status_period_ms": m["status_period_ms"]}
     if cfg["pdu"].get("integrity_tag"):
-        conf["integrity_key_file"] = str(lay.keys_dir / "integrity.key")
+        conf["integrity_key_file"] = str(keys_dir(lay) / "integrity.key")
+        conf["integrity_run_id"] = lay.integrity_run_id
     if "security" in cfg:
         conf["seccomp"] = cfg["security"]["seccomp"]
     return deep_merge(conf, cfg["extra"]["client"])

@@ -239,7 +239,7 @@ def test_tbs_forged_over_the_air_are_counted_by_the_tag_and_never_delivered(tmp_
     assert s["security"]["integrity_failed"] == forged
     assert client["reassembly"]["pdu_errors"] == 0
     assert client["reassembly"]["malformed"] == 0
-    (f,) = s["flows"]  # TCP recovered what the forgeries displaced (ACKed in the client's name)
+    (f,) = s["flows"]  # each forgery NACKed: HARQ sent the AP's own TB of that slot again
     t = f["transfers"]
     assert t["completed"] >= 1 and t["failed_connects"] == 0, t
 
@@ -255,3 +255,96 @@ def test_oppsched_check_names_a_keys_dir_without_the_runs_keys(tmp_path, capsys)
     assert f"oppsched keys generate {kd} --users R1 R2" in err
     keys.generate(kd, ["R1", "R2"])
     assert cli_main(["check", str(exp)]) == 0
+
+
+# ---- the tag over the air: on by default with radios, bound to the run ------------------
+
+def test_the_integrity_tag_is_on_by_default_with_radios_and_an_opt_out_is_a_warning():
+    from oppsched.experiments.testbed.analysis import security_summary
+    from oppsched.runner import load_experiment
+    from oppsched.experiments.testbed.schema import integrity_opt_out
+    root = Path(__file__).resolve().parents[2]
+    for exp in ("experiments/wu-80211/over-the-air.yaml", "experiments/clamp/fading-uhd.yaml"):
+        _, _, cfg = load_experiment(root / exp)
+        assert cfg["phy"]["mode"] == "uhd"
+        assert cfg["pdu"]["integrity_tag"] is True, exp  # nothing in the file says so
+        assert integrity_opt_out(cfg) is None
+        _, _, out = load_experiment(root / exp, overrides=["pdu.integrity_tag=false"])
+        assert out["pdu"]["integrity_tag"] is False
+        warnings: list = []
+        sec = security_summary(out, {}, warnings)
+        assert sec["integrity_opt_out"] and not sec["integrity_tag"]
+        assert warnings == [integrity_opt_out(out)]
+        assert "pdu.integrity_tag: false with phy.mode uhd" in warnings[0]
+    # Without a radio the default stays off (the TBs never leave the host), and no warning.
+    _, _, cfg = load_experiment(root / "experiments/security/tag-cost.yaml",
+                                overrides=["pdu.integrity_tag=null"])
+    assert cfg["phy"]["mode"] != "uhd"
+    assert cfg["pdu"]["integrity_tag"] is False
+    assert integrity_opt_out(cfg) is None
+    warnings = []
+    assert not security_summary(cfg, {}, warnings)["integrity_opt_out"] and warnings == []
+
+
+def test_each_run_draws_its_own_integrity_run_id_and_gives_it_to_the_apd_and_every_client(
+        tmp_path):
+    from helpers import run_layout
+    from oppsched import daemonconf
+    from oppsched.runner import load_experiment
+    exp = write_experiment(tmp_path, small_testbed("runid", 5, flows=("", "")) +
+                           "pdu: {integrity_tag: true}\n")
+    _, _, cfg = load_experiment(exp)
+    ids = []
+    for k in range(2):
+        lay = run_layout(tmp_path / f"r{k}", cfg)
+        lay.keys_dir = tmp_path / "keys"
+        apd = daemonconf.apd_config(cfg, lay)
+        rid = apd["pdu"]["integrity_run_id"]
+        assert len(bytes.fromhex(rid)) == 16
+        for u in lay.users:
+            assert daemonconf.client_config(cfg, lay, u)["integrity_run_id"] == rid
+        ids.append(rid)
+    assert ids[0] != ids[1]
+
+
+def _replay_experiment(name: str, kd: Path, chaos: str) -> str:
+    return small_testbed(name, 6, flows=("bytes: 100000, repeat: {idle_s: 0.2, count: 2}",),
+                         extra=f"""
+    queue: {{limit_bytes: 100000}}
+    pdu: {{integrity_tag: true}}
+    security: {{keys_dir: '{kd}'}}
+    faults:
+      chaos: {chaos}
+""")
+
+
+def test_a_tb_replayed_from_an_earlier_run_with_the_same_keys_is_counted_and_keeps_the_session(
+        tmp_path):
+    require_real_testbed()
+    kd = tmp_path / "lab"
+    keys.generate(kd, ["R1"])
+    # Run 1: a receiver in range records the client's first TBs (the first carry run 1's MAC
+    # session trailer).
+    (tmp_path / "1").mkdir()
+    out1, s1 = _run(tmp_path / "1", _replay_experiment(
+        "record", kd, "{enabled: true, seed: 3, record: true}"))
+    assert not s1["errors"]
+    recorded = out1 / "chaos.recorded.jsonl"
+    assert len(recorded.read_text().splitlines()) == 16
+    # Run 2, the same testbed keys: the recorded TBs replace some of the client's own.
+    (tmp_path / "2").mkdir()
+    out2, s2 = _run(tmp_path / "2", _replay_experiment(
+        "replay", kd, f"{{enabled: true, seed: 4, replay_from: '{recorded}', replay: 0.2}}"))
+    replayed = json.loads((out2 / "chaos.stats.json").read_text())["links"]["rx_0"]["replayed"]
+    client = json.loads((out2 / "client.R1.stats.json").read_text())
+    assert replayed >= 3
+    # Every replay failed the tag (run 2's key is not run 1's), none reached the reassembler:
+    # the client never adopted run 1's session nor dropped its buffer for it.
+    assert client["phy"]["integrity_failed"] == replayed
+    assert client["reassembly"]["session_restarts"] == 0
+    assert client["reassembly"]["dropped_restart"] == 0
+    assert client["reassembly"]["pdu_errors"] == 0
+    assert s2["security"]["integrity_failed"] == replayed
+    (f,) = s2["flows"]  # NACKed, so HARQ sent the AP's own TBs again: TCP never noticed
+    assert f["transfers"]["completed"] == 2 and f["transfers"]["failed_connects"] == 0
+    assert not s2["errors"]

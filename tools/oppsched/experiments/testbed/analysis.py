@@ -15,8 +15,8 @@ import pandas as pd
 from oppsched import daemonconf, pcap, transfers, wrcflows
 from oppsched.experiments.testbed.balance import end_to_end
 from oppsched.experiments.testbed.reliability import conservation_summary
-from oppsched.experiments.testbed.schema import (FLOW_DIRECTIONS, is_wrc, repeated,
-                                                 wrc_packet_bytes, wrc_weight)
+from oppsched.experiments.testbed.schema import (FLOW_DIRECTIONS, integrity_opt_out, is_wrc,
+                                                 repeated, wrc_packet_bytes, wrc_weight)
 from oppsched.flows import (BASE_PORT, intervals, sender_result, socket_csv,
                             socket_delivered)
 from oppsched.experiments.testbed.traces import truncation_errors, write_errors
@@ -524,7 +524,7 @@ def analyze(outdir: Path) -> dict:
         # offered at the servers = delivered to the clients + losses by stage, each
         # recounted from its own record (balance.py)
         "balance": {"end_to_end": end_to_end(rundir, cfg, run, stats, errors)},
-        "security": security_summary(cfg, stats),
+        "security": security_summary(cfg, stats, warnings),
         "watchdog": watchdog_summary(stats.get("apd"), errors),
         "truncated_traces": truncated_traces(run),
     }
@@ -588,9 +588,11 @@ def _transfer_flow(rundir: Path, f: dict, plan: dict, k: int, cfg: dict,
             "transfers": t}
 
 
-def security_summary(cfg: dict, stats: dict) -> dict:
-    """What the authentication of docs/security.md caught: TBs whose integrity tag failed
-    (per client and in all), uplink messages naming another user, CURVE handshakes refused."""
+def security_summary(cfg: dict, stats: dict, warnings: list | None = None) -> dict:
+    """What the authentication of docs/security.md caught: downlink TBs whose integrity tag
+    failed at a client (forged, or recorded in another run; per client and in all), uplink TBs
+    whose tag failed at the apd (per station), uplink messages naming another user, CURVE
+    handshakes refused. A radio run without the tag (an opt-out) is named in `warnings`."""
     def get(d, *keys):
         for k in keys:
             d = d.get(k) if isinstance(d, dict) else None
@@ -598,11 +600,21 @@ def security_summary(cfg: dict, stats: dict) -> dict:
     per_client = {name[len("client."):]: get(s, "phy", "integrity_failed")
                   for name, s in stats.items() if name.startswith("client.")}
     apd = stats.get("apd") or {}
+    medium = apd.get("medium") if isinstance(apd.get("medium"), dict) else {}
+    up = medium.get("up") if isinstance(medium.get("up"), dict) else {}
+    per_station = {name: get(v, "integrity_failed") for name, v in up.items()
+                   if isinstance(v, dict) and "integrity_failed" in v}
+    opt_out = integrity_opt_out(cfg)
+    if opt_out and warnings is not None:
+        warnings.append(opt_out)
     return {
         "integrity_tag": bool(cfg["pdu"].get("integrity_tag")),
+        "integrity_opt_out": opt_out is not None,
         "curve": bool((cfg.get("security") or {}).get("curve")),
         "integrity_failed": int(sum(v or 0 for v in per_client.values())),
         "integrity_failed_per_client": per_client,
+        "uplink_integrity_failed": int(sum(v or 0 for v in per_station.values())),
+        "uplink_integrity_failed_per_station": per_station,
         "uplink_user_mismatch": get(apd, "uplink", "user_mismatch"),
         "zap": get(apd, "zap"),
     }

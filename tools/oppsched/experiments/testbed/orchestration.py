@@ -26,7 +26,7 @@ from oppsched.experiments.testbed.programs import TestbedError, find_programs, p
 from oppsched.experiments.testbed.reliability import (APD_EXIT_WATCHDOG, RunnerWatchdog,
                                                       chaos_bound, chaos_config, exit_meaning,
                                                       restart_apd)
-from oppsched.experiments.testbed.schema import check
+from oppsched.experiments.testbed.schema import check, integrity_opt_out
 from oppsched.experiments.testbed.traces import PARTIAL, recover_all
 from oppsched.experiments.testbed.topology import (daemon_users, flow_plans, flow_route_commands,
                                                    tcp_override_sysctls, testbed_topology,
@@ -541,6 +541,10 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
     # Keys (docs/security.md): security.keys_dir's, or fresh ones, in RUN_DIR/keys (0700,
     # the run user's); security.curve moves the uplinks onto lab links (below).
     curve, integrity = cfg["security"]["curve"], cfg["pdu"]["integrity_tag"]
+    opt_out = integrity_opt_out(cfg)  # a radio run without the tag: said, never silent
+    if opt_out:
+        record.setdefault("warnings", []).append(opt_out)
+        print(f"oppsched: warning: {opt_out}", file=sys.stderr)
     if curve or integrity:
         kd = cfg["security"]["keys_dir"]
         lay.keys_dir = keys.install(work, Path(kd) if kd else None, [u.name for u in users],

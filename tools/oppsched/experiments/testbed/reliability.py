@@ -295,6 +295,14 @@ def chaos_config(cfg: dict, lay, phy_yaml: Path) -> Path:
             "reorder": c["reorder"], "delay": c["delay"], "delay_ms": c["delay_ms"],
             "forge": c["forge"],
             "stats": str(lay.rundir / "chaos.stats.json"), "links": links}
+    if c.get("record"):
+        conf["record"] = str(lay.rundir / "chaos.recorded.jsonl")
+    if c.get("replay_from"):
+        # A copy in the run folder, read by the proxy (the run user's) from there.
+        src = Path(c["replay_from"]).read_text()
+        (lay.rundir / "chaos.replay.jsonl").write_text(src)
+        conf["replay"] = str(lay.rundir / "chaos.replay.jsonl")
+        conf["replay_p"] = c["replay"]
     path = lay.rundir / "chaos.yaml"
     path.write_text(yaml.safe_dump(conf, sort_keys=False))
     return path

@@ -335,11 +335,15 @@ SCHEMA = {
                             "carry nothing) or compact (4-byte header, 8 with a CLAMP price, "
                             "packets back to back: every EV-DO rate of Srinivasan & Baras, "
                             "Table I carries data, as with the paper's 8-byte segments)"),
-        "integrity_tag": Field(bool, False,
+        "integrity_tag": Field((bool, _NONE), None,
                                doc="a keyed SipHash-2-4 tag (8 bytes) at the end of every "
-                                   "downlink TB, checked by the client before the PDU is "
-                                   "parsed: a TB forged over the air is dropped and counted "
-                                   "(docs/security.md). Each TB carries 8 bytes less data"),
+                                   "TB, downlink (checked by the client) and uplink (checked "
+                                   "by the apd), under a key bound to the run: a TB forged "
+                                   "over the air or recorded in another run is NACKed, "
+                                   "dropped unparsed and counted (docs/security.md). Each TB "
+                                   "carries 8 bytes less data. null: on with phy.mode uhd "
+                                   "(a radio), off otherwise; false with uhd is an opt-out, "
+                                   "named in the summary's warnings"),
     },
     "security": {
         "keys_dir": Field((str, _NONE), None,
@@ -519,6 +523,17 @@ SCHEMA = {
                            doc="probability that a client's TB (addressed, CRC ok) gets one "
                                "byte changed with a valid CRC: a forged TB, which only "
                                "pdu.integrity_tag catches"),
+            "record": Field(bool, False,
+                            doc="the first 16 TBs of each client (addressed, CRC ok) written "
+                                "to RUN_DIR/chaos.recorded.jsonl: what a receiver in range "
+                                "records, for replay_from in a later run"),
+            "replay_from": Field((str, _NONE), None,
+                                 doc="a chaos.recorded.jsonl of an earlier run: its TBs replace "
+                                     "this run's (addressed, CRC ok) with probability replay, "
+                                     "a replay over the air across runs, which only "
+                                     "pdu.integrity_tag's run binding catches"),
+            "replay": Field(float, 0.0, min=0.0, max=1.0,
+                            doc="probability per addressed TB (CRC ok) with replay_from"),
         },
     },
     "extra": {
@@ -534,7 +549,9 @@ SCHEMA = {
 
 
 def check(cfg: dict) -> None:
-    """Impossible combinations, each a ConfigError naming the field and the value."""
+    """Impossible combinations, each a ConfigError naming the field and the value; also
+    resolves the defaults that depend on other fields (pdu.integrity_tag)."""
+    resolve_integrity_tag(cfg)
     def unique(kind, key):
         seen = {}
         for i, it in enumerate(cfg[kind]):
@@ -892,6 +909,26 @@ def describe_repeat(flow: dict) -> str:
 
 def _repeat_text(rep: dict) -> str:
     return "{" + ", ".join(f"{k}: {v!r}" for k, v in rep.items() if v is not None) + "}"
+
+
+def resolve_integrity_tag(cfg: dict) -> None:
+    """pdu.integrity_tag null (the default) becomes true when the run uses radios (phy.mode
+    uhd: anyone in range can transmit) and false otherwise (the abstract and sample PHYs
+    carry TBs inside the host). An explicit value is kept: false with a radio is the opt-out
+    that integrity_opt_out() names."""
+    pdu = cfg.get("pdu")
+    if isinstance(pdu, dict) and pdu.get("integrity_tag") is None:
+        pdu["integrity_tag"] = (cfg.get("phy") or {}).get("mode") == "uhd"
+
+
+def integrity_opt_out(cfg: dict) -> str | None:
+    """The warning of a radio run without the integrity tag (pdu.integrity_tag: false with
+    phy.mode uhd), None for any other run."""
+    if (cfg.get("phy") or {}).get("mode") != "uhd" or (cfg.get("pdu") or {}).get("integrity_tag"):
+        return None
+    return ("pdu.integrity_tag: false with phy.mode uhd: the radio link is not authenticated "
+            "(a transmitter in range can inject TBs and replay another run's; "
+            "docs/security.md, \"Forged and replayed TBs\")")
 
 
 def _check_keys(cfg: dict) -> None:
