@@ -518,9 +518,6 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
                                                                      progs.items()},
               "host_changes": [], "flows": [], "testbed": None, "wired_stats": None}
     procs = ProcTable()
-    reserve_warning = _reserve_space(rundir)
-    if reserve_warning:
-        record["warnings"] = [reserve_warning]
 
     def write_record():
         write_atomic(rundir / "run.json", json.dumps(record, indent=1, default=str) + "\n")
@@ -575,6 +572,11 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
     t_start = time.monotonic()
     plans: list[FlowPlan] = []
     sampler = None
+    # Room for the end of the run (RESERVE_BYTES), freed in the `finally` below whatever
+    # happens, and as the run stops.
+    reserve_warning = _reserve_space(rundir)
+    if reserve_warning:
+        record.setdefault("warnings", []).append(reserve_warning)
     try:
         with tb:
             record["testbed"] = tb.describe()
