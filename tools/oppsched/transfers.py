@@ -51,7 +51,6 @@ summarize() turns the client's rows into the per-flow figures of summary.json.
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import os
 import random
@@ -63,6 +62,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Iterator
+
+from oppsched.rowtrace import RowTrace
 
 # Only the standard library at import: the programs start at a flow's start time, and
 # numpy/pandas would add most of a second on a busy machine (summarize() imports them).
@@ -119,24 +120,37 @@ def _now_s(t0_ns: int) -> float:
     return (time.monotonic_ns() - t0_ns) / 1e9
 
 
+# The exit status of `serve` and `fetch` when rows of their CSV were lost to failed writes
+# (a full disk): the runner's summary names the CSV (experiments/testbed/traces.py), from
+# this status even when the log line with the counts could not be written either.
+EXIT_ROWS_LOST = 3
+
+
 class _Records:
-    """A CSV written row by row (flushed, so that a cut run keeps every finished row)."""
+    """A CSV written row by row (each row written at once, so that a cut run keeps every
+    finished row). A write that fails (a full disk) loses that row, counted, and the file
+    keeps whole rows only (oppsched/rowtrace.py); close() says so on stderr."""
 
     def __init__(self, path: Path, columns):
-        self.f = open(path, "w", newline="")
-        self.w = csv.DictWriter(self.f, fieldnames=list(columns))
-        self.w.writeheader()
-        self.f.flush()
+        self.columns = list(columns)
+        self.t = RowTrace(path, self.columns, buffer_bytes=0)
         self.lock = threading.Lock()
 
     def add(self, row: dict) -> None:
         with self.lock:
-            self.w.writerow(row)
-            self.f.flush()
+            self.t.row(["" if row.get(c) is None else row.get(c) for c in self.columns])
+
+    @property
+    def lost(self) -> bool:
+        return self.t.errors > 0
 
     def close(self) -> None:
         with self.lock:
-            self.f.close()
+            self.t.close()
+            if self.t.errors:
+                print(f"trace write errors: {self.t.path.name}: {self.t.errors} write(s) failed, "
+                      f"{self.t.rows_lost} row(s) lost (a full or failing disk)",
+                      file=sys.stderr, flush=True)
 
 
 def _family(addr: str) -> int:
@@ -276,7 +290,7 @@ def serve(args) -> int:
         if rec is not None:
             rec.close()
     print(f"serve: {k} connections accepted", flush=True)
-    return 0
+    return EXIT_ROWS_LOST if rec is not None and rec.lost else 0
 
 
 STOP_TIME = "cut at the stop time"
@@ -396,7 +410,7 @@ def fetch(args) -> int:
         rec.close()
     print(f"fetch: {k} transfers, {done} complete, {failed} not, {connects} connections",
           flush=True)
-    return 0
+    return EXIT_ROWS_LOST if rec.lost else 0
 
 
 def _sigterm(signum, frame):

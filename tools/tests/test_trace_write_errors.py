@@ -143,6 +143,32 @@ def test_the_phy_slot_trace_counts_rows_a_full_disk_lost_and_keeps_the_rest_whol
         "phy_slots.csv: 1 write(s) failed (a full or failing disk), 2 row(s) lost")
 
 
+def test_a_transfer_program_that_lost_rows_says_so_and_the_summary_names_its_csv(
+        tmp_path, capsys):
+    from oppsched.transfers import CLIENT_COLUMNS, EXIT_ROWS_LOST, _Records
+    rec = _Records(tmp_path / "transfers.f1.csv", CLIENT_COLUMNS)
+    rec.add({"transfer": 0, "bytes": 100})
+    with _file_size_limit(rec.t.size + 3):
+        rec.add({"transfer": 1, "bytes": 100})
+    rec.add({"transfer": 2, "bytes": 100})
+    rec.close()
+    assert rec.lost
+    line = capsys.readouterr().err.strip()
+    assert line == ("trace write errors: transfers.f1.csv: 1 write(s) failed, 1 row(s) lost "
+                    "(a full or failing disk)")
+    assert list(pd.read_csv(tmp_path / "transfers.f1.csv").transfer) == [0, 2]
+    # The runner's records: the client exited with EXIT_ROWS_LOST, its log has the counts.
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "xfer-fetch.f1.log").write_text(line + "\n")
+    (tmp_path / "run.json").write_text(json.dumps({"flows": [{"id": "f1", "repeat": {}}]}))
+    (tmp_path / "processes.json").write_text(json.dumps([
+        {"name": "xfer-fetch.f1", "exit_code": EXIT_ROWS_LOST},
+        {"name": "xfer-serve.f1", "exit_code": 0}]))
+    assert write_errors(tmp_path, read_json) == [
+        "transfers.f1.csv: 1 write(s) failed, 1 row(s) lost (a full or failing disk; "
+        "xfer-fetch.f1 exited with 3, logs/xfer-fetch.f1.log)"]
+
+
 # ----------------------------------------------------------------------------------------
 # A real run on a small tmpfs that fills up
 

@@ -165,7 +165,36 @@ def write_errors(rundir: Path, read_json, errors: list | None = None) -> list[st
     for e in run.get("trace_write_errors") or []:
         out.append(f"{e['file']}: {e['errors']} write(s) failed, {e['rows_lost']} row(s) lost: "
                    f"the trace lacks them (run.json trace_write_errors: {e.get('error', '')})")
-    return out + capture_errors(rundir)
+    return out + _transfer_errors(rundir, run, read_json) + capture_errors(rundir)
+
+
+_LOG_LINE = re.compile(r"^trace write errors: (\S+): (\d+) write\(s\) failed, (\d+) row\(s\) "
+                       r"lost", re.M)
+
+
+def _transfer_errors(rundir: Path, run: dict, read_json) -> list[str]:
+    """The repeated transfers' CSVs (oppsched.transfers): a client or server that lost rows
+    to failed writes exits with EXIT_ROWS_LOST and says how many in its log."""
+    from oppsched.transfers import EXIT_ROWS_LOST
+    procs = {p.get("name"): p for p in read_json(rundir / "processes.json") or []
+             if isinstance(p, dict)}
+    out = []
+    for f in run.get("flows") or []:  # only a flow of repeated transfers has these names
+        for name, trace in ((f"xfer-fetch.{f['id']}", f"transfers.{f['id']}.csv"),
+                            (f"xfer-serve.{f['id']}", f"transfers.{f['id']}.server.csv")):
+            if (procs.get(name) or {}).get("exit_code") != EXIT_ROWS_LOST:
+                continue
+            counts = ""
+            try:
+                for m in _LOG_LINE.finditer((rundir / "logs" / f"{name}.log").read_text(
+                        errors="replace")):
+                    if m.group(1) == trace:
+                        counts = f": {m.group(2)} write(s) failed, {m.group(3)} row(s) lost"
+            except OSError:
+                pass
+            out.append(f"{trace}{counts or ': rows lost to failed writes'} (a full or failing "
+                       f"disk; {name} exited with {EXIT_ROWS_LOST}, logs/{name}.log)")
+    return out
 
 
 _CAPTURED = re.compile(rb"^(\d+) packets? captured", re.M)
