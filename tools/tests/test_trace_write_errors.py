@@ -12,6 +12,8 @@ import resource
 import signal
 import struct
 import subprocess
+import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -179,12 +181,12 @@ FULL = small_testbed("full", 8, extra="""
 
 @pytest.fixture
 def small_tmpfs(tmp_path):
-    """A tmpfs with room for the run's fixed files and the room the runner keeps for its
-    end (RESERVE_BYTES), and 1 MiB for its traces: a flow fills that in seconds."""
+    """A tmpfs of its own for the run (RESERVE_BYTES, the room the runner keeps for its end,
+    and a few MiB)."""
     from oppsched.experiments.testbed.orchestration import RESERVE_BYTES
     mnt = tmp_path / "fs"
     mnt.mkdir()
-    size = RESERVE_BYTES + (1 << 20) + (512 << 10)
+    size = RESERVE_BYTES + (4 << 20)
     subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(mnt)],
                    check=True)
     try:
@@ -193,14 +195,51 @@ def small_tmpfs(tmp_path):
         subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
+def _running(mnt: Path) -> bool:
+    for p in mnt.rglob("run.json"):
+        try:
+            if json.loads(p.read_text()).get("status") == "running":
+                return True
+        except (OSError, ValueError):
+            pass
+    return False
+
+
+def _fill_once_running(mnt: Path, stop: threading.Event) -> None:
+    """Once the flows run (run.json says so: the daemons and captures are up, the runner
+    holds its reserve), fills what is left of the file system: from then on every write
+    of the run fails, however fast its flows go."""
+    while not stop.is_set():
+        if _running(mnt):
+            break
+        time.sleep(0.05)
+    else:
+        return
+    with open(mnt / "filler", "wb", buffering=0) as f:
+        for chunk in (1 << 20, 1 << 12, 1):
+            try:
+                while True:
+                    f.write(bytes(chunk))
+            except OSError:
+                pass
+
+
 def test_a_run_whose_disk_fills_up_ends_with_a_summary_naming_each_trace_that_lost_rows(
         tmp_path, small_tmpfs):
     require_real_testbed()
     from oppsched.runner import RunFailed, failed_dir, run_experiment
     exp = write_experiment(tmp_path, FULL)
     out = small_tmpfs / "out"
-    with netns_prefix(), pytest.raises(RunFailed):
-        run_experiment(exp, out)
+    stop = threading.Event()
+    filler = threading.Thread(target=_fill_once_running, args=(small_tmpfs, stop), daemon=True)
+    filler.start()
+    try:
+        with netns_prefix(), pytest.raises(RunFailed):
+            run_experiment(exp, out)
+    finally:
+        stop.set()
+        filler.join()
+    assert (small_tmpfs / "filler").exists()  # the disk was full while the run went on
     run = failed_dir(out)
     s = json.loads((run / "summary.json").read_text())  # the run still ends with a summary
     errs = s["errors"]

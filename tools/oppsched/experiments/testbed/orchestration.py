@@ -36,7 +36,7 @@ from oppsched.flows import (SOCKET_COLUMNS, FlowPlan, parse_ss_bytes_acked,
 from oppsched.netns import (TCPDUMP_BOUNDING, NetnsError, RunUser, RunView, fifo_allowed,
                             hand_back, invoking_user, new_run_id, wait_for)
 from oppsched.paths import write_atomic
-from oppsched.safefs import open_beneath, open_dir, remove_symlinks
+from oppsched.safefs import UnsafePath, open_beneath, open_dir, remove_symlinks
 from oppsched.wired import Testbed, attach_spm_marker, ensure_congestion_control
 
 
@@ -519,9 +519,20 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
               "host_changes": [], "flows": [], "testbed": None, "wired_stats": None}
     procs = ProcTable()
 
-    def write_record():
-        write_atomic(rundir / "run.json", json.dumps(record, indent=1, default=str) + "\n")
-        write_atomic(rundir / "processes.json", json.dumps(procs.to_json(), indent=1) + "\n")
+    def write_record(final: bool = False):
+        # The run's progress on the way; on a full disk the run goes on without it (the
+        # last write, final, comes after the reserved room is freed, and must succeed).
+        try:
+            write_atomic(rundir / "run.json", json.dumps(record, indent=1, default=str) + "\n")
+            write_atomic(rundir / "processes.json", json.dumps(procs.to_json(), indent=1) + "\n")
+        except UnsafePath:
+            raise  # a link planted in the run folder: never written through, never hidden
+        except OSError as exc:
+            if final:
+                raise
+            w = f"run.json not updated at status {record['status']!r}: {exc}"
+            if w not in record.setdefault("warnings", []):
+                record["warnings"].append(w)
 
     # The daemons' files first, checked by the daemons themselves, before anything is built.
     # ipc sockets live in RUN_DIR/zmq, or in a short scratch directory when that path is
@@ -833,7 +844,7 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
         record["wired_stats"] = tb.final_wired_stats or None
         record["teardown_errors"] = tb.session.teardown_errors
         record["host_restored"] = tb.session.host_restored
-        write_record()
+        write_record(final=True)
     if tb.session.teardown_errors:
         raise TestbedError("teardown incomplete: " + "; ".join(tb.session.teardown_errors))
     if planted:
