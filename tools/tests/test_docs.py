@@ -13,7 +13,7 @@ MD_RE = re.compile(r"(?<![\w/-])([A-Za-z0-9_./-]*[A-Za-z0-9_-]\.md)\b")
 
 
 def _doc_pages():
-    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    pages = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
     return pages + sorted((REPO / "experiments").rglob("*.md"))
 
 
