@@ -144,3 +144,31 @@ def test_every_oppsched_command_in_the_docs_names_a_verb_whose_help_runs():
             if helps[key][0] != 0:
                 bad.append(f"{where}: oppsched {' '.join(key)} --help exits {helps[key][0]}")
     assert bad == []
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_link_to_a_section_of_the_same_page_names_one_of_its_headings():
+    # The tables of contents at the top of the long pages: a heading renamed without its
+    # entry breaks the link silently.
+    bad = []
+    for page in _doc_pages():
+        anchors, seen, fence = set(), {}, False
+        text = page.read_text()
+        for line in text.splitlines():
+            if line.lstrip().startswith("```"):
+                fence = not fence
+            m = None if fence else re.match(r"^#{1,6} (.*)$", line)
+            if m:
+                a = _anchor(m.group(1))
+                n = seen.get(a, 0)
+                seen[a] = n + 1
+                anchors.add(a if n == 0 else f"{a}-{n}")
+        for n, line in enumerate(text.splitlines(), 1):
+            for link in re.findall(r"\]\(#([^)]+)\)", line):
+                if link not in anchors:
+                    bad.append(f"{page.relative_to(REPO)}:{n}: #{link}")
+    assert bad == []
