@@ -100,6 +100,8 @@ def points(out: Path) -> dict[str, list[dict]]:
     by: dict[str, list[dict]] = {}
     for summ in sorted(out.glob("points/*/*/seed-*/summary.json")):
         rundir = summ.parent
+        if rundir.name.endswith(".failed"):  # a failed run (sweep.py), run again on resume
+            continue
         variant, axis = rundir.parent.name, rundir.parent.parent.name
         label = "round robin" if variant == "rr" else f"PF α = {axis.split('=')[1]}"
         by.setdefault(label, []).append(run_row(rundir))

@@ -8,7 +8,8 @@ slots. And Table I's lowest rate carries real TCP with the compact MAC PDU.
 §IV and Figs. 4-5, shortened: experiments/srinivasan-baras/alpha-sweep.yaml with PF at
 alpha = 0.1 and 0.001, 4 users, real TCP, 15 s per run: the scheduling jitter becomes
 burstier (its coefficient of variation grows) and the MAC throughput higher as alpha
-falls."""
+falls; the users placed as the paper's (§V: the weakest requests about 2 frames per
+scheduled slot, the strongest about 56) and the strongest many times faster."""
 
 import json
 
@@ -118,7 +119,32 @@ def alpha_ends(tmp_path_factory):
         (apd,) = [p for p in json.loads(procs.read_text()) if p["name"] == "apd"]
         assert apd["sched_fifo"] == exp["topology"]["apd_rt_priority"]
         assert apd["exit_code"] == 0
-    return pd.read_csv(tmp / "out" / "sweep.csv").set_index("alpha")
+    df = pd.read_csv(tmp / "out" / "sweep.csv").set_index("alpha")
+    df.attrs["points"] = tmp / "out" / "points"
+    return df
+
+
+@needs_root
+def test_the_users_request_the_papers_rates_and_the_weakest_is_many_times_slower(alpha_ends):
+    # §V: User W requests about 1.9 eight-byte frames per scheduled slot and User B about
+    # 56 of 64 (calibration.yaml measures 2.07 and 56.21 at the MAC level over 3 seeds;
+    # the testbed's CQI is 4 slots old, so it wanders more). Requested: Table I's rate at
+    # the CQI u01 / u16 reported in the slots where each got a new TB.
+    from oppsched import mac
+    table = mac.mcs_table.evdo()
+    rundir = alpha_ends.attrs["points"] / "alpha=0.001" / "pf" / "seed-0"
+    slots = pd.read_csv(rundir / "slots.csv")
+    names = [d["name"] for d in json.loads((rundir / "config.json").read_text())["devices"]]
+    frames = {}
+    for who in ("u01", "u16"):
+        mine = slots[(slots["user"] == names.index(who)) & (slots["retx"] == 0)]
+        cqi = mine[f"cqi.{who}"].dropna()
+        frames[who] = sum(table.rate_at(float(c)) * 1.667e-3 / 64 for c in cqi) / len(cqi)
+    assert frames["u01"] < 6 and frames["u16"] > 40, frames
+    # B's goodput many times W's (the paper: more than 37 times with 16 users).
+    for a in (0.1, 0.001):
+        w, b = alpha_ends.loc[a, "flow.f01.goodput_bps"], alpha_ends.loc[a, "flow.f16.goodput_bps"]
+        assert b > 8 * w, (a, w, b)
 
 
 @needs_root
@@ -135,6 +161,9 @@ def test_scheduling_jitter_grows_burstier_as_pf_alpha_falls_with_real_tcp(alpha_
 
 @needs_root
 def test_mac_throughput_grows_as_pf_alpha_falls_with_real_tcp(alpha_ends):
-    # Measured over six runs: 1.14-1.27 times the MAC throughput at alpha 0.001.
+    # With the users placed as the paper's, the weakest of these four is seldom backlogged
+    # (its TCP waits out timeouts), so about three users share the diversity: measured over
+    # five runs of this test, 1.049-1.063 times the MAC throughput at alpha 0.001 (with all
+    # 16 users over 200 s and three seeds: 1.64 times, experiments/srinivasan-baras/README.md).
     mac = alpha_ends["mac_throughput_total_bps"]
-    assert mac[0.001] > 1.05 * mac[0.1], mac.to_dict()
+    assert mac[0.001] > 1.01 * mac[0.1], mac.to_dict()

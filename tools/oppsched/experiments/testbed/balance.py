@@ -154,7 +154,8 @@ def end_to_end(rundir: Path, cfg: dict, run: dict, stats: dict, errors: list) ->
     """summary.json `balance.end_to_end` (this module's docstring); None without the
     captures it counts from (capture.pcaps off) or a run that never reached t0, and with
     `incomplete` saying why (no totals) when the apd left no record of its stage. An
-    unexplained remainder beyond bound() is appended to `errors`."""
+    unexplained remainder beyond bound() is appended to `errors` (the analysis passes the
+    summary's warnings)."""
     rundir = Path(rundir)
     tb = run.get("testbed") or {}
     servers, clients = tb.get("servers") or [], tb.get("clients") or []
