@@ -314,7 +314,8 @@ void fec_seeds() {
     using namespace gr::oppsched;
     for (int li = 0; li < 3; ++li)
         for (int r = 0; r < 4; ++r) {
-            const ldpc_code& code = ldpc_code::get(ldpc_code::lengths[li], static_cast<code_rate>(r));
+            const ldpc_code& code =
+                ldpc_code::get(ldpc_code::lengths[li], static_cast<code_rate>(r));
             const std::uint8_t pick = static_cast<std::uint8_t>(li | (r << 2));
             bytes clean = {0x02, pick};
             std::vector<std::uint8_t> info(static_cast<std::size_t>(code.k()));
@@ -347,11 +348,13 @@ void fec_seeds() {
         for (int i = 0; i < k; i += 8) {
             const std::uint8_t byte = static_cast<std::uint8_t>(0xa5 ^ (i * 13));
             clean.push_back(byte);
-            for (int j = 0; j < 8; ++j) info[static_cast<std::size_t>(i + j)] = (byte >> (7 - j)) & 1u;
+            for (int j = 0; j < 8; ++j)
+                info[static_cast<std::size_t>(i + j)] = (byte >> (7 - j)) & 1u;
         }
         const auto cw = (pick & 1) ? conv_encoder_k7::encode_tail_biting(info)
                                    : conv_encoder_k7::encode_zero_tail(info);
-        for (std::size_t i = 0; i <= cw.size(); ++i) clean.push_back(static_cast<std::uint8_t>(i * 53));
+        for (std::size_t i = 0; i <= cw.size(); ++i)
+            clean.push_back(static_cast<std::uint8_t>(i * 53));
         write("fec", std::string("viterbi_clean_") + name, clean);
         bytes raw = cat({{0x01}, be16(static_cast<std::uint16_t>(k - 1)), {pick}});
         for (std::size_t i = 0; i < cw.size(); ++i) {
@@ -370,7 +373,7 @@ void tb_codec_seeds() {
             const auto tx = [&b, mcs](int rv, std::uint8_t seed) {
                 b.push_back(static_cast<std::uint8_t>(mcs));
                 b.push_back(static_cast<std::uint8_t>(rv | 0x40));  // NDI 1
-                const bytes tb = be16(99);                           // 1 + 99 % max bytes
+                const bytes tb = be16(99);                          // 1 + 99 % max bytes
                 b.insert(b.end(), tb.begin(), tb.end());
                 b.push_back(seed);
             };
@@ -384,7 +387,8 @@ void tb_codec_seeds() {
                 b.insert(b.end(), a.begin(), a.end());
                 b.push_back(4);  // negate the RE
             }
-            write("tb_codec", std::string(conv ? "conv" : "ldpc") + "_mcs" + std::to_string(mcs), b);
+            write("tb_codec", std::string(conv ? "conv" : "ldpc") + "_mcs" + std::to_string(mcs),
+                  b);
         }
     bytes raw = {0x00, 3, 0x40, 0, 49, 9};
     for (int i = 0; i < 4000; ++i) raw.push_back(static_cast<std::uint8_t>((i * 97) ^ (i >> 3)));
@@ -427,8 +431,8 @@ void phy_rx_seeds() {
     bytes raw = {0x00};
     raw.resize(1 + 2 * 200, 0);
     const auto q = [](float x) {
-        return static_cast<std::uint8_t>(static_cast<std::int8_t>(
-            std::max(-127.0f, std::min(127.0f, std::round(32.0f * x)))));
+        return static_cast<std::uint8_t>(
+            static_cast<std::int8_t>(std::max(-127.0f, std::min(127.0f, std::round(32.0f * x)))));
     };
     for (const auto& x : slot) {
         raw.push_back(q(x.real()));

@@ -159,11 +159,19 @@ def test_scheduling_jitter_grows_burstier_as_pf_alpha_falls_with_real_tcp(alpha_
         assert c[0.001] > 1.5 * c[0.1], (u, c.to_dict())
 
 
-@needs_root
-def test_mac_throughput_grows_as_pf_alpha_falls_with_real_tcp(alpha_ends):
-    # With the users placed as the paper's, the weakest of these four is seldom backlogged
-    # (its TCP waits out timeouts), so about three users share the diversity: measured over
-    # five runs of this test, 1.049-1.063 times the MAC throughput at alpha 0.001 (with all
-    # 16 users over 200 s and three seeds: 1.64 times, experiments/srinivasan-baras/README.md).
-    mac = alpha_ends["mac_throughput_total_bps"]
-    assert mac[0.001] > 1.01 * mac[0.1], mac.to_dict()
+CALIBRATION = REPO / "experiments" / "srinivasan-baras" / "calibration.yaml"
+
+
+def test_mac_throughput_grows_as_pf_alpha_falls_for_the_papers_users(tmp_path):
+    # Fig. 4's MAC curve for the 16 users placed as the paper's (calibration.yaml: full
+    # buffers, the rate at each slot's SNR), 20 s at each end of the alpha range: measured
+    # 650 against 1169 kb/s (1.8 times). With real TCP the 200-s, three-seed sweep gives
+    # 1.64 times (experiments/srinivasan-baras/README.md); four users over 15 s with TCP
+    # cannot show it (1.003-1.063 times over six runs: the weakest user is seldom
+    # backlogged), so the TCP test above asserts Fig. 5's jitter instead.
+    mac = {}
+    for a in (0.1, 0.001):
+        ((_, s, _),) = run_experiment(CALIBRATION, tmp_path / f"a{a}",
+                                      [f"scheduler.alpha={a}"], duration=20.0)
+        mac[a] = s["aggregate_mac_throughput_bps"]
+    assert mac[0.001] > 1.3 * mac[0.1], mac
