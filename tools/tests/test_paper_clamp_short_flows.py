@@ -66,7 +66,12 @@ def test_every_short_transfer_gets_its_4000_bytes_on_a_new_connection(runs, vari
     # The last one is complete too, or was cut at the stop time.
     assert last["complete"] == 1 or last["error"] == "cut at the stop time", last
     ports = d["local_port"].dropna()  # a transfer cut before it connected has none
-    assert ports.nunique() == len(ports) and len(ports) >= len(d) - 1
+    assert len(ports) >= len(d) - 1, d
+    # A new connection per transfer: the server accepted one for each that connected (the
+    # kernel may hand a closed connection's local port to a later one, so the ports alone
+    # cannot tell).
+    served = pd.read_csv(transfers.server_csv(runs / variant, "short"))
+    assert served["conn"].nunique() == len(served) and len(served) >= len(ports), served
     assert (d["start_s"] >= START - 0.5).all() and (d["start_s"] < DURATION).all()
     s = json.loads((runs / variant / "summary.json").read_text())
     t = next(f for f in s["flows"] if f["id"] == "short")["transfers"]
