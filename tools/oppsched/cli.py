@@ -18,6 +18,7 @@ from oppsched.runner import RunFailed, analyze_dir, load_experiment, run_experim
 from oppsched.sweep import collect, is_sweep_dir, run_sweep
 from oppsched.sweepspec import expand
 from oppsched.tcpview import add_parser as tcpview_parser
+from oppsched.timeline import add_parser as timeline_parser
 
 
 def _cmd_run(a) -> int:
@@ -201,6 +202,7 @@ def main(argv=None) -> int:
     decode_parser(sub)  # `decode`: a SigMF IQ recording through the same receiver
     keys_parser(sub)  # `keys generate`: CURVE and integrity keys (docs/security.md)
     tcpview_parser(sub)  # `tcpview`: cwnd, RTT and time-sequence graphs of a run's flows
+    timeline_parser(sub)  # `timeline`: a run's traces on one clock, one table
 
     a = p.parse_args(argv)
     try:

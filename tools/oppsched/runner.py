@@ -210,7 +210,21 @@ def _run_variant(mod, label: str, cfg: dict, rundir: Path, progress) -> dict:
     summary = analyze_run(rundir)
     if summary.get("errors"):
         raise RunFailed(f"run {label}: " + "; ".join(summary["errors"]))
+    if cfg["kind"] == "testbed":
+        _write_timeline(rundir)
     return summary
+
+
+def _write_timeline(rundir: Path) -> None:
+    """timeline.csv.gz (oppsched/timeline.py): the run's traces on one clock. A run whose
+    timeline cannot be written is still a run: said on stderr; `oppsched timeline DIR`
+    writes it later."""
+    from oppsched.timeline import write_timeline
+
+    try:
+        write_timeline(rundir)
+    except (ConfigError, OSError) as exc:
+        print(f"oppsched: warning: {rundir.name}: no timeline.csv.gz: {exc}", file=sys.stderr)
 
 
 def _variant_worker(mod_kind: str, label: str, cfg: dict, rundir: str) -> dict:

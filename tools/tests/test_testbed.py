@@ -927,8 +927,69 @@ def clamp_run(tmp_path_factory):
         "  - {id: f1, server: S1, device: R1, family: ipv4}\n"
         "  - {id: f2, server: S1, device: R1, family: ipv6}") + \
         "clamp: {enabled: true, a_bytes: 3000}\n" + \
-        "capture: {snaplen: 2000, ap: true}\n"  # whole segments: every checksum verifiable
+        "capture: {snaplen: 2000, ap: true}\n" + \
+        "traces: {packets: true}\n"  # capture: whole segments, every checksum verifiable
     return _e2e(tmp, text)
+
+
+def test_the_timeline_puts_every_trace_of_a_run_on_one_clock(clamp_run):
+    """timeline.csv.gz, written by the run: the apd's slots and packets, the client's CLAMP
+    windows and the senders' tcp_info, one table that pandas reads in one call, on the run's
+    clock (seconds after t0): a packet leaves the AP queue before its TB is acknowledged,
+    slots follow each other in time, the client's windows and iperf3's samples fall inside
+    the slots' span, and `oppsched timeline` writes the same table again for the old run."""
+    from oppsched.cli import main
+
+    out, _ = clamp_run
+    path = out / "timeline.csv.gz"
+    tl = pd.read_csv(path)
+    assert list(tl.columns) == ["t_s", "layer", "entity", "metric", "value", "id", "detail",
+                                "source"]
+    assert tl["t_s"].is_monotonic_increasing
+    metrics = set(zip(tl["layer"], tl["metric"]))
+    for want in [("mac", "tb_bytes"), ("mac", "queue_bytes"), ("mac", "packet_dequeue_bytes"),
+                 ("mac", "packet_deliver_bytes"), ("clamp", "clamp_window_bytes"),
+                 ("tcp", "cwnd_bytes"), ("tcp", "rtt_ms"), ("tcp", "received_bytes")]:
+        assert want in metrics, want
+    # the clock: slots.csv's CLOCK_MONOTONIC less run.json's t0
+    t0 = json.loads((out / "run.json").read_text())["t0_mono_ns"]
+    sl = pd.read_csv(out / "slots.csv")
+    tb = tl[tl["metric"] == "tb_bytes"].sort_values("id")
+    busy = sl[sl["user"] >= 0].sort_values("slot")
+    assert len(tb) == len(busy) > 500
+    assert np.allclose(tb["t_s"].to_numpy(), (busy["t_ns"].to_numpy() - t0) / 1e9, atol=1e-6)
+    # slot times rise with the slot number
+    slot_t = tl[tl["metric"].isin(["tb_bytes", "empty_slot"])].drop_duplicates("id")
+    slot_t = slot_t.sort_values("id")["t_s"].to_numpy()
+    assert np.all(np.diff(slot_t) > 0)
+    # every packet leaves the AP queue (dequeue) before the TB with its last byte is acked
+    pk = tl[tl["metric"].isin(["packet_dequeue_bytes", "packet_deliver_bytes"])]
+    deq = pk[pk["metric"] == "packet_dequeue_bytes"].groupby("id")["t_s"].min()
+    dlv = pk[pk["metric"] == "packet_deliver_bytes"].groupby("id")["t_s"].max()
+    both = deq.index.intersection(dlv.index)
+    assert len(both) > 500
+    assert (deq[both] < dlv[both]).all(), (dlv[both] - deq[both]).min()
+    # the client daemon's windows and the senders' tcp_info samples inside the slots' span
+    lo, hi = slot_t.min(), slot_t.max()
+    win = tl[tl["metric"] == "clamp_window_bytes"]
+    assert len(win) > 100 and win["t_s"].between(lo, hi).all()
+    assert set(win["entity"]) == {"f1", "f2"}  # each ACK's connection named by its flow
+    tcp = tl[tl["metric"] == "cwnd_bytes"]
+    assert len(tcp) >= 2 * 8 and tcp["t_s"].between(max(lo, 0.0), hi).all()
+    assert set(tcp["entity"]) == {"f1", "f2"}
+    # the command writes the same table for a run made before
+    written = path.read_bytes()
+    path.unlink()
+    assert main(["timeline", str(out)]) == 0
+    assert path.read_bytes() == written
+
+
+def test_the_timeline_command_refuses_a_folder_without_a_run(tmp_path, capsys):
+    from oppsched.cli import main
+
+    (tmp_path / "x").mkdir()
+    assert main(["timeline", str(tmp_path / "x")]) == 2
+    assert f"{tmp_path / 'x'}: no run folder here" in capsys.readouterr().err
 
 
 def _acks(df: pd.DataFrame, addr: str, port: int) -> pd.DataFrame:
