@@ -27,14 +27,9 @@ using namespace gr::oppsched;
 
 namespace {
 
+// An LLR from the air: float32 bits, or a signed byte / 4.
 float raw_llr(oppsched::fuzz::input_reader& in, bool as_float) {
-    if (as_float) {
-        const std::uint32_t u = in.u32();
-        float x;
-        std::memcpy(&x, &u, sizeof x);
-        return x;
-    }
-    return static_cast<float>(static_cast<std::int8_t>(in.u8())) / 4.0f;
+    return in.soft_value(as_float, 4.0f);
 }
 
 // A magnitude in [1, 4] (never an erasure, never so small the quantiser zeroes it).

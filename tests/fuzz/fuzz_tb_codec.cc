@@ -61,13 +61,7 @@ bool names_a_field(const std::string& e) {
 }
 
 float value(oppsched::fuzz::input_reader& in, bool as_float) {
-    if (as_float) {
-        const std::uint32_t u = in.u32();
-        float x;
-        std::memcpy(&x, &u, sizeof x);
-        return x;
-    }
-    return static_cast<float>(static_cast<std::int8_t>(in.u8())) / 16.0f;
+    return in.soft_value(as_float, 16.0f);  // float32 bits, or a signed byte / 16
 }
 
 }  // namespace

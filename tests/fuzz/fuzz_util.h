@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 // An invariant of the code under test: on failure, name it and abort.
@@ -43,6 +44,17 @@ class input_reader final {
         return (hi << 32) | u32();
     }
     bool boolean() { return (u8() & 1u) != 0; }
+    // A soft value as the air might give it to a decoder: as_float, four bytes taken as a
+    // float32 (NaN, inf, denormals and all); else one signed byte divided by int8_scale.
+    float soft_value(bool as_float, float int8_scale) {
+        if (as_float) {
+            const std::uint32_t u = u32();
+            float x;
+            std::memcpy(&x, &u, sizeof x);
+            return x;
+        }
+        return static_cast<float>(static_cast<std::int8_t>(u8())) / int8_scale;
+    }
     // Up to `max` bytes (fewer if the input ends).
     std::vector<std::uint8_t> bytes(std::size_t max) {
         const std::size_t k = max < remaining() ? max : remaining();
