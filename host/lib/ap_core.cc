@@ -433,6 +433,12 @@ struct ap_core::Impl {
         const auto mu_bytes = mu_bytes_per_s(queue_index(u));
         return mu_bytes ? routers[queue_index(u)].peek_price(*mu_bytes) : kNaN;
     }
+    // The link price p of user u's queue for the AQMs that keep one (REM, REAQM); NaN else.
+    double aqm_price_of(std::uint32_t u) const {
+        const aqm::queue_discipline& q = qset ? qset->queue(0) : *aqms[queue_index(u)];
+        if (q.kind() != aqm::aqm_kind::rem && q.kind() != aqm::aqm_kind::reaqm) return kNaN;
+        return q.stats().price;
+    }
 
     // The link's service of each queue in this slot, for rate-based AQMs that measure their
     // capacity (aqm.h, rate_params): a queue whose TB the slot carries was served for the
@@ -480,9 +486,11 @@ struct ap_core::Impl {
         r.cqi = snr_db;
         r.queue.resize(n_users);
         r.price.resize(n_users);
+        r.aqm_price.resize(n_users);
         for (std::uint32_t u = 0; u < n_users; ++u) {
             r.queue[u] = user_queue_bytes(u);
             r.price[u] = peek_price(u);
+            r.aqm_price[u] = aqm_price_of(u);
         }
         return r;
     }

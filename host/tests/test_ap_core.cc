@@ -506,6 +506,60 @@ TEST(ap_core, a_measured_capacity_is_the_constant_links_rate_at_light_and_heavy_
     }
 }
 
+// The slot trace's aqm_price: REM's and REAQM's link price p in every row, so p(t) can be
+// plotted. 1000-byte packets at 1.5 times a constant 10 Mb/s link for 3 s: the price rises
+// from 0 in the first rows and the last row's is the aqm.ue0.price gauge; RED keeps no
+// price and its rows say NaN.
+struct price_run {
+    std::vector<slot_row> rows;
+    double gauge = -1.0;
+};
+price_run aqm_price_rows(aqm::aqm_kind kind) {
+    ap_core_params p;
+    p.users = {{"ue0", {"10.0.0.1"}, {}, {}}};
+    p.table = linkadapt::mcs_table("const", {{"only", -100.0, 10e6, 0, 0.0}});
+    p.slot_s = 3e-3;
+    p.lead_slots = 2;
+    p.harq.max_transmissions = 1;
+    p.aqm = aqm::default_config(kind);
+    p.aqm.limits = {0, 50};
+    ap_core ap(p);
+    ap.on_cqi(0, 0, 30.0, 0);
+    constexpr time_ns slot = 3 * kNsPerMs;
+    const time_ns gap = static_cast<time_ns>(1e9 / (1.5 * 10e6 / 8000.0));
+    time_ns next_arrival = 0;
+    price_run out;
+    for (std::uint64_t s = 0; s < 1000; ++s) {
+        const time_ns t = static_cast<time_ns>(s) * slot;
+        for (; next_arrival < t; next_arrival += gap)
+            ap.on_downlink_packet(next_arrival, ipv4_to(1, 1000));
+        const auto g = ap.on_slot_request(t, s, t + 2 * slot);
+        if (!g.empty) ap.on_harq_feedback(0, s, g.harq_pid, true);
+        for (auto& r : ap.take_slot_rows()) out.rows.push_back(std::move(r));
+    }
+    for (auto& r : ap.final_rows()) out.rows.push_back(std::move(r));
+    for (const auto& [name, value] : ap.gauges())
+        if (name == "aqm.ue0.price") out.gauge = value;
+    return out;
+}
+
+TEST(ap_core, the_slot_trace_carries_rem_and_reaqm_link_price_and_nan_for_red) {
+    for (const auto kind : {aqm::aqm_kind::reaqm, aqm::aqm_kind::rem}) {
+        const auto run = aqm_price_rows(kind);
+        ASSERT_GE(run.rows.size(), 900u) << aqm::to_string(kind);
+        ASSERT_EQ(run.rows.front().aqm_price.size(), 1u);
+        EXPECT_EQ(run.rows.front().aqm_price[0], 0.0) << aqm::to_string(kind);
+        EXPECT_GT(run.gauge, 0.0) << aqm::to_string(kind);
+        EXPECT_EQ(run.rows.back().aqm_price[0], run.gauge) << aqm::to_string(kind);
+        for (std::size_t i = 1; i < run.rows.size(); ++i)
+            ASSERT_FALSE(std::isnan(run.rows[i].aqm_price[0]))
+                << aqm::to_string(kind) << " row " << i;
+    }
+    const auto red = aqm_price_rows(aqm::aqm_kind::red);
+    ASSERT_FALSE(red.rows.empty());
+    for (const auto& r : red.rows) ASSERT_TRUE(std::isnan(r.aqm_price[0]));
+}
+
 TEST(ap_core, when_every_harq_process_waits_then_the_user_is_not_eligible) {
     auto p = two_users();
     p.harq.num_processes = 2;

@@ -395,7 +395,8 @@ def test_downlink_packet_comes_back_in_a_grant_and_uplink_reaches_the_tun(bed):
     assert list(slots.columns[:11]) == ["slot", "t_ns", "user", "mcs", "tb_bytes", "harq_pid",
                                         "rv", "ndi", "retx", "outcome", "late"]
     for u in ("ue0", "ue1"):
-        assert {f"cqi.{u}", f"queue.{u}", f"price.{u}"} <= set(slots.columns)
+        assert {f"cqi.{u}", f"queue.{u}", f"price.{u}", f"aqm_price.{u}"} <= set(slots.columns)
+        assert slots[f"aqm_price.{u}"].isna().all()  # RED keeps no link price
     assert len(slots) >= 3
     assert (slots.loc[slots.user >= 0, "outcome"] == "ack").all()
     assert (slots.loc[slots.user == -1, "mcs"] == -1).all()

@@ -197,6 +197,7 @@ void ap_daemon::open_traces() {
             h.push_back("cqi." + u.name);
             h.push_back("queue." + u.name);
             h.push_back("price." + u.name);
+            h.push_back("aqm_price." + u.name);
         }
         slots_csv_ = std::make_unique<daemon::csv_writer>(cfg_.trace_slots, h);
     }
@@ -224,7 +225,7 @@ void ap_daemon::write_traces(bool final) {
             w.field(std::uint64_t{r.tb_bytes}).field(r.harq_pid).field(r.rv).field(r.ndi);
             w.field(r.retx).field(std::string_view(r.outcome)).field(r.late ? 1 : 0);
             for (std::size_t u = 0; u < r.cqi.size(); ++u)
-                w.field(r.cqi[u]).field(r.queue[u]).field(r.price[u]);
+                w.field(r.cqi[u]).field(r.queue[u]).field(r.price[u]).field(r.aqm_price[u]);
             w.end_row();
         }
     }

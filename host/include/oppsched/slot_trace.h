@@ -29,6 +29,7 @@ struct slot_row {
     std::vector<double> cqi;           // latest SNR dB, NaN if none
     std::vector<std::uint64_t> queue;  // bytes queued (+ unsent rest of a split packet)
     std::vector<double> price;         // current CLAMP price s, NaN if none
+    std::vector<double> aqm_price;     // the AQM's link price p (REM, REAQM), NaN for others
 };
 
 class slot_trace final {
