@@ -31,6 +31,8 @@ packages=(
   python3-scapy python3-zmq python3-distributed python3-pytest-xdist python3-jsonschema
   python3-cryptography  # the sweep cluster's TLS certificates (`oppsched keys cluster`)
   python3-hypothesis  # property-based tests of the readers (tools/tests/test_fuzz_readers.py)
+  python3-prometheus-client  # `--metrics`: the live figures of a run (tools/oppsched/live.py)
+  prometheus  # the Prometheus server that scrapes them in tools/tests/test_live.py
   # network tools for the end-to-end runs
   iperf3 tcpdump tshark iproute2 procps kmod
 )
@@ -59,6 +61,13 @@ if ((${#missing[@]})); then
     exit 1
   }
   echo "bootstrap: Debian packages installed"
+  # Debian's prometheus package enables a server on every interface (:9090); the tests
+  # start their own on loopback, so the one just installed is stopped and disabled.
+  if [[ " ${missing[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/null &&
+    systemctl is-enabled --quiet prometheus 2>/dev/null; then
+    "${sudo[@]}" systemctl disable --now prometheus >/dev/null 2>&1 &&
+      echo "bootstrap: disabled the prometheus service the package started (listening on :9090)"
+  fi
 fi
 
 # The unprivileged system user the processes of a testbed run switch to after set-up

@@ -21,8 +21,25 @@ from oppsched.tcpview import add_parser as tcpview_parser
 from oppsched.timeline import add_parser as timeline_parser
 
 
+def _metrics(a):
+    """The `--metrics` endpoint, bound now: a bad address or a taken port is refused before
+    anything runs (oppsched/live.py)."""
+    if a.metrics is None:
+        return None
+    from oppsched.live import MetricsServer
+
+    m = MetricsServer(a.metrics)
+    print(f"oppsched: metrics at http://{m.address}/metrics", file=sys.stderr)
+    return m
+
+
 def _cmd_run(a) -> int:
-    run_experiment(a.experiment, a.out, a.set or [], a.duration, a.jobs)
+    m = _metrics(a)
+    try:
+        run_experiment(a.experiment, a.out, a.set or [], a.duration, a.jobs, metrics=m)
+    finally:
+        if m is not None:
+            m.close()
     return 0
 
 
@@ -39,8 +56,13 @@ def _cmd_analyze(a) -> int:
 def _cmd_sweep(a) -> int:
     if a.jobs < 1:
         raise ConfigError(f"--jobs: {a.jobs} is not a positive number of runs at a time")
-    failed = run_sweep(a.experiment, a.out, a.set or [], a.duration, a.jobs, a.cluster,
-                       a.cluster_keys)
+    m = _metrics(a)
+    try:
+        failed = run_sweep(a.experiment, a.out, a.set or [], a.duration, a.jobs, a.cluster,
+                           a.cluster_keys, metrics=m)
+    finally:
+        if m is not None:
+            m.close()
     return 1 if failed else 0
 
 
@@ -117,6 +139,9 @@ def main(argv=None) -> int:
     r.add_argument("--jobs", type=int, default=1,
                    help="variants run at a time (default 1: runs are real time and share "
                    "the cores; more only where the machine has cores to spare)")
+    r.add_argument("--metrics", metavar="127.0.0.1:PORT",
+                   help="serve the run's live figures in the Prometheus text format at "
+                   "http://HOST:PORT/metrics (loopback only; docs/howto/watch-a-run.md)")
     r.set_defaults(fn=_cmd_run)
 
     an = sub.add_parser("analyze", help="recompute summaries, plots and report from the traces")
@@ -139,6 +164,9 @@ def main(argv=None) -> int:
     sw.add_argument("--cluster-keys", metavar="DIR",
                     help="folder of the cluster's TLS certificates (`oppsched keys cluster "
                     "DIR`): its CA and the client's certificate and key")
+    sw.add_argument("--metrics", metavar="127.0.0.1:PORT",
+                    help="serve the running points' live figures and the sweep's progress "
+                    "in the Prometheus text format (loopback only; docs/howto/watch-a-run.md)")
     sw.set_defaults(fn=_cmd_sweep)
 
     c = sub.add_parser("check", help="validate experiment files without running them")

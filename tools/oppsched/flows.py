@@ -290,6 +290,46 @@ def parse_ss_bytes_acked(text: str) -> dict[int, int]:
     return out
 
 
+_SS_RTT = re.compile(r"\brtt:([0-9.]+)/")
+_SS_CWND = re.compile(r"\bcwnd:(\d+)")
+_SS_MSS = re.compile(r"\bmss:(\d+)")
+
+
+def parse_ss_sender_info(text: str) -> dict[int, dict]:
+    """`ss -Htin` output at a sender -> {peer port: {"rtt_ms", "cwnd_bytes"}} of the
+    connection to that port that has acknowledged the most bytes (a flow's data
+    connection, not iperf3's control connection); cwnd in bytes (segments x mss)."""
+    best: dict[int, tuple[int, dict]] = {}
+    for s, line in _ss_info_lines(text):
+        acked = int(m.group(1)) if (m := _SS_COUNTERS["bytes_acked"].search(line)) else 0
+        rtt, cwnd, mss = _SS_RTT.search(line), _SS_CWND.search(line), _SS_MSS.search(line)
+        if rtt is None or cwnd is None:
+            continue
+        info = {"rtt_ms": float(rtt.group(1)),
+                "cwnd_bytes": int(cwnd.group(1)) * (int(mss.group(1)) if mss else 1448)}
+        if s["peer_port"] not in best or acked > best[s["peer_port"]][0]:
+            best[s["peer_port"]] = (acked, info)
+    return {port: info for port, (_, info) in best.items()}
+
+
+def _ss_info_lines(text: str):
+    """(socket, its tcp_info line) for every connected socket of `ss -Htin` output."""
+    cur = None
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if not line.startswith((" ", "\t")):
+            cols = line.split()
+            cur = None
+            if len(cols) >= 5:
+                local, peer = _port(cols[3]), _port(cols[4])
+                if local is not None and peer is not None:
+                    cur = {"local_port": local, "peer_port": peer}
+            continue
+        if cur is not None:
+            yield cur, line
+
+
 # ----------------------------------------------------------------------------------------
 # Bytes delivered, counted by the receiving sockets themselves (independent of iperf3)
 #

@@ -149,10 +149,11 @@ def _replace_dir(src: Path, dst: Path) -> None:
 
 @holding_out("run")  # one run or sweep per OUT; OUT replaced only if a results folder
 def run_experiment(path, outdir, overrides=(), duration=None,
-                   jobs: int = 1) -> list[tuple[str, dict, Path]]:
+                   jobs: int = 1, metrics=None) -> list[tuple[str, dict, Path]]:
     """Runs every variant of an experiment into OUT and writes its report; `jobs` variants
     at a time (each in its own process; default one after another: runs are real time and
-    share the machine's cores).
+    share the machine's cores). `metrics`: a live.MetricsServer that serves the runs'
+    figures while they go on (`--metrics`).
 
     The runs are written into staging_dir(OUT) and OUT is replaced only when all of them
     succeeded, so a failed or interrupted run never destroys earlier results. A failure
@@ -178,6 +179,8 @@ def run_experiment(path, outdir, overrides=(), duration=None,
             rundir.mkdir(parents=True, exist_ok=True)
             write_atomic(rundir / "config.json", json.dumps(cfg, indent=2) + "\n")
             todo.append((v["name"] if v else cfg["experiment"], cfg, rundir))
+            if metrics is not None:
+                metrics.watch(outdir.name + (f"/{v['name']}" if v else ""), cfg, rundir)
         if jobs == 1 or len(todo) == 1:
             for label, cfg, rundir in todo:
                 print(f"oppsched: run {label}", file=sys.stderr)

@@ -120,6 +120,8 @@ def run_point(cfg: dict, rundir: Path) -> dict:
         summary = runner.analyze_run(rundir)
         if summary.get("errors"):
             raise runner.RunFailed("; ".join(summary["errors"]))
+        if cfg["kind"] == "testbed":
+            runner._write_timeline(rundir)
         return summary
     except Exception:
         failed = runner.failed_dir(rundir)
@@ -171,15 +173,21 @@ class Progress:
     """One line per finished point: done, remaining, failed, and the time left estimated
     from the mean duration of the points run so far."""
 
-    def __init__(self, total: int, skipped: int, jobs: int):
+    def __init__(self, total: int, skipped: int, jobs: int, metrics=None, label: str = ""):
         self.total, self.done, self.failed, self.jobs = total, skipped, 0, max(1, jobs)
         self.ran = 0
         self.t0 = time.monotonic()
+        self.metrics, self.label = metrics, label
+        if metrics is not None:
+            metrics.sweep_progress(self.done, total - self.done, 0)
 
     def finished(self, rel: str, ok: bool) -> None:
         self.done += 1
         self.ran += 1
         self.failed += 0 if ok else 1
+        if self.metrics is not None:
+            self.metrics.unwatch(f"{self.label}/{rel}")
+            self.metrics.sweep_progress(self.done, self.total - self.done, self.failed)
         left = self.total - self.done
         el = time.monotonic() - self.t0
         eta = el / self.ran * left / self.jobs if self.ran else float("nan")
@@ -311,12 +319,16 @@ def plan(path, overrides=(), duration=None) -> tuple[dict, sweepspec.Sweep]:
 
 @holding_out("sweep")  # one run or sweep per OUT (oppsched.outlock)
 def run_sweep(path, outdir, overrides=(), duration=None, jobs: int = 1,
-              cluster: str | None = None, cluster_keys=None) -> int:
+              cluster: str | None = None, cluster_keys=None, metrics=None) -> int:
     """Runs (or resumes) a sweep into `outdir`; returns the number of failed points.
     `cluster`: a Dask scheduler's address (tls:// with the certificates in `cluster_keys`,
-    or tcp:// on loopback)."""
+    or tcp:// on loopback). `metrics`: a live.MetricsServer serving the points' figures
+    while they run, and the sweep's progress (`--metrics`; points run here only)."""
     if cluster_keys is not None and not cluster:
         raise ConfigError("--cluster-keys: given without --cluster tls://HOST:PORT")
+    if metrics is not None and cluster:
+        raise ConfigError(f"--metrics: {metrics.value!r}: serves the runs of this machine; "
+                          "with --cluster the points run on the workers")
     security = cluster_security(cluster, cluster_keys) if cluster else None
     resolved, sw = plan(path, overrides, duration)
     outdir = Path(outdir)
@@ -329,7 +341,11 @@ def run_sweep(path, outdir, overrides=(), duration=None, jobs: int = 1,
           f"({len(sw.axes)} axes, {len(resolved['variants']) or 1} variant(s), {sw.repeat} seed(s)), "
           f"{skipped} already done, {len(todo)} to run {where}, "
           f"{resolved['duration_s']:g} s each -> {outdir}", file=sys.stderr, flush=True)
-    progress = Progress(len(sw.points), skipped, jobs if not cluster else 1)
+    progress = Progress(len(sw.points), skipped, jobs if not cluster else 1, metrics,
+                        outdir.name)
+    if metrics is not None:
+        for p in todo:
+            metrics.watch(f"{outdir.name}/{p.rel}", p.config, outdir / "points" / p.rel)
     failures: list = []
     try:
         if cluster:

@@ -31,7 +31,7 @@ from oppsched.experiments.testbed.traces import PARTIAL, recover_all
 from oppsched.experiments.testbed.topology import (daemon_users, flow_plans, flow_route_commands,
                                                    tcp_override_sysctls, testbed_topology,
                                                    write_wrc_configs)
-from oppsched.flows import (SOCKET_COLUMNS, FlowPlan, parse_ss_bytes_acked,
+from oppsched.flows import (SOCKET_COLUMNS, FlowPlan, parse_ss_bytes_acked, parse_ss_sender_info,
                             parse_ss_sockets, socket_csv, timed_iperf)
 from oppsched.netns import (TCPDUMP_BOUNDING, NetnsError, RunUser, RunView, fifo_allowed,
                             hand_back, invoking_user, new_run_id, wait_for)
@@ -296,10 +296,14 @@ def _until_flows_end(plans, pending: list, running: list, procs, t0: float) -> b
     return stopped
 
 
-def _live_goodput(tb, plans, last: dict, now: float) -> dict[str, float]:
+def _live_goodput(tb, plans, last: dict, now: float, info: dict | None = None) \
+        -> dict[str, float]:
     """Goodput per flow since the previous call, from the senders' bytes_acked (ss -ti):
-    in the server's namespace, an upstream flow's in the client's (peer port: the flow's)."""
+    in the server's namespace, an upstream flow's in the client's (peer port: the flow's).
+    `info`, if given, gets each flow's data connection's RTT and cwnd from the same output
+    ({flow id: {"rtt_ms", "cwnd_bytes"}})."""
     acked: dict[int, int] = {}
+    tcp_info: dict[int, dict] = {}
     senders = {}
     for p in plans:
         if not p.repeat:
@@ -308,10 +312,14 @@ def _live_goodput(tb, plans, last: dict, now: float) -> dict[str, float]:
     for node in senders.values():
         cp = node.ns.run(["ss", "-Htin"], check=False, timeout=5)
         acked.update(parse_ss_bytes_acked(cp.stdout))
+        if info is not None:
+            tcp_info.update(parse_ss_sender_info(cp.stdout))
     out = {}
     for p in plans:
         if p.started_at_s is None:
             continue
+        if info is not None and p.port in tcp_info:
+            info[p.id] = tcp_info[p.port]
         b = acked.get(p.port)
         prev_b, prev_t = last.get(p.id, (0, p.started_at_s))
         if b is None:
@@ -320,6 +328,22 @@ def _live_goodput(tb, plans, last: dict, now: float) -> dict[str, float]:
             out[p.id] = 8.0 * (b - prev_b) / (now - prev_t)
         last[p.id] = (b, now)
     return out
+
+
+LIVE_FLOWS = "flows.live.json"
+
+
+def _write_live_flows(rundir, now: float, rates: dict, info: dict) -> None:
+    """flows.live.json: each flow's goodput since the last progress line and its sender's
+    RTT and cwnd (tcp_info) at this one, for the `--metrics` endpoint (oppsched/live.py).
+    Best effort: a full disk skips it."""
+    flows = {fid: {"goodput_bps": rates.get(fid), **info.get(fid, {})}
+             for fid in set(rates) | set(info)}
+    try:
+        write_atomic(Path(rundir) / LIVE_FLOWS,
+                     json.dumps({"t_s": round(now, 3), "flows": flows}) + "\n")
+    except OSError:
+        pass
 
 
 # Bytes delivered per flow as its receiving sockets count them (flows.socket_delivered):
@@ -994,10 +1018,12 @@ def _schedule(cfg, tb, plans, procs: ProcTable, daemons, rundir, t0, progress, s
                     p.extra["planned_end_s"] = p.start_s + p.seconds
             break
         if now >= next_report:
+            info: dict = {}
             try:
-                rates = _live_goodput(tb, plans, last_acked, now)
+                rates = _live_goodput(tb, plans, last_acked, now, info)
             except Exception:  # noqa: BLE001 -- progress is best effort
                 rates = {}
+            _write_live_flows(rundir, now, rates, info)
             txt = ", ".join(f"{k} {v / 1e3:.0f}" for k, v in rates.items())
             progress(min(int(now), int(dur)), int(dur),
                      "s" + (f"; goodput kb/s: {txt}" if txt else ""))

@@ -1,0 +1,368 @@
+"""Live figures of the runs going on, in the Prometheus text format (`--metrics HOST:PORT`
+of `oppsched run` and `oppsched sweep`; docs/howto/watch-a-run.md).
+
+The endpoint is served by a thread of the command's own process at normal priority and
+reads only files: each watched run folder's traces as the daemons write them (slots.csv,
+flushed every stats period, read from where the last scrape stopped), its stats files
+(apd.stats.json, phy.stats.json: rewritten every 2 s), the runner's socket samples
+(flow.<id>.socket.csv, every 0.5 s) and the senders' tcp_info at the last progress line
+(flows.live.json). It never touches the run's processes, pipes or sockets, so a scrape
+cannot hold up a slot; runs side by side (`--jobs`), forked processes, are watched the
+same way. Without a scrape nothing is read.
+
+Bound to loopback only: the endpoint has neither TLS nor authentication, and docs/security.md
+requires one or the other of every endpoint reachable from the lab network. An address
+that is not loopback, an unparsable one and a port already taken are refused before
+anything runs, with an error naming `--metrics` and the value.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import socket
+import threading
+import time
+from collections import deque
+from pathlib import Path
+
+from oppsched.config import ConfigError
+
+NS = "oppsched"
+THROUGHPUT_WINDOW_S = 2.0  # per-user throughput: TB bytes acknowledged over this much slot time
+
+
+def parse_address(value: str) -> tuple[str, int]:
+    """`HOST:PORT` (`[::1]:PORT` for IPv6) -> (host, port); ConfigError naming --metrics,
+    the value and what is wrong."""
+    where = f"--metrics: {value!r}"
+    host, sep, port = value.rpartition(":")
+    if not sep or not host:
+        raise ConfigError(f"{where} is not HOST:PORT (e.g. 127.0.0.1:9464)")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    try:
+        p = int(port)
+    except ValueError:
+        raise ConfigError(f"{where}: port {port!r} is not a number") from None
+    if not 0 <= p <= 65535:
+        raise ConfigError(f"{where}: port {p} is not in 0..65535 (0: a free port, printed)")
+    if host.lower() == "localhost":
+        host = "127.0.0.1"
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        raise ConfigError(f"{where}: {host!r} is not an IP address (a host name may resolve "
+                          "to anything: give 127.0.0.1 or ::1)") from None
+    if not ip.is_loopback:
+        raise ConfigError(
+            f"{where}: {host} is not a loopback address. The metrics endpoint has no TLS or "
+            "authentication, and every endpoint the lab network can reach needs one "
+            "(docs/security.md), so it binds to 127.0.0.1 or ::1 only; watch from another "
+            "host through an SSH forward (ssh -L 9464:127.0.0.1:9464 THIS_HOST)")
+    return str(ip), p
+
+
+class _Tail:
+    """The rows appended to a CSV trace since the last read: NAME.partial while its writer
+    runs, NAME once it has exited (the open file is followed across the rename)."""
+
+    def __init__(self, rundir: Path, name: str):
+        self.paths = (rundir / f"{name}.partial", rundir / name)
+        self.f = None
+        self.buf = b""
+        self.header: dict[str, int] | None = None
+
+    def rows(self) -> list[list[str]]:
+        if self.f is None:
+            for p in self.paths:
+                try:
+                    self.f = open(p, "rb")
+                    break
+                except OSError:
+                    continue
+            if self.f is None:
+                return []
+        data = self.f.read()
+        if not data:
+            return []
+        self.buf += data
+        *lines, self.buf = self.buf.split(b"\n")
+        out = []
+        for line in lines:
+            cells = line.decode(errors="replace").split(",")
+            if self.header is None:
+                self.header = {c: i for i, c in enumerate(cells)}
+            else:
+                out.append(cells)
+        return out
+
+    def close(self) -> None:
+        if self.f is not None:
+            self.f.close()
+            self.f = None
+
+
+def _num(cells: list[str], i: int | None, default=None):
+    if i is None or i >= len(cells) or cells[i] == "":
+        return default
+    try:
+        return float(cells[i])
+    except ValueError:
+        return default
+
+
+def _json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}  # not written yet, or replaced while read: the next scrape reads it
+
+
+class _Run:
+    """What the endpoint knows of one run folder, updated at each scrape."""
+
+    def __init__(self, label: str, cfg: dict, rundir: Path):
+        self.label, self.rundir = label, Path(rundir)
+        self.variant = cfg.get("variant") or ""
+        self.experiment = cfg.get("experiment", "")
+        self.users = [d["name"] for d in cfg.get("devices", [])]
+        self.flows = {f["id"]: f.get("device", "") for f in cfg.get("flows", [])}
+        self.slots = _Tail(self.rundir, "slots.csv")
+        self.sockets = {fid: _Tail(self.rundir, f"flow.{fid}.socket.csv") for fid in self.flows}
+        n = len(self.users)
+        self.slots_total = self.late = self.empty = 0
+        self.won = [0] * n
+        self.acked_bytes = [0] * n
+        self.harq: list[dict[str, int]] = [{} for _ in range(n)]
+        self.mcs: list[float | None] = [None] * n
+        self.cqi: list[float | None] = [None] * n
+        self.queue: list[float | None] = [None] * n
+        self.recent: list[deque] = [deque() for _ in range(n)]  # (t_ns, acked bytes)
+        self.last_t_ns = 0
+        self.received: dict[str, tuple[float, float]] = {}  # flow -> (t_s, bytes)
+        self.goodput: dict[str, float] = {}
+
+    def update(self) -> None:
+        rows = self.slots.rows()
+        h = self.slots.header or {}
+        iu, it, im, ib = h.get("user"), h.get("t_ns"), h.get("mcs"), h.get("tb_bytes")
+        io, il = h.get("outcome"), h.get("late")
+        icqi = [h.get(f"cqi.{u}") for u in self.users]
+        iq = [h.get(f"queue.{u}") for u in self.users]
+        for r in rows:
+            if len(r) < len(h):
+                continue  # a row cut by a full disk
+            self.slots_total += 1
+            t = int(_num(r, it, 0))
+            self.last_t_ns = max(self.last_t_ns, t)
+            if _num(r, il, 0):
+                self.late += 1
+            for k in range(len(self.users)):
+                c, q = _num(r, icqi[k]), _num(r, iq[k])
+                if c is not None:
+                    self.cqi[k] = c
+                if q is not None:
+                    self.queue[k] = q
+            u = int(_num(r, iu, -1))
+            if not 0 <= u < len(self.users):
+                self.empty += 1
+                continue
+            self.won[u] += 1
+            self.mcs[u] = _num(r, im)
+            out = r[io] if io is not None else ""
+            self.harq[u][out] = self.harq[u].get(out, 0) + 1
+            if out == "ack":
+                b = int(_num(r, ib, 0))
+                self.acked_bytes[u] += b
+                self.recent[u].append((t, b))
+        horizon = self.last_t_ns - int(THROUGHPUT_WINDOW_S * 1e9)
+        for d in self.recent:
+            while d and d[0][0] < horizon:
+                d.popleft()
+        for fid, tail in self.sockets.items():
+            polls: dict[float, float] = {}
+            hh = None
+            for r in tail.rows():
+                hh = tail.header
+                if r[hh["event"]] != "poll" or _num(r, hh["bytes_sent"], 0) != 0:
+                    continue
+                t = _num(r, hh["t_s"])
+                polls[t] = polls.get(t, 0.0) + _num(r, hh["bytes_received"], 0.0)
+            for t in sorted(polls):
+                prev = self.received.get(fid)
+                if prev is not None and t > prev[0]:
+                    self.goodput[fid] = 8.0 * (polls[t] - prev[1]) / (t - prev[0])
+                self.received[fid] = (t, polls[t])
+
+    def throughput_bps(self, k: int) -> float:
+        return 8.0 * sum(b for _, b in self.recent[k]) / THROUGHPUT_WINDOW_S
+
+    def close(self) -> None:
+        self.slots.close()
+        for t in self.sockets.values():
+            t.close()
+
+
+class _Collector:
+    """A prometheus_client collector over the watched runs."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.runs: dict[str, _Run] = {}
+        self.sweep: dict[str, int] | None = None
+
+    def collect(self):
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        with self.lock:
+            ru = ["run", "variant"]
+            uu, ff = ru + ["user"], ru + ["flow", "user"]
+            g = {}
+
+            def fam(cls, name, doc, labels):
+                g[name] = cls(f"{NS}_{name}", doc, labels=labels)
+                return g[name]
+
+            info = fam(GaugeMetricFamily, "run_info", "a watched run (1); its experiment and "
+                       "status (run.json)", ru + ["experiment", "status"])
+            elapsed = fam(GaugeMetricFamily, "run_elapsed_seconds", "seconds since the run's "
+                          "t0 (the flows' start)", ru)
+            slots = fam(CounterMetricFamily, "slots", "slots in the apd's slot trace", ru)
+            late = fam(CounterMetricFamily, "late_slots", "slots the PHY had no grant for in "
+                       "time (slots.csv late)", ru)
+            empty = fam(CounterMetricFamily, "empty_slots", "slots granted to no user", ru)
+            won = fam(CounterMetricFamily, "user_slots_won", "slots granted to the user", uu)
+            acked = fam(CounterMetricFamily, "user_acked_tb_bytes", "bytes of the user's TBs "
+                        "acknowledged (MAC throughput: rate() of this)", uu)
+            thr = fam(GaugeMetricFamily, "user_throughput_bits_per_second", "MAC throughput "
+                      f"over the last {THROUGHPUT_WINDOW_S:g} s of the slot trace", uu)
+            queue = fam(GaugeMetricFamily, "user_queue_bytes", "the user's AP queue", uu)
+            cqi = fam(GaugeMetricFamily, "user_cqi", "the user's last CQI at the AP", uu)
+            mcs = fam(GaugeMetricFamily, "user_mcs", "MCS of the user's last TB", uu)
+            snr = fam(GaugeMetricFamily, "user_snr_decibels", "the user's last SNR as its "
+                      "receiver reported it (phy.stats.json)", uu)
+            bler = fam(GaugeMetricFamily, "user_block_error_ratio", "the receiver's TB error "
+                       "ratio so far (phy.stats.json)", uu)
+            harq = fam(CounterMetricFamily, "user_harq_transmissions", "HARQ transmissions of "
+                       "the user's TBs by outcome (ack, nack, unheard, timeout, dropped)",
+                       uu + ["outcome"])
+            drops = fam(CounterMetricFamily, "user_aqm_drops", "packets the user's queue "
+                        "discipline dropped (apd.stats.json)", uu)
+            marks = fam(CounterMetricFamily, "user_aqm_marks", "packets the user's queue "
+                        "discipline marked ECN CE (apd.stats.json)", uu)
+            delay = fam(GaugeMetricFamily, "user_queue_delay_seconds", "the AQM's queueing "
+                        "delay estimate (apd.stats.json)", uu)
+            recv = fam(CounterMetricFamily, "flow_received_bytes", "bytes the flow's "
+                       "receiving sockets got (flow.<id>.socket.csv)", ff)
+            good = fam(GaugeMetricFamily, "flow_goodput_bits_per_second", "goodput between "
+                       "the last two socket polls", ff)
+            rtt = fam(GaugeMetricFamily, "flow_rtt_seconds", "the sender's smoothed RTT "
+                      "(tcp_info) at the last progress line", ff)
+            cwnd = fam(GaugeMetricFamily, "flow_cwnd_bytes", "the sender's congestion window "
+                       "(tcp_info) at the last progress line", ff)
+            for run in list(self.runs.values()):
+                rj = _json(run.rundir / "run.json")
+                if not rj:
+                    continue
+                run.update()
+                lab = [run.label, run.variant]
+                info.add_metric(lab + [run.experiment, str(rj.get("status", ""))], 1)
+                if rj.get("t0_mono_ns") and rj.get("status") in ("running", "stopping"):
+                    elapsed.add_metric(lab, (time.monotonic_ns() - rj["t0_mono_ns"]) / 1e9)
+                slots.add_metric(lab, run.slots_total)
+                late.add_metric(lab, run.late)
+                empty.add_metric(lab, run.empty)
+                apd = _json(run.rundir / "apd.stats.json")
+                aqm = (apd.get("core") or {}).get("aqm") or {}
+                phy = {u.get("name"): u for u in _json(run.rundir / "phy.stats.json")
+                       .get("users", []) if isinstance(u, dict)}
+                for k, u in enumerate(run.users):
+                    ul = lab + [u]
+                    won.add_metric(ul, run.won[k])
+                    acked.add_metric(ul, run.acked_bytes[k])
+                    thr.add_metric(ul, run.throughput_bps(k))
+                    for name, v in ((queue, run.queue[k]), (cqi, run.cqi[k]), (mcs, run.mcs[k])):
+                        if v is not None:
+                            name.add_metric(ul, v)
+                    for out, n in sorted(run.harq[k].items()):
+                        harq.add_metric(ul + [out or "pending"], n)
+                    if u in phy:
+                        if phy[u].get("last_snr_db") is not None:
+                            snr.add_metric(ul, phy[u]["last_snr_db"])
+                        if phy[u].get("bler") is not None:
+                            bler.add_metric(ul, phy[u]["bler"])
+                    if u in aqm:
+                        drops.add_metric(ul, aqm[u].get("dropped_total", 0))
+                        marks.add_metric(ul, aqm[u].get("marked", 0))
+                        delay.add_metric(ul, aqm[u].get("queue_delay_s", 0))
+                live = _json(run.rundir / "flows.live.json").get("flows") or {}
+                for fid, dev in run.flows.items():
+                    fl = lab + [fid, dev]
+                    if fid in run.received:
+                        recv.add_metric(fl, run.received[fid][1])
+                    if fid in run.goodput:
+                        good.add_metric(fl, run.goodput[fid])
+                    s = live.get(fid) or {}
+                    if s.get("rtt_ms") is not None:
+                        rtt.add_metric(fl, s["rtt_ms"] / 1e3)
+                    if s.get("cwnd_bytes") is not None:
+                        cwnd.add_metric(fl, s["cwnd_bytes"])
+            if self.sweep is not None:
+                sw = fam(GaugeMetricFamily, "sweep_points", "the sweep's points by state "
+                         "(done: before this command or by it)", ["state"])
+                for state, n in self.sweep.items():
+                    sw.add_metric([state], n)
+            return list(g.values())
+
+
+class MetricsServer:
+    """The `--metrics` endpoint: bound when made (so a taken port is refused before the run
+    starts), served by a daemon thread once started, closed by close()."""
+
+    def __init__(self, value: str):
+        from prometheus_client import CollectorRegistry
+        from prometheus_client.exposition import (ThreadingWSGIServer, _SilentHandler,
+                                                  make_wsgi_app)
+        from wsgiref.simple_server import make_server
+
+        host, port = parse_address(value)
+        self.value = value
+        self.collector = _Collector()
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(self.collector)
+
+        class Server(ThreadingWSGIServer):
+            address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+        try:
+            self.httpd = make_server(host, port, make_wsgi_app(registry), Server,
+                                     handler_class=_SilentHandler)
+        except OSError as exc:
+            raise ConfigError(f"--metrics: {value!r}: cannot listen there ({exc.strerror or exc}"
+                              "): a port taken by another program, or an address this host "
+                              "does not have") from None
+        self.address = f"{'[' + host + ']' if ':' in host else host}:{self.httpd.server_port}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, name="oppsched-metrics",
+                                       daemon=True)
+        self.thread.start()
+
+    def watch(self, label: str, cfg: dict, rundir) -> None:
+        with self.collector.lock:
+            self.collector.runs[label] = _Run(label, cfg, Path(rundir))
+
+    def unwatch(self, label: str) -> None:
+        with self.collector.lock:
+            run = self.collector.runs.pop(label, None)
+            if run is not None:
+                run.close()
+
+    def sweep_progress(self, done: int, remaining: int, failed: int) -> None:
+        with self.collector.lock:
+            self.collector.sweep = {"done": done, "remaining": remaining, "failed": failed}
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        for label in list(self.collector.runs):
+            self.unwatch(label)
