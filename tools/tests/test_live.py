@@ -91,8 +91,9 @@ def _query(api: str, q: str) -> list:
 def test_prometheus_scrapes_a_runs_per_user_throughput_and_late_slots(tmp_path):
     """Debian's prometheus scrapes `--metrics` every second during a 5 s run; its HTTP API
     then has the per-user MAC throughput of both users (more than 100 kb/s at some scrape),
-    several scrapes of the late-slot counter, and no scrape saw more late slots or more
-    acknowledged TB bytes than the run's summary counts at its end."""
+    several scrapes of the late-slot counter, each flow's RTT and goodput, and no scrape
+    saw more late slots or more acknowledged TB bytes than the run's traces hold at its
+    end."""
     prom = shutil.which("prometheus")
     if prom is None:
         pytest.skip("the prometheus binary is not on PATH (Debian package prometheus, "
@@ -140,6 +141,13 @@ def test_prometheus_scrapes_a_runs_per_user_throughput_and_late_slots(tmp_path):
         late_max = _query(api, "max_over_time(oppsched_late_slots_total[10m])")
         assert float(late_max[0]["value"][1]) <= s["slots"]["late"]
         acked = _query(api, "max_over_time(oppsched_user_acked_tb_bytes_total[10m])")
+        # per flow: the sender's RTT (at least the wired path's 20 ms) and the goodput
+        rtt = _query(api, "max_over_time(oppsched_flow_rtt_seconds[10m])")
+        assert {r["metric"]["flow"]: r["metric"]["user"] for r in rtt} == {"f1": "R1",
+                                                                          "f2": "R2"}, rtt
+        assert all(float(r["value"][1]) >= 0.020 for r in rtt), rtt
+        good = _query(api, "max_over_time(oppsched_flow_goodput_bits_per_second[10m])")
+        assert {r["metric"]["flow"] for r in good if float(r["value"][1]) > 0} == {"f1", "f2"}
         sl = pd.read_csv(tmp_path / "out" / "slots.csv")
         ack = sl[sl["outcome"] == "ack"]
         for r in acked:
