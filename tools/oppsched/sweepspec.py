@@ -11,7 +11,10 @@
 
 Each axis is a dotted key of the experiment (as `--set` takes it), or a list of keys set to
 the same value (every device's Doppler, say), and its values: a list,
-or a range {from, to, steps, scale: lin|log, integer}. The points are the cartesian product
+or a range {from, to, steps, scale: lin|log, integer}. `also: {key: {axis value: value}}`
+sets further keys along with the axis, each to its own value at each axis value (a setting
+that depends on the axis value, such as the link's starting margin at each Doppler); every
+axis value needs one, and values without an axis value (left out by --set) are ignored. The points are the cartesian product
 of the axes, crossed with the experiment's variants and with `repeat` seeds. An axis that
 names `variants` applies to those variants only (a paper that sweeps the buffer for one
 algorithm and a parameter for another): the other variants do not multiply by it. Every
@@ -80,6 +83,11 @@ class Axis:
     keys: tuple  # the dotted keys it sets, all to the same value
     values: tuple
     variants: tuple | None = None  # None: every variant
+    also: tuple = ()  # ((dotted key, ((axis value, value), ...)), ...)
+
+    def settings(self, value) -> list:
+        """(dotted key, value) pairs the axis sets at one of its values."""
+        return [(k, value) for k in self.keys] + [(k, dict(vs)[value]) for k, vs in self.also]
 
     def applies_to(self, variant: str | None) -> bool:
         return self.variants is None or variant in self.variants
@@ -161,7 +169,7 @@ def _axis(name: str, spec, variant_names: list[str]) -> Axis:
                           f"digits or _; not {', '.join(sorted(RESERVED))})")
     if not isinstance(spec, dict):
         raise ConfigError(f"{where}: {spec!r} is not a mapping with key and values")
-    known = {"key", "values", "variants"}
+    known = {"key", "values", "variants", "also"}
     unknown = sorted(set(spec) - known)
     if unknown:
         raise ConfigError(f"{where}.{unknown[0]}: unknown key (known: {', '.join(sorted(known))})")
@@ -196,7 +204,22 @@ def _axis(name: str, spec, variant_names: list[str]) -> Axis:
                 known_v = ", ".join(variant_names) or "none: the experiment has no variants"
                 raise ConfigError(f"{where}.variants: {v!r} is not a variant (known: {known_v})")
         variants = tuple(variants)
-    return Axis(name, keys, values, variants)
+    also = spec.get("also", {})
+    if not isinstance(also, dict):
+        raise ConfigError(f"{where}.also: {also!r} is not a mapping of dotted keys to "
+                          "{axis value: value}")
+    for k, by in also.items():
+        if k in keys:
+            raise ConfigError(f"{where}.also.{k}: the axis's own key")
+        if not isinstance(by, dict):
+            raise ConfigError(f"{where}.also.{k}: {by!r} is not a mapping of axis values "
+                              "to values")
+        missing = [v for v in values if v not in by]
+        if missing:
+            raise ConfigError(f"{where}.also.{k}: no value for the axis value {missing[0]!r} "
+                              f"(given for {', '.join(repr(x) for x in by)})")
+    return Axis(name, keys, values, variants,
+                tuple((k, tuple((v, by[v]) for v in values)) for k, by in also.items()))
 
 
 def _set(data: dict, schema: dict, key: str, value, where: str) -> None:
@@ -221,6 +244,8 @@ def expand(raw: dict, schema: dict, resolved: dict, check=None) -> Sweep | None:
         probe = copy.deepcopy(raw)
         for dotted in a.keys:
             _set(probe, schema, dotted, a.values[0], f"sweep.axes.{a.name}.key")
+        for dotted, value in a.settings(a.values[0])[len(a.keys):]:
+            _set(probe, schema, dotted, value, f"sweep.axes.{a.name}.also")
     names_ax = {a.name for a in axes}
     for i, p in enumerate(sec["plots"]):
         if p["x"] not in names_ax and p["x"] in RESERVED:
@@ -247,8 +272,8 @@ def expand(raw: dict, schema: dict, resolved: dict, check=None) -> Sweep | None:
                     for key, value in v["set"].items():
                         _set(data, schema, key, value, f"variants[{vname}].set")
                 for a, value in zip(mine, combo):
-                    for dotted in a.keys:
-                        _set(data, schema, dotted, value, f"sweep.axes.{a.name}")
+                    for dotted, v_ in a.settings(value):
+                        _set(data, schema, dotted, v_, f"sweep.axes.{a.name}")
                 data["seed"] = resolved["seed"] + k
                 where = "sweep point " + Point(tuple((a.name, x) for a, x in zip(mine, combo)),
                                                vname, k, {}).rel

@@ -12,6 +12,8 @@ import pandas as pd
 import pytest
 
 from helpers import REPO, needs_root, shortened_sweep
+from oppsched import sweep
+from oppsched.runner import load_experiment
 
 EXPERIMENT = REPO / "experiments" / "clamp" / "fading-sweep.yaml"
 LOW_RATE = REPO / "experiments" / "clamp" / "fading-sweep-low-rate.yaml"
@@ -67,3 +69,28 @@ def test_at_the_low_rate_clamps_a_still_sets_the_queueing_delay_under_the_lower_
     assert large > 1.5 * small, (small, large)
     assert (d["mac_throughput_total_bps"] < 1.44e6).all(), d["mac_throughput_total_bps"].tolist()
     assert (d["goodput_total_bps"] > 0.3e6).all(), d["goodput_total_bps"].tolist()
+
+
+@pytest.mark.parametrize("name", ["fading-abstract.yaml", "fading-sweep.yaml",
+                                  "fading-sweep-low-rate.yaml", "download.yaml"])
+def test_the_paper_link_starts_its_margin_at_the_operating_point_of_each_doppler(name):
+    # Andrew & Hanly, CLAMP, Table I: loss 1e-3 after the n attempts, by the margin's
+    # stochastic approximation (gain 0.1). At 60 Hz with n = 15 it rests at its floor (the
+    # target is out of reach above it: host/tests/test_channel.cc), at 0.6 Hz with n = 5
+    # within one step of 0; every run starts there, whatever its Doppler axis says.
+    path = REPO / "experiments" / "clamp" / name
+    res = load_experiment(path)[2]
+    points = [p.config for p in sweep.plan(path, [])[1].points] if res["sweep"]["axes"] \
+        else [res]
+    seen = set()
+    for c in points:
+        fd = {d["channel"]["doppler_hz"] for d in c["devices"]}
+        assert len(fd) == 1
+        la = c["link_adaptation"]
+        assert la["mode"] == "paper" and la["paper"]["target_loss"] == 1e-3
+        assert la["paper"]["margin_step"] == 0.1
+        want = {60.0: la["paper"]["margin_min"], 0.6: 0.0}[fd.pop()]
+        assert la["paper"]["margin_init"] == want == (-9.0 if want else 0.0), (name, la)
+        seen.add(want)
+    assert seen == ({-9.0} if name in ("fading-abstract.yaml", "fading-sweep-low-rate.yaml")
+                    else {-9.0, 0.0})

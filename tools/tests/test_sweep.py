@@ -122,6 +122,37 @@ def test_an_axis_may_set_several_keys_to_the_same_value(tmp_path):
         assert u[0]["mean_snr_db"] == u[1]["mean_snr_db"] == dict(p.values)["snr"]
 
 
+def test_an_axis_sets_its_also_keys_to_their_values_at_each_axis_value(tmp_path):
+    # A setting that depends on the axis value (Andrew & Hanly, CLAMP: the link's starting
+    # margin at each Doppler): users[1]'s SNR follows the snr axis by its own mapping, also
+    # when --set leaves out an axis value.
+    text = MACSIM.replace('snr: {key: "users[0].mean_snr_db", values: {from: 0, to: 6, steps: 2}}',
+                          'snr: {key: "users[0].mean_snr_db", values: [0.0, 6.0], '
+                          'also: {"users[1].mean_snr_db": {0.0: 3.0, 6.0: -2.0}}}')
+    _, sw = plan_of(tmp_path, text)
+    assert {(p.config["users"][0]["mean_snr_db"], p.config["users"][1]["mean_snr_db"])
+            for p in sw.points} == {(0.0, 3.0), (6.0, -2.0)}
+    _, sw = plan_of(tmp_path, text, ["sweep.axes.snr.values=[6.0]"])
+    assert {p.config["users"][1]["mean_snr_db"] for p in sw.points} == {-2.0}
+
+
+@pytest.mark.parametrize("also, expect", [
+    ('{"users[1].mean_snr_db": {0.0: 3.0}}', "sweep.axes.snr.also.users[1].mean_snr_db: no "
+                                            "value for the axis value 6.0 (given for 0.0)"),
+    ('{"users[1].mean_snr_db": [3.0, 4.0]}', "sweep.axes.snr.also.users[1].mean_snr_db: [3.0, "
+                                            "4.0] is not a mapping of axis values"),
+    ('[3.0, 4.0]', "sweep.axes.snr.also: [3.0, 4.0] is not a mapping"),
+    ('{"users[0].mean_snr_db": {0.0: 1.0, 6.0: 2.0}}', "the axis's own key"),
+    ('{"users[1].mean_snr_db": {0.0: 1.0, 6.0: nope}}',
+     "snr=6/rr/seed-0: users[1].mean_snr_db: 'nope'"),
+])
+def test_a_bad_also_is_named_by_its_axis_and_key(tmp_path, also, expect):
+    text = MACSIM.replace('snr: {key: "users[0].mean_snr_db", values: {from: 0, to: 6, steps: 2}}',
+                          f'snr: {{key: "users[0].mean_snr_db", values: [0.0, 6.0], also: {also}}}')
+    msg = error_of(tmp_path, text)
+    assert expect in msg, msg
+
+
 def test_a_plot_split_by_something_other_than_an_axis_is_named(tmp_path):
     text = MACSIM + "  plots:\n    - {x: jain_index_users, y: alpha, by: [speed]}\n"
     assert "sweep.plots[0].by: 'speed' is not an axis" in error_of(tmp_path, text)
