@@ -1,5 +1,6 @@
 """Live figures of the runs going on, in the Prometheus text format (`--metrics HOST:PORT`
-of `oppsched run` and `oppsched sweep`; docs/howto/watch-a-run.md).
+of `oppsched run` and `oppsched sweep`; docs/howto/watch-a-run.md): `/metrics`; and a page
+that draws them as they come, `/` (oppsched/livepage.py), from `/live.json`.
 
 The endpoint is served by a thread of the command's own process at normal priority and
 reads only files: each watched run folder's traces as the daemons write them (slots.csv,
@@ -128,8 +129,12 @@ class _Run:
         self.experiment = cfg.get("experiment", "")
         self.users = [d["name"] for d in cfg.get("devices", [])]
         self.flows = {f["id"]: f.get("device", "") for f in cfg.get("flows", [])}
+        self.duration_s = cfg.get("duration_s")
         self.slots = _Tail(self.rundir, "slots.csv")
         self.sockets = {fid: _Tail(self.rundir, f"flow.{fid}.socket.csv") for fid in self.flows}
+        self.windows = {u: _Tail(self.rundir, f"windows.{u}.csv") for u in self.users}
+        self.window: dict[str, float] = {}  # flow -> window CLAMP last advertised (bytes)
+        self.ports: dict[int, str] | None = None  # a flow's port -> its id (run.json)
         n = len(self.users)
         self.slots_total = self.late = self.empty = 0
         self.won = [0] * n
@@ -195,125 +200,162 @@ class _Run:
                     self.goodput[fid] = 8.0 * (polls[t] - prev[1]) / (t - prev[0])
                 self.received[fid] = (t, polls[t])
 
+        self._update_windows()
+
+    def _update_windows(self) -> None:
+        if self.ports is None:
+            flows = _json(self.rundir / "run.json").get("flows") or []
+            if not any(f.get("port") for f in flows):
+                return
+            self.ports = {int(f["port"]): f["id"] for f in flows if f.get("port")}
+        for tail in self.windows.values():
+            for r in tail.rows():
+                h = tail.header
+                conn = r[h["flow"]] if h.get("flow") is not None else ""
+                for end in conn.split(">"):
+                    port = end.rpartition(":")[2]
+                    if port.isdigit() and int(port) in self.ports:
+                        v = _num(r, h.get("advertised_bytes"))
+                        if v is not None:
+                            self.window[self.ports[int(port)]] = v
+                        break
+
     def throughput_bps(self, k: int) -> float:
         return 8.0 * sum(b for _, b in self.recent[k]) / THROUGHPUT_WINDOW_S
 
     def close(self) -> None:
         self.slots.close()
-        for t in self.sockets.values():
+        for t in [*self.sockets.values(), *self.windows.values()]:
             t.close()
 
 
 class _Collector:
-    """A prometheus_client collector over the watched runs."""
+    """The watched runs' figures: snapshot() as a dict (the live page's /live.json), and
+    collect() as Prometheus metric families (/metrics), both from one reading."""
 
     def __init__(self):
         self.lock = threading.Lock()
         self.runs: dict[str, _Run] = {}
-        self.sweep: dict[str, int] | None = None
+        self.sweep: dict | None = None
 
-    def collect(self):
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-
+    def snapshot(self) -> dict:
+        """{"runs": [...], "sweep": {...} or None}: every watched run whose run.json exists,
+        read up to now."""
         with self.lock:
-            ru = ["run", "variant"]
-            uu, ff = ru + ["user"], ru + ["flow", "user"]
-            g = {}
-
-            def fam(cls, name, doc, labels):
-                g[name] = cls(f"{NS}_{name}", doc, labels=labels)
-                return g[name]
-
-            info = fam(GaugeMetricFamily, "run_info", "a watched run (1); its experiment and "
-                       "status (run.json)", ru + ["experiment", "status"])
-            elapsed = fam(GaugeMetricFamily, "run_elapsed_seconds", "seconds since the run's "
-                          "t0 (the flows' start)", ru)
-            slots = fam(CounterMetricFamily, "slots", "slots in the apd's slot trace", ru)
-            late = fam(CounterMetricFamily, "late_slots", "slots the PHY had no grant for in "
-                       "time (slots.csv late)", ru)
-            empty = fam(CounterMetricFamily, "empty_slots", "slots granted to no user", ru)
-            won = fam(CounterMetricFamily, "user_slots_won", "slots granted to the user", uu)
-            acked = fam(CounterMetricFamily, "user_acked_tb_bytes", "bytes of the user's TBs "
-                        "acknowledged (MAC throughput: rate() of this)", uu)
-            thr = fam(GaugeMetricFamily, "user_throughput_bits_per_second", "MAC throughput "
-                      f"over the last {THROUGHPUT_WINDOW_S:g} s of the slot trace", uu)
-            queue = fam(GaugeMetricFamily, "user_queue_bytes", "the user's AP queue", uu)
-            cqi = fam(GaugeMetricFamily, "user_cqi", "the user's last CQI at the AP", uu)
-            mcs = fam(GaugeMetricFamily, "user_mcs", "MCS of the user's last TB", uu)
-            snr = fam(GaugeMetricFamily, "user_snr_decibels", "the user's last SNR as its "
-                      "receiver reported it (phy.stats.json)", uu)
-            bler = fam(GaugeMetricFamily, "user_block_error_ratio", "the receiver's TB error "
-                       "ratio so far (phy.stats.json)", uu)
-            harq = fam(CounterMetricFamily, "user_harq_transmissions", "HARQ transmissions of "
-                       "the user's TBs by outcome (ack, nack, unheard, timeout, dropped)",
-                       uu + ["outcome"])
-            drops = fam(CounterMetricFamily, "user_aqm_drops", "packets the user's queue "
-                        "discipline dropped (apd.stats.json)", uu)
-            marks = fam(CounterMetricFamily, "user_aqm_marks", "packets the user's queue "
-                        "discipline marked ECN CE (apd.stats.json)", uu)
-            delay = fam(GaugeMetricFamily, "user_queue_delay_seconds", "the AQM's queueing "
-                        "delay estimate (apd.stats.json)", uu)
-            recv = fam(CounterMetricFamily, "flow_received_bytes", "bytes the flow's "
-                       "receiving sockets got (flow.<id>.socket.csv)", ff)
-            good = fam(GaugeMetricFamily, "flow_goodput_bits_per_second", "goodput between "
-                       "the last two socket polls", ff)
-            rtt = fam(GaugeMetricFamily, "flow_rtt_seconds", "the sender's smoothed RTT "
-                      "(tcp_info) at the last progress line", ff)
-            cwnd = fam(GaugeMetricFamily, "flow_cwnd_bytes", "the sender's congestion window "
-                       "(tcp_info) at the last progress line", ff)
+            runs = []
             for run in list(self.runs.values()):
                 rj = _json(run.rundir / "run.json")
                 if not rj:
                     continue
                 run.update()
-                lab = [run.label, run.variant]
-                info.add_metric(lab + [run.experiment, str(rj.get("status", ""))], 1)
-                if rj.get("t0_mono_ns") and rj.get("status") in ("running", "stopping"):
-                    elapsed.add_metric(lab, (time.monotonic_ns() - rj["t0_mono_ns"]) / 1e9)
-                slots.add_metric(lab, run.slots_total)
-                late.add_metric(lab, run.late)
-                empty.add_metric(lab, run.empty)
+                t0 = rj.get("t0_mono_ns")
+                elapsed = (time.monotonic_ns() - t0) / 1e9 if t0 and \
+                    rj.get("status") in ("running", "stopping") else None
                 apd = _json(run.rundir / "apd.stats.json")
                 aqm = (apd.get("core") or {}).get("aqm") or {}
                 phy = {u.get("name"): u for u in _json(run.rundir / "phy.stats.json")
                        .get("users", []) if isinstance(u, dict)}
+                users = {}
                 for k, u in enumerate(run.users):
-                    ul = lab + [u]
-                    won.add_metric(ul, run.won[k])
-                    acked.add_metric(ul, run.acked_bytes[k])
-                    thr.add_metric(ul, run.throughput_bps(k))
-                    for name, v in ((queue, run.queue[k]), (cqi, run.cqi[k]), (mcs, run.mcs[k])):
-                        if v is not None:
-                            name.add_metric(ul, v)
-                    for out, n in sorted(run.harq[k].items()):
-                        harq.add_metric(ul + [out or "pending"], n)
-                    if u in phy:
-                        if phy[u].get("last_snr_db") is not None:
-                            snr.add_metric(ul, phy[u]["last_snr_db"])
-                        if phy[u].get("bler") is not None:
-                            bler.add_metric(ul, phy[u]["bler"])
-                    if u in aqm:
-                        drops.add_metric(ul, aqm[u].get("dropped_total", 0))
-                        marks.add_metric(ul, aqm[u].get("marked", 0))
-                        delay.add_metric(ul, aqm[u].get("queue_delay_s", 0))
+                    q = aqm.get(u) or {}
+                    users[u] = {
+                        "slots_won": run.won[k], "acked_tb_bytes": run.acked_bytes[k],
+                        "throughput_bps": run.throughput_bps(k), "queue_bytes": run.queue[k],
+                        "cqi": run.cqi[k], "mcs": run.mcs[k],
+                        "harq": {o or "pending": n for o, n in sorted(run.harq[k].items())},
+                        "snr_db": (phy.get(u) or {}).get("last_snr_db"),
+                        "bler": (phy.get(u) or {}).get("bler"),
+                        "aqm_drops": q.get("dropped_total"), "aqm_marks": q.get("marked"),
+                        "queue_delay_s": q.get("queue_delay_s")}
                 live = _json(run.rundir / "flows.live.json").get("flows") or {}
+                flows = {}
                 for fid, dev in run.flows.items():
-                    fl = lab + [fid, dev]
-                    if fid in run.received:
-                        recv.add_metric(fl, run.received[fid][1])
-                    if fid in run.goodput:
-                        good.add_metric(fl, run.goodput[fid])
                     s = live.get(fid) or {}
-                    if s.get("rtt_ms") is not None:
-                        rtt.add_metric(fl, s["rtt_ms"] / 1e3)
-                    if s.get("cwnd_bytes") is not None:
-                        cwnd.add_metric(fl, s["cwnd_bytes"])
-            if self.sweep is not None:
-                sw = fam(GaugeMetricFamily, "sweep_points", "the sweep's points by state "
-                         "(done: before this command or by it)", ["state"])
-                for state, n in self.sweep.items():
-                    sw.add_metric([state], n)
-            return list(g.values())
+                    flows[fid] = {
+                        "user": dev,
+                        "received_bytes": run.received[fid][1] if fid in run.received else None,
+                        "goodput_bps": run.goodput.get(fid),
+                        "rtt_ms": s.get("rtt_ms"), "cwnd_bytes": s.get("cwnd_bytes"),
+                        "clamp_window_bytes": run.window.get(fid)}
+                runs.append({"run": run.label, "variant": run.variant,
+                             "experiment": run.experiment, "status": str(rj.get("status", "")),
+                             "elapsed_s": elapsed, "duration_s": run.duration_s,
+                             "slots": run.slots_total, "late_slots": run.late,
+                             "empty_slots": run.empty, "users": users, "flows": flows})
+            return {"runs": runs, "sweep": dict(self.sweep) if self.sweep else None}
+
+    def collect(self):
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        snap = self.snapshot()
+        ru = ["run", "variant"]
+        uu, ff = ru + ["user"], ru + ["flow", "user"]
+        fams = []
+
+        def fam(cls, name, doc, labels, rows):
+            f = cls(f"{NS}_{name}", doc, labels=labels)
+            for lab, v in rows:
+                if v is not None:
+                    f.add_metric(lab, v)
+            fams.append(f)
+
+        R = [([r["run"], r["variant"]], r) for r in snap["runs"]]
+        U = [(lab + [u], d) for lab, r in R for u, d in r["users"].items()]
+        F = [(lab + [f, d["user"]], d) for lab, r in R for f, d in r["flows"].items()]
+        G, C = GaugeMetricFamily, CounterMetricFamily
+        fam(G, "run_info", "a watched run (1); its experiment and status (run.json)",
+            ru + ["experiment", "status"], [(lab + [r["experiment"], r["status"]], 1)
+                                            for lab, r in R])
+        fam(G, "run_elapsed_seconds", "seconds since the run's t0 (the flows' start)", ru,
+            [(lab, r["elapsed_s"]) for lab, r in R])
+        fam(C, "slots", "slots in the apd's slot trace", ru, [(lab, r["slots"]) for lab, r in R])
+        fam(C, "late_slots", "slots the PHY had no grant for in time (slots.csv late)", ru,
+            [(lab, r["late_slots"]) for lab, r in R])
+        fam(C, "empty_slots", "slots granted to no user", ru,
+            [(lab, r["empty_slots"]) for lab, r in R])
+        for name, key, cls, doc in [
+                ("user_slots_won", "slots_won", C, "slots granted to the user"),
+                ("user_acked_tb_bytes", "acked_tb_bytes", C, "bytes of the user's TBs "
+                 "acknowledged (MAC throughput: rate() of this)"),
+                ("user_throughput_bits_per_second", "throughput_bps", G, "MAC throughput over "
+                 f"the last {THROUGHPUT_WINDOW_S:g} s of the slot trace"),
+                ("user_queue_bytes", "queue_bytes", G, "the user's AP queue"),
+                ("user_cqi", "cqi", G, "the user's last CQI at the AP"),
+                ("user_mcs", "mcs", G, "MCS of the user's last TB"),
+                ("user_snr_decibels", "snr_db", G, "the user's last SNR as its receiver "
+                 "reported it (phy.stats.json)"),
+                ("user_block_error_ratio", "bler", G, "the receiver's TB error ratio so far "
+                 "(phy.stats.json)"),
+                ("user_aqm_drops", "aqm_drops", C, "packets the user's queue discipline "
+                 "dropped (apd.stats.json)"),
+                ("user_aqm_marks", "aqm_marks", C, "packets the user's queue discipline "
+                 "marked ECN CE (apd.stats.json)"),
+                ("user_queue_delay_seconds", "queue_delay_s", G, "the AQM's queueing delay "
+                 "estimate (apd.stats.json)")]:
+            fam(cls, name, doc, uu, [(lab, d[key]) for lab, d in U])
+        fam(C, "user_harq_transmissions", "HARQ transmissions of the user's TBs by outcome "
+            "(ack, nack, unheard, timeout, dropped)", uu + ["outcome"],
+            [(lab + [o], n) for lab, d in U for o, n in d["harq"].items()])
+        for name, key, cls, doc, scale in [
+                ("flow_received_bytes", "received_bytes", C, "bytes the flow's receiving "
+                 "sockets got (flow.<id>.socket.csv)", 1),
+                ("flow_goodput_bits_per_second", "goodput_bps", G, "goodput between the last "
+                 "two socket polls", 1),
+                ("flow_rtt_seconds", "rtt_ms", G, "the sender's smoothed RTT (tcp_info) at "
+                 "the last progress line", 1e-3),
+                ("flow_cwnd_bytes", "cwnd_bytes", G, "the sender's congestion window "
+                 "(tcp_info) at the last progress line", 1),
+                ("flow_clamp_window_bytes", "clamp_window_bytes", G, "the window CLAMP last "
+                 "advertised to the sender (windows.<dev>.csv)", 1)]:
+            fam(cls, name, doc, ff, [(lab, None if d[key] is None else d[key] * scale)
+                                     for lab, d in F])
+        if snap["sweep"] is not None:
+            sw = snap["sweep"]
+            fam(G, "sweep_points", "the sweep's points by state (done: before this command "
+                "or by it)", ["state"], [([k], sw[k]) for k in ("done", "remaining", "failed")])
+            fam(G, "sweep_seconds_left", "the sweep's time left, estimated from the points "
+                "run so far", [], [([], sw.get("seconds_left"))])
+        return fams
 
 
 class MetricsServer:
@@ -336,7 +378,7 @@ class MetricsServer:
             address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
 
         try:
-            self.httpd = make_server(host, port, make_wsgi_app(registry), Server,
+            self.httpd = make_server(host, port, self._app(make_wsgi_app(registry)), Server,
                                      handler_class=_SilentHandler)
         except OSError as exc:
             raise ConfigError(f"--metrics: {value!r}: cannot listen there ({exc.strerror or exc}"
@@ -346,6 +388,32 @@ class MetricsServer:
         self.thread = threading.Thread(target=self.httpd.serve_forever, name="oppsched-metrics",
                                        daemon=True)
         self.thread.start()
+
+    def _app(self, metrics_app):
+        """/ the live page, /chart.js its charting library, /live.json the figures it
+        draws; everything else (/metrics) prometheus_client's."""
+        from oppsched.livepage import CHART_JS, PAGE
+
+        def app(environ, start_response):
+            path = environ.get("PATH_INFO") or "/"
+            if path in ("/", "/index.html"):
+                body, ctype, code = PAGE.encode(), "text/html; charset=utf-8", "200 OK"
+            elif path == "/live.json":
+                body = json.dumps(self.collector.snapshot()).encode()
+                ctype, code = "application/json", "200 OK"
+            elif path == "/chart.js":
+                try:
+                    body, ctype, code = Path(CHART_JS).read_bytes(), "text/javascript", "200 OK"
+                except OSError:
+                    body = (f"// {CHART_JS} missing: install Debian's libjs-chart.js "
+                            "(tools/bootstrap.sh does)\n").encode()
+                    ctype, code = "text/javascript", "404 Not Found"
+            else:
+                return metrics_app(environ, start_response)
+            start_response(code, [("Content-Type", ctype), ("Content-Length", str(len(body))),
+                                  ("Cache-Control", "no-store")])
+            return [body]
+        return app
 
     def watch(self, label: str, cfg: dict, rundir) -> None:
         with self.collector.lock:
@@ -357,9 +425,11 @@ class MetricsServer:
             if run is not None:
                 run.close()
 
-    def sweep_progress(self, done: int, remaining: int, failed: int) -> None:
+    def sweep_progress(self, done: int, remaining: int, failed: int,
+                       seconds_left: float | None = None) -> None:
         with self.collector.lock:
-            self.collector.sweep = {"done": done, "remaining": remaining, "failed": failed}
+            self.collector.sweep = {"done": done, "remaining": remaining, "failed": failed,
+                                    "seconds_left": seconds_left}
 
     def close(self) -> None:
         self.httpd.shutdown()

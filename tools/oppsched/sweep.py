@@ -185,12 +185,13 @@ class Progress:
         self.done += 1
         self.ran += 1
         self.failed += 0 if ok else 1
-        if self.metrics is not None:
-            self.metrics.unwatch(f"{self.label}/{rel}")
-            self.metrics.sweep_progress(self.done, self.total - self.done, self.failed)
         left = self.total - self.done
         el = time.monotonic() - self.t0
         eta = el / self.ran * left / self.jobs if self.ran else float("nan")
+        if self.metrics is not None:
+            self.metrics.unwatch(f"{self.label}/{rel}")
+            self.metrics.sweep_progress(self.done, left, self.failed,
+                                        eta if math.isfinite(eta) else None)
         print(f"oppsched sweep: {self.done}/{self.total} done, {left} to go"
               + (f", {self.failed} failed" if self.failed else "")
               + f", {_hms(el)} elapsed, about {_hms(eta)} left  [{'ok' if ok else 'FAILED'}] {rel}",

@@ -164,3 +164,90 @@ def test_prometheus_scrapes_a_runs_per_user_throughput_and_late_slots(tmp_path):
             server.kill()
             server.wait()
         log.close()
+
+
+def _chromium_driver():
+    """Headless Chromium through Selenium (Debian: chromium, chromium-driver,
+    python3-selenium), or a skip naming what is missing."""
+    missing = [p for p in ("chromium", "chromedriver") if shutil.which(p) is None]
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        missing.append("python3-selenium")
+    if missing:
+        pytest.skip(f"not installed: {', '.join(missing)} (Debian packages chromium, "
+                    "chromium-driver, python3-selenium; tools/bootstrap.sh installs them)")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = shutil.which("chromium")
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,900",
+              "--disable-dev-shm-usage"):
+        opts.add_argument(a)
+    return webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=opts)
+
+
+def test_the_live_page_draws_a_run_as_it_goes_in_headless_chromium(tmp_path):
+    """Headless Chromium opens the endpoint's page during a 10 s run: Chart.js (served by
+    the endpoint itself) draws both users' throughput and the flows' goodput, the charts
+    gain points from one look to the next while the run goes on, and the screenshot taken
+    then is kept beside the run (live-page.png)."""
+    require_real_testbed()
+    import threading
+
+    from oppsched.live import MetricsServer
+    from oppsched.runner import run_experiment
+
+    driver = _chromium_driver()
+    metrics = MetricsServer("127.0.0.1:0")
+    shot = tmp_path / "live-page.png"
+    seen: dict = {}
+
+    def points(chart: str) -> int:
+        return int(driver.execute_script(
+            f"return (window.oppschedLive.points || {{}})['{chart}'] || 0"))
+
+    def until(cond, timeout: float) -> bool:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if cond():
+                return True
+            time.sleep(0.25)
+        return False
+
+    def browse():
+        try:
+            driver.get(f"http://{metrics.address}/")
+            seen["chart_js"] = driver.execute_script("return typeof Chart")
+            seen["ready"] = until(lambda: points("throughput") >= 4, 40)
+            seen["first"] = points("throughput")
+            seen["later_ok"] = until(lambda: points("throughput") >= seen["first"] + 4, 20)
+            seen["later"] = points("throughput")
+            seen["goodput"] = points("goodput")
+            seen["labels"] = driver.execute_script(
+                "return Object.keys((Object.values(window.oppschedLive.runs)[0] || {})"
+                ".throughput || {})")
+            seen["status"] = driver.find_element("id", "status").text
+            driver.save_screenshot(str(shot))
+        except Exception as exc:  # noqa: BLE001 -- reported by the assertions below
+            seen["error"] = repr(exc)
+
+    exp = write_experiment(tmp_path, RUN.replace("duration_s: 5", "duration_s: 10"))
+    t = threading.Thread(target=browse)
+    try:
+        t.start()
+        with netns_prefix():
+            run_experiment(exp, tmp_path / "out", metrics=metrics)
+        t.join(timeout=60)
+    finally:
+        metrics.close()
+        driver.quit()
+    assert "error" not in seen, seen
+    assert seen["chart_js"] == "function", seen  # the charting library came from the endpoint
+    assert seen["ready"] and seen["later_ok"], seen  # the plots kept updating during the run
+    assert sorted(seen["labels"]) == ["R1", "R2"], seen
+    assert seen["goodput"] > 0, seen
+    assert "run out (live)" in seen["status"] and "late" in seen["status"], seen
+    assert shot.stat().st_size > 10_000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    kept = tmp_path / "out" / "live-page.png"
+    shutil.copyfile(shot, kept)  # the screenshot stays with the run it shows
+    print(f"live page screenshot: {kept}")
