@@ -9,6 +9,7 @@
 
 #include "oppsched/fading.h"
 #include "oppsched/packet.h"
+#include "oppsched/sched.h"
 #include "oppsched/segmentation.h"
 
 namespace oppsched::ap {
@@ -92,7 +93,6 @@ struct station_state {
     std::optional<pending_tb> tb;
     std::optional<linkadapt::olla> olla;
     medium_station_stats stats;
-    double pf_avg = 1.0;  // scheduled: EMA of the service, bits/s
     // client: the station's last buffer status (stats.reported_bytes), counted up to the
     // grant of slot `reported_slot`, and the new-TB grants since (slot, TB bytes)
     std::uint64_t reported_slot = 0;
@@ -134,8 +134,12 @@ struct medium::Impl {
     double slot_s;
     time_ns slot_ns;
     std::vector<station_state> st;
-    std::size_t last_winner = 0;  // node_fair: index in 0..n (n = the AP)
-    std::vector<double> down_pf_avg;
+    // Who gets the slot, from the scheduler family (sched.h): node_fair, round robin over the
+    // stations 0..n-1 and the AP (n); scheduled, PF over the downlink links 0..n-1 and the
+    // uplink links n..2n-1. None in mode none.
+    std::unique_ptr<sched::scheduler_policy> policy;
+    std::vector<double> link_rate;  // per slot, the policy's inputs
+    std::vector<bool> link_wants;
     std::deque<std::pair<time_ns, std::vector<std::uint8_t>>> received;
     std::deque<medium_row> rows;            // phy: rows of uplink slots wait for their result
     std::uint64_t rows_base = 0;            // the absolute index of rows.front()
@@ -264,8 +268,10 @@ medium::medium(medium_params params, std::vector<std::string> station_names,
     if (station_names.size() > 0xFFFF)
         throw std::invalid_argument("medium: more than 65535 stations");
     const std::size_t n = station_names.size();
-    m.last_winner = n;  // the AP: station 0 is next
-    m.down_pf_avg.assign(n, 1.0);
+    if (m.p.mode == medium_mode::node_fair)
+        m.policy = sched::make_scheduler({n + 1, sched::round_robin_params{m.p.pf_alpha}});
+    if (m.p.mode == medium_mode::scheduled)
+        m.policy = sched::make_scheduler({2 * n, sched::pf_params{m.p.pf_alpha}});
     m.st.resize(n);
     for (std::size_t s = 0; s < n; ++s) {
         auto& x = m.st[s];
@@ -428,42 +434,24 @@ slot_direction medium::on_slot(std::uint64_t slot, time_ns air_time_ns,
     }
     int winner = -1;  // station, or -1: the AP
     if (m.p.mode == medium_mode::node_fair) {
-        for (std::size_t k = 1; k <= n + 1; ++k) {
-            const std::size_t i = (m.last_winner + k) % (n + 1);
-            if (i == n ? ap_wants : up[i]) {
-                m.last_winner = i;
-                winner = i == n ? -1 : static_cast<int>(i);
-                break;
-            }
-        }
+        // Round robin: the contender served least recently; never served ones by index, so
+        // station 0 first and the AP after the stations.
+        m.link_rate.assign(n + 1, 1.0);
+        m.link_wants.assign(up.begin(), up.end());
+        m.link_wants.push_back(ap_wants);
+        const int i = m.policy->step(m.link_rate, m.link_wants);
+        if (i >= 0 && i < static_cast<int>(n)) winner = i;
     } else {  // scheduled: PF over the downlink and uplink links
-        double best = -1.0;
-        int best_link = -1;  // 0..n-1 downlink user, n..2n-1 uplink station
+        m.link_rate.assign(2 * n, 0.0);
+        m.link_wants.assign(2 * n, false);
         for (std::size_t u = 0; u < n; ++u) {
-            const double r = u < down_rate_bps.size() ? down_rate_bps[u] : 0.0;
-            if (u < down_backlogged.size() && down_backlogged[u] && r > 0.0 &&
-                r / m.down_pf_avg[u] > best) {
-                best = r / m.down_pf_avg[u];
-                best_link = static_cast<int>(u);
-            }
+            m.link_rate[u] = u < down_rate_bps.size() ? down_rate_bps[u] : 0.0;
+            m.link_wants[u] = u < down_backlogged.size() && down_backlogged[u];
+            m.link_rate[n + u] = up_rate[u];
+            m.link_wants[n + u] = up[u];
         }
-        for (std::size_t s = 0; s < n; ++s)
-            if (up[s] && up_rate[s] / m.st[s].pf_avg > best) {
-                best = up_rate[s] / m.st[s].pf_avg;
-                best_link = static_cast<int>(n + s);
-            }
-        const double a = m.p.pf_alpha;
-        for (std::size_t u = 0; u < n; ++u) {
-            const double served = static_cast<int>(u) == best_link && u < down_rate_bps.size()
-                                      ? down_rate_bps[u]
-                                      : 0.0;
-            m.down_pf_avg[u] = std::max(1.0, (1 - a) * m.down_pf_avg[u] + a * served);
-        }
-        for (std::size_t s = 0; s < n; ++s) {
-            const double served = static_cast<int>(n + s) == best_link ? up_rate[s] : 0.0;
-            m.st[s].pf_avg = std::max(1.0, (1 - a) * m.st[s].pf_avg + a * served);
-        }
-        if (best_link >= static_cast<int>(n)) winner = best_link - static_cast<int>(n);
+        const int l = m.policy->step(m.link_rate, m.link_wants);
+        if (l >= static_cast<int>(n)) winner = l - static_cast<int>(n);
     }
     if (contenders == 0) ++m.stats.slots_idle;
     medium_row row;

@@ -12,6 +12,7 @@
 #include "oppsched/linkadapt.h"
 #include "oppsched/medium.h"
 #include "oppsched/pdu.h"
+#include "oppsched/sched.h"
 
 namespace oppsched::ap {
 namespace {
@@ -173,6 +174,30 @@ TEST(Medium, scheduled_splits_slots_between_equal_rate_downlink_and_uplink) {
     }
     EXPECT_NEAR(up, 1000, 50);
     EXPECT_NEAR(down, 1000, 50);
+}
+
+// The medium's policies are the scheduler family's (sched.h): the same decisions, slot by
+// slot, as sched.h's pf over the 2N links (averages initialised at R/2N, not 1 bit/s; ties to
+// the least recently served link, not the lowest index).
+TEST(Medium, scheduled_decides_as_sched_h_pf_over_the_downlink_and_uplink_links) {
+    medium m = make(medium_mode::scheduled, 1);
+    auto pf = sched::make_scheduler({2, sched::pf_params{medium_params{}.pf_alpha}});
+    const double down = 1.2288e6, up = 2.4576e6;  // evdo's top rate: the uplink's at 60 dB
+    int ups = 0, contended = 0;
+    for (std::uint64_t n = 0; n < 400; ++n) {
+        top_up(m, 0, 5, 0);
+        const auto dir = m.on_slot(n, 0, {true}, {down});
+        const auto rows = m.take_rows();
+        ASSERT_EQ(rows.size(), 1u);
+        const bool up_contends = rows[0].contenders == 2;
+        contended += up_contends;
+        const int want = pf->step({down, up_contends ? up : 0.0}, {true, up_contends});
+        ASSERT_EQ(dir == slot_direction::up, want == 1) << "slot " << n;
+        ups += dir == slot_direction::up;
+    }
+    EXPECT_GT(contended, 390);
+    EXPECT_GT(ups, 100);  // both links are served
+    EXPECT_LT(ups, 300);
 }
 
 // ---- uplink_decode phy: the PHY's receiver decides (fake reports, explicit slots) ----

@@ -10,10 +10,14 @@
 //                          average (Wu, Gong & Williamson, 802.11 fairness, §3: the AP gets
 //                          1/(N+1) of the transmission opportunities). Deterministic round
 //                          robin over the contenders of each slot (DCF's shares, not its
-//                          randomness).
+//                          randomness): sched.h's rr over the stations and the AP (the
+//                          contender served least recently; at the start station 0 first,
+//                          the AP last).
 //   medium.mode scheduled  proportional fair over the downlink queues and the uplink queues
-//                          together: link l's metric is R_l / T_l, T_l the EMA (pf_alpha) of
-//                          its service. A downlink winner gives the slot to the AP, whose
+//                          together: sched.h's pf over the 2N links, link l's metric R_l / T_l,
+//                          T_l the EMA (pf_alpha) of its service, initialised at R_l / 2N and
+//                          ties to the least recently served link (sched.h's reasons). A
+//                          downlink winner gives the slot to the AP, whose
 //                          configured scheduler then picks the user (with PF usually the
 //                          same one; HARQ retransmissions first).
 //
