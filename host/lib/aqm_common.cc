@@ -30,100 +30,48 @@ constexpr std::array<std::string_view, kDropReasonCount> kReasonNames = {
     "overflow",    "early_drop", "aqm_drop", "superseded_ack", "evicted_low_priority",
     "evicted_las", "flushed"};
 
-// Each check is written so that NaN fails it.
-void positive(const char* field, double v) {
-    if (!(v > 0.0) || !std::isfinite(v)) throw_invalid(field, format_number(v), "must be > 0");
-}
-void non_negative(const char* field, double v) {
-    if (!(v >= 0.0) || !std::isfinite(v)) throw_invalid(field, format_number(v), "must be >= 0");
-}
-void in_open_closed_unit(const char* field, double v) {
-    if (!(v > 0.0 && v <= 1.0)) throw_invalid(field, format_number(v), "not in (0,1]");
-}
-void in_closed_unit(const char* field, double v) {
-    if (!(v >= 0.0 && v <= 1.0)) throw_invalid(field, format_number(v), "not in [0,1]");
-}
-void positive_time(const char* field, time_ns v) {
-    if (v <= 0) throw_invalid(field, std::to_string(v) + " ns", "must be > 0");
-}
-
-void validate_params(const drop_tail_params&, const aqm_params&) {}
+// The ranges of single parameters are the registry's (param_fields, checked in validate());
+// these are the constraints between parameters.
+template <class P>
+void validate_params(const P&, const aqm_params&) {}
 
 void validate_params(const red_params& p, const aqm_params&) {
-    non_negative("red.min_th", p.min_th);
-    if (!(p.max_th > p.min_th) || !std::isfinite(p.max_th))
+    if (!(p.max_th > p.min_th))
         throw_invalid("red.max_th", format_number(p.max_th),
                       "must be > min_th (" + format_number(p.min_th) + ")");
-    in_open_closed_unit("red.w_q", p.w_q);
-    in_open_closed_unit("red.max_p", p.max_p);
-    positive("red.mean_packet_size", p.mean_packet_size);
-}
-
-void validate_params(const rem_params& p, const aqm_params&) {
-    positive("rem.gamma", p.gamma);
-    non_negative("rem.alpha", p.alpha);
-    if (!(p.phi > 1.0) || !std::isfinite(p.phi))
-        throw_invalid("rem.phi", format_number(p.phi), "must be > 1");
-    non_negative("rem.target", p.target);
-    positive_time("rem.update_interval", p.update_interval);
-    in_open_closed_unit("rem.input_weight", p.input_weight);
-    positive("rem.mean_packet_size", p.mean_packet_size);
 }
 
 void validate_params(const reaqm_params& p, const aqm_params&) {
-    non_negative("reaqm.alpha", p.alpha);
     // Wang & Song, REAQM, eq. 5: "alpha' is relative weight parameter larger than alpha".
-    if (p.modified_update && (!(p.alpha_prime > p.alpha) || !std::isfinite(p.alpha_prime)))
+    if (p.modified_update && !(p.alpha_prime > p.alpha))
         throw_invalid(
             "reaqm.alpha_prime", format_number(p.alpha_prime),
             "must be > alpha (" + format_number(p.alpha) + "), Wang & Song, REAQM, eq. 5");
-    positive("reaqm.gamma", p.gamma);
-    if (!(p.phi > 1.0) || !std::isfinite(p.phi))
-        throw_invalid("reaqm.phi", format_number(p.phi), "must be > 1");
-    non_negative("reaqm.y0_ratio", p.y0_ratio);
-    positive_time("reaqm.update_interval", p.update_interval);
-    positive("reaqm.mean_packet_size", p.mean_packet_size);
-}
-
-void validate_params(const avq_params& p, const aqm_params&) {
-    in_open_closed_unit("avq.gamma", p.gamma);
-    positive("avq.alpha", p.alpha);
-    positive("avq.mean_packet_size", p.mean_packet_size);
 }
 
 void validate_params(const codel_params& p, const aqm_params&) {
-    positive_time("codel.target", p.target);
-    positive_time("codel.interval", p.interval);
     if (p.target >= p.interval)
         throw_invalid("codel.target", std::to_string(p.target) + " ns",
                       "must be < interval (" + std::to_string(p.interval) + " ns)");
-    if (p.mtu == 0) throw_invalid("codel.mtu", "0", "must be > 0");
 }
 
-void validate_params(const pie_params& p, const aqm_params&) {
-    positive_time("pie.target", p.target);
-    positive_time("pie.tupdate", p.tupdate);
-    non_negative("pie.alpha", p.alpha);
-    non_negative("pie.beta", p.beta);
-    if (p.max_burst < 0)
-        throw_invalid("pie.max_burst", std::to_string(p.max_burst) + " ns", "must be >= 0");
-    in_closed_unit("pie.mark_ecn_threshold", p.mark_ecn_threshold);
-    positive("pie.mean_packet_size", p.mean_packet_size);
-}
-
-void validate_params(const spm_af_params&, const aqm_params&) {}
-
-void validate_params(const las_params& p, const aqm_params&) {
-    positive_time("las.flow_idle_timeout", p.flow_idle_timeout);
-    if (p.max_flows < 1 || p.max_flows > 1'000'000)
-        throw_invalid("las.max_flows", std::to_string(p.max_flows), "not in [1, 1000000]");
-}
-
-void validate_params(const tlas_params& p, const aqm_params&) {
-    if (p.threshold_packets == 0) throw_invalid("tlas.threshold_packets", "0", "must be >= 1");
-    positive_time("tlas.flow_idle_timeout", p.flow_idle_timeout);
-    if (p.max_flows < 1 || p.max_flows > 1'000'000)
-        throw_invalid("tlas.max_flows", std::to_string(p.max_flows), "not in [1, 1000000]");
+// A field's value against its range; times print in ns, as they are held.
+void check_field(const param_field& f, const aqm_params& c) {
+    const param_value v = f.get(c);
+    double x = 0.0;
+    if (const auto* d = std::get_if<double>(&v)) {
+        x = *d;
+    } else if (const auto* i = std::get_if<std::uint64_t>(&v)) {
+        x = static_cast<double>(*i);
+    } else {
+        return;  // booleans and choices: their type is their range
+    }
+    if (f.range.contains(x)) return;
+    if (const auto* i = std::get_if<std::uint64_t>(&v))
+        throw_invalid(f.label, std::to_string(*i), f.range.violation());
+    if (f.type == param_type::seconds)
+        throw_invalid(f.label, std::to_string(from_seconds(x)) + " ns", f.range.violation());
+    throw_invalid(f.label, format_number(x), f.range.violation());
 }
 
 }  // namespace
@@ -161,10 +109,19 @@ constexpr param_type type_of_member() {
     return param_type::integer;
 }
 
+// What a field's range, unit and help are.
+struct spec {
+    param_range range = param_range::any();
+    const char* unit = "";
+    const char* help = "";
+};
+
 // A parameter of the algorithm P, stored in its member.
 template <class P, class T>
-param_field member(const char* kind, const char* name, T P::*m) {
-    param_field f{name, std::string(kind) + "." + name, type_of_member<T>(), {}, {}};
+param_field member(const char* kind, const char* name, T P::*m, const spec& sp) {
+    param_field f{
+        name,   std::string(kind) + "." + name, type_of_member<T>(), {}, {}, {}, sp.range, sp.unit,
+        sp.help};
     if constexpr (std::is_same_v<T, price_update>)
         f.choices = {std::string(to_string(price_update::interval)),
                      std::string(to_string(price_update::per_arrival))};
@@ -182,24 +139,46 @@ param_field member(const char* kind, const char* name, T P::*m) {
             out = static_cast<T>(std::get<std::uint64_t>(v));
         }
     };
+    f.get = [m](const aqm_params& c) -> param_value {
+        const T& v = std::get<P>(c.params).*m;
+        if constexpr (std::is_same_v<T, bool>) {
+            return v;
+        } else if constexpr (std::is_same_v<T, price_update>) {
+            return std::string(to_string(v));
+        } else if constexpr (std::is_floating_point_v<T>) {
+            return static_cast<double>(v);
+        } else {
+            return static_cast<std::uint64_t>(v);
+        }
+    };
     return f;
 }
 
 // A time of the algorithm P, given in seconds as name_s.
 template <class P>
-param_field seconds(const char* kind, const char* name, time_ns P::*m) {
-    param_field f{
-        std::string(name) + "_s", std::string(kind) + "." + name, param_type::seconds, {}, {}};
+param_field seconds(const char* kind, const char* name, time_ns P::*m, const spec& sp) {
+    param_field f{std::string(name) + "_s",
+                  std::string(kind) + "." + name,
+                  param_type::seconds,
+                  {},
+                  {},
+                  {},
+                  sp.range,
+                  "s",
+                  sp.help};
     f.set = [m](aqm_params& c, const param_value& v) {
         std::get<P>(c.params).*m = from_seconds(std::get<double>(v));
+    };
+    f.get = [m](const aqm_params& c) -> param_value {
+        return to_seconds(std::get<P>(c.params).*m);
     };
     return f;
 }
 
 // The service-rate estimator's, shared by every kind.
 template <class T>
-param_field rate(const char* name, T rate_params::*m) {
-    param_field f{name, name, type_of_member<T>(), {}, {}};
+param_field rate(const char* name, const char* label, T rate_params::*m, const spec& sp) {
+    param_field f{name, label, type_of_member<T>(), {}, {}, {}, sp.range, sp.unit, sp.help};
     f.set = [m](aqm_params& c, const param_value& v) {
         if constexpr (std::is_floating_point_v<T>) {
             c.rate.*m = std::get<double>(v);
@@ -207,8 +186,22 @@ param_field rate(const char* name, T rate_params::*m) {
             c.rate.*m = static_cast<T>(std::get<std::uint64_t>(v));
         }
     };
+    f.get = [m](const aqm_params& c) -> param_value {
+        if constexpr (std::is_floating_point_v<T>) {
+            return static_cast<double>(c.rate.*m);
+        } else {
+            return static_cast<std::uint64_t>(c.rate.*m);
+        }
+    };
     return f;
 }
+
+const param_range kPositive = param_range::positive();
+const param_range kNonNegative = param_range::non_negative();
+const param_range kUnitOpenClosed = param_range::open_closed(0.0, 1.0);
+const param_range kUnitClosed = param_range::closed(0.0, 1.0);
+const param_range kAboveOne = param_range::above(1.0);
+const param_range kMaxFlows = param_range::closed(1.0, 1'000'000.0);
 
 std::vector<param_field> kind_fields(aqm_kind k) {
     switch (k) {
@@ -216,57 +209,104 @@ std::vector<param_field> kind_fields(aqm_kind k) {
         case aqm_kind::spmaf:
             return {};
         case aqm_kind::red:
-            return {member("red", "min_th", &red_params::min_th),
-                    member("red", "max_th", &red_params::max_th),
-                    member("red", "w_q", &red_params::w_q),
-                    member("red", "max_p", &red_params::max_p),
-                    member("red", "gentle", &red_params::gentle),
-                    member("red", "mean_packet_size", &red_params::mean_packet_size)};
+            return {
+                member("red", "min_th", &red_params::min_th,
+                       {kNonNegative, "packets", "min_th: early drops start above this EWMA"}),
+                member("red", "max_th", &red_params::max_th,
+                       {kNonNegative, "packets", "max_th, > min_th (Floyd: 3 min_th)"}),
+                member("red", "w_q", &red_params::w_q,
+                       {kUnitOpenClosed, "", "EWMA weight of the average queue"}),
+                member("red", "max_p", &red_params::max_p,
+                       {kUnitOpenClosed, "", "drop probability at max_th"}),
+                member("red", "gentle", &red_params::gentle,
+                       {{}, "", "p_b rises from max_p at max_th to 1 at 2 max_th (Floyd 2000)"}),
+                member("red", "mean_packet_size", &red_params::mean_packet_size,
+                       {kPositive, "bytes", "a small packet, for the idle-time decay (ns-2)"})};
         case aqm_kind::rem:
-            return {member("rem", "gamma", &rem_params::gamma),
-                    member("rem", "alpha", &rem_params::alpha),
-                    member("rem", "phi", &rem_params::phi),
-                    member("rem", "target", &rem_params::target),
-                    seconds("rem", "update_interval", &rem_params::update_interval),
-                    member("rem", "input_weight", &rem_params::input_weight),
-                    member("rem", "mean_packet_size", &rem_params::mean_packet_size)};
+            return {member("rem", "gamma", &rem_params::gamma,
+                           {kPositive, "", "gamma: step size of the price update"}),
+                    member("rem", "alpha", &rem_params::alpha,
+                           {kNonNegative, "", "alpha: weight of the backlog mismatch"}),
+                    member("rem", "phi", &rem_params::phi,
+                           {kAboveOne, "", "phi: marking probability 1 - phi^-p"}),
+                    member("rem", "target", &rem_params::target,
+                           {kNonNegative, "packets", "b*: target backlog"}),
+                    seconds("rem", "update_interval", &rem_params::update_interval,
+                            {kPositive, "", "T: the price update period"}),
+                    member("rem", "input_weight", &rem_params::input_weight,
+                           {kUnitOpenClosed, "", "EWMA weight of the input rate x (1: none)"}),
+                    member("rem", "mean_packet_size", &rem_params::mean_packet_size,
+                           {kPositive, "bytes", "bytes of the packet unit of b, x and c"})};
         case aqm_kind::reaqm:
-            return {member("reaqm", "alpha", &reaqm_params::alpha),
-                    member("reaqm", "alpha_prime", &reaqm_params::alpha_prime),
-                    member("reaqm", "gamma", &reaqm_params::gamma),
-                    member("reaqm", "phi", &reaqm_params::phi),
-                    member("reaqm", "y0_ratio", &reaqm_params::y0_ratio),
-                    member("reaqm", "modified_update", &reaqm_params::modified_update),
-                    member("reaqm", "update", &reaqm_params::update),
-                    seconds("reaqm", "update_interval", &reaqm_params::update_interval),
-                    member("reaqm", "mean_packet_size", &reaqm_params::mean_packet_size)};
+            return {
+                member("reaqm", "alpha", &reaqm_params::alpha,
+                       {kNonNegative, "", "alpha of f(q) = alpha q / c_T + 1 (eq. 3)"}),
+                member("reaqm", "alpha_prime", &reaqm_params::alpha_prime,
+                       {param_range::any(), "", "alpha' of eq. 5, > alpha with modified_update"}),
+                member("reaqm", "gamma", &reaqm_params::gamma,
+                       {kPositive, "", "gamma: step size of the price update"}),
+                member("reaqm", "phi", &reaqm_params::phi,
+                       {kAboveOne, "", "phi: marking probability 1 - phi^-p (eq. 1)"}),
+                member("reaqm", "y0_ratio", &reaqm_params::y0_ratio,
+                       {kNonNegative, "", "y0 = y0_ratio c (eq. 5)"}),
+                member("reaqm", "modified_update", &reaqm_params::modified_update,
+                       {{}, "", "use eq. 5 when y > c (the paper's experiments do)"}),
+                member("reaqm", "update", &reaqm_params::update,
+                       {{}, "", "when the price updates: every interval, or per arrival (§3.1)"}),
+                seconds("reaqm", "update_interval", &reaqm_params::update_interval,
+                        {kPositive, "", "T: the price update period"}),
+                member("reaqm", "mean_packet_size", &reaqm_params::mean_packet_size,
+                       {kPositive, "bytes", "bytes of the packet unit of q, y and c"})};
         case aqm_kind::avq:
-            return {member("avq", "gamma", &avq_params::gamma),
-                    member("avq", "alpha", &avq_params::alpha),
-                    member("avq", "virtual_buffer_bytes", &avq_params::virtual_buffer_bytes),
-                    member("avq", "mean_packet_size", &avq_params::mean_packet_size)};
+            return {member("avq", "gamma", &avq_params::gamma,
+                           {kUnitOpenClosed, "", "gamma: desired utilisation"}),
+                    member("avq", "alpha", &avq_params::alpha,
+                           {kPositive, "", "alpha: damping of the virtual capacity"}),
+                    member("avq", "virtual_buffer_bytes", &avq_params::virtual_buffer_bytes,
+                           {kNonNegative, "bytes", "B of the virtual queue; 0: the byte limit"}),
+                    member("avq", "mean_packet_size", &avq_params::mean_packet_size,
+                           {kPositive, "bytes", "bytes per packet of a packet limit"})};
         case aqm_kind::codel:
-            return {seconds("codel", "target", &codel_params::target),
-                    seconds("codel", "interval", &codel_params::interval),
-                    member("codel", "mtu", &codel_params::mtu)};
+            return {seconds("codel", "target", &codel_params::target,
+                            {kPositive, "", "TARGET sojourn time, < interval (RFC 8289)"}),
+                    seconds("codel", "interval", &codel_params::interval,
+                            {kPositive, "", "INTERVAL (RFC 8289)"}),
+                    member("codel", "mtu", &codel_params::mtu,
+                           {kPositive, "bytes", "MAXPACKET (RFC 8289: the interface MTU)"})};
         case aqm_kind::pie:
-            return {seconds("pie", "target", &pie_params::target),
-                    seconds("pie", "tupdate", &pie_params::tupdate),
-                    member("pie", "alpha", &pie_params::alpha),
-                    member("pie", "beta", &pie_params::beta),
-                    seconds("pie", "max_burst", &pie_params::max_burst),
-                    member("pie", "mark_ecn_threshold", &pie_params::mark_ecn_threshold),
-                    member("pie", "mean_packet_size", &pie_params::mean_packet_size),
-                    member("pie", "use_departure_rate", &pie_params::use_departure_rate),
-                    member("pie", "derandomize", &pie_params::derandomize),
-                    member("pie", "cap_drop_adjustment", &pie_params::cap_drop_adjustment)};
+            return {seconds("pie", "target", &pie_params::target,
+                            {kPositive, "", "QDELAY_REF (RFC 8033)"}),
+                    seconds("pie", "tupdate", &pie_params::tupdate,
+                            {kPositive, "", "T_UPDATE (RFC 8033)"}),
+                    member("pie", "alpha", &pie_params::alpha,
+                           {kNonNegative, "1/s", "alpha of the drop-probability update"}),
+                    member("pie", "beta", &pie_params::beta,
+                           {kNonNegative, "1/s", "beta of the drop-probability update"}),
+                    seconds("pie", "max_burst", &pie_params::max_burst,
+                            {kNonNegative, "", "MAX_BURST (RFC 8033)"}),
+                    member("pie", "mark_ecn_threshold", &pie_params::mark_ecn_threshold,
+                           {kUnitClosed, "", "mark ECT only while drop_prob <= this (§5.1)"}),
+                    member("pie", "mean_packet_size", &pie_params::mean_packet_size,
+                           {kPositive, "bytes", "MEAN_PKTSIZE of the 2-packet safeguard"}),
+                    member("pie", "use_departure_rate", &pie_params::use_departure_rate,
+                           {{}, "", "qdelay = bytes / rate (§5.2), else timestamps (Linux)"}),
+                    member("pie", "derandomize", &pie_params::derandomize,
+                           {{}, "", "accumulated-probability de-randomisation (§5.4)"}),
+                    member("pie", "cap_drop_adjustment", &pie_params::cap_drop_adjustment,
+                           {{}, "", "step <= 0.02 once drop_prob >= 0.1 (§5.5, as Linux)"})};
         case aqm_kind::las:
-            return {seconds("las", "flow_idle_timeout", &las_params::flow_idle_timeout),
-                    member("las", "max_flows", &las_params::max_flows)};
+            return {seconds("las", "flow_idle_timeout", &las_params::flow_idle_timeout,
+                            {kPositive, "", "forget a flow idle this long with nothing queued"}),
+                    member("las", "max_flows", &las_params::max_flows,
+                           {kMaxFlows, "flows", "flow records held"})};
         case aqm_kind::tlas:
-            return {member("tlas", "threshold_packets", &tlas_params::threshold_packets),
-                    seconds("tlas", "flow_idle_timeout", &tlas_params::flow_idle_timeout),
-                    member("tlas", "max_flows", &tlas_params::max_flows)};
+            return {member("tlas", "threshold_packets", &tlas_params::threshold_packets,
+                           {param_range::at_least(1.0), "packets",
+                            "LAS for a flow's first this many packets, then FIFO"}),
+                    seconds("tlas", "flow_idle_timeout", &tlas_params::flow_idle_timeout,
+                            {kPositive, "", "forget a flow idle this long with nothing queued"}),
+                    member("tlas", "max_flows", &tlas_params::max_flows,
+                           {kMaxFlows, "flows", "flow records held"})};
     }
     return {};
 }
@@ -278,9 +318,14 @@ const std::vector<param_field>& param_fields(aqm_kind kind) {
         std::array<std::vector<param_field>, kAqmKindCount> a;
         for (std::size_t i = 0; i < kAqmKindCount; ++i) {
             a[i] = kind_fields(static_cast<aqm_kind>(i));
-            a[i].push_back(rate("capacity_bps", &rate_params::capacity_bps));
-            a[i].push_back(rate("rate_sample_bytes", &rate_params::sample_bytes));
-            a[i].push_back(rate("rate_ema_weight", &rate_params::ema_weight));
+            a[i].push_back(rate(
+                "capacity_bps", "rate.capacity_bps", &rate_params::capacity_bps,
+                {kNonNegative, "bit/s", "link capacity of the rate-based AQMs; 0: measure it"}));
+            a[i].push_back(rate("rate_sample_bytes", "rate.sample_bytes",
+                                &rate_params::sample_bytes,
+                                {kPositive, "bytes", "bytes per sample of the measured rate"}));
+            a[i].push_back(rate("rate_ema_weight", "rate.ema_weight", &rate_params::ema_weight,
+                                {kUnitOpenClosed, "", "EMA weight of the measured rate"}));
         }
         return a;
     }();
@@ -333,11 +378,10 @@ aqm_params default_config(aqm_kind kind) {
 void validate(const aqm_params& c) {
     if (c.limits.bytes == 0 && c.limits.packets == 0)
         throw_invalid("aqm.limits", "0 bytes and 0 packets", "leave the queue unbounded; set one");
-    if (!(c.rate.capacity_bps >= 0.0) || !std::isfinite(c.rate.capacity_bps))
-        throw_invalid("rate.capacity_bps", format_number(c.rate.capacity_bps),
-                      "must be >= 0 (0 = measure)");
-    if (c.rate.sample_bytes == 0) throw_invalid("rate.sample_bytes", "0", "must be > 0");
-    in_open_closed_unit("rate.ema_weight", c.rate.ema_weight);
+    const auto& fields = param_fields(c.kind());
+    // The estimator's (common to every kind, listed last) first, then the kind's own.
+    for (auto it = fields.end() - 3; it != fields.end(); ++it) check_field(*it, c);
+    for (auto it = fields.begin(); it != fields.end() - 3; ++it) check_field(*it, c);
     std::visit([&c](const auto& p) { validate_params(p, c); }, c.params);
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 
@@ -16,11 +17,6 @@ constexpr std::size_t kMaxUsers = 65536;
 // Stamp of a user never served: below every real slot number, ordered by index, so that on a
 // tie never-served users go first and among them the lowest index.
 constexpr std::int64_t kNeverServed = std::numeric_limits<std::int64_t>::min() / 2;
-
-void check_alpha(double alpha) {
-    if (!(alpha > 0.0 && alpha <= 1.0))
-        throw_invalid("sched.alpha: " + format_number(alpha) + " not in (0,1]");
-}
 
 double alpha_of(const policy_params& p) {
     return std::visit([](const auto& q) { return q.alpha; }, p);
@@ -254,24 +250,157 @@ class weighted_pf_policy final : public policy_base {
 
 }  // namespace
 
+namespace {
+
+std::string kind_names() {
+    std::string all;
+    for (const auto& k : scheduler_kinds()) all += (all.empty() ? "" : ", ") + k.name;
+    return all;
+}
+
+param_spec alpha_spec() {
+    return {"alpha",
+            param_type::number,
+            kDefaultAlpha,
+            param_range::open_closed(0.0, 1.0),
+            "per slot",
+            "EMA weight of the throughput averages T_i (Srinivasan & Baras, eq. 6); Andrew & "
+            "Hanly, CLAMP, use 0.03",
+            false};
+}
+
+// The range of parameter `name` of the kind at `index` (policy_params' order).
+const param_range& range_of(std::size_t index, std::string_view name) {
+    for (const auto& p : scheduler_kinds().at(index).params)
+        if (p.name == name) return p.range;
+    throw std::logic_error("sched: no parameter " + std::string(name));
+}
+
+double number_of(const param_map& v, const char* name) { return std::get<double>(v.at(name)); }
+
+}  // namespace
+
+const std::vector<scheduler_kind>& scheduler_kinds() {
+    static const std::vector<scheduler_kind> kinds = [] {
+        std::vector<scheduler_kind> k;
+        k.push_back(
+            {"pf",
+             "proportional fair, metric R_i / T_i (Andrew & Hanly, CLAMP, eq. 19; "
+             "Srinivasan & Baras, eq. 5)",
+             {alpha_spec()},
+             [](const param_map& v) -> policy_params { return pf_params{number_of(v, "alpha")}; }});
+        k.push_back({"glambda",
+                     "generalized metric log R_i - lambda log T_i (Srinivasan & Baras, eq. 7)",
+                     {alpha_spec(),
+                      {"lambda", param_type::number, 1.0, param_range::non_negative(), "",
+                       "fairness exponent: 0 is max rate, 1 PF, large values tend to rate "
+                       "fairness (Srinivasan & Baras sweep 0..10)",
+                       false}},
+                     [](const param_map& v) -> policy_params {
+                         return glambda_params{number_of(v, "alpha"), number_of(v, "lambda")};
+                     }});
+        k.push_back({"rr",
+                     "round robin among backlogged users, least recently served first, "
+                     "whatever the rate; alpha only sets the averages it reports",
+                     {alpha_spec()},
+                     [](const param_map& v) -> policy_params {
+                         return round_robin_params{number_of(v, "alpha")};
+                     }});
+        k.push_back({"maxrate",
+                     "max rate (max C/I), argmax R_i; alpha only sets the averages it reports",
+                     {alpha_spec()},
+                     [](const param_map& v) -> policy_params {
+                         return max_rate_params{number_of(v, "alpha")};
+                     }});
+        k.push_back({"wpf",
+                     "weighted proportional fair, metric w_i R_i / T_i (Kelly's weighted "
+                     "proportional fairness)",
+                     {alpha_spec(),
+                      {"weights", param_type::number_list, std::vector<double>{},
+                       param_range::positive(), "", "w_i, one per user", true}},
+                     [](const param_map& v) -> policy_params {
+                         return weighted_pf_params{number_of(v, "alpha"),
+                                                   std::get<std::vector<double>>(v.at("weights"))};
+                     }});
+        return k;
+    }();
+    return kinds;
+}
+
+const scheduler_kind* find_scheduler_kind(std::string_view name) {
+    for (const auto& k : scheduler_kinds())
+        if (k.name == name) return &k;
+    return nullptr;
+}
+
+policy_params policy_params_from(std::string_view kind_name, const param_map& values) {
+    const scheduler_kind* kind = find_scheduler_kind(kind_name);
+    if (!kind)
+        throw_invalid("sched.kind: '" + std::string(kind_name) + "' not one of " + kind_names());
+    std::string accepted;
+    for (const auto& p : kind->params) accepted += (accepted.empty() ? "" : ", ") + p.name;
+    for (const auto& [key, value] : values) {
+        const bool known = std::any_of(kind->params.begin(), kind->params.end(),
+                                       [&](const param_spec& p) { return p.name == key; });
+        if (!known)
+            throw_invalid("sched.params: '" + key + "' not accepted by kind '" + kind->name +
+                          "' (accepted: " + accepted + ")");
+    }
+    param_map full;
+    for (const auto& p : kind->params) {
+        const std::string label = "sched." + p.name;
+        const auto it = values.find(p.name);
+        if (it == values.end()) {
+            if (p.required) throw_invalid(label + ": required for kind '" + kind->name + "'");
+            full[p.name] = p.default_value;
+            continue;
+        }
+        param_value v = it->second;
+        switch (p.type) {
+            case param_type::number:
+            case param_type::seconds:
+                if (const auto* i = std::get_if<std::uint64_t>(&v)) v = static_cast<double>(*i);
+                if (!std::holds_alternative<double>(v)) throw_invalid(label + ": not a number");
+                check_in_range(label, std::get<double>(v), p.range);
+                break;
+            case param_type::integer:
+                if (!std::holds_alternative<std::uint64_t>(v))
+                    throw_invalid(label + ": not a non-negative integer");
+                check_in_range(label, static_cast<double>(std::get<std::uint64_t>(v)), p.range);
+                break;
+            case param_type::number_list: {
+                if (!std::holds_alternative<std::vector<double>>(v))
+                    throw_invalid(label + ": not a list of numbers");
+                const auto& list = std::get<std::vector<double>>(v);
+                for (std::size_t i = 0; i < list.size(); ++i)
+                    check_in_range(label + "[" + std::to_string(i) + "]", list[i], p.range);
+                break;
+            }
+            case param_type::boolean:
+                if (!std::holds_alternative<bool>(v)) throw_invalid(label + ": not a boolean");
+                break;
+            case param_type::choice:
+                if (!std::holds_alternative<std::string>(v)) throw_invalid(label + ": not a name");
+                break;
+        }
+        full[p.name] = std::move(v);
+    }
+    return kind->build(full);
+}
+
 void validate(const scheduler_params& cfg) {
-    check_alpha(alpha_of(cfg.policy));
+    const std::size_t index = cfg.policy.index();
+    check_in_range("sched.alpha", alpha_of(cfg.policy), range_of(index, "alpha"));
     if (cfg.num_users > kMaxUsers) {
         throw_invalid("sched.num_users: " + std::to_string(cfg.num_users) + " > " +
                       std::to_string(kMaxUsers));
     }
-    if (const auto* g = std::get_if<glambda_params>(&cfg.policy)) {
-        if (!(g->lambda >= 0.0 && std::isfinite(g->lambda))) {
-            throw_invalid("sched.lambda: " + format_number(g->lambda) + " not >= 0 and finite");
-        }
-    }
+    if (const auto* g = std::get_if<glambda_params>(&cfg.policy))
+        check_in_range("sched.lambda", g->lambda, range_of(index, "lambda"));
     if (const auto* w = std::get_if<weighted_pf_params>(&cfg.policy)) {
-        for (std::size_t i = 0; i < w->weights.size(); ++i) {
-            if (!(w->weights[i] > 0.0 && std::isfinite(w->weights[i]))) {
-                throw_invalid("sched.weights[" + std::to_string(i) +
-                              "]: " + format_number(w->weights[i]) + " not > 0 and finite");
-            }
-        }
+        for (std::size_t i = 0; i < w->weights.size(); ++i)
+            check_in_range("sched.weights[" + std::to_string(i) + "]", w->weights[i],
+                           range_of(index, "weights"));
         if (cfg.num_users != 0 && !w->weights.empty() && cfg.num_users != w->weights.size()) {
             throw_invalid("sched.num_users: " + std::to_string(cfg.num_users) +
                           " != weights size " + std::to_string(w->weights.size()));

@@ -91,6 +91,9 @@ void set_param(aqm_params& c, const param_field& f, pb::handle h) {
             f.set(c, v);
             break;
         }
+        case param_type::number_list:
+            f.set(c, cast_arg<std::vector<double>>(f.label, h));
+            break;
     }
 }
 
@@ -260,6 +263,34 @@ void bind_aqm(pybind11::module_& m) {
     for (std::size_t i = 0; i < kDropReasonCount; ++i)
         reasons.append(std::string(to_string(static_cast<drop_reason>(i))));
     m.attr("DROP_REASONS") = pb::tuple(reasons);
+
+    m.def(
+        "aqm_registry",
+        [] {
+            pb::list out;
+            for (std::size_t i = 0; i < kAqmKindCount; ++i) {
+                const auto k = static_cast<aqm_kind>(i);
+                const aqm_params defaults = default_config(k);
+                const auto& fields = param_fields(k);
+                pb::list params;
+                for (std::size_t j = 0; j < fields.size(); ++j) {
+                    const param_field& f = fields[j];
+                    pb::dict d = param_spec_dict(f.name, f.type, f.get(defaults), f.range, f.unit,
+                                                 f.help, f.choices, false);
+                    d["common"] = j + 3 >= fields.size();  // the rate estimator's, every kind's
+                    params.append(d);
+                }
+                pb::dict kd;
+                kd["kind"] = std::string(to_string(k));
+                kd["marks_ecn"] = marks_ecn(k);
+                kd["params"] = params;
+                out.append(kd);
+            }
+            return out;
+        },
+        "Every AQM kind (aqm.h) with its parameters, as make_aqm and the apd's aqm.params "
+        "take them: [{kind, marks_ecn, params: [{name, type, default, min, max, min_open, "
+        "max_open, violation, unit, help, choices, required, common}]}].");
 
     pb::class_<py_queue_discipline>(
         m, "queue_discipline",

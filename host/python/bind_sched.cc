@@ -1,8 +1,10 @@
 // Python: make_scheduler(kind, **params) -> Scheduler (see oppsched/sched.h).
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bindings.h"
@@ -41,65 +43,96 @@ class py_scheduler {
     std::unique_ptr<scheduler_policy> p_;
 };
 
-// Casts a keyword argument, turning a type mismatch into the ValueError every other bad
-// parameter gives, with the field named.
-template <class T>
-T arg_as(const pybind11::handle& v, const std::string& field) {
-    try {
-        return v.cast<T>();
-    } catch (const pybind11::cast_error&) {
+// Python spellings of a parameter whose registered name is a Python keyword: `lambda` cannot
+// be a keyword argument, so make_scheduler("glambda", lam=2.0) means lambda = 2.0 (a params
+// dict may say "lambda" itself).
+constexpr std::pair<const char*, const char*> kKeywordAliases[] = {{"lam", "lambda"}};
+
+// A Python value as the parameter `spec` holds it; a type mismatch is the ValueError every
+// other bad parameter gives, with the field named.
+param_value value_of(const param_spec& spec, const pybind11::handle& v) {
+    const std::string field = "sched." + spec.name;
+    const auto wrong = [&]() -> param_value {
         throw_invalid(field + ": " + std::string(pybind11::repr(v)) + " has the wrong type");
+    };
+    if (pybind11::isinstance<pybind11::bool_>(v) && spec.type != param_type::boolean)
+        return wrong();
+    try {
+        switch (spec.type) {
+            case param_type::number:
+            case param_type::seconds:
+                return v.cast<double>();
+            case param_type::integer:
+                if (!pybind11::isinstance<pybind11::int_>(v) || v.cast<long long>() < 0)
+                    return wrong();
+                return v.cast<std::uint64_t>();
+            case param_type::boolean:
+                return v.cast<bool>();
+            case param_type::choice:
+                return v.cast<std::string>();
+            case param_type::number_list:
+                return v.cast<std::vector<double>>();
+        }
+    } catch (const pybind11::cast_error&) {
     }
+    return wrong();
 }
 
-[[noreturn]] void reject(const std::string& kind, const std::string& key, const char* accepted) {
-    throw_invalid("sched.params: '" + key + "' not accepted by kind '" + kind +
-                  "' (accepted: " + accepted + ")");
-}
-
-py_scheduler make(const std::string& kind, const pybind11::kwargs& params) {
+py_scheduler make(const std::string& kind, const pybind11::object& params,
+                  const pybind11::kwargs& kwargs) {
+    const scheduler_kind* spec = find_scheduler_kind(kind);
     scheduler_params cfg;
-    double alpha = kDefaultAlpha;
-    double lambda = 1.0;
-    std::vector<double> weights;
-    bool have_weights = false;
-    const char* accepted = "";
-    if (kind == "pf" || kind == "rr" || kind == "maxrate") {
-        accepted = "alpha, num_users";
-    } else if (kind == "glambda") {
-        accepted = "alpha, lam, num_users";
-    } else if (kind == "wpf") {
-        accepted = "alpha, weights, num_users";
-    } else {
-        throw_invalid("sched.kind: '" + kind + "' not one of pf, glambda, rr, maxrate, wpf");
+    param_map values;
+    pybind11::dict given;
+    if (!params.is_none()) {
+        if (!pybind11::isinstance<pybind11::dict>(params))
+            throw_invalid("sched.params: " + std::string(pybind11::repr(params)) +
+                          " is not a dict");
+        for (const auto& item : params.cast<pybind11::dict>()) given[item.first] = item.second;
     }
-    for (const auto& item : params) {
-        const std::string key = pybind11::str(item.first);
-        const pybind11::handle v = item.second;
-        if (key == "alpha") {
-            alpha = arg_as<double>(v, "sched.alpha");
-        } else if (key == "num_users") {
-            cfg.num_users = arg_as<std::size_t>(v, "sched.num_users");
-        } else if (key == "lam" && kind == "glambda") {
-            lambda = arg_as<double>(v, "sched.lambda");
-        } else if (key == "weights" && kind == "wpf") {
-            weights = arg_as<std::vector<double>>(v, "sched.weights");
-            have_weights = true;
-        } else {
-            reject(kind, key, accepted);
+    for (const auto& item : kwargs) given[item.first] = item.second;
+    for (const auto& item : given) {
+        std::string key = pybind11::str(item.first);
+        if (key == "num_users") {
+            try {
+                cfg.num_users = item.second.cast<std::size_t>();
+            } catch (const pybind11::cast_error&) {
+                throw_invalid("sched.num_users: " + std::string(pybind11::repr(item.second)) +
+                              " has the wrong type");
+            }
+            continue;
         }
-    }
-    if (kind == "pf") cfg.policy = pf_params{alpha};
-    if (kind == "glambda") cfg.policy = glambda_params{alpha, lambda};
-    if (kind == "rr") cfg.policy = round_robin_params{alpha};
-    if (kind == "maxrate") cfg.policy = max_rate_params{alpha};
-    if (kind == "wpf") {
-        if (!have_weights) {
-            throw_invalid("sched.weights: required for kind 'wpf'");
+        const param_spec* p = nullptr;
+        if (spec) {
+            for (const auto& [alias, name] : kKeywordAliases)
+                if (key == alias &&
+                    std::any_of(spec->params.begin(), spec->params.end(),
+                                [&](const param_spec& q) { return q.name == name; }))
+                    key = name;
+            for (const auto& q : spec->params)
+                if (q.name == key) p = &q;
         }
-        cfg.policy = weighted_pf_params{alpha, weights};
+        // Unknown kinds and parameters: policy_params_from names them.
+        values[key] = p ? value_of(*p, item.second) : param_value{0.0};
     }
+    cfg.policy = policy_params_from(kind, values);
     return py_scheduler(make_scheduler(cfg));
+}
+
+pybind11::list registry() {
+    pybind11::list out;
+    for (const auto& k : scheduler_kinds()) {
+        pybind11::list params;
+        for (const auto& p : k.params)
+            params.append(param_spec_dict(p.name, p.type, p.default_value, p.range, p.unit, p.help,
+                                          {}, p.required));
+        pybind11::dict d;
+        d["kind"] = k.name;
+        d["help"] = k.help;
+        d["params"] = params;
+        out.append(d);
+    }
+    return out;
 }
 
 }  // namespace
@@ -138,9 +171,15 @@ void bind_sched(pybind11::module_& m) {
         });
 
     m.def("make_scheduler", &make, pybind11::arg("kind"),
-          "make_scheduler(kind, **params): kind 'pf' (alpha), 'glambda' (alpha, lam), 'rr', "
-          "'maxrate', 'wpf' (alpha, weights); every kind also takes num_users (default: learnt "
-          "from the first slot). alpha defaults to 0.03 (Andrew & Hanly, CLAMP), lam to 1.");
+          pybind11::arg("params") = pybind11::none(),
+          "make_scheduler(kind, params=None, **kwargs): the policy `kind` (one of "
+          "scheduler_registry()'s kinds) with its parameters by their registered names, from the "
+          "dict `params` and the keywords (lam= stands for lambda, a Python keyword); every kind "
+          "also takes num_users (default: learnt from the first slot). Defaults and ranges: "
+          "scheduler_registry().");
+    m.def("scheduler_registry", &registry,
+          "Every scheduler kind (sched.h) with its parameters: [{kind, help, params: [{name, type, "
+          "default, min, max, min_open, max_open, violation, unit, help, choices, required}]}].");
 }
 
 }  // namespace oppsched::py

@@ -1,6 +1,13 @@
 #pragma once
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
+#include <cmath>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "oppsched/param_spec.h"
 #include "oppsched/stats_fields.h"
 
 namespace oppsched::py {
@@ -10,6 +17,36 @@ template <class S>
 pybind11::dict stats_to_dict(const S& s) {
     pybind11::dict d;
     for_each_field(s, [&d](const char* key, const auto& value) { d[key] = value; });
+    return d;
+}
+
+// A parameter's value as Python sees it (bool, int, float, str or list of floats).
+inline pybind11::object param_to_python(const param_value& v) {
+    return std::visit([](const auto& x) { return pybind11::cast(x); }, v);
+}
+
+// A parameter's spec (param_spec.h) as the dict the registries export: name, type, default,
+// min, max (None when unbounded), min_open, max_open, violation (the range as an error states
+// it), unit, help, choices, required.
+inline pybind11::dict param_spec_dict(const std::string& name, param_type type,
+                                      const param_value& def, const param_range& r,
+                                      const std::string& unit, const std::string& help,
+                                      const std::vector<std::string>& choices, bool required) {
+    pybind11::dict d;
+    d["name"] = name;
+    d["type"] = std::string(to_string(type));
+    d["default"] = required ? pybind11::none() : param_to_python(def);
+    const bool ranged = type == param_type::number || type == param_type::integer ||
+                        type == param_type::seconds || type == param_type::number_list;
+    d["min"] = ranged && std::isfinite(r.min) ? pybind11::cast(r.min) : pybind11::none();
+    d["max"] = ranged && std::isfinite(r.max) ? pybind11::cast(r.max) : pybind11::none();
+    d["min_open"] = r.min_open;
+    d["max_open"] = r.max_open;
+    d["violation"] = ranged ? pybind11::cast(r.violation()) : pybind11::none();
+    d["unit"] = unit;
+    d["help"] = help;
+    d["choices"] = choices;
+    d["required"] = required;
     return d;
 }
 

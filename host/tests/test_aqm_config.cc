@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "error_of.h"
 #include "oppsched/aqm.h"
 #include "test_aqm_packets.h"
 
@@ -72,7 +73,7 @@ TEST(aqm_params, bad_values_throw_invalid_argument_naming_the_field_and_the_valu
          aqm_kind::droptail,
          "aqm.limits: 0 bytes and 0 packets leave the queue unbounded; set one"},
         {[](aqm_params& c) { c.rate.capacity_bps = -1; }, aqm_kind::rem,
-         "rate.capacity_bps: -1 must be >= 0 (0 = measure)"},
+         "rate.capacity_bps: -1 must be >= 0"},
         {[](aqm_params& c) { c.rate.ema_weight = 0; }, aqm_kind::avq,
          "rate.ema_weight: 0 not in (0,1]"},
         {[](aqm_params& c) { c.rate.sample_bytes = 0; }, aqm_kind::pie,
@@ -106,9 +107,9 @@ TEST(aqm_params, bad_values_throw_invalid_argument_naming_the_field_and_the_valu
         {[](aqm_params& c) { std::get<las_params>(c.params).flow_idle_timeout = 0; }, aqm_kind::las,
          "las.flow_idle_timeout: 0 ns must be > 0"},
         {[](aqm_params& c) { std::get<las_params>(c.params).max_flows = 0; }, aqm_kind::las,
-         "las.max_flows: 0 not in [1, 1000000]"},
+         "las.max_flows: 0 not in [1,1000000]"},
         {[](aqm_params& c) { std::get<tlas_params>(c.params).max_flows = 1'000'001; },
-         aqm_kind::tlas, "tlas.max_flows: 1000001 not in [1, 1000000]"},
+         aqm_kind::tlas, "tlas.max_flows: 1000001 not in [1,1000000]"},
     };
     for (const auto& bc : cases) {
         aqm_params c = default_config(bc.kind);
@@ -255,3 +256,38 @@ TEST(ServiceRate, a_slotted_macs_reports_replace_dequeue_times) {
 }
 
 }  // namespace
+
+// The registry's ranges are what validate() checks: every default lies inside, and a value
+// just outside a finite end is refused with the field and the range's own wording.
+TEST(aqm_params, every_default_is_in_its_registered_range_and_a_value_just_outside_is_refused) {
+    for (std::size_t i = 0; i < kAqmKindCount; ++i) {
+        const auto k = static_cast<aqm_kind>(i);
+        const aqm_params defaults = default_config(k);
+        EXPECT_NO_THROW(validate(defaults)) << to_string(k);
+        for (const param_field& f : param_fields(k)) {
+            ASSERT_TRUE(f.get) << f.name;
+            if (f.type != param_type::number && f.type != param_type::integer &&
+                f.type != param_type::seconds)
+                continue;
+            const param_value d = f.get(defaults);
+            const double dv = std::holds_alternative<double>(d)
+                                  ? std::get<double>(d)
+                                  : static_cast<double>(std::get<std::uint64_t>(d));
+            EXPECT_TRUE(f.range.contains(dv)) << to_string(k) << "." << f.name;
+            if (!std::isfinite(f.range.min)) continue;
+            // Just below the lower end (at it when open); integers below 0 do not exist.
+            double bad = f.range.min_open ? f.range.min : f.range.min - 1.0;
+            if (f.type == param_type::seconds && !f.range.min_open) bad = f.range.min - 1e-9;
+            if (f.type == param_type::integer && bad < 0) continue;
+            aqm_params c = defaults;
+            if (f.type == param_type::integer) {
+                f.set(c, static_cast<std::uint64_t>(bad));
+            } else {
+                f.set(c, bad);
+            }
+            const std::string msg = error_of([&] { validate(c); });
+            EXPECT_NE(msg.find(f.label + ": "), std::string::npos) << msg;
+            EXPECT_NE(msg.find(f.range.violation()), std::string::npos) << msg;
+        }
+    }
+}

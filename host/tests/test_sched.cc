@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "error_of.h"
 #include "oppsched/sched.h"
 
 using namespace oppsched::sched;
@@ -414,7 +415,7 @@ TEST(sched_glambda, lambda_must_be_non_negative_and_finite) {
         make(4, glambda_params{0.03, -1.0});
         FAIL();
     } catch (const std::invalid_argument& e) {
-        EXPECT_EQ(std::string(e.what()), "sched.lambda: -1 not >= 0 and finite");
+        EXPECT_EQ(std::string(e.what()), "sched.lambda: -1 must be >= 0");
     }
     EXPECT_NO_THROW(make(4, glambda_params{0.03, 100.0}));
 }
@@ -507,7 +508,7 @@ TEST(sched_wpf, weights_must_be_positive_and_match_the_users) {
         make(3, weighted_pf_params{0.03, {1.0, 0.0, 2.0}});
         FAIL();
     } catch (const std::invalid_argument& e) {
-        EXPECT_EQ(std::string(e.what()), "sched.weights[1]: 0 not > 0 and finite");
+        EXPECT_EQ(std::string(e.what()), "sched.weights[1]: 0 must be > 0");
     }
     try {
         make(2, weighted_pf_params{0.03, {1.0, 2.0, 3.0}});
@@ -530,3 +531,52 @@ TEST(sched_factory, builds_the_kind_the_config_names) {
 }
 
 }  // namespace
+
+// ---- the registry ---------------------------------------------------------------------------
+
+TEST(sched_registry, lists_every_kind_once_in_policy_params_order_and_builds_it_by_name) {
+    const auto& kinds = scheduler_kinds();
+    ASSERT_EQ(kinds.size(), std::variant_size_v<policy_params>);
+    for (std::size_t i = 0; i < kinds.size(); ++i) {
+        param_map values;
+        if (kinds[i].name == "wpf") values["weights"] = std::vector<double>{1.0, 2.0};
+        const policy_params p = policy_params_from(kinds[i].name, values);
+        EXPECT_EQ(p.index(), i) << kinds[i].name;
+        EXPECT_EQ(make_scheduler({2, p})->kind(), kinds[i].name);
+        EXPECT_EQ(find_scheduler_kind(kinds[i].name), &kinds[i]);
+    }
+    EXPECT_EQ(find_scheduler_kind("edf"), nullptr);
+}
+
+TEST(sched_registry, defaults_are_those_of_the_params_structs) {
+    const auto g = std::get<glambda_params>(policy_params_from("glambda", {}));
+    EXPECT_EQ(g.alpha, glambda_params{}.alpha);
+    EXPECT_EQ(g.lambda, glambda_params{}.lambda);
+    EXPECT_EQ(std::get<pf_params>(policy_params_from("pf", {})).alpha, pf_params{}.alpha);
+}
+
+TEST(sched_registry, values_outside_the_registered_range_are_refused_naming_field_and_range) {
+    EXPECT_EQ(error_of([] {
+                  policy_params_from("glambda", {{"lambda", -1.0}});
+              }),
+              "sched.lambda: -1 must be >= 0");
+    EXPECT_EQ(error_of([] {
+                  policy_params_from("pf", {{"alpha", 0.0}});
+              }),
+              "sched.alpha: 0 not in (0,1]");
+    EXPECT_EQ(error_of([] {
+                  policy_params_from("pf", {{"lambda", 1.0}});
+              }),
+              "sched.params: 'lambda' not accepted by kind 'pf' (accepted: alpha)");
+    EXPECT_EQ(error_of([] { policy_params_from("wpf", {}); }),
+              "sched.weights: required for kind 'wpf'");
+    EXPECT_EQ(error_of([] { policy_params_from("edf", {}); }),
+              "sched.kind: 'edf' not one of pf, glambda, rr, maxrate, wpf");
+    // validate() checks the same ranges on a policy built in C++.
+    EXPECT_EQ(error_of([] {
+                  make_scheduler({2, glambda_params{0.03, -1.0}});
+              }),
+              "sched.lambda: -1 must be >= 0");
+    // A large lambda is allowed: the range has no upper end.
+    EXPECT_NO_THROW(policy_params_from("glambda", {{"lambda", 1e6}}));
+}

@@ -26,7 +26,7 @@ import yaml
 
 from gnuradio.oppsched import numerology
 
-from oppsched import mac, paths
+from oppsched import mac, paths, registry
 from oppsched.names import SHANNON_TABLE_DEFAULTS
 
 # Andrew & Hanly, CLAMP, §V-D: n = 5 link-layer attempts in the slow-fading scenario (0.6 Hz),
@@ -293,11 +293,9 @@ def deep_merge(base: dict, extra: dict) -> dict:
 
 def _scheduler(cfg: dict) -> dict:
     s = cfg["scheduler"]
-    out = {"kind": s["kind"], "alpha": s["alpha"], "harq_first": s["harq_first"]}
-    if s["kind"] == "glambda":
-        out["lambda"] = s["lam"]
-    if s["kind"] == "wpf":
-        out["weights"] = list(s["weights"])
+    # the kind's parameters by their registered names, as the apd reads them (sched.h)
+    out = {"kind": s["kind"], **copy.deepcopy(registry.scheduler_params(s)),
+           "harq_first": s["harq_first"]}
     return out
 
 

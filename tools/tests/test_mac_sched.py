@@ -115,9 +115,9 @@ def test_harq_retransmission_slot_is_credited_through_update():
     [
         ("pf", {"alpha": 0.0}, r"sched.alpha: 0 not in \(0,1\]"),
         ("pf", {"alpha": 1.5}, r"sched.alpha: 1.5 not in \(0,1\]"),
-        ("glambda", {"lam": -1.0}, "sched.lambda: -1 not >= 0 and finite"),
+        ("glambda", {"lam": -1.0}, "sched.lambda: -1 must be >= 0"),
         ("wpf", {}, "sched.weights: required"),
-        ("wpf", {"weights": [1, -2]}, r"sched.weights\[1\]: -2 not > 0"),
+        ("wpf", {"weights": [1, -2]}, r"sched.weights\[1\]: -2 must be > 0"),
         ("pf", {"lam": 1.0}, "'lam' not accepted by kind 'pf'"),
         ("edf", {}, "sched.kind: 'edf' not one of"),
     ],

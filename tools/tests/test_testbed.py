@@ -65,7 +65,7 @@ def test_defaults_follow_andrew_hanly_clamp():
     assert daemonconf.slot_s(c) == 3e-3
     assert c["devices"][0]["channel"]["doppler_hz"] == 60.0
     assert abs(c["devices"][0]["channel"]["mean_snr_db"] - 6.0206) < 1e-3
-    assert c["scheduler"] == {"kind": "pf", "alpha": 0.03, "lam": 1.0, "weights": [],
+    assert c["scheduler"] == {"kind": "pf", "alpha": 0.03, "lambda": 1.0, "weights": [],
                               "harq_first": True}
     assert c["tcp"]["congestion_control"] == "reno" and c["tcp"]["sack"] is False
     assert c["clamp"]["tau_bytes"] == 500 and c["clamp"]["b"] == 1.0

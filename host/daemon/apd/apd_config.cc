@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -57,11 +58,18 @@ void set_aqm_param(aqm::aqm_params& c, const aqm::param_field& f, const config_n
         case aqm::param_type::integer:
             f.set(c, n.require<std::uint64_t>(key));
             break;
-        case aqm::param_type::seconds:
-            f.set(c, n.require<double>(key, value_range::closed(0, 1e6)));
+        case aqm::param_type::seconds: {
+            // Its range is the registry's (validate()); here only what a time_ns can hold.
+            const double t = n.require<double>(key);
+            if (!(std::fabs(t) <= 9e9)) n.fail(key, format_number(t) + " s is out of range");
+            f.set(c, t);
             break;
+        }
         case aqm::param_type::choice:
             f.set(c, n.get_choice(key, f.choices.front(), f.choices));
+            break;
+        case aqm::param_type::number_list:
+            f.set(c, n.require<std::vector<double>>(key));
             break;
     }
 }
@@ -115,29 +123,61 @@ aqm::aqm_params read_aqm(const config_node& root) {
     return c;
 }
 
-// The policy; `harq_first` gets scheduler.harq_first (ap_core_params).
+// The policy, its kind and parameters read through the scheduler registry (sched.h), which
+// checks the ranges; `harq_first` gets scheduler.harq_first (ap_core_params).
 sched::policy_params read_scheduler(const config_node& root, std::size_t n_users,
                                     bool& harq_first) {
     const config_node s = root.child_or_empty("scheduler");
     harq_first = s.get<bool>("harq_first", true);
-    const std::string kind = s.get_choice("kind", "pf", {"pf", "glambda", "rr", "maxrate", "wpf"});
-    const double alpha =
-        s.get<double>("alpha", sched::kDefaultAlpha, value_range::open_closed(0, 1));
-    if (kind != "glambda" && s.has("lambda")) s.fail("lambda", "only valid with kind glambda");
-    if (kind != "wpf" && s.has("weights")) s.fail("weights", "only valid with kind wpf");
-    sched::policy_params p;
-    if (kind == "pf") p = sched::pf_params{alpha};
-    if (kind == "rr") p = sched::round_robin_params{alpha};
-    if (kind == "maxrate") p = sched::max_rate_params{alpha};
-    if (kind == "glambda")
-        p = sched::glambda_params{alpha, s.get<double>("lambda", 1.0, value_range::non_negative())};
-    if (kind == "wpf") {
-        auto w = s.require<std::vector<double>>("weights", value_range::positive());
-        if (w.size() != n_users)
-            s.fail("weights",
-                   std::to_string(w.size()) + " weights for " + std::to_string(n_users) + " users");
-        p = sched::weighted_pf_params{alpha, std::move(w)};
+    std::vector<std::string> kinds;
+    for (const auto& k : sched::scheduler_kinds()) kinds.push_back(k.name);
+    const std::string kind = s.get_choice("kind", "pf", kinds);
+    const sched::scheduler_kind& spec = *sched::find_scheduler_kind(kind);
+    const auto takes = [](const sched::scheduler_kind& k, const std::string& name) {
+        return std::any_of(k.params.begin(), k.params.end(),
+                           [&](const sched::param_spec& p) { return p.name == name; });
+    };
+    // Another kind's parameter: say which kinds take it.
+    for (const auto& other : sched::scheduler_kinds())
+        for (const auto& p : other.params)
+            if (s.has(p.name) && !takes(spec, p.name)) {
+                std::string with;
+                for (const auto& k : sched::scheduler_kinds())
+                    if (takes(k, p.name)) with += (with.empty() ? "" : ", ") + k.name;
+                s.fail(p.name, "only valid with kind " + with);
+            }
+    sched::param_map values;
+    for (const auto& p : spec.params) {
+        if (!s.has(p.name)) continue;
+        switch (p.type) {
+            case param_type::number:
+            case param_type::seconds:
+                values[p.name] = s.require<double>(p.name);
+                break;
+            case param_type::integer:
+                values[p.name] = s.require<std::uint64_t>(p.name);
+                break;
+            case param_type::boolean:
+                values[p.name] = s.require<bool>(p.name);
+                break;
+            case param_type::choice:
+                values[p.name] = s.require<std::string>(p.name);
+                break;
+            case param_type::number_list:
+                values[p.name] = s.require<std::vector<double>>(p.name);
+                break;
+        }
     }
+    sched::policy_params p;
+    try {
+        p = sched::policy_params_from(kind, values);
+    } catch (const std::invalid_argument& e) {
+        rethrow_renamed(e, {{"sched.", "scheduler."}});
+    }
+    if (const auto* w = std::get_if<sched::weighted_pf_params>(&p);
+        w && w->weights.size() != n_users)
+        s.fail("weights", std::to_string(w->weights.size()) + " weights for " +
+                              std::to_string(n_users) + " users");
     return p;
 }
 

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "oppsched/packet.h"
+#include "oppsched/param_spec.h"
 
 namespace oppsched::aqm {
 
@@ -271,11 +272,15 @@ aqm_params default_config(aqm_kind kind);
 void validate(const aqm_params& config);
 
 // Every tunable parameter by the name configuration files and Python keywords give it (times
-// in seconds, with the suffix _s): the one table the apd's config reader and the Python
-// bindings both go through. Each front end checks a value's type in its own terms, calls
-// set(), and leaves the ranges to validate().
-enum class param_type : std::uint8_t { number, integer, boolean, seconds, choice };
-using param_value = std::variant<bool, std::uint64_t, double, std::string>;
+// in seconds, with the suffix _s), with its range, unit and help (param_spec.h): the one
+// registry the apd's config reader, the Python bindings (make_aqm, aqm_registry()) and
+// docs/algorithms.md go through, and whose ranges validate() checks. Each front end checks a
+// value's type in its own terms and calls set(). Constraints between two parameters (RED's
+// max_th > min_th, REAQM's alpha_prime > alpha, CoDel's target < interval) are validate()'s
+// and named in the help.
+using oppsched::param_range;
+using oppsched::param_type;
+using oppsched::param_value;
 struct param_field {
     std::string name;   // "max_p", "update_interval_s"
     std::string label;  // in error messages: "red.max_p", "reaqm.update_interval"
@@ -283,8 +288,12 @@ struct param_field {
     std::vector<std::string> choices;  // the values a param_type::choice takes
     // Stores the value, of the alternative `type` names (seconds and number: double).
     std::function<void(aqm_params&, const param_value&)> set;
+    // The value in `c` (seconds for param_type::seconds); the default is get(default_config()).
+    std::function<param_value(const aqm_params&)> get;
+    param_range range;  // of the value (seconds for param_type::seconds); validate() checks it
+    std::string unit;   // "" when dimensionless
+    std::string help;
 };
-// The parameters of `kind`, then those every kind has (the service-rate estimator's).
 const std::vector<param_field>& param_fields(aqm_kind kind);
 
 // ---------------------------------------------------------------------------------------

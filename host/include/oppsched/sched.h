@@ -44,10 +44,15 @@
 // the generalized metric). Not thread-safe; one policy per cell.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <variant>
 #include <vector>
+
+#include "oppsched/param_spec.h"
 
 namespace oppsched::sched {
 
@@ -103,9 +108,46 @@ struct scheduler_params {
     policy_params policy = pf_params{};
 };
 
-// The one place where scheduler configuration is checked. Throws std::invalid_argument
-// naming the field and the value, e.g. "sched.alpha: 0 not in (0,1]".
+// The one place where scheduler configuration is checked, against the ranges of the
+// registry below. Throws std::invalid_argument naming the field and the value, e.g.
+// "sched.alpha: 0 not in (0,1]".
 void validate(const scheduler_params& cfg);
+
+// ---- The registry: every kind once, with its parameters ----------------------------------
+//
+// A parameter's spec (param_spec.h) is what the apd's YAML reader, the Python bindings
+// (oppsched.mac.scheduler_registry(), make_scheduler), the experiment schema, macsim and
+// docs/algorithms.md use; validate() checks the same ranges. A new kind is a policy class in
+// sched.cc, its *_params alternative above and one entry in the registry.
+struct param_spec {
+    std::string name;  // "alpha", "lambda": the papers' symbols spelled out
+    param_type type = param_type::number;
+    param_value default_value = 0.0;
+    param_range range;  // of the value, or of each element of a number_list
+    std::string unit;   // "" when dimensionless
+    std::string help;
+    bool required = false;  // no default: the configuration must give it
+};
+
+using param_map = std::map<std::string, param_value, std::less<>>;
+
+struct scheduler_kind {
+    std::string name;  // scheduler_policy::kind(): "pf", "glambda", ...
+    std::string help;
+    std::vector<param_spec> params;
+    // The kind's policy_params from checked values (every parameter present).
+    std::function<policy_params(const param_map&)> build;
+};
+
+// Every kind, in policy_params' order.
+const std::vector<scheduler_kind>& scheduler_kinds();
+// The kind named `name`, or nullptr.
+const scheduler_kind* find_scheduler_kind(std::string_view name);
+
+// The policy of kind `kind` with `values` (a missing parameter takes its default), checked
+// against the registry: an unknown kind or parameter, a value of the wrong type or outside its
+// range throws std::invalid_argument naming it ("sched.lambda: -1 must be >= 0").
+policy_params policy_params_from(std::string_view kind, const param_map& values);
 
 class scheduler_policy {
   public:

@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from oppsched import mac
+from oppsched import mac, registry
 from oppsched.config import Field, ListOf
-from oppsched.names import CHANNEL_MODEL_ALIASES, FADING_MODELS, SCHEDULERS
+from oppsched.names import CHANNEL_MODEL_ALIASES, FADING_MODELS
 from oppsched.metrics import jain_index, jitter_stats
 from oppsched.report import pyplot, save_figure
 
@@ -37,12 +37,9 @@ SCHEMA = {
         "bandwidth_hz": Field(float, 1.2288e6, min=1.0, doc="Shannon: W in W log2(1+SNR)"),
         "max_rate_bps": Field(float, 2.4576e6, min=1.0, doc="Shannon: rate cap"),
     },
-    "scheduler": {
-        "kind": Field(str, "pf", choices=SCHEDULERS),
-        "alpha": Field(float, 0.03, min=1e-6, max=1.0,
-                       doc="EMA weight per slot (Andrew & Hanly, CLAMP: 0.03)"),
-        "lam": Field(float, 1.0, min=0.0, max=100.0, doc="glambda: lambda of log R - lambda log T"),
-    },
+    # kind and its parameters from the MAC library's registry (oppsched.registry); wpf's
+    # weights are the users' `weight`
+    "scheduler": registry.scheduler_fields(skip=("weights",)),
     "users": ListOf({
         "name": Field(str),
         "mean_snr_db": Field(float, 0.0, min=-30.0, max=60.0),
@@ -51,7 +48,8 @@ SCHEMA = {
                         aliases=CHANNEL_MODEL_ALIASES,
                         doc="Srinivasan & Baras, eq. 4: random-phase sum of "
                         "sinusoids; or Andrew & Hanly, CLAMP, §V-B: Jakes (G=20)"),
-        "weight": Field(float, 1.0, min=1e-6, doc="wpf: scheduling weight"),
+        "weight": registry.element_field(registry.scheduler_param_specs()["weights"], 1.0,
+                                         doc="wpf: this user's scheduling weight"),
     }, min_len=1),
 }
 
@@ -70,15 +68,9 @@ def _rates_bps(cfg: dict, snr_lin: np.ndarray) -> np.ndarray:
 
 
 def _scheduler(cfg: dict):
-    s = cfg["scheduler"]
-    kind = s["kind"]
-    if kind == "pf":
-        return mac.make_scheduler("pf", alpha=s["alpha"])
-    if kind == "glambda":
-        return mac.make_scheduler("glambda", alpha=s["alpha"], lam=s["lam"])
-    if kind == "wpf":
-        return mac.make_scheduler("wpf", alpha=s["alpha"], weights=[u["weight"] for u in cfg["users"]])
-    return mac.make_scheduler(kind)
+    s = dict(cfg["scheduler"])
+    s["weights"] = [u["weight"] for u in cfg["users"]]
+    return mac.make_scheduler(s["kind"], registry.scheduler_params(s))
 
 
 def run(cfg: dict, outdir: Path, progress) -> None:

@@ -8,11 +8,11 @@ import math
 import re
 from pathlib import Path
 
-from oppsched import daemonconf, devices, mac, paths
+from oppsched import daemonconf, devices, mac, paths, registry
 from oppsched.config import ConfigError, Field, ListOf, Renamed
 from oppsched.daemonconf import PROFILES
 from oppsched.names import (AQM_KINDS, CHANNEL_MODEL_ALIASES, CHANNEL_MODELS, ERROR_MODEL_ALIASES,
-                            ERROR_MODELS, FECS, LINK_MODES, MARKING_AQMS, MU_C_MODES, PROFILE_ALIASES, SCHEDULERS,
+                            ERROR_MODELS, FECS, LINK_MODES, MARKING_AQMS, MU_C_MODES, PROFILE_ALIASES,
                             SHANNON_TABLE_DEFAULTS, TABLE_ALIASES, TABLE_PRESETS)
 from oppsched.phy.radio import (RADIO_AP, RADIO_CLIENT, check_common_time, check_profile_name,
                                 check_radio_args, whole_hz)
@@ -296,11 +296,9 @@ SCHEMA = {
                                    "far, from the second)"),
     },
     "scheduler": {
-        "kind": Field(str, "pf", choices=SCHEDULERS),
-        "alpha": Field(float, 0.03, min=1e-6, max=1.0, doc="EMA weight per slot "
-                       "(Andrew & Hanly, CLAMP: 0.03)"),
-        "lam": Field(float, 1.0, min=0.0, max=100.0, doc="glambda: lambda"),
-        "weights": Field(list, [], doc="wpf: one weight per device"),
+        # kind and each kind's parameters (alpha, lambda, weights: one per device), with
+        # their defaults and ranges, from the MAC library's registry (oppsched.registry)
+        **registry.scheduler_fields(),
         "harq_first": Field(bool, True, doc="a pending HARQ retransmission takes the slot "
                             "before the scheduler chooses (true, LTE practice); false: it "
                             "competes in the scheduler like new data, as in the papers' models"),
@@ -636,18 +634,7 @@ def check(cfg: dict) -> None:
                 raise ConfigError(f"devices[{i}].queue.limit_bytes: {d['queue']['limit_bytes']!r}"
                                   " with queue.mode shared: there is one queue, set "
                                   "queue.limit_bytes")
-    s = cfg["scheduler"]
-    if s["kind"] == "wpf":
-        w = s["weights"]
-        if len(w) != len(cfg["devices"]):
-            raise ConfigError(f"scheduler.weights: {w!r} has {len(w)} entries, wpf needs one per "
-                              f"device ({len(cfg['devices'])})")
-        for k, x in enumerate(w):
-            if isinstance(x, bool) or not isinstance(x, (int, float)) or not (
-                    math.isfinite(x) and x > 0):
-                raise ConfigError(f"scheduler.weights[{k}]: {x!r} is not a number > 0")
-    elif s["weights"]:
-        raise ConfigError(f"scheduler.weights: {s['weights']!r} is only for scheduler.kind wpf")
+    _check_scheduler(cfg["scheduler"], len(cfg["devices"]))
     a = cfg["aqm"]
     if a["kind"] == "droptail" and a["params"]:
         raise ConfigError(f"aqm.params: {a['params']!r}: drop-tail has no parameters")
@@ -1010,6 +997,25 @@ def radio_profile(cfg: dict, r: dict, field: str) -> tuple[str, str]:
     raise ConfigError(f"phy.uhd.device: required with phy.mode uhd (or {field}.device): the "
                       f"radios' profile, one of {', '.join(devices.profiles())} "
                       "(firmware/profiles)")
+
+
+def _check_scheduler(s: dict, devices: int) -> None:
+    """The scheduler's parameters: another kind's is refused, then the kind's are built by
+    the C++ registry (oppsched.mac.make_scheduler), which the apd reads them through too."""
+    specs = registry.scheduler_param_specs()
+    takes = registry.scheduler_params(s)
+    for name, spec in specs.items():
+        if name not in takes and s[name] != (spec["default"] if spec["default"] is not None
+                                             else []):
+            raise ConfigError(f"scheduler.{name}: {s[name]!r} is only for scheduler.kind "
+                              f"{' or '.join(registry.takers(name))}")
+    if "weights" in takes and len(s["weights"]) != devices:
+        raise ConfigError(f"scheduler.weights: {s['weights']!r} has {len(s['weights'])} entries, "
+                          f"{s['kind']} needs one per device ({devices})")
+    try:
+        mac.make_scheduler(s["kind"], takes, num_users=devices)
+    except ValueError as exc:
+        raise ConfigError(str(exc).replace("sched.", "scheduler.", 1)) from None
 
 
 def _check_aqm_params(cfg: dict) -> None:

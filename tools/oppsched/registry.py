@@ -1,0 +1,226 @@
+"""The pluggable families' registries, as the MAC library defines them.
+
+Each scheduler kind (host/include/oppsched/sched.h, `scheduler_kinds()`) and each AQM kind
+(aqm.h, `param_fields()`) is registered once in C++ with its parameters: name, type, default,
+range, unit and help. oppsched.mac exports them (`scheduler_registry()`, `aqm_registry()`);
+this module turns them into what the Python layers need -- the experiment schema's and
+macsim's scheduler fields, the parameters daemonconf writes into apd.yaml, and the table of
+docs/algorithms.md -- so that no layer lists kinds, defaults or ranges by hand.
+tools/tests/test_registry.py checks that every layer agrees.
+
+    python -m oppsched.registry > docs/algorithms.md      # regenerates the table
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+from oppsched import mac
+from oppsched.config import Field, Renamed
+
+
+@lru_cache(maxsize=None)
+def _schedulers() -> tuple:
+    return tuple(mac.scheduler_registry())
+
+
+@lru_cache(maxsize=None)
+def _aqms() -> tuple:
+    return tuple(mac.aqm_registry())
+
+
+def schedulers() -> dict[str, dict]:
+    """Scheduler kind -> {kind, help, params: [spec, ...]}, in the registry's order."""
+    return {k["kind"]: k for k in _schedulers()}
+
+
+def aqms() -> dict[str, dict]:
+    """AQM kind -> {kind, marks_ecn, params: [spec, ...]}, in the registry's order."""
+    return {k["kind"]: k for k in _aqms()}
+
+
+def scheduler_kinds() -> tuple[str, ...]:
+    return tuple(schedulers())
+
+
+def in_range(spec: dict, value: float) -> bool:
+    """Whether a number lies in a spec's range (the C++ param_range::contains)."""
+    if not math.isfinite(value):
+        return False
+    lo, hi = spec["min"], spec["max"]
+    if lo is not None and not (value > lo if spec["min_open"] else value >= lo):
+        return False
+    if hi is not None and not (value < hi if spec["max_open"] else value <= hi):
+        return False
+    return True
+
+
+def _range_check(spec: dict):
+    """A Field check refusing a value outside the spec's range, worded as the C++ words it."""
+    if spec["type"] == "number_list":
+        def check(values):
+            for i, v in enumerate(values):
+                if isinstance(v, bool) or not isinstance(v, (int, float)):
+                    return f"[{i}] = {v!r} is not a number"
+                if not in_range(spec, float(v)):
+                    return f"[{i}] = {v!r} {spec['violation']}"
+            return None
+    else:
+        def check(value):
+            return None if in_range(spec, float(value)) else spec["violation"]
+    return check
+
+
+_TYPES = {"number": float, "seconds": float, "integer": int, "boolean": bool, "choice": str,
+          "number_list": list}
+
+
+def field(spec: dict, doc: str | None = None) -> Field:
+    """The schema Field of a registered parameter: its type, default and range."""
+    default = spec["default"] if spec["default"] is not None else []
+    text = doc if doc is not None else spec["help"] + (f" ({spec['unit']})" if spec["unit"] else "")
+    ranged = spec["violation"] is not None
+    return Field(_TYPES[spec["type"]], default,
+                 choices=tuple(spec["choices"]) if spec["choices"] else None,
+                 check=_range_check(spec) if ranged else None, doc=text)
+
+
+def element_field(spec: dict, default: float, doc: str) -> Field:
+    """A Field for one element of a number_list parameter (e.g. one user's wpf weight), with
+    the element range the registry gives."""
+    return Field(float, default, check=lambda v: None if in_range(spec, float(v))
+                 else spec["violation"], doc=doc)
+
+
+def scheduler_param_specs() -> dict[str, dict]:
+    """Every scheduler parameter, by name, over all kinds (a name means one thing in every
+    kind that takes it: the registry gives it the same spec)."""
+    out: dict[str, dict] = {}
+    for k in _schedulers():
+        for p in k["params"]:
+            if p["name"] in out and out[p["name"]] != p:
+                raise AssertionError(f"scheduler parameter {p['name']!r} differs between kinds")
+            out.setdefault(p["name"], p)
+    return out
+
+
+def takers(name: str) -> list[str]:
+    """The scheduler kinds that take parameter `name`."""
+    return [k["kind"] for k in _schedulers() if any(p["name"] == name for p in k["params"])]
+
+
+def scheduler_fields(skip: tuple[str, ...] = ()) -> dict:
+    """The fields of a flat `scheduler` section: kind, then every kind's parameters (each
+    documented with the kinds that take it), then `lam`, the old name of lambda."""
+    out: dict = {"kind": Field(str, "pf", choices=scheduler_kinds(),
+                               doc="; ".join(f"{k['kind']}: {k['help']}" for k in _schedulers()))}
+    for name, spec in scheduler_param_specs().items():
+        if name in skip:
+            continue
+        kinds = takers(name)
+        prefix = "" if len(kinds) == len(_schedulers()) else ", ".join(kinds) + ": "
+        out[name] = field(spec, doc=prefix + spec["help"]
+                          + (f" ({spec['unit']})" if spec["unit"] else ""))
+    if "lambda" in out:
+        out["lam"] = Renamed("lambda")
+    return out
+
+
+def scheduler_params(section: dict) -> dict:
+    """The parameters of section["kind"] from a validated flat `scheduler` section, by their
+    registered names (what the apd's scheduler section and mac.make_scheduler take)."""
+    kind = schedulers()[section["kind"]]
+    return {p["name"]: section[p["name"]] for p in kind["params"] if p["name"] in section}
+
+
+# ---- docs/algorithms.md --------------------------------------------------------------------
+
+
+def _num(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return f"{v:g}"
+    if isinstance(v, list):
+        return "[" + ", ".join(_num(x) for x in v) + "]"
+    return str(v)
+
+
+def _range(spec: dict) -> str:
+    if spec["choices"]:
+        return " \\| ".join(spec["choices"])
+    if spec["violation"] is None:
+        return ""
+    lo, hi = spec["min"], spec["max"]
+    if lo is not None and hi is not None:
+        return (("(" if spec["min_open"] else "[") + f"{_num(lo)}, {_num(hi)}"
+                + (")" if spec["max_open"] else "]"))
+    if lo is not None:
+        return ("> " if spec["min_open"] else ">= ") + _num(lo)
+    if hi is not None:
+        return ("< " if spec["max_open"] else "<= ") + _num(hi)
+    return "finite"
+
+
+def _table(params: list) -> list[str]:
+    rows = ["| parameter | type | default | range | unit | meaning |",
+            "|---|---|---|---|---|---|"]
+    for p in params:
+        default = "required" if p["required"] else _num(p["default"])
+        each = "each " if p["type"] == "number_list" else ""
+        rows.append(f"| `{p['name']}` | {p['type']} | {default} | {each}{_range(p)} | "
+                    f"{p['unit']} | {p['help']} |")
+    return rows
+
+
+def markdown() -> str:
+    """docs/algorithms.md: every scheduler and AQM kind with its parameters, as registered."""
+    lines = [
+        "# Schedulers and AQMs: kinds and parameters",
+        "",
+        "<!-- Generated from the MAC library's registries by `python -m oppsched.registry`;",
+        "     tools/tests/test_registry.py fails when this file differs. Do not edit by hand. -->",
+        "",
+        "Each kind is registered once in the MAC library (schedulers: `scheduler_kinds()` in",
+        "host/lib/sched.cc; AQMs: `param_fields()` in host/lib/aqm_common.cc) with its",
+        "parameters. The apd's `scheduler` and `aqm.params` sections, `oppsched.mac.make_scheduler`",
+        "and `make_aqm`, the experiment schema (`oppsched check`) and macsim all read these",
+        "names, defaults and ranges. A value outside its range is refused by each of them with",
+        "the same bounds.",
+        "",
+        "## Schedulers (`scheduler.kind`)",
+        "",
+        "In an experiment and in apd.yaml the parameters sit beside `kind` in the `scheduler`",
+        "section; in Python, `make_scheduler(kind, {name: value})` or keywords (`lam=` for",
+        "`lambda`, a Python keyword). An experiment's `scheduler.lam` is the old name of",
+        "`scheduler.lambda`, still accepted with a warning.",
+        "",
+    ]
+    for k in _schedulers():
+        about = k["help"][:1].upper() + k["help"][1:]
+        lines += [f"### `{k['kind']}`", "", about + ".", ""] + _table(k["params"]) + [""]
+    lines += [
+        "## AQMs (`aqm.kind`)",
+        "",
+        "The parameters go in `aqm.params` (experiment and apd.yaml) or as keywords of",
+        "`make_aqm`. Times are in seconds (names ending in `_s`). Every kind also takes the",
+        "service-rate estimator's parameters, listed once at the end. Constraints between two",
+        "parameters (RED's max_th > min_th, REAQM's alpha_prime > alpha, CoDel's",
+        "target < interval) are checked too and named in the table.",
+        "",
+    ]
+    common = None
+    for k in _aqms():
+        own = [p for p in k["params"] if not p["common"]]
+        common = [p for p in k["params"] if p["common"]]
+        marks = "Marks ECN-capable packets" if k["marks_ecn"] else "Drops only"
+        lines += [f"### `{k['kind']}`", "", f"{marks}.", ""]
+        lines += (_table(own) if own else ["No parameters of its own."]) + [""]
+    if common:
+        lines += ["### Every AQM: the service-rate estimator", ""] + _table(common) + [""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # pragma: no cover - the regeneration command
+    print(markdown(), end="")
