@@ -19,6 +19,7 @@ from oppsched.sweep import collect, is_sweep_dir, run_sweep
 from oppsched.sweepspec import expand
 from oppsched.tcpview import add_parser as tcpview_parser
 from oppsched.timeline import add_parser as timeline_parser
+from oppsched.uhd_sim.command import add_parser as uhd_sim_parser
 
 
 def _metrics(a):
@@ -231,6 +232,7 @@ def main(argv=None) -> int:
     keys_parser(sub)  # `keys generate`: CURVE and integrity keys (docs/security.md)
     tcpview_parser(sub)  # `tcpview`: cwnd, RTT and time-sequence graphs of a run's flows
     timeline_parser(sub)  # `timeline`: a run's traces on one clock, one table
+    uhd_sim_parser(sub)  # `uhd-sim`: UHD's device simulator (an emulated E320 on loopback)
 
     a = p.parse_args(argv)
     try:
