@@ -66,11 +66,10 @@ def _read_csv(path: Path, **kw) -> pd.DataFrame:
         raise TimelineError(f"{path.name}: unreadable ({exc})") from None
 
 
-def _changes(t: pd.Series, v: pd.Series) -> pd.Series:
+def _changes(v: pd.Series) -> pd.Series:
     """The rows where v differs from the row before (the first one included): a value
     holds until the next row of its metric."""
-    keep = v.ne(v.shift()) & v.notna()
-    return keep
+    return v.ne(v.shift()) & v.notna()
 
 
 def _slots(rundir: Path, t0: int, users: list[str], out: list) -> dict[int, float]:
@@ -102,7 +101,7 @@ def _slots(rundir: Path, t0: int, users: list[str], out: list) -> dict[int, floa
             continue
         metric, layer = _PER_USER[base]
         v = pd.to_numeric(s[col], errors="coerce")
-        keep = _changes(s["_t"], v)
+        keep = _changes(v)
         out.append(_frame(s["_t"][keep], layer, dev, metric, v[keep], s["slot"][keep], None, src))
     return dict(zip(s["slot"].to_numpy().tolist(), t.tolist()))
 

@@ -603,7 +603,8 @@ def test_runner_writes_the_documented_run_folder(fake_run):
     for name in ("config.json", "run.json", "processes.json", "apd.yaml", "client.R1.yaml",
                  "phy.yaml", "slots.csv", "wired.S1.pcap", "client.R1.pcap", "summary.json",
                  "flow.f1.sender.json", "flow.f1.receiver.json", "flow.f2.sender.json",
-                 "report.html", "goodput.png", "queues.png", "logs/apd.log"):
+                 "report.html", "goodput.png", "queues.png", "logs/apd.log",
+                 "timeline.csv.gz", "flows.live.json"):
         assert (out / name).exists(), name
     for key in ("experiment", "duration_s", "config", "flows", "users", "jain_index_flows",
                 "jain_index_users", "slots", "harq"):
