@@ -124,7 +124,8 @@ class _Run:
     """What the endpoint knows of one run folder, updated at each scrape."""
 
     def __init__(self, label: str, cfg: dict, rundir: Path):
-        self.label, self.rundir = label, Path(rundir)
+        self.label, self.rundir, self.cfg = label, Path(rundir), cfg
+        self.run_name: str | None = None  # run.json's, once read
         self.variant = cfg.get("variant") or ""
         self.experiment = cfg.get("experiment", "")
         self.users = [d["name"] for d in cfg.get("devices", [])]
@@ -243,10 +244,17 @@ class _Collector:
         read up to now."""
         with self.lock:
             runs = []
-            for run in list(self.runs.values()):
+            for key, run in list(self.runs.items()):
                 rj = _json(run.rundir / "run.json")
                 if not rj:
                     continue
+                if run.run_name != rj.get("run_name"):
+                    # another run in the same folder (a sweep point run again after an
+                    # unfinished one): its own files, read from their start
+                    if run.run_name is not None:
+                        run.close()
+                        run = self.runs[key] = _Run(run.label, run.cfg, run.rundir)
+                    run.run_name = rj.get("run_name")
                 run.update()
                 t0 = rj.get("t0_mono_ns")
                 elapsed = (time.monotonic_ns() - t0) / 1e9 if t0 and \
