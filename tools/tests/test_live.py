@@ -251,3 +251,67 @@ def test_the_live_page_draws_a_run_as_it_goes_in_headless_chromium(tmp_path):
     kept = tmp_path / "out" / "live-page.png"
     shutil.copyfile(shot, kept)  # the screenshot stays with the run it shows
     print(f"live page screenshot: {kept}")
+
+
+def _scrape(address: str, path: str = "/metrics") -> str:
+    with urllib.request.urlopen(f"http://{address}{path}", timeout=10) as r:
+        return r.read().decode()
+
+
+def _sample(text: str, name: str, **labels) -> float | None:
+    want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    head = f"{name}{{{want}}} " if labels else f"{name} "
+    for line in text.splitlines():
+        if line.startswith(head):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def test_the_endpoint_reads_the_slot_trace_on_from_where_it_stopped_across_the_rename(tmp_path):
+    """Each scrape counts only the rows the apd appended since the last one, a row cut in
+    the middle waits for its end, and the count goes on in slots.csv once the apd has
+    renamed its slots.csv.partial; a sweep's progress is served beside the runs."""
+    from oppsched.live import MetricsServer
+
+    rd = tmp_path / "run"
+    rd.mkdir()
+    cfg = {"experiment": "e", "variant": "v", "duration_s": 10,
+           "devices": [{"name": "A"}, {"name": "B"}], "flows": [{"id": "f1", "device": "A"}]}
+    (rd / "run.json").write_text(json.dumps({"status": "running", "t0_mono_ns": 1,
+                                             "run_name": "r1", "flows": []}))
+    head = "slot,t_ns,user,mcs,tb_bytes,harq_pid,rv,ndi,retx,outcome,late,cqi.A,queue.A," \
+           "price.A,cqi.B,queue.B,price.B\n"
+    part = rd / "slots.csv.partial"
+    part.write_text(head + "0,1000000000,0,3,500,0,0,1,0,ack,0,5,900,,7,0,\n"
+                    "1,1003000000,1,4,600,0,0,1,0,nack,1,5,400,,7,0,\n2,10060")
+    m = MetricsServer("127.0.0.1:0")
+    try:
+        m.watch("out/v", cfg, rd)
+        m.sweep_progress(3, 5, 1, 125.0)
+        t = _scrape(m.address)
+        lab = {"run": "out/v", "variant": "v"}
+        assert _sample(t, "oppsched_slots_total", **lab) == 2  # the cut row not yet
+        assert _sample(t, "oppsched_late_slots_total", **lab) == 1
+        assert _sample(t, "oppsched_user_acked_tb_bytes_total", user="A", **lab) == 500
+        assert _sample(t, "oppsched_user_queue_bytes", user="A", **lab) == 400
+        assert _sample(t, "oppsched_user_harq_transmissions_total", outcome="nack", user="B",
+                       **lab) == 1
+        assert _sample(t, "oppsched_sweep_points", state="remaining") == 5
+        assert _sample(t, "oppsched_sweep_seconds_left") == 125
+        with open(part, "a") as f:
+            f.write("00000,0,2,700,0,0,1,0,ack,0,6,0,,7,0,\n")
+        part.rename(rd / "slots.csv")  # the apd's exit
+        with open(rd / "slots.csv", "a") as f:
+            f.write("3,1009000000,-1,-1,0,0,0,0,0,,0,6,0,,7,0,\n")
+        t = _scrape(m.address)
+        assert _sample(t, "oppsched_slots_total", **lab) == 4
+        assert _sample(t, "oppsched_empty_slots_total", **lab) == 1
+        assert _sample(t, "oppsched_user_acked_tb_bytes_total", user="A", **lab) == 1200
+        assert _sample(t, "oppsched_user_slots_won_total", user="A", **lab) == 2
+        assert _sample(t, "oppsched_user_mcs", user="A", **lab) == 2
+        live = json.loads(_scrape(m.address, "/live.json"))
+        (run,) = live["runs"]
+        assert run["users"]["A"]["acked_tb_bytes"] == 1200 and run["slots"] == 4
+        assert live["sweep"]["done"] == 3
+    finally:
+        m.close()
