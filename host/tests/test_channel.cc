@@ -373,12 +373,16 @@ TEST(fading_channel, zero_doppler_is_a_constant_channel) {
 
 namespace {
 
-// Runs a single user scheduled in every slot over a fading channel (the slot starts at
-// t and ends at t + slot; the next slot starts where this one ended).
+// Runs a single user over a fading channel, one attempt every `gap` slots (the attempt
+// starts at t and ends at t + slot). gap 1: scheduled in every slot, the next attempt starts
+// where this one ended (the paper's "re-attempt in the next slot"); gap 6: the testbed's
+// HARQ round trip (feedback_delay_slots = lead_slots + 2 at lead_slots 4), the earliest a
+// TB goes out again.
 struct link_run {
     double error_rate, loss_rate, mean_margin, throughput_bps, max_rate_bps;
+    std::uint64_t resolved, dropped;  // after burn_in
 };
-link_run run_link(clamp_link& link, const fading_channel& ch, int slots, int burn_in) {
+link_run run_link(clamp_link& link, const fading_channel& ch, int slots, int burn_in, int gap = 1) {
     const double slot = link.params().slot_s;
     double snr_prev = ch.snr_linear(0.0);
     double margin_sum = 0, bits = 0, max_rate = 0;
@@ -390,9 +394,11 @@ link_run run_link(clamp_link& link, const fading_channel& ch, int slots, int bur
             drop0 = link.stats().dropped;
             del0 = link.stats().delivered;
         }
-        const double snr_end = ch.snr_linear((s + 1) * slot);
-        max_rate = std::max(max_rate, link.rate_bps(snr_prev));
-        const auto a = link.transmit(snr_prev, snr_end);
+        const double t = static_cast<double>(s) * gap * slot;
+        const double snr_start = gap == 1 ? snr_prev : ch.snr_linear(t);
+        const double snr_end = gap == 1 ? ch.snr_linear((s + 1) * slot) : ch.snr_linear(t + slot);
+        max_rate = std::max(max_rate, link.rate_bps(snr_start));
+        const auto a = link.transmit(snr_start, snr_end);
         if (s >= burn_in) {
             margin_sum += link.margin();
             if (!a.error) bits += a.bits;
@@ -401,10 +407,14 @@ link_run run_link(clamp_link& link, const fading_channel& ch, int slots, int bur
     }
     const auto& st = link.stats();
     const double n = slots - burn_in;
-    const double resolved = static_cast<double>((st.delivered - del0) + (st.dropped - drop0));
+    const std::uint64_t resolved = (st.delivered - del0) + (st.dropped - drop0);
     return {static_cast<double>(st.errors - err0) / static_cast<double>(st.attempts - att0),
-            static_cast<double>(st.dropped - drop0) / resolved, margin_sum / n, bits / (n * slot),
-            max_rate};
+            static_cast<double>(st.dropped - drop0) / static_cast<double>(resolved),
+            margin_sum / n,
+            bits / (n * gap * slot),
+            max_rate,
+            resolved,
+            st.dropped - drop0};
 }
 
 jakes_channel clamp_channel(double fd, std::uint64_t seed) {
@@ -574,6 +584,84 @@ TEST(clamp_link, with_fifteen_attempts_at_60hz_the_margin_goes_below_zero_to_mee
     const link_run r = run_link(link, slow, 400000, 100000);
     EXPECT_NEAR(r.loss_rate, 1e-3, 0.25e-3);
     EXPECT_GT(r.mean_margin, 0.0);
+}
+
+// The same target with a user's attempts a HARQ round trip apart (6 slots, 18 ms, over 2.5
+// coherence times at 60 Hz), as in the testbed, where a TB goes out again only after its
+// feedback and PF shares the slots: the attempts fail nearly independently, each at most
+// with probability 1 - 1/e (m -> -inf puts every TB at C_max = W0 log2(1 + SNR_avg), which
+// fails iff N(e) < SNR_avg, P = 1 - e^-1 for Rayleigh), so 15 in a row lose at most
+// (1 - 1/e)^15 = 1.03e-3, the paper's target, reached only in that limit. Measured on seed
+// 51 over 400 000 attempts: loss 0 at m = 0, 1.1e-4 at m = -1.5, 4.3e-4 at the floor -9,
+// 8.6e-4 at m = -1000 with 61.7 % of the attempts failing. Each bound below is many Poisson
+// deviations from its count (71 drops of 164 000 at -9 against the 164 that 1e-3 means).
+TEST(clamp_link,
+     at_60hz_fifteen_attempts_a_harq_round_trip_apart_stay_below_the_target_above_the_floor) {
+    auto ch = clamp_channel(60.0, 51);
+    for (const double m : {0.0, -1.5, kClampMarginMin}) {
+        clamp_link_params p = clamp_link_params::high_rate(kClampAttemptsFastFading);
+        p.margin_step = 0.0;  // m held
+        p.margin_init = m;
+        clamp_link link(p);
+        const link_run r = run_link(link, ch, 400000, 0, 6);
+        EXPECT_LT(r.loss_rate, 0.6e-3) << "m " << m;
+    }
+    clamp_link_params p = clamp_link_params::high_rate(kClampAttemptsFastFading);
+    p.margin_step = 0.0;
+    p.margin_min = p.margin_init = -1000.0;  // every TB at C_max
+    clamp_link link(p);
+    const link_run r = run_link(link, ch, 400000, 0, 6);
+    EXPECT_NEAR(r.error_rate, 1.0 - std::exp(-1.0), 0.03);  // 0.617: G = 20 is not quite Rayleigh
+    EXPECT_GT(r.loss_rate, 0.6e-3);
+    EXPECT_LT(r.loss_rate, 1.3e-3);
+}
+
+// Andrew & Hanly, CLAMP, Table I, within one run. The margin's update (clamp_link.h) moves m
+// by gain (e - target) per resolved TB, so while m stays inside its bounds the drops over N
+// TBs are exactly N target + (m_end - m_init) / gain: the loss is at the target up to the
+// margin's net move, not up to Poisson noise. At 0.6 Hz with n = 5 the operating point is
+// within one step of 0, and from margin_init 0 a run of ~40 000 TBs loses 1.0e-3 (measured
+// 1.01e-3, 1.01e-3, 1.03e-3 on seeds 51-53, m ending at 0.04-0.13: a net move of at most
+// 1.3 drops). At 60 Hz with n = 15 the approximation has no fixed point above the floor
+// (above): started at 0 (before) it loses next to nothing while m falls 1e-4 per TB (m -1.8
+// to -2.1 after ~20 000 TBs, 0-2 drops per seed); started at the floor it stays there, at
+// the loss closest to the target that this link has (5, 6 and 14 drops of ~16 000 TBs on
+// seeds 51-53, 5.2e-4 together: the floor's 4.3e-4 above, and a drop's step of 0.1 up).
+TEST(clamp_link, the_margins_drops_over_a_run_are_the_target_up_to_its_net_move) {
+    for (std::uint64_t seed : {51u, 52u, 53u}) {
+        auto ch = clamp_channel(0.6, seed);
+        clamp_link_params p = clamp_link_params::high_rate(kClampAttemptsSlowFading);
+        p.margin_step = 0.1;
+        clamp_link link(p);
+        const link_run r = run_link(link, ch, 40000, 0, 6);
+        ASSERT_GT(link.margin(), p.margin_min);  // never at a bound: the identity holds
+        ASSERT_LT(link.margin(), p.margin_max);
+        const double n = static_cast<double>(r.resolved);
+        EXPECT_NEAR(static_cast<double>(r.dropped),
+                    n * p.target_loss + (link.margin() - p.margin_init) / p.margin_step, 1e-6)
+            << "seed " << seed;
+        EXPECT_GT(r.loss_rate, 0.8e-3) << "seed " << seed;
+        EXPECT_LT(r.loss_rate, 1.25e-3) << "seed " << seed;
+    }
+    std::uint64_t from_zero = 0, from_floor = 0, tbs_floor = 0;
+    for (std::uint64_t seed : {51u, 52u, 53u}) {
+        auto ch = clamp_channel(60.0, seed);
+        clamp_link_params p = clamp_link_params::high_rate(kClampAttemptsFastFading);
+        p.margin_step = 0.1;
+        clamp_link before(p);
+        from_zero += run_link(before, ch, 40000, 0, 6).dropped;
+        EXPECT_LT(before.margin(), -1.0) << "seed " << seed;  // still falling
+        p.margin_init = p.margin_min;
+        clamp_link link(p);
+        const link_run r = run_link(link, ch, 40000, 0, 6);
+        from_floor += r.dropped;
+        tbs_floor += r.resolved;
+        EXPECT_LT(link.margin(), p.margin_min + 0.3) << "seed " << seed;
+    }
+    EXPECT_LE(from_zero, 3u);
+    const double loss = static_cast<double>(from_floor) / static_cast<double>(tbs_floor);
+    EXPECT_GT(loss, 2e-4);  // 5.2e-4 measured: not ~0
+    EXPECT_LT(loss, 1e-3);  // and not the target, out of reach
 }
 
 TEST(clamp_link, slow_fading_has_almost_no_errors_with_a_small_margin) {

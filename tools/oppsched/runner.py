@@ -358,8 +358,16 @@ def text_summary(runs) -> str:
                          f"{100*sh['down']:.1f} %, up "
                          + ", ".join(f"{n} {100*v:.1f} %" for n, v in sh["up"].items()))
         for u in s["users"]:
+            # the loss after the HARQ budget and, on the paper link, the margin m at the end
+            # (Andrew & Hanly, CLAMP, Table I: 1e-3 after retransmissions)
+            link = ""
+            if u.get("tb_sent"):
+                link += (f", lost after HARQ {u['tb_failed_final']}/{u['tb_sent']} "
+                         f"({u.get('residual_loss', 0.0):.1e})")
+            if u.get("link_margin") is not None:
+                link += f", margin m {u['link_margin']:+.2f}"
             lines.append(f"   user {u['name']:>8}: slots {100*u['slot_fraction']:5.1f} %, "
-                         f"MAC throughput {u['mac_throughput_bps']/1e3:9.1f} kb/s")
+                         f"MAC throughput {u['mac_throughput_bps']/1e3:9.1f} kb/s" + link)
         jf = s.get("jain_index_flows")
         fs = s.get("jain_index_flows_fair_share")
         lines.append(f"   Jain index: users {s['jain_index_users']:.3f}"

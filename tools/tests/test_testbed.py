@@ -213,6 +213,23 @@ def test_the_clamp_fading_experiments_are_andrew_hanly_clamp_fig_3(name):
         assert 1.8 * q_star <= v["clamp-off"]["queue"]["limit_bytes"] <= 2.4 * q_star
 
 
+def test_the_printed_summary_gives_each_users_loss_after_harq_and_its_margin():
+    # Andrew & Hanly, CLAMP, Table I: the paper link's target is 1e-3 after retransmissions;
+    # the summary line shows what each user got and where its margin m ended.
+    s = {"experiment": "x", "duration_s": 120.0, "slots": {"total": 40000, "empty": 0, "late": 0},
+         "flows": [], "jain_index_users": 1.0,
+         "users": [{"name": "R1", "slot_fraction": 0.33, "mac_throughput_bps": 1.6e6,
+                    "tb_sent": 7000, "tb_failed_final": 3, "residual_loss": 3 / 7000,
+                    "link_margin": -8.93},
+                   {"name": "R2", "slot_fraction": 0.33, "mac_throughput_bps": 1.6e6,
+                    "tb_sent": 7000, "tb_failed_final": 0, "residual_loss": 0.0}]}
+    lines = text_summary([("v", s, None)]).splitlines()
+    r1 = next(x for x in lines if "user       R1" in x)
+    r2 = next(x for x in lines if "user       R2" in x)
+    assert r1.endswith("lost after HARQ 3/7000 (4.3e-04), margin m -8.93"), r1
+    assert r2.endswith("lost after HARQ 0/7000 (0.0e+00)"), r2  # no margin off the paper link
+
+
 # ----------------------------------------------------------------------------------------
 # Configuration files of the daemons
 
