@@ -315,3 +315,51 @@ def test_the_endpoint_reads_the_slot_trace_on_from_where_it_stopped_across_the_r
         assert live["sweep"]["done"] == 3
     finally:
         m.close()
+
+
+def test_a_sweep_serves_each_point_while_it_runs_and_its_progress(tmp_path):
+    """`oppsched sweep --metrics`: a two-point sweep of short real runs; scrapes during it
+    see each point by its folder while it runs (and its slots counted), then the sweep's
+    points done."""
+    require_real_testbed()
+    import threading
+
+    from oppsched.live import MetricsServer
+    from oppsched.sweep import run_sweep
+
+    exp = write_experiment(tmp_path, RUN.replace("duration_s: 5", "duration_s: 3")
+                           + "sweep: {axes: {alpha: {key: scheduler.alpha, "
+                           "values: [0.05, 0.2]}}}\n")
+    metrics = MetricsServer("127.0.0.1:0")
+    seen: dict[str, float] = {}
+    stop = threading.Event()
+
+    def scrape():
+        while not stop.wait(0.5):
+            try:
+                live = json.loads(_scrape(metrics.address, "/live.json"))
+            except OSError:
+                continue
+            for r in live["runs"]:
+                if r["status"] == "running":
+                    seen[r["run"]] = max(seen.get(r["run"], 0), r["slots"])
+
+    t = threading.Thread(target=scrape)
+    t.start()
+    try:
+        with netns_prefix():
+            assert run_sweep(exp, tmp_path / "sw", metrics=metrics) == 0
+        stop.set()
+        t.join()
+        text = _scrape(metrics.address)
+    finally:
+        stop.set()
+        metrics.close()
+    points = sorted(p.parent.relative_to(tmp_path / "sw" / "points").as_posix()
+                    for p in (tmp_path / "sw" / "points").rglob("summary.json"))
+    assert len(points) == 2
+    assert sorted(seen) == [f"sw/{p}" for p in points], seen
+    assert all(n > 0 for n in seen.values()), seen
+    assert _sample(text, "oppsched_sweep_points", state="done") == 2
+    assert _sample(text, "oppsched_sweep_points", state="remaining") == 0
+    assert "oppsched_run_info{" not in text  # finished points are no longer served
