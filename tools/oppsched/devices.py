@@ -89,7 +89,7 @@ IMAGES_SCHEMA = {
     "profiles": Field(dict, doc="profile name -> {load, flash, targets}"),
 }
 _IMAGE_PROFILE = {
-    "load": Field(str, choices=("host", "flash")),
+    "load": Field(str, choices=("host", "flash", "none"), doc="none: a simulated device"),
     "flash": Field(str, ""),
     "targets": ListOf({
         "target": Field(str, check=lambda s: None if re.fullmatch(r"[a-z0-9]+_[a-z0-9_]+", s)
@@ -98,7 +98,7 @@ _IMAGE_PROFILE = {
         "sha256": Field(str, check=lambda s: None if s == "" or re.fullmatch(r"[0-9a-f]{64}", s)
                         else "is not a SHA-256 (64 hex digits) or ''"),
         "files": Field(list),
-    }, min_len=1),
+    }),
 }
 
 
@@ -174,6 +174,11 @@ def load_images(path: str | Path | None = None, names=None) -> dict:
             if m["profiles"][name]["load"] == "flash" and not m["profiles"][name]["flash"]:
                 raise ConfigError(f"profiles.{name}.flash: required with load flash "
                                   "(the uhd_image_loader command)")
+            n = len(m["profiles"][name]["targets"])
+            if (m["profiles"][name]["load"] == "none") != (n == 0):
+                raise ConfigError(f"profiles.{name}.targets: {n} with load "
+                                  f"{m['profiles'][name]['load']} (load none, a simulated "
+                                  "device, has none; host and flash at least one)")
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
     for name in (profiles() if names is None else names):

@@ -186,8 +186,15 @@ def matches(args: str, dev: dict[str, str]) -> bool:
                  "num_recv_frames", "num_send_frames", "recv_frame_size", "send_frame_size"):
             continue  # settings, not selectors
         if k not in dev or dev[k] != v:
+            if k == "addr" and dev.get("mgmt_addr") == v:
+                continue  # MPM devices (N3xx, E3xx) list their address as mgmt_addr
             return False
     return True
+
+
+def device_addr(dev: dict[str, str]) -> str | None:
+    """A found network device's address (MPM devices list it as mgmt_addr)."""
+    return dev.get("addr") or dev.get("mgmt_addr")
 
 
 def check_found(r: Radio, found: list[dict[str, str]]) -> Check:
@@ -205,7 +212,7 @@ def check_found(r: Radio, found: list[dict[str, str]]) -> Check:
     d = hits[0]
     r.found = d
     what = f"{d.get('product', '?')} serial {d.get('serial', '?')}" + (
-        f" at {d['addr']}" if d.get("addr") else "")
+        f" at {device_addr(d)}" if device_addr(d) else "")
     # USRP2/N2x0 do not list their product here: the probe's Mboard is checked instead
     if d.get("type") != p["uhd_type"] or d.get("product", p["products"][0]) not in p["products"]:
         return Check("found", r.field, False, f"{what} (type {d.get('type')}) is not a "
@@ -272,6 +279,8 @@ def check_images_present(r: Radio, images_dir: Path | None) -> Check:
     images folder."""
     img = devices.load_images(names=[r.profile["device"]])["profiles"][r.profile["device"]]
     fetch = devices.downloader_command(img)
+    if img["load"] == "none":
+        return Check("images", r.field, True, "a simulated device: no image")
     if img["load"] != "host":
         return Check("images", r.field, True, "in the device's flash (checked by the probe)")
     if images_dir is None:
@@ -296,7 +305,7 @@ def check_link(r: Radio, mtu: int | None) -> Check:
                      "with a USB 3 cable, no hub")
     want = p["host"]["mtu"]
     if mtu is None:
-        addr = r.found.get("addr") if r.found else "?"
+        addr = device_addr(r.found) if r.found else "?"
         return Check("link", r.field, False, f"no interface towards {addr}",
                      f"give the host an address on the radio's subnet ({p['host']['host_addr']})")
     if mtu < want:
@@ -537,8 +546,8 @@ def preflight(cfg: dict, probe: Probe, benchmark_s: float = 5.0) -> tuple[list[C
         checks.extend(pc)
         if not all(x.ok for x in pc):
             continue
-        mtu = probe.mtu_towards(r.found["addr"]) if r.profile["transport"] != "usb3" and \
-            r.found.get("addr") else None
+        mtu = probe.mtu_towards(device_addr(r.found)) if r.profile["transport"] != "usb3" \
+            and device_addr(r.found) else None
         checks.append(check_link(r, mtu))
         if benchmark_s > 0 and profiled[r.field].ok:  # not at a rate the device cannot run
             text, rc = probe.benchmark(r.settings["args"], fs, r.role, benchmark_s)

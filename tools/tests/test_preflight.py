@@ -44,7 +44,7 @@ def radio(field="phy.uhd.ap", role="tx", device="b210", **settings) -> Radio:
 
 def test_every_lab_usrp_has_a_valid_profile_and_its_images():
     ps = devices.profiles()
-    assert set(ps) == {"b200", "b210", "b205mini", "n210", "x310", "n310"}
+    assert set(ps) == {"b200", "b210", "b205mini", "n210", "x310", "n310", "e320_sim"}
     imgs = devices.load_images()
     for name, p in ps.items():
         assert p["device"] == name
@@ -53,7 +53,8 @@ def test_every_lab_usrp_has_a_valid_profile_and_its_images():
             assert p["host"]["usb"] == "3.0"
         else:
             assert p["host"]["rmem_max"] > 0 and p["host"]["mtu"] >= 1500
-        assert imgs["profiles"][name]["targets"], name
+        # a simulated device (UHD's device simulator, docs/howto/uhd-simulator.md) has none
+        assert bool(imgs["profiles"][name]["targets"]) == (name != "e320_sim"), name
     assert imgs["uhd_version"] == "4.3.0"
     assert ps["b210"]["gain"]["tx"]["max_db"] == 89.75 and ps["b210"]["gain"]["rx"]["max_db"] == 76
     assert ps["n210"]["master_clock"]["fixed_hz"] == [100e6]
@@ -226,6 +227,35 @@ def test_found_needs_exactly_one_device_of_the_profiles_kind():
     net = preflight.parse_find_devices(data("find_devices_network.txt"))
     assert preflight.check_found(radio(device="n210", args="addr=192.168.10.2"), net).ok
     assert preflight.check_found(radio(device="x310", args="type=x300,serial=31AB4F2"), net).ok
+
+
+def test_an_mpm_device_is_found_by_its_addr_though_it_lists_it_as_mgmt_addr():
+    """uhd_find_devices lists an MPM device's (N3xx, E3xx) address as mgmt_addr, not addr
+    (recorded from UHD's device simulator, the same MPM discovery)."""
+    (dev,) = preflight.parse_find_devices(data("find_devices_mpm_sim.txt"))
+    assert "addr" not in dev and dev["mgmt_addr"] == "127.0.0.1"
+    c = preflight.check_found(radio(device="e320_sim", args="addr=127.0.0.1,type=e3xx"), [dev])
+    assert c.ok and c.detail == "e320 serial 3196D2A at 127.0.0.1"
+    assert not preflight.check_found(radio(device="e320_sim", args="addr=127.0.0.2"), [dev]).ok
+    r = radio(device="e320_sim", args="addr=127.0.0.1")
+    r.found = dev
+    assert not preflight.check_link(r, None).ok and "127.0.0.1/8" in preflight.check_link(r, None).fix
+    assert preflight.check_link(r, 65536).detail == "1gbe, MTU 65536"
+
+
+def test_a_simulated_device_needs_no_image_and_a_manifest_entry_says_so(tmp_path):
+    assert preflight.check_images_present(radio(device="e320_sim"), None).detail == \
+        "a simulated device: no image"
+    bad = tmp_path / "images.yaml"
+    bad.write_text("uhd_version: 4.3.0\nimages_dir: /x\nprofiles:\n"
+                   "  b210: {load: none, targets: [{target: b2xx_b210_fpga_default, "
+                   "version: v, sha256: '', files: []}]}\n")
+    with pytest.raises(ConfigError, match="profiles.b210.targets: 1 with load none"):
+        devices.load_images(bad, names=[])
+    bad.write_text("uhd_version: 4.3.0\nimages_dir: /x\nprofiles:\n"
+                   "  b210: {load: host, targets: []}\n")
+    with pytest.raises(ConfigError, match="profiles.b210.targets: 0 with load host"):
+        devices.load_images(bad, names=[])
 
 
 def test_probe_finds_an_old_image_and_says_how_to_fetch_the_right_one():

@@ -22,8 +22,21 @@ from oppsched import uhd_sim
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-OPPSCHED = [sys.executable, "-m", "oppsched"]
 SERIAL = "OPPSIM1"
+
+
+def _cli(argv: list[str]) -> tuple[int, str, str]:
+    """`oppsched ARGV` in this process (its imports are paid once): exit code, stdout,
+    stderr."""
+    import contextlib
+    import io
+
+    from oppsched.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(argv)
+    return rc, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture(scope="module")
@@ -46,16 +59,15 @@ def sim(tmp_path_factory, unavailable):
                          sink={"class": "PacketLog", "import_path": uhd_sim.SAMPLES,
                                "path": d / "tx.jsonl"})
     state = ["--state", str(d)]
-    r = subprocess.run(OPPSCHED + ["uhd-sim", "start", "--config", str(d / "sim.ini")] + state,
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    assert f"serial {SERIAL}) at addr=127.0.0.1" in r.stdout
+    rc, out, err = _cli(["uhd-sim", "start", "--config", str(d / "sim.ini")] + state)
+    assert rc == 0, err
+    assert f"serial {SERIAL}) at addr=127.0.0.1" in out
     try:
         yield d
     finally:
-        r = subprocess.run(OPPSCHED + ["uhd-sim", "stop"] + state, capture_output=True,
-                           text=True, timeout=60)
-        assert r.returncode == 0 and "stopped the UHD device simulator" in r.stdout, r.stderr
+        rc, out, err = _cli(["uhd-sim", "stop"] + state)
+        assert rc == 0 and "stopped the UHD device simulator" in out, err
+        assert "killed" not in out, out  # it stopped on SIGTERM
         assert uhd_sim.discover(0.3) is None, "the simulator still answers after stop"
 
 
@@ -86,14 +98,11 @@ def test_uhd_find_devices_lists_it(sim):
     assert f"serial: {SERIAL}" in r.stdout and "product: e320" in r.stdout
 
 
-def test_cli_status_reports_it_running_and_start_refuses_a_second(sim, capsys):
-    from oppsched.cli import main
-
-    assert main(["uhd-sim", "status", "--state", str(sim)]) == 0
-    out = capsys.readouterr().out
-    assert "running (pid " in out and f"serial {SERIAL}" in out, out
-    assert main(["uhd-sim", "start", "--state", str(sim)]) == 1
-    assert "already running" in capsys.readouterr().err
+def test_cli_status_reports_it_running_and_start_refuses_a_second(sim):
+    rc, out, _ = _cli(["uhd-sim", "status", "--state", str(sim)])
+    assert rc == 0 and "running (pid " in out and f"serial {SERIAL}" in out, out
+    rc, _, err = _cli(["uhd-sim", "start", "--state", str(sim)])
+    assert rc == 1 and "already running" in err, err
 
 
 def test_get_device_info_answers_only_strings(sim):
@@ -141,6 +150,41 @@ def test_timed_tx_burst_reaches_the_radio_with_its_tx_time_and_end_of_burst(sess
     assert tx[0]["timestamp"] == round(2.0 * out["master_clock_rate"]) == 2_000_000
     assert [p["eob"] for p in tx] == [False] * (len(tx) - 1) + [True]
     assert sum(p["bytes"] for p in tx) == 3000 * 4  # sc16 on the wire
+
+
+def test_preflight_passes_every_radio_row_on_the_simulated_e320(sim, tmp_path):
+    """`oppsched preflight` of experiments/clamp/fading-uhd.yaml moved onto the simulated
+    E320 (profile e320_sim): found, images, image, frontend, link and profile pass for the
+    AP and a device. Both radios are the one simulator (MPM's fixed ports allow one per
+    machine), named by different args. benchmark_rate is left out: against the simulator
+    it measures the simulator's Python, not a link."""
+    import yaml
+
+    from oppsched import devices, preflight
+    from oppsched.runner import load_experiment
+
+    cfg = yaml.safe_load((REPO / "experiments/clamp/fading-uhd.yaml").read_text())
+    cfg["phy"]["uhd"]["device"] = "e320_sim"
+    cfg["phy"]["uhd"]["ap"]["args"] = "addr=127.0.0.1,type=e3xx"
+    cfg["devices"] = [{"name": "R1", "uhd": {"args": "addr=127.0.0.1,product=e320",
+                                             "gain_db": 40.0, "antenna": "RX2"}}]
+    cfg["servers"], cfg["flows"] = cfg["servers"][:1], cfg["flows"][:1]
+    path = tmp_path / "sim.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    with devices.profile_checks_deferred():
+        _raw, _schema, resolved = load_experiment(str(path), [])
+    checks, message = preflight.preflight(resolved, preflight.Probe(), benchmark_s=0)
+    assert message is None
+    radio_rows = [c for c in checks if c.radio != "host"]
+    failed = [c for c in radio_rows if not c.ok]
+    assert not failed, preflight.table(failed)
+    names = {(c.name, c.radio) for c in radio_rows}
+    for field in ("phy.uhd.ap", "devices[0].uhd"):
+        for check in ("profile", "found", "images", "image", "frontend", "link"):
+            assert (check, field) in names
+    assert ("sync", "all") in names
+    found = next(c for c in checks if c.name == "found")
+    assert found.detail == f"e320 serial {SERIAL} at 127.0.0.1"
 
 
 # --- what the simulator does not do (docs/howto/uhd-simulator.md); a failure here means UHD's
