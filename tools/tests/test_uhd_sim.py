@@ -5,7 +5,7 @@ back what it set, and streams; and each packaging fault a shim works around is s
 covers and what only a real radio can.
 
 Runs whenever the simulator can start here (after tools/bootstrap.sh it can); skips with
-the reason otherwise. About 20 s.
+the reason otherwise. About 25 s.
 """
 
 from __future__ import annotations
@@ -150,6 +150,34 @@ def test_timed_tx_burst_reaches_the_radio_with_its_tx_time_and_end_of_burst(sess
     assert tx[0]["timestamp"] == round(2.0 * out["master_clock_rate"]) == 2_000_000
     assert [p["eob"] for p in tx] == [False] * (len(tx) - 1) + [True]
     assert sum(p["bytes"] for p in tx) == 3000 * 4  # sc16 on the wire
+
+
+@pytest.fixture(scope="module")
+def phy_session(sim):
+    r = subprocess.run([sys.executable, str(HERE / "uhd_sim_client.py"), "--phy",
+                        uhd_sim.DEVICE_ARGS], capture_output=True, text=True, timeout=120,
+                       cwd=sim)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_the_uhd_phy_finds_opens_and_sets_up_the_simulated_radios(phy_session):
+    """The UHD PHY's own device code (find_devices, GNU Radio's usrp_sink and usrp_source
+    set up by configure_radio) on the simulated E320, as the AP's radio and a device's."""
+    out = phy_session
+    (found,) = out["found"]
+    assert "product=e320" in found and "serial=" + SERIAL in found
+    assert out["ap"] == {"rate": 1e6, "freq": 2.45e9, "gain": 40.0, "antenna": "TX/RX"}
+    assert out["device"] == {"rate": 1e6, "freq": 2.45e9, "gain": 30.0, "antenna": "RX2"}
+    assert out["time_set"] == 1234
+
+
+def test_simulator_refuses_a_time_source(phy_session):
+    """MPM's simulated periph manager has no set_time_source: a radio with time_source set
+    (internal included) cannot be opened by the PHY; with it unset (the default) it can."""
+    assert "set_time_source() not available on this device!" in \
+        phy_session["time_source_internal"]
+    assert phy_session["time_read"] == 0.0  # and the time set does not stick (no timekeeper)
 
 
 def test_preflight_passes_every_radio_row_on_the_simulated_e320(sim, tmp_path):

@@ -1,9 +1,11 @@
 """One session of UHD's Python API with a device (tools/tests/test_uhd_sim.py runs it against
 UHD's device simulator, in a process of its own): sets and reads back the radio's settings
 and time, receives a finite RX burst and a timed one, sends a timed TX burst, and prints
-what it saw as one JSON line.
+what it saw as one JSON line. With --phy, the UHD PHY's own device code instead
+(oppsched.phy.uhd: find_devices, GNU Radio's usrp_sink/usrp_source opened and set up by
+configure_radio, set_device_time).
 
-usage: uhd_sim_client.py DEVICE_ARGS
+usage: uhd_sim_client.py [--phy] DEVICE_ARGS
 """
 
 import json
@@ -11,7 +13,9 @@ import sys
 import time
 
 import numpy as np
-import uhd
+
+uhd = None  # UHD's own Python module, imported by main(): GNU Radio's gr-uhd (--phy) binds
+            # the same C++ types and cannot be loaded beside it
 
 RATE = 1e6
 FREQ = 2.45e9
@@ -51,6 +55,9 @@ def rx_burst(usrp, cmd):
 
 
 def main(device_args):
+    global uhd
+    import uhd
+
     out = {}
     usrp = uhd.usrp.MultiUSRP(device_args)
     out["mboard"] = usrp.get_mboard_name()
@@ -105,5 +112,40 @@ def main(device_args):
     print(json.dumps(out), flush=True)
 
 
+def phy(device_args):
+    from gnuradio import uhd as gr_uhd
+
+    from oppsched.phy import uhd as phy_uhd
+
+    out = {"found": phy_uhd.find_devices(device_args)}
+    ap = {"origin": "phy.uhd.ap", "args": device_args, "freq_hz": FREQ, "gain_db": TX_GAIN,
+          "antenna": TX_ANT, "bandwidth_hz": 0.0, "clock_source": "internal",
+          "time_source": ""}
+    sink = phy_uhd._open(lambda: gr_uhd.usrp_sink(
+        device_args, gr_uhd.stream_args(cpu_format="fc32", channels=[0])), ap)
+    phy_uhd.configure_radio(sink, ap["origin"], ap, RATE)
+    out["ap"] = {"rate": sink.get_samp_rate(), "freq": sink.get_center_freq(0),
+                 "gain": sink.get_gain(0), "antenna": sink.get_antenna(0)}
+    out["time_set"] = phy_uhd.set_device_time(sink, ap, clock=lambda: 1234.5)
+    out["time_read"] = sink.get_time_now().get_real_secs()
+    try:
+        phy_uhd.configure_radio(sink, ap["origin"], dict(ap, time_source="internal"), RATE)
+        out["time_source_internal"] = None
+    except RuntimeError as exc:
+        out["time_source_internal"] = str(exc)
+    del sink
+    dev = dict(ap, origin="devices[0].uhd", gain_db=RX_GAIN, antenna=RX_ANT)
+    source = phy_uhd._open(lambda: gr_uhd.usrp_source(
+        device_args, gr_uhd.stream_args(cpu_format="fc32", channels=[0])), dev)
+    phy_uhd.configure_radio(source, dev["origin"], dev, RATE)
+    out["device"] = {"rate": source.get_samp_rate(), "freq": source.get_center_freq(0),
+                     "gain": source.get_gain(0), "antenna": source.get_antenna(0)}
+    del source
+    print(json.dumps(out), flush=True)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if sys.argv[1] == "--phy":
+        phy(sys.argv[2])
+    else:
+        main(sys.argv[1])
