@@ -35,5 +35,5 @@ src=$work/mprpc-$mprpc_version
   exit 1
 }
 "$py" -m pip install -q --no-deps --no-build-isolation "$src"
-"$py" -m pip install -q --no-deps "gsocketpool==$gsocketpool_version"
+"$py" -m pip install -q --no-deps --no-build-isolation "gsocketpool==$gsocketpool_version"
 echo "$want" >"$stamp"
