@@ -239,7 +239,8 @@ def test_an_mpm_device_is_found_by_its_addr_though_it_lists_it_as_mgmt_addr():
     assert not preflight.check_found(radio(device="e320_sim", args="addr=127.0.0.2"), [dev]).ok
     r = radio(device="e320_sim", args="addr=127.0.0.1")
     r.found = dev
-    assert not preflight.check_link(r, None).ok and "127.0.0.1/8" in preflight.check_link(r, None).fix
+    c = preflight.check_link(r, None)
+    assert not c.ok and "127.0.0.1/8" in c.fix
     assert preflight.check_link(r, 65536).detail == "1gbe, MTU 65536"
 
 

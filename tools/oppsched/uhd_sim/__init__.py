@@ -164,9 +164,9 @@ class Simulator:
                                  "device daemon runs on this machine (`oppsched uhd-sim "
                                  "stop` ends one started by oppsched)")
         with open(self.log, "ab") as logf:
-            self.proc = subprocess.Popen(self.command(), env=environment(), stdin=subprocess.DEVNULL,
-                                         stdout=logf, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(self.command(), env=environment(),
+                                         stdin=subprocess.DEVNULL, stdout=logf,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
