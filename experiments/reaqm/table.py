@@ -1,0 +1,216 @@
+"""Wang & Song, REAQM, §4: the README's after-the-fixes tables and plots, mean and 95 %
+interval of the mean over the seeds (Student t), from sweep folders:
+
+    .venv/bin/python experiments/reaqm/table.py load OUT SWEEP [SWEEP ...]
+    .venv/bin/python experiments/reaqm/table.py dynamics OUT SWEEP [SWEEP ...]
+
+load (load-sweep.yaml, 100-s runs): per run the mean queue over 50-100 s (slots.csv, in
+packets of 1052 bytes: 1000 of payload, 12 of TCP timestamps, 40 of headers), loss and
+mark ratios over the whole run (the apd counts them once, at the end), utilisation (MAC
+throughput / 10 Mb/s), c and the price at the end; OUT/runs.csv and the plots
+mean-queue.png, loss-ratio.png, utilisation.png, mark-ratio.png against connections.
+
+dynamics (dynamics.yaml, 200-s runs, five groups of 10 connections joining every 20 s from
+0 s and leaving in reverse order from 120 s): per run the whole-run figures, the mean queue
+over 5-200 s and while 10 (5-20 s), 30 (40-60 s) and 50 (80-120 s) connections are on, and
+the utilisation (acknowledged TB bytes / 10 Mb/s) while 20 (160-180 s) and 10 (180-200 s)
+are left; OUT/runs.csv, OUT/timeseries.csv (per run and second: queue, utilisation and the
+AQM's link price p from slots.csv's aqm_price column, REM and REAQM) and time-<link>.png.
+
+Both print the README's table rows and the late-slot counts (the apd's and the PHY's own).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+PACKET = 1052  # bytes of one full 1000-byte segment on the wire (IP)
+LINK_BPS = 10e6
+BUFFER = 50  # the paper's buffer, packets
+NAMES = {"reaqm": "REAQM", "red": "RED (gentle)", "rem": "REM", "avq": "AVQ"}
+PRICED = ("reaqm", "rem")
+
+
+def ci(values) -> tuple[float, float, int]:
+    """Mean, half-width of the 95 % interval (Student t), count; NaNs left out."""
+    x = np.asarray([v for v in values if v == v], float)
+    if len(x) == 0:
+        return math.nan, math.nan, 0
+    if len(x) == 1:
+        return float(x[0]), math.nan, 1
+    h = stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))
+    return float(x.mean()), float(h), len(x)
+
+
+def cell(values, digits: int) -> str:
+    m, h, n = ci(values)
+    if n == 0:
+        return "—"
+    return f"{m:.{digits}f}" if n == 1 else f"{m:.{digits}f} ± {h:.{digits}f}"
+
+
+def slots_of(run: Path) -> tuple[pd.DataFrame, pd.Series]:
+    """The slot trace and each row's time in seconds since the run's start."""
+    base = json.loads((run / "run.json").read_text())["t0_mono_ns"]
+    s = pd.read_csv(run / "slots.csv")
+    return s, (s.t_ns - base) / 1e9
+
+
+def ok_runs(sweep: Path) -> pd.DataFrame:
+    df = pd.read_csv(sweep / "sweep.csv")
+    return df[df.ok.astype(bool)]
+
+
+def late(runs: pd.DataFrame) -> None:
+    print(f"late slots at the apd: {sorted(set(runs.late_apd))}; the PHY's own: "
+          f"{runs.late_phy.min()}-{runs.late_phy.max()} of {runs.slots.min()}-{runs.slots.max()}")
+
+
+def load(out: Path, sweeps: list[Path]) -> None:
+    rows = []
+    for sweep in sweeps:
+        for _, r in ok_runs(sweep).iterrows():
+            s, t = slots_of(sweep / "points" / r.point)
+            rows.append({
+                "connections": 2 * r.half_flows, "variant": r.variant, "seed": r.seed,
+                "queue_50_100s": s["queue.R1"][(t >= 50) & (t < 100)].mean() / PACKET,
+                "loss_pct": 100 * r["aqm.all.loss_ratio"], "mark_pct": 100 * r["aqm.all.mark_ratio"],
+                "util": r["aggregate_mac_throughput_bps"] / LINK_BPS,
+                "c_Mbps": r["aqm.R1.service_rate_bps"] / 1e6,
+                "price_end": r["aqm.R1.price"] if r.variant.startswith(PRICED) else math.nan,
+                "late_apd": r["slots.late"], "late_phy": r["slots.late_phy"], "slots": r["slots.total"]})
+    runs = pd.DataFrame(rows).sort_values(["variant", "connections", "seed"])
+    runs.to_csv(out / "runs.csv", index=False, float_format="%.6g")
+    digits = {"queue_50_100s": 1, "loss_pct": 2, "mark_pct": 1, "util": 3, "c_Mbps": 2, "price_end": 0}
+    for var, g in runs.groupby("variant", sort=False):
+        for col, d in digits.items():
+            print(f"| {var} | {col} | " + " / ".join(
+                cell(gg[col], d) for _, gg in g.groupby("connections")) + " |")
+    late(runs)
+    for col, ylabel, name in [("queue_50_100s", "mean queue, 50-100 s (1052-byte packets)", "mean-queue"),
+                              ("loss_pct", "loss ratio, whole run (%)", "loss-ratio"),
+                              ("util", "utilisation (MAC throughput / 10 Mb/s)", "utilisation"),
+                              ("mark_pct", "ECN mark ratio, whole run (%)", "mark-ratio")]:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for i, (var, label) in enumerate(NAMES.items()):
+            g = runs[runs.variant == var]
+            if g.empty:
+                continue
+            pts = [(n + (i - 1.5) * 0.6, *ci(gg[col])[:2]) for n, gg in g.groupby("connections")]
+            ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[p[2] for p in pts],
+                        marker="o", capsize=3, label=label)
+        if col == "queue_50_100s":
+            ax.axhline(BUFFER, color="k", ls=":", lw=1, label="the paper's buffer (50 packets)")
+        ax.set_xlabel("connections")
+        ax.set_ylabel(ylabel)
+        ax.set_xticks(sorted(runs.connections.unique()))
+        ax.grid(alpha=0.3)
+        ax.set_title("Wang & Song, REAQM, Fig. 3 against load: 100 s, mean and 95 % interval "
+                     "over the seeds", fontsize=8)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out / f"{name}.png", dpi=110)
+        plt.close(fig)
+
+
+def dynamics(out: Path, sweeps: list[Path]) -> None:
+    rows, series = [], []
+    for sweep in sweeps:
+        for _, r in ok_runs(sweep).iterrows():
+            s, t = slots_of(sweep / "points" / r.point)
+            ack = s.outcome == "ack"
+
+            def q(a, b):
+                return s["queue.R1"][(t >= a) & (t < b)].mean() / PACKET
+
+            def u(a, b):
+                return 8 * s.tb_bytes[ack & (t >= a) & (t < b)].sum() / (b - a) / LINK_BPS
+
+            link = "lossy" if "lossy" in str(r.link) else "reliable"
+            rows.append({
+                "link": link, "variant": r.variant, "seed": r.seed,
+                "loss_pct": 100 * r["aqm.all.loss_ratio"], "mark_pct": 100 * r["aqm.all.mark_ratio"],
+                "util": r["aggregate_mac_throughput_bps"] / LINK_BPS, "queue": q(5, 200),
+                "q10_rising": q(5, 20), "q30_rising": q(40, 60), "q50": q(80, 120),
+                "u20_falling": u(160, 180), "u10_falling": u(180, 200),
+                "price_end": r["aqm.R1.price"] if r.variant in PRICED else math.nan,
+                "late_apd": r["slots.late"], "late_phy": r["slots.late_phy"], "slots": r["slots.total"]})
+            sec = np.floor(t).astype(int)
+            keep = (sec >= 0) & (sec < 200)
+            price = s["aqm_price.R1"][keep] if "aqm_price.R1" in s else np.nan
+            g = pd.DataFrame({"sec": sec[keep], "q": s["queue.R1"][keep] / PACKET,
+                              "b": np.where(ack[keep], s.tb_bytes[keep], 0), "p": price}).groupby("sec")
+            ts = pd.DataFrame({"t_s": g.q.mean().index, "queue_pkts": g.q.mean().values,
+                               "util": (g.b.sum() * 8 / LINK_BPS).values, "aqm_price": g.p.mean().values})
+            ts.insert(0, "seed", r.seed)
+            ts.insert(0, "variant", r.variant)
+            ts.insert(0, "link", link)
+            series.append(ts)
+    runs = pd.DataFrame(rows).sort_values(["link", "variant", "seed"])
+    runs.to_csv(out / "runs.csv", index=False, float_format="%.6g")
+    ts = pd.concat(series)
+    ts.to_csv(out / "timeseries.csv", index=False, float_format="%.5g")
+    digits = {"loss_pct": 2, "mark_pct": 1, "util": 3, "queue": 1, "q10_rising": 1, "q30_rising": 1,
+              "q50": 1, "u20_falling": 3, "u10_falling": 3, "price_end": 0}
+    for (link, var), g in runs.groupby(["link", "variant"], sort=False):
+        print(f"| {link} | {var} (seeds {', '.join(str(x) for x in g.seed)}) | "
+              + " | ".join(cell(g[c], d) for c, d in digits.items()) + " |")
+    late(runs)
+    for link, tl in ts.groupby("link"):
+        fig, axes = plt.subplots(3, 1, figsize=(7, 8), sharex=True)
+        for var, label in NAMES.items():
+            g = tl[tl.variant == var]
+            if g.empty:
+                continue
+            for ax, col in zip(axes[:2], ("queue_pkts", "util")):
+                by = g.groupby("t_s")[col]
+                m = by.mean()
+                (line,) = ax.plot(m.index + 0.5, m.values, lw=1.2,
+                                  label=f"{label} (mean of {g.seed.nunique()} seeds)")
+                ax.fill_between(m.index + 0.5, by.min().values, by.max().values,
+                                color=line.get_color(), alpha=0.15, lw=0)
+            if var in PRICED:
+                for seed, gs in g.groupby("seed"):
+                    axes[2].plot(gs.t_s + 0.5, gs.aqm_price, lw=1, label=f"{label}, seed {seed}",
+                                 color=line.get_color(), alpha=0.4 + 0.2 * (seed - 1))
+        axes[0].axhline(BUFFER, color="k", ls=":", lw=1, label="the paper's buffer (50 packets)")
+        axes[0].set_ylabel("queue (1052-byte packets)")
+        axes[1].set_ylabel("utilisation per second")
+        axes[2].set_ylabel("link price p")
+        axes[2].set_xlabel("time (s); connections 10, 20, 30, 40, 50 then back, a step every 20 s")
+        for ax in axes:
+            for x in (20, 40, 60, 80, 120, 140, 160, 180):
+                ax.axvline(x, color="grey", lw=0.5, alpha=0.4)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7, ncol=2)
+        axes[0].set_title(f"Wang & Song, REAQM, Figs. 3-4, {link} link: mean of the seeds, "
+                          "band = their min-max", fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out / f"time-{link}.png", dpi=110)
+        plt.close(fig)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 3 or argv[0] not in ("load", "dynamics"):
+        print(__doc__, file=sys.stderr)
+        return 2
+    out = Path(argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    (load if argv[0] == "load" else dynamics)(out, [Path(a) for a in argv[2:]])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
