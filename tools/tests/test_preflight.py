@@ -487,10 +487,14 @@ def test_without_uhd_host_preflight_names_the_missing_tool(monkeypatch):
 def test_preflight_on_this_host_finds_no_radio_with_the_real_uhd_find_devices():
     require(shutil.which("uhd_find_devices") is not None,
             "uhd_find_devices is not installed (apt-get install uhd-host)")
-    found = subprocess.run(["uhd_find_devices"], capture_output=True, text=True, timeout=60)
-    if preflight.parse_find_devices(found.stdout):
-        pytest.skip("this host has a USRP attached")
-    r = run_cli("preflight", UHD_EXP, timeout=120)
+    from oppsched import uhd_sim
+
+    with uhd_sim.discovery_lock():  # not while test_uhd_sim's simulated E320 answers
+        found = subprocess.run(["uhd_find_devices"], capture_output=True, text=True,
+                               timeout=60)
+        if preflight.parse_find_devices(found.stdout):
+            pytest.skip("this host has a USRP attached")
+        r = run_cli("preflight", UHD_EXP, timeout=120)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "oppsched preflight: no UHD device found (uhd_find_devices lists none); missing: " \
            "phy.uhd.ap (USRP B210, args 'type=b200,serial=3150AAA')" in r.stderr

@@ -5,7 +5,7 @@ back what it set, and streams; and each packaging fault a shim works around is s
 covers and what only a real radio can.
 
 Runs whenever the simulator can start here (after tools/bootstrap.sh it can); skips with
-the reason otherwise. About 25 s.
+the reason otherwise. About 30 s.
 """
 
 from __future__ import annotations
@@ -47,28 +47,29 @@ def unavailable():
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory, unavailable):
     """The simulator, started and stopped with `oppsched uhd-sim`; TX samples go to a
-    PacketLog (tx.jsonl)."""
+    PacketLog (tx.jsonl). Holds the discovery lock while it runs."""
     if unavailable:
         pytest.skip(f"UHD's device simulator cannot start here: {unavailable}")
-    busy = uhd_sim.ports_in_use()
-    if busy:
-        pytest.skip(f"MPM's {' and '.join(busy)} in use (another simulator or device daemon "
-                    "runs on this machine)")
-    d = tmp_path_factory.mktemp("uhd-sim")
-    uhd_sim.write_config(d / "sim.ini", serial=SERIAL,
-                         sink={"class": "PacketLog", "import_path": uhd_sim.SAMPLES,
-                               "path": d / "tx.jsonl"})
-    state = ["--state", str(d)]
-    rc, out, err = _cli(["uhd-sim", "start", "--config", str(d / "sim.ini")] + state)
-    assert rc == 0, err
-    assert f"serial {SERIAL}) at addr=127.0.0.1" in out
-    try:
-        yield d
-    finally:
-        rc, out, err = _cli(["uhd-sim", "stop"] + state)
-        assert rc == 0 and "stopped the UHD device simulator" in out, err
-        assert "killed" not in out, out  # it stopped on SIGTERM
-        assert uhd_sim.discover(0.3) is None, "the simulator still answers after stop"
+    with uhd_sim.discovery_lock():
+        busy = uhd_sim.ports_in_use()
+        if busy:
+            pytest.skip(f"MPM's {' and '.join(busy)} in use (another simulator or device "
+                        "daemon runs on this machine)")
+        d = tmp_path_factory.mktemp("uhd-sim")
+        uhd_sim.write_config(d / "sim.ini", serial=SERIAL,
+                             sink={"class": "PacketLog", "import_path": uhd_sim.SAMPLES,
+                                   "path": d / "tx.jsonl"})
+        state = ["--state", str(d)]
+        rc, out, err = _cli(["uhd-sim", "start", "--config", str(d / "sim.ini")] + state)
+        assert rc == 0, err
+        assert f"serial {SERIAL}) at addr=127.0.0.1" in out
+        try:
+            yield d
+        finally:
+            rc, out, err = _cli(["uhd-sim", "stop"] + state)
+            assert rc == 0 and "stopped the UHD device simulator" in out, err
+            assert "killed" not in out, out  # it stopped on SIGTERM
+            assert uhd_sim.discover(0.3) is None, "the simulator still answers after stop"
 
 
 @pytest.fixture(scope="module")
@@ -84,6 +85,31 @@ def session(sim):
 
 
 # --- the simulated device ------------------------------------------------------------------
+
+def test_uhd_python_api_starts_the_simulator_itself_with_type_sim(unavailable, tmp_path):
+    """UHD's own way, type=sim,config=FILE: libuhd starts the simulator through
+    usrp_mpm.process_manager, which imports the project's launcher (`oppsched uhd-sim env`'s
+    PYTHONPATH). Runs before the module's simulator is up (MPM's ports are fixed)."""
+    if unavailable:
+        pytest.skip(f"UHD's device simulator cannot start here: {unavailable}")
+    uhd_sim.write_config(tmp_path / "sim.ini", serial=SERIAL)
+    code = ("import uhd, sys\n"
+            "u = uhd.usrp.MultiUSRP(sys.argv[1])\n"
+            "print('MBOARD', u.get_mboard_name(), u.get_usrp_rx_info(0)['mboard_serial'])\n"
+            "del u\n")
+    with uhd_sim.discovery_lock():
+        busy = uhd_sim.ports_in_use()
+        if busy:
+            pytest.skip(f"MPM's {' and '.join(busy)} in use (another simulator or device "
+                        "daemon runs on this machine)")
+        r = subprocess.run([sys.executable, "-c", code,
+                            f"type=sim,config={tmp_path / 'sim.ini'}"],
+                           env=uhd_sim.environment(), capture_output=True, text=True,
+                           timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f"MBOARD e320 {SERIAL}" in r.stdout
+    assert uhd_sim.discover(0.3) is None, "the simulator still answers after the device closed"
+
 
 def test_discovery_answers_with_the_configured_serial(sim):
     info = uhd_sim.discover()

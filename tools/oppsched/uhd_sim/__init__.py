@@ -17,6 +17,8 @@ installs what it needs (docs/howto/uhd-simulator.md). This module starts and sto
 from __future__ import annotations
 
 import configparser
+import contextlib
+import fcntl
 import functools
 import os
 import signal
@@ -38,8 +40,24 @@ DEFAULT_SERIAL = "3196D2A"
 PRESETS = ("E320",)  # usrp_mpm.simulator.hardware_presets in UHD 4.3
 
 
+LOCK = "/tmp/oppsched-uhd-sim.lock"
+
+
 class SimulatorError(RuntimeError):
     pass
+
+
+@contextlib.contextmanager
+def discovery_lock():
+    """Held (flock on LOCK) by the tests while a simulator they started runs, and by the
+    tests that expect UHD's discovery on this host to find no device: a simulator answers
+    every `uhd_find_devices` here. Blocks until the other holder lets go."""
+    with open(LOCK, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def pythonpath() -> str:
