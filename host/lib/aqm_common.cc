@@ -79,6 +79,41 @@ void check_field(const param_field& f, const aqm_params& c) {
 std::string_view to_string(drop_reason r) { return kReasonNames.at(static_cast<std::size_t>(r)); }
 std::string_view to_string(aqm_kind k) { return kKindNames.at(static_cast<std::size_t>(k)); }
 
+std::string_view describe(aqm_kind k) {
+    switch (k) {
+        case aqm_kind::droptail:
+            return "drop-tail: no AQM, the baseline of the papers";
+        case aqm_kind::red:
+            return "RED with the gentle modification (Floyd & Jacobson 1993; Floyd 2000), "
+                   "thresholds in packets, ns-2's defaults";
+        case aqm_kind::rem:
+            return "REM (Athuraliya, Low, Li & Yin, IEEE Network 2001): a link price from the "
+                   "backlog and rate mismatch, marking probability 1 - phi^-p";
+        case aqm_kind::reaqm:
+            return "REAQM (Wang & Song, REAQM, §3.1, eqs. 1-5): REM's price with a "
+                   "queue-dependent weight; marks, and drops only on a full buffer";
+        case aqm_kind::avq:
+            return "AVQ (Kunniyur & Srikant, IEEE/ACM ToN 2004): a virtual queue served at a "
+                   "virtual capacity below the link's";
+        case aqm_kind::codel:
+            return "CoDel (RFC 8289): head drop at dequeue while the sojourn time stays above "
+                   "target for an interval";
+        case aqm_kind::pie:
+            return "PIE (RFC 8033): a drop probability driven by the queueing delay's distance "
+                   "to its target";
+        case aqm_kind::spmaf:
+            return "SPM-AF (Wu, Gong & Williamson, §6.1): FIFO with ACK filtering and priority "
+                   "eviction";
+        case aqm_kind::las:
+            return "LAS (Wu, Gong & Williamson, §6.2; Rai et al. 2003/2004): serves the flow "
+                   "with the least attained service";
+        case aqm_kind::tlas:
+            return "T-LAS (Wu, Gong & Williamson, §6.2): LAS for a flow's first "
+                   "threshold_packets packets, then FIFO";
+    }
+    return "";
+}
+
 std::string_view to_string(price_update u) {
     return u == price_update::per_arrival ? "per_arrival" : "interval";
 }

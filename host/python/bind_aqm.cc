@@ -1,4 +1,5 @@
-// Python access to the AP queues and AQMs: make_aqm(kind, **params) and queue_set.
+// Python access to the AP queues and AQMs: make_aqm(kind, params, **kwargs), aqm_registry()
+// and queue_set.
 // Durations are seconds in Python (`*_s` keywords), nanoseconds in C++. Every error raised by
 // the C++ configuration check becomes ValueError with the same message.
 #include <pybind11/stl.h>
@@ -114,7 +115,7 @@ const std::map<std::string, std::function<void(aqm_params&, pb::handle)>>& queue
     return m;
 }
 
-aqm_params config_from_kwargs(const std::string& kind_name, const pb::kwargs& params) {
+aqm_params config_from_kwargs(const std::string& kind_name, const pb::dict& params) {
     const auto kind = aqm_kind_from_string(kind_name);
     if (!kind) {
         std::string names;
@@ -282,6 +283,7 @@ void bind_aqm(pybind11::module_& m) {
                 }
                 pb::dict kd;
                 kd["kind"] = std::string(to_string(k));
+                kd["help"] = std::string(describe(k));
                 kd["marks_ecn"] = marks_ecn(k);
                 kd["params"] = params;
                 out.append(kd);
@@ -289,7 +291,7 @@ void bind_aqm(pybind11::module_& m) {
             return out;
         },
         "Every AQM kind (aqm.h) with its parameters, as make_aqm and the apd's aqm.params "
-        "take them: [{kind, marks_ecn, params: [{name, type, default, min, max, min_open, "
+        "take them: [{kind, help, marks_ecn, params: [{name, type, default, min, max, min_open, "
         "max_open, violation, unit, help, choices, required, common}]}].");
 
     pb::class_<py_queue_discipline>(
@@ -323,21 +325,22 @@ void bind_aqm(pybind11::module_& m) {
 
     m.def(
         "make_aqm",
-        [](const std::string& kind, const pb::kwargs& params) {
-            return std::make_unique<py_queue_discipline>(config_from_kwargs(kind, params));
+        [](const std::string& kind, const pb::object& params, const pb::kwargs& kwargs) {
+            pb::dict all;
+            if (!params.is_none()) {
+                if (!pb::isinstance<pb::dict>(params))
+                    throw_invalid("aqm.params: " + std::string(pb::str(pb::repr(params))) +
+                                  " is not a dict");
+                for (const auto& [k, v] : params.cast<pb::dict>()) all[k] = v;
+            }
+            for (const auto& [k, v] : kwargs) all[k] = v;
+            return std::make_unique<py_queue_discipline>(config_from_kwargs(kind, all));
         },
-        pb::arg("kind"),
-        "make_aqm(kind, **params) -> Aqm. kind: one of AQM_KINDS. Common params: "
-        "limit_packets (default 50), limit_bytes (0 = none), ecn (True), seed, capacity_bps "
-        "(0 = measure the service rate), rate_sample_bytes, rate_ema_weight. Per kind: "
-        "red: min_th, max_th, w_q, max_p, gentle, mean_packet_size; rem: gamma, alpha, phi, "
-        "target, update_interval_s, input_weight, mean_packet_size; reaqm: alpha, alpha_prime, "
-        "gamma, phi, y0_ratio, modified_update, update (interval | per_arrival), "
-        "update_interval_s, mean_packet_size; avq: "
-        "gamma, alpha, virtual_buffer_bytes, mean_packet_size; codel: target_s, interval_s, "
-        "mtu; pie: target_s, tupdate_s, alpha, beta, max_burst_s, mark_ecn_threshold, "
-        "mean_packet_size, use_departure_rate, derandomize, cap_drop_adjustment; las: "
-        "flow_idle_timeout_s; tlas: threshold_packets, flow_idle_timeout_s.");
+        pb::arg("kind"), pb::arg("params") = pb::none(),
+        "make_aqm(kind, params=None, **kwargs) -> Aqm: the AQM `kind` (one of AQM_KINDS) with "
+        "its parameters by their registered names, from the dict `params` and the keywords; "
+        "names, defaults, ranges and units: aqm_registry() (docs/algorithms.md). The queue's "
+        "own keywords: limit_packets (default 50), limit_bytes (0 = none), ecn (True), seed.");
 
     pb::class_<py_queue_set>(m, "queue_set",
                              "Users -> queues: one AQM per user, or one shared FIFO "

@@ -580,3 +580,12 @@ TEST(sched_registry, values_outside_the_registered_range_are_refused_naming_fiel
     // A large lambda is allowed: the range has no upper end.
     EXPECT_NO_THROW(policy_params_from("glambda", {{"lambda", 1e6}}));
 }
+
+TEST(sched_registry, every_registered_kind_has_a_row_in_the_contract) {
+    const auto rows = all_kinds();
+    for (std::size_t i = 0; i < scheduler_kinds().size(); ++i) {
+        const bool covered = std::any_of(rows.begin(), rows.end(),
+                                         [i](const kind_case& c) { return c.params.index() == i; });
+        EXPECT_TRUE(covered) << scheduler_kinds()[i].name << " has no all_kinds() row";
+    }
+}

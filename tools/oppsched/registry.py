@@ -214,8 +214,9 @@ def markdown() -> str:
     for k in _aqms():
         own = [p for p in k["params"] if not p["common"]]
         common = [p for p in k["params"] if p["common"]]
-        marks = "Marks ECN-capable packets" if k["marks_ecn"] else "Drops only"
-        lines += [f"### `{k['kind']}`", "", f"{marks}.", ""]
+        marks = "marks ECN-capable packets" if k["marks_ecn"] else "drops only"
+        about = k["help"][:1].upper() + k["help"][1:]
+        lines += [f"### `{k['kind']}`", "", f"{about}; {marks}.", ""]
         lines += (_table(own) if own else ["No parameters of its own."]) + [""]
     if common:
         lines += ["### Every AQM: the service-rate estimator", ""] + _table(common) + [""]

@@ -130,7 +130,7 @@ def test_every_aqm_kind_is_accepted_by_each_layer_with_its_defaults_written_out(
         over = [o.replace("'", "") for o in over]
     cfg = cfg_of(BASE, over)
     assert cfg["aqm"]["kind"] == kind
-    q = mac.make_aqm(kind, **params)
+    q = mac.make_aqm(kind, params)  # by name + params dict
     assert q.kind == kind
     if APD is not None:
         conf = _apd_conf(tmp_path, cfg)

@@ -248,6 +248,8 @@ struct tlas_params {
 enum class aqm_kind : std::uint8_t { droptail, red, rem, reaqm, avq, codel, pie, spmaf, las, tlas };
 constexpr std::size_t kAqmKindCount = 10;
 std::string_view to_string(aqm_kind k);
+// One line on what the kind is and where it comes from (docs/algorithms.md shows it).
+std::string_view describe(aqm_kind k);
 // Accepts the names above, case-insensitive, ignoring '-' and '_' ("drop-tail", "SPM-AF").
 std::optional<aqm_kind> aqm_kind_from_string(std::string_view name);
 
