@@ -34,6 +34,8 @@ void client_core_params::validate() const {
     if (cqi_period_slots < 1 || cqi_period_slots > kMaxCqiPeriod)
         throw_invalid("client.cqi_period_slots", cqi_period_slots, "not in [1, 1000000]");
     reassembly.validate();
+    if (harq_max_transmissions > 64)
+        throw_invalid("client.harq_max_transmissions", harq_max_transmissions, "not in [0, 64]");
     clamp.agent.validate();
     if (clamp.mss_bytes != 0 && (clamp.mss_bytes < 64 || clamp.mss_bytes > 65535))
         throw_invalid("client.clamp.mss_bytes", clamp.mss_bytes, "not 0 (learn) or in [64, 65535]");
@@ -121,6 +123,7 @@ rx_output client_core::on_rx_indication(time_ns now, const wire::rx_indication& 
             }
             out.uplink.emplace_back(
                 wire::harq_feedback{params_.user, ind.slot, ind.harq_pid, ind.crc_ok && authentic});
+            note_harq(now, ind.harq_pid, ind.ndi, ind.crc_ok && authentic);
             if (ind.crc_ok) {
                 ++stats_.rx_crc_ok;
                 if (authentic)
@@ -161,6 +164,27 @@ rx_output client_core::on_rx_indication(time_ns now, const wire::rx_indication& 
 
     deliver(now, reassembler_.poll(now), out.delivered);
     return out;
+}
+
+void client_core::note_harq(time_ns now, std::uint8_t pid, std::uint8_t ndi, bool ack) {
+    // A NACKed TB stays in the AP's HARQ until it decodes, or until the AP drops it (last
+    // transmission, feedback timeout, flush), which the client sees as a new NDI on the
+    // process. Until then a gap in the PDU sequence may be that TB: the reassembler holds
+    // gaps younger than the oldest such NACK for its held_timeout.
+    if (pid >= nacked_.size()) return;
+    nacked_tb& p = nacked_[pid];
+    if (ack) {
+        p.pending = false;
+    } else {
+        if (!p.pending || p.ndi != ndi) p = nacked_tb{true, ndi, 0, now};
+        // The AP drops a TB after its max_transmissions-th NACK (harq_max_tx).
+        const std::uint32_t max_tx = params_.harq_max_transmissions;
+        if (++p.nacks >= max_tx && max_tx != 0) p.pending = false;
+    }
+    std::optional<time_ns> oldest;
+    for (const nacked_tb& q : nacked_)
+        if (q.pending && (!oldest || q.since < *oldest)) oldest = q.since;
+    reassembler_.set_harq_pending_since(oldest);
 }
 
 void client_core::on_pdu_accepted(time_ns now, const std::uint8_t* data, std::size_t len) {

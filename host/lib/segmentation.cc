@@ -204,6 +204,9 @@ void reassembler_params::validate() const {
         throw_invalid("reassembler.window: " + std::to_string(window) + " not in [1, 2^30]");
     if (timeout <= 0)
         throw_invalid("reassembler.timeout: " + std::to_string(timeout) + " ns must be > 0");
+    if (held_timeout < 0)
+        throw_invalid("reassembler.held_timeout: " + std::to_string(held_timeout) +
+                      " ns must be >= 0");
     if (max_ahead < 1)
         throw_invalid("reassembler.max_ahead: " + std::to_string(max_ahead) + " must be >= 1");
     if (max_bytes < kMaxPacketBytes)
@@ -286,7 +289,7 @@ void reassembler::account_gap(std::uint16_t packet_seq) {
         count_drop(loss_pending_ ? last_cause_ : loss_cause::reported, gap);
 }
 
-void reassembler::process_compact(const tb_entry& e, delivered_packets& out) {
+void reassembler::process_compact(const tb_entry& e, delivered_packets& out, bool closes_run) {
     const loss_cause cause = loss_pending_ ? last_cause_ : loss_cause::reported;
     const std::uint8_t* d = e.data.data();
     if (partial_) {
@@ -333,6 +336,7 @@ void reassembler::process_compact(const tb_entry& e, delivered_packets& out) {
         // The rest of a packet whose beginning a lost PDU carried: discarded, counted once.
         count_drop(cause, 1);
         skipping_ = true;
+        if (closes_run) runs_.back().tail_counted = true;
     }
     if (!e.no_start) {
         skipping_ = false;  // resynchronised: packets start at `first`
@@ -353,12 +357,18 @@ void reassembler::process_compact(const tb_entry& e, delivered_packets& out) {
 }
 
 void reassembler::process(const tb_entry& e, delivered_packets& out) {
+    const bool closes_run = run_open_;
+    if (run_open_) {
+        runs_.back().closed = true;
+        runs_.back().tail_ambiguous = e.lost;
+        run_open_ = false;
+    }
     if (e.lost) {
         process_loss(loss_cause::reported);
         return;
     }
     if (e.compact) {
-        process_compact(e, out);
+        process_compact(e, out, closes_run);
         return;
     }
     const loss_cause cause = loss_pending_ ? last_cause_ : loss_cause::reported;
@@ -454,6 +464,18 @@ void reassembler::give_up_until(std::uint64_t target, loss_cause cause, delivere
                 (it != buffer_.end() && it->first < target) ? it->first : target;
             process_loss(cause);
             stats_.tbs_given_up += stop - next_;
+            if (cause != loss_cause::restart) {
+                if (run_open_) {  // two runs back to back (window): the first's tail is unknown
+                    runs_.back().closed = true;
+                    runs_.back().tail_ambiguous = true;
+                }
+                given_up_run r;
+                r.first = next_;
+                r.stop = stop;
+                r.state.assign(static_cast<std::size_t>(stop - next_), 0);
+                runs_.push_back(std::move(r));
+                run_open_ = true;
+            }
             next_ = stop;
         }
     }
@@ -468,9 +490,72 @@ void reassembler::enforce_timeout(time_ns now, delivered_packets& out) {
     // first buffered entry, so a call reads the index (expired entries + 1) times.
     while (!by_arrival_.empty()) {
         ++timeout_scan_visits_;
-        if (now - by_arrival_.begin()->first < params_.timeout) break;
+        const time_ns a = by_arrival_.begin()->first;
+        if (now - a < timeout_at(a)) break;
         give_up_until(buffer_.begin()->first, loss_cause::timeout, out);
     }
+    // Forget the runs given up beyond the horizon (a compact stream cannot tell a PDU that
+    // old from one ahead anyway).
+    std::size_t drop = 0;
+    while (drop < runs_.size() &&
+           (runs_[drop].stop + kLateHorizon <= next_ || runs_.size() - drop > kMaxRuns))
+        ++drop;
+    if (drop == runs_.size()) run_open_ = false;
+    runs_.erase(runs_.begin(), runs_.begin() + static_cast<std::ptrdiff_t>(drop));
+}
+
+time_ns reassembler::timeout_at(time_ns arrival) const {
+    // The missing PDU was sent before the later one arrived: a HARQ process the client
+    // NACKed before then may hold it.
+    if (harq_pending_since_ && *harq_pending_since_ <= arrival)
+        return std::max(params_.timeout, params_.held_timeout);
+    return params_.timeout;
+}
+
+bool reassembler::on_late(std::uint32_t seq, const tb_entry& e) {
+    const std::uint32_t mask = seq_mask();
+    const std::uint64_t back = (static_cast<std::uint32_t>(next_) - seq) & mask;
+    if (back == 0 || back > next_) return false;
+    const std::uint64_t u = next_ - back;
+    auto run = std::find_if(runs_.begin(), runs_.end(),
+                            [u](const given_up_run& r) { return r.first <= u && u < r.stop; });
+    if (run == runs_.end()) return false;
+    const std::size_t k = static_cast<std::size_t>(u - run->first);
+    if (run->state[k] != 0) return false;  // it came late before: a duplicate now
+    const bool has_start = !e.compact || !e.no_start;
+    run->state[k] = has_start ? 1 : 2;
+    ++stats_.tbs_late;
+    if (!e.compact || !has_start) return true;  // standard: every packet counted (gap)
+    // Compact. Its continuation belongs to a packet started earlier: counted with the PDU
+    // that carried its head (the packet in progress at the loss was counted then). Packets
+    // it carried whole were never counted.
+    bool cut = false;
+    for (const segment_ref& s : e.segs) {
+        if (s.packet_len != 0 && s.seg_len == s.packet_len)
+            ++stats_.dropped_late;
+        else
+            cut = true;  // the last one, cut by the PDU's end
+    }
+    if (!cut) return true;
+    // The packet it started and did not end: counted only if it ran through the rest of the
+    // run into the PDU after it, whose continuation was counted (tail_counted).
+    if (run->closed && !run->tail_counted && !run->tail_ambiguous) {
+        ++stats_.dropped_late;
+        return true;
+    }
+    for (std::size_t j = k + 1; j < run->state.size(); ++j) {
+        if (run->state[j] == 1) {  // it ended there, inside the run: never counted
+            ++stats_.dropped_late;
+            return true;
+        }
+        if (run->state[j] == 0) {  // not seen: it may run on into the counted tail
+            ++stats_.dropped_late_perhaps;
+            return true;
+        }
+    }
+    if (run->closed && run->tail_counted && !run->tail_ambiguous) return true;  // the tail
+    ++stats_.dropped_late_perhaps;  // the run is open, or a loss report closed it
+    return true;
 }
 
 void reassembler::enforce_memory(delivered_packets& out) {
@@ -487,7 +572,8 @@ void reassembler::enforce_memory(delivered_packets& out) {
 
 std::optional<time_ns> reassembler::next_deadline() const {
     if (by_arrival_.empty()) return std::nullopt;
-    return by_arrival_.begin()->first + params_.timeout;
+    const time_ns a = by_arrival_.begin()->first;
+    return a + timeout_at(a);
 }
 
 std::optional<std::string> reassembler::to_entry(const std::uint8_t* data, std::size_t len,
@@ -587,6 +673,11 @@ reassembler::delivered_packets reassembler::on_pdu(const std::uint8_t* data, std
         return out;
     }
     auto it = uo ? buffer_.find(*uo) : buffer_.end();
+    if (!uo && on_late(seq, e)) {
+        enforce_timeout(now, out);
+        error_ = nullptr;
+        return out;
+    }
     if (!uo || (it != buffer_.end() && !it->second.lost)) {
         ++stats_.duplicates;
         enforce_timeout(now, out);
@@ -642,6 +733,8 @@ void reassembler::restart_session(delivered_packets& out) {
     // Packets lost whole after the last PDU heard cannot be counted here without their
     // numbers; the AP's records account for them.
     drop_partial(loss_cause::restart);
+    runs_.clear();  // the old session's sequence numbers
+    run_open_ = false;
     next_ = params_.first_seq;
     expected_packet_seq_ = params_.first_packet_seq;
     loss_pending_ = false;

@@ -241,6 +241,79 @@ TEST(ClientCoreRx, a_gap_is_given_up_by_poll_after_the_reassembly_timeout) {
     EXPECT_EQ(h.core.reassembly_stats().dropped_timeout, 1u);
 }
 
+// A TB NACKed on process 0 waits for the scheduler (harq.first false): its retransmission
+// decodes 300 ms later, long after the 47.7 ms timeout of a HARQ round trip per
+// transmission. With a held timeout the client waits for it; without, it is lost late.
+TEST(ClientCoreRx, a_tb_retransmitted_after_the_timeout_is_delivered_while_its_nack_is_pending) {
+    for (const time_ns held : {time_ns{0}, 2000 * kMs}) {
+        client_core_params p;
+        p.user = 3;
+        p.reassembly.timeout = static_cast<time_ns>(47.7 * kMs);
+        p.reassembly.held_timeout = held;
+        harness h(p);
+        const byte_buffer a = udp_packet(10), b = udp_packet(20), c = udp_packet(30);
+        const byte_buffer pdu0 = h.pdu_bytes({a}, std::nullopt, 0);
+        auto first = h.indication(pdu0, /*crc_ok=*/false);
+        first.harq_pid = 0;
+        first.ndi = 1;
+        EXPECT_FALSE(feedback(h.core.on_rx_indication(0, first))->ack);
+        auto later = h.indication(h.pdu_bytes({b}, std::nullopt, 1));
+        later.harq_pid = 1;
+        EXPECT_TRUE(h.core.on_rx_indication(2 * kMs, later).delivered.empty());
+        EXPECT_TRUE(h.core.poll(100 * kMs).empty() || held == 0);
+        auto retx = h.indication(pdu0);
+        retx.harq_pid = 0;
+        retx.ndi = 1;
+        const rx_output out = h.core.on_rx_indication(300 * kMs, retx);
+        EXPECT_TRUE(feedback(out)->ack);  // the AP counts its packet delivered either way
+        const auto& st = h.core.reassembly_stats();
+        if (held) {
+            EXPECT_EQ(out.delivered, (std::vector<byte_buffer>{a, b}));
+            EXPECT_EQ(st.tbs_given_up + st.tbs_late + st.dropped_timeout, 0u);
+        } else {
+            EXPECT_TRUE(out.delivered.empty());  // b went at 49.7 ms, a is lost
+            EXPECT_EQ(st.tbs_given_up, 1u);
+            EXPECT_EQ(st.tbs_late, 1u);
+        }
+        // A new NDI on process 0: the AP moved on, a later gap gets the plain timeout.
+        auto next = h.indication(h.pdu_bytes({c}, std::nullopt, 3));
+        next.harq_pid = 0;
+        next.ndi = 0;
+        EXPECT_TRUE(h.core.on_rx_indication(301 * kMs, next).delivered.empty());
+        EXPECT_EQ(h.core.next_deadline(), 301 * kMs + p.reassembly.timeout);
+    }
+}
+
+TEST(ClientCoreRx, a_tb_nacked_max_transmissions_times_is_not_held_the_ap_dropped_it) {
+    client_core_params p;
+    p.user = 3;
+    p.reassembly.timeout = 30 * kMs;
+    p.reassembly.held_timeout = 2000 * kMs;
+    p.harq_max_transmissions = 2;
+    harness h(p);
+    const byte_buffer a = udp_packet(10), b = udp_packet(20);
+    const byte_buffer pdu0 = h.pdu_bytes({a}, std::nullopt, 0);
+    auto tx = h.indication(pdu0, /*crc_ok=*/false);
+    tx.harq_pid = 2;
+    tx.ndi = 1;
+    h.core.on_rx_indication(0, tx);
+    auto later = h.indication(h.pdu_bytes({b}, std::nullopt, 1));
+    later.harq_pid = 0;
+    h.core.on_rx_indication(1 * kMs, later);
+    EXPECT_EQ(h.core.next_deadline(), 2001 * kMs);  // one NACK: the AP may send it again
+    tx.slot = 99;
+    h.core.on_rx_indication(5 * kMs, tx);  // the second and last NACK
+    EXPECT_EQ(h.core.next_deadline(), 31 * kMs);
+    EXPECT_EQ(h.core.poll(31 * kMs), (std::vector<byte_buffer>{b}));
+    EXPECT_THROW(
+        [] {
+            client_core_params bad;
+            bad.harq_max_transmissions = 65;
+            client_core c(bad);
+        }(),
+        std::invalid_argument);
+}
+
 TEST(ClientCoreRx, price_of_the_latest_pdu_is_kept_with_its_arrival_time) {
     harness h(client_core_params{});
     EXPECT_FALSE(h.core.last_price().has_value());

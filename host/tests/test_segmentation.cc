@@ -286,9 +286,67 @@ TEST(reassembler, a_missing_tb_holds_later_packets_back_at_most_the_timeout) {
     EXPECT_EQ(r.stats().dropped_timeout, 1u);
     EXPECT_EQ(r.stats().tbs_given_up, 1u);
     EXPECT_FALSE(r.next_deadline());
-    // The late TB is now a duplicate and delivers nothing.
+    // The late TB delivers nothing: counted late (its packet was counted at the give-up).
     EXPECT_TRUE(r.on_pdu(tbs[0].bytes, 12 * kNsPerMs).empty());
-    EXPECT_EQ(r.stats().duplicates, 1u);
+    EXPECT_EQ(r.stats().tbs_late, 1u);
+    EXPECT_EQ(r.stats().dropped_late, 0u);
+    EXPECT_EQ(r.stats().duplicates, 0u);
+}
+
+TEST(reassembler, a_given_up_tb_arriving_late_is_counted_late_and_its_second_copy_a_duplicate) {
+    test_queue q;
+    for (int i = 0; i < 4; ++i) q.q.push_back(make_packet(static_cast<std::uint64_t>(i), 50));
+    segmenter s;
+    std::vector<built_tb> tbs;
+    for (int i = 0; i < 4; ++i) tbs.push_back(s.build(kOneEach, q.source()));
+    reassembler r(params(16, 10 * kNsPerMs));
+    EXPECT_EQ(r.on_pdu(tbs[0].bytes, 0).size(), 1u);
+    EXPECT_TRUE(r.on_pdu(tbs[2].bytes, 1 * kNsPerMs).empty());
+    EXPECT_EQ(r.on_pdu(tbs[3].bytes, 11 * kNsPerMs).size(), 2u);  // gives TB 1 up
+    EXPECT_EQ(r.stats().dropped_timeout, 1u);
+    EXPECT_TRUE(r.on_pdu(tbs[1].bytes, 12 * kNsPerMs).empty());  // HARQ got it through late
+    EXPECT_TRUE(r.on_pdu(tbs[1].bytes, 13 * kNsPerMs).empty());  // and a second time
+    EXPECT_TRUE(r.on_pdu(tbs[0].bytes, 14 * kNsPerMs).empty());  // delivered long ago
+    const auto& st = r.stats();
+    EXPECT_EQ(st.tbs_late, 1u);
+    EXPECT_EQ(st.duplicates, 2u);
+    // Standard format: the sequence gap counted its packet already, none twice.
+    EXPECT_EQ(st.dropped_late + st.dropped_late_perhaps, 0u);
+    EXPECT_EQ(st.delivered + dropped(st), 4u);
+}
+
+TEST(reassembler, a_gap_is_held_for_the_held_timeout_while_harq_may_still_deliver_it) {
+    test_queue q;
+    for (int i = 0; i < 3; ++i) q.q.push_back(make_packet(static_cast<std::uint64_t>(i), 50));
+    segmenter s;
+    std::vector<built_tb> tbs;
+    for (int i = 0; i < 3; ++i) tbs.push_back(s.build(kOneEach, q.source()));
+    reassembler_params rp = params(16, 10 * kNsPerMs);
+    rp.held_timeout = 500 * kNsPerMs;
+    reassembler r(rp);
+    // TB 0 failed at 0 ms (a NACK pending), TB 1 arrived at 1 ms: it waits the held timeout.
+    r.set_harq_pending_since(0);
+    EXPECT_TRUE(r.on_pdu(tbs[1].bytes, 1 * kNsPerMs).empty());
+    EXPECT_EQ(r.next_deadline(), 501 * kNsPerMs);
+    EXPECT_TRUE(r.poll(200 * kNsPerMs).empty());
+    // The retransmission decodes 300 ms later: nothing lost.
+    r.set_harq_pending_since(std::nullopt);
+    EXPECT_EQ(r.on_pdu(tbs[0].bytes, 300 * kNsPerMs).size(), 2u);
+    EXPECT_EQ(dropped(r.stats()) + r.stats().tbs_given_up, 0u);
+    EXPECT_EQ(r.on_pdu(tbs[2].bytes, 310 * kNsPerMs).size(), 1u);
+    // A NACK newer than the PDU waiting cannot be the gap's TB: the plain timeout.
+    reassembler r2(rp);
+    r2.set_harq_pending_since(5 * kNsPerMs);
+    EXPECT_TRUE(r2.on_pdu(tbs[1].bytes, 1 * kNsPerMs).empty());
+    EXPECT_EQ(r2.next_deadline(), 11 * kNsPerMs);
+    EXPECT_EQ(r2.poll(11 * kNsPerMs).size(), 1u);
+    EXPECT_EQ(r2.stats().tbs_given_up, 1u);
+    // Nothing pending any more: the held gap falls back to the timeout.
+    reassembler r3(rp);
+    r3.set_harq_pending_since(0);
+    EXPECT_TRUE(r3.on_pdu(tbs[1].bytes, 1 * kNsPerMs).empty());
+    r3.set_harq_pending_since(std::nullopt);
+    EXPECT_EQ(r3.poll(11 * kNsPerMs).size(), 1u);
 }
 
 TEST(reassembler, a_harq_duplicate_tb_is_delivered_once) {
@@ -777,6 +835,99 @@ TEST(compact, random_tb_losses_drop_exactly_the_packets_they_carried) {
         EXPECT_LE(dropped(r.stats()), victims.size());  // a lower bound (segmentation.h)
         EXPECT_EQ(r.stats().inconsistent + r.stats().malformed, 0u);
     }
+}
+
+TEST(compact, a_late_pdu_counts_exactly_the_packets_no_counter_had_counted) {
+    // 10 packets of 30 B in 8-byte TBs (4 bytes of packet each). Three runs of three TBs
+    // given up by the timeout (each cuts packets differently), then delivered late, last
+    // first.
+    std::vector<ip_packet> pk;
+    for (int i = 0; i < 10; ++i) pk.push_back(make_ip_packet(static_cast<std::uint64_t>(i), 30));
+    const auto tbs = compact_all(pk, 8);
+    for (std::size_t first : {20u, 21u, 26u}) {
+        const std::size_t stop = first + 3;
+        std::set<std::uint64_t> victims;
+        for (std::size_t i = first; i < stop; ++i)
+            for (auto id : carried(tbs[i])) victims.insert(id);
+        reassembler r(params(64, 5 * kNsPerMs));
+        reassembler::delivered_packets out;
+        time_ns now = 0;
+        for (std::size_t i = 0; i < tbs.size(); ++i)
+            if (i < first || i >= stop) append(out, r.on_pdu(tbs[i].bytes, now += kNsPerMs));
+        append(out, r.poll(now += kNsPerSec));
+        const std::uint64_t at_loss = dropped(r.stats());
+        EXPECT_LE(at_loss, victims.size());
+        for (std::size_t i = stop; i-- > first;)
+            EXPECT_TRUE(r.on_pdu(tbs[i].bytes, now += kNsPerMs).empty());
+        const auto& st = r.stats();
+        EXPECT_EQ(st.tbs_late, 3u) << first;
+        EXPECT_EQ(st.duplicates, 0u) << first;
+        EXPECT_EQ(st.dropped_late_perhaps, 0u) << first;
+        EXPECT_EQ(at_loss + st.dropped_late, victims.size()) << first;
+        EXPECT_EQ(st.delivered + at_loss + st.dropped_late, pk.size()) << first;
+        EXPECT_TRUE(r.on_pdu(tbs[first].bytes, now += kNsPerMs).empty());
+        EXPECT_EQ(r.stats().duplicates, 1u);  // a second late copy
+    }
+}
+
+TEST(compact, late_pdus_of_random_given_up_runs_complete_the_count_of_lost_packets) {
+    std::mt19937_64 rng(45);
+    std::uint64_t late_total = 0, perhaps_total = 0;
+    for (int trial = 0; trial < 30; ++trial) {
+        const auto packets = make_ip_packets(rng, 150, 400);
+        test_queue q;
+        q.q.assign(packets.begin(), packets.end());
+        segmenter s = compact_segmenter();
+        std::vector<built_tb> tbs;
+        while (!q.q.empty() || s.has_partial()) tbs.push_back(s.build(8 + rng() % 120, q.source()));
+        std::set<std::uint64_t> victims;
+        std::vector<std::size_t> lost;
+        for (std::size_t i = 0; i + 1 < tbs.size(); ++i) {  // the last one arrives
+            if (rng() % 8 == 0) {
+                // A burst of 1..4 TBs (HARQ losses come in runs over a fade).
+                for (std::size_t n = 1 + rng() % 4; n > 0 && i + 1 < tbs.size(); --n, ++i) {
+                    lost.push_back(i);
+                    for (auto id : carried(tbs[i])) victims.insert(id);
+                }
+            }
+        }
+        reassembler r(params(512, 5 * kNsPerMs));
+        time_ns now = 0;
+        std::size_t n_delivered = 0;
+        std::size_t li = 0;
+        for (std::size_t i = 0; i < tbs.size(); ++i) {
+            now += kNsPerMs;
+            if (li < lost.size() && lost[li] == i) {
+                ++li;
+                continue;
+            }
+            n_delivered += r.on_pdu(tbs[i].bytes, now).size();
+            n_delivered += r.poll(now += 10 * kNsPerMs).size();  // every gap given up
+        }
+        const std::uint64_t at_loss = dropped(r.stats());
+        // Late, in an order that is exact (last first) or not (shuffled).
+        const bool exact = trial % 2 == 0;
+        if (exact)
+            std::reverse(lost.begin(), lost.end());
+        else
+            std::shuffle(lost.begin(), lost.end(), rng);
+        for (std::size_t i : lost) n_delivered += r.on_pdu(tbs[i].bytes, now += kNsPerMs).size();
+        const auto& st = r.stats();
+        ASSERT_EQ(n_delivered, packets.size() - victims.size()) << trial;
+        EXPECT_EQ(st.tbs_late, lost.size()) << trial;
+        EXPECT_EQ(st.duplicates, 0u) << trial;
+        EXPECT_LE(at_loss + st.dropped_late, victims.size()) << trial;
+        EXPECT_GE(at_loss + st.dropped_late + st.dropped_late_perhaps, victims.size()) << trial;
+        if (exact) {
+            EXPECT_EQ(st.dropped_late_perhaps, 0u) << trial;
+            EXPECT_EQ(at_loss + st.dropped_late, victims.size()) << trial;
+        }
+        late_total += st.dropped_late;
+        perhaps_total += st.dropped_late_perhaps;
+    }
+    // Both kinds occur: packets only the late PDU shows, and ones the shuffled order leaves open.
+    EXPECT_GT(late_total, 100u);
+    EXPECT_GT(perhaps_total, 0u);
 }
 
 TEST(compact, malformed_pdus_are_refused_naming_the_field_and_nothing_accepted_is_lost) {

@@ -62,7 +62,7 @@ struct checker {
 };
 
 std::uint64_t drops(const pdu::reassembler_stats& s) {
-    return s.dropped_incomplete + s.dropped_timeout + s.dropped_memory;
+    return s.dropped_incomplete + s.dropped_timeout + s.dropped_memory + s.dropped_late;
 }
 
 void traffic(input_reader& in, pdu::reassembler& r, const pdu::reassembler_params& rp,
@@ -167,10 +167,11 @@ void raw(input_reader& in, pdu::reassembler& r) {
                 break;
         }
         const pdu::reassembler_stats& s = r.stats();
-        FUZZ_CHECK(
-            s.tbs_received + s.duplicates + s.malformed + s.stale_session + pdus_far_ahead == pdus,
-            "every PDU is counted once: accepted, duplicate, malformed, of a replaced "
-            "session or far ahead");
+        FUZZ_CHECK(s.tbs_received + s.duplicates + s.tbs_late + s.malformed + s.stale_session +
+                           pdus_far_ahead ==
+                       pdus,
+                   "every PDU is counted once: accepted, duplicate, late, malformed, of a replaced "
+                   "session or far ahead");
     }
 }
 

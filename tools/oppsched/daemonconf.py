@@ -253,14 +253,33 @@ def device_limit_bytes(cfg: dict, dev: dict) -> int:
     return cfg["queue"]["limit_bytes"] if v is None else v
 
 
+# The longest the client holds a gap while a TB it NACKed may still be retransmitted, with
+# scheduler.harq_first false (reassembly.held_timeout_ms null): a safety bound, reached only
+# when the AP drops a NACKed TB without the client seeing it (its feedback timed out, a flush)
+# and does not use that HARQ process again. Three times the longest wait of a retransmission
+# for the scheduler seen in the Srinivasan & Baras set-up (640 ms, PF alpha 0.001, 15 s).
+HELD_TIMEOUT_MS = 2000.0
+
+
 def reassembly(cfg: dict) -> dict:
     """The client's reassembly settings. A gap in the PDU sequence is a TB still in HARQ
     (or lost after max_transmissions, Andrew & Hanly, CLAMP, §V-B: "all packets which would
     have been completed by that transmission are dropped"); giving up earlier delivers later
     packets past it, which TCP takes for losses (duplicate ACKs, halved windows) although nothing
-    was lost. So by default the client waits as long as HARQ may still deliver it: every
-    transmission costs at most one HARQ round trip, lead_slots + 3 slots (the request lead,
-    the slot on air, its feedback and the next grant), plus the uplink delay."""
+    was lost, and the TB, when HARQ gets it through, arrives too late (reassembly.tbs_late).
+    With retransmissions first (scheduler.harq_first true) every transmission costs at most
+    one HARQ round trip, lead_slots + 3 slots (the request lead, the slot on air, its feedback
+    and the next grant), plus the uplink delay: the timeout waits that long for each of
+    max_transmissions.
+
+    With harq_first false a retransmission waits for the scheduler to choose its user again,
+    which at a small PF alpha takes hundreds of ms (640 ms seen at alpha 0.001): no timeout
+    derived from HARQ's timing covers it, and no loss report reaches the client (the AP tells
+    it nothing of the TBs it drops). So the client follows HARQ itself (client_core.h): a TB
+    it NACKed is pending until it decodes, the AP sends a new TB on its process (new NDI), or
+    it has been NACKed max_transmissions times (the AP dropped it); while one such TB predates
+    the PDU waiting behind a gap, the gap is held for held_timeout_ms (HELD_TIMEOUT_MS, a
+    safety bound), otherwise given up after timeout_ms as before."""
     r = cfg["reassembly"]
     s = slot_s(cfg)
     rtt_slots = cfg["phy"]["lead_slots"] + 3
@@ -269,6 +288,12 @@ def reassembly(cfg: dict) -> dict:
            else round(1e3 * harq_s, 3),
            "window": r["window"] if r["window"] is not None
            else max(64, 2 * max_transmissions(cfg) * rtt_slots)}
+    held = r["held_timeout_ms"]
+    if held is None:
+        held = 0.0 if cfg["scheduler"]["harq_first"] else HELD_TIMEOUT_MS
+    if held:
+        out["held_timeout_ms"] = max(float(held), float(out["timeout_ms"]))
+        out["harq_max_transmissions"] = max_transmissions(cfg)
     if cfg["pdu"]["format"] == "compact":  # 12-bit sequence numbers (pdu.h): 2048 at most
         out["window"] = min(out["window"], COMPACT_MAX_WINDOW)
     if r["max_bytes"] is not None:

@@ -260,6 +260,25 @@ def _balance_run(tmp_path: Path, delivered: int) -> tuple[dict, dict, dict]:
     return {"capture": {"pcaps": True}}, run, stats
 
 
+def test_packets_of_a_tb_harq_delivered_after_the_client_gave_it_up_are_the_clients_losses(
+        tmp_path):
+    # 20 packets reach no client; the AP counts them delivered (HARQ acknowledged their
+    # TBs), but the client had given the TBs up: its late count explains them, for certain
+    # (dropped_late) or perhaps (dropped_late_perhaps, and dropped_timeout at the give-up).
+    from oppsched.experiments.testbed.balance import end_to_end
+    cfg, run, stats = _balance_run(tmp_path, delivered=70)
+    ra = stats["client.R1"]["reassembly"]
+    ra.update(tbs_late=9, dropped_late=15, dropped_late_perhaps=2, dropped_timeout=3)
+    errors: list = []
+    b = end_to_end(tmp_path, cfg, run, stats, errors)
+    row = b["stages"]["clients"]["R1"]
+    assert row["dropped"]["dropped_late"] == 15 and row["tbs_late"] == 9
+    assert row["dropped_perhaps"]["dropped_late_perhaps"] == 2
+    # certain 7 + 15, perhaps 2 + 2 + 3: 100 - 70 - 22 = 8 within [0, 7]: one unexplained.
+    assert (b["lost_certain"], b["lost_perhaps"], b["residual"]) == (22, 7, 8)
+    assert b["unexplained"] == 1 and errors == []
+
+
 def test_the_end_to_end_balance_recounts_each_stage_from_its_own_record(tmp_path):
     from oppsched.experiments.testbed.balance import end_to_end
     cfg, run, stats = _balance_run(tmp_path, delivered=90)

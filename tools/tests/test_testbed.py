@@ -281,6 +281,24 @@ def test_config_files_are_written_for_every_process(tmp_path):
     assert len(set(seeds)) == 2  # independent fading per user
 
 
+def test_reassembly_holds_gaps_for_nacked_tbs_only_when_retransmissions_wait_for_the_scheduler():
+    # harq_first true: every transmission within one HARQ round trip, the timeout covers
+    # them all; false: a retransmission waits for the scheduler, the client holds the gap
+    # while a TB it NACKed may still come (HELD_TIMEOUT_MS) and knows when the AP drops it.
+    first = daemonconf.reassembly(cfg_of(BASE))
+    assert "held_timeout_ms" not in first and "harq_max_transmissions" not in first
+    waits = daemonconf.reassembly(cfg_of(BASE, ["scheduler.harq_first=false",
+                                                "harq.max_transmissions=4"]))
+    assert waits["held_timeout_ms"] == daemonconf.HELD_TIMEOUT_MS == 2000.0
+    assert waits["harq_max_transmissions"] == 4
+    off = daemonconf.reassembly(cfg_of(BASE, ["scheduler.harq_first=false",
+                                              "reassembly.held_timeout_ms=0"]))
+    assert "held_timeout_ms" not in off
+    on = daemonconf.reassembly(cfg_of(BASE, ["reassembly.held_timeout_ms=500"]))
+    assert on["held_timeout_ms"] == 500.0
+    assert "reassembly.held_timeout_ms" in error_of(BASE, ["reassembly.held_timeout_ms=-1"])
+
+
 def test_paper_link_mode_has_the_phy_report_the_snr_of_the_slot_the_apd_grants(tmp_path):
     # slot_request(n) is answered at the start of slot n - 4 (lead_slots); the report of
     # slot n - 6 left the PHY at the start of slot n - 5 and took the 1 ms uplink, so it is

@@ -116,6 +116,11 @@ client_params read_client_config(const daemon::config_node& root) {
     const double ra_timeout_ms =
         ra.get<double>("timeout_ms", 50.0, value_range::open_closed(0, 60000));
     c.core.reassembly.timeout = static_cast<time_ns>(ra_timeout_ms * kNsPerMs + 0.5);
+    const double ra_held_ms =
+        ra.get<double>("held_timeout_ms", 0.0, value_range::closed(0, 600000));
+    c.core.reassembly.held_timeout = static_cast<time_ns>(ra_held_ms * kNsPerMs + 0.5);
+    c.core.harq_max_transmissions =
+        ra.get<std::uint32_t>("harq_max_transmissions", 0, value_range::closed(0, 64));
     c.core.reassembly.max_bytes = static_cast<std::size_t>(
         ra.get<std::uint64_t>("max_bytes", 1 << 20, value_range::closed(65535, 1ull << 32)));
     c.core.reassembly.max_ahead =

@@ -46,6 +46,8 @@ TEST(ClientConfig, when_only_the_required_keys_are_given_then_the_documented_def
     EXPECT_EQ(c.core.cqi_period_slots, 1u);
     EXPECT_EQ(c.core.reassembly.window, 64u);
     EXPECT_EQ(c.core.reassembly.timeout, 50 * kNsPerMs);
+    EXPECT_EQ(c.core.reassembly.held_timeout, 0);
+    EXPECT_EQ(c.core.harq_max_transmissions, 0u);
     EXPECT_FALSE(c.core.clamp.enabled);
     EXPECT_EQ(c.core.clamp.price_timeout, kNsPerSec);
     EXPECT_EQ(c.log_level, "info");
@@ -55,11 +57,14 @@ TEST(ClientConfig, when_only_the_required_keys_are_given_then_the_documented_def
 TEST(ClientConfig, when_times_are_given_in_ms_or_s_then_they_are_read_in_ns) {
     const client_params c = read(kMinimal +
                                  "uplink_delay_ms: 2.5\n"
-                                 "reassembly: {timeout_ms: 20}\n"
+                                 "reassembly: {timeout_ms: 20, held_timeout_ms: 1500, "
+                                 "harq_max_transmissions: 4}\n"
                                  "clamp: {enabled: true, price_timeout_ms: 300, "
                                  "flow_idle_timeout_s: 2}\n");
     EXPECT_EQ(c.uplink.delay, 2'500'000);
     EXPECT_EQ(c.core.reassembly.timeout, 20 * kNsPerMs);
+    EXPECT_EQ(c.core.reassembly.held_timeout, 1500 * kNsPerMs);
+    EXPECT_EQ(c.core.harq_max_transmissions, 4u);
     EXPECT_EQ(c.core.clamp.price_timeout, 300 * kNsPerMs);
     EXPECT_EQ(c.core.clamp.flow_idle_timeout, 2 * kNsPerSec);
 }

@@ -33,6 +33,7 @@
 //    tracked flows still go through window_tracker::rewrite() with the OS window itself, so
 //    the tracker keeps the right edge the sender saw and clamping resumes without ever
 //    moving it left; the bytes are unchanged (the OS never shrinks its window).
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -55,6 +56,10 @@ struct client_core_params {
     // field above, first_seq/first_packet_seq must match the AP's segmenter (both 0).
     pdu::reassembler_params reassembly;
     std::uint32_t cqi_period_slots = 1;  // >= 1: a cqi_report when slot >= last report + this
+    // The AP's harq.max_transmissions, [0, 64]: a TB the client NACKed this many times is
+    // dropped by the AP, so its gap is not held (reassembly.held_timeout). 0: unknown (a
+    // NACKed TB is held until the AP sends a new TB on its process, or held_timeout).
+    std::uint32_t harq_max_transmissions = 0;
     clamp_rewriter_params clamp;
     // The run's downlink tag key (integrity.h: run_key(..., downlink)): with a key, a TB
     // whose last 8 bytes are not the SipHash-2-4 tag of the rest is NACKed, dropped before
@@ -170,12 +175,24 @@ class client_core final {
                  std::vector<std::vector<std::uint8_t>>& out);
     // The price the CLAMP agents use now: nullopt unless clamping().
     std::optional<float> clamp_price() const;
+    // HARQ state as the client sees it, for the reassembler's held timeout: process `pid`
+    // sent a TB with `ndi` that decoded (ack) or not.
+    void note_harq(time_ns now, std::uint8_t pid, std::uint8_t ndi, bool ack);
     void push_event(time_ns now, clamp_event::event_kind kind, std::string detail);
 
     client_core_params params_;
     client_core_stats stats_;
     pdu::reassembler reassembler_;
     std::optional<std::uint64_t> last_cqi_slot_;
+    // Per HARQ process, the TB the client NACKed and has not seen the AP move on from (the
+    // same NDI decoding, or a new NDI on the process): the AP may still retransmit it.
+    struct nacked_tb {
+        bool pending = false;
+        std::uint8_t ndi = 0;
+        std::uint32_t nacks = 0;
+        time_ns since = 0;  // its first NACK
+    };
+    std::array<nacked_tb, 16> nacked_{};
 
     // CLAMP price state.
     std::optional<price_sample> price_;

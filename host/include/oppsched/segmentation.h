@@ -143,7 +143,11 @@ struct reassembler_params {
     std::uint32_t window = 64;           // PDUs [next, next + window) may be buffered; >= 1
                                          // (a compact stream uses at most 2048, pdu.h)
     time_ns timeout = 50 * kNsPerMs;     // a gap is given up once a later PDU waited this
-    std::size_t max_bytes = 1 << 20;     // memory held, reassembler::held_bytes(); >= 65535
+    // ... or this long (if longer) while HARQ may still deliver the missing PDU: the caller
+    // says so with set_harq_pending_since() (the client, from the HARQ processes it NACKed
+    // and has not seen the AP move on from). 0: the timeout always.
+    time_ns held_timeout = 0;
+    std::size_t max_bytes = 1 << 20;  // memory held, reassembler::held_bytes(); >= 65535
     // A PDU (or loss report) at least this far ahead of the next expected one is dropped and
     // counted (reassembler_stats::far_ahead), never skipped to: a forged or stale PDU must not
     // make the stream give up what it waits for. Between `window` and this, the oldest gaps
@@ -159,6 +163,17 @@ struct reassembler_params {
 // packet sequence numbers (standard format). The compact format has no packet numbers: it
 // counts the packet in progress at a loss and a packet whose head a lost TB carried, not
 // those a lost TB carried whole (a lower bound; the AP counts them exactly).
+//
+// A PDU given up (timeout, window, memory) may still arrive: HARQ delivered it after the
+// reassembler stopped waiting. It is counted in tbs_late, not in duplicates (the given-up
+// sequence numbers are remembered over the last 2048 PDUs), and its packets are not
+// delivered (later ones were). In the standard format its packets were all counted already
+// (the sequence gap). In the compact format the late PDU shows what the loss could not:
+// dropped_late counts the packets it carried whose loss no counter has counted, those it
+// carried whole and the one it started that ended in another given-up PDU or whose
+// continuation was not counted; dropped_late_perhaps counts a packet it started that may
+// have been counted as the given-up run's tail (its later PDUs not seen). So in the compact
+// format too, once every given-up PDU has arrived late, each packet lost is counted once.
 struct reassembler_stats {
     std::uint64_t delivered = 0;  // packets delivered
     std::uint64_t delivered_bytes = 0;
@@ -182,6 +197,11 @@ struct reassembler_stats {
     std::uint64_t dropped_restart = 0;
     std::uint64_t far_ahead = 0;
     std::uint64_t stale_session = 0;  // PDUs of the session a restart replaced (late ones)
+    // PDUs that arrived after their gap was given up (HARQ delivered them late), and the
+    // packets they carried that no other counter counted, for certain and perhaps (above).
+    std::uint64_t tbs_late = 0;
+    std::uint64_t dropped_late = 0;
+    std::uint64_t dropped_late_perhaps = 0;
 };
 
 // Memory: held_bytes() charges every buffered PDU or loss report kEntryOverheadBytes plus its
@@ -219,6 +239,12 @@ class reassembler final {
     // next_deadline().
     delivered_packets poll(time_ns now);
 
+    // HARQ may still deliver a PDU the client has not received: the oldest time at which it
+    // failed a transmission of a TB that the AP has not (as far as the client saw) moved on
+    // from; nullopt: none. A gap whose oldest later PDU arrived at or after that time may be
+    // that TB's and waits params().held_timeout instead of params().timeout (the TB was sent
+    // before every later PDU). Takes effect at the next call that gives up gaps.
+    void set_harq_pending_since(std::optional<time_ns> since) { harq_pending_since_ = since; }
     // When poll() would next give up a gap (nullopt if nothing is waiting).
     std::optional<time_ns> next_deadline() const;
     // The memory charged against max_bytes (see above); 0 when nothing is buffered.
@@ -269,7 +295,7 @@ class reassembler final {
     void restart_session(delivered_packets& out);
     bool far_ahead(std::uint64_t u) const;
     void process(const tb_entry& e, delivered_packets& out);
-    void process_compact(const tb_entry& e, delivered_packets& out);
+    void process_compact(const tb_entry& e, delivered_packets& out, bool closes_run);
     void deliver_partial(delivered_packets& out);
     std::uint32_t seq_mask() const;
     void process_loss(loss_cause cause);
@@ -279,6 +305,11 @@ class reassembler final {
     void drain(delivered_packets& out);
     void give_up_until(std::uint64_t target, loss_cause cause, delivered_packets& out);
     void enforce_timeout(time_ns now, delivered_packets& out);
+    // How long the gap waits whose oldest later PDU arrived at `arrival` (timeout or held).
+    time_ns timeout_at(time_ns arrival) const;
+    // A PDU older than next_: true (counted in tbs_late and dropped_late*) if it was given up
+    // and had not arrived late before.
+    bool on_late(std::uint32_t seq, const tb_entry& e);
     void enforce_memory(delivered_packets& out);
     static std::size_t entry_cost(const tb_entry& e);
     // Adds or replaces buffer_[u], keeping by_arrival_ and held_bytes_ in step.
@@ -301,6 +332,22 @@ class reassembler final {
     std::optional<std::uint16_t> retired_session_;  // the one the last restart replaced
     std::string* error_ = nullptr;                  // on_pdu's `error` during the call
     std::size_t held_bytes_ = 0;
+    std::optional<time_ns> harq_pending_since_;
+    // Runs of consecutive given-up PDUs [first, stop) of the last kLateHorizon PDUs, for
+    // telling a late PDU from a duplicate and, in the compact format, which of its packets
+    // were counted. state: per PDU, 0 not arrived, 1 arrived with a packet start, 2 arrived
+    // without one (compact: first = kCompactNoStart).
+    struct given_up_run {
+        std::uint64_t first = 0, stop = 0;
+        bool closed = false;          // the entry after the run has been processed
+        bool tail_counted = false;    // compact: that entry's continuation was counted lost
+        bool tail_ambiguous = false;  // that entry was a loss report
+        std::vector<std::uint8_t> state;
+    };
+    static constexpr std::uint64_t kLateHorizon = 2048;
+    static constexpr std::size_t kMaxRuns = 512;
+    std::vector<given_up_run> runs_;  // oldest first
+    bool run_open_ = false;           // runs_.back() is not closed yet
     reassembler_stats stats_;
 };
 

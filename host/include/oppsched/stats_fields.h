@@ -98,6 +98,9 @@ void for_each_field(const reassembler_stats& s, F&& f) {
     f("dropped_restart", s.dropped_restart);
     f("far_ahead", s.far_ahead);
     f("stale_session", s.stale_session);
+    f("tbs_late", s.tbs_late);
+    f("dropped_late", s.dropped_late);
+    f("dropped_late_perhaps", s.dropped_late_perhaps);
 }
 
 }  // namespace oppsched::pdu

@@ -23,14 +23,19 @@ where each term is counted over the flows' packets, after t0 (no flow sends befo
   (unknown_destination) are not to a client and are left out. Without packets.csv
   (traces.packets off) the apd's stats stand in (source `apd.stats.json`, whole life).
 * the client (its stats, client.<dev>.stats.json): packets it discarded for its own reasons
-  (reassembly memory cap, TUN writes that failed). Its reassembly losses of packets whose
-  TB HARQ lost (dropped_incomplete) are the AP's drops seen again and are only listed.
+  (reassembly memory cap, TUN writes that failed), and those of a TB that HARQ delivered
+  after the reassembly had given it up (reassembly.tbs_late; the AP counts such packets
+  delivered): in the compact PDU format the late TB shows packets its loss could not count
+  (no packet numbers), `dropped_late` for certain and `dropped_late_perhaps` when it cannot
+  tell whether the give-up counted it already (segmentation.h); in the standard format the
+  give-up counted them all (dropped_timeout). Its reassembly losses of packets whose TB
+  HARQ lost (dropped_incomplete) are the AP's drops seen again and are only listed.
 
 A packet whose fate one stage cannot know is counted as lost *perhaps*: the AP's packets
 in flight at the end and those HARQ timed out or flushed (the client may have decoded the
 TB: packet_ledger.h), the packets a killed apd held or read after its trace's last row,
 the client's reassembly timeouts and restart drops (the same packets seen from the other
-side). The residual offered - delivered - lost for certain must lie in [0, lost perhaps];
+side, or packets of a TB that arrived after the timeout) and its dropped_late_perhaps. The residual offered - delivered - lost for certain must lie in [0, lost perhaps];
 `unexplained` is how far it lies outside, and more than BOUND is an error of the run.
 Upstream flows are not balanced here (their data crosses the AP's uplink, whose records
 are the medium's counters)."""
@@ -257,10 +262,14 @@ def end_to_end(rundir: Path, cfg: dict, run: dict, stats: dict, errors: list) ->
         ra, tn = s.get("reassembly") or {}, s.get("tun") or {}
         row = {"source": f"client.{c['name']}.stats.json",
                "dropped": {"dropped_memory": int(ra.get("dropped_memory", 0)),
+                           "dropped_late": int(ra.get("dropped_late", 0)),
                            "tun_tx_errors": int(tn.get("tx_errors", 0)),
                            "tun_tx_would_block": int(tn.get("tx_would_block", 0))},
                "dropped_perhaps": {"dropped_timeout": int(ra.get("dropped_timeout", 0)),
-                                   "dropped_restart": int(ra.get("dropped_restart", 0))},
+                                   "dropped_restart": int(ra.get("dropped_restart", 0)),
+                                   "dropped_late_perhaps": int(ra.get("dropped_late_perhaps",
+                                                                      0))},
+               "tbs_late": int(ra.get("tbs_late", 0)),
                "also_counted_at_ap": {"dropped_incomplete": int(ra.get("dropped_incomplete",
                                                                        0))}}
         certain += sum(row["dropped"].values())

@@ -166,7 +166,8 @@ def restart_apd(procs, spawn, ns, argv, rundir: Path, timeout: float, tun: str =
 QUEUE_CAUSES = ("overflow", "early_drop", "aqm_drop", "superseded_ack", "evicted_low_priority",
                 "evicted_las", "flushed")
 HARQ_CAUSES = ("harq_max_tx", "harq_timeout", "harq_flush", "rejected")
-CLIENT_CAUSES = ("dropped_incomplete", "dropped_timeout", "dropped_memory", "dropped_restart")
+CLIENT_CAUSES = ("dropped_incomplete", "dropped_timeout", "dropped_memory", "dropped_restart",
+                 "dropped_late", "dropped_late_perhaps")
 
 
 def _balance(apd: dict) -> dict | None:
@@ -251,7 +252,8 @@ def conservation_summary(rundir: Path, stats: dict, errors: list) -> dict:
             "dropped": {k: int(ra.get(k, 0)) for k in CLIENT_CAUSES},
             "session_restarts": int(ra.get("session_restarts", 0)),
             "far_ahead": int(ra.get("far_ahead", 0)),
-            "duplicates": int(ra.get("duplicates", 0))}
+            "duplicates": int(ra.get("duplicates", 0)),
+            "tbs_late": int(ra.get("tbs_late", 0))}
     b = out["apd"]
     if b is not None and b["unaccounted"] != 0:
         errors.append(f"conservation: {b['unaccounted']} packet(s) offered at the AP left "

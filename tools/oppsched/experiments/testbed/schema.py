@@ -422,6 +422,11 @@ SCHEMA = {
                             doc="a gap is given up after this; null: as long as HARQ may "
                                 "still deliver it (max_transmissions x (lead_slots + 3) "
                                 "slots + uplink delay)"),
+        "held_timeout_ms": Field((float, _NONE), None, min=0.0, max=600000.0,
+                                 doc="a gap is held this long while a TB the client NACKed "
+                                     "may still be retransmitted (0: never); null: 2000 with "
+                                     "scheduler.harq_first false (a retransmission waits for "
+                                     "the scheduler), 0 with true (daemonconf.reassembly)"),
         "window": Field((int, _NONE), None, min=1, max=1 << 20,
                         doc="PDUs held beyond a gap; null: at least the PDUs of that time"),
         "max_bytes": Field((int, _NONE), None, min=65535, doc="null: the client's default"),
