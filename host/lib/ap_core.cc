@@ -282,6 +282,7 @@ struct ap_core::Impl {
     packet_ledger ledger;                      // packets from dequeue to fate
     std::unique_ptr<sched::scheduler_policy> policy;
     std::unique_ptr<sched::scheduler_policy> shadow;  // mu_c_mode::all_backlogged
+    sched::queue_state qstate;                        // policy->uses_queue_state() only
     std::vector<bool> usable;                         // its eligibility: a usable rate
     std::unique_ptr<harq::harq_entity> harq;
     std::vector<linkadapt::olla> olla;
@@ -541,6 +542,21 @@ struct ap_core::Impl {
         }
     }
 
+    // The queues as a policy that asks for them sees them (sched::queue_state).
+    void prepare_queue_state(std::int64_t s, time_ns now) {
+        qstate.slot = s;
+        const ip_packet* shared_head = qset ? qset->queue(0).peek() : nullptr;
+        for (std::uint32_t u = 0; u < n_users; ++u) {
+            qstate.backlog_bytes[u] = user_queue_bytes(u);
+            const ip_packet* head =
+                qset ? (shared_head && shared_head->user == u ? shared_head : nullptr)
+                     : aqms[u]->peek();
+            qstate.hol_delay_s[u] =
+                head && now > head->arrival ? static_cast<double>(now - head->arrival) * 1e-9 : 0.0;
+        }
+        policy->set_queue_state(qstate);
+    }
+
     // HARQ retransmissions go first (sched.h: the policy is not asked; update() still once).
     wire::slot_grant grant_retransmission(std::uint32_t user, std::uint8_t process, std::int64_t s,
                                           std::uint64_t slot, std::optional<slot_row>& row) {
@@ -766,7 +782,14 @@ ap_core::ap_core(ap_core_params params) {
     sched::scheduler_params sc;
     sc.num_users = m.n_users;
     sc.policy = p.scheduler;
-    m.policy = sched::make_scheduler(sc);
+    m.policy = p.scheduler_factory ? p.scheduler_factory(m.n_users) : sched::make_scheduler(sc);
+    if (!m.policy || m.policy->num_users() != m.n_users)
+        throw_invalid("scheduler: the policy made for " + std::to_string(m.n_users) +
+                      " users has " + std::to_string(m.policy ? m.policy->num_users() : 0));
+    if (m.policy->uses_queue_state()) {
+        m.qstate.backlog_bytes.assign(m.n_users, 0);
+        m.qstate.hol_delay_s.assign(m.n_users, 0.0);
+    }
     if (p.clamp.enabled && p.clamp.mu == mu_c_mode::all_backlogged) {
         m.shadow = sched::make_scheduler(sc);
         m.usable.assign(m.n_users, false);
@@ -870,6 +893,7 @@ wire::slot_grant ap_core::on_slot_request(time_ns now, std::uint64_t slot, time_
 
     m.expire_harq(s, now);
     m.prepare_scheduler_inputs(s, slot);
+    if (m.policy->uses_queue_state()) m.prepare_queue_state(s, now);
     m.slot_tx_queue = -1;
     m.slot_tx_fill = 0.0;
     std::optional<slot_row> row;
@@ -1058,6 +1082,7 @@ std::vector<std::pair<std::string, std::uint64_t>> ap_core::counters() const {
     for (std::size_t qi = 0; qi < m.queue_count(); ++qi) {
         append_counters(c, "aqm." + m.queue_name(qi) + ".", m.aqm_stats(qi));
     }
+    for (const auto& [k, v] : m.policy->counters()) c.emplace_back("scheduler." + k, v);
     return c;
 }
 

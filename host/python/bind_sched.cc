@@ -10,6 +10,7 @@
 #include "bindings.h"
 #include "oppsched/sched.h"
 #include "oppsched/validation.h"
+#include "python_plugin.h"
 
 namespace oppsched::py {
 namespace {
@@ -78,8 +79,64 @@ param_value value_of(const param_spec& spec, const pybind11::handle& v) {
     return wrong();
 }
 
+// kind "python" (docs/extending.md): file, class, params (the plugin's own, a dict), alpha,
+// slot_s, budget_fraction, num_users.
+py_scheduler make_python(const pybind11::dict& given) {
+    static const char* const kKeys[] = {"file",   "class",           "params",   "alpha",
+                                        "slot_s", "budget_fraction", "num_users"};
+    std::string accepted;
+    for (const char* k : kKeys) accepted += (accepted.empty() ? "" : ", ") + std::string(k);
+    for (const auto& item : given) {
+        const std::string key = pybind11::str(item.first);
+        if (std::none_of(std::begin(kKeys), std::end(kKeys),
+                         [&](const char* k) { return key == k; }))
+            throw_invalid("sched.params: '" + key +
+                          "' not accepted by kind 'python' (accepted: " + accepted + ")");
+    }
+    for (const char* k : {"file", "class"})
+        if (!given.contains(k))
+            throw_invalid("sched." + std::string(k) + ": required for kind 'python'");
+    pyplugin::python_scheduler_options opt;
+    const auto number = [&](const char* k, double& out) {
+        if (!given.contains(k)) return;
+        try {
+            out = given[k].cast<double>();
+        } catch (const pybind11::cast_error&) {
+            throw_invalid("sched." + std::string(k) + ": " + std::string(pybind11::repr(given[k])) +
+                          " has the wrong type");
+        }
+    };
+    number("alpha", opt.alpha);
+    number("slot_s", opt.slot_s);
+    number("budget_fraction", opt.budget_fraction);
+    opt.validate();
+    pybind11::dict plugin_params;
+    if (given.contains("params") && !given["params"].is_none()) {
+        if (!pybind11::isinstance<pybind11::dict>(given["params"]))
+            throw_invalid("sched.params: " + std::string(pybind11::repr(given["params"])) +
+                          " is not a dict");
+        plugin_params = given["params"].cast<pybind11::dict>();
+    }
+    const std::size_t n = given.contains("num_users") ? given["num_users"].cast<std::size_t>() : 0;
+    pybind11::object obj =
+        pyplugin::load_plugin(given["file"].cast<std::string>(), given["class"].cast<std::string>(),
+                              plugin_params, pyplugin::family::scheduler);
+    return py_scheduler(pyplugin::make_python_scheduler(std::move(obj), n, std::move(opt)));
+}
+
 py_scheduler make(const std::string& kind, const pybind11::object& params,
                   const pybind11::kwargs& kwargs) {
+    if (kind == "python") {
+        pybind11::dict given;
+        if (!params.is_none()) {
+            if (!pybind11::isinstance<pybind11::dict>(params))
+                throw_invalid("sched.params: " + std::string(pybind11::repr(params)) +
+                              " is not a dict");
+            for (const auto& item : params.cast<pybind11::dict>()) given[item.first] = item.second;
+        }
+        for (const auto& item : kwargs) given[item.first] = item.second;
+        return make_python(given);
+    }
     const scheduler_kind* spec = find_scheduler_kind(kind);
     scheduler_params cfg;
     param_map values;
@@ -165,6 +222,26 @@ void bind_sched(pybind11::module_& m) {
         .def(
             "reset_user", [](py_scheduler& s, std::size_t u) { s.policy().reset_user(u); },
             pybind11::arg("user"))
+        .def(
+            "set_queue_state",
+            [](py_scheduler& s, std::int64_t slot, std::vector<std::uint64_t> backlog_bytes,
+               std::vector<double> hol_delay_s) {
+                s.policy().set_queue_state(
+                    {slot, std::move(backlog_bytes), std::move(hol_delay_s)});
+            },
+            pybind11::arg("slot"), pybind11::arg("backlog_bytes"), pybind11::arg("hol_delay_s"),
+            "The queues a python-kind policy's next select() sees (the apd sets them every "
+            "slot); ignored by the built-in kinds.")
+        .def_property_readonly(
+            "counters",
+            [](py_scheduler& s) {
+                pybind11::dict d;
+                for (const auto& [k, v] : s.policy().counters()) d[k.c_str()] = v;
+                return d;
+            },
+            "The policy's own counters (python kind: plugin_decisions, plugin_deadline_misses, "
+            "plugin_exceptions, plugin_invalid_decisions, plugin_fallbacks, plugin_decision_ns); "
+            "empty for the built-in kinds.")
         .def("__repr__", [](py_scheduler& s) {
             return "<Scheduler " + std::string(s.policy().kind()) +
                    " users=" + std::to_string(s.policy().num_users()) + ">";
@@ -177,6 +254,29 @@ void bind_sched(pybind11::module_& m) {
           "dict `params` and the keywords (lam= stands for lambda, a Python keyword); every kind "
           "also takes num_users (default: learnt from the first slot). Defaults and ranges: "
           "scheduler_registry().");
+    m.def(
+        "load_plugin",
+        [](const std::string& file, const std::string& cls, const pybind11::object& params,
+           const std::string& family) {
+            if (family != "scheduler" && family != "aqm")
+                throw_invalid("family: '" + family + "' not one of scheduler, aqm");
+            pybind11::dict p;
+            if (!params.is_none()) {
+                if (!pybind11::isinstance<pybind11::dict>(params))
+                    throw pyplugin::plugin_error(
+                        file + ": class " + cls +
+                        ": params: " + std::string(pybind11::repr(params)) + " is not a mapping");
+                p = params.cast<pybind11::dict>();
+            }
+            return pyplugin::load_plugin(
+                file, cls, p,
+                family == "aqm" ? pyplugin::family::aqm : pyplugin::family::scheduler);
+        },
+        pybind11::arg("file"), pybind11::arg("cls"), pybind11::arg("params") = pybind11::none(),
+        pybind11::arg("family") = "scheduler",
+        "The plugin instance the apd would make: imports `file`, checks class `cls` against the "
+        "family's protocol (docs/extending.md) and calls cls(**params). ValueError "
+        "'<file>: class <cls>: <reason>' if it cannot be used.");
     m.def("scheduler_registry", &registry,
           "Every scheduler kind (sched.h) with its parameters: [{kind, help, params: [{name, type, "
           "default, min, max, min_open, max_open, violation, unit, help, choices, required}]}].");

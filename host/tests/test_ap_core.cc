@@ -1007,5 +1007,69 @@ TEST(ap_core, the_usable_tb_minimum_and_its_error_follow_the_pdu_format) {
     EXPECT_EQ(ap.tb_bytes_for_mcs(0), 5u);
 }
 
+// A policy made outside the library (ap_core_params::scheduler_factory): PF's choices, the
+// queue state it was given, and a counter the apd reports as scheduler.<name>.
+class queue_state_recorder final : public sched::scheduler_policy {
+  public:
+    explicit queue_state_recorder(std::size_t n) {
+        sched::scheduler_params p;
+        p.num_users = n;
+        pf_ = sched::make_scheduler(p);
+    }
+    std::string_view kind() const override { return "recorder"; }
+    int choose(const std::vector<double>& r, const std::vector<bool>& b) const override {
+        return pf_->choose(r, b);
+    }
+    void update(const std::vector<double>& r, int u, double bps) override {
+        pf_->update(r, u, bps);
+    }
+    const std::vector<double>& averages() const override { return pf_->averages(); }
+    std::size_t num_users() const override { return pf_->num_users(); }
+    void set_num_users(std::size_t n) override { pf_->set_num_users(n); }
+    void reset_user(std::size_t u) override { pf_->reset_user(u); }
+    std::int64_t slots() const override { return pf_->slots(); }
+    double alpha() const override { return pf_->alpha(); }
+    bool uses_queue_state() const override { return true; }
+    void set_queue_state(const sched::queue_state& s) override { states.push_back(s); }
+    std::vector<std::pair<std::string, std::uint64_t>> counters() const override {
+        return {{"recorded_states", states.size()}};
+    }
+    std::vector<sched::queue_state> states;
+
+  private:
+    std::unique_ptr<sched::scheduler_policy> pf_;
+};
+
+TEST(ap_core, when_a_policy_asks_for_the_queue_state_then_it_sees_backlog_and_head_of_line_age) {
+    ap_core_params p = two_users();
+    queue_state_recorder* made = nullptr;
+    p.scheduler_factory = [&made](std::size_t n) {
+        auto r = std::make_unique<queue_state_recorder>(n);
+        made = r.get();
+        return r;
+    };
+    ap_core ap(p);
+    ASSERT_NE(made, nullptr);
+    ASSERT_TRUE(ap.on_downlink_packet(t_of(0), ipv4_to(1, 100)));
+    ASSERT_TRUE(ap.on_downlink_packet(t_of(1), ipv4_to(1, 60)));
+    ap.on_cqi(0, 0, 20.0, 0);
+    request(ap, 3);
+    ASSERT_EQ(made->states.size(), 1u);
+    const sched::queue_state& s = made->states[0];
+    EXPECT_EQ(s.backlog_bytes, (std::vector<std::uint64_t>{160, 0}));
+    EXPECT_DOUBLE_EQ(s.hol_delay_s[0], 0.03);  // the first packet arrived 3 slots of 10 ms ago
+    EXPECT_EQ(s.hol_delay_s[1], 0.0);
+    bool reported = false;
+    for (const auto& [k, v] : ap.counters())
+        if (k == "scheduler.recorded_states") reported = v == 1;
+    EXPECT_TRUE(reported);
+}
+
+TEST(ap_core, when_the_factory_makes_a_policy_for_another_user_count_then_it_is_refused) {
+    ap_core_params p = two_users();
+    p.scheduler_factory = [](std::size_t) { return std::make_unique<queue_state_recorder>(3); };
+    expect_error(p, "scheduler: the policy made for 2 users has 3");
+}
+
 }  // namespace
 }  // namespace oppsched::ap

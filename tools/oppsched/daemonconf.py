@@ -19,6 +19,7 @@ import copy
 import math
 import os
 import secrets
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +27,7 @@ import yaml
 
 from gnuradio.oppsched import numerology
 
-from oppsched import mac, paths, registry
+from oppsched import mac, paths, plugin, registry
 from oppsched.names import SHANNON_TABLE_DEFAULTS
 
 # Andrew & Hanly, CLAMP, §V-D: n = 5 link-layer attempts in the slow-fading scenario (0.6 Hz),
@@ -84,6 +85,7 @@ class Layout:
     tun: str = "radio0"
     endpoints: dict[str, str] = field(default_factory=dict)
     mcs_table: str = ""  # a CSV both the apd and the PHY read, when the run writes one
+    scheduler_plugin: str = ""  # scheduler.kind python: the plugin's copy in the run folder
 
     @classmethod
     def make(cls, rundir: Path, users: list[User], scratch: Path | None = None,
@@ -316,11 +318,13 @@ def deep_merge(base: dict, extra: dict) -> dict:
     return out
 
 
-def _scheduler(cfg: dict) -> dict:
+def _scheduler(cfg: dict, lay: Layout) -> dict:
     s = cfg["scheduler"]
     # the kind's parameters by their registered names, as the apd reads them (sched.h)
     out = {"kind": s["kind"], **copy.deepcopy(registry.scheduler_params(s)),
            "harq_first": s["harq_first"]}
+    if s["kind"] == plugin.PYTHON_KIND:
+        out["file"] = lay.scheduler_plugin or str(Path(s["file"]).resolve())
     return out
 
 
@@ -415,7 +419,7 @@ def apd_config(cfg: dict, lay: Layout) -> dict:
         "queue": {"mode": cfg["queue"]["mode"], "limit_bytes": cfg["queue"]["limit_bytes"],
                   "limit_packets": cfg["queue"]["limit_packets"]},
         "aqm": _aqm(cfg),
-        "scheduler": _scheduler(cfg),
+        "scheduler": _scheduler(cfg, lay),
         "harq": {"processes": h["processes"], "max_transmissions": max_transmissions(cfg),
                  "feedback_timeout_slots": h["feedback_timeout_slots"]},
         "link_adaptation": _link_adaptation(cfg, lay),
@@ -617,6 +621,14 @@ def write_all(cfg: dict, lay: Layout) -> dict[str, Path]:
         os.replace(tmp, path)
         return path
 
+    if cfg["scheduler"]["kind"] == plugin.PYTHON_KIND:
+        # The plugin runs from a copy in the run folder: the record of what ran, readable by
+        # the apd's user whatever the original's folder allows (docs/extending.md).
+        src = Path(cfg["scheduler"]["file"])
+        path = lay.rundir / f"plugin.{src.name}"
+        shutil.copyfile(src, path)
+        path.chmod(0o644)
+        lay.scheduler_plugin = str(path)
     out["apd"] = dump("apd.yaml", apd_config(cfg, lay))
     for u in lay.users:
         out[f"client.{u.name}"] = dump(f"client.{u.name}.yaml", client_config(cfg, lay, u))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from oppsched import mac
+from oppsched import mac, plugin
 from oppsched.config import Field, Renamed
 
 
@@ -113,8 +113,9 @@ def takers(name: str) -> list[str]:
 def scheduler_fields(skip: tuple[str, ...] = ()) -> dict:
     """The fields of a flat `scheduler` section: kind, then every kind's parameters (each
     documented with the kinds that take it), then `lam`, the old name of lambda."""
-    out: dict = {"kind": Field(str, "pf", choices=scheduler_kinds(),
-                               doc="; ".join(f"{k['kind']}: {k['help']}" for k in _schedulers()))}
+    out: dict = {"kind": Field(str, "pf", choices=scheduler_kinds() + (plugin.PYTHON_KIND,),
+                               doc="; ".join(f"{k['kind']}: {k['help']}" for k in _schedulers())
+                               + "; python: a plugin written in Python (docs/extending.md)")}
     for name, spec in scheduler_param_specs().items():
         if name in skip:
             continue
@@ -124,12 +125,16 @@ def scheduler_fields(skip: tuple[str, ...] = ()) -> dict:
                           + (f" ({spec['unit']})" if spec["unit"] else ""))
     if "lambda" in out:
         out["lam"] = Renamed("lambda")
+    out.update(plugin.scheduler_fields())
     return out
 
 
 def scheduler_params(section: dict) -> dict:
     """The parameters of section["kind"] from a validated flat `scheduler` section, by their
-    registered names (what the apd's scheduler section and mac.make_scheduler take)."""
+    registered names (what the apd's scheduler section and mac.make_scheduler take); kind
+    python: file, class, params, alpha, budget_fraction (oppsched.plugin)."""
+    if section["kind"] == plugin.PYTHON_KIND:
+        return plugin.scheduler_params(section)
     kind = schedulers()[section["kind"]]
     return {p["name"]: section[p["name"]] for p in kind["params"] if p["name"] in section}
 
@@ -200,6 +205,23 @@ def markdown() -> str:
     for k in _schedulers():
         about = k["help"][:1].upper() + k["help"][1:]
         lines += [f"### `{k['kind']}`", "", about + ".", ""] + _table(k["params"]) + [""]
+    alpha = scheduler_param_specs()["alpha"]
+    lines += [f"### `{plugin.PYTHON_KIND}`", "",
+              "A scheduler written in Python: a class in a file, called every slot inside the",
+              "apd (an embedded interpreter) and in macsim; the protocol, the deadline and the",
+              "fallbacks to `pf` are in [extending.md](extending.md). Its `alpha` is the EMA of",
+              "the `avg_bps` it sees and of the fallback PF.", "",
+              "| parameter | type | default | range | unit | meaning |", "|---|---|---|---|---|---|",
+              f"| `alpha` | number | {_num(alpha['default'])} | {_range(alpha)} | per slot | "
+              "avg_bps's EMA weight and the fallback PF's |"]
+    kinds = {"file": "path", "class": "name", "params": "mapping", "budget_fraction": "number"}
+    ranges = {"budget_fraction": "(0, 1]"}
+    for name, f in plugin.scheduler_fields().items():
+        default = "required" if f.default is None else ("{}" if f.default == {}
+                                                        else _num(f.default))
+        lines.append(f"| `{name}` | {kinds[name]} | {default} | {ranges.get(name, '')} | | "
+                     f"{f.doc.removeprefix('python: ')} |")
+    lines += [""]
     lines += [
         "## AQMs (`aqm.kind`)",
         "",

@@ -81,6 +81,22 @@ def write_report(outdir: Path, experiment: dict, runs, compare_pngs=()) -> Path:
             f"<td>{s['harq']['tb_sent']}</td><td>{s['harq']['tb_failed_final']}</td></tr>")
     parts.append("</table>")
 
+    # Python scheduler plugins (docs/extending.md): what the deadline and the fallbacks did.
+    plugged = [(label, s["scheduler"]) for label, s, _ in runs
+               if "plugin_decisions" in (s.get("scheduler") or {})]
+    if plugged:
+        parts.append("<h3>Scheduler plugins</h3><table><tr><th>run</th><th>decisions</th>"
+                     "<th>mean (us)</th><th>deadline misses</th><th>exceptions</th>"
+                     "<th>invalid</th><th>PF decided</th></tr>")
+        for label, p in plugged:
+            n = p["plugin_decisions"]
+            mean = p["plugin_decision_ns"] / n / 1e3 if n else None
+            parts.append(f"<tr><td>{e(label)}</td><td>{n}</td><td>{_fmt(mean, digits=1)}</td>"
+                         f"<td>{p['plugin_deadline_misses']}</td><td>{p['plugin_exceptions']}</td>"
+                         f"<td>{p['plugin_invalid_decisions']}</td>"
+                         f"<td>{p['plugin_fallbacks']}</td></tr>")
+        parts.append("</table>")
+
     for png in compare_pngs:
         parts.append(f"<img src='{e(png)}' alt='{e(png)}'>")
 

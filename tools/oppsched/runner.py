@@ -376,6 +376,15 @@ def text_summary(runs) -> str:
         gm = s.get("goodput_mac_fraction")
         if gm is not None:
             lines.append(f"   TCP goodput / MAC throughput: {gm:.3f}")
+        pl = s.get("scheduler") or {}
+        if "plugin_decisions" in pl:  # a python scheduler (docs/extending.md)
+            n = pl["plugin_decisions"]
+            mean = f", {pl['plugin_decision_ns'] / n / 1e3:.1f} us each" if n else ""
+            lines.append(f"   scheduler plugin: {n} decisions{mean}, "
+                         f"{pl['plugin_deadline_misses']} deadline misses, "
+                         f"{pl['plugin_exceptions']} exceptions, "
+                         f"{pl['plugin_invalid_decisions']} invalid (PF decided "
+                         f"{pl['plugin_fallbacks']} slots)")
         for err in s.get("errors") or []:
             lines.append(f"   ERROR: {err}")
     return "\n".join(lines)

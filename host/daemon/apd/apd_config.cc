@@ -4,7 +4,10 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -123,15 +126,93 @@ aqm::aqm_params read_aqm(const config_node& root) {
     return c;
 }
 
+std::string json_string(const std::string& v) {
+    std::string out = "\"";
+    for (const char ch : v) {
+        const auto u = static_cast<unsigned char>(ch);
+        if (ch == '"' || ch == '\\') {
+            out += '\\';
+            out += ch;
+        } else if (u < 0x20) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\u%04x", u);
+            out += buf;
+        } else {
+            out += ch;
+        }
+    }
+    return out + "\"";
+}
+
+// A YAML value as JSON (a plugin's params), every key under it marked read. Unquoted
+// scalars that read as integers, numbers, booleans or null are those; anything else a string.
+std::string json_of(const config_node& n) {
+    const YAML::Node& y = n.yaml();
+    if (y.IsMap()) {
+        std::string out = "{";
+        for (const auto& key : n.keys()) {
+            n.mark_read(key);
+            out += (out.size() > 1 ? ", " : "") + json_string(key) + ": " + json_of(n.child(key));
+        }
+        return out + "}";
+    }
+    if (y.IsSequence()) {
+        std::string out = "[";
+        for (const auto& e : n.items()) out += (out.size() > 1 ? ", " : "") + json_of(e);
+        return out + "]";
+    }
+    if (!y.IsDefined() || y.IsNull()) return "null";
+    const std::string& v = y.Scalar();
+    if (y.Tag() != "!") {
+        if (v == "true" || v == "True" || v == "TRUE") return "true";
+        if (v == "false" || v == "False" || v == "FALSE") return "false";
+        char* end = nullptr;
+        errno = 0;
+        const double d = std::strtod(v.c_str(), &end);
+        if (!v.empty() && end == v.c_str() + v.size() && errno == 0 && std::isfinite(d) &&
+            v.find_first_of("xXpP") == std::string::npos)
+            return v;
+    }
+    return json_string(v);
+}
+
+// scheduler.kind python: file, class, params, alpha, budget_fraction (docs/extending.md).
+apd_params::python_plugin read_python_scheduler(const config_node& s) {
+    apd_params::python_plugin p;
+    p.file = s.require<std::string>("file");
+    if (p.file.empty()) s.fail("file", "must name the plugin's .py file");
+    p.class_name = s.require<std::string>("class");
+    if (p.class_name.empty()) s.fail("class", "must name the plugin's class");
+    p.alpha = s.get<double>("alpha", sched::kDefaultAlpha);
+    if (!(p.alpha > 0.0 && p.alpha <= 1.0))
+        s.fail("alpha", format_number(p.alpha) + " not in (0,1]");
+    p.budget_fraction = s.get<double>("budget_fraction", 0.5);
+    if (!(p.budget_fraction > 0.0 && p.budget_fraction <= 1.0))
+        s.fail("budget_fraction", format_number(p.budget_fraction) + " not in (0,1]");
+    p.params_json = "{}";
+    if (const auto params = s.optional_child("params"); params && !params->is_null()) {
+        if (!params->is_map()) s.fail("params", "must be a mapping of the plugin's parameters");
+        p.params_json = json_of(*params);
+    }
+    s.mark_read("params");
+    return p;
+}
+
 // The policy, its kind and parameters read through the scheduler registry (sched.h), which
-// checks the ranges; `harq_first` gets scheduler.harq_first (ap_core_params).
-sched::policy_params read_scheduler(const config_node& root, std::size_t n_users,
-                                    bool& harq_first) {
+// checks the ranges; `harq_first` gets scheduler.harq_first (ap_core_params). Kind python:
+// `plugin` gets the plugin, the policy is its fallback PF.
+sched::policy_params read_scheduler(const config_node& root, std::size_t n_users, bool& harq_first,
+                                    std::optional<apd_params::python_plugin>& plugin) {
     const config_node s = root.child_or_empty("scheduler");
     harq_first = s.get<bool>("harq_first", true);
     std::vector<std::string> kinds;
     for (const auto& k : sched::scheduler_kinds()) kinds.push_back(k.name);
+    kinds.push_back("python");
     const std::string kind = s.get_choice("kind", "pf", kinds);
+    if (kind == "python") {
+        plugin = read_python_scheduler(s);
+        return sched::pf_params{plugin->alpha};
+    }
     const sched::scheduler_kind& spec = *sched::find_scheduler_kind(kind);
     const auto takes = [](const sched::scheduler_kind& k, const std::string& name) {
         return std::any_of(k.params.begin(), k.params.end(),
@@ -387,7 +468,7 @@ apd_params read_apd_config(const config_node& root) {
     }
 
     // ---- scheduler ----
-    core.scheduler = read_scheduler(root, core.users.size(), core.harq_first);
+    core.scheduler = read_scheduler(root, core.users.size(), core.harq_first, c.python_scheduler);
     try {
         sched::scheduler_params sc;
         sc.num_users = core.users.size();

@@ -4,6 +4,7 @@
 // combinations are errors naming the dotted field and the value) into the daemon's own
 // settings and the ap_core's parameters. Nothing here opens a device or a socket.
 #include <map>
+#include <optional>
 #include <string>
 
 #include "oppsched/ap_core.h"
@@ -51,6 +52,17 @@ struct apd_params {
     bool seccomp = true;          // the allow-list of host/daemon/seccomp once set up
     double stats_period_s = 2.0;  // stats and traces written this often while running
     ap::ap_core_params core;
+    // scheduler.kind python (docs/extending.md): the plugin the apd loads into its embedded
+    // interpreter before it drops privileges; core.scheduler is then PF with the plugin's
+    // alpha (its fallback). nullopt: a built-in kind.
+    struct python_plugin {
+        std::string file;         // as given (the runner gives the copy in the run folder)
+        std::string class_name;   // scheduler.class
+        std::string params_json;  // scheduler.params as a JSON object, "{}" when absent
+        double alpha = 0.03;
+        double budget_fraction = 0.5;  // a decision's budget: this share of slot_s
+    };
+    std::optional<python_plugin> python_scheduler;
     ap::medium_params medium;  // the shared medium (medium.h); mode none by default
 
     // traces.mac_pcap (mac_capture.h): "" = off

@@ -28,6 +28,7 @@
 #include <zmq.hpp>
 
 #include "apd_config.h"
+#include "embedded.h"
 #include "oppsched/ap_core.h"
 #include "oppsched/daemon/args.h"
 #include "oppsched/daemon/config.h"
@@ -796,11 +797,37 @@ int main(int argc, char** argv) {
         spdlog::error("{}: {}", config, e.what());
         return apd::kExitConfig;
     }
+    // scheduler.kind python: the plugin is loaded (and checked, with --check) in an embedded
+    // interpreter now, while the apd may still read the file; its calls later run in the slot
+    // loop under the seccomp allow-list (docs/extending.md).
+    std::unique_ptr<pyplugin::embedded_interpreter> python;
+    if (cfg.python_scheduler) {
+        const auto& ps = *cfg.python_scheduler;
+        try {
+            python = std::make_unique<pyplugin::embedded_interpreter>();
+            pyplugin::embedded_scheduler_options opt;
+            opt.alpha = ps.alpha;
+            opt.slot_s = cfg.core.slot_s;
+            opt.budget_fraction = ps.budget_fraction;
+            opt.log = [](const std::string& m) { spdlog::warn("{}", m); };
+            cfg.core.scheduler_factory =
+                pyplugin::load_python_scheduler(ps.file, ps.class_name, ps.params_json, opt);
+            ap::ap_core validate_only(cfg.core);
+        } catch (const std::exception& e) {
+            cfg.core.scheduler_factory = nullptr;  // its Python objects go before the interpreter
+            spdlog::error("{}: scheduler: {}", config, e.what());
+            return apd::kExitConfig;
+        }
+        spdlog::info("scheduler: python plugin {} class {} (budget {} us of each slot)", ps.file,
+                     ps.class_name, ps.budget_fraction * cfg.core.slot_s * 1e6);
+    }
     if (check) {
+        cfg.core.scheduler_factory = nullptr;
         spdlog::info("{}: valid", config);
         return 0;
     }
     try {
+        // The daemon (and the plugin's objects it holds) ends before `python`.
         return apd::ap_daemon(std::move(cfg)).run();
     } catch (const std::exception& e) {
         spdlog::critical("fatal: {}", e.what());

@@ -69,6 +69,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -188,6 +189,10 @@ struct ap_core_params {
     std::optional<std::uint8_t> priority_dscp;  // [0, 63]
     ap_clamp_params clamp{};
     sched::policy_params scheduler = sched::pf_params{};
+    // A policy made outside the library (a Python plugin: host/pyplugin), called with the
+    // number of users; when set it replaces `scheduler` (a CLAMP shadow policy stays
+    // `scheduler`). Its counters() appear as scheduler.<name> in counters().
+    std::function<std::unique_ptr<sched::scheduler_policy>(std::size_t)> scheduler_factory;
     // true: a pending HARQ retransmission takes the slot before the scheduler is asked (as
     // LTE does). false: a user with one competes in the scheduler like a backlogged user,
     // at its current rate, and its oldest retransmission goes before its new data if it is

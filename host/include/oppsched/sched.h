@@ -49,6 +49,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -149,9 +150,25 @@ const scheduler_kind* find_scheduler_kind(std::string_view name);
 // range throws std::invalid_argument naming it ("sched.lambda: -1 must be >= 0").
 policy_params policy_params_from(std::string_view kind, const param_map& values);
 
+// What a policy may see of the queues besides the rates, for policies written outside the
+// library (a Python plugin, docs/extending.md): the MAC fills it before choose() when the
+// policy's uses_queue_state() is true. The built-in kinds do not use it.
+struct queue_state {
+    std::int64_t slot = 0;                     // the MAC's slot number (internal, from 0)
+    std::vector<std::uint64_t> backlog_bytes;  // per user: queued bytes (a partial packet's too)
+    std::vector<double> hol_delay_s;  // per user: age of its oldest queued packet, 0 if none
+};
+
 class scheduler_policy {
   public:
     virtual ~scheduler_policy() = default;
+
+    // Queue state (above): true if the policy wants set_queue_state() before each choose().
+    virtual bool uses_queue_state() const { return false; }
+    virtual void set_queue_state(const queue_state& /*state*/) {}
+    // The policy's own counters as dotted names without the family prefix (the apd reports
+    // them as scheduler.<name>, e.g. scheduler.plugin_deadline_misses); none for built-ins.
+    virtual std::vector<std::pair<std::string, std::uint64_t>> counters() const { return {}; }
 
     // "pf", "glambda", "rr", "maxrate" or "wpf".
     virtual std::string_view kind() const = 0;

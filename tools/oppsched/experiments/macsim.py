@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from oppsched import mac, registry
+from oppsched import mac, plugin, registry
 from oppsched.config import Field, ListOf
 from oppsched.names import CHANNEL_MODEL_ALIASES, FADING_MODELS
 from oppsched.metrics import jain_index, jitter_stats
@@ -69,6 +70,11 @@ def _rates_bps(cfg: dict, snr_lin: np.ndarray) -> np.ndarray:
 
 def _scheduler(cfg: dict):
     s = dict(cfg["scheduler"])
+    if s["kind"] == plugin.PYTHON_KIND:
+        # the same C++ wrapper the apd runs (host/pyplugin): deadline, fallbacks, counters
+        return mac.make_scheduler(s["kind"], {**registry.scheduler_params(s),
+                                              "slot_s": cfg["phy"]["slot_s"],
+                                              "num_users": len(cfg["users"])})
     s["weights"] = [u["weight"] for u in cfg["users"]]
     return mac.make_scheduler(s["kind"], registry.scheduler_params(s))
 
@@ -85,6 +91,9 @@ def run(cfg: dict, outdir: Path, progress) -> None:
                       model=u["fading"])
         snr[i] = j.snr_linear_many(t)
     rates = _rates_bps(cfg, snr)
+    if cfg["scheduler"]["kind"] == plugin.PYTHON_KIND:  # the record of what ran
+        src = Path(cfg["scheduler"]["file"])
+        shutil.copyfile(src, outdir / f"plugin.{src.name}")
     sched = _scheduler(cfg)
     backlogged = [True] * len(users)
     served = np.empty(n_slots, dtype=np.int64)
@@ -107,6 +116,8 @@ def run(cfg: dict, outdir: Path, progress) -> None:
     for i, u in enumerate(users):
         trace[f"snr_db.{u['name']}"] = 10.0 * np.log10(np.maximum(snr[i], 1e-30))
     trace.to_csv(outdir / "slots.csv.gz", index=False, float_format="%.6g")
+    # the policy's own counters (python kind: plugin_decisions, plugin_deadline_misses, ...)
+    (outdir / "scheduler.json").write_text(json.dumps(dict(sched.counters), indent=1))
 
 
 def analyze(outdir: Path) -> dict:
@@ -142,7 +153,15 @@ def analyze(outdir: Path) -> dict:
         "slots": {"total": n, "empty": int((trace["user"] < 0).sum()), "late": 0},
         # this kind has no error model: every scheduled TB is delivered on its first attempt
         "harq": {"tb_sent": int((trace["user"] >= 0).sum()), "tb_failed_final": 0},
+        "scheduler": _scheduler_counters(outdir),
     }
+
+
+def _scheduler_counters(outdir: Path) -> dict:
+    """The policy's counters the run wrote (scheduler.plugin_deadline_misses, ...); {} for the
+    built-in kinds or a run from before they were recorded."""
+    path = outdir / "scheduler.json"
+    return json.loads(path.read_text()) if path.exists() else {}
 
 
 def plot(outdir: Path, summary: dict) -> list[str]:

@@ -508,6 +508,10 @@ def analyze(outdir: Path) -> dict:
         "slots": slot_info,
         "harq": harq,
         "aqm": aqm,
+        # the policy's own counters from the apd (core.scheduler.*): a python plugin's
+        # plugin_decisions, plugin_deadline_misses, plugin_exceptions, ... ({} for built-ins)
+        "scheduler": {"kind": cfg["scheduler"]["kind"],
+                      **(((stats.get("apd") or {}).get("core") or {}).get("scheduler") or {})},
         "cpu_s": cpu,
         "cpu_share": share,  # CPU seconds per second of the process's life (1.0 = a core)
         "run": {"status": run.get("status"), "error": run.get("error"),

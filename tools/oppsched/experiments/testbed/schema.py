@@ -8,7 +8,7 @@ import math
 import re
 from pathlib import Path
 
-from oppsched import daemonconf, devices, mac, paths, registry
+from oppsched import daemonconf, devices, mac, paths, plugin, registry
 from oppsched.config import ConfigError, Field, ListOf, Renamed
 from oppsched.daemonconf import PROFILES
 from oppsched.names import (AQM_KINDS, CHANNEL_MODEL_ALIASES, CHANNEL_MODELS, ERROR_MODEL_ALIASES,
@@ -1009,6 +1009,7 @@ def _check_scheduler(s: dict, devices: int) -> None:
     the C++ registry (oppsched.mac.make_scheduler), which the apd reads them through too."""
     specs = registry.scheduler_param_specs()
     takes = registry.scheduler_params(s)
+    _check_scheduler_plugin(s, devices)
     for name, spec in specs.items():
         if name not in takes and s[name] != (spec["default"] if spec["default"] is not None
                                              else []):
@@ -1017,10 +1018,31 @@ def _check_scheduler(s: dict, devices: int) -> None:
     if "weights" in takes and len(s["weights"]) != devices:
         raise ConfigError(f"scheduler.weights: {s['weights']!r} has {len(s['weights'])} entries, "
                           f"{s['kind']} needs one per device ({devices})")
+    if s["kind"] == plugin.PYTHON_KIND:
+        return
     try:
         mac.make_scheduler(s["kind"], takes, num_users=devices)
     except ValueError as exc:
         raise ConfigError(str(exc).replace("sched.", "scheduler.", 1)) from None
+
+
+def _check_scheduler_plugin(s: dict, devices: int) -> None:
+    """scheduler.kind python: the plugin is loaded as the apd will load it (the file, the class,
+    its methods' signatures, the constructor with `params`); a plugin that cannot be used is
+    refused naming the file, the class and the reason. Other kinds take none of its fields."""
+    if s["kind"] != plugin.PYTHON_KIND:
+        for name in plugin.PLUGIN_FIELDS:
+            if s[name] != plugin.scheduler_fields()[name].default:
+                raise ConfigError(f"scheduler.{name}: {s[name]!r} is only for scheduler.kind "
+                                  f"{plugin.PYTHON_KIND}")
+        return
+    for name in ("file", "class"):
+        if not s[name]:
+            raise ConfigError(f"scheduler.{name}: required with scheduler.kind python")
+    try:
+        mac.make_scheduler(plugin.PYTHON_KIND, plugin.scheduler_params(s), num_users=devices)
+    except ValueError as exc:
+        raise ConfigError("scheduler: " + str(exc).replace("sched.", "scheduler.", 1)) from None
 
 
 def _check_aqm_params(cfg: dict) -> None:

@@ -1,0 +1,35 @@
+// Python plugins in a program that embeds the interpreter: see embedded.h.
+#include "embedded.h"
+
+#include <pybind11/embed.h>
+
+#include "python_plugin.h"
+
+namespace oppsched::pyplugin {
+namespace py = pybind11;
+
+struct embedded_interpreter::impl {
+    py::scoped_interpreter interpreter{false};  // no Python signal handlers
+};
+
+embedded_interpreter::embedded_interpreter() : impl_(std::make_unique<impl>()) {}
+embedded_interpreter::~embedded_interpreter() = default;
+
+std::function<std::unique_ptr<sched::scheduler_policy>(std::size_t)> load_python_scheduler(
+    const std::string& file, const std::string& class_name, const std::string& params_json,
+    const embedded_scheduler_options& options) {
+    python_scheduler_options opt;
+    opt.alpha = options.alpha;
+    opt.slot_s = options.slot_s;
+    opt.budget_fraction = options.budget_fraction;
+    opt.log = options.log;
+    opt.validate();
+    py::object params = py::module_::import("json").attr("loads")(params_json);
+    if (!py::isinstance<py::dict>(params))
+        throw plugin_error(file + ": class " + class_name + ": params: not a mapping");
+    auto plugin = std::make_shared<py::object>(
+        load_plugin(file, class_name, params.cast<py::dict>(), family::scheduler));
+    return [plugin, opt](std::size_t n) { return make_python_scheduler(*plugin, n, opt); };
+}
+
+}  // namespace oppsched::pyplugin

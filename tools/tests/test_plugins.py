@@ -1,0 +1,249 @@
+"""Python plugins (docs/extending.md): a scheduler written as a Python class in a file runs
+through the same C++ wrapper (host/pyplugin) in macsim, the bindings and the apd. Pinned here:
+the Python PF makes the built-in PF's decisions, a decision past its budget is replaced by PF's
+and counted, an exception is counted, logged once with its traceback and replaced by PF's, an
+answer that is not an index is counted, and a plugin that cannot be used is refused by
+`oppsched check` (and the apd's --check) naming the file, the class and the reason."""
+
+import json
+import random
+import subprocess
+import textwrap
+
+import pytest
+
+from oppsched import daemonconf, mac
+from oppsched.runner import run_experiment
+from helpers import BASE, REPO, built_program, cfg_of, error_of, run_layout, write_experiment, \
+    write_yaml
+
+APD = built_program("host/daemon/oppsched-apd", "OPPSCHED_APD")
+EXAMPLES = REPO / "examples" / "plugins"
+PF = str(EXAMPLES / "pf.py")
+EVDO = [0.0, 38.4e3, 76.8e3, 153.6e3, 307.2e3, 614.4e3, 921.6e3, 1228.8e3, 1843.2e3, 2457.6e3]
+
+
+def _plugin(tmp_path, name: str, body: str) -> str:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(body))
+    return str(path)
+
+
+def _slots(n_users: int, n: int, seed: int):
+    rnd = random.Random(seed)
+    for _ in range(n):
+        yield ([rnd.choice(EVDO) for _ in range(n_users)],
+               [rnd.random() < 0.8 for _ in range(n_users)])
+
+
+def _python(file: str, cls: str, **kw):
+    return mac.make_scheduler("python", {"file": file, "class": cls, **kw})
+
+
+def test_python_pf_makes_the_builtin_pf_decisions_slot_by_slot():
+    builtin = mac.make_scheduler("pf", alpha=0.05)
+    plugin = _python(PF, "ProportionalFair", alpha=0.05, slot_s=1.0)  # no deadline in play
+    differ = [k for k, (r, b) in enumerate(_slots(6, 5000, seed=3))
+              if builtin.step(r, b) != plugin.step(r, b)]
+    assert differ == []
+    c = plugin.counters
+    assert c["plugin_decisions"] > 4000
+    assert c["plugin_fallbacks"] == 0 and c["plugin_exceptions"] == 0
+    assert plugin.averages == pytest.approx(builtin.averages, rel=0, abs=0)
+
+
+SLEEPER = """
+    import time
+    class Sleepy:
+        def __init__(self, sleep_s):
+            self.sleep_s = sleep_s
+        def select(self, slot, users):
+            time.sleep(self.sleep_s)
+            return len(users) - 1   # never what PF picks on the slots below
+"""
+
+
+def test_a_decision_past_its_budget_is_replaced_by_pf_and_counted(tmp_path):
+    f = _plugin(tmp_path, "sleepy.py", SLEEPER)
+    slot_s, fraction = 1e-3, 0.5                       # budget 0.5 ms
+    plugin = _python(f, "Sleepy", params={"sleep_s": 10 * slot_s * fraction}, slot_s=slot_s,
+                     budget_fraction=fraction)
+    builtin = mac.make_scheduler("pf")
+    # user 0 has by far the best rate: PF serves it, the plugin would serve user 2
+    slots = [([2e6, 1e3, 1e3], [True, True, True])] * 5
+    for r, b in slots:
+        assert plugin.step(r, b) == builtin.step(r, b)
+    c = plugin.counters
+    assert c["plugin_decisions"] == 5
+    assert c["plugin_deadline_misses"] == 5 and c["plugin_fallbacks"] == 5
+    assert c["plugin_decision_ns"] >= 5 * 10 * 0.5e-3 * 1e9 * 0.9
+
+
+def test_within_the_budget_the_plugins_answer_stands(tmp_path):
+    f = _plugin(tmp_path, "sleepy.py", SLEEPER)
+    plugin = _python(f, "Sleepy", params={"sleep_s": 0.0}, slot_s=1.0)
+    assert plugin.step([2e6, 1e3, 1e3], [True, True, True]) == 2
+    assert plugin.counters["plugin_deadline_misses"] == 0
+
+
+def test_an_exception_is_counted_logged_once_with_its_traceback_and_pf_decides(tmp_path, capfd):
+    f = _plugin(tmp_path, "raises.py", """
+        class Raises:
+            def select(self, slot, users):
+                return helper(slot)
+            def served(self, slot, user, bytes):
+                pass
+        def helper(slot):
+            raise RuntimeError(f"no decision in slot {slot}")
+    """)
+    plugin = _python(f, "Raises", slot_s=1.0)
+    builtin = mac.make_scheduler("pf")
+    for r, b in _slots(3, 20, seed=1):
+        assert plugin.step(r, b) == builtin.step(r, b)
+    c = plugin.counters
+    assert c["plugin_exceptions"] == c["plugin_fallbacks"] > 10
+    assert c["plugin_decisions"] == 0
+    err = capfd.readouterr().err
+    assert err.count("Traceback (most recent call last)") == 1
+    assert "in helper" in err and "RuntimeError: no decision in slot" in err
+    assert "raises.py" in err
+
+
+def test_an_answer_that_is_not_an_index_of_the_candidates_is_counted_and_pf_decides(tmp_path):
+    f = _plugin(tmp_path, "wrong.py", """
+        class Wrong:
+            def __init__(self):
+                self.answers = iter([7, -1, "0", True, 1.0, None, 0])
+            def select(self, slot, users):
+                return next(self.answers)
+    """)
+    plugin = _python(f, "Wrong", slot_s=1.0)
+    got = [plugin.step([1e6, 2e6], [True, True]) for _ in range(7)]
+    assert got[5] == -1       # None: the slot stays empty
+    assert got[6] == 0        # index 0 of the candidates
+    assert plugin.counters["plugin_invalid_decisions"] == 5
+    assert plugin.counters["plugin_fallbacks"] == 5
+
+
+def test_the_user_views_carry_the_queue_state_and_only_the_candidates(tmp_path):
+    f = _plugin(tmp_path, "record.py", """
+        import json
+        class Record:
+            def __init__(self, log):
+                self.log = open(log, "w")
+            def select(self, slot, users):
+                print(json.dumps([[slot, u.id, u.backlog_bytes, u.rate_bps, u.hol_delay_s,
+                                   u.avg_bps] for u in users]), file=self.log, flush=True)
+                return 0
+            def served(self, slot, user, bytes):
+                print(json.dumps(["served", slot, user, bytes]), file=self.log, flush=True)
+    """)
+    log = tmp_path / "seen.jsonl"
+    plugin = _python(f, "Record", params={"log": str(log)}, slot_s=0.01, num_users=3)
+    plugin.set_queue_state(41, [100, 0, 3000], [0.25, 0.0, 0.5])
+    assert plugin.step([8e5, 1e6, 4e5], [True, False, True]) == 0
+    seen = [json.loads(line) for line in log.read_text().splitlines()]
+    # R_i / N before a user's first positive rate (sched.h)
+    assert seen[0] == [[41, 0, 100, 8e5, 0.25, 8e5 / 3], [41, 2, 3000, 4e5, 0.5, 4e5 / 3]]
+    assert seen[1] == ["served", 41, 0, int(8e5 * 0.01 / 8)]
+
+
+@pytest.mark.parametrize("body, cls, params, reason", [
+    (None, "X", {}, "no such file"),
+    ("class X:\n    def select(self, slot, users)\n        return 0\n", "X", {},
+     "syntax error at line 2"),
+    ("class X:\n    def select(self, slot, users):\n        return 0\n", "Y", {},
+     "the file defines no class Y"),
+    ("class X:\n    def choose(self, users):\n        return 0\n", "X", {},
+     "no method select(self, slot, users)"),
+    ("class X:\n    def select(self, users):\n        return 0\n", "X", {},
+     "select(self, users) cannot be called as select(self, slot, users)"),
+    ("class X:\n    def select(self, slot, users):\n        return 0\n"
+     "    def served(self, slot):\n        pass\n", "X", {},
+     "served(self, slot) cannot be called as served(self, slot, user, bytes)"),
+    ("class X:\n    def __init__(self, beta=1.0):\n        pass\n"
+     "    def select(self, slot, users):\n        return 0\n", "X", {"gamma": 1},
+     "X(**{'gamma': 1}) raised TypeError"),
+    ("import not_a_module_anywhere\n", "X", {}, "importing the file raised ModuleNotFoundError"),
+])
+def test_a_plugin_that_cannot_be_used_is_refused_naming_file_class_and_reason(
+        tmp_path, body, cls, params, reason):
+    f = str(tmp_path / "missing.py") if body is None else _plugin(tmp_path, "p.py", body)
+    over = ["scheduler.kind=python", f"scheduler.file={f}", f"scheduler.class={cls}"]
+    over += [f"scheduler.params.{k}={v}" for k, v in params.items()]
+    msg = error_of(BASE, over)
+    assert msg.startswith(f"scheduler: {f}: class {cls}: "), msg
+    assert reason in msg, msg
+    if APD is not None:
+        good = cfg_of(BASE, ["scheduler.kind=python", f"scheduler.file={PF}",
+                             "scheduler.class=ProportionalFair"])
+        conf = daemonconf.apd_config(good, run_layout(tmp_path, good))
+        conf["scheduler"].update({"file": f, "class": cls, "params": params})
+        path = write_yaml(tmp_path / "apd.yaml", conf)
+        r = subprocess.run([str(APD), "--config", str(path), "--check"], capture_output=True,
+                           text=True, timeout=30)
+        assert r.returncode == 2, r.stderr
+        assert f"{f}: class {cls}: " in r.stderr and reason in r.stderr, r.stderr
+
+
+def test_the_plugin_fields_belong_to_kind_python_only():
+    msg = error_of(BASE, ["scheduler.kind=pf", f"scheduler.file={PF}"])
+    assert msg == f"scheduler.file: {PF!r} is only for scheduler.kind python"
+    assert error_of(BASE, ["scheduler.kind=python", "scheduler.class=X"]) == \
+        "scheduler.file: required with scheduler.kind python"
+    assert "budget_fraction" in error_of(BASE, ["scheduler.kind=python", f"scheduler.file={PF}",
+                                                "scheduler.class=ProportionalFair",
+                                                "scheduler.budget_fraction=1.5"])
+
+
+def test_the_apd_accepts_a_plugin_and_gets_its_params_as_the_experiment_gives_them(tmp_path):
+    cfg = cfg_of(BASE, ["scheduler.kind=python", f"scheduler.file={EXAMPLES / 'maxweight.py'}",
+                        "scheduler.class=MaxWeight", "scheduler.params.beta=2.5",
+                        "scheduler.budget_fraction=0.25"])
+    conf = daemonconf.apd_config(cfg, run_layout(tmp_path, cfg))
+    assert conf["scheduler"] == {"kind": "python", "file": str(EXAMPLES / "maxweight.py"),
+                                 "class": "MaxWeight", "params": {"beta": 2.5}, "alpha": 0.03,
+                                 "budget_fraction": 0.25, "harq_first": True}
+    if APD is None:
+        pytest.skip("oppsched-apd is not built")
+    path = write_yaml(tmp_path / "apd.yaml", conf)
+    r = subprocess.run([str(APD), "--config", str(path), "--check"], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert "python plugin" in r.stderr and "MaxWeight" in r.stderr
+
+
+MACSIM = """
+experiment: plugin-macsim
+kind: macsim
+duration_s: 5
+seed: 11
+phy: {slot_s: 1.667e-3, rate_table: evdo}
+scheduler: {kind: pf, alpha: 0.03}
+users:
+  - {name: weak, mean_snr_db: 0.0, doppler_hz: 10}
+  - {name: mid, mean_snr_db: 5.0, doppler_hz: 10}
+  - {name: strong, mean_snr_db: 10.0, doppler_hz: 10}
+variants:
+  - {name: builtin, set: {scheduler.kind: pf}}
+  - {name: python, set: {scheduler.kind: python, scheduler.file: %s,
+                         scheduler.class: ProportionalFair}}
+"""
+
+
+def test_macsim_runs_the_python_pf_with_the_builtin_pfs_schedule(tmp_path):
+    import pandas as pd
+    exp = write_experiment(tmp_path, MACSIM % PF)
+    runs = {label: s for label, s, _ in run_experiment(exp, tmp_path / "out")}
+    a = pd.read_csv(tmp_path / "out" / "builtin" / "slots.csv.gz")
+    b = pd.read_csv(tmp_path / "out" / "python" / "slots.csv.gz")
+    assert len(a) == round(5 / 1.667e-3)
+    assert (a["user"] == b["user"]).all()
+    s = runs["python"]["scheduler"]
+    assert s["plugin_decisions"] == len(a) and s["plugin_exceptions"] == 0
+    assert "plugin_deadline_misses" in s
+    assert runs["builtin"]["scheduler"] == {}
+    assert (tmp_path / "out" / "python" / "plugin.pf.py").read_text() == \
+        (EXAMPLES / "pf.py").read_text()
+    saved = json.loads((tmp_path / "out" / "python" / "summary.json").read_text())
+    assert saved["scheduler"]["plugin_decisions"] == len(a)
