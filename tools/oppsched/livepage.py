@@ -39,7 +39,7 @@ PAGE = r"""<!doctype html>
 "use strict";
 const COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
                 "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
-const state = { polls: 0, errors: 0, runs: {}, points: {} };
+const state = { polls: 0, errors: 0, runs: {}, points: {}, chosen: false };
 window.oppschedLive = state;
 const charts = {};
 function chart(id, title, ylabel) {
@@ -99,6 +99,9 @@ async function poll() {
       const running = snap.runs.find(x => x.status === "running");
       sel.value = labels.includes(keep) ? keep : (running ? running.run : labels[0] || "");
     }
+    // follow the run going on (the next variant, the next point) until a run is chosen
+    const now = snap.runs.find(x => x.status === "running");
+    if (!state.chosen && now && now.run !== sel.value) sel.value = now.run;
     for (const run of snap.runs) {
       const x = run.elapsed_s;
       if (x === null) continue;
@@ -131,7 +134,7 @@ async function poll() {
     document.getElementById("status").textContent = "endpoint unreachable (" + e + ")";
   }
 }
-sel.addEventListener("change", () => draw(sel.value));
+sel.addEventListener("change", () => { state.chosen = true; draw(sel.value); });
 poll();
 setInterval(poll, 1000);
 </script>
