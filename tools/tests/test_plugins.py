@@ -14,8 +14,10 @@ import pytest
 
 from oppsched import daemonconf, mac
 from oppsched.runner import run_experiment
-from helpers import BASE, REPO, built_program, cfg_of, error_of, run_layout, write_experiment, \
-    write_yaml
+import yaml
+
+from helpers import BASE, REPO, built_program, cfg_of, error_of, netns_prefix, \
+    require_real_testbed, run_layout, write_experiment, write_yaml
 
 APD = built_program("host/daemon/oppsched-apd", "OPPSCHED_APD")
 EXAMPLES = REPO / "examples" / "plugins"
@@ -247,3 +249,43 @@ def test_macsim_runs_the_python_pf_with_the_builtin_pfs_schedule(tmp_path):
         (EXAMPLES / "pf.py").read_text()
     saved = json.loads((tmp_path / "out" / "python" / "summary.json").read_text())
     assert saved["scheduler"]["plugin_decisions"] == len(a)
+
+
+# ---- in real time, inside the apd --------------------------------------------------------
+
+REALTIME = """
+experiment: plugin-realtime
+kind: testbed
+duration_s: 5
+phy: {mode: abstract}
+devices:
+  - {name: R1, channel: {mean_snr_db: 15.0}}
+  - {name: R2, channel: {mean_snr_db: 10.0}}
+servers:
+  - {name: S1, rtt_ms: 20}
+flows:
+  - {id: f1, server: S1, device: R1}
+  - {id: f2, server: S1, device: R2}
+scheduler: {kind: python, file: %s, class: MaxWeight, params: {beta: 1.0}}
+"""
+
+
+def test_a_python_scheduler_decides_the_slots_of_a_real_time_run_inside_the_apd(tmp_path):
+    require_real_testbed()
+    exp = write_experiment(tmp_path, REALTIME % (EXAMPLES / "maxweight.py"))
+    with netns_prefix():
+        runs = run_experiment(exp, tmp_path / "out", ["capture.pcaps=false"])
+    out, s = tmp_path / "out", runs[0][1]
+    for f in s["flows"]:
+        assert f["error"] is None and f["goodput_bps"] > 50e3, f
+    p = s["scheduler"]
+    assert p["kind"] == "python"
+    # every new TB of the run was a slot the plugin decided or PF decided in its place
+    assert p["plugin_decisions"] > 100
+    assert p["plugin_exceptions"] == 0 and p["plugin_invalid_decisions"] == 0
+    apd = yaml.safe_load((out / "apd.yaml").read_text())
+    # the apd ran the copy in the run folder (seen by the run's processes through its view)
+    assert apd["scheduler"]["file"].endswith("/plugin.maxweight.py")
+    assert (out / "plugin.maxweight.py").read_text() == (EXAMPLES / "maxweight.py").read_text()
+    stats = json.loads((out / "apd.stats.json").read_text())
+    assert stats["core"]["scheduler"]["plugin_decisions"] == p["plugin_decisions"]
