@@ -6,8 +6,9 @@ With beta = 1 it is the classic MaxWeight; larger beta weighs long queues more.
     scheduler: {kind: python, file: examples/plugins/maxweight.py, class: MaxWeight,
                 params: {beta: 1.0}}
 
-Queue-aware, so it needs the queues the apd reports (backlog_bytes); in macsim (full buffer,
-backlog_bytes is inf for everyone) use M-LWDF below or a channel-only policy.
+Both policies here are queue-aware: they need the queues the apd reports (backlog_bytes,
+hol_delay_s) and are meant for testbed runs. macsim is full-buffer (backlog_bytes is inf and
+hol_delay_s 0 for everyone), where they degenerate: use a channel-only policy there.
 """
 import math
 
