@@ -28,6 +28,20 @@ class UserView:
         return ("UserView(id=%r, backlog_bytes=%r, rate_bps=%r, hol_delay_s=%r, avg_bps=%r)"
                 % (self.id, self.backlog_bytes, self.rate_bps, self.hol_delay_s, self.avg_bps))
 
+class PacketView:
+    """One packet offered to (enqueue) or leaving (dequeue) a Python AQM."""
+    __slots__ = ("size_bytes", "flow", "ecn_capable", "arrival_s")
+    def __repr__(self):
+        return ("PacketView(size_bytes=%r, flow=%r, ecn_capable=%r, arrival_s=%r)"
+                % (self.size_bytes, self.flow, self.ecn_capable, self.arrival_s))
+
+class QueueView:
+    """The queue as the packet finds it (enqueue: before it joins; dequeue: after it left)."""
+    __slots__ = ("bytes", "packets", "limit_bytes", "limit_packets")
+    def __repr__(self):
+        return ("QueueView(bytes=%r, packets=%r, limit_bytes=%r, limit_packets=%r)"
+                % (self.bytes, self.packets, self.limit_bytes, self.limit_packets))
+
 PROTOCOL = {
     "scheduler": [("select", ("slot", "users"), True), ("served", ("slot", "user", "bytes"), False)],
     "aqm": [("enqueue", ("pkt", "queue", "now_s"), True), ("dequeue", ("pkt", "queue", "now_s"), True)],
@@ -67,7 +81,7 @@ def load(path, class_name, params, family):
         m = getattr(cls, method, None)
         if m is None:
             if required:
-                fail("no method %s(self, %s) (a %s plugin needs it)" % (method, ", ".join(args), family))
+                fail("no method %s(self, %s) (every %s plugin has it)" % (method, ", ".join(args), family))
             continue
         if not callable(m):
             fail("%s is not a method" % method)
@@ -275,6 +289,115 @@ std::vector<std::pair<std::string, std::uint64_t>> python_scheduler::counters() 
             {"plugin_invalid_decisions", stats_.invalid_decisions},
             {"plugin_fallbacks", stats_.fallbacks},
             {"plugin_decision_ns", stats_.decision_ns}};
+}
+
+// ---- AQM -------------------------------------------------------------------------------
+
+python_aqm::python_aqm(py::object plugin, const aqm::aqm_params& config,
+                       std::function<void(const std::string&)> log)
+    : discipline_base(config),
+      fifo_(config.limits),
+      plugin_(std::move(plugin)),
+      log_(log ? std::move(log) : log_default) {
+    enqueue_ = plugin_.attr("enqueue");
+    dequeue_ = plugin_.attr("dequeue");
+    queue_view_ = helpers()["QueueView"]();
+    queue_view_.attr("limit_bytes") = config.limits.bytes;
+    queue_view_.attr("limit_packets") = config.limits.packets;
+}
+
+python_aqm::~python_aqm() = default;
+
+py::object python_aqm::views(const ip_packet& p, time_ns now, py::object& queue) const {
+    static const tcpip::keyed_flow_hash hash(0);
+    py::object v = helpers()["PacketView"]();
+    v.attr("size_bytes") = p.size();
+    const auto info = tcpip::parse(p.data);
+    v.attr("flow") = info.ok() ? static_cast<std::uint64_t>(hash(info.value().flow)) : 0u;
+    v.attr("ecn_capable") = aqm::ecn_field(p.data) != tcpip::kNotEct;
+    v.attr("arrival_s") = static_cast<double>(p.arrival) * 1e-9;
+    queue_view_.attr("bytes") = fifo_.bytes();
+    queue_view_.attr("packets") = fifo_.packets();
+    queue = queue_view_;
+    (void)now;
+    return v;
+}
+
+std::string python_aqm::call(const py::object& method, const char* name, const ip_packet& p,
+                             time_ns now) {
+    py::object queue;
+    try {
+        py::object pkt = views(p, now, queue);
+        py::object r = method(pkt, queue, static_cast<double>(now) * 1e-9);
+        if (py::isinstance<py::str>(r)) return r.cast<std::string>();
+        ++plugin_stats_.invalid_answers;
+        return {};
+    } catch (py::error_already_set& e) {
+        ++plugin_stats_.exceptions;
+        if (!logged_[name[0] == 'e' ? 0 : 1]) {
+            logged_[name[0] == 'e' ? 0 : 1] = true;
+            std::string text;
+            try {
+                py::object lines = py::module_::import("traceback")
+                                       .attr("format_exception")(e.type(), e.value(), e.trace());
+                text = py::str("").attr("join")(lines).cast<std::string>();
+            } catch (...) {
+                text = std::string(e.what()) + "\n";
+            }
+            log_("aqm plugin: " + std::string(name) +
+                 "() raised (counted in aqm.<queue>.plugin_exceptions; the packet is " +
+                 (name[0] == 'e' ? "accepted" : "sent") + "; logged once per method):\n" + text);
+        }
+        return {};
+    }
+}
+
+bool python_aqm::enqueue(ip_packet p, time_ns now) {
+    ++stats_.offered;
+    p.arrival = now;
+    std::string v = call(enqueue_, "enqueue", p, now);
+    if (v != "accept" && v != "drop" && v != "mark") {
+        if (!v.empty()) ++plugin_stats_.invalid_answers;
+        v = "accept";  // the default: drop-tail
+    }
+    if (v == "drop") {
+        report_drop(std::move(p), aqm::drop_reason::early_drop, now);
+        return false;
+    }
+    if (!fifo_.fits(p.size())) {
+        report_drop(std::move(p), aqm::drop_reason::overflow, now);
+        return false;
+    }
+    // "mark" on a packet that is not ECN-capable (or with ecn off) drops it, as every AQM does
+    if (v == "mark" && !try_mark(p)) {
+        report_drop(std::move(p), aqm::drop_reason::early_drop, now);
+        return false;
+    }
+    count_enqueued(p);
+    fifo_.push(std::move(p));
+    return true;
+}
+
+std::optional<ip_packet> python_aqm::dequeue(time_ns now) {
+    while (!fifo_.empty()) {
+        ip_packet p = fifo_.pop();
+        std::string v = call(dequeue_, "dequeue", p, now);
+        if (v != "send" && v != "drop") {
+            if (!v.empty()) ++plugin_stats_.invalid_answers;
+            v = "send";
+        }
+        if (v == "drop") {
+            report_drop(std::move(p), aqm::drop_reason::aqm_drop, now);
+            continue;
+        }
+        count_dequeued(p);
+        return p;
+    }
+    return std::nullopt;
+}
+
+void python_aqm::clear(time_ns now) {
+    while (!fifo_.empty()) report_drop(fifo_.pop(), aqm::drop_reason::flushed, now);
 }
 
 std::unique_ptr<sched::scheduler_policy> make_python_scheduler(py::object plugin,

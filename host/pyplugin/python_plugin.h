@@ -37,7 +37,10 @@
 #include <utility>
 #include <vector>
 
+#include "aqm_internal.h"
+#include "oppsched/aqm.h"
 #include "oppsched/sched.h"
+#include "oppsched/tcpip.h"
 
 namespace oppsched::pyplugin {
 
@@ -118,6 +121,48 @@ class python_scheduler final : public sched::scheduler_policy {
     mutable std::vector<int> candidates_;
     mutable stats stats_;
     mutable std::vector<std::string> logged_;  // methods whose traceback was logged
+};
+
+// An AQM written in Python (docs/extending.md): a drop-tail FIFO with the configured limits
+// whose plugin decides each arrival, enqueue(pkt, queue, now_s) -> "accept" | "drop" | "mark",
+// and each departure, dequeue(pkt, queue, now_s) -> "send" | "drop". Every drop has its cause
+// like any AQM's: "drop" at enqueue is early_drop, "mark" on a packet that cannot be marked
+// (not ECN-capable, ecn off) early_drop, an accepted packet beyond the limit overflow, "drop"
+// at dequeue aqm_drop. An exception or an answer that is not one of the words is counted
+// (plugin_exceptions, plugin_invalid_answers; the first traceback of each method logged) and
+// the packet is accepted / sent. kind() is droptail: its storage and limit are drop-tail's.
+class python_aqm final : public aqm::detail::discipline_base {
+  public:
+    python_aqm(pybind11::object plugin, const aqm::aqm_params& config,
+               std::function<void(const std::string&)> log = {});
+    ~python_aqm() override;
+
+    aqm::aqm_kind kind() const override { return aqm::aqm_kind::droptail; }
+    bool enqueue(ip_packet p, time_ns now) override;
+    std::optional<ip_packet> dequeue(time_ns now) override;
+    const ip_packet* peek() const override { return fifo_.empty() ? nullptr : &fifo_.front(); }
+    std::size_t bytes() const override { return fifo_.bytes(); }
+    std::size_t packets() const override { return fifo_.packets(); }
+    void clear(time_ns now) override;
+    aqm::aqm_stats stats() const override { return stats_; }
+
+    struct plugin_stats_t {
+        std::uint64_t exceptions = 0;
+        std::uint64_t invalid_answers = 0;
+    };
+    const plugin_stats_t& plugin_stats() const { return plugin_stats_; }
+
+  private:
+    pybind11::object views(const ip_packet& p, time_ns now, pybind11::object& queue) const;
+    std::string call(const pybind11::object& method, const char* name, const ip_packet& p,
+                     time_ns now);
+
+    aqm::packet_fifo fifo_;
+    pybind11::object plugin_, enqueue_, dequeue_;
+    mutable pybind11::object queue_view_;
+    std::function<void(const std::string&)> log_;
+    plugin_stats_t plugin_stats_;
+    bool logged_[2] = {false, false};
 };
 
 std::unique_ptr<sched::scheduler_policy> make_python_scheduler(pybind11::object plugin,

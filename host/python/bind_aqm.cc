@@ -16,6 +16,7 @@
 #include "oppsched/aqm.h"
 #include "oppsched/queue.h"
 #include "oppsched/validation.h"
+#include "python_plugin.h"
 
 namespace oppsched::py {
 namespace {
@@ -158,7 +159,8 @@ pb::dict stats_dict(const aqm_stats& s, std::size_t bytes, std::size_t packets) 
 // One AQM with a drop list and packet ids, for Python.
 class py_queue_discipline {
   public:
-    explicit py_queue_discipline(const aqm_params& c) : aqm_(make_aqm(c)) {
+    explicit py_queue_discipline(const aqm_params& c) : py_queue_discipline(make_aqm(c)) {}
+    explicit py_queue_discipline(std::unique_ptr<queue_discipline> q) : aqm_(std::move(q)) {
         aqm_->set_drop_sink([this](dropped_packet&& d) {
             drops_.emplace_back(std::string(to_string(d.reason)), d.packet.size());
         });
@@ -319,9 +321,22 @@ void bind_aqm(pybind11::module_& m) {
                                [](const py_queue_discipline& a) { return a.aqm().limits().bytes; })
         .def_property_readonly(
             "limit_packets", [](const py_queue_discipline& a) { return a.aqm().limits().packets; })
-        .def_property_readonly("stats", [](const py_queue_discipline& a) {
-            return stats_dict(a.aqm().stats(), a.aqm().bytes(), a.aqm().packets());
-        });
+        .def_property_readonly("stats",
+                               [](const py_queue_discipline& a) {
+                                   return stats_dict(a.aqm().stats(), a.aqm().bytes(),
+                                                     a.aqm().packets());
+                               })
+        .def_property_readonly(
+            "plugin_counters",
+            [](const py_queue_discipline& a) {
+                pb::dict d;
+                if (const auto* p = dynamic_cast<const pyplugin::python_aqm*>(&a.aqm())) {
+                    d["plugin_exceptions"] = p->plugin_stats().exceptions;
+                    d["plugin_invalid_answers"] = p->plugin_stats().invalid_answers;
+                }
+                return d;
+            },
+            "kind python: plugin_exceptions, plugin_invalid_answers; empty for the built-ins");
 
     m.def(
         "make_aqm",
@@ -334,6 +349,28 @@ void bind_aqm(pybind11::module_& m) {
                 for (const auto& [k, v] : params.cast<pb::dict>()) all[k] = v;
             }
             for (const auto& [k, v] : kwargs) all[k] = v;
+            if (kind == "python") {
+                // a plugin (docs/extending.md) on a drop-tail FIFO with the queue's keywords
+                pb::dict queue, plugin_params;
+                for (const auto& [k, v] : all) {
+                    const std::string key = pb::str(k);
+                    if (key == "file" || key == "class") continue;
+                    if (key == "params") {
+                        if (!v.is_none()) plugin_params = v.cast<pb::dict>();
+                        continue;
+                    }
+                    queue[k] = v;
+                }
+                for (const char* k : {"file", "class"})
+                    if (!all.contains(k))
+                        throw_invalid("aqm." + std::string(k) + ": required for kind 'python'");
+                const aqm_params c = config_from_kwargs("droptail", queue);
+                pb::object obj = pyplugin::load_plugin(all["file"].cast<std::string>(),
+                                                       all["class"].cast<std::string>(),
+                                                       plugin_params, pyplugin::family::aqm);
+                return std::make_unique<py_queue_discipline>(
+                    std::make_unique<pyplugin::python_aqm>(std::move(obj), c));
+            }
             return std::make_unique<py_queue_discipline>(config_from_kwargs(kind, all));
         },
         pb::arg("kind"), pb::arg("params") = pb::none(),

@@ -289,3 +289,107 @@ def test_a_python_scheduler_decides_the_slots_of_a_real_time_run_inside_the_apd(
     assert (out / "plugin.maxweight.py").read_text() == (EXAMPLES / "maxweight.py").read_text()
     stats = json.loads((out / "apd.stats.json").read_text())
     assert stats["core"]["scheduler"]["plugin_decisions"] == p["plugin_decisions"]
+
+
+# ---- AQM plugins, through the bindings ----------------------------------------------------
+
+
+def _ipv4_udp(size: int, ecn: int = 0, sport: int = 1000) -> bytes:
+    import struct
+    hdr = struct.pack("!BBHHHBBH4s4s", 0x45, ecn, size, 0, 0, 64, 17, 0,
+                      bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2]))
+    udp = struct.pack("!HHHH", sport, 9, size - 20, 0)
+    return hdr + udp + bytes(size - 28)
+
+
+def _packet_sequence(seed: int, n: int):
+    rnd = random.Random(seed)
+    t = 0.0
+    for _ in range(n):
+        t += rnd.expovariate(800.0)
+        yield t, _ipv4_udp(rnd.choice([60, 576, 1500])), rnd.random() < 0.45
+
+
+def _drive(q, seed=5, n=3000):
+    """Arrivals and departures of a seeded sequence: the ids accepted, sent, and the drops."""
+    accepted, sent = [], []
+    for k, (t, pkt, leave) in enumerate(_packet_sequence(seed, n)):
+        if q.enqueue(pkt, t):
+            accepted.append(k)
+        if leave:
+            out = q.dequeue(t)
+            if out is not None:
+                sent.append(out)
+    return accepted, sent, q.drops()
+
+
+@pytest.mark.parametrize("limits", [{"limit_packets": 20}, {"limit_packets": 0,
+                                                            "limit_bytes": 12000}])
+def test_a_python_droptail_drops_the_packets_the_builtin_drops(limits):
+    builtin = mac.make_aqm("droptail", **limits)
+    plugin = mac.make_aqm("python", file=str(EXAMPLES / "droptail.py"), **{"class": "DropTail"},
+                          **limits)
+    a_acc, a_sent, a_drops = _drive(builtin)
+    b_acc, b_sent, b_drops = _drive(plugin)
+    assert a_acc == b_acc and a_sent == b_sent
+    assert len(a_drops) > 100
+    # the same packets, counted under the plugin's cause
+    assert [n for _, n in a_drops] == [n for _, n in b_drops]
+    assert {r for r, _ in a_drops} == {"overflow"} and {r for r, _ in b_drops} == {"early_drop"}
+    s = plugin.stats
+    assert s["offered"] == s["enqueued"] + s["dropped"]["early_drop"]
+    assert s["enqueued"] == s["dequeued"] + plugin.packets
+
+
+def test_a_python_aqm_that_raises_is_counted_and_the_packet_accepted_and_sent(tmp_path, capfd):
+    f = _plugin(tmp_path, "bad_aqm.py", """
+        class Bad:
+            def enqueue(self, pkt, queue, now_s):
+                raise ValueError("no verdict")
+            def dequeue(self, pkt, queue, now_s):
+                return "maybe"
+    """)
+    q = mac.make_aqm("python", {"file": f, "class": "Bad", "limit_packets": 1000})
+    acc, sent, drops = _drive(q, n=200)
+    assert len(acc) == 200 and drops == []
+    assert q.plugin_counters["plugin_exceptions"] == 200
+    assert q.plugin_counters["plugin_invalid_answers"] == len(sent) > 0
+    err = capfd.readouterr().err
+    assert err.count("Traceback (most recent call last)") == 1
+    assert "ValueError: no verdict" in err
+
+
+def test_a_python_aqm_marks_ecn_capable_packets_drops_at_dequeue_and_sees_the_packet(tmp_path):
+    f = _plugin(tmp_path, "mark.py", """
+        class Mark:
+            def __init__(self):
+                self.seen = []
+            def enqueue(self, pkt, queue, now_s):
+                self.seen.append((pkt.size_bytes, pkt.ecn_capable, pkt.arrival_s, queue.packets,
+                                  queue.limit_packets))
+                return "mark"
+            def dequeue(self, pkt, queue, now_s):
+                return "drop" if pkt.size_bytes == 100 else "send"
+    """)
+    q = mac.make_aqm("python", {"file": f, "class": "Mark", "limit_packets": 10})
+    assert q.enqueue(_ipv4_udp(200, ecn=2), 1.0)       # ECT(0): marked CE, queued
+    assert not q.enqueue(_ipv4_udp(300, ecn=0), 1.5)   # not ECN-capable: "mark" drops it
+    assert q.enqueue(_ipv4_udp(100, ecn=1), 2.0)
+    out = q.dequeue(3.0)
+    assert out is not None and out[1] & 3 == 3         # CE
+    assert q.dequeue(3.0) is None                      # the 100-byte one dropped at dequeue
+    assert sorted(q.drops()) == [("aqm_drop", 100), ("early_drop", 300)]
+    s = q.stats
+    assert s["marked"] == 2 and s["dropped"]["early_drop"] == 1 and s["dropped"]["aqm_drop"] == 1
+
+
+def test_an_aqm_plugin_without_dequeue_is_refused_naming_file_class_and_reason(tmp_path):
+    f = _plugin(tmp_path, "half.py", """
+        class Half:
+            def enqueue(self, pkt, queue, now_s):
+                return "accept"
+    """)
+    with pytest.raises(ValueError) as e:
+        mac.make_aqm("python", {"file": f, "class": "Half"})
+    assert str(e.value) == (f"{f}: class Half: no method dequeue(self, pkt, queue, now_s) "
+                            "(every aqm plugin has it)")
