@@ -23,6 +23,7 @@ help:
 
 setup:
 	@tools/bootstrap.sh
+	@tools/uhd-sim-setup.sh $(VENV)
 
 $(BUILD)/build.ninja:
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \

@@ -4,7 +4,7 @@ back what it set, and streams; and each packaging fault a shim works around is s
 (a failing fault test means that shim can go). docs/howto/uhd-simulator.md says what this
 covers and what only a real radio can.
 
-Runs whenever the simulator can start here (after tools/bootstrap.sh it can); skips with
+Runs whenever the simulator can start here (after make's set-up it can); skips with
 the reason otherwise. About 30 s.
 """
 

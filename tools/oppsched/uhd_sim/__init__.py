@@ -1,7 +1,7 @@
 """UHD 4.3's device simulator (an emulated E320 run by UHD's own MPM code) on this machine.
 
 Debian 12's python3-uhd ships `usrp_mpm` built for the simulator but not the daemon that
-starts it (`usrp_hwd`), and some of its imports fail on Debian 12; tools/bootstrap.sh
+starts it (`usrp_hwd`), and some of its imports fail on Debian 12; tools/uhd-sim-setup.sh
 installs what it needs (docs/howto/uhd-simulator.md). This module starts and stops it:
 
 - `Simulator(config).start()` runs the project's launcher (mpm_path/usrp_hwd.py) with the
@@ -62,7 +62,7 @@ def discovery_lock():
 
 def pythonpath() -> str:
     """The launcher and shims, then this interpreter's site-packages (mprpc, gsocketpool:
-    tools/bootstrap.sh installs them into .venv)."""
+    tools/uhd-sim-setup.sh installs them into .venv)."""
     return os.pathsep.join([str(MPM_PATH), sysconfig.get_paths()["purelib"]])
 
 
@@ -145,9 +145,9 @@ def unavailable(python: str | None = None) -> str | None:
     if r.returncode != 0:
         last = (r.stderr.strip().splitlines() or ["(no output)"])[-1]
         return (f"the simulator's Python modules do not import ({last}); "
-                "tools/bootstrap.sh installs them (python3-uhd, python3-gevent, "
-                "python3-pyroute2, python3-netaddr, python3-pyudev, python3-systemd; mprpc "
-                "and gsocketpool into .venv)")
+                "`tools/uhd-sim-setup.sh .venv` (part of make's set-up) installs them "
+                "(python3-uhd, python3-gevent, python3-pyroute2, python3-netaddr, "
+                "python3-pyudev, python3-systemd; mprpc and gsocketpool into .venv)")
     device = r.stdout.split()[0] if r.stdout.split() else ""
     if device != "sim":
         return (f"usrp_mpm is built for device {device!r}, not the simulator ('sim'): "
