@@ -749,6 +749,8 @@ ap_core::ap_core(ap_core_params params) {
     for (std::uint32_t u = 0; u < m.n_users; ++u)
         for (const auto& a : p.users[u].addresses) m.classifier.add(*parse_address(a), u);
 
+    if (p.queue_mode == aqm::queue_mode::shared && p.aqm_factory)
+        throw_invalid("aqm.kind: a plugin runs in per_user queues only (queue.mode shared)");
     if (p.queue_mode == aqm::queue_mode::shared) {
         aqm::queue_set_params qc;
         qc.users = m.n_users;
@@ -762,7 +764,7 @@ ap_core::ap_core(ap_core_params params) {
             c.seed = p.aqm.seed + u;  // independent draws per queue, reproducible
             if (p.users[u].queue_limit_bytes) c.limits.bytes = *p.users[u].queue_limit_bytes;
             if (p.users[u].queue_limit_packets) c.limits.packets = *p.users[u].queue_limit_packets;
-            m.aqms.push_back(aqm::make_aqm(c));
+            m.aqms.push_back(p.aqm_factory ? p.aqm_factory(c) : aqm::make_aqm(c));
             m.aqms.back()->set_drop_sink(
                 [&m](aqm::dropped_packet&& d) { m.on_drop(std::move(d)); });
         }
@@ -1081,6 +1083,9 @@ std::vector<std::pair<std::string, std::uint64_t>> ap_core::counters() const {
     }
     for (std::size_t qi = 0; qi < m.queue_count(); ++qi) {
         append_counters(c, "aqm." + m.queue_name(qi) + ".", m.aqm_stats(qi));
+        if (!m.qset)
+            for (const auto& [k, v] : m.aqms[qi]->counters())
+                c.emplace_back("aqm." + m.queue_name(qi) + "." + k, v);
     }
     for (const auto& [k, v] : m.policy->counters()) c.emplace_back("scheduler." + k, v);
     return c;

@@ -32,4 +32,26 @@ std::function<std::unique_ptr<sched::scheduler_policy>(std::size_t)> load_python
     return [plugin, opt](std::size_t n) { return make_python_scheduler(*plugin, n, opt); };
 }
 
+std::function<std::unique_ptr<aqm::queue_discipline>(const aqm::aqm_params&)> load_python_aqm(
+    const std::string& file, const std::string& class_name, const std::string& params_json,
+    std::function<void(const std::string&)> log) {
+    py::object params = py::module_::import("json").attr("loads")(params_json);
+    if (!py::isinstance<py::dict>(params))
+        throw plugin_error(file + ": class " + class_name + ": params: not a mapping");
+    const py::dict kw = params.cast<py::dict>();
+    py::object first = load_plugin(file, class_name, kw, family::aqm);
+    auto cls = std::make_shared<py::object>(py::type::of(first));
+    auto kwargs = std::make_shared<py::dict>(kw);
+    return [cls, kwargs, file, class_name, log](const aqm::aqm_params& c) {
+        py::object obj;
+        try {
+            obj = (*cls)(**(*kwargs));
+        } catch (py::error_already_set& e) {
+            throw plugin_error(file + ": class " + class_name + ": " + e.what());
+        }
+        return std::unique_ptr<aqm::queue_discipline>(
+            std::make_unique<python_aqm>(std::move(obj), c, log));
+    };
+}
+
 }  // namespace oppsched::pyplugin

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "oppsched/aqm.h"
 #include "oppsched/sched.h"
 
 namespace oppsched::pyplugin {
@@ -40,5 +41,13 @@ struct embedded_scheduler_options {
 std::function<std::unique_ptr<sched::scheduler_policy>(std::size_t)> load_python_scheduler(
     const std::string& file, const std::string& class_name, const std::string& params_json,
     const embedded_scheduler_options& options);
+
+// Loads the AQM plugin's class (checked as load_plugin does, with one instance made) and
+// returns a factory that makes one python_aqm per queue, each with its own instance
+// (class(**params)) on a drop-tail FIFO of the queue's aqm_params (ap_core_params::
+// aqm_factory). `log` gets each queue's first traceback of a method.
+std::function<std::unique_ptr<aqm::queue_discipline>(const aqm::aqm_params&)> load_python_aqm(
+    const std::string& file, const std::string& class_name, const std::string& params_json,
+    std::function<void(const std::string&)> log);
 
 }  // namespace oppsched::pyplugin

@@ -145,6 +145,10 @@ class python_aqm final : public aqm::detail::discipline_base {
     std::size_t packets() const override { return fifo_.packets(); }
     void clear(time_ns now) override;
     aqm::aqm_stats stats() const override { return stats_; }
+    std::vector<std::pair<std::string, std::uint64_t>> counters() const override {
+        return {{"plugin_exceptions", plugin_stats_.exceptions},
+                {"plugin_invalid_answers", plugin_stats_.invalid_answers}};
+    }
 
     struct plugin_stats_t {
         std::uint64_t exceptions = 0;

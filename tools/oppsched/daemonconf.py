@@ -86,6 +86,7 @@ class Layout:
     endpoints: dict[str, str] = field(default_factory=dict)
     mcs_table: str = ""  # a CSV both the apd and the PHY read, when the run writes one
     scheduler_plugin: str = ""  # scheduler.kind python: the plugin's copy in the run folder
+    aqm_plugin: str = ""  # aqm.kind python: the same
 
     @classmethod
     def make(cls, rundir: Path, users: list[User], scratch: Path | None = None,
@@ -338,10 +339,14 @@ def priority_dscp(cfg: dict) -> int | None:
     return int(m["dscp"]) if m.get("enabled") else None
 
 
-def _aqm(cfg: dict) -> dict:
+def _aqm(cfg: dict, lay: Layout) -> dict:
     a = cfg["aqm"]
-    return {"kind": a["kind"], "ecn": a["ecn"], "params": dict(a["params"]),
-            "priority_dscp": priority_dscp(cfg)}
+    out = {"kind": a["kind"], "ecn": a["ecn"], "params": dict(a["params"]),
+           "priority_dscp": priority_dscp(cfg)}
+    if a["kind"] == plugin.PYTHON_KIND:
+        out["file"] = lay.aqm_plugin or str(Path(a["file"]).resolve())
+        out["class"] = a["class"]
+    return out
 
 
 # ----------------------------------------------------------------------------------------
@@ -418,7 +423,7 @@ def apd_config(cfg: dict, lay: Layout) -> dict:
         "users": users,
         "queue": {"mode": cfg["queue"]["mode"], "limit_bytes": cfg["queue"]["limit_bytes"],
                   "limit_packets": cfg["queue"]["limit_packets"]},
-        "aqm": _aqm(cfg),
+        "aqm": _aqm(cfg, lay),
         "scheduler": _scheduler(cfg, lay),
         "harq": {"processes": h["processes"], "max_transmissions": max_transmissions(cfg),
                  "feedback_timeout_slots": h["feedback_timeout_slots"]},
@@ -621,14 +626,16 @@ def write_all(cfg: dict, lay: Layout) -> dict[str, Path]:
         os.replace(tmp, path)
         return path
 
-    if cfg["scheduler"]["kind"] == plugin.PYTHON_KIND:
+    for section in ("scheduler", "aqm"):
+        if cfg[section]["kind"] != plugin.PYTHON_KIND:
+            continue
         # The plugin runs from a copy in the run folder: the record of what ran, readable by
         # the apd's user whatever the original's folder allows (docs/extending.md).
-        src = Path(cfg["scheduler"]["file"])
+        src = Path(cfg[section]["file"])
         path = lay.rundir / f"plugin.{src.name}"
         shutil.copyfile(src, path)
         path.chmod(0o644)
-        lay.scheduler_plugin = str(path)
+        setattr(lay, f"{section}_plugin", str(path))
     out["apd"] = dump("apd.yaml", apd_config(cfg, lay))
     for u in lay.users:
         out[f"client.{u.name}"] = dump(f"client.{u.name}.yaml", client_config(cfg, lay, u))

@@ -240,6 +240,11 @@ def markdown() -> str:
         about = k["help"][:1].upper() + k["help"][1:]
         lines += [f"### `{k['kind']}`", "", f"{about}; {marks}.", ""]
         lines += (_table(own) if own else ["No parameters of its own."]) + [""]
+    lines += [f"### `{plugin.PYTHON_KIND}`", "",
+              "An AQM written in Python, `file` and `class` beside `kind`, `params` its",
+              "constructor's keyword arguments: one instance per user's queue on a drop-tail",
+              "FIFO with the queue's limits (queue.mode per_user); the protocol and the drop",
+              "causes are in [extending.md](extending.md#aqm-plugins).", ""]
     if common:
         lines += ["### Every AQM: the service-rate estimator", ""] + _table(common) + [""]
     return "\n".join(lines)

@@ -393,3 +393,73 @@ def test_an_aqm_plugin_without_dequeue_is_refused_naming_file_class_and_reason(t
         mac.make_aqm("python", {"file": f, "class": "Half"})
     assert str(e.value) == (f"{f}: class Half: no method dequeue(self, pkt, queue, now_s) "
                             "(every aqm plugin has it)")
+
+
+# ---- AQM plugins in an experiment and in the apd --------------------------------------------
+
+DROPTAIL = str(EXAMPLES / "droptail.py")
+
+
+def test_an_aqm_plugin_is_checked_by_oppsched_check_and_the_apd(tmp_path):
+    over = ["aqm.kind=python", f"aqm.file={DROPTAIL}", "aqm.class=DropTail"]
+    cfg = cfg_of(BASE, over)
+    conf = daemonconf.apd_config(cfg, run_layout(tmp_path, cfg))
+    assert conf["aqm"]["kind"] == "python" and conf["aqm"]["file"] == DROPTAIL
+    assert conf["aqm"]["class"] == "DropTail"
+    assert error_of(BASE, ["aqm.kind=python", f"aqm.file={DROPTAIL}", "aqm.class=Nope"]) == \
+        f"aqm: {DROPTAIL}: class Nope: the file defines no class Nope"
+    assert error_of(BASE, ["aqm.kind=red", f"aqm.file={DROPTAIL}"]) == \
+        f"aqm.file: {DROPTAIL!r} is only for aqm.kind python"
+    assert "per_user queues only" in error_of(BASE, over + ["queue.mode=shared"])
+    if APD is None:
+        pytest.skip("oppsched-apd is not built")
+    path = write_yaml(tmp_path / "apd.yaml", conf)
+    r = subprocess.run([str(APD), "--config", str(path), "--check"], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert "aqm: python plugin" in r.stderr
+    conf["aqm"]["class"] = "Nope"
+    path = write_yaml(tmp_path / "apd.yaml", conf)
+    r = subprocess.run([str(APD), "--config", str(path), "--check"], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 2 and f"aqm: {DROPTAIL}: class Nope: the file defines no class" \
+        in r.stderr, r.stderr
+
+
+REALTIME_AQM = """
+experiment: plugin-aqm-realtime
+kind: testbed
+duration_s: 5
+phy: {mode: abstract}
+devices:
+  - {name: R1, channel: {mean_snr_db: 15.0}}
+servers:
+  - {name: S1, rtt_ms: 20}
+flows:
+  - {id: f1, server: S1, device: R1}
+queue: {limit_bytes: 30000}
+aqm: {kind: python, file: %s, class: DropTail}
+"""
+
+
+def test_a_python_aqm_drops_in_a_real_time_run_and_every_packet_is_accounted_for(tmp_path):
+    require_real_testbed()
+    exp = write_experiment(tmp_path, REALTIME_AQM % DROPTAIL)
+    with netns_prefix():
+        runs = run_experiment(exp, tmp_path / "out")
+    out, s = tmp_path / "out", runs[0][1]
+    (f,) = s["flows"]
+    assert f["error"] is None and f["goodput_bps"] > 50e3, f
+    stats = json.loads((out / "apd.stats.json").read_text())
+    q = stats["core"]["aqm"]["R1"]
+    assert q["plugin_exceptions"] == 0 and q["plugin_invalid_answers"] == 0
+    assert stats["core"]["conservation"]["unaccounted"] == 0
+    b = s["balance"]["end_to_end"]
+    assert b is not None and "incomplete" not in b, b
+    # a 30 kB buffer under one TCP flow fills up: the plugin drops, under its cause only
+    assert b["stages"]["ap"]["dropped"].get("early_drop") == q["dropped_total"], b
+    assert not b["stages"]["ap"]["dropped"].get("overflow"), b
+    assert q["dropped_total"] > 0
+    assert q["offered"] == q["enqueued"] + q["dropped_total"]
+    assert abs(b["unexplained"]) <= b["bound"], b
+    assert (out / "plugin.droptail.py").exists()

@@ -93,12 +93,38 @@ std::vector<std::pair<std::string, std::string>> aqm_renames(aqm::aqm_kind kind)
     return m;
 }
 
-aqm::aqm_params read_aqm(const config_node& root) {
+std::string json_of(const config_node& n);
+
+// aqm.kind python (docs/extending.md): file, class, params; the queue is drop-tail's.
+aqm::aqm_params read_python_aqm(const config_node& root, const config_node& a,
+                                std::optional<apd_params::python_plugin>& plugin) {
+    apd_params::python_plugin p;
+    p.file = a.require<std::string>("file");
+    if (p.file.empty()) a.fail("file", "must name the plugin's .py file");
+    p.class_name = a.require<std::string>("class");
+    if (p.class_name.empty()) a.fail("class", "must name the plugin's class");
+    p.params_json = "{}";
+    if (const auto params = a.optional_child("params"); params && !params->is_null()) {
+        if (!params->is_map()) a.fail("params", "must be a mapping of the plugin's parameters");
+        p.params_json = json_of(*params);
+    }
+    a.mark_read("params");
+    plugin = p;
+    aqm::aqm_params c = aqm::default_config(aqm::aqm_kind::droptail);
+    c.ecn = a.get<bool>("ecn", true);
+    c.seed = root.get<std::uint64_t>("seed", 1);
+    return c;
+}
+
+aqm::aqm_params read_aqm(const config_node& root,
+                         std::optional<apd_params::python_plugin>& plugin) {
     const config_node a = root.child_or_empty("aqm");
     std::vector<std::string> kinds;
     for (std::size_t i = 0; i < aqm::kAqmKindCount; ++i)
         kinds.emplace_back(aqm::to_string(static_cast<aqm::aqm_kind>(i)));
+    kinds.emplace_back("python");
     const std::string kind_name = a.get<std::string>("kind", "droptail");
+    if (kind_name == "python") return read_python_aqm(root, a, plugin);
     const auto kind = aqm::aqm_kind_from_string(kind_name);
     if (!kind) {
         std::string all;
@@ -415,7 +441,7 @@ apd_params read_apd_config(const config_node& root) {
     const config_node q = root.child_or_empty("queue");
     const std::string mode = q.get_choice("mode", "per_user", {"per_user", "shared"});
     core.queue_mode = mode == "shared" ? aqm::queue_mode::shared : aqm::queue_mode::per_user;
-    core.aqm = read_aqm(root);
+    core.aqm = read_aqm(root, c.python_aqm);
     // SPM-AF's high-priority mark as the senders' marker writes it (ap_core_params).
     if (const auto d = root.child_or_empty("aqm").get_optional<std::uint32_t>(
             "priority_dscp", value_range::closed(0, 63)))

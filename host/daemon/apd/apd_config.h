@@ -63,6 +63,10 @@ struct apd_params {
         double budget_fraction = 0.5;  // a decision's budget: this share of slot_s
     };
     std::optional<python_plugin> python_scheduler;
+    // aqm.kind python: the AQM plugin (file, class, params_json; alpha and budget_fraction
+    // unused), one instance per user's queue on a drop-tail FIFO; core.aqm is drop-tail with
+    // the queue's limits, ecn and seed. nullopt: a built-in kind.
+    std::optional<python_plugin> python_aqm;
     ap::medium_params medium;  // the shared medium (medium.h); mode none by default
 
     // traces.mac_pcap (mac_capture.h): "" = off

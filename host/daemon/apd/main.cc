@@ -797,32 +797,46 @@ int main(int argc, char** argv) {
         spdlog::error("{}: {}", config, e.what());
         return apd::kExitConfig;
     }
-    // scheduler.kind python: the plugin is loaded (and checked, with --check) in an embedded
-    // interpreter now, while the apd may still read the file; its calls later run in the slot
-    // loop under the seccomp allow-list (docs/extending.md).
+    // scheduler.kind / aqm.kind python: the plugins are loaded (and checked, with --check) in
+    // an embedded interpreter now, while the apd may still read their files; their calls later
+    // run in the slot loop under the seccomp allow-list (docs/extending.md).
     std::unique_ptr<pyplugin::embedded_interpreter> python;
-    if (cfg.python_scheduler) {
-        const auto& ps = *cfg.python_scheduler;
+    const auto drop_plugins = [&cfg] {  // their Python objects go before the interpreter
+        cfg.core.scheduler_factory = nullptr;
+        cfg.core.aqm_factory = nullptr;
+    };
+    if (cfg.python_scheduler || cfg.python_aqm) {
+        const char* what = "scheduler";
         try {
             python = std::make_unique<pyplugin::embedded_interpreter>();
-            pyplugin::embedded_scheduler_options opt;
-            opt.alpha = ps.alpha;
-            opt.slot_s = cfg.core.slot_s;
-            opt.budget_fraction = ps.budget_fraction;
-            opt.log = [](const std::string& m) { spdlog::warn("{}", m); };
-            cfg.core.scheduler_factory =
-                pyplugin::load_python_scheduler(ps.file, ps.class_name, ps.params_json, opt);
+            if (const auto& ps = cfg.python_scheduler) {
+                pyplugin::embedded_scheduler_options opt;
+                opt.alpha = ps->alpha;
+                opt.slot_s = cfg.core.slot_s;
+                opt.budget_fraction = ps->budget_fraction;
+                opt.log = [](const std::string& m) { spdlog::warn("{}", m); };
+                cfg.core.scheduler_factory =
+                    pyplugin::load_python_scheduler(ps->file, ps->class_name, ps->params_json, opt);
+                spdlog::info("scheduler: python plugin {} class {} (budget {} us of each slot)",
+                             ps->file, ps->class_name, ps->budget_fraction * cfg.core.slot_s * 1e6);
+            }
+            what = "aqm";
+            if (const auto& pa = cfg.python_aqm) {
+                cfg.core.aqm_factory =
+                    pyplugin::load_python_aqm(pa->file, pa->class_name, pa->params_json,
+                                              [](const std::string& m) { spdlog::warn("{}", m); });
+                spdlog::info("aqm: python plugin {} class {}", pa->file, pa->class_name);
+            }
+            what = "plugin";
             ap::ap_core validate_only(cfg.core);
         } catch (const std::exception& e) {
-            cfg.core.scheduler_factory = nullptr;  // its Python objects go before the interpreter
-            spdlog::error("{}: scheduler: {}", config, e.what());
+            drop_plugins();
+            spdlog::error("{}: {}: {}", config, what, e.what());
             return apd::kExitConfig;
         }
-        spdlog::info("scheduler: python plugin {} class {} (budget {} us of each slot)", ps.file,
-                     ps.class_name, ps.budget_fraction * cfg.core.slot_s * 1e6);
     }
     if (check) {
-        cfg.core.scheduler_factory = nullptr;
+        drop_plugins();
         spdlog::info("{}: valid", config);
         return 0;
     }

@@ -193,6 +193,9 @@ struct ap_core_params {
     // number of users; when set it replaces `scheduler` (a CLAMP shadow policy stays
     // `scheduler`). Its counters() appear as scheduler.<name> in counters().
     std::function<std::unique_ptr<sched::scheduler_policy>(std::size_t)> scheduler_factory;
+    // The same for the AQM (a Python plugin): called once per user's queue with the queue's
+    // aqm_params (limits, ecn, seed) in place of aqm::make_aqm; queue_mode per_user only.
+    std::function<std::unique_ptr<aqm::queue_discipline>(const aqm::aqm_params&)> aqm_factory;
     // true: a pending HARQ retransmission takes the slot before the scheduler is asked (as
     // LTE does). false: a user with one competes in the scheduler like a backlogged user,
     // at its current rate, and its oldest retransmission goes before its new data if it is

@@ -31,6 +31,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -338,6 +339,9 @@ class queue_discipline {
     virtual void on_service(std::size_t /*bytes*/, time_ns /*busy*/) {}
     // Drops recorded since the last call (only when no sink is set).
     virtual std::vector<dropped_packet> take_drops() = 0;
+    // Counters of a discipline made outside the library (a Python plugin: plugin_exceptions,
+    // ...), reported by the apd as aqm.<queue>.<name>; none for the built-in kinds.
+    virtual std::vector<std::pair<std::string, std::uint64_t>> counters() const { return {}; }
 };
 
 // Validates `config` and builds the AQM it describes.

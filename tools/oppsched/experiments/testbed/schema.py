@@ -266,9 +266,14 @@ SCHEMA = {
         "limit_packets": Field(int, 0, min=0, doc="0 = none"),
     },
     "aqm": {
-        "kind": Field(str, "droptail", choices=AQM_KINDS),
+        "kind": Field(str, "droptail", choices=AQM_KINDS + (plugin.PYTHON_KIND,),
+                      doc="a built-in kind, or python: a plugin (docs/extending.md)"),
         "ecn": Field(bool, True, doc="mark ECN-capable packets instead of dropping them"),
-        "params": Field(dict, {}, doc="the kind's parameters (oppsched.mac.make_aqm names)"),
+        "params": Field(dict, {}, doc="the kind's parameters (oppsched.mac.make_aqm names); "
+                                      "python: the class's keyword arguments"),
+        "file": Field((str, _NONE), None, doc="python: the plugin's .py file (relative to "
+                                              "where oppsched runs); copied into the run folder"),
+        "class": Field((str, _NONE), None, doc="python: the plugin's class in `file`"),
         "priority_dscp": Field((int, _NONE), None, min=0, max=63,
                                doc="SPM-AF (Wu, Gong & Williamson, §6.1): a downlink packet "
                                    "with this DSCP is high priority; null: "
@@ -1049,6 +1054,25 @@ def _check_aqm_params(cfg: dict) -> None:
     """AQM parameters through the C++ configuration check (oppsched.mac.make_aqm), the one
     place they are validated."""
     a = cfg["aqm"]
+    if a["kind"] != plugin.PYTHON_KIND:
+        for name in ("file", "class"):
+            if a[name] is not None:
+                raise ConfigError(f"aqm.{name}: {a[name]!r} is only for aqm.kind python")
+    else:
+        for name in ("file", "class"):
+            if not a[name]:
+                raise ConfigError(f"aqm.{name}: required with aqm.kind python")
+        if cfg["queue"]["mode"] != "per_user":
+            raise ConfigError("aqm.kind: python runs in per_user queues only "
+                              f"(queue.mode {cfg['queue']['mode']})")
+        try:
+            mac.make_aqm(plugin.PYTHON_KIND, {"file": a["file"], "class": a["class"],
+                                              "params": dict(a["params"])},
+                         limit_bytes=cfg["queue"]["limit_bytes"],
+                         limit_packets=cfg["queue"]["limit_packets"], ecn=a["ecn"])
+        except ValueError as exc:
+            raise ConfigError(f"aqm: {exc}") from None
+        return
     reserved = {"limit_bytes", "limit_packets", "ecn", "seed"} & set(a["params"])
     if reserved:
         raise ConfigError(f"aqm.params.{sorted(reserved)[0]}: set it in queue/aqm, not in params")
