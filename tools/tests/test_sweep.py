@@ -88,7 +88,7 @@ def test_ranges_are_linear_or_logarithmic_and_integer_when_asked():
 
 @pytest.mark.parametrize("axes, expect", [
     ("x: {key: scheduler.alfa, values: [1]}", "sweep.axes.x.key"),
-    ("x: {key: scheduler.alpha, values: [0.1, 2.0]}", "scheduler.alpha: 2.0 is above"),
+    ("x: {key: scheduler.alpha, values: [0.1, 2.0]}", "scheduler.alpha: 2.0 not in (0,1]"),
     ("x: {key: scheduler.alpha, values: []}", "sweep.axes.x.values: an empty list"),
     ("x: {key: scheduler.alpha, values: [0.1, 0.1]}", "repeats a value"),
     ("x: {key: scheduler.alpha, values: {from: 0, to: 1, steps: 3, scale: log}}",
@@ -197,7 +197,7 @@ def test_oppsched_check_validates_the_sweep(tmp_path):
                                          "scheduler.alpha, values: [0.1, 5]"), "bad.yaml")
     r = subprocess.run([sys.executable, "-m", "oppsched", "check", str(bad)],
                        capture_output=True, text=True)
-    assert r.returncode == 2 and "scheduler.alpha: 5.0 is above" in r.stderr, r.stderr
+    assert r.returncode == 2 and "scheduler.alpha: 5.0 not in (0,1]" in r.stderr, r.stderr
 
 
 # ----------------------------------------------------------------------------------------
