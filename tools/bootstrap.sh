@@ -33,6 +33,8 @@ packages=(
   python3-hypothesis  # property-based tests of the readers (tools/tests/test_fuzz_readers.py)
   python3-prometheus-client  # `--metrics`: the live figures of a run (tools/oppsched/live.py)
   prometheus  # the Prometheus server that scrapes them in tools/tests/test_live.py
+  libjs-chart.js  # the charts of the live page the `--metrics` endpoint serves
+  chromium chromium-driver python3-selenium  # the live page tested in a headless browser
   # network tools for the end-to-end runs
   iperf3 tcpdump tshark iproute2 procps kmod
 )
