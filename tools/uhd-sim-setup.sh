@@ -52,14 +52,28 @@ echo "uhd-sim-setup: installing mprpc $mprpc_version and gsocketpool $gsocketpoo
   "$venv (UHD's device simulator)"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-"$py" -m pip download -q --no-deps --no-binary :all: -d "$work" "mprpc==$mprpc_version"
-tar -xzf "$work/mprpc-$mprpc_version.tar.gz" -C "$work"
-src=$work/mprpc-$mprpc_version
-(cd "$src" && cython3 -2 mprpc/client.pyx mprpc/server.pyx) >"$work/cython.log" 2>&1 || {
-  echo "uhd-sim-setup: cython3 failed on mprpc's .pyx files:" >&2
-  tail -n 20 "$work/cython.log" >&2
-  exit 1
+failed=$venv/.uhd-sim-unavailable
+# PyPI is the only source of these two, and the only step here that needs the network
+# beyond Debian's mirror: if it cannot be reached (no route, a TLS proxy whose certificate
+# this machine does not trust), the rest of the set-up goes on and the simulator's test tier
+# skips, giving the reason recorded in $failed.
+pypi() {
+  "$py" -m pip download -q --no-deps --no-binary :all: -d "$work" "mprpc==$mprpc_version" &&
+    tar -xzf "$work/mprpc-$mprpc_version.tar.gz" -C "$work" &&
+    (cd "$work/mprpc-$mprpc_version" && cython3 -2 mprpc/client.pyx mprpc/server.pyx) &&
+    "$py" -m pip install -q --no-deps --no-build-isolation "$work/mprpc-$mprpc_version" &&
+    "$py" -m pip install -q --no-deps --no-build-isolation "gsocketpool==$gsocketpool_version"
 }
-"$py" -m pip install -q --no-deps --no-build-isolation "$src"
-"$py" -m pip install -q --no-deps --no-build-isolation "gsocketpool==$gsocketpool_version"
+if ! pypi >"$work/pypi.log" 2>&1; then
+  {
+    echo "tools/uhd-sim-setup.sh could not install mprpc $mprpc_version and gsocketpool" \
+      "$gsocketpool_version from PyPI; its last lines:"
+    tail -n 5 "$work/pypi.log"
+  } >"$failed"
+  echo "uhd-sim-setup: WARNING: $(head -n 1 "$failed") (the UHD simulator's tests will skip;" \
+    "the reason is in $failed)" >&2
+  tail -n 5 "$work/pypi.log" >&2
+  exit 0
+fi
+rm -f "$failed"
 echo "$want" >"$stamp"

@@ -144,6 +144,9 @@ def unavailable(python: str | None = None) -> str | None:
         return f"{python} could not import usrp_mpm: {exc}"
     if r.returncode != 0:
         last = (r.stderr.strip().splitlines() or ["(no output)"])[-1]
+        setup = Path(sys.prefix) / ".uhd-sim-unavailable"  # the set-up's record of a failure
+        if setup.is_file():
+            last += "; " + " ".join(setup.read_text().split())
         return (f"the simulator's Python modules do not import ({last}); "
                 "`tools/uhd-sim-setup.sh .venv` (part of make's set-up) installs them "
                 "(python3-uhd, python3-gevent, python3-pyroute2, python3-netaddr, "
