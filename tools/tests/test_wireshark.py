@@ -1,7 +1,8 @@
 """The MAC capture's Wireshark dissector (tools/wireshark/oppsched.lua) through tshark:
 synthetic records built with the project's own PDU and wire codecs (every field, both PDU
-formats, every message type, malformed records), and a short run on the abstract PHY whose
-mac-ap.pcap and mac-client pcaps must agree with slots.csv and carry the flows' TCP
+formats, every message type, malformed records, the integrity tag on downlink and uplink
+TBs), and a short run on the abstract PHY (with pdu.integrity_tag) whose mac-ap.pcap and
+mac-client pcaps must agree with slots.csv, flag the tag and carry the flows' TCP
 segments."""
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ LUA = REPO / "tools" / "wireshark" / "oppsched.lua"
 LINKTYPE_USER0 = 147
 PDU, MESSAGE = 1, 2
 SENT, RECEIVED = 0, 1
-F_SLOT, F_USER, F_HARQ, F_CRC, F_CRC_OK, F_BAD = 1, 2, 4, 8, 16, 32
+F_SLOT, F_USER, F_HARQ, F_CRC, F_CRC_OK, F_BAD, F_TAG = 1, 2, 4, 8, 16, 32, 64
 
 
 def _need_tshark():
@@ -393,6 +394,7 @@ flows:
   - {id: f2, server: S1, device: R2, family: ipv6}
 queue: {limit_bytes: 200000}
 capture: {mac: true, pcaps: false}
+pdu: {integrity_tag: true}
 """
 
 
@@ -414,7 +416,8 @@ COLUMNS = {"kind": "oppsched.kind", "direction": "oppsched.direction", "slot": "
            "crc_ok": "oppsched.crc_ok", "msg_type": "oppsched.msg.type",
            "sport": "tcp.srcport", "dport": "tcp.dstport", "severity": "_ws.expert.severity",
            "pdu_seq": "oppsched.pdu.seq", "ip_packets": "oppsched.ip_packets",
-           "reassembled": "oppsched.reassembled.len"}
+           "reassembled": "oppsched.reassembled.len", "tag_flag": "oppsched.flags.tag",
+           "tag": "oppsched.pdu.integrity_tag"}
 
 
 def no_payload_heuristics() -> list[str]:
@@ -491,6 +494,12 @@ def test_the_mac_pcaps_carry_the_flows_tcp_segments_and_every_message_kind(mac_r
         up = cli[(cli["kind"] == "2") & (cli["direction"] == "0")]
         assert {"4", "5", "6"} <= set(up["msg_type"])
         assert ports[flow] in _ports(up[up["msg_type"] == "6"])  # the ACKs going back
+    # pdu.integrity_tag on: every record of both daemons says so, and every PDU record's TB
+    # ends in its tag (split off: the PDUs parsed, their packets above reached TCP)
+    for name, df in dissected.items():
+        assert set(df["tag_flag"]) == {"1"}, name
+        pdus = df[df["kind"] == "1"]
+        assert (pdus["tag"].str.len() == 16).all(), name
     # no record anywhere with an error (8388608: expert severity error)
     for name, df in dissected.items():
         bad = df[df["severity"].str.split(",").apply(lambda v: "8388608" in v)]
@@ -580,5 +589,66 @@ def test_with_the_integrity_tag_preference_the_last_8_bytes_are_the_tag_not_the_
     names = ("oppsched.pdu.integrity_tag", "oppsched.pdu.crc_good", "tcp.srcport")
     (row,) = fields(pcap, *names)
     assert row[0] == "" and row[1] == "0"  # the tag read as the PDU's end: bad CRC
-    (row,) = fields(pcap, *names, "-o", "oppsched.integrity_tag:TRUE")
+    (row,) = fields(pcap, *names, "-o", "oppsched.integrity_tag:on")
     assert row == ["0102030405060708", "1", "5201"]
+
+
+def _uplink_records(tag: bytes | None) -> list[bytes]:
+    """A station's uplink TBs as the captures hold them, each followed by `tag` (None: no
+    tag, no TAG flag): the client's uplink_tb (medium.station_queue client), the apd's
+    uplink slot_grant to the PHY (uplink_decode phy), and the PDU records of the TBs the
+    AP's receiver decoded (received, the station's user), standard and compact."""
+    t, flag = (tag or b""), (F_TAG if tag else 0)
+    std = mac.serialize_pdu(user=1, seq=77, price=None, tb_bytes=200, segments=[
+        {"packet_seq": 3, "data": tcp_packet(sport=40001, dport=5201, seq=31)}]) + t
+    ack = tcp_packet(sport=40002, dport=5201, seq=32, payload=b"")
+    cmp = mac.serialize_compact_pdu(seq=78, price=None, continuation=b"", packets=[ack],
+                                    tb_bytes=4 + len(ack) + 6) + t
+    w = mac.wire
+    up_tb = w.encode("uplink_tb", 1, {"user": 1, "slot": 2000, "harq_pid": 2, "ndi": 1,
+                                      "buffer_bytes": 0, "buffer_packets": 0, "tb": std})
+    grant = w.encode("slot_grant", 2, {"slot": 2000, "user": 1, "mcs": 5, "harq_pid": 2,
+                                       "ndi": 1, "rv": 0, "uplink": True, "tb": std})
+    rx = dict(direction=RECEIVED, user=1, slot=2000, tb_len=len(std),
+              flags=F_SLOT | F_USER | F_HARQ | F_CRC | F_CRC_OK | flag)
+    return [pseudo(MESSAGE, SENT, 3, F_SLOT | F_USER | flag, user=1, slot=2000) + up_tb,
+            pseudo(MESSAGE, SENT, 2, F_SLOT | F_USER | F_HARQ | flag, user=1, slot=2000)
+            + grant,
+            pseudo(PDU, **rx) + std,
+            pseudo(PDU, **{**rx, "tb_len": len(cmp)}) + cmp]
+
+
+UPLINK_FIELDS = ("oppsched.flags.tag", "oppsched.pdu.integrity_tag", "oppsched.pdu.user",
+                 "oppsched.pdu.seq", "oppsched.pdu.compact_seq", "oppsched.pdu.crc_good",
+                 "oppsched.pdu.padding", "tcp.srcport", "_ws.expert.message")
+
+
+def test_a_tagged_uplink_tb_shows_its_tag_and_its_pdu_from_the_records_tag_flag(tmp_path):
+    _need_tshark()
+    tag = bytes.fromhex("a1a2a3a4a5a6a7a8")
+    pcap = write_pcap(tmp_path / "up.pcap", _uplink_records(tag))
+    rows = fields(pcap, *UPLINK_FIELDS)  # no preference set: the flag decides
+    # uplink_tb and the uplink grant: the PDU inside, its tag split off, its CRC good
+    for r in rows[:2]:
+        assert r[:7] == ["1", "a1a2a3a4a5a6a7a8", "1", "77", "", "1", r[6]], r
+        assert r[7] == "" and r[8] == "", r  # packets handed on from PDU records only
+    # the PDU records of the AP's receiver: the packets reach TCP, nothing malformed
+    assert rows[2][:6] == ["1", "a1a2a3a4a5a6a7a8", "1", "77", "", "1"], rows[2]
+    assert rows[2][7:] == ["40001", ""], rows[2]
+    assert rows[3][:5] == ["1", "a1a2a3a4a5a6a7a8", "", "", "78"], rows[3]
+    assert rows[3][6:] == ["6", "40002", ""], rows[3]  # the 6 padding bytes, not the tag
+    # the preference overrides the flag: off reads the tag as the PDU's end
+    rows = fields(pcap, *UPLINK_FIELDS, "-o", "oppsched.integrity_tag:off")
+    assert all(r[1] == "" for r in rows) and rows[2][5] == "0", rows
+    assert "PDU CRC-32" in rows[2][8], rows
+    assert rows[3][6] == "14", rows  # the compact format: padding and tag taken as padding
+
+
+def test_an_untagged_uplink_tb_is_dissected_as_before(tmp_path):
+    _need_tshark()
+    pcap = write_pcap(tmp_path / "up0.pcap", _uplink_records(None))
+    rows = fields(pcap, *UPLINK_FIELDS)
+    assert [r[:6] for r in rows] == [["0", "", "1", "77", "", "1"]] * 3 + [
+        ["0", "", "", "", "78", ""]], rows
+    assert [r[7] for r in rows] == ["", "", "40001", "40002"]
+    assert rows[3][6] == "6" and all(r[8] == "" for r in rows), rows

@@ -49,7 +49,8 @@ local f = {
     flag_crc_ok = ProtoField.bool("oppsched.flags.crc_ok", "CRC ok", 8, nil, 0x10),
     flag_bad = ProtoField.bool("oppsched.flags.bad_message", "Rejected by the daemon", 8, nil,
                                0x20),
-    flag_reserved = ProtoField.uint8("oppsched.flags.reserved", "Reserved", base.HEX, nil, 0xC0),
+    flag_tag = ProtoField.bool("oppsched.flags.tag", "TBs carry the integrity tag", 8, nil, 0x40),
+    flag_reserved = ProtoField.uint8("oppsched.flags.reserved", "Reserved", base.HEX, nil, 0x80),
     user = ProtoField.uint16("oppsched.user", "User"),
     slot = ProtoField.uint64("oppsched.slot", "Slot"),
     harq_pid = ProtoField.uint8("oppsched.harq_pid", "HARQ process"),
@@ -164,11 +165,18 @@ proto.prefs.message_ip = Pref.bool("Dissect IP packets inside messages", false,
     "Also hand the IP packets of the TB inside slot_grant and rx_indication messages to the "
     .. "IP dissector (they are already dissected in the MAC PDU records)")
 
--- pdu.integrity_tag (docs/security.md): every TB ends in an 8-byte tag after the MAC PDU.
--- The capture does not say whether the run used it: the preference does.
-proto.prefs.integrity_tag = Pref.bool("TBs carry the PDU integrity tag", false,
-    "The run had pdu.integrity_tag on: the last 8 bytes of every TB are its SipHash-2-4 "
-    .. "tag, not part of the MAC PDU")
+-- pdu.integrity_tag (docs/security.md): every TB, downlink and uplink, ends in an 8-byte tag
+-- after the MAC PDU. A daemon that tags sets the TAG flag (0x40) of every record's
+-- pseudo-header; the preference follows it (auto) or overrides it (captures from before the
+-- flag: on).
+local TAG_AUTO, TAG_ON, TAG_OFF = 0, 1, 2
+proto.prefs.integrity_tag = Pref.enum("TBs carry the PDU integrity tag", TAG_AUTO,
+    "auto: as each record's TAG flag says (set by a daemon with pdu.integrity_tag on); on: the "
+    .. "last 8 bytes of every TB are its SipHash-2-4 tag, not part of the MAC PDU (captures "
+    .. "written before the flag); off: no TB carries one",
+    { { "auto", "auto (the records' TAG flag)", TAG_AUTO },
+      { "on", "on (every TB)", TAG_ON },
+      { "off", "off (no TB)", TAG_OFF } }, false)
 
 local ip_dissector = Dissector.get("ip")
 local ipv6_dissector = Dissector.get("ipv6")
@@ -207,6 +215,8 @@ local function u16(tvb, off) return tvb(off, 2):uint() end
 -- Hands a complete IP packet to ip/ipv6; returns true if it did (or would have, with
 -- hand_on false).
 local hand_on = true
+-- Whether the TBs of the record being dissected end in the integrity tag.
+local tagged = false
 local function hand_to_ip(tvb, off, len, pinfo, tree)
     if len < 1 then return false end
     if not hand_on then
@@ -542,7 +552,7 @@ end
 -- A MAC PDU (TB) at tvb [off, off + len). Returns the number of IP packets handed on.
 local function dissect_pdu(tvb, off, len, pinfo, tree, ip)
     hand_on = ip ~= false
-    if proto.prefs.integrity_tag and len >= 8 then
+    if tagged and len >= 8 then
         tree:add(f.pdu_tag, tvb(off + len - 8, 8))
         len = len - 8
     end
@@ -786,6 +796,7 @@ end
 
 local function dissect_record(tvb, pinfo, tree)
     hand_on = true
+    tagged = false
     reasm_stream = nil
     local len = tvb:len()
     pinfo.cols.protocol = "OPPSCHED"
@@ -816,10 +827,12 @@ local function dissect_record(tvb, pinfo, tree)
     local fr = tvb(5, 1)
     local ft = t:add(f.flags, fr)
     for _, b in ipairs({ f.flag_slot, f.flag_user, f.flag_harq, f.flag_crc, f.flag_crc_ok,
-                         f.flag_bad, f.flag_reserved }) do
+                         f.flag_bad, f.flag_tag, f.flag_reserved }) do
         ft:add(b, fr)
     end
-    if bit32.band(flags, 0xC0) ~= 0 then
+    local pref = proto.prefs.integrity_tag
+    tagged = pref == TAG_ON or (pref == TAG_AUTO and bit32.band(flags, 0x40) ~= 0)
+    if bit32.band(flags, 0x80) ~= 0 then
         ft:add_tvb_expert_info(e.unknown, fr,
             string.format("pseudo-header flags 0x%02x: unknown bits", flags))
     end

@@ -214,7 +214,8 @@ void ap_daemon::open_traces() {
             cfg_.trace_packets,
             std::vector<std::string>{"t_ns", "event", "user", "packet_id", "bytes", "reason"});
     if (!cfg_.trace_mac_pcap.empty())
-        mac_ = std::make_unique<daemon::mac_capture>(cfg_.trace_mac_pcap, cfg_.mac_pcap_max_bytes);
+        mac_ = std::make_unique<daemon::mac_capture>(cfg_.trace_mac_pcap, cfg_.mac_pcap_max_bytes,
+                                                     cfg_.core.integrity_key.has_value());
 }
 
 void ap_daemon::write_traces(bool final) {

@@ -131,7 +131,8 @@ class client_daemon final {
             events_ = std::make_unique<daemon::csv_writer>(
                 cfg_.events_trace, std::vector<std::string>{"t_ns", "event", "detail"});
         if (!cfg_.mac_pcap.empty())
-            mac_ = std::make_unique<daemon::mac_capture>(cfg_.mac_pcap, cfg_.mac_pcap_max_bytes);
+            mac_ = std::make_unique<daemon::mac_capture>(cfg_.mac_pcap, cfg_.mac_pcap_max_bytes,
+                                                         cfg_.core.integrity_key.has_value());
         // docs/daemons.md: after opening its TUN the client keeps no capability. Before the
         // ZeroMQ context: its I/O threads would otherwise keep them.
         const auto drop = daemon::drop_all_capabilities();

@@ -126,12 +126,14 @@ pcap_writer::options capture_options(std::uint64_t max_bytes) {
 }
 }  // namespace
 
-mac_capture::mac_capture(const std::string& path, std::uint64_t max_bytes)
-    : w_(path, capture_options(max_bytes)) {}
+mac_capture::mac_capture(const std::string& path, std::uint64_t max_bytes, bool integrity_tag)
+    : w_(path, capture_options(max_bytes)), tag_flag_(integrity_tag ? mac_pcap::kFlagTag : 0) {}
 
 void mac_capture::write(const mac_pcap::record_header& h, const std::uint8_t* payload,
                         std::size_t len) {
-    const auto ph = mac_pcap::encode(h);
+    auto tagged = h;
+    tagged.flags |= tag_flag_;
+    const auto ph = mac_pcap::encode(tagged);
     w_.write(realtime_ns(), ph.data(), ph.size(), payload, len);
 }
 

@@ -256,5 +256,30 @@ TEST(MacCapture, WritesTheTbOfAGrantAndTheFrameOfEachMessage) {
     std::filesystem::remove(path);
 }
 
+TEST(MacCapture, ADaemonThatTagsItsTbsSetsTheTagFlagOnEveryRecord) {
+    const auto path = temp_path("tag.pcap");
+    wire::slot_grant g;
+    g.slot = 5;
+    g.empty = false;
+    g.user = 0;
+    g.tb = std::vector<std::uint8_t>(20, 0x01);
+    const auto f = wire::encode(g, 0);
+    for (const bool tagged : {false, true}) {
+        {
+            mac_capture c(path, 1 << 20, tagged);
+            c.pdu_sent(g);
+            c.message(mac_pcap::direction::sent, mac_pcap::port::phy_grants, f);
+        }
+        const auto recs = read_records(slurp(path));
+        ASSERT_EQ(recs.size(), 2u);
+        for (const auto& r : recs) {
+            EXPECT_EQ((r.data[5] & mac_pcap::kFlagTag) != 0, tagged);
+            EXPECT_EQ(r.data[5] & ~mac_pcap::kFlagTag,
+                      mac_pcap::kFlagSlot | mac_pcap::kFlagUser | mac_pcap::kFlagHarq);
+        }
+        std::filesystem::remove(path);
+    }
+}
+
 }  // namespace
 }  // namespace oppsched::daemon

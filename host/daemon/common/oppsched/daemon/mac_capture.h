@@ -20,7 +20,11 @@
 //                            bit 2 HARQ: harq_pid, ndi, rv, mcs and tb_len are valid;
 //                            bit 3 CRC: the TB's CRC result is known; bit 4 CRC_OK: it
 //                            checked; bit 5 BAD_MESSAGE: the message failed wire::decode
-//                            (its fields are not filled in); bits 6..7 reserved, 0
+//                            (its fields are not filled in); bit 6 TAG: the daemon's
+//                            TBs carry the integrity tag (pdu.integrity_tag): the TB of a
+//                            PDU record, slot_grant, rx_indication or uplink_tb ends in
+//                            its 8 bytes, not part of the MAC PDU (set on every record of
+//                            such a daemon); bit 7 reserved, 0
 //   6      2    user
 //   8      8    slot
 //   16     1    harq_pid
@@ -64,6 +68,7 @@ constexpr std::uint8_t kFlagHarq = 0x04;
 constexpr std::uint8_t kFlagCrc = 0x08;
 constexpr std::uint8_t kFlagCrcOk = 0x10;
 constexpr std::uint8_t kFlagBadMessage = 0x20;
+constexpr std::uint8_t kFlagTag = 0x40;
 
 struct record_header {
     kind k = kind::pdu;
@@ -83,8 +88,9 @@ record_header message_header(direction dir, port p, const std::uint8_t* frame, s
 
 class mac_capture final {
   public:
-    // Throws as pcap_writer does.
-    mac_capture(const std::string& path, std::uint64_t max_bytes);
+    // Throws as pcap_writer does. integrity_tag: the daemon's TBs carry the integrity tag
+    // (every record gets the TAG flag).
+    mac_capture(const std::string& path, std::uint64_t max_bytes, bool integrity_tag = false);
 
     // The TB of a grant (apd, per granted TB; nothing for an empty slot).
     void pdu_sent(const wire::slot_grant& g);
@@ -105,6 +111,7 @@ class mac_capture final {
   private:
     void write(const mac_pcap::record_header& h, const std::uint8_t* payload, std::size_t len);
     pcap_writer w_;
+    std::uint8_t tag_flag_ = 0;
 };
 
 }  // namespace oppsched::daemon
