@@ -301,6 +301,8 @@ def parse_ss_sender_info(text: str) -> dict[int, dict]:
     connection, not iperf3's control connection); cwnd in bytes (segments x mss)."""
     best: dict[int, tuple[int, dict]] = {}
     for s, line in _ss_info_lines(text):
+        if line is None:
+            continue
         acked = int(m.group(1)) if (m := _SS_COUNTERS["bytes_acked"].search(line)) else 0
         rtt, cwnd, mss = _SS_RTT.search(line), _SS_CWND.search(line), _SS_MSS.search(line)
         if rtt is None or cwnd is None:
@@ -313,7 +315,9 @@ def parse_ss_sender_info(text: str) -> dict[int, dict]:
 
 
 def _ss_info_lines(text: str):
-    """(socket, its tcp_info line) for every connected socket of `ss -Htin` output."""
+    """`ss -Htin` (or `ss -HtinE`) output -> (socket, line) pairs: each connected socket
+    ({local_port, peer_port}) once with line None at its header, then with each of its
+    tcp_info lines. Listening sockets (peer `*`) are left out."""
     cur = None
     for line in text.splitlines():
         if not line.strip():
@@ -321,10 +325,12 @@ def _ss_info_lines(text: str):
         if not line.startswith((" ", "\t")):
             cols = line.split()
             cur = None
+            # State Recv-Q Send-Q Local:Port Peer:Port [Process]
             if len(cols) >= 5:
                 local, peer = _port(cols[3]), _port(cols[4])
                 if local is not None and peer is not None:
                     cur = {"local_port": local, "peer_port": peer}
+                    yield cur, None
             continue
         if cur is not None:
             yield cur, line
@@ -361,25 +367,15 @@ def _ss_sockets(text: str, counters) -> list[dict]:
     peer_port and each of the tcp_info `counters` (ss leaves a zero counter out: 0).
     Listening sockets (peer `*`) are left out."""
     out: list[dict] = []
-    cur = None
-    for line in text.splitlines():
-        if not line.strip():
+    for sock, line in _ss_info_lines(text):
+        if line is None:
+            sock.update({c: 0 for c in counters})
+            out.append(sock)
             continue
-        if not line.startswith((" ", "\t")):
-            cols = line.split()
-            cur = None
-            # State Recv-Q Send-Q Local:Port Peer:Port [Process]
-            if len(cols) >= 5:
-                local, peer = _port(cols[3]), _port(cols[4])
-                if local is not None and peer is not None:
-                    cur = {"local_port": local, "peer_port": peer, **{c: 0 for c in counters}}
-                    out.append(cur)
-            continue
-        if cur is not None:
-            for c in counters:
-                m = _SS_COUNTERS[c].search(line)
-                if m:
-                    cur[c] = int(m.group(1))
+        for c in counters:
+            m = _SS_COUNTERS[c].search(line)
+            if m:
+                sock[c] = int(m.group(1))
     return out
 
 
