@@ -13,6 +13,17 @@ namespace py = pybind11;
 
 namespace {
 
+// A Python exception's traceback as Python prints it (its message alone if that fails).
+std::string traceback_text(py::error_already_set& e) {
+    try {
+        py::object lines = py::module_::import("traceback")
+                               .attr("format_exception")(e.type(), e.value(), e.trace());
+        return py::str("").attr("join")(lines).cast<std::string>();
+    } catch (...) {
+        return std::string(e.what()) + "\n";
+    }
+}
+
 // The loader and the user view, run in the interpreter once (the apd has no oppsched package
 // on its path, so nothing here imports it).
 constexpr const char* kHelpers = R"PY(
@@ -188,14 +199,7 @@ void python_scheduler::log_exception(const char* method, py::error_already_set& 
     for (const auto& m : logged_)
         if (m == method) return;
     logged_.emplace_back(method);
-    std::string text;
-    try {
-        py::object lines = py::module_::import("traceback")
-                               .attr("format_exception")(e.type(), e.value(), e.trace());
-        text = py::str("").attr("join")(lines).cast<std::string>();
-    } catch (...) {
-        text = std::string(e.what()) + "\n";
-    }
+    const std::string text = traceback_text(e);
     opt_.log("scheduler plugin: " + std::string(method) +
              "() raised (counted in scheduler.plugin_exceptions; PF decides when select() "
              "raises; logged once per method):\n" +
@@ -336,14 +340,7 @@ std::string python_aqm::call(const py::object& method, const char* name, const i
         ++plugin_stats_.exceptions;
         if (!logged_[name[0] == 'e' ? 0 : 1]) {
             logged_[name[0] == 'e' ? 0 : 1] = true;
-            std::string text;
-            try {
-                py::object lines = py::module_::import("traceback")
-                                       .attr("format_exception")(e.type(), e.value(), e.trace());
-                text = py::str("").attr("join")(lines).cast<std::string>();
-            } catch (...) {
-                text = std::string(e.what()) + "\n";
-            }
+            const std::string text = traceback_text(e);
             log_("aqm plugin: " + std::string(name) +
                  "() raised (counted in aqm.<queue>.plugin_exceptions; the packet is " +
                  (name[0] == 'e' ? "accepted" : "sent") + "; logged once per method):\n" + text);

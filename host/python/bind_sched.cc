@@ -126,21 +126,7 @@ py_scheduler make_python(const pybind11::dict& given) {
 
 py_scheduler make(const std::string& kind, const pybind11::object& params,
                   const pybind11::kwargs& kwargs) {
-    if (kind == "python") {
-        pybind11::dict given;
-        if (!params.is_none()) {
-            if (!pybind11::isinstance<pybind11::dict>(params))
-                throw_invalid("sched.params: " + std::string(pybind11::repr(params)) +
-                              " is not a dict");
-            for (const auto& item : params.cast<pybind11::dict>()) given[item.first] = item.second;
-        }
-        for (const auto& item : kwargs) given[item.first] = item.second;
-        return make_python(given);
-    }
-    const scheduler_kind* spec = find_scheduler_kind(kind);
-    scheduler_params cfg;
-    param_map values;
-    pybind11::dict given;
+    pybind11::dict given;  // params, then the keyword arguments over them
     if (!params.is_none()) {
         if (!pybind11::isinstance<pybind11::dict>(params))
             throw_invalid("sched.params: " + std::string(pybind11::repr(params)) +
@@ -148,6 +134,10 @@ py_scheduler make(const std::string& kind, const pybind11::object& params,
         for (const auto& item : params.cast<pybind11::dict>()) given[item.first] = item.second;
     }
     for (const auto& item : kwargs) given[item.first] = item.second;
+    if (kind == "python") return make_python(given);
+    const scheduler_kind* spec = find_scheduler_kind(kind);
+    scheduler_params cfg;
+    param_map values;
     for (const auto& item : given) {
         std::string key = pybind11::str(item.first);
         if (key == "num_users") {
