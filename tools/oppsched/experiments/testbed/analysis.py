@@ -160,7 +160,8 @@ def _check_socket_count(rundir: Path, f: dict, plan: dict, row: dict,
     its goodput from the sockets (`goodput_source` `socket`: bytes by the planned end
     over the planned seconds) and is named, with both counts, in the summary's warnings;
     one whose iperf3 count exceeds the sockets' by more than the bound above, or that has
-    neither, is an error of the summary. Never a silent 0."""
+    neither, is an error of the summary (a warning where a socket's close went unrecorded:
+    its count is then a lower bound). Never a silent 0."""
     path = socket_csv(rundir, f["id"])
     df = read_csv(path, errors)
     planned = plan.get("seconds")
@@ -211,10 +212,18 @@ def _check_socket_count(rundir: Path, f: dict, plan: dict, row: dict,
     bound = SOCKET_AGREE_FRACTION * max(iperf_total, sock["bytes_total"]) \
         + SOCKET_AGREE_MSS_BYTES * max(1, sock["streams"])
     if iperf_total - sock["bytes_total"] > bound:
-        errors.append(f"flow {fid}: iperf3 reports {iperf_total} bytes received, its "
-                      f"receiving sockets {sock['bytes_total']} ({sock['source']}): more "
-                      f"than {bound:.0f} bytes above what the kernel received (2 % plus 4 "
-                      "MSS per socket)")
+        msg = (f"flow {fid}: iperf3 reports {iperf_total} bytes received, its receiving "
+               f"sockets {sock['bytes_total']} ({sock['source']}): more than {bound:.0f} "
+               "bytes above what the kernel received (2 % plus 4 MSS per socket)")
+        if sock["source"] == "socket_poll":
+            # A socket whose close `ss -E` did not record counts its last poll: a lower
+            # bound, which a flow that got a burst after that poll (a reassembly gap
+            # released at once, the last window) exceeds. Not impossible, so not an
+            # error; named, so that a listener that misses closes is seen.
+            warnings.append(msg + "; a socket's close was not recorded, so its count is "
+                            "its last poll, a lower bound")
+        else:
+            errors.append(msg)
 
 
 def aqm_counts(apd_stats) -> dict:
