@@ -339,7 +339,8 @@ policy_params policy_params_from(std::string_view kind_name, const param_map& va
         throw_invalid("sched.kind: '" + std::string(kind_name) + "' not one of " + kind_names());
     std::string accepted;
     for (const auto& p : kind->params) accepted += (accepted.empty() ? "" : ", ") + p.name;
-    for (const auto& [key, value] : values) {
+    for (const auto& entry : values) {
+        const std::string& key = entry.first;  // a lambda may not capture a structured binding
         const bool known = std::any_of(kind->params.begin(), kind->params.end(),
                                        [&](const param_spec& p) { return p.name == key; });
         if (!known)
