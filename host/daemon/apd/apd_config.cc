@@ -16,6 +16,7 @@
 
 #include "oppsched/daemon/config.h"
 #include "oppsched/daemon/zmq_endpoint.h"
+#include "oppsched/daemon/integrity_keys.h"
 #include "oppsched/integrity.h"
 #include "oppsched/pdu.h"
 #include "oppsched/validation.h"
@@ -224,20 +225,53 @@ apd_params::python_plugin read_python_scheduler(const config_node& s) {
     return p;
 }
 
+// scheduler.kind plugin: library, params (scalars: each passed as its text and, when it reads
+// as one, a number), alpha, budget_fraction (docs/extending.md, "C++ plugins").
+apd_params::cpp_plugin read_cpp_scheduler(const config_node& s) {
+    apd_params::cpp_plugin p;
+    p.library = s.require<std::string>("library");
+    if (p.library.empty()) s.fail("library", "must name the plugin's shared library (.so)");
+    p.alpha = s.get<double>("alpha", sched::kDefaultAlpha);
+    if (!(p.alpha > 0.0 && p.alpha <= 1.0))
+        s.fail("alpha", format_number(p.alpha) + " not in (0,1]");
+    p.budget_fraction = s.get<double>("budget_fraction", 0.5);
+    if (!(p.budget_fraction > 0.0 && p.budget_fraction <= 1.0))
+        s.fail("budget_fraction", format_number(p.budget_fraction) + " not in (0,1]");
+    if (const auto params = s.optional_child("params"); params && !params->is_null()) {
+        if (!params->is_map()) s.fail("params", "must be a mapping of the plugin's parameters");
+        for (const auto& key : params->keys()) {
+            params->mark_read(key);
+            const YAML::Node& v = params->child(key).yaml();
+            if (!v.IsScalar())
+                params->fail(key, "must be a number or a string (a C++ plugin's params are "
+                                  "scalars)");
+            p.params.push_back(cplugin::param_from_text(key, v.Scalar()));
+        }
+    }
+    s.mark_read("params");
+    return p;
+}
+
 // The policy, its kind and parameters read through the scheduler registry (sched.h), which
 // checks the ranges; `harq_first` gets scheduler.harq_first (ap_core_params). Kind python:
-// `plugin` gets the plugin, the policy is its fallback PF.
+// `plugin` gets the plugin, the policy is its fallback PF; kind plugin: `cpp` the same.
 sched::policy_params read_scheduler(const config_node& root, std::size_t n_users, bool& harq_first,
-                                    std::optional<apd_params::python_plugin>& plugin) {
+                                    std::optional<apd_params::python_plugin>& plugin,
+                                    std::optional<apd_params::cpp_plugin>& cpp) {
     const config_node s = root.child_or_empty("scheduler");
     harq_first = s.get<bool>("harq_first", true);
     std::vector<std::string> kinds;
     for (const auto& k : sched::scheduler_kinds()) kinds.push_back(k.name);
     kinds.push_back("python");
+    kinds.push_back("plugin");
     const std::string kind = s.get_choice("kind", "pf", kinds);
     if (kind == "python") {
         plugin = read_python_scheduler(s);
         return sched::pf_params{plugin->alpha};
+    }
+    if (kind == "plugin") {
+        cpp = read_cpp_scheduler(s);
+        return sched::pf_params{cpp->alpha};
     }
     const sched::scheduler_kind& spec = *sched::find_scheduler_kind(kind);
     const auto takes = [](const sched::scheduler_kind& k, const std::string& name) {
@@ -494,7 +528,8 @@ apd_params read_apd_config(const config_node& root) {
     }
 
     // ---- scheduler ----
-    core.scheduler = read_scheduler(root, core.users.size(), core.harq_first, c.python_scheduler);
+    core.scheduler = read_scheduler(root, core.users.size(), core.harq_first, c.python_scheduler,
+                                    c.cpp_scheduler);
     try {
         sched::scheduler_params sc;
         sc.num_users = core.users.size();
@@ -613,27 +648,9 @@ apd_params read_apd_config(const config_node& root) {
     // (the runner draws one per run and gives it to every daemon), from which the downlink
     // key (the core's) and the uplink key (the medium's, below) are derived.
     std::optional<integrity::tag_key> uplink_key;
-    if (pd.has("integrity_key_file")) {
-        const std::string path = pd.require<std::string>("integrity_key_file");
-        integrity::tag_key testbed{};
-        try {
-            testbed =
-                integrity::key_from_hex(daemon::read_secret_hex_file(path, integrity::kKeyBytes));
-        } catch (const std::exception& e) {
-            pd.fail("integrity_key_file", e.what());
-        }
-        if (!pd.has("integrity_run_id"))
-            pd.fail("integrity_run_id",
-                    "required with integrity_key_file: the run's id (32 hexadecimal digits, "
-                    "drawn per run), which binds the tag to the run");
-        integrity::run_id run{};
-        try {
-            run = integrity::run_id_from_hex(pd.require<std::string>("integrity_run_id"));
-        } catch (const std::invalid_argument& e) {
-            pd.fail("integrity_run_id", e.what());
-        }
-        core.integrity_key = integrity::run_key(testbed, run, integrity::link_direction::downlink);
-        uplink_key = integrity::run_key(testbed, run, integrity::link_direction::uplink);
+    if (const auto keys = daemon::read_integrity_keys(pd)) {
+        core.integrity_key = keys->downlink;
+        uplink_key = keys->uplink;
     }
 
     // ---- the shared medium (medium.h) ----

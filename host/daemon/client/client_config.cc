@@ -5,6 +5,7 @@
 #include <string>
 
 #include "oppsched/daemon/zmq_endpoint.h"
+#include "oppsched/daemon/integrity_keys.h"
 #include "oppsched/integrity.h"
 
 namespace oppsched::client {
@@ -128,29 +129,9 @@ client_params read_client_config(const daemon::config_node& root) {
     // The integrity tag (integrity.h): the apd's pdu.integrity_key_file and
     // pdu.integrity_run_id, from which the downlink key (checked here) and the uplink key
     // (the station's TBs) are derived.
-    if (root.has("integrity_key_file")) {
-        const std::string path = root.require<std::string>("integrity_key_file");
-        integrity::tag_key testbed{};
-        try {
-            testbed =
-                integrity::key_from_hex(daemon::read_secret_hex_file(path, integrity::kKeyBytes));
-        } catch (const std::exception& e) {
-            root.fail("integrity_key_file", e.what());
-        }
-        if (!root.has("integrity_run_id"))
-            root.fail("integrity_run_id",
-                      "required with integrity_key_file: the run's id (32 hexadecimal digits, "
-                      "drawn per run), which binds the tag to the run");
-        integrity::run_id run{};
-        try {
-            run = integrity::run_id_from_hex(root.require<std::string>("integrity_run_id"));
-        } catch (const std::invalid_argument& e) {
-            root.fail("integrity_run_id", e.what());
-        }
-        c.core.integrity_key =
-            integrity::run_key(testbed, run, integrity::link_direction::downlink);
-        c.station.integrity_key =
-            integrity::run_key(testbed, run, integrity::link_direction::uplink);
+    if (const auto keys = daemon::read_integrity_keys(root)) {
+        c.core.integrity_key = keys->downlink;
+        c.station.integrity_key = keys->uplink;
     }
 
     const config_node cl = root.child_or_empty("clamp");
