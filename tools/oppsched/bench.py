@@ -150,7 +150,9 @@ def _gr_rate(build_and_run, n_samples_probe: int, min_time: float, reps: int = 3
 
 class _PhySetup:
     def __init__(self, profile: str = "evdo", sample_rate: float = 1e6, seed: int = 7):
-        from gnuradio import oppsched as phy
+        from oppsched import build
+
+        phy = build.load(build.PHY)
 
         self.np, self.phy = np, phy
         self.num = phy.numerology.profile(profile, sample_rate)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from gnuradio.oppsched.yaml_config import YamlError, load_yaml
+from oppsched.yaml_config import YamlError, load_yaml
 
 
 class ConfigError(ValueError):

@@ -25,26 +25,24 @@ from pathlib import Path
 
 import yaml
 
-from gnuradio.oppsched import numerology
-
-from oppsched import mac, paths, plugin, registry
+from oppsched import mac, names, paths, plugin, registry
 from oppsched.names import SHANNON_TABLE_DEFAULTS
 
 # Andrew & Hanly, CLAMP, §V-D: n = 5 link-layer attempts in the slow-fading scenario (0.6 Hz),
 # 15 in the fast-fading one (60 Hz). Between the two we take the fast value from 10 Hz up.
-CLAMP_ATTEMPTS_SLOW = mac.CLAMP_ATTEMPTS_SLOW_FADING
-CLAMP_ATTEMPTS_FAST = mac.CLAMP_ATTEMPTS_FAST_FADING
+CLAMP_ATTEMPTS_SLOW = names.CLAMP_ATTEMPTS_SLOW_FADING
+CLAMP_ATTEMPTS_FAST = names.CLAMP_ATTEMPTS_FAST_FADING
 FAST_FADING_HZ = 10.0
 # The compact PDU format's largest reordering window (12-bit sequence numbers, pdu.h).
-COMPACT_MAX_WINDOW = mac.PDU_COMPACT_MAX_WINDOW
+COMPACT_MAX_WINDOW = names.PDU_COMPACT_MAX_WINDOW
 
 # The PHY profiles (docs/architecture.md, "The PHY": 1.667 ms EV-DO; 3 ms, Andrew & Hanly's
-# slot), one per numerology profile (gr-oppsched's numerology.h). Values a profile implies when
-# the experiment leaves them null.
+# slot), one per numerology profile (gr-oppsched's numerology.h, through oppsched.names). Values
+# a profile implies when the experiment leaves them null.
 PROFILES = {
-    "3ms": {"slot_s": numerology.profile("3ms").params.slot_duration, "mcs_table": "shannon",
+    "3ms": {"slot_s": names.PROFILE_SLOT_S["3ms"], "mcs_table": "shannon",
             "error_model": "end_of_slot", "channel_model": "jakes"},
-    "evdo": {"slot_s": numerology.profile("evdo").params.slot_duration, "mcs_table": "evdo",
+    "evdo": {"slot_s": names.PROFILE_SLOT_S["evdo"], "mcs_table": "evdo",
              "error_model": "threshold", "channel_model": "sum_of_sinusoids"},
 }
 

@@ -63,7 +63,9 @@ def receiver_params(meta: dict) -> dict:
 
 def make_receiver(r: dict):
     """The slot_receiver slot_rx.make builds for these parameters."""
-    from gnuradio import oppsched as phy
+    from oppsched import build
+
+    phy = build.load(build.PHY)
 
     try:
         num = phy.numerology.profile(r["profile"], float(r["sample_rate"]), r["fec"])

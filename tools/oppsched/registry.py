@@ -3,12 +3,14 @@
 Each scheduler kind (host/include/oppsched/sched.h, `scheduler_kinds()`) and each AQM kind
 (aqm.h, `param_fields()`) is registered once in C++ with its parameters: name, type, default,
 range, unit and help. oppsched.mac exports them (`scheduler_registry()`, `aqm_registry()`);
-this module turns them into what the Python layers need -- the experiment schema's and
-macsim's scheduler fields, the parameters daemonconf writes into apd.yaml, and the table of
-docs/algorithms.md -- so that no layer lists kinds, defaults or ranges by hand.
-tools/tests/test_registry.py checks that every layer agrees.
+oppsched.generate writes them into tools/oppsched/_generated.py, which this module reads, so
+that the schemas work without a build. It turns them into what the Python layers need -- the
+experiment schema's and macsim's scheduler fields, the parameters daemonconf writes into
+apd.yaml, and the table of docs/algorithms.md -- so that no layer lists kinds, defaults or
+ranges by hand. tools/tests/test_registry.py checks that every layer agrees and that the
+committed data is what the build gives.
 
-    python -m oppsched.registry > docs/algorithms.md      # regenerates the table
+    python -m oppsched.generate      # rewrites _generated.py and docs/algorithms.md
 """
 
 from __future__ import annotations
@@ -16,18 +18,18 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from oppsched import mac, plugin
+from oppsched import _generated, plugin
 from oppsched.config import Field, Renamed
 
 
 @lru_cache(maxsize=None)
 def _schedulers() -> tuple:
-    return tuple(mac.scheduler_registry())
+    return tuple(_generated.SCHEDULER_REGISTRY)
 
 
 @lru_cache(maxsize=None)
 def _aqms() -> tuple:
-    return tuple(mac.aqm_registry())
+    return tuple(_generated.AQM_REGISTRY)
 
 
 def schedulers() -> dict[str, dict]:
@@ -179,12 +181,15 @@ def _table(params: list) -> list[str]:
     return rows
 
 
-def markdown() -> str:
-    """docs/algorithms.md: every scheduler and AQM kind with its parameters, as registered."""
+def markdown(schedulers_: list | None = None, aqms_: list | None = None) -> str:
+    """docs/algorithms.md: every scheduler and AQM kind with its parameters, as registered
+    (by default the committed registries; oppsched.generate passes the build's)."""
+    schedulers_ = _schedulers() if schedulers_ is None else schedulers_
+    aqms_ = _aqms() if aqms_ is None else aqms_
     lines = [
         "# Schedulers and AQMs: kinds and parameters",
         "",
-        "<!-- Generated from the MAC library's registries by `python -m oppsched.registry`;",
+        "<!-- Generated from the MAC library's registries by `python -m oppsched.generate`;",
         "     tools/tests/test_registry.py fails when this file differs. Do not edit by hand. -->",
         "",
         "Each kind is registered once in the MAC library (schedulers: `scheduler_kinds()` in",
@@ -202,10 +207,10 @@ def markdown() -> str:
         "`scheduler.lambda`, still accepted with a warning.",
         "",
     ]
-    for k in _schedulers():
+    for k in schedulers_:
         about = k["help"][:1].upper() + k["help"][1:]
         lines += [f"### `{k['kind']}`", "", about + ".", ""] + _table(k["params"]) + [""]
-    alpha = scheduler_param_specs()["alpha"]
+    alpha = next(p for k in schedulers_ for p in k["params"] if p["name"] == "alpha")
     lines += [f"### `{plugin.PYTHON_KIND}`", "",
               "A scheduler written in Python: a class in a file, called every slot inside the",
               "apd (an embedded interpreter) and in macsim; the protocol, the deadline and the",
@@ -233,7 +238,7 @@ def markdown() -> str:
         "",
     ]
     common = None
-    for k in _aqms():
+    for k in aqms_:
         own = [p for p in k["params"] if not p["common"]]
         common = [p for p in k["params"] if p["common"]]
         marks = "marks ECN-capable packets" if k["marks_ecn"] else "drops only"

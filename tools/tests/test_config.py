@@ -82,7 +82,8 @@ def test_a_key_repeated_in_an_experiment_file_is_rejected_with_its_line(tmp_path
 
 def test_every_python_reader_of_a_configuration_uses_the_one_yaml_loader():
     # Readers of configuration files may not call yaml.load / yaml.safe_load themselves:
-    # only gnuradio.oppsched.yaml_config does, so duplicate keys mean the same everywhere.
+    # only gnuradio.oppsched.yaml_config (and its copy oppsched.yaml_config) does, so
+    # duplicate keys mean the same everywhere.
     offenders = []
     for folder in ("tools/oppsched", "gr-oppsched/python/oppsched"):
         for f in (REPO / folder).rglob("*.py"):
@@ -92,6 +93,15 @@ def test_every_python_reader_of_a_configuration_uses_the_one_yaml_loader():
             if "yaml.safe_load(" in text or "yaml.load(" in text:
                 offenders.append(str(f.relative_to(REPO)))
     assert offenders == []
+
+
+def test_the_yaml_loader_oppsched_reads_without_a_build_is_the_phy_packages():
+    # oppsched.config reads experiment files through oppsched/yaml_config.py, a copy of the PHY
+    # package's loader below its three lines of comment, so that `oppsched check` needs no build
+    copy = (REPO / "tools/oppsched/yaml_config.py").read_text().splitlines(keepends=True)
+    assert all(line.startswith("# ") for line in copy[:3])
+    assert "".join(copy[3:]) == (REPO / "gr-oppsched/python/oppsched/yaml_config.py").read_text(), (
+        "tools/oppsched/yaml_config.py differs from gr-oppsched/python/oppsched/yaml_config.py")
 
 
 def test_set_reaches_into_a_free_form_mapping():

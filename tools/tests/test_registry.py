@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from oppsched import daemonconf, mac, registry
+from oppsched import daemonconf, generate, mac, registry
 from oppsched.config import ConfigError, validate
 from oppsched.experiments import macsim
 from helpers import BASE, REPO, built_program, cfg_of, error_of, run_layout, write_yaml
@@ -242,7 +242,36 @@ def test_another_kinds_parameter_is_refused_naming_the_kinds_that_take_it():
 def test_the_committed_docs_table_is_what_the_registry_generates():
     committed = (REPO / "docs" / "algorithms.md").read_text()
     assert committed == registry.markdown(), (
-        "docs/algorithms.md is stale: regenerate it with "
-        "`.venv/bin/python -m oppsched.registry > docs/algorithms.md`")
+        "docs/algorithms.md is stale: regenerate it with `.venv/bin/python -m oppsched.generate`")
     for kind in list(SCHEDULERS) + list(AQMS):
         assert f"### `{kind}`" in committed
+
+
+# ---- the committed copy of the compiled modules' data (oppsched._generated) ---------------------
+
+
+def test_the_committed_generated_data_is_what_the_build_gives():
+    built = generate.from_build()
+    stale = "stale: regenerate it with `.venv/bin/python -m oppsched.generate`"
+    assert generate.committed() == built, f"tools/oppsched/_generated.py is {stale}"
+    for path, text in generate.outputs(built).items():
+        assert path.read_text() == text, f"{path} is {stale}"
+    assert built["SCHEDULER_REGISTRY"] == list(mac.scheduler_registry())
+    assert tuple(SCHEDULERS) == tuple(mac.SCHEDULER_KINDS)
+
+
+def test_generate_check_names_a_stale_file_and_rewrites_it(tmp_path, monkeypatch):
+    built = generate.from_build()
+    target = tmp_path / "_generated.py"
+    target.write_text(generate.module_text(built).replace("'pf'", "'pff'", 1))
+    monkeypatch.setattr(generate, "GENERATED", target)
+    (tmp_path / "experiments").mkdir()  # OPPSCHED_HOME: a checkout with this docs/
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "algorithms.md").write_text(registry.markdown())
+    monkeypatch.setenv("OPPSCHED_HOME", str(tmp_path))
+    assert generate.main(["--check"]) == 1
+    assert "pff" in target.read_text()  # --check writes nothing
+    assert generate.main([]) == 0
+    assert target.read_text() == generate.module_text(built)
+    assert generate.main(["--check"]) == 0

@@ -23,9 +23,9 @@ from pathlib import Path
 from oppsched import mac
 from oppsched.config import ConfigError, Field, ListOf, Renamed, apply_override, read_yaml
 from oppsched.config import validate as validate_schema
-from oppsched.names import (CHANNEL_MODEL_ALIASES, CHANNEL_MODELS, ERROR_MODEL_ALIASES,
-                            ERROR_MODELS, FADING_MODELS, SHANNON_TABLE_DEFAULTS, TABLE_ALIASES,
-                            TABLE_PRESETS)
+from oppsched.names import (CHANNEL_MODEL_ALIASES, CHANNEL_MODELS, CLAMP_MEAN_SNR_DB,
+                            ERROR_MODEL_ALIASES, ERROR_MODELS, FADING_MODELS, JAKES_GENERATORS,
+                            SHANNON_TABLE_DEFAULTS, TABLE_ALIASES, TABLE_PRESETS, USER_NOBODY)
 from oppsched.paths import write_atomic
 
 log = logging.getLogger("oppsched.phy")
@@ -48,15 +48,15 @@ def _user_name(v: str) -> str | None:
 _CHANNEL = {
     "model": Field(str, "jakes", choices=CHANNEL_MODELS, aliases=CHANNEL_MODEL_ALIASES),
     "doppler_hz": Field((float, type(None)), None, min=0.0, max=1e5),  # null = absent
-    "mean_snr_db": Field(float, mac.CLAMP_MEAN_SNR_DB, min=-100.0, max=100.0),
+    "mean_snr_db": Field(float, CLAMP_MEAN_SNR_DB, min=-100.0, max=100.0),
     "seed": Field((int, type(None)), None, min=0, max=2**64 - 1),  # null = derived
-    "oscillators": Field(int, mac.JAKES_GENERATORS, min=1, max=4096),
+    "oscillators": Field(int, JAKES_GENERATORS, min=1, max=4096),
     "trace": Field(str, ""),
     "trace_loop": Field(bool, True),
 }
 
 _USER = {
-    "id": Field(int, min=0, max=mac.wire.USER_NOBODY - 1),
+    "id": Field(int, min=0, max=USER_NOBODY - 1),
     "name": Field(str, check=_user_name),
     "rx": Field(str, "", check=_endpoint),
     "channel": _CHANNEL,
