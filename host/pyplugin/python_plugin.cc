@@ -48,14 +48,15 @@ class PacketView:
 
 class QueueView:
     """The queue as the packet finds it (enqueue: before it joins; dequeue: after it left)."""
-    __slots__ = ("bytes", "packets", "limit_bytes", "limit_packets")
+    __slots__ = ("bytes", "packets", "limit_bytes", "limit_packets", "ecn")
     def __repr__(self):
-        return ("QueueView(bytes=%r, packets=%r, limit_bytes=%r, limit_packets=%r)"
-                % (self.bytes, self.packets, self.limit_bytes, self.limit_packets))
+        return ("QueueView(bytes=%r, packets=%r, limit_bytes=%r, limit_packets=%r, ecn=%r)"
+                % (self.bytes, self.packets, self.limit_bytes, self.limit_packets, self.ecn))
 
 PROTOCOL = {
     "scheduler": [("select", ("slot", "users"), True), ("served", ("slot", "user", "bytes"), False)],
-    "aqm": [("enqueue", ("pkt", "queue", "now_s"), True), ("dequeue", ("pkt", "queue", "now_s"), True)],
+    "aqm": [("enqueue", ("pkt", "queue", "now_s"), True), ("dequeue", ("pkt", "queue", "now_s"), True),
+            ("on_empty", ("queue", "now_s"), False)],
 }
 
 def load(path, class_name, params, family):
@@ -305,14 +306,23 @@ python_aqm::python_aqm(py::object plugin, const aqm::aqm_params& config,
       log_(log ? std::move(log) : log_default) {
     enqueue_ = plugin_.attr("enqueue");
     dequeue_ = plugin_.attr("dequeue");
+    on_empty_ = py::hasattr(plugin_, "on_empty") ? py::object(plugin_.attr("on_empty"))
+                                                 : py::object(py::none());
     queue_view_ = helpers()["QueueView"]();
     queue_view_.attr("limit_bytes") = config.limits.bytes;
     queue_view_.attr("limit_packets") = config.limits.packets;
+    queue_view_.attr("ecn") = config.ecn;
 }
 
 python_aqm::~python_aqm() = default;
 
-py::object python_aqm::views(const ip_packet& p, time_ns now, py::object& queue) const {
+py::object python_aqm::queue_view() const {
+    queue_view_.attr("bytes") = fifo_.bytes();
+    queue_view_.attr("packets") = fifo_.packets();
+    return queue_view_;
+}
+
+py::object python_aqm::packet_view(const ip_packet& p) const {
     static const tcpip::keyed_flow_hash hash(0);
     py::object v = helpers()["PacketView"]();
     v.attr("size_bytes") = p.size();
@@ -320,31 +330,31 @@ py::object python_aqm::views(const ip_packet& p, time_ns now, py::object& queue)
     v.attr("flow") = info.ok() ? static_cast<std::uint64_t>(hash(info.value().flow)) : 0u;
     v.attr("ecn_capable") = aqm::ecn_field(p.data) != tcpip::kNotEct;
     v.attr("arrival_s") = static_cast<double>(p.arrival) * 1e-9;
-    queue_view_.attr("bytes") = fifo_.bytes();
-    queue_view_.attr("packets") = fifo_.packets();
-    queue = queue_view_;
-    (void)now;
     return v;
 }
 
-std::string python_aqm::call(const py::object& method, const char* name, const ip_packet& p,
-                             time_ns now) {
-    py::object queue;
+void python_aqm::log_exception(method m, py::error_already_set& e) {
+    static constexpr const char* kNames[] = {"enqueue", "dequeue", "on_empty"};
+    static constexpr const char* kThen[] = {"the packet is accepted", "the packet is sent",
+                                            "nothing else happens"};
+    ++plugin_stats_.exceptions;
+    const auto i = static_cast<std::size_t>(m);
+    if (logged_[i]) return;
+    logged_[i] = true;
+    const std::string text = traceback_text(e);
+    log_("aqm plugin: " + std::string(kNames[i]) +
+         "() raised (counted in aqm.<queue>.plugin_exceptions; " + kThen[i] +
+         "; logged once per method):\n" + text);
+}
+
+std::string python_aqm::call(const py::object& fn, method m, const ip_packet& p, time_ns now) {
     try {
-        py::object pkt = views(p, now, queue);
-        py::object r = method(pkt, queue, static_cast<double>(now) * 1e-9);
+        py::object r = fn(packet_view(p), queue_view(), static_cast<double>(now) * 1e-9);
         if (py::isinstance<py::str>(r)) return r.cast<std::string>();
         ++plugin_stats_.invalid_answers;
         return {};
     } catch (py::error_already_set& e) {
-        ++plugin_stats_.exceptions;
-        if (!logged_[name[0] == 'e' ? 0 : 1]) {
-            logged_[name[0] == 'e' ? 0 : 1] = true;
-            const std::string text = traceback_text(e);
-            log_("aqm plugin: " + std::string(name) +
-                 "() raised (counted in aqm.<queue>.plugin_exceptions; the packet is " +
-                 (name[0] == 'e' ? "accepted" : "sent") + "; logged once per method):\n" + text);
-        }
+        log_exception(m, e);
         return {};
     }
 }
@@ -352,7 +362,7 @@ std::string python_aqm::call(const py::object& method, const char* name, const i
 bool python_aqm::enqueue(ip_packet p, time_ns now) {
     ++stats_.offered;
     p.arrival = now;
-    std::string v = call(enqueue_, "enqueue", p, now);
+    std::string v = call(enqueue_, method::enqueue, p, now);
     if (v != "accept" && v != "drop" && v != "mark") {
         if (!v.empty()) ++plugin_stats_.invalid_answers;
         v = "accept";  // the default: drop-tail
@@ -378,17 +388,28 @@ bool python_aqm::enqueue(ip_packet p, time_ns now) {
 std::optional<ip_packet> python_aqm::dequeue(time_ns now) {
     while (!fifo_.empty()) {
         ip_packet p = fifo_.pop();
-        std::string v = call(dequeue_, "dequeue", p, now);
-        if (v != "send" && v != "drop") {
+        std::string v = call(dequeue_, method::dequeue, p, now);
+        if (v != "send" && v != "drop" && v != "mark") {
             if (!v.empty()) ++plugin_stats_.invalid_answers;
             v = "send";
         }
-        if (v == "drop") {
+        // "mark" sends the packet with CE; one that cannot be marked is dropped, as at enqueue
+        // (CoDel's dequeue, RFC 8289 with ECN as Linux codel_impl.h has it)
+        if (v == "drop" || (v == "mark" && !try_mark(p))) {
             report_drop(std::move(p), aqm::drop_reason::aqm_drop, now);
             continue;
         }
         count_dequeued(p);
         return p;
+    }
+    // Found empty, at once or after drops: what RFC 8289's dodequeue learns from no packet
+    // (after a flush, say, which empties the queue without a dequeue).
+    if (!on_empty_.is_none()) {
+        try {
+            on_empty_(queue_view(), static_cast<double>(now) * 1e-9);
+        } catch (py::error_already_set& e) {
+            log_exception(method::on_empty, e);
+        }
     }
     return std::nullopt;
 }

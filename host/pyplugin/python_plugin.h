@@ -125,12 +125,16 @@ class python_scheduler final : public sched::scheduler_policy {
 
 // An AQM written in Python (docs/extending.md): a drop-tail FIFO with the configured limits
 // whose plugin decides each arrival, enqueue(pkt, queue, now_s) -> "accept" | "drop" | "mark",
-// and each departure, dequeue(pkt, queue, now_s) -> "send" | "drop". Every drop has its cause
-// like any AQM's: "drop" at enqueue is early_drop, "mark" on a packet that cannot be marked
-// (not ECN-capable, ecn off) early_drop, an accepted packet beyond the limit overflow, "drop"
-// at dequeue aqm_drop. An exception or an answer that is not one of the words is counted
-// (plugin_exceptions, plugin_invalid_answers; the first traceback of each method logged) and
-// the packet is accepted / sent. kind() is droptail: its storage and limit are drop-tail's.
+// and each departure, dequeue(pkt, queue, now_s) -> "send" | "drop" | "mark"; an optional
+// on_empty(queue, now_s) is called whenever dequeue finds the queue empty (at once, or after
+// drops took its last packet). Every drop has its cause like any AQM's: "drop" at enqueue is
+// early_drop, "mark" at enqueue on a packet that cannot be marked (not ECN-capable, ecn off)
+// early_drop, an accepted packet beyond the limit overflow, "drop" at dequeue and "mark" at
+// dequeue on a packet that cannot be marked aqm_drop. An exception or an answer that is not
+// one of the words is counted (plugin_exceptions, plugin_invalid_answers; the first traceback
+// of each method logged) and the packet is accepted / sent. The queue view carries bytes,
+// packets, limit_bytes, limit_packets and ecn. kind() is droptail: its storage and limit are
+// drop-tail's.
 class python_aqm final : public aqm::detail::discipline_base {
   public:
     python_aqm(pybind11::object plugin, const aqm::aqm_params& config,
@@ -157,16 +161,18 @@ class python_aqm final : public aqm::detail::discipline_base {
     const plugin_stats_t& plugin_stats() const { return plugin_stats_; }
 
   private:
-    pybind11::object views(const ip_packet& p, time_ns now, pybind11::object& queue) const;
-    std::string call(const pybind11::object& method, const char* name, const ip_packet& p,
-                     time_ns now);
+    enum class method : std::uint8_t { enqueue, dequeue, on_empty };
+    pybind11::object packet_view(const ip_packet& p) const;
+    pybind11::object queue_view() const;  // the one view, updated to the queue now
+    std::string call(const pybind11::object& fn, method m, const ip_packet& p, time_ns now);
+    void log_exception(method m, pybind11::error_already_set& e);
 
     aqm::packet_fifo fifo_;
-    pybind11::object plugin_, enqueue_, dequeue_;
+    pybind11::object plugin_, enqueue_, dequeue_, on_empty_;  // on_empty_ may be None
     mutable pybind11::object queue_view_;
     std::function<void(const std::string&)> log_;
     plugin_stats_t plugin_stats_;
-    bool logged_[2] = {false, false};
+    bool logged_[3] = {false, false, false};
 };
 
 std::unique_ptr<sched::scheduler_policy> make_python_scheduler(pybind11::object plugin,

@@ -383,6 +383,80 @@ def test_a_python_aqm_marks_ecn_capable_packets_drops_at_dequeue_and_sees_the_pa
     assert s["marked"] == 2 and s["dropped"]["early_drop"] == 1 and s["dropped"]["aqm_drop"] == 1
 
 
+def test_mark_at_dequeue_sends_ecn_capable_packets_with_ce_and_drops_the_others(tmp_path):
+    f = _plugin(tmp_path, "dqmark.py", """
+        class DequeueMark:
+            def __init__(self):
+                self.ecn = []
+            def enqueue(self, pkt, queue, now_s):
+                self.ecn.append(queue.ecn)
+                return "accept"
+            def dequeue(self, pkt, queue, now_s):
+                return "mark"
+    """)
+    for ecn in (True, False):
+        q = mac.make_aqm("python", {"file": f, "class": "DequeueMark", "limit_packets": 10,
+                                    "ecn": ecn})
+        assert q.enqueue(_ipv4_udp(200, ecn=2), 1.0)     # ECT(0)
+        assert q.enqueue(_ipv4_udp(300, ecn=0), 1.0)     # not ECN-capable
+        assert q.enqueue(_ipv4_udp(400, ecn=1), 1.0)     # ECT(1)
+        out = [q.dequeue(2.0), q.dequeue(2.0)]
+        if ecn:
+            # the 300-byte packet cannot be marked: dropped at dequeue, the next one offered
+            assert [len(p) for p in out] == [200, 400] and all(p[1] & 3 == 3 for p in out)
+            assert q.drops() == [("aqm_drop", 300)] and q.stats["marked"] == 2
+        else:
+            assert out == [None, None]
+            assert q.drops() == [("aqm_drop", 200), ("aqm_drop", 300), ("aqm_drop", 400)]
+            assert q.stats["marked"] == 0
+        assert q.plugin_counters["plugin_invalid_answers"] == 0
+
+
+def test_on_empty_is_called_whenever_dequeue_finds_the_queue_empty(tmp_path):
+    f = _plugin(tmp_path, "empty.py", """
+        class Empty:
+            def __init__(self, log):
+                self.log = log
+            def enqueue(self, pkt, queue, now_s):
+                return "accept"
+            def dequeue(self, pkt, queue, now_s):
+                self.log.append(("dequeue", pkt.size_bytes, queue.packets, now_s))
+                return "drop" if pkt.size_bytes == 100 else "send"
+            def on_empty(self, queue, now_s):
+                self.log.append(("on_empty", queue.bytes, queue.packets, now_s))
+    """)
+    log = []
+    q = mac.make_aqm("python", {"file": f, "class": "Empty", "params": {"log": log}})
+    assert q.dequeue(1.0) is None                         # empty at once
+    q.enqueue(_ipv4_udp(200), 1.5)
+    assert len(q.dequeue(2.0)) == 200                     # sent, the queue left empty: no call
+    q.enqueue(_ipv4_udp(300), 2.5)
+    q.enqueue(_ipv4_udp(100), 2.5)
+    assert len(q.dequeue(3.0)) == 300
+    assert q.dequeue(4.0) is None                         # the last packet dropped: empty
+    assert log == [("on_empty", 0, 0, 1.0), ("dequeue", 200, 0, 2.0), ("dequeue", 300, 1, 3.0),
+                   ("dequeue", 100, 0, 4.0), ("on_empty", 0, 0, 4.0)]
+
+
+def test_an_on_empty_that_raises_is_counted_and_logged_once(tmp_path, capfd):
+    f = _plugin(tmp_path, "empty_raises.py", """
+        class EmptyRaises:
+            def enqueue(self, pkt, queue, now_s):
+                return "accept"
+            def dequeue(self, pkt, queue, now_s):
+                return "send"
+            def on_empty(self, queue, now_s):
+                raise RuntimeError("idle")
+    """)
+    q = mac.make_aqm("python", {"file": f, "class": "EmptyRaises"})
+    for t in (1.0, 2.0, 3.0):
+        assert q.dequeue(t) is None
+    assert q.plugin_counters["plugin_exceptions"] == 3
+    err = capfd.readouterr().err
+    assert err.count("Traceback (most recent call last)") == 1
+    assert "on_empty() raised" in err and "RuntimeError: idle" in err
+
+
 def test_an_aqm_plugin_without_dequeue_is_refused_naming_file_class_and_reason(tmp_path):
     f = _plugin(tmp_path, "half.py", """
         class Half:
