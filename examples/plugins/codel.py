@@ -1,0 +1,122 @@
+"""CoDel (RFC 8289, Nichols, Jacobson, McGregor & Iyengar, "Controlled Delay Active Queue
+Management") written against the AQM plugin protocol (docs/extending.md). It makes the built-in
+`codel`'s decisions packet for packet (host/lib/aqm_codel.cc; tools/tests/test_plugin_check.py
+compares them on a seeded sequence): the pseudocode of RFC 8289 §5, marking ECN-capable packets
+where the RFC drops, as Linux's include/net/codel_impl.h does.
+
+    aqm: {kind: python, file: examples/plugins/codel.py, class: CoDel,
+          params: {target_s: 0.005, interval_s: 0.1, mtu: 1500}}
+
+CoDel acts at dequeue: a packet whose sojourn time stayed >= target for at least an interval
+(while more than one MTU is queued) enters the dropping state, where the next drop (or mark) is
+due interval / sqrt(count) after the previous one, until the sojourn falls below target.
+Arrivals are only limited by the queue's limit (drop-tail, cause overflow).
+
+The built-in's dequeue() takes packets from the queue until it has one to send; the protocol
+offers this plugin each of those packets in turn, so `_phase` says where the next packet falls
+in that loop: the first of a dequeue, the one after the drop that entered the dropping state
+(sent as it is), or one after a drop in the dropping state. on_empty() is the RFC's
+dodequeue() finding the queue empty (after a flush, say: a packet leaving at most one MTU
+behind has already reset the same state). Times are integer nanoseconds, as in the built-in,
+so the control law rounds alike.
+"""
+import math
+
+_START, _AFTER_ENTRY_DROP, _IN_DROP_LOOP = "start", "after_entry_drop", "in_drop_loop"
+
+
+def _ns(t_s):
+    return int(round(t_s * 1e9))
+
+
+class CoDel:
+    def __init__(self, target_s=0.005, interval_s=0.1, mtu=1500):
+        for name, v in (("target_s", target_s), ("interval_s", interval_s)):
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise ValueError(f"{name}: {v!r} must be a number of seconds > 0")
+        if target_s >= interval_s:
+            raise ValueError(f"target_s: {target_s!r} must be < interval_s ({interval_s!r})")
+        if not (isinstance(mtu, int) and mtu > 0):
+            raise ValueError(f"mtu: {mtu!r} must be an int > 0 (bytes)")
+        self.target = _ns(target_s)      # TARGET
+        self.interval = _ns(interval_s)  # INTERVAL
+        self.mtu = mtu                   # MAXPACKET
+        self.above = False               # first_above_time is set (the RFC's != 0)
+        self.first_above_time = 0
+        self.drop_next = 0
+        self.count = 0
+        self.lastcount = 0
+        self.dropping = False
+        self._phase = _START
+
+    def enqueue(self, pkt, queue, now_s):
+        return "accept"
+
+    def _ok_to_drop(self, pkt, queue, now):
+        # RFC 8289 dodequeue(): the packet has left; `queue` is what stays behind
+        sojourn = now - _ns(pkt.arrival_s)
+        if sojourn < self.target or queue.bytes <= self.mtu:
+            self.above = False
+        elif not self.above:
+            self.above = True
+            self.first_above_time = now + self.interval
+        elif now >= self.first_above_time:
+            return True
+        return False
+
+    def _control_law(self, t, count):
+        return t + int(self.interval / math.sqrt(count))
+
+    def _drop_loop(self, can_mark, now):
+        # while (dropping && now >= drop_next): drop, or mark and send
+        if self.dropping and now >= self.drop_next:
+            self.count += 1
+            if can_mark:
+                self.drop_next = self._control_law(self.drop_next, self.count)
+                self._phase = _START
+                return "mark"
+            self._phase = _IN_DROP_LOOP
+            return "drop"
+        self._phase = _START
+        return "send"
+
+    def dequeue(self, pkt, queue, now_s):
+        now = _ns(now_s)
+        ok = self._ok_to_drop(pkt, queue, now)
+        can_mark = pkt.ecn_capable and queue.ecn
+        if self._phase == _AFTER_ENTRY_DROP:
+            self._phase = _START
+            return "send"
+        if self._phase == _IN_DROP_LOOP:
+            if not ok:
+                self.dropping = False
+            else:
+                self.drop_next = self._control_law(self.drop_next, self.count)
+            return self._drop_loop(can_mark, now)
+        if self.dropping:
+            if not ok:
+                self.dropping = False  # sojourn below target: leave the dropping state
+            return self._drop_loop(can_mark, now)
+        if not ok:
+            return "send"
+        # Enter the dropping state. If it was left recently, start from the drop rate that
+        # controlled the queue then (RFC 8289 §5.5: now - drop_next ~ the time since).
+        verdict = "mark" if can_mark else "drop"
+        self._phase = _START if can_mark else _AFTER_ENTRY_DROP
+        self.dropping = True
+        delta = self.count - self.lastcount
+        self.count = 1
+        if delta > 1 and now - self.drop_next < 16 * self.interval:
+            self.count = delta
+        self.drop_next = self._control_law(now, self.count)
+        self.lastcount = self.count
+        return verdict
+
+    def on_empty(self, queue, now_s):
+        # dodequeue() found the queue empty: first_above_time = 0, and ok_to_drop is false, so
+        # the dropping state ends, except right after the drop that entered it (the built-in
+        # sets dropping after that dodequeue)
+        self.above = False
+        if self._phase != _AFTER_ENTRY_DROP:
+            self.dropping = False
+        self._phase = _START
