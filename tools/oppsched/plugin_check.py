@@ -730,7 +730,8 @@ def add_parser(sub) -> argparse._SubParsersAction:
                    help="the class to check (default: every class of the file that has "
                    "select(), or enqueue() and dequeue())")
     c.add_argument("--params", metavar="JSON|YAML",
-                   help="the class's keyword arguments, a mapping, e.g. '{beta: 2.0}'")
+                   help="the class's keyword arguments, a mapping, e.g. '{beta: 2.0}' "
+                   "(given to every class checked: name one with --class)")
     c.add_argument("--family", choices=FAMILIES,
                    help="scheduler or aqm (default: from the class's methods)")
     c.add_argument("--seed", type=int, default=1, help="of the scenarios (default: %(default)s)")
