@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bindings.h"
+#include "oppsched/cpp_plugin.h"
 #include "oppsched/sched.h"
 #include "oppsched/validation.h"
 #include "python_plugin.h"
@@ -124,6 +125,63 @@ py_scheduler make_python(const pybind11::dict& given) {
     return py_scheduler(pyplugin::make_python_scheduler(std::move(obj), n, std::move(opt)));
 }
 
+// kind "plugin" (docs/extending.md, "C++ plugins"): library, params (the plugin's own: a dict
+// of numbers and strings), alpha, slot_s, budget_fraction, num_users.
+py_scheduler make_cpp_plugin(const pybind11::dict& given) {
+    static const char* const kKeys[] = {"library", "params",          "alpha",
+                                        "slot_s",  "budget_fraction", "num_users"};
+    std::string accepted;
+    for (const char* k : kKeys) accepted += (accepted.empty() ? "" : ", ") + std::string(k);
+    for (const auto& item : given) {
+        const std::string key = pybind11::str(item.first);
+        if (std::none_of(std::begin(kKeys), std::end(kKeys),
+                         [&](const char* k) { return key == k; }))
+            throw_invalid("sched.params: '" + key +
+                          "' not accepted by kind 'plugin' (accepted: " + accepted + ")");
+    }
+    if (!given.contains("library") || !pybind11::isinstance<pybind11::str>(given["library"]))
+        throw_invalid("sched.library: required for kind 'plugin' (the plugin's .so)");
+    cplugin::scheduler_options opt;
+    const auto number = [&](const char* k, double& out) {
+        if (!given.contains(k)) return;
+        try {
+            out = given[k].cast<double>();
+        } catch (const pybind11::cast_error&) {
+            throw_invalid("sched." + std::string(k) + ": " + std::string(pybind11::repr(given[k])) +
+                          " has the wrong type");
+        }
+    };
+    number("alpha", opt.alpha);
+    number("slot_s", opt.slot_s);
+    number("budget_fraction", opt.budget_fraction);
+    opt.validate();
+    std::vector<cplugin::param> plugin_params;
+    if (given.contains("params") && !given["params"].is_none()) {
+        if (!pybind11::isinstance<pybind11::dict>(given["params"]))
+            throw_invalid("sched.params: " + std::string(pybind11::repr(given["params"])) +
+                          " is not a dict");
+        for (const auto& item : given["params"].cast<pybind11::dict>()) {
+            const std::string key = pybind11::str(item.first);
+            const pybind11::handle v = item.second;
+            std::string text;
+            if (pybind11::isinstance<pybind11::bool_>(v))
+                text = v.cast<bool>() ? "true" : "false";
+            else if (pybind11::isinstance<pybind11::int_>(v) ||
+                     pybind11::isinstance<pybind11::float_>(v) ||
+                     pybind11::isinstance<pybind11::str>(v))
+                text = pybind11::str(v);
+            else
+                throw_invalid("sched.params." + key + ": " + std::string(pybind11::repr(v)) +
+                              " is not a number or a string (a C++ plugin's params are scalars)");
+            plugin_params.push_back(cplugin::param_from_text(key, text));
+        }
+    }
+    const std::size_t n = given.contains("num_users") ? given["num_users"].cast<std::size_t>() : 0;
+    auto factory =
+        cplugin::load_scheduler(given["library"].cast<std::string>(), plugin_params, opt, n);
+    return py_scheduler(factory(n));
+}
+
 py_scheduler make(const std::string& kind, const pybind11::object& params,
                   const pybind11::kwargs& kwargs) {
     pybind11::dict given;  // params, then the keyword arguments over them
@@ -135,6 +193,7 @@ py_scheduler make(const std::string& kind, const pybind11::object& params,
     }
     for (const auto& item : kwargs) given[item.first] = item.second;
     if (kind == "python") return make_python(given);
+    if (kind == "plugin") return make_cpp_plugin(given);
     const scheduler_kind* spec = find_scheduler_kind(kind);
     scheduler_params cfg;
     param_map values;
@@ -229,7 +288,7 @@ void bind_sched(pybind11::module_& m) {
                 for (const auto& [k, v] : s.policy().counters()) d[k.c_str()] = v;
                 return d;
             },
-            "The policy's own counters (python kind: plugin_decisions, plugin_deadline_misses, "
+            "The policy's own counters (python and plugin kinds: plugin_decisions, plugin_deadline_misses, "
             "plugin_exceptions, plugin_invalid_decisions, plugin_fallbacks, plugin_decision_ns); "
             "empty for the built-in kinds.")
         .def("__repr__", [](py_scheduler& s) {

@@ -241,7 +241,8 @@ apd_params::cpp_plugin read_cpp_scheduler(const config_node& s) {
         if (!params->is_map()) s.fail("params", "must be a mapping of the plugin's parameters");
         for (const auto& key : params->keys()) {
             params->mark_read(key);
-            const YAML::Node& v = params->child(key).yaml();
+            const config_node value = params->child(key);
+            const YAML::Node& v = value.yaml();
             if (!v.IsScalar())
                 params->fail(key, "must be a number or a string (a C++ plugin's params are "
                                   "scalars)");

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "oppsched/ap_core.h"
+#include "oppsched/cpp_plugin.h"
 #include "oppsched/daemon/config.h"
 #include "oppsched/daemon/zmq_endpoint.h"
 #include "oppsched/medium.h"
@@ -67,6 +68,16 @@ struct apd_params {
     // unused), one instance per user's queue on a drop-tail FIFO; core.aqm is drop-tail with
     // the queue's limits, ecn and seed. nullopt: a built-in kind.
     std::optional<python_plugin> python_aqm;
+    // scheduler.kind plugin (docs/extending.md, "C++ plugins"): the shared library the apd
+    // dlopens before it drops privileges; core.scheduler is then PF with the plugin's alpha
+    // (its fallback). nullopt: another kind.
+    struct cpp_plugin {
+        std::string library;                // as given (the runner gives the run folder's copy)
+        std::vector<cplugin::param> params;  // scheduler.params, scalars only
+        double alpha = 0.03;
+        double budget_fraction = 0.5;
+    };
+    std::optional<cpp_plugin> cpp_scheduler;
     ap::medium_params medium;  // the shared medium (medium.h); mode none by default
 
     // traces.mac_pcap (mac_capture.h): "" = off

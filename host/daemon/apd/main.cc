@@ -30,6 +30,7 @@
 #include "apd_config.h"
 #include "embedded.h"
 #include "oppsched/ap_core.h"
+#include "oppsched/cpp_plugin.h"
 #include "oppsched/daemon/args.h"
 #include "oppsched/daemon/config.h"
 #include "oppsched/daemon/csv_writer.h"
@@ -833,6 +834,27 @@ int main(int argc, char** argv) {
         } catch (const std::exception& e) {
             drop_plugins();
             spdlog::error("{}: {}: {}", config, what, e.what());
+            return apd::kExitConfig;
+        }
+    }
+    // scheduler.kind plugin: the shared library is dlopened and checked now (ABI version,
+    // family, entry point, its params), as the Python plugins are loaded: before the apd
+    // opens anything, drops its capabilities or installs its seccomp filter.
+    if (const auto& cs = cfg.cpp_scheduler) {
+        try {
+            cplugin::scheduler_options opt;
+            opt.alpha = cs->alpha;
+            opt.slot_s = cfg.core.slot_s;
+            opt.budget_fraction = cs->budget_fraction;
+            opt.log = [](const std::string& m) { spdlog::warn("{}", m); };
+            cfg.core.scheduler_factory =
+                cplugin::load_scheduler(cs->library, cs->params, opt, cfg.core.users.size());
+            ap::ap_core validate_only(cfg.core);
+            spdlog::info("scheduler: plugin {} (budget {} us of each slot)", cs->library,
+                         cs->budget_fraction * cfg.core.slot_s * 1e6);
+        } catch (const std::exception& e) {
+            drop_plugins();
+            spdlog::error("{}: {}", config, e.what());
             return apd::kExitConfig;
         }
     }
