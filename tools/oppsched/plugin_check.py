@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import ast
 import math
+import operator
 import random
 import statistics
 import struct
@@ -312,7 +313,26 @@ def _run_scheduler(probe: _Probe, file: str, cls: str, params: dict, scenarios,
 
 
 def _valid_index(answer, n: int) -> bool:
-    return (isinstance(answer, int) and not isinstance(answer, bool) and 0 <= answer < n)
+    """As the wrapper judges it: an integer (anything with __index__, numpy's too) but not a
+    bool, in 0..n-1."""
+    if isinstance(answer, bool):
+        return False
+    try:
+        return 0 <= operator.index(answer) < n
+    except TypeError:
+        return False
+
+
+def _same(answer):
+    """What two answers must share to be the same decision: the index, else the value."""
+    if answer is None:
+        return None
+    if isinstance(answer, bool):
+        return repr(answer)  # True is not the index 1
+    try:
+        return operator.index(answer)
+    except TypeError:
+        return repr(answer)
 
 
 def check_scheduler(file: str, cls: str, params: dict, *, seed: int = 1,
@@ -365,13 +385,13 @@ def judge_scheduler(a: _SchedRun, b: Optional[_SchedRun], *, budget_s: float,
     else:
         out.append(Result("answers-in-range", "PASS"))
     # serves-backlogged: the plugin's pick, and what the wrapper handed the MAC
-    bad = next((d for d in answered if _valid_index(d[3], len(d[2])) and d[2][d[3]][1] <= 0),
-               None)
+    bad = next((d for d in answered
+                if _valid_index(d[3], len(d[2])) and d[2][operator.index(d[3])][1] <= 0), None)
     if bad:
         sc, slot, snap, answer, _, _ = bad
         out.append(Result("serves-backlogged", "FAIL",
                           f"{_where(sc, slot)}: users {_users_text(snap)}: select returned "
-                          f"{answer!r}, id {snap[answer][0]}, which has no data"))
+                          f"{answer!r}, id {snap[operator.index(answer)][0]}, which has no data"))
     else:
         wrong = next(((sc, k, bl, backlog, o) for sc, k, bl, backlog, o in a.served
                       if o >= 0 and (o >= len(bl) or not bl[o])), None)
@@ -399,7 +419,7 @@ def judge_scheduler(a: _SchedRun, b: Optional[_SchedRun], *, budget_s: float,
     else:
         diff = None
         for x, y in zip(a.decisions, b.decisions):
-            if x[3] != y[3] or x[4] != y[4] or x[2] != y[2]:
+            if _same(x[3]) != _same(y[3]) or x[4] != y[4] or x[2] != y[2]:
                 diff = (x, y)
                 break
         if diff is None and len(a.decisions) != len(b.decisions):

@@ -79,6 +79,27 @@ def test_returning_the_users_id_instead_of_its_index_fails_answers_in_range(tmp_
     assert "select returned" in r.result("answers-in-range").detail
 
 
+def test_an_index_of_any_integer_type_is_in_range_as_the_wrapper_takes_it(tmp_path):
+    # the wrapper takes anything with __index__ (numpy's integers), never a bool
+    f = _plugin(tmp_path, """
+        class Index:
+            def __init__(self, k):
+                self.k = k
+            def __index__(self):
+                return self.k
+        class Wrapped:
+            def select(self, slot, users):
+                return Index(len(users) - 1)
+        class Boolean:
+            def select(self, slot, users):
+                return True
+    """)
+    assert check_scheduler(f, "Wrapped", {}).ok
+    r = check_scheduler(f, "Boolean", {})
+    assert _status(r)["answers-in-range"] == "FAIL"
+    assert "select returned True" in r.result("answers-in-range").detail
+
+
 def test_a_plugin_that_leaves_slots_empty_fails_work_conserving_unless_allowed(tmp_path):
     f = _plugin(tmp_path, """
         class Idle:
