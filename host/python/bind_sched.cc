@@ -288,7 +288,8 @@ void bind_sched(pybind11::module_& m) {
                 for (const auto& [k, v] : s.policy().counters()) d[k.c_str()] = v;
                 return d;
             },
-            "The policy's own counters (python and plugin kinds: plugin_decisions, plugin_deadline_misses, "
+            "The policy's own counters (python and plugin kinds: plugin_decisions, "
+            "plugin_deadline_misses, "
             "plugin_exceptions, plugin_invalid_decisions, plugin_fallbacks, plugin_decision_ns); "
             "empty for the built-in kinds.")
         .def("__repr__", [](py_scheduler& s) {

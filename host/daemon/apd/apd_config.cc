@@ -15,8 +15,8 @@
 #include <stdexcept>
 
 #include "oppsched/daemon/config.h"
-#include "oppsched/daemon/zmq_endpoint.h"
 #include "oppsched/daemon/integrity_keys.h"
+#include "oppsched/daemon/zmq_endpoint.h"
 #include "oppsched/integrity.h"
 #include "oppsched/pdu.h"
 #include "oppsched/validation.h"
@@ -244,8 +244,9 @@ apd_params::cpp_plugin read_cpp_scheduler(const config_node& s) {
             const config_node value = params->child(key);
             const YAML::Node& v = value.yaml();
             if (!v.IsScalar())
-                params->fail(key, "must be a number or a string (a C++ plugin's params are "
-                                  "scalars)");
+                params->fail(key,
+                             "must be a number or a string (a C++ plugin's params are "
+                             "scalars)");
             p.params.push_back(cplugin::param_from_text(key, v.Scalar()));
         }
     }

@@ -72,7 +72,7 @@ struct apd_params {
     // dlopens before it drops privileges; core.scheduler is then PF with the plugin's alpha
     // (its fallback). nullopt: another kind.
     struct cpp_plugin {
-        std::string library;                // as given (the runner gives the run folder's copy)
+        std::string library;                 // as given (the runner gives the run folder's copy)
         std::vector<cplugin::param> params;  // scheduler.params, scalars only
         double alpha = 0.03;
         double budget_fraction = 0.5;

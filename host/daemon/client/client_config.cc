@@ -4,8 +4,8 @@
 #include <regex>
 #include <string>
 
-#include "oppsched/daemon/zmq_endpoint.h"
 #include "oppsched/daemon/integrity_keys.h"
+#include "oppsched/daemon/zmq_endpoint.h"
 #include "oppsched/integrity.h"
 
 namespace oppsched::client {

@@ -1,11 +1,11 @@
 // See integrity_keys.h.
 #include "oppsched/daemon/integrity_keys.h"
 
-#include "oppsched/daemon/zmq_endpoint.h"
-
 #include <exception>
 #include <stdexcept>
 #include <string>
+
+#include "oppsched/daemon/zmq_endpoint.h"
 
 namespace oppsched::daemon {
 

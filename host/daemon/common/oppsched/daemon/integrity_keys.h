@@ -3,10 +3,10 @@
 // name the testbed key file and the run's id the same way; this is the one reader of both.
 #pragma once
 
+#include <optional>
+
 #include "oppsched/daemon/config.h"
 #include "oppsched/integrity.h"
-
-#include <optional>
 
 namespace oppsched::daemon {
 
