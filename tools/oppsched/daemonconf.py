@@ -83,7 +83,7 @@ class Layout:
     tun: str = "radio0"
     endpoints: dict[str, str] = field(default_factory=dict)
     mcs_table: str = ""  # a CSV both the apd and the PHY read, when the run writes one
-    scheduler_plugin: str = ""  # scheduler.kind python: the plugin's copy in the run folder
+    scheduler_plugin: str = ""  # scheduler.kind python/plugin: the plugin's copy in the run folder
     aqm_plugin: str = ""  # aqm.kind python: the same
 
     @classmethod
@@ -324,6 +324,8 @@ def _scheduler(cfg: dict, lay: Layout) -> dict:
            "harq_first": s["harq_first"]}
     if s["kind"] == plugin.PYTHON_KIND:
         out["file"] = lay.scheduler_plugin or str(Path(s["file"]).resolve())
+    if s["kind"] == plugin.CPP_KIND:
+        out["library"] = lay.scheduler_plugin or str(Path(s["library"]).resolve())
     return out
 
 
@@ -625,14 +627,17 @@ def write_all(cfg: dict, lay: Layout) -> dict[str, Path]:
         return path
 
     for section in ("scheduler", "aqm"):
-        if cfg[section]["kind"] != plugin.PYTHON_KIND:
+        kind = cfg[section]["kind"]
+        if kind not in plugin.PLUGIN_KINDS:
             continue
         # The plugin runs from a copy in the run folder: the record of what ran, readable by
-        # the apd's user whatever the original's folder allows (docs/extending.md).
-        src = Path(cfg[section]["file"])
-        path = lay.rundir / f"plugin.{src.name}"
+        # the apd's user whatever the original's folder allows (docs/extending.md). A
+        # library's copy is plugin.<name>.so.
+        src = Path(cfg[section]["library" if kind == plugin.CPP_KIND else "file"])
+        name = src.name if kind == plugin.PYTHON_KIND or src.suffix == ".so" else f"{src.name}.so"
+        path = lay.rundir / f"plugin.{name}"
         shutil.copyfile(src, path)
-        path.chmod(0o644)
+        path.chmod(0o755 if kind == plugin.CPP_KIND else 0o644)
         setattr(lay, f"{section}_plugin", str(path))
     out["apd"] = dump("apd.yaml", apd_config(cfg, lay))
     for u in lay.users:

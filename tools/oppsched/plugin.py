@@ -33,12 +33,16 @@ counted (scheduler.plugin_invalid_decisions) and PF decides.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Optional, Protocol
 
 from oppsched.config import Field
 
 #: the `kind` of a plugin in an experiment's scheduler section
 PYTHON_KIND = "python"
+#: the `kind` of a scheduler in a shared library built against host/include/oppsched/
+#: plugin_api.h (docs/extending.md, "C++ plugins")
+CPP_KIND = "plugin"
 #: a decision's default budget, as a share of the slot
 DEFAULT_BUDGET_FRACTION = 0.5
 
@@ -62,26 +66,58 @@ class Scheduler(Protocol):
 
 
 def scheduler_fields() -> dict:
-    """The experiment's scheduler fields of kind python (besides kind and alpha)."""
+    """The experiment's scheduler fields of kinds python and plugin (besides kind and alpha)."""
     return {
         "file": Field((str, type(None)), None,
                       doc="python: the plugin's .py file (relative to where oppsched runs); "
                           "copied into the run folder"),
         "class": Field((str, type(None)), None, doc="python: the plugin's class in `file`"),
-        "params": Field(dict, {}, doc="python: keyword arguments of the class's constructor"),
+        "library": Field((str, type(None)), None,
+                         doc="plugin: the plugin's shared library (.so; relative to the "
+                             "experiment file); copied into the run folder"),
+        "params": Field(dict, {}, doc="python: keyword arguments of the class's constructor; "
+                                      "plugin: the library's params (numbers and strings)"),
         "budget_fraction": Field(float, DEFAULT_BUDGET_FRACTION,
                                  check=lambda v: None if 0.0 < v <= 1.0 else "not in (0,1]",
-                                 doc="python: a decision's budget as a share of the slot; a "
-                                     "later decision is replaced by PF's "
+                                 doc="python, plugin: a decision's budget as a share of the "
+                                     "slot; a later decision is replaced by PF's "
                                      "(scheduler.plugin_deadline_misses)"),
     }
 
 
-PLUGIN_FIELDS = ("file", "class", "params", "budget_fraction")
+PLUGIN_FIELDS = ("file", "class", "library", "params", "budget_fraction")
+#: the fields each plugin kind takes (the others of PLUGIN_FIELDS are refused with it)
+KIND_FIELDS = {PYTHON_KIND: ("file", "class", "params", "budget_fraction"),
+               CPP_KIND: ("library", "params", "budget_fraction")}
+PLUGIN_KINDS = (PYTHON_KIND, CPP_KIND)
 
 
 def scheduler_params(section: dict) -> dict:
-    """What mac.make_scheduler("python", ...) and the apd's scheduler section take from a
-    validated scheduler section of kind python."""
+    """What mac.make_scheduler(kind, ...) and the apd's scheduler section take from a
+    validated scheduler section of kind python or plugin."""
+    if section["kind"] == CPP_KIND:
+        return {"library": section["library"], "params": dict(section["params"]),
+                "alpha": section["alpha"], "budget_fraction": section["budget_fraction"]}
     return {"file": section["file"], "class": section["class"], "params": dict(section["params"]),
             "alpha": section["alpha"], "budget_fraction": section["budget_fraction"]}
+
+
+def resolve_library(raw: dict, experiment: Path) -> None:
+    """scheduler.library (kind plugin) relative to the experiment file's folder, made absolute
+    in the raw experiment before it is validated, so that every later step (the check, the
+    copy into the run folder) sees the same file wherever oppsched runs."""
+    s = raw.get("scheduler") if isinstance(raw, dict) else None
+    lib = s.get("library") if isinstance(s, dict) else None
+    if isinstance(lib, str) and lib and not Path(lib).is_absolute():
+        s["library"] = str(Path(experiment).resolve().parent / lib)
+
+
+def check_library(path: str) -> str | None:
+    """Why scheduler.library cannot be a plugin's library before it is opened (None: it can
+    be tried): it must exist and be a regular file."""
+    p = Path(path)
+    if not p.exists():
+        return "no such file"
+    if not p.is_file():
+        return "not a regular file"
+    return None

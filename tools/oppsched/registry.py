@@ -16,6 +16,7 @@ committed data is what the build gives.
 from __future__ import annotations
 
 import math
+import re
 from functools import lru_cache
 
 from oppsched import _generated, plugin
@@ -115,9 +116,10 @@ def takers(name: str) -> list[str]:
 def scheduler_fields(skip: tuple[str, ...] = ()) -> dict:
     """The fields of a flat `scheduler` section: kind, then every kind's parameters (each
     documented with the kinds that take it), then `lam`, the old name of lambda."""
-    out: dict = {"kind": Field(str, "pf", choices=scheduler_kinds() + (plugin.PYTHON_KIND,),
+    out: dict = {"kind": Field(str, "pf", choices=scheduler_kinds() + plugin.PLUGIN_KINDS,
                                doc="; ".join(f"{k['kind']}: {k['help']}" for k in _schedulers())
-                               + "; python: a plugin written in Python (docs/extending.md)")}
+                               + "; python: a plugin written in Python; plugin: a plugin in a "
+                                 "shared library (docs/extending.md)")}
     for name, spec in scheduler_param_specs().items():
         if name in skip:
             continue
@@ -134,14 +136,35 @@ def scheduler_fields(skip: tuple[str, ...] = ()) -> dict:
 def scheduler_params(section: dict) -> dict:
     """The parameters of section["kind"] from a validated flat `scheduler` section, by their
     registered names (what the apd's scheduler section and mac.make_scheduler take); kind
-    python: file, class, params, alpha, budget_fraction (oppsched.plugin)."""
-    if section["kind"] == plugin.PYTHON_KIND:
+    python: file, class, params, alpha, budget_fraction; kind plugin: library, params, alpha,
+    budget_fraction (oppsched.plugin)."""
+    if section["kind"] in plugin.PLUGIN_KINDS:
         return plugin.scheduler_params(section)
     kind = schedulers()[section["kind"]]
     return {p["name"]: section[p["name"]] for p in kind["params"] if p["name"] in section}
 
 
 # ---- docs/algorithms.md --------------------------------------------------------------------
+
+
+def _plugin_rows(kind: str) -> list[str]:
+    """The table rows of a plugin kind's own fields (oppsched.plugin.KIND_FIELDS)."""
+    types = {"file": "path", "class": "name", "library": "path", "params": "mapping",
+             "budget_fraction": "number"}
+    ranges = {"budget_fraction": "(0, 1]"}
+    fields = plugin.scheduler_fields()
+    rows = []
+    for name in plugin.KIND_FIELDS[kind]:
+        f = fields[name]
+        default = "required" if f.default is None else ("{}" if f.default == {}
+                                                        else _num(f.default))
+        # a doc is "<kinds>: text" or "python: text; plugin: text"
+        parts = re.split(r"; (?=[a-z, ]+: )", f.doc)
+        about = "; ".join(p.split(": ", 1)[1] for p in parts
+                          if kind in p.split(": ", 1)[0].split(", "))
+        rows.append(f"| `{name}` | {types[name]} | {default} | {ranges.get(name, '')} | | "
+                    f"{about} |")
+    return rows
 
 
 def _num(v) -> str:
@@ -219,14 +242,17 @@ def markdown(schedulers_: list | None = None, aqms_: list | None = None) -> str:
               "| parameter | type | default | range | unit | meaning |", "|---|---|---|---|---|---|",
               f"| `alpha` | number | {_num(alpha['default'])} | {_range(alpha)} | per slot | "
               "avg_bps's EMA weight and the fallback PF's |"]
-    kinds = {"file": "path", "class": "name", "params": "mapping", "budget_fraction": "number"}
-    ranges = {"budget_fraction": "(0, 1]"}
-    for name, f in plugin.scheduler_fields().items():
-        default = "required" if f.default is None else ("{}" if f.default == {}
-                                                        else _num(f.default))
-        lines.append(f"| `{name}` | {kinds[name]} | {default} | {ranges.get(name, '')} | | "
-                     f"{f.doc.removeprefix('python: ')} |")
-    lines += [""]
+    lines += _plugin_rows(plugin.PYTHON_KIND) + [""]
+    lines += [f"### `{plugin.CPP_KIND}`", "",
+              "A scheduler in a shared library built against host/include/oppsched/plugin_api.h",
+              "(a C interface, versioned): the apd dlopens it before it drops privileges, and",
+              "macsim and `oppsched check` load it the same way; the same deadline and",
+              "fallbacks to `pf` as `python` ([extending.md](extending.md#c-plugins)).", "",
+              "| parameter | type | default | range | unit | meaning |",
+              "|---|---|---|---|---|---|",
+              f"| `alpha` | number | {_num(alpha['default'])} | {_range(alpha)} | per slot | "
+              "avg_bps's EMA weight and the fallback PF's |"]
+    lines += _plugin_rows(plugin.CPP_KIND) + [""]
     lines += [
         "## AQMs (`aqm.kind`)",
         "",

@@ -22,7 +22,7 @@ import yaml
 
 from oppsched.paths import write_atomic
 from oppsched import config as cfgmod
-from oppsched import sweepspec
+from oppsched import plugin, sweepspec
 from oppsched.config import ConfigError, Field, ListOf
 from oppsched.experiments import KINDS, kind_module
 from oppsched.outlock import holding_out
@@ -67,6 +67,7 @@ def load_experiment(path: str | Path, overrides=(), duration: float | None = Non
     if kind not in KINDS:
         raise ConfigError(f"kind: {kind!r} is not one of {', '.join(KINDS)}")
     schema = schema_for(kind)
+    plugin.resolve_library(raw, p)  # scheduler.library: relative to the experiment file
     for o in overrides:
         cfgmod.apply_override(raw, schema, o)
     if duration is not None:

@@ -66,8 +66,8 @@ def test_defaults_follow_andrew_hanly_clamp():
     assert c["devices"][0]["channel"]["doppler_hz"] == 60.0
     assert abs(c["devices"][0]["channel"]["mean_snr_db"] - 6.0206) < 1e-3
     assert c["scheduler"] == {"kind": "pf", "alpha": 0.03, "lambda": 1.0, "weights": [],
-                              "harq_first": True, "file": None, "class": None, "params": {},
-                              "budget_fraction": 0.5}
+                              "harq_first": True, "file": None, "class": None,
+                              "library": None, "params": {}, "budget_fraction": 0.5}
     assert c["tcp"]["congestion_control"] == "reno" and c["tcp"]["sack"] is False
     assert c["clamp"]["tau_bytes"] == 500 and c["clamp"]["b"] == 1.0
     assert c["uplink_delay_ms"] == 1.0 and c["capture"]["snaplen"] == 128

@@ -70,8 +70,9 @@ def _rates_bps(cfg: dict, snr_lin: np.ndarray) -> np.ndarray:
 
 def _scheduler(cfg: dict):
     s = dict(cfg["scheduler"])
-    if s["kind"] == plugin.PYTHON_KIND:
-        # the same C++ wrapper the apd runs (host/pyplugin): deadline, fallbacks, counters
+    if s["kind"] in plugin.PLUGIN_KINDS:
+        # the same C++ wrapper the apd runs (host/pyplugin, cpp_plugin.h): deadline,
+        # fallbacks, counters
         return mac.make_scheduler(s["kind"], {**registry.scheduler_params(s),
                                               "slot_s": cfg["phy"]["slot_s"],
                                               "num_users": len(cfg["users"])})
@@ -91,8 +92,9 @@ def run(cfg: dict, outdir: Path, progress) -> None:
                       model=u["fading"])
         snr[i] = j.snr_linear_many(t)
     rates = _rates_bps(cfg, snr)
-    if cfg["scheduler"]["kind"] == plugin.PYTHON_KIND:  # the record of what ran
-        src = Path(cfg["scheduler"]["file"])
+    if cfg["scheduler"]["kind"] in plugin.PLUGIN_KINDS:  # the record of what ran
+        key = "file" if cfg["scheduler"]["kind"] == plugin.PYTHON_KIND else "library"
+        src = Path(cfg["scheduler"][key])
         shutil.copyfile(src, outdir / f"plugin.{src.name}")
     sched = _scheduler(cfg)
     backlogged = [True] * len(users)

@@ -168,7 +168,7 @@ OUTPUT_GLOBS = ("*.pcap", "flow.*.json", "flow.*.socket.csv",
                 "medium.csv", "phy_slots.csv", "client.*.events.csv", "mcs_table.csv",
                 "*.stats.json", "run.json", "processes.json", "apd.yaml", "client.*.yaml",
                 "phy.yaml", "summary.json", "*.png", "wrc.*", "chaos.*", "*.killed.*",
-                "*.partial", "*.crashed.*", "plugin.*.py")
+                "*.partial", "*.crashed.*", "plugin.*.py", "plugin.*.so")
 
 
 def _clean(rundir: Path) -> None:

@@ -1012,7 +1012,8 @@ def radio_profile(cfg: dict, r: dict, field: str) -> tuple[str, str]:
 # What the MAC library's own check adds to the schema's: the C++ configuration check of the
 # scheduler's and the AQM's parameters (an AQM's parameter names and ranges, the constraints
 # between parameters) and loading a python plugin as the apd loads it.
-MAC_CHECKS = "scheduler and aqm parameters through the MAC library, python plugins"
+MAC_CHECKS = ("scheduler and aqm parameters through the MAC library, python plugins, C++ "
+              "plugins (scheduler.library opened)")
 
 
 def mac_checks() -> bool:
@@ -1036,7 +1037,7 @@ def _check_scheduler(s: dict, devices: int) -> None:
     if "weights" in takes and len(s["weights"]) != devices:
         raise ConfigError(f"scheduler.weights: {s['weights']!r} has {len(s['weights'])} entries, "
                           f"{s['kind']} needs one per device ({devices})")
-    if s["kind"] == plugin.PYTHON_KIND or not mac_checks():
+    if s["kind"] in plugin.PLUGIN_KINDS or not mac_checks():
         return
     try:
         mac.make_scheduler(s["kind"], takes, num_users=devices)
@@ -1047,22 +1048,35 @@ def _check_scheduler(s: dict, devices: int) -> None:
 def _check_scheduler_plugin(s: dict, devices: int) -> None:
     """scheduler.kind python: the plugin is loaded as the apd will load it (the file, the class,
     its methods' signatures, the constructor with `params`); a plugin that cannot be used is
-    refused naming the file, the class and the reason. Other kinds take none of its fields."""
-    if s["kind"] != plugin.PYTHON_KIND:
-        for name in plugin.PLUGIN_FIELDS:
-            if s[name] != plugin.scheduler_fields()[name].default:
-                raise ConfigError(f"scheduler.{name}: {s[name]!r} is only for scheduler.kind "
-                                  f"{plugin.PYTHON_KIND}")
+    refused naming the file, the class and the reason. scheduler.kind plugin: the library is
+    opened as the apd opens it (the entry point, its ABI version and family, its params) and
+    refused with the field, the path and the reason. Each kind takes only its own fields."""
+    own = plugin.KIND_FIELDS.get(s["kind"], ())
+    for name in plugin.PLUGIN_FIELDS:
+        if name not in own and s[name] != plugin.scheduler_fields()[name].default:
+            raise ConfigError(f"scheduler.{name}: {s[name]!r} is only for scheduler.kind "
+                              + " or ".join(k for k in plugin.PLUGIN_KINDS
+                                            if name in plugin.KIND_FIELDS[k]))
+    if s["kind"] == plugin.CPP_KIND:
+        if not s["library"]:
+            raise ConfigError("scheduler.library: required with scheduler.kind plugin (the "
+                              "plugin's shared library)")
+        why = plugin.check_library(s["library"])
+        if why:
+            raise ConfigError(f"scheduler.library: {s['library']}: {why}")
+    elif s["kind"] == plugin.PYTHON_KIND:
+        for name in ("file", "class"):
+            if not s[name]:
+                raise ConfigError(f"scheduler.{name}: required with scheduler.kind python")
+    else:
         return
-    for name in ("file", "class"):
-        if not s[name]:
-            raise ConfigError(f"scheduler.{name}: required with scheduler.kind python")
     if not mac_checks():
         return
     try:
-        mac.make_scheduler(plugin.PYTHON_KIND, plugin.scheduler_params(s), num_users=devices)
+        mac.make_scheduler(s["kind"], plugin.scheduler_params(s), num_users=devices)
     except ValueError as exc:
-        raise ConfigError("scheduler: " + str(exc).replace("sched.", "scheduler.", 1)) from None
+        msg = str(exc).replace("sched.", "scheduler.", 1)
+        raise ConfigError(msg if s["kind"] == plugin.CPP_KIND else "scheduler: " + msg) from None
 
 
 def _check_aqm_params(cfg: dict) -> None:
