@@ -56,8 +56,8 @@ _SOURCE = """\
 // PF for that slot, and counted (scheduler.plugin_* in the run's stats).
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <stdexcept>
-#include <string>
 #include <vector>
 
 #include "oppsched/plugin_api.h"
@@ -70,9 +70,11 @@ class policy {{
     // and the apd print the message.
     policy(const oppsched::plugin_params& params, std::size_t num_users)
         : min_rate_bps_(params.number("min_rate_bps", 0.0)), last_served_(num_users, -1) {{
-        if (!(min_rate_bps_ >= 0.0))
-            throw std::invalid_argument("min_rate_bps: " + std::to_string(min_rate_bps_) +
-                                        " must be >= 0");
+        if (!(min_rate_bps_ >= 0.0)) {{
+            char why[80];
+            std::snprintf(why, sizeof why, "min_rate_bps: %g must be >= 0", min_rate_bps_);
+            throw std::invalid_argument(why);
+        }}
     }}
 
     std::int64_t select(std::int64_t /*slot*/, const oppsched_user_view* users, std::size_t n) {{
