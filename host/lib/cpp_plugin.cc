@@ -81,10 +81,9 @@ std::shared_ptr<const library> open_scheduler_library(const std::string& path,
     dlerror();
     void* sym = dlsym(handle, OPPSCHED_PLUGIN_ENTRY_SYMBOL);
     if (!sym)
-        close_and_refuse(
-            "exports no " OPPSCHED_PLUGIN_ENTRY_SYMBOL
-            " (extern \"C\" const oppsched_plugin_v1* oppsched_plugin_entry(void), "
-            "oppsched/plugin_api.h)");
+        close_and_refuse("exports no " OPPSCHED_PLUGIN_ENTRY_SYMBOL
+                         " (extern \"C\" const oppsched_plugin_v1* oppsched_plugin_entry(void), "
+                         "oppsched/plugin_api.h)");
     oppsched_plugin_entry_fn entry;
     static_assert(sizeof entry == sizeof sym);
     std::memcpy(&entry, &sym, sizeof entry);
@@ -151,8 +150,8 @@ cpp_scheduler::cpp_scheduler(std::shared_ptr<const library> lib, const std::vect
     if (!self_) {
         error[kErrorLen - 1] = '\0';
         refuse(opt_.field, lib_->path(),
-               "plugin " + lib_->name() + " refused its params: " +
-                   (error[0] ? error : "create() returned NULL"));
+               "plugin " + lib_->name() +
+                   " refused its params: " + (error[0] ? error : "create() returned NULL"));
     }
     views_.resize(num_users);
     state_.backlog_bytes.resize(num_users, 0);
@@ -203,17 +202,17 @@ int cpp_scheduler::choose(const std::vector<double>& rate_bps,
                               : std::numeric_limits<double>::infinity();
         v.rate_bps = rate_bps[i];
         v.hol_delay_s = have_state_ && i < state_.hol_delay_s.size() ? state_.hol_delay_s[i] : 0.0;
-        v.avg_bps = avg[i] > 0.0 ? avg[i]
-                                 : std::max(rate_bps[i] / static_cast<double>(n),
-                                            sched::kMinAverageBps);
+        v.avg_bps = avg[i] > 0.0
+                        ? avg[i]
+                        : std::max(rate_bps[i] / static_cast<double>(n), sched::kMinAverageBps);
         views_.push_back(v);
     }
     if (candidates_.empty()) return sched::kNoUser;
     const auto t0 = std::chrono::steady_clock::now();
     const std::int64_t answer = table_->select(self_, slot_now(), views_.data(), views_.size());
-    const std::int64_t took = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                  std::chrono::steady_clock::now() - t0)
-                                  .count();
+    const std::int64_t took =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
     if (answer == OPPSCHED_PLUGIN_ERROR) {
         ++stats_.exceptions;
         return fallback();

@@ -112,9 +112,10 @@ TEST(cpp_plugin, no_user_leaves_the_slot_empty) {
 TEST(cpp_plugin, when_select_is_later_than_the_budget_then_pf_decides_and_it_is_counted) {
     // 0.5 x 1 ms budget; the plugin sleeps 5 ms and would answer user 1, PF answers user 0
     // (its first slot's tie).
-    auto p = load(OPPSCHED_TEST_PLUGIN_GOOD,
-                  {cplugin::param_from_text("mode", "slow"), cplugin::param_from_text("first", "1")},
-                  3, options(1e-3));
+    auto p =
+        load(OPPSCHED_TEST_PLUGIN_GOOD,
+             {cplugin::param_from_text("mode", "slow"), cplugin::param_from_text("first", "1")}, 3,
+             options(1e-3));
     EXPECT_EQ(p->step(kRates, kAll), 0);
     const auto c = counters(*p);
     EXPECT_EQ(c.at("plugin_deadline_misses"), 1u);
@@ -132,16 +133,16 @@ TEST(cpp_plugin, refuses_another_abi_version_naming_field_path_and_versions) {
 
 TEST(cpp_plugin, refuses_a_plugin_of_another_family) {
     const std::string path = OPPSCHED_TEST_PLUGIN_AQM;
-    EXPECT_EQ(error_of([&] { load(path); }),
-              "scheduler.library: " + path +
-                  ": a plugin of family aqm (2), not a scheduler plugin");
+    EXPECT_EQ(
+        error_of([&] { load(path); }),
+        "scheduler.library: " + path + ": a plugin of family aqm (2), not a scheduler plugin");
 }
 
 TEST(cpp_plugin, refuses_a_library_without_the_entry_point) {
     const std::string path = OPPSCHED_TEST_PLUGIN_NOENTRY;
-    EXPECT_EQ(error_of([&] { load(path); }).rfind("scheduler.library: " + path +
-                                                      ": exports no oppsched_plugin_entry",
-                                                  0),
+    EXPECT_EQ(error_of([&] {
+                  load(path);
+              }).rfind("scheduler.library: " + path + ": exports no oppsched_plugin_entry", 0),
               0u);
 }
 

@@ -82,8 +82,8 @@ typedef struct oppsched_scheduler_v1 {
     /* One policy for num_users users (the apd's users; more may come with set_num_users).
      * On failure returns NULL and writes a reason (NUL-terminated, at most error_len bytes)
      * into `error`, e.g. "beta: -1 must be > 0"; the loader refuses the plugin with it. */
-    void* (*create)(const oppsched_param* params, size_t n_params, size_t num_users,
-                    char* error, size_t error_len);
+    void* (*create)(const oppsched_param* params, size_t n_params, size_t num_users, char* error,
+                    size_t error_len);
     void (*destroy)(void* self);
     /* See above. `users` is valid during the call only. */
     int64_t (*select)(void* self, int64_t slot, const oppsched_user_view* users, size_t n_users);
@@ -196,17 +196,16 @@ struct scheduler_adapter {
 }  // namespace plugin_detail
 }  // namespace oppsched
 
-#define OPPSCHED_SCHEDULER_PLUGIN(Class, Name)                                                  \
-    extern "C" __attribute__((visibility("default"))) const oppsched_plugin_v1*                 \
-    oppsched_plugin_entry(void) {                                                               \
-        using oppsched_adapter_ = ::oppsched::plugin_detail::scheduler_adapter<Class>;          \
-        static const oppsched_scheduler_v1 table = {                                            \
+#define OPPSCHED_SCHEDULER_PLUGIN(Class, Name)                                                   \
+    extern "C" __attribute__((visibility("default"))) const oppsched_plugin_v1*                  \
+    oppsched_plugin_entry(void) {                                                                \
+        using oppsched_adapter_ = ::oppsched::plugin_detail::scheduler_adapter<Class>;           \
+        static const oppsched_scheduler_v1 table = {                                             \
             &oppsched_adapter_::create, &oppsched_adapter_::destroy, &oppsched_adapter_::select, \
-            &oppsched_adapter_::served, &oppsched_adapter_::set_num_users};                     \
-        static const oppsched_plugin_v1 plugin = {OPPSCHED_PLUGIN_ABI_VERSION,                  \
-                                                  OPPSCHED_FAMILY_SCHEDULER, Name, &table,      \
-                                                  nullptr};                                     \
-        return &plugin;                                                                         \
+            &oppsched_adapter_::served, &oppsched_adapter_::set_num_users};                      \
+        static const oppsched_plugin_v1 plugin = {                                               \
+            OPPSCHED_PLUGIN_ABI_VERSION, OPPSCHED_FAMILY_SCHEDULER, Name, &table, nullptr};      \
+        return &plugin;                                                                          \
     }
 
 #endif /* __cplusplus */

@@ -24,7 +24,8 @@ class test_rr {
         mode_ = params.text("mode", "rr");
         if (mode_ != "rr" && mode_ != "out_of_range" && mode_ != "error" && mode_ != "none" &&
             mode_ != "slow")
-            throw std::invalid_argument("mode: '" + mode_ + "' not one of rr, out_of_range, "
+            throw std::invalid_argument("mode: '" + mode_ +
+                                        "' not one of rr, out_of_range, "
                                         "error, none, slow");
         last_ = static_cast<std::int64_t>(params.number("first", 0.0)) - 1;
     }
@@ -54,8 +55,8 @@ class test_rr {
 #if defined(TEST_PLUGIN_VARIANT_good)
 OPPSCHED_SCHEDULER_PLUGIN(test_rr, "test_rr")
 #elif defined(TEST_PLUGIN_VARIANT_abi2) || defined(TEST_PLUGIN_VARIANT_aqm)
-extern "C" __attribute__((visibility("default"))) const oppsched_plugin_v1*
-oppsched_plugin_entry(void) {
+extern "C" __attribute__((visibility("default"))) const oppsched_plugin_v1* oppsched_plugin_entry(
+    void) {
     using a = oppsched::plugin_detail::scheduler_adapter<test_rr>;
     static const oppsched_scheduler_v1 table = {&a::create, &a::destroy, &a::select, &a::served,
                                                 &a::set_num_users};
