@@ -14,6 +14,8 @@
 #include <iostream>
 #include <limits>
 
+#include "aqm_internal.h"
+#include "oppsched/tcpip.h"
 #include "oppsched/validation.h"
 
 namespace oppsched::cplugin {
@@ -57,8 +59,9 @@ const char* family_name(std::uint32_t f) {
     }
 }
 
-std::shared_ptr<const library> open_scheduler_library(const std::string& path,
-                                                      const std::string& field) {
+// Opens the library and checks its description against `family`'s table.
+std::shared_ptr<const library> open_library(const std::string& path, const std::string& field,
+                                            std::uint32_t family) {
     if (path.empty()) throw plugin_error(field + ": must name the plugin's shared library");
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0)
@@ -93,15 +96,25 @@ std::shared_ptr<const library> open_scheduler_library(const std::string& path,
         close_and_refuse("ABI version " + std::to_string(desc->abi_version) +
                          ", this oppsched takes " + std::to_string(OPPSCHED_PLUGIN_ABI_VERSION) +
                          ": rebuild the plugin against oppsched/plugin_api.h");
-    if (desc->family != OPPSCHED_FAMILY_SCHEDULER)
+    if (desc->family != family)
         close_and_refuse("a plugin of family " + std::string(family_name(desc->family)) + " (" +
-                         std::to_string(desc->family) + "), not a scheduler plugin");
+                         std::to_string(desc->family) + "), not " +
+                         (family == OPPSCHED_FAMILY_AQM ? "an aqm" : "a scheduler") + " plugin");
     if (!desc->name || !*desc->name) close_and_refuse("the plugin has no name");
-    const oppsched_scheduler_v1* t = desc->scheduler;
-    if (!t) close_and_refuse("the plugin has no scheduler table");
-    if (!t->create) close_and_refuse("its scheduler table has no create()");
-    if (!t->destroy) close_and_refuse("its scheduler table has no destroy()");
-    if (!t->select) close_and_refuse("its scheduler table has no select()");
+    if (family == OPPSCHED_FAMILY_SCHEDULER) {
+        const oppsched_scheduler_v1* t = desc->scheduler;
+        if (!t) close_and_refuse("the plugin has no scheduler table");
+        if (!t->create) close_and_refuse("its scheduler table has no create()");
+        if (!t->destroy) close_and_refuse("its scheduler table has no destroy()");
+        if (!t->select) close_and_refuse("its scheduler table has no select()");
+    } else {
+        const oppsched_aqm_v1* t = desc->aqm;
+        if (!t) close_and_refuse("the plugin has no aqm table");
+        if (!t->create) close_and_refuse("its aqm table has no create()");
+        if (!t->destroy) close_and_refuse("its aqm table has no destroy()");
+        if (!t->enqueue) close_and_refuse("its aqm table has no enqueue()");
+        if (!t->dequeue) close_and_refuse("its aqm table has no dequeue()");
+    }
     return std::make_shared<const library>(handle, desc, path);
 }
 
@@ -259,12 +272,150 @@ std::function<std::unique_ptr<sched::scheduler_policy>(std::size_t)> load_schedu
     const std::string& path, const std::vector<param>& params, const scheduler_options& options,
     std::size_t num_users) {
     options.validate();
-    std::shared_ptr<const library> lib = open_scheduler_library(path, options.field);
+    std::shared_ptr<const library> lib =
+        open_library(path, options.field, OPPSCHED_FAMILY_SCHEDULER);
     // One instance now, so that params the plugin refuses are refused at load.
     cpp_scheduler probe(lib, params, num_users, options);
     return [lib, params, options](std::size_t n) -> std::unique_ptr<sched::scheduler_policy> {
         return std::make_unique<cpp_scheduler>(lib, params, n, options);
     };
+}
+
+// ---- AQM -------------------------------------------------------------------------------
+
+namespace {
+
+// The C table's instance for one queue, on a drop-tail FIFO with the queue's limits; every
+// drop has its cause as with python_aqm (host/pyplugin), which this mirrors answer for answer.
+class cpp_aqm final : public aqm::detail::discipline_base {
+  public:
+    cpp_aqm(std::shared_ptr<const library> lib, const std::vector<param>& params,
+            const aqm::aqm_params& config, const std::string& field)
+        : discipline_base(config),
+          lib_(std::move(lib)),
+          table_(lib_->desc().aqm),
+          fifo_(config.limits) {
+        std::vector<oppsched_param> c;
+        c.reserve(params.size());
+        for (const auto& p : params) c.push_back({p.key.c_str(), p.text.c_str(), p.number});
+        char error[kErrorLen] = {0};
+        self_ = table_->create(c.data(), c.size(), error, sizeof error);
+        if (!self_) {
+            error[kErrorLen - 1] = '\0';
+            refuse(field, lib_->path(),
+                   "plugin " + lib_->name() +
+                       " refused its params: " + (error[0] ? error : "create() returned NULL"));
+        }
+        queue_.limit_bytes = config.limits.bytes;
+        queue_.limit_packets = config.limits.packets;
+        queue_.ecn = config.ecn ? 1u : 0u;
+    }
+    ~cpp_aqm() override {
+        if (self_) table_->destroy(self_);
+    }
+    cpp_aqm(const cpp_aqm&) = delete;
+    cpp_aqm& operator=(const cpp_aqm&) = delete;
+
+    aqm::aqm_kind kind() const override { return aqm::aqm_kind::droptail; }
+    const ip_packet* peek() const override { return fifo_.empty() ? nullptr : &fifo_.front(); }
+    std::size_t bytes() const override { return fifo_.bytes(); }
+    std::size_t packets() const override { return fifo_.packets(); }
+    aqm::aqm_stats stats() const override { return stats_; }
+    std::vector<std::pair<std::string, std::uint64_t>> counters() const override {
+        return {{"plugin_exceptions", exceptions_}, {"plugin_invalid_answers", invalid_}};
+    }
+
+    bool enqueue(ip_packet p, time_ns now) override {
+        ++stats_.offered;
+        p.arrival = now;
+        const std::int32_t v = call(table_->enqueue, OPPSCHED_AQM_ACCEPT, p, now);
+        if (v == OPPSCHED_AQM_DROP) {
+            report_drop(std::move(p), aqm::drop_reason::early_drop, now);
+            return false;
+        }
+        if (!fifo_.fits(p.size())) {
+            report_drop(std::move(p), aqm::drop_reason::overflow, now);
+            return false;
+        }
+        if (v == OPPSCHED_AQM_MARK && !try_mark(p)) {
+            report_drop(std::move(p), aqm::drop_reason::early_drop, now);
+            return false;
+        }
+        count_enqueued(p);
+        fifo_.push(std::move(p));
+        return true;
+    }
+
+    std::optional<ip_packet> dequeue(time_ns now) override {
+        while (!fifo_.empty()) {
+            ip_packet p = fifo_.pop();
+            const std::int32_t v = call(table_->dequeue, OPPSCHED_AQM_SEND, p, now);
+            if (v == OPPSCHED_AQM_DROP || (v == OPPSCHED_AQM_MARK && !try_mark(p))) {
+                report_drop(std::move(p), aqm::drop_reason::aqm_drop, now);
+                continue;
+            }
+            count_dequeued(p);
+            return p;
+        }
+        if (table_->on_empty) table_->on_empty(self_, &queue_view(), seconds(now));
+        return std::nullopt;
+    }
+
+    void clear(time_ns now) override {
+        while (!fifo_.empty()) report_drop(fifo_.pop(), aqm::drop_reason::flushed, now);
+    }
+
+  private:
+    using verb_fn = std::int32_t (*)(void*, const oppsched_packet_view*, const oppsched_queue_view*,
+                                     double);
+    static double seconds(time_ns t) { return static_cast<double>(t) * 1e-9; }
+    const oppsched_queue_view& queue_view() {
+        queue_.bytes = fifo_.bytes();
+        queue_.packets = fifo_.packets();
+        return queue_;
+    }
+    // The plugin's answer: `pass` (ACCEPT at enqueue, SEND at dequeue), DROP or MARK;
+    // OPPSCHED_PLUGIN_ERROR and any other answer are counted and read as `pass`.
+    std::int32_t call(verb_fn fn, std::int32_t pass, const ip_packet& p, time_ns now) {
+        static const tcpip::keyed_flow_hash hash(0);
+        oppsched_packet_view v{};
+        v.size_bytes = static_cast<std::uint32_t>(p.size());
+        v.ecn_capable = aqm::ecn_field(p.data) != tcpip::kNotEct ? 1u : 0u;
+        const auto info = tcpip::parse(p.data);
+        v.flow = info.ok() ? static_cast<std::uint64_t>(hash(info.value().flow)) : 0u;
+        v.arrival_s = seconds(p.arrival);
+        const std::int32_t r = fn(self_, &v, &queue_view(), seconds(now));
+        if (r == OPPSCHED_PLUGIN_ERROR) {
+            ++exceptions_;
+            return pass;
+        }
+        if (r != pass && r != OPPSCHED_AQM_DROP && r != OPPSCHED_AQM_MARK) {
+            ++invalid_;
+            return pass;
+        }
+        return r;
+    }
+
+    std::shared_ptr<const library> lib_;
+    const oppsched_aqm_v1* table_;
+    void* self_ = nullptr;
+    aqm::packet_fifo fifo_;
+    oppsched_queue_view queue_{};
+    std::uint64_t exceptions_ = 0;
+    std::uint64_t invalid_ = 0;
+};
+
+}  // namespace
+
+std::function<std::unique_ptr<aqm::queue_discipline>(const aqm::aqm_params&)> load_aqm(
+    const std::string& path, const std::vector<param>& params, const aqm::aqm_params& probe,
+    const std::string& field) {
+    std::shared_ptr<const library> lib = open_library(path, field, OPPSCHED_FAMILY_AQM);
+    cpp_aqm check(lib, params, probe, field);  // params the plugin refuses: refused here
+    return
+        [lib, params, field](const aqm::aqm_params& c) -> std::unique_ptr<aqm::queue_discipline> {
+            return std::make_unique<cpp_aqm>(lib, params, c, field);
+        };
 }
 
 }  // namespace oppsched::cplugin

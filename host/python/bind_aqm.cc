@@ -14,6 +14,7 @@
 
 #include "bindings.h"
 #include "oppsched/aqm.h"
+#include "oppsched/cpp_plugin.h"
 #include "oppsched/queue.h"
 #include "oppsched/validation.h"
 #include "python_plugin.h"
@@ -330,13 +331,11 @@ void bind_aqm(pybind11::module_& m) {
             "plugin_counters",
             [](const py_queue_discipline& a) {
                 pb::dict d;
-                if (const auto* p = dynamic_cast<const pyplugin::python_aqm*>(&a.aqm())) {
-                    d["plugin_exceptions"] = p->plugin_stats().exceptions;
-                    d["plugin_invalid_answers"] = p->plugin_stats().invalid_answers;
-                }
+                for (const auto& [k, v] : a.aqm().counters()) d[k.c_str()] = v;
                 return d;
             },
-            "kind python: plugin_exceptions, plugin_invalid_answers; empty for the built-ins");
+            "kinds python and plugin: plugin_exceptions, plugin_invalid_answers; empty for the "
+            "built-ins");
 
     m.def(
         "make_aqm",
@@ -370,6 +369,23 @@ void bind_aqm(pybind11::module_& m) {
                                                        plugin_params, pyplugin::family::aqm);
                 return std::make_unique<py_queue_discipline>(
                     std::make_unique<pyplugin::python_aqm>(std::move(obj), c));
+            }
+            if (kind == "plugin") {
+                // a C++ plugin (docs/extending.md, "C++ plugins") on a drop-tail FIFO
+                pb::dict queue;
+                for (const auto& [k, v] : all) {
+                    const std::string key = pb::str(k);
+                    if (key != "library" && key != "params") queue[k] = v;
+                }
+                if (!all.contains("library") || !pb::isinstance<pb::str>(all["library"]))
+                    throw_invalid("aqm.library: required for kind 'plugin' (the plugin's .so)");
+                const aqm_params c = config_from_kwargs("droptail", queue);
+                const auto plugin_params = cpp_plugin_params(
+                    all.contains("params") ? pb::object(all["params"]) : pb::object(pb::none()),
+                    "aqm.params");
+                auto factory =
+                    cplugin::load_aqm(all["library"].cast<std::string>(), plugin_params, c);
+                return std::make_unique<py_queue_discipline>(factory(c));
             }
             return std::make_unique<py_queue_discipline>(config_from_kwargs(kind, all));
         },

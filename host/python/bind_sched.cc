@@ -125,6 +125,34 @@ py_scheduler make_python(const pybind11::dict& given) {
     return py_scheduler(pyplugin::make_python_scheduler(std::move(obj), n, std::move(opt)));
 }
 
+}  // namespace
+
+std::vector<cplugin::param> cpp_plugin_params(const pybind11::object& params,
+                                              const std::string& field) {
+    std::vector<cplugin::param> out;
+    if (params.is_none()) return out;
+    if (!pybind11::isinstance<pybind11::dict>(params))
+        throw_invalid(field + ": " + std::string(pybind11::repr(params)) + " is not a dict");
+    for (const auto& item : params.cast<pybind11::dict>()) {
+        const std::string key = pybind11::str(item.first);
+        const pybind11::handle v = item.second;
+        std::string text;
+        if (pybind11::isinstance<pybind11::bool_>(v))
+            text = v.cast<bool>() ? "true" : "false";
+        else if (pybind11::isinstance<pybind11::int_>(v) ||
+                 pybind11::isinstance<pybind11::float_>(v) ||
+                 pybind11::isinstance<pybind11::str>(v))
+            text = pybind11::str(v);
+        else
+            throw_invalid(field + "." + key + ": " + std::string(pybind11::repr(v)) +
+                          " is not a number or a string (a C++ plugin's params are scalars)");
+        out.push_back(cplugin::param_from_text(key, text));
+    }
+    return out;
+}
+
+namespace {
+
 // kind "plugin" (docs/extending.md, "C++ plugins"): library, params (the plugin's own: a dict
 // of numbers and strings), alpha, slot_s, budget_fraction, num_users.
 py_scheduler make_cpp_plugin(const pybind11::dict& given) {
@@ -155,27 +183,10 @@ py_scheduler make_cpp_plugin(const pybind11::dict& given) {
     number("slot_s", opt.slot_s);
     number("budget_fraction", opt.budget_fraction);
     opt.validate();
-    std::vector<cplugin::param> plugin_params;
-    if (given.contains("params") && !given["params"].is_none()) {
-        if (!pybind11::isinstance<pybind11::dict>(given["params"]))
-            throw_invalid("sched.params: " + std::string(pybind11::repr(given["params"])) +
-                          " is not a dict");
-        for (const auto& item : given["params"].cast<pybind11::dict>()) {
-            const std::string key = pybind11::str(item.first);
-            const pybind11::handle v = item.second;
-            std::string text;
-            if (pybind11::isinstance<pybind11::bool_>(v))
-                text = v.cast<bool>() ? "true" : "false";
-            else if (pybind11::isinstance<pybind11::int_>(v) ||
-                     pybind11::isinstance<pybind11::float_>(v) ||
-                     pybind11::isinstance<pybind11::str>(v))
-                text = pybind11::str(v);
-            else
-                throw_invalid("sched.params." + key + ": " + std::string(pybind11::repr(v)) +
-                              " is not a number or a string (a C++ plugin's params are scalars)");
-            plugin_params.push_back(cplugin::param_from_text(key, text));
-        }
-    }
+    const auto plugin_params =
+        cpp_plugin_params(given.contains("params") ? pybind11::object(given["params"])
+                                                   : pybind11::object(pybind11::none()),
+                          "sched.params");
     const std::size_t n = given.contains("num_users") ? given["num_users"].cast<std::size_t>() : 0;
     auto factory =
         cplugin::load_scheduler(given["library"].cast<std::string>(), plugin_params, opt, n);

@@ -7,6 +7,7 @@
 #include <variant>
 #include <vector>
 
+#include "oppsched/cpp_plugin.h"
 #include "oppsched/param_spec.h"
 #include "oppsched/stats_fields.h"
 
@@ -62,4 +63,10 @@ void bind_channel(
     pybind11::module_& m);  // fading_channel (Jakes, sum of sinusoids), CLAMP slot error model
 void bind_wire(pybind11::module_& m);   // PHY-MAC and uplink messages
 void bind_names(pybind11::module_& m);  // C++ enumerations' names and defaults
+// A C++ plugin's params (docs/extending.md, "C++ plugins") from a dict of numbers, strings
+// and booleans (None: none); anything else throws std::invalid_argument naming
+// "<field>.<key>" (bind_sched.cc).
+std::vector<cplugin::param> cpp_plugin_params(const pybind11::object& params,
+                                              const std::string& field);
+
 }  // namespace oppsched::py

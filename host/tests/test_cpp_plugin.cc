@@ -1,7 +1,8 @@
-// Scheduler plugins in shared libraries (cpp_plugin.h): the loader refuses what it cannot use
-// naming the field, the path and the reason, and the policy serves the users the plugin picks,
-// with PF deciding (and counting) whenever the plugin's answer cannot be used. The plugins are
-// host/tests/plugins/test_plugin.cc, built by CMake in four variants.
+// Scheduler and AQM plugins in shared libraries (cpp_plugin.h): the loader refuses what it
+// cannot use naming the field, the path and the reason; the policy serves the users the plugin
+// picks, with PF deciding (and counting) whenever the plugin's answer cannot be used; the AQM
+// drops, marks and sends as its plugin says, each drop with its cause. The plugins are
+// host/tests/plugins/test_plugin.cc, built by CMake in four variants, and test_aqm_plugin.cc.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,8 +13,11 @@
 #include <vector>
 
 #include "error_of.h"
+#include "oppsched/aqm.h"
 #include "oppsched/cpp_plugin.h"
 #include "oppsched/sched.h"
+#include "oppsched/tcpip.h"
+#include "test_aqm_packets.h"
 
 using namespace oppsched;
 
@@ -170,4 +174,100 @@ TEST(cpp_plugin, param_text_reads_as_a_number_only_when_it_is_one) {
     EXPECT_TRUE(std::isnan(cplugin::param_from_text("a", "fast").number));
     EXPECT_TRUE(std::isnan(cplugin::param_from_text("a", "0x10").number));
     EXPECT_TRUE(std::isnan(cplugin::param_from_text("a", "").number));
+}
+
+// ---- AQM plugins ------------------------------------------------------------------------
+
+namespace {
+
+aqm::aqm_params aqm_config(std::size_t limit_packets, bool ecn = true) {
+    aqm::aqm_params c = aqm::default_config(aqm::aqm_kind::droptail);
+    c.limits.packets = limit_packets;
+    c.limits.bytes = 0;
+    c.ecn = ecn;
+    return c;
+}
+
+std::unique_ptr<aqm::queue_discipline> load_aqm(std::vector<cplugin::param> params = {},
+                                                aqm::aqm_params c = aqm_config(10)) {
+    return cplugin::load_aqm(OPPSCHED_TEST_AQM_PLUGIN, params, c)(c);
+}
+
+ip_packet tcp(std::uint8_t ecn) {
+    aqm::testing::tcp_spec t;
+    t.ecn = ecn;
+    t.payload = 100;
+    return ip_packet{aqm::testing::tcp_packet(t)};
+}
+
+std::map<std::string, std::uint64_t> counters(const aqm::queue_discipline& q) {
+    std::map<std::string, std::uint64_t> out;
+    for (const auto& [k, v] : q.counters()) out[k] = v;
+    return out;
+}
+
+}  // namespace
+
+TEST(cpp_aqm_plugin, its_drops_are_early_drops_and_the_limit_still_overflows) {
+    auto q = load_aqm({cplugin::param_from_text("mode", "drop_every_3rd")}, aqm_config(5));
+    for (int k = 0; k < 12; ++k) q->enqueue(tcp(tcpip::kNotEct), k);
+    const auto s = q->stats();
+    // arrivals 3, 6, 9, 12 dropped by the plugin; of the other 8, five fit the limit
+    EXPECT_EQ(s.dropped_by(aqm::drop_reason::early_drop), 4u);
+    EXPECT_EQ(s.dropped_by(aqm::drop_reason::overflow), 3u);
+    EXPECT_EQ(q->packets(), 5u);
+    EXPECT_EQ(q->kind(), aqm::aqm_kind::droptail);
+}
+
+TEST(cpp_aqm_plugin, mark_sets_ce_on_ecn_capable_packets_and_drops_the_others) {
+    auto q = load_aqm({cplugin::param_from_text("mode", "mark")});
+    EXPECT_TRUE(q->enqueue(tcp(tcpip::kEct0), 0));
+    EXPECT_FALSE(q->enqueue(tcp(tcpip::kNotEct), 1));
+    EXPECT_EQ(q->stats().marked, 1u);
+    EXPECT_EQ(q->stats().dropped_by(aqm::drop_reason::early_drop), 1u);
+    const auto p = q->dequeue(2);
+    ASSERT_TRUE(p.has_value());
+    EXPECT_EQ(aqm::ecn_field(p->data), tcpip::kCe);
+}
+
+TEST(cpp_aqm_plugin, errors_and_answers_of_the_wrong_verb_are_counted_and_the_packet_passes) {
+    for (const char* mode : {"error", "invalid"}) {
+        auto q = load_aqm({cplugin::param_from_text("mode", mode)});
+        for (int k = 0; k < 3; ++k) EXPECT_TRUE(q->enqueue(tcp(tcpip::kNotEct), k)) << mode;
+        for (int k = 0; k < 3; ++k) EXPECT_TRUE(q->dequeue(10 + k).has_value()) << mode;
+        const auto c = counters(*q);
+        const std::string counted =
+            std::string(mode) == "error" ? "plugin_exceptions" : "plugin_invalid_answers";
+        EXPECT_EQ(c.at(counted), 6u) << mode;
+        EXPECT_EQ(q->stats().dropped_total(), 0u) << mode;
+    }
+}
+
+TEST(cpp_aqm_plugin, on_empty_is_called_when_a_dequeue_finds_the_queue_empty) {
+    auto q = load_aqm({cplugin::param_from_text("mode", "drop_after_empty")});
+    q->enqueue(tcp(tcpip::kNotEct), 0);
+    EXPECT_TRUE(q->dequeue(1).has_value());  // sent; the queue is now empty, not yet told
+    q->enqueue(tcp(tcpip::kNotEct), 2);
+    EXPECT_TRUE(q->dequeue(3).has_value());   // still not told: sent
+    EXPECT_FALSE(q->dequeue(4).has_value());  // finds it empty: on_empty()
+    q->enqueue(tcp(tcpip::kNotEct), 5);
+    EXPECT_FALSE(q->dequeue(6).has_value());  // the plugin drops the first packet after it
+    EXPECT_EQ(q->stats().dropped_by(aqm::drop_reason::aqm_drop), 1u);
+}
+
+TEST(cpp_aqm_plugin, refuses_a_scheduler_plugin_and_params_it_refuses) {
+    const std::string sched_path = OPPSCHED_TEST_PLUGIN_GOOD;
+    EXPECT_EQ(error_of([&] { load_aqm({}, aqm_config(10)); }), "(no exception)");
+    EXPECT_EQ(
+        error_of([&] { cplugin::load_aqm(sched_path, {}, aqm_config(10)); }),
+        "aqm.library: " + sched_path + ": a plugin of family scheduler (1), not an aqm plugin");
+    const std::string aqm_path = OPPSCHED_TEST_AQM_PLUGIN;
+    EXPECT_EQ(error_of([&] { load_aqm({cplugin::param_from_text("refuse", "1")}); }),
+              "aqm.library: " + aqm_path +
+                  ": plugin test_aqm refused its params: refuse: asked "
+                  "to refuse");
+    // and the scheduler loader refuses the AQM plugin
+    EXPECT_EQ(
+        error_of([&] { load(aqm_path); }),
+        "scheduler.library: " + aqm_path + ": a plugin of family aqm (2), not a scheduler plugin");
 }

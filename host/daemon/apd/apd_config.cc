@@ -96,6 +96,39 @@ std::vector<std::pair<std::string, std::string>> aqm_renames(aqm::aqm_kind kind)
 
 std::string json_of(const config_node& n);
 
+// A C++ plugin's library and params (docs/extending.md, "C++ plugins"): each param a scalar,
+// passed as its text and, when it reads as one, a number.
+void read_cpp_library(const config_node& s, apd_params::cpp_plugin& p) {
+    p.library = s.require<std::string>("library");
+    if (p.library.empty()) s.fail("library", "must name the plugin's shared library (.so)");
+    if (const auto params = s.optional_child("params"); params && !params->is_null()) {
+        if (!params->is_map()) s.fail("params", "must be a mapping of the plugin's parameters");
+        for (const auto& key : params->keys()) {
+            params->mark_read(key);
+            const config_node value = params->child(key);
+            const YAML::Node& v = value.yaml();
+            if (!v.IsScalar())
+                params->fail(key,
+                             "must be a number or a string (a C++ plugin's params are "
+                             "scalars)");
+            p.params.push_back(cplugin::param_from_text(key, v.Scalar()));
+        }
+    }
+    s.mark_read("params");
+}
+
+// aqm.kind plugin: library, params; the queue is drop-tail's.
+aqm::aqm_params read_cpp_aqm(const config_node& root, const config_node& a,
+                             std::optional<apd_params::cpp_plugin>& plugin) {
+    apd_params::cpp_plugin p;
+    read_cpp_library(a, p);
+    plugin = p;
+    aqm::aqm_params c = aqm::default_config(aqm::aqm_kind::droptail);
+    c.ecn = a.get<bool>("ecn", true);
+    c.seed = root.get<std::uint64_t>("seed", 1);
+    return c;
+}
+
 // aqm.kind python (docs/extending.md): file, class, params; the queue is drop-tail's.
 aqm::aqm_params read_python_aqm(const config_node& root, const config_node& a,
                                 std::optional<apd_params::python_plugin>& plugin) {
@@ -117,15 +150,17 @@ aqm::aqm_params read_python_aqm(const config_node& root, const config_node& a,
     return c;
 }
 
-aqm::aqm_params read_aqm(const config_node& root,
-                         std::optional<apd_params::python_plugin>& plugin) {
+aqm::aqm_params read_aqm(const config_node& root, std::optional<apd_params::python_plugin>& plugin,
+                         std::optional<apd_params::cpp_plugin>& cpp) {
     const config_node a = root.child_or_empty("aqm");
     std::vector<std::string> kinds;
     for (std::size_t i = 0; i < aqm::kAqmKindCount; ++i)
         kinds.emplace_back(aqm::to_string(static_cast<aqm::aqm_kind>(i)));
     kinds.emplace_back("python");
+    kinds.emplace_back("plugin");
     const std::string kind_name = a.get<std::string>("kind", "droptail");
     if (kind_name == "python") return read_python_aqm(root, a, plugin);
+    if (kind_name == "plugin") return read_cpp_aqm(root, a, cpp);
     const auto kind = aqm::aqm_kind_from_string(kind_name);
     if (!kind) {
         std::string all;
@@ -229,28 +264,13 @@ apd_params::python_plugin read_python_scheduler(const config_node& s) {
 // as one, a number), alpha, budget_fraction (docs/extending.md, "C++ plugins").
 apd_params::cpp_plugin read_cpp_scheduler(const config_node& s) {
     apd_params::cpp_plugin p;
-    p.library = s.require<std::string>("library");
-    if (p.library.empty()) s.fail("library", "must name the plugin's shared library (.so)");
+    read_cpp_library(s, p);
     p.alpha = s.get<double>("alpha", sched::kDefaultAlpha);
     if (!(p.alpha > 0.0 && p.alpha <= 1.0))
         s.fail("alpha", format_number(p.alpha) + " not in (0,1]");
     p.budget_fraction = s.get<double>("budget_fraction", 0.5);
     if (!(p.budget_fraction > 0.0 && p.budget_fraction <= 1.0))
         s.fail("budget_fraction", format_number(p.budget_fraction) + " not in (0,1]");
-    if (const auto params = s.optional_child("params"); params && !params->is_null()) {
-        if (!params->is_map()) s.fail("params", "must be a mapping of the plugin's parameters");
-        for (const auto& key : params->keys()) {
-            params->mark_read(key);
-            const config_node value = params->child(key);
-            const YAML::Node& v = value.yaml();
-            if (!v.IsScalar())
-                params->fail(key,
-                             "must be a number or a string (a C++ plugin's params are "
-                             "scalars)");
-            p.params.push_back(cplugin::param_from_text(key, v.Scalar()));
-        }
-    }
-    s.mark_read("params");
     return p;
 }
 
@@ -477,7 +497,7 @@ apd_params read_apd_config(const config_node& root) {
     const config_node q = root.child_or_empty("queue");
     const std::string mode = q.get_choice("mode", "per_user", {"per_user", "shared"});
     core.queue_mode = mode == "shared" ? aqm::queue_mode::shared : aqm::queue_mode::per_user;
-    core.aqm = read_aqm(root, c.python_aqm);
+    core.aqm = read_aqm(root, c.python_aqm, c.cpp_aqm);
     // SPM-AF's high-priority mark as the senders' marker writes it (ap_core_params).
     if (const auto d = root.child_or_empty("aqm").get_optional<std::uint32_t>(
             "priority_dscp", value_range::closed(0, 63)))

@@ -78,6 +78,10 @@ struct apd_params {
         double budget_fraction = 0.5;
     };
     std::optional<cpp_plugin> cpp_scheduler;
+    // aqm.kind plugin: the AQM plugin's library and params (alpha and budget_fraction unused),
+    // one instance per user's queue on a drop-tail FIFO; core.aqm is drop-tail with the
+    // queue's limits, ecn and seed. nullopt: another kind.
+    std::optional<cpp_plugin> cpp_aqm;
     ap::medium_params medium;  // the shared medium (medium.h); mode none by default
 
     // traces.mac_pcap (mac_capture.h): "" = off

@@ -858,6 +858,17 @@ int main(int argc, char** argv) {
             return apd::kExitConfig;
         }
     }
+    if (const auto& ca = cfg.cpp_aqm) {  // aqm.kind plugin: the same, one instance per queue
+        try {
+            cfg.core.aqm_factory = cplugin::load_aqm(ca->library, ca->params, cfg.core.aqm);
+            ap::ap_core validate_only(cfg.core);
+            spdlog::info("aqm: plugin {}", ca->library);
+        } catch (const std::exception& e) {
+            drop_plugins();
+            spdlog::error("{}: {}", config, e.what());
+            return apd::kExitConfig;
+        }
+    }
     if (check) {
         drop_plugins();
         spdlog::info("{}: valid", config);

@@ -1,6 +1,7 @@
 #pragma once
-// Scheduler policies in shared libraries (docs/extending.md, "C++ plugins"): the loader of
-// plugins written against oppsched/plugin_api.h, and the scheduler_policy around one.
+// Scheduler policies and AQMs in shared libraries (docs/extending.md, "C++ plugins"): the
+// loader of plugins written against oppsched/plugin_api.h, the scheduler_policy around a
+// scheduler plugin and (load_aqm, at the end) the queue discipline around an AQM plugin.
 //
 //   scheduler: {kind: plugin, library: /path/libmysched.so, params: {beta: 2.0}}
 //
@@ -28,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "oppsched/aqm.h"
 #include "oppsched/plugin_api.h"
 #include "oppsched/sched.h"
 
@@ -127,5 +129,18 @@ class cpp_scheduler final : public sched::scheduler_policy {
 std::function<std::unique_ptr<sched::scheduler_policy>(std::size_t)> load_scheduler(
     const std::string& path, const std::vector<param>& params, const scheduler_options& options,
     std::size_t num_users);
+
+// aqm: {kind: plugin, library, params}: opens the AQM plugin's library as load_scheduler()
+// does (refusals name `field`, the path and the reason) and makes one instance with `probe`'s
+// queue parameters to check the params. The factory gives each queue its own instance
+// (ap_core_params::aqm_factory) on a drop-tail FIFO with that queue's limits and aqm.ecn:
+// enqueue() ACCEPT / DROP (early_drop) / MARK (CE, or early_drop when it cannot be marked),
+// a packet beyond the limit overflow; dequeue() SEND / DROP (aqm_drop) / MARK (CE, or
+// aqm_drop); on_empty() when a dequeue finds the queue empty. OPPSCHED_PLUGIN_ERROR and
+// answers not among the verb's are counted (counters(): plugin_exceptions,
+// plugin_invalid_answers) and the packet accepted or sent. kind() is droptail.
+std::function<std::unique_ptr<aqm::queue_discipline>(const aqm::aqm_params&)> load_aqm(
+    const std::string& path, const std::vector<param>& params, const aqm::aqm_params& probe,
+    const std::string& field = "aqm.library");
 
 }  // namespace oppsched::cplugin

@@ -1,8 +1,9 @@
 /* oppsched's C plugin interface (docs/extending.md, "C++ plugins"): a downlink scheduler
- * policy compiled into a shared library that oppsched-apd, macsim and `oppsched check` load
- * with dlopen, without rebuilding the testbed.
+ * policy or an AP queue's AQM compiled into a shared library that oppsched-apd, macsim and
+ * `oppsched check` load with dlopen, without rebuilding the testbed.
  *
  *   scheduler: {kind: plugin, library: build/libmysched.so, params: {beta: 2.0}}
+ *   aqm: {kind: plugin, library: build/libmyaqm.so, params: {target_s: 0.005}}
  *
  * The library exports one C function,
  *
@@ -34,8 +35,11 @@
  * seccomp allow-list: a plugin computes, allocates and reads the clock; it starts no process
  * and opens no file after create().
  *
- * C++ plugins can use OPPSCHED_SCHEDULER_PLUGIN at the end of this header, which builds the
- * table from a class and turns an exception into OPPSCHED_PLUGIN_ERROR.
+ * The AQM protocol is below, before oppsched_plugin_v1.
+ *
+ * C++ plugins can use OPPSCHED_SCHEDULER_PLUGIN or OPPSCHED_AQM_PLUGIN at the end of this
+ * header, which build the table from a class and turn an exception into
+ * OPPSCHED_PLUGIN_ERROR.
  */
 #ifndef OPPSCHED_PLUGIN_API_H
 #define OPPSCHED_PLUGIN_API_H
@@ -54,10 +58,7 @@ extern "C" {
 #define OPPSCHED_NO_USER (-1)
 #define OPPSCHED_PLUGIN_ERROR (-2)
 
-enum oppsched_plugin_family {
-    OPPSCHED_FAMILY_SCHEDULER = 1,
-    OPPSCHED_FAMILY_AQM = 2 /* reserved: the loader refuses it in this version */
-};
+enum oppsched_plugin_family { OPPSCHED_FAMILY_SCHEDULER = 1, OPPSCHED_FAMILY_AQM = 2 };
 
 /* One candidate of a slot (the Python plugins' UserView). */
 typedef struct oppsched_user_view {
@@ -93,12 +94,53 @@ typedef struct oppsched_scheduler_v1 {
     void (*set_num_users)(void* self, size_t n);
 } oppsched_scheduler_v1;
 
+/* ---- AQM ----------------------------------------------------------------------------
+ * The Python AQM plugins' protocol (docs/extending.md, "AQM plugins"): each user's queue gets
+ * its own instance on a drop-tail FIFO with the queue's limits. enqueue() decides each arriving
+ * packet (ACCEPT, DROP or MARK), dequeue() each leaving one (SEND, DROP or MARK; after DROP,
+ * or MARK on a packet that cannot be marked, the next packet is offered), on_empty() (optional)
+ * is told when a dequeue finds the queue empty. MARK sets CE on an ECN-capable packet when
+ * aqm.ecn is on and drops any other packet. OPPSCHED_PLUGIN_ERROR (counted in
+ * aqm.<queue>.plugin_exceptions) and any other answer (plugin_invalid_answers) accept or send
+ * the packet, as drop-tail would. */
+#define OPPSCHED_AQM_ACCEPT 1
+#define OPPSCHED_AQM_SEND 2
+#define OPPSCHED_AQM_DROP 3
+#define OPPSCHED_AQM_MARK 4
+
+typedef struct oppsched_packet_view {
+    uint32_t size_bytes;
+    uint32_t ecn_capable; /* 1: ECT(0), ECT(1) or CE; 0: Not-ECT */
+    uint64_t flow;        /* SipHash of the 5-tuple under a fixed key: the same in every run */
+    double arrival_s;     /* when it joined the queue */
+} oppsched_packet_view;
+
+typedef struct oppsched_queue_view {
+    uint64_t bytes; /* enqueue: before the packet joins; dequeue: after it left */
+    uint64_t packets;
+    uint64_t limit_bytes; /* 0: no limit of that kind */
+    uint64_t limit_packets;
+    uint32_t ecn; /* aqm.ecn: 1 when MARK can mark */
+} oppsched_queue_view;
+
+typedef struct oppsched_aqm_v1 {
+    /* One queue's instance; NULL and a reason in `error` to refuse the params. */
+    void* (*create)(const oppsched_param* params, size_t n_params, char* error, size_t error_len);
+    void (*destroy)(void* self);
+    int32_t (*enqueue)(void* self, const oppsched_packet_view* pkt,
+                       const oppsched_queue_view* queue, double now_s);
+    int32_t (*dequeue)(void* self, const oppsched_packet_view* pkt,
+                       const oppsched_queue_view* queue, double now_s);
+    /* Optional (NULL). */
+    void (*on_empty)(void* self, const oppsched_queue_view* queue, double now_s);
+} oppsched_aqm_v1;
+
 typedef struct oppsched_plugin_v1 {
     uint32_t abi_version; /* OPPSCHED_PLUGIN_ABI_VERSION: always the first member */
     uint32_t family;      /* enum oppsched_plugin_family */
     const char* name;     /* a plain name for logs and stats ("rr", "maxweight") */
-    const oppsched_scheduler_v1* scheduler; /* OPPSCHED_FAMILY_SCHEDULER: the table */
-    const void* reserved;                   /* NULL */
+    const oppsched_scheduler_v1* scheduler; /* OPPSCHED_FAMILY_SCHEDULER: the table, else NULL */
+    const oppsched_aqm_v1* aqm;             /* OPPSCHED_FAMILY_AQM: the table, else NULL */
 } oppsched_plugin_v1;
 
 typedef const oppsched_plugin_v1* (*oppsched_plugin_entry_fn)(void);
@@ -193,6 +235,43 @@ struct scheduler_adapter {
         }
     }
 };
+template <class T>
+struct aqm_adapter {
+    static void* create(const oppsched_param* params, size_t n_params, char* error,
+                        size_t error_len) {
+        try {
+            return new T(plugin_params(params, n_params));
+        } catch (const std::exception& e) {
+            std::snprintf(error, error_len, "%s", e.what());
+        } catch (...) {
+            std::snprintf(error, error_len, "the constructor threw a non-std exception");
+        }
+        return nullptr;
+    }
+    static void destroy(void* self) { delete static_cast<T*>(self); }
+    static int32_t enqueue(void* self, const oppsched_packet_view* p, const oppsched_queue_view* q,
+                           double now_s) {
+        try {
+            return static_cast<T*>(self)->enqueue(*p, *q, now_s);
+        } catch (...) {
+            return OPPSCHED_PLUGIN_ERROR;
+        }
+    }
+    static int32_t dequeue(void* self, const oppsched_packet_view* p, const oppsched_queue_view* q,
+                           double now_s) {
+        try {
+            return static_cast<T*>(self)->dequeue(*p, *q, now_s);
+        } catch (...) {
+            return OPPSCHED_PLUGIN_ERROR;
+        }
+    }
+    static void on_empty(void* self, const oppsched_queue_view* q, double now_s) {
+        try {
+            static_cast<T*>(self)->on_empty(*q, now_s);
+        } catch (...) {
+        }
+    }
+};
 }  // namespace plugin_detail
 }  // namespace oppsched
 
@@ -206,6 +285,24 @@ struct scheduler_adapter {
         static const oppsched_plugin_v1 plugin = {                                               \
             OPPSCHED_PLUGIN_ABI_VERSION, OPPSCHED_FAMILY_SCHEDULER, Name, &table, nullptr};      \
         return &plugin;                                                                          \
+    }
+
+/* OPPSCHED_AQM_PLUGIN(Class, "name"): the entry point of an AQM plugin, a class with
+ *   explicit Class(const oppsched::plugin_params& params);             // may throw
+ *   int32_t enqueue(const oppsched_packet_view&, const oppsched_queue_view&, double now_s);
+ *   int32_t dequeue(const oppsched_packet_view&, const oppsched_queue_view&, double now_s);
+ *   void on_empty(const oppsched_queue_view&, double now_s);
+ * An exception from enqueue() or dequeue() is OPPSCHED_PLUGIN_ERROR. */
+#define OPPSCHED_AQM_PLUGIN(Class, Name)                                                          \
+    extern "C" __attribute__((visibility("default"))) const oppsched_plugin_v1*                   \
+    oppsched_plugin_entry(void) {                                                                 \
+        using oppsched_adapter_ = ::oppsched::plugin_detail::aqm_adapter<Class>;                  \
+        static const oppsched_aqm_v1 table = {                                                    \
+            &oppsched_adapter_::create, &oppsched_adapter_::destroy, &oppsched_adapter_::enqueue, \
+            &oppsched_adapter_::dequeue, &oppsched_adapter_::on_empty};                           \
+        static const oppsched_plugin_v1 plugin = {OPPSCHED_PLUGIN_ABI_VERSION,                    \
+                                                  OPPSCHED_FAMILY_AQM, Name, nullptr, &table};    \
+        return &plugin;                                                                           \
     }
 
 #endif /* __cplusplus */
