@@ -84,7 +84,7 @@ class Layout:
     endpoints: dict[str, str] = field(default_factory=dict)
     mcs_table: str = ""  # a CSV both the apd and the PHY read, when the run writes one
     scheduler_plugin: str = ""  # scheduler.kind python/plugin: the plugin's copy in the run folder
-    aqm_plugin: str = ""  # aqm.kind python: the same
+    aqm_plugin: str = ""  # aqm.kind python/plugin: the same
 
     @classmethod
     def make(cls, rundir: Path, users: list[User], scratch: Path | None = None,
@@ -346,6 +346,8 @@ def _aqm(cfg: dict, lay: Layout) -> dict:
     if a["kind"] == plugin.PYTHON_KIND:
         out["file"] = lay.aqm_plugin or str(Path(a["file"]).resolve())
         out["class"] = a["class"]
+    if a["kind"] == plugin.CPP_KIND:
+        out["library"] = lay.aqm_plugin or str(Path(a["library"]).resolve())
     return out
 
 

@@ -103,13 +103,14 @@ def scheduler_params(section: dict) -> dict:
 
 
 def resolve_library(raw: dict, experiment: Path) -> None:
-    """scheduler.library (kind plugin) relative to the experiment file's folder, made absolute
-    in the raw experiment before it is validated, so that every later step (the check, the
-    copy into the run folder) sees the same file wherever oppsched runs."""
-    s = raw.get("scheduler") if isinstance(raw, dict) else None
-    lib = s.get("library") if isinstance(s, dict) else None
-    if isinstance(lib, str) and lib and not Path(lib).is_absolute():
-        s["library"] = str(Path(experiment).resolve().parent / lib)
+    """scheduler.library and aqm.library (kind plugin) relative to the experiment file's
+    folder, made absolute in the raw experiment before it is validated, so that every later
+    step (the check, the copy into the run folder) sees the same file wherever oppsched runs."""
+    for section in ("scheduler", "aqm"):
+        s = raw.get(section) if isinstance(raw, dict) else None
+        lib = s.get("library") if isinstance(s, dict) else None
+        if isinstance(lib, str) and lib and not Path(lib).is_absolute():
+            s["library"] = str(Path(experiment).resolve().parent / lib)
 
 
 def check_library(path: str) -> str | None:

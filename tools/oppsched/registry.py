@@ -276,6 +276,11 @@ def markdown(schedulers_: list | None = None, aqms_: list | None = None) -> str:
               "constructor's keyword arguments: one instance per user's queue on a drop-tail",
               "FIFO with the queue's limits (queue.mode per_user); the protocol and the drop",
               "causes are in [extending.md](extending.md#aqm-plugins).", ""]
+    lines += [f"### `{plugin.CPP_KIND}`", "",
+              "An AQM in a shared library built against host/include/oppsched/plugin_api.h,",
+              "`library` beside `kind` (relative to the experiment file), `params` numbers and",
+              "strings: the Python kind's protocol and drop causes, one instance per user's",
+              "queue ([extending.md](extending.md#c-plugins)).", ""]
     if common:
         lines += ["### Every AQM: the service-rate estimator", ""] + _table(common) + [""]
     return "\n".join(lines)

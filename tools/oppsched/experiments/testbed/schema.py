@@ -266,14 +266,18 @@ SCHEMA = {
         "limit_packets": Field(int, 0, min=0, doc="0 = none"),
     },
     "aqm": {
-        "kind": Field(str, "droptail", choices=AQM_KINDS + (plugin.PYTHON_KIND,),
-                      doc="a built-in kind, or python: a plugin (docs/extending.md)"),
+        "kind": Field(str, "droptail", choices=AQM_KINDS + plugin.PLUGIN_KINDS,
+                      doc="a built-in kind, or python: a plugin in Python, plugin: a plugin "
+                          "in a shared library (docs/extending.md)"),
         "ecn": Field(bool, True, doc="mark ECN-capable packets instead of dropping them"),
         "params": Field(dict, {}, doc="the kind's parameters (oppsched.mac.make_aqm names); "
-                                      "python: the class's keyword arguments"),
+                                      "python: the class's keyword arguments; plugin: the "
+                                      "library's params (numbers and strings)"),
         "file": Field((str, _NONE), None, doc="python: the plugin's .py file (relative to "
                                               "where oppsched runs); copied into the run folder"),
         "class": Field((str, _NONE), None, doc="python: the plugin's class in `file`"),
+        "library": Field((str, _NONE), None, doc="plugin: the plugin's shared library (.so; "
+                         "relative to the experiment file); copied into the run folder"),
         "priority_dscp": Field((int, _NONE), None, min=0, max=63,
                                doc="SPM-AF (Wu, Gong & Williamson, §6.1): a downlink packet "
                                    "with this DSCP is high priority; null: "
@@ -1083,11 +1087,31 @@ def _check_aqm_params(cfg: dict) -> None:
     """AQM parameters through the C++ configuration check (oppsched.mac.make_aqm), the one
     place they are validated."""
     a = cfg["aqm"]
-    if a["kind"] != plugin.PYTHON_KIND:
-        for name in ("file", "class"):
-            if a[name] is not None:
-                raise ConfigError(f"aqm.{name}: {a[name]!r} is only for aqm.kind python")
-    else:
+    own = {plugin.PYTHON_KIND: ("file", "class"), plugin.CPP_KIND: ("library",)}
+    for k, names in own.items():
+        for name in names:
+            if a["kind"] != k and a[name] is not None:
+                raise ConfigError(f"aqm.{name}: {a[name]!r} is only for aqm.kind {k}")
+    if a["kind"] == plugin.CPP_KIND:
+        if not a["library"]:
+            raise ConfigError("aqm.library: required with aqm.kind plugin (the plugin's shared "
+                              "library)")
+        why = plugin.check_library(a["library"])
+        if why:
+            raise ConfigError(f"aqm.library: {a['library']}: {why}")
+        if cfg["queue"]["mode"] != "per_user":
+            raise ConfigError("aqm.kind: plugin runs in per_user queues only "
+                              f"(queue.mode {cfg['queue']['mode']})")
+        if not mac_checks():
+            return
+        try:
+            mac.make_aqm(plugin.CPP_KIND, {"library": a["library"], "params": dict(a["params"])},
+                         limit_bytes=cfg["queue"]["limit_bytes"],
+                         limit_packets=cfg["queue"]["limit_packets"], ecn=a["ecn"])
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        return
+    if a["kind"] == plugin.PYTHON_KIND:
         for name in ("file", "class"):
             if not a[name]:
                 raise ConfigError(f"aqm.{name}: required with aqm.kind python")
