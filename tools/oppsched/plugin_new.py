@@ -1,11 +1,12 @@
-"""`oppsched plugin new scheduler NAME [--dir DIR]`: a ready out-of-tree CMake project of a
-scheduler plugin in C++ (docs/extending.md, "C++ plugins").
+"""`oppsched plugin new scheduler|aqm NAME [--dir DIR]`: a ready out-of-tree CMake project of
+a scheduler or AQM plugin in C++ (docs/extending.md, "C++ plugins").
 
 The project holds CMakeLists.txt (it finds host/include/oppsched/plugin_api.h of the checkout
 the command ran from, a path it writes in; -DOPPSCHED_INCLUDE_DIR=... points it elsewhere),
-NAME.cc (a working round robin that uses the user views, served() and a param) and a README
-with the commands that build it and check it in an experiment. The library it builds,
-build/libNAME.so, is what an experiment's `scheduler: {kind: plugin, library: ...}` names.
+NAME.cc (a working example: a round robin that uses the user views, served() and a param, or
+an AQM marking above a queue threshold) and a README with the commands that build it and check
+it in an experiment. The library it builds, build/libNAME.so, is what an experiment's
+`scheduler:` (or `aqm:`) `{kind: plugin, library: ...}` names.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from pathlib import Path
 
 from oppsched import paths
 
-FAMILIES = ("scheduler",)
+FAMILIES = ("scheduler", "aqm")
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")
 
 _CMAKE = """\
-# The scheduler plugin {name} (oppsched docs/extending.md, "C++ plugins"): builds
-# build/lib{name}.so, which an experiment names as scheduler: {{kind: plugin, library: ...}}.
+# The {family} plugin {name} (oppsched docs/extending.md, "C++ plugins"): builds
+# build/lib{name}.so, which an experiment names as {family}: {{kind: plugin, library: ...}}.
 cmake_minimum_required(VERSION 3.16)
 project({name} LANGUAGES CXX)
 
@@ -113,10 +114,65 @@ class policy {{
 OPPSCHED_SCHEDULER_PLUGIN(policy, "{name}")
 """
 
-_README = """\
-# {name}: an oppsched scheduler plugin
+_AQM_SOURCE = """\
+// The AQM plugin {name}: a threshold on the queue, the simplest early signal. An arriving
+// packet that finds threshold_packets or more packets queued is marked (CE) if it can be,
+// else dropped; every leaving packet is sent.
+//
+// The interface is oppsched/plugin_api.h (docs/extending.md, "AQM plugins in C++"). Each
+// user's queue has its own instance on a drop-tail FIFO with the queue's limits: enqueue()
+// answers ACCEPT, DROP (an early_drop) or MARK (CE on an ECN-capable packet when aqm.ecn is on,
+// an early_drop otherwise); dequeue() answers SEND, DROP (an aqm_drop) or MARK; on_empty() is
+// told when a dequeue finds the queue empty. A packet beyond the limit is an overflow, as in
+// drop-tail.
+#include <cstdint>
+#include <cstdio>
+#include <stdexcept>
 
-{name}.cc is a round robin to start from; the interface is
+#include "oppsched/plugin_api.h"
+
+namespace {{
+
+class aqm {{
+  public:
+    // params: the experiment's aqm.params. Throw to refuse them: `oppsched check` and the
+    // apd print the message.
+    explicit aqm(const oppsched::plugin_params& params)
+        : threshold_(params.number("threshold_packets", 20.0)) {{
+        if (!(threshold_ >= 1.0)) {{
+            char why[80];
+            std::snprintf(why, sizeof why, "threshold_packets: %g must be >= 1", threshold_);
+            throw std::invalid_argument(why);
+        }}
+    }}
+
+    std::int32_t enqueue(const oppsched_packet_view& /*pkt*/, const oppsched_queue_view& queue,
+                         double /*now_s*/) {{
+        return static_cast<double>(queue.packets) >= threshold_ ? OPPSCHED_AQM_MARK
+                                                                : OPPSCHED_AQM_ACCEPT;
+    }}
+
+    std::int32_t dequeue(const oppsched_packet_view& /*pkt*/, const oppsched_queue_view& /*queue*/,
+                         double /*now_s*/) {{
+        return OPPSCHED_AQM_SEND;
+    }}
+
+    void on_empty(const oppsched_queue_view& /*queue*/, double /*now_s*/) {{}}
+
+  private:
+    double threshold_;
+}};
+
+}}  // namespace
+
+// oppsched_plugin_entry: ABI version, family, name "{name}" and the function table.
+OPPSCHED_AQM_PLUGIN(aqm, "{name}")
+"""
+
+_README = """\
+# {name}: an oppsched {family} plugin
+
+{name}.cc is {what} to start from; the interface is
 {include}/oppsched/plugin_api.h and docs/extending.md ("C++ plugins") describes it.
 
     cmake -S {dir} -B {dir}/build
@@ -125,9 +181,9 @@ _README = """\
 
 with, in my-experiment.yaml (a relative library is relative to the experiment file):
 
-    scheduler: {{kind: plugin, library: {library}, params: {{min_rate_bps: 0}}}}
+    {section}: {{kind: plugin, library: {library}, params: {{{param}}}}}
 
-`oppsched check` (and the apd) refuse a library they cannot use, naming scheduler.library,
+`oppsched check` (and the apd) refuse a library they cannot use, naming {section}.library,
 the path and the reason (a library built against another ABI version, a missing entry point,
 params the plugin refuses).
 """
@@ -138,8 +194,7 @@ def write_project(family: str, name: str, directory: Path,
     """Writes the project into `directory` (created; it must not exist or be empty) and returns
     the files written. ValueError naming the argument and the value when one cannot be used."""
     if family not in FAMILIES:
-        raise ValueError(f"family: {family!r} not one of {', '.join(FAMILIES)} (the C plugin "
-                         "interface has scheduler plugins only)")
+        raise ValueError(f"family: {family!r} not one of {', '.join(FAMILIES)}")
     if not _NAME_RE.fullmatch(name):
         raise ValueError(f"NAME: {name!r} is not a C identifier of at most 40 characters "
                          "(letters, digits, _; not starting with a digit)")
@@ -151,10 +206,14 @@ def write_project(family: str, name: str, directory: Path,
         raise ValueError(f"--dir: {directory} exists and is not an empty folder")
     directory.mkdir(parents=True, exist_ok=True)
     library = f"{directory}/build/lib{name}.so"
+    scheduler = family == "scheduler"
     files = {
-        "CMakeLists.txt": _CMAKE.format(name=name, include=include),
-        f"{name}.cc": _SOURCE.format(name=name),
-        "README.md": _README.format(name=name, include=include, dir=directory, library=library),
+        "CMakeLists.txt": _CMAKE.format(name=name, include=include, family=family),
+        f"{name}.cc": (_SOURCE if scheduler else _AQM_SOURCE).format(name=name),
+        "README.md": _README.format(
+            name=name, include=include, dir=directory, library=library, family=family,
+            section=family, what="a round robin" if scheduler else "a queue threshold",
+            param="min_rate_bps: 0" if scheduler else "threshold_packets: 20"),
     }
     out = []
     for fname, text in files.items():
@@ -181,7 +240,7 @@ def _cmd_new(a) -> int:
 def add_parser(group) -> argparse.ArgumentParser:
     """`new` in the `plugin` command group (`group`: its subparsers)."""
     n = group.add_parser("new", help="write a ready out-of-tree CMake project of a C++ "
-                         "scheduler plugin (docs/extending.md, \"C++ plugins\")")
+                         "scheduler or AQM plugin (docs/extending.md, \"C++ plugins\")")
     n.add_argument("family", choices=FAMILIES, help="the plugin's family")
     n.add_argument("name", help="the plugin's name: the library is build/libNAME.so")
     n.add_argument("--dir", help="the project's folder (default: ./NAME); must not exist or "
