@@ -10,7 +10,7 @@ OUT        ?= results/default
 EXPERIMENT ?= experiments/clamp/fading-5msps.yaml
 JOBS       ?= $(shell nproc)
 
-.PHONY: all setup build test test-cpp test-py run bench fuzz format clean help
+.PHONY: all setup build test test-cpp test-py run bench fuzz check-sanitizers format clean help
 
 all: build
 
@@ -19,6 +19,7 @@ help:
 	@echo "make test    set up, build, run every test (ctest + pytest)"
 	@echo "make bench   set up, build, run the benchmarks (never part of the tests)"
 	@echo "make fuzz    build the fuzz targets (clang, ASan, UBSan) and run each FUZZ_S seconds"
+	@echo "make check-sanitizers  every ctest test under ASan+UBSan, the threaded ones under TSan"
 	@echo "make format  clang-format the C++ tree"
 
 setup:
@@ -49,8 +50,14 @@ FUZZ_JOBS ?= 1
 fuzz: setup
 	FUZZ_S=$(FUZZ_S) FUZZ_JOBS=$(FUZZ_JOBS) tools/fuzz.sh
 
+# Sanitizer builds (docs/fuzzing.md, "Sanitizer builds"): build-asan/ (ASan + UBSan) runs
+# every ctest test, build-tsan/ (TSan) the threaded ones (tools/check-sanitizers.sh names
+# them). Slow (each build compiles the tree again); never part of `make test`.
+check-sanitizers: setup
+	tools/check-sanitizers.sh
+
 format:
 	git ls-files '*.h' '*.cc' | xargs clang-format -i --style=file
 
 clean:
-	rm -rf $(BUILD) build-fuzz
+	rm -rf $(BUILD) build-fuzz build-asan build-tsan
