@@ -221,11 +221,15 @@ py_scheduler make(const std::string& kind, const pybind11::object& params,
         }
         const param_spec* p = nullptr;
         if (spec) {
-            for (const auto& [alias, name] : kKeywordAliases)
-                if (key == alias &&
+            for (const auto& entry : kKeywordAliases) {
+                // A named variable, not a structured binding: clang 14 refuses a lambda
+                // that captures one.
+                const char* const name = entry.second;
+                if (key == entry.first &&
                     std::any_of(spec->params.begin(), spec->params.end(),
                                 [&](const param_spec& q) { return q.name == name; }))
                     key = name;
+            }
             for (const auto& q : spec->params)
                 if (q.name == key) p = &q;
         }
