@@ -2,7 +2,7 @@
 # `make check-sanitizers` (docs/fuzzing.md, "Sanitizer builds"): two builds of the project
 # with clang 14 and the sanitizers, each in its own folder, and ctest in each:
 #   - build-asan/ (-DOPPSCHED_SANITIZE=address,undefined, -fno-sanitize-recover=undefined):
-#     the targets ctest needs, then every ctest test: the C++ GoogleTest binaries (mac.,
+#     every target, then every ctest test: the C++ GoogleTest binaries (mac.,
 #     phy., daemon.), the fuzz replays and the PHY's Python QA (phy.qa_*), the latter with
 #     the shared ASan runtime preloaded into /usr/bin/python3;
 #   - build-tsan/ (-DOPPSCHED_SANITIZE=thread): the test binaries that hold the threaded
@@ -37,16 +37,22 @@ main() {
     # refuse (pipe2, in ZeroMQ's I/O thread), so the child dies of SIGSYS under TSan only.
     TSAN_TESTS='^(daemon\.disk_syncer\.|phy\.LdpcPayload\.encoder_selection_cache_.*across_threads$|phy\.MacGrantSource\.)'
     TSAN_TARGETS="phy_tests daemon_tests"
-    # What ctest runs in build-asan: the three GoogleTest binaries, the fuzz replays and the
-    # PHY's Python package (its bindings and files, for phy.qa_*). The daemons' executables and the
-    # MAC's Python bindings run in no ctest test (pytest drives them), so they are not built.
-    ASAN_TARGETS="mac_tests phy_tests daemon_tests oppsched_python gr_oppsched_python $(
-        sed -n 's/^oppsched_fuzz_target(\([a-z_]*\).*/fuzz_replay_\1/p' tests/fuzz/CMakeLists.txt)"
     # The PHY's Python QA: run by /usr/bin/python3 with the ASan runtime preloaded.
     PY_QA='^phy\.qa_'
 
     configure() {  # folder sanitizers
-        [ -f "$1/build.ninja" ] && return 0
+        if [ -f "$1/build.ninja" ]; then
+            # A folder configured otherwise (e.g. by hand with gcc) is refused, not reused.
+            local san cxx_had
+            san=$(sed -n 's/^OPPSCHED_SANITIZE:[A-Z]*=//p' "$1/CMakeCache.txt")
+            cxx_had=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$1/CMakeCache.txt")
+            if [ "$san" != "$2" ] || [ "$(basename "$cxx_had")" != "$(basename "$cxx")" ]; then
+                echo "$1: configured with OPPSCHED_SANITIZE=$san and $cxx_had, not $2 and" \
+                    "$cxx; remove the folder or name another (ASAN_BUILD, TSAN_BUILD)" >&2
+                return 1
+            fi
+            return 0
+        fi
         nice -n 19 cmake -S . -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
             -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" -DOPPSCHED_SANITIZE="$2" \
             -DOPPSCHED_BUILD_BENCH=OFF -DPython3_EXECUTABLE=/usr/bin/python3
@@ -67,15 +73,15 @@ main() {
         case $b in
         asan)
             dir=$asan_build
-            echo "== $dir: ASan + UBSan, the test targets, every ctest test =="
+            echo "== $dir: ASan + UBSan, every target, every ctest test =="
             # Set for the build too: it runs each test binary to list its tests.
             common="halt_on_error=1:abort_on_error=0:check_initialization_order=1:strict_init_order=1"
             export ASAN_OPTIONS="$common:detect_leaks=1"
             export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$supp/ubsan.supp"
             export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
-            # shellcheck disable=SC2086
-            configure "$dir" address,undefined &&
-                nice -n 19 cmake --build "$dir" -j "$jobs" --target $ASAN_TARGETS
+            # Every target: the daemons and the MAC's bindings too, which no ctest test runs,
+            # so that every file is compiled with clang and the sanitizers.
+            configure "$dir" address,undefined && nice -n 19 cmake --build "$dir" -j "$jobs"
             ok=$?
             build_min[$b]=$(minutes_since "$t0")
             t0=$(date +%s)
