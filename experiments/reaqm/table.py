@@ -39,8 +39,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 PACKET = 1052  # bytes of one full 1000-byte segment on the wire (IP)
 LINK_BPS = 10e6
 BUFFER = 50  # the paper's buffer, packets
-NAMES = {"reaqm": "REAQM", "red": "RED (gentle)", "rem": "REM", "avq": "AVQ"}
-PRICED = ("reaqm", "rem")
+NAMES = {"reaqm": "REAQM", "red": "RED (gentle)", "rem": "REM", "avq": "AVQ",
+         "reaqm-gamma-0.01": "REAQM, gamma 0.01", "reaqm-per-arrival": "REAQM, per arrival",
+         "rem-target-0": "REM, b* = 0"}
+PRICED = ("reaqm", "rem", "reaqm-gamma-0.01", "reaqm-per-arrival", "rem-target-0")
 
 
 def ci(values) -> tuple[float, float, int]:
@@ -125,39 +127,48 @@ def load(out: Path, sweeps: list[Path]) -> None:
         plt.close(fig)
 
 
-def dynamics(out: Path, sweeps: list[Path]) -> None:
-    rows, series = [], []
+def latest_points(sweeps: list[Path]) -> list[tuple[Path, pd.Series]]:
+    """(sweep, row) of every ok point; a point (link, variant, seed) that is ok in more than
+    one of the sweeps is taken from the last one named (a re-run of points that failed)."""
+    chosen: dict[str, tuple[Path, pd.Series]] = {}
     for sweep in sweeps:
         for _, r in ok_runs(sweep).iterrows():
-            s, t = slots_of(sweep / "points" / r.point)
-            ack = s.outcome == "ack"
+            chosen[r.point] = (sweep, r)
+    return list(chosen.values())
 
-            def q(a, b):
-                return s["queue.R1"][(t >= a) & (t < b)].mean() / PACKET
 
-            def u(a, b):
-                return 8 * s.tb_bytes[ack & (t >= a) & (t < b)].sum() / (b - a) / LINK_BPS
+def dynamics(out: Path, sweeps: list[Path]) -> None:
+    rows, series = [], []
+    for sweep, r in latest_points(sweeps):
+        s, t = slots_of(sweep / "points" / r.point)
+        ack = s.outcome == "ack"
 
-            link = "lossy" if "lossy" in str(r.link) else "reliable"
-            rows.append({
-                "link": link, "variant": r.variant, "seed": r.seed,
-                "loss_pct": 100 * r["aqm.all.loss_ratio"], "mark_pct": 100 * r["aqm.all.mark_ratio"],
-                "util": r["aggregate_mac_throughput_bps"] / LINK_BPS, "queue": q(5, 200),
-                "q10_rising": q(5, 20), "q30_rising": q(40, 60), "q50": q(80, 120),
-                "u20_falling": u(160, 180), "u10_falling": u(180, 200),
-                "price_end": r["aqm.R1.price"] if r.variant in PRICED else math.nan,
-                "late_apd": r["slots.late"], "late_phy": r["slots.late_phy"], "slots": r["slots.total"]})
-            sec = np.floor(t).astype(int)
-            keep = (sec >= 0) & (sec < 200)
-            price = s["aqm_price.R1"][keep] if "aqm_price.R1" in s else np.nan
-            g = pd.DataFrame({"sec": sec[keep], "q": s["queue.R1"][keep] / PACKET,
-                              "b": np.where(ack[keep], s.tb_bytes[keep], 0), "p": price}).groupby("sec")
-            ts = pd.DataFrame({"t_s": g.q.mean().index, "queue_pkts": g.q.mean().values,
-                               "util": (g.b.sum() * 8 / LINK_BPS).values, "aqm_price": g.p.mean().values})
-            ts.insert(0, "seed", r.seed)
-            ts.insert(0, "variant", r.variant)
-            ts.insert(0, "link", link)
-            series.append(ts)
+        def q(a, b):
+            return s["queue.R1"][(t >= a) & (t < b)].mean() / PACKET
+
+        def u(a, b):
+            return 8 * s.tb_bytes[ack & (t >= a) & (t < b)].sum() / (b - a) / LINK_BPS
+
+        link = "lossy" if "lossy" in str(r.link) else "reliable"
+        rows.append({
+            "link": link, "variant": r.variant, "seed": r.seed,
+            "loss_pct": 100 * r["aqm.all.loss_ratio"], "mark_pct": 100 * r["aqm.all.mark_ratio"],
+            "util": r["aggregate_mac_throughput_bps"] / LINK_BPS, "queue": q(5, 200),
+            "q10_rising": q(5, 20), "q30_rising": q(40, 60), "q50": q(80, 120),
+            "u20_falling": u(160, 180), "u10_falling": u(180, 200),
+            "price_end": r["aqm.R1.price"] if r.variant in PRICED else math.nan,
+            "late_apd": r["slots.late"], "late_phy": r["slots.late_phy"], "slots": r["slots.total"]})
+        sec = np.floor(t).astype(int)
+        keep = (sec >= 0) & (sec < 200)
+        price = s["aqm_price.R1"][keep] if "aqm_price.R1" in s else np.nan
+        g = pd.DataFrame({"sec": sec[keep], "q": s["queue.R1"][keep] / PACKET,
+                          "b": np.where(ack[keep], s.tb_bytes[keep], 0), "p": price}).groupby("sec")
+        ts = pd.DataFrame({"t_s": g.q.mean().index, "queue_pkts": g.q.mean().values,
+                           "util": (g.b.sum() * 8 / LINK_BPS).values, "aqm_price": g.p.mean().values})
+        ts.insert(0, "seed", r.seed)
+        ts.insert(0, "variant", r.variant)
+        ts.insert(0, "link", link)
+        series.append(ts)
     runs = pd.DataFrame(rows).sort_values(["link", "variant", "seed"])
     runs.to_csv(out / "runs.csv", index=False, float_format="%.6g")
     ts = pd.concat(series)
