@@ -11,7 +11,9 @@
 # under `nice -n 19` with SAN_JOBS (2) jobs. Suppressions: tools/sanitizers/*.supp, each
 # entry commented. Ends with a summary per build (tests run, failed, minutes) and exits
 # non-zero when a build or a test failed. Not part of `make test`.
-#   SAN_BUILDS="asan tsan" (default) or one of them; SAN_JOBS=2; ASAN_BUILD, TSAN_BUILD.
+#   SAN_BUILDS="asan tsan" (default) or one of them; SAN_JOBS=2; ASAN_BUILD, TSAN_BUILD
+#   (folders); SAN_CC, SAN_CXX (clang-14, clang++-14: the Python QA preloads that clang's
+#   ASan runtime).
 set -uo pipefail
 # All of it in one function, read before it runs: editing the file meanwhile cannot change
 # a run under way.
