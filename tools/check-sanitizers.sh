@@ -35,8 +35,8 @@ main() {
     #   phy.MacGrantSource.*   mac_grant_source's receive thread against the counters' readers
     #                          and stop() (gr-oppsched/lib/mac_grant_source_impl.cc)
     # Not here: daemon.seccomp.when_installed_while_zmq_threads_are_starting_*, whose children
-    # install the daemons' seccomp filter: TSan's runtime makes system calls the allow-lists
-    # refuse (pipe2, in ZeroMQ's I/O thread), so the child dies of SIGSYS under TSan only.
+    # install the daemons' seccomp filter: under TSan, ZeroMQ's I/O thread calls pipe2 (TSan's
+    # runtime; the allow-lists refuse it), so the child dies of SIGSYS under TSan only.
     TSAN_TESTS='^(daemon\.disk_syncer\.|phy\.LdpcPayload\.encoder_selection_cache_.*across_threads$|phy\.MacGrantSource\.)'
     TSAN_TARGETS="phy_tests daemon_tests"
     # The PHY's Python QA: run by /usr/bin/python3 with the ASan runtime preloaded.
