@@ -6,14 +6,18 @@ import argparse
 import os
 import sys
 
+from oppsched import build
 from oppsched.bench import run_bench, run_capacity_bench, run_phy_bench
 from oppsched.config import ConfigError
 from oppsched.decode import add_parser as decode_parser
 from oppsched.keys import add_parser as keys_parser
 from oppsched.experiments.testbed import TestbedError
+from oppsched.experiments.testbed.schema import MAC_CHECKS, mac_checks
 from oppsched.linkcurves import add_parsers as linkcurves_parsers
 from oppsched.linkgap import add_parser as linkgap_parser
 from oppsched.netns import DEFAULT_PREFIX, NetnsError, cleanup_stale
+from oppsched.plugin_check import add_parser as plugin_parser
+from oppsched.plugin_new import add_parser as plugin_new_parser
 from oppsched.runner import RunFailed, analyze_dir, load_experiment, run_experiment
 from oppsched.sweep import collect, is_sweep_dir, run_sweep
 from oppsched.sweepspec import expand
@@ -35,6 +39,7 @@ def _metrics(a):
 
 
 def _cmd_run(a) -> int:
+    build.load(build.MAC), build.load(build.PHY)  # before any run folder is made
     m = _metrics(a)
     try:
         run_experiment(a.experiment, a.out, a.set or [], a.duration, a.jobs, metrics=m)
@@ -57,6 +62,7 @@ def _cmd_analyze(a) -> int:
 def _cmd_sweep(a) -> int:
     if a.jobs < 1:
         raise ConfigError(f"--jobs: {a.jobs} is not a positive number of runs at a time")
+    build.load(build.MAC), build.load(build.PHY)  # before the sweep folder is made
     m = _metrics(a)
     try:
         failed = run_sweep(a.experiment, a.out, a.set or [], a.duration, a.jobs, a.cluster,
@@ -73,6 +79,9 @@ def _cmd_check(a) -> int:
         sw = expand(raw, schema, resolved)
         runs = len(sw.points) if sw else len(resolved["variants"]) or 1
         print(f"{path}: ok ({resolved['kind']}, {runs} run(s){' in its sweep' if sw else ''})")
+        if resolved["kind"] == "testbed" and not mac_checks():
+            print(f"  not checked without the build ({build.MAC} is not importable; run "
+                  f"`make`): {MAC_CHECKS}")
         if resolved["kind"] == "testbed":
             from oppsched.experiments.testbed.schema import describe_repeat, repeated
             for f in resolved["flows"]:
@@ -233,6 +242,8 @@ def main(argv=None) -> int:
     tcpview_parser(sub)  # `tcpview`: cwnd, RTT and time-sequence graphs of a run's flows
     timeline_parser(sub)  # `timeline`: a run's traces on one clock, one table
     uhd_sim_parser(sub)  # `uhd-sim`: UHD's device simulator (an emulated E320 on loopback)
+    plugins = plugin_parser(sub)  # `plugin check`: a Python plugin against its family's contract
+    plugin_new_parser(plugins)  # `plugin new`: an out-of-tree C++ scheduler plugin's project
 
     a = p.parse_args(argv)
     try:
@@ -242,6 +253,10 @@ def main(argv=None) -> int:
         return 2
     except (TestbedError, NetnsError, RunFailed) as exc:  # a run that could not be done
         print(f"oppsched: error: {exc}", file=sys.stderr)
+        return 1
+    except build.BuildMissing as exc:  # a command that runs compiled code, without a build
+        print(f"oppsched {a.cmd} needs the built testbed: {exc.module} is not importable "
+              f"(run `make`)", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("oppsched: interrupted", file=sys.stderr)
