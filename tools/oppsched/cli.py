@@ -243,7 +243,7 @@ def main(argv=None) -> int:
     timeline_parser(sub)  # `timeline`: a run's traces on one clock, one table
     uhd_sim_parser(sub)  # `uhd-sim`: UHD's device simulator (an emulated E320 on loopback)
     plugins = plugin_parser(sub)  # `plugin check`: a Python plugin against its family's contract
-    plugin_new_parser(plugins)  # `plugin new`: an out-of-tree C++ scheduler plugin's project
+    plugin_new_parser(plugins)  # `plugin new`: an out-of-tree C++ plugin's CMake project
 
     a = p.parse_args(argv)
     try:
