@@ -42,9 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-import yaml
-
 from oppsched.config import ConfigError
+from oppsched.yaml_config import YamlError, load_yaml
 
 FAMILIES = ("scheduler", "aqm")
 SCHEDULER_PROPERTIES = ("no-exceptions", "answers-in-range", "serves-backlogged",
@@ -684,8 +683,8 @@ def parse_params(text: Optional[str]) -> dict:
     if text is None:
         return {}
     try:
-        value = yaml.safe_load(text)
-    except yaml.YAMLError as e:
+        value = load_yaml(text)
+    except YamlError as e:
         raise ConfigError(f"--params: {text!r} is neither JSON nor YAML ({e})") from None
     if value is None:
         return {}
