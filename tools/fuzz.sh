@@ -27,6 +27,12 @@ run_one() {  # target -> one row of the table on stdout; the run's log in $build
     # Keep only what adds coverage to the committed corpus.
     "$exe" -merge=1 "$corpus/$t" "$work" >"$logs/$t.merge.log" 2>&1
     rm -rf "$work"
+    # A slow unit (libFuzzer's -report_slow_units, 10 s) is no failure: on a loaded machine
+    # it is the machine's pause, and a real hang is caught by -timeout as a crash. Kept in
+    # the logs, out of the corpus.
+    local slow; for slow in "$corpus/$t/crashes"/slow-unit-*; do
+      [ -e "$slow" ] && mv "$slow" "$logs/$t.$(basename "$slow")"
+    done
     local after; after=$(ls "$corpus/$t/crashes" | wc -l)
     rmdir "$corpus/$t/crashes" 2>/dev/null
     local execs cov ft
