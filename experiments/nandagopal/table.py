@@ -5,11 +5,21 @@ W_ideal (its weighted share of the link's 73.24 packets/s, as the paper's), W_ac
 and W/i; then the figures after analysis.warmup_s.
 
     .venv/bin/python experiments/nandagopal/table.py RUN_DIR [RUN_DIR ...]
+
+With --seeds, one table per group of run folders given as NAME=DIR,DIR,...: per period and
+flow, W_actual / W_ideal as the mean and 95 % interval over the folders (Student t), and the
+Jain index after warm-up the same way (the seeds of one sweep point):
+
+    .venv/bin/python experiments/nandagopal/table.py --seeds epoch-350=D1,D2,D3 epoch-1000=D4,D5,D6
 """
 
 import json
+import math
+import statistics
 import sys
 from pathlib import Path
+
+from scipy import stats
 
 LINK_PPS = 300e3 / (512 * 8)  # the paper's 300 kb/s of 512-byte packets: 73.24 packets/s
 
@@ -42,9 +52,54 @@ def table(rundir: Path) -> str:
     return "\n".join(out)
 
 
+def _ci(values: list) -> str:
+    """mean +- half-width of the 95 % interval of the mean (Student t)."""
+    m = statistics.fmean(values)
+    if len(values) < 2:
+        return f"{m:.2f}"
+    h = stats.t.ppf(0.975, len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+    return f"{m:.2f} ± {h:.2f}"
+
+
+def seeds_table(groups: list[tuple[str, list[Path]]]) -> str:
+    """W_actual / W_ideal per group, period and flow over each group's run folders."""
+    out = ["| group | period (s) | " + " | ".join(f"f{i}" for i in range(1, 6))
+           + " | total | Jain (rate / w) | lost (%) |",
+           "| --- | --- | " + " | ".join("---" for _ in range(5)) + " | --- | --- | --- |"]
+    for name, dirs in groups:
+        runs = [json.loads((d / "summary.json").read_text())["wrc"] for d in dirs]
+        for k, p0 in enumerate(runs[0]["periods"]):
+            cells = []
+            for i in range(1, 6):
+                vals = []
+                for w in runs:
+                    p = w["periods"][k]
+                    f = p["flows"].get(f"f{i}")
+                    if f is not None:
+                        wsum = sum(x["weight"] for x in p["flows"].values())
+                        vals.append(f["w_actual_pps"] / (LINK_PPS * f["weight"] / wsum))
+                cells.append(_ci(vals) if vals else "")
+            total = _ci([w["periods"][k]["total_pps"] / LINK_PPS for w in runs])
+            last = k == len(runs[0]["periods"]) - 1
+            jain = _ci([w["jain_index_weighted"] for w in runs]) if last else ""
+            lost = _ci([100 * w["loss_ratio"] for w in runs]) if last else ""
+            out.append(f"| {name} ({len(dirs)} seeds) | {p0['from_s']:.0f}–{p0['to_s']:.0f} | "
+                       + " | ".join(cells) + f" | {total} | {jain} | {lost} |")
+    return "\n".join(out)
+
+
 if __name__ == "__main__":
     if len(sys.argv) < 2:
         sys.exit(__doc__)
+    if sys.argv[1] == "--seeds":
+        groups = []
+        for arg in sys.argv[2:]:
+            name, _, dirs = arg.partition("=")
+            if not dirs:
+                sys.exit(f"--seeds: {arg!r} is not NAME=DIR,DIR,...")
+            groups.append((name, [Path(d) for d in dirs.split(",")]))
+        print(seeds_table(groups))
+        sys.exit(0)
     for d in sys.argv[1:]:
         print(table(Path(d)))
         print()
