@@ -23,7 +23,8 @@ chaos.yaml:
     replay_p: 0.0       #   the probability that an addressed TB whose CRC checked is
                         #   replaced by the next of its link's (round robin): a replay over
                         #   the air from an earlier run, in this run's slot (counted "replayed")
-    stats: PATH         # JSON of the counters, written every 2 s and at exit
+    stats: PATH         # JSON of the counters, written every 2 s and at exit (what was
+                        #   still delayed or held at exit: pending_at_exit)
     links:              # each: a PULL where the sender's messages arrive, a PUSH onward
       - {name: requests, pull: {bind: ENDPOINT}, push: {connect: ENDPOINT}}
       - ...
@@ -82,7 +83,7 @@ class Link:
         self.held: tuple[float, bytes] | None = None  # a message waiting to be overtaken
         self.counts = {"received": 0, "forwarded": 0, "dropped": 0, "duplicated": 0,
                        "reordered": 0, "delayed": 0, "send_failed": 0, "forged": 0,
-                       "recorded": 0, "replayed": 0}
+                       "recorded": 0, "replayed": 0, "pending_at_exit": 0}
         rx = self.name.startswith("rx_")
         self.record_path = Path(conf["record"]) if rx and conf.get("record") else None
         self.record_max = int(conf.get("record_max", 16))
@@ -254,6 +255,13 @@ def run(conf: dict) -> int:
                 write_stats()
                 next_stats = now + STATS_PERIOD_S
     finally:
+        # What was still delayed or held when the proxy was stopped is never sent: counted,
+        # so that forwarded + pending_at_exit = received - dropped + duplicated holds.
+        for _, _, link, _ in later:
+            link.counts["pending_at_exit"] += 1
+        for link in links:
+            if link.held is not None:
+                link.counts["pending_at_exit"] += 1
         write_stats()
         for link in links:
             link.close()

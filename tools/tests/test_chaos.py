@@ -81,6 +81,7 @@ def test_the_proxy_drops_duplicates_reorders_and_delays_as_its_seed_says_and_cou
     assert s["dropped"] == len(dropped) and s["duplicated"] == len(duplicated)
     assert s["send_failed"] == 0
     assert s["forwarded"] == N - len(dropped) + len(duplicated) == len(got)
+    assert s["pending_at_exit"] == 0  # every delayed and held message was sent before it stopped
     # Exactly the dropped numbers are missing, exactly the duplicated ones come twice.
     assert set(range(N)) - set(got) == dropped
     assert {i for i in set(got) if got.count(i) == 2} == duplicated

@@ -29,16 +29,16 @@ def test_every_cpp_scheduler_kind_is_made_by_the_factory_and_offered_by_both_sch
     for kind in names.SCHEDULERS:
         kw = {"weights": [1.0]} if kind == "wpf" else {}
         assert mac.make_scheduler(kind, **kw).kind == kind
-    # and the Python plugin kind (docs/extending.md), which no C++ factory makes
-    assert testbed_schema.SCHEMA["scheduler"]["kind"].choices == names.SCHEDULERS + ("python",)
-    assert macsim.SCHEMA["scheduler"]["kind"].choices == names.SCHEDULERS + ("python",)
+    # and the plugin kinds (docs/extending.md: Python, C++ library), which no C++ factory makes
+    assert testbed_schema.SCHEMA["scheduler"]["kind"].choices == names.SCHEDULERS + ("python", "plugin")
+    assert macsim.SCHEMA["scheduler"]["kind"].choices == names.SCHEDULERS + ("python", "plugin")
 
 
 def test_every_cpp_aqm_kind_is_made_by_the_factory_and_offered_by_the_schema():
     assert names.AQM_KINDS == tuple(mac.AQM_KINDS) and len(names.AQM_KINDS) == 10
     for kind in names.AQM_KINDS:
         mac.make_aqm(kind, limit_bytes=60000)
-    assert testbed_schema.SCHEMA["aqm"]["kind"].choices == names.AQM_KINDS + ("python",)
+    assert testbed_schema.SCHEMA["aqm"]["kind"].choices == names.AQM_KINDS + ("python", "plugin")
     # the kinds that mark ECT packets (aqm.h's marks_ecn) turn TCP's ECN on
     assert names.MARKING_AQMS == ("red", "rem", "reaqm", "avq", "codel", "pie")
     for kind in names.AQM_KINDS:

@@ -146,7 +146,10 @@ def test_under_chaos_between_phy_and_daemons_they_survive_counters_add_up_and_tc
         for what in ("dropped", "duplicated", "reordered", "delayed"):
             assert k[what] > 0, (name, what, k)
         assert k["send_failed"] == 0
-        assert k["forwarded"] == k["received"] - k["dropped"] + k["duplicated"], (name, k)
+        # a message still delayed or held when the proxy stops is counted, not lost
+        assert k["pending_at_exit"] <= 5, (name, k)
+        assert k["forwarded"] + k["pending_at_exit"] == \
+            k["received"] - k["dropped"] + k["duplicated"], (name, k)
     # What the proxy passed on is what the daemons received, message for message.
     apd, client, phy = _stats(out, "apd"), _stats(out, "client.R1"), _stats(out, "phy")
     assert links["requests"]["received"] == phy["requests_sent"]
