@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import REPO, RUN_JOBS, needs_root, netns_prefix, require_real_testbed
+from helpers import (REPO, RUN_JOBS, needs_root, netns_prefix, one_timing_critical_run_at_a_time,
+                     require_real_testbed)
 from oppsched.runner import run_experiment
 
 EXPERIMENT = REPO / "experiments" / "clamp" / "deterministic.yaml"
@@ -57,10 +58,17 @@ def jain(x) -> float:
 def fig2_run(tmp_path_factory):
     require_real_testbed()
     out = tmp_path_factory.mktemp("clamp-fig2")
-    with netns_prefix():
+    # The client returns each TB's HARQ feedback: a client not run for
+    # harq.feedback_timeout_slots times its TBs out and their packets are dropped. A run
+    # beside another test's on the two cores did (13 feedback timeouts, 34 packets at 15 s:
+    # TCP's retransmission timeout then idled 41 % of 14-20 s), which is the machine, not
+    # CLAMP: the daemons and the PHY run at real-time priority, one such run at a time.
+    with netns_prefix(), one_timing_critical_run_at_a_time():
         run_experiment(EXPERIMENT, out, [
             "flows[1].start_s=20", f"flows[1].stop_s={DURATION}",
-            "flows[2].start_s=30", f"flows[2].stop_s={DURATION}", "capture.pcaps=false"],
+            "flows[2].start_s=30", f"flows[2].stop_s={DURATION}", "capture.pcaps=false",
+            "topology.client_rt_priority=20", "topology.apd_rt_priority=40",
+            "extra.phy={timing: {rt_priority: 50}}"],
             duration=DURATION,
             jobs=RUN_JOBS)
     return out
@@ -71,7 +79,8 @@ def test_clamp_shares_the_deterministic_link_equally_and_keeps_it_busy(fig2_run)
     one = per_flow_goodput(fig2_run / "clamp", ["f1"], ONE)
     three = per_flow_goodput(fig2_run / "clamp", ["f1", "f2", "f3"], THREE)
     # the link is 10 Mb/s (eq. 18 at C_max)
-    assert one[0] > 0.85 * 10e6, (one, clamp_windows(fig2_run / "clamp", ONE))
+    assert one[0] > 0.85 * 10e6, (one, clamp_windows(fig2_run / "clamp", ONE),
+                                  f"HARQ feedback timeouts: {feedback_timeouts(fig2_run / 'clamp')}")
     assert sum(three) > 0.85 * 10e6, three
     assert jain(three) >= 0.95, three
 
@@ -82,6 +91,11 @@ def test_clamps_queue_grows_with_the_flows_and_is_steadier_than_newrenos(fig2_ru
     assert q3.mean() > q1.mean()               # q* = (k tau + a)/b grows with k
     newreno = queue(fig2_run / "newreno", THREE)
     assert q3.std() < newreno.std(), (q3.std(), newreno.std())
+
+
+def feedback_timeouts(rundir) -> int:
+    """TBs whose HARQ feedback did not come back in time (slots.csv outcome timeout)."""
+    return int((pd.read_csv(rundir / "slots.csv")["outcome"] == "timeout").sum())
 
 
 def clamp_windows(rundir, span) -> str:
@@ -113,7 +127,8 @@ def test_clamp_keeps_the_link_busy_where_newreno_idles_it_over_a_buffer_below_th
         clamp, newreno = idle_fraction(fig2_run / "clamp", span), idle_fraction(
             fig2_run / "newreno", span)
         assert clamp <= 0.02 and newreno > clamp, (span, clamp, newreno, clamp_windows(
-            fig2_run / "clamp", span))
+            fig2_run / "clamp", span), f"HARQ feedback timeouts: "
+            f"{feedback_timeouts(fig2_run / 'clamp')}")
     clamp = sum(per_flow_goodput(fig2_run / "clamp", ["f1", "f2", "f3"], THREE))
     newreno = sum(per_flow_goodput(fig2_run / "newreno", ["f1", "f2", "f3"], THREE))
     assert clamp > newreno, (clamp, newreno)
