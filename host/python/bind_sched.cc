@@ -2,6 +2,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <utility>
@@ -80,24 +81,23 @@ param_value value_of(const param_spec& spec, const pybind11::handle& v) {
     return wrong();
 }
 
-// kind "python" (docs/extending.md): file, class, params (the plugin's own, a dict), alpha,
-// slot_s, budget_fraction, num_users.
-py_scheduler make_python(const pybind11::dict& given) {
-    static const char* const kKeys[] = {"file",   "class",           "params",   "alpha",
-                                        "slot_s", "budget_fraction", "num_users"};
+// Refuses a keyword argument a plugin kind does not take, naming the ones it does.
+void check_plugin_keys(const pybind11::dict& given, std::initializer_list<const char*> keys,
+                       const char* kind) {
     std::string accepted;
-    for (const char* k : kKeys) accepted += (accepted.empty() ? "" : ", ") + std::string(k);
+    for (const char* k : keys) accepted += (accepted.empty() ? "" : ", ") + std::string(k);
     for (const auto& item : given) {
         const std::string key = pybind11::str(item.first);
-        if (std::none_of(std::begin(kKeys), std::end(kKeys),
-                         [&](const char* k) { return key == k; }))
-            throw_invalid("sched.params: '" + key +
-                          "' not accepted by kind 'python' (accepted: " + accepted + ")");
+        if (std::none_of(keys.begin(), keys.end(), [&](const char* k) { return key == k; }))
+            throw_invalid("sched.params: '" + key + "' not accepted by kind '" + kind +
+                          "' (accepted: " + accepted + ")");
     }
-    for (const char* k : {"file", "class"})
-        if (!given.contains(k))
-            throw_invalid("sched." + std::string(k) + ": required for kind 'python'");
-    pyplugin::python_scheduler_options opt;
+}
+
+// The plugin wrapper's own options (alpha, slot_s, budget_fraction: both plugin kinds'
+// options structs have them), each where given; sched.<key> named on a wrong type.
+template <class Options>
+void read_wrapper_options(const pybind11::dict& given, Options& opt) {
     const auto number = [&](const char* k, double& out) {
         if (!given.contains(k)) return;
         try {
@@ -111,6 +111,19 @@ py_scheduler make_python(const pybind11::dict& given) {
     number("slot_s", opt.slot_s);
     number("budget_fraction", opt.budget_fraction);
     opt.validate();
+}
+
+// kind "python" (docs/extending.md): file, class, params (the plugin's own, a dict), alpha,
+// slot_s, budget_fraction, num_users.
+py_scheduler make_python(const pybind11::dict& given) {
+    check_plugin_keys(
+        given, {"file", "class", "params", "alpha", "slot_s", "budget_fraction", "num_users"},
+        "python");
+    for (const char* k : {"file", "class"})
+        if (!given.contains(k))
+            throw_invalid("sched." + std::string(k) + ": required for kind 'python'");
+    pyplugin::python_scheduler_options opt;
+    read_wrapper_options(given, opt);
     pybind11::dict plugin_params;
     if (given.contains("params") && !given["params"].is_none()) {
         if (!pybind11::isinstance<pybind11::dict>(given["params"]))
@@ -156,33 +169,12 @@ namespace {
 // kind "plugin" (docs/extending.md, "C++ plugins"): library, params (the plugin's own: a dict
 // of numbers and strings), alpha, slot_s, budget_fraction, num_users.
 py_scheduler make_cpp_plugin(const pybind11::dict& given) {
-    static const char* const kKeys[] = {"library", "params",          "alpha",
-                                        "slot_s",  "budget_fraction", "num_users"};
-    std::string accepted;
-    for (const char* k : kKeys) accepted += (accepted.empty() ? "" : ", ") + std::string(k);
-    for (const auto& item : given) {
-        const std::string key = pybind11::str(item.first);
-        if (std::none_of(std::begin(kKeys), std::end(kKeys),
-                         [&](const char* k) { return key == k; }))
-            throw_invalid("sched.params: '" + key +
-                          "' not accepted by kind 'plugin' (accepted: " + accepted + ")");
-    }
+    check_plugin_keys(
+        given, {"library", "params", "alpha", "slot_s", "budget_fraction", "num_users"}, "plugin");
     if (!given.contains("library") || !pybind11::isinstance<pybind11::str>(given["library"]))
         throw_invalid("sched.library: required for kind 'plugin' (the plugin's .so)");
     cplugin::scheduler_options opt;
-    const auto number = [&](const char* k, double& out) {
-        if (!given.contains(k)) return;
-        try {
-            out = given[k].cast<double>();
-        } catch (const pybind11::cast_error&) {
-            throw_invalid("sched." + std::string(k) + ": " + std::string(pybind11::repr(given[k])) +
-                          " has the wrong type");
-        }
-    };
-    number("alpha", opt.alpha);
-    number("slot_s", opt.slot_s);
-    number("budget_fraction", opt.budget_fraction);
-    opt.validate();
+    read_wrapper_options(given, opt);
     const auto plugin_params =
         cpp_plugin_params(given.contains("params") ? pybind11::object(given["params"])
                                                    : pybind11::object(pybind11::none()),
