@@ -12,6 +12,10 @@ cd "$top"
 build=${FUZZ_BUILD:-build-fuzz}
 seconds=${FUZZ_S:-60}
 jobs=${FUZZ_JOBS:-1}
+# libFuzzer's -timeout (seconds of wall time for one input, a hang above it is a crash): 10
+# by default; on a machine shared with real-time runs, under nice, give more
+# (FUZZ_TIMEOUT=60) so that a pause of the fuzzer is not taken for a hang.
+timeout=${FUZZ_TIMEOUT:-10}
 corpus=tests/fuzz
 
 run_one() {  # target -> one row of the table on stdout; the run's log in $build/fuzz-logs
@@ -21,7 +25,7 @@ run_one() {  # target -> one row of the table on stdout; the run's log in $build
     local before; before=$(ls "$corpus/$t/crashes" | wc -l)
     # Fuzz into a scratch folder, reading the committed corpus (and past crashes) as seeds.
     ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-      "$exe" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+      "$exe" -max_total_time="$seconds" -timeout="$timeout" -rss_limit_mb=2048 -print_final_stats=1 \
       -artifact_prefix="$corpus/$t/crashes/" "$work" "$corpus/$t" >"$logs/$t.log" 2>&1
     local rc=$?
     # Keep only what adds coverage to the committed corpus.
