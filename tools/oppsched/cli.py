@@ -176,7 +176,8 @@ def main(argv=None) -> int:
                     "DIR`): its CA and the client's certificate and key")
     sw.add_argument("--metrics", metavar="127.0.0.1:PORT",
                     help="serve the running points' live figures and the sweep's progress "
-                    "in the Prometheus text format (loopback only; docs/howto/watch-a-run.md)")
+                    "in the Prometheus text format (loopback only; with --cluster the "
+                    "progress, each worker its own points: docs/howto/watch-a-run.md)")
     sw.set_defaults(fn=_cmd_sweep)
 
     c = sub.add_parser("check", help="validate experiment files without running them")

@@ -133,11 +133,19 @@ def run_point(cfg: dict, rundir: Path) -> dict:
         raise
 
 
-def run_point_packed(cfg: dict) -> bytes:
+def run_point_packed(cfg: dict, label: str | None = None) -> bytes:
     """Runs one point in a temporary folder and returns the folder as a gzipped tar: what a
-    Dask worker on another machine sends back."""
+    Dask worker on another machine sends back. A worker started with OPPSCHED_METRICS and
+    `--preload oppsched.cluster_worker` serves the point's figures under `label` while it
+    runs."""
+    from oppsched import cluster_worker
+
     tmp = Path(tempfile.mkdtemp(prefix="oppsched-point-"))
+    served = cluster_worker.server()
+    label = label or cfg.get("experiment", "point")
     try:
+        if served is not None:
+            served.watch(label, cfg, tmp / "run")
         run_point(cfg, tmp / "run")
         # Which machine ran it: a lab wants to know when one testbed machine misbehaves.
         (tmp / "run" / "ran_on.json").write_text(json.dumps(
@@ -147,6 +155,8 @@ def run_point_packed(cfg: dict) -> bytes:
             tar.add(tmp / "run", arcname=".")
         return buf.getvalue()
     finally:
+        if served is not None:
+            served.unwatch(label)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -284,12 +294,15 @@ def _run_cluster(todo, outdir: Path, progress: Progress, address: str, failures:
                           f"({exc})")
     with client:
         workers = client.scheduler_info()["workers"].values()
-        if not any(w.get("resources", {}).get("testbed", 0) >= 1 for w in workers):
+        testbeds = sum(w.get("resources", {}).get("testbed", 0) >= 1 for w in workers)
+        if not testbeds:
             raise ConfigError(f"--cluster: no worker of {address} has the resource testbed=1 "
                               "(start workers with --resources testbed=1)")
+        progress.jobs = testbeds  # points side by side, for the time left
         futs = {}
         for p in todo:
-            f = client.submit(run_point_packed, p.config, resources={"testbed": 1}, pure=False,
+            f = client.submit(run_point_packed, p.config, f"{outdir.name}/{p.rel}",
+                              resources={"testbed": 1}, pure=False,
                               key=f"oppsched-point-{p.rel}")
             futs[f] = p
         try:
@@ -323,13 +336,11 @@ def run_sweep(path, outdir, overrides=(), duration=None, jobs: int = 1,
               cluster: str | None = None, cluster_keys=None, metrics=None) -> int:
     """Runs (or resumes) a sweep into `outdir`; returns the number of failed points.
     `cluster`: a Dask scheduler's address (tls:// with the certificates in `cluster_keys`,
-    or tcp:// on loopback). `metrics`: a live.MetricsServer serving the points' figures
-    while they run, and the sweep's progress (`--metrics`; points run here only)."""
+    or tcp:// on loopback). `metrics`: a live.MetricsServer serving the sweep's progress,
+    and the figures of the points while they run here (`--metrics`; with a cluster the
+    points run on the workers, each of which can serve its own: oppsched.cluster_worker)."""
     if cluster_keys is not None and not cluster:
         raise ConfigError("--cluster-keys: given without --cluster tls://HOST:PORT")
-    if metrics is not None and cluster:
-        raise ConfigError(f"--metrics: {metrics.value!r}: serves the runs of this machine; "
-                          "with --cluster the points run on the workers")
     security = cluster_security(cluster, cluster_keys) if cluster else None
     resolved, sw = plan(path, overrides, duration)
     outdir = Path(outdir)
@@ -344,7 +355,7 @@ def run_sweep(path, outdir, overrides=(), duration=None, jobs: int = 1,
           f"{resolved['duration_s']:g} s each -> {outdir}", file=sys.stderr, flush=True)
     progress = Progress(len(sw.points), skipped, jobs if not cluster else 1, metrics,
                         outdir.name)
-    if metrics is not None:
+    if metrics is not None and not cluster:
         for p in todo:
             metrics.watch(f"{outdir.name}/{p.rel}", p.config, outdir / "points" / p.rel)
     failures: list = []

@@ -7,7 +7,9 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pandas as pd
@@ -351,7 +353,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start_cluster(tmp_path, resources: bool):
+def _start_cluster(tmp_path, resources: bool, worker_metrics: list[str] | None = None):
+    """A scheduler and two workers on loopback; worker i serves its points' figures at
+    worker_metrics[i] (OPPSCHED_METRICS, preloading oppsched.cluster_worker) if given."""
     pytest.importorskip("distributed")
     port = _free_port()
     env = dict(os.environ, PYTHONPATH=str(REPO / "tools"))
@@ -361,11 +365,13 @@ def _start_cluster(tmp_path, resources: bool):
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)]
     address = f"tcp://127.0.0.1:{port}"
     for i in range(2):
+        serve = (["--preload", "oppsched.cluster_worker"] if worker_metrics else [])
+        wenv = dict(env, OPPSCHED_METRICS=worker_metrics[i]) if worker_metrics else env
         procs.append(subprocess.Popen(
             [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
              *(["--resources", "testbed=1"] if resources else []), "--name", f"testbed-{i}",
-             *common],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+             *serve, *common],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=wenv,
             cwd=tmp_path))
     try:
         from distributed import Client
@@ -402,6 +408,14 @@ def dask_cluster_without_testbeds(tmp_path):
     yield from _start_cluster(tmp_path, resources=False)
 
 
+@pytest.fixture
+def dask_cluster_serving_metrics(tmp_path):
+    """(scheduler address, [each worker's metrics address])."""
+    served = [f"127.0.0.1:{_free_port()}" for _ in range(2)]
+    for address in _start_cluster(tmp_path, resources=True, worker_metrics=served):
+        yield address, served
+
+
 @needs_root
 def test_a_sweep_runs_on_a_dask_cluster_and_every_run_comes_back_whole(
         tmp_path, dask_cluster):
@@ -419,6 +433,62 @@ def test_a_sweep_runs_on_a_dask_cluster_and_every_run_comes_back_whole(
         assert cfg["servers"][0]["rtt_ms"] == rtt
         assert (out / "points" / rel / "summary.json").is_file()
         assert any((out / "points" / rel).glob("*.pcap"))
+
+
+@needs_root
+def test_on_a_cluster_the_client_serves_the_progress_and_each_worker_the_point_it_runs(
+        tmp_path, dask_cluster_serving_metrics):
+    from oppsched.live import MetricsServer
+
+    address, served = dask_cluster_serving_metrics
+    seen: set[str] = set()  # run labels a worker's endpoint served while its point ran
+    stop = threading.Event()
+
+    def scrape_workers():
+        while not stop.is_set():
+            for w in served:
+                try:
+                    text = _get(f"http://{w}/metrics")
+                except OSError:
+                    continue
+                seen.update(re.findall(r'^oppsched_run_info\{[^}]*run="([^"]+)"', text, re.M))
+            stop.wait(0.2)
+
+    metrics = MetricsServer("127.0.0.1:0")
+    scraper = threading.Thread(target=scrape_workers)
+    scraper.start()
+    try:
+        out = tmp_path / "out"
+        assert sweep.run_sweep(write(tmp_path, TESTBED), out, cluster=address,
+                               metrics=metrics) == 0
+        progress = _get(f"http://{metrics.address}/metrics")
+    finally:
+        stop.set()
+        scraper.join()
+        metrics.close()
+    for state, n in (("done", 2), ("remaining", 0), ("failed", 0)):
+        assert f'oppsched_sweep_points{{state="{state}"}} {n}.0' in progress, progress
+    points = {f"out/{rel}" for rel in pd.read_csv(out / "sweep.csv")["point"]}
+    assert seen == points, (seen, points)
+    # Nothing of a finished point stays on a worker's endpoint.
+    assert all("oppsched_run_info{" not in _get(f"http://{w}/metrics") for w in served)
+
+
+def test_a_bad_worker_metrics_address_stops_the_worker_naming_the_variable(monkeypatch):
+    from oppsched import cluster_worker
+
+    monkeypatch.setattr(cluster_worker, "_server", None)
+    monkeypatch.setenv("OPPSCHED_METRICS", "192.0.2.1:9465")
+    with pytest.raises(SystemExit) as e:
+        cluster_worker.dask_setup()
+    assert str(e.value).startswith("OPPSCHED_METRICS: '192.0.2.1:9465'") and \
+        "not a loopback address" in str(e.value), e.value
+    assert cluster_worker.server() is None
+
+
+def _get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return r.read().decode()
 
 
 def test_a_cluster_whose_workers_are_not_testbeds_is_refused(tmp_path,
