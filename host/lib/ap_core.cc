@@ -12,6 +12,7 @@
 
 #include "oppsched/clamp_link.h"
 #include "oppsched/held_tbs.h"
+#include "oppsched/lead_slots.h"
 #include "oppsched/packet_classifier.h"
 #include "oppsched/pdu.h"
 #include "oppsched/slot_clock.h"
@@ -242,8 +243,10 @@ void ap_core_params::validate() const {
     if (!(slot_s > 0 && slot_s <= 1))
         throw_invalid("slot_s", format_number(slot_s), "not in (0,1]");
     clamp::mu_c_params{clamp.mu_init_slots, clamp.mu_ema_weight, slot_s}.validate();
-    if (lead_slots > 100000)
-        throw_invalid("lead_slots", std::to_string(lead_slots), "not in [0,100000]");
+    if (lead_slots < kMinLeadSlots || lead_slots > kMaxLeadSlots)
+        throw_invalid(
+            "lead_slots", std::to_string(lead_slots),
+            "not in [" + std::to_string(kMinLeadSlots) + "," + std::to_string(kMaxLeadSlots) + "]");
     slot_clock check_clock(slot_clock_params{lead_slots, restart_backjump_slots, grant_cache});
     if (table.size() > 256)
         throw_invalid("link_adaptation.table", table.name(), "has more than 256 MCSs");

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "oppsched/fading.h"
+#include "oppsched/lead_slots.h"
 #include "oppsched/packet.h"
 #include "oppsched/sched.h"
 #include "oppsched/segmentation.h"
@@ -53,7 +54,10 @@ void medium_params::validate() const {
     if (max_transmissions < 1 || max_transmissions > 64)
         bad("max_transmissions", std::to_string(max_transmissions), "not in [1, 64]");
     if (!(pf_alpha > 0.0 && pf_alpha <= 1.0)) bad("pf_alpha", num(pf_alpha), "not in (0, 1]");
-    if (lead_slots > 1000) bad("lead_slots", std::to_string(lead_slots), "not in [0, 1000]");
+    if (lead_slots < kMinLeadSlots || lead_slots > kMaxLeadSlots)
+        bad("lead_slots", std::to_string(lead_slots),
+            "not in [" + std::to_string(kMinLeadSlots) + ", " + std::to_string(kMaxLeadSlots) +
+                "]");
     if (harq_processes < 1 || harq_processes > 16)
         bad("harq_processes", std::to_string(harq_processes), "not in [1, 16]");
     if (feedback_timeout_slots < 1 || feedback_timeout_slots > 100000)

@@ -143,8 +143,9 @@ py::object load_plugin(const std::string& file, const std::string& class_name,
 }
 
 void python_scheduler_options::validate() const {
-    if (!(alpha > 0.0 && alpha <= 1.0))
-        throw_invalid("scheduler.alpha: " + format_number(alpha) + " not in (0,1]");
+    // alpha's range is the registry's (sched.cc), the one the built-in kinds are checked against.
+    for (const auto& p : sched::find_scheduler_kind("pf")->params)
+        if (p.name == "alpha") check_in_range("scheduler.alpha", alpha, p.range);
     if (!(slot_s > 0.0 && slot_s <= 1.0))
         throw_invalid("scheduler.slot_s: " + format_number(slot_s) + " not in (0,1]");
     if (!(budget_fraction > 0.0 && budget_fraction <= 1.0))

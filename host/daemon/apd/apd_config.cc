@@ -18,6 +18,7 @@
 #include "oppsched/daemon/integrity_keys.h"
 #include "oppsched/daemon/zmq_endpoint.h"
 #include "oppsched/integrity.h"
+#include "oppsched/lead_slots.h"
 #include "oppsched/pdu.h"
 #include "oppsched/validation.h"
 #include "oppsched/wire.h"
@@ -26,7 +27,55 @@ namespace oppsched::apd {
 namespace {
 
 using daemon::config_node;
+using daemon::field_spec;
+using daemon::field_type;
+using daemon::read_field;
 using daemon::value_range;
+
+// ---- the field table (apd_fields()): each entry read below through read_field -------------
+
+const field_spec kLeadSlots = daemon::integer_field(
+    "", "lead_slots", kDefaultLeadSlots, value_range::closed(kMinLeadSlots, kMaxLeadSlots), "slots",
+    "slot_request n comes this many slots before slot n (the PHY's lead)");
+const field_spec kWatchdogSlots =
+    daemon::integer_field("", "watchdog_slots", 1000, value_range::closed(0, 10'000'000), "slots",
+                          "exit 4 when no slot_request came for this many slots; 0 = never");
+const field_spec kStatsPeriod =
+    daemon::number_field("", "stats_period_s", 2.0, value_range::open_closed(0, 3600), "s",
+                         "stats and traces written this often while running");
+const field_spec kQueueMode = daemon::choice_field(
+    "queue", "mode", "per_user", {"per_user", "shared"}, "one queue per user, or one shared FIFO");
+const field_spec kClampEnabled =
+    daemon::boolean_field("clamp", "enabled", false, "the CLAMP router (Andrew & Hanly, CLAMP)");
+const field_spec kClampA = daemon::number_field(
+    "clamp", "a_bytes", 5500.0, value_range::non_negative(), "bytes", "a, eq. 13 (router)");
+const field_spec kClampMuC =
+    daemon::choice_field("clamp", "mu_c", "measured", {"measured", "all_backlogged"},
+                         "mu_c of eq. 13: measured or all_backlogged");
+const field_spec kHarqProcesses =
+    daemon::integer_field("harq", "processes", 8, value_range::closed(1, harq::kMaxProcesses), "",
+                          "HARQ processes per user");
+const field_spec kHarqFeedbackTimeout =
+    daemon::integer_field("harq", "feedback_timeout_slots", 16, value_range::closed(2, 1e6),
+                          "slots", "a transmission with no feedback this long is a NACK");
+const field_spec kPduFormat = daemon::choice_field(
+    "pdu", "format", "standard", {"standard", "compact"}, "the MAC PDU format (pdu.h)");
+
+// A registered scheduler parameter (sched.h) by name: the spec every kind that takes it shares.
+const sched::param_spec& scheduler_param(std::string_view name) {
+    for (const auto& k : sched::scheduler_kinds())
+        for (const auto& p : k.params)
+            if (p.name == name) return p;
+    throw std::logic_error("apd: no scheduler parameter " + std::string(name));
+}
+
+value_range range_of(const param_range& r) { return {r.min, r.max, r.min_open, r.max_open}; }
+
+// The plugin kinds' alpha (their fallback PF's): the registry's default and range.
+double read_plugin_alpha(const config_node& s) {
+    const sched::param_spec& a = scheduler_param("alpha");
+    return s.get<double>("alpha", std::get<double>(a.default_value), range_of(a.range));
+}
 
 // The MAC library's validators name fields in their own terms ("red.max_p", "sched.alpha");
 // rename the prefix to the YAML path so every error names the key the user wrote.
@@ -245,9 +294,7 @@ apd_params::python_plugin read_python_scheduler(const config_node& s) {
     if (p.file.empty()) s.fail("file", "must name the plugin's .py file");
     p.class_name = s.require<std::string>("class");
     if (p.class_name.empty()) s.fail("class", "must name the plugin's class");
-    p.alpha = s.get<double>("alpha", sched::kDefaultAlpha);
-    if (!(p.alpha > 0.0 && p.alpha <= 1.0))
-        s.fail("alpha", format_number(p.alpha) + " not in (0,1]");
+    p.alpha = read_plugin_alpha(s);
     p.budget_fraction = s.get<double>("budget_fraction", 0.5);
     if (!(p.budget_fraction > 0.0 && p.budget_fraction <= 1.0))
         s.fail("budget_fraction", format_number(p.budget_fraction) + " not in (0,1]");
@@ -265,9 +312,7 @@ apd_params::python_plugin read_python_scheduler(const config_node& s) {
 apd_params::cpp_plugin read_cpp_scheduler(const config_node& s) {
     apd_params::cpp_plugin p;
     read_cpp_library(s, p);
-    p.alpha = s.get<double>("alpha", sched::kDefaultAlpha);
-    if (!(p.alpha > 0.0 && p.alpha <= 1.0))
-        s.fail("alpha", format_number(p.alpha) + " not in (0,1]");
+    p.alpha = read_plugin_alpha(s);
     p.budget_fraction = s.get<double>("budget_fraction", 0.5);
     if (!(p.budget_fraction > 0.0 && p.budget_fraction <= 1.0))
         s.fail("budget_fraction", format_number(p.budget_fraction) + " not in (0,1]");
@@ -372,6 +417,49 @@ std::string key_file(const config_node& n, const std::string& key, bool secret) 
 }
 }  // namespace
 
+const std::vector<field_spec>& apd_fields() {
+    static const std::vector<field_spec> fields = [] {
+        std::vector<field_spec> f = {
+            kLeadSlots, kWatchdogSlots, kStatsPeriod,   kQueueMode,           kClampEnabled,
+            kClampA,    kClampMuC,      kHarqProcesses, kHarqFeedbackTimeout, kPduFormat};
+        std::vector<std::string> seen;
+        for (const auto& k : sched::scheduler_kinds())
+            for (const auto& p : k.params) {
+                if (p.type == param_type::number_list ||
+                    std::find(seen.begin(), seen.end(), p.name) != seen.end())
+                    continue;
+                seen.push_back(p.name);
+                field_spec e;
+                e.section = "scheduler";
+                e.name = p.name;
+                e.unit = p.unit;
+                e.help = p.help;
+                e.range = range_of(p.range);
+                switch (p.type) {
+                    case param_type::integer:
+                        e.type = field_type::integer;
+                        e.default_number =
+                            static_cast<double>(std::get<std::uint64_t>(p.default_value));
+                        break;
+                    case param_type::boolean:
+                        e.type = field_type::boolean;
+                        e.default_number = std::get<bool>(p.default_value) ? 1.0 : 0.0;
+                        break;
+                    case param_type::choice:
+                        e.type = field_type::choice;
+                        e.default_text = std::get<std::string>(p.default_value);
+                        break;
+                    default:
+                        e.type = field_type::number;
+                        e.default_number = std::get<double>(p.default_value);
+                }
+                f.push_back(e);
+            }
+        return f;
+    }();
+    return fields;
+}
+
 apd_params load_apd_config(const std::string& path) {
     return read_apd_config(config_node::load_file(path));
 }
@@ -383,13 +471,12 @@ apd_params read_apd_config(const config_node& root) {
     c.tun = root.require<std::string>("tun");
     if (c.tun.empty() || c.tun.size() > 15) root.fail("tun", "'" + c.tun + "' not a device name");
     core.slot_s = root.require<double>("slot_s", value_range::open_closed(0, 1));
-    core.lead_slots = root.get<std::uint32_t>("lead_slots", 4, value_range::closed(0, 100000));
+    core.lead_slots = read_field<std::uint32_t>(root, kLeadSlots);
     c.log_level = root.get_choice("log_level", "info",
                                   {"trace", "debug", "info", "warn", "error", "critical", "off"});
     root.get<std::uint64_t>("seed", 1);  // read again in read_aqm
-    c.watchdog_slots =
-        root.get<std::uint32_t>("watchdog_slots", 1000, value_range::closed(0, 10'000'000));
-    c.stats_period_s = root.get<double>("stats_period_s", 2.0, value_range::open_closed(0, 3600));
+    c.watchdog_slots = read_field<std::uint32_t>(root, kWatchdogSlots);
+    c.stats_period_s = read_field<double>(root, kStatsPeriod);
     c.client_watchdog_slots = root.get<std::uint32_t>("client_watchdog_slots", c.watchdog_slots,
                                                       value_range::closed(0, 10'000'000));
     c.seccomp = root.get<bool>("seccomp", true);
@@ -495,7 +582,7 @@ apd_params read_apd_config(const config_node& root) {
 
     // ---- queues and AQM ----
     const config_node q = root.child_or_empty("queue");
-    const std::string mode = q.get_choice("mode", "per_user", {"per_user", "shared"});
+    const std::string mode = read_field<std::string>(q, kQueueMode);
     core.queue_mode = mode == "shared" ? aqm::queue_mode::shared : aqm::queue_mode::per_user;
     core.aqm = read_aqm(root, c.python_aqm, c.cpp_aqm);
     // SPM-AF's high-priority mark as the senders' marker writes it (ap_core_params).
@@ -529,8 +616,8 @@ apd_params read_apd_config(const config_node& root) {
 
     // ---- CLAMP ----
     const config_node cl = root.child_or_empty("clamp");
-    core.clamp.enabled = cl.get<bool>("enabled", false);
-    core.clamp.router.a_bytes = cl.get<double>("a_bytes", 5500.0, value_range::non_negative());
+    core.clamp.enabled = read_field<bool>(cl, kClampEnabled);
+    core.clamp.router.a_bytes = read_field<double>(cl, kClampA);
     core.clamp.router.b = cl.get<double>("b", 1.0, value_range::positive());
     core.clamp.router.ema_rate_per_s =
         cl.get<double>("ema_rate_per_s", 2.0, value_range::positive());
@@ -539,10 +626,9 @@ apd_params read_apd_config(const config_node& root) {
     core.clamp.mu_ema_weight =
         cl.get<double>("mu_ema_weight", 0.01, value_range::open_closed(0, 1));
     core.clamp.mu_floor_bps = cl.get<double>("mu_floor_bps", 1000.0, value_range::positive());
-    core.clamp.mu =
-        cl.get_choice("mu_c", "measured", {"measured", "all_backlogged"}) == "all_backlogged"
-            ? ap::mu_c_mode::all_backlogged
-            : ap::mu_c_mode::measured;
+    core.clamp.mu = read_field<std::string>(cl, kClampMuC) == "all_backlogged"
+                        ? ap::mu_c_mode::all_backlogged
+                        : ap::mu_c_mode::measured;
     try {
         core.clamp.router.validate();
     } catch (const std::invalid_argument& e) {
@@ -563,14 +649,12 @@ apd_params read_apd_config(const config_node& root) {
 
     // ---- HARQ ----
     const config_node h = root.child_or_empty("harq");
-    core.harq.num_processes =
-        h.get<std::uint32_t>("processes", 8, value_range::closed(1, harq::kMaxProcesses));
+    core.harq.num_processes = read_field<std::uint32_t>(h, kHarqProcesses);
     core.harq.max_transmissions = h.get<std::uint32_t>(
         "max_transmissions", 5, value_range::closed(1, harq::kMaxTransmissions));
     core.harq.rv_sequence =
         h.get<std::vector<std::uint8_t>>("rv_sequence", {0, 2, 3, 1}, value_range::closed(0, 3));
-    core.harq.feedback_timeout_slots =
-        h.get<std::int64_t>("feedback_timeout_slots", 16, value_range::closed(2, 1e6));
+    core.harq.feedback_timeout_slots = read_field<std::int64_t>(h, kHarqFeedbackTimeout);
     // Default: the earliest slot the feedback of slot s can act on (ap_core.h), below the timeout.
     const std::int64_t delay_default =
         std::min<std::int64_t>(core.lead_slots + 2, core.harq.feedback_timeout_slots - 1);
@@ -664,8 +748,7 @@ apd_params read_apd_config(const config_node& root) {
 
     // ---- MAC PDU format (pdu.h): compact lets the smallest TBs carry data ----
     const config_node pd = root.child_or_empty("pdu");
-    core.pdu_format =
-        *pdu::pdu_format_from_string(pd.get_choice("format", "standard", {"standard", "compact"}));
+    core.pdu_format = *pdu::pdu_format_from_string(read_field<std::string>(pd, kPduFormat));
     // The integrity tag (integrity.h): the testbed key the clients hold too, and the run's id
     // (the runner draws one per run and gives it to every daemon), from which the downlink
     // key (the core's) and the uplink key (the medium's, below) are derived.
@@ -691,7 +774,7 @@ apd_params read_apd_config(const config_node& root) {
             "max_transmissions", core.harq.max_transmissions, value_range::closed(1, 64));
         mp.pf_alpha = md.get<double>("pf_alpha", 0.01, value_range::open_closed(0, 1));
         mp.seed = root.get<std::uint64_t>("seed", 1);
-        mp.lead_slots = std::min<std::uint32_t>(core.lead_slots, 1000);
+        mp.lead_slots = core.lead_slots;
         mp.olla_enabled = core.olla_enabled;
         mp.olla = core.olla;
         // model: the abstract PHY's SNR threshold in the apd; phy: the sample PHY decodes

@@ -10,6 +10,7 @@
 #include "oppsched/ap_core.h"
 #include "oppsched/cpp_plugin.h"
 #include "oppsched/daemon/config.h"
+#include "oppsched/daemon/field_table.h"
 #include "oppsched/daemon/zmq_endpoint.h"
 #include "oppsched/medium.h"
 
@@ -60,7 +61,7 @@ struct apd_params {
         std::string file;         // as given (the runner gives the copy in the run folder)
         std::string class_name;   // scheduler.class
         std::string params_json;  // scheduler.params as a JSON object, "{}" when absent
-        double alpha = 0.03;
+        double alpha = sched::kDefaultAlpha;
         double budget_fraction = 0.5;  // a decision's budget: this share of slot_s
     };
     std::optional<python_plugin> python_scheduler;
@@ -74,7 +75,7 @@ struct apd_params {
     struct cpp_plugin {
         std::string library;                 // as given (the runner gives the run folder's copy)
         std::vector<cplugin::param> params;  // scheduler.params, scalars only
-        double alpha = 0.03;
+        double alpha = sched::kDefaultAlpha;
         double budget_fraction = 0.5;
     };
     std::optional<cpp_plugin> cpp_scheduler;
@@ -88,6 +89,12 @@ struct apd_params {
     std::string trace_mac_pcap;
     std::uint64_t mac_pcap_max_bytes = 256ull << 20;
 };
+
+// The apd's field table (daemon/field_table.h): the settings read_apd_config reads through
+// it, then every scheduler parameter of the MAC library's registry (sched.h), which
+// read_apd_config reads through the registry (`scheduler.alpha`, `scheduler.lambda`). Printed
+// by `oppsched-apd --schema`. Number-list parameters (wpf's weights) are left out.
+const std::vector<daemon::field_spec>& apd_fields();
 
 // Throws daemon::config_error or std::invalid_argument; the message starts with the dotted
 // field of the YAML file.

@@ -1,6 +1,7 @@
 // oppsched-apd: the AP MAC daemon (docs/daemons.md).
 //
 //   oppsched-apd --config apd.yaml [--check]
+//   oppsched-apd --schema
 //
 // Order of start-up (each step needs the previous one, see the common library's headers):
 //   1. configuration (strict; any error: message naming the field, exit 2, nothing opened);
@@ -59,9 +60,11 @@ constexpr std::size_t kMaxMessagesPerTurn = 256;  // per socket, so no input sta
 
 void usage(std::FILE* f) {
     std::fprintf(f,
-                 "usage: oppsched-apd --config apd.yaml [--check]\n"
+                 "usage: oppsched-apd --config apd.yaml [--check] | --schema\n"
                  "  --config FILE  the daemon's configuration (docs/daemons.md)\n"
-                 "  --check        validate the configuration and exit (0 valid, 2 invalid)\n");
+                 "  --check        validate the configuration and exit (0 valid, 2 invalid)\n"
+                 "  --schema       print the settings the reader takes (key, type, default,\n"
+                 "                 range, unit, help) as JSON and exit\n");
 }
 
 class ap_daemon final {
@@ -782,6 +785,10 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "oppsched-apd: %s\n", args.error.c_str());
         apd::usage(stderr);
         return apd::kExitConfig;
+    }
+    if (args.schema) {
+        std::fputs(daemon::fields_json("apd", apd::apd_fields()).c_str(), stdout);
+        return 0;
     }
     daemon::init_logging("apd");
     const std::string& config = args.config;

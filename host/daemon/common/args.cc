@@ -12,6 +12,8 @@ daemon_args parse_args(int argc, char** argv) {
             r.config = a.substr(9);
         } else if (a == "--check") {
             r.check = true;
+        } else if (a == "--schema") {
+            r.schema = true;
         } else if (a == "-h" || a == "--help") {
             r.help = true;
         } else {
@@ -19,7 +21,7 @@ daemon_args parse_args(int argc, char** argv) {
             return r;
         }
     }
-    if (!r.help && r.config.empty()) r.error = "--config FILE is required";
+    if (!r.help && !r.schema && r.config.empty()) r.error = "--config FILE is required";
     return r;
 }
 

@@ -29,3 +29,10 @@ TEST(daemon_args, unknown_argument_and_missing_config_are_errors_naming_them) {
     EXPECT_TRUE(h.help);
     EXPECT_TRUE(h.error.empty());
 }
+
+TEST(daemon_args, schema_needs_no_config) {
+    auto s = parse({"--schema"});
+    EXPECT_TRUE(s.schema);
+    EXPECT_TRUE(s.error.empty());
+    EXPECT_FALSE(parse({"--config", "a.yaml"}).schema);
+}

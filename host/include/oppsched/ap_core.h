@@ -83,6 +83,7 @@
 #include "oppsched/common.h"
 #include "oppsched/harq.h"
 #include "oppsched/integrity.h"
+#include "oppsched/lead_slots.h"
 #include "oppsched/linkadapt.h"
 #include "oppsched/queue.h"
 #include "oppsched/sched.h"
@@ -207,12 +208,12 @@ struct ap_core_params {
     paper_link_params paper{};  // link == paper
     bool olla_enabled = true;   // link == table
     linkadapt::olla_params olla{};
-    double slot_s = 1.667e-3;                    // slot duration, (0, 1]
-    std::uint32_t lead_slots = 4;                // the PHY's lead (late accounting)
-    std::int64_t restart_backjump_slots = 1000;  // >= 1
-    std::uint32_t grant_cache = 64;              // grants kept for duplicate requests, >= 1
-    bool record_slots = true;                    // produce SlotRows (slots.csv)
-    bool record_packets = false;                 // produce PacketRecords (packets.csv)
+    double slot_s = 1.667e-3;                      // slot duration, (0, 1]
+    std::uint32_t lead_slots = kDefaultLeadSlots;  // the PHY's lead (late accounting)
+    std::int64_t restart_backjump_slots = 1000;    // >= 1
+    std::uint32_t grant_cache = 64;                // grants kept for duplicate requests, >= 1
+    bool record_slots = true;                      // produce SlotRows (slots.csv)
+    bool record_packets = false;                   // produce PacketRecords (packets.csv)
     // The MAC PDU format of every TB (pdu.h); the client reads either.
     pdu::pdu_format pdu_format = pdu::pdu_format::standard;
     // The MAC session every user's PDUs announce until the client ACKs one (pdu.h); the apd

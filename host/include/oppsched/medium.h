@@ -72,6 +72,7 @@
 
 #include "oppsched/common.h"
 #include "oppsched/integrity.h"
+#include "oppsched/lead_slots.h"
 #include "oppsched/linkadapt.h"
 #include "oppsched/pdu.h"
 #include "oppsched/wire.h"
@@ -107,9 +108,9 @@ struct medium_params {
     double uplink_mean_snr_db = 20.0;  // [-50, 100]
     double uplink_doppler_hz = 0.6;    // [0, 10000]
     std::uint64_t seed = 1;
-    std::uint32_t max_transmissions = 5;  // uplink HARQ, [1, 64]
-    double pf_alpha = 0.01;               // scheduled: EMA weight per slot, (0, 1]
-    std::uint32_t lead_slots = 4;         // the grant's lead: the CQI's age at air time
+    std::uint32_t max_transmissions = 5;           // uplink HARQ, [1, 64]
+    double pf_alpha = 0.01;                        // scheduled: EMA weight per slot, (0, 1]
+    std::uint32_t lead_slots = kDefaultLeadSlots;  // the grant's lead: the CQI's age at air time
     bool olla_enabled = true;
     linkadapt::olla_params olla{};
     uplink_decode decode = uplink_decode::model;  // medium.uplink_decode: model | phy

@@ -13,14 +13,15 @@
 #include <optional>
 #include <vector>
 
+#include "oppsched/lead_slots.h"
 #include "oppsched/wire.h"
 
 namespace oppsched::ap {
 
 struct slot_clock_params {
-    std::uint32_t lead_slots = 4;                // the PHY's lead (late accounting)
-    std::int64_t restart_backjump_slots = 1000;  // >= 1
-    std::uint32_t grant_cache = 64;              // grants kept for duplicate requests, >= 1
+    std::uint32_t lead_slots = kDefaultLeadSlots;  // the PHY's lead (late accounting)
+    std::int64_t restart_backjump_slots = 1000;    // >= 1
+    std::uint32_t grant_cache = 64;                // grants kept for duplicate requests, >= 1
 };
 
 class slot_clock final {
