@@ -378,6 +378,8 @@ class MetricsServer:
 
         host, port = parse_address(value)
         self.value = value
+        self.cost: dict[str, tuple[int, float]] = {}  # path -> (requests, CPU seconds)
+        self._cost_lock = threading.Lock()
         self.collector = _Collector()
         registry = CollectorRegistry(auto_describe=False)
         registry.register(self.collector)
@@ -403,6 +405,18 @@ class MetricsServer:
         from oppsched.livepage import CHART_JS, PAGE
 
         def app(environ, start_response):
+            t0 = time.thread_time()
+            try:
+                return serve(environ, start_response)
+            finally:
+                # what serving costs the machine (`oppsched bench live`): CPU of the request
+                # threads, by path
+                path = environ.get("PATH_INFO") or "/"
+                with self._cost_lock:
+                    n, cpu = self.cost.get(path, (0, 0.0))
+                    self.cost[path] = (n + 1, cpu + time.thread_time() - t0)
+
+        def serve(environ, start_response):
             path = environ.get("PATH_INFO") or "/"
             if path in ("/", "/index.html"):
                 body, ctype, code = PAGE.encode(), "text/html; charset=utf-8", "200 OK"

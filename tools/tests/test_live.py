@@ -365,3 +365,21 @@ def test_a_sweep_serves_each_point_while_it_runs_and_its_progress(tmp_path):
     assert _sample(text, "oppsched_sweep_points", state="done") == 2
     assert _sample(text, "oppsched_sweep_points", state="remaining") == 0
     assert "oppsched_run_info{" not in text  # finished points are no longer served
+
+
+def test_the_endpoint_counts_the_requests_and_cpu_it_served_by_path(tmp_path):
+    """What `oppsched bench live` reports as the endpoint's cost: every request counted under
+    its path, with the CPU time of the thread that answered it."""
+    from oppsched.live import MetricsServer
+
+    m = MetricsServer("127.0.0.1:0")
+    try:
+        for _ in range(3):
+            _scrape(m.address)
+        _scrape(m.address, "/live.json")
+        cost = dict(m.cost)
+    finally:
+        m.close()
+    assert set(cost) == {"/metrics", "/live.json"}, cost
+    assert cost["/metrics"][0] == 3 and cost["/live.json"][0] == 1, cost
+    assert all(cpu > 0 for _, cpu in cost.values()), cost
