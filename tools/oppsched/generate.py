@@ -2,8 +2,9 @@
 
 `oppsched check`, `analyze`, every `--help` and the experiment schemas need the MAC library's
 enumerations and its scheduler and AQM registries (kinds, parameters, defaults, ranges), and
-the PHY's profiles and FECs, but not the compiled code. This module reads them from the
-build (`_oppsched_mac` through oppsched.mac, and gnuradio.oppsched) and writes
+the PHY's profiles and FECs, and the daemons' field tables (`oppsched-apd --schema`), but not the
+compiled code. This module reads them from the build (`_oppsched_mac` through oppsched.mac,
+gnuradio.oppsched and the built daemons) and writes
 tools/oppsched/_generated.py, which oppsched.names and oppsched.registry import, so that the
 Python layers start without a build. It also writes docs/algorithms.md from that data.
 
@@ -17,7 +18,9 @@ gives.
 from __future__ import annotations
 
 import argparse
+import json
 import pprint
+import subprocess
 import sys
 from pathlib import Path
 
@@ -34,6 +37,26 @@ Do not edit by hand.
 
 # fmt: off
 '''
+
+
+# The daemons whose field tables (daemon/field_table.h) are committed: name, path in the build.
+DAEMONS = (("apd", "host/daemon/oppsched-apd"),)
+
+
+def daemon_fields() -> dict:
+    """Each built daemon's field table (`DAEMON --schema`), by daemon and dotted key;
+    ImportError when a daemon is not built."""
+    from oppsched import paths
+
+    out = {}
+    for name, rel in DAEMONS:
+        exe = paths.build_dir(None) / rel
+        if not exe.is_file():
+            raise ImportError(f"{exe} is not built")
+        doc = json.loads(subprocess.run([str(exe), "--schema"], check=True, capture_output=True,
+                                        text=True, timeout=60).stdout)
+        out[name] = {f.pop("key"): f for f in doc["fields"]}
+    return out
 
 
 def from_build() -> dict:
@@ -70,6 +93,7 @@ def from_build() -> dict:
         },
         "SCHEDULER_REGISTRY": [dict(k) for k in mac.scheduler_registry()],
         "AQM_REGISTRY": [dict(k) for k in mac.aqm_registry()],
+        "DAEMON_FIELDS": daemon_fields(),
     }
 
 
@@ -78,7 +102,7 @@ def committed() -> dict:
     from oppsched import _generated
 
     return {name: getattr(_generated, name) for name in
-            ("ENUMS", "CONSTANTS", "SCHEDULER_REGISTRY", "AQM_REGISTRY")}
+            ("ENUMS", "CONSTANTS", "SCHEDULER_REGISTRY", "AQM_REGISTRY", "DAEMON_FIELDS")}
 
 
 def module_text(data: dict) -> str:

@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from oppsched import daemonconf, generate, mac, registry
+from oppsched import daemonconf, generate, mac, paths, registry
 from oppsched.config import ConfigError, validate
 from oppsched.experiments import macsim
 from helpers import BASE, REPO, built_program, cfg_of, error_of, run_layout, write_yaml
@@ -269,6 +269,8 @@ def test_generate_check_names_a_stale_file_and_rewrites_it(tmp_path, monkeypatch
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "algorithms.md").write_text(registry.markdown())
+    # the daemons whose tables it reads stay those of this checkout's build
+    monkeypatch.setenv(paths.BUILD_ENV, str(paths.build_dir()))
     monkeypatch.setenv("OPPSCHED_HOME", str(tmp_path))
     assert generate.main(["--check"]) == 1
     assert "pff" in target.read_text()  # --check writes nothing

@@ -20,7 +20,7 @@ import re
 import sys
 from pathlib import Path
 
-from oppsched import mac
+from oppsched import daemon_fields, mac
 from oppsched.config import ConfigError, Field, ListOf, Renamed, apply_override, read_yaml
 from oppsched.config import validate as validate_schema
 from oppsched.names import (CHANNEL_MODEL_ALIASES, CHANNEL_MODELS, CLAMP_MEAN_SNR_DB,
@@ -64,7 +64,9 @@ _USER = {
 
 SCHEMA = {
     "slot_s": Field(float, min=1e-5, max=1.0, check=_positive),
-    "lead_slots": Field(int, 3, min=1, max=1000),
+    # the apd's lead_slots (its one default and range, oppsched.daemon_fields): both ends of
+    # the slot_request exchange read the same setting
+    "lead_slots": daemon_fields.field("apd", "lead_slots"),
     "seed": Field(int, 1, min=0, max=2**64 - 1),
     "max_slots": Field(int, 0, min=0),
     "run_dir": Field(str, ""),

@@ -8,11 +8,12 @@ import math
 import re
 from pathlib import Path
 
-from oppsched import build, daemonconf, devices, mac, names, paths, plugin, registry
+from oppsched import (build, daemon_fields, daemonconf, devices, mac, names, paths, plugin,
+                      registry)
 from oppsched.config import ConfigError, Field, ListOf, Renamed
 from oppsched.daemonconf import PROFILES
 from oppsched.names import (AQM_KINDS, CHANNEL_MODEL_ALIASES, CHANNEL_MODELS, ERROR_MODEL_ALIASES,
-                            ERROR_MODELS, FECS, LINK_MODES, MARKING_AQMS, MU_C_MODES, PROFILE_ALIASES,
+                            ERROR_MODELS, FECS, LINK_MODES, MARKING_AQMS, PROFILE_ALIASES,
                             SHANNON_TABLE_DEFAULTS, TABLE_ALIASES, TABLE_PRESETS)
 from oppsched.phy.radio import (RADIO_AP, RADIO_CLIENT, check_common_time, check_profile_name,
                                 check_radio_args, whole_hz)
@@ -30,7 +31,6 @@ TCP_MIN_MSS, TCP_MAX_MSS, TIMESTAMP_OPTION_BYTES = 88, 32767, 12
 MIN_SEGMENT_BYTES = TCP_MIN_MSS - TIMESTAMP_OPTION_BYTES
 MAX_SEGMENT_BYTES = TCP_MAX_MSS - TIMESTAMP_OPTION_BYTES
 IP_TCP_HEADER_BYTES = {"ipv4": 20 + 20, "ipv6": 40 + 20}
-PDU_FORMATS = ("standard", "compact")
 FLOW_DIRECTIONS = ("down", "up")
 # flows[].repeat.connection (oppsched.transfers.CONNECTIONS)
 REPEAT_CONNECTIONS = ("new", "reuse")
@@ -66,6 +66,32 @@ def _mcs_table(v):
     return f"is not {', '.join(TABLE_PRESETS)} or a path to a .csv table"
 
 
+# Experiment keys a daemon takes unchanged, and the daemon keys they become (daemon, dotted
+# key; "phy" is the PHY's own Field table, oppsched.phy.common.SCHEMA). Their types, defaults
+# and ranges are the first daemon's (oppsched.daemon_fields: `oppsched-apd --schema`), so
+# this schema keeps none of its own; tools/tests/test_field_tables.py fails, naming the key,
+# when a Field here and a daemon's table disagree.
+DAEMON_KEYS = {
+    "phy.lead_slots": (("apd", "lead_slots"), ("phy", "lead_slots")),
+    "queue.mode": (("apd", "queue.mode"),),
+    "clamp.enabled": (("apd", "clamp.enabled"),),
+    "clamp.a_bytes": (("apd", "clamp.a_bytes"),),
+    "clamp.mu_c": (("apd", "clamp.mu_c"),),
+    "scheduler.alpha": (("apd", "scheduler.alpha"),),
+    "scheduler.lambda": (("apd", "scheduler.lambda"),),
+    "harq.processes": (("apd", "harq.processes"),),
+    "harq.feedback_timeout_slots": (("apd", "harq.feedback_timeout_slots"),),
+    "pdu.format": (("apd", "pdu.format"),),
+    "watchdog.slots": (("apd", "watchdog_slots"),),
+}
+
+
+def _daemon(key: str, doc: str | None = None) -> Field:
+    """The Field of experiment key `key`: its first daemon's type, default and range."""
+    daemon, daemon_key = DAEMON_KEYS[key][0]
+    return daemon_fields.field(daemon, daemon_key, doc=doc)
+
+
 _TCP_OVERRIDES = {
     "sack": Field((bool, _NONE), None, doc="null: as tcp.sack"),
     "ecn": Field((int, _NONE), None, min=0, max=2, doc="null: as tcp.ecn"),
@@ -87,8 +113,8 @@ SCHEMA = {
                      doc="payload FEC of modes sample/uhd: ldpc (802.11n QC-LDPC) or conv "
                          "(K=7 convolutional); picks the measured MCS table too"),
         "slot_s": Field((float, _NONE), None, min=1e-4, max=0.1, doc="null: the profile's"),
-        "lead_slots": Field(int, 4, min=1, max=1000,
-                            doc="slot_request n is sent this many slots before slot n"),
+        "lead_slots": _daemon("phy.lead_slots",
+                              doc="slot_request n is sent this many slots before slot n"),
         "error_model": Field((str, _NONE), None, choices=(None,) + ERROR_MODELS,
                              aliases=ERROR_MODEL_ALIASES,
                              doc="end_of_slot: the end-of-slot rule of Andrew & Hanly, CLAMP, "
@@ -259,8 +285,8 @@ SCHEMA = {
                                     "rate change; the paper's worst case: 1)"),
     },
     "queue": {
-        "mode": Field(str, "per_user", choices=("per_user", "shared"),
-                      doc="one AP queue per device, or one shared FIFO (head-of-line blocking)"),
+        "mode": _daemon("queue.mode", doc="one AP queue per device, or one shared FIFO "
+                        "(head-of-line blocking)"),
         "limit_bytes": Field(int, 60000, min=0, doc="Andrew & Hanly, CLAMP, §V-H: 60 KB "
                              "TCP buffer; 0 = none"),
         "limit_packets": Field(int, 0, min=0, doc="0 = none"),
@@ -284,15 +310,15 @@ SCHEMA = {
                                    "tcp.spm_marking.dscp when the marking is on, else none"),
     },
     "clamp": {
-        "enabled": Field(bool, False),
-        "a_bytes": Field(float, 5500.0, min=0.0, doc="a, eq. 13 (router)"),
+        "enabled": _daemon("clamp.enabled"),
+        "a_bytes": _daemon("clamp.a_bytes", doc="a, eq. 13 (router)"),
         "b": Field(float, 1.0, min=1e-6, max=1.5707963267948966, doc="b, eq. 7; stable iff "
                    "b < pi/2 (Theorem 1)"),
         "ema_rate_per_s": Field(float, 2.0, min=1e-6, doc="q(n) = exp(-2I) ... (§IV-A)"),
-        "mu_c": Field(str, "measured", choices=MU_C_MODES,
-                      doc="mu_c of eq. 13: measured (the queue's service while backlogged) or "
-                          "all_backlogged (the paper's: its share if every user had data, "
-                          "from a shadow of the scheduler)"),
+        "mu_c": _daemon("clamp.mu_c",
+                        doc="mu_c of eq. 13: measured (the queue's service while backlogged) "
+                            "or all_backlogged (the paper's: its share if every user had "
+                            "data, from a shadow of the scheduler)"),
         "tau_bytes": Field(float, 500.0, min=1e-6, doc="tau, eq. 14 (client; Table II)"),
         "alpha_packets": Field(int, 1000, min=1, doc="alpha, eq. 15"),
         "beta": Field(float, 0.001, min=1e-9, max=0.999999, doc="beta, eq. 16"),
@@ -336,12 +362,12 @@ SCHEMA = {
         },
     },
     "pdu": {
-        "format": Field(str, "standard", choices=PDU_FORMATS,
-                        doc="the MAC PDU format (host/include/oppsched/pdu.h): standard "
-                            "(20-byte header and CRC, 8 bytes per segment: TBs under 29 bytes "
-                            "carry nothing) or compact (4-byte header, 8 with a CLAMP price, "
-                            "packets back to back: every EV-DO rate of Srinivasan & Baras, "
-                            "Table I carries data, as with the paper's 8-byte segments)"),
+        "format": _daemon("pdu.format",
+                          doc="the MAC PDU format (host/include/oppsched/pdu.h): standard "
+                              "(20-byte header and CRC, 8 bytes per segment: TBs under 29 bytes "
+                              "carry nothing) or compact (4-byte header, 8 with a CLAMP price, "
+                              "packets back to back: every EV-DO rate of Srinivasan & Baras, "
+                              "Table I carries data, as with the paper's 8-byte segments)"),
         "integrity_tag": Field((bool, _NONE), None,
                                doc="a keyed SipHash-2-4 tag (8 bytes) at the end of every "
                                    "TB, downlink (checked by the client) and uplink (checked "
@@ -370,8 +396,8 @@ SCHEMA = {
         "max_transmissions": Field((int, _NONE), None, min=1, max=64,
                                    doc="null: n of Andrew & Hanly, CLAMP, §V-D (15 fast "
                                        "fading, 5 slow)"),
-        "processes": Field(int, 8, min=1, max=16),
-        "feedback_timeout_slots": Field(int, 16, min=2, max=10000),
+        "processes": _daemon("harq.processes"),
+        "feedback_timeout_slots": _daemon("harq.feedback_timeout_slots"),
     },
     "tcp": {
         "congestion_control": Field(str, "reno", check=lambda s: None if re.fullmatch(
@@ -498,9 +524,9 @@ SCHEMA = {
                                "got by the planned end"),
     },
     "watchdog": {
-        "slots": Field(int, 1000, min=0, max=10_000_000,
-                       doc="the apd exits (status 4) and the runner fails the run when no "
-                           "slot_request came for this many slots; 0 = off"),
+        "slots": _daemon("watchdog.slots",
+                         doc="the apd exits (status 4) and the runner fails the run when no "
+                             "slot_request came for this many slots; 0 = off"),
         "stats_period_s": Field(float, 2.0, min=0.1, max=3600.0,
                                 doc="the apd writes its stats (and flushes its traces) this "
                                     "often, so a crash leaves recent figures"),

@@ -1,0 +1,123 @@
+"""The daemons' field tables, as the experiment schema and the PHY take them.
+
+Each daemon describes the settings its configuration reader takes (dotted key, type, default,
+range, unit, help) in one table that the reader reads through, and prints it:
+`oppsched-apd --schema` (host/daemon/common/oppsched/daemon/field_table.h). The committed copy,
+`DAEMON_FIELDS` in tools/oppsched/_generated.py, is written by `python -m oppsched.generate`
+and compared with the build's by tools/tests/test_registry.py, so the schemas read it with or
+without a build. The PHY's table is its own Field schema (oppsched.phy.common.SCHEMA), whose
+keys shared with the apd (lead_slots) are built here from the apd's table.
+
+An experiment schema maps its keys onto daemon keys (schema.DAEMON_KEYS of the testbed kind)
+and builds their Fields with field(); drift() says how a Field departs from a daemon's spec,
+which tools/tests/test_field_tables.py runs over every mapped key.
+"""
+
+from __future__ import annotations
+
+import math
+
+from oppsched._generated import DAEMON_FIELDS
+from oppsched.config import Field
+
+_TYPES = {"integer": int, "number": float, "boolean": bool, "string": str, "choice": str}
+
+
+def spec(daemon: str, key: str) -> dict:
+    """The spec of `key` (dotted, as in the daemon's YAML) in `daemon`'s table."""
+    table = DAEMON_FIELDS.get(daemon)
+    if table is None:
+        raise KeyError(f"no field table for daemon {daemon!r} (known: {', '.join(DAEMON_FIELDS)})")
+    if key not in table:
+        raise KeyError(f"{daemon} has no field {key!r} (known: {', '.join(table)})")
+    return table[key]
+
+
+def in_range(s: dict, value: float) -> bool:
+    """Whether a number lies in a spec's range (the C++ value_range::contains)."""
+    if not math.isfinite(value):
+        return False
+    if s["min"] is not None and not (value > s["min"] if s["min_open"] else value >= s["min"]):
+        return False
+    if s["max"] is not None and not (value < s["max"] if s["max_open"] else value <= s["max"]):
+        return False
+    return True
+
+
+def field(daemon: str, key: str, doc: str | None = None) -> Field:
+    """The Field of a daemon's setting: its type, default, range (closed ends as min/max,
+    so errors read as every other Field's; an open end as a check worded as the daemon's)
+    and choices."""
+    s = spec(daemon, key)
+    typ = _TYPES[s["type"]]
+    default = float(s["default"]) if typ is float else s["default"]
+    lo = s["min"] if s["min"] is not None and not s["min_open"] else None
+    hi = s["max"] if s["max"] is not None and not s["max_open"] else None
+    open_end = (s["min"] is not None and s["min_open"]) or (s["max"] is not None and s["max_open"])
+    check = (lambda v: None if in_range(s, float(v)) else s["violation"]) if open_end else None
+    text = doc if doc is not None else s["help"] + (f" ({s['unit']})" if s["unit"] else "")
+    return Field(typ, default, min=lo, max=hi, choices=tuple(s["choices"]) or None, check=check,
+                 doc=text)
+
+
+def field_spec(f: Field) -> dict:
+    """A Field written as a daemon's spec (closed min/max; a check's bounds are not seen):
+    how the PHY's Python table is compared with the others."""
+    types = f.type if isinstance(f.type, tuple) else (f.type,)
+    typ = next(t for t in types if t is not type(None))
+    name = {int: "integer", float: "number", bool: "boolean", str: "string"}[typ]
+    if f.choices is not None:
+        name = "choice"
+    return {"type": name, "default": f.default, "min": f.min, "max": f.max, "min_open": False,
+            "max_open": False, "choices": [c for c in (f.choices or ()) if c is not None]}
+
+
+def _accepts(f: Field, value) -> bool:
+    try:
+        f.validate("x", value)
+    except Exception:  # noqa: BLE001 - any refusal (ConfigError, a check's own error)
+        return False
+    return True
+
+
+def drift(f: Field, s: dict) -> list[str]:
+    """How Field `f` departs from spec `s`: each difference of type, default, choices or
+    range as a phrase ("default 3, the daemon's 4"); [] when they agree. The range is probed
+    at the spec's ends: a closed end accepted and the next value out refused, an open end
+    refused and the next value in accepted, an unbounded side accepting 1e9."""
+    out = []
+    types = f.type if isinstance(f.type, tuple) else (f.type,)
+    want = _TYPES[s["type"]]
+    if want not in types:
+        out.append(f"type {'/'.join(t.__name__ for t in types)}, the daemon's {s['type']}")
+        return out
+    if f.default != s["default"]:
+        out.append(f"default {f.default!r}, the daemon's {s['default']!r}")
+    if s["choices"] or f.choices:
+        mine = sorted(c for c in (f.choices or ()) if c is not None)
+        if mine != sorted(s["choices"]):
+            out.append(f"choices {mine}, the daemon's {sorted(s['choices'])}")
+    if s["type"] not in ("integer", "number"):
+        return out
+    integer = s["type"] == "integer"
+
+    def step(v: float, toward: float):
+        return int(v + (1 if toward > v else -1)) if integer else math.nextafter(v, toward)
+
+    def value(v: float):
+        return int(v) if integer else float(v)
+
+    ends = (("min", s["min_open"], -math.inf), ("max", s["max_open"], math.inf))
+    for end, opened, outward in ends:
+        b = s[end]
+        if b is None:
+            probe = value(math.copysign(1e9, outward))
+            if not _accepts(f, probe):
+                out.append(f"refuses {probe!r}, the daemon has no {end}imum")
+            continue
+        inside, outside = (step(b, -outward), value(b)) if opened else (value(b), step(b, outward))
+        if not _accepts(f, inside):
+            out.append(f"refuses {inside!r}, in the daemon's range {s['violation'][7:]}")
+        if _accepts(f, outside):
+            out.append(f"accepts {outside!r}, outside the daemon's range {s['violation'][7:]}")
+    return out
