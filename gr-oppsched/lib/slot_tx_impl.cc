@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "block_util.h"
+#include "oppsched/lead_slots.h"
 
 namespace gr {
 namespace oppsched {
@@ -58,9 +59,11 @@ slot_tx_impl::slot_tx_impl(const numerology& num, int lead_slots, double t0_s, b
       d_slot_buf(static_cast<std::size_t>(num.slot_samples())),
       d_up_buf(static_cast<std::size_t>(num.slot_samples())),
       d_slot_pos(num.slot_samples()) {
-    if (lead_slots < 1)
+    if (lead_slots < static_cast<int>(::oppsched::kMinLeadSlots) ||
+        lead_slots > static_cast<int>(::oppsched::kMaxLeadSlots))
         throw std::invalid_argument("slot_tx.lead_slots: " + std::to_string(lead_slots) +
-                                    " must be >= 1");
+                                    " not in [" + std::to_string(::oppsched::kMinLeadSlots) + "," +
+                                    std::to_string(::oppsched::kMaxLeadSlots) + "]");
     if (max_pending < 1)
         throw std::invalid_argument("slot_tx.max_pending: " + std::to_string(max_pending) +
                                     " must be >= 1");

@@ -1,8 +1,9 @@
 #pragma once
 // lead_slots: the PHY sends slot_request n this many slots before slot n (docs/daemons.md,
-// "Slot timing"). Its one default and one range: the parameters of the AP core, the slot
-// clock and the shared medium default to it, ap_core and the medium check against them, the
-// apd's field table reads with them (so `oppsched-apd --schema` prints them), and the PHY's
+// "Slot timing"): part of the PHY-MAC contract, beside wire.h. Its one default and one range:
+// the parameters of the AP core, the slot clock and the shared medium and the PHY's slot_tx
+// block default to it, ap_core, the medium and slot_tx check against them, the apd's field
+// table reads with them (so `oppsched-apd --schema` prints them), and the PHY's
 // and the experiment's schemas take them from that table (DAEMON_FIELDS in
 // tools/oppsched/_generated.py), so no reader keeps a range of its own.
 #include <cstdint>
