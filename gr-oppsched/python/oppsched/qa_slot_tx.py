@@ -258,7 +258,8 @@ class qa_slot_tx(gr_unittest.TestCase):
 
     def test_bad_parameters_raise_naming_the_field(self):
         for kw, field in (
-            (dict(lead_slots=0), "lead_slots"),
+            (dict(lead_slots=0), r"lead_slots: 0 not in \[1,1000\]"),
+            (dict(lead_slots=1001), r"lead_slots: 1001 not in \[1,1000\]"),  # lead_slots.h
             (dict(profile="lte"), "profile"),
             (dict(sample_rate=-1.0), "sample_rate"),
             (dict(t0_s=-1.0), "t0_s"),
