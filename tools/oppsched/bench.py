@@ -807,24 +807,13 @@ def _wait_ready(url: str, proc, what: str, timeout: float = 60.0) -> None:
 
 
 def _browser(address: str):
-    """Headless Chromium (Selenium) with the live page open; None and why if unavailable."""
-    import shutil
+    """Headless Chromium with the live page open; None and why if unavailable."""
+    from oppsched.live import headless_chromium
 
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError as exc:
-        return None, f"python3-selenium: {exc}"
-    driver_bin = shutil.which("chromedriver")
-    if driver_bin is None:
-        return None, "chromedriver is not on PATH (Debian: chromium-driver)"
-    opts = webdriver.ChromeOptions()
-    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,900",
-              "--disable-dev-shm-usage"):
-        opts.add_argument(a)
-    d = webdriver.Chrome(service=Service(driver_bin), options=opts)
-    d.get(f"http://{address}/")
-    return d, ""
+    d, why = headless_chromium()
+    if d is not None:
+        d.get(f"http://{address}/")
+    return d, why
 
 
 def run_live_bench(out: str, experiment: str = LIVE_EXPERIMENT, duration: float = 60.0,

@@ -458,3 +458,26 @@ class MetricsServer:
         self.httpd.server_close()
         for label in list(self.collector.runs):
             self.unwatch(label)
+
+
+def headless_chromium():
+    """(driver, "") of headless Chromium through Selenium (Debian: chromium, chromium-driver,
+    python3-selenium), as the live page's test and `oppsched bench live` open the page; or
+    (None, what is missing)."""
+    import shutil
+
+    missing = [p for p in ("chromium", "chromedriver") if shutil.which(p) is None]
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        missing.append("python3-selenium")
+    if missing:
+        return None, (f"not installed: {', '.join(missing)} (Debian packages chromium, "
+                      "chromium-driver, python3-selenium; tools/bootstrap.sh installs them)")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = shutil.which("chromium")
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,900",
+              "--disable-dev-shm-usage"):
+        opts.add_argument(a)
+    return webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=opts), ""

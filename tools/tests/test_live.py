@@ -169,23 +169,13 @@ def test_prometheus_scrapes_a_runs_per_user_throughput_and_late_slots(tmp_path):
 
 
 def _chromium_driver():
-    """Headless Chromium through Selenium (Debian: chromium, chromium-driver,
-    python3-selenium), or a skip naming what is missing."""
-    missing = [p for p in ("chromium", "chromedriver") if shutil.which(p) is None]
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        missing.append("python3-selenium")
-    if missing:
-        pytest.skip(f"not installed: {', '.join(missing)} (Debian packages chromium, "
-                    "chromium-driver, python3-selenium; tools/bootstrap.sh installs them)")
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = shutil.which("chromium")
-    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,900",
-              "--disable-dev-shm-usage"):
-        opts.add_argument(a)
-    return webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=opts)
+    """Headless Chromium (live.headless_chromium), or a skip naming what is missing."""
+    from oppsched.live import headless_chromium
+
+    driver, missing = headless_chromium()
+    if driver is None:
+        pytest.skip(missing)
+    return driver
 
 
 def test_the_live_page_draws_a_run_as_it_goes_in_headless_chromium(tmp_path):
