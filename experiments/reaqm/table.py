@@ -10,11 +10,12 @@ mark ratios over the whole run (the apd counts them once, at the end), utilisati
 throughput / 10 Mb/s), c and the price at the end; OUT/runs.csv and the plots
 mean-queue.png, loss-ratio.png, utilisation.png, mark-ratio.png against connections.
 
-dynamics (dynamics.yaml, 200-s runs, five groups of 10 connections joining every 20 s from
-0 s and leaving in reverse order from 120 s): per run the whole-run figures, the mean queue
-over 5-200 s and while 10 (5-20 s), 30 (40-60 s) and 50 (80-120 s) connections are on, and
-the utilisation (acknowledged TB bytes / 10 Mb/s) while 20 (160-180 s) and 10 (180-200 s)
-are left; OUT/runs.csv, OUT/timeseries.csv (per run and second: queue, utilisation and the
+dynamics (dynamics.yaml: five groups of 10 connections joining every step from 0 s and
+leaving in reverse order, a run of ten steps; the step is the run's duration / 10: 20 s in
+the 200-s runs, the paper's 50 s in 500-s runs): per run the whole-run figures, the mean
+queue from 5 s to the end and while 10 (5 s to 1 step), 30 (steps 2-3) and 50 (steps 4-6)
+connections are on, and the utilisation (acknowledged TB bytes / 10 Mb/s) while 20 (steps
+8-9) and 10 (steps 9-10) are left; OUT/runs.csv, OUT/timeseries.csv (per run and second: queue, utilisation and the
 AQM's link price p from slots.csv's aqm_price column, REM and REAQM) and time-<link>.png.
 
 Both print the README's table rows and the late-slot counts (the apd's and the PHY's own).
@@ -149,17 +150,19 @@ def dynamics(out: Path, sweeps: list[Path]) -> None:
         def u(a, b):
             return 8 * s.tb_bytes[ack & (t >= a) & (t < b)].sum() / (b - a) / LINK_BPS
 
+        step = float(r.duration_s) / 10
         link = "lossy" if "lossy" in str(r.link) else "reliable"
         rows.append({
             "link": link, "variant": r.variant, "seed": r.seed,
             "loss_pct": 100 * r["aqm.all.loss_ratio"], "mark_pct": 100 * r["aqm.all.mark_ratio"],
-            "util": r["aggregate_mac_throughput_bps"] / LINK_BPS, "queue": q(5, 200),
-            "q10_rising": q(5, 20), "q30_rising": q(40, 60), "q50": q(80, 120),
-            "u20_falling": u(160, 180), "u10_falling": u(180, 200),
+            "util": r["aggregate_mac_throughput_bps"] / LINK_BPS, "queue": q(5, 10 * step),
+            "q10_rising": q(5, step), "q30_rising": q(2 * step, 3 * step), "q50": q(4 * step, 6 * step),
+            "u20_falling": u(8 * step, 9 * step), "u10_falling": u(9 * step, 10 * step),
             "price_end": r["aqm.R1.price"] if r.variant in PRICED else math.nan,
-            "late_apd": r["slots.late"], "late_phy": r["slots.late_phy"], "slots": r["slots.total"]})
+            "late_apd": r["slots.late"], "late_phy": r["slots.late_phy"], "slots": r["slots.total"],
+            "step": step})
         sec = np.floor(t).astype(int)
-        keep = (sec >= 0) & (sec < 200)
+        keep = (sec >= 0) & (sec < 10 * step)
         price = s["aqm_price.R1"][keep] if "aqm_price.R1" in s else np.nan
         g = pd.DataFrame({"sec": sec[keep], "q": s["queue.R1"][keep] / PACKET,
                           "b": np.where(ack[keep], s.tb_bytes[keep], 0), "p": price}).groupby("sec")
@@ -172,6 +175,10 @@ def dynamics(out: Path, sweeps: list[Path]) -> None:
     runs = pd.DataFrame(rows).sort_values(["link", "variant", "seed"])
     runs.to_csv(out / "runs.csv", index=False, float_format="%.6g")
     ts = pd.concat(series)
+    steps = sorted(set(runs.step))
+    if len(steps) != 1:
+        raise SystemExit(f"table.py dynamics: runs of different step lengths {steps} in one table")
+    step = steps[0]
     ts.to_csv(out / "timeseries.csv", index=False, float_format="%.5g")
     digits = {"loss_pct": 2, "mark_pct": 1, "util": 3, "queue": 1, "q10_rising": 1, "q30_rising": 1,
               "q50": 1, "u20_falling": 3, "u10_falling": 3, "price_end": 0}
@@ -200,9 +207,9 @@ def dynamics(out: Path, sweeps: list[Path]) -> None:
         axes[0].set_ylabel("queue (1052-byte packets)")
         axes[1].set_ylabel("utilisation per second")
         axes[2].set_ylabel("link price p")
-        axes[2].set_xlabel("time (s); connections 10, 20, 30, 40, 50 then back, a step every 20 s")
+        axes[2].set_xlabel(f"time (s); connections 10, 20, 30, 40, 50 then back, a step every {step:g} s")
         for ax in axes:
-            for x in (20, 40, 60, 80, 120, 140, 160, 180):
+            for x in step * np.array([1, 2, 3, 4, 6, 7, 8, 9]):
                 ax.axvline(x, color="grey", lw=0.5, alpha=0.4)
             ax.grid(alpha=0.3)
             ax.legend(fontsize=7, ncol=2)
