@@ -16,6 +16,7 @@
 
 #include "oppsched/daemon/config.h"
 #include "oppsched/daemon/integrity_keys.h"
+#include "oppsched/daemon/json.h"
 #include "oppsched/daemon/zmq_endpoint.h"
 #include "oppsched/integrity.h"
 #include "oppsched/lead_slots.h"
@@ -237,24 +238,6 @@ aqm::aqm_params read_aqm(const config_node& root, std::optional<apd_params::pyth
     return c;
 }
 
-std::string json_string(const std::string& v) {
-    std::string out = "\"";
-    for (const char ch : v) {
-        const auto u = static_cast<unsigned char>(ch);
-        if (ch == '"' || ch == '\\') {
-            out += '\\';
-            out += ch;
-        } else if (u < 0x20) {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\u%04x", u);
-            out += buf;
-        } else {
-            out += ch;
-        }
-    }
-    return out + "\"";
-}
-
 // A YAML value as JSON (a plugin's params), every key under it marked read. Unquoted
 // scalars that read as integers, numbers, booleans or null are those; anything else a string.
 std::string json_of(const config_node& n) {
@@ -263,7 +246,8 @@ std::string json_of(const config_node& n) {
         std::string out = "{";
         for (const auto& key : n.keys()) {
             n.mark_read(key);
-            out += (out.size() > 1 ? ", " : "") + json_string(key) + ": " + json_of(n.child(key));
+            out += (out.size() > 1 ? ", " : "") + daemon::json_string(key) + ": " +
+                   json_of(n.child(key));
         }
         return out + "}";
     }
@@ -284,7 +268,7 @@ std::string json_of(const config_node& n) {
             v.find_first_of("xXpP") == std::string::npos)
             return v;
     }
-    return json_string(v);
+    return daemon::json_string(v);
 }
 
 // scheduler.kind python: file, class, params, alpha, budget_fraction (docs/extending.md).

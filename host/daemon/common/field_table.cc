@@ -6,27 +6,11 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "oppsched/daemon/json.h"
+
 namespace oppsched::daemon {
 
 namespace {
-
-std::string quoted(const std::string& v) {
-    std::string out = "\"";
-    for (const char ch : v) {
-        const auto u = static_cast<unsigned char>(ch);
-        if (ch == '"' || ch == '\\') {
-            out += '\\';
-            out += ch;
-        } else if (u < 0x20) {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\u%04x", u);
-            out += buf;
-        } else {
-            out += ch;
-        }
-    }
-    return out + "\"";
-}
 
 // A finite number as JSON: whole numbers of an integer field in full, others round-trip.
 std::string number(double v, bool integer) {
@@ -67,14 +51,14 @@ void check_section(const config_node& n, const field_spec& f) {
 }
 
 std::string fields_json(const std::string& daemon, const std::vector<field_spec>& fields) {
-    std::string out = "{\"daemon\": " + quoted(daemon) + ", \"fields\": [";
+    std::string out = "{\"daemon\": " + json_string(daemon) + ", \"fields\": [";
     bool first = true;
     for (const auto& f : fields) {
         const bool integer = f.type == field_type::integer;
         const bool ranged = integer || f.type == field_type::number;
         out += first ? "\n  {" : ",\n  {";
         first = false;
-        out += "\"key\": " + quoted(f.key()) + ", \"type\": \"" + type_name(f.type) + "\"";
+        out += "\"key\": " + json_string(f.key()) + ", \"type\": \"" + type_name(f.type) + "\"";
         out += ", \"default\": ";
         switch (f.type) {
             case field_type::boolean:
@@ -82,7 +66,7 @@ std::string fields_json(const std::string& daemon, const std::vector<field_spec>
                 break;
             case field_type::string:
             case field_type::choice:
-                out += quoted(f.default_text);
+                out += json_string(f.default_text);
                 break;
             default:
                 out += number(f.default_number, integer);
@@ -94,7 +78,7 @@ std::string fields_json(const std::string& daemon, const std::vector<field_spec>
                    (f.range.lo_open || !std::isfinite(f.range.lo) ? "true" : "false");
             out += std::string(", \"max_open\": ") +
                    (f.range.hi_open || !std::isfinite(f.range.hi) ? "true" : "false");
-            out += ", \"violation\": " + quoted("not in " + f.range.describe());
+            out += ", \"violation\": " + json_string("not in " + f.range.describe());
         } else {
             out +=
                 ", \"min\": null, \"max\": null, \"min_open\": true, \"max_open\": true, "
@@ -102,8 +86,8 @@ std::string fields_json(const std::string& daemon, const std::vector<field_spec>
         }
         out += ", \"choices\": [";
         for (std::size_t i = 0; i < f.choices.size(); ++i)
-            out += (i ? ", " : "") + quoted(f.choices[i]);
-        out += "], \"unit\": " + quoted(f.unit) + ", \"help\": " + quoted(f.help) + "}";
+            out += (i ? ", " : "") + json_string(f.choices[i]);
+        out += "], \"unit\": " + json_string(f.unit) + ", \"help\": " + json_string(f.help) + "}";
     }
     return out + "\n]}\n";
 }

@@ -8,42 +8,11 @@
 #include <vector>
 
 #include "oppsched/daemon/disk_syncer.h"
+#include "oppsched/daemon/json.h"
 #include "oppsched/validation.h"
 
 namespace oppsched::daemon {
 namespace {
-
-void append_escaped(std::string& out, const std::string& s) {
-    out += '"';
-    for (const unsigned char c : s) {
-        switch (c) {
-            case '"':
-                out += "\\\"";
-                break;
-            case '\\':
-                out += "\\\\";
-                break;
-            case '\n':
-                out += "\\n";
-                break;
-            case '\r':
-                out += "\\r";
-                break;
-            case '\t':
-                out += "\\t";
-                break;
-            default:
-                if (c < 0x20) {
-                    char b[8];
-                    std::snprintf(b, sizeof b, "\\u%04x", c);
-                    out += b;
-                } else {
-                    out += static_cast<char>(c);
-                }
-        }
-    }
-    out += '"';
-}
 
 void append_value(std::string& out, const stats_registry::value_type& v) {
     if (const auto* u = std::get_if<std::uint64_t>(&v)) {
@@ -61,7 +30,7 @@ void append_value(std::string& out, const stats_registry::value_type& v) {
     } else if (const auto* b = std::get_if<bool>(&v)) {
         out += *b ? "true" : "false";
     } else {
-        append_escaped(out, std::get<std::string>(v));
+        append_json_string(out, std::get<std::string>(v));
     }
 }
 
@@ -140,14 +109,14 @@ std::string stats_registry::to_json() const {
         for (std::size_t i = common; i + 1 < parts.size(); ++i) {
             if (!first.back()) out += ",";
             first.back() = false;
-            append_escaped(out, parts[i]);
+            append_json_string(out, parts[i]);
             out += ":{";
             open.push_back(parts[i]);
             first.push_back(true);
         }
         if (!first.back()) out += ",";
         first.back() = false;
-        append_escaped(out, parts.back());
+        append_json_string(out, parts.back());
         out += ":";
         append_value(out, value);
     }
