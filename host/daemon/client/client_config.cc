@@ -3,7 +3,9 @@
 
 #include <regex>
 #include <string>
+#include <vector>
 
+#include "oppsched/daemon/field_table.h"
 #include "oppsched/daemon/integrity_keys.h"
 #include "oppsched/daemon/zmq_endpoint.h"
 #include "oppsched/integrity.h"
@@ -11,9 +13,65 @@
 namespace oppsched::client {
 
 using daemon::config_node;
+using daemon::field_spec;
+using daemon::read_field;
 using daemon::value_range;
 
 namespace {
+
+// ---- the field table (client_fields()): each entry read below through read_field ----------
+const field_spec kUplinkDelay = daemon::number_field(
+    "", "uplink_delay_ms", 1.0, value_range::closed(0, 10000), "ms",
+    "one-way delay of the uplink (HARQ feedback, CQI, upstream packets) to the AP");
+const field_spec kCqiPeriod =
+    daemon::integer_field("cqi", "period_slots", 1, value_range::closed(1, 1'000'000), "slots",
+                          "a CQI report every this many slots");
+const field_spec kStationEnabled = daemon::boolean_field(
+    "station", "enabled", false, "the station holds its own uplink queue (station_queue client)");
+const field_spec kStationBuffer =
+    daemon::integer_field("station", "buffer_packets", 100, value_range::closed(1, 100000),
+                          "packets", "the station's uplink buffer");
+const field_spec kStationHarq =
+    daemon::integer_field("station", "harq_processes", 8, value_range::closed(1, 16), "",
+                          "the station's uplink HARQ processes");
+const field_spec kStationStatus =
+    daemon::number_field("station", "status_period_ms", 10.0, value_range::open_closed(0, 60000),
+                         "ms", "the station's buffer status report period");
+const field_spec kClampEnabled = daemon::boolean_field(
+    "clamp", "enabled", false, "the CLAMP agent (Andrew & Hanly, CLAMP) rewrites the ACKs' window");
+const field_spec kClampTau =
+    daemon::number_field("clamp", "tau_bytes", 500.0, value_range::positive(), "bytes",
+                         "tau, eq. 14 (Andrew & Hanly, CLAMP, Table II)");
+const field_spec kClampAlpha =
+    daemon::integer_field("clamp", "alpha_packets", 1000, value_range::closed(1, 1e8), "packets",
+                          "alpha, eq. 15: the receiver rate's window");
+const field_spec kClampBeta = daemon::number_field("clamp", "beta", 0.001, value_range::open(0, 1),
+                                                   "", "beta, eq. 16: the price's EMA weight");
+const field_spec kClampMaxIncrease =
+    daemon::number_field("clamp", "max_increase_bytes", 10000.0, value_range::positive(), "bytes",
+                         "the clip of Delta w per ACK (10 kB)");
+const field_spec kClampMinWindow =
+    daemon::number_field("clamp", "min_window_bytes", 0.0, value_range::non_negative(), "bytes",
+                         "the smallest advertised window; 0 = one MSS");
+const field_spec kClampSsthresh = daemon::number_field(
+    "clamp", "slow_start_threshold_bytes", 0.0, value_range::non_negative(), "bytes",
+    "end the receiver's slow start at this window; 0 = none (the paper)");
+const field_spec kClampMuSpan = daemon::number_field(
+    "clamp", "mu_min_span_s", 0.2, value_range::closed(0, 3600), "s",
+    "mu_hat (eq. 15) is used once its window spans this or holds alpha + 1 packets; 0 = the "
+    "literal reading");
+const field_spec kClampDupacks =
+    daemon::integer_field("clamp", "dupack_threshold", 3, value_range::closed(1, 1000), "ACKs",
+                          "duplicate ACKs that mark a loss");
+const field_spec kClampPriceTimeout =
+    daemon::number_field("clamp", "price_timeout_ms", 1000.0, value_range::open_closed(0, 60000),
+                         "ms", "without a price for this long the agent fails open");
+const field_spec kClampMaxFlows =
+    daemon::integer_field("clamp", "max_flows", 1024, value_range::closed(1, 1e6), "flows",
+                          "flows the agent tracks at once");
+const field_spec kClampIdle =
+    daemon::number_field("clamp", "flow_idle_timeout_s", 300.0, value_range::open_closed(0, 86400),
+                         "s", "a flow idle this long is forgotten");
 
 std::string dirname_of(const std::string& path) {
     const auto slash = path.rfind('/');
@@ -30,6 +88,15 @@ void check_endpoint(const config_node& n, const std::string& key, const std::str
 }
 
 }  // namespace
+
+const std::vector<field_spec>& client_fields() {
+    static const std::vector<field_spec> fields = {
+        kUplinkDelay,       kCqiPeriod,      kStationEnabled, kStationBuffer, kStationHarq,
+        kStationStatus,     kClampEnabled,   kClampTau,       kClampAlpha,    kClampBeta,
+        kClampMaxIncrease,  kClampMinWindow, kClampSsthresh,  kClampMuSpan,   kClampDupacks,
+        kClampPriceTimeout, kClampMaxFlows,  kClampIdle};
+    return fields;
+}
 
 client_params read_client_config(const daemon::config_node& root) {
     client_params c;
@@ -60,17 +127,14 @@ client_params read_client_config(const daemon::config_node& root) {
     // ---- the station's own uplink queue (medium.station_queue client; station.h) ----
     {
         const config_node st = root.child_or_empty("station");
-        c.station_enabled = st.get<bool>("enabled", false);
+        c.station_enabled = read_field<bool>(st, kStationEnabled);
         c.station.user = c.user;
-        c.station.buffer_packets =
-            st.get<std::uint32_t>("buffer_packets", 100, value_range::closed(1, 100000));
-        c.station.harq_processes =
-            st.get<std::uint32_t>("harq_processes", 8, value_range::closed(1, 16));
+        c.station.buffer_packets = read_field<std::uint32_t>(st, kStationBuffer);
+        c.station.harq_processes = read_field<std::uint32_t>(st, kStationHarq);
         c.station.format = *pdu::pdu_format_from_string(
             st.get_choice("pdu_format", "standard", {"standard", "compact"}));
-        c.station.status_period = static_cast<time_ns>(
-            st.get<double>("status_period_ms", 10.0, value_range::open_closed(0, 60000)) *
-            kNsPerMs);
+        c.station.status_period =
+            static_cast<time_ns>(read_field<double>(st, kStationStatus) * kNsPerMs);
         if (c.station_enabled && c.grants_endpoint.empty())
             ep.fail("grants", "required with station.enabled (the station's uplink grants)");
     }
@@ -104,13 +168,12 @@ client_params read_client_config(const daemon::config_node& root) {
     c.hwm = z.get<int>("hwm", 1000, value_range::closed(1, 1e6));
     c.socket_timeout_ms = z.get<int>("timeout_ms", 100, value_range::closed(1, 60000));
 
-    const double delay_ms = root.get<double>("uplink_delay_ms", 1.0, value_range::closed(0, 10000));
+    const double delay_ms = read_field<double>(root, kUplinkDelay);
     c.uplink.delay = static_cast<time_ns>(delay_ms * kNsPerMs + 0.5);
 
     const config_node cqi = root.child_or_empty("cqi");
     c.core.user = c.user;
-    c.core.cqi_period_slots =
-        cqi.get<std::uint32_t>("period_slots", 1, value_range::closed(1, 1'000'000));
+    c.core.cqi_period_slots = read_field<std::uint32_t>(cqi, kCqiPeriod);
 
     const config_node ra = root.child_or_empty("reassembly");
     c.core.reassembly.window = ra.get<std::uint32_t>("window", 64, value_range::closed(1, 1 << 20));
@@ -136,27 +199,22 @@ client_params read_client_config(const daemon::config_node& root) {
 
     const config_node cl = root.child_or_empty("clamp");
     auto& k = c.core.clamp;
-    k.enabled = cl.get<bool>("enabled", false);
-    k.agent.tau_bytes = cl.get<double>("tau_bytes", 500.0, value_range::positive());
-    k.agent.alpha_packets =
-        cl.get<std::uint32_t>("alpha_packets", 1000, value_range::closed(1, 1e8));
-    k.agent.beta = cl.get<double>("beta", 0.001, value_range::open(0, 1));
+    k.enabled = read_field<bool>(cl, kClampEnabled);
+    k.agent.tau_bytes = read_field<double>(cl, kClampTau);
+    k.agent.alpha_packets = read_field<std::uint32_t>(cl, kClampAlpha);
+    k.agent.beta = read_field<double>(cl, kClampBeta);
     k.mss_bytes = cl.get<std::uint32_t>("mss", 0, value_range::closed(0, 65535));
     if (k.mss_bytes != 0 && k.mss_bytes < 64)
         cl.fail("mss", std::to_string(k.mss_bytes) + " not 0 (learn) or in [64, 65535]");
-    const double pt_ms =
-        cl.get<double>("price_timeout_ms", 1000.0, value_range::open_closed(0, 60000));
+    const double pt_ms = read_field<double>(cl, kClampPriceTimeout);
     k.price_timeout = static_cast<time_ns>(pt_ms * kNsPerMs + 0.5);
-    k.agent.max_increase_bytes =
-        cl.get<double>("max_increase_bytes", 10000.0, value_range::positive());
-    k.agent.min_window_bytes = cl.get<double>("min_window_bytes", 0.0, value_range::non_negative());
-    k.agent.slow_start_threshold_bytes =
-        cl.get<double>("slow_start_threshold_bytes", 0.0, value_range::non_negative());
-    k.agent.dupack_threshold = cl.get<int>("dupack_threshold", 3, value_range::closed(1, 1000));
-    k.agent.mu_min_span_s = cl.get<double>("mu_min_span_s", 0.2, value_range::closed(0, 3600));
-    k.max_flows = cl.get<std::uint32_t>("max_flows", 1024, value_range::closed(1, 1e6));
-    const double idle_s =
-        cl.get<double>("flow_idle_timeout_s", 300.0, value_range::open_closed(0, 86400));
+    k.agent.max_increase_bytes = read_field<double>(cl, kClampMaxIncrease);
+    k.agent.min_window_bytes = read_field<double>(cl, kClampMinWindow);
+    k.agent.slow_start_threshold_bytes = read_field<double>(cl, kClampSsthresh);
+    k.agent.dupack_threshold = read_field<int>(cl, kClampDupacks);
+    k.agent.mu_min_span_s = read_field<double>(cl, kClampMuSpan);
+    k.max_flows = read_field<std::uint32_t>(cl, kClampMaxFlows);
+    const double idle_s = read_field<double>(cl, kClampIdle);
     k.flow_idle_timeout = static_cast<time_ns>(idle_s * kNsPerSec);
 
     const config_node tr = root.child_or_empty("traces");

@@ -6,9 +6,11 @@
 // device or a socket.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "oppsched/client_core.h"
 #include "oppsched/daemon/config.h"
+#include "oppsched/daemon/field_table.h"
 #include "oppsched/daemon/zmq_endpoint.h"
 #include "oppsched/station.h"
 #include "oppsched/uplink_delay.h"
@@ -43,5 +45,10 @@ struct client_params {
 // field of the YAML file.
 client_params read_client_config(const daemon::config_node& root);
 client_params load_client_config(const std::string& path);
+
+// The settings read_client_config reads through its field table (field_table.h), as printed
+// by `oppsched-client --schema`: the scalar ones an experiment maps onto (endpoints, names,
+// keys and trace paths are the runner's, not an experiment's, and are left out).
+const std::vector<daemon::field_spec>& client_fields();
 
 }  // namespace oppsched::client

@@ -1,6 +1,7 @@
 // oppsched-client: the client agent of one user (docs/daemons.md).
 //
 //   oppsched-client --config client.yaml [--check]
+//   oppsched-client --schema
 //
 // PHY RX --(rx_<user>, PULL, bound here)--> rx_indication --> client::client_core
 //   --> delivered IP packets --> TUN (the client's radio interface)
@@ -24,6 +25,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -519,7 +521,11 @@ class client_daemon final {
     time_ns started_ns_ = 0;
 };
 
-void usage() { spdlog::error("usage: oppsched-client --config client.yaml [--check]"); }
+void usage() {
+    spdlog::error(
+        "usage: oppsched-client --config client.yaml [--check] | --schema (print the settings "
+        "the reader takes, key, type, default, range, unit, help, as JSON)");
+}
 
 }  // namespace
 
@@ -536,6 +542,10 @@ int main(int argc, char** argv) {
         spdlog::error("{}", args.error);
         usage();
         return kExitConfig;
+    }
+    if (args.schema) {
+        std::fputs(daemon::fields_json("client", client::client_fields()).c_str(), stdout);
+        return 0;
     }
     const std::string& config_path = args.config;
     const bool check_only = args.check;
