@@ -31,7 +31,7 @@ packages=(
   python3-scapy python3-zmq python3-distributed python3-pytest-xdist python3-jsonschema
   python3-cryptography  # the sweep cluster's TLS certificates (`oppsched keys cluster`)
   python3-hypothesis  # property-based tests of the readers (tools/tests/test_fuzz_readers.py)
-  python3-prometheus-client  # `--metrics`: the live figures of a run (tools/oppsched/live.py)
+  python3-prometheus-client  # `--metrics`: the live figures of a run (tools/oppsched/run/live.py)
   prometheus  # the Prometheus server that scrapes them in tools/tests/test_live.py
   libjs-chart.js  # the charts of the live page the `--metrics` endpoint serves
   chromium chromium-driver python3-selenium  # the live page tested in a headless browser

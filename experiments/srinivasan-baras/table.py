@@ -32,7 +32,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from oppsched import mac, tcpview
+from oppsched import mac
+from oppsched.commands import tcpview
 
 SLOT_S = 1.667e-3
 FRAME_BITS = 64

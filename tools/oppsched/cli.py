@@ -7,31 +7,31 @@ import os
 import sys
 
 from oppsched import build
-from oppsched.bench import run_bench, run_capacity_bench, run_live_bench, run_phy_bench
+from oppsched.commands.bench import run_bench, run_capacity_bench, run_live_bench, run_phy_bench
 from oppsched.config import ConfigError
-from oppsched.decode import add_parser as decode_parser
-from oppsched.keys import add_parser as keys_parser
+from oppsched.commands.decode import add_parser as decode_parser
+from oppsched.testbed.keys import add_parser as keys_parser
 from oppsched.experiments.testbed import TestbedError
 from oppsched.experiments.testbed.schema import MAC_CHECKS, mac_checks
-from oppsched.linkcurves import add_parsers as linkcurves_parsers
-from oppsched.linkgap import add_parser as linkgap_parser
-from oppsched.netns import DEFAULT_PREFIX, NetnsError, cleanup_stale
-from oppsched.plugin_check import add_parser as plugin_parser
-from oppsched.plugin_new import add_parser as plugin_new_parser
-from oppsched.runner import RunFailed, analyze_dir, load_experiment, run_experiment
-from oppsched.sweep import collect, is_sweep_dir, run_sweep
-from oppsched.sweepspec import expand
-from oppsched.tcpview import add_parser as tcpview_parser
-from oppsched.timeline import add_parser as timeline_parser
+from oppsched.commands.linkcurves import add_parsers as linkcurves_parsers
+from oppsched.commands.linkgap import add_parser as linkgap_parser
+from oppsched.testbed.netns import DEFAULT_PREFIX, NetnsError, cleanup_stale
+from oppsched.commands.plugin_check import add_parser as plugin_parser
+from oppsched.commands.plugin_new import add_parser as plugin_new_parser
+from oppsched.run.runner import RunFailed, analyze_dir, load_experiment, run_experiment
+from oppsched.run.sweep import collect, is_sweep_dir, run_sweep
+from oppsched.run.sweepspec import expand
+from oppsched.commands.tcpview import add_parser as tcpview_parser
+from oppsched.analysis.timeline import add_parser as timeline_parser
 from oppsched.uhd_sim.command import add_parser as uhd_sim_parser
 
 
 def _metrics(a):
     """The `--metrics` endpoint, bound now: a bad address or a taken port is refused before
-    anything runs (oppsched/live.py)."""
+    anything runs (oppsched/run/live.py)."""
     if a.metrics is None:
         return None
-    from oppsched.live import MetricsServer
+    from oppsched.run.live import MetricsServer
 
     m = MetricsServer(a.metrics)
     print(f"oppsched: metrics at http://{m.address}/metrics", file=sys.stderr)
@@ -91,7 +91,8 @@ def _cmd_check(a) -> int:
 
 
 def _cmd_preflight(a) -> int:
-    from oppsched import devices, preflight
+    from oppsched.commands import preflight
+    from oppsched.phy import devices
 
     if a.benchmark_s < 0:
         raise ConfigError(f"--benchmark-s: {a.benchmark_s} is negative")

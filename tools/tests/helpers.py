@@ -16,11 +16,12 @@ import pytest
 import yaml
 import zmq
 
-from oppsched import daemonconf, mac, netns, paths
+from oppsched import mac, paths
+from oppsched.testbed import daemonconf, netns
 from oppsched.config import ConfigError
 from oppsched.experiments import testbed
-from oppsched.runner import load_experiment
-from oppsched.wired import find_delay_binary, netem_available
+from oppsched.run.runner import load_experiment
+from oppsched.testbed.wired import find_delay_binary, netem_available
 
 # The repository's top folder (experiment files, flowgraphs, the build tree).
 REPO = Path(__file__).resolve().parents[2]
@@ -194,7 +195,7 @@ def shortened_sweep(out: Path, experiment: Path, overrides=(),
     """A paper experiment's sweep, shortened by `overrides` (--set) and `duration`, run for
     real under the tests' namespace prefix, `jobs` points at a time; every point must
     finish. Returns `out`, where sweep.csv and points/ are."""
-    from oppsched.sweep import run_sweep
+    from oppsched.run.sweep import run_sweep
     require_real_testbed()
     with netns_prefix():
         failed = run_sweep(experiment, out, list(overrides), duration=duration, jobs=jobs)

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from oppsched import bench
+from oppsched.commands import bench
 from helpers import write_yaml
 
 try:
@@ -21,7 +21,7 @@ except ImportError:
 @pytest.mark.skipif(not HAVE_GR and not os.environ.get("CI"), reason="gnuradio.oppsched")
 def test_a_capacity_point_is_a_valid_sample_phy_experiment_with_one_bulk_flow_per_client(
         tmp_path):
-    from oppsched.runner import load_experiment
+    from oppsched.run.runner import load_experiment
 
     e = bench.capacity_experiment(5e6, 4, 20.0)
     _, _, cfg = load_experiment(write_yaml(tmp_path / "e.yaml", e))

@@ -1,4 +1,4 @@
-"""oppsched.chaos, the proxy of the chaos test, on its own: what it does to a numbered stream
+"""oppsched.testbed.chaos, the proxy of the chaos test, on its own: what it does to a numbered stream
 follows its seed and nothing else, and every message is counted once by its fate."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def _run_proxy(tmp_path: Path, seed: int):
         "seed": seed, **P, "delay_ms": 3.0, "stats": str(tmp_path / f"chaos{seed}.json"),
         "links": [{"name": "a", "pull": {"bind": f"ipc://{z}/in"},
                    "push": {"bind": f"ipc://{z}/out"}}]})
-    proc = subprocess.Popen([sys.executable, "-m", "oppsched.chaos", "--config", str(conf)],
+    proc = subprocess.Popen([sys.executable, "-m", "oppsched.testbed.chaos", "--config", str(conf)],
                             cwd=REPO / "tools", stderr=subprocess.PIPE, text=True)
     ctx = zmq.Context()
     try:
@@ -98,7 +98,7 @@ def test_the_proxy_drops_duplicates_reorders_and_delays_as_its_seed_says_and_cou
 
 def test_a_probability_outside_0_1_is_refused_naming_the_key(tmp_path):
     conf = write_yaml(tmp_path / "bad.yaml", {"drop": 1.5, "links": [{"name": "a"}]})
-    r = subprocess.run([sys.executable, "-m", "oppsched.chaos", "--config", str(conf)],
+    r = subprocess.run([sys.executable, "-m", "oppsched.testbed.chaos", "--config", str(conf)],
                        cwd=REPO / "tools", capture_output=True, text=True, timeout=30)
     assert r.returncode == 2
     assert "drop: 1.5 is not a probability" in r.stderr

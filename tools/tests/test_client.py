@@ -4,7 +4,7 @@ robustness to garbage on the rx endpoint, and CLAMP window rewriting of a real L
 receiver's ACKs (IPv4 and IPv6) with fail-open when the price stops.
 
 The daemon runs in its own network namespace with a persistent TUN (`ip tuntap add mode
-tun`) made by oppsched.netns.Session, which removes everything at the end whatever happens.
+tun`) made by oppsched.testbed.netns.Session, which removes everything at the end whatever happens.
 The test plays the PHY (a PUSH socket on the client's rx endpoint, rx_indications carrying
 MAC PDUs built with oppsched.mac.serialize_pdu) and the AP (a PULL socket bound on the
 uplink endpoint, frames decoded with oppsched.mac.wire.decode). The servers are forged with
@@ -27,8 +27,9 @@ from pathlib import Path
 import pytest
 import zmq
 
-from oppsched import mac, netns
-from oppsched.daemonconf import deep_merge
+from oppsched import mac
+from oppsched.testbed import netns
+from oppsched.testbed.daemonconf import deep_merge
 from helpers import built_program, needs_root, require, wait_for_files, write_yaml
 
 MSS = 1460
@@ -327,7 +328,7 @@ def test_a_tb_retransmitted_long_after_the_harq_timeout_reaches_the_tun_by_defau
     lost although HARQ acknowledged it.)"""
     from scapy.layers.inet import IP, UDP
 
-    from oppsched import daemonconf
+    from oppsched.testbed import daemonconf
     from helpers import BASE, cfg_of
 
     cfg = cfg_of(BASE, ["scheduler.harq_first=false", "harq.max_transmissions=4"])

@@ -6,7 +6,7 @@ import pytest
 
 from helpers import REPO
 from oppsched.config import ConfigError, Field, ListOf, apply_override, parse_override, validate
-from oppsched.runner import load_experiment
+from oppsched.run.runner import load_experiment
 
 SCHEMA = {
     "duration_s": Field(float, 10.0, min=0.01),

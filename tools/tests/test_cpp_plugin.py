@@ -16,9 +16,10 @@ import subprocess
 import pytest
 import yaml
 
-from oppsched import daemonconf, mac
-from oppsched.plugin_new import write_project
-from oppsched.runner import load_experiment, run_experiment
+from oppsched import mac
+from oppsched.testbed import daemonconf
+from oppsched.commands.plugin_new import write_project
+from oppsched.run.runner import load_experiment, run_experiment
 
 from helpers import BASE, REPO, built_program, cfg_of, error_of, netns_prefix, \
     require_real_testbed, run_cli, run_layout, write_experiment, write_yaml

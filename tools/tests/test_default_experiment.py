@@ -17,7 +17,7 @@ import pytest
 
 from helpers import (REPO, needs_root, netns_prefix, one_timing_critical_run_at_a_time,
                      require_real_testbed)
-from oppsched.runner import run_experiment
+from oppsched.run.runner import run_experiment
 
 def makefile_default(var: str) -> str:
     """The Makefile's `VAR ?= value`: what `make run` runs when nothing is overridden."""

@@ -3,7 +3,7 @@ satellite files): a broken file is caught here, not an hour into a run."""
 
 import pytest
 
-from oppsched.runner import load_experiment
+from oppsched.run.runner import load_experiment
 from helpers import REPO
 
 FILES = sorted((REPO / "experiments").rglob("*.yaml"))

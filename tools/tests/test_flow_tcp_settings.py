@@ -11,11 +11,11 @@ import pytest
 from helpers import (BASE, cfg_of, error_of, netns_prefix, require_real_testbed,
                      write_experiment)
 
-from oppsched import pcap
+from oppsched.analysis import pcap
 from oppsched.experiments.testbed.schema import mss_option
 from oppsched.experiments.testbed.topology import flow_plans, flow_route_commands
-from oppsched.runner import run_experiment
-from oppsched.wired import Node
+from oppsched.run.runner import run_experiment
+from oppsched.testbed.wired import Node
 
 TWO = """
 experiment: t

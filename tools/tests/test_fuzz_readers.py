@@ -22,10 +22,10 @@ hypothesis = pytest.importorskip("hypothesis")  # Debian python3-hypothesis (too
 from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from oppsched import pcap, sigmf  # noqa: E402
+from oppsched.analysis import pcap, sigmf  # noqa: E402
 from oppsched.config import ConfigError  # noqa: E402
 from oppsched.experiments.testbed import analysis, traces  # noqa: E402
-from oppsched.runner import load_experiment  # noqa: E402
+from oppsched.run.runner import load_experiment  # noqa: E402
 
 FUZZ = settings(derandomize=True, max_examples=30, deadline=None, database=None,
                 suppress_health_check=list(HealthCheck))
@@ -47,7 +47,7 @@ json_values = st.recursive(json_scalars,
                            max_leaves=12)
 
 # ---------------------------------------------------------------------------------------
-# pcap (oppsched.pcap: read_tcp, iter_frames; traces: recover's cut, pcap_records)
+# pcap (oppsched.analysis.pcap: read_tcp, iter_frames; traces: recover's cut, pcap_records)
 
 LINKTYPES = [1, 12, 101, 113, 228, 229, 276, 0, 0x1000_0065]
 LINK_PREFIX = {1: b"\0" * 12 + b"\x08\x00", 113: b"\0" * 14 + b"\x86\xdd",
@@ -155,7 +155,7 @@ def test_a_cut_csv_trace_keeps_its_whole_lines(data):
 
 
 # ---------------------------------------------------------------------------------------
-# SigMF (oppsched.sigmf: check_metadata, read_metadata, recover)
+# SigMF (oppsched.analysis.sigmf: check_metadata, read_metadata, recover)
 
 sigmf_keys = st.sampled_from(["core:datatype", "core:version", "core:sample_rate",
                               "core:extensions", "core:sample_start", "core:global_index",
@@ -290,7 +290,7 @@ def test_recover_completes_a_recording_or_raises_sigmf_error(journal_and_size):
 
 
 # ---------------------------------------------------------------------------------------
-# The sweep section of an experiment file (oppsched.sweepspec through load_experiment)
+# The sweep section of an experiment file (oppsched.run.sweepspec through load_experiment)
 
 EXPERIMENT = {
     "experiment": "fuzz", "kind": "macsim", "duration_s": 0.3, "seed": 7,

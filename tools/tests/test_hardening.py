@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from oppsched.runner import failed_dir, run_experiment
+from oppsched.run.runner import failed_dir, run_experiment
 from helpers import netns_prefix, require_real_testbed, run_cli, small_testbed, write_experiment
 
 DAEMONS = ("oppsched-apd", "oppsched-client", "oppsched-delay")

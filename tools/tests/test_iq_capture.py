@@ -1,6 +1,6 @@
 """IQ capture (capture.iq, oppsched.phy.iqcapture) and offline decode (oppsched decode):
 
-- the writer (oppsched.sigmf): metadata valid against the SigMF v1.x schema (written here
+- the writer (oppsched.analysis.sigmf): metadata valid against the SigMF v1.x schema (written here
   from the specification as a JSON Schema), annotations in file coordinates and sorted,
   segments for discontinuous recordings, bad metadata rejected naming the field;
 - the recorder: the window's bounds, the `failed` trigger (failed slots with their margin,
@@ -30,7 +30,8 @@ import jsonschema
 import numpy as np
 import pytest
 
-from oppsched import mac, sigmf
+from oppsched import mac
+from oppsched.analysis import sigmf
 from helpers import FakeNetwork, write_yaml
 
 try:
@@ -44,7 +45,7 @@ if not HAVE_GR and not os.environ.get("CI"):
     pytest.skip("gnuradio.oppsched not importable (PYTHONPATH=<build>/python)",
                 allow_module_level=True)
 
-from oppsched import decode  # noqa: E402
+from oppsched.commands import decode  # noqa: E402
 from oppsched.phy import iqcapture, loopback  # noqa: E402
 
 # The SigMF v1.x metadata's required structure (the specification's "Global Object",
@@ -175,7 +176,7 @@ def test_writer_drops_annotations_of_slots_not_wholly_recorded(tmp_path):
 _KILLED_WRITER = """
 import os, signal, sys
 import numpy as np
-from oppsched import sigmf
+from oppsched.analysis import sigmf
 base, flush = sys.argv[1], float(sys.argv[2])
 ramp = lambda a, b: np.arange(a, b, dtype=np.float32).astype(np.complex64)
 w = sigmf.SigMFWriter(base, 2e6, description="d", hw="h", frequency=2.4e9, t0_unix=1.7e9,
@@ -571,7 +572,7 @@ def test_a_failed_trigger_recording_decodes_offline_to_exactly_the_online_result
 # ---- experiment schema -> phy.yaml ------------------------------------------------------
 
 def test_the_runners_phy_yaml_carries_capture_iq_and_loads(tmp_path):
-    from oppsched import daemonconf
+    from oppsched.testbed import daemonconf
     from helpers import cfg_of, run_layout
 
     cfg = cfg_of(overrides=["phy.mode=sample", "phy.profile=evdo", "capture.iq=true",

@@ -19,7 +19,8 @@ import pytest
 
 pytest.importorskip("gnuradio.oppsched", reason="PHY bindings not built")
 
-from oppsched import cli, linkcurves as lc, linkcurves_fg  # noqa: E402
+from oppsched import cli  # noqa: E402
+from oppsched.commands import linkcurves as lc, linkcurves_fg
 from oppsched import mac  # noqa: E402
 from oppsched.config import ConfigError  # noqa: E402
 
@@ -219,7 +220,7 @@ def test_a_point_is_reproducible_and_independent_of_the_rest_of_the_sweep():
 def test_the_flowgraph_of_the_blocks_agrees_exactly_with_the_classes():
     from gnuradio import oppsched as phy
 
-    from oppsched.linkcurves_fg import blocks_available, measure_point_flowgraph
+    from oppsched.commands.linkcurves_fg import blocks_available, measure_point_flowgraph
 
     if not blocks_available(phy):
         pytest.skip("gr-oppsched blocks not built")
@@ -267,7 +268,7 @@ def test_linkcurves_modules_have_no_import_cycle_and_import_late_only_gnu_radio_
             if late:
                 assert name.split(".")[0] in optional, f"{mod.__name__} imports {name} late"
     fg_imports = _imports(ast.parse(Path(linkcurves_fg.__file__).read_text()))
-    assert not [n for n, _ in fg_imports if n == "oppsched.linkcurves"]
+    assert not [n for n, _ in fg_imports if n == "oppsched.commands.linkcurves"]
 
 
 @pytest.mark.parametrize("args, where", [

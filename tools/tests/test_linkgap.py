@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from oppsched import linkgap as g
+from oppsched.commands import linkgap as g
 
 ROOT = Path(__file__).resolve().parents[2]
 CURVES = ROOT / "experiments" / "linkcurves"

@@ -1,4 +1,4 @@
-"""`--metrics HOST:PORT` (oppsched/live.py): a short real run scraped by Debian's
+"""`--metrics HOST:PORT` (oppsched/run/live.py): a short real run scraped by Debian's
 Prometheus server every second, whose HTTP API then holds the run's per-user throughput
 and late slots; and the options refused before anything runs (a non-loopback address, an
 unparsable one, a port already taken), each named with `--metrics` and its value."""
@@ -99,8 +99,8 @@ def test_prometheus_scrapes_a_runs_per_user_throughput_and_late_slots(tmp_path):
         pytest.skip("the prometheus binary is not on PATH (Debian package prometheus, "
                     "installed by tools/bootstrap.sh)")
     require_real_testbed()
-    from oppsched.live import MetricsServer
-    from oppsched.runner import run_experiment
+    from oppsched.run.live import MetricsServer
+    from oppsched.run.runner import run_experiment
 
     metrics = MetricsServer("127.0.0.1:0")
     web = f"127.0.0.1:{_free_port()}"
@@ -170,7 +170,7 @@ def test_prometheus_scrapes_a_runs_per_user_throughput_and_late_slots(tmp_path):
 
 def _chromium_driver():
     """Headless Chromium (live.headless_chromium), or a skip naming what is missing."""
-    from oppsched.live import headless_chromium
+    from oppsched.run.live import headless_chromium
 
     driver, missing = headless_chromium()
     if driver is None:
@@ -186,8 +186,8 @@ def test_the_live_page_draws_a_run_as_it_goes_in_headless_chromium(tmp_path):
     require_real_testbed()
     import threading
 
-    from oppsched.live import MetricsServer
-    from oppsched.runner import run_experiment
+    from oppsched.run.live import MetricsServer
+    from oppsched.run.runner import run_experiment
 
     driver = _chromium_driver()
     metrics = MetricsServer("127.0.0.1:0")
@@ -263,7 +263,7 @@ def test_the_endpoint_reads_the_slot_trace_on_from_where_it_stopped_across_the_r
     """Each scrape counts only the rows the apd appended since the last one, a row cut in
     the middle waits for its end, and the count goes on in slots.csv once the apd has
     renamed its slots.csv.partial; a sweep's progress is served beside the runs."""
-    from oppsched.live import MetricsServer
+    from oppsched.run.live import MetricsServer
 
     rd = tmp_path / "run"
     rd.mkdir()
@@ -316,8 +316,8 @@ def test_a_sweep_serves_each_point_while_it_runs_and_its_progress(tmp_path):
     require_real_testbed()
     import threading
 
-    from oppsched.live import MetricsServer
-    from oppsched.sweep import run_sweep
+    from oppsched.run.live import MetricsServer
+    from oppsched.run.sweep import run_sweep
 
     exp = write_experiment(tmp_path, RUN.replace("duration_s: 5", "duration_s: 3")
                            + "sweep: {axes: {alpha: {key: scheduler.alpha, "
@@ -360,7 +360,7 @@ def test_a_sweep_serves_each_point_while_it_runs_and_its_progress(tmp_path):
 def test_the_endpoint_counts_the_requests_and_cpu_it_served_by_path(tmp_path):
     """What `oppsched bench live` reports as the endpoint's cost: every request counted under
     its path, with the CPU time of the thread that answered it."""
-    from oppsched.live import MetricsServer
+    from oppsched.run.live import MetricsServer
 
     m = MetricsServer("127.0.0.1:0")
     try:

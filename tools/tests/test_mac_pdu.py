@@ -9,7 +9,7 @@ import pytest
 
 from oppsched import mac
 from helpers import BASE, REPO, cfg_of, error_of, run_layout
-from oppsched import daemonconf
+from oppsched.testbed import daemonconf
 
 VECTORS = REPO / "host" / "tests" / "vectors"
 

@@ -12,11 +12,12 @@ import os
 import pytest
 import yaml
 
-from oppsched import daemonconf, mac
+from oppsched import mac
+from oppsched.testbed import daemonconf
 from oppsched.config import ConfigError
 from helpers import (cfg_of, error_of, netns_prefix, require_real_testbed, run_layout,
                      write_experiment, write_yaml)
-from oppsched.runner import run_experiment
+from oppsched.run.runner import run_experiment
 
 try:
     from gnuradio import oppsched as phy
@@ -29,7 +30,7 @@ if not HAVE_GR and not os.environ.get("CI"):
     pytest.skip("gnuradio.oppsched not importable (PYTHONPATH=<build>/python)",
                 allow_module_level=True)
 
-from oppsched import linkcurves  # noqa: E402
+from oppsched.commands import linkcurves  # noqa: E402
 from oppsched.phy import loopback  # noqa: E402
 
 PROFILES = ("3ms", "evdo")

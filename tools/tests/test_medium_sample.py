@@ -11,8 +11,8 @@ import pytest
 
 from helpers import (cfg_of, netns_prefix, one_timing_critical_run_at_a_time,
                      require_real_testbed, run_layout, write_experiment)
-from oppsched import daemonconf
-from oppsched.runner import run_experiment
+from oppsched.testbed import daemonconf
+from oppsched.run.runner import run_experiment
 
 
 def test_sample_mode_with_a_medium_sends_uplink_slots_through_the_phy(tmp_path):

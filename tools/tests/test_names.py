@@ -13,7 +13,9 @@ import pytest
 import yaml
 from gnuradio import oppsched as gr_phy
 
-from oppsched import daemonconf, linkcurves, mac, names
+from oppsched import mac, names
+from oppsched.commands import linkcurves
+from oppsched.testbed import daemonconf
 from oppsched.config import ConfigError, validate
 from oppsched.experiments import macsim
 from oppsched.experiments.testbed import schema as testbed_schema

@@ -1,4 +1,4 @@
-"""oppsched.netns: namespaces, devices and processes of a run, and their guaranteed teardown.
+"""oppsched.testbed.netns: namespaces, devices and processes of a run, and their guaranteed teardown.
 
 Needs root (network namespaces); skipped otherwise. Every test uses its own prefix, so it
 never touches namespaces of a real run (prefix "oppsched") or of another test.
@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from oppsched import netns, paths
-from oppsched.netns import NetnsError, ReadinessTimeout, Session, cleanup_stale, list_netns
-from oppsched.wired import ClientSpec, ServerSpec, TcpSettings, Testbed, Topology
+from oppsched import paths
+from oppsched.testbed import netns
+from oppsched.testbed.netns import NetnsError, ReadinessTimeout, Session, cleanup_stale, list_netns
+from oppsched.testbed.wired import ClientSpec, ServerSpec, TcpSettings, Testbed, Topology
 from helpers import assert_run_gone, needs_root, require
 
 pytestmark = needs_root
@@ -88,7 +89,7 @@ def _child_script(prefix: str, body: str) -> str:
     return f"""
 import sys, time
 sys.path.insert(0, {str(TOOLS)!r})
-from oppsched.netns import Session
+from oppsched.testbed.netns import Session
 s = Session(prefix={prefix!r})
 s.__enter__()
 a = s.add_netns("c")

@@ -29,7 +29,8 @@ import importlib, json, pkgutil, sys
 import oppsched
 names = sorted(m.name for m in pkgutil.walk_packages(oppsched.__path__, "oppsched."))
 files = {n: importlib.import_module(n).__file__ for n in names if n != "oppsched.__main__"}
-from oppsched import daemonconf, paths
+from oppsched import paths
+from oppsched.testbed import daemonconf
 out = {"package": oppsched.__file__, "modules": names, "files": files}
 if "--paths" in sys.argv:
     out["experiments"] = str(paths.experiments_dir())

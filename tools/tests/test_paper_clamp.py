@@ -13,7 +13,7 @@ import pytest
 
 from helpers import (REPO, RUN_JOBS, needs_root, netns_prefix, one_timing_critical_run_at_a_time,
                      require_real_testbed)
-from oppsched.runner import run_experiment
+from oppsched.run.runner import run_experiment
 
 EXPERIMENT = REPO / "experiments" / "clamp" / "deterministic.yaml"
 STARTS = {"f1": 0.0, "f2": 20.0, "f3": 30.0}

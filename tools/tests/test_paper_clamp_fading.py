@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from helpers import REPO, needs_root, shortened_sweep
-from oppsched import sweep
-from oppsched.runner import load_experiment
+from oppsched.run import sweep
+from oppsched.run.runner import load_experiment
 
 EXPERIMENT = REPO / "experiments" / "clamp" / "fading-sweep.yaml"
 LOW_RATE = REPO / "experiments" / "clamp" / "fading-sweep-low-rate.yaml"

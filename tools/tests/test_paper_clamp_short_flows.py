@@ -19,8 +19,8 @@ import pandas as pd
 import pytest
 
 from helpers import REPO, RUN_JOBS, needs_root, netns_prefix, require_real_testbed
-from oppsched import transfers
-from oppsched.runner import run_experiment
+from oppsched.testbed import transfers
+from oppsched.run.runner import run_experiment
 
 EXPERIMENT = REPO / "experiments" / "clamp" / "short-flows.yaml"
 START, DURATION, MEAN_IDLE = 5.0, 30.0, 1.0

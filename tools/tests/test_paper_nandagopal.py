@@ -18,10 +18,10 @@ import yaml
 
 from helpers import (BASE, REPO, built_program, cfg_of, error_of, needs_root, netns_prefix,
                      require, require_real_testbed)
-from oppsched import daemonconf, wrcflows
+from oppsched.testbed import daemonconf, wrcflows
 from oppsched.experiments import testbed
 from oppsched.experiments.testbed.topology import write_wrc_configs
-from oppsched.runner import run_experiment
+from oppsched.run.runner import run_experiment
 
 EXPERIMENT = REPO / "experiments" / "nandagopal" / "weights.yaml"
 WRC = BASE.replace("{id: f1, server: S1, device: R1}",

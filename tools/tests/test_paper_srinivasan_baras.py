@@ -19,8 +19,8 @@ import yaml
 
 from helpers import (REPO, needs_root, netns_prefix, require_real_testbed,
                      write_experiment)
-from oppsched.runner import run_experiment
-from oppsched.sweep import run_sweep
+from oppsched.run.runner import run_experiment
+from oppsched.run.sweep import run_sweep
 
 EXPERIMENT = REPO / "experiments" / "srinivasan-baras" / "lambda-sweep.yaml"
 

@@ -8,7 +8,7 @@ the least while equalising the users' throughputs."""
 import pytest
 
 from helpers import REPO
-from oppsched.runner import run_experiment
+from oppsched.run.runner import run_experiment
 
 EXPERIMENT = REPO / "experiments" / "srinivasan-baras" / "scheduler_comparison.yaml"
 N = 16

@@ -18,9 +18,9 @@ import yaml
 
 from helpers import (BASE, REPO, RUN_JOBS, cfg_of, error_of, needs_root, netns_prefix,
                      one_timing_critical_run_at_a_time, require_real_testbed, run_layout)
-from oppsched import daemonconf
+from oppsched.testbed import daemonconf
 from oppsched.experiments.testbed.analysis import medium_summary
-from oppsched.runner import run_experiment
+from oppsched.run.runner import run_experiment
 
 EXPERIMENTS = REPO / "experiments" / "wu-80211"
 

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from oppsched import daemonconf, mac
+from oppsched import mac
+from oppsched.testbed import daemonconf
 from oppsched.config import ConfigError
 from helpers import FakeNetwork, cfg_of, run_layout, write_yaml
 

@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from oppsched import daemonconf, netns, paths
+from oppsched import paths
+from oppsched.testbed import daemonconf, netns
 from oppsched.config import ConfigError
 from oppsched.experiments import testbed
-from oppsched.runner import failed_dir, load_experiment, run_experiment
+from oppsched.run.runner import failed_dir, load_experiment, run_experiment
 from helpers import (BASE, PREFIX, REPO, assert_run_gone, cfg_of, delay_or_netem_available,
                      error_of, require, run_layout, write_experiment, write_yaml)
 

@@ -1,4 +1,4 @@
-"""`oppsched plugin check` (tools/oppsched/plugin_check.py): every example plugin passes its
+"""`oppsched plugin check` (tools/oppsched/commands/plugin_check.py): every example plugin passes its
 family's contract; a plugin that breaks a property fails that property, named, with the slot
 or packet that shows it; the command's exit status and errors. Also the CoDel example against
 the built-in CoDel, packet for packet. Nothing here depends on the wall clock: decision-time is
@@ -11,8 +11,9 @@ import textwrap
 
 import pytest
 
-from oppsched import mac, plugin_check
-from oppsched.plugin_check import check_aqm, check_file, check_scheduler
+from oppsched import mac
+from oppsched.commands import plugin_check
+from oppsched.commands.plugin_check import check_aqm, check_file, check_scheduler
 
 from helpers import REPO, run_cli
 

@@ -1,12 +1,12 @@
 """`oppsched plugin check LIB.so`: a C++ plugin library against its family's contract, through
-the wrapper a run uses (tools/oppsched/plugin_check.py, "C++ plugins"). The test plugins of
+the wrapper a run uses (tools/oppsched/commands/plugin_check.py, "C++ plugins"). The test plugins of
 host/tests/plugins answer as their params.mode asks: a well-behaved library passes every
 property, and each misbehaviour fails the property it breaks, naming the scenario and the
 slot (schedulers) or the calls (AQMs)."""
 
 import pytest
 
-from oppsched import plugin_check
+from oppsched.commands import plugin_check
 from oppsched.config import ConfigError
 
 from helpers import built_program, run_cli

@@ -12,8 +12,9 @@ import textwrap
 
 import pytest
 
-from oppsched import daemonconf, mac
-from oppsched.runner import run_experiment
+from oppsched import mac
+from oppsched.testbed import daemonconf
+from oppsched.run.runner import run_experiment
 import yaml
 
 from helpers import BASE, REPO, built_program, cfg_of, error_of, netns_prefix, \

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from oppsched import devices, preflight
+from oppsched.commands import preflight
+from oppsched.phy import devices
 from oppsched.config import ConfigError
-from oppsched.preflight import Check, Radio
+from oppsched.commands.preflight import Check, Radio
 
 from helpers import REPO, cfg_of, error_of, require, run_cli
 

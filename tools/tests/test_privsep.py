@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO, needs_root, require_real_testbed, write_experiment
-from oppsched import netns
-from oppsched.runner import staging_dir
+from oppsched.testbed import netns
+from oppsched.run.runner import staging_dir
 
 # Capability bits (linux/capability.h)
 CAP = {"chown": 0, "dac_override": 1, "setgid": 6, "setuid": 7, "net_admin": 12,
@@ -110,7 +110,7 @@ def test_a_program_that_switches_user_itself_dies_with_a_runner_killed_by_sigkil
     # A stand-in for tcpdump -Z: it switches to the run user itself, which clears the
     # PR_SET_PDEATHSIG it was started with.
     code = (
-        "import sys, time\nfrom oppsched import netns\n"
+        "import sys, time\nfrom oppsched.testbed import netns\n"
         "u = netns.RunUser.resolve()\n"
         f"s = netns.Session('otpriv', workdir={str(tmp_path / 'w')!r}, run_user=u)\n"
         "s.start()\nns = s.add_netns('k')\n"
@@ -162,7 +162,7 @@ def test_a_run_folder_mount_left_by_a_killed_runner_is_removed_by_cleanup(tmp_pa
     target = tmp_path / "out"
     target.mkdir()
     name = f"otpriv-{netns.new_run_id()}"
-    code = ("import sys, time\nfrom oppsched.netns import RunView\n"
+    code = ("import sys, time\nfrom oppsched.testbed.netns import RunView\n"
             f"RunView({name!r}, sys.argv[1]).__enter__()\nprint('mounted', flush=True)\n"
             "time.sleep(120)\n")
     p = subprocess.Popen([sys.executable, "-c", code, str(target)], stdout=subprocess.PIPE,
@@ -228,11 +228,11 @@ TRANSIENT = {"ip", "ss", "sysctl", "setpriv", "chrt", "tc"}
 def kind_of(pid: int) -> str | None:
     comm = Path(f"/proc/{pid}/comm").read_text().strip()
     cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    if comm in TRANSIENT or b"oppsched.pinger" in cmd:
+    if comm in TRANSIENT or b"oppsched.testbed.pinger" in cmd:
         return None
     if any(b"oppsched.phy" in a or b"oppsched-phy" in a for a in cmd):
         return "phy"
-    if b"oppsched.capture_guard" in cmd:
+    if b"oppsched.testbed.capture_guard" in cmd:
         return "capture_guard"
     return comm
 

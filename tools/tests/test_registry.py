@@ -13,7 +13,8 @@ import subprocess
 
 import pytest
 
-from oppsched import daemonconf, generate, mac, paths, registry
+from oppsched import generate, mac, paths, registry
+from oppsched.testbed import daemonconf
 from oppsched.config import ConfigError, validate
 from oppsched.experiments import macsim
 from helpers import BASE, REPO, built_program, cfg_of, error_of, run_layout, write_yaml

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from oppsched.runner import failed_dir, run_experiment
+from oppsched.run.runner import failed_dir, run_experiment
 from helpers import netns_prefix, require_real_testbed, run_cli, small_testbed, write_experiment
 
 RESTART = small_testbed("restart", 14, extra="""

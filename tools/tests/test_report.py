@@ -1,8 +1,8 @@
-"""oppsched.report: the figures every kind draws go through save_figure."""
+"""oppsched.analysis.report: the figures every kind draws go through save_figure."""
 
 from __future__ import annotations
 
-from oppsched.report import pyplot, save_figure
+from oppsched.analysis.report import pyplot, save_figure
 
 
 def test_save_figure_writes_the_png_closes_the_figure_and_returns_its_name(tmp_path):

@@ -16,9 +16,11 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO, needs_root, require_real_testbed, run_cli
-from oppsched import netns, outlock, paths, safefs
+from oppsched import paths, safefs
+from oppsched.run import outlock
+from oppsched.testbed import netns
 from oppsched.config import ConfigError
-from oppsched.runner import failed_dir, staging_dir
+from oppsched.run.runner import failed_dir, staging_dir
 
 CANARY_TEXT = b"root:secret-hash:19000:0:99999:7:::\n"
 
@@ -304,7 +306,7 @@ class _RecordingNs:
 
 
 def test_the_spm_marker_runs_as_the_run_user_with_bpf_net_admin_perfmon_only():
-    from oppsched.wired import attach_spm_marker
+    from oppsched.testbed.wired import attach_spm_marker
     user = netns.RunUser("oppsched-t", 4321, 4321)
     ns = _RecordingNs()
     attach_spm_marker(ns, "eth0", "/b/oppsched-spm-mark", run_user=user)
@@ -317,7 +319,7 @@ def test_the_spm_marker_runs_as_the_run_user_with_bpf_net_admin_perfmon_only():
 
 
 def test_the_spm_marker_attaches_as_the_run_user_with_those_capabilities(tmp_path):
-    from oppsched.wired import attach_spm_marker, find_spm_mark_binary
+    from oppsched.testbed.wired import attach_spm_marker, find_spm_mark_binary
     b = find_spm_mark_binary()
     if not netns.is_root() or b is None:
         pytest.skip("needs root and the built oppsched-spm-mark")
@@ -331,7 +333,7 @@ def test_the_spm_marker_attaches_as_the_run_user_with_those_capabilities(tmp_pat
 
 
 def _keys(tmp_path):
-    from oppsched import keys
+    from oppsched.testbed import keys
     d = tmp_path / "keys"
     keys.generate(d, ["R1"])
     return keys, d
@@ -420,7 +422,7 @@ def test_a_missing_run_user_is_created_as_a_system_user(monkeypatch):
 
 HOLDER = textwrap.dedent("""
     import sys, time
-    from oppsched.outlock import OutLock
+    from oppsched.run.outlock import OutLock
     with OutLock(sys.argv[1], "sweep"):
         print("locked", flush=True)
         time.sleep(60)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from oppsched.runner import analyze_dir, run_experiment
+from oppsched.run.runner import analyze_dir, run_experiment
 from helpers import run_cli, write_experiment
 
 EXPERIMENT = """

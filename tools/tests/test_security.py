@@ -16,7 +16,8 @@ import pytest
 
 zmq = pytest.importorskip("zmq")
 
-from oppsched import keys, mac  # noqa: E402
+from oppsched import mac  # noqa: E402
+from oppsched.testbed import keys
 from oppsched.cli import main as cli_main  # noqa: E402
 from oppsched.config import ConfigError  # noqa: E402
 from helpers import needs_root, netns_prefix, require_real_testbed, small_testbed, write_experiment  # noqa: E402
@@ -190,7 +191,7 @@ CURVE_RUN = small_testbed("curve", 8, flows=(REPEAT_200K, REPEAT_200K), extra=""
 
 
 def _run(tmp: Path, text: str):
-    from oppsched.runner import run_experiment
+    from oppsched.run.runner import run_experiment
     exp = write_experiment(tmp, text)
     with netns_prefix():
         runs = run_experiment(exp, tmp / "out")
@@ -261,7 +262,7 @@ def test_oppsched_check_names_a_keys_dir_without_the_runs_keys(tmp_path, capsys)
 
 def test_the_integrity_tag_is_on_by_default_with_radios_and_an_opt_out_is_a_warning():
     from oppsched.experiments.testbed.analysis import security_summary
-    from oppsched.runner import load_experiment
+    from oppsched.run.runner import load_experiment
     from oppsched.experiments.testbed.schema import integrity_opt_out
     root = Path(__file__).resolve().parents[2]
     for exp in ("experiments/wu-80211/over-the-air.yaml", "experiments/clamp/fading-uhd.yaml"):
@@ -289,8 +290,8 @@ def test_the_integrity_tag_is_on_by_default_with_radios_and_an_opt_out_is_a_warn
 def test_each_run_draws_its_own_integrity_run_id_and_gives_it_to_the_apd_and_every_client(
         tmp_path):
     from helpers import run_layout
-    from oppsched import daemonconf
-    from oppsched.runner import load_experiment
+    from oppsched.testbed import daemonconf
+    from oppsched.run.runner import load_experiment
     exp = write_experiment(tmp_path, small_testbed("runid", 5, flows=("", "")) +
                            "pdu: {integrity_tag: true}\n")
     _, _, cfg = load_experiment(exp)

@@ -14,11 +14,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from oppsched import flows
+from oppsched.testbed import flows
 from oppsched.experiments import testbed
 from oppsched.experiments.testbed import analysis
 from helpers import BASE, cfg_of, netns_prefix, require_real_testbed, write_experiment
-from oppsched.runner import run_experiment
+from oppsched.run.runner import run_experiment
 
 HEADER = ",".join(flows.SOCKET_COLUMNS) + "\n"
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from oppsched import paths
-from oppsched.netns import Session
-from oppsched.wired import attach_spm_marker, find_spm_mark_binary
+from oppsched.testbed.netns import Session
+from oppsched.testbed.wired import attach_spm_marker, find_spm_mark_binary
 from helpers import needs_root, require
 
 DSCP = 3

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from helpers import BASE, REPO, needs_root
-from oppsched import sweep, sweepspec
+from oppsched.run import sweep, sweepspec
 from oppsched.config import ConfigError
 from oppsched.experiments import macsim
 
@@ -355,7 +355,7 @@ def _free_port() -> int:
 
 def _start_cluster(tmp_path, resources: bool, worker_metrics: list[str] | None = None):
     """A scheduler and two workers on loopback; worker i serves its points' figures at
-    worker_metrics[i] (OPPSCHED_METRICS, preloading oppsched.cluster_worker) if given."""
+    worker_metrics[i] (OPPSCHED_METRICS, preloading oppsched.run.cluster_worker) if given."""
     pytest.importorskip("distributed")
     port = _free_port()
     env = dict(os.environ, PYTHONPATH=str(REPO / "tools"))
@@ -365,7 +365,7 @@ def _start_cluster(tmp_path, resources: bool, worker_metrics: list[str] | None =
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)]
     address = f"tcp://127.0.0.1:{port}"
     for i in range(2):
-        serve = (["--preload", "oppsched.cluster_worker"] if worker_metrics else [])
+        serve = (["--preload", "oppsched.run.cluster_worker"] if worker_metrics else [])
         wenv = dict(env, OPPSCHED_METRICS=worker_metrics[i]) if worker_metrics else env
         procs.append(subprocess.Popen(
             [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
@@ -438,7 +438,7 @@ def test_a_sweep_runs_on_a_dask_cluster_and_every_run_comes_back_whole(
 @needs_root
 def test_on_a_cluster_the_client_serves_the_progress_and_each_worker_the_point_it_runs(
         tmp_path, dask_cluster_serving_metrics):
-    from oppsched.live import MetricsServer
+    from oppsched.run.live import MetricsServer
 
     address, served = dask_cluster_serving_metrics
     seen: set[str] = set()  # run labels a worker's endpoint served while its point ran
@@ -475,7 +475,7 @@ def test_on_a_cluster_the_client_serves_the_progress_and_each_worker_the_point_i
 
 
 def test_a_bad_worker_metrics_address_stops_the_worker_naming_the_variable(monkeypatch):
-    from oppsched import cluster_worker
+    from oppsched.run import cluster_worker
 
     monkeypatch.setattr(cluster_worker, "_server", None)
     monkeypatch.setenv("OPPSCHED_METRICS", "192.0.2.1:9465")
@@ -541,7 +541,7 @@ def test_sweep_table_has_jitter_and_rtt_means_over_users_and_flows_that_report_t
 _SLOW_SWEEP = """
 import os, sys, time
 from pathlib import Path
-from oppsched import sweep
+from oppsched.run import sweep
 from oppsched.experiments import macsim
 
 marks = Path(sys.argv[2])
@@ -621,7 +621,7 @@ def test_the_workers_of_a_killed_parallel_sweep_do_not_go_on_running_its_points(
 # writing the summary and moving an erroring run out of the way.
 _KILLED_AFTER_SUMMARY = """
 import os, signal, sys
-from oppsched import runner, sweep
+from oppsched.run import runner, sweep
 from oppsched.experiments import macsim
 
 real_analyze, real_analyze_run, calls = macsim.analyze, runner.analyze_run, []
@@ -719,7 +719,7 @@ def test_cluster_keys_are_a_ca_and_the_certificates_it_signed_all_0600_and_kept(
     pytest.importorskip("cryptography")
     from cryptography import x509
     from cryptography.hazmat.primitives.asymmetric import ec
-    from oppsched import keys
+    from oppsched.testbed import keys
     from oppsched.cli import main as cli_main
 
     kd = tmp_path / "keys"
@@ -788,7 +788,7 @@ def tls_cluster(tmp_path_factory):
     pytest.importorskip("distributed")
     pytest.importorskip("cryptography")
     from distributed import Client
-    from oppsched import keys
+    from oppsched.testbed import keys
 
     tmp = tmp_path_factory.mktemp("tls-cluster")
     kd, other = tmp / "keys", tmp / "other-keys"
@@ -839,7 +839,7 @@ def tls_cluster(tmp_path_factory):
 def test_a_client_with_the_cluster_certificates_runs_tasks_and_a_sweep_over_tls(
         tmp_path, tls_cluster):
     from distributed import Client
-    from oppsched import keys
+    from oppsched.testbed import keys
 
     address, kd, _ = tls_cluster
     with Client(address, timeout="10s", security=keys.cluster_security(kd, "client")) as c:
@@ -857,7 +857,7 @@ def test_a_tls_cluster_refuses_clients_without_its_certificate(tmp_path, tls_clu
     import ssl
 
     from distributed import Client
-    from oppsched import keys
+    from oppsched.testbed import keys
 
     address, kd, other = tls_cluster
     port = int(address.rsplit(":", 1)[1])
@@ -897,7 +897,7 @@ def test_a_tls_cluster_refuses_clients_without_its_certificate(tmp_path, tls_clu
 def test_a_client_key_readable_by_others_is_refused_naming_the_file(tmp_path):
     pytest.importorskip("distributed")
     pytest.importorskip("cryptography")
-    from oppsched import keys
+    from oppsched.testbed import keys
 
     kd = tmp_path / "keys"
     keys.generate_cluster(kd)

@@ -11,7 +11,7 @@ import pytest
 from scapy.layers.inet import IP, TCP
 from scapy.utils import rdpcap, wrpcap
 
-from oppsched import tcpview
+from oppsched.commands import tcpview
 from oppsched.cli import main
 
 T0_WALL = 1_000_000.0

@@ -32,12 +32,14 @@ import pandas as pd
 import pytest
 import yaml
 
-from oppsched import daemonconf, flows, netns, paths, pcap
+from oppsched import paths
+from oppsched.analysis import pcap
+from oppsched.testbed import daemonconf, flows, netns
 from oppsched.experiments import kind_module, testbed
 from oppsched.experiments.testbed import analysis
-from oppsched.runner import (analyze_dir, failed_dir, load_experiment, run_experiment,
+from oppsched.run.runner import (analyze_dir, failed_dir, load_experiment, run_experiment,
                              staging_dir, text_summary, variant_config)
-from oppsched.wired import find_delay_binary
+from oppsched.testbed.wired import find_delay_binary
 from helpers import (BASE, PREFIX, REPO, assert_run_gone, cfg_of, delay_or_netem_available,
                      error_of, needs_root, netns_prefix, require, run_cli, run_layout,
                      require_real_testbed, write_experiment)
@@ -456,7 +458,7 @@ def test_flow_command_lines():
 
 def test_an_upstream_flow_sends_from_the_device_to_a_receiver_in_the_server():
     from oppsched.experiments.testbed.topology import flow_plans
-    from oppsched.wired import Node
+    from oppsched.testbed.wired import Node
     text = BASE.replace("  - {id: f1, server: S1, device: R1}",
                         "  - {id: f1, server: S1, device: R1}\n"
                         "  - {id: f2, server: S1, device: R1, direction: up, family: ipv6}")
@@ -805,7 +807,7 @@ def test_ctrl_c_during_a_run_tears_everything_down(tmp_path, prefix_env, fake_ru
         def __call__(self, done, total, what):
             raise KeyboardInterrupt
 
-    monkeypatch.setattr("oppsched.runner.Progress", Interrupt)
+    monkeypatch.setattr("oppsched.run.runner.Progress", Interrupt)
     _run_expect_failure(tmp_path, "", build, "")
 
 
@@ -1310,7 +1312,7 @@ def test_a_real_run_that_fails_midway_leaves_nothing_behind(tmp_path, prefix_env
                 if p["name"] == "phy":
                     os.kill(p["pid"], signal.SIGKILL)
 
-    monkeypatch.setattr("oppsched.runner.Progress", KillPhy)
+    monkeypatch.setattr("oppsched.run.runner.Progress", KillPhy)
     with pytest.raises(testbed.TestbedError, match="phy exited"):
         run_experiment(exp, tmp_path / "out")
     run = json.loads((failed_dir(tmp_path / "out") / "run.json").read_text())

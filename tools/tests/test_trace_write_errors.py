@@ -95,7 +95,7 @@ def _file_size_limit(nbytes: int):
 
 def test_the_socket_trace_counts_rows_a_full_disk_lost_and_keeps_the_rest_whole(tmp_path):
     from oppsched.experiments.testbed.orchestration import SocketSampler
-    from oppsched.flows import SOCKET_COLUMNS
+    from oppsched.testbed.flows import SOCKET_COLUMNS
 
     class Plan:
         id, port, repeat, transport = "f1", 5201, None, "tcp"
@@ -147,7 +147,7 @@ def test_the_phy_slot_trace_counts_rows_a_full_disk_lost_and_keeps_the_rest_whol
 
 def test_a_transfer_program_that_lost_rows_says_so_and_the_summary_names_its_csv(
         tmp_path, capsys):
-    from oppsched.transfers import CLIENT_COLUMNS, EXIT_ROWS_LOST, _Records
+    from oppsched.testbed.transfers import CLIENT_COLUMNS, EXIT_ROWS_LOST, _Records
     rec = _Records(tmp_path / "transfers.f1.csv", CLIENT_COLUMNS)
     rec.add({"transfer": 0, "bytes": 100})
     with _file_size_limit(rec.t.size + 3):
@@ -227,7 +227,7 @@ def _fill_once_running(mnt: Path, stop: threading.Event) -> None:
 def test_a_run_whose_disk_fills_up_ends_with_a_summary_naming_each_trace_that_lost_rows(
         tmp_path, small_tmpfs):
     require_real_testbed()
-    from oppsched.runner import RunFailed, failed_dir, run_experiment
+    from oppsched.run.runner import RunFailed, failed_dir, run_experiment
     exp = write_experiment(tmp_path, FULL)
     out = small_tmpfs / "out"
     stop = threading.Event()

@@ -1,4 +1,4 @@
-"""Flows of repeated transfers (flows[].repeat, oppsched.transfers): the schema's checks,
+"""Flows of repeated transfers (flows[].repeat, oppsched.testbed.transfers): the schema's checks,
 the idle times drawn from the run's seed, the programs' command lines, the transfer
 programs themselves between two namespaces, and the per-flow figures of summary.json."""
 
@@ -15,10 +15,10 @@ import pandas as pd
 import pytest
 
 from helpers import BASE, cfg_of, error_of, needs_root, run_cli, REPO
-from oppsched import transfers
+from oppsched.testbed import transfers
 from oppsched.experiments.testbed.topology import flow_plans
-from oppsched.netns import Session, wait_for
-from oppsched.wired import Node
+from oppsched.testbed.netns import Session, wait_for
+from oppsched.testbed.wired import Node
 
 # The programs run from this checkout's package, whatever the venv points at.
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
@@ -224,7 +224,7 @@ def test_idle_times_are_pinned_for_a_seed():
     # idle times every run of seed 1 waits after its first three 'short' transfers.
     u = take(1, "short", mean=1.0, n=3)
     import random
-    rng = random.Random("oppsched.transfers/1/short")
+    rng = random.Random("oppsched.testbed.transfers/1/short")
     assert u == [-math.log(1.0 - rng.random()) for _ in range(3)]
     assert all(x >= 0 for x in u)
 
@@ -256,7 +256,7 @@ def test_the_plan_starts_the_server_in_the_server_and_fetch_in_the_client():
     assert (p.listener_name, p.starter_name) == ("xfer-serve.w", "xfer-fetch.w")
     assert flow_plans(cfg, clients, servers)[0].starter_name == "iperf3-s.f1"
     srv = p.transfer_server_argv("PY", "/r")
-    assert srv[:4] == ["PY", "-m", "oppsched.transfers", "serve"]
+    assert srv[:4] == ["PY", "-m", "oppsched.testbed.transfers", "serve"]
     assert srv[srv.index("--bind") + 1] == "fd00:1:0::1"
     assert srv[srv.index("--bytes") + 1] == "4000"
     assert srv[srv.index("--cc") + 1] == "reno"
@@ -294,7 +294,7 @@ def pair(tmp_path):
 
 
 def serve(s, ns, tmp_path, nbytes, *extra, port=5301):
-    p = ns.spawn([sys.executable, "-m", "oppsched.transfers", "serve", "--bind", "10.77.0.1",
+    p = ns.spawn([sys.executable, "-m", "oppsched.testbed.transfers", "serve", "--bind", "10.77.0.1",
                   "--port", port, "--bytes", nbytes, "--records", tmp_path / "srv.csv",
                   *extra], name="serve", env=ENV)
     ns.wait_listening(port, timeout=10, proc=p)
@@ -303,7 +303,7 @@ def serve(s, ns, tmp_path, nbytes, *extra, port=5301):
 
 def fetch(ns, tmp_path, nbytes, *extra, port=5301, stop_in_s=20.0):
     t0 = time.monotonic_ns()
-    argv = [sys.executable, "-m", "oppsched.transfers", "fetch", "--connect", "10.77.0.1",
+    argv = [sys.executable, "-m", "oppsched.testbed.transfers", "fetch", "--connect", "10.77.0.1",
             "--port", port, "--bytes", nbytes, "--records", tmp_path / "cli.csv",
             "--seed", 3, "--flow-id", "w", "--t0-ns", t0,
             "--stop-at-ns", t0 + int(stop_in_s * 1e9), *extra]
@@ -484,7 +484,7 @@ def test_sigterm_cuts_the_transfer_in_progress_and_records_it(pair, tmp_path, mo
     s, a, b = pair
     mute_listener(a, 5304)
     t0 = time.monotonic_ns()
-    argv = [sys.executable, "-m", "oppsched.transfers", "fetch", "--connect", "10.77.0.1",
+    argv = [sys.executable, "-m", "oppsched.testbed.transfers", "fetch", "--connect", "10.77.0.1",
             "--port", 5304, "--bytes", 4000, "--records", tmp_path / "cli.csv",
             "--t0-ns", t0, "--stop-at-ns", t0 + 30 * 10**9, "--idle-s", "0", *mode]
     p = b.spawn(argv, name="fetch", env=ENV)

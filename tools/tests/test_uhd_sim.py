@@ -214,8 +214,9 @@ def test_preflight_passes_every_radio_row_on_the_simulated_e320(sim, tmp_path):
     it measures the simulator's Python, not a link."""
     import yaml
 
-    from oppsched import devices, preflight
-    from oppsched.runner import load_experiment
+    from oppsched.commands import preflight
+    from oppsched.phy import devices
+    from oppsched.run.runner import load_experiment
 
     cfg = yaml.safe_load((REPO / "experiments/clamp/fading-uhd.yaml").read_text())
     cfg["phy"]["uhd"]["device"] = "e320_sim"

@@ -5,7 +5,7 @@ else the oppsched-delay binary (found through $OPPSCHED_DELAY_BIN, PATH or build
 root they are skipped; without a backend they are skipped locally and fail under CI (where
 `make test` has built the binary, so its absence is a build fault).
 
-Timing assertions: RTTs are measured with kernel receive timestamps (oppsched.pinger). A
+Timing assertions: RTTs are measured with kernel receive timestamps (oppsched.testbed.pinger). A
 delay stage never releases a frame early, so the minimum RTT is at least the configured
 round trip; on a busy 2-core machine single pings can be late by a millisecond or more, so
 the median (not the maximum) must lie within 0.5 ms of the configured value.
@@ -22,9 +22,9 @@ import sys
 
 import pytest
 
-from oppsched import netns, wired
-from oppsched.netns import NetnsError, Session, wait_for
-from oppsched.wired import ClientSpec, LinkSpec, ServerSpec, Testbed, Topology, WiredChoice
+from oppsched.testbed import netns, wired
+from oppsched.testbed.netns import NetnsError, Session, wait_for
+from oppsched.testbed.wired import ClientSpec, LinkSpec, ServerSpec, Testbed, Topology, WiredChoice
 from helpers import delay_or_netem_available, needs_root, require
 
 TOLERANCE_MS = 0.5

@@ -20,7 +20,8 @@ import pytest
 from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.inet6 import IPv6
 
-from oppsched import daemonconf, mac
+from oppsched import mac
+from oppsched.testbed import daemonconf
 from helpers import (BASE, REPO, cfg_of, needs_root, netns_prefix, require,
                      require_real_testbed, run_layout, write_experiment)
 import test_apd as ta
@@ -402,7 +403,7 @@ pdu: {integrity_tag: true}
 def mac_run(tmp_path_factory):
     require_real_testbed()
     _need_tshark()
-    from oppsched.runner import run_experiment
+    from oppsched.run.runner import run_experiment
     tmp = tmp_path_factory.mktemp("macpcap")
     exp = write_experiment(tmp, RUN)
     with netns_prefix():

@@ -131,7 +131,7 @@ users:
 
 
 def test_analyze_of_a_run_folder_recomputes_the_builds_summary(tmp_path):
-    from oppsched.runner import run_experiment
+    from oppsched.run.runner import run_experiment
 
     out = tmp_path / "out"
     run_experiment(write_experiment(tmp_path, MACSIM), out)  # with the build: macsim's run

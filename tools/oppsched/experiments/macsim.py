@@ -26,8 +26,8 @@ import pandas as pd
 from oppsched import mac, plugin, registry
 from oppsched.config import Field, ListOf
 from oppsched.names import CHANNEL_MODEL_ALIASES, FADING_MODELS
-from oppsched.metrics import jain_index, jitter_stats
-from oppsched.report import pyplot, save_figure
+from oppsched.analysis.metrics import jain_index, jitter_stats
+from oppsched.analysis.report import pyplot, save_figure
 
 SCHEMA = {
     "phy": {

@@ -1,5 +1,5 @@
 """IQ capture (`capture.iq` in phy.yaml): a sink block beside each slot_rx that records the
-samples the receiver gets as a SigMF recording (oppsched.sigmf), with one annotation per
+samples the receiver gets as a SigMF recording (oppsched.analysis.sigmf), with one annotation per
 slot from the receiver's own `rx` reports, and the receiver's per-slot trace
 (`<name>.rx.csv`, every slot of the run, whatever the window).
 
@@ -33,7 +33,7 @@ import numpy as np
 import pmt
 from gnuradio import gr
 
-from oppsched import sigmf
+from oppsched.analysis import sigmf
 
 log = logging.getLogger("oppsched.phy.iqcapture")
 

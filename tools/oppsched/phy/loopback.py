@@ -54,8 +54,8 @@ from pathlib import Path
 from gnuradio import gr, oppsched
 
 from oppsched.config import ConfigError, Field
-from oppsched.daemonconf import measured_mcs_table
-from oppsched.linkcurves import table_mismatches
+from oppsched.testbed.daemonconf import measured_mcs_table
+from oppsched.commands.linkcurves import table_mismatches
 from oppsched.names import FECS, PROFILE_ALIASES, PROFILES
 from oppsched.phy import common
 

@@ -43,7 +43,7 @@ follows the time setting: building the AP graph and starting every flowgraph. Th
 radios need no time: slot_rx finds the slots by their preamble.
 
 Device profiles. Every radio names its profile (`device`: firmware/profiles/<name>.yaml,
-oppsched.devices); load_config refuses a sample rate, frequency, gain, antenna or clock/time
+oppsched.phy.devices); load_config refuses a sample rate, frequency, gain, antenna or clock/time
 source outside it (exit 2 naming the field and the value) before any radio is opened. The
 AP profile's tx_lead_s sets how far slot_tx runs ahead of the radio: its output buffer holds
 at least tx_lead_s x sample rate samples (tx_buffer_samples), so that every timed burst
@@ -67,7 +67,7 @@ from pathlib import Path
 
 from gnuradio import gr, oppsched
 
-from oppsched import devices
+from oppsched.phy import devices
 from oppsched.config import ConfigError, Field, ListOf
 from oppsched.phy import loopback
 from oppsched.phy.common import parse_args, set_rt_priority, write_json_atomic

@@ -12,15 +12,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from oppsched import daemonconf, pcap, transfers, wrcflows
+from oppsched.analysis import pcap
+from oppsched.testbed import daemonconf, transfers, wrcflows
 from oppsched.experiments.testbed.balance import end_to_end
 from oppsched.experiments.testbed.reliability import conservation_summary
 from oppsched.experiments.testbed.schema import (FLOW_DIRECTIONS, integrity_opt_out, is_wrc,
                                                  repeated, wrc_packet_bytes, wrc_weight)
-from oppsched.flows import (BASE_PORT, intervals, sender_result, socket_csv,
+from oppsched.testbed.flows import (BASE_PORT, intervals, sender_result, socket_csv,
                             socket_delivered)
 from oppsched.experiments.testbed.traces import truncation_errors, write_errors
-from oppsched.metrics import jain_index
+from oppsched.analysis.metrics import jain_index
 
 
 def trace_error(errors: list | None, path: Path, exc: BaseException) -> None:
@@ -695,7 +696,7 @@ def direction_totals(flows: list[dict]) -> dict:
 
 def _wrc_flow(rundir: Path, f: dict, plan: dict, k: int, cfg: dict, errors: list) -> dict:
     """A flow of the weighted rate control: its summary row from oppsched-wrc's stats and
-    trace (oppsched.wrcflows)."""
+    trace (oppsched.testbed.wrcflows)."""
     fr = {**f, "weight": wrc_weight(f), "packet_bytes": wrc_packet_bytes(f)}
     w = wrcflows.summarize(rundir, fr, plan, cfg, errors, read_json)
     if not wrcflows.path(rundir, f["id"], "recv.stats.json").exists():

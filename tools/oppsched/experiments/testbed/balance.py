@@ -46,7 +46,7 @@ import ipaddress
 import struct
 from pathlib import Path
 
-from oppsched import pcap
+from oppsched.analysis import pcap
 
 # How far the residual may lie outside [0, lost perhaps] before it is an error: packets
 # that are not the flows' but that a stage counts among its drops after t0 (an ICMP error

@@ -1,7 +1,7 @@
 """Running a testbed experiment: run() checks the daemons' configuration files, builds the
 namespaces, starts apd, clients and PHY and waits until each is ready (endpoints bound,
 pings crossing the radio), starts the captures and the flows at their times (iperf3, the
-repeated transfers of oppsched.transfers, or oppsched-wrc for transport wrc), and
+repeated transfers of oppsched.testbed.transfers, or oppsched-wrc for transport wrc), and
 stops everything in order (flows, PHY, daemons with SIGTERM so they flush their traces,
 captures), recording every process (processes.json) and the run (run.json)."""
 
@@ -20,7 +20,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from oppsched import daemonconf, keys
+from oppsched.testbed import daemonconf, keys
 from oppsched.config import read_yaml
 from oppsched.experiments.testbed.programs import TestbedError, find_programs, phy_env
 from oppsched.experiments.testbed.reliability import (APD_EXIT_WATCHDOG, RunnerWatchdog,
@@ -31,13 +31,13 @@ from oppsched.experiments.testbed.traces import PARTIAL, recover_all
 from oppsched.experiments.testbed.topology import (daemon_users, flow_plans, flow_route_commands,
                                                    tcp_override_sysctls, testbed_topology,
                                                    write_wrc_configs)
-from oppsched.flows import (SOCKET_COLUMNS, FlowPlan, parse_ss_bytes_acked, parse_ss_sender_info,
+from oppsched.testbed.flows import (SOCKET_COLUMNS, FlowPlan, parse_ss_bytes_acked, parse_ss_sender_info,
                             parse_ss_sockets, socket_csv, timed_iperf)
-from oppsched.netns import (TCPDUMP_BOUNDING, NetnsError, RunUser, RunView, fifo_allowed,
+from oppsched.testbed.netns import (TCPDUMP_BOUNDING, NetnsError, RunUser, RunView, fifo_allowed,
                             hand_back, invoking_user, new_run_id, wait_for)
 from oppsched.paths import write_atomic
 from oppsched.safefs import UnsafePath, open_beneath, open_dir, remove_symlinks
-from oppsched.wired import Testbed, attach_spm_marker, ensure_congestion_control
+from oppsched.testbed.wired import Testbed, attach_spm_marker, ensure_congestion_control
 
 
 # ----------------------------------------------------------------------------------------
@@ -48,7 +48,7 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 def proc_cpu_s(pid: int) -> float | None:
     """utime + stime of a live process (/proc/PID/stat fields 14 and 15), seconds, with its
-    live children's (a program under oppsched.capture_guard is the guard's child)."""
+    live children's (a program under oppsched.testbed.capture_guard is the guard's child)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
@@ -265,7 +265,7 @@ def _wait_radio(tb, timeout: float, procs: ProcTable, alive) -> float:
 
 def _until_flows_end(plans, pending: list, running: list, procs, t0: float) -> bool:
     """repeat.until_flows_end: a flow whose named flows have all ended is stopped (SIGTERM;
-    oppsched.transfers records the transfer in progress as cut and starts none after), and
+    oppsched.testbed.transfers records the transfer in progress as cut and starts none after), and
     one not started yet never starts: Wu, Gong & Williamson's small files, "repeated over
     and over until all large file transfers are finished" (§5.2). True if one was stopped."""
     by_id = {p.id: p for p in plans}
@@ -335,7 +335,7 @@ LIVE_FLOWS = "flows.live.json"
 
 def _write_live_flows(rundir, now: float, rates: dict, info: dict) -> None:
     """flows.live.json: each flow's goodput since the last progress line and its sender's
-    RTT and cwnd (tcp_info) at this one, for the `--metrics` endpoint (oppsched/live.py).
+    RTT and cwnd (tcp_info) at this one, for the `--metrics` endpoint (oppsched/run/live.py).
     Best effort: a full disk skips it."""
     flows = {fid: {"goodput_bps": rates.get(fid), **info.get(fid, {})}
              for fid in set(rates) | set(info)}
@@ -683,10 +683,10 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
             _wait_files([lay.ipc_path(f"rx_{u.id}") for u in users],
                         "oppsched-client: rx endpoints bound", up, procs, daemons)
             if chaos_file is not None:  # between the PHY and the daemons (reliability.py)
-                spawn(tb.ap, [sys.executable, "-m", "oppsched.chaos", "--config", chaos_file],
+                spawn(tb.ap, [sys.executable, "-m", "oppsched.testbed.chaos", "--config", chaos_file],
                       "chaos", "chaos", env=phy_env(cfg))
                 daemons.append("chaos")
-                _wait_files(chaos_bound(lay, files["phy"]), "oppsched.chaos: endpoints bound",
+                _wait_files(chaos_bound(lay, files["phy"]), "oppsched.testbed.chaos: endpoints bound",
                             up, procs, daemons)
             # Over the air the radios are on the host's USB/Ethernet: the UHD PHY runs in
             # the root namespace (its ipc endpoints are files, reachable from any namespace).

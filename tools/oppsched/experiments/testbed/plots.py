@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from oppsched import transfers, wrcflows
+from oppsched.testbed import transfers, wrcflows
 from oppsched.experiments.testbed.analysis import read_json, read_slots, slot_column
 from oppsched.experiments.testbed.schema import is_wrc, repeated, wrc_weight
-from oppsched.flows import intervals
-from oppsched.report import pyplot, save_figure
+from oppsched.testbed.flows import intervals
+from oppsched.analysis.report import pyplot, save_figure
 
 
 def plot(outdir: Path, summary: dict) -> list[str]:

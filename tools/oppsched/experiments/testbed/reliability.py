@@ -266,10 +266,10 @@ def conservation_summary(rundir: Path, stats: dict, errors: list) -> dict:
 
 
 # ----------------------------------------------------------------------------------------
-# Chaos (faults.chaos): oppsched.chaos between the PHY and the daemons
+# Chaos (faults.chaos): oppsched.testbed.chaos between the PHY and the daemons
 
 def chaos_config(cfg: dict, lay, phy_yaml: Path) -> Path:
-    """Writes chaos.yaml (oppsched/chaos.py) with one link per PHY-daemon message stream
+    """Writes chaos.yaml (oppsched/testbed/chaos.py) with one link per PHY-daemon message stream
     (slot requests, grants, each client's rx) and points phy.yaml at the proxy's endpoints,
     so that every message between the PHY and the daemons crosses it. Returns chaos.yaml."""
     import yaml
@@ -290,7 +290,7 @@ def chaos_config(cfg: dict, lay, phy_yaml: Path) -> Path:
                       "push": {"connect": u["rx"]}})
         u["rx"] = f"ipc://{z}/c_rx{u['id']}"
     tmp = Path(phy_yaml).with_suffix(".tmp")
-    tmp.write_text("# written by oppsched run (tools/oppsched/daemonconf.py; endpoints through "
+    tmp.write_text("# written by oppsched run (tools/oppsched/testbed/daemonconf.py; endpoints through "
                    "the chaos proxy, reliability.py)\n" + yaml.safe_dump(phy, sort_keys=False))
     os.replace(tmp, phy_yaml)
     conf = {"seed": c["seed"], "drop": c["drop"], "duplicate": c["duplicate"],

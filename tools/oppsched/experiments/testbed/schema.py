@@ -8,10 +8,11 @@ import math
 import re
 from pathlib import Path
 
-from oppsched import (build, daemon_fields, daemonconf, devices, mac, names, paths, plugin,
-                      registry)
+from oppsched import build, daemon_fields, mac, names, paths, plugin, registry
+from oppsched.phy import devices
+from oppsched.testbed import daemonconf
 from oppsched.config import ConfigError, Field, ListOf, Renamed
-from oppsched.daemonconf import PROFILES
+from oppsched.testbed.daemonconf import PROFILES
 from oppsched.names import (AQM_KINDS, CHANNEL_MODEL_ALIASES, CHANNEL_MODELS, ERROR_MODEL_ALIASES,
                             ERROR_MODELS, FECS, LINK_MODES, MARKING_AQMS, PROFILE_ALIASES,
                             SHANNON_TABLE_DEFAULTS, TABLE_ALIASES, TABLE_PRESETS)
@@ -32,7 +33,7 @@ MIN_SEGMENT_BYTES = TCP_MIN_MSS - TIMESTAMP_OPTION_BYTES
 MAX_SEGMENT_BYTES = TCP_MAX_MSS - TIMESTAMP_OPTION_BYTES
 IP_TCP_HEADER_BYTES = {"ipv4": 20 + 20, "ipv6": 40 + 20}
 FLOW_DIRECTIONS = ("down", "up")
-# flows[].repeat.connection (oppsched.transfers.CONNECTIONS)
+# flows[].repeat.connection (oppsched.testbed.transfers.CONNECTIONS)
 REPEAT_CONNECTIONS = ("new", "reuse")
 _NONE = type(None)
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,23}")
@@ -205,7 +206,7 @@ SCHEMA = {
         "bytes": Field((int, _NONE), None, min=1, doc="send this many bytes instead of a "
                        "duration (iperf3 -n); excludes stop_s. With repeat: the size of "
                        "each transfer"),
-        "repeat": {  # a flow of repeated transfers (oppsched.transfers), on when an idle is set
+        "repeat": {  # a flow of repeated transfers (oppsched.testbed.transfers), on when an idle is set
             "idle_s": Field((float, _NONE), None, min=0.0, doc="fixed idle time between "
                             "transfers (0: back to back); null: not repeated, or idle_mean_s"),
             "idle_mean_s": Field((float, _NONE), None, doc="exponential idle times of this "
@@ -548,7 +549,7 @@ SCHEMA = {
             "signal": Field(str, choices=("STOP", "KILL", "SEGV", "ABRT", "TERM")),
             "at_s": Field(float, min=0.0, doc="after t0"),
         }),
-        "chaos": {  # python -m oppsched.chaos between the PHY and the daemons (abstract PHY)
+        "chaos": {  # python -m oppsched.testbed.chaos between the PHY and the daemons (abstract PHY)
             "enabled": Field(bool, False),
             "seed": Field(int, 1, min=0),
             "drop": Field(float, 0.0, min=0.0, max=1.0, doc="probability per message"),
@@ -909,7 +910,7 @@ def _check_until_flows_end(flows: list, i: int) -> None:
 
 
 def repeated(flow: dict) -> bool:
-    """A flow of repeated transfers (oppsched.transfers) rather than one iperf3 run: its
+    """A flow of repeated transfers (oppsched.testbed.transfers) rather than one iperf3 run: its
     repeat section names an idle time."""
     rep = flow.get("repeat") or {}
     return rep.get("idle_s") is not None or rep.get("idle_mean_s") is not None
@@ -961,7 +962,7 @@ def integrity_opt_out(cfg: dict) -> str | None:
 def _check_keys(cfg: dict) -> None:
     """security.keys_dir holds every key file the run needs (docs/security.md), so that
     `oppsched check` finds a missing one before a run starts."""
-    from oppsched import keys  # pyzmq: only runs that use keys need it
+    from oppsched.testbed import keys  # pyzmq: only runs that use keys need it
     kd = cfg["security"]["keys_dir"]
     curve, tag = cfg["security"]["curve"], cfg["pdu"]["integrity_tag"]
     if kd is None or not (curve or tag):

@@ -1,15 +1,15 @@
 """From the resolved experiment to what a testbed run builds and configures: the topology
-of namespaces and wired paths (oppsched.netns), the users as the daemons address them
-(whose configuration files oppsched.daemonconf writes), the per-namespace TCP overrides and
+of namespaces and wired paths (oppsched.testbed.netns), the users as the daemons address them
+(whose configuration files oppsched.testbed.daemonconf writes), the per-namespace TCP overrides and
 the iperf3 flows."""
 
 from __future__ import annotations
 
-from oppsched import daemonconf, wrcflows
+from oppsched.testbed import daemonconf, wrcflows
 from oppsched.experiments.testbed.schema import (flow_routes, is_wrc, mss_option, repeated,
                                                  resolved_ecn, wrc_packet_bytes, wrc_weight)
-from oppsched.flows import BASE_PORT, FlowPlan, iperf_seconds
-from oppsched.wired import ClientSpec, ServerSpec, TcpSettings, Topology, client_addr
+from oppsched.testbed.flows import BASE_PORT, FlowPlan, iperf_seconds
+from oppsched.testbed.wired import ClientSpec, ServerSpec, TcpSettings, Topology, client_addr
 
 
 def flow_plans(cfg: dict, clients, servers=None) -> list[FlowPlan]:
@@ -83,7 +83,7 @@ def wrc_flows(cfg: dict) -> list[tuple[int, dict]]:
 
 
 def write_wrc_configs(cfg: dict, rundir, users) -> dict[str, tuple]:
-    """The oppsched-wrc files of every wrc flow (oppsched.wrcflows), addressed as the
+    """The oppsched-wrc files of every wrc flow (oppsched.testbed.wrcflows), addressed as the
     daemons address the devices (`users`, daemon_users): {flow id: (send, recv)}."""
     dev_idx = {d["name"]: j for j, d in enumerate(cfg["devices"])}
     out = {}
@@ -95,7 +95,7 @@ def write_wrc_configs(cfg: dict, rundir, users) -> dict[str, tuple]:
 
 
 def testbed_topology(cfg: dict) -> Topology:
-    """The namespaces, wired paths and TCP settings of the run (oppsched.wired.Testbed)."""
+    """The namespaces, wired paths and TCP settings of the run (oppsched.testbed.wired.Testbed)."""
     t = cfg["tcp"]
     tcp = TcpSettings(congestion_control=t["congestion_control"], sack=t["sack"],
                       ecn=resolved_ecn(cfg), timestamps=t["timestamps"],

@@ -173,9 +173,9 @@ _LOG_LINE = re.compile(r"^trace write errors: (\S+): (\d+) write\(s\) failed, (\
 
 
 def _transfer_errors(rundir: Path, run: dict, read_json) -> list[str]:
-    """The repeated transfers' CSVs (oppsched.transfers): a client or server that lost rows
+    """The repeated transfers' CSVs (oppsched.testbed.transfers): a client or server that lost rows
     to failed writes exits with EXIT_ROWS_LOST and says how many in its log."""
-    from oppsched.transfers import EXIT_ROWS_LOST
+    from oppsched.testbed.transfers import EXIT_ROWS_LOST
     procs = {p.get("name"): p for p in read_json(rundir / "processes.json") or []
              if isinstance(p, dict)}
     out = []

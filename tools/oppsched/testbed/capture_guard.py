@@ -8,7 +8,7 @@ PR_SET_PDEATHSIG(SIGTERM) and no_new_privs, and waits: when its parent (the runn
 or when it is asked to stop, it passes the signal on to the program (which by then runs as
 the same user, so may be signalled) and exits with the program's status.
 
-    python -m oppsched.capture_guard --uid U --gid G -- PROGRAM ARGS...
+    python -m oppsched.testbed.capture_guard --uid U --gid G -- PROGRAM ARGS...
 
 Standard library only: it starts in tens of ms.
 """
@@ -28,7 +28,7 @@ _PR_SET_NO_NEW_PRIVS = 38
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m oppsched.capture_guard")
+    ap = argparse.ArgumentParser(prog="python -m oppsched.testbed.capture_guard")
     ap.add_argument("--uid", type=int, required=True)
     ap.add_argument("--gid", type=int, required=True)
     ap.add_argument("program", nargs=argparse.REMAINDER)

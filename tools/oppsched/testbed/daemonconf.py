@@ -210,7 +210,7 @@ def block_mcs_table(cfg: dict) -> str | None:
     (that table itself, mcs_table())."""
     if cfg["phy"]["mode"] not in BLOCK_MODES:
         return None
-    from oppsched import linkcurves  # the PHY bindings; only the block modes need them
+    from oppsched.commands import linkcurves  # the PHY bindings; only the block modes need them
 
     p = cfg["phy"]
     rate = block_sample_rate(cfg)
@@ -623,7 +623,7 @@ def write_all(cfg: dict, lay: Layout) -> dict[str, Path]:
     def dump(name: str, data: dict) -> Path:
         path = lay.rundir / name
         tmp = path.with_suffix(".tmp")
-        tmp.write_text("# written by oppsched run (tools/oppsched/daemonconf.py)\n"
+        tmp.write_text("# written by oppsched run (tools/oppsched/testbed/daemonconf.py)\n"
                        + yaml.safe_dump(data, sort_keys=False, default_flow_style=False))
         os.replace(tmp, path)
         return path

@@ -2,7 +2,7 @@
 
 Run inside a network namespace (``Netns.ping`` does it for you)::
 
-    ip netns exec NS python -m oppsched.pinger 10.1.0.1 --count 20 --interval 0.05
+    ip netns exec NS python -m oppsched.testbed.pinger 10.1.0.1 --count 20 --interval 0.05
 
 prints one JSON line per address: {"address", "sent", "received", "rtt_ms": [float|null, ...]}.
 
@@ -137,7 +137,7 @@ def ping_all(addresses: list[str], count: int = 20, interval: float = 0.05,
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m oppsched.pinger",
+    ap = argparse.ArgumentParser(prog="python -m oppsched.testbed.pinger",
                                  description=__doc__.split("\n")[0])
     ap.add_argument("address", nargs="+", help="all pinged at the same time")
     ap.add_argument("--count", type=int, default=20)

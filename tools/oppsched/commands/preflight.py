@@ -32,7 +32,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from oppsched import devices
+from oppsched.phy import devices
 from oppsched.config import ConfigError
 from oppsched.experiments.testbed.schema import radio_profile, uhd_radios
 

@@ -56,14 +56,14 @@ class FlowPlan:
     parallel: int
     interval_s: float
     direction: str = "down"  # "up": the client sends (sender_in_client)
-    # A flow of repeated transfers (oppsched.transfers) instead of iperf3: the flow's
+    # A flow of repeated transfers (oppsched.testbed.transfers) instead of iperf3: the flow's
     # resolved `repeat` section, the server's address (the client connects to it), the
     # run's seed (idle draws) and the flow's stop time (s after t0).
     repeat: dict | None = None
     server_addr: str | None = None
     seed: int = 0
     stop_s: float | None = None
-    # transport wrc (oppsched.wrcflows): the weighted rate control of Nandagopal et al.
+    # transport wrc (oppsched.testbed.wrcflows): the weighted rate control of Nandagopal et al.
     # instead of TCP, with the flow's weight and datagram size.
     transport: str = "tcp"
     weight: float | None = None
@@ -130,8 +130,8 @@ class FlowPlan:
         return self.direction == "up" or bool(self.repeat)
 
     def transfer_server_argv(self, python: str, rundir: Path) -> list:
-        from oppsched.transfers import server_csv
-        argv = [python, "-m", "oppsched.transfers", "serve", "--bind", self.server_addr,
+        from oppsched.testbed.transfers import server_csv
+        argv = [python, "-m", "oppsched.testbed.transfers", "serve", "--bind", self.server_addr,
                 "--port", str(self.port), "--bytes", str(self.nbytes), "--cc", self.cc,
                 "--records", str(server_csv(rundir, self.id))]
         return argv + (["--reuse"] if self.reuses_connection else [])
@@ -142,9 +142,9 @@ class FlowPlan:
         return (self.repeat or {}).get("connection") == "reuse"
 
     def transfer_client_argv(self, python: str, rundir: Path, t0_ns: int) -> list:
-        from oppsched.transfers import client_csv
+        from oppsched.testbed.transfers import client_csv
         rep = self.repeat or {}
-        argv = [python, "-m", "oppsched.transfers", "fetch", "--connect", self.server_addr,
+        argv = [python, "-m", "oppsched.testbed.transfers", "fetch", "--connect", self.server_addr,
                 "--port", str(self.port), "--bytes", str(self.nbytes),
                 "--records", str(client_csv(rundir, self.id)), "--seed", str(self.seed),
                 "--flow-id", self.id, "--t0-ns", str(t0_ns),

@@ -27,7 +27,7 @@ iperf3 cannot do this: each of its runs opens a control connection first and spe
 a second on it, which would dwarf a 4000-byte transfer. So the testbed runs this module
 in the namespaces, as two programs:
 
-* ``python -m oppsched.transfers serve`` in the server's namespace listens on the flow's
+* ``python -m oppsched.testbed.transfers serve`` in the server's namespace listens on the flow's
   port. ``new``: on every accepted connection it sends `bytes` bytes, shuts its side down
   (the file ends: EOF), waits for the client to close, and writes one row to
   ``transfers.<id>.server.csv`` (times on CLOCK_MONOTONIC, as it starts before the run's
@@ -38,7 +38,7 @@ in the namespaces, as two programs:
   request; `bytes_sent` that file's, `total_retrans` the retransmissions since the
   previous file's row (their sum is the connection's); `transfer` the file's number on
   its connection.
-* ``python -m oppsched.transfers fetch`` in the client's namespace writes one row per
+* ``python -m oppsched.testbed.transfers fetch`` in the client's namespace writes one row per
   transfer to ``transfers.<id>.csv``: start (the connect call; reused: the request),
   connected (reused: the start, connect time 0), first byte, last byte (EOF; reused: the
   file's last byte), bytes, duration, connect time, complete, the idle time that follows,
@@ -107,7 +107,7 @@ def idle_times(seed: int, flow_id: str, idle_s: float | None,
             yield fixed
     if not idle_mean_s > 0:
         raise ValueError(f"idle_mean_s: {idle_mean_s!r} is not > 0")
-    rng = random.Random(f"oppsched.transfers/{int(seed)}/{flow_id}")
+    rng = random.Random(f"oppsched.testbed.transfers/{int(seed)}/{flow_id}")
     while True:
         yield -idle_mean_s * math.log(1.0 - rng.random())
 
@@ -418,7 +418,7 @@ def _sigterm(signum, frame):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m oppsched.transfers",
+    ap = argparse.ArgumentParser(prog="python -m oppsched.testbed.transfers",
                                  description="repeated TCP transfers (docs/testbed.md)")
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("serve", help="send BYTES on every accepted connection")

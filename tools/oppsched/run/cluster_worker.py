@@ -3,7 +3,7 @@
 Started as
 
     OPPSCHED_METRICS=127.0.0.1:9465 .venv/bin/python -m distributed.cli.dask_worker ... \\
-        --preload oppsched.cluster_worker
+        --preload oppsched.run.cluster_worker
 
 a worker serves the figures of the point it is running (the live page at `/`, Prometheus
 at `/metrics`), as `oppsched run --metrics` does on one machine: the points of a sweep on
@@ -24,13 +24,13 @@ _server = None  # the worker process's MetricsServer, once dask_setup made it
 
 
 def dask_setup(worker=None) -> None:
-    """Dask calls this when the worker starts (`--preload oppsched.cluster_worker`)."""
+    """Dask calls this when the worker starts (`--preload oppsched.run.cluster_worker`)."""
     global _server
     value = os.environ.get(ENV)
     if not value or _server is not None:
         return
     from oppsched.config import ConfigError
-    from oppsched.live import MetricsServer
+    from oppsched.run.live import MetricsServer
 
     try:
         _server = MetricsServer(value)

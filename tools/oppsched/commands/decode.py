@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from oppsched import sigmf
+from oppsched.analysis import sigmf
 from oppsched.config import ConfigError
 
 NS = sigmf.NAMESPACE

@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from oppsched import pcap
+from oppsched.analysis import pcap
 from oppsched.config import ConfigError
 from oppsched.experiments.testbed.schema import is_wrc, repeated
 

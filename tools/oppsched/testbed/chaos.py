@@ -4,7 +4,7 @@ messages with the probabilities of its configuration, from a seeded random gener
 counts what it did. The daemons must survive it, their counters must add up, and TCP must
 still get its data through.
 
-    python -m oppsched.chaos --config chaos.yaml
+    python -m oppsched.testbed.chaos --config chaos.yaml
 
 chaos.yaml:
     seed: 1
@@ -270,7 +270,7 @@ def run(conf: dict) -> int:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m oppsched.chaos", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m oppsched.testbed.chaos", description=__doc__.split("\n\n")[0])
     ap.add_argument("--config", required=True)
     a = ap.parse_args(argv)
     conf = read_yaml(a.config)

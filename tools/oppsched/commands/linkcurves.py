@@ -63,7 +63,7 @@ import numpy as np
 
 from oppsched import mac
 from oppsched.config import ConfigError, renamed_value
-from oppsched.linkcurves_fg import blocks_available, measure_point_flowgraph
+from oppsched.commands.linkcurves_fg import blocks_available, measure_point_flowgraph
 from oppsched.names import FECS, PROFILE_ALIASES, PROFILES
 
 # The MAC's default RV sequence (host/include/oppsched/harq.h; docs/architecture.md, HARQ):

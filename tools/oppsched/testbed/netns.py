@@ -9,7 +9,7 @@ them -- and removes all of it on exit: normal return, exception, Ctrl-C, SIGTERM
 be ready by checking (ports listening, links up, files written), never by sleeping.
 
 The testbed built from them (servers behind wired paths, the AP, the clients) is
-oppsched.wired's :class:`Topology` and :class:`Testbed`.
+oppsched.testbed.wired's :class:`Topology` and :class:`Testbed`.
 
 Everything here needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN): see :func:`is_root`.
 """
@@ -356,14 +356,14 @@ class Netns:
 
     def ping(self, address: str, count: int = 20, interval: float = 0.05,
              timeout: float = 2.0, size: int = 56) -> list[float | None]:
-        """ICMP echo RTTs in ms (None: lost), via oppsched.pinger run in this namespace."""
+        """ICMP echo RTTs in ms (None: lost), via oppsched.testbed.pinger run in this namespace."""
         return self.ping_many([address], count, interval, timeout, size)[address]
 
     def ping_many(self, addresses: Sequence[str], count: int = 1, interval: float = 0.05,
                   timeout: float = 2.0, size: int = 56) -> dict[str, list[float | None]]:
         """ping() of several addresses at the same time, from one process."""
-        pkg_parent = str(Path(__file__).resolve().parent.parent)
-        argv = ["env", f"PYTHONPATH={pkg_parent}", sys.executable, "-m", "oppsched.pinger",
+        pkg_parent = str(Path(__file__).resolve().parents[2])
+        argv = ["env", f"PYTHONPATH={pkg_parent}", sys.executable, "-m", "oppsched.testbed.pinger",
                 *addresses, "--count", count, "--interval", interval, "--timeout", timeout,
                 "--size", size]
         budget = count * interval + timeout + 30.0
@@ -775,7 +775,7 @@ class Session:
         With a run user the process runs as it, with exactly the capabilities `caps`
         (e.g. ("net_raw",)) and no_new_privs. as_root=CAPS leaves it root, with
         no_new_privs and its bounding set cut to CAPS: only for a program that switches
-        user itself (tcpdump -Z USER: TCPDUMP_BOUNDING), under oppsched.capture_guard
+        user itself (tcpdump -Z USER: TCPDUMP_BOUNDING), under oppsched.testbed.capture_guard
         (the process this returns), which runs as the run user and stops the program when
         the runner dies. sched_fifo > 0 starts it
         with SCHED_FIFO at that priority (chrt, before the switch: no capability needed
@@ -795,10 +795,10 @@ class Session:
             prefix += ["setpriv", "--no-new-privs", "--inh-caps", "-all", "--bounding-set",
                        "-all" + "".join(f",+{c}" for c in as_root), "--"]
             # Its own uid change clears PR_SET_PDEATHSIG: a guard (run user, PDEATHSIG)
-            # passes the runner's death on to it (oppsched.capture_guard).
-            prefix += [sys.executable, "-m", "oppsched.capture_guard",
+            # passes the runner's death on to it (oppsched.testbed.capture_guard).
+            prefix += [sys.executable, "-m", "oppsched.testbed.capture_guard",
                        "--uid", str(self.run_user.uid), "--gid", str(self.run_user.gid), "--"]
-            pkg = str(Path(__file__).resolve().parent.parent)
+            pkg = str(Path(__file__).resolve().parents[2])
             full_env["PYTHONPATH"] = os.pathsep.join(
                 [pkg, *([full_env["PYTHONPATH"]] if full_env.get("PYTHONPATH") else [])])
         elif self.run_user is not None:

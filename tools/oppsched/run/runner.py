@@ -22,11 +22,12 @@ import yaml
 
 from oppsched.paths import write_atomic
 from oppsched import config as cfgmod
-from oppsched import plugin, sweepspec
+from oppsched import plugin
+from oppsched.run import sweepspec
 from oppsched.config import ConfigError, Field, ListOf
 from oppsched.experiments import KINDS, kind_module
-from oppsched.outlock import holding_out
-from oppsched.report import write_report
+from oppsched.run.outlock import holding_out
+from oppsched.analysis.report import write_report
 
 
 def _plain_name(s: str) -> str | None:
@@ -220,10 +221,10 @@ def _run_variant(mod, label: str, cfg: dict, rundir: Path, progress) -> dict:
 
 
 def _write_timeline(rundir: Path) -> None:
-    """timeline.csv.gz (oppsched/timeline.py): the run's traces on one clock. A run whose
+    """timeline.csv.gz (oppsched/analysis/timeline.py): the run's traces on one clock. A run whose
     timeline cannot be written is still a run: said on stderr; `oppsched timeline DIR`
     writes it later."""
-    from oppsched.timeline import write_timeline
+    from oppsched.analysis.timeline import write_timeline
 
     try:
         write_timeline(rundir)
@@ -254,7 +255,7 @@ def _run_variants_side_by_side(mod, todo, jobs: int) -> list:
     """Runs the variants `jobs` at a time, each in a forked process (runs are built to
     coexist: namespaces and owner files are per run). Every run is waited for; the first
     failure (in the variants' order) is raised after the others have ended."""
-    from oppsched.forkpool import run_forked
+    from oppsched.run.forkpool import run_forked
 
     kind = todo[0][1]["kind"]
     print(f"oppsched: {len(todo)} runs, {min(jobs, len(todo))} at a time: "

@@ -20,7 +20,7 @@ a router buffer; frames in propagation do not count (oppsched/delay_line.h). tbf
 is the same quantity, so both backends agree.
 
 The testbed topology (docs/architecture.md, "The parts") is built of such paths between the
-namespaces of an oppsched.netns Session: :class:`Topology` describes N servers, each behind
+namespaces of an oppsched.testbed.netns Session: :class:`Topology` describes N servers, each behind
 its own wired path of one-way delay d_i/2 per direction to the AP (Andrew & Hanly, CLAMP,
 Table I: S_i--X, 100 Mb/s, d_i/2), one AP namespace and M client namespaces;
 :class:`Testbed` builds it and records the backend chosen in :meth:`Testbed.describe`.
@@ -56,7 +56,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from oppsched.netns import (IP, DEFAULT_PREFIX, NetnsError, Netns, Proc, RunUser, Session,
+from oppsched.testbed.netns import (IP, DEFAULT_PREFIX, NetnsError, Netns, Proc, RunUser, Session,
                             allow_congestion_control, new_run_id,
                             run_cmd, wait_for)
 from oppsched.paths import default_build_dir
@@ -818,7 +818,7 @@ class Testbed:
 
 
 # ----------------------------------------------------------------------------------------
-# Measuring the accuracy on this machine: python -m oppsched.wired --rtt-ms 30 --count 200
+# Measuring the accuracy on this machine: python -m oppsched.testbed.wired --rtt-ms 30 --count 200
 
 
 def measure(rtt_ms: float, count: int = 200, interval: float = 0.01, v6: bool = False,
@@ -864,7 +864,7 @@ def measure(rtt_ms: float, count: int = 200, interval: float = 0.01, v6: bool = 
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m oppsched.wired",
+    ap = argparse.ArgumentParser(prog="python -m oppsched.testbed.wired",
                                  description="measure the wired-path delay accuracy here")
     ap.add_argument("--rtt-ms", type=float, default=30.0)
     ap.add_argument("--count", type=int, default=200)
@@ -877,7 +877,7 @@ def main(argv=None) -> int:
     try:
         res = measure(a.rtt_ms, a.count, a.interval, a.ipv6, a.rt_priority, a.load_bps, a.backend)
     except (NetnsError, ValueError) as exc:
-        print(f"oppsched.wired: {exc}")
+        print(f"oppsched.testbed.wired: {exc}")
         return 1
     print(json.dumps(res, indent=1))
     return 0

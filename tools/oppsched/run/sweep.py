@@ -42,13 +42,14 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from oppsched.forkpool import run_forked
-from oppsched.outlock import holding_out
+from oppsched.run.forkpool import run_forked
+from oppsched.run.outlock import holding_out
 from oppsched.paths import write_atomic
-from oppsched import keys, runner, sweepspec
+from oppsched.run import runner, sweepspec
+from oppsched.testbed import keys
 from oppsched.config import ConfigError
 from oppsched.experiments import kind_module
-from oppsched.report import page_head, pyplot, save_figure
+from oppsched.analysis.report import page_head, pyplot, save_figure
 
 MANIFEST = "sweep.json"
 CSV = "sweep.csv"
@@ -136,9 +137,9 @@ def run_point(cfg: dict, rundir: Path) -> dict:
 def run_point_packed(cfg: dict, label: str | None = None) -> bytes:
     """Runs one point in a temporary folder and returns the folder as a gzipped tar: what a
     Dask worker on another machine sends back. A worker started with OPPSCHED_METRICS and
-    `--preload oppsched.cluster_worker` serves the point's figures under `label` while it
+    `--preload oppsched.run.cluster_worker` serves the point's figures under `label` while it
     runs."""
-    from oppsched import cluster_worker
+    from oppsched.run import cluster_worker
 
     tmp = Path(tempfile.mkdtemp(prefix="oppsched-point-"))
     served = cluster_worker.server()
@@ -331,14 +332,14 @@ def plan(path, overrides=(), duration=None) -> tuple[dict, sweepspec.Sweep]:
     return resolved, sw
 
 
-@holding_out("sweep")  # one run or sweep per OUT (oppsched.outlock)
+@holding_out("sweep")  # one run or sweep per OUT (oppsched.run.outlock)
 def run_sweep(path, outdir, overrides=(), duration=None, jobs: int = 1,
               cluster: str | None = None, cluster_keys=None, metrics=None) -> int:
     """Runs (or resumes) a sweep into `outdir`; returns the number of failed points.
     `cluster`: a Dask scheduler's address (tls:// with the certificates in `cluster_keys`,
     or tcp:// on loopback). `metrics`: a live.MetricsServer serving the sweep's progress,
     and the figures of the points while they run here (`--metrics`; with a cluster the
-    points run on the workers, each of which can serve its own: oppsched.cluster_worker)."""
+    points run on the workers, each of which can serve its own: oppsched.run.cluster_worker)."""
     if cluster_keys is not None and not cluster:
         raise ConfigError("--cluster-keys: given without --cluster tls://HOST:PORT")
     security = cluster_security(cluster, cluster_keys) if cluster else None

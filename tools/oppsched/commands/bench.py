@@ -565,8 +565,9 @@ def capacity_experiment(rate: float, clients: int, duration: float, profile: str
     them (0: normal scheduling)."""
     import copy
 
-    from oppsched import daemonconf, mac
-    from oppsched.linkcurves import table_at_rate
+    from oppsched import mac
+    from oppsched.testbed import daemonconf
+    from oppsched.commands.linkcurves import table_at_rate
 
     src, src_rate = daemonconf.mcs_table_source(profile, "ldpc", rate)
     top = max(mac.mcs_table.from_csv(table_at_rate(src, profile, rate, "ldpc", src_rate))
@@ -675,7 +676,7 @@ def capacity_point(rate: float, clients: int, duration: float, out: Path, profil
     """One run of the capacity bench; its row (late slots, CPU per component, goodput)."""
     import yaml
 
-    from oppsched import runner, sweep
+    from oppsched.run import runner, sweep
 
     out.mkdir(parents=True, exist_ok=True)
     exp = out / "experiment.yaml"
@@ -808,7 +809,7 @@ def _wait_ready(url: str, proc, what: str, timeout: float = 60.0) -> None:
 
 def _browser(address: str):
     """Headless Chromium with the live page open; None and why if unavailable."""
-    from oppsched.live import headless_chromium
+    from oppsched.run.live import headless_chromium
 
     d, why = headless_chromium()
     if d is not None:
@@ -829,8 +830,8 @@ def run_live_bench(out: str, experiment: str = LIVE_EXPERIMENT, duration: float 
     import subprocess
     import tempfile
 
-    from oppsched.live import MetricsServer
-    from oppsched.runner import run_experiment
+    from oppsched.run.live import MetricsServer
+    from oppsched.run.runner import run_experiment
 
     outdir = Path(out)
     outdir.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """Live figures of the runs going on, in the Prometheus text format (`--metrics HOST:PORT`
 of `oppsched run` and `oppsched sweep`; docs/howto/watch-a-run.md): `/metrics`; and a page
-that draws them as they come, `/` (oppsched/livepage.py), from `/live.json`.
+that draws them as they come, `/` (oppsched/run/livepage.py), from `/live.json`.
 
 The endpoint is served by a thread of the command's own process at normal priority and
 reads only files: each watched run folder's traces as the daemons write them (slots.csv,
@@ -402,7 +402,7 @@ class MetricsServer:
     def _app(self, metrics_app):
         """/ the live page, /chart.js its charting library, /live.json the figures it
         draws; everything else (/metrics) prometheus_client's."""
-        from oppsched.livepage import CHART_JS, PAGE
+        from oppsched.run.livepage import CHART_JS, PAGE
 
         def app(environ, start_response):
             t0 = time.thread_time()

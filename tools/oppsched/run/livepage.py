@@ -1,4 +1,4 @@
-"""The live page the `--metrics` endpoint serves at `/` (oppsched/live.py;
+"""The live page the `--metrics` endpoint serves at `/` (oppsched/run/live.py;
 docs/howto/watch-a-run.md): it polls `/live.json` every second and draws, per run, the
 users' MAC throughput and AP queue, the flows' goodput and windows (the sender's cwnd, the
 window CLAMP advertised), the late slots, and a sweep's progress, with Chart.js served

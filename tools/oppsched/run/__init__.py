@@ -1,0 +1,4 @@
+"""`oppsched run` and `oppsched sweep`: experiment files in, results folders out (runner),
+sweeps and their points (sweep, sweepspec), runs side by side (forkpool), the results
+folder's lock (outlock), and the live `--metrics` endpoint (live, livepage, cluster_worker).
+"""
