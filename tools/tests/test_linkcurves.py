@@ -20,7 +20,8 @@ import pytest
 pytest.importorskip("gnuradio.oppsched", reason="PHY bindings not built")
 
 from oppsched import cli  # noqa: E402
-from oppsched.commands import linkcurves as lc, linkcurves_fg
+from oppsched import linkmodel as lm
+from oppsched.commands import linkcurves as lc, linkcurves_fg, linkcurves_point as lcp
 from oppsched import mac  # noqa: E402
 from oppsched.config import ConfigError  # noqa: E402
 
@@ -133,7 +134,7 @@ def synthetic_rows(thresholds: list[float]) -> list[dict]:
 def test_mcstable_command_gives_increasing_thresholds_and_rates(tmp_path):
     thr = [2.0, 5.0, 7.5, 10.0, 13.5, 17.0, 18.5, 20.0]
     curves = tmp_path / "curves.csv"
-    lc.write_csv([dict(r, modulation="x", code_rate=0.5, spectral_efficiency=0.5,
+    lm.write_csv([dict(r, modulation="x", code_rate=0.5, spectral_efficiency=0.5,
                        header_errors=0, missed_detections=0, false_detections=0,
                        snr_est_db=0.0, transmissions=100, channel="awgn", profile="3ms",
                        fec="ldpc", sample_rate_hz=1e6) for r in synthetic_rows(thr)], curves)
@@ -160,8 +161,8 @@ def test_mcstable_command_gives_increasing_thresholds_and_rates(tmp_path):
 
 
 def test_a_threshold_not_above_the_previous_one_is_raised_and_the_table_still_loads():
-    s = lc.summarize(synthetic_rows([2.0, 6.0, 5.0]), 0.1)
-    text, warnings = lc.derive_table(s, "evdo", 1e6)
+    s = lm.summarize(synthetic_rows([2.0, 6.0, 5.0]), 0.1)
+    text, warnings = lm.derive_table(s, "evdo", 1e6)
     t = mac.mcs_table.from_csv(text, "bumped")
     assert len(t) == 3
     assert t.thresholds_db[2] == pytest.approx(t.thresholds_db[1] + 0.1)
@@ -169,21 +170,21 @@ def test_a_threshold_not_above_the_previous_one_is_raised_and_the_table_still_lo
 
 
 def test_table_needs_mcs_0():
-    s = lc.summarize([r for r in synthetic_rows([2.0, 6.0]) if r["mcs"] == 1], 0.1)
+    s = lm.summarize([r for r in synthetic_rows([2.0, 6.0]) if r["mcs"] == 1], 0.1)
     with pytest.raises(ConfigError, match="MCS 0"):
-        lc.derive_table(s, "evdo", 1e6)
+        lm.derive_table(s, "evdo", 1e6)
 
 
 def test_snr_at_bler_interpolates_in_log_bler_and_reports_the_range():
     # exactly a straight line in log10 BLER: 1 at 0 dB, 0.01 at 2 dB -> 0.1 at 1 dB
-    assert lc.snr_at_bler([0.0, 2.0], [1.0, 0.01], 0.1) == (pytest.approx(1.0), "ok")
+    assert lm.snr_at_bler([0.0, 2.0], [1.0, 0.01], 0.1) == (pytest.approx(1.0), "ok")
     # a zero neighbour: linear in BLER (as the abstract PHY's LinkCurves)
-    assert lc.snr_at_bler([0.0, 1.0], [0.3, 0.0], 0.1)[0] == pytest.approx(2 / 3)
+    assert lm.snr_at_bler([0.0, 1.0], [0.3, 0.0], 0.1)[0] == pytest.approx(2 / 3)
     # the highest crossing counts (a noisy bump above the target at 3 dB)
-    assert lc.snr_at_bler([0, 1, 2, 3, 4], [1, 0.05, 0.02, 0.2, 0.0], 0.1)[0] == \
+    assert lm.snr_at_bler([0, 1, 2, 3, 4], [1, 0.05, 0.02, 0.2, 0.0], 0.1)[0] == \
         pytest.approx(3.5)
-    assert lc.snr_at_bler([5.0, 6.0], [0.05, 0.0], 0.1) == (5.0, "below_range")
-    assert lc.snr_at_bler([5.0, 6.0], [1.0, 0.5], 0.1) == (None, "above_range")
+    assert lm.snr_at_bler([5.0, 6.0], [0.05, 0.0], 0.1) == (5.0, "below_range")
+    assert lm.snr_at_bler([5.0, 6.0], [1.0, 0.5], 0.1) == (None, "above_range")
 
 
 def test_harq_adds_bler_after_retransmissions_and_they_never_exceed_the_first(tmp_path):
@@ -204,14 +205,14 @@ def test_harq_adds_bler_after_retransmissions_and_they_never_exceed_the_first(tm
 
 def test_a_point_is_reproducible_and_independent_of_the_rest_of_the_sweep():
     # MCS 0 at 0 dB: on its waterfall (10% at 0.35 dB)
-    cfg = lc.SweepConfig(mcs=[0], snrs=[0.0], slots=50, min_errors=1000, seed=9)
-    cfg2 = lc.SweepConfig(mcs=[0, 1], snrs=[-1.0, 0.0], slots=50, min_errors=1000, seed=9,
+    cfg = lcp.SweepConfig(mcs=[0], snrs=[0.0], slots=50, min_errors=1000, seed=9)
+    cfg2 = lcp.SweepConfig(mcs=[0, 1], snrs=[-1.0, 0.0], slots=50, min_errors=1000, seed=9,
                           skip_after_zero=False)
     quiet = lambda s: None  # noqa: E731
-    a = lc.run_sweep(cfg, quiet)[0]
-    b = [r for r in lc.run_sweep(cfg2, quiet) if r["mcs"] == 0 and r["snr_db"] == 0.0][0]
+    a = lcp.run_sweep(cfg, quiet)[0]
+    b = [r for r in lcp.run_sweep(cfg2, quiet) if r["mcs"] == 0 and r["snr_db"] == 0.0][0]
     assert a == b
-    c = lc.run_sweep(lc.SweepConfig(mcs=[0], snrs=[0.0], slots=50, min_errors=1000, seed=10),
+    c = lcp.run_sweep(lcp.SweepConfig(mcs=[0], snrs=[0.0], slots=50, min_errors=1000, seed=10),
                      quiet)[0]
     assert 0 < a["errors"] < 50  # on the waterfall, so another seed gives another count
     assert c != a  # (snr_est_db alone differs for other noise)
@@ -226,11 +227,11 @@ def test_the_flowgraph_of_the_blocks_agrees_exactly_with_the_classes():
         pytest.skip("gr-oppsched blocks not built")
     errors = {}
     for snr in (0.0, 1.0):  # on MCS 0's waterfall: payload and header errors both occur
-        cfg = lc.SweepConfig(mcs=[0], snrs=[snr], slots=150, min_errors=10**6, seed=4)
+        cfg = lcp.SweepConfig(mcs=[0], snrs=[snr], slots=150, min_errors=10**6, seed=4)
         cfg.validate()
-        chain = lc.Chain(cfg)
+        chain = lcp.Chain(cfg)
         # slot_rx keeps its soft buffers by the 1-bit NDI rule: so does the class runner here
-        a = lc.PointRunner(chain, 0, snr, lead=0, empty_first_slot=True,
+        a = lcp.PointRunner(chain, 0, snr, lead=0, empty_first_slot=True,
                            fresh_first_buffer=False).run()
         b = measure_point_flowgraph(chain, 0, snr)
         keys = ("slots", "errors", "header_errors", "missed_detections", "transmissions")
@@ -263,12 +264,12 @@ def _imports(tree):
 
 def test_linkcurves_modules_have_no_import_cycle_and_import_late_only_gnu_radio_or_matplotlib():
     optional = ("gnuradio", "pmt", "matplotlib")
-    for mod in (lc, linkcurves_fg):
+    for mod in (lc, lcp, lm, linkcurves_fg):
         for name, late in _imports(ast.parse(Path(mod.__file__).read_text())):
             if late:
                 assert name.split(".")[0] in optional, f"{mod.__name__} imports {name} late"
     fg_imports = _imports(ast.parse(Path(linkcurves_fg.__file__).read_text()))
-    assert not [n for n, _ in fg_imports if n == "oppsched.commands.linkcurves"]
+    assert not [n for n, _ in fg_imports if n.startswith("oppsched.commands.linkcurves")]
 
 
 @pytest.mark.parametrize("args, where", [
@@ -309,8 +310,8 @@ def test_mcstable_errors_name_the_argument(tmp_path, capsys):
 def test_a_648_bit_cap_cuts_the_tb_into_648_bit_codewords_and_keeps_its_size():
     from gnuradio import oppsched as phy
 
-    num = lc.make_numerology(phy, "3ms", 5e6)
-    cap = lc.make_numerology(phy, "3ms", 5e6, "ldpc", 648)
+    num = lm.make_numerology(phy, "3ms", 5e6)
+    cap = lm.make_numerology(phy, "3ms", 5e6, "ldpc", 648)
     assert cap.params.ldpc_max_n == 648 and num.params.ldpc_max_n == 1944
     for m in range(8):
         tbs = phy.mcs_set.tb_bytes(m, num)

@@ -1,5 +1,5 @@
 """The sample PHY at any sample rate: phy.sample.sample_rate in the experiment, the MCS table
-the apd and the PHY share at that rate (daemonconf.block_mcs_table, linkcurves.table_at_rate),
+the apd and the PHY share at that rate (daemonconf.block_mcs_table, linkmodel.table_at_rate),
 and, with the real blocks (offline, seeded AWGN, no real time), how the SNR thresholds move
 with the rate. One short testbed run at 2 Msps. docs/phy.md, "Sample rate".
 """
@@ -30,7 +30,8 @@ if not HAVE_GR and not os.environ.get("CI"):
     pytest.skip("gnuradio.oppsched not importable (PYTHONPATH=<build>/python)",
                 allow_module_level=True)
 
-from oppsched.commands import linkcurves  # noqa: E402
+from oppsched import linkmodel  # noqa: E402
+from oppsched.commands import linkcurves_point  # noqa: E402
 from oppsched.phy import loopback  # noqa: E402
 
 PROFILES = ("3ms", "evdo")
@@ -80,7 +81,7 @@ def test_bad_sample_rates_are_rejected_naming_the_field(overrides, message):
 @pytest.mark.parametrize("profile", PROFILES)
 def test_the_derivation_at_the_measured_rate_gives_back_the_measured_table(profile):
     measured = daemonconf.measured_mcs_table(profile)
-    text = linkcurves.table_at_rate(measured, profile, 1e6)
+    text = linkmodel.table_at_rate(measured, profile, 1e6)
     assert _table_rows(text) == _table_rows(measured.read_text())
 
 
@@ -88,10 +89,10 @@ def test_the_derivation_at_the_measured_rate_gives_back_the_measured_table(profi
 @pytest.mark.parametrize("rate", [2e6, 3.5e6, 10e6, 20e6])
 def test_the_derived_table_has_the_phys_tb_sizes_at_the_rate(profile, rate):
     src, src_rate = daemonconf.mcs_table_source(profile, "ldpc", rate)
-    table = mac.mcs_table.from_csv(linkcurves.table_at_rate(src, profile, rate, "ldpc",
+    table = mac.mcs_table.from_csv(linkmodel.table_at_rate(src, profile, rate, "ldpc",
                                                             src_rate))
-    assert linkcurves.table_mismatches(table, profile, rate) == []
-    assert linkcurves.table_mismatches(table, profile, 1e6) != []
+    assert linkmodel.table_mismatches(table, profile, rate) == []
+    assert linkmodel.table_mismatches(table, profile, 1e6) != []
     measured = mac.mcs_table.from_csv(src.read_text())
     assert table.thresholds_db == measured.thresholds_db
     # more OFDM symbols per slot, fixed preamble and header: the rate grows at least
@@ -121,7 +122,7 @@ def test_apd_and_phy_read_one_table_that_fits_the_phy_at_the_rate(tmp_path, rate
     c = loopback.load_config(files["phy"])  # checks the table against the PHY's TB sizes
     assert apd["link_adaptation"]["table"] == c["mcs_table"]
     table = mac.mcs_table.from_csv(open(c["mcs_table"]).read())
-    assert linkcurves.table_mismatches(table, "3ms", rate) == []
+    assert linkmodel.table_mismatches(table, "3ms", rate) == []
     if rate in daemonconf.measured_rates("3ms"):
         assert c["mcs_table"] == str(daemonconf.measured_mcs_table("3ms", "ldpc", rate))
     else:
@@ -148,10 +149,10 @@ def test_the_phy_refuses_a_table_of_another_rate(tmp_path):
 
 
 def _bler(profile: str, rate: float, mcs: int, snr: float, tbs: int) -> float:
-    cfg = linkcurves.SweepConfig(profile=profile, sample_rate=rate, slots=tbs,
+    cfg = linkcurves_point.SweepConfig(profile=profile, sample_rate=rate, slots=tbs,
                                  min_errors=10 ** 9, mcs=[mcs], snrs=[snr], seed=7)
     cfg.validate()
-    return linkcurves.measure_point(linkcurves.Chain(cfg), mcs, snr)["bler"]
+    return linkcurves_point.measure_point(linkcurves_point.Chain(cfg), mcs, snr)["bler"]
 
 
 @pytest.mark.parametrize("mcs", [4])
@@ -196,7 +197,7 @@ def test_the_10msps_tables_are_measured_fit_the_phy_and_sit_at_or_above_5msps(pr
     t10 = mac.mcs_table.from_csv(
         daemonconf.measured_mcs_table(profile, "ldpc", 10e6).read_text())
     t5 = mac.mcs_table.from_csv(daemonconf.measured_mcs_table(profile, "ldpc", 5e6).read_text())
-    assert linkcurves.table_mismatches(t10, profile, 10e6) == []
+    assert linkmodel.table_mismatches(t10, profile, 10e6) == []
     assert len(t10) == 8 and list(t10.thresholds_db) == sorted(t10.thresholds_db)
     assert all(b >= 2 * a for a, b in zip(t5.rates_bps, t10.rates_bps))
     d = [b - a for a, b in zip(t5.thresholds_db, t10.thresholds_db)]
@@ -243,7 +244,7 @@ def test_a_tcp_flow_runs_over_the_sample_phy_at_2msps_on_the_derived_table(tmp_p
     assert phyc["mcs_table"] == apd["link_adaptation"]["table"]
     assert phyc["sample"]["sample_rate"] == 2e6
     t = mac.mcs_table.from_csv(open(table).read())
-    assert linkcurves.table_mismatches(t, "3ms", 2e6) == []
+    assert linkmodel.table_mismatches(t, "3ms", 2e6) == []
     (f,) = s["flows"]
     assert f["error"] is None
     assert f["goodput_bps"] > 500e3, f  # a radio that carries the flow

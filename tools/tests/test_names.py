@@ -14,7 +14,7 @@ import yaml
 from gnuradio import oppsched as gr_phy
 
 from oppsched import mac, names
-from oppsched.commands import linkcurves
+from oppsched.commands import linkcurves_point
 from oppsched.testbed import daemonconf
 from oppsched.config import ConfigError, validate
 from oppsched.experiments import macsim
@@ -207,11 +207,11 @@ def test_the_sample_phys_old_profile_is_3ms(tmp_path):
 
 
 def test_the_old_names_on_the_command_line_and_in_the_bindings():
-    cfg = linkcurves.SweepConfig(profile="clamp")
+    cfg = linkcurves_point.SweepConfig(profile="clamp")
     _, msgs = _warned(cfg.validate)
     assert msgs == ["--profile: value 'clamp' is deprecated, use '3ms'"] and cfg.profile == "3ms"
     with pytest.raises(ConfigError, match=r"--profile: 'x' not one of evdo, 3ms"):
-        linkcurves.SweepConfig(profile="x").validate()
+        linkcurves_point.SweepConfig(profile="x").validate()
     j, msgs = _warned(mac.fading_channel, 60.0, 6.0, 3, model="clamp")
     assert msgs == ["fading_channel.model: value 'clamp' is deprecated, use 'jakes'"] and j.model == "jakes"
     t = np.linspace(0, 1, 101)

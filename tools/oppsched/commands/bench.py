@@ -567,7 +567,7 @@ def capacity_experiment(rate: float, clients: int, duration: float, profile: str
 
     from oppsched import mac
     from oppsched.testbed import daemonconf
-    from oppsched.commands.linkcurves import table_at_rate
+    from oppsched.linkmodel import table_at_rate
 
     src, src_rate = daemonconf.mcs_table_source(profile, "ldpc", rate)
     top = max(mac.mcs_table.from_csv(table_at_rate(src, profile, rate, "ldpc", src_rate))

@@ -135,7 +135,7 @@ def _cfg(s: dict, key: str, default=None):
 
 
 def _codewords(phy, profile: str, rate: float, mcs: int, tbs: int, max_n: int) -> str:
-    from oppsched.commands.linkcurves import make_numerology
+    from oppsched.linkmodel import make_numerology
 
     num = make_numerology(phy, profile, rate, "ldpc", max_n)
     lens = list(phy.mcs_set.ldpc_codeword_lengths(tbs, mcs, num))
@@ -146,7 +146,7 @@ def gap_rows(long_summary: dict, short_summary: Optional[dict] = None,
              ideal_summary: Optional[dict] = None) -> list[dict]:
     """One row per MCS of long_summary (the PHY's codeword choice), with the 648-capped
     threshold of short_summary and the --ideal-rx threshold of ideal_summary when given."""
-    from oppsched.commands.linkcurves import _phy
+    from oppsched.linkmodel import _phy
 
     phy = _phy()
     profile = _cfg(long_summary, "profile", "evdo")
@@ -260,7 +260,7 @@ def plot(tables: list[tuple[str, list[dict]]], path: Path) -> None:
 
 
 def cmd_linkgap(a) -> int:
-    from oppsched.commands.linkcurves import read_summary
+    from oppsched.linkmodel import read_summary
 
     longs = a.long or []
     shorts = a.short or []

@@ -55,7 +55,7 @@ from gnuradio import gr, oppsched
 
 from oppsched.config import ConfigError, Field
 from oppsched.testbed.daemonconf import measured_mcs_table
-from oppsched.commands.linkcurves import table_mismatches
+from oppsched.linkmodel import table_mismatches
 from oppsched.names import FECS, PROFILE_ALIASES, PROFILES
 from oppsched.phy import common
 

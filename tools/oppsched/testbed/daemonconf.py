@@ -204,20 +204,20 @@ def block_sample_rate(cfg: dict) -> float:
 
 def block_mcs_table(cfg: dict) -> str | None:
     """phy.mode sample/uhd at a rate with no measured table: the CSV text of the profile's
-    MCS table at the blocks' rate (linkcurves.table_at_rate: the SNR thresholds of
+    MCS table at the blocks' rate (linkmodel.table_at_rate: the SNR thresholds of
     mcs_table_source, the TB sizes at this rate), which write_all puts into the run folder
     as mcs_table.csv for both the apd and the PHY. None when the rate has a measured table
     (that table itself, mcs_table())."""
     if cfg["phy"]["mode"] not in BLOCK_MODES:
         return None
-    from oppsched.commands import linkcurves  # the PHY bindings; only the block modes need them
+    from oppsched import linkmodel  # the PHY bindings; only the block modes need them
 
     p = cfg["phy"]
     rate = block_sample_rate(cfg)
     src, src_rate = mcs_table_source(p["profile"], p["fec"], rate)
     if src_rate == rate:
         return None
-    return linkcurves.table_at_rate(src, p["profile"], rate, p["fec"], src_rate)
+    return linkmodel.table_at_rate(src, p["profile"], rate, p["fec"], src_rate)
 
 
 def mcs_table(cfg: dict) -> str:
