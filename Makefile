@@ -42,8 +42,9 @@ run: build
 bench: build
 	cmake --build $(BUILD) -j $(JOBS) --target mac_bench phy_bench
 	$(PY) -m oppsched bench --build $(BUILD)
-	@if [ "$$(id -u)" = 0 ]; then $(PY) -m oppsched bench live; \
-	else echo "make bench: bench live (a real-time run with --metrics) needs root: skipped"; fi
+	@if [ "$$(id -u)" = 0 ]; then $(PY) -m oppsched bench live; l=$$?; \
+	$(PY) -m oppsched bench plugin; p=$$?; [ $$l = 0 ] && [ $$p = 0 ]; \
+	else echo "make bench: bench live and bench plugin (real-time runs) need root: skipped"; fi
 
 # Fuzzing (docs/fuzzing.md): FUZZ_S seconds per target, FUZZ_JOBS targets side by side, in
 # build-fuzz/; new corpus entries and crash inputs land under tests/fuzz/.

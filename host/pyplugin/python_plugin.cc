@@ -244,6 +244,7 @@ int python_scheduler::choose(const std::vector<double>& rate_bps,
     for (std::size_t i = 0; i < backlogged.size(); ++i)
         if (backlogged[i]) candidates_.push_back(static_cast<int>(i));
     if (candidates_.empty()) return sched::kNoUser;
+    const auto t_views = std::chrono::steady_clock::now();
     refresh_views(rate_bps);
     py::list users(candidates_.size());
     for (std::size_t k = 0; k < candidates_.size(); ++k)
@@ -256,7 +257,10 @@ int python_scheduler::choose(const std::vector<double>& rate_bps,
         log_exception("select", e);
         return fallback();
     }
-    const auto took = std::chrono::steady_clock::now() - t0;
+    const auto t1 = std::chrono::steady_clock::now();
+    const auto took = t1 - t0;
+    stats_.decision_time.add(static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t_views).count()));
     ++stats_.decisions;
     stats_.decision_ns += static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(took).count());
@@ -294,7 +298,10 @@ std::vector<std::pair<std::string, std::uint64_t>> python_scheduler::counters() 
             {"plugin_exceptions", stats_.exceptions},
             {"plugin_invalid_decisions", stats_.invalid_decisions},
             {"plugin_fallbacks", stats_.fallbacks},
-            {"plugin_decision_ns", stats_.decision_ns}};
+            {"plugin_decision_ns", stats_.decision_ns},
+            {"plugin_decision_p50_ns", stats_.decision_time.quantile_ns(0.5)},
+            {"plugin_decision_p99_ns", stats_.decision_time.quantile_ns(0.99)},
+            {"plugin_decision_max_ns", stats_.decision_time.max_ns()}};
 }
 
 // ---- AQM -------------------------------------------------------------------------------
@@ -348,9 +355,32 @@ void python_aqm::log_exception(method m, py::error_already_set& e) {
          "; logged once per method):\n" + text);
 }
 
+std::vector<std::pair<std::string, std::uint64_t>> python_aqm::counters() const {
+    std::vector<std::pair<std::string, std::uint64_t>> out = {
+        {"plugin_exceptions", plugin_stats_.exceptions},
+        {"plugin_invalid_answers", plugin_stats_.invalid_answers}};
+    for (const auto& [name, h] : {std::pair{"enqueue", &plugin_stats_.enqueue_time},
+                                  std::pair{"dequeue", &plugin_stats_.dequeue_time}}) {
+        const std::string k = std::string("plugin_") + name;
+        out.emplace_back(k + "_calls", h->count());
+        out.emplace_back(k + "_p50_ns", h->quantile_ns(0.5));
+        out.emplace_back(k + "_p99_ns", h->quantile_ns(0.99));
+        out.emplace_back(k + "_max_ns", h->max_ns());
+    }
+    return out;
+}
+
 std::string python_aqm::call(const py::object& fn, method m, const ip_packet& p, time_ns now) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto& h = m == method::enqueue ? plugin_stats_.enqueue_time : plugin_stats_.dequeue_time;
+    const auto timed = [&] {
+        h.add(static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                             std::chrono::steady_clock::now() - t0)
+                                             .count()));
+    };
     try {
         py::object r = fn(packet_view(p), queue_view(), static_cast<double>(now) * 1e-9);
+        timed();
         if (py::isinstance<py::str>(r)) return r.cast<std::string>();
         ++plugin_stats_.invalid_answers;
         return {};

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "aqm_internal.h"
+#include "latency_histogram.h"
 #include "oppsched/aqm.h"
 #include "oppsched/sched.h"
 #include "oppsched/tcpip.h"
@@ -101,6 +102,8 @@ class python_scheduler final : public sched::scheduler_policy {
         std::uint64_t invalid_decisions = 0;
         std::uint64_t fallbacks = 0;    // slots PF decided (misses, exceptions, invalid)
         std::uint64_t decision_ns = 0;  // total time in select()
+        // each decision's time in the slot loop: the users' views, the list and select()
+        latency_histogram decision_time;
     };
     const stats& plugin_stats() const { return stats_; }
     const python_scheduler_options& options() const { return opt_; }
@@ -149,14 +152,15 @@ class python_aqm final : public aqm::detail::discipline_base {
     std::size_t packets() const override { return fifo_.packets(); }
     void clear(time_ns now) override;
     aqm::aqm_stats stats() const override { return stats_; }
-    std::vector<std::pair<std::string, std::uint64_t>> counters() const override {
-        return {{"plugin_exceptions", plugin_stats_.exceptions},
-                {"plugin_invalid_answers", plugin_stats_.invalid_answers}};
-    }
+    // plugin_exceptions, plugin_invalid_answers, and per method (enqueue, dequeue) the calls
+    // that answered and their time: plugin_<method>_calls, _p50_ns, _p99_ns, _max_ns (the
+    // packet's view, the queue's and the call; a call that raised is not timed).
+    std::vector<std::pair<std::string, std::uint64_t>> counters() const override;
 
     struct plugin_stats_t {
         std::uint64_t exceptions = 0;
         std::uint64_t invalid_answers = 0;
+        latency_histogram enqueue_time, dequeue_time;
     };
     const plugin_stats_t& plugin_stats() const { return plugin_stats_; }
 

@@ -121,7 +121,7 @@ def _parse_list(text: str, arg: str, kind) -> list:
 
 def _cmd_bench(a) -> int:
     if a.duration is None:
-        a.duration = 60.0 if a.what == "live" else 600.0
+        a.duration = {"live": 60.0, "plugin": 120.0}.get(a.what, 600.0)
     if a.what == "capacity":  # the sample loopback with real TCP, in real time
         if a.duration <= 0:
             raise ConfigError(f"--duration: {a.duration!r} is not > 0")
@@ -137,6 +137,12 @@ def _cmd_bench(a) -> int:
             raise ConfigError(f"--duration: {a.duration!r} is not > 0")
         return run_live_bench(a.out or "results/bench/live", duration=a.duration,
                               rt_priority=a.rt_priority)
+    if a.what == "plugin":  # a Python scheduler and AQM in the apd's slot loop (root)
+        if a.duration <= 0:
+            raise ConfigError(f"--duration: {a.duration!r} is not > 0")
+        from oppsched.commands.bench_plugin import run_plugin_bench
+        return run_plugin_bench(a.out or "results/bench/plugin", duration=a.duration,
+                                rt_priority=a.rt_priority)
     if a.what == "phy":  # only the PHY chain bench: --out is the JSON file
         return run_phy_bench(a.out or "results/bench/phy.json", a.min_time, a.build)
     return run_bench(a.build, a.out or "results/bench", a.filter,
@@ -214,13 +220,15 @@ def main(argv=None) -> int:
     b = sub.add_parser("bench", help="run the benchmarks (C++ Google Benchmark binaries, "
                        "then the PHY chain vs GNU Radio's reference blocks)")
     b.add_argument("what", nargs="?", default="all", choices=("all", "cpp", "phy", "capacity",
-                                                               "live"),
+                                                               "live", "plugin"),
                    help="all (default): C++ binaries then the PHY chain bench; cpp: only the "
                    "C++ binaries; phy: only the PHY chain bench; capacity: the sample PHY "
                    "in real time with real TCP, N clients at each rate (root; docs/phy.md); "
                    "live: the default experiment at 5 Msps with --metrics scraped by "
                    "prometheus and the live page open: serving CPU and late slots (root; "
-                   "docs/howto/watch-a-run.md)")
+                   "docs/howto/watch-a-run.md); plugin: PF and CoDel written in Python "
+                   "in the apd, 16 users, against the built-ins: decision and per-packet "
+                   "times, deadline misses, late slots (root; docs/extending.md)")
     b.add_argument("--build", default="build", help="build folder (default: %(default)s)")
     b.add_argument("--out", default=None, help="where to write JSON: a folder (default "
                    "results/bench; the PHY chain bench writes phy.json there), or with `phy` "
@@ -235,14 +243,15 @@ def main(argv=None) -> int:
                    "with a late slot (default: %(default)s)")
     b.add_argument("--duration", type=float, default=None,
                    help="capacity: seconds per run (default: 600); live: seconds per variant "
-                   "(default: 60)")
+                   "(default: 60); plugin: seconds per run (default: 120)")
     b.add_argument("--profile", default="3ms", help="capacity: PHY profile (default: "
                    "%(default)s)")
     b.add_argument("--snr", type=float, default=25.0,
                    help="capacity: every client's AWGN SNR in dB (default %(default)s: the "
                    "top MCS, the most decoding work)")
     b.add_argument("--rt-priority", type=int, default=20,
-                   help="capacity, live: SCHED_FIFO of the apd and the clients, the PHY's 10 above "
+                   help="capacity, live, plugin: SCHED_FIFO of the apd and the clients, the "
+                   "PHY's 10 above "
                    "(default %(default)s; 0: normal scheduling)")
     b.add_argument("--keep-going", action="store_true",
                    help="capacity: run every client count, also after one with a late slot "

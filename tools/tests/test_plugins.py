@@ -80,6 +80,9 @@ def test_a_decision_past_its_budget_is_replaced_by_pf_and_counted(tmp_path):
     assert c["plugin_decisions"] == 5
     assert c["plugin_deadline_misses"] == 5 and c["plugin_fallbacks"] == 5
     assert c["plugin_decision_ns"] >= 5 * 10 * 0.5e-3 * 1e9 * 0.9
+    # each decision's time, as a histogram: median <= p99 <= max, all at least the 5-ms sleep
+    assert 5e6 <= c["plugin_decision_p50_ns"] <= c["plugin_decision_p99_ns"] <= \
+        c["plugin_decision_max_ns"]
 
 
 def test_within_the_budget_the_plugins_answer_stands(tmp_path):
@@ -340,6 +343,12 @@ def test_a_python_droptail_drops_the_packets_the_builtin_drops(limits):
     s = plugin.stats
     assert s["offered"] == s["enqueued"] + s["dropped"]["early_drop"]
     assert s["enqueued"] == s["dequeued"] + plugin.packets
+    # every call that answered is timed: one enqueue per arrival, one dequeue per departure
+    c = plugin.plugin_counters
+    assert c["plugin_enqueue_calls"] == s["offered"]
+    assert c["plugin_dequeue_calls"] == s["dequeued"]
+    for m in ("enqueue", "dequeue"):
+        assert 0 < c[f"plugin_{m}_p50_ns"] <= c[f"plugin_{m}_p99_ns"] <= c[f"plugin_{m}_max_ns"]
 
 
 def test_a_python_aqm_that_raises_is_counted_and_the_packet_accepted_and_sent(tmp_path, capfd):

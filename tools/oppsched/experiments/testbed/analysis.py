@@ -245,6 +245,9 @@ def aqm_counts(apd_stats) -> dict:
         for k in ("service_rate_bps", "price"):
             if isinstance(c.get(k), (int, float)):
                 row[k] = float(c[k])
+        # A Python AQM's own counters: exceptions, invalid answers, its calls' times
+        # (plugin_enqueue_p50_ns ...: host/pyplugin/python_plugin.h)
+        row.update({k: v for k, v in c.items() if k.startswith("plugin_")})
         for k in total:
             total[k] += row[k]
         out[q] = row
