@@ -33,7 +33,7 @@ import pandas as pd
 from scipy import stats
 
 from oppsched import mac
-from oppsched.commands import tcpview
+from oppsched.analysis import tcp as tcpview
 
 SLOT_S = 1.667e-3
 FRAME_BITS = 64

@@ -11,6 +11,7 @@ import pytest
 from scapy.layers.inet import IP, TCP
 from scapy.utils import rdpcap, wrpcap
 
+from oppsched.analysis import tcp
 from oppsched.commands import tcpview
 from oppsched.cli import main
 
@@ -78,7 +79,7 @@ def _write_run(d, with_pcap=True):
 
 def test_time_sequence_tells_a_fast_retransmission_from_a_timeout(tmp_path):
     _write_run(tmp_path)
-    segs, acks = tcpview.time_sequence(tmp_path, "f1")
+    segs, acks = tcp.time_sequence(tmp_path, "f1")
     # the data connection, not iperf3's control connection to the same port
     assert len(segs) == 6 + 1 + 2 + 2
     assert segs["seq"].min() == 0 and segs["end"].max() == 8 * MSS
@@ -94,7 +95,7 @@ def test_time_sequence_tells_a_fast_retransmission_from_a_timeout(tmp_path):
 
 def test_cwnd_trace_is_in_segments_after_t0(tmp_path):
     _write_run(tmp_path)
-    cw = tcpview.cwnd_trace(tmp_path, "f1")
+    cw = tcp.cwnd_trace(tmp_path, "f1")
     assert list(cw["t_s"]) == pytest.approx([0.7, 1.2])
     assert list(cw["cwnd_segments"]) == [10, 2]
     assert list(cw["rtt_ms"]) == [100.0, 300.0]
@@ -102,7 +103,7 @@ def test_cwnd_trace_is_in_segments_after_t0(tmp_path):
 
 def test_grants_are_the_users_slots_after_t0(tmp_path):
     _write_run(tmp_path)
-    g, q = tcpview.grants(tmp_path, "u1")
+    g, q = tcp.grants(tmp_path, "u1")
     assert list(g["t_s"]) == pytest.approx([0.5, 1.0])
     assert list(g["tb_bytes"]) == [100, 200]
     assert list(q["queue"]) == [3000, 2900, 2700]
@@ -136,15 +137,15 @@ def test_every_flow_puts_every_download_in_the_table_and_two_in_the_figures(tmp_
 
 def test_default_flows_are_the_slowest_and_the_fastest(tmp_path):
     _write_run(tmp_path)
-    assert tcpview.default_flows(tmp_path) == ["f2", "f1"]
+    assert tcp.default_flows(tmp_path) == ["f2", "f1"]
 
 
 def test_bad_input_names_the_field_and_the_value(tmp_path, capsys):
     _write_run(tmp_path, with_pcap=False)
-    with pytest.raises(tcpview.TcpViewError, match="'nope' is not a flow"):
-        tcpview.cwnd_trace(tmp_path, "nope")
-    with pytest.raises(tcpview.TcpViewError, match="wired.S1.pcap: no capture"):
-        tcpview.time_sequence(tmp_path, "f1")
+    with pytest.raises(tcp.TcpViewError, match="'nope' is not a flow"):
+        tcp.cwnd_trace(tmp_path, "nope")
+    with pytest.raises(tcp.TcpViewError, match="wired.S1.pcap: no capture"):
+        tcp.time_sequence(tmp_path, "f1")
     assert main(["tcpview", str(tmp_path), "--zoom", "3,1"]) == 2
     assert "--zoom: '3,1'" in capsys.readouterr().err
     assert main(["tcpview", str(tmp_path / "missing")]) == 2

@@ -200,7 +200,7 @@ def _phy(rundir: Path, t0: int, users: list[str], slot_t: dict, out: list) -> No
 
 
 def _tcp(rundir: Path, run: dict, out: list) -> None:
-    from oppsched.commands.tcpview import TcpViewError, cwnd_trace
+    from oppsched.analysis.tcp import TcpViewError, cwnd_trace
 
     for f in run.get("flows", []):
         fid = f["id"]
