@@ -40,7 +40,7 @@ Do not edit by hand.
 
 
 # The daemons whose field tables (daemon/field_table.h) are committed: name, path in the build.
-DAEMONS = (("apd", "host/daemon/oppsched-apd"),)
+DAEMONS = (("apd", "host/daemon/oppsched-apd"), ("client", "host/daemon/oppsched-client"))
 
 
 def daemon_fields() -> dict:

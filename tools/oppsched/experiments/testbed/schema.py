@@ -75,7 +75,7 @@ def _mcs_table(v):
 DAEMON_KEYS = {
     "phy.lead_slots": (("apd", "lead_slots"), ("phy", "lead_slots")),
     "queue.mode": (("apd", "queue.mode"),),
-    "clamp.enabled": (("apd", "clamp.enabled"),),
+    "clamp.enabled": (("apd", "clamp.enabled"), ("client", "clamp.enabled")),
     "clamp.a_bytes": (("apd", "clamp.a_bytes"),),
     "clamp.mu_c": (("apd", "clamp.mu_c"),),
     "scheduler.alpha": (("apd", "scheduler.alpha"),),
@@ -84,6 +84,18 @@ DAEMON_KEYS = {
     "harq.feedback_timeout_slots": (("apd", "harq.feedback_timeout_slots"),),
     "pdu.format": (("apd", "pdu.format"),),
     "watchdog.slots": (("apd", "watchdog_slots"),),
+    # the client agent's (oppsched-client --schema)
+    "clamp.tau_bytes": (("client", "clamp.tau_bytes"),),
+    "clamp.alpha_packets": (("client", "clamp.alpha_packets"),),
+    "clamp.beta": (("client", "clamp.beta"),),
+    "clamp.max_increase_bytes": (("client", "clamp.max_increase_bytes"),),
+    "clamp.min_window_bytes": (("client", "clamp.min_window_bytes"),),
+    "clamp.slow_start_threshold_bytes": (("client", "clamp.slow_start_threshold_bytes"),),
+    "clamp.mu_min_span_s": (("client", "clamp.mu_min_span_s"),),
+    "uplink_delay_ms": (("client", "uplink_delay_ms"),),
+    "cqi.period_slots": (("client", "cqi.period_slots"),),
+    "medium.station_buffer_packets": (("client", "station.buffer_packets"),),
+    "medium.status_period_ms": (("client", "station.status_period_ms"),),
 }
 
 
@@ -320,16 +332,17 @@ SCHEMA = {
                         doc="mu_c of eq. 13: measured (the queue's service while backlogged) "
                             "or all_backlogged (the paper's: its share if every user had "
                             "data, from a shadow of the scheduler)"),
-        "tau_bytes": Field(float, 500.0, min=1e-6, doc="tau, eq. 14 (client; Table II)"),
-        "alpha_packets": Field(int, 1000, min=1, doc="alpha, eq. 15"),
-        "beta": Field(float, 0.001, min=1e-9, max=0.999999, doc="beta, eq. 16"),
-        "max_increase_bytes": Field(float, 10000.0, min=1.0, doc="Delta w clip (10 kB)"),
-        "min_window_bytes": Field(float, 0.0, min=0.0, doc="0 = one MSS (clamp.h)"),
-        "slow_start_threshold_bytes": Field(float, 0.0, min=0.0, doc="0 = none (the paper)"),
-        "mu_min_span_s": Field(float, 0.2, min=0.0, max=3600.0,
-                               doc="mu_hat (eq. 15) is used once its window spans this or holds "
-                                   "alpha + 1 packets; 0 = the literal reading (all packets so "
-                                   "far, from the second)"),
+        "tau_bytes": _daemon("clamp.tau_bytes", doc="tau, eq. 14 (client; Table II)"),
+        "alpha_packets": _daemon("clamp.alpha_packets", doc="alpha, eq. 15"),
+        "beta": _daemon("clamp.beta", doc="beta, eq. 16"),
+        "max_increase_bytes": _daemon("clamp.max_increase_bytes", doc="Delta w clip (10 kB)"),
+        "min_window_bytes": _daemon("clamp.min_window_bytes", doc="0 = one MSS (clamp.h)"),
+        "slow_start_threshold_bytes": _daemon("clamp.slow_start_threshold_bytes",
+                                              doc="0 = none (the paper)"),
+        "mu_min_span_s": _daemon("clamp.mu_min_span_s",
+                                 doc="mu_hat (eq. 15) is used once its window spans this or "
+                                     "holds alpha + 1 packets; 0 = the literal reading (all "
+                                     "packets so far, from the second)"),
     },
     "scheduler": {
         # kind and each kind's parameters (alpha, lambda, weights: one per device), with
@@ -424,8 +437,7 @@ SCHEMA = {
                           doc="3: RFC 2474's pool for experimental or local use"),
         },
     },
-    "uplink_delay_ms": Field(float, 1.0, min=0.0, max=10000.0, doc="Andrew & Hanly, "
-                             "CLAMP, Table I: 1 ms"),
+    "uplink_delay_ms": _daemon("uplink_delay_ms", doc="Andrew & Hanly, CLAMP, Table I: 1 ms"),
     "medium": {  # the shared medium (docs/testbed.md, "Shared medium")
         "mode": Field(str, "none", choices=("none", "scheduled", "node_fair"),
                       doc="none: the uplink is the side channel's delay line (no capacity "
@@ -433,9 +445,9 @@ SCHEMA = {
                           "station with uplink backlog get equal slot shares, as 802.11 DCF "
                           "on average (Wu, Gong & Williamson, §3); scheduled: PF over the "
                           "downlink and uplink queues together"),
-        "station_buffer_packets": Field(int, 100, min=1, max=100000,
-                                        doc="each station's uplink queue (Wu, Gong & "
-                                            "Williamson, §3.1: 100 packets)"),
+        "station_buffer_packets": _daemon("medium.station_buffer_packets",
+                                          doc="each station's uplink queue (Wu, Gong & "
+                                              "Williamson, §3.1: 100 packets)"),
         "uplink_mean_snr_db": Field((float, _NONE), None, min=-30.0, max=60.0,
                                     doc="the uplink Jakes channels' mean SNR; null: the mean "
                                         "of devices[].channel.mean_snr_db"),
@@ -447,12 +459,12 @@ SCHEMA = {
                                    "exactly) or client (the client daemon holds it, reports "
                                    "its buffer status, and sends a TB when the AP's uplink "
                                    "grant comes)"),
-        "status_period_ms": Field(float, 10.0, min=0.1, max=10000.0,
-                                  doc="station_queue client: a station with data reports its "
-                                      "buffer at least this often when no TB carried it "
-                                      "(LTE's periodic BSR)"),
+        "status_period_ms": _daemon("medium.status_period_ms",
+                                    doc="station_queue client: a station with data reports "
+                                        "its buffer at least this often when no TB carried it "
+                                        "(LTE's periodic BSR)"),
     },
-    "cqi": {"period_slots": Field(int, 1, min=1, max=100000)},
+    "cqi": {"period_slots": _daemon("cqi.period_slots")},
     "reassembly": {
         "timeout_ms": Field((float, _NONE), None, min=0.001, max=60000.0,
                             doc="a gap is given up after this; null: as long as HARQ may "
