@@ -21,7 +21,7 @@ from oppsched.testbed import daemonconf, netns
 from oppsched.config import ConfigError
 from oppsched.experiments import testbed
 from oppsched.run.runner import load_experiment
-from oppsched.testbed.wired import find_delay_binary, netem_available
+from oppsched.testbed.links import find_delay_binary, netem_available
 
 # The repository's top folder (experiment files, flowgraphs, the build tree).
 REPO = Path(__file__).resolve().parents[2]

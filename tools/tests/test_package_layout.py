@@ -38,8 +38,6 @@ LONG_SINGLE_CONCERN = {
 # The test fails when one of them is no longer over MAX_LINES, so that it leaves the list.
 NOT_YET_SPLIT = {
     "testbed/netns.py": "namespaces and devices, process spawning and privilege drop",
-    "testbed/wired.py": "the link backends (veth, netem, oppsched-delay) and the Testbed "
-                        "topology",
     "commands/bench.py": "the Google Benchmark runner, the PHY chain bench and the capacity "
                          "bench",
     "commands/plugin_check.py": "the Python plugin check and the C++ plugin library check",

@@ -306,7 +306,7 @@ class _RecordingNs:
 
 
 def test_the_spm_marker_runs_as_the_run_user_with_bpf_net_admin_perfmon_only():
-    from oppsched.testbed.wired import attach_spm_marker
+    from oppsched.testbed.links import attach_spm_marker
     user = netns.RunUser("oppsched-t", 4321, 4321)
     ns = _RecordingNs()
     attach_spm_marker(ns, "eth0", "/b/oppsched-spm-mark", run_user=user)
@@ -319,7 +319,7 @@ def test_the_spm_marker_runs_as_the_run_user_with_bpf_net_admin_perfmon_only():
 
 
 def test_the_spm_marker_attaches_as_the_run_user_with_those_capabilities(tmp_path):
-    from oppsched.testbed.wired import attach_spm_marker, find_spm_mark_binary
+    from oppsched.testbed.links import attach_spm_marker, find_spm_mark_binary
     b = find_spm_mark_binary()
     if not netns.is_root() or b is None:
         pytest.skip("needs root and the built oppsched-spm-mark")

@@ -21,7 +21,7 @@ import pytest
 
 from oppsched import paths
 from oppsched.testbed.netns import Session
-from oppsched.testbed.wired import attach_spm_marker, find_spm_mark_binary
+from oppsched.testbed.links import attach_spm_marker, find_spm_mark_binary
 from helpers import needs_root, require
 
 DSCP = 3

@@ -39,7 +39,7 @@ from oppsched.experiments import kind_module, testbed
 from oppsched.experiments.testbed import analysis
 from oppsched.run.runner import (analyze_dir, failed_dir, load_experiment, run_experiment,
                              staging_dir, text_summary, variant_config)
-from oppsched.testbed.wired import find_delay_binary
+from oppsched.testbed.links import find_delay_binary
 from helpers import (BASE, PREFIX, REPO, assert_run_gone, cfg_of, delay_or_netem_available,
                      error_of, needs_root, netns_prefix, require, run_cli, run_layout,
                      require_real_testbed, write_experiment)

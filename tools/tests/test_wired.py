@@ -22,9 +22,10 @@ import sys
 
 import pytest
 
-from oppsched.testbed import netns, wired
+from oppsched.testbed import links, netns
 from oppsched.testbed.netns import NetnsError, Session, wait_for
-from oppsched.testbed.wired import ClientSpec, LinkSpec, ServerSpec, Testbed, Topology, WiredChoice
+from oppsched.testbed.links import LinkSpec, WiredChoice
+from oppsched.testbed.wired import ClientSpec, ServerSpec, Testbed, Topology
 from helpers import delay_or_netem_available, needs_root, require
 
 TOLERANCE_MS = 0.5
@@ -35,7 +36,7 @@ def backend() -> WiredChoice:
     """The delayed-link backend of the end-to-end tests (marked needs_root): netem, else
     oppsched-delay; neither skips locally and fails under CI."""
     require(*delay_or_netem_available())
-    return wired.choose_backend("auto")
+    return links.choose_backend("auto")
 
 
 def rtt_summary(rtts):
@@ -50,7 +51,7 @@ def rtt_summary(rtts):
 
 @pytest.fixture
 def delay_binary():
-    b = wired.find_delay_binary()
+    b = links.find_delay_binary()
     require(b is not None, "oppsched-delay is not built")
     return b
 
@@ -88,25 +89,25 @@ def test_delay_stage_help_lists_the_options(delay_binary):
 
 
 def test_auto_backend_prefers_netem_and_records_why(monkeypatch):
-    monkeypatch.setattr(wired, "netem_available", lambda refresh=False: (True, ""))
-    assert wired.choose_backend("auto").backend == "netem"
-    monkeypatch.setattr(wired, "netem_available",
+    monkeypatch.setattr(links, "netem_available", lambda refresh=False: (True, ""))
+    assert links.choose_backend("auto").backend == "netem"
+    monkeypatch.setattr(links, "netem_available",
                         lambda refresh=False: (False, "`tc qdisc add ... netem` failed: unknown"))
-    c = wired.choose_backend("auto")
+    c = links.choose_backend("auto")
     assert c.backend == "userspace" and "kernel has no netem" in c.reason
     assert c.describe()["requested"] == "auto"
     with pytest.raises(NetnsError, match="netem requested but the kernel has none"):
-        wired.choose_backend("netem")
-    assert wired.choose_backend("userspace").backend == "userspace"
+        links.choose_backend("netem")
+    assert links.choose_backend("userspace").backend == "userspace"
     with pytest.raises(ValueError, match="wired: 'tc'"):
-        wired.choose_backend("tc")
+        links.choose_backend("tc")
 
 
 def test_netem_commands_delay_each_direction_and_add_tbf_for_a_rate():
-    (only,) = wired.netem_commands("ns1", "eth0", 15.0, 0.0, 0)
+    (only,) = links.netem_commands("ns1", "eth0", 15.0, 0.0, 0)
     assert only[1:] == ["-n", "ns1", "qdisc", "replace", "dev", "eth0", "root", "handle", "1:",
-                        "netem", "delay", "15000us", "limit", str(wired.NETEM_PACKET_LIMIT)]
-    netem, tbf = wired.netem_commands("ns1", "eth0", 0.25, 100e6, 30000)
+                        "netem", "delay", "15000us", "limit", str(links.NETEM_PACKET_LIMIT)]
+    netem, tbf = links.netem_commands("ns1", "eth0", 0.25, 100e6, 30000)
     assert netem[netem.index("delay") + 1] == "250us"
     assert tbf[tbf.index("parent") + 1] == "1:1" and "tbf" in tbf
     assert tbf[tbf.index("rate") + 1] == "100000000bit"
@@ -125,8 +126,8 @@ def test_link_spec_validation_names_field_and_value():
 @needs_root
 def test_netem_probe_answers_and_leaves_no_scratch_namespace(monkeypatch):
     # A prefix of its own: a run of another test file may be probing meanwhile.
-    monkeypatch.setattr(wired, "DEFAULT_PREFIX", "otprobe")
-    ok, why = wired.netem_available(refresh=True)
+    monkeypatch.setattr(links, "DEFAULT_PREFIX", "otprobe")
+    ok, why = links.netem_available(refresh=True)
     assert isinstance(ok, bool) and (ok or "netem" in why)
     assert not [n for n in netns.list_netns() if n.startswith("otprobeprobe-")]
 
@@ -161,8 +162,8 @@ def test_each_direction_has_its_own_delay(backend):
         a, b = s.add_netns("a"), s.add_netns("b")
         for n in (a, b):
             n.sysctl({"net.ipv6.conf.all.disable_ipv6": 1, "net.ipv6.conf.default.disable_ipv6": 1})
-        link = wired.build_link(s, "l0", a, "eth0", b, "eth0", LinkSpec(4.0, 11.0), backend,
-                                wire_ns=lambda: wired.wire_namespace(s), rt_priority=10)
+        link = links.build_link(s, "l0", a, "eth0", b, "eth0", LinkSpec(4.0, 11.0), backend,
+                                wire_ns=lambda: links.wire_namespace(s), rt_priority=10)
         a.ip("addr", "add", "10.9.0.1/24", "dev", "eth0")
         b.ip("addr", "add", "10.9.0.2/24", "dev", "eth0")
         rtts = a.ping("10.9.0.2", count=15, interval=0.02)
@@ -260,8 +261,8 @@ def test_a_real_time_delay_stage_holds_more_frames_than_the_memlock_limit(backen
         a, b = s.add_netns("a"), s.add_netns("b")
         for n in (a, b):
             n.sysctl({"net.ipv6.conf.all.disable_ipv6": 1, "net.ipv6.conf.default.disable_ipv6": 1})
-        link = wired.build_link(s, "l0", a, "eth0", b, "eth0", LinkSpec(3000.0, 0.0), backend,
-                                wire_ns=lambda: wired.wire_namespace(s), rt_priority=10,
+        link = links.build_link(s, "l0", a, "eth0", b, "eth0", LinkSpec(3000.0, 0.0), backend,
+                                wire_ns=lambda: links.wire_namespace(s), rt_priority=10,
                                 start=False)
         assert link.caps == ("net_raw", "net_admin")
         # The limit the test is about, whatever the runner's own (prlimit may lower it).
@@ -295,7 +296,7 @@ def test_a_real_time_delay_stage_holds_more_frames_than_the_memlock_limit(backen
 
 @needs_root
 def test_missing_delay_binary_is_a_clear_error_and_nothing_is_left(monkeypatch, tmp_path):
-    monkeypatch.setattr(wired, "netem_available", lambda refresh=False: (False, "no netem"))
+    monkeypatch.setattr(links, "netem_available", lambda refresh=False: (False, "no netem"))
     topo = Topology(servers=(ServerSpec("S1", 10.0),), clients=(ClientSpec("R1"),))
     tb = Testbed(topo, prefix="otwire", delay_binary=tmp_path / "nope")
     with pytest.raises(NetnsError, match="oppsched-delay was not found"):

@@ -1,4 +1,5 @@
-"""A testbed run's machinery: network namespaces and processes (netns), the wired paths and
-topology (wired), the daemons' configuration files (daemonconf), flows and transfers, the
-WRC flows, the chaos proxy, per-testbed keys, and the small helpers run inside namespaces.
+"""A testbed run's machinery: network namespaces and processes (netns), the wired paths
+(links) and the topology built of them (wired), the daemons' configuration files
+(daemonconf), flows and transfers, the WRC flows, the chaos proxy, per-testbed keys, and
+the small helpers run inside namespaces.
 """

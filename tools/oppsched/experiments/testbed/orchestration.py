@@ -37,7 +37,8 @@ from oppsched.testbed.netns import (TCPDUMP_BOUNDING, NetnsError, RunUser, RunVi
                             hand_back, invoking_user, new_run_id, wait_for)
 from oppsched.paths import write_atomic
 from oppsched.safefs import UnsafePath, open_beneath, open_dir, remove_symlinks
-from oppsched.testbed.wired import Testbed, attach_spm_marker, ensure_congestion_control
+from oppsched.testbed.links import attach_spm_marker
+from oppsched.testbed.wired import Testbed, ensure_congestion_control
 
 
 # ----------------------------------------------------------------------------------------
