@@ -7,7 +7,10 @@ import os
 import sys
 
 from oppsched import build
-from oppsched.commands.bench import run_bench, run_capacity_bench, run_live_bench, run_phy_bench
+from oppsched.commands.bench import run_bench
+from oppsched.commands.bench_capacity import run_capacity_bench
+from oppsched.commands.bench_live import run_live_bench
+from oppsched.commands.bench_phy import run_phy_bench
 from oppsched.config import ConfigError
 from oppsched.commands.decode import add_parser as decode_parser
 from oppsched.testbed.keys import add_parser as keys_parser

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from oppsched.commands import bench
+from oppsched.commands import bench_capacity as bench
 from helpers import write_yaml
 
 try:

@@ -38,8 +38,6 @@ LONG_SINGLE_CONCERN = {
 # The test fails when one of them is no longer over MAX_LINES, so that it leaves the list.
 NOT_YET_SPLIT = {
     "testbed/netns.py": "namespaces and devices, process spawning and privilege drop",
-    "commands/bench.py": "the Google Benchmark runner, the PHY chain bench and the capacity "
-                         "bench",
     "commands/plugin_check.py": "the Python plugin check and the C++ plugin library check",
     "phy/abstract.py": "the channel and link models and the PhyCore slot loop",
     "experiments/testbed/orchestration.py": "start, readiness and stop of the processes, "
