@@ -39,7 +39,6 @@ LONG_SINGLE_CONCERN = {
 NOT_YET_SPLIT = {
     "testbed/netns.py": "namespaces and devices, process spawning and privilege drop",
     "commands/plugin_check.py": "the Python plugin check and the C++ plugin library check",
-    "phy/abstract.py": "the channel and link models and the PhyCore slot loop",
     "experiments/testbed/orchestration.py": "start, readiness and stop of the processes, "
                                             "and the run's folder and keys",
     "experiments/testbed/analysis.py": "summary.json, the per-flow tables and the "

@@ -31,6 +31,7 @@ import pytest
 from oppsched import mac
 from oppsched.config import ConfigError
 from oppsched.phy import abstract as phy
+from oppsched.phy import models
 from oppsched.phy import common
 from oppsched.phy.realtime import Histogram, PhyProcess
 from helpers import FakeNetwork, decode_rx, write_yaml
@@ -64,7 +65,7 @@ def base_config(tmp_path: Path, users=None, **top) -> dict:
 
 def core_of(tmp_path: Path, cfg: dict) -> phy.PhyCore:
     c = phy.load_config(write_yaml(tmp_path / "phy.yaml", cfg))
-    return phy.PhyCore(c, phy.build_models(c))
+    return phy.PhyCore(c, models.build_models(c))
 
 
 def grant(slot, user=0, mcs=0, pid=0, ndi=0, rv=0, tb=b"\x01\x02\x03\x04", seq=0) -> bytes:
@@ -183,7 +184,7 @@ def test_config_error_names_field_and_value(tmp_path, override, message):
     cfg.update(override)
     with pytest.raises(ConfigError) as e:
         c = phy.load_config(write_yaml(tmp_path / "phy.yaml", cfg))
-        phy.build_models(c)
+        models.build_models(c)
     assert message in str(e.value)
 
 
@@ -194,17 +195,17 @@ def test_bad_csv_rows_are_named_by_file_and_line(tmp_path):
     with pytest.raises(
         ConfigError, match=r"link_curves: .*curves.csv' line 3: bler 1.5 not in \[0, 1\]"
     ):
-        phy.build_models(phy.load_config(write_yaml(tmp_path / "phy.yaml", cfg)))
+        models.build_models(phy.load_config(write_yaml(tmp_path / "phy.yaml", cfg)))
     curves.write_text("mcs,snr_db,bler\n" + "".join(f"{m},0,0.1\n" for m in range(9)))
     with pytest.raises(ConfigError, match="no rows for mcs 9"):
-        phy.build_models(phy.load_config(write_yaml(tmp_path / "phy.yaml", cfg)))
+        models.build_models(phy.load_config(write_yaml(tmp_path / "phy.yaml", cfg)))
     trace = tmp_path / "t.csv"
     trace.write_text("time_s,snr_db\n0,1\n0,2\n")
     users = [{"id": 0, "name": "a", "channel": {"model": "trace", "trace": "t.csv"}}]
     with pytest.raises(
         ConfigError, match=r"users\[0\].channel.trace: .*line 3: time_s 0.0 is not after"
     ):
-        phy.build_models(
+        models.build_models(
             phy.load_config(write_yaml(tmp_path / "phy.yaml", base_config(tmp_path, users=users)))
         )
 
@@ -241,7 +242,7 @@ def test_defaults_resolve_endpoints_and_stats_into_run_dir(tmp_path):
     cfg["users"][0]["channel"].update(doppler_hz=None, seed=None)
     c = phy.load_config(write_yaml(tmp_path / "phy.yaml", cfg))
     assert c["users"][0]["channel"]["seed"] is None
-    assert phy.channel_seed(c, c["users"][0]) != phy.channel_seed(c, c["users"][1])
+    assert models.channel_seed(c, c["users"][0]) != models.channel_seed(c, c["users"][1])
 
 
 def test_read_config_applies_overrides_against_the_schema_and_returns_the_files_folder(tmp_path):
@@ -310,7 +311,7 @@ def test_shannon_table_quantises_eq18():
 def test_link_curves_interpolate_in_log_bler_and_clamp_at_the_ends(tmp_path):
     p = tmp_path / "c.csv"
     p.write_text("# measured\nmcs,snr_db,bler,tb_bytes\n0,0,0.5,100\n0,10,0.005,100\n0,20,0,100\n")
-    lc = phy.LinkCurves.from_csv(str(p), 1)
+    lc = models.LinkCurves.from_csv(str(p), 1)
     assert lc.bler(0, -5) == 0.5 and lc.bler(0, 0) == 0.5
     assert lc.bler(0, 5) == pytest.approx(0.05)  # geometric mean: log-linear
     assert lc.bler(0, 15) == pytest.approx(0.0025)  # next to a zero: linear in BLER
@@ -320,8 +321,8 @@ def test_link_curves_interpolate_in_log_bler_and_clamp_at_the_ends(tmp_path):
 def test_snr_trace_interpolates_holds_and_loops(tmp_path):
     p = tmp_path / "t.csv"
     p.write_text("time_s,snr_db\n0,0\n1,10\n2,0\n")
-    loop = phy.SnrTrace.from_csv(str(p), True, "x")
-    hold = phy.SnrTrace.from_csv(str(p), False, "x")
+    loop = models.SnrTrace.from_csv(str(p), True, "x")
+    hold = models.SnrTrace.from_csv(str(p), False, "x")
     assert loop.snr_db(0.5) == pytest.approx(5.0)
     assert loop.snr_db(2.5) == pytest.approx(5.0)  # period 2 s
     assert hold.snr_db(2.5) == 0.0
@@ -559,7 +560,7 @@ def test_request_schedule_under_a_fake_clock(tmp_path):
     that air time; rx_indications for slot n leave at its end. A fake clock, so exact."""
     cfg = phy.load_config(write_yaml(tmp_path / "phy.yaml",
                                      base_config(tmp_path, lead_slots=4, max_slots=20)))
-    core = phy.PhyCore(cfg, phy.build_models(cfg))
+    core = phy.PhyCore(cfg, models.build_models(cfg))
     clock = {"now": 1_000_000_000}
     sent = []  # (now, kind, slot)
 

@@ -1,8 +1,9 @@
 """The PHY processes of a testbed run (docs/daemons.md): the clock master of the downlink.
 
 - `python -m oppsched.phy.abstract --config phy.yaml`: the slot-level abstract PHY (SNR from
-  the channel models, TB success from link curves or an end-of-slot rule); its
-  real-time driver (slot clock, sockets, signals) is oppsched.phy.realtime.
+  the channel models, TB success from link curves or an end-of-slot rule); its models
+  are oppsched.phy.models, its real-time driver (slot clock, sockets, signals)
+  oppsched.phy.realtime.
 - `python -m oppsched.phy.loopback` / `python -m oppsched.phy.uhd`: the gr-oppsched blocks,
   on an emulated channel or on USRPs.
 
