@@ -22,7 +22,8 @@ from oppsched.testbed.netns import DEFAULT_PREFIX, NetnsError, cleanup_stale
 from oppsched.commands.plugin_check import add_parser as plugin_parser
 from oppsched.commands.plugin_new import add_parser as plugin_new_parser
 from oppsched.run.runner import RunFailed, analyze_dir, load_experiment, run_experiment
-from oppsched.run.sweep import collect, is_sweep_dir, run_sweep
+from oppsched.run.sweep import run_sweep
+from oppsched.run.sweep_results import collect, is_sweep_dir
 from oppsched.run.sweepspec import expand
 from oppsched.commands.tcpview import add_parser as tcpview_parser
 from oppsched.analysis.timeline import add_parser as timeline_parser

@@ -43,8 +43,6 @@ NOT_YET_SPLIT = {
                                             "and the run's folder and keys",
     "experiments/testbed/analysis.py": "summary.json, the per-flow tables and the "
                                        "fairness/latency metrics",
-    "run/sweep.py": "running the points (local, forked, Dask) and collecting and plotting "
-                    "sweep.csv",
 }
 
 

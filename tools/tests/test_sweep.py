@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from helpers import BASE, REPO, needs_root
-from oppsched.run import sweep, sweepspec
+from oppsched.run import sweep, sweep_results, sweepspec
 from oppsched.config import ConfigError
 from oppsched.experiments import macsim
 
@@ -316,7 +316,7 @@ def test_two_local_jobs_give_the_same_results_as_one(tmp_path):
 def test_series_average_over_seeds_with_a_95_percent_interval():
     df = pd.DataFrame({"point": list("abcd"), "variant": ["v"] * 4, "seed": [1, 2, 1, 2],
                        "x": [1, 1, 2, 2], "y": [1.0, 3.0, 5.0, 5.0]})
-    (line,) = sweep.series(df, "x", "y", ["x"])
+    (line,) = sweep_results.series(df, "x", "y", ["x"])
     (x1, y1, ci1, n1), (x2, y2, ci2, n2) = line["points"]
     assert (x1, y1, n1, x2, y2, ci2) == (1, 2.0, 2, 2, 5.0, 0.0)
     assert ci1 == pytest.approx(12.706, rel=1e-3)  # t(0.975, 1) x s / sqrt(n), s = sqrt 2
@@ -328,11 +328,11 @@ def test_against_a_metric_every_axis_runs_along_one_parametric_line_per_variant(
     df = pd.DataFrame({"point": list("abcdef"), "variant": ["v"] * 6, "seed": [1, 2] * 3,
                        "buf": [1, 1, 2, 2, 4, 4], "delay": [5.0, 7.0, 3.0, 3.0, 9.0, 11.0],
                        "g": [1.0, 1.0, 0.5, 0.5, 2.0, 2.0]})
-    (line,) = sweep.series(df, "delay", "g", ["buf"])
+    (line,) = sweep_results.series(df, "delay", "g", ["buf"])
     # In the order of the axis (a parametric curve), tagged with its values.
     assert [(px, py) for px, py, _, _ in line["points"]] == [(6.0, 1.0), (3.0, 0.5), (10.0, 2.0)]
     assert line["tags"] == ["buf=1", "buf=2", "buf=4"]
-    two = sweep.series(df.assign(other=[0, 0, 0, 0, 0, 0]), "delay", "g", ["buf", "other"],
+    two = sweep_results.series(df.assign(other=[0, 0, 0, 0, 0, 0]), "delay", "g", ["buf", "other"],
                        by=["other"])
     assert len(two) == 1 and two[0]["label"] == "v other=0"
 
@@ -526,14 +526,14 @@ def test_sweep_table_has_jitter_and_rtt_means_over_users_and_flows_that_report_t
     # the median resists one user's outlier, the mean does not
     many = {"flows": [], "users": [{"name": f"u{k}", "slot_gap_cov": c}
                                    for k, c in enumerate([1.0, 1.2, 9.0])]}
-    assert sweep.flatten_summary(many)["median_slot_gap_cov"] == pytest.approx(1.2)
-    assert sweep.flatten_summary(many)["mean_slot_gap_cov"] == pytest.approx(11.2 / 3)
-    row = sweep.flatten_summary(s)
+    assert sweep_results.flatten_summary(many)["median_slot_gap_cov"] == pytest.approx(1.2)
+    assert sweep_results.flatten_summary(many)["mean_slot_gap_cov"] == pytest.approx(11.2 / 3)
+    row = sweep_results.flatten_summary(s)
     assert row["mean_slot_gap_ms"] == pytest.approx(20.0)
     assert row["mean_slot_gap_cov"] == pytest.approx(1.5)
     assert row["median_slot_gap_cov"] == pytest.approx(1.5)
     assert row["mean_rtt_ms"] == pytest.approx(200.0)
-    assert "mean_slot_gap_cov" not in sweep.flatten_summary({"flows": [], "users": []})
+    assert "mean_slot_gap_cov" not in sweep_results.flatten_summary({"flows": [], "users": []})
 
 
 # A sweep of --jobs 2 in its own process, each point a stand-in run that marks its start and
@@ -696,7 +696,7 @@ def test_collect_marks_a_summary_with_errors_and_names_it_in_a_warning(tmp_path,
     s["errors"] = ["client.u2 exited with 1", "no slot granted after 0.1 s"]
     f.write_text(json.dumps(s))
     capsys.readouterr()
-    df = sweep.collect(out)
+    df = sweep_results.collect(out)
     err = capsys.readouterr().err
     assert f"WARNING: {victim} has errors" in err and "client.u2 exited with 1" in err
     assert err.count("WARNING") == 1
