@@ -12,8 +12,9 @@ import textwrap
 import pytest
 
 from oppsched import mac
-from oppsched.commands import plugin_check
-from oppsched.commands.plugin_check import check_aqm, check_file, check_scheduler
+from oppsched.commands import plugin_contract
+from oppsched.commands.plugin_check import check_file
+from oppsched.commands.plugin_contract import check_aqm, check_scheduler
 
 from helpers import REPO, run_cli
 
@@ -36,8 +37,8 @@ def test_every_example_plugin_passes_its_familys_contract(example):
     assert reports
     for r in reports:
         assert r.ok, "\n".join(r.lines())
-        props = (plugin_check.SCHEDULER_PROPERTIES if "(scheduler)" in r.title
-                 else plugin_check.AQM_PROPERTIES)
+        props = (plugin_contract.SCHEDULER_PROPERTIES if "(scheduler)" in r.title
+                 else plugin_contract.AQM_PROPERTIES)
         assert [x.name for x in r.results] == list(props)
         assert all(x.status == "PASS" for x in r.results if x.name != "decision-time")
 
@@ -150,21 +151,21 @@ def test_a_plugin_whose_instances_decide_differently_fails_deterministic(tmp_pat
 def test_serves_backlogged_names_a_pick_without_data():
     # The protocol's users are the slot's candidates, so through the wrapper a plugin cannot
     # pick a user without data; the property still judges every pick, as here.
-    sc = plugin_check.scheduler_scenarios(1)[0]
+    sc = plugin_contract.scheduler_scenarios(1)[0]
     snap = ((0, 0, 38400.0, 0.0, 100.0), (3, 1500, 76800.0, 0.1, 100.0))
-    run = plugin_check._SchedRun(decisions=[(sc, 4, snap, 0, None, 100)], errors=[],
+    run = plugin_contract._SchedRun(decisions=[(sc, 4, snap, 0, None, 100)], errors=[],
                                  served=[(sc, 4, [True, False, False, True], [0, 0, 0, 1500], 0)])
-    res = {x.name: x for x in plugin_check.judge_scheduler(run, run, budget_s=1e-3)}
+    res = {x.name: x for x in plugin_contract.judge_scheduler(run, run, budget_s=1e-3)}
     assert res["serves-backlogged"].status == "FAIL"
     assert res["serves-backlogged"].detail.startswith("scenario sparse (seed 1), slot 4: ")
     assert "select returned 0, id 0, which has no data" in res["serves-backlogged"].detail
 
 
 def test_decision_time_is_information_and_a_property_only_when_strict():
-    ok = plugin_check._timing([1000] * 99 + [10_000_000], 1.5e-3, "select()", strict=False)
+    ok = plugin_contract._timing([1000] * 99 + [10_000_000], 1.5e-3, "select()", strict=False)
     assert ok.status == "INFO" and "1 over it" in ok.detail
-    assert plugin_check._timing([1000] * 10, 1.5e-3, "select()", strict=True).status == "PASS"
-    slow = plugin_check._timing([2_000_000] * 10, 1.5e-3, "select()", strict=True)
+    assert plugin_contract._timing([1000] * 10, 1.5e-3, "select()", strict=True).status == "PASS"
+    slow = plugin_contract._timing([2_000_000] * 10, 1.5e-3, "select()", strict=True)
     assert slow.status == "FAIL" and "median 2000 µs" in slow.detail
 
 
@@ -223,7 +224,7 @@ def test_a_queue_that_loses_a_packet_fails_conservation_naming_the_count(tmp_pat
     def make_queue(probe_params, queue_kwargs):
         return _LosingQueue(mac.make_aqm("python", {"file": probe.file, "class": "AqmProbe",
                                                     "params": probe_params, **queue_kwargs}))
-    probe = plugin_check._Probe()
+    probe = plugin_contract._Probe()
     try:
         r = check_aqm(str(EXAMPLES / "droptail.py"), "DropTail", {}, make_queue=make_queue)
     finally:
@@ -338,7 +339,7 @@ def _codel_events(seed: int, n: int):
             t += rnd.expovariate(150.0 if mode == "trickle" else 900.0)
             packets = []
             for _ in range(rnd.choice((1, 1, 1, 2, 4))):
-                packets.append(plugin_check.ipv4_packet(k, rnd.choice((60, 576, 1500, 1500)),
+                packets.append(plugin_contract.ipv4_packet(k, rnd.choice((60, 576, 1500, 1500)),
                                                         2 if rnd.random() < 0.5 else 0, k % 4))
                 k += 1
             dequeues = {"heavy": int(rnd.random() < 0.55), "outage": 0,
