@@ -2,8 +2,9 @@
 only: nothing is imported, so it runs without the build.
 
 - Only the command line reaches a command: no module outside oppsched/commands imports
-  from oppsched.commands, but the dispatcher (oppsched.cli). A runtime process (a PHY, a
-  daemon's configuration, a run, a sweep) needs a library module, not a CLI verb.
+  from oppsched.commands or names one of its modules in a string (importlib, `-m`), but
+  the dispatcher (oppsched.cli). A runtime process (a PHY, a daemon's configuration, a
+  run, a sweep) needs a library module, not a CLI verb.
 - The groups do not import each other in a circle: the graph of imports between the
   top-level modules, commands, testbed, analysis, run, phy, experiments and uhd_sim is
   acyclic. cli.py and __main__.py, the entry points, sit above it (nothing else imports
@@ -115,6 +116,21 @@ def test_only_the_command_line_imports_a_command_module():
            for mod, line in imports
            if _group(mod) == "commands"]
     assert not bad, "a module outside oppsched/commands imports a command:\n" + "\n".join(bad)
+
+
+def test_no_module_outside_the_commands_names_one_as_a_string():
+    """A command reached by name (importlib, `python -m`, a lazy import table) is an import
+    too; oppsched.cli, the dispatcher, may name them."""
+    bad = []
+    for name, path in MODULES.items():
+        if _group(name) in ("commands", "cli"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                    and node.value.startswith("oppsched.commands")):
+                bad.append(f"{name} ({path.relative_to(PACKAGE)}:{node.lineno}) names "
+                           f"{node.value}")
+    assert not bad, "\n".join(bad)
 
 
 def test_nothing_but_main_imports_the_command_line():
