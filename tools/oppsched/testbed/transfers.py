@@ -107,7 +107,9 @@ def idle_times(seed: int, flow_id: str, idle_s: float | None,
             yield fixed
     if not idle_mean_s > 0:
         raise ValueError(f"idle_mean_s: {idle_mean_s!r} is not > 0")
-    rng = random.Random(f"oppsched.testbed.transfers/{int(seed)}/{flow_id}")
+    # The key keeps the module's former name, oppsched.transfers: the idle times of a seed
+    # stay those of every run made before the package was grouped.
+    rng = random.Random(f"oppsched.transfers/{int(seed)}/{flow_id}")
     while True:
         yield -idle_mean_s * math.log(1.0 - rng.random())
 
