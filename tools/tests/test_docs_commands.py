@@ -172,3 +172,14 @@ def test_every_link_to_a_section_of_the_same_page_names_one_of_its_headings():
                 if link not in anchors:
                     bad.append(f"{page.relative_to(REPO)}:{n}: #{link}")
     assert bad == []
+
+
+def test_every_long_page_starts_with_a_table_of_contents():
+    # A page over 300 lines is read by its sections: "Contents:" near the top lists them
+    # (docs/index.md maps the pages; the test above checks the links).
+    bad = []
+    for page in _doc_pages():
+        lines = page.read_text().splitlines()
+        if len(lines) > 300 and not any(line == "Contents:" for line in lines[:12]):
+            bad.append(f"{page.relative_to(REPO)} ({len(lines)} lines)")
+    assert bad == []
