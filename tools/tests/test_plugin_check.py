@@ -376,7 +376,9 @@ def test_python_codel_makes_the_builtin_codels_decisions_packet_for_packet(ecn):
     # CoDel acted, the queue emptied and was flushed
     assert sa["dropped"]["aqm_drop"] > 1000 and (sa["marked"] > 1000) == ecn
     assert sa["dropped"]["flushed"] > 0 and sum(1 for p in a[1] if p is None) > 1000
-    assert plugin.plugin_counters == {"plugin_exceptions": 0, "plugin_invalid_answers": 0}
+    c = plugin.plugin_counters
+    assert (c["plugin_exceptions"], c["plugin_invalid_answers"]) == (0, 0)
+    assert c["plugin_enqueue_calls"] == sb["offered"] > 0  # every arrival asked, and timed
 
 
 def test_without_on_empty_the_python_codel_loses_track_after_a_flush(tmp_path):
