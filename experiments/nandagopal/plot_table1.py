@@ -9,7 +9,6 @@ RUN_DIRs are runs of weights.yaml at the paper's length (2000 s, flows 1 and 2 f
 """
 
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -17,20 +16,13 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from scipy import stats  # noqa: E402
 
-LINK_PPS = 300e3 / (512 * 8)  # 73.24 packets/s
+from table import LINK_PPS, mean_ci  # noqa: E402  (this folder's table.py)
+
 # Table I of the paper, W_actual in packets/s per period (flows 1 and 2: middle period only)
 PAPER = {0: {"f3": 16, "f4": 22, "f5": 29},
          1: {"f1": 4.2, "f2": 8.6, "f3": 13.8, "f4": 18.3, "f5": 25.1},
          2: {"f3": 16.4, "f4": 22, "f5": 30}}
-
-
-def mean_ci(values):
-    m = statistics.mean(values)
-    if len(values) < 2:
-        return m, 0.0
-    return m, stats.t.ppf(0.975, len(values) - 1) * statistics.stdev(values) / len(values) ** 0.5
 
 
 def main(argv):
@@ -46,6 +38,7 @@ def main(argv):
         for i, (fid, f) in enumerate(p["flows"].items()):
             vals = [r["periods"][k]["flows"][fid]["w_actual_pps"] for r in runs]
             m, h = mean_ci(vals)
+            h = h or 0.0
             ideal = LINK_PPS * f["weight"] / wsum
             ax.errorbar([i], [m], yerr=[h], fmt="o", color="C0", capsize=4,
                         label=f"testbed, mean and 95 % interval of {len(runs)} seeds"

@@ -52,13 +52,18 @@ def table(rundir: Path) -> str:
     return "\n".join(out)
 
 
-def _ci(values: list) -> str:
-    """mean +- half-width of the 95 % interval of the mean (Student t)."""
+def mean_ci(values: list) -> tuple[float, float | None]:
+    """The mean and the half-width of its 95 % interval (Student t); None for one value."""
     m = statistics.fmean(values)
     if len(values) < 2:
-        return f"{m:.2f}"
-    h = stats.t.ppf(0.975, len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
-    return f"{m:.2f} ± {h:.2f}"
+        return m, None
+    return m, stats.t.ppf(0.975, len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+
+
+def _ci(values: list) -> str:
+    """mean +- half-width of the 95 % interval of the mean (Student t)."""
+    m, h = mean_ci(values)
+    return f"{m:.2f}" if h is None else f"{m:.2f} ± {h:.2f}"
 
 
 def seeds_table(groups: list[tuple[str, list[Path]]]) -> str:
