@@ -3,6 +3,7 @@ interval of the mean over the seeds (Student t), from sweep folders:
 
     .venv/bin/python experiments/reaqm/table.py load OUT SWEEP [SWEEP ...]
     .venv/bin/python experiments/reaqm/table.py dynamics OUT SWEEP [SWEEP ...]
+    .venv/bin/python experiments/reaqm/table.py settle OUT SWEEP [SWEEP ...]
 
 load (load-sweep.yaml, 100-s runs): per run the mean queue over 50-100 s (slots.csv, in
 packets of 1052 bytes: 1000 of payload, 12 of TCP timestamps, 40 of headers), loss and
@@ -18,7 +19,10 @@ connections are on, and the utilisation (acknowledged TB bytes / 10 Mb/s) while 
 8-9) and 10 (steps 9-10) are left; OUT/runs.csv, OUT/timeseries.csv (per run and second: queue, utilisation and the
 AQM's link price p from slots.csv's aqm_price column, REM and REAQM) and time-<link>.png.
 
-Both print the README's table rows and the late-slot counts (the apd's and the PHY's own).
+settle (load-sweep.yaml at one load, 300-s runs): per run the queue and the price in each
+50-s window, the whole run's loss and mark ratios and utilisation; OUT/settle.csv.
+
+Each prints the README's table rows and the late-slot counts (the apd's and the PHY's own).
 """
 
 from __future__ import annotations
@@ -220,13 +224,38 @@ def dynamics(out: Path, sweeps: list[Path]) -> None:
         plt.close(fig)
 
 
+def settle(out: Path, sweeps: list[Path]) -> None:
+    rows = []
+    for sweep, r in latest_points(sweeps):
+        s, t = slots_of(sweep / "points" / r.point)
+        row = {"variant": r.variant, "seed": r.seed,
+               "loss_pct": 100 * r["aqm.all.loss_ratio"], "mark_pct": 100 * r["aqm.all.mark_ratio"],
+               "util": r["aggregate_mac_throughput_bps"] / LINK_BPS,
+               "late_apd": r["slots.late"], "late_phy": r["slots.late_phy"], "slots": r["slots.total"]}
+        for a in range(0, int(float(r.duration_s)), 50):
+            w = (t >= a) & (t < a + 50)
+            row[f"queue_{a}_{a + 50}"] = s["queue.R1"][w].mean() / PACKET
+            if "aqm_price.R1" in s:
+                row[f"price_{a}_{a + 50}"] = s["aqm_price.R1"][w].mean()
+        rows.append(row)
+    runs = pd.DataFrame(rows).sort_values(["variant", "seed"])
+    runs.to_csv(out / "settle.csv", index=False, float_format="%.6g")
+    cols = [c for c in runs.columns if c.startswith(("queue_", "price_"))]
+    for var, g in runs.groupby("variant", sort=False):
+        print(f"| {var} | " + " | ".join(cell(g[c].dropna(), 1 if c.startswith("queue_") else 0)
+                                         for c in cols)
+              + " | " + " | ".join(cell(g[c], d) for c, d in
+                                   (("loss_pct", 2), ("mark_pct", 1), ("util", 3))) + " |")
+    late(runs)
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) < 3 or argv[0] not in ("load", "dynamics"):
+    if len(argv) < 3 or argv[0] not in ("load", "dynamics", "settle"):
         print(__doc__, file=sys.stderr)
         return 2
     out = Path(argv[1])
     out.mkdir(parents=True, exist_ok=True)
-    (load if argv[0] == "load" else dynamics)(out, [Path(a) for a in argv[2:]])
+    {"load": load, "dynamics": dynamics, "settle": settle}[argv[0]](out, [Path(a) for a in argv[2:]])
     return 0
 
 
