@@ -5,7 +5,8 @@ and W_ideal on the same axes.
     .venv/bin/python experiments/nandagopal/plot_table1.py OUT.png RUN_DIR [RUN_DIR ...]
 
 RUN_DIRs are runs of weights.yaml at the paper's length (2000 s, flows 1 and 2 from 600 to
-1500 s), one per seed; each one's summary.json gives wrc.periods.
+1500 s), one per seed; each one's summary.json gives wrc.periods. Also prints, per period and
+flow, W_ideal, W_actual and W/i (mean ± interval): the README's Table I.
 """
 
 import json
@@ -40,6 +41,9 @@ def main(argv):
             m, h = mean_ci(vals)
             h = h or 0.0
             ideal = LINK_PPS * f["weight"] / wsum
+            mi, hi = mean_ci([v / f["weight"] for v in vals])
+            print(f"{p['from_s']:.0f}-{p['to_s']:.0f} s | {fid} | W_ideal {ideal:.1f} | W_actual "
+                  f"{m:.1f} ± {h:.1f} | W/i {mi:.1f} ± {hi or 0.0:.1f}")
             ax.errorbar([i], [m], yerr=[h], fmt="o", color="C0", capsize=4,
                         label=f"testbed, mean and 95 % interval of {len(runs)} seeds"
                         if i == 0 else None)
@@ -48,6 +52,10 @@ def main(argv):
             if fid in PAPER.get(k, {}):
                 ax.plot([i + 0.15], [PAPER[k][fid]], marker="s", color="C3", ls="none",
                         label="Nandagopal et al., Table I" if i == 0 else None)
+        tot, htot = mean_ci([sum(f["w_actual_pps"] for f in r["periods"][k]["flows"].values())
+                             for r in runs])
+        print(f"{p['from_s']:.0f}-{p['to_s']:.0f} s | total | {LINK_PPS:.1f} | {tot:.1f} ± "
+              f"{htot or 0.0:.1f} ({tot / LINK_PPS:.2f} of the link)")
         ax.set_xticks(range(len(p["flows"])))
         ax.set_xticklabels([f"{fid}\nw {f['weight']:g}" for fid, f in p["flows"].items()])
         ax.set_title(f"{p['from_s']:.0f}-{p['to_s']:.0f} s", fontsize=9)
