@@ -53,6 +53,10 @@ struct clamp_rewriter::flow_record {
     // flows[].direction up), whose segments pass with the OS's window until downlink data
     // arrives (a request answered: the client is a receiver again). See the header.
     bool upload = false;
+    // The opening SYN's sender (true: the client) and ISN: a SYN repeating both is a
+    // retransmission and keeps the record (create_flow).
+    bool client_opened = false;
+    std::uint32_t syn_seq = 0;
     time_ns last_seen = 0;
     std::list<flow_record*>::iterator lru_pos;  // its place in lru_
 };
@@ -95,16 +99,13 @@ void clamp_rewriter::on_downlink(time_ns now, const std::vector<std::uint8_t>& p
     const tcpip::flow_key& key = info.flow;  // downlink direction
     if (t.flags & tcpip::kRst) {
         auto it = flows_.find(key);
-        if (it != flows_.end()) {
-            erase_flow(it);
-            ++stats_.clamp_flows_closed;
-        }
+        if (it != flows_.end()) close_flow(it);
         return;
     }
     const bool syn = (t.flags & tcpip::kSyn) != 0;
     const bool ack = (t.flags & tcpip::kAck) != 0;
     if (syn && !ack) {  // the server opens a connection to the client
-        flow_record& f = create_flow(now, key);
+        flow_record& f = create_flow(now, key, false, t.seq);
         f.mss_server = t.mss;
         return;
     }
@@ -152,15 +153,13 @@ void clamp_rewriter::on_uplink(time_ns now, std::vector<std::uint8_t>& pkt,
     if (t.flags & tcpip::kRst) {
         tracker_.learn(info, now);
         auto it = flows_.find(key);
-        if (it != flows_.end()) {
-            erase_flow(it);
-            ++stats_.clamp_flows_closed;
-        }
+        if (it != flows_.end()) close_flow(it);
         return;
     }
     if (syn && !ack) {  // the client opens a connection: SYN never rewritten
         tracker_.learn(info, now);
-        flow_record& f = create_flow(now, key);
+        flow_record& f = create_flow(now, key, true, t.seq);
+        if (f.agent) return;  // a retransmitted SYN of a connection already complete
         f.mss_client = t.mss;
         f.awnd_os = t.window;  // SYN windows are never scaled (RFC 7323 §2.2)
         return;
@@ -168,7 +167,12 @@ void clamp_rewriter::on_uplink(time_ns now, std::vector<std::uint8_t>& pkt,
     flow_record* f = find_flow(key);
     if (!f) {
         tracker_.learn(info, now);
-        if (ack && !syn) ++stats_.clamp_acks_unknown;
+        if (ack && !syn) {
+            if (recently_closed(key))
+                ++stats_.clamp_acks_after_close;
+            else
+                ++stats_.clamp_acks_unknown;
+        }
         return;
     }
     touch(*f, now);
@@ -249,9 +253,20 @@ clamp_rewriter::flow_record* clamp_rewriter::find_flow(const tcpip::flow_key& do
 }
 
 clamp_rewriter::flow_record& clamp_rewriter::create_flow(time_ns now,
-                                                         const tcpip::flow_key& downlink) {
+                                                         const tcpip::flow_key& downlink,
+                                                         bool client_opened,
+                                                         std::uint32_t syn_seq) {
     auto it = flows_.find(downlink);
-    if (it != flows_.end()) erase_flow(it);  // a new SYN restarts the connection
+    if (it != flows_.end()) {
+        flow_record& old = *it->second;
+        if (old.client_opened == client_opened && old.syn_seq == syn_seq) {
+            // A retransmitted SYN: the SYN-ACK answering the first may have been handled
+            // already (the two cross in the client), and none may follow. Kept as it is.
+            touch(old, now);
+            return old;
+        }
+        erase_flow(it);  // a new SYN (a new ISN) restarts the connection
+    }
     if (flows_.size() >= config_.max_flows) expire_flows(now);
     if (flows_.size() >= config_.max_flows) {
         // Evict the least recently seen: the front of lru_, O(1).
@@ -260,11 +275,24 @@ clamp_rewriter::flow_record& clamp_rewriter::create_flow(time_ns now,
     }
     auto f = std::make_unique<flow_record>();
     f->key = downlink;
+    f->client_opened = client_opened;
+    f->syn_seq = syn_seq;
     f->name = flow_name(downlink);
     f->last_seen = now;
     f->lru_pos = lru_.insert(lru_.end(), f.get());
     ++stats_.clamp_flows_created;
     return *flows_.emplace(downlink, std::move(f)).first->second;
+}
+
+void clamp_rewriter::close_flow(flow_map::iterator it) {
+    if (closed_.size() >= kClosedKept) closed_.pop_front();
+    closed_.push_back(it->first);
+    erase_flow(it);
+    ++stats_.clamp_flows_closed;
+}
+
+bool clamp_rewriter::recently_closed(const tcpip::flow_key& downlink) const {
+    return std::find(closed_.begin(), closed_.end(), downlink) != closed_.end();
 }
 
 void clamp_rewriter::touch(flow_record& f, time_ns now) {

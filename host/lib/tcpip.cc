@@ -379,8 +379,16 @@ window_tracker::flow_map::iterator window_tracker::learn_find(const packet_info&
     const bool syn = (t.flags & kSyn) != 0;
     const bool ack = (t.flags & kAck) != 0;
     if (syn && !ack) {
-        // A SYN starts (or restarts, e.g. on port reuse or retransmission) a connection
-        // keyed by the SYN's direction.
+        // A retransmitted SYN (same direction, same ISN) keeps the connection: it may be
+        // read after the SYN-ACK that answers the first one has already gone the other way
+        // (the SYN's 1-s timer against a SYN-ACK queued about as long), and no SYN-ACK may
+        // follow it (the receiver is established by then). Only a new ISN (port reuse)
+        // restarts the connection, keyed by the SYN's direction.
+        if (it != map_.end() && initiator && it->second.syn_seq == t.seq) {
+            ++stats_.syn_retransmits;
+            touch(it, now);
+            return it;
+        }
         if (it != map_.end()) erase(it);
         if (map_.size() >= params_.max_flows) {
             erase(map_.find(lru_.back().key));
@@ -389,6 +397,7 @@ window_tracker::flow_map::iterator window_tracker::learn_find(const packet_info&
         lru_.push_front(lru_node{info.flow, now});
         flow_entry e;
         e.initiator.ws_option = t.wscale;
+        e.syn_seq = t.seq;
         e.lru = lru_.begin();
         ++stats_.syns;
         if (t.wscale && *t.wscale > kMaxWindowShift) ++stats_.scale_clamped;

@@ -722,6 +722,29 @@ TEST(TcpipWindowTracker, advertised_bytes_scales_the_raw_field_once_the_scale_is
     EXPECT_FALSE(fresh.advertised_bytes(parsed(ack_pkt(4, 1, 3, true))));
 }
 
+TEST(TcpipWindowTracker, a_retransmitted_syn_keeps_the_connection_and_a_new_isn_restarts_it) {
+    handshake h(4, 7, 7);
+    const flow_key c2s = parsed(ack_pkt(4, 0, 0, true)).flow;
+    // Read after the SYN-ACK that answered the first (the two crossed): no SYN-ACK follows.
+    h.tracker.learn(parsed(syn(4, 7, false, true)), 5);
+    EXPECT_EQ(h.tracker.shift(c2s), 7);
+    EXPECT_EQ(h.tracker.stats().syn_retransmits, 1u);
+    EXPECT_EQ(h.tracker.stats().syns, 1u);
+    byte_buffer a = ack_pkt(4, 100, 1000, true);
+    EXPECT_EQ(h.client_ack(a, 5000, 6), rewrite_outcome::rewritten);
+    // The same four-tuple with a new ISN is a new connection: its scale is not known yet.
+    packet_spec reused;
+    reused.flags = kSyn;
+    reused.seq = 99999;
+    reused.window = 65535;
+    reused.options = pad4({2, 4, 0x05, 0xB4, 3, 3, 7});
+    std::swap(reused.sport, reused.dport);
+    std::swap(reused.src_last, reused.dst_last);
+    h.tracker.learn(parsed(build(reused)), 7);
+    EXPECT_FALSE(h.tracker.shift(c2s));
+    EXPECT_EQ(h.tracker.stats().syns, 2u);
+}
+
 TEST(TcpipWindowTracker, idle_entries_expire_and_rst_forgets) {
     window_tracker_params p;
     p.idle_timeout = 10 * kNsPerSec;

@@ -112,4 +112,7 @@ def test_pf_gives_each_device_a_third_of_the_slots_once_all_have_had_data_a_whil
 def test_clamp_rewrites_the_acks_of_every_device_and_only_when_on(default_run):
     on, off = default_run["clamp-on"][0], default_run["clamp-off"][0]
     assert all(on["clamp"][d]["rewritten_acks"] > 100 for d in ("R1", "R2", "R34")), on["clamp"]
+    # every connection is known to CLAMP from its SYN: none of its ACKs passes unclamped
+    assert all(on["clamp"][d]["unclamped_acks"] == 0 for d in ("R1", "R2", "R34")), on["clamp"]
+    assert not any("clamp.acks_unknown_flow" in w for w in on["warnings"]), on["warnings"]
     assert not off.get("clamp")

@@ -7,6 +7,7 @@ never touches namespaces of a real run (prefix "oppsched") or of another test.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -151,6 +152,22 @@ def test_a_killed_runs_processes_die_with_it_and_cleanup_removes_the_rest():
     assert removed == [ns_name]
     assert_run_gone(run_name, [ns_name])
     assert cleanup_stale(prefix) == []
+
+
+def test_a_program_whose_runner_died_before_its_death_signal_was_armed_does_not_start():
+    # The window PR_SET_PDEATHSIG leaves open: the runner dies after the fork, before the
+    # prctl; the orphan's parent is then no longer the runner. Both sides of the check:
+    check = netns.parent_check
+    orphan = subprocess.run([*check(os.getppid()), "sh", "-c",
+                             "echo started"], capture_output=True, text=True, timeout=10)
+    assert orphan.returncode == 125 and orphan.stdout == ""
+    # ... the runner alive: the program runs with its own arguments, as the same process
+    # (exec: the pid the runner holds is the program's)
+    me = os.getpid()
+    p = subprocess.Popen([*check(me), "sh", "-c", 'echo "$$ $1"', "sh", "a b"],
+                         stdout=subprocess.PIPE, text=True)
+    out, _ = p.communicate(timeout=10)
+    assert p.returncode == 0 and out.split(" ", 1) == [str(p.pid), "a b\n"]
 
 
 def test_a_new_session_first_removes_what_killed_runs_of_its_prefix_left():

@@ -786,8 +786,17 @@ def test_a_runner_killed_with_sigkill_leaves_nothing_after_cleanup(tmp_path, fak
     runner.kill()
     runner.wait(10)
     # Every process the run started dies with the runner (PR_SET_PDEATHSIG) ...
-    netns.wait_for(lambda: not netns._marked_pids([run_name]), timeout=10,
-                   what="the run's processes gone")
+    try:
+        netns.wait_for(lambda: not netns._marked_pids([run_name]), timeout=10,
+                       what="the run's processes gone")
+    except netns.ReadinessTimeout:
+        left = {}
+        for pid in netns._marked_pids([run_name]):
+            try:
+                left[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+            except OSError:
+                pass
+        raise AssertionError(f"still alive 10 s after the runner's SIGKILL: {left}") from None
     assert any(n.startswith(run_name) for n in netns.list_netns())
     # ... and `oppsched cleanup` removes the namespaces, the TUNs and devices in them.
     r = run_cli("cleanup", "--prefix", PREFIX)

@@ -460,6 +460,7 @@ class client_daemon final {
         s.set("clamp.acks_reduced", c.clamp_acks_reduced);
         s.set("clamp.acks_fail_open", c.clamp_acks_fail_open);
         s.set("clamp.acks_unknown_flow", c.clamp_acks_unknown);
+        s.set("clamp.acks_after_close", c.clamp_acks_after_close);
         s.set("clamp.dupacks", c.clamp_dupacks);
         s.set("clamp.fail_open_events", c.clamp_fail_open_events);
         s.set("clamp.resume_events", c.clamp_resume_events);

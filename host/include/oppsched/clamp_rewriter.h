@@ -34,6 +34,7 @@
 //    repeat the previous ACK number while downlink data beyond it has been received.
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <list>
 #include <memory>
 #include <optional>
@@ -107,9 +108,16 @@ class clamp_rewriter final {
         std::unordered_map<tcpip::flow_key, std::unique_ptr<flow_record>, tcpip::flow_key_hash>;
 
     flow_record* find_flow(const tcpip::flow_key& downlink);
-    flow_record& create_flow(time_ns now, const tcpip::flow_key& downlink);
+    // The record of the connection a SYN opens: a new one, or the existing one when the SYN
+    // repeats its opener and ISN (a retransmission).
+    flow_record& create_flow(time_ns now, const tcpip::flow_key& downlink, bool client_opened,
+                             std::uint32_t syn_seq);
     void touch(flow_record& f, time_ns now);  // seen now: to the back of lru_
     void erase_flow(flow_map::iterator it);
+    // A RST ends the connection: erased, and its key remembered (the last kClosedKept) so
+    // that the ACKs still in flight count as after-close, not as of an unknown connection.
+    void close_flow(flow_map::iterator it);
+    bool recently_closed(const tcpip::flow_key& downlink) const;
     void ensure_agent(flow_record& f);
     void expire_flows(time_ns now);
 
@@ -118,6 +126,8 @@ class clamp_rewriter final {
     tcpip::window_tracker tracker_;
     flow_map flows_;
     std::list<flow_record*> lru_;  // every flow once; front = least recently seen
+    static constexpr std::size_t kClosedKept = 64;
+    std::deque<tcpip::flow_key> closed_;  // newest at the back
     std::vector<window_record> records_;
 };
 

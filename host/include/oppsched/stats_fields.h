@@ -110,6 +110,7 @@ namespace oppsched::tcpip {
 template <class F>
 void for_each_field(const window_tracker_stats& s, F&& f) {
     f("syns", s.syns);
+    f("syn_retransmits", s.syn_retransmits);
     f("syn_acks", s.syn_acks);
     f("scale_clamped", s.scale_clamped);
     f("rewritten", s.rewritten);

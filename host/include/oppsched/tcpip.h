@@ -176,7 +176,8 @@ struct window_tracker_params {
 };
 
 struct window_tracker_stats {
-    std::uint64_t syns = 0;               // SYNs learnt from (each resets its connection)
+    std::uint64_t syns = 0;               // SYNs learnt from (each new one resets its connection)
+    std::uint64_t syn_retransmits = 0;    // SYNs repeating the open connection's ISN: kept
     std::uint64_t syn_acks = 0;           // SYN-ACKs that completed a connection's scale
     std::uint64_t scale_clamped = 0;      // shift > 14 received and used as 14
     std::uint64_t rewritten = 0;          // ACKs whose window field was rewritten
@@ -260,6 +261,7 @@ class window_tracker final {
     struct flow_entry {
         direction_state initiator, responder;  // initiator = the SYN's sender (key direction)
         bool syn_ack_seen = false;
+        std::uint32_t syn_seq = 0;  // the SYN's ISN: a SYN repeating it is a retransmission
         std::list<lru_node>::iterator lru;
     };
     using flow_map = std::unordered_map<flow_key, flow_entry, flow_key_hash>;

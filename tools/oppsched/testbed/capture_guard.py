@@ -8,7 +8,7 @@ PR_SET_PDEATHSIG(SIGTERM) and no_new_privs, and waits: when its parent (the runn
 or when it is asked to stop, it passes the signal on to the program (which by then runs as
 the same user, so may be signalled) and exits with the program's status.
 
-    python -m oppsched.testbed.capture_guard --uid U --gid G -- PROGRAM ARGS...
+    python -m oppsched.testbed.capture_guard [--parent PID] --uid U --gid G -- PROGRAM ARGS...
 
 Standard library only: it starts in tens of ms.
 """
@@ -31,6 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m oppsched.testbed.capture_guard")
     ap.add_argument("--uid", type=int, required=True)
     ap.add_argument("--gid", type=int, required=True)
+    ap.add_argument("--parent", type=int, default=0,
+                    help="the runner's pid (default: this process's parent at start)")
     ap.add_argument("program", nargs=argparse.REMAINDER)
     a = ap.parse_args(argv)
     prog = a.program[1:] if a.program[:1] == ["--"] else a.program
@@ -38,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("no program given")
     if a.uid == 0:
         ap.error("--uid: 0 is root; the guard is there to run as an unprivileged user")
-    parent = os.getppid()
+    parent = a.parent or os.getppid()
     pending: list[int] = []
 
     def on_signal(signum, _frame):
@@ -46,8 +48,14 @@ def main(argv: list[str] | None = None) -> int:
 
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(s, on_signal)
-    child = subprocess.Popen(prog)
     libc = ctypes.CDLL(None, use_errno=True)
+    # SIGTERM rather than the runner's SIGKILL from here on: a runner that dies while the
+    # program starts is passed on to the program instead of killing the guard and leaving
+    # the program behind.
+    libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    if os.getppid() != parent:
+        return 125  # the runner is gone already: nothing to start
+    child = subprocess.Popen(prog)
     os.setgroups([])
     os.setresgid(a.gid, a.gid, a.gid)
     os.setresuid(a.uid, a.uid, a.uid)

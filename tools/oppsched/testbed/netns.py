@@ -396,6 +396,18 @@ class Netns:
 # util-linux's setpriv (Essential on Debian) sets PR_SET_PDEATHSIG and execs the program.
 PDEATHSIG = ("setpriv", "--pdeathsig", "KILL", "--")
 
+
+def parent_check(runner_pid: int) -> list[str]:
+    """A prefix that ends the program at once unless its parent is still `runner_pid`.
+
+    PR_SET_PDEATHSIG only fires for a parent that dies after it was armed: a runner killed
+    between its fork and setpriv's prctl (or between the uid change that clears it and
+    setpriv arming it again) leaves an orphan that nothing stops. Placed after the last
+    setpriv, this closes that window: had the runner died before the signal was armed, the
+    program's parent is no longer the runner (every stage execs, none forks) and it exits
+    with status 125; after the check, the armed PR_SET_PDEATHSIG takes over."""
+    return ["/bin/sh", "-c", '[ "$PPID" = "$0" ] || exit 125; exec "$@"', str(int(runner_pid))]
+
 # The system user processes of a run run as (tools/bootstrap.sh creates it; a run as root
 # creates it when it is missing). Never `nobody`: other daemons of the host run as it, and
 # a run's files and processes must be the run's alone. OPPSCHED_RUN_USER names another one.
@@ -796,13 +808,14 @@ class Session:
                        "-all" + "".join(f",+{c}" for c in as_root), "--"]
             # Its own uid change clears PR_SET_PDEATHSIG: a guard (run user, PDEATHSIG)
             # passes the runner's death on to it (oppsched.testbed.capture_guard).
-            prefix += [sys.executable, "-m", "oppsched.testbed.capture_guard",
+            prefix += [*parent_check(os.getpid()), sys.executable, "-m",
+                       "oppsched.testbed.capture_guard", "--parent", str(os.getpid()),
                        "--uid", str(self.run_user.uid), "--gid", str(self.run_user.gid), "--"]
             pkg = str(Path(__file__).resolve().parents[2])
             full_env["PYTHONPATH"] = os.pathsep.join(
                 [pkg, *([full_env["PYTHONPATH"]] if full_env.get("PYTHONPATH") else [])])
         elif self.run_user is not None:
-            prefix += self.run_user.setpriv_argv(caps)
+            prefix += [*self.run_user.setpriv_argv(caps), *parent_check(os.getpid())]
             # root's HOME is not the run user's to read (GNU Radio reads ~/.gnuradio): a
             # home of its own in the workdir.
             home = self.workdir / "home"
@@ -810,9 +823,12 @@ class Session:
                 self.run_user.own(home, 0o700)
             full_env.update({"HOME": str(home), "USER": self.run_user.name,
                              "LOGNAME": self.run_user.name})
+        else:
+            prefix += parent_check(os.getpid())
         # setpriv --pdeathsig: the kernel kills the process when the runner dies, even by
         # SIGKILL, when no teardown can run (PR_SET_PDEATHSIG survives the exec of
-        # `ip netns exec`, which does not fork, and of the program).
+        # `ip netns exec`, which does not fork, and of the program); parent_check ends one
+        # whose runner died before the signal was armed.
         with safefs.open_log(log_path, log_base) as logf:
             try:
                 popen = subprocess.Popen([*PDEATHSIG, *ns.exec_argv([*prefix, *argv])],

@@ -534,7 +534,7 @@ def analyze(outdir: Path) -> dict:
                 "wired": (run.get("testbed") or {}).get("wired"),
                 "host_changes": run.get("host_changes", [])},
         "daemon_stats": stats,
-        "clamp": _clamp_summary(rundir, cfg, errors),
+        "clamp": _clamp_summary(rundir, cfg, errors, stats, warnings),
         "transfers": _transfers_total(flows),
         "wrc": _wrc_total(rundir, flows, plans),
         "conservation": conservation_summary(rundir, stats, errors),
@@ -818,16 +818,27 @@ def _find_number(d, keys):
     return None
 
 
-def _clamp_summary(rundir: Path, cfg: dict, errors: list | None = None) -> dict | None:
+def _clamp_summary(rundir: Path, cfg: dict, errors: list | None = None,
+                   stats: dict | None = None, warnings: list | None = None) -> dict | None:
+    """Per device: the ACKs CLAMP rewrote (windows.<dev>.csv) and the ACKs it let pass
+    with the OS's window because it did not know their connection (the client's
+    clamp.acks_unknown_flow). The latter is a warning: a flow that is not clamped makes a
+    CLAMP run a mixture of CLAMP and plain TCP."""
     if not cfg["clamp"]["enabled"]:
         return None
     out = {}
     for d in cfg["devices"]:
+        client = ((stats or {}).get(f"client.{d['name']}") or {}).get("clamp") or {}
+        unknown = client.get("acks_unknown_flow")
+        if unknown and warnings is not None:
+            warnings.append(f"clamp: {d['name']} passed {unknown} ACKs of connections it "
+                            "did not know unclamped (clamp.acks_unknown_flow)")
         w = read_csv(Path(rundir) / f"windows.{d['name']}.csv", errors)
         if w is None:
             out[d["name"]] = None
             continue
         out[d["name"]] = {
+            "unclamped_acks": unknown,
             "rewritten_acks": int(len(w)),
             "mean_advertised_bytes": float(w["advertised_bytes"].mean()) if len(w) else None,
             "mean_w_bytes": float(w["w_bytes"].mean()) if len(w) and "w_bytes" in w else None,
