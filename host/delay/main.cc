@@ -42,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "oppsched/daemon/field_spec.h"
 #include "oppsched/daemon/seccomp.h"
 #include "oppsched/delay_line.h"
 #include "oppsched/version.h"
@@ -99,58 +100,120 @@ struct delay_options {
     double delay_ab_ms = 0.0, delay_ba_ms = 0.0;
     double rate_ab_bps = 0.0, rate_ba_bps = 0.0;
     long long limit_ab_bytes = 0, limit_ba_bytes = 0;
-    long long hold_bytes = 64LL * 1024 * 1024;
-    double late_us = 200.0;
+    long long hold_bytes = 0;  // this and the ones below: their defaults are delay_fields()'
+    double late_us = 0.0;
     int rt_priority = 0;
-    long long socket_buffer_bytes = 4LL * 1024 * 1024;
+    long long socket_buffer_bytes = 0;
     std::string stats_file, ready_file;
-    double stats_period_s = 2.0;  // stats written this often while running (0: not)
+    double stats_period_s = 0.0;  // stats written this often while running (0: not)
     bool seccomp = true;          // the allow-list of host/daemon/seccomp once set up
 };
 
-// Parses and validates every option in one place. Returns false for --help/--version.
+using oppsched::daemon::field_spec;
+using oppsched::daemon::field_type;
+using oppsched::daemon::value_range;
+
+// The stage's field table: every option that takes a value, each described once (name,
+// type, default, range, unit, help). parse_options() declares the options from it and checks
+// each value against its range, and `--schema` prints it (the JSON of the daemons' tables,
+// host/daemon/common/oppsched/daemon/field_spec.h), so the experiment schema takes the
+// ranges of the values the runner passes (servers[].rtt_ms, rate_bps, limit_bytes,
+// topology.rt_priority, security.seccomp) from the checks that apply them.
+field_spec integer_option(const char* name, double def, value_range range, const char* unit,
+                          const char* help) {
+    return oppsched::daemon::integer_field("", name, def, range, unit, help);
+}
+field_spec number_option(const char* name, double def, value_range range, const char* unit,
+                         const char* help) {
+    return oppsched::daemon::number_field("", name, def, range, unit, help);
+}
+field_spec rate_option(const char* name, const char* help) {
+    field_spec f = number_option(name, 0.0, value_range::closed(1e3, kMaxRate), "bit/s", help);
+    f.zero_off = true;  // 0: unlimited
+    return f;
+}
+field_spec string_option(const char* name, const char* help) {
+    field_spec f = oppsched::daemon::choice_field("", name, "", {}, help);
+    f.type = field_type::string;
+    return f;
+}
+
+const std::vector<field_spec>& delay_fields() {
+    static const std::vector<field_spec> fields = {
+        string_option("if-a", "interface a (e.g. the server side veth end); required"),
+        string_option("if-b", "interface b (e.g. the AP side veth end); required"),
+        number_option("delay-ms", 0.0, value_range::closed(0, kMaxDelayMs), "ms",
+                      "one-way delay of both directions"),
+        number_option("delay-ab-ms", 0.0, value_range::closed(0, kMaxDelayMs), "ms",
+                      "one-way delay a->b; default --delay-ms"),
+        number_option("delay-ba-ms", 0.0, value_range::closed(0, kMaxDelayMs), "ms",
+                      "one-way delay b->a; default --delay-ms"),
+        rate_option("rate-bps", "link rate of both directions; 0 = unlimited"),
+        rate_option("rate-ab-bps", "link rate a->b; default --rate-bps"),
+        rate_option("rate-ba-bps", "link rate b->a; default --rate-bps"),
+        integer_option("limit-bytes", 0, value_range::non_negative(), "bytes",
+                       "FIFO in front of the rate limiter, both directions; 0 = unlimited"),
+        integer_option("limit-ab-bytes", 0, value_range::non_negative(), "bytes",
+                       "FIFO limit a->b; default --limit-bytes"),
+        integer_option("limit-ba-bytes", 0, value_range::non_negative(), "bytes",
+                       "FIFO limit b->a; default --limit-bytes"),
+        integer_option("hold-bytes", 64.0 * 1024 * 1024, value_range::non_negative(), "bytes",
+                       "memory bound per direction on everything held (incl. propagating); "
+                       "0 = none"),
+        number_option("late-us", 200.0, value_range::non_negative(), "us",
+                      "a frame sent more than this after its due time counts as late"),
+        integer_option("rt-priority", 0, value_range::closed(0, 99), "",
+                       "SCHED_FIFO priority 1..99, best effort (0: normal scheduling)"),
+        integer_option("socket-buffer-bytes", 4.0 * 1024 * 1024,
+                       value_range::closed(64 * 1024, 1 << 30), "bytes",
+                       "SO_RCVBUF/SO_SNDBUF of each packet socket"),
+        string_option("stats-file",
+                      "JSON counters, written every --stats-period-s, on SIGUSR1 and at exit"),
+        number_option("stats-period-s", 2.0, value_range::closed(0, 3600), "s",
+                      "seconds between stats writes while running (so a crash leaves recent "
+                      "figures); 0: only on SIGUSR1 and at exit"),
+        oppsched::daemon::boolean_field("", "seccomp", true,
+                                        "1: install the seccomp allow-list once the sockets are "
+                                        "open (docs/security.md); 0: not (debugging)"),
+        string_option("ready-file", "written (with the pid) once forwarding runs"),
+    };
+    return fields;
+}
+
+// The option's text in --help: its help, unit and range.
+std::string option_help(const field_spec& f) {
+    std::string s = f.help;
+    if (f.type == field_type::integer || f.type == field_type::number)
+        s += " (" + (f.unit.empty() ? std::string() : f.unit + ", ") + (f.zero_off ? "0 or " : "") +
+             f.range.describe() + ")";
+    return s;
+}
+
+// Parses and validates every option in one place, through delay_fields(). Returns false for
+// --help, --version and --schema.
 bool parse_options(int argc, char** argv, delay_options& o) {
-    double delay_ms = 0.0, rate_bps = 0.0;
-    long long limit_bytes = 0;
     po::options_description desc(
         "oppsched-delay: forwards Ethernet frames between two interfaces, delaying each\n"
         "direction (a->b is 'ab', b->a is 'ba'); per-direction options override the common "
         "ones.\nOptions");
-    // clang-format off
-    desc.add_options()
-        ("help,h", "this text")
-        ("version", "print the version")
-        ("if-a", po::value(&o.if_a)->required(), "interface a (e.g. the server side veth end)")
-        ("if-b", po::value(&o.if_b)->required(), "interface b (e.g. the AP side veth end)")
-        ("delay-ms", po::value(&delay_ms), "one-way delay of both directions, ms [0, 60000]")
-        ("delay-ab-ms", po::value<double>(), "one-way delay a->b, ms")
-        ("delay-ba-ms", po::value<double>(), "one-way delay b->a, ms")
-        ("rate-bps", po::value(&rate_bps), "link rate of both directions, bit/s; 0 = unlimited")
-        ("rate-ab-bps", po::value<double>(), "link rate a->b, bit/s")
-        ("rate-ba-bps", po::value<double>(), "link rate b->a, bit/s")
-        ("limit-bytes", po::value(&limit_bytes),
-         "FIFO in front of the rate limiter, bytes, both directions; 0 = unlimited")
-        ("limit-ab-bytes", po::value<long long>(), "FIFO limit a->b, bytes")
-        ("limit-ba-bytes", po::value<long long>(), "FIFO limit b->a, bytes")
-        ("hold-bytes", po::value(&o.hold_bytes)->default_value(o.hold_bytes),
-         "memory bound per direction on everything held (incl. propagating), bytes; 0 = none")
-        ("late-us", po::value(&o.late_us)->default_value(o.late_us),
-         "a frame sent more than this after its due time counts as late, microseconds")
-        ("rt-priority", po::value(&o.rt_priority)->default_value(0),
-         "SCHED_FIFO priority 1..99, best effort (0: normal scheduling)")
-        ("socket-buffer-bytes",
-         po::value(&o.socket_buffer_bytes)->default_value(o.socket_buffer_bytes),
-         "SO_RCVBUF/SO_SNDBUF of each packet socket")
-        ("stats-file", po::value(&o.stats_file),
-         "JSON counters, written every --stats-period-s, on SIGUSR1 and at exit")
-        ("stats-period-s", po::value(&o.stats_period_s)->default_value(o.stats_period_s),
-         "seconds between stats writes while running (so a crash leaves recent figures); 0: "
-         "only on SIGUSR1 and at exit")
-        ("seccomp", po::value(&o.seccomp)->default_value(o.seccomp),
-         "1: install the seccomp allow-list once the sockets are open (docs/security.md); "
-         "0: not (debugging)")
-        ("ready-file", po::value(&o.ready_file), "written (with the pid) once forwarding runs");
-    // clang-format on
+    desc.add_options()("help,h", "this text")("version", "print the version")(
+        "schema", "print the field table of the options (JSON) and exit");
+    for (const auto& f : delay_fields()) {
+        const std::string help = option_help(f);
+        switch (f.type) {
+            case field_type::integer:
+                desc.add_options()(f.name.c_str(), po::value<long long>(), help.c_str());
+                break;
+            case field_type::number:
+                desc.add_options()(f.name.c_str(), po::value<double>(), help.c_str());
+                break;
+            case field_type::boolean:
+                desc.add_options()(f.name.c_str(), po::value<bool>(), help.c_str());
+                break;
+            default:
+                desc.add_options()(f.name.c_str(), po::value<std::string>(), help.c_str());
+        }
+    }
     po::variables_map vm;
     po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
     if (vm.count("help")) {
@@ -163,16 +226,54 @@ bool parse_options(int argc, char** argv, delay_options& o) {
         std::printf("%s %s\n", kProg, oppsched::version());
         return false;
     }
-    po::notify(vm);  // throws for a missing required option
+    if (vm.count("schema")) {
+        std::fputs(oppsched::daemon::fields_json("delay", delay_fields()).c_str(), stdout);
+        return false;
+    }
+    po::notify(vm);
+    for (const char* required : {"if-a", "if-b"})
+        if (!vm.count(required)) throw po::required_option(std::string("--") + required);
 
-    o.delay_ab_ms = vm.count("delay-ab-ms") ? vm["delay-ab-ms"].as<double>() : delay_ms;
-    o.delay_ba_ms = vm.count("delay-ba-ms") ? vm["delay-ba-ms"].as<double>() : delay_ms;
-    o.rate_ab_bps = vm.count("rate-ab-bps") ? vm["rate-ab-bps"].as<double>() : rate_bps;
-    o.rate_ba_bps = vm.count("rate-ba-bps") ? vm["rate-ba-bps"].as<double>() : rate_bps;
-    o.limit_ab_bytes =
-        vm.count("limit-ab-bytes") ? vm["limit-ab-bytes"].as<long long>() : limit_bytes;
-    o.limit_ba_bytes =
-        vm.count("limit-ba-bytes") ? vm["limit-ba-bytes"].as<long long>() : limit_bytes;
+    // Every value given, checked against its entry's range; absent ones take the default.
+    auto spec = [](const std::string& name) -> const field_spec& {
+        for (const auto& f : delay_fields())
+            if (f.name == name) return f;
+        throw std::logic_error(std::string("delay field table: no option ") + name);
+    };
+    auto number = [&](const std::string& name) -> double {
+        const field_spec& f = spec(name);
+        if (!vm.count(name)) return f.default_number;
+        const double v = f.type == field_type::integer
+                             ? static_cast<double>(vm[name].as<long long>())
+                             : vm[name].as<double>();
+        if (!std::isfinite(v) || !f.accepts(v)) bad_option(name, v, f.violation());
+        return v;
+    };
+    auto integer = [&](const std::string& name) {
+        const double v = number(name);  // whole: a long long, or the table's whole default
+        return vm.count(name) ? vm[name].as<long long>() : static_cast<long long>(v);
+    };
+    auto text = [&](const std::string& name) {
+        return vm.count(name) ? vm[name].as<std::string>() : spec(name).default_text;
+    };
+    o.if_a = text("if-a");
+    o.if_b = text("if-b");
+    const double delay_ms = number("delay-ms"), rate_bps = number("rate-bps");
+    const long long limit_bytes = integer("limit-bytes");
+    o.delay_ab_ms = vm.count("delay-ab-ms") ? number("delay-ab-ms") : delay_ms;
+    o.delay_ba_ms = vm.count("delay-ba-ms") ? number("delay-ba-ms") : delay_ms;
+    o.rate_ab_bps = vm.count("rate-ab-bps") ? number("rate-ab-bps") : rate_bps;
+    o.rate_ba_bps = vm.count("rate-ba-bps") ? number("rate-ba-bps") : rate_bps;
+    o.limit_ab_bytes = vm.count("limit-ab-bytes") ? integer("limit-ab-bytes") : limit_bytes;
+    o.limit_ba_bytes = vm.count("limit-ba-bytes") ? integer("limit-ba-bytes") : limit_bytes;
+    o.hold_bytes = integer("hold-bytes");
+    o.late_us = number("late-us");
+    o.rt_priority = static_cast<int>(integer("rt-priority"));
+    o.socket_buffer_bytes = integer("socket-buffer-bytes");
+    o.stats_file = text("stats-file");
+    o.stats_period_s = number("stats-period-s");
+    o.seccomp = vm.count("seccomp") ? vm["seccomp"].as<bool>() : spec("seccomp").default_number;
+    o.ready_file = text("ready-file");
 
     auto check_if = [](const char* opt, const std::string& v) {
         if (v.empty() || v.size() > 15 || v.find('/') != std::string::npos)
@@ -181,33 +282,6 @@ bool parse_options(int argc, char** argv, delay_options& o) {
     check_if("if-a", o.if_a);
     check_if("if-b", o.if_b);
     if (o.if_a == o.if_b) bad_option("if-b", o.if_b, "is the same interface as --if-a");
-    const char* which[] = {"delay-ab-ms", "delay-ba-ms"};
-    const double delays[] = {o.delay_ab_ms, o.delay_ba_ms};
-    for (int i = 0; i < 2; ++i)
-        if (!std::isfinite(delays[i]) || delays[i] < 0.0 || delays[i] > kMaxDelayMs)
-            bad_option(vm.count(which[i]) ? which[i] : "delay-ms", delays[i],
-                       "not in [0, 60000] ms");
-    const char* rwhich[] = {"rate-ab-bps", "rate-ba-bps"};
-    const double rates[] = {o.rate_ab_bps, o.rate_ba_bps};
-    for (int i = 0; i < 2; ++i)
-        if (!std::isfinite(rates[i]) ||
-            (rates[i] != 0.0 && (rates[i] < 1e3 || rates[i] > kMaxRate)))
-            bad_option(vm.count(rwhich[i]) ? rwhich[i] : "rate-bps", rates[i],
-                       "not 0 (unlimited) or in [1e3, 1e12] bit/s");
-    const char* lwhich[] = {"limit-ab-bytes", "limit-ba-bytes"};
-    const long long limits[] = {o.limit_ab_bytes, o.limit_ba_bytes};
-    for (int i = 0; i < 2; ++i)
-        if (limits[i] < 0)
-            bad_option(vm.count(lwhich[i]) ? lwhich[i] : "limit-bytes", limits[i], "is negative");
-    if (o.hold_bytes < 0) bad_option("hold-bytes", o.hold_bytes, "is negative");
-    if (!std::isfinite(o.late_us) || o.late_us < 0.0)
-        bad_option("late-us", o.late_us, "is negative");
-    if (!(o.stats_period_s >= 0 && o.stats_period_s <= 3600))
-        bad_option("stats-period-s", o.stats_period_s, "not in [0, 3600]");
-    if (o.rt_priority < 0 || o.rt_priority > 99)
-        bad_option("rt-priority", o.rt_priority, "not in [0, 99]");
-    if (o.socket_buffer_bytes < 64 * 1024 || o.socket_buffer_bytes > (1LL << 30))
-        bad_option("socket-buffer-bytes", o.socket_buffer_bytes, "not in [65536, 2^30]");
     return true;
 }
 

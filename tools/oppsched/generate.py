@@ -2,8 +2,8 @@
 
 `oppsched check`, `analyze`, every `--help` and the experiment schemas need the MAC library's
 enumerations and its scheduler and AQM registries (kinds, parameters, defaults, ranges), and
-the PHY's profiles and FECs, and the daemons' field tables (`oppsched-apd --schema`), but not the
-compiled code. This module reads them from the build (`_oppsched_mac` through oppsched.mac,
+the PHY's profiles and FECs, and the daemons' field tables (`oppsched-apd --schema`,
+`oppsched-client --schema`, `oppsched-delay --schema`), but not the compiled code. This module reads them from the build (`_oppsched_mac` through oppsched.mac,
 gnuradio.oppsched and the built daemons) and writes
 tools/oppsched/_generated.py, which oppsched.names and oppsched.registry import, so that the
 Python layers start without a build. It also writes docs/algorithms.md from that data.
@@ -39,8 +39,9 @@ Do not edit by hand.
 '''
 
 
-# The daemons whose field tables (daemon/field_table.h) are committed: name, path in the build.
-DAEMONS = (("apd", "host/daemon/oppsched-apd"), ("client", "host/daemon/oppsched-client"))
+# The daemons whose field tables (daemon/field_spec.h) are committed: name, path in the build.
+DAEMONS = (("apd", "host/daemon/oppsched-apd"), ("client", "host/daemon/oppsched-client"),
+           ("delay", "host/delay/oppsched-delay"))
 
 
 def daemon_fields() -> dict:

@@ -14,18 +14,25 @@ import pytest
 from helpers import built_program, run_cli, write_yaml
 from oppsched import daemon_fields
 from oppsched._generated import DAEMON_FIELDS
-from oppsched.config import Field
+from oppsched.config import Field, ListOf
 from oppsched.experiments.testbed import schema
 from oppsched.phy import common as phy_common
 
 APD = built_program("host/daemon/oppsched-apd", "OPPSCHED_APD")
+DELAY = built_program("host/delay/oppsched-delay", "OPPSCHED_DELAY_BIN")
 EXPERIMENT = "experiments/clamp/deterministic.yaml"
 
 
 def schema_field(table: dict, dotted: str) -> Field:
+    """The Field at `dotted`; "servers[].rtt_ms" is the field of every element of a list."""
     node = table
     for part in dotted.split("."):
-        node = node[part]
+        if part.endswith("[]"):
+            node = node[part[:-2]]
+            assert isinstance(node, ListOf), f"{part}: not a list in {dotted}"
+            node = node.schema
+        else:
+            node = node[part]
     assert isinstance(node, Field), f"{dotted} is not a field of its schema"
     return node
 
@@ -43,9 +50,45 @@ MAPPED = [(key, daemon, dkey) for key, targets in schema.DAEMON_KEYS.items()
 @pytest.mark.parametrize("key,daemon,daemon_key", MAPPED,
                          ids=[f"{k}->{d}:{dk}" for k, d, dk in MAPPED])
 def test_a_mapped_experiment_key_has_its_daemons_type_default_and_range(key, daemon, daemon_key):
+    # only a declared departure (schema.DEPARTURES, which may narrow but never widen) lets
+    # the experiment's Field differ from the daemon's entry
     mine = schema_field(schema.SCHEMA, key)
-    differences = daemon_fields.drift(mine, daemon_spec(daemon, daemon_key))
+    theirs = daemon_fields.departed(daemon_spec(daemon, daemon_key), schema.DEPARTURES.get(key))
+    differences = daemon_fields.drift(mine, theirs)
     assert not differences, f"{key} (-> {daemon} {daemon_key}): " + "; ".join(differences)
+
+
+def test_every_departure_is_of_a_mapped_key_and_says_why():
+    assert set(schema.DEPARTURES) <= set(schema.DAEMON_KEYS)
+    for key, departure in schema.DEPARTURES.items():
+        assert departure.get("why"), key
+
+
+def test_a_departure_may_narrow_a_daemons_range_never_widen_it():
+    delay = daemon_fields.spec("delay", "delay-ab-ms")  # [0,60000] ms one way
+    rtt = daemon_fields.departed(delay, {"scale": 2, "max": 60000.0, "required": True,
+                                         "why": "a round trip"})
+    assert (rtt["min"], rtt["max"], rtt["violation"]) == (0.0, 60000.0, "not in [0,60000]")
+    with pytest.raises(ValueError, match="widens the daemon's range"):
+        daemon_fields.departed(delay, {"max": 70000.0, "why": "more"})
+    with pytest.raises(ValueError, match="with a why"):
+        daemon_fields.departed(delay, {"max": 100.0})
+    with pytest.raises(ValueError, match="outside the range"):
+        daemon_fields.departed(delay, {"default": -1.0, "why": "negative"})
+    # an undeclared narrowing is a drift
+    assert daemon_fields.drift(Field(float, 0.0, min=0.0, max=100.0), delay) == [
+        "refuses 60000.0, in the daemon's range [0,60000]"]
+
+
+def test_a_zero_off_entry_takes_0_beside_its_range():
+    rate = daemon_fields.spec("delay", "rate-ab-bps")
+    assert rate["zero_off"] and rate["violation"] == "not 0 or in [1000,1e+12]"
+    f = daemon_fields.field("delay", "rate-ab-bps")
+    assert daemon_fields.drift(f, rate) == []
+    assert daemon_fields.drift(Field(float, 0.0, min=1e3, max=1e12), rate) == [
+        "refuses 0, which the daemon takes as off"]
+    assert daemon_fields.drift(Field(float, 0.0, min=0.0, max=1e12), rate) == [
+        "accepts 999.9999999999999, outside the daemon's range [1000,1e+12]"]
 
 
 def test_drift_names_each_difference_of_a_field_from_a_daemon_spec():
@@ -86,6 +129,10 @@ def test_lead_slots_alpha_and_lambda_have_one_default_and_range_in_every_layer()
     ("phy.lead_slots=0", "phy.lead_slots: 0 is below the minimum 1"),
     ("harq.feedback_timeout_slots=1", "harq.feedback_timeout_slots: 1 is below the minimum 2"),
     ("clamp.mu_c=guessed", "clamp.mu_c: 'guessed' is not one of measured, all_backlogged"),
+    # the delay stage's table
+    ("servers[0].rate_bps=500", "servers[0].rate_bps: 500.0 not 0 or in [1000,1e+12]"),
+    ("servers[0].rtt_ms=-2", "servers[0].rtt_ms: -2.0 is below the minimum 0.0"),
+    ("topology.rt_priority=100", "topology.rt_priority: 100 is above the maximum 99"),
 ])
 def test_check_refuses_a_value_outside_a_daemons_table_naming_the_key_and_value(
         override, message):
@@ -138,3 +185,43 @@ def test_the_apd_reader_accepts_its_tables_ends_and_refuses_the_next_value(
     for outside in (s["min"] - 1, s["max"] + 1):  # refused naming the key and the value
         r = check(outside)
         assert r.returncode == 2 and f"{dotted}: {outside} " in r.stderr, r.stderr
+
+
+# ---- the built delay stage prints the table its option parser applies ---------------------
+
+needs_delay = pytest.mark.skipif(DELAY is None, reason="oppsched-delay is not built")
+
+
+@needs_delay
+def test_the_delay_stage_prints_its_field_table_as_the_committed_copy_holds_it():
+    r = subprocess.run([str(DELAY), "--schema"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["daemon"] == "delay"
+    assert {f.pop("key"): f for f in doc["fields"]} == DAEMON_FIELDS["delay"]
+
+
+@needs_delay
+@pytest.mark.parametrize("option", ["delay-ab-ms", "rate-ab-bps", "limit-ab-bytes",
+                                    "rt-priority", "socket-buffer-bytes", "stats-period-s"])
+def test_the_delay_stage_checks_each_option_against_its_table(option):
+    # the values are checked before any socket is opened (exit 2 naming the option); a
+    # value in range reaches the sockets, which fail on the made-up interfaces (exit 1)
+    s = daemon_fields.spec("delay", option)
+    integer = s["type"] == "integer"
+
+    def run(value) -> subprocess.CompletedProcess:
+        text = str(int(value)) if integer else repr(float(value))
+        return subprocess.run([str(DELAY), "--if-a", "otnonexist0", "--if-b", "otnonexist1",
+                               f"--{option}", text], capture_output=True, text=True, timeout=30)
+
+    inside = [s["min"]] + ([s["max"]] if s["max"] is not None else []) + (
+        [0] if s["zero_off"] else [])
+    for v in inside:
+        r = run(v)
+        assert f"--{option}:" not in r.stderr, r.stderr
+    outside = [s["min"] - 1] + ([s["max"] + 1] if s["max"] is not None else [])
+    for v in outside:
+        r = run(v)
+        assert r.returncode == 2 and f"--{option}: " in r.stderr and s["violation"] in r.stderr, \
+            r.stderr

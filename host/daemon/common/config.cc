@@ -12,13 +12,6 @@
 namespace oppsched::daemon {
 namespace {
 
-std::string fmt_num(double v) {
-    std::ostringstream os;
-    os.precision(12);
-    os << v;
-    return os.str();
-}
-
 std::string join(const std::vector<std::string>& v) {
     std::string s;
     for (std::size_t i = 0; i < v.size(); ++i) {
@@ -73,22 +66,6 @@ struct is_vector<std::vector<U>> : std::true_type {
 };
 
 }  // namespace
-
-bool value_range::contains(double v) const {
-    if (std::isnan(v)) return false;
-    if (lo_open ? !(v > lo) : !(v >= lo)) return false;
-    if (hi_open ? !(v < hi) : !(v <= hi)) return false;
-    return true;
-}
-
-std::string value_range::describe() const {
-    auto b = [](double x) {
-        if (std::isinf(x)) return std::string(x < 0 ? "-inf" : "inf");
-        return fmt_num(x);
-    };
-    return std::string(lo_open || std::isinf(lo) ? "(" : "[") + b(lo) + "," + b(hi) +
-           (hi_open || std::isinf(hi) ? ")" : "]");
-}
 
 config_node::config_node(YAML::Node node, std::string path, std::shared_ptr<shared_state> shared)
     : node_(std::move(node)), path_(std::move(path)), shared_(std::move(shared)) {}

@@ -1,5 +1,5 @@
-// The daemons' field tables (oppsched/daemon/field_table.h): a field is read only from the
-// mapping its table names, with the table's default and range, and the table prints as the
+// The daemons' field tables (oppsched/daemon/field_table.h, field_spec.h): a field is read only
+// from the mapping its table names, with the table's default and range, and the table prints as the
 // JSON the experiment schema's committed copy is made from.
 #include <gtest/gtest.h>
 
@@ -43,8 +43,8 @@ TEST(field_table, the_json_gives_each_end_open_or_closed_and_numbers_that_read_b
                                        "per slot", "EMA \"weight\"");
     const std::string j = d::fields_json("apd", {kLead, alpha});
     EXPECT_NE(j.find("\"key\": \"lead_slots\", \"type\": \"integer\", \"default\": 4, \"min\": 1, "
-                     "\"max\": 1000, \"min_open\": false, \"max_open\": false, \"violation\": "
-                     "\"not in [1,1000]\""),
+                     "\"max\": 1000, \"min_open\": false, \"max_open\": false, \"zero_off\": "
+                     "false, \"violation\": \"not in [1,1000]\""),
               std::string::npos)
         << j;
     EXPECT_NE(j.find("\"key\": \"scheduler.alpha\", \"type\": \"number\", \"default\": 0.03, "
@@ -52,4 +52,19 @@ TEST(field_table, the_json_gives_each_end_open_or_closed_and_numbers_that_read_b
               std::string::npos)
         << j;
     EXPECT_NE(j.find("\"help\": \"EMA \\\"weight\\\"\""), std::string::npos) << j;
+}
+
+TEST(field_table, a_zero_off_entry_takes_0_beside_its_range_and_no_yaml_reader_takes_it) {
+    d::field_spec rate =
+        d::number_field("", "rate_bps", 0.0, value_range::closed(1e3, 1e12), "bit/s", "rate");
+    rate.zero_off = true;
+    EXPECT_TRUE(rate.accepts(0.0));
+    EXPECT_TRUE(rate.accepts(1e3));
+    EXPECT_FALSE(rate.accepts(999.0));
+    EXPECT_EQ(rate.violation(), "not 0 or in [1000,1e+12]");
+    const std::string j = d::fields_json("delay", {rate});
+    EXPECT_NE(j.find("\"zero_off\": true, \"violation\": \"not 0 or in [1000,1e+12]\""),
+              std::string::npos)
+        << j;
+    EXPECT_THROW(d::read_field<double>(config_node::parse("rate_bps: 0"), rate), std::logic_error);
 }

@@ -96,13 +96,39 @@ DAEMON_KEYS = {
     "cqi.period_slots": (("client", "cqi.period_slots"),),
     "medium.station_buffer_packets": (("client", "station.buffer_packets"),),
     "medium.status_period_ms": (("client", "station.status_period_ms"),),
+    # the delay stage's options (oppsched-delay --schema), as testbed.links.delay_argv
+    # passes them to each server's wired path (servers[]: every element)
+    "servers[].rtt_ms": (("delay", "delay-ab-ms"), ("delay", "delay-ba-ms")),
+    "servers[].rate_bps": (("delay", "rate-ab-bps"), ("delay", "rate-ba-bps")),
+    "servers[].limit_bytes": (("delay", "limit-ab-bytes"), ("delay", "limit-ba-bytes")),
+    "topology.rt_priority": (("delay", "rt-priority"),),
+    "security.seccomp": (("delay", "seccomp"),),
+}
+
+# Where a mapped key departs from its daemons' entries on purpose, and why
+# (oppsched.daemon_fields.departed: scale, a narrower min/max, another default, required).
+# tools/tests/test_field_tables.py compares the Field with the daemon's entry under exactly
+# this departure, and refuses one that would widen the daemon's range.
+DEPARTURES = {
+    # d_i is the round trip; the stage delays each direction by half of it
+    "servers[].rtt_ms": {
+        "scale": 2, "max": 60000.0, "required": True,
+        "why": "a round trip of two one-way delays; the wired topology (netem too, "
+               "testbed/wired.py) bounds the round trip, not each way, at 60 s"},
+    "servers[].rate_bps": {
+        "default": 100e6, "why": "Andrew & Hanly, CLAMP, Table I: 100 Mb/s wired paths; the "
+                                 "stage alone runs unlimited"},
+    "topology.rt_priority": {
+        "default": 10, "why": "in a run the stages forward at SCHED_FIFO 10 so a frame "
+                              "leaves on time; the stage alone schedules normally"},
 }
 
 
 def _daemon(key: str, doc: str | None = None) -> Field:
-    """The Field of experiment key `key`: its first daemon's type, default and range."""
+    """The Field of experiment key `key`: its first daemon's type, default and range, under
+    the key's declared departure (DEPARTURES)."""
     daemon, daemon_key = DAEMON_KEYS[key][0]
-    return daemon_fields.field(daemon, daemon_key, doc=doc)
+    return daemon_fields.field(daemon, daemon_key, doc=doc, departure=DEPARTURES.get(key))
 
 
 _TCP_OVERRIDES = {
@@ -194,12 +220,13 @@ SCHEMA = {
     }, min_len=1),
     "servers": ListOf({
         "name": Field(str, check=_name),
-        "rtt_ms": Field(float, min=0.0, max=60000.0, doc="d_i: round-trip propagation delay "
-                        "of the wired path S_i--X (d_i/2 each way, Andrew & Hanly, CLAMP, "
-                        "Table I)"),
-        "rate_bps": Field(float, 100e6, min=0.0, max=1e12, doc="wired capacity (Table I: "
-                          "100 Mb/s); 0 = unlimited"),
-        "limit_bytes": Field(int, 0, min=0, doc="wired FIFO in front of rate_bps; 0 = unlimited"),
+        "rtt_ms": _daemon("servers[].rtt_ms", doc="d_i: round-trip propagation delay "
+                          "of the wired path S_i--X (d_i/2 each way, Andrew & Hanly, CLAMP, "
+                          "Table I)"),
+        "rate_bps": _daemon("servers[].rate_bps", doc="wired capacity (Table I: 100 Mb/s); "
+                            "0 = unlimited"),
+        "limit_bytes": _daemon("servers[].limit_bytes",
+                               doc="wired FIFO in front of rate_bps; 0 = unlimited"),
         "tcp": _TCP_OVERRIDES,
     }, min_len=1),
     "flows": ListOf({
@@ -402,9 +429,10 @@ SCHEMA = {
                            "a lab link (veth, 10.253.<device index>.0/30) between the AP's "
                            "and the client's namespace stands in for the lab network; the "
                            "apd binds its address and knows the client by its key"),
-        "seccomp": Field(bool, True,
-                         doc="the apd, the clients and the delay stages install their seccomp "
-                             "allow-list once set up (docs/security.md); false to debug"),
+        "seccomp": _daemon("security.seccomp",
+                           doc="the apd, the clients and the delay stages install their "
+                               "seccomp allow-list once set up (docs/security.md); false to "
+                               "debug"),
     },
     "harq": {
         "max_transmissions": Field((int, _NONE), None, min=1, max=64,
@@ -513,7 +541,7 @@ SCHEMA = {
         "ipv6": Field(bool, True),
         "wired": Field(str, "auto", choices=("auto", "netem", "userspace")),
         "mtu": Field(int, 1500, min=576, max=9000),
-        "rt_priority": Field(int, 10, min=0, max=99, doc="SCHED_FIFO of the delay stages"),
+        "rt_priority": _daemon("topology.rt_priority", doc="SCHED_FIFO of the delay stages"),
         "apd_rt_priority": Field(int, 0, min=0, max=99,
                                  doc="SCHED_FIFO of oppsched-apd and all its threads (it "
                                      "must answer each slot request within lead_slots); "

@@ -39,6 +39,8 @@
 #include <string>
 #include <vector>
 
+#include "oppsched/daemon/value_range.h"
+
 namespace oppsched::daemon {
 
 // Control bytes of the message (a key or value the file spelt with them) are written as \xNN:
@@ -47,33 +49,6 @@ class config_error final : public std::invalid_argument {
   public:
     explicit config_error(const std::string& message);
     explicit config_error(const char* message) : config_error(std::string(message)) {}
-};
-
-// An interval a numeric value must lie in. Default: anything finite.
-struct value_range {
-    double lo = -std::numeric_limits<double>::infinity();
-    double hi = std::numeric_limits<double>::infinity();
-    bool lo_open = false;
-    bool hi_open = false;
-
-    static value_range any() { return {}; }
-    static value_range non_negative() { return {0.0, inf(), false, false}; }            // [0,inf)
-    static value_range positive() { return {0.0, inf(), true, false}; }                 // (0,inf)
-    static value_range at_least(double lo) { return {lo, inf(), false, false}; }        // [lo,inf)
-    static value_range closed(double lo, double hi) { return {lo, hi, false, false}; }  // [lo,hi]
-    static value_range open_closed(double lo, double hi) {
-        return {lo, hi, true, false};
-    }                                                                               // (lo,hi]
-    static value_range open(double lo, double hi) { return {lo, hi, true, true}; }  // (lo,hi)
-    static value_range closed_open(double lo, double hi) {
-        return {lo, hi, false, true};
-    }  // [lo,hi)
-
-    bool contains(double v) const;
-    std::string describe() const;  // e.g. "(0,1]", "[0,inf)"
-
-  private:
-    static constexpr double inf() { return std::numeric_limits<double>::infinity(); }
 };
 
 class config_node final {

@@ -7,53 +7,11 @@
 // "Field tables").
 #include <string>
 #include <type_traits>
-#include <utility>
-#include <vector>
 
 #include "oppsched/daemon/config.h"
+#include "oppsched/daemon/field_spec.h"
 
 namespace oppsched::daemon {
-
-enum class field_type { integer, number, boolean, string, choice };
-
-struct field_spec {
-    std::string section;  // dotted path of the mapping that holds it: "" (the root), "harq"
-    std::string name;     // its key in that mapping: "lead_slots", "processes"
-    field_type type = field_type::number;
-    double default_number = 0.0;       // integer, number, boolean (0 or 1)
-    std::string default_text;          // string, choice
-    value_range range;                 // integer, number
-    std::vector<std::string> choices;  // choice
-    std::string unit;                  // "" when dimensionless
-    std::string help;
-
-    std::string key() const { return section.empty() ? name : section + "." + name; }
-};
-
-// The entries of a table, one constructor per type.
-inline field_spec integer_field(std::string section, std::string name, double def,
-                                value_range range, std::string unit, std::string help) {
-    return {std::move(section), std::move(name), field_type::integer, def, "", range, {},
-            std::move(unit),    std::move(help)};
-}
-inline field_spec number_field(std::string section, std::string name, double def, value_range range,
-                               std::string unit, std::string help) {
-    return {std::move(section), std::move(name), field_type::number, def, "", range, {},
-            std::move(unit),    std::move(help)};
-}
-inline field_spec boolean_field(std::string section, std::string name, bool def, std::string help) {
-    return {
-        std::move(section), std::move(name), field_type::boolean, def ? 1.0 : 0.0, "", {}, {}, "",
-        std::move(help)};
-}
-inline field_spec choice_field(std::string section, std::string name, std::string def,
-                               std::vector<std::string> choices, std::string help) {
-    return {std::move(section), std::move(name),
-            field_type::choice, 0.0,
-            std::move(def),     {},
-            std::move(choices), "",
-            std::move(help)};
-}
 
 // Throws std::logic_error unless `n` is the mapping at f.section: a reader that reads a
 // field from another mapping than its table says is a bug, found by the first test to run.
@@ -63,7 +21,7 @@ void check_section(const config_node& n, const field_spec& f);
 // config_node's, naming the dotted key and the value.
 template <class T>
 T read_field(const config_node& n, const field_spec& f) {
-    check_section(n, f);
+    check_section(n, f);  // and refuses a zero_off entry (no YAML reader takes one)
     if constexpr (std::is_same_v<T, bool>) {
         return n.get<bool>(f.name, f.default_number != 0.0);
     } else if constexpr (std::is_same_v<T, std::string>) {
@@ -73,10 +31,5 @@ T read_field(const config_node& n, const field_spec& f) {
         return n.get<T>(f.name, static_cast<T>(f.default_number), f.range);
     }
 }
-
-// The table as one JSON document: {"daemon": NAME, "fields": [{"key", "type", "default",
-// "min", "max", "min_open", "max_open", "violation", "choices", "unit", "help"}]}, the range
-// keys as the MAC library's registries export theirs (null: unbounded / none).
-std::string fields_json(const std::string& daemon, const std::vector<field_spec>& fields);
 
 }  // namespace oppsched::daemon
