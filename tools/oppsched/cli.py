@@ -18,7 +18,8 @@ from oppsched.experiments.testbed import TestbedError
 from oppsched.experiments.testbed.schema import MAC_CHECKS, mac_checks
 from oppsched.commands.linkcurves import add_parsers as linkcurves_parsers
 from oppsched.commands.linkgap import add_parser as linkgap_parser
-from oppsched.testbed.netns import DEFAULT_PREFIX, NetnsError, cleanup_stale
+from oppsched.testbed.nsbase import DEFAULT_PREFIX, NetnsError
+from oppsched.testbed.stale import cleanup_stale
 from oppsched.commands.plugin_check import add_parser as plugin_parser
 from oppsched.commands.plugin_new import add_parser as plugin_new_parser
 from oppsched.run.runner import RunFailed, analyze_dir, load_experiment, run_experiment

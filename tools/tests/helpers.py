@@ -17,7 +17,7 @@ import yaml
 import zmq
 
 from oppsched import mac, paths
-from oppsched.testbed import daemonconf, netns
+from oppsched.testbed import daemonconf, nsbase, runview, stale
 from oppsched.config import ConfigError
 from oppsched.experiments import testbed
 from oppsched.run.runner import load_experiment
@@ -27,7 +27,7 @@ from oppsched.testbed.links import find_delay_binary, netem_available
 REPO = Path(__file__).resolve().parents[2]
 
 # Tests that build network namespaces, veths and TUNs need CAP_NET_ADMIN.
-needs_root = pytest.mark.skipif(not netns.is_root(),
+needs_root = pytest.mark.skipif(not nsbase.is_root(),
                                 reason="network namespaces need root (CAP_NET_ADMIN)")
 
 # The namespace prefix of the runner's test runs: never the prefix of a real run
@@ -113,7 +113,7 @@ def wait_for_files(files, timeout: float, what: str, alive=None) -> None:
         if alive is not None:
             alive()
         return all(Path(f).exists() for f in files)
-    netns.wait_for(probe, timeout=timeout, what=what)
+    nsbase.wait_for(probe, timeout=timeout, what=what)
 
 
 @contextmanager
@@ -185,7 +185,7 @@ def delay_or_netem_available() -> tuple[bool, str]:
 def require_real_testbed() -> None:
     """Skip locally (fail under CI) unless a real testbed run can be built here: root, the
     built daemons and PHY, and a wired delay stage."""
-    require(netns.is_root(), "network namespaces need root")
+    require(nsbase.is_root(), "network namespaces need root")
     require(*testbed.programs_available())
     require(*delay_or_netem_available())
 
@@ -207,14 +207,14 @@ def assert_run_gone(run_name: str, ns_names=()) -> None:
     """Nothing of a run is left: its namespaces (every one named after the run, and each of
     `ns_names` by name and by its /run/netns file), marked processes, processes naming the
     run, the owner file, a TUN escaped into the host namespace."""
-    left = [n for n in netns.list_netns() if n.startswith(run_name) or n in ns_names]
+    left = [n for n in stale.list_netns() if n.startswith(run_name) or n in ns_names]
     assert not left, f"namespaces left: {left}"
     assert not any(Path(f"/run/netns/{n}").exists() for n in ns_names)
-    assert netns._marked_pids([run_name]) == []
+    assert stale._marked_pids([run_name]) == []
     pg = subprocess.run(["pgrep", "-f", run_name], capture_output=True, text=True)
     assert pg.stdout.strip() == "", f"processes of {run_name} left: {pg.stdout}"
-    assert not (netns.OWNER_DIR / f"{run_name}.json").exists()
-    assert not (netns.VIEW_DIR / run_name).exists(), "the run folder's bind mount is left"
+    assert not (nsbase.OWNER_DIR / f"{run_name}.json").exists()
+    assert not (runview.VIEW_DIR / run_name).exists(), "the run folder's bind mount is left"
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
     assert "radio0" not in links
 

@@ -28,7 +28,7 @@ import pytest
 import zmq
 
 from oppsched import mac
-from oppsched.testbed import netns
+from oppsched.testbed import namespace, netns, nsbase
 from oppsched.testbed.daemonconf import deep_merge
 from helpers import built_program, needs_root, require, wait_for_files, write_yaml
 
@@ -236,7 +236,7 @@ class Rig:
 
 @pytest.fixture
 def rig_factory(client_bin):
-    if not netns.is_root():
+    if not nsbase.is_root():
         pytest.skip("network namespaces need root (CAP_NET_ADMIN)")
     made = []
 
@@ -254,7 +254,7 @@ def rig_factory(client_bin):
         assert not errors, errors
 
 
-def _udp_socket(ns: netns.Netns, family: int, addr: str, port: int) -> socket.socket:
+def _udp_socket(ns: namespace.Netns, family: int, addr: str, port: int) -> socket.socket:
     s = ns.socket(family, socket.SOCK_DGRAM)
     s.bind((addr, port))
     s.settimeout(5.0)

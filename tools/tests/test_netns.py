@@ -17,8 +17,10 @@ from pathlib import Path
 import pytest
 
 from oppsched import paths
-from oppsched.testbed import netns
-from oppsched.testbed.netns import NetnsError, ReadinessTimeout, Session, cleanup_stale, list_netns
+from oppsched.testbed import hostchanges, nsbase, privsep, stale
+from oppsched.testbed.netns import Session
+from oppsched.testbed.nsbase import NetnsError, ReadinessTimeout
+from oppsched.testbed.stale import cleanup_stale, list_netns
 from oppsched.testbed.wired import ClientSpec, ServerSpec, TcpSettings, Testbed, Topology
 from helpers import assert_run_gone, needs_root, require
 
@@ -53,7 +55,7 @@ def test_session_builds_namespaces_veth_tun_and_processes_and_removes_them_all()
         assert b.link("tun7")["ifname"] == "tun7"
         assert p.running() and q.running()
         assert p.pid in a.pids() and q.pid in b.pids()
-        assert sorted(netns._marked_pids([s.name])) == sorted([p.pid, q.pid])
+        assert sorted(stale._marked_pids([s.name])) == sorted([p.pid, q.pid])
         # Nothing was created in the host namespace.
         assert "va" not in host_links() and "tun7" not in host_links()
     assert_run_gone(s.name, names)
@@ -79,7 +81,7 @@ def test_teardown_kills_the_whole_process_group_and_strays_in_the_namespace():
         # A process started in the namespace behind the session's back (no marker).
         stray = subprocess.Popen(["ip", "netns", "exec", a.name, "sleep", "300"],
                                  start_new_session=True)
-        netns.wait_for(lambda: len(a.pids()) >= 3, timeout=5, what="processes started")
+        nsbase.wait_for(lambda: len(a.pids()) >= 3, timeout=5, what="processes started")
         names = [a.name]
     assert_run_gone(s.name, names)
     assert stray.wait(5) == -signal.SIGKILL
@@ -137,15 +139,15 @@ def test_a_killed_runs_processes_die_with_it_and_cleanup_removes_the_rest():
     child, run_name, ns_name = _start_child(
         prefix, 'a.spawn(["sh", "-c", "sleep 302 & exec sleep 301"], name="forker")\n'
         "time.sleep(60)")
-    netns.wait_for(lambda: len(netns._marked_pids([run_name])) >= 3, timeout=10,
-                   what="the run's processes started")
+    nsbase.wait_for(lambda: len(stale._marked_pids([run_name])) >= 3, timeout=10,
+                    what="the run's processes started")
     child.kill()  # SIGKILL: no teardown at all
     child.wait(10)
     # What the session started dies with it (PR_SET_PDEATHSIG); the escapee does not.
-    netns.wait_for(lambda: not any(a.startswith(("sleep 301", "sleep 300")) for a in
-                                   _argvs(netns._marked_pids([run_name]))),
-                   timeout=10, what="the run's own processes gone")
-    left = _argvs(netns._marked_pids([run_name]))
+    nsbase.wait_for(lambda: not any(a.startswith(("sleep 301", "sleep 300")) for a in
+                                    _argvs(stale._marked_pids([run_name]))),
+                    timeout=10, what="the run's own processes gone")
+    left = _argvs(stale._marked_pids([run_name]))
     assert any(a.startswith("sleep 302") for a in left), left
     assert ns_name in list_netns()
     removed = cleanup_stale(prefix)
@@ -157,7 +159,7 @@ def test_a_killed_runs_processes_die_with_it_and_cleanup_removes_the_rest():
 def test_a_program_whose_runner_died_before_its_death_signal_was_armed_does_not_start():
     # The window PR_SET_PDEATHSIG leaves open: the runner dies after the fork, before the
     # prctl; the orphan's parent is then no longer the runner. Both sides of the check:
-    check = netns.parent_check
+    check = privsep.parent_check
     orphan = subprocess.run([*check(os.getppid()), "sh", "-c",
                              "echo started"], capture_output=True, text=True, timeout=10)
     assert orphan.returncode == 125 and orphan.stdout == ""
@@ -182,17 +184,17 @@ def test_a_new_session_first_removes_what_killed_runs_of_its_prefix_left():
 
 
 def test_a_host_setting_a_run_added_is_restored_when_no_live_run_needs_it():
-    allowed = netns.ALLOWED_CC.read_text().split()
+    allowed = hostchanges.ALLOWED_CC.read_text().split()
     avail = Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split()
     extra = [a for a in avail if a not in allowed]
     require(bool(extra), "every available congestion control is already allowed")
     name = extra[0]
     with Session(prefix="othost") as s1, Session(prefix="othost") as s2:
-        assert netns.allow_congestion_control(name, s1.name) is True
-        assert netns.allow_congestion_control(name, s2.name) is False  # already there
+        assert hostchanges.allow_congestion_control(name, s1.name) is True
+        assert hostchanges.allow_congestion_control(name, s2.name) is False  # already there
         s1.teardown()
-        assert name in netns.ALLOWED_CC.read_text().split()  # s2 still needs it
-    assert netns.ALLOWED_CC.read_text().split() == allowed
+        assert name in hostchanges.ALLOWED_CC.read_text().split()  # s2 still needs it
+    assert hostchanges.ALLOWED_CC.read_text().split() == allowed
     assert s2.host_restored and name in s2.host_restored[0]
 
 

@@ -38,8 +38,6 @@ LONG_SINGLE_CONCERN = {
 # Long and mixing concerns: each is to be split (issue 29) like commands/linkcurves.py was.
 # The test fails when one of them is no longer over MAX_LINES, so that it leaves the list.
 NOT_YET_SPLIT = {
-    "testbed/netns.py": "namespaces and their devices, processes, the run user and its "
-                        "privilege drop, the host settings a run changes, stale-run cleanup",
     "experiments/testbed/orchestration.py": "the processes' bookkeeping and run(): "
                                             "configuration check, namespaces, start and "
                                             "readiness, captures, flows and stop in one "

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from oppsched import paths
-from oppsched.testbed import daemonconf, netns
+from oppsched.testbed import daemonconf, nsbase
 from oppsched.config import ConfigError
 from oppsched.experiments import testbed
 from oppsched.run.runner import failed_dir, load_experiment, run_experiment
@@ -536,7 +536,7 @@ timeouts: {startup_s: 30}
 @needs_gr
 def test_a_uhd_run_without_a_radio_fails_naming_the_radio_and_leaves_nothing(tmp_path,
                                                                               monkeypatch):
-    require(netns.is_root(), "network namespaces need root")
+    require(nsbase.is_root(), "network namespaces need root")
     cfg = cfg_of(E2E_UHD)
     try:
         testbed.find_programs(cfg)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO, needs_root, require_real_testbed, write_experiment
-from oppsched.testbed import netns
+from oppsched.testbed import hostchanges, namespace, netns, nsbase, privsep, runview, stale
 from oppsched.run.runner import staging_dir
 
 # Capability bits (linux/capability.h)
@@ -49,15 +49,15 @@ def creds(pid: int) -> dict:
 
 def wait_exec(pid: int, comm: str, timeout: float = 10.0) -> None:
     """Waits until pid runs `comm` (setpriv, chrt and ip netns exec have exec'd it)."""
-    netns.wait_for(lambda: Path(f"/proc/{pid}/comm").read_text().strip() == comm,
-                   timeout=timeout, what=f"pid {pid} running {comm}")
+    nsbase.wait_for(lambda: Path(f"/proc/{pid}/comm").read_text().strip() == comm,
+                    timeout=timeout, what=f"pid {pid} running {comm}")
 
 
 @pytest.fixture
 def session(tmp_path):
-    if not netns.is_root():
+    if not nsbase.is_root():
         pytest.skip("network namespaces need root")
-    user = netns.RunUser.resolve()
+    user = privsep.RunUser.resolve()
     with netns.Session("otpriv", workdir=tmp_path / "w", run_user=user) as s:
         yield s
 
@@ -91,27 +91,27 @@ def children(pid: int) -> list[int]:
 @needs_root
 def test_a_program_that_switches_user_itself_starts_root_with_a_cut_bounding_set(session):
     ns = session.add_netns("b")
-    p = session.spawn(ns, ["sleep", "30"], name="td", as_root=netns.TCPDUMP_BOUNDING)
+    p = session.spawn(ns, ["sleep", "30"], name="td", as_root=privsep.TCPDUMP_BOUNDING)
     # the guard: the run user, no capability
-    netns.wait_for(lambda: creds(p.pid)["uid"][0] == session.run_user.uid, timeout=10,
-                   what="the guard switched")
+    nsbase.wait_for(lambda: creds(p.pid)["uid"][0] == session.run_user.uid, timeout=10,
+                    what="the guard switched")
     g = creds(p.pid)
     assert (g["eff"], g["prm"], g["nnp"]) == (0, 0, 1)
-    kid = netns.wait_for(lambda: children(p.pid), timeout=10, what="the program started")[0]
+    kid = nsbase.wait_for(lambda: children(p.pid), timeout=10, what="the program started")[0]
     wait_exec(kid, "sleep")
     c = creds(kid)
     assert c["uid"] == [0] * 4 and c["nnp"] == 1
-    assert c["bnd"] == bits(*netns.TCPDUMP_BOUNDING) == c["eff"]
+    assert c["bnd"] == bits(*privsep.TCPDUMP_BOUNDING) == c["eff"]
 
 
 @needs_root
 def test_a_program_that_switches_user_itself_dies_with_a_runner_killed_by_sigkill(tmp_path):
-    user = netns.RunUser.resolve()
+    user = privsep.RunUser.resolve()
     # A stand-in for tcpdump -Z: it switches to the run user itself, which clears the
     # PR_SET_PDEATHSIG it was started with.
     code = (
-        "import sys, time\nfrom oppsched.testbed import netns\n"
-        "u = netns.RunUser.resolve()\n"
+        "import sys, time\nfrom oppsched.testbed import netns, privsep\n"
+        "u = privsep.RunUser.resolve()\n"
         f"s = netns.Session('otpriv', workdir={str(tmp_path / 'w')!r}, run_user=u)\n"
         "s.start()\nns = s.add_netns('k')\n"
         "p = s.spawn(ns, ['setpriv', '--reuid', str(u.uid), '--regid', str(u.gid),"
@@ -121,22 +121,22 @@ def test_a_program_that_switches_user_itself_dies_with_a_runner_killed_by_sigkil
                               cwd=REPO / "tools")
     try:
         guard = int(runner.stdout.readline())
-        kid = netns.wait_for(lambda: children(guard), timeout=10, what="the program started")[0]
-        netns.wait_for(lambda: Path(f"/proc/{kid}/comm").read_text().strip() == "sleep"
-                       and creds(kid)["uid"][0] == user.uid, timeout=10,
-                       what="the program switched")
+        kid = nsbase.wait_for(lambda: children(guard), timeout=10, what="the program started")[0]
+        nsbase.wait_for(lambda: Path(f"/proc/{kid}/comm").read_text().strip() == "sleep"
+                        and creds(kid)["uid"][0] == user.uid, timeout=10,
+                        what="the program switched")
     finally:
         runner.kill()
         runner.wait()
-    netns.wait_for(lambda: not Path(f"/proc/{kid}").exists() or
-                   Path(f"/proc/{kid}/stat").read_text().split(")")[1].split()[0] == "Z",
-                   timeout=10, what="the program gone with its runner")
-    netns.cleanup_stale("otpriv")
+    nsbase.wait_for(lambda: not Path(f"/proc/{kid}").exists() or
+                    Path(f"/proc/{kid}/stat").read_text().split(")")[1].split()[0] == "Z",
+                    timeout=10, what="the program gone with its runner")
+    stale.cleanup_stale("otpriv")
 
 
 @needs_root
 def test_sched_fifo_is_set_before_the_switch_and_needs_no_capability(session):
-    if not netns.fifo_allowed(5):
+    if not privsep.fifo_allowed(5):
         pytest.skip("no real-time budget here (chrt -f 5 fails)")
     ns = session.add_netns("c")
     p = session.spawn(ns, ["sleep", "30"], name="rt", sched_fifo=5)
@@ -161,39 +161,39 @@ def test_the_tuns_of_a_session_with_a_run_user_are_its(session):
 def test_a_run_folder_mount_left_by_a_killed_runner_is_removed_by_cleanup(tmp_path):
     target = tmp_path / "out"
     target.mkdir()
-    name = f"otpriv-{netns.new_run_id()}"
-    code = ("import sys, time\nfrom oppsched.testbed.netns import RunView\n"
+    name = f"otpriv-{nsbase.new_run_id()}"
+    code = ("import sys, time\nfrom oppsched.testbed.runview import RunView\n"
             f"RunView({name!r}, sys.argv[1]).__enter__()\nprint('mounted', flush=True)\n"
             "time.sleep(120)\n")
     p = subprocess.Popen([sys.executable, "-c", code, str(target)], stdout=subprocess.PIPE,
                          text=True, cwd=REPO / "tools")
     try:
         assert p.stdout.readline().strip() == "mounted"
-        view = netns.VIEW_DIR / name
+        view = runview.VIEW_DIR / name
         (view / "probe").write_text("x")
         assert (target / "probe").read_text() == "x"  # the same folder
-        netns.cleanup_stale("otpriv")  # its runner is alive: left alone
-        assert netns._mounted(view)
+        stale.cleanup_stale("otpriv")  # its runner is alive: left alone
+        assert runview._mounted(view)
     finally:
         p.kill()
         p.wait()
-    netns.cleanup_stale("otpriv")
-    assert not view.exists() and not netns._mounted(view)
+    stale.cleanup_stale("otpriv")
+    assert not view.exists() and not runview._mounted(view)
     assert (target / "probe").exists()  # the folder itself is untouched
 
 
 def test_run_user_names_a_missing_user_in_its_error(monkeypatch):
-    monkeypatch.setenv(netns.RUN_USER_ENV, "no-such-user-xq")
-    with pytest.raises(netns.NetnsError, match="OPPSCHED_RUN_USER: no user 'no-such-user-xq'"):
-        netns.RunUser.resolve()
-    monkeypatch.setenv(netns.RUN_USER_ENV, "root")
-    with pytest.raises(netns.NetnsError, match="is root"):
-        netns.RunUser.resolve()
+    monkeypatch.setenv(privsep.RUN_USER_ENV, "no-such-user-xq")
+    with pytest.raises(nsbase.NetnsError, match="OPPSCHED_RUN_USER: no user 'no-such-user-xq'"):
+        privsep.RunUser.resolve()
+    monkeypatch.setenv(privsep.RUN_USER_ENV, "root")
+    with pytest.raises(nsbase.NetnsError, match="is root"):
+        privsep.RunUser.resolve()
 
 
 def test_setpriv_argv_refuses_a_capability_outside_the_allowed_ones():
     with pytest.raises(ValueError, match="sys_admin"):
-        netns.RunUser("x", 1000, 1000).setpriv_argv(("sys_admin",))
+        privsep.RunUser("x", 1000, 1000).setpriv_argv(("sys_admin",))
 
 
 # ----------------------------------------------------------------------------------------
@@ -241,8 +241,8 @@ def kind_of(pid: int) -> str | None:
 def test_every_process_of_a_run_runs_as_the_run_user_with_the_capabilities_of_its_kind(
         tmp_path):
     require_real_testbed()
-    user = netns.RunUser.resolve()
-    tun_mode = stat.S_IMODE(os.stat(netns.TUN_DEV).st_mode)
+    user = privsep.RunUser.resolve()
+    tun_mode = stat.S_IMODE(os.stat(hostchanges.TUN_DEV).st_mode)
     exp = write_experiment(tmp_path, RUN)
     out = tmp_path / "out"
     # As if started with sudo by uid 4321: the results are handed back to it.
@@ -261,14 +261,14 @@ def test_every_process_of_a_run_runs_as_the_run_user_with_the_capabilities_of_it
             except (OSError, ValueError):
                 return None
             return run if run["status"] == "running" else None
-        run = netns.wait_for(running, timeout=60, what="the run running")
+        run = nsbase.wait_for(running, timeout=60, what="the run running")
         assert run["run_user"] == {"name": user.name, "uid": user.uid, "gid": user.gid}
-        names = [n for n in netns.list_netns() if n.startswith(run["run_name"] + "-")]
+        names = [n for n in stale.list_netns() if n.startswith(run["run_name"] + "-")]
 
         def snapshot():
             seen.clear()
             for n in names:
-                for pid in netns.Netns(n).pids():
+                for pid in namespace.Netns(n).pids():
                     try:
                         k = kind_of(pid)
                         if k is not None:
@@ -277,7 +277,7 @@ def test_every_process_of_a_run_runs_as_the_run_user_with_the_capabilities_of_it
                         pass
             # the flows' senders start at t0: wait for both ends of both flows
             return len(seen.get("iperf3", [])) >= 2 and len(seen.get("oppsched-wrc", [])) >= 2
-        netns.wait_for(snapshot, timeout=10, what="both ends of both flows running")
+        nsbase.wait_for(snapshot, timeout=10, what="both ends of both flows running")
         apd_pid = seen["oppsched-apd"][0][0]
         apd_policy = os.sched_getscheduler(apd_pid)
     finally:
@@ -299,20 +299,20 @@ def test_every_process_of_a_run_runs_as_the_run_user_with_the_capabilities_of_it
             assert c["nnp"] == 1, (kind, pid)
     assert len(seen["tcpdump"]) == len(seen["capture_guard"]) == 3
     assert len(seen["oppsched-delay"]) == 1
-    if netns.fifo_allowed(5):  # topology.apd_rt_priority still applies
+    if privsep.fifo_allowed(5):  # topology.apd_rt_priority still applies
         assert apd_policy == os.SCHED_FIFO
     # The results are the invoking user's again, the mount and the device mode are undone.
     for f in ("slots.csv", "client.R1.pcap", "flow.f1.receiver.json", "apd.stats.json",
               "run.json"):
         st = os.lstat(out / f)
         assert (st.st_uid, st.st_gid) == (4321, 4322), f
-    assert not (netns.VIEW_DIR / run["run_name"]).exists()
+    assert not (runview.VIEW_DIR / run["run_name"]).exists()
     # /dev/net/tun: this run no longer holds the mode change (other live runs may); when
     # none does, the mode it had before any run is back.
-    rec = netns._HostLock.read().get("tun_mode")
+    rec = hostchanges._HostLock.read().get("tun_mode")
     assert rec is None or run["run_name"] not in rec["runs"]
     if rec is None and tun_mode & 0o006 == 0:
-        assert stat.S_IMODE(os.stat(netns.TUN_DEV).st_mode) == tun_mode
+        assert stat.S_IMODE(os.stat(hostchanges.TUN_DEV).st_mode) == tun_mode
     s = json.loads((out / "summary.json").read_text())
     assert s["flows"][0]["id"] == "f1" and s["flows"][0]["goodput_bps"] > 100e3
     # The client's uplink came in on its own endpoint (docs/daemons.md, "Uplink identity").

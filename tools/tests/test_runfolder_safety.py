@@ -18,7 +18,7 @@ import pytest
 from helpers import REPO, needs_root, require_real_testbed, run_cli
 from oppsched import paths, safefs
 from oppsched.run import outlock
-from oppsched.testbed import netns
+from oppsched.testbed import netns, nsbase, privsep
 from oppsched.config import ConfigError
 from oppsched.run.runner import failed_dir, staging_dir
 
@@ -129,10 +129,10 @@ def test_planted_links_are_removed_and_named_but_their_targets_kept(rundir, cana
 
 @pytest.fixture
 def session(tmp_path):
-    if not netns.is_root():
+    if not nsbase.is_root():
         pytest.skip("network namespaces need root")
     with netns.Session(prefix="otrunf", workdir=tmp_path / "w",
-                       run_user=netns.RunUser.resolve()) as s:
+                       run_user=privsep.RunUser.resolve()) as s:
         yield s
 
 
@@ -156,13 +156,13 @@ def test_spawn_refuses_a_log_link_and_tcpdump_writes_the_runners_descriptor(
         p = session.spawn(ns, ["tcpdump", "-i", "lo", "-n", "-U", "--immediate-mode", "-Z",
                                session.run_user.name, "-w", "-"], name="td",
                           log=run / "logs" / "td.log", log_base=run,
-                          as_root=netns.TCPDUMP_BOUNDING, stdout=fd)
+                          as_root=privsep.TCPDUMP_BOUNDING, stdout=fd)
     finally:
         os.close(fd)
-    netns.wait_for(lambda: "listening on" in (run / "logs" / "td.log").read_text(),
-                   timeout=20, what="tcpdump listening")
-    assert netns.wait_for(lambda: _uid_of_child(p.pid, "tcpdump"), timeout=10,
-                          what="tcpdump switched user") == session.run_user.uid
+    nsbase.wait_for(lambda: "listening on" in (run / "logs" / "td.log").read_text(),
+                    timeout=20, what="tcpdump listening")
+    assert nsbase.wait_for(lambda: _uid_of_child(p.pid, "tcpdump"), timeout=10,
+                           what="tcpdump switched user") == session.run_user.uid
     p.popen.send_signal(signal.SIGINT)
     assert p.popen.wait(10) == 0
     data = (run / "lo.pcap.partial").read_bytes()  # at least the savefile's header
@@ -222,8 +222,8 @@ def test_links_planted_during_a_real_run_are_never_written_through_and_fail_it(
             except (OSError, ValueError):
                 return None
             return run["status"] == "running"
-        netns.wait_for(running, timeout=60, what="the run running")
-        user = netns.RunUser.resolve()
+        nsbase.wait_for(running, timeout=60, what="the run running")
+        user = privsep.RunUser.resolve()
         for n in names:
             link = staging_dir(out) / n
             link.symlink_to(canary)
@@ -307,7 +307,7 @@ class _RecordingNs:
 
 def test_the_spm_marker_runs_as_the_run_user_with_bpf_net_admin_perfmon_only():
     from oppsched.testbed.links import attach_spm_marker
-    user = netns.RunUser("oppsched-t", 4321, 4321)
+    user = privsep.RunUser("oppsched-t", 4321, 4321)
     ns = _RecordingNs()
     attach_spm_marker(ns, "eth0", "/b/oppsched-spm-mark", run_user=user)
     i = ns.argv.index("/b/oppsched-spm-mark")
@@ -321,9 +321,9 @@ def test_the_spm_marker_runs_as_the_run_user_with_bpf_net_admin_perfmon_only():
 def test_the_spm_marker_attaches_as_the_run_user_with_those_capabilities(tmp_path):
     from oppsched.testbed.links import attach_spm_marker, find_spm_mark_binary
     b = find_spm_mark_binary()
-    if not netns.is_root() or b is None:
+    if not nsbase.is_root() or b is None:
         pytest.skip("needs root and the built oppsched-spm-mark")
-    user = netns.RunUser.resolve()
+    user = privsep.RunUser.resolve()
     with netns.Session(prefix="otrunm", workdir=tmp_path / "w", run_user=user) as s:
         a, c = s.add_netns("a"), s.add_netns("b")
         s.add_veth(a, "eth0", c, "eth0")
@@ -395,21 +395,21 @@ def test_oppsched_run_refuses_an_out_that_is_no_results_folder_and_leaves_it(tmp
 
 
 def test_the_run_user_is_never_nobody(monkeypatch):
-    monkeypatch.setenv(netns.RUN_USER_ENV, "nobody")
-    with pytest.raises(netns.NetnsError, match="'nobody' is the shared `nobody`"):
-        netns.RunUser.resolve()
+    monkeypatch.setenv(privsep.RUN_USER_ENV, "nobody")
+    with pytest.raises(nsbase.NetnsError, match="'nobody' is the shared `nobody`"):
+        privsep.RunUser.resolve()
 
 
 def test_a_missing_run_user_is_created_as_a_system_user(monkeypatch):
     import pwd
-    if not netns.is_root():
+    if not nsbase.is_root():
         pytest.skip("useradd needs root")
     name = "oppsched-t30"
     subprocess.run(["userdel", name], capture_output=True)
-    monkeypatch.delenv(netns.RUN_USER_ENV, raising=False)
-    monkeypatch.setattr(netns, "RUN_USER", name)
+    monkeypatch.delenv(privsep.RUN_USER_ENV, raising=False)
+    monkeypatch.setattr(privsep, "RUN_USER", name)
     try:
-        u = netns.RunUser.resolve()
+        u = privsep.RunUser.resolve()
         pw = pwd.getpwnam(name)
         assert (u.name, u.uid) == (name, pw.pw_uid)
         assert 0 < pw.pw_uid < 1000 and pw.pw_shell.endswith("nologin")

@@ -34,7 +34,7 @@ import yaml
 
 from oppsched import paths
 from oppsched.analysis import pcap
-from oppsched.testbed import daemonconf, flows, netns
+from oppsched.testbed import daemonconf, flows, nsbase, stale
 from oppsched.experiments import kind_module, testbed
 from oppsched.experiments.testbed import analysis
 from oppsched.run.runner import (analyze_dir, failed_dir, load_experiment, run_experiment,
@@ -411,10 +411,10 @@ def test_iperf3_results_are_read(tmp_path):
          "streams": [{"snd_cwnd": 14480, "rtt": 31000}]},
         {"sum": {"start": 0.5, "end": 1.0, "seconds": 0.5, "bytes": 3000, "bits_per_second": 48000},
          "streams": [{"snd_cwnd": 28960, "rtt": 33000}]}],
-        "end": {"sum_received": {"bytes": 4000, "seconds": 1.0, "bits_per_second": 32000},
-                "sum_sent": {"bytes": 4200, "retransmits": 2},
-                "streams": [{"sender": {"bytes": 3000, "mean_rtt": 30000, "max_rtt": 40000}},
-                            {"sender": {"bytes": 1000, "mean_rtt": 50000, "max_rtt": 60000}}]}}
+         "end": {"sum_received": {"bytes": 4000, "seconds": 1.0, "bits_per_second": 32000},
+                 "sum_sent": {"bytes": 4200, "retransmits": 2},
+                 "streams": [{"sender": {"bytes": 3000, "mean_rtt": 30000, "max_rtt": 40000}},
+                             {"sender": {"bytes": 1000, "mean_rtt": 50000, "max_rtt": 60000}}]}}
     p = tmp_path / "s.json"
     p.write_text("warning: something\n" + json.dumps(d))
     r = flows.sender_result(p)
@@ -620,7 +620,7 @@ def prefix_env(monkeypatch):
 
 @pytest.fixture(scope="module")
 def fake_run(tmp_path_factory):
-    if not netns.is_root():
+    if not nsbase.is_root():
         pytest.skip("network namespaces need root")
     require(*delay_or_netem_available())
     tmp = tmp_path_factory.mktemp("fake")
@@ -691,7 +691,7 @@ def test_analyze_reproduces_the_summary(fake_run):
 
 def _run_expect_failure(tmp_path, extra: str, build: Path, match: str):
     exp = write_experiment(tmp_path, BASE + f"build_dir: {build}\n" + extra)
-    with pytest.raises((testbed.TestbedError, netns.NetnsError, KeyboardInterrupt)) as e:
+    with pytest.raises((testbed.TestbedError, nsbase.NetnsError, KeyboardInterrupt)) as e:
         run_experiment(exp, tmp_path / "out")
     assert match in str(e.value) or match == "", str(e.value)
     run = json.loads((failed_dir(tmp_path / "out") / "run.json").read_text())
@@ -725,7 +725,7 @@ def test_a_configuration_a_daemon_rejects_fails_before_anything_is_built(tmp_pat
     with pytest.raises(testbed.TestbedError, match="oppsched-client rejects client.R1.yaml"
                        r" \(exit 2\).*fake.reject: 7"):
         run_experiment(exp, tmp_path / "out")
-    assert not [n for n in netns.list_netns() if n.startswith("ottbreject")]
+    assert not [n for n in stale.list_netns() if n.startswith("ottbreject")]
     run = json.loads((failed_dir(tmp_path / "out") / "run.json").read_text())
     assert run["status"] == "failed" and "run_name" not in run
 
@@ -780,24 +780,24 @@ def test_a_runner_killed_with_sigkill_leaves_nothing_after_cleanup(tmp_path, fak
         assert runner.poll() is None, f"the runner ended early ({runner.returncode})"
         rec = analysis.read_json(staging_dir(out) / "run.json") or {}
         return rec if rec.get("status") == "running" else None
-    rec = netns.wait_for(running, timeout=60, what="the run running")
+    rec = nsbase.wait_for(running, timeout=60, what="the run running")
     run_name = rec["run_name"]
-    assert len(netns._marked_pids([run_name])) >= 4  # apd, client, PHY, iperf3...
+    assert len(stale._marked_pids([run_name])) >= 4  # apd, client, PHY, iperf3...
     runner.kill()
     runner.wait(10)
     # Every process the run started dies with the runner (PR_SET_PDEATHSIG) ...
     try:
-        netns.wait_for(lambda: not netns._marked_pids([run_name]), timeout=10,
-                       what="the run's processes gone")
-    except netns.ReadinessTimeout:
+        nsbase.wait_for(lambda: not stale._marked_pids([run_name]), timeout=10,
+                        what="the run's processes gone")
+    except nsbase.ReadinessTimeout:
         left = {}
-        for pid in netns._marked_pids([run_name]):
+        for pid in stale._marked_pids([run_name]):
             try:
                 left[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
             except OSError:
                 pass
         raise AssertionError(f"still alive 10 s after the runner's SIGKILL: {left}") from None
-    assert any(n.startswith(run_name) for n in netns.list_netns())
+    assert any(n.startswith(run_name) for n in stale.list_netns())
     # ... and `oppsched cleanup` removes the namespaces, the TUNs and devices in them.
     r = run_cli("cleanup", "--prefix", PREFIX)
     assert r.returncode == 0 and "removed" in r.stdout, r.stderr

@@ -17,7 +17,8 @@ import pytest
 from helpers import BASE, cfg_of, error_of, needs_root, run_cli, REPO
 from oppsched.testbed import transfers
 from oppsched.experiments.testbed.topology import flow_plans
-from oppsched.testbed.netns import Session, wait_for
+from oppsched.testbed.netns import Session
+from oppsched.testbed.nsbase import wait_for
 from oppsched.testbed.wired import Node
 
 # The programs run from this checkout's package, whatever the venv points at.

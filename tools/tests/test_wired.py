@@ -22,8 +22,9 @@ import sys
 
 import pytest
 
-from oppsched.testbed import links, netns
-from oppsched.testbed.netns import NetnsError, Session, wait_for
+from oppsched.testbed import links, privsep, stale
+from oppsched.testbed.netns import Session
+from oppsched.testbed.nsbase import NetnsError, wait_for
 from oppsched.testbed.links import LinkSpec, WiredChoice
 from oppsched.testbed.wired import ClientSpec, ServerSpec, Testbed, Topology
 from helpers import delay_or_netem_available, needs_root, require
@@ -62,11 +63,11 @@ XY = ["--if-a", "x", "--if-b", "y"]
 @pytest.mark.parametrize("args, message", [
     (["--if-a", "x"], "the option '--if-b' is required but missing"),
     (XY + ["--delay-ms", "abc"], "the argument ('abc') for option '--delay-ms' is invalid"),
-    (XY + ["--delay-ab-ms", "-3"], "--delay-ab-ms: -3 not in [0, 60000] ms"),
-    (XY + ["--delay-ms", "70000"], "--delay-ms: 70000 not in [0, 60000] ms"),
-    (XY + ["--rate-bps", "5"], "--rate-bps: 5 not 0 (unlimited) or in [1e3, 1e12] bit/s"),
-    (XY + ["--limit-ba-bytes", "-1"], "--limit-ba-bytes: -1 is negative"),
-    (XY + ["--rt-priority", "100"], "--rt-priority: 100 not in [0, 99]"),
+    (XY + ["--delay-ab-ms", "-3"], "--delay-ab-ms: -3 not in [0,60000]"),
+    (XY + ["--delay-ms", "70000"], "--delay-ms: 70000 not in [0,60000]"),
+    (XY + ["--rate-bps", "5"], "--rate-bps: 5 not 0 or in [1000,1e+12]"),
+    (XY + ["--limit-ba-bytes", "-1"], "--limit-ba-bytes: -1 not in [0,inf)"),
+    (XY + ["--rt-priority", "100"], "--rt-priority: 100 not in [0,99]"),
     (["--if-a", "x", "--if-b", "x"], "--if-b: x is the same interface as --if-a"),
     (XY + ["--bogus", "1"], "unrecognised option '--bogus'"),
 ])
@@ -80,7 +81,8 @@ def test_delay_stage_rejects_bad_options_naming_option_and_value(delay_binary, a
 def test_delay_stage_help_lists_the_options(delay_binary):
     cp = subprocess.run([str(delay_binary), "--help"], capture_output=True, text=True, timeout=10)
     assert cp.returncode == 0
-    for opt in ("--if-a", "--delay-ab-ms", "--rate-ba-bps", "--limit-bytes", "--stats-file"):
+    for opt in ("--if-a", "--delay-ab-ms", "--rate-ba-bps", "--limit-bytes", "--stats-file",
+                "--schema"):
         assert opt in cp.stdout
 
 
@@ -129,7 +131,7 @@ def test_netem_probe_answers_and_leaves_no_scratch_namespace(monkeypatch):
     monkeypatch.setattr(links, "DEFAULT_PREFIX", "otprobe")
     ok, why = links.netem_available(refresh=True)
     assert isinstance(ok, bool) and (ok or "netem" in why)
-    assert not [n for n in netns.list_netns() if n.startswith("otprobeprobe-")]
+    assert not [n for n in stale.list_netns() if n.startswith("otprobeprobe-")]
 
 
 # ----------------------------------------------------------------------------------------
@@ -244,7 +246,7 @@ def test_delay_stage_writes_final_counters_and_exits_cleanly_at_teardown(backend
     assert ab["forwarded"] >= 5 and ab["received"] == ab["forwarded"] + ab["dropped"] + \
         ab["discarded_at_exit"]
     assert sum(ab["late_hist"]) == ab["forwarded"]
-    assert not set(names) & set(netns.list_netns())
+    assert not set(names) & set(stale.list_netns())
 
 
 @needs_root
@@ -257,7 +259,7 @@ def test_a_real_time_delay_stage_holds_more_frames_than_the_memlock_limit(backen
     if backend.backend != "userspace":
         pytest.skip("oppsched-delay is only used where the kernel has no netem")
     limit = 8 << 20
-    with Session(prefix="otwire", run_user=netns.RunUser.resolve()) as s:
+    with Session(prefix="otwire", run_user=privsep.RunUser.resolve()) as s:
         a, b = s.add_netns("a"), s.add_netns("b")
         for n in (a, b):
             n.sysctl({"net.ipv6.conf.all.disable_ipv6": 1, "net.ipv6.conf.default.disable_ipv6": 1})
@@ -302,4 +304,4 @@ def test_missing_delay_binary_is_a_clear_error_and_nothing_is_left(monkeypatch, 
     with pytest.raises(NetnsError, match="oppsched-delay was not found"):
         with tb:
             pass
-    assert not [n for n in netns.list_netns() if n.startswith(tb.name)]
+    assert not [n for n in stale.list_netns() if n.startswith(tb.name)]

@@ -36,8 +36,11 @@ from pathlib import Path
 from typing import Callable
 
 from oppsched.paths import default_build_dir
-from oppsched.testbed.netns import (IP, DEFAULT_PREFIX, NetnsError, Netns, Proc, RunUser, Session,
-                                    new_run_id, run_cmd, wait_for)
+from oppsched.testbed.namespace import Netns, Proc
+from oppsched.testbed.netns import Session
+from oppsched.testbed.nsbase import (DEFAULT_PREFIX, IP, NetnsError, new_run_id, run_cmd,
+                                     wait_for)
+from oppsched.testbed.privsep import RunUser
 
 DELAY_BINARY_ENV = "OPPSCHED_DELAY_BIN"
 SPM_MARK_BINARY_ENV = "OPPSCHED_SPM_MARK_BIN"

@@ -36,8 +36,11 @@ from typing import Callable
 
 from oppsched.testbed.links import (WIRED_BACKENDS, LinkSpec, build_link, choose_backend,
                                     wire_namespace)
-from oppsched.testbed.netns import (DEFAULT_PREFIX, NetnsError, Netns, RunUser, Session,
-                                    allow_congestion_control, run_cmd, wait_for)
+from oppsched.testbed.hostchanges import allow_congestion_control
+from oppsched.testbed.namespace import Netns
+from oppsched.testbed.netns import Session
+from oppsched.testbed.nsbase import DEFAULT_PREFIX, NetnsError, run_cmd, wait_for
+from oppsched.testbed.privsep import RunUser
 
 # ----------------------------------------------------------------------------------------
 # The testbed topology
@@ -234,7 +237,7 @@ class Testbed:
         topology.validate()
         self.verify = verify
         self.topology = topology
-        # "auto": the processes of the run switch to the run user (netns.RunUser.resolve);
+        # "auto": the processes of the run switch to the run user (privsep.RunUser.resolve);
         # None keeps them root.
         if run_user == "auto":
             run_user = RunUser.resolve()

@@ -33,8 +33,10 @@ from oppsched.experiments.testbed.topology import (daemon_users, flow_plans, flo
                                                    write_wrc_configs)
 from oppsched.testbed.flows import (SOCKET_COLUMNS, FlowPlan, parse_ss_bytes_acked, parse_ss_sender_info,
                             parse_ss_sockets, socket_csv, timed_iperf)
-from oppsched.testbed.netns import (TCPDUMP_BOUNDING, NetnsError, RunUser, RunView, fifo_allowed,
-                            hand_back, invoking_user, new_run_id, wait_for)
+from oppsched.testbed.nsbase import NetnsError, new_run_id, wait_for
+from oppsched.testbed.privsep import (TCPDUMP_BOUNDING, RunUser, fifo_allowed, hand_back,
+                                      invoking_user)
+from oppsched.testbed.runview import RunView
 from oppsched.paths import write_atomic
 from oppsched.safefs import UnsafePath, open_beneath, open_dir, remove_symlinks
 from oppsched.testbed.links import attach_spm_marker
@@ -67,7 +69,7 @@ def proc_cpu_s(pid: int) -> float | None:
 
 
 def reap(proc) -> tuple[int, float] | None:
-    """If `proc` (a netns.Proc we started) has exited, reaps it with wait4 and returns
+    """If `proc` (a namespace.Proc we started) has exited, reaps it with wait4 and returns
     (exit code, CPU seconds from its rusage); None while it runs. Sets the Popen's
     returncode, so the Session sees it as finished."""
     if proc.popen.returncode is not None:

@@ -28,7 +28,7 @@ def _trusted(path: Path) -> str | None:
     """Why root must not take `path` (a folder or program of the build tree), or None: it
     has to be root's or the invoking user's and writable by no one else, or another user
     could swap a program root runs (oppsched-spm-mark) or the run user executes."""
-    from oppsched.testbed.netns import invoking_user
+    from oppsched.testbed.privsep import invoking_user
 
     st = os.stat(path)
     if st.st_uid not in (0, invoking_user()[0]):
