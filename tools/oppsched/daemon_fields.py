@@ -65,8 +65,9 @@ def _describe(s: dict) -> str:
 # What an experiment schema may declare of a key it maps (schema.DEPARTURES): scale (the
 # experiment's value is this many times the daemon's: a round trip of two one-way delays),
 # min / max (a narrower range, closed), default (another default), required (no default),
-# why (the reason, required: a departure is a decision, not a drift).
-DEPARTURE_KEYS = ("scale", "min", "max", "default", "required", "why")
+# nullable (null is accepted too, and is the default: the key is not written, so the daemon's
+# own default applies), why (the reason, required: a departure is a decision, not a drift).
+DEPARTURE_KEYS = ("scale", "min", "max", "default", "required", "nullable", "why")
 
 
 def departed(s: dict, departure: dict | None) -> dict:
@@ -100,6 +101,8 @@ def departed(s: dict, departure: dict | None) -> dict:
                              f"{_describe(out)}")
     if departure.get("required"):
         out["default"] = _REQUIRED
+    if departure.get("nullable"):
+        out["nullable"], out["default"] = True, None
     if out["type"] in ("integer", "number"):
         out["violation"] = ("not 0 or in " if out.get("zero_off") else "not in ") + \
             _describe(out)
@@ -113,7 +116,7 @@ def field(daemon: str, key: str, doc: str | None = None, departure: dict | None 
     s = departed(spec(daemon, key), departure)
     typ = _TYPES[s["type"]]
     default = s["default"]
-    if typ is float and default is not _REQUIRED:
+    if typ is float and default not in (_REQUIRED, None):
         default = float(default)
     zero_off = bool(s.get("zero_off"))
     lo = s["min"] if s["min"] is not None and not s["min_open"] and not zero_off else None
@@ -122,6 +125,12 @@ def field(daemon: str, key: str, doc: str | None = None, departure: dict | None 
     check = (lambda v: None if in_range(s, float(v)) else s["violation"]) \
         if open_end or zero_off else None
     text = doc if doc is not None else s["help"] + (f" ({s['unit']})" if s["unit"] else "")
+    if s.get("nullable"):
+        inner = check
+        check = None if inner is None else (lambda v: None if v is None else inner(v))
+        return Field((typ, type(None)), None, min=lo, max=hi,
+                     choices=(None,) + tuple(s["choices"]) if s["choices"] else None,
+                     check=check, doc=text)
     return Field(typ, default, min=lo, max=hi, choices=tuple(s["choices"]) or None, check=check,
                  doc=text)
 
@@ -157,6 +166,8 @@ def drift(f: Field, s: dict) -> list[str]:
     if want not in types:
         out.append(f"type {'/'.join(t.__name__ for t in types)}, the daemon's {s['type']}")
         return out
+    if (type(None) in types) != bool(s.get("nullable")):
+        out.append("takes null" if type(None) in types else "refuses null, declared nullable")
     if s["default"] is _REQUIRED or f.default is _REQUIRED:
         if f.default is not s["default"]:
             mine = "required" if f.default is _REQUIRED else f"default {f.default!r}"

@@ -133,6 +133,15 @@ def test_lead_slots_alpha_and_lambda_have_one_default_and_range_in_every_layer()
     ("servers[0].rate_bps=500", "servers[0].rate_bps: 500.0 not 0 or in [1000,1e+12]"),
     ("servers[0].rtt_ms=-2", "servers[0].rtt_ms: -2.0 is below the minimum 0.0"),
     ("topology.rt_priority=100", "topology.rt_priority: 100 is above the maximum 99"),
+    # the apd's and the client's, mapped with a declared departure or none
+    ("clamp.b=2", "clamp.b: 2.0 is above the maximum 1.5707963267948966"),
+    ("clamp.ema_rate_per_s=0", "clamp.ema_rate_per_s: 0.0 not in (0,inf)"),
+    ("link_adaptation.target_bler=0.5", "link_adaptation.target_bler: 0.5 not in (0,0.5)"),
+    ("watchdog.stats_period_s=0.05", "watchdog.stats_period_s: 0.05 is below the minimum 0.1"),
+    ("capture.mac_max_bytes=1000", "capture.mac_max_bytes: 1000 is below the minimum 1024"),
+    ("medium.station_queue=router", "medium.station_queue: 'router' is not one of ap, client"),
+    ("devices[0].queue.limit_bytes=-5",
+     "devices[0].queue.limit_bytes: -5 is below the minimum 0"),
 ])
 def test_check_refuses_a_value_outside_a_daemons_table_naming_the_key_and_value(
         override, message):
@@ -164,7 +173,10 @@ def test_the_apd_prints_its_field_table_as_the_committed_copy_holds_it():
 @needs_apd
 @pytest.mark.parametrize("section,key", [("", "lead_slots"), ("harq", "processes"),
                                          ("harq", "feedback_timeout_slots"),
-                                         ("", "watchdog_slots")])
+                                         ("", "watchdog_slots"), ("", "client_watchdog_slots"),
+                                         ("queue", "limit_packets"),
+                                         ("medium", "station_buffer_packets"),
+                                         ("traces", "mac_pcap_max_bytes")])
 def test_the_apd_reader_accepts_its_tables_ends_and_refuses_the_next_value(
         tmp_path, section, key):
     s = daemon_fields.spec("apd", f"{section}.{key}" if section else key)

@@ -61,6 +61,49 @@ const field_spec kHarqFeedbackTimeout =
                           "slots", "a transmission with no feedback this long is a NACK");
 const field_spec kPduFormat = daemon::choice_field(
     "pdu", "format", "standard", {"standard", "compact"}, "the MAC PDU format (pdu.h)");
+const field_spec kClientWatchdogSlots = daemon::integer_field(
+    "", "client_watchdog_slots", 1000, value_range::closed(0, 10'000'000), "slot requests",
+    "exit 5 when a client sent nothing on the uplink for this many slot requests; 0 = never; "
+    "absent: watchdog_slots");
+const field_spec kSeccomp = daemon::boolean_field(
+    "", "seccomp", true, "install the seccomp allow-list once set up (docs/security.md)");
+const field_spec kQueueLimitBytes =
+    daemon::integer_field("queue", "limit_bytes", 0, value_range::closed(0, 1e12), "bytes",
+                          "each queue's limit (users[].queue_limit_bytes: one user's); 0 = none");
+const field_spec kQueueLimitPackets =
+    daemon::integer_field("queue", "limit_packets", 50, value_range::closed(0, 1e9), "packets",
+                          "each queue's packet limit; 0 = none");
+const field_spec kUserQueueLimitBytes =
+    daemon::integer_field("users[]", "queue_limit_bytes", 0, value_range::closed(0, 1e12), "bytes",
+                          "this user's queue limit; absent: queue.limit_bytes");
+const field_spec kAqmEcn =
+    daemon::boolean_field("aqm", "ecn", true, "mark ECN-capable packets instead of dropping them");
+const field_spec kHarqFirst = daemon::boolean_field(
+    "scheduler", "harq_first", true,
+    "a pending HARQ retransmission takes the slot before the scheduler chooses");
+const field_spec kClampB =
+    daemon::number_field("clamp", "b", 1.0, value_range::positive(), "", "b, eq. 7 (router)");
+const field_spec kClampEmaRate = daemon::number_field(
+    "clamp", "ema_rate_per_s", 2.0, value_range::positive(), "1/s", "q(n) = exp(-2I) (§IV-A)");
+const field_spec kLinkMode =
+    daemon::choice_field("link_adaptation", "mode", "table", {"table", "paper"},
+                         "table: the MCS the CQI meets, with OLLA; paper: eq. 18 with a margin");
+const field_spec kOlla = daemon::boolean_field("link_adaptation", "olla", true,
+                                               "mode table: outer-loop offset from ACK/NACK");
+const field_spec kTargetBler =
+    daemon::number_field("link_adaptation", "target_bler", 0.1, value_range::open(0, 0.5), "",
+                         "OLLA's per-attempt target");
+const field_spec kMediumMode =
+    daemon::choice_field("medium", "mode", "none", {"none", "scheduled", "node_fair"},
+                         "the shared medium's uplink slots: none, scheduled or node_fair");
+const field_spec kMediumStationBuffer =
+    daemon::integer_field("medium", "station_buffer_packets", 100, value_range::closed(1, 100000),
+                          "packets", "each station's uplink queue");
+const field_spec kMediumStationQueue = daemon::choice_field(
+    "medium", "station_queue", "ap", {"ap", "client"}, "where each station's uplink queue lives");
+const field_spec kMacPcapMaxBytes = daemon::integer_field(
+    "traces", "mac_pcap_max_bytes", 256.0 * (1 << 20), value_range::closed(1024, 1ull << 40),
+    "bytes", "size limit of the MAC pcap; later records are left out");
 
 // A registered scheduler parameter (sched.h) by name: the spec every kind that takes it shares.
 const sched::param_spec& scheduler_param(std::string_view name) {
@@ -174,7 +217,7 @@ aqm::aqm_params read_cpp_aqm(const config_node& root, const config_node& a,
     read_cpp_library(a, p);
     plugin = p;
     aqm::aqm_params c = aqm::default_config(aqm::aqm_kind::droptail);
-    c.ecn = a.get<bool>("ecn", true);
+    c.ecn = read_field<bool>(a, kAqmEcn);
     c.seed = root.get<std::uint64_t>("seed", 1);
     return c;
 }
@@ -195,7 +238,7 @@ aqm::aqm_params read_python_aqm(const config_node& root, const config_node& a,
     a.mark_read("params");
     plugin = p;
     aqm::aqm_params c = aqm::default_config(aqm::aqm_kind::droptail);
-    c.ecn = a.get<bool>("ecn", true);
+    c.ecn = read_field<bool>(a, kAqmEcn);
     c.seed = root.get<std::uint64_t>("seed", 1);
     return c;
 }
@@ -218,7 +261,7 @@ aqm::aqm_params read_aqm(const config_node& root, std::optional<apd_params::pyth
         a.fail("kind", "'" + kind_name + "' not one of " + all);
     }
     aqm::aqm_params c = aqm::default_config(*kind);
-    c.ecn = a.get<bool>("ecn", true);
+    c.ecn = read_field<bool>(a, kAqmEcn);
     c.seed = root.get<std::uint64_t>("seed", 1);
     const config_node params = a.child_or_empty("params");
     if (!params.is_map()) a.fail("params", "must be a mapping");
@@ -310,7 +353,7 @@ sched::policy_params read_scheduler(const config_node& root, std::size_t n_users
                                     std::optional<apd_params::python_plugin>& plugin,
                                     std::optional<apd_params::cpp_plugin>& cpp) {
     const config_node s = root.child_or_empty("scheduler");
-    harq_first = s.get<bool>("harq_first", true);
+    harq_first = read_field<bool>(s, kHarqFirst);
     std::vector<std::string> kinds;
     for (const auto& k : sched::scheduler_kinds()) kinds.push_back(k.name);
     kinds.push_back("python");
@@ -403,9 +446,32 @@ std::string key_file(const config_node& n, const std::string& key, bool secret) 
 
 const std::vector<field_spec>& apd_fields() {
     static const std::vector<field_spec> fields = [] {
-        std::vector<field_spec> f = {
-            kLeadSlots, kWatchdogSlots, kStatsPeriod,   kQueueMode,           kClampEnabled,
-            kClampA,    kClampMuC,      kHarqProcesses, kHarqFeedbackTimeout, kPduFormat};
+        std::vector<field_spec> f = {kLeadSlots,
+                                     kWatchdogSlots,
+                                     kClientWatchdogSlots,
+                                     kStatsPeriod,
+                                     kSeccomp,
+                                     kQueueMode,
+                                     kQueueLimitBytes,
+                                     kQueueLimitPackets,
+                                     kUserQueueLimitBytes,
+                                     kAqmEcn,
+                                     kClampEnabled,
+                                     kClampA,
+                                     kClampB,
+                                     kClampEmaRate,
+                                     kClampMuC,
+                                     kHarqProcesses,
+                                     kHarqFeedbackTimeout,
+                                     kPduFormat,
+                                     kLinkMode,
+                                     kOlla,
+                                     kTargetBler,
+                                     kMediumMode,
+                                     kMediumStationBuffer,
+                                     kMediumStationQueue,
+                                     kMacPcapMaxBytes,
+                                     kHarqFirst};
         std::vector<std::string> seen;
         for (const auto& k : sched::scheduler_kinds())
             for (const auto& p : k.params) {
@@ -461,9 +527,9 @@ apd_params read_apd_config(const config_node& root) {
     root.get<std::uint64_t>("seed", 1);  // read again in read_aqm
     c.watchdog_slots = read_field<std::uint32_t>(root, kWatchdogSlots);
     c.stats_period_s = read_field<double>(root, kStatsPeriod);
-    c.client_watchdog_slots = root.get<std::uint32_t>("client_watchdog_slots", c.watchdog_slots,
-                                                      value_range::closed(0, 10'000'000));
-    c.seccomp = root.get<bool>("seccomp", true);
+    c.client_watchdog_slots = daemon::read_optional_field<std::uint32_t>(root, kClientWatchdogSlots)
+                                  .value_or(c.watchdog_slots);
+    c.seccomp = read_field<bool>(root, kSeccomp);
 
     // ---- CURVE (docs/security.md, "Runs across machines") ----
     const config_node cv = root.child_or_empty("curve");
@@ -558,8 +624,8 @@ apd_params read_apd_config(const config_node& root) {
         }
         c.ep_grants[id] = gr;
         u.addresses = it.get<std::vector<std::string>>("addresses", {});
-        u.queue_limit_bytes =
-            it.get_optional<std::size_t>("queue_limit_bytes", value_range::closed(0, 1e12));
+        u.queue_limit_bytes =  // kUserQueueLimitBytes (one table entry for every users[i])
+            it.get_optional<std::size_t>(kUserQueueLimitBytes.name, kUserQueueLimitBytes.range);
         u.queue_limit_packets =
             it.get_optional<std::size_t>("queue_limit_packets", value_range::closed(0, 1e9));
     }
@@ -573,10 +639,10 @@ apd_params read_apd_config(const config_node& root) {
     if (const auto d = root.child_or_empty("aqm").get_optional<std::uint32_t>(
             "priority_dscp", value_range::closed(0, 63)))
         core.priority_dscp = static_cast<std::uint8_t>(*d);
-    core.aqm.limits.bytes =
-        q.get_optional<std::size_t>("limit_bytes", value_range::closed(0, 1e12)).value_or(0);
-    core.aqm.limits.packets =
-        q.get_optional<std::size_t>("limit_packets", value_range::closed(0, 1e9)).value_or(50);
+    core.aqm.limits.bytes = daemon::read_optional_field<std::size_t>(q, kQueueLimitBytes)
+                                .value_or(kQueueLimitBytes.default_number);
+    core.aqm.limits.packets = daemon::read_optional_field<std::size_t>(q, kQueueLimitPackets)
+                                  .value_or(kQueueLimitPackets.default_number);
     try {
         aqm::validate(core.aqm);
     } catch (const std::invalid_argument& e) {
@@ -602,9 +668,8 @@ apd_params read_apd_config(const config_node& root) {
     const config_node cl = root.child_or_empty("clamp");
     core.clamp.enabled = read_field<bool>(cl, kClampEnabled);
     core.clamp.router.a_bytes = read_field<double>(cl, kClampA);
-    core.clamp.router.b = cl.get<double>("b", 1.0, value_range::positive());
-    core.clamp.router.ema_rate_per_s =
-        cl.get<double>("ema_rate_per_s", 2.0, value_range::positive());
+    core.clamp.router.b = read_field<double>(cl, kClampB);
+    core.clamp.router.ema_rate_per_s = read_field<double>(cl, kClampEmaRate);
     core.clamp.mu_init_slots =
         cl.get<std::uint32_t>("mu_init_slots", 32, value_range::closed(1, 1e7));
     core.clamp.mu_ema_weight =
@@ -691,7 +756,7 @@ apd_params read_apd_config(const config_node& root) {
     } catch (const std::invalid_argument& e) {
         la.fail("table", "'" + table + "': " + e.what());
     }
-    const std::string link = la.get_choice("mode", "table", {"table", "paper"});
+    const std::string link = read_field<std::string>(la, kLinkMode);
     core.link = link == "paper" ? ap::link_mode::paper : ap::link_mode::table;
     // link_mode::paper: eq. 18 with the W0 and C_max of the `shannon` section.
     core.paper.w0_hz = ct.w0_hz;
@@ -711,8 +776,8 @@ apd_params read_apd_config(const config_node& root) {
                        value_range::closed(core.paper.margin_min, core.paper.margin_max));
     core.paper.cqi_ahead_slots =
         lp.get<std::uint32_t>("cqi_ahead_slots", 0, value_range::closed(0, 1e6));
-    core.olla_enabled = la.get<bool>("olla", true);
-    core.olla.target_bler = la.get<double>("target_bler", 0.1);
+    core.olla_enabled = read_field<bool>(la, kOlla);
+    core.olla.target_bler = read_field<double>(la, kTargetBler);
     core.olla.delta_down_db = la.get<double>("delta_down_db", 0.5);
     core.olla.delta_up_db = la.get<double>("delta_up_db", 0.0);
     core.olla.min_offset_db = la.get<double>("min_offset_db", -10.0);
@@ -746,10 +811,8 @@ apd_params read_apd_config(const config_node& root) {
     {
         const config_node md = root.child_or_empty("medium");
         ap::medium_params& mp = c.medium;
-        mp.mode = *ap::medium_mode_from(
-            md.get_choice("mode", "none", {"none", "scheduled", "node_fair"}));
-        mp.station_buffer_packets =
-            md.get<std::uint32_t>("station_buffer_packets", 100, value_range::closed(1, 100000));
+        mp.mode = *ap::medium_mode_from(read_field<std::string>(md, kMediumMode));
+        mp.station_buffer_packets = read_field<std::uint32_t>(md, kMediumStationBuffer);
         mp.uplink_mean_snr_db =
             md.get<double>("uplink_mean_snr_db", 20.0, value_range::closed(-50, 100));
         mp.uplink_doppler_hz =
@@ -769,7 +832,7 @@ apd_params read_apd_config(const config_node& root) {
         mp.harq_processes = md.get<std::uint32_t>("harq_processes", 8, value_range::closed(1, 16));
         mp.feedback_timeout_slots =
             md.get<std::uint32_t>("feedback_timeout_slots", 100, value_range::closed(1, 100000));
-        mp.queue = md.get_choice("station_queue", "ap", {"ap", "client"}) == "client"
+        mp.queue = read_field<std::string>(md, kMediumStationQueue) == "client"
                        ? ap::station_queue::client
                        : ap::station_queue::ap;
         mp.integrity_key = uplink_key;
@@ -794,8 +857,7 @@ apd_params read_apd_config(const config_node& root) {
     c.trace_medium = tr.get<std::string>("medium", "");
     c.stats_path = tr.get<std::string>("stats", "");
     c.trace_mac_pcap = tr.get<std::string>("mac_pcap", "");
-    c.mac_pcap_max_bytes = tr.get<std::uint64_t>("mac_pcap_max_bytes", 256ull << 20,
-                                                 value_range::closed(1024, 1ull << 40));
+    c.mac_pcap_max_bytes = read_field<std::uint64_t>(tr, kMacPcapMaxBytes);
     core.record_slots = !c.trace_slots.empty();
     core.record_packets = !c.trace_packets.empty();
 

@@ -73,6 +73,18 @@ const field_spec kClampIdle =
     daemon::number_field("clamp", "flow_idle_timeout_s", 300.0, value_range::open_closed(0, 86400),
                          "s", "a flow idle this long is forgotten");
 
+const field_spec kStationPduFormat =
+    daemon::choice_field("station", "pdu_format", "standard", {"standard", "compact"},
+                         "the MAC PDU format of the station's uplink TBs (the apd's pdu.format)");
+const field_spec kReassemblyMaxBytes = daemon::integer_field(
+    "reassembly", "max_bytes", 1 << 20, value_range::closed(65535, 1ull << 32), "bytes",
+    "bytes held beyond a gap in the PDU sequence");
+const field_spec kMacPcapMaxBytes = daemon::integer_field(
+    "traces", "mac_pcap_max_bytes", 256.0 * (1 << 20), value_range::closed(1024, 1ull << 40),
+    "bytes", "size limit of the MAC pcap; later records are left out");
+const field_spec kSeccomp = daemon::boolean_field(
+    "", "seccomp", true, "install the seccomp allow-list once set up (docs/security.md)");
+
 std::string dirname_of(const std::string& path) {
     const auto slash = path.rfind('/');
     if (slash == std::string::npos) return ".";
@@ -91,10 +103,11 @@ void check_endpoint(const config_node& n, const std::string& key, const std::str
 
 const std::vector<field_spec>& client_fields() {
     static const std::vector<field_spec> fields = {
-        kUplinkDelay,       kCqiPeriod,      kStationEnabled, kStationBuffer, kStationHarq,
-        kStationStatus,     kClampEnabled,   kClampTau,       kClampAlpha,    kClampBeta,
-        kClampMaxIncrease,  kClampMinWindow, kClampSsthresh,  kClampMuSpan,   kClampDupacks,
-        kClampPriceTimeout, kClampMaxFlows,  kClampIdle};
+        kUplinkDelay,     kCqiPeriod,        kStationEnabled,     kStationBuffer,  kStationHarq,
+        kStationStatus,   kStationPduFormat, kReassemblyMaxBytes, kClampEnabled,   kClampTau,
+        kClampAlpha,      kClampBeta,        kClampMaxIncrease,   kClampMinWindow, kClampSsthresh,
+        kClampMuSpan,     kClampDupacks,     kClampPriceTimeout,  kClampMaxFlows,  kClampIdle,
+        kMacPcapMaxBytes, kSeccomp};
     return fields;
 }
 
@@ -131,8 +144,8 @@ client_params read_client_config(const daemon::config_node& root) {
         c.station.user = c.user;
         c.station.buffer_packets = read_field<std::uint32_t>(st, kStationBuffer);
         c.station.harq_processes = read_field<std::uint32_t>(st, kStationHarq);
-        c.station.format = *pdu::pdu_format_from_string(
-            st.get_choice("pdu_format", "standard", {"standard", "compact"}));
+        c.station.format =
+            *pdu::pdu_format_from_string(read_field<std::string>(st, kStationPduFormat));
         c.station.status_period =
             static_cast<time_ns>(read_field<double>(st, kStationStatus) * kNsPerMs);
         if (c.station_enabled && c.grants_endpoint.empty())
@@ -185,8 +198,8 @@ client_params read_client_config(const daemon::config_node& root) {
     c.core.reassembly.held_timeout = static_cast<time_ns>(ra_held_ms * kNsPerMs + 0.5);
     c.core.harq_max_transmissions =
         ra.get<std::uint32_t>("harq_max_transmissions", 0, value_range::closed(0, 64));
-    c.core.reassembly.max_bytes = static_cast<std::size_t>(
-        ra.get<std::uint64_t>("max_bytes", 1 << 20, value_range::closed(65535, 1ull << 32)));
+    c.core.reassembly.max_bytes =
+        static_cast<std::size_t>(read_field<std::uint64_t>(ra, kReassemblyMaxBytes));
     c.core.reassembly.max_ahead =
         ra.get<std::uint32_t>("max_ahead", 1024, value_range::closed(1, 1u << 30));
     // The integrity tag (integrity.h): the apd's pdu.integrity_key_file and
@@ -221,8 +234,7 @@ client_params read_client_config(const daemon::config_node& root) {
     c.windows_trace = tr.get<std::string>("windows", "");
     c.stats_path = tr.get<std::string>("stats", "");
     c.mac_pcap = tr.get<std::string>("mac_pcap", "");
-    c.mac_pcap_max_bytes = tr.get<std::uint64_t>("mac_pcap_max_bytes", 256ull << 20,
-                                                 value_range::closed(1024, 1ull << 40));
+    c.mac_pcap_max_bytes = read_field<std::uint64_t>(tr, kMacPcapMaxBytes);
     // The fail-open/resume events (client_core.h): by default beside the stats file.
     const std::string events_default =
         (k.enabled && !c.stats_path.empty())
@@ -232,7 +244,7 @@ client_params read_client_config(const daemon::config_node& root) {
 
     c.log_level =
         root.get_choice("log_level", "info", {"trace", "debug", "info", "warn", "error", "off"});
-    c.seccomp = root.get<bool>("seccomp", true);
+    c.seccomp = read_field<bool>(root, kSeccomp);
     root.check_no_unknown_keys();
 
     // Second line of defence: the library's own validation (names its fields).

@@ -82,7 +82,7 @@ DAEMON_KEYS = {
     "scheduler.lambda": (("apd", "scheduler.lambda"),),
     "harq.processes": (("apd", "harq.processes"),),
     "harq.feedback_timeout_slots": (("apd", "harq.feedback_timeout_slots"),),
-    "pdu.format": (("apd", "pdu.format"),),
+    "pdu.format": (("apd", "pdu.format"), ("client", "station.pdu_format")),
     "watchdog.slots": (("apd", "watchdog_slots"),),
     # the client agent's (oppsched-client --schema)
     "clamp.tau_bytes": (("client", "clamp.tau_bytes"),),
@@ -94,15 +94,34 @@ DAEMON_KEYS = {
     "clamp.mu_min_span_s": (("client", "clamp.mu_min_span_s"),),
     "uplink_delay_ms": (("client", "uplink_delay_ms"),),
     "cqi.period_slots": (("client", "cqi.period_slots"),),
-    "medium.station_buffer_packets": (("client", "station.buffer_packets"),),
+    "medium.station_buffer_packets": (("client", "station.buffer_packets"),
+                                      ("apd", "medium.station_buffer_packets")),
     "medium.status_period_ms": (("client", "station.status_period_ms"),),
+    "reassembly.max_bytes": (("client", "reassembly.max_bytes"),),
+    # the rest of apd.yaml (and client.*.yaml) that daemonconf copies unchanged
+    "watchdog.client_slots": (("apd", "client_watchdog_slots"),),
+    "watchdog.stats_period_s": (("apd", "stats_period_s"),),
+    "queue.limit_bytes": (("apd", "queue.limit_bytes"),),
+    "queue.limit_packets": (("apd", "queue.limit_packets"),),
+    "devices[].queue.limit_bytes": (("apd", "users[].queue_limit_bytes"),),
+    "aqm.ecn": (("apd", "aqm.ecn"),),
+    "clamp.b": (("apd", "clamp.b"),),
+    "clamp.ema_rate_per_s": (("apd", "clamp.ema_rate_per_s"),),
+    "scheduler.harq_first": (("apd", "scheduler.harq_first"),),
+    "link_adaptation.mode": (("apd", "link_adaptation.mode"),),
+    "link_adaptation.olla": (("apd", "link_adaptation.olla"),),
+    "link_adaptation.target_bler": (("apd", "link_adaptation.target_bler"),),
+    "medium.mode": (("apd", "medium.mode"),),
+    "medium.station_queue": (("apd", "medium.station_queue"),),
+    "capture.mac_max_bytes": (("apd", "traces.mac_pcap_max_bytes"),
+                              ("client", "traces.mac_pcap_max_bytes")),
     # the delay stage's options (oppsched-delay --schema), as testbed.links.delay_argv
     # passes them to each server's wired path (servers[]: every element)
     "servers[].rtt_ms": (("delay", "delay-ab-ms"), ("delay", "delay-ba-ms")),
     "servers[].rate_bps": (("delay", "rate-ab-bps"), ("delay", "rate-ba-bps")),
     "servers[].limit_bytes": (("delay", "limit-ab-bytes"), ("delay", "limit-ba-bytes")),
     "topology.rt_priority": (("delay", "rt-priority"),),
-    "security.seccomp": (("delay", "seccomp"),),
+    "security.seccomp": (("apd", "seccomp"), ("client", "seccomp"), ("delay", "seccomp")),
 }
 
 # Where a mapped key departs from its daemons' entries on purpose, and why
@@ -121,6 +140,25 @@ DEPARTURES = {
     "topology.rt_priority": {
         "default": 10, "why": "in a run the stages forward at SCHED_FIFO 10 so a frame "
                               "leaves on time; the stage alone schedules normally"},
+    "queue.limit_bytes": {
+        "default": 60000, "why": "Andrew & Hanly, CLAMP, §V-H: a 60 KB buffer; the apd alone "
+                                 "has no byte limit"},
+    "queue.limit_packets": {
+        "default": 0, "why": "a run limits its queues in bytes (queue.limit_bytes); the apd "
+                             "alone keeps 50 packets"},
+    "devices[].queue.limit_bytes": {
+        "nullable": True, "why": "null: the device's queue has queue.limit_bytes (the key is "
+                                 "not written)"},
+    "reassembly.max_bytes": {
+        "nullable": True, "why": "null: the client's own default (the key is not written)"},
+    "clamp.b": {
+        "max": 1.5707963267948966,
+        "why": "Andrew & Hanly, CLAMP, Theorem 1: the router is stable iff b < pi/2; an "
+               "experiment stays in that region, the apd takes any b > 0"},
+    "watchdog.stats_period_s": {
+        "min": 0.1,
+        "why": "every period the apd rewrites its stats file and flushes its traces: below "
+               "0.1 s that is file I/O every few slots of the run's slot loop"},
 }
 
 
@@ -213,7 +251,7 @@ SCHEMA = {
             "trace": Field(str, "", doc="model trace: CSV time_s,snr_db"),
         },
         "uhd": RADIO_CLIENT,  # phy.mode uhd: this device's receiving radio
-        "queue": {"limit_bytes": Field((int, _NONE), None, min=0,
+        "queue": {"limit_bytes": _daemon("devices[].queue.limit_bytes",
                                        doc="this device's AP queue limit; null: "
                                            "queue.limit_bytes")},
         "tcp": _TCP_OVERRIDES,
@@ -327,15 +365,15 @@ SCHEMA = {
     "queue": {
         "mode": _daemon("queue.mode", doc="one AP queue per device, or one shared FIFO "
                         "(head-of-line blocking)"),
-        "limit_bytes": Field(int, 60000, min=0, doc="Andrew & Hanly, CLAMP, §V-H: 60 KB "
+        "limit_bytes": _daemon("queue.limit_bytes", doc="Andrew & Hanly, CLAMP, §V-H: 60 KB "
                              "TCP buffer; 0 = none"),
-        "limit_packets": Field(int, 0, min=0, doc="0 = none"),
+        "limit_packets": _daemon("queue.limit_packets", doc="0 = none"),
     },
     "aqm": {
         "kind": Field(str, "droptail", choices=AQM_KINDS + plugin.PLUGIN_KINDS,
                       doc="a built-in kind, or python: a plugin in Python, plugin: a plugin "
                           "in a shared library (docs/extending.md)"),
-        "ecn": Field(bool, True, doc="mark ECN-capable packets instead of dropping them"),
+        "ecn": _daemon("aqm.ecn", doc="mark ECN-capable packets instead of dropping them"),
         "params": Field(dict, {}, doc="the kind's parameters (oppsched.mac.make_aqm names); "
                                       "python: the class's keyword arguments; plugin: the "
                                       "library's params (numbers and strings)"),
@@ -352,9 +390,9 @@ SCHEMA = {
     "clamp": {
         "enabled": _daemon("clamp.enabled"),
         "a_bytes": _daemon("clamp.a_bytes", doc="a, eq. 13 (router)"),
-        "b": Field(float, 1.0, min=1e-6, max=1.5707963267948966, doc="b, eq. 7; stable iff "
+        "b": _daemon("clamp.b", doc="b, eq. 7; stable iff "
                    "b < pi/2 (Theorem 1)"),
-        "ema_rate_per_s": Field(float, 2.0, min=1e-6, doc="q(n) = exp(-2I) ... (§IV-A)"),
+        "ema_rate_per_s": _daemon("clamp.ema_rate_per_s", doc="q(n) = exp(-2I) ... (§IV-A)"),
         "mu_c": _daemon("clamp.mu_c",
                         doc="mu_c of eq. 13: measured (the queue's service while backlogged) "
                             "or all_backlogged (the paper's: its share if every user had "
@@ -375,18 +413,18 @@ SCHEMA = {
         # kind and each kind's parameters (alpha, lambda, weights: one per device), with
         # their defaults and ranges, from the MAC library's registry (oppsched.registry)
         **registry.scheduler_fields(),
-        "harq_first": Field(bool, True, doc="a pending HARQ retransmission takes the slot "
+        "harq_first": _daemon("scheduler.harq_first", doc="a pending HARQ retransmission takes the slot "
                             "before the scheduler chooses (true, LTE practice); false: it "
                             "competes in the scheduler like new data, as in the papers' models"),
     },
     "link_adaptation": {
-        "mode": Field(str, "table", choices=LINK_MODES,
+        "mode": _daemon("link_adaptation.mode",
                       doc="table: the MCS the CQI (lead_slots old) meets, with OLLA; paper: "
                           "Andrew & Hanly, CLAMP, eq. 18 unquantised from the SNR at the "
                           "slot's start, with the backoff margin m (abstract PHY, end_of_slot "
                           "errors, no chase combining)"),
-        "olla": Field(bool, True, doc="mode table: outer-loop offset driven by ACK/NACK"),
-        "target_bler": Field(float, 0.1, min=1e-6, max=0.499, doc="OLLA's per-attempt target"),
+        "olla": _daemon("link_adaptation.olla", doc="mode table: outer-loop offset driven by ACK/NACK"),
+        "target_bler": _daemon("link_adaptation.target_bler", doc="OLLA's per-attempt target"),
         "paper": {
             "target_loss": Field(float, 1e-3, min=1e-9, max=0.5,
                                  doc="m is tuned for this loss after harq.max_transmissions "
@@ -467,7 +505,7 @@ SCHEMA = {
     },
     "uplink_delay_ms": _daemon("uplink_delay_ms", doc="Andrew & Hanly, CLAMP, Table I: 1 ms"),
     "medium": {  # the shared medium (docs/testbed.md, "Shared medium")
-        "mode": Field(str, "none", choices=("none", "scheduled", "node_fair"),
+        "mode": _daemon("medium.mode",
                       doc="none: the uplink is the side channel's delay line (no capacity "
                           "limit); node_fair: the AP (with downlink backlog) and every "
                           "station with uplink backlog get equal slot shares, as 802.11 DCF "
@@ -481,7 +519,7 @@ SCHEMA = {
                                         "of devices[].channel.mean_snr_db"),
         "uplink_doppler_hz": Field((float, _NONE), None, min=0.0, max=2000.0,
                                    doc="null: the mean of devices[].channel.doppler_hz"),
-        "station_queue": Field(str, "ap", choices=("ap", "client"),
+        "station_queue": _daemon("medium.station_queue",
                                doc="where each station's uplink queue lives: ap (the apd "
                                    "holds it on the station's behalf and knows its backlog "
                                    "exactly) or client (the client daemon holds it, reports "
@@ -505,7 +543,7 @@ SCHEMA = {
                                      "the scheduler), 0 with true (daemonconf.reassembly)"),
         "window": Field((int, _NONE), None, min=1, max=1 << 20,
                         doc="PDUs held beyond a gap; null: at least the PDUs of that time"),
-        "max_bytes": Field((int, _NONE), None, min=65535, doc="null: the client's default"),
+        "max_bytes": _daemon("reassembly.max_bytes", doc="null: the client's default"),
     },
     "capture": {
         "pcaps": Field(bool, True, doc="tcpdump on each server's wired side and each client TUN"),
@@ -515,7 +553,7 @@ SCHEMA = {
                                       "apd (mac-ap.pcap) and of each client "
                                       "(mac-client.NAME.pcap); tools/wireshark/oppsched.lua "
                                       "decodes them"),
-        "mac_max_bytes": Field(int, 256 << 20, min=4096, max=1 << 40,
+        "mac_max_bytes": _daemon("capture.mac_max_bytes",
                                doc="size limit of each MAC pcap; later records are left out "
                                    "(\"capture truncated\" in the daemon's log)"),
         # IQ capture (docs/phy.md, "IQ capture and offline decode")
@@ -568,10 +606,10 @@ SCHEMA = {
         "slots": _daemon("watchdog.slots",
                          doc="the apd exits (status 4) and the runner fails the run when no "
                              "slot_request came for this many slots; 0 = off"),
-        "stats_period_s": Field(float, 2.0, min=0.1, max=3600.0,
+        "stats_period_s": _daemon("watchdog.stats_period_s",
                                 doc="the apd writes its stats (and flushes its traces) this "
                                     "often, so a crash leaves recent figures"),
-        "client_slots": Field(int, 1000, min=0, max=10_000_000,
+        "client_slots": _daemon("watchdog.client_slots",
                               doc="the apd exits (status 5) and the run fails when a client "
                                   "sent nothing on the uplink (its CQI reports) for this many "
                                   "slot requests: the client is hung or gone; 0 = off"),

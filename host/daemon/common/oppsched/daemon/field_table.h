@@ -5,6 +5,7 @@
 // schema maps its keys onto these and takes their types, defaults and ranges from them (the
 // committed copy: DAEMON_FIELDS in tools/oppsched/_generated.py; docs/architecture.md,
 // "Field tables").
+#include <optional>
 #include <string>
 #include <type_traits>
 
@@ -30,6 +31,14 @@ T read_field(const config_node& n, const field_spec& f) {
     } else {
         return n.get<T>(f.name, static_cast<T>(f.default_number), f.range);
     }
+}
+
+// The value of numeric `f` in `n` where an explicit null also means "not set" (get_optional),
+// checked against f.range; nullopt when absent or null (the caller's default, f's or another).
+template <class T>
+std::optional<T> read_optional_field(const config_node& n, const field_spec& f) {
+    check_section(n, f);
+    return n.get_optional<T>(f.name, f.range);
 }
 
 }  // namespace oppsched::daemon
