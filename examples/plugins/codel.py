@@ -18,9 +18,14 @@ in that loop: the first of a dequeue, the one after the drop that entered the dr
 (sent as it is), or one after a drop in the dropping state. on_empty() is the RFC's
 dodequeue() finding the queue empty (after a flush, say: a packet leaving at most one MTU
 behind has already reset the same state). Times are integer nanoseconds, as in the built-in,
-so the control law rounds alike.
+so the control law rounds alike; a sojourn more than a microsecond from the target is told
+apart in seconds, which skips the conversion on most packets and decides alike.
+
+dequeue() runs for every packet that leaves, inside the apd's slot loop, so the paths of the
+steady state (below target; in the dropping state) call no other method.
 """
 import math
+from math import sqrt
 
 _START, _AFTER_ENTRY_DROP, _IN_DROP_LOOP = "start", "after_entry_drop", "in_drop_loop"
 
@@ -48,31 +53,53 @@ class CoDel:
         self.lastcount = 0
         self.dropping = False
         self._phase = _START
+        # the sojourn against TARGET in floats, where it is clear by far more than their
+        # rounding (1 us; seconds carry ~1e-16 relative), else in nanoseconds as the built-in
+        self._below_s = (self.target - 1000) * 1e-9
+        self._above_s = (self.target + 1000) * 1e-9
 
     def enqueue(self, pkt, queue, now_s):
         return "accept"
 
-    def _ok_to_drop(self, pkt, queue, now):
-        # RFC 8289 dodequeue(): the packet has left; `queue` is what stays behind
-        sojourn = now - _ns(pkt.arrival_s)
-        if sojourn < self.target or queue.bytes <= self.mtu:
+    def dequeue(self, pkt, queue, now_s):
+        # Called for every packet that leaves: the paths a packet takes in steady state (below
+        # target, or in the dropping state) make no call of another method.
+        #
+        # RFC 8289 dodequeue()'s ok_to_drop: the packet has left; `queue` is what stays behind
+        ok = False
+        sojourn_s = now_s - pkt.arrival_s
+        if sojourn_s < self._below_s or queue.bytes <= self.mtu or (
+                sojourn_s < self._above_s
+                and round(now_s * 1e9) - round(pkt.arrival_s * 1e9) < self.target):
             self.above = False
-        elif not self.above:
-            self.above = True
-            self.first_above_time = now + self.interval
-        elif now >= self.first_above_time:
-            return True
-        return False
-
-    def _control_law(self, t, count):
-        return t + int(self.interval / math.sqrt(count))
-
-    def _drop_loop(self, can_mark, now):
+        else:
+            now = round(now_s * 1e9)  # integer nanoseconds (round() of a float is an int)
+            if not self.above:
+                self.above = True
+                self.first_above_time = now + self.interval
+            elif now >= self.first_above_time:
+                ok = True
+        phase = self._phase
+        if not ok:
+            # the sojourn fell below target: the dropping state ends (except right after the
+            # drop that entered it, whose next packet is sent as it is)
+            if phase != _AFTER_ENTRY_DROP:
+                self.dropping = False
+            self._phase = _START
+            return "send"
+        if phase == _AFTER_ENTRY_DROP:
+            self._phase = _START
+            return "send"
+        if phase == _IN_DROP_LOOP:
+            # the built-in's drop loop, after its drop: drop_next = control_law(drop_next)
+            self.drop_next += int(self.interval / sqrt(self.count))
+        elif not self.dropping:
+            return self._enter_dropping(pkt.ecn_capable and queue.ecn, now)
         # while (dropping && now >= drop_next): drop, or mark and send
-        if self.dropping and now >= self.drop_next:
+        if now >= self.drop_next:
             self.count += 1
-            if can_mark:
-                self.drop_next = self._control_law(self.drop_next, self.count)
+            if pkt.ecn_capable and queue.ecn:
+                self.drop_next += int(self.interval / sqrt(self.count))
                 self._phase = _START
                 return "mark"
             self._phase = _IN_DROP_LOOP
@@ -80,27 +107,9 @@ class CoDel:
         self._phase = _START
         return "send"
 
-    def dequeue(self, pkt, queue, now_s):
-        now = _ns(now_s)
-        ok = self._ok_to_drop(pkt, queue, now)
-        can_mark = pkt.ecn_capable and queue.ecn
-        if self._phase == _AFTER_ENTRY_DROP:
-            self._phase = _START
-            return "send"
-        if self._phase == _IN_DROP_LOOP:
-            if not ok:
-                self.dropping = False
-            else:
-                self.drop_next = self._control_law(self.drop_next, self.count)
-            return self._drop_loop(can_mark, now)
-        if self.dropping:
-            if not ok:
-                self.dropping = False  # sojourn below target: leave the dropping state
-            return self._drop_loop(can_mark, now)
-        if not ok:
-            return "send"
-        # Enter the dropping state. If it was left recently, start from the drop rate that
-        # controlled the queue then (RFC 8289 §5.5: now - drop_next ~ the time since).
+    def _enter_dropping(self, can_mark, now):
+        # If the dropping state was left recently, start from the drop rate that controlled
+        # the queue then (RFC 8289 §5.5: now - drop_next ~ the time since).
         verdict = "mark" if can_mark else "drop"
         self._phase = _START if can_mark else _AFTER_ENTRY_DROP
         self.dropping = True
@@ -108,7 +117,7 @@ class CoDel:
         self.count = 1
         if delta > 1 and now - self.drop_next < 16 * self.interval:
             self.count = delta
-        self.drop_next = self._control_law(now, self.count)
+        self.drop_next = now + int(self.interval / sqrt(self.count))  # control_law(now)
         self.lastcount = self.count
         return verdict
 

@@ -1,6 +1,8 @@
 // Policies written in Python: see python_plugin.h.
 #include "python_plugin.h"
 
+#include <structmember.h>
+
 #include <algorithm>
 #include <cmath>
 #include <iostream>
@@ -38,20 +40,6 @@ class UserView:
     def __repr__(self):
         return ("UserView(id=%r, backlog_bytes=%r, rate_bps=%r, hol_delay_s=%r, avg_bps=%r)"
                 % (self.id, self.backlog_bytes, self.rate_bps, self.hol_delay_s, self.avg_bps))
-
-class PacketView:
-    """One packet offered to (enqueue) or leaving (dequeue) a Python AQM."""
-    __slots__ = ("size_bytes", "flow", "ecn_capable", "arrival_s")
-    def __repr__(self):
-        return ("PacketView(size_bytes=%r, flow=%r, ecn_capable=%r, arrival_s=%r)"
-                % (self.size_bytes, self.flow, self.ecn_capable, self.arrival_s))
-
-class QueueView:
-    """The queue as the packet finds it (enqueue: before it joins; dequeue: after it left)."""
-    __slots__ = ("bytes", "packets", "limit_bytes", "limit_packets", "ecn")
-    def __repr__(self):
-        return ("QueueView(bytes=%r, packets=%r, limit_bytes=%r, limit_packets=%r, ecn=%r)"
-                % (self.bytes, self.packets, self.limit_bytes, self.limit_packets, self.ecn))
 
 PROTOCOL = {
     "scheduler": [("select", ("slot", "users"), True), ("served", ("slot", "user", "bytes"), False)],
@@ -126,6 +114,149 @@ py::dict& helpers() {
 }
 
 void log_default(const std::string& s) { std::cerr << s << std::flush; }
+
+// ---- the AQM's views ------------------------------------------------------------------------
+// Plain C objects whose fields the wrapper writes before each call: updating a view allocates
+// nothing, and a plugin's read makes only the one value it reads. Read-only from Python.
+
+// The packet offered to (enqueue) or leaving (dequeue) the queue. One per queue, reused from
+// call to call while the plugin keeps no reference to it; a view that is still referenced when
+// its call returns is left with its packet's values (flow included) and the next call gets a
+// new one (python_aqm::release_packet_view), so a kept view stays correct.
+struct packet_view_object {
+    PyObject_HEAD unsigned long long size_bytes;
+    unsigned long long flow;  // valid when flow_known
+    double arrival_s;
+    char ecn_capable;         // T_BOOL
+    char flow_known;          // flow is hashed on the first read (or when kept)
+    const ip_packet* packet;  // while its call runs, for the flow
+};
+
+// The queue as the packet finds it: one per queue, updated in place before each call.
+struct queue_view_object {
+    PyObject_HEAD unsigned long long bytes, packets, limit_bytes, limit_packets;
+    char ecn;
+};
+
+std::uint64_t flow_of(const ip_packet& p) {
+    static const tcpip::keyed_flow_hash hash(0);
+    const auto info = tcpip::parse(p.data);
+    return info.ok() ? static_cast<std::uint64_t>(hash(info.value().flow)) : 0u;
+}
+
+void settle_flow(packet_view_object* v) {
+    if (v->flow_known) return;
+    v->flow = v->packet != nullptr ? flow_of(*v->packet) : 0u;
+    v->flow_known = 1;
+}
+
+PyObject* packet_view_flow(PyObject* self, void*) {
+    auto* v = reinterpret_cast<packet_view_object*>(self);
+    settle_flow(v);
+    return PyLong_FromUnsignedLongLong(v->flow);
+}
+
+PyObject* packet_view_repr(PyObject* self) {
+    auto* v = reinterpret_cast<packet_view_object*>(self);
+    settle_flow(v);
+    py::float_ arrival(v->arrival_s);
+    return PyUnicode_FromFormat(
+        "PacketView(size_bytes=%llu, flow=%llu, ecn_capable=%s, arrival_s=%R)", v->size_bytes,
+        v->flow, v->ecn_capable ? "True" : "False", arrival.ptr());
+}
+
+PyObject* queue_view_repr(PyObject* self) {
+    auto* v = reinterpret_cast<queue_view_object*>(self);
+    return PyUnicode_FromFormat(
+        "QueueView(bytes=%llu, packets=%llu, limit_bytes=%llu, limit_packets=%llu, ecn=%s)",
+        v->bytes, v->packets, v->limit_bytes, v->limit_packets, v->ecn ? "True" : "False");
+}
+
+#define OPPSCHED_VIEW_MEMBER(type, name, kind)                                                   \
+    PyMemberDef {                                                                                \
+        const_cast<char*>(#name), kind, static_cast<Py_ssize_t>(offsetof(type, name)), READONLY, \
+            nullptr                                                                              \
+    }
+
+struct view_types {
+    PyTypeObject* packet;
+    PyTypeObject* queue;
+};
+
+const view_types& aqm_view_types() {
+    // Leaked on purpose, as helpers() is.
+    static const view_types* t = [] {
+        static PyMemberDef packet_members[] = {
+            OPPSCHED_VIEW_MEMBER(packet_view_object, size_bytes, T_ULONGLONG),
+            OPPSCHED_VIEW_MEMBER(packet_view_object, ecn_capable, T_BOOL),
+            OPPSCHED_VIEW_MEMBER(packet_view_object, arrival_s, T_DOUBLE),
+            {nullptr, 0, 0, 0, nullptr}};
+        static PyGetSetDef packet_getset[] = {
+            {const_cast<char*>("flow"), packet_view_flow, nullptr,
+             const_cast<char*>("SipHash of the 5-tuple under a fixed key"), nullptr},
+            {nullptr, nullptr, nullptr, nullptr, nullptr}};
+        static PyType_Slot packet_slots[] = {
+            {Py_tp_members, packet_members},
+            {Py_tp_getset, packet_getset},
+            {Py_tp_repr, reinterpret_cast<void*>(packet_view_repr)},
+            {Py_tp_doc, const_cast<char*>("One packet offered to (enqueue) or leaving (dequeue) "
+                                          "a Python AQM; valid as it is for the call it was "
+                                          "passed to.")},
+            {0, nullptr}};
+        static PyType_Spec packet_spec = {
+            "oppsched_plugin_helpers.PacketView", sizeof(packet_view_object), 0,
+            Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION, packet_slots};
+        static PyMemberDef queue_members[] = {
+            OPPSCHED_VIEW_MEMBER(queue_view_object, bytes, T_ULONGLONG),
+            OPPSCHED_VIEW_MEMBER(queue_view_object, packets, T_ULONGLONG),
+            OPPSCHED_VIEW_MEMBER(queue_view_object, limit_bytes, T_ULONGLONG),
+            OPPSCHED_VIEW_MEMBER(queue_view_object, limit_packets, T_ULONGLONG),
+            OPPSCHED_VIEW_MEMBER(queue_view_object, ecn, T_BOOL),
+            {nullptr, 0, 0, 0, nullptr}};
+        static PyType_Slot queue_slots[] = {
+            {Py_tp_members, queue_members},
+            {Py_tp_repr, reinterpret_cast<void*>(queue_view_repr)},
+            {Py_tp_doc, const_cast<char*>("The queue as the packet finds it (enqueue: before it "
+                                          "joins; dequeue: after it left); the same object at "
+                                          "every call of its queue.")},
+            {0, nullptr}};
+        static PyType_Spec queue_spec = {
+            "oppsched_plugin_helpers.QueueView", sizeof(queue_view_object), 0,
+            Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION, queue_slots};
+        auto* packet = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&packet_spec));
+        if (packet == nullptr) throw py::error_already_set();
+        auto* queue = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&queue_spec));
+        if (queue == nullptr) throw py::error_already_set();
+        return new view_types{packet, queue};
+    }();
+    return *t;
+}
+#undef OPPSCHED_VIEW_MEMBER
+
+py::object new_view(PyTypeObject* type) {
+    PyObject* o = type->tp_alloc(type, 0);  // zeroed
+    if (o == nullptr) throw py::error_already_set();
+    return py::reinterpret_steal<py::object>(o);
+}
+
+packet_view_object* as_packet_view(const py::object& o) {
+    return reinterpret_cast<packet_view_object*>(o.ptr());
+}
+queue_view_object* as_queue_view(const py::object& o) {
+    return reinterpret_cast<queue_view_object*>(o.ptr());
+}
+
+// The answers, interned: a plugin's string constants are the same objects, so most answers
+// are told apart by identity; any other str is compared by value.
+struct answer_words {
+    PyObject *accept, *drop, *mark, *send;
+};
+const answer_words& words() {
+    static const answer_words* w =
+        new answer_words{PyUnicode_InternFromString("accept"), PyUnicode_InternFromString("drop"),
+                         PyUnicode_InternFromString("mark"), PyUnicode_InternFromString("send")};
+    return *w;
+}
 
 }  // namespace
 
@@ -316,29 +447,53 @@ python_aqm::python_aqm(py::object plugin, const aqm::aqm_params& config,
     dequeue_ = plugin_.attr("dequeue");
     on_empty_ = py::hasattr(plugin_, "on_empty") ? py::object(plugin_.attr("on_empty"))
                                                  : py::object(py::none());
-    queue_view_ = helpers()["QueueView"]();
-    queue_view_.attr("limit_bytes") = config.limits.bytes;
-    queue_view_.attr("limit_packets") = config.limits.packets;
-    queue_view_.attr("ecn") = config.ecn;
+    words();
+    queue_view_ = new_view(aqm_view_types().queue);
+    auto* q = as_queue_view(queue_view_);
+    q->limit_bytes = config.limits.bytes;
+    q->limit_packets = config.limits.packets;
+    q->ecn = config.ecn ? 1 : 0;
 }
 
 python_aqm::~python_aqm() = default;
 
-py::object python_aqm::queue_view() const {
-    queue_view_.attr("bytes") = fifo_.bytes();
-    queue_view_.attr("packets") = fifo_.packets();
-    return queue_view_;
+PyObject* python_aqm::queue_view() const {
+    auto* q = as_queue_view(queue_view_);
+    q->bytes = fifo_.bytes();
+    q->packets = fifo_.packets();
+    return queue_view_.ptr();
 }
 
-py::object python_aqm::packet_view(const ip_packet& p) const {
-    static const tcpip::keyed_flow_hash hash(0);
-    py::object v = helpers()["PacketView"]();
-    v.attr("size_bytes") = p.size();
-    const auto info = tcpip::parse(p.data);
-    v.attr("flow") = info.ok() ? static_cast<std::uint64_t>(hash(info.value().flow)) : 0u;
-    v.attr("ecn_capable") = aqm::ecn_field(p.data) != tcpip::kNotEct;
-    v.attr("arrival_s") = static_cast<double>(p.arrival) * 1e-9;
-    return v;
+PyObject* python_aqm::packet_view(const ip_packet& p) {
+    if (!packet_view_) packet_view_ = new_view(aqm_view_types().packet);
+    auto* v = as_packet_view(packet_view_);
+    v->size_bytes = p.size();
+    v->ecn_capable = aqm::ecn_field(p.data) != tcpip::kNotEct ? 1 : 0;
+    v->arrival_s = static_cast<double>(p.arrival) * 1e-9;
+    v->flow_known = 0;
+    v->packet = &p;
+    return packet_view_.ptr();
+}
+
+void python_aqm::release_packet_view(bool kept) {
+    auto* v = as_packet_view(packet_view_);
+    // Still referenced after its call (stored by the plugin, or held by a traceback): it keeps
+    // its packet's values, and the next call gets a view of its own.
+    if (kept || Py_REFCNT(packet_view_.ptr()) > 1) {
+        settle_flow(v);
+        v->packet = nullptr;
+        packet_view_ = py::object();
+        return;
+    }
+    v->packet = nullptr;
+}
+
+PyObject* python_aqm::now_s(time_ns now) {
+    if (!now_s_ || now != now_s_at_) {
+        now_s_ = py::float_(static_cast<double>(now) * 1e-9);
+        now_s_at_ = now;
+    }
+    return now_s_.ptr();
 }
 
 void python_aqm::log_exception(method m, py::error_already_set& e) {
@@ -370,35 +525,50 @@ std::vector<std::pair<std::string, std::uint64_t>> python_aqm::counters() const 
     return out;
 }
 
-std::string python_aqm::call(const py::object& fn, method m, const ip_packet& p, time_ns now) {
+python_aqm::answer python_aqm::call(const py::object& fn, method m, const ip_packet& p,
+                                    time_ns now) {
     const auto t0 = std::chrono::steady_clock::now();
-    auto& h = m == method::enqueue ? plugin_stats_.enqueue_time : plugin_stats_.dequeue_time;
-    const auto timed = [&] {
-        h.add(static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                             std::chrono::steady_clock::now() - t0)
-                                             .count()));
-    };
-    try {
-        py::object r = fn(packet_view(p), queue_view(), static_cast<double>(now) * 1e-9);
-        timed();
-        if (py::isinstance<py::str>(r)) return r.cast<std::string>();
-        ++plugin_stats_.invalid_answers;
-        return {};
-    } catch (py::error_already_set& e) {
+    // args[0] is scratch room for the bound method's self (PY_VECTORCALL_ARGUMENTS_OFFSET)
+    PyObject* args[4] = {nullptr, packet_view(p), queue_view(), now_s(now)};
+    PyObject* r =
+        PyObject_Vectorcall(fn.ptr(), args + 1, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr);
+    if (r == nullptr) {
+        py::error_already_set e;
+        release_packet_view(true);
         log_exception(m, e);
-        return {};
+        return answer::raised;
     }
+    release_packet_view(false);
+    auto& h = m == method::enqueue ? plugin_stats_.enqueue_time : plugin_stats_.dequeue_time;
+    h.add(static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+            .count()));
+    const py::object result = py::reinterpret_steal<py::object>(r);
+    const answer_words& w = words();
+    if (r == w.accept) return answer::accept;
+    if (r == w.send) return answer::send;
+    if (r == w.drop) return answer::drop;
+    if (r == w.mark) return answer::mark;
+    if (!PyUnicode_Check(r)) return answer::invalid;
+    for (const auto& [word, a] :
+         {std::pair{w.accept, answer::accept}, std::pair{w.send, answer::send},
+          std::pair{w.drop, answer::drop}, std::pair{w.mark, answer::mark}}) {
+        const int eq = PyUnicode_Compare(r, word);
+        if (eq == -1 && PyErr_Occurred()) PyErr_Clear();
+        if (eq == 0) return a;
+    }
+    return answer::invalid;
 }
 
 bool python_aqm::enqueue(ip_packet p, time_ns now) {
     ++stats_.offered;
     p.arrival = now;
-    std::string v = call(enqueue_, method::enqueue, p, now);
-    if (v != "accept" && v != "drop" && v != "mark") {
-        if (!v.empty()) ++plugin_stats_.invalid_answers;
-        v = "accept";  // the default: drop-tail
+    answer v = call(enqueue_, method::enqueue, p, now);
+    if (v != answer::accept && v != answer::drop && v != answer::mark) {
+        if (v != answer::raised) ++plugin_stats_.invalid_answers;
+        v = answer::accept;  // the default: drop-tail
     }
-    if (v == "drop") {
+    if (v == answer::drop) {
         report_drop(std::move(p), aqm::drop_reason::early_drop, now);
         return false;
     }
@@ -407,7 +577,7 @@ bool python_aqm::enqueue(ip_packet p, time_ns now) {
         return false;
     }
     // "mark" on a packet that is not ECN-capable (or with ecn off) drops it, as every AQM does
-    if (v == "mark" && !try_mark(p)) {
+    if (v == answer::mark && !try_mark(p)) {
         report_drop(std::move(p), aqm::drop_reason::early_drop, now);
         return false;
     }
@@ -419,14 +589,14 @@ bool python_aqm::enqueue(ip_packet p, time_ns now) {
 std::optional<ip_packet> python_aqm::dequeue(time_ns now) {
     while (!fifo_.empty()) {
         ip_packet p = fifo_.pop();
-        std::string v = call(dequeue_, method::dequeue, p, now);
-        if (v != "send" && v != "drop" && v != "mark") {
-            if (!v.empty()) ++plugin_stats_.invalid_answers;
-            v = "send";
+        answer v = call(dequeue_, method::dequeue, p, now);
+        if (v != answer::send && v != answer::drop && v != answer::mark) {
+            if (v != answer::raised) ++plugin_stats_.invalid_answers;
+            v = answer::send;
         }
         // "mark" sends the packet with CE; one that cannot be marked is dropped, as at enqueue
         // (CoDel's dequeue, RFC 8289 with ECN as Linux codel_impl.h has it)
-        if (v == "drop" || (v == "mark" && !try_mark(p))) {
+        if (v == answer::drop || (v == answer::mark && !try_mark(p))) {
             report_drop(std::move(p), aqm::drop_reason::aqm_drop, now);
             continue;
         }
@@ -436,10 +606,14 @@ std::optional<ip_packet> python_aqm::dequeue(time_ns now) {
     // Found empty, at once or after drops: what RFC 8289's dodequeue learns from no packet
     // (after a flush, say, which empties the queue without a dequeue).
     if (!on_empty_.is_none()) {
-        try {
-            on_empty_(queue_view(), static_cast<double>(now) * 1e-9);
-        } catch (py::error_already_set& e) {
+        PyObject* args[3] = {nullptr, queue_view(), now_s(now)};
+        PyObject* r = PyObject_Vectorcall(on_empty_.ptr(), args + 1,
+                                          2 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr);
+        if (r == nullptr) {
+            py::error_already_set e;
             log_exception(method::on_empty, e);
+        } else {
+            Py_DECREF(r);
         }
     }
     return std::nullopt;

@@ -138,6 +138,13 @@ class python_scheduler final : public sched::scheduler_policy {
 // of each method logged) and the packet is accepted / sent. The queue view carries bytes,
 // packets, limit_bytes, limit_packets and ecn. kind() is droptail: its storage and limit are
 // drop-tail's.
+// The views are read-only C objects whose fields are written before each call (no Python
+// object is made for a call, besides now_s when now changes): the queue view is one object per
+// queue, the packet view one per queue while the plugin keeps no reference to it. A packet
+// view still referenced when its call returns keeps its packet's values (its flow hashed
+// then) and the next call gets a new one, so a kept view stays correct. Calls are vectorcalls
+// of the bound methods resolved at construction; answers are matched by identity with the
+// interned words, then by value.
 class python_aqm final : public aqm::detail::discipline_base {
   public:
     python_aqm(pybind11::object plugin, const aqm::aqm_params& config,
@@ -166,14 +173,24 @@ class python_aqm final : public aqm::detail::discipline_base {
 
   private:
     enum class method : std::uint8_t { enqueue, dequeue, on_empty };
-    pybind11::object packet_view(const ip_packet& p) const;
-    pybind11::object queue_view() const;  // the one view, updated to the queue now
-    std::string call(const pybind11::object& fn, method m, const ip_packet& p, time_ns now);
+    enum class answer : std::uint8_t { raised, invalid, accept, drop, mark, send };
+    // The packet's view, filled in for `p` (a new one if the last was kept), and the queue's,
+    // updated to the queue now; borrowed references.
+    PyObject* packet_view(const ip_packet& p);
+    PyObject* queue_view() const;
+    // After the call: a packet view still referenced (or `kept`: the call raised) is left to
+    // the plugin with its packet's values, and the next call makes a new one.
+    void release_packet_view(bool kept);
+    PyObject* now_s(time_ns now);  // now in seconds, one float object per distinct now
+    answer call(const pybind11::object& fn, method m, const ip_packet& p, time_ns now);
     void log_exception(method m, pybind11::error_already_set& e);
 
     aqm::packet_fifo fifo_;
     pybind11::object plugin_, enqueue_, dequeue_, on_empty_;  // on_empty_ may be None
-    mutable pybind11::object queue_view_;
+    pybind11::object packet_view_;  // reused from call to call while the plugin keeps none
+    pybind11::object queue_view_;   // the one view of this queue
+    pybind11::object now_s_;
+    time_ns now_s_at_ = 0;
     std::function<void(const std::string&)> log_;
     plugin_stats_t plugin_stats_;
     bool logged_[3] = {false, false, false};

@@ -43,3 +43,16 @@ def test_a_run_without_the_plugins_is_a_failure_not_a_pass():
     bad = verdict(plugin_figures({"scheduler": {"kind": "pf"}, "aqm": {}}), late_slots=0)
     assert "the scheduler plugin made no decision" in bad
     assert "no queue ran the AQM plugin" in bad
+
+
+def test_the_bindings_call_bench_times_every_call_of_a_standing_queue():
+    from oppsched import paths
+    from oppsched.commands.bench_plugin import aqm_call_bench
+
+    r = aqm_call_bench(str(paths.home() / "examples/plugins/codel.py"), "CoDel",
+                       {"target_s": 0.005, "interval_s": 0.1, "mtu": 1500}, packets=3000)
+    c, s = r["counters"], r["stats"]
+    assert c["plugin_enqueue_calls"] == s["offered"] == 3000
+    assert c["plugin_dequeue_calls"] == s["dequeued"] + s["dropped"]["aqm_drop"]
+    assert s["marked"] > 0 and s["dropped"]["aqm_drop"] > 0  # CoDel acts on the queue
+    assert (c["plugin_exceptions"], c["plugin_invalid_answers"]) == (0, 0)

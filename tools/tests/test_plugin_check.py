@@ -381,6 +381,41 @@ def test_python_codel_makes_the_builtin_codels_decisions_packet_for_packet(ecn):
     assert c["plugin_enqueue_calls"] == sb["offered"] > 0  # every arrival asked, and timed
 
 
+@pytest.mark.parametrize("ecn", [True, False])
+def test_python_codel_judges_a_sojourn_nanoseconds_from_target_as_the_builtin_does(ecn):
+    # The plugin compares the sojourn with the target in floats only when it is clear by
+    # far more than their rounding; a sojourn a few nanoseconds from the target is judged in
+    # integer nanoseconds, as the built-in judges it.
+    limits = {"limit_packets": 400, "ecn": ecn}
+    builtin = mac.make_aqm("codel", target_s=0.005, interval_s=0.1, mtu=1500, **limits)
+    plugin = mac.make_aqm("python", {"file": str(EXAMPLES / "codel.py"), "class": "CoDel",
+                                     "params": {"target_s": 0.005, "interval_s": 0.1,
+                                                "mtu": 1500}, **limits})
+    rnd = random.Random(4)
+    ms = 1_000_000
+    steps = [(k * ms, k) for k in range(3000)]  # (ns, the arrival's k, or None: a dequeue)
+    for k in range(2990):
+        # packet k (the head, when nothing was dropped before it) sojourns the target or
+        # 1-2 ns more, and now and then 1-2 ns less: long enough above it for CoDel to act
+        below = rnd.random() < 0.004
+        delta = rnd.choice((-2, -1)) if below else rnd.choice((0, 1, 2))
+        steps.append((k * ms + 5 * ms + delta, None))
+    steps.sort(key=lambda x: (x[0], x[1] is None))
+    out = []
+    for q in (builtin, plugin):
+        got = []
+        for ns, k in steps:
+            t = ns * 1e-9
+            if k is not None:
+                got.append(q.enqueue(plugin_contract.ipv4_packet(k, 1500, 2 if k % 3 else 0,
+                                                                   k % 4), t))
+            else:
+                got.append(q.dequeue(t))
+        out.append((got, q.drops(), q.stats["marked"]))
+    assert out[0] == out[1]
+    assert out[0][1] and (out[0][2] > 0) == ecn  # CoDel acted at the boundary
+
+
 def test_without_on_empty_the_python_codel_loses_track_after_a_flush(tmp_path):
     # A packet that leaves at most one MTU behind already tells CoDel what an empty dequeue
     # would (first_above_time = 0, the dropping state ends), but a flush empties the queue

@@ -9,6 +9,7 @@ import json
 import random
 import subprocess
 import textwrap
+from types import SimpleNamespace
 
 import pytest
 
@@ -446,6 +447,98 @@ def test_on_empty_is_called_whenever_dequeue_finds_the_queue_empty(tmp_path):
     assert q.dequeue(4.0) is None                         # the last packet dropped: empty
     assert log == [("on_empty", 0, 0, 1.0), ("dequeue", 200, 0, 2.0), ("dequeue", 300, 1, 3.0),
                    ("dequeue", 100, 0, 4.0), ("on_empty", 0, 0, 4.0)]
+
+
+def test_a_packet_view_the_plugin_keeps_keeps_its_own_packets_values(tmp_path):
+    # The wrapper reuses one packet view per queue while the plugin keeps none; a view still
+    # referenced when its call returns (stored, or held by a traceback) stays as it was.
+    f = _plugin(tmp_path, "keep.py", """
+        class Keep:
+            def __init__(self, kept, read):
+                self.kept, self.read = kept, read
+            def enqueue(self, pkt, queue, now_s):
+                self.kept.append(pkt)
+                self.read.append((pkt.size_bytes, pkt.flow, pkt.ecn_capable, pkt.arrival_s))
+                if pkt.size_bytes == 300:
+                    raise ValueError("keeps the view in its traceback")
+                return "accept"
+            def dequeue(self, pkt, queue, now_s):
+                self.read.append((pkt.size_bytes, pkt.flow, pkt.ecn_capable, pkt.arrival_s))
+                self.kept.append(pkt)
+                return "send"
+    """)
+    plugin = SimpleNamespace(kept=[], read=[])
+    q = mac.make_aqm("python", {"file": f, "class": "Keep", "limit_packets": 100,
+                                "params": {"kept": plugin.kept, "read": plugin.read}})
+    sizes = [200, 300, 400, 500]
+    for k, size in enumerate(sizes):
+        q.enqueue(_ipv4_udp(size, ecn=k % 3, sport=1000 + k), 1.0 + k)
+    while q.dequeue(9.0) is not None:
+        pass
+    kept = [(v.size_bytes, v.flow, v.ecn_capable, v.arrival_s) for v in plugin.kept]
+    assert kept == plugin.read
+    assert [r[0] for r in kept] == sizes + sizes
+    assert len({r[1] for r in kept[:4]}) == 4          # four 5-tuples, four flows
+    assert [r[2] for r in kept[:4]] == [False, True, True, False]
+    assert [r[3] for r in kept[:4]] == [1.0, 2.0, 3.0, 4.0]
+    assert len({id(v) for v in plugin.kept}) == 8
+
+
+def test_a_packet_view_not_kept_reads_the_packet_of_each_call(tmp_path):
+    f = _plugin(tmp_path, "read.py", """
+        class Read:
+            def __init__(self, read):
+                self.read = read
+            def enqueue(self, pkt, queue, now_s):
+                self.read.append((pkt.size_bytes, pkt.flow, pkt.ecn_capable, pkt.arrival_s,
+                                  queue.bytes, queue.packets, repr(pkt)))
+                return "accept"
+            def dequeue(self, pkt, queue, now_s):
+                return "send"
+    """)
+    read = []
+    q = mac.make_aqm("python", {"file": f, "class": "Read", "params": {"read": read}})
+    for k, size in enumerate([200, 300, 400]):
+        q.enqueue(_ipv4_udp(size, ecn=2 * (k % 2), sport=2000 + k), 0.5 * k)
+    assert [r[:1] + r[2:6] for r in read] == [(200, False, 0.0, 0, 0), (300, True, 0.5, 200, 1),
+                                              (400, False, 1.0, 500, 2)]
+    assert len({r[1] for r in read}) == 3
+    assert read[1][6] == (f"PacketView(size_bytes=300, flow={read[1][1]}, ecn_capable=True, "
+                          "arrival_s=0.5)")
+
+
+def test_views_are_read_only_and_an_assignment_counts_as_an_exception(tmp_path, capfd):
+    f = _plugin(tmp_path, "assign.py", """
+        class Assign:
+            def enqueue(self, pkt, queue, now_s):
+                pkt.size_bytes = 1
+                return "drop"
+            def dequeue(self, pkt, queue, now_s):
+                queue.bytes = 0
+                return "drop"
+    """)
+    q = mac.make_aqm("python", {"file": f, "class": "Assign"})
+    assert q.enqueue(_ipv4_udp(200), 1.0)               # raised: accepted, as drop-tail would
+    assert len(q.dequeue(2.0)) == 200                   # raised: sent
+    assert q.plugin_counters["plugin_exceptions"] == 2
+    assert "AttributeError" in capfd.readouterr().err
+
+
+def test_an_answer_built_at_run_time_counts_like_the_same_word(tmp_path):
+    # Answers are matched by identity with the interned words first, then by value.
+    f = _plugin(tmp_path, "built.py", """
+        class Built:
+            def enqueue(self, pkt, queue, now_s):
+                return "".join(["dr", "op"]) if pkt.size_bytes == 300 else "accept"
+            def dequeue(self, pkt, queue, now_s):
+                return "".join(["se", "nd"])
+    """)
+    q = mac.make_aqm("python", {"file": f, "class": "Built"})
+    assert q.enqueue(_ipv4_udp(200), 1.0)
+    assert not q.enqueue(_ipv4_udp(300), 1.0)
+    assert len(q.dequeue(2.0)) == 200
+    assert q.drops() == [("early_drop", 300)]
+    assert q.plugin_counters["plugin_invalid_answers"] == 0
 
 
 def test_an_on_empty_that_raises_is_counted_and_logged_once(tmp_path, capfd):

@@ -16,6 +16,11 @@ Targets (docs/extending.md): decision median <= 50 us and p99 <= 200 us for 16 u
 AQM's enqueue + dequeue median <= 5 us; no deadline miss and no late slot. Writes
 OUT/plugin.json and prints one line per figure and PASS or FAIL.
 
+`python -m oppsched.commands.bench_plugin --bindings [--cold]` (no root, seconds) times the same
+AQM calls in the bindings instead (aqm_call_bench): the python_aqm wrapper the apd runs, on a
+standing queue, without the slot loop around it; for comparing changes of the call path, not
+against the targets.
+
 The 10-minute run of the default experiment at 5 Msps with a Python PF is
 `oppsched run experiments/clamp/fading-5msps.yaml --duration 600 --set scheduler.kind=python
 ...` (docs/extending.md gives the command), not part of this bench: it needs a quiet machine
@@ -135,3 +140,73 @@ def run_plugin_bench(out: str, duration: float = 120.0, rt_priority: int = 20,
     print(f"bench plugin: {'PASS' if not bad else 'FAIL: ' + '; '.join(bad)} -> "
           f"{outdir / 'plugin.json'}")
     return 0 if not bad else 1
+
+
+def _tcp_packet(size: int, ecn: int, sport: int) -> bytes:
+    import struct
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, ecn, size, 0, 0, 64, 6, 0, bytes([10, 0, 0, 1]),
+                     bytes([10, 0, 0, 2]))
+    tcp = struct.pack("!HHIIBBHHH", sport, 80, 0, 0, 0x50, 0x10, 1000, 0, 0)
+    return ip + tcp + bytes(size - 40)
+
+
+def aqm_call_bench(file: str, class_name: str, params: dict | None = None, packets: int = 200_000,
+                   cold: bool = False, seed: int = 3) -> dict:
+    """The AQM plugin's calls timed by the wrapper itself (plugin_enqueue_p50_ns etc., as in
+    the apd), in the bindings: `packets` arrivals 1.2 ms apart, one dequeue after nine of every
+    ten (a standing queue: CoDel drops and marks), 10-packet limit, ECN on, 500-byte TCP
+    packets of four flows, half of them ECN-capable. `cold` copies 8 MB between calls, which
+    evicts the caches as the rest of a slot loop does. Returns the plugin's counters and the
+    queue's stats."""
+    import random
+
+    from oppsched import mac
+
+    q = mac.make_aqm("python", {"file": file, "class": class_name, "params": params or {},
+                                "limit_packets": 10, "ecn": True})
+    rnd = random.Random(seed)
+    pkts = [_tcp_packet(500, 2 if rnd.random() < 0.5 else 0, 1000 + rnd.randrange(4))
+            for _ in range(64)]
+    a, b = (bytearray(8 << 20), bytearray(8 << 20)) if cold else (None, None)
+    t = 0.0
+    for k in range(packets):
+        t += 0.0012
+        if cold:
+            a[:] = b
+        q.enqueue(pkts[k & 63], t)
+        if k % 10:
+            if cold:
+                a[:] = b
+            q.dequeue(t)
+    return {"counters": dict(q.plugin_counters), "stats": dict(q.stats)}
+
+
+def _main(argv: list[str]) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m oppsched.commands.bench_plugin",
+                                 description="the AQM plugin's call path in the bindings")
+    ap.add_argument("--bindings", action="store_true", required=True)
+    ap.add_argument("--cold", action="store_true", help="evict the caches between calls")
+    ap.add_argument("--packets", type=int, default=None,
+                    help="arrivals (default 200000, 20000 with --cold)")
+    a = ap.parse_args(argv)
+    repo = paths.home()
+    n = a.packets or (20_000 if a.cold else 200_000)
+    for file, cls, params in (
+            (repo / "examples/plugins/codel.py", "CoDel",
+             {"target_s": 0.005, "interval_s": 0.1, "mtu": 1500}),
+            (repo / "examples/plugins/droptail.py", "DropTail", {})):
+        r = aqm_call_bench(str(file), cls, params, packets=n, cold=a.cold)
+        c = r["counters"]
+        e, d = c["plugin_enqueue_p50_ns"], c["plugin_dequeue_p50_ns"]
+        print(f"{cls} ({'cold' if a.cold else 'hot'}, {c['plugin_enqueue_calls']} + "
+              f"{c['plugin_dequeue_calls']} calls): enqueue median {e} ns (p99 "
+              f"{c['plugin_enqueue_p99_ns']}), dequeue median {d} ns (p99 "
+              f"{c['plugin_dequeue_p99_ns']}); enqueue + dequeue median {e + d} ns")
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
