@@ -18,16 +18,16 @@ in that loop: the first of a dequeue, the one after the drop that entered the dr
 (sent as it is), or one after a drop in the dropping state. on_empty() is the RFC's
 dodequeue() finding the queue empty (after a flush, say: a packet leaving at most one MTU
 behind has already reset the same state). Times are integer nanoseconds, as in the built-in,
-so the control law rounds alike; a sojourn more than a microsecond from the target is told
-apart in seconds, which skips the conversion on most packets and decides alike.
-
-dequeue() runs for every packet that leaves, inside the apd's slot loop, so the paths of the
-steady state (below target; in the dropping state) call no other method.
+so the control law rounds alike. dequeue() runs for every packet that leaves, inside the apd's
+slot loop, so it compares times in seconds first and converts to nanoseconds only when two are
+within a microsecond (the same decisions: tools/tests/test_plugin_check.py drives sojourns
+within 2 ns of the target), and its steady-state paths call no other method.
 """
 import math
 from math import sqrt
 
 _START, _AFTER_ENTRY_DROP, _IN_DROP_LOOP = "start", "after_entry_drop", "in_drop_loop"
+_NEAR_S = 1e-6  # times closer than this (1 us) are compared in nanoseconds
 
 
 def _ns(t_s):
@@ -53,17 +53,20 @@ class CoDel:
         self.lastcount = 0
         self.dropping = False
         self._phase = _START
-        # the sojourn against TARGET in floats, where it is clear by far more than their
-        # rounding (1 us; seconds carry ~1e-16 relative), else in nanoseconds as the built-in
-        self._below_s = (self.target - 1000) * 1e-9
-        self._above_s = (self.target + 1000) * 1e-9
+        # Times in seconds mirror the nanoseconds above, for a cheap test first: a time more
+        # than _NEAR_S from another is told apart in seconds (their rounding is ~1e-16
+        # relative), a closer one in nanoseconds, as the built-in tells it.
+        self._below_s = self.target * 1e-9 - _NEAR_S  # a sojourn below this: below TARGET
+        self._above_s = self.target * 1e-9 + _NEAR_S  # at or above this: at or above it
+        self._first_above_s = 0.0                    # first_above_time, in seconds
+        self._drop_next_s = 0.0                      # drop_next, in seconds
 
     def enqueue(self, pkt, queue, now_s):
         return "accept"
 
     def dequeue(self, pkt, queue, now_s):
-        # Called for every packet that leaves: the paths a packet takes in steady state (below
-        # target, or in the dropping state) make no call of another method.
+        # Called for every packet that leaves: the paths of the steady state (below target; in
+        # the dropping state between drops) call no other method and convert no time to ns.
         #
         # RFC 8289 dodequeue()'s ok_to_drop: the packet has left; `queue` is what stays behind
         ok = False
@@ -72,13 +75,14 @@ class CoDel:
                 sojourn_s < self._above_s
                 and round(now_s * 1e9) - round(pkt.arrival_s * 1e9) < self.target):
             self.above = False
-        else:
-            now = round(now_s * 1e9)  # integer nanoseconds (round() of a float is an int)
-            if not self.above:
-                self.above = True
-                self.first_above_time = now + self.interval
-            elif now >= self.first_above_time:
-                ok = True
+        elif not self.above:
+            self.above = True
+            self.first_above_time = round(now_s * 1e9) + self.interval  # round(): an int
+            self._first_above_s = self.first_above_time * 1e-9
+        elif now_s >= self._first_above_s + _NEAR_S or (
+                now_s >= self._first_above_s - _NEAR_S
+                and round(now_s * 1e9) >= self.first_above_time):
+            ok = True
         phase = self._phase
         if not ok:
             # the sojourn fell below target: the dropping state ends (except right after the
@@ -93,13 +97,16 @@ class CoDel:
         if phase == _IN_DROP_LOOP:
             # the built-in's drop loop, after its drop: drop_next = control_law(drop_next)
             self.drop_next += int(self.interval / sqrt(self.count))
+            self._drop_next_s = self.drop_next * 1e-9
         elif not self.dropping:
-            return self._enter_dropping(pkt.ecn_capable and queue.ecn, now)
+            return self._enter_dropping(pkt.ecn_capable and queue.ecn, round(now_s * 1e9))
         # while (dropping && now >= drop_next): drop, or mark and send
-        if now >= self.drop_next:
+        if now_s >= self._drop_next_s + _NEAR_S or (
+                now_s >= self._drop_next_s - _NEAR_S and round(now_s * 1e9) >= self.drop_next):
             self.count += 1
             if pkt.ecn_capable and queue.ecn:
                 self.drop_next += int(self.interval / sqrt(self.count))
+                self._drop_next_s = self.drop_next * 1e-9
                 self._phase = _START
                 return "mark"
             self._phase = _IN_DROP_LOOP
@@ -118,6 +125,7 @@ class CoDel:
         if delta > 1 and now - self.drop_next < 16 * self.interval:
             self.count = delta
         self.drop_next = now + int(self.interval / sqrt(self.count))  # control_law(now)
+        self._drop_next_s = self.drop_next * 1e-9
         self.lastcount = self.count
         return verdict
 

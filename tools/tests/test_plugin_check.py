@@ -6,6 +6,7 @@ INFO unless --strict-timing, which no test passes."""
 
 import collections
 import random
+from types import SimpleNamespace
 import re
 import textwrap
 
@@ -414,6 +415,45 @@ def test_python_codel_judges_a_sojourn_nanoseconds_from_target_as_the_builtin_do
         out.append((got, q.drops(), q.stats["marked"]))
     assert out[0] == out[1]
     assert out[0][1] and (out[0][2] > 0) == ecn  # CoDel acted at the boundary
+
+
+def _codel_module(name: str):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name, EXAMPLES / "codel.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("ecn", [True, False])
+def test_python_codel_compares_in_seconds_only_what_nanoseconds_would_decide_alike(ecn):
+    # The plugin tests times in seconds first and in nanoseconds within _NEAR_S of each
+    # other. A copy with an _NEAR_S of a million seconds compares every time in nanoseconds;
+    # both are offered packets whose dequeue falls within 2 ns of the copy's boundaries
+    # (arrival + target, first_above_time, drop_next) and must answer alike throughout.
+    fast, exact = _codel_module("codel_fast"), _codel_module("codel_exact")
+    exact._NEAR_S = 1e6
+    a, b = fast.CoDel(), exact.CoDel()
+    rnd = random.Random(11)
+    queue = SimpleNamespace(bytes=20_000, ecn=ecn)
+    now, arrivals, answers = 0, [], set()
+    for k in range(40_000):
+        arrivals.append((now - 4_000_000 + rnd.randrange(2_000_000), rnd.random() < 0.5))
+        arrival, ect = arrivals[rnd.randrange(len(arrivals))]
+        arrivals = arrivals[-50:]
+        near = rnd.choice((arrival + b.target, b.first_above_time, b.drop_next,
+                           now + rnd.randrange(3_000_000)))
+        now = max(now, near + rnd.randint(-2, 2))
+        queue.bytes = rnd.choice((1000, 1500, 1501, 20_000, 20_000, 20_000))
+        pkt = SimpleNamespace(arrival_s=arrival * 1e-9, ecn_capable=ect)
+        got = a.dequeue(pkt, queue, now * 1e-9), b.dequeue(pkt, queue, now * 1e-9)
+        assert got[0] == got[1], (k, now, arrival)
+        answers.add(got[0])
+        if rnd.random() < 0.001:
+            a.on_empty(queue, now * 1e-9)
+            b.on_empty(queue, now * 1e-9)
+    assert (a.drop_next, a.count, a.first_above_time) == (b.drop_next, b.count, b.first_above_time)
+    assert {"send", "drop"} <= answers and ("mark" in answers) == ecn
 
 
 def test_without_on_empty_the_python_codel_loses_track_after_a_flush(tmp_path):
