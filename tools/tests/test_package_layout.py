@@ -38,10 +38,6 @@ LONG_SINGLE_CONCERN = {
 # Long and mixing concerns: each is to be split (issue 29) like commands/linkcurves.py was.
 # The test fails when one of them is no longer over MAX_LINES, so that it leaves the list.
 NOT_YET_SPLIT = {
-    "experiments/testbed/orchestration.py": "the processes' bookkeeping and run(): "
-                                            "configuration check, namespaces, start and "
-                                            "readiness, captures, flows and stop in one "
-                                            "function",
     "experiments/testbed/analysis.py": "reading the traces, analyze() of flows, users and "
                                        "daemons, and the summaries of WRC, transfers, "
                                        "CLAMP, security and the medium",

@@ -496,7 +496,7 @@ def test_a_delay_stage_that_exits_during_the_run_ends_it_naming_the_link(tmp_pat
     run with an error naming the link, its exit code and the end of its log."""
     from types import SimpleNamespace
 
-    from oppsched.experiments.testbed.orchestration import _check_links_alive
+    from oppsched.experiments.testbed.schedule import _check_links_alive
     from oppsched.experiments.testbed.programs import TestbedError
 
     log = tmp_path / "delay-s0.log"
@@ -528,7 +528,8 @@ def test_a_timed_flow_still_running_after_its_planned_end_is_stopped_there(tmp_p
     in for the senders: one that never ends, one that ends by itself)."""
     from types import SimpleNamespace
 
-    from oppsched.experiments.testbed.orchestration import ProcTable, _schedule
+    from oppsched.experiments.testbed.processes import ProcTable
+    from oppsched.experiments.testbed.schedule import _schedule
 
     procs = ProcTable()
     ns = SimpleNamespace(name="srv")

@@ -94,7 +94,7 @@ def _file_size_limit(nbytes: int):
 
 
 def test_the_socket_trace_counts_rows_a_full_disk_lost_and_keeps_the_rest_whole(tmp_path):
-    from oppsched.experiments.testbed.orchestration import SocketSampler
+    from oppsched.experiments.testbed.sampling import SocketSampler
     from oppsched.testbed.flows import SOCKET_COLUMNS
 
     class Plan:
@@ -183,7 +183,7 @@ FULL = small_testbed("full", 8, extra="""
 def small_tmpfs(tmp_path):
     """A tmpfs of its own for the run (RESERVE_BYTES, the room the runner keeps for its end,
     and a few MiB)."""
-    from oppsched.experiments.testbed.orchestration import RESERVE_BYTES
+    from oppsched.experiments.testbed.runfolder import RESERVE_BYTES
     mnt = tmp_path / "fs"
     mnt.mkdir()
     size = RESERVE_BYTES + (4 << 20)

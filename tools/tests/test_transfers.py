@@ -161,7 +161,7 @@ class FakeProcs:
 
 def test_the_runner_stops_a_flow_once_all_its_until_flows_have_ended():
     from types import SimpleNamespace as NS
-    from oppsched.experiments.testbed.orchestration import _until_flows_end
+    from oppsched.experiments.testbed.schedule import _until_flows_end
 
     def plan(pid, until=None):
         return NS(id=pid, repeat={"until_flows_end": until}, ended_at_s=None, exit_code=None,

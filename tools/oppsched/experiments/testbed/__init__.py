@@ -15,6 +15,11 @@ The modules, each depending only on those before it:
     schema         SCHEMA and check(): the experiment and its cross-field checks
     programs       the daemons, PHY and tools a run needs (find_programs), TestbedError
     topology       the namespaces, users, TCP overrides and flows of the resolved experiment
+    processes      the processes' bookkeeping (CPU seconds, exit codes: processes.json)
+    runfolder      the outputs a new run removes, the room kept for the end of a run
+    startup        preflight() of every program's file, the readiness waits
+    sampling       the receiving sockets' counts, the live goodput
+    schedule       the flows at their times, the faults, the progress line
     orchestration  run(): start, readiness, flows, stop, teardown
     analysis       analyze(): summary.json from the run folder's files alone
     plots          plot() and compare_plots()
