@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <iostream>
 #include <limits>
+#include <type_traits>
 
 #include "oppsched/validation.h"
 
@@ -172,6 +174,31 @@ PyObject* queue_view_repr(PyObject* self) {
         v->bytes, v->packets, v->limit_bytes, v->limit_packets, v->ecn ? "True" : "False");
 }
 
+// copy.copy() and copy.deepcopy() of a view: a new view with the same values, not updated
+// by later calls (a packet view's flow is hashed first).
+template <class View>
+PyObject* view_copy(PyObject* self, PyObject* /*memo*/) {
+    auto* from = reinterpret_cast<View*>(self);
+    if constexpr (std::is_same_v<View, packet_view_object>) settle_flow(from);
+    PyTypeObject* type = Py_TYPE(self);
+    PyObject* o = type->tp_alloc(type, 0);
+    if (o == nullptr) return nullptr;
+    auto* to = reinterpret_cast<View*>(o);
+    const auto head = sizeof(PyObject);  // PyObject_HEAD comes first
+    std::memcpy(reinterpret_cast<char*>(to) + head, reinterpret_cast<const char*>(from) + head,
+                sizeof(View) - head);
+    if constexpr (std::is_same_v<View, packet_view_object>) to->packet = nullptr;
+    return o;
+}
+
+template <class View>
+PyMethodDef* view_methods() {
+    static PyMethodDef methods[] = {{"__copy__", view_copy<View>, METH_NOARGS, nullptr},
+                                    {"__deepcopy__", view_copy<View>, METH_O, nullptr},
+                                    {nullptr, nullptr, 0, nullptr}};
+    return methods;
+}
+
 #define OPPSCHED_VIEW_MEMBER(type, name, kind)                                                   \
     PyMemberDef {                                                                                \
         const_cast<char*>(#name), kind, static_cast<Py_ssize_t>(offsetof(type, name)), READONLY, \
@@ -197,6 +224,7 @@ const view_types& aqm_view_types() {
             {nullptr, nullptr, nullptr, nullptr, nullptr}};
         static PyType_Slot packet_slots[] = {
             {Py_tp_members, packet_members},
+            {Py_tp_methods, view_methods<packet_view_object>()},
             {Py_tp_getset, packet_getset},
             {Py_tp_repr, reinterpret_cast<void*>(packet_view_repr)},
             {Py_tp_doc, const_cast<char*>("One packet offered to (enqueue) or leaving (dequeue) "
@@ -215,6 +243,7 @@ const view_types& aqm_view_types() {
             {nullptr, 0, 0, 0, nullptr}};
         static PyType_Slot queue_slots[] = {
             {Py_tp_members, queue_members},
+            {Py_tp_methods, view_methods<queue_view_object>()},
             {Py_tp_repr, reinterpret_cast<void*>(queue_view_repr)},
             {Py_tp_doc, const_cast<char*>("The queue as the packet finds it (enqueue: before it "
                                           "joins; dequeue: after it left); the same object at "

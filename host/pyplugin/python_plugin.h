@@ -142,9 +142,9 @@ class python_scheduler final : public sched::scheduler_policy {
 // object is made for a call, besides now_s when now changes): the queue view is one object per
 // queue, the packet view one per queue while the plugin keeps no reference to it. A packet
 // view still referenced when its call returns keeps its packet's values (its flow hashed
-// then) and the next call gets a new one, so a kept view stays correct. Calls are vectorcalls
-// of the bound methods resolved at construction; answers are matched by identity with the
-// interned words, then by value.
+// then) and the next call gets a new one, so a kept view stays correct; copy.copy() of a
+// view is a snapshot. Calls are vectorcalls of the bound methods resolved at construction;
+// answers are matched by identity with the interned words, then by value.
 class python_aqm final : public aqm::detail::discipline_base {
   public:
     python_aqm(pybind11::object plugin, const aqm::aqm_params& config,

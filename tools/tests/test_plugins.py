@@ -484,6 +484,27 @@ def test_a_packet_view_the_plugin_keeps_keeps_its_own_packets_values(tmp_path):
     assert len({id(v) for v in plugin.kept}) == 8
 
 
+def test_a_copied_view_keeps_the_values_of_its_call(tmp_path):
+    f = _plugin(tmp_path, "copies.py", """
+        import copy
+        class Copies:
+            def __init__(self, out):
+                self.out = out
+            def enqueue(self, pkt, queue, now_s):
+                self.out.append((copy.copy(pkt), copy.deepcopy(queue), pkt.flow))
+                return "accept"
+            def dequeue(self, pkt, queue, now_s):
+                return "send"
+    """)
+    out = []
+    q = mac.make_aqm("python", {"file": f, "class": "Copies", "params": {"out": out}})
+    for k, size in enumerate([200, 300, 400]):
+        q.enqueue(_ipv4_udp(size, ecn=2, sport=3000 + k), 0.25 * k)
+    assert [(p.size_bytes, p.ecn_capable, p.arrival_s, p.flow) for p, _, _ in out] == [
+        (200, True, 0.0, out[0][2]), (300, True, 0.25, out[1][2]), (400, True, 0.5, out[2][2])]
+    assert [(v.bytes, v.packets) for _, v, _ in out] == [(0, 0), (200, 1), (500, 2)]
+
+
 def test_a_packet_view_not_kept_reads_the_packet_of_each_call(tmp_path):
     f = _plugin(tmp_path, "read.py", """
         class Read:
