@@ -11,12 +11,13 @@ import subprocess
 
 import pytest
 
-from helpers import built_program, run_cli, write_yaml
+from helpers import built_program, cfg_of, run_cli, run_layout, write_yaml
 from oppsched import daemon_fields
 from oppsched._generated import DAEMON_FIELDS
 from oppsched.config import Field, ListOf
 from oppsched.experiments.testbed import schema
 from oppsched.phy import common as phy_common
+from oppsched.testbed import daemonconf
 
 APD = built_program("host/daemon/oppsched-apd", "OPPSCHED_APD")
 DELAY = built_program("host/delay/oppsched-delay", "OPPSCHED_DELAY_BIN")
@@ -147,6 +148,44 @@ def test_check_refuses_a_value_outside_a_daemons_table_naming_the_key_and_value(
         override, message):
     r = run_cli("check", EXPERIMENT, "--set", override)
     assert r.returncode == 2 and message in r.stderr, r.stderr
+
+
+# ---- daemonconf writes the mapped keys from the mapping ------------------------------------
+
+EVERY_SECTION = ["capture.mac=true", "medium.mode=node_fair", "medium.station_queue=client",
+                 "devices[0].queue.limit_bytes=9000", "reassembly.max_bytes=70000",
+                 "clamp.enabled=true", "clamp.b=0.5", "queue.limit_packets=7"]
+
+
+def daemon_value(conf: dict, daemon_key: str):
+    node = conf
+    for part in daemon_key.split("."):
+        node = node[part[:-2]][0] if part.endswith("[]") else node[part]
+    return node
+
+
+def test_daemonconf_writes_every_mapped_apd_and_client_key_with_the_experiments_value(tmp_path):
+    cfg = cfg_of(overrides=EVERY_SECTION)
+    lay = run_layout(tmp_path, cfg)
+    files = {"apd": daemonconf.apd_config(cfg, lay),
+             "client": daemonconf.client_config(cfg, lay, lay.users[0])}
+    for key, daemon, daemon_key in MAPPED:
+        if daemon not in files:
+            continue
+        value = daemonconf._experiment_value(cfg, key, 0)
+        if key in ("scheduler.alpha", "scheduler.lambda"):  # the registry writes these
+            continue
+        assert daemon_value(files[daemon], daemon_key) == value, (key, daemon, daemon_key)
+
+
+def test_daemonconf_leaves_a_null_nullable_key_out_and_refuses_a_slot_nothing_maps(tmp_path):
+    cfg = cfg_of()
+    lay = run_layout(tmp_path, cfg)
+    apd = daemonconf.apd_config(cfg, lay)
+    assert "queue_limit_bytes" not in apd["users"][0]
+    assert "max_bytes" not in daemonconf.client_config(cfg, lay, lay.users[0])["reassembly"]
+    with pytest.raises(ValueError, match="no experiment key maps onto queue.bogus"):
+        daemonconf.fill({"queue": {"bogus": daemonconf.MAPPED}}, cfg, "apd")
 
 
 # ---- the built apd prints the table its reader applies ------------------------------------

@@ -7,7 +7,9 @@
     phy.yaml            the PHY               ("Abstract PHY configuration")
 
 from the resolved experiment (oppsched.experiments.testbed.schema) and the run's layout (paths,
-ZeroMQ endpoints, addresses). Every daemon validates its file strictly (unknown keys are
+ZeroMQ endpoints, addresses). An experiment key a daemon takes unchanged is not copied here
+by hand: the layout marks its place MAPPED and fill() writes the value of the key that the
+schema's DAEMON_KEYS maps onto it. Every daemon validates its file strictly (unknown keys are
 errors), so the shapes here follow those sections exactly; `extra.apd`, `extra.client` and
 `extra.phy` in the experiment are deep-merged last, for a knob the experiment schema does
 not model yet.
@@ -297,14 +299,79 @@ def reassembly(cfg: dict) -> dict:
         out["harq_max_transmissions"] = max_transmissions(cfg)
     if cfg["pdu"]["format"] == "compact":  # 12-bit sequence numbers (pdu.h): 2048 at most
         out["window"] = min(out["window"], COMPACT_MAX_WINDOW)
-    if r["max_bytes"] is not None:
-        out["max_bytes"] = r["max_bytes"]
     return out
 
 
 def user_seed(cfg: dict, index: int) -> int:
     """One independent seed per user's channel (and the PHY's error draws), from the run seed."""
     return int(cfg["seed"]) * 1000 + 17 * index + 1
+
+
+# A value of a daemon's file that its layout below leaves to the mapping: fill() writes there
+# the experiment's value of the key that schema.DAEMON_KEYS maps onto it, so no experiment key
+# is copied by hand (and each has the type, default and range of the daemon's field table).
+MAPPED = object()
+
+
+def _experiment_value(cfg: dict, key: str, index: int | None):
+    """The value of dotted experiment key `key` ("devices[].queue.limit_bytes": of element
+    `index`)."""
+    node = cfg
+    for part in key.split("."):
+        node = node[part[:-2]][index] if part.endswith("[]") else node[part]
+    return node
+
+
+def _slots(conf: dict, daemon_key: str):
+    """(mapping, key, list index) of every place of dotted `daemon_key` in `conf`
+    ("users[].queue_limit_bytes": one per element of users); none where a section is absent."""
+    places = [(conf, None)]
+    *sections, name = daemon_key.split(".")
+    for part in sections:
+        nxt = []
+        for node, index in places:
+            if part.endswith("[]"):
+                nxt += [(item, i) for i, item in enumerate(node.get(part[:-2]) or [])]
+            elif isinstance(node.get(part), dict):
+                nxt.append((node[part], index))
+        places = nxt
+    return [(node, name, index) for node, index in places]
+
+
+def _unfilled(conf, path: str = "") -> list[str]:
+    if isinstance(conf, dict):
+        return [p for k, v in conf.items()
+                for p in ([f"{path}{k}"] if v is MAPPED else _unfilled(v, f"{path}{k}."))]
+    if isinstance(conf, list):
+        return [p for i, v in enumerate(conf) for p in _unfilled(v, f"{path[:-1]}[{i}].")]
+    return []
+
+
+def fill(conf: dict, cfg: dict, daemon: str) -> dict:
+    """Writes into `conf` (a daemon's file as built below) the experiment's value of every
+    key schema.DAEMON_KEYS maps onto `daemon`, where the layout put MAPPED; a nullable key
+    (schema.DEPARTURES) whose value is null is left out, so the daemon's own default applies.
+    One loop over the mapping."""
+    from oppsched.experiments.testbed import schema  # it imports this module
+
+    for key, targets in schema.DAEMON_KEYS.items():
+        departure = schema.DEPARTURES.get(key) or {}
+        for d, daemon_key in targets:
+            if d != daemon:
+                continue
+            for node, name, index in _slots(conf, daemon_key):
+                if node.get(name) is not MAPPED:
+                    continue
+                value = _experiment_value(cfg, key, index)
+                if value is None and departure.get("nullable"):
+                    del node[name]
+                else:
+                    node[name] = value / departure["scale"] if "scale" in departure else value
+    left = _unfilled(conf)
+    if left:
+        raise ValueError(f"{daemon}: no experiment key maps onto {', '.join(left)} "
+                         "(schema.DAEMON_KEYS)")
+    return conf
 
 
 def deep_merge(base: dict, extra: dict) -> dict:
@@ -321,7 +388,7 @@ def _scheduler(cfg: dict, lay: Layout) -> dict:
     s = cfg["scheduler"]
     # the kind's parameters by their registered names, as the apd reads them (sched.h)
     out = {"kind": s["kind"], **copy.deepcopy(registry.scheduler_params(s)),
-           "harq_first": s["harq_first"]}
+           "harq_first": MAPPED}
     if s["kind"] == plugin.PYTHON_KIND:
         out["file"] = lay.scheduler_plugin or str(Path(s["file"]).resolve())
     if s["kind"] == plugin.CPP_KIND:
@@ -341,7 +408,7 @@ def priority_dscp(cfg: dict) -> int | None:
 
 def _aqm(cfg: dict, lay: Layout) -> dict:
     a = cfg["aqm"]
-    out = {"kind": a["kind"], "ecn": a["ecn"], "params": dict(a["params"]),
+    out = {"kind": a["kind"], "ecn": MAPPED, "params": dict(a["params"]),
            "priority_dscp": priority_dscp(cfg)}
     if a["kind"] == plugin.PYTHON_KIND:
         out["file"] = lay.aqm_plugin or str(Path(a["file"]).resolve())
@@ -377,8 +444,8 @@ def cqi_ahead_slots(cfg: dict) -> int:
 
 def _link_adaptation(cfg: dict, lay: Layout) -> dict:
     la = cfg["link_adaptation"]
-    out = {"table": lay.mcs_table or mcs_table(cfg), "mode": la["mode"],
-           "olla": la["olla"], "target_bler": la["target_bler"]}
+    out = {"table": lay.mcs_table or mcs_table(cfg), "mode": MAPPED, "olla": MAPPED,
+           "target_bler": MAPPED}
     if la["mode"] == "paper":
         t = cfg["phy"]["shannon_table"]
         out["shannon"] = {"w0_hz": t["w0_hz"], "cmax_bps": t["cmax_bps"], "levels": t["levels"]}
@@ -391,7 +458,7 @@ def _mac_pcap(cfg: dict, lay: Layout, name: str) -> dict:
     cap = cfg["capture"]
     if not cap.get("mac"):
         return {}
-    return {"mac_pcap": lay.path(name), "mac_pcap_max_bytes": cap["mac_max_bytes"]}
+    return {"mac_pcap": lay.path(name), "mac_pcap_max_bytes": MAPPED}
 
 
 def keys_dir(lay: Layout) -> Path:
@@ -401,15 +468,12 @@ def keys_dir(lay: Layout) -> Path:
 
 
 def apd_config(cfg: dict, lay: Layout) -> dict:
-    c = cfg["clamp"]
-    h = cfg["harq"]
     users = []
-    for u, dev in zip(lay.users, cfg["devices"]):
+    for u in lay.users:
         addrs = [a for a in (u.addr4, u.addr6) if a]
         entry = {"id": u.id, "name": u.name, "addresses": addrs,
-                 "uplink": lay.endpoints[f"uplink_{u.id}"]}
-        if dev["queue"]["limit_bytes"] is not None:  # else queue.limit_bytes applies
-            entry["queue_limit_bytes"] = dev["queue"]["limit_bytes"]
+                 "uplink": lay.endpoints[f"uplink_{u.id}"],
+                 "queue_limit_bytes": MAPPED}  # null: left out, queue.limit_bytes applies
         if lay.curve:
             entry["curve_public_key_file"] = str(keys_dir(lay) / f"{u.name}.public")
         if uplink_through_phy(cfg):
@@ -420,19 +484,18 @@ def apd_config(cfg: dict, lay: Layout) -> dict:
     conf = {
         "tun": lay.tun,
         "slot_s": slot_s(cfg),
-        "lead_slots": cfg["phy"]["lead_slots"],
+        "lead_slots": MAPPED,
         "endpoints": {n: lay.endpoints[n] for n in ZMQ_NAMES},
         "users": users,
-        "queue": {"mode": cfg["queue"]["mode"], "limit_bytes": cfg["queue"]["limit_bytes"],
-                  "limit_packets": cfg["queue"]["limit_packets"]},
+        "queue": {"mode": MAPPED, "limit_bytes": MAPPED, "limit_packets": MAPPED},
         "aqm": _aqm(cfg, lay),
         "scheduler": _scheduler(cfg, lay),
-        "harq": {"processes": h["processes"], "max_transmissions": max_transmissions(cfg),
-                 "feedback_timeout_slots": h["feedback_timeout_slots"]},
+        "harq": {"processes": MAPPED, "max_transmissions": max_transmissions(cfg),
+                 "feedback_timeout_slots": MAPPED},
         "link_adaptation": _link_adaptation(cfg, lay),
-        "pdu": {"format": cfg["pdu"]["format"]},
-        "clamp": {"enabled": c["enabled"], "a_bytes": c["a_bytes"], "b": c["b"],
-                  "ema_rate_per_s": c["ema_rate_per_s"], "mu_c": c["mu_c"]},
+        "pdu": {"format": MAPPED},
+        "clamp": {"enabled": MAPPED, "a_bytes": MAPPED, "b": MAPPED, "ema_rate_per_s": MAPPED,
+                  "mu_c": MAPPED},
         "traces": {"slots": lay.path("slots.csv"),
                    "packets": lay.path("packets.csv") if cfg["traces"]["packets"] else "",
                    "stats": lay.path("apd.stats.json"),
@@ -449,12 +512,10 @@ def apd_config(cfg: dict, lay: Layout) -> dict:
         conf["medium"] = _medium(cfg)
         conf["traces"]["medium"] = lay.path("medium.csv")
     if "watchdog" in cfg:  # testbed experiments (docs/testbed.md "Reliability")
-        conf["watchdog_slots"] = cfg["watchdog"]["slots"]
-        conf["client_watchdog_slots"] = cfg["watchdog"]["client_slots"]
-        conf["stats_period_s"] = cfg["watchdog"]["stats_period_s"]
+        conf.update(watchdog_slots=MAPPED, client_watchdog_slots=MAPPED, stats_period_s=MAPPED)
     if "security" in cfg:
-        conf["seccomp"] = cfg["security"]["seccomp"]
-    return deep_merge(conf, cfg["extra"]["apd"])
+        conf["seccomp"] = MAPPED
+    return deep_merge(fill(conf, cfg, "apd"), cfg["extra"]["apd"])
 
 
 def uplink_through_phy(cfg: dict) -> bool:
@@ -489,33 +550,29 @@ def uplink_channel(cfg: dict) -> tuple[float, float]:
 def _medium(cfg: dict) -> dict:
     """The apd's `medium` section: the uplink channels default to the devices' downlink
     statistics (their mean)."""
-    m = cfg["medium"]
     snr, dop = uplink_channel(cfg)
-    return {"mode": m["mode"], "station_buffer_packets": m["station_buffer_packets"],
+    return {"mode": MAPPED, "station_buffer_packets": MAPPED,
             "uplink_mean_snr_db": snr, "uplink_doppler_hz": dop,
             "max_transmissions": max_transmissions(cfg),
             "uplink_decode": "phy" if uplink_through_phy(cfg) else "model",
-            "station_queue": m.get("station_queue", "ap")}
+            "station_queue": MAPPED}
 
 
 def client_config(cfg: dict, lay: Layout, user: User) -> dict:
-    c = cfg["clamp"]
     conf = {
         "user": user.id,
         "name": user.name,
         "tun": lay.tun,
         "endpoints": {"rx": lay.endpoints[f"rx_{user.id}"],
                       "uplink": lay.endpoints[f"uplink_{user.id}"]},
-        "uplink_delay_ms": cfg["uplink_delay_ms"],
-        "cqi": {"period_slots": cfg["cqi"]["period_slots"]},
-        "reassembly": reassembly(cfg),
-        "clamp": {"enabled": c["enabled"], "tau_bytes": c["tau_bytes"],
-                  "alpha_packets": c["alpha_packets"], "beta": c["beta"],
-                  "max_increase_bytes": c["max_increase_bytes"],
-                  "min_window_bytes": c["min_window_bytes"],
-                  "slow_start_threshold_bytes": c["slow_start_threshold_bytes"],
-                  "mu_min_span_s": c["mu_min_span_s"]},
-        "traces": {"windows": lay.path(f"windows.{user.name}.csv") if c["enabled"] else "",
+        "uplink_delay_ms": MAPPED,
+        "cqi": {"period_slots": MAPPED},
+        "reassembly": {**reassembly(cfg), "max_bytes": MAPPED},  # null: the client's default
+        "clamp": {k: MAPPED for k in ("enabled", "tau_bytes", "alpha_packets", "beta",
+                                      "max_increase_bytes", "min_window_bytes",
+                                      "slow_start_threshold_bytes", "mu_min_span_s")},
+        "traces": {"windows": lay.path(f"windows.{user.name}.csv")
+                   if cfg["clamp"]["enabled"] else "",
                    "stats": lay.path(f"client.{user.name}.stats.json"),
                    **_mac_pcap(cfg, lay, f"mac-client.{user.name}.pcap")},
     }
@@ -523,17 +580,15 @@ def client_config(cfg: dict, lay: Layout, user: User) -> dict:
         conf["curve"] = {"secret_key_file": str(keys_dir(lay) / f"{user.name}.secret"),
                          "server_public_key_file": str(keys_dir(lay) / "apd.public")}
     if station_queue_at_client(cfg):
-        m = cfg["medium"]
         conf["endpoints"]["grants"] = lay.endpoints[f"grants_{user.id}"]
-        conf["station"] = {"enabled": True, "buffer_packets": m["station_buffer_packets"],
-                           "pdu_format": cfg["pdu"]["format"],
-                           "status_period_ms": m["status_period_ms"]}
+        conf["station"] = {"enabled": True, "buffer_packets": MAPPED, "pdu_format": MAPPED,
+                           "status_period_ms": MAPPED}
     if cfg["pdu"].get("integrity_tag"):
         conf["integrity_key_file"] = str(keys_dir(lay) / "integrity.key")
         conf["integrity_run_id"] = lay.integrity_run_id
     if "security" in cfg:
-        conf["seccomp"] = cfg["security"]["seccomp"]
-    return deep_merge(conf, cfg["extra"]["client"])
+        conf["seccomp"] = MAPPED
+    return deep_merge(fill(conf, cfg, "client"), cfg["extra"]["client"])
 
 
 def phy_config(cfg: dict, lay: Layout) -> dict:
