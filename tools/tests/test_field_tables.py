@@ -1,8 +1,10 @@
 """The daemons' field tables against the experiment schema (docs/architecture.md, "Field
-tables"): every experiment key the testbed schema maps onto a daemon key has that daemon's
-type, default, choices and range, so a setting changed in a daemon and not in the schema (or
-the other way round) fails here, naming the experiment key. The committed copy of the tables
-is compared with what the built daemons print by test_registry.py."""
+tables"): every experiment key the testbed schema maps onto a daemon key (the apd's, the
+client's, the delay stage's options, the PHY's) has that daemon's type, default, choices and
+range, or departs from them only as the schema declares, so a setting changed in a daemon
+and not in the schema (or the other way round) fails here, naming the experiment key; and
+daemonconf writes those keys through the mapping. The committed copy of the tables is
+compared with what the built programs print by test_registry.py."""
 
 from __future__ import annotations
 
