@@ -24,7 +24,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from oppsched.analysis import pcap, sigmf  # noqa: E402
 from oppsched.config import ConfigError  # noqa: E402
-from oppsched.experiments.testbed import analysis, traces  # noqa: E402
+from oppsched.experiments.testbed import readers, traces  # noqa: E402
 from oppsched.run.runner import load_experiment  # noqa: E402
 
 FUZZ = settings(derandomize=True, max_examples=30, deadline=None, database=None,
@@ -353,7 +353,7 @@ def test_a_sweep_section_loads_or_raises_config_error(sweep):
 
 
 # ---------------------------------------------------------------------------------------
-# The run folder's CSV and JSON traces (analysis.read_json, read_csv, read_slots)
+# The run folder's CSV and JSON traces (readers.read_json, read_csv, read_slots)
 
 csv_texts = st.one_of(
     st.binary(max_size=300),
@@ -370,7 +370,7 @@ def test_read_json_returns_the_value_or_none_with_an_error_naming_the_file(data)
     p = scratch() / "trace.json"
     p.write_bytes(data)
     errors: list = []
-    v = analysis.read_json(p, errors)
+    v = readers.read_json(p, errors)
     if v is None and data.strip() != b"null":
         assert len(errors) == 1 and errors[0].startswith("trace.json: ")
     else:
@@ -384,13 +384,13 @@ def test_read_csv_returns_a_frame_or_none_with_an_error_naming_the_file(data):
     d = scratch()
     (d / "slots.csv").write_bytes(data)
     errors: list = []
-    df = analysis.read_csv(d / "slots.csv", errors)
+    df = readers.read_csv(d / "slots.csv", errors)
     if df is None:
         assert len(errors) == 1 and errors[0].startswith("slots.csv: ")
     else:
         assert isinstance(df, pd.DataFrame) and errors == []
     errors2: list = []
-    df2 = analysis.read_slots(d, errors2)
+    df2 = readers.read_slots(d, errors2)
     assert (df2 is None) == (df is None) and errors2 == errors
 
 
@@ -471,5 +471,5 @@ def test_when_a_json_trace_is_not_utf8_or_nested_too_deep_then_read_json_is_none
     p = scratch() / "flow.1.receiver.json"
     p.write_bytes(data)
     errors: list = []
-    assert analysis.read_json(p, errors) is None
+    assert readers.read_json(p, errors) is None
     assert len(errors) == 1 and errors[0].startswith("flow.1.receiver.json: ")

@@ -19,7 +19,7 @@ import yaml
 from helpers import (BASE, REPO, RUN_JOBS, cfg_of, error_of, needs_root, netns_prefix,
                      one_timing_critical_run_at_a_time, require_real_testbed, run_layout)
 from oppsched.testbed import daemonconf
-from oppsched.experiments.testbed.analysis import medium_summary
+from oppsched.experiments.testbed.daemonsummary import medium_summary
 from oppsched.run.runner import run_experiment
 
 EXPERIMENTS = REPO / "experiments" / "wu-80211"

@@ -261,7 +261,7 @@ def test_oppsched_check_names_a_keys_dir_without_the_runs_keys(tmp_path, capsys)
 # ---- the tag over the air: on by default with radios, bound to the run ------------------
 
 def test_the_integrity_tag_is_on_by_default_with_radios_and_an_opt_out_is_a_warning():
-    from oppsched.experiments.testbed.analysis import security_summary
+    from oppsched.experiments.testbed.daemonsummary import security_summary
     from oppsched.run.runner import load_experiment
     from oppsched.experiments.testbed.schema import integrity_opt_out
     root = Path(__file__).resolve().parents[2]

@@ -36,7 +36,7 @@ from oppsched import paths
 from oppsched.analysis import pcap
 from oppsched.testbed import daemonconf, flows, nsbase, stale
 from oppsched.experiments import kind_module, testbed
-from oppsched.experiments.testbed import analysis
+from oppsched.experiments.testbed import daemonsummary, flowsummary, readers
 from oppsched.run.runner import (analyze_dir, failed_dir, load_experiment, run_experiment,
                              staging_dir, text_summary, variant_config)
 from oppsched.testbed.links import find_delay_binary
@@ -479,15 +479,15 @@ def test_per_direction_totals_sum_goodput_and_take_jain_over_each_direction():
     rows = [{"id": "a", "direction": "down", "goodput_bps": 3e6, "goodput_steady_bps": 2e6},
             {"id": "b", "direction": "down", "goodput_bps": 1e6, "goodput_steady_bps": None},
             {"id": "c", "direction": "up", "goodput_bps": 0.5e6, "goodput_steady_bps": 0.4e6}]
-    t = analysis.direction_totals(rows)
+    t = flowsummary.direction_totals(rows)
     assert t["down"]["flows"] == ["a", "b"] and t["down"]["goodput_bps"] == 4e6
     assert t["down"]["jain_index"] == pytest.approx(16 / (2 * 10))
     assert t["down"]["goodput_steady_bps"] == 2e6  # a flow without a steady rate adds 0
     assert t["up"] == {"flows": ["c"], "goodput_bps": 0.5e6, "jain_index": 1.0,
                        "goodput_steady_bps": 0.4e6}
-    assert analysis.direction_totals(rows[:2])["up"] == {"flows": [], "goodput_bps": 0.0,
-                                                         "jain_index": None,
-                                                         "goodput_steady_bps": 0.0}
+    assert flowsummary.direction_totals(rows[:2])["up"] == {"flows": [], "goodput_bps": 0.0,
+                                                            "jain_index": None,
+                                                            "goodput_steady_bps": 0.0}
 
 
 def test_a_delay_stage_that_exits_during_the_run_ends_it_naming_the_link(tmp_path):
@@ -575,11 +575,11 @@ def test_a_stopped_timed_flow_counts_what_its_receiver_got_by_the_planned_end(tm
     plan = {"seconds": 20, "ended_at_s": 23.0,
             "extra": {"stopped": "still running", "planned_end_s": 20.5}}
     # last end 10 s; planned end 2.5 s before it: intervals ending by 7 s, half of the 8th
-    assert analysis._bytes_by_planned_end(rcv, plan) == sum(range(100, 800, 100)) + 400
+    assert flowsummary._bytes_by_planned_end(rcv, plan) == sum(range(100, 800, 100)) + 400
     plan["extra"]["planned_end_s"] = 13.0  # long before the receiver began: nothing
-    assert analysis._bytes_by_planned_end(rcv, plan) == 0
-    assert analysis._bytes_by_planned_end(rcv, {**plan, "extra": {}}) is None  # not stopped
-    assert analysis._bytes_by_planned_end(tmp_path / "missing.json", plan) is None
+    assert flowsummary._bytes_by_planned_end(rcv, plan) == 0
+    assert flowsummary._bytes_by_planned_end(rcv, {**plan, "extra": {}}) is None  # not stopped
+    assert flowsummary._bytes_by_planned_end(tmp_path / "missing.json", plan) is None
 
 
 def test_ss_output_gives_bytes_acked_per_peer_port():
@@ -779,7 +779,7 @@ def test_a_runner_killed_with_sigkill_leaves_nothing_after_cleanup(tmp_path, fak
 
     def running():
         assert runner.poll() is None, f"the runner ended early ({runner.returncode})"
-        rec = analysis.read_json(staging_dir(out) / "run.json") or {}
+        rec = readers.read_json(staging_dir(out) / "run.json") or {}
         return rec if rec.get("status") == "running" else None
     rec = nsbase.wait_for(running, timeout=60, what="the run running")
     run_name = rec["run_name"]
@@ -1370,12 +1370,12 @@ def test_the_aqm_loss_and_mark_ratios_are_over_the_packets_each_queue_was_offere
         "R1": {"offered": 200, "dropped_total": 10, "marked": 30, "enqueued": 190},
         "R2": {"offered": 0, "dropped_total": 0, "marked": 0},
     }}}
-    a = analysis.aqm_counts(apd)
+    a = daemonsummary.aqm_counts(apd)
     assert a["R1"] == {"offered": 200, "dropped": 10, "marked": 30, "loss_ratio": 0.05,
                        "mark_ratio": 0.15}
     assert a["R2"]["loss_ratio"] is None
     assert a["all"]["offered"] == 200 and a["all"]["loss_ratio"] == 0.05
-    assert analysis.aqm_counts(None) == {}
+    assert daemonsummary.aqm_counts(None) == {}
 
 
 # ----------------------------------------------------------------------------------------
@@ -1478,7 +1478,7 @@ def test_packet_jitter_is_the_gaps_between_a_users_departures_and_sojourn_is_per
     # Srinivasan & Baras, §V-B: user 0's packets depart (are delivered) at 0, 1.0, 1.5 and
     # 3.5 s: gaps 1000, 500, 2000 ms; they waited 100, 200, 300 and 400 ms in the queue.
     # User 1 has one departure only: no gap. A `drop` is not a departure.
-    from oppsched.experiments.testbed.analysis import _queue_delays_from_packets
+    from oppsched.experiments.testbed.daemonsummary import _queue_delays_from_packets
     rows = ["t_ns,event,user,packet_id,bytes,reason"]
     s = 10**9
     for pid, (enq, deq, dep) in enumerate([(0.0, 0.1, 0.0), (0.5, 0.7, 1.0), (1.0, 1.3, 1.5),

@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 
 from helpers import netns_prefix, require_real_testbed, small_testbed, write_experiment
-from oppsched.experiments.testbed.analysis import read_json
+from oppsched.experiments.testbed.readers import read_json
 from oppsched.experiments.testbed.traces import capture_errors, pcap_records, write_errors
 
 PCAP_HEAD = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 101)

@@ -532,7 +532,7 @@ def test_summarize_gives_times_goodput_and_leaves_out_the_warmup():
 
 
 def test_summary_totals_take_the_mean_over_flows_and_over_transfers():
-    from oppsched.experiments.testbed.analysis import _transfers_total
+    from oppsched.experiments.testbed.flowsummary import _transfers_total
     flows = [{"transfers": {"completed": 9, "incomplete": 1, "failed_connects": 0,
                             "time_mean_s": 1.0}},
              {"transfers": {"completed": 1, "incomplete": 1, "failed_connects": 0,

@@ -21,6 +21,9 @@ The modules, each depending only on those before it:
     sampling       the receiving sockets' counts, the live goodput
     schedule       the flows at their times, the faults, the progress line
     orchestration  run(): start, readiness, flows, stop, teardown
+    readers        reading the run folder's files (an unreadable one is a summary error)
+    flowsummary    the flows' rows and checks, and the totals over them
+    daemonsummary  the summary's sections from the daemons' records
     analysis       analyze(): summary.json from the run folder's files alone
     plots          plot() and compare_plots()
 

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from oppsched.testbed import transfers, wrcflows
-from oppsched.experiments.testbed.analysis import read_json, read_slots, slot_column
+from oppsched.experiments.testbed.readers import read_json, read_slots, slot_column
 from oppsched.experiments.testbed.schema import is_wrc, repeated, wrc_weight
 from oppsched.testbed.flows import intervals
 from oppsched.analysis.report import pyplot, save_figure

@@ -114,8 +114,8 @@ def _schedule(cfg, tb, plans, procs: ProcTable, daemons, rundir, t0, progress, s
     flow has ended (or duration_s + grace_s has passed). A timed iperf3 flow still running
     timeouts.overrun_s (plus 3 round trips) after its planned end is stopped there: one that
     connected late would otherwise go on alone after the others, and its figures would not
-    be those of the contention the run is about (analysis.py measures it up to its planned
-    end). A flow of repeated transfers with repeat.until_flows_end is stopped once the
+    be those of the contention the run is about (the summary measures it up to its planned
+    end: flowsummary._bytes_by_planned_end). A flow of repeated transfers with repeat.until_flows_end is stopped once the
     flows it names have ended (_until_flows_end)."""
     if t0_ns is None:
         t0_ns = int(t0 * 1e9)
