@@ -10,11 +10,11 @@ and compared with the build's by tools/tests/test_registry.py, so the schemas re
 without a build. The PHY's table is its own Field schema (oppsched.phy.common.SCHEMA), whose
 keys shared with the apd (lead_slots) are built here from the apd's table.
 
-An experiment schema maps its keys onto daemon keys (schema.DAEMON_KEYS of the testbed kind)
+An experiment schema maps its keys onto daemon keys (oppsched.testbed.daemon_keys.DAEMON_KEYS for the testbed kind)
 and builds their Fields with field(); drift() says how a Field departs from a daemon's spec,
 which tools/tests/test_field_tables.py runs over every mapped key. Where the experiment
 schema departs from a daemon's entry on purpose (a round trip twice the one-way delay, a
-narrower range, another default) it declares so (schema.DEPARTURES) and departed() gives the
+narrower range, another default) it declares so (daemon_keys.DEPARTURES) and departed() gives the
 spec the Field must then match; a departure that would widen the daemon's range is refused.
 """
 
@@ -62,7 +62,7 @@ def _describe(s: dict) -> str:
             + (")" if hi_open else "]"))
 
 
-# What an experiment schema may declare of a key it maps (schema.DEPARTURES): scale (the
+# What an experiment schema may declare of a key it maps (daemon_keys.DEPARTURES): scale (the
 # experiment's value is this many times the daemon's: a round trip of two one-way delays),
 # min / max (a narrower range, closed), default (another default), required (no default),
 # nullable (null is accepted too, and is the default: the key is not written, so the daemon's

@@ -19,7 +19,7 @@ from oppsched._generated import DAEMON_FIELDS
 from oppsched.config import Field, ListOf
 from oppsched.experiments.testbed import schema
 from oppsched.phy import common as phy_common
-from oppsched.testbed import daemonconf
+from oppsched.testbed import daemon_keys, daemonconf
 
 APD = built_program("host/daemon/oppsched-apd", "OPPSCHED_APD")
 DELAY = built_program("host/delay/oppsched-delay", "OPPSCHED_DELAY_BIN")
@@ -174,7 +174,7 @@ def test_daemonconf_writes_every_mapped_apd_and_client_key_with_the_experiments_
     for key, daemon, daemon_key in MAPPED:
         if daemon not in files:
             continue
-        value = daemonconf._experiment_value(cfg, key, 0)
+        value = daemon_keys._experiment_value(cfg, key, 0)
         if key in ("scheduler.alpha", "scheduler.lambda"):  # the registry writes these
             continue
         assert daemon_value(files[daemon], daemon_key) == value, (key, daemon, daemon_key)
@@ -187,7 +187,7 @@ def test_daemonconf_leaves_a_null_nullable_key_out_and_refuses_a_slot_nothing_ma
     assert "queue_limit_bytes" not in apd["users"][0]
     assert "max_bytes" not in daemonconf.client_config(cfg, lay, lay.users[0])["reassembly"]
     with pytest.raises(ValueError, match="no experiment key maps onto queue.bogus"):
-        daemonconf.fill({"queue": {"bogus": daemonconf.MAPPED}}, cfg, "apd")
+        daemon_keys.fill({"queue": {"bogus": daemon_keys.MAPPED}}, cfg, "apd")
 
 
 # ---- the built apd prints the table its reader applies ------------------------------------

@@ -13,7 +13,7 @@ import pandas as pd
 
 from helpers import REPO, needs_root, netns_prefix, require_real_testbed
 
-PAGE = REPO / "docs" / "howto" / "add-an-algorithm.md"
+PAGE = REPO / "docs/howto/add-an-algorithm.md"
 SECTION = "## Your first scheduler, in ten minutes"
 
 

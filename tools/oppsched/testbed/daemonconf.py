@@ -8,11 +8,11 @@
 
 from the resolved experiment (oppsched.experiments.testbed.schema) and the run's layout (paths,
 ZeroMQ endpoints, addresses). An experiment key a daemon takes unchanged is not copied here
-by hand: the layout marks its place MAPPED and fill() writes the value of the key that the
-schema's DAEMON_KEYS maps onto it. Every daemon validates its file strictly (unknown keys are
-errors), so the shapes here follow those sections exactly; `extra.apd`, `extra.client` and
-`extra.phy` in the experiment are deep-merged last, for a knob the experiment schema does
-not model yet.
+by hand: the layout marks its place MAPPED and fill() (oppsched.testbed.daemon_keys) writes
+the value of the key that DAEMON_KEYS maps onto it. Every daemon validates its file strictly
+(unknown keys are errors), so the shapes here follow those sections exactly; `extra.apd`,
+`extra.client` and `extra.phy` in the experiment are deep-merged last, for a knob the
+experiment schema does not model yet.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import yaml
 
 from oppsched import mac, names, paths, plugin, registry
 from oppsched.names import SHANNON_TABLE_DEFAULTS
+from oppsched.testbed.daemon_keys import MAPPED, fill
 
 # Andrew & Hanly, CLAMP, §V-D: n = 5 link-layer attempts in the slow-fading scenario (0.6 Hz),
 # 15 in the fast-fading one (60 Hz). Between the two we take the fast value from 10 Hz up.
@@ -305,73 +306,6 @@ def reassembly(cfg: dict) -> dict:
 def user_seed(cfg: dict, index: int) -> int:
     """One independent seed per user's channel (and the PHY's error draws), from the run seed."""
     return int(cfg["seed"]) * 1000 + 17 * index + 1
-
-
-# A value of a daemon's file that its layout below leaves to the mapping: fill() writes there
-# the experiment's value of the key that schema.DAEMON_KEYS maps onto it, so no experiment key
-# is copied by hand (and each has the type, default and range of the daemon's field table).
-MAPPED = object()
-
-
-def _experiment_value(cfg: dict, key: str, index: int | None):
-    """The value of dotted experiment key `key` ("devices[].queue.limit_bytes": of element
-    `index`)."""
-    node = cfg
-    for part in key.split("."):
-        node = node[part[:-2]][index] if part.endswith("[]") else node[part]
-    return node
-
-
-def _slots(conf: dict, daemon_key: str):
-    """(mapping, key, list index) of every place of dotted `daemon_key` in `conf`
-    ("users[].queue_limit_bytes": one per element of users); none where a section is absent."""
-    places = [(conf, None)]
-    *sections, name = daemon_key.split(".")
-    for part in sections:
-        nxt = []
-        for node, index in places:
-            if part.endswith("[]"):
-                nxt += [(item, i) for i, item in enumerate(node.get(part[:-2]) or [])]
-            elif isinstance(node.get(part), dict):
-                nxt.append((node[part], index))
-        places = nxt
-    return [(node, name, index) for node, index in places]
-
-
-def _unfilled(conf, path: str = "") -> list[str]:
-    if isinstance(conf, dict):
-        return [p for k, v in conf.items()
-                for p in ([f"{path}{k}"] if v is MAPPED else _unfilled(v, f"{path}{k}."))]
-    if isinstance(conf, list):
-        return [p for i, v in enumerate(conf) for p in _unfilled(v, f"{path[:-1]}[{i}].")]
-    return []
-
-
-def fill(conf: dict, cfg: dict, daemon: str) -> dict:
-    """Writes into `conf` (a daemon's file as built below) the experiment's value of every
-    key schema.DAEMON_KEYS maps onto `daemon`, where the layout put MAPPED; a nullable key
-    (schema.DEPARTURES) whose value is null is left out, so the daemon's own default applies.
-    One loop over the mapping."""
-    from oppsched.experiments.testbed import schema  # it imports this module
-
-    for key, targets in schema.DAEMON_KEYS.items():
-        departure = schema.DEPARTURES.get(key) or {}
-        for d, daemon_key in targets:
-            if d != daemon:
-                continue
-            for node, name, index in _slots(conf, daemon_key):
-                if node.get(name) is not MAPPED:
-                    continue
-                value = _experiment_value(cfg, key, index)
-                if value is None and departure.get("nullable"):
-                    del node[name]
-                else:
-                    node[name] = value / departure["scale"] if "scale" in departure else value
-    left = _unfilled(conf)
-    if left:
-        raise ValueError(f"{daemon}: no experiment key maps onto {', '.join(left)} "
-                         "(schema.DAEMON_KEYS)")
-    return conf
 
 
 def deep_merge(base: dict, extra: dict) -> dict:
