@@ -33,13 +33,15 @@ from oppsched.experiments.testbed.reliability import (APD_EXIT_WATCHDOG, chaos_b
 from oppsched.experiments.testbed.runfolder import _clean, _release_space, _reserve_space
 from oppsched.experiments.testbed.sampling import SocketSampler
 from oppsched.experiments.testbed.schedule import _reliability_tick, _schedule
-from oppsched.experiments.testbed.schema import check, integrity_opt_out
+from oppsched.experiments.testbed.schema import check, flow_routes, integrity_opt_out
 from oppsched.experiments.testbed.startup import (_phy_rt_priority, _wait_files, _wait_log,
                                                   _wait_radio, preflight)
 from oppsched.experiments.testbed.traces import PARTIAL, recover_all
 from oppsched.experiments.testbed.topology import (daemon_users, flow_plans, flow_route_commands,
+                                                   prime_ssthresh, ssthresh_namespaces,
                                                    tcp_override_sysctls, testbed_topology,
                                                    write_wrc_configs)
+from oppsched.testbed import tcp_metrics
 from oppsched.testbed.flows import FlowPlan
 from oppsched.testbed.nsbase import new_run_id
 from oppsched.testbed.privsep import (TCPDUMP_BOUNDING, RunUser, fifo_allowed, hand_back,
@@ -170,9 +172,13 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
                         if gw:
                             node.ns.ip(*fam, "route", "change", "default", "via", gw, "dev",
                                        node.dev, "initcwnd", cfg["tcp"]["initcwnd"])
-            # flows[].mss_bytes and initcwnd: host routes between each flow's two ends.
+            # flows[].mss_bytes, initcwnd and ssthresh: host routes between each flow's
+            # two ends; an ssthresh reaches new connections through the kernel's TCP
+            # metrics cache (oppsched.testbed.tcp_metrics), primed once the radio is up.
             for node, argv in flow_route_commands(cfg, tb.clients, tb.servers):
                 node.ns.ip(*argv)
+            for node in ssthresh_namespaces(cfg, tb.clients, tb.servers):
+                node.ns.sysctl(tcp_metrics.SYSCTLS)
             # SPM-AF's sender marking (Wu, Gong & Williamson, §6.1): the BPF marker on the
             # egress of every server's wired interface, where its TCP data leaves.
             mark = cfg["tcp"]["spm_marking"]
@@ -245,6 +251,10 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
             record["radio_ready_s"] = _wait_radio(tb, up, procs, daemons)
             record["status"] = "radio up"
             write_record()
+            if any(r["ssthresh"] is not None for r in flow_routes(cfg)):
+                # before the captures: the priming connections are no flow's packets
+                record["ssthresh"] = prime_ssthresh(cfg, tb.clients, tb.servers, up)
+                write_record()
 
             # Captures: each server's wired side, each client's TUN (and the AP's TUN).
             caps = []

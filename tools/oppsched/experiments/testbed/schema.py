@@ -225,6 +225,10 @@ SCHEMA = {
                           doc="segments the flow's connections start with (initcwnd of the "
                               "routes between its two ends); null: tcp.initcwnd for a "
                               "server's connections, else the kernel's (10, RFC 6928)"),
+        "ssthresh": Field((int, _NONE), None, min=2, max=1000000,
+                          doc="segments: the slow-start threshold the flow's connections "
+                              "start with (e.g. Srinivasan & Baras's 20); null: "
+                              "tcp.ssthresh (docs/testbed.md, \"Initial ssthresh\")"),
         "transport": Field(str, "tcp", choices=TRANSPORTS,
                            doc="tcp: iperf3 (or repeated transfers); wrc: the weighted "
                                "receiver-based rate control of Nandagopal et al. "
@@ -398,6 +402,10 @@ SCHEMA = {
         "initcwnd": Field((int, _NONE), None, min=1, max=1000,
                           doc="segments the servers' connections start with (initcwnd of "
                               "their default routes); null: the kernel's (10, RFC 6928)"),
+        "ssthresh": Field((int, _NONE), None, min=2, max=1000000,
+                          doc="segments: the slow-start threshold every TCP flow's "
+                              "connections start with, unless the flow gives its own; null: "
+                              "the kernel's (none)"),
         "spm_marking": {
             "enabled": Field(bool, False,
                              doc="SPM-AF's sender marking (Wu, Gong & Williamson, §6.1): a BPF "
@@ -649,6 +657,7 @@ def check(cfg: dict) -> None:
         _check_wrc_flow(f, p)
         _check_mss(cfg, f, p)
     _check_flow_routes(cfg)
+    _check_ssthresh(cfg)
     q = cfg["queue"]
     if q["limit_bytes"] == 0 and q["limit_packets"] == 0:
         raise ConfigError("queue.limit_bytes/limit_packets: both 0; the AP queue needs a limit "
@@ -749,7 +758,7 @@ def check(cfg: dict) -> None:
 def _check_wrc_flow(f: dict, p: str) -> None:
     """A flow's transport and the keys that belong to one transport only."""
     if f["transport"] == "wrc":
-        for key in ("mss_bytes", "initcwnd"):
+        for key in ("mss_bytes", "initcwnd", "ssthresh"):
             if f[key] is not None:
                 raise ConfigError(f"{p}.{key}: {f[key]!r} with transport wrc: a TCP setting "
                                   "(a wrc flow's datagrams are packet_bytes)")
@@ -812,22 +821,39 @@ def _check_mss(cfg: dict, f: dict, p: str) -> None:
                           f"most {mtu - hdr - (mss - f['mss_bytes'])}")
 
 
+def flow_ssthresh(cfg: dict, flow: dict) -> int | None:
+    """The slow-start threshold (segments) a TCP flow's connections start with:
+    flows[].ssthresh, else tcp.ssthresh; None: the kernel's (none)."""
+    if is_wrc(flow):
+        return None
+    own = flow.get("ssthresh")
+    return own if own is not None else (cfg.get("tcp") or {}).get("ssthresh")
+
+
+def flow_cc(cfg: dict, flow: dict) -> str:
+    """The congestion control of a TCP flow's connections."""
+    return flow.get("cc") or cfg["tcp"]["congestion_control"]
+
+
 def flow_routes(cfg: dict) -> list[dict]:
-    """The host routes of flows[].mss_bytes and flows[].initcwnd: one per (server, device,
-    family) whose flows set either, applied at both ends (the server's route to the device
-    and the device's to the server, so each end advertises the MSS and a sender at either
-    end starts with the window): {server, device, family, flows (ids), advmss, initcwnd}
-    (None: not set on the route). A server's route without a flow initcwnd keeps
-    tcp.initcwnd, which its default route carries. check() has refused pairs whose flows
-    disagree."""
+    """The host routes of flows[].mss_bytes, initcwnd and ssthresh: one per (server,
+    device, family) whose flows set any, applied at both ends (the server's route to the
+    device and the device's to the server, so each end advertises the MSS and a sender at
+    either end starts with the window and the threshold): {server, device, family, flows
+    (ids), advmss, initcwnd, ssthresh, cc} (None: not set on the route). A server's route
+    without a flow initcwnd keeps tcp.initcwnd, which its default route carries. check()
+    has refused pairs whose flows disagree."""
     out: dict[tuple, dict] = {}
     for f in cfg["flows"]:
-        if is_wrc(f) or (f.get("mss_bytes") is None and f.get("initcwnd") is None):
+        ss = flow_ssthresh(cfg, f)
+        if is_wrc(f) or (f.get("mss_bytes") is None and f.get("initcwnd") is None
+                         and ss is None):
             continue
         key = (f["server"], f["device"], f["family"])
         r = out.setdefault(key, {"server": f["server"], "device": f["device"],
                                  "family": f["family"], "flows": [],
-                                 "advmss": mss_option(cfg, f), "initcwnd": f.get("initcwnd")})
+                                 "advmss": mss_option(cfg, f), "initcwnd": f.get("initcwnd"),
+                                 "ssthresh": ss, "cc": flow_cc(cfg, f)})
         r["flows"].append(f["id"])
     return list(out.values())
 
@@ -845,13 +871,47 @@ def _check_flow_routes(cfg: dict) -> None:
             first[key] = (i, f)
             continue
         j, g = first[key]
-        for k in ("mss_bytes", "initcwnd"):
+        for k in ("mss_bytes", "initcwnd", "ssthresh"):
             if f[k] != g[k]:
                 raise ConfigError(
                     f"flows[{i}].{k}: {f[k]!r} differs from flows[{j}].{k} ({g[k]!r}): flows "
                     f"{g['id']!r} and {f['id']!r} share the {f['family']} routes between "
                     f"{f['server']!r} and {f['device']!r}, which carry the setting; give "
                     "them the same value (or another server or device)")
+
+
+def _check_ssthresh(cfg: dict) -> None:
+    """An initial ssthresh reaches a connection through the kernel's TCP metrics cache,
+    which then also keeps the ssthresh every other connection of that namespace leaves
+    behind (oppsched.testbed.tcp_metrics.SYSCTLS): so every
+    TCP flow of a server, and of a device, has one or none has. Its connections must use a
+    congestion control that starts from it (BBR sets its own)."""
+    tcp = [(i, f) for i, f in enumerate(cfg["flows"]) if not is_wrc(f)]
+    for i, f in tcp:
+        ss = flow_ssthresh(cfg, f)
+        if ss is not None and flow_cc(cfg, f) == "bbr":
+            key = "ssthresh" if f.get("ssthresh") is not None else None
+            raise ConfigError(
+                (f"flows[{i}].ssthresh: {ss}" if key else f"tcp.ssthresh: {ss}")
+                + f" with congestion control bbr (flow {f['id']!r}): BBR sets its own "
+                  "ssthresh when a connection starts; use reno or cubic, or no ssthresh")
+    for end in ("server", "device"):
+        seen: dict[str, tuple[int, dict]] = {}
+        for i, f in tcp:
+            has = flow_ssthresh(cfg, f) is not None
+            if f[end] not in seen:
+                seen[f[end]] = (i, f)
+                continue
+            j, g = seen[f[end]]
+            if has != (flow_ssthresh(cfg, g) is not None):
+                a, b = (i, f) if has else (j, g)
+                c, d = (j, g) if has else (i, f)
+                raise ConfigError(
+                    f"flows[{c}].ssthresh: null while flows[{a}] ({b['id']!r}) sets "
+                    f"{flow_ssthresh(cfg, b)}, and both use {end} {f[end]!r}: a namespace "
+                    "that starts connections at an ssthresh keeps every connection's "
+                    f"ssthresh for the next one, so give flow {d['id']!r} one too "
+                    "(or set tcp.ssthresh for all)")
 
 
 def is_wrc(flow: dict) -> bool:

@@ -5,7 +5,9 @@ the iperf3 flows."""
 
 from __future__ import annotations
 
-from oppsched.testbed import daemonconf, wrcflows
+from oppsched.testbed import daemonconf, tcp_metrics, wrcflows
+from oppsched.testbed.nsbase import NetnsError
+from oppsched.experiments.testbed.programs import TestbedError
 from oppsched.experiments.testbed.schema import (flow_routes, is_wrc, mss_option, repeated,
                                                  resolved_ecn, wrc_packet_bytes, wrc_weight)
 from oppsched.testbed.flows import BASE_PORT, FlowPlan, iperf_seconds
@@ -49,12 +51,13 @@ def flow_plans(cfg: dict, clients, servers=None) -> list[FlowPlan]:
 
 
 def flow_route_commands(cfg: dict, clients, servers) -> list[tuple[object, list[str]]]:
-    """(node, `ip` arguments) of the host routes that carry flows[].mss_bytes and
-    flows[].initcwnd (schema.flow_routes): in the server's namespace to the device's
-    address and in the device's to the server's, each next to the namespace's default route
-    (via its gateway, or on its TUN). advmss is what each end advertises, so the MSS holds
-    whichever end sends; initcwnd acts at the sending end. A server's route without a flow
-    initcwnd takes tcp.initcwnd, as its default route does."""
+    """(node, `ip` arguments) of the host routes that carry flows[].mss_bytes, initcwnd and
+    ssthresh (schema.flow_routes): in the server's namespace to the device's address and in
+    the device's to the server's, each next to the namespace's default route (via its
+    gateway, or on its TUN). advmss is what each end advertises, so the MSS holds whichever
+    end sends; initcwnd and ssthresh act at the sending end (ssthresh locked, so that the
+    kernel's TCP metrics cache keeps it: oppsched.testbed.tcp_metrics). A server's route
+    without a flow initcwnd takes tcp.initcwnd, as its default route does."""
     srv_idx = {s["name"]: i for i, s in enumerate(cfg["servers"])}
     dev_idx = {d["name"]: j for j, d in enumerate(cfg["devices"])}
     out = []
@@ -72,7 +75,48 @@ def flow_route_commands(cfg: dict, clients, servers) -> list[tuple[object, list[
                 argv += ["advmss", str(r["advmss"])]
             if iw is not None:
                 argv += ["initcwnd", str(iw)]
+            if r["ssthresh"] is not None:
+                argv += ["ssthresh", "lock", str(r["ssthresh"])]
             out.append((node, argv))
+    return out
+
+
+def ssthresh_namespaces(cfg: dict, clients, servers) -> list:
+    """The nodes (servers and devices) at either end of a route with an ssthresh: each gets
+    the TCP metrics cache back on (tcp_metrics.SYSCTLS)."""
+    srv_idx = {s["name"]: i for i, s in enumerate(cfg["servers"])}
+    dev_idx = {d["name"]: j for j, d in enumerate(cfg["devices"])}
+    nodes = {}
+    for r in flow_routes(cfg):
+        if r["ssthresh"] is not None:
+            for node in (servers[srv_idx[r["server"]]], clients[dev_idx[r["device"]]]):
+                nodes[node.name] = node
+    return list(nodes.values())
+
+
+def prime_ssthresh(cfg: dict, clients, servers, timeout: float) -> list[dict]:
+    """Before the flows: for every route with an ssthresh, one connection between its two
+    ends fills their TCP metrics caches, and a second shows what a new connection starts
+    with (oppsched.testbed.tcp_metrics.prime; TestbedError when not the ssthresh). One
+    record per route for run.json: {server, device, family, flows, ssthresh, server_starts,
+    client_starts, attempts}."""
+    srv_idx = {s["name"]: i for i, s in enumerate(cfg["servers"])}
+    dev_idx = {d["name"]: j for j, d in enumerate(cfg["devices"])}
+    out = []
+    for r in flow_routes(cfg):
+        if r["ssthresh"] is None:
+            continue
+        v6 = r["family"] == "ipv6"
+        srv, dev = servers[srv_idx[r["server"]]], clients[dev_idx[r["device"]]]
+        try:
+            got = tcp_metrics.prime(srv.ns.name, srv.addr(v6), dev.ns.name, dev.addr(v6), v6,
+                                    r["ssthresh"], r["cc"], timeout=timeout)
+        except NetnsError as exc:
+            raise TestbedError(f"flows {', '.join(r['flows'])}: {exc}") from None
+        out.append({"server": r["server"], "device": r["device"], "family": r["family"],
+                    "flows": r["flows"], "ssthresh": r["ssthresh"],
+                    "server_starts": got["server"], "client_starts": got["client"],
+                    "attempts": got["attempts"]})
     return out
 
 
