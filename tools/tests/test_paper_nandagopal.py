@@ -11,6 +11,7 @@ a bound of its ideal weighted share), most of the link used, no buffer overflow.
 
 import json
 import subprocess
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -213,3 +214,23 @@ def test_the_weighted_flows_fill_most_of_the_link_without_overflowing_its_buffer
     # channel error; those are not the flows' doing.)
     assert five_flows["aqm"]["all"]["dropped"] == 0, five_flows["aqm"]
     assert five_flows["wrc"]["steady_total_pps"] > 0.6 * LINK_PPS, five_flows["wrc"]
+
+
+def test_with_flows_joining_and_leaving_the_links_rate_comes_from_the_periods(monkeypatch):
+    # f0 runs 0-100 s at 40 packets/s alone, then both 100-200 s at 20 + 40: each flow's
+    # own mean (f0 30, f1 40) sums to 70, no rate the link ever carried; the periods give
+    # (40 x 100 + 60 x 100) / 200 = 50, and the share of the weighted share is per period
+    from oppsched.experiments.testbed import flowsummary
+    periods = [{"from_s": 0.0, "to_s": 100.0, "total_pps": 40.0, "flows": {}},
+               {"from_s": 100.0, "to_s": 200.0, "total_pps": 60.0, "flows": {}}]
+    monkeypatch.setattr(flowsummary, "_wrc_periods", lambda *a: periods)
+    rows = [{"id": fid, "transport": "wrc",
+             "wrc": {"steady_recv_pps": r, "weight": 1.0, "sent_packets": 10,
+                     "received_packets": 10}} for fid, r in (("f0", 30.0), ("f1", 40.0))]
+    w = flowsummary._wrc_total(Path("."), rows, {})
+    assert w["steady_total_pps"] == pytest.approx(50.0)
+    assert w["share_of_ideal"] is None
+    monkeypatch.setattr(flowsummary, "_wrc_periods", lambda *a: periods[:1])
+    w = flowsummary._wrc_total(Path("."), rows, {})
+    assert w["steady_total_pps"] == pytest.approx(70.0)  # one period: the flows' rates
+    assert w["share_of_ideal"] == pytest.approx({"f0": 30 / 35, "f1": 40 / 35})

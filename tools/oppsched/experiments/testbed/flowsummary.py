@@ -206,16 +206,24 @@ def _wrc_total(rundir: Path, flows: list[dict], plans: dict) -> dict | None:
            "steady_recv_pps": dict(zip([f["id"] for f in rows], rates)),
            "weights": dict(zip([f["id"] for f in rows], weights)),
            "loss_ratio": None}
-    if all(ok):
+    out["periods"] = _wrc_periods(rundir, rows, plans)
+    if all(ok) and len(out["periods"]) <= 1:
         total, wsum = sum(rates), sum(weights)
         out["steady_total_pps"] = total
         out["share_of_ideal"] = {f["id"]: (r / (total * w / wsum) if total > 0 else None)
                                  for f, r, w in zip(rows, rates, weights)}
+    elif out["periods"]:
+        # Flows joined and left: a sum of rates each averaged over its own flow's time is
+        # no rate of the link (weights.yaml's read 1.02 of it). The periods' totals,
+        # weighted by their lengths (warm-up included); each flow's share is per period.
+        span = sum(p["to_s"] - p["from_s"] for p in out["periods"])
+        out["steady_total_pps"] = (sum(p["total_pps"] * (p["to_s"] - p["from_s"])
+                                       for p in out["periods"]) / span if span > 0 else None)
+        out["share_of_ideal"] = None
     sent = sum(f["wrc"]["sent_packets"] or 0 for f in rows)
     got = sum(f["wrc"]["received_packets"] or 0 for f in rows)
     if sent:
         out["loss_ratio"] = 1.0 - got / sent
-    out["periods"] = _wrc_periods(rundir, rows, plans)
     return out
 
 
