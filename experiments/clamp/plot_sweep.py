@@ -7,8 +7,11 @@ paper lays them out (one panel per protocol and Doppler):
 
 reads SWEEP/sweep.csv and writes OUTDIR/fig4.png (throughput per flow against mean
 queueing delay), fig5.png (total throughput and mean 1-Mbyte download time) and fig7.png
-(NewReno's buffer and CLAMP's a against mean queueing delay)."""
+(NewReno's buffer and CLAMP's a against mean queueing delay). With several seeds per point
+(sweep.repeat) each point is their mean, with bars of the 95 % interval of the mean (Student
+t) on both axes."""
 
+import math
 import sys
 from pathlib import Path
 
@@ -17,11 +20,31 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+from scipy import stats  # noqa: E402
 
 FLOWS = {"f1": "flow 1 (30 ms)", "f2": "flow 2 (130 ms)", "f3": "flow 3 (10 ms, shared)",
          "f4": "flow 4 (180 ms, shared)"}
 STYLE = {"f1": "-", "f2": "-", "f3": "-.", "f4": "--"}  # the paper's: flows 3 dot-dashed, 4 dashed
 VARIANTS = (("clamp-on", "a_bytes", "CLAMP"), ("clamp-off", "buffer_bytes", "NewReno"))
+
+
+def _half_width(v: pd.Series) -> float:
+    """Half-width of the 95 % interval of the mean (Student t); 0 for one value."""
+    v = v.dropna()
+    if len(v) < 2:
+        return 0.0
+    return float(stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v)))
+
+
+def points(d: pd.DataFrame, dop: float, variant: str, axis: str):
+    """One row per value of `axis` for (dop, variant): the seeds' means, the half-widths of
+    their 95 % intervals (same columns) and the number of seeds."""
+    x = d[(d["doppler_hz"] == dop) & (d["variant"] == variant)]
+    g = x.groupby(axis)
+    mean = g.mean(numeric_only=True).reset_index().sort_values(axis)
+    half = g.agg(lambda v: _half_width(v) if pd.api.types.is_numeric_dtype(v) else 0.0)
+    half = half.reset_index(drop=True).reindex(range(len(mean))).set_axis(mean.index)
+    return mean, half, int(g.size().max()) if len(x) else 0
 
 
 def main(sweep: str, out: str) -> None:
@@ -36,12 +59,14 @@ def main(sweep: str, out: str) -> None:
                              squeeze=False)
     for i, dop in enumerate(dopplers):
         for j, (variant, axis, name) in enumerate(VARIANTS):
-            x = d[(d["doppler_hz"] == dop) & (d["variant"] == variant)].sort_values(axis)
+            x, h, n = points(d, dop, variant, axis)
             ax = axes[i][j]
             for f, label in FLOWS.items():
-                ax.plot(x["mean_queue_delay_ms"], x[f"flow.{f}.goodput_bps"] / 1e6, STYLE[f],
-                        marker="o", label=label)
-            ax.set_title(f"{name}, {dop:g} Hz")
+                col = f"flow.{f}.goodput_bps"
+                ax.errorbar(x["mean_queue_delay_ms"], x[col] / 1e6, yerr=h[col] / 1e6,
+                            xerr=h["mean_queue_delay_ms"], fmt=STYLE[f], marker="o",
+                            capsize=2, label=label)
+            ax.set_title(f"{name}, {dop:g} Hz" + (f" ({n} seeds)" if n > 1 else ""))
             ax.set_xlabel("mean queueing delay (ms)")
             ax.set_ylabel("throughput (Mb/s)")
             ax.grid(alpha=0.3)
@@ -53,12 +78,14 @@ def main(sweep: str, out: str) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     for dop in dopplers:
         for variant, axis, name in VARIANTS:
-            x = d[(d["doppler_hz"] == dop) & (d["variant"] == variant)].sort_values(axis)
+            x, h, _ = points(d, dop, variant, axis)
             ls = "-" if variant == "clamp-on" else "--"
-            axes[0].plot(x["mean_queue_delay_ms"], x["goodput_total_bps"] / 1e6, ls, marker="o",
-                         label=f"{name}, {dop:g} Hz")
-            axes[1].plot(x["mean_queue_delay_ms"], x["download_1MB_mean_s"], ls, marker="o",
-                         label=f"{name}, {dop:g} Hz")
+            axes[0].errorbar(x["mean_queue_delay_ms"], x["goodput_total_bps"] / 1e6,
+                             yerr=h["goodput_total_bps"] / 1e6, xerr=h["mean_queue_delay_ms"],
+                             fmt=ls, marker="o", capsize=2, label=f"{name}, {dop:g} Hz")
+            axes[1].errorbar(x["mean_queue_delay_ms"], x["download_1MB_mean_s"],
+                             yerr=h["download_1MB_mean_s"], xerr=h["mean_queue_delay_ms"],
+                             fmt=ls, marker="o", capsize=2, label=f"{name}, {dop:g} Hz")
     axes[0].set_ylabel("total throughput (Mb/s)")
     axes[1].set_ylabel("mean time to download 1 Mbyte (s)")
     for ax, t in zip(axes, ("(a) total throughput", "(b) 1-Mbyte download time")):
@@ -73,11 +100,12 @@ def main(sweep: str, out: str) -> None:
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     for dop in dopplers:
         for variant, axis, name in VARIANTS:
-            x = d[(d["doppler_hz"] == dop) & (d["variant"] == variant)].sort_values(axis)
+            x, h, _ = points(d, dop, variant, axis)
             ls = "-" if variant == "clamp-on" else "--"
             label = f"CLAMP a, {dop:g} Hz" if variant == "clamp-on" else \
                 f"NewReno buffer, {dop:g} Hz"
-            ax.plot(x["mean_queue_delay_ms"], x[axis] / 1e3, ls, marker="o", label=label)
+            ax.errorbar(x["mean_queue_delay_ms"], x[axis] / 1e3, xerr=h["mean_queue_delay_ms"],
+                        fmt=ls, marker="o", capsize=2, label=label)
     ax.set_xlabel("mean queueing delay (ms)")
     ax.set_ylabel("buffer or a (kB)")
     ax.set_title("Andrew & Hanly, CLAMP, Fig. 7, testbed")
