@@ -20,6 +20,7 @@ SLOWEST_FIRST = (
     "test_paper_reaqm.py",
     "test_default_experiment.py",
     "test_paper_clamp_short_flows.py",
+    "test_tutorial.py",
     "test_reliability.py",
     "test_hardening.py",
     "test_medium_sample.py",
