@@ -90,7 +90,7 @@ TEST(StatsFields, every_struct_names_each_field_once) {
     EXPECT_TRUE(unique(keys_of(wire::seq_tracker::seq_stats{})));
     EXPECT_EQ(keys_of(pdu::segmenter_stats{}).size(), 11u);
     EXPECT_EQ(keys_of(pdu::reassembler_stats{}).size(), 18u);
-    EXPECT_EQ(keys_of(tcpip::window_tracker_stats{}).size(), 11u);
+    EXPECT_EQ(keys_of(tcpip::window_tracker_stats{}).size(), 12u);
 }
 
 }  // namespace
