@@ -33,7 +33,7 @@ from oppsched.experiments.testbed.reliability import (APD_EXIT_WATCHDOG, chaos_b
 from oppsched.experiments.testbed.runfolder import _clean, _release_space, _reserve_space
 from oppsched.experiments.testbed.sampling import SocketSampler
 from oppsched.experiments.testbed.schedule import _reliability_tick, _schedule
-from oppsched.experiments.testbed.schema import check, flow_routes, integrity_opt_out
+from oppsched.experiments.testbed.schema import check, integrity_opt_out
 from oppsched.experiments.testbed.startup import (_phy_rt_priority, _wait_files, _wait_log,
                                                   _wait_radio, preflight)
 from oppsched.experiments.testbed.traces import PARTIAL, recover_all
@@ -177,7 +177,8 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
             # metrics cache (oppsched.testbed.tcp_metrics), primed once the radio is up.
             for node, argv in flow_route_commands(cfg, tb.clients, tb.servers):
                 node.ns.ip(*argv)
-            for node in ssthresh_namespaces(cfg, tb.clients, tb.servers):
+            primed = ssthresh_namespaces(cfg, tb.clients, tb.servers)
+            for node in primed:
                 node.ns.sysctl(tcp_metrics.SYSCTLS)
             # SPM-AF's sender marking (Wu, Gong & Williamson, §6.1): the BPF marker on the
             # egress of every server's wired interface, where its TCP data leaves.
@@ -251,7 +252,7 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
             record["radio_ready_s"] = _wait_radio(tb, up, procs, daemons)
             record["status"] = "radio up"
             write_record()
-            if any(r["ssthresh"] is not None for r in flow_routes(cfg)):
+            if primed:
                 # before the captures: the priming connections are no flow's packets
                 record["ssthresh"] = prime_ssthresh(cfg, tb.clients, tb.servers, up)
                 write_record()

@@ -50,6 +50,14 @@ def flow_plans(cfg: dict, clients, servers=None) -> list[FlowPlan]:
     return plans
 
 
+def _route_ends(cfg: dict, clients, servers):
+    """(route, server node, device node) of every host route of schema.flow_routes."""
+    srv_idx = {s["name"]: i for i, s in enumerate(cfg["servers"])}
+    dev_idx = {d["name"]: j for j, d in enumerate(cfg["devices"])}
+    for r in flow_routes(cfg):
+        yield r, servers[srv_idx[r["server"]]], clients[dev_idx[r["device"]]]
+
+
 def flow_route_commands(cfg: dict, clients, servers) -> list[tuple[object, list[str]]]:
     """(node, `ip` arguments) of the host routes that carry flows[].mss_bytes, initcwnd and
     ssthresh (schema.flow_routes): in the server's namespace to the device's address and in
@@ -58,12 +66,9 @@ def flow_route_commands(cfg: dict, clients, servers) -> list[tuple[object, list[
     end sends; initcwnd and ssthresh act at the sending end (ssthresh locked, so that the
     kernel's TCP metrics cache keeps it: oppsched.testbed.tcp_metrics). A server's route
     without a flow initcwnd takes tcp.initcwnd, as its default route does."""
-    srv_idx = {s["name"]: i for i, s in enumerate(cfg["servers"])}
-    dev_idx = {d["name"]: j for j, d in enumerate(cfg["devices"])}
     out = []
-    for r in flow_routes(cfg):
+    for r, srv, dev in _route_ends(cfg, clients, servers):
         v6 = r["family"] == "ipv6"
-        srv, dev = servers[srv_idx[r["server"]]], clients[dev_idx[r["device"]]]
         for node, peer, iw in ((srv, dev, r["initcwnd"] if r["initcwnd"] is not None
                                 else cfg["tcp"]["initcwnd"]),
                                (dev, srv, r["initcwnd"])):
@@ -84,13 +89,10 @@ def flow_route_commands(cfg: dict, clients, servers) -> list[tuple[object, list[
 def ssthresh_namespaces(cfg: dict, clients, servers) -> list:
     """The nodes (servers and devices) at either end of a route with an ssthresh: each gets
     the TCP metrics cache back on (tcp_metrics.SYSCTLS)."""
-    srv_idx = {s["name"]: i for i, s in enumerate(cfg["servers"])}
-    dev_idx = {d["name"]: j for j, d in enumerate(cfg["devices"])}
     nodes = {}
-    for r in flow_routes(cfg):
+    for r, srv, dev in _route_ends(cfg, clients, servers):
         if r["ssthresh"] is not None:
-            for node in (servers[srv_idx[r["server"]]], clients[dev_idx[r["device"]]]):
-                nodes[node.name] = node
+            nodes.update({srv.name: srv, dev.name: dev})
     return list(nodes.values())
 
 
@@ -100,14 +102,11 @@ def prime_ssthresh(cfg: dict, clients, servers, timeout: float) -> list[dict]:
     with (oppsched.testbed.tcp_metrics.prime; TestbedError when not the ssthresh). One
     record per route for run.json: {server, device, family, flows, ssthresh, server_starts,
     client_starts, attempts}."""
-    srv_idx = {s["name"]: i for i, s in enumerate(cfg["servers"])}
-    dev_idx = {d["name"]: j for j, d in enumerate(cfg["devices"])}
     out = []
-    for r in flow_routes(cfg):
+    for r, srv, dev in _route_ends(cfg, clients, servers):
         if r["ssthresh"] is None:
             continue
         v6 = r["family"] == "ipv6"
-        srv, dev = servers[srv_idx[r["server"]]], clients[dev_idx[r["device"]]]
         try:
             got = tcp_metrics.prime(srv.ns.name, srv.addr(v6), dev.ns.name, dev.addr(v6), v6,
                                     r["ssthresh"], r["cc"], timeout=timeout)
