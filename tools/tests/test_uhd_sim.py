@@ -10,8 +10,10 @@ the reason otherwise. About 30 s.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -102,13 +104,26 @@ def test_uhd_python_api_starts_the_simulator_itself_with_type_sim(unavailable, t
         if busy:
             pytest.skip(f"MPM's {' and '.join(busy)} in use (another simulator or device "
                         "daemon runs on this machine)")
-        r = subprocess.run([sys.executable, "-c", code,
-                            f"type=sim,config={tmp_path / 'sim.ini'}"],
-                           env=uhd_sim.environment(), capture_output=True, text=True,
-                           timeout=120)
+        # In a session of its own: the simulator's processes are its children, and one
+        # left behind by a hung call would hold MPM's ports for every later test.
+        p = subprocess.Popen([sys.executable, "-c", code,
+                              f"type=sim,config={tmp_path / 'sim.ini'}"],
+                             env=uhd_sim.environment(), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            stdout, stderr = p.communicate(timeout=120)
+            after_close = uhd_sim.discover(0.3)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            stdout, stderr = p.communicate()
+            pytest.fail(f"MultiUSRP(type=sim) did not return within 120 s: {stderr[-3000:]}")
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)  # anything of the simulator still left
+        r = subprocess.CompletedProcess(p.args, p.returncode, stdout, stderr)
     assert r.returncode == 0, r.stderr[-3000:]
     assert f"MBOARD e320 {SERIAL}" in r.stdout
-    assert uhd_sim.discover(0.3) is None, "the simulator still answers after the device closed"
+    assert after_close is None, "the simulator still answers after the device closed"
 
 
 def test_discovery_answers_with_the_configured_serial(sim):
@@ -273,7 +288,7 @@ def test_simulator_rx_bursts_carry_no_time_and_no_end_of_burst(session):
 # oppsched_mpm_shims.py); a failure here means the fault is gone and the shim can go ----------
 
 def _without_shims(code: str) -> subprocess.CompletedProcess:
-    """Runs code in Debian's Python with .venv's packages (mprpc) but without the shims."""
+    """Runs code in Debian's Python with .venv's packages but without the shims."""
     import sysconfig
 
     env = dict(os.environ, PYTHONPATH=sysconfig.get_paths()["purelib"])
@@ -288,15 +303,35 @@ def mpm(unavailable):
 
 
 def test_fault_1_usrp_mpm_imports_the_missing_libpyusrp_periphs(mpm):
-    r = _without_shims("import usrp_mpm")
+    # with fault 2's stand-in alone (usrp_mpm imports mprpc before it reaches uio)
+    r = _without_shims(f"import sys, types\nsys.path.insert(0, {str(uhd_sim.MPM_PATH)!r})\n"
+                       "import oppsched_msgpack_rpc\n"
+                       "sys.modules['mprpc'] = types.ModuleType('mprpc')\n"
+                       "sys.modules['mprpc'].RPCServer = oppsched_msgpack_rpc.RPCServer\n"
+                       "import usrp_mpm")
     assert r.returncode != 0
     assert "No module named 'usrp_mpm.libpyusrp_periphs'" in r.stderr, r.stderr[-2000:]
 
 
-def test_fault_2_mprpc_passes_encoding_to_msgpack(mpm):
-    r = _without_shims("import mprpc\nmprpc.RPCServer()")
+def test_fault_2_debian_has_no_mprpc_for_usrp_mpm_rpc_server(mpm):
+    """Debian's Python has no mprpc (the shims' stand-in serves usrp_mpm instead); once
+    Debian packages one, check it against msgpack 1.0 and drop the stand-in."""
+    r = subprocess.run(["/usr/bin/python3", "-c", "import mprpc"], capture_output=True,
+                       text=True, timeout=60, env={k: v for k, v in os.environ.items()
+                                                   if k != "PYTHONPATH"})
     assert r.returncode != 0
-    assert "unexpected keyword argument 'encoding'" in r.stderr, r.stderr[-2000:]
+    assert "No module named 'mprpc'" in r.stderr, r.stderr[-2000:]
+    r = subprocess.run(["dpkg-query", "-W", "python3-mprpc"], capture_output=True, text=True)
+    assert r.returncode != 0, r.stdout
+
+
+def test_usrp_mpm_rpc_server_gets_the_stand_in_mprpc(mpm):
+    r = subprocess.run(["/usr/bin/python3", "-c",
+                        "import usrp_mpm.rpc_server as r, mprpc\n"
+                        "print(r.RPCServer.__module__, mprpc.__oppsched_stand_in__)"],
+                       env=uhd_sim.environment(), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["oppsched_msgpack_rpc", "True"]
 
 
 def test_fault_3_pyroute2_get_links_rejects_a_list(mpm):

@@ -61,8 +61,8 @@ def discovery_lock():
 
 
 def pythonpath() -> str:
-    """The launcher and shims, then this interpreter's site-packages (mprpc, gsocketpool:
-    tools/uhd-sim-setup.sh installs them into .venv)."""
+    """The launcher and shims (with the MessagePack-RPC server that stands in for mprpc),
+    then this interpreter's site-packages."""
     return os.pathsep.join([str(MPM_PATH), sysconfig.get_paths()["purelib"]])
 
 
@@ -144,13 +144,10 @@ def unavailable(python: str | None = None) -> str | None:
         return f"{python} could not import usrp_mpm: {exc}"
     if r.returncode != 0:
         last = (r.stderr.strip().splitlines() or ["(no output)"])[-1]
-        setup = Path(sys.prefix) / ".uhd-sim-unavailable"  # the set-up's record of a failure
-        if setup.is_file():
-            last += "; " + " ".join(setup.read_text().split())
         return (f"the simulator's Python modules do not import ({last}); "
                 "`tools/uhd-sim-setup.sh .venv` (part of make's set-up) installs them "
-                "(python3-uhd, python3-gevent, python3-pyroute2, python3-netaddr, "
-                "python3-pyudev, python3-systemd; mprpc and gsocketpool into .venv)")
+                "(Debian's python3-uhd, python3-gevent, python3-pyroute2, python3-netaddr, "
+                "python3-pyudev, python3-systemd, python3-six, python3-msgpack)")
     device = r.stdout.split()[0] if r.stdout.split() else ""
     if device != "sim":
         return (f"usrp_mpm is built for device {device!r}, not the simulator ('sim'): "

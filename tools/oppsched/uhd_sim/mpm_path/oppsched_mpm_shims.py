@@ -74,31 +74,23 @@ def _uio_stand_in():
 _REPLACED["usrp_mpm.sys_utils.uio"] = _uio_stand_in
 
 
-# --- Fault 2: mprpc 0.1.17 constructs msgpack.Packer/Unpacker with `encoding=`, which
-# msgpack 1.0 (Debian 12: 1.0.3) removed: the RPC server dies at construction with
-# "TypeError: __init__() got an unexpected keyword argument 'encoding'". mprpc.server gets a
-# msgpack of its own whose Packer/Unpacker drop a utf-8 `encoding` (msgpack 1.0 packs str
-# as UTF-8 and, with raw=False, unpacks it so: the same behaviour); other users of msgpack
-# in the process are untouched.
-def _without_encoding(cls):
-    def make(*args, encoding="utf-8", **kwargs):
-        if encoding not in ("utf-8", "utf8", None):
-            raise ValueError(f"msgpack {cls.__name__}: encoding {encoding!r}: only utf-8 "
-                             "exists in msgpack 1.0")
-        return cls(*args, **kwargs)
-    return make
+# --- Fault 2: usrp_mpm.rpc_server imports `mprpc` (PyPI's MessagePack-RPC server), which
+# Debian does not package, and whose last release (0.1.17) neither builds on Python 3.11 (its
+# C files come from an old Cython: "fatal error: longintrepr.h: No such file or directory")
+# nor runs against msgpack 1.0 (Debian 12: 1.0.3; it passes the removed `encoding=`). `import
+# mprpc` gives a module whose RPCServer is oppsched_msgpack_rpc's, a MessagePack-RPC server
+# with the interface MPMServer uses, on Debian's msgpack: no PyPI, no build. It stands in
+# even where a PyPI mprpc is installed.
+def _mprpc_stand_in():
+    import oppsched_msgpack_rpc
+
+    mod = types.ModuleType("mprpc")
+    mod.RPCServer = oppsched_msgpack_rpc.RPCServer
+    mod.__oppsched_stand_in__ = True
+    return mod
 
 
-def _patch_mprpc_server(module):
-    import msgpack
-    own = types.ModuleType("msgpack")
-    own.__dict__.update(msgpack.__dict__)
-    own.Packer = _without_encoding(msgpack.Packer)
-    own.Unpacker = _without_encoding(msgpack.Unpacker)
-    module.msgpack = own
-
-
-_PATCHES["mprpc.server"] = _patch_mprpc_server
+_REPLACED["mprpc"] = _mprpc_stand_in
 
 
 # --- Fault 3: pyroute2 0.7 (Debian 12) no longer accepts a list as IPRoute.get_links'
