@@ -5,7 +5,7 @@ instance to gevent's `StreamServer` as the handler of each TCP connection. mprpc
 packaged by Debian, and its last release (0.1.17) neither builds on Python 3.11 (C files from
 an old Cython) nor runs against msgpack 1.0 (it passes `encoding=`), so the shims
 (oppsched_mpm_shims, fault 2) make `import mprpc` give this module instead. It is written
-from the MessagePack-RPC specification (github.com/msgpack-rpc/msgpack-rpc, spec.md) on
+from the MessagePack-RPC specification (the msgpack-rpc project's, on GitHub) on
 Debian's msgpack, and implements what MPMServer uses:
 
 - `RPCServer(pack_params=..., unpack_params=...)`: the keyword arguments of msgpack's
