@@ -4,11 +4,18 @@ interval of the mean over the seeds (Student t), from a sweep folder of alpha-sw
 
     .venv/bin/python experiments/srinivasan-baras/table.py SWEEP_OUT
     .venv/bin/python experiments/srinivasan-baras/table.py --requested RUN [RUN ...]
+    .venv/bin/python experiments/srinivasan-baras/table.py --timeouts USER RUN [RUN ...]
 
 --requested gives every user's mean requested rate per scheduled slot, in 8-byte frames,
 from the run folders of calibration.yaml (macsim: Table I's rate at the slot's SNR) or of
 a testbed run (the CQI's Table I rate in the user's new-TB slots), with the mean over the
 runs: how the users are placed against the paper's W (1.8851) and B (56.2517).
+
+--timeouts lists each of USER's (u01, u16, ...) retransmission timeouts in each run: when,
+the sequence number it resent, whether the sender had already resent that sequence (fast
+retransmit) since it was first sent, and how many copies of it the client received (its
+capture, client.USER.pcap): a timeout whose earlier retransmission never reached the client
+is one the AP lost.
 
 Per run and user (summary.json, slots.csv, packets.csv, the wired capture):
 - requested frames per scheduled slot: Table I's rate at the CQI the user reported for
@@ -130,7 +137,54 @@ def requested_frames(rundir: Path) -> dict[str, float]:
     return out
 
 
+def _client_data_seqs(pcap: Path) -> pd.Series:
+    """Relative sequence numbers (first data byte 0) of the data segments the client's
+    capture holds, of its connection that carried the most payload (iperf3's data
+    connection; its control connection carries a few hundred bytes)."""
+    import subprocess
+
+    r = subprocess.run(["tshark", "-r", str(pcap), "-Y", "tcp.len > 0", "-T", "fields",
+                        "-e", "tcp.stream", "-e", "tcp.seq", "-e", "tcp.len"],
+                       capture_output=True, text=True, check=True)
+    rows = [line.split("\t") for line in r.stdout.splitlines() if line.count("\t") == 2]
+    d = pd.DataFrame(rows, columns=["stream", "seq", "len"]).astype(int)
+    data = d[d.stream == d.groupby("stream")["len"].sum().idxmax()]
+    return data.seq - 1  # tshark's relative numbers count the SYN
+
+
+def timeouts(rundir: Path, user: str) -> list[dict]:
+    s = json.loads((rundir / "summary.json").read_text())
+    flow = next(f for f in s["flows"] if f["user"] == user)
+    segs, _acks = tcpview.time_sequence(rundir, flow["id"])
+    got = _client_data_seqs(rundir / f"client.{user}.pcap").value_counts()
+    out = []
+    for i, seg in segs[segs["timeout"]].iterrows():
+        before = segs.loc[:i - 1] if i > 0 else segs.iloc[:0]
+        earlier = before[(before.seq == seg.seq) & before.retrans]
+        out.append({"t_s": float(seg.t_s), "seq": int(seg.seq),
+                    "resent_before_s": float(earlier.t_s.iloc[-1]) if len(earlier) else None,
+                    "copies_at_client": int(got.get(seg.seq, 0))})
+    return out
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--timeouts"] and len(argv) > 2:
+        user, total, lost = argv[1], 0, 0
+        for a in argv[2:]:
+            rows = timeouts(Path(a), user)
+            total += len(rows)
+            print(f"{a}: {len(rows)} timeouts of {user}")
+            for r in rows:
+                after_lost = r["resent_before_s"] is not None and r["copies_at_client"] == 1
+                lost += after_lost
+                print(f"  {r['t_s']:8.2f} s  seq {r['seq']:>9}  "
+                      + (f"fast-retransmitted at {r['resent_before_s']:.2f} s, "
+                         if r["resent_before_s"] is not None else "not resent before, ")
+                      + f"{r['copies_at_client']} cop{'y' if r['copies_at_client'] == 1 else 'ies'}"
+                      " at the client" + (": the earlier retransmission was lost"
+                                          if after_lost else ""))
+        print(f"{user}: {total} timeouts, {lost} after a retransmission the client never got")
+        return 0
     if argv[:1] == ["--requested"] and len(argv) > 1:
         runs = [requested_frames(Path(a)) for a in argv[1:]]
         print("| user | " + " | ".join(Path(a).parent.name + "/" + Path(a).name
