@@ -40,6 +40,7 @@ import pandas as pd
 from scipy import stats
 
 from oppsched import mac
+from oppsched.analysis import pcap
 from oppsched.analysis import tcp as tcpview
 
 SLOT_S = 1.667e-3
@@ -137,19 +138,18 @@ def requested_frames(rundir: Path) -> dict[str, float]:
     return out
 
 
-def _client_data_seqs(pcap: Path) -> pd.Series:
-    """Relative sequence numbers (first data byte 0) of the data segments the client's
-    capture holds, of its connection that carried the most payload (iperf3's data
+def _client_data_seqs(path: Path) -> pd.Series:
+    """Relative sequence numbers (first data byte 0, as tcpview's) of the data segments the
+    client's capture holds, of its connection that carried the most payload (iperf3's data
     connection; its control connection carries a few hundred bytes)."""
-    import subprocess
-
-    r = subprocess.run(["tshark", "-r", str(pcap), "-Y", "tcp.len > 0", "-T", "fields",
-                        "-e", "tcp.stream", "-e", "tcp.seq", "-e", "tcp.len"],
-                       capture_output=True, text=True, check=True)
-    rows = [line.split("\t") for line in r.stdout.splitlines() if line.count("\t") == 2]
-    d = pd.DataFrame(rows, columns=["stream", "seq", "len"]).astype(int)
-    data = d[d.stream == d.groupby("stream")["len"].sum().idxmax()]
-    return data.seq - 1  # tshark's relative numbers count the SYN
+    tcp = pcap.read_tcp(path)
+    conn_key = ["src", "sport", "dst", "dport"]
+    key = tcp[tcp["payload"] > 0].groupby(conn_key)["payload"].sum().idxmax()
+    conn = tcp[(tcp[conn_key] == pd.Series(key, index=conn_key)).all(axis=1)]
+    syn = conn[(conn["flags"] & pcap.TCP_SYN) != 0]
+    data = conn[conn["payload"] > 0]
+    base = int(syn["seq"].iloc[0]) + 1 if len(syn) else int(data["seq"].iloc[0])
+    return pd.Series(pcap._unwrap(data["seq"].to_numpy(), base))
 
 
 def timeouts(rundir: Path, user: str) -> list[dict]:
