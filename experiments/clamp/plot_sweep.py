@@ -7,12 +7,20 @@ paper lays them out (one panel per protocol and Doppler):
 
 reads SWEEP/sweep.csv and writes OUTDIR/fig4.png (throughput per flow against mean
 queueing delay), fig5.png (total throughput and mean 1-Mbyte download time) and fig7.png
-(NewReno's buffer and CLAMP's a against mean queueing delay). With several seeds per point
-(sweep.repeat) each point is their mean, with bars of the 95 % interval of the mean (Student
-t) on both axes."""
+(NewReno's buffer and CLAMP's a against mean queueing delay), and OUTDIR/tables.md: per
+Doppler, one row per point (the README's tables), the late slots and residual loss that say
+whether the runs are usable, and Fig. 5(b)'s gain at 50 ms by the paper's own reckoning
+(§V-F: 8 Mbit over each flow's long-lived rate, the mean over the flows, read off each
+curve at 50 ms of mean queueing delay). With several seeds per point (sweep.repeat) each
+point is their mean, with bars (and "±") of the 95 % interval of the mean (Student t); the
+gain at 50 ms is taken per seed (seed k of NewReno against seed k of CLAMP). Fig. 5(b)
+carries the paper's statement as a marker: NewReno's download time above twice CLAMP's at
+50 ms, 10 m/s (60 Hz)."""
 
 import math
 import sys
+
+import numpy as np
 from pathlib import Path
 
 import matplotlib
@@ -45,6 +53,87 @@ def points(d: pd.DataFrame, dop: float, variant: str, axis: str):
     half = g.agg(lambda v: _half_width(v) if pd.api.types.is_numeric_dtype(v) else 0.0)
     half = half.reset_index(drop=True).reindex(range(len(mean))).set_axis(mean.index)
     return mean, half, int(g.size().max()) if len(x) else 0
+
+PAPER_DELAY_MS = 50.0  # §V-F: "at 50 msec of average queueing delay, and at ... 10.1 m/s"
+END_TOLERANCE_MS = 10.0  # a curve that starts at 51 ms is read there for 50 ms
+
+
+def _pm(v: pd.Series, scale: float = 1.0, fmt: str = "{:.0f}") -> str:
+    v = v.dropna() / scale
+    if v.empty:
+        return ""
+    if len(v) < 2:
+        return fmt.format(v.mean())
+    return f"{fmt.format(v.mean())} ± {fmt.format(_half_width(v))}"
+
+
+def at_delay(d: pd.DataFrame, dop: float, variant: str, axis: str, seed, delay_ms: float):
+    """The mean 1-Mbyte download time of one seed's curve, linearly interpolated at delay_ms
+    of mean queueing delay (its end point where the curve ends within END_TOLERANCE_MS of
+    it); None where the curve does not come that close."""
+    x = d[(d["doppler_hz"] == dop) & (d["variant"] == variant) & (d["seed"] == seed)]
+    x = x.dropna(subset=["mean_queue_delay_ms", "download_1MB_mean_s"])
+    x = x.sort_values("mean_queue_delay_ms")
+    if x.empty or not (x["mean_queue_delay_ms"].min() - END_TOLERANCE_MS <= delay_ms <=
+                       x["mean_queue_delay_ms"].max() + END_TOLERANCE_MS):
+        return None
+    return float(np.interp(delay_ms, x["mean_queue_delay_ms"], x["download_1MB_mean_s"]))
+
+
+def gain_at(d: pd.DataFrame, dop: float, delay_ms: float = PAPER_DELAY_MS) -> pd.DataFrame:
+    """Per seed: NewReno's and CLAMP's mean download time at delay_ms, and their ratio."""
+    rows = []
+    for seed in sorted(d["seed"].unique()):
+        reno = at_delay(d, dop, "clamp-off", "buffer_bytes", seed, delay_ms)
+        clamp = at_delay(d, dop, "clamp-on", "a_bytes", seed, delay_ms)
+        if reno is not None and clamp is not None:
+            rows.append({"seed": seed, "newreno_s": reno, "clamp_s": clamp,
+                         "gain": reno / clamp})
+    return pd.DataFrame(rows, columns=["seed", "newreno_s", "clamp_s", "gain"])
+
+
+def tables(d: pd.DataFrame) -> str:
+    """The README's tables (markdown) from a sweep's rows."""
+    out = []
+    late = d.get("slots.late", pd.Series(dtype=float))
+    late_phy = d.get("slots.late_phy", pd.Series(dtype=float))
+    out.append(f"{len(d)} runs; late slots at the apd: max {late.max():g}; the PHY's own "
+               f"late slots: max {late_phy.max():g} of "
+               f"{d.get('slots.total', pd.Series([0])).min():g}+ per run.\n")
+    for dop in sorted(d["doppler_hz"].unique()):
+        out.append(f"{dop:g} Hz:\n")
+        out.append("| variant | buffer / a (kB) | seeds | mean queueing delay (ms) | "
+                   "goodput f1 / f2 / f3 / f4 (kb/s) | total (Mb/s) | f4 / f3 | "
+                   "1 MB download, mean over flows (s) | Jain, goodput / fair share | "
+                   "residual loss |")
+        out.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        for variant, axis, name in VARIANTS:
+            x = d[(d["doppler_hz"] == dop) & (d["variant"] == variant)]
+            for value, g in sorted(x.groupby(axis), key=lambda kv: kv[0]):
+                flows = " / ".join(_pm(g[f"flow.{f}.goodput_bps"], 1e3) for f in FLOWS)
+                ratio = g["flow.f4.goodput_bps"] / g["flow.f3.goodput_bps"]
+                out.append(
+                    f"| {name} | {value / 1e3:g} | {len(g)} | "
+                    f"{_pm(g['mean_queue_delay_ms'])} | {flows} | "
+                    f"{_pm(g['goodput_total_bps'], 1e6, '{:.2f}')} | "
+                    f"{_pm(ratio, 1.0, '{:.2f}')} | "
+                    f"{_pm(g['download_1MB_mean_s'], 1.0, '{:.1f}')} | "
+                    f"{_pm(g['jain_index_flows_fair_share'], 1.0, '{:.3f}')} | "
+                    f"{_pm(g['harq.residual_loss'], 1.0, '{:.1e}')} |")
+        gain = gain_at(d, dop)
+        if gain.empty:
+            out.append(f"\nFig. 5(b) at {PAPER_DELAY_MS:g} ms: not both curves come within "
+                       f"{END_TOLERANCE_MS:g} ms of it.\n")
+        else:
+            out.append(
+                f"\nFig. 5(b) at {PAPER_DELAY_MS:g} ms by the paper's reckoning "
+                f"({len(gain)} seed(s)): NewReno {_pm(gain['newreno_s'], 1.0, '{:.1f}')} s, "
+                f"CLAMP {_pm(gain['clamp_s'], 1.0, '{:.1f}')} s, gain "
+                f"{_pm(gain['gain'], 1.0, '{:.2f}')} × (per seed: "
+                f"{', '.join(f'{v:.2f}' for v in gain['gain'])}); the paper: more than 2 × "
+                f"at 60 Hz (a curve that ends within {END_TOLERANCE_MS:g} ms of "
+                f"{PAPER_DELAY_MS:g} ms is read at its end).\n")
+    return "\n".join(out) + "\n"
 
 
 def main(sweep: str, out: str) -> None:
@@ -86,13 +175,20 @@ def main(sweep: str, out: str) -> None:
             axes[1].errorbar(x["mean_queue_delay_ms"], x["download_1MB_mean_s"],
                              yerr=h["download_1MB_mean_s"], xerr=h["mean_queue_delay_ms"],
                              fmt=ls, marker="o", capsize=2, label=f"{name}, {dop:g} Hz")
+    if 60.0 in dopplers:
+        gain = gain_at(d, 60.0)
+        if not gain.empty:  # the paper's statement (§V-F), drawn from the testbed's CLAMP
+            axes[1].plot([PAPER_DELAY_MS], [2 * gain["clamp_s"].mean()], marker="^",
+                         color="k", linestyle="none", markersize=8,
+                         label="paper (§V-F): NewReno above this at 50 ms, 60 Hz "
+                               "(2 × CLAMP's)")
     axes[0].set_ylabel("total throughput (Mb/s)")
     axes[1].set_ylabel("mean time to download 1 Mbyte (s)")
     for ax, t in zip(axes, ("(a) total throughput", "(b) 1-Mbyte download time")):
         ax.set_title(t)
         ax.set_xlabel("mean queueing delay (ms)")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=7, loc="upper right")
     fig.suptitle("Andrew & Hanly, CLAMP, Fig. 5, testbed")
     fig.tight_layout()
     fig.savefig(outdir / "fig5.png", dpi=110)
@@ -113,6 +209,8 @@ def main(sweep: str, out: str) -> None:
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(outdir / "fig7.png", dpi=110)
+    (outdir / "tables.md").write_text(tables(d))
+    print((outdir / "tables.md").read_text(), end="")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,82 @@
+"""experiments/clamp/plot_sweep.py on a made-up sweep.csv: the README's tables (mean and 95 %
+interval over seeds) and Fig. 5(b)'s gain at 50 ms by the paper's reckoning, read per seed
+off each curve. No run: seconds."""
+
+import importlib.util
+
+import pandas as pd
+import pytest
+
+from helpers import REPO
+
+
+@pytest.fixture(scope="module")
+def plot_sweep():
+    spec = importlib.util.spec_from_file_location(
+        "clamp_plot_sweep", REPO / "experiments/clamp/plot_sweep.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _sweep(rows):
+    """rows: (variant, axis value, seed, mean queue delay ms, download s, f3, f4 kb/s)."""
+    out = []
+    for variant, value, seed, delay, dl, f3, f4 in rows:
+        out.append({
+            "variant": variant, "seed": seed, "doppler_hz": 60.0,
+            "buffer_bytes": value if variant == "clamp-off" else None,
+            "a_bytes": value if variant == "clamp-on" else None,
+            "mean_queue_delay_ms": delay, "download_1MB_mean_s": dl,
+            "flow.f1.goodput_bps": 1.8e6, "flow.f2.goodput_bps": 1.7e6,
+            "flow.f3.goodput_bps": f3 * 1e3, "flow.f4.goodput_bps": f4 * 1e3,
+            "goodput_total_bps": 3.5e6 + (f3 + f4) * 1e3,
+            "jain_index_flows_fair_share": 0.95, "harq.residual_loss": 1e-3,
+            "slots.late": 0, "slots.late_phy": 2, "slots.total": 100000})
+    return pd.DataFrame(out)
+
+
+def test_the_gain_at_50_ms_is_read_off_each_seeds_curves_by_linear_interpolation(plot_sweep):
+    d = _sweep([
+        ("clamp-off", 15000, 1, 20.0, 16.0, 1000, 200),
+        ("clamp-off", 30000, 1, 60.0, 12.0, 1000, 400),
+        ("clamp-on", 5000, 1, 40.0, 6.0, 900, 900),
+        ("clamp-on", 15000, 1, 90.0, 7.0, 900, 900),
+        ("clamp-off", 15000, 2, 30.0, 20.0, 1000, 200),
+        ("clamp-off", 30000, 2, 70.0, 10.0, 1000, 400),
+        ("clamp-on", 5000, 2, 45.0, 5.0, 900, 900),  # ends 5 ms short of 50: read at its end
+    ])
+    g = plot_sweep.gain_at(d, 60.0).set_index("seed")
+    assert g.loc[1, "newreno_s"] == pytest.approx(13.0)  # 16 + (12 - 16) * 30 / 40
+    assert g.loc[1, "clamp_s"] == pytest.approx(6.2)  # 6 + 1 * 10 / 50
+    assert g.loc[2, "newreno_s"] == pytest.approx(15.0)
+    assert g.loc[2, "clamp_s"] == pytest.approx(5.0)
+    assert g.loc[2, "gain"] == pytest.approx(3.0)
+
+
+def test_a_curve_that_stops_far_from_50_ms_gives_no_gain_for_that_seed(plot_sweep):
+    d = _sweep([
+        ("clamp-off", 15000, 1, 20.0, 16.0, 1000, 200),
+        ("clamp-off", 30000, 1, 60.0, 12.0, 1000, 400),
+        ("clamp-on", 5000, 1, 75.0, 6.0, 900, 900),  # 25 ms beyond 50
+        ("clamp-on", 15000, 1, 90.0, 7.0, 900, 900),
+    ])
+    assert plot_sweep.gain_at(d, 60.0).empty
+    assert "not both curves come within 10 ms" in plot_sweep.tables(d)
+
+
+def test_the_tables_give_each_point_its_mean_and_interval_over_the_seeds(plot_sweep):
+    d = _sweep([
+        ("clamp-on", 5000, 1, 40.0, 6.0, 900, 800),
+        ("clamp-on", 5000, 2, 44.0, 7.0, 1100, 1000),
+        ("clamp-on", 5000, 3, 42.0, 8.0, 1000, 1200),
+    ])
+    text = plot_sweep.tables(d)
+    row = next(line for line in text.splitlines() if line.startswith("| CLAMP | 5 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2] == "3"  # seeds
+    # mean 42, half-width t(0.975, 2) * 2 / sqrt(3) = 4.97
+    assert cells[3] == "42 ± 5"
+    assert cells[4].split(" / ")[2] == "1000 ± 248"  # f3: sd 100
+    assert cells[7] == "7.0 ± 2.5"  # download: sd 1
+    assert "late slots at the apd: max 0" in text
