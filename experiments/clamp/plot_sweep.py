@@ -7,7 +7,7 @@ paper lays them out (one panel per protocol and Doppler):
 
 reads SWEEP/sweep.csv and writes OUTDIR/fig4.png (throughput per flow against mean
 queueing delay), fig5.png (total throughput and mean 1-Mbyte download time) and fig7.png
-(NewReno's buffer and CLAMP's a against mean queueing delay), and OUTDIR/tables.md: per
+(NewReno's buffer and CLAMP's a against mean queueing delay), and a README.md in OUTDIR: per
 Doppler, one row per point (the README's tables), the late slots and residual loss that say
 whether the runs are usable, and Fig. 5(b)'s gain at 50 ms by the paper's own reckoning
 (§V-F: 8 Mbit over each flow's long-lived rate, the mean over the flows, read off each
@@ -209,8 +209,11 @@ def main(sweep: str, out: str) -> None:
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(outdir / "fig7.png", dpi=110)
-    (outdir / "tables.md").write_text(tables(d))
-    print((outdir / "tables.md").read_text(), end="")
+    text = (f"# Andrew & Hanly, CLAMP, Figs. 4, 5 and 7: the tables of {Path(sweep).name}\n\n"
+            f"Written by experiments/clamp/plot_sweep.py from its sweep.csv; the figures are "
+            f"beside this page.\n\n" + tables(d))
+    (outdir / "README.md").write_text(text)
+    print(text, end="")
 
 
 if __name__ == "__main__":

@@ -47,6 +47,8 @@ void client_core_params::validate() const {
         throw_invalid("client.clamp.flow_idle_timeout", clamp.flow_idle_timeout, "ns not > 0");
     if (clamp.max_pending_records < 1)
         throw_invalid("client.clamp.max_pending_records", clamp.max_pending_records, "not >= 1");
+    if (!(residual_loss >= 0.0 && residual_loss < 1.0))
+        throw_invalid("client.residual_loss", residual_loss, "not in [0, 1)");
 }
 
 client_core::client_core(const client_core_params& params)
@@ -57,7 +59,8 @@ client_core::client_core(const client_core_params& params)
           return p;
       }()),
       reassembler_(params_.reassembly),
-      rewriter_(params_.clamp, stats_) {}
+      rewriter_(params_.clamp, stats_),
+      residual_rng_(params_.residual_loss_seed) {}
 
 client_core::~client_core() = default;
 
@@ -229,7 +232,14 @@ void client_core::on_pdu_accepted(time_ns now, const std::uint8_t* data, std::si
 
 void client_core::deliver(time_ns now, pdu::reassembler::delivered_packets&& pkts,
                           std::vector<std::vector<std::uint8_t>>& out) {
+    // One draw per packet, and only with a loss set: the same seed drops the same packets.
+    std::uniform_real_distribution<double> u(0.0, 1.0);
     for (auto& p : pkts) {
+        if (params_.residual_loss > 0.0 && u(residual_rng_) < params_.residual_loss) {
+            ++stats_.residual_dropped_packets;
+            stats_.residual_dropped_bytes += p.size();
+            continue;
+        }
         ++stats_.delivered_packets;
         stats_.delivered_bytes += p.size();
         if (params_.clamp.enabled) rewriter_.on_downlink(now, p, clamp_price());

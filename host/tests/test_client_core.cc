@@ -706,6 +706,86 @@ TEST(client_core_params, invalid_values_throw_naming_the_field_and_the_value) {
     p = {};
     p.clamp.max_flows = 0;
     expect_bad(p, "client.clamp.max_flows: 0");
+    p = {};
+    p.residual_loss = 1.0;
+    expect_bad(p, "client.residual_loss: 1 not in [0, 1)");
+    p = {};
+    p.residual_loss = -0.1;
+    expect_bad(p, "client.residual_loss: -0.1");
+    p = {};
+    p.residual_loss = std::nan("");
+    expect_bad(p, "client.residual_loss: nan");
+}
+
+// ---- Residual loss after the link (Andrew & Hanly, CLAMP, Table I) ------------------------
+
+namespace {
+
+// Delivers `n` packets one per PDU through a core with residual loss `p_loss` and `seed`;
+// returns which ones arrived (by index) and the core's counters.
+std::pair<std::vector<int>, client_core_stats> residual_run(double p_loss, std::uint64_t seed,
+                                                            int n) {
+    client_core_params p;
+    p.user = 3;
+    p.residual_loss = p_loss;
+    p.residual_loss_seed = seed;
+    harness h(p);
+    std::vector<int> arrived;
+    for (int i = 0; i < n; ++i) {
+        const byte_buffer pkt = udp_packet(100 + (i % 7));
+        if (!h.down(i * kMs, {pkt}, std::nullopt).empty()) arrived.push_back(i);
+    }
+    return {arrived, h.core.stats()};
+}
+
+}  // namespace
+
+TEST(ClientCoreResidualLoss, drops_each_packet_with_its_probability_and_counts_what_it_dropped) {
+    const int n = 200000;
+    const auto [arrived, st] = residual_run(1e-2, 11, n);
+    const auto dropped = static_cast<std::uint64_t>(n) - arrived.size();
+    EXPECT_EQ(st.residual_dropped_packets, dropped);
+    EXPECT_EQ(st.delivered_packets, arrived.size());
+    EXPECT_GT(st.residual_dropped_bytes, dropped * 100);
+    // Binomial(200000, 0.01): mean 2000, sd 44.5; within 5 sd.
+    EXPECT_NEAR(static_cast<double>(dropped), 2000.0, 5 * 44.5);
+    // Every TB was still acknowledged: the loss is after the link, not of it.
+    EXPECT_EQ(st.harq_acks, static_cast<std::uint64_t>(n));
+}
+
+TEST(ClientCoreResidualLoss, the_same_seed_drops_the_same_packets_and_another_seed_others) {
+    const auto a = residual_run(0.05, 7, 4000).first;
+    const auto b = residual_run(0.05, 7, 4000).first;
+    const auto c = residual_run(0.05, 8, 4000).first;
+    EXPECT_EQ(a, b);
+    EXPECT_NE(a, c);
+}
+
+TEST(ClientCoreResidualLoss, zero_drops_nothing) {
+    const auto [arrived, st] = residual_run(0.0, 7, 5000);
+    EXPECT_EQ(arrived.size(), 5000u);
+    EXPECT_EQ(st.residual_dropped_packets, 0u);
+}
+
+TEST(ClientCoreResidualLoss, a_dropped_packet_never_reaches_the_clamp_agent) {
+    client_core_params p = clamp_params();
+    p.residual_loss = 0.5;
+    p.residual_loss_seed = 3;
+    harness h(p);
+    const conn c(4);
+    h.up(0, c.client_syn());
+    // The SYN-ACK takes its draw too; with this seed it arrives.
+    ASSERT_EQ(h.down(0, {c.server_synack()}, 0.01f).size(), 1u);
+    const std::uint64_t fed_before = h.core.stats().clamp_data_packets;
+    std::uint64_t delivered = 0;
+    for (int i = 0; i < 400; ++i)
+        delivered += h.down((i + 1) * kMs, {c.server_data(static_cast<std::uint32_t>(i) * 1000,
+                                                          1000)}, 0.01f).size();
+    const auto& st = h.core.stats();
+    EXPECT_GT(st.residual_dropped_packets, 100u);
+    EXPECT_GT(delivered, 100u);
+    // The agent measures what arrives (eq. 15's mu over delivered packets): exactly those.
+    EXPECT_EQ(st.clamp_data_packets - fed_before, delivered);
 }
 
 TEST(client_core, compact_pdus_deliver_their_packets_and_the_price_comes_from_the_compact_header) {

@@ -82,6 +82,13 @@ const field_spec kReassemblyMaxBytes = daemon::integer_field(
 const field_spec kMacPcapMaxBytes = daemon::integer_field(
     "traces", "mac_pcap_max_bytes", 256.0 * (1 << 20), value_range::closed(1024, 1ull << 40),
     "bytes", "size limit of the MAC pcap; later records are left out");
+const field_spec kResidualLoss = daemon::number_field(
+    "residual_loss", "probability", 0.0, value_range::closed_open(0, 1), "",
+    "each delivered IP packet dropped with this probability before CLAMP and the TUN see it "
+    "(Andrew & Hanly, CLAMP, Table I: 1e-3 after link-layer retransmissions); 0 = none");
+const field_spec kResidualLossSeed = daemon::integer_field(
+    "residual_loss", "seed", 1, value_range::closed(0, 9.007199254740992e15), "",
+    "seed of residual_loss's draws");
 const field_spec kSeccomp = daemon::boolean_field(
     "", "seccomp", true, "install the seccomp allow-list once set up (docs/security.md)");
 
@@ -107,7 +114,7 @@ const std::vector<field_spec>& client_fields() {
         kStationStatus,   kStationPduFormat, kReassemblyMaxBytes, kClampEnabled,   kClampTau,
         kClampAlpha,      kClampBeta,        kClampMaxIncrease,   kClampMinWindow, kClampSsthresh,
         kClampMuSpan,     kClampDupacks,     kClampPriceTimeout,  kClampMaxFlows,  kClampIdle,
-        kMacPcapMaxBytes, kSeccomp};
+        kMacPcapMaxBytes, kResidualLoss,     kResidualLossSeed,   kSeccomp};
     return fields;
 }
 
@@ -209,6 +216,10 @@ client_params read_client_config(const daemon::config_node& root) {
         c.core.integrity_key = keys->downlink;
         c.station.integrity_key = keys->uplink;
     }
+
+    const config_node rl = root.child_or_empty("residual_loss");
+    c.core.residual_loss = read_field<double>(rl, kResidualLoss);
+    c.core.residual_loss_seed = read_field<std::uint64_t>(rl, kResidualLossSeed);
 
     const config_node cl = root.child_or_empty("clamp");
     auto& k = c.core.clamp;

@@ -414,6 +414,10 @@ class client_daemon final {
         s.set("cqi.reports", c.cqi_reports);
         s.set("cqi.bad_snr", c.cqi_bad_snr);
         s.set("reassembly.pdu_errors", c.pdu_errors);
+        s.set("delivered.packets", c.delivered_packets);
+        s.set("delivered.bytes", c.delivered_bytes);
+        s.set("residual_loss.dropped_packets", c.residual_dropped_packets);
+        s.set("residual_loss.dropped_bytes", c.residual_dropped_bytes);
         s.set_fields("reassembly.", ra);
         s.set("uplink.packets", c.uplink_packets);
         s.set("uplink.bytes", c.uplink_bytes);

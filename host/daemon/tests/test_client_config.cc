@@ -69,6 +69,19 @@ TEST(ClientConfig, when_times_are_given_in_ms_or_s_then_they_are_read_in_ns) {
     EXPECT_EQ(c.core.clamp.flow_idle_timeout, 2 * kNsPerSec);
 }
 
+TEST(ClientConfig, when_a_residual_loss_is_given_then_the_core_drops_at_that_rate_and_seed) {
+    EXPECT_EQ(read(kMinimal).core.residual_loss, 0.0);  // none by default
+    const client_params c = read(kMinimal + "residual_loss: {probability: 6.7e-4, seed: 1007}\n");
+    EXPECT_DOUBLE_EQ(c.core.residual_loss, 6.7e-4);
+    EXPECT_EQ(c.core.residual_loss_seed, 1007u);
+    const std::string e = error_of(kMinimal + "residual_loss: {probability: 1.0}\n");
+    EXPECT_NE(e.find("residual_loss.probability"), std::string::npos) << e;
+    EXPECT_NE(e.find("1"), std::string::npos) << e;
+    EXPECT_NE(error_of(kMinimal + "residual_loss: {probability: -1e-3}\n").find(
+                  "residual_loss.probability"),
+              std::string::npos);
+}
+
 TEST(ClientConfig, when_clamp_is_on_then_the_events_trace_defaults_beside_the_stats_file) {
     const client_params c =
         read(kMinimal + "clamp: {enabled: true}\ntraces: {stats: /run/a/client.ue1.stats.json}\n");

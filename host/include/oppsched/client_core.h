@@ -37,6 +37,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,14 @@ struct client_core_params {
     // whose last 8 bytes are not the SipHash-2-4 tag of the rest is NACKed, dropped before
     // its PDU is parsed and counted (rx_integrity_failed). nullopt: TBs carry no tag.
     std::optional<integrity::tag_key> integrity_key;
+    // Residual loss after the link (Andrew & Hanly, CLAMP, Table I: the X-R links' packet
+    // loss rate 1e-3, "achieved via the fade margin and link layer retransmissions"): each
+    // IP packet the reassembler delivers is dropped with this probability, independently,
+    // before the CLAMP agent or the TUN sees it, and counted (residual_dropped_*). [0, 1);
+    // 0: none (the link's own losses only). For a link whose HARQ loses less than a paper's
+    // stated rate, e.g. attempts a HARQ round trip apart at 60 Hz (docs/architecture.md).
+    double residual_loss = 0.0;
+    std::uint64_t residual_loss_seed = 1;  // the draws' generator (std::mt19937_64)
 
     // Throws std::invalid_argument ("client.cqi_period_slots: 0 not in [1, 1000000]").
     void validate() const;
@@ -94,8 +103,10 @@ struct client_core_stats {
     std::uint64_t rx_integrity_failed = 0;  // CRC ok, integrity tag wrong: dropped unparsed
     std::uint64_t pdus_priced = 0;
     std::uint64_t pdus_unpriced = 0;
-    std::uint64_t delivered_packets = 0;
+    std::uint64_t delivered_packets = 0;  // to the TUN (after residual_loss)
     std::uint64_t delivered_bytes = 0;
+    std::uint64_t residual_dropped_packets = 0;  // dropped by residual_loss
+    std::uint64_t residual_dropped_bytes = 0;
     // Uplink.
     std::uint64_t uplink_packets = 0;
     std::uint64_t uplink_bytes = 0;
@@ -204,6 +215,7 @@ class client_core final {
 
     clamp_rewriter rewriter_;
     std::vector<clamp_event> events_;
+    std::mt19937_64 residual_rng_;  // residual_loss's draws
 };
 
 }  // namespace oppsched::client

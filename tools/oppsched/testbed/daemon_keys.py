@@ -35,6 +35,7 @@ DAEMON_KEYS = {
     "clamp.slow_start_threshold_bytes": (("client", "clamp.slow_start_threshold_bytes"),),
     "clamp.mu_min_span_s": (("client", "clamp.mu_min_span_s"),),
     "uplink_delay_ms": (("client", "uplink_delay_ms"),),
+    "residual_loss": (("client", "residual_loss.probability"),),
     "cqi.period_slots": (("client", "cqi.period_slots"),),
     "medium.station_buffer_packets": (("client", "station.buffer_packets"),
                                       ("apd", "medium.station_buffer_packets")),

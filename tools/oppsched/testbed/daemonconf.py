@@ -502,6 +502,8 @@ def client_config(cfg: dict, lay: Layout, user: User) -> dict:
         "uplink_delay_ms": MAPPED,
         "cqi": {"period_slots": MAPPED},
         "reassembly": {**reassembly(cfg), "max_bytes": MAPPED},  # null: the client's default
+        # its own draws per device, apart from the channel's (user_seed)
+        "residual_loss": {"probability": MAPPED, "seed": user_seed(cfg, user.id) + 7},
         "clamp": {k: MAPPED for k in ("enabled", "tau_bytes", "alpha_packets", "beta",
                                       "max_increase_bytes", "min_window_bytes",
                                       "slow_start_threshold_bytes", "mu_min_span_s")},

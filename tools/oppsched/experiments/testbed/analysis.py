@@ -245,6 +245,11 @@ def analyze(outdir: Path) -> dict:
     for u in users:
         if u.get("tb_sent"):
             u["residual_loss"] = u["tb_failed_final"] / u["tb_sent"]
+        # the experiment's residual_loss: packets the client dropped after the link
+        dropped = ((stats.get(f"client.{u['name']}") or {}).get("residual_loss") or {}) \
+            .get("dropped_packets")
+        if cfg.get("residual_loss") and dropped is not None:
+            u["residual_loss_dropped_packets"] = int(dropped)
         margin = (core_users.get(u["name"]) or {}).get("margin")
         if isinstance(margin, (int, float)):
             u["link_margin"] = float(margin)

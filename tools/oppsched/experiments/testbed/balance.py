@@ -23,7 +23,7 @@ where each term is counted over the flows' packets, after t0 (no flow sends befo
   (unknown_destination) are not to a client and are left out. Without packets.csv
   (traces.packets off) the apd's stats stand in (source `apd.stats.json`, whole life).
 * the client (its stats, client.<dev>.stats.json): packets it discarded for its own reasons
-  (reassembly memory cap, TUN writes that failed), and those of a TB that HARQ delivered
+  (reassembly memory cap, TUN writes that failed, the experiment's `residual_loss`), and those of a TB that HARQ delivered
   after the reassembly had given it up (reassembly.tbs_late; the AP counts such packets
   delivered): in the compact PDU format the late TB shows packets its loss could not count
   (no packet numbers), `dropped_late` for certain and `dropped_late_perhaps` when it cannot
@@ -263,6 +263,8 @@ def end_to_end(rundir: Path, cfg: dict, run: dict, stats: dict, errors: list) ->
         row = {"source": f"client.{c['name']}.stats.json",
                "dropped": {"dropped_memory": int(ra.get("dropped_memory", 0)),
                            "dropped_late": int(ra.get("dropped_late", 0)),
+                           "residual_loss": int((s.get("residual_loss") or {})
+                                                .get("dropped_packets", 0)),
                            "tun_tx_errors": int(tn.get("tx_errors", 0)),
                            "tun_tx_would_block": int(tn.get("tx_would_block", 0))},
                "dropped_perhaps": {"dropped_timeout": int(ra.get("dropped_timeout", 0)),

@@ -418,6 +418,11 @@ SCHEMA = {
         },
     },
     "uplink_delay_ms": _daemon("uplink_delay_ms", doc="Andrew & Hanly, CLAMP, Table I: 1 ms"),
+    "residual_loss": _daemon("residual_loss",
+                             doc="each IP packet the link delivers is dropped at the client "
+                                 "with this probability, before CLAMP and TCP see it: Andrew & "
+                                 "Hanly, CLAMP, Table I's X-R packet loss rate (1e-3) where the "
+                                 "link's own HARQ loses less; 0 = none"),
     "medium": {  # the shared medium (docs/testbed.md, "Shared medium")
         "mode": _daemon("medium.mode",
                       doc="none: the uplink is the side channel's delay line (no capacity "
