@@ -4,6 +4,7 @@ interval of the mean over the seeds (Student t), from sweep folders:
     .venv/bin/python experiments/reaqm/table.py load OUT SWEEP [SWEEP ...]
     .venv/bin/python experiments/reaqm/table.py dynamics OUT SWEEP [SWEEP ...]
     .venv/bin/python experiments/reaqm/table.py settle OUT SWEEP [SWEEP ...]
+    .venv/bin/python experiments/reaqm/table.py settled OUT SWEEP [SWEEP ...]
 
 load (load-sweep.yaml, 100-s runs): per run the mean queue over 50-100 s (slots.csv, in
 packets of 1052 bytes: 1000 of payload, 12 of TCP timestamps, 40 of headers), loss and
@@ -249,13 +250,107 @@ def settle(out: Path, sweeps: list[Path]) -> None:
     late(runs)
 
 
+# The apd's drop causes its AQM counters count (aqm.all.dropped): the queue's and the AQM's,
+# not the link's (harq_*) or a packet to nobody (unknown_destination).
+AQM_DROPS = ("overflow", "early_drop", "aqm_drop", "evicted_low_priority", "evicted_las")
+
+
+def packet_counts(run: Path, t0_ns: int, a_s: float, b_s: float) -> dict:
+    """Enqueued, AQM-dropped and marked packets of user R1 in [a_s, b_s) of the run and over
+    its whole trace, from packets.csv."""
+    p = pd.read_csv(run / "packets.csv", usecols=["t_ns", "event", "user", "reason"],
+                    dtype={"reason": str})
+    p = p[p.user == 0]
+    t = (p.t_ns - t0_ns) / 1e9
+    w = (t >= a_s) & (t < b_s)
+    drop = (p.event == "drop") & p.reason.isin(AQM_DROPS)
+    return {"enq": int((p.event == "enqueue")[w].sum()), "drop": int(drop[w].sum()),
+            "mark": int((p.event == "mark")[w].sum()),
+            "enq_all": int((p.event == "enqueue").sum()), "drop_all": int(drop.sum()),
+            "mark_all": int((p.event == "mark").sum())}
+
+
+def settled(out: Path, sweeps: list[Path]) -> None:
+    rows, mismatched = [], []
+    for sweep, r in latest_points(sweeps):
+        run = sweep / "points" / r.point
+        cfg = json.loads((run / "config.json").read_text())
+        a, b = float(cfg["analysis"]["warmup_s"]), float(r.duration_s)
+        if not (run / "packets.csv").exists():
+            raise SystemExit(f"table.py settled: {run} has no packets.csv "
+                             "(run it with --set traces.packets=true)")
+        s, t = slots_of(run)
+        w = (t >= a) & (t < b)
+        c = packet_counts(run, json.loads((run / "run.json").read_text())["t0_mono_ns"], a, b)
+        apd = (int(r["aqm.all.offered"]), int(r["aqm.all.dropped"]), int(r["aqm.all.marked"]))
+        if (c["enq_all"], c["drop_all"], c["mark_all"]) != apd:
+            mismatched.append(f"{r.point}: packets.csv {c['enq_all']}/{c['drop_all']}/"
+                              f"{c['mark_all']}, the apd {apd[0]}/{apd[1]}/{apd[2]}")
+        ack = s.outcome == "ack"
+        rows.append({
+            "connections": 2 * r.half_flows, "variant": r.variant, "seed": r.seed,
+            "window": f"{a:g}-{b:g} s",
+            "queue": s["queue.R1"][w].mean() / PACKET,
+            "loss_pct": 100 * c["drop"] / c["enq"] if c["enq"] else math.nan,
+            "mark_pct": 100 * c["mark"] / c["enq"] if c["enq"] else math.nan,
+            "util": 8 * s.tb_bytes[ack & w].sum() / (b - a) / LINK_BPS,
+            "price": (s["aqm_price.R1"][w].mean() if "aqm_price.R1" in s and
+                      r.variant.startswith(PRICED) else math.nan),
+            "loss_pct_whole": 100 * r["aqm.all.loss_ratio"],
+            "late_apd": r["slots.late"], "late_phy": r["slots.late_phy"],
+            "slots": r["slots.total"]})
+    if mismatched:
+        raise SystemExit("table.py settled: packets.csv does not recount the apd's AQM "
+                         "counters:\n  " + "\n  ".join(mismatched))
+    runs = pd.DataFrame(rows).sort_values(["variant", "connections", "seed"])
+    runs.to_csv(out / "settled.csv", index=False, float_format="%.6g")
+    loads = sorted(runs.connections.unique())
+    print(f"window {', '.join(sorted(set(runs.window)))}; "
+          f"{', '.join(str(n) for n in loads)} connections")
+    digits = {"queue": 1, "loss_pct": 2, "mark_pct": 1, "util": 3, "price": 0,
+              "loss_pct_whole": 2}
+    for var, g in runs.groupby("variant", sort=False):
+        for col, d in digits.items():
+            if g[col].isna().all():
+                continue
+            print(f"| {NAMES.get(var, var)} | {col} | " + " | ".join(
+                cell(g[g.connections == n][col], d) for n in loads) + " |")
+    late(runs)
+    for col, ylabel, name in [("queue", "mean queue (1052-byte packets)", "mean-queue"),
+                              ("loss_pct", "loss ratio (%)", "loss-ratio"),
+                              ("util", "utilisation (MAC throughput / 10 Mb/s)", "utilisation"),
+                              ("mark_pct", "ECN mark ratio (%)", "mark-ratio")]:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for i, (var, label) in enumerate(NAMES.items()):
+            g = runs[runs.variant == var]
+            if g.empty:
+                continue
+            pts = [(n + (i - 1.5) * 0.6, *ci(gg[col])[:2]) for n, gg in g.groupby("connections")]
+            ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[p[2] for p in pts],
+                        marker="o", capsize=3, label=label)
+        if col == "queue":
+            ax.axhline(BUFFER, color="k", ls=":", lw=1, label="the paper's buffer (50 packets)")
+        ax.set_xlabel("connections")
+        ax.set_ylabel(ylabel)
+        ax.set_xticks(loads)
+        ax.grid(alpha=0.3)
+        ax.set_title("Wang & Song, REAQM, Fig. 3 against load, settled: "
+                     f"{runs.window.iloc[0]} of each run, mean and 95 % interval over the seeds",
+                     fontsize=8)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out / f"settled-{name}.png", dpi=110)
+        plt.close(fig)
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) < 3 or argv[0] not in ("load", "dynamics", "settle"):
+    if len(argv) < 3 or argv[0] not in ("load", "dynamics", "settle", "settled"):
         print(__doc__, file=sys.stderr)
         return 2
     out = Path(argv[1])
     out.mkdir(parents=True, exist_ok=True)
-    {"load": load, "dynamics": dynamics, "settle": settle}[argv[0]](out, [Path(a) for a in argv[2:]])
+    {"load": load, "dynamics": dynamics, "settle": settle,
+     "settled": settled}[argv[0]](out, [Path(a) for a in argv[2:]])
     return 0
 
 
