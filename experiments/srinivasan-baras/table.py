@@ -13,9 +13,12 @@ runs: how the users are placed against the paper's W (1.8851) and B (56.2517).
 
 --timeouts lists each of USER's (u01, u16, ...) retransmission timeouts in each run: when,
 the sequence number it resent, whether the sender had already resent that sequence (fast
-retransmit) since it was first sent, and how many copies of it the client received (its
-capture, client.USER.pcap): a timeout whose earlier retransmission never reached the client
-is one the AP lost.
+retransmit) since it was first sent, how many copies of it the client received (its
+capture, client.USER.pcap) and when the first came, and the longest gap between USER's
+slots in the second before the timer fired; then what each was: the fast retransmission
+lost (one copy at the client), the previous timeout's retransmission lost, spurious (the first copy reached the client before the
+timer fired, or only after it with the retransmission a second copy), or the first copy
+lost without a fast retransmission (too few duplicate ACKs), with a count of each.
 
 Per run and user (summary.json, slots.csv, packets.csv, the wired capture):
 - requested frames per scheduled slot: Table I's rate at the CQI the user reported for
@@ -138,10 +141,11 @@ def requested_frames(rundir: Path) -> dict[str, float]:
     return out
 
 
-def _client_data_seqs(path: Path) -> pd.Series:
+def _client_data_seqs(path: Path, t0_wall: float | None = None):
     """Relative sequence numbers (first data byte 0, as tcpview's) of the data segments the
     client's capture holds, of its connection that carried the most payload (iperf3's data
-    connection; its control connection carries a few hundred bytes)."""
+    connection; its control connection carries a few hundred bytes). With t0_wall: a frame
+    of (seq, t_s since the run's start) instead."""
     tcp = pcap.read_tcp(path)
     conn_key = ["src", "sport", "dst", "dport"]
     key = tcp[tcp["payload"] > 0].groupby(conn_key)["payload"].sum().idxmax()
@@ -149,41 +153,114 @@ def _client_data_seqs(path: Path) -> pd.Series:
     syn = conn[(conn["flags"] & pcap.TCP_SYN) != 0]
     data = conn[conn["payload"] > 0]
     base = int(syn["seq"].iloc[0]) + 1 if len(syn) else int(data["seq"].iloc[0])
-    return pd.Series(pcap._unwrap(data["seq"].to_numpy(), base))
+    seqs = pcap._unwrap(data["seq"].to_numpy(), base)
+    if t0_wall is None:
+        return pd.Series(seqs)
+    return pd.DataFrame({"seq": seqs, "t_s": data["t_s"].to_numpy() - t0_wall})
+
+
+# What each timeout was (timeouts()):
+LOST_RETRANSMISSION = "the fast retransmission was lost"
+LOST_TIMER_RETRANSMISSION = "the previous timeout's retransmission was lost (a repeated timeout)"
+SPURIOUS_BEFORE = "spurious: the first copy reached the client before the timer fired"
+SPURIOUS_LATE = "spurious: the first copy reached the client only after the timer fired"
+LOST_ORIGINAL = "the first copy was lost, without a fast retransmission"
+OTHER = "other"
+
+
+def _longest_gap(slot_t: np.ndarray, a: float, b: float) -> float:
+    """The longest time in [a, b] without one of the user's slots (s)."""
+    inside = slot_t[(slot_t >= a) & (slot_t <= b)]
+    edges = np.concatenate([[a], inside, [b]])
+    return float(np.diff(edges).max())
 
 
 def timeouts(rundir: Path, user: str) -> list[dict]:
+    """Each of `user`'s retransmission timeouts: when, the sequence it resent, whether it
+    was fast-retransmitted before, the copies the client got and when the first came, the
+    longest gap in the user's slots over the second before the timer fired, and what the
+    timeout was (LOST_RETRANSMISSION, LOST_TIMER_RETRANSMISSION, SPURIOUS_*,
+    LOST_ORIGINAL)."""
     s = json.loads((rundir / "summary.json").read_text())
+    run = json.loads((rundir / "run.json").read_text())
     flow = next(f for f in s["flows"] if f["user"] == user)
-    segs, _acks = tcpview.time_sequence(rundir, flow["id"])
-    got = _client_data_seqs(rundir / f"client.{user}.pcap").value_counts()
+    uid = next(u["id"] for u in s["users"] if u["name"] == user)
+    segs, acks = tcpview.time_sequence(rundir, flow["id"])
+    at_client = _client_data_seqs(rundir / f"client.{user}.pcap", float(run["t0_wall_s"]))
+    got = at_client["seq"].value_counts()
+    first_at = at_client.groupby("seq")["t_s"].min()
+    slots = pd.read_csv(rundir / "slots.csv", usecols=["t_ns", "user"])
+    slot_t = ((slots[slots["user"] == uid]["t_ns"] - int(run["t0_mono_ns"])) / 1e9).to_numpy()
     out = []
     for i, seg in segs[segs["timeout"]].iterrows():
         before = segs.loc[:i - 1] if i > 0 else segs.iloc[:0]
         earlier = before[(before.seq == seg.seq) & before.retrans]
-        out.append({"t_s": float(seg.t_s), "seq": int(seg.seq),
+        copies = int(got.get(seg.seq, 0))
+        first = float(first_at[seg.seq]) if seg.seq in first_at.index else None
+        t = float(seg.t_s)
+        # duplicate ACKs of this sequence the sender got since it last sent it (3 would
+        # have fast-retransmitted it)
+        since = float(earlier.t_s.iloc[-1]) if len(earlier) else \
+            float(before[before.seq == seg.seq].t_s.iloc[-1]) if (before.seq == seg.seq).any() \
+            else -math.inf
+        dup = int(((acks.ack == seg.seq) & acks.dup & (acks.t_s > since) & (acks.t_s < t)).sum())
+        prior = before[before.retrans & (before.seq != seg.seq)]
+        # sent before the flow's previous timeout: below its recovery point (RFC 6582, §4:
+        # duplicate ACKs of such data start no fast retransmission)
+        below_recover = bool(len(prior)) and \
+            seg.seq < float(before[before.t_s <= prior.t_s.iloc[-1]].end.max())
+        if len(earlier) and copies == 1:
+            kind = LOST_TIMER_RETRANSMISSION if bool(earlier.timeout.iloc[-1]) \
+                else LOST_RETRANSMISSION
+        elif first is not None and first < t:
+            kind = SPURIOUS_BEFORE
+        elif copies >= 2 and not len(earlier):
+            kind = SPURIOUS_LATE
+        elif copies <= 1 and not len(earlier):
+            kind = LOST_ORIGINAL
+        else:
+            kind = OTHER
+        out.append({"t_s": t, "seq": int(seg.seq),
                     "resent_before_s": float(earlier.t_s.iloc[-1]) if len(earlier) else None,
-                    "copies_at_client": int(got.get(seg.seq, 0))})
+                    "copies_at_client": copies, "first_at_client_s": first,
+                    "slot_gap_before_s": _longest_gap(slot_t, t - 1.0, t),
+                    "dupacks_before": dup,
+                    # the flow's previous timeout (of another sequence): how long before
+                    "since_previous_timeout_s": t - float(prior.t_s.iloc[-1]) if len(prior)
+                    else None, "below_previous_recovery_point": below_recover,
+                    "kind": kind})
     return out
 
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--timeouts"] and len(argv) > 2:
-        user, total, lost = argv[1], 0, 0
+        user, kinds, gaps, dups, prev = argv[1], {}, {}, {}, {}
         for a in argv[2:]:
             rows = timeouts(Path(a), user)
-            total += len(rows)
             print(f"{a}: {len(rows)} timeouts of {user}")
             for r in rows:
-                after_lost = r["resent_before_s"] is not None and r["copies_at_client"] == 1
-                lost += after_lost
+                kinds[r["kind"]] = kinds.get(r["kind"], 0) + 1
+                gaps.setdefault(r["kind"], []).append(r["slot_gap_before_s"])
+                first = (f"first copy at {r['first_at_client_s']:.2f} s"
+                         if r["first_at_client_s"] is not None else "no copy")
+                how = "by the timer" if r["kind"] == LOST_TIMER_RETRANSMISSION else "fast"
                 print(f"  {r['t_s']:8.2f} s  seq {r['seq']:>9}  "
-                      + (f"fast-retransmitted at {r['resent_before_s']:.2f} s, "
+                      + (f"resent ({how}) at {r['resent_before_s']:.2f} s, "
                          if r["resent_before_s"] is not None else "not resent before, ")
                       + f"{r['copies_at_client']} cop{'y' if r['copies_at_client'] == 1 else 'ies'}"
-                      " at the client" + (": the earlier retransmission was lost"
-                                          if after_lost else ""))
-        print(f"{user}: {total} timeouts, {lost} after a retransmission the client never got")
+                      f" at the client ({first}); {r['dupacks_before']} duplicate ACKs "
+                      f"before; longest slot gap in the second before "
+                      f"{r['slot_gap_before_s']:.2f} s: {r['kind']}")
+                dups.setdefault(r["kind"], []).append(r["dupacks_before"])
+                prev.setdefault(r["kind"], []).append(r["below_previous_recovery_point"])
+        total = sum(kinds.values())
+        print(f"{user}: {total} timeouts")
+        for k, n in sorted(kinds.items(), key=lambda kv: -kv[1]):
+            print(f"  {n:4d}  {k} (longest slot gap in the second before: median "
+                  f"{np.median(gaps[k]):.2f} s; duplicate ACKs before: "
+                  f"{', '.join(f'{d} x{c}' for d, c in sorted(pd.Series(dups[k]).value_counts().items()))}"
+                  f"; sent before the flow's previous timeout, below its recovery point: "
+                  f"{sum(prev[k])} of {n})")
         return 0
     if argv[:1] == ["--requested"] and len(argv) > 1:
         runs = [requested_frames(Path(a)) for a in argv[1:]]
