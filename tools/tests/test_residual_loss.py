@@ -2,12 +2,14 @@
 Hanly, CLAMP, Table I: the X-R links lose 1e-3 of the packets "via the fade margin and link
 layer retransmissions", which a link whose HARQ loses less does not reach). Its client
 configuration per device, and one short real run: the drops are counted, each device's
-draws are its own, and the run's end-to-end balance accounts for every one."""
+draws are its own, the run's end-to-end balance accounts for every one, and the sender's
+kernel (capture.tcp_info) retransmits them."""
 
 from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 
 from oppsched.run.runner import run_experiment
@@ -42,6 +44,7 @@ def test_a_residual_loss_outside_0_to_1_is_refused_naming_it(value):
 RESIDUAL = small_testbed("residual", 8, extra="""
     seed: 3
     residual_loss: 0.02
+    capture: {tcp_info: true}
 """)
 
 
@@ -67,5 +70,11 @@ def test_a_run_with_residual_loss_drops_that_share_at_the_client_and_balances(tm
     bal = s["balance"]["end_to_end"]
     assert bal["stages"]["clients"]["R1"]["dropped"]["residual_loss"] == dropped
     assert abs(bal["unexplained"]) <= bal["bound"], bal
-    # TCP saw them as losses: the sender retransmitted
+    # TCP saw them as losses: the sender's kernel counts its retransmissions
+    # (capture.tcp_info: flow.f1.tcp_info.csv, a row per 0.5 s poll)
     assert s["flows"][0]["goodput_bps"] > 0
+    ti = pd.read_csv(out / "flow.f1.tcp_info.csv")
+    assert len(ti) >= 8, ti
+    assert ti["t_s"].is_monotonic_increasing
+    assert ti["retrans_total"].iloc[-1] >= 10, ti.tail()
+    assert (ti["cwnd"] >= 1).all() and (ti["rto_ms"] >= 200).all()

@@ -40,6 +40,35 @@ def test_ss_output_gives_each_sockets_ports_and_received_and_sent_bytes():
         {"local_port": 5202, "peer_port": 40974, "bytes_received": 0, "bytes_sent": 0}]
 
 
+def test_ss_output_at_a_sender_gives_each_flows_data_connection_as_its_kernel_sees_it():
+    # iperf3's control connection to the same port (fewer bytes acknowledged) is left
+    # out; what ss leaves out reads as its meaning: no ssthresh yet (""), reordering at
+    # its initial 3, no retransmissions, nothing lost or unacknowledged. bbr's own
+    # "mrtt:" and "cwnd_gain:", and "rcv_ssthresh:", are not RTT, cwnd or ssthresh.
+    text = ("ESTAB 0 0 10.1.0.1:35110 10.2.15.1:5216\n"
+            "\t reno wscale:7,7 rto:1536 rtt:1264.5/180.25 mss:460 cwnd:7 ssthresh:6 "
+            "bytes_sent:900000 bytes_acked:880000 retrans:1/14 lost:2 unacked:9 "
+            "reordering:12 rcv_ssthresh:64076\n"
+            "ESTAB 0 0 10.1.0.1:35108 10.2.15.1:5216\n"
+            "\t reno rto:204 rtt:0.5/0.25 mss:460 cwnd:10 bytes_acked:196\n"
+            "ESTAB 0 0 10.1.0.1:35200 10.2.16.1:5217\n"
+            "\t bbr rto:204 rtt:3.25/1.5 mss:1448 cwnd:14 bytes_acked:5000 "
+            "bbr:(bw:17bps,mrtt:0.02,cwnd_gain:2.88)\n"
+            "ESTAB 0 0 10.1.0.1:35300 10.2.17.1:5218\n"
+            "\t reno bytes_acked:1\n")  # closing: no RTT or cwnd, left out
+    got = flows.parse_ss_tcp_info(text)
+    assert set(got) == {5216, 5217}
+    assert got[5216] == {"cwnd": "7", "ssthresh": "6", "rtt_ms": "1264.5",
+                         "rttvar_ms": "180.25", "rto_ms": "1536", "reordering": "12",
+                         "retrans": "1", "retrans_total": "14", "lost": "2", "unacked": "9",
+                         "bytes_acked": "880000"}
+    assert got[5217] == {"cwnd": "14", "ssthresh": "", "rtt_ms": "3.25", "rttvar_ms": "1.5",
+                         "rto_ms": "204", "reordering": "3", "retrans": "0",
+                         "retrans_total": "0", "lost": "0", "unacked": "0",
+                         "bytes_acked": "5000"}
+    assert list(got[5216]) == list(flows.TCP_INFO_COLUMNS[1:])
+
+
 def _trace(rows: list[tuple]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(flows.SOCKET_COLUMNS))
 

@@ -314,6 +314,53 @@ def parse_ss_sender_info(text: str) -> dict[int, dict]:
     return {port: info for port, (_, info) in best.items()}
 
 
+# A sender's TCP state over the run (capture.tcp_info): flow.<id>.tcp_info.csv, one row per
+# poll of `ss -Htin` in the sender's namespace, of the flow's data connection.
+TCP_INFO_COLUMNS = ("t_s", "cwnd", "ssthresh", "rtt_ms", "rttvar_ms", "rto_ms", "reordering",
+                    "retrans", "retrans_total", "lost", "unacked", "bytes_acked")
+# What ss prints of each (iproute2 misc/ss.c): ssthresh only when the kernel has one,
+# reordering only when it is not the initial 3 (net.ipv4.tcp_reordering), lost, unacked and
+# the counters only when not 0: absent means that value.
+_SS_TCP_INFO = {
+    "cwnd": (re.compile(r"\bcwnd:(\d+)"), None),
+    "ssthresh": (re.compile(r"\bssthresh:(\d+)"), ""),
+    "rtt_ms": (re.compile(r"\brtt:([0-9.]+)/"), None),
+    "rttvar_ms": (re.compile(r"\brtt:[0-9.]+/([0-9.]+)"), None),
+    "rto_ms": (re.compile(r"\brto:([0-9.]+)"), None),
+    "reordering": (re.compile(r"\breordering:(\d+)"), "3"),
+    "retrans": (re.compile(r"\bretrans:(\d+)/"), "0"),
+    "retrans_total": (re.compile(r"\bretrans:\d+/(\d+)"), "0"),
+    "lost": (re.compile(r"\blost:(\d+)"), "0"),
+    "unacked": (re.compile(r"\bunacked:(\d+)"), "0"),
+    "bytes_acked": (re.compile(r"\bbytes_acked:(\d+)"), "0"),
+}
+
+
+def parse_ss_tcp_info(text: str) -> dict[int, dict[str, str]]:
+    """`ss -Htin` output at a sender -> {peer port: {TCP_INFO_COLUMNS but t_s: value as
+    printed}} of the connection to that port that has acknowledged the most bytes (the
+    flow's data connection, not iperf3's control connection). A socket without cwnd, rtt
+    and rto in its line (closing) is left out."""
+    best: dict[int, tuple[int, dict]] = {}
+    for s, line in _ss_info_lines(text):
+        if line is None:
+            continue
+        row = {}
+        for name, (rx, absent) in _SS_TCP_INFO.items():
+            m = rx.search(line)
+            row[name] = m.group(1) if m else absent
+        if None in row.values():
+            continue
+        acked = int(row["bytes_acked"])
+        if s["peer_port"] not in best or acked > best[s["peer_port"]][0]:
+            best[s["peer_port"]] = (acked, row)
+    return {port: row for port, (_, row) in best.items()}
+
+
+def tcp_info_csv(rundir: Path, flow_id: str) -> Path:
+    return Path(rundir) / f"flow.{flow_id}.tcp_info.csv"
+
+
 def _ss_info_lines(text: str):
     """`ss -Htin` (or `ss -HtinE`) output -> (socket, line) pairs: each connected socket
     ({local_port, peer_port}) once with line None at its header, then with each of its

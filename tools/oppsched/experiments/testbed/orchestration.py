@@ -289,7 +289,8 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
 
             # The receiving sockets' own counts (SocketSampler): their `ss -E` listeners
             # first, so that none of the flows' sockets is destroyed unseen.
-            sampler = SocketSampler(tb, plans, rundir, 0.0)
+            sampler = SocketSampler(tb, plans, rundir, 0.0,
+                                    tcp_info=bool(cfg["capture"].get("tcp_info")))
             sampler.start_events(spawn)
 
             # The listening ends, one port per flow: iperf3 receivers in the client
@@ -401,7 +402,7 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
         _release_space(rundir)  # run.json and the summary fit on a full disk
         if sampler is not None:
             sampler.close()
-            if sampler.write_errors:
+            if sampler.has_write_errors:
                 record["trace_write_errors"] = sampler.errors_for_record()
         shutil.rmtree(scratch, ignore_errors=True)
         shutil.rmtree(rundir / "zmq", ignore_errors=True)  # the ipc sockets mean nothing now

@@ -14,8 +14,9 @@ from pathlib import Path
 from oppsched.experiments.testbed.processes import ProcTable
 from oppsched.paths import write_atomic
 from oppsched.safefs import open_beneath
-from oppsched.testbed.flows import (SOCKET_COLUMNS, parse_ss_bytes_acked, parse_ss_sender_info,
-                                    parse_ss_sockets, socket_csv)
+from oppsched.testbed.flows import (SOCKET_COLUMNS, TCP_INFO_COLUMNS, parse_ss_bytes_acked,
+                                    parse_ss_sender_info, parse_ss_sockets, parse_ss_tcp_info,
+                                    socket_csv, tcp_info_csv)
 from oppsched.testbed.nsbase import NetnsError
 
 
@@ -76,37 +77,120 @@ def _write_live_flows(rundir, now: float, rates: dict, info: dict) -> None:
 SOCKET_POLL_S = 0.5
 
 
-class SocketSampler:
+class _FlowTraces:
+    """One CSV trace per flow, written a whole row at a time by the runner (root) into the
+    run folder: `path_of(rundir, flow id)` with `columns` as its header."""
+
+    def __init__(self, rundir: Path, path_of, columns: tuple[str, ...]):
+        self.rundir = Path(rundir)
+        self.path_of = path_of
+        self.columns = columns
+        self.files: dict[str, int] = {}  # flow id -> descriptor of its trace
+        self.sizes: dict[str, int] = {}  # flow id -> bytes of whole rows written
+        # Rows that could not be written (a full disk), per file: run.json
+        # `trace_write_errors`, summary.json errors naming the trace (traces.write_errors).
+        self.write_errors: dict[str, dict] = {}
+
+    def _open(self, fid: str) -> None:
+        # Root writes into a folder the run user owns: a new file, never through a link
+        # planted in its place (the run folder was cleaned of old traces).
+        fd = open_beneath(self.rundir, self.path_of(self.rundir, fid).name,
+                          os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        self.files[fid], self.sizes[fid] = fd, 0
+        self._write_row(fid, ",".join(self.columns) + "\n", header=True)
+
+    def _write_row(self, fid: str, line: str, header: bool = False) -> None:
+        """One row, written at once (unbuffered: nothing is lost when the runner stops). A
+        write that fails (a full disk) loses the row, counted per file, and the file is cut
+        back to its last whole row, as the daemons' writers do (csv_writer.h); the run goes
+        on. A header that could not be written is written before the next row."""
+        fd = self.files[fid]
+        if self.sizes[fid] == 0 and not header:
+            line = ",".join(self.columns) + "\n" + line
+        data = line.encode()
+        try:
+            n = os.write(fd, data)
+            if n != len(data):
+                raise OSError(errno.ENOSPC, f"short write ({n} of {len(data)} bytes)")
+            self.sizes[fid] += n
+        except OSError as exc:
+            e = self.write_errors.setdefault(self.path_of(self.rundir, fid).name,
+                                             {"errors": 0, "rows_lost": 0, "error": str(exc)})
+            e["errors"] += 1
+            e["rows_lost"] += line.count("\n") - (1 if self.sizes[fid] == 0 else 0)
+            try:
+                os.ftruncate(fd, self.sizes[fid])
+                os.lseek(fd, self.sizes[fid], os.SEEK_SET)
+            except OSError:
+                pass
+
+    def errors_for_record(self) -> list[dict]:
+        return [{"file": k, **v} for k, v in sorted(self.write_errors.items())]
+
+    def close(self) -> None:
+        for fd in self.files.values():
+            os.close(fd)
+        self.files = {}
+
+
+class TcpInfoSampler(_FlowTraces):
+    """capture.tcp_info: each iperf3 flow's sender, as its kernel sees it, into
+    flow.<id>.tcp_info.csv (TCP_INFO_COLUMNS): one row per poll of `ss -Htin` in the
+    sending namespace (the server's; an upstream flow's client's), every SOCKET_POLL_S,
+    of the flow's data connection: cwnd and ssthresh (segments), RTT, its variation and
+    the retransmission timeout, the reordering estimate (the duplicate ACKs that make a
+    loss), retransmissions (outstanding, total), lost and unacknowledged segments."""
+
+    def __init__(self, tb, plans, rundir: Path, t0: float):
+        super().__init__(rundir, tcp_info_csv, TCP_INFO_COLUMNS)
+        self.t0 = t0
+        self.by_ns: dict[str, tuple] = {}  # ns name -> (node, {peer port: plan})
+        self.warnings: list[str] = []
+        for p in plans:
+            if p.repeat or p.transport == "wrc":
+                continue
+            node = tb.clients[p.device_index] if p.sender_in_client else tb.servers[p.server_index]
+            self.by_ns.setdefault(node.ns.name, (node, {}))[1][p.port] = p
+            self._open(p.id)
+
+    def poll(self, now: float) -> None:
+        for node, ports in self.by_ns.values():
+            try:
+                cp = node.ns.run(["ss", "-Htin"], check=False, timeout=5)
+            except NetnsError as exc:
+                self.warnings.append(f"tcp_info poll at {now:.1f} s: {exc}")
+                continue
+            t = f"{time.monotonic() - self.t0:.3f}"
+            for port, row in parse_ss_tcp_info(cp.stdout).items():
+                p = ports.get(port)
+                if p is not None:
+                    self._write_row(p.id, ",".join([t] + [row[c] for c in TCP_INFO_COLUMNS[1:]])
+                                    + "\n")
+
+
+class SocketSampler(_FlowTraces):
     """The receiving sockets of every iperf3 flow, counted by the kernel (tcp_info
     bytes_received), into flow.<id>.socket.csv: `poll` rows from `ss -Htin` in the
     receiving namespace (the client's; an upstream flow's server's) every SOCKET_POLL_S
     and whenever a flow ends, and at the end the `closed` rows that `ss -HtinE` (one per
     receiving namespace, run for the whole run) printed as each socket was destroyed: its
-    final count, which no poll may have caught."""
+    final count, which no poll may have caught. With `tcp_info`, the senders too
+    (TcpInfoSampler), at the same polls."""
 
-    def __init__(self, tb, plans, rundir: Path, t0: float):
+    def __init__(self, tb, plans, rundir: Path, t0: float, tcp_info: bool = False):
+        super().__init__(rundir, socket_csv, SOCKET_COLUMNS)
         self.t0 = t0
-        self.rundir = Path(rundir)
         self.next_s = 0.0
         self.by_ns: dict[str, tuple] = {}  # ns name -> (node, {port: plan})
-        self.files: dict[str, int] = {}  # flow id -> descriptor of its trace
-        self.sizes: dict[str, int] = {}  # flow id -> bytes of whole rows written
         self.events: list[tuple] = []  # (proc name, log path, {port: plan})
         self.warnings: list[str] = []
-        # Rows that could not be written (a full disk), per file: run.json
-        # `trace_write_errors`, summary.json errors naming the trace (traces.write_errors).
-        self.write_errors: dict[str, dict] = {}
         for p in plans:
             if p.repeat or p.transport == "wrc":
                 continue
             node = tb.servers[p.server_index] if p.sender_in_client else tb.clients[p.device_index]
             self.by_ns.setdefault(node.ns.name, (node, {}))[1][p.port] = p
-            # Root writes into a folder the run user owns: a new file, never through a
-            # link planted in its place (the run folder was cleaned of old traces).
-            fd = open_beneath(self.rundir, socket_csv(self.rundir, p.id).name,
-                              os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-            self.files[p.id], self.sizes[p.id] = fd, 0
-            self._write_row(p.id, ",".join(SOCKET_COLUMNS) + "\n", header=True)
+            self._open(p.id)
+        self.tcp_info = TcpInfoSampler(tb, plans, rundir, t0) if tcp_info else None
 
     def start_events(self, spawn) -> None:
         """`ss -HtinE` in each receiving namespace, line-buffered (a stop loses nothing)
@@ -123,33 +207,13 @@ class SocketSampler:
                 self._write_row(p.id, f"{t},{event},{r['peer_port']},{r['bytes_received']},"
                                       f"{r['bytes_sent']}\n")
 
-    def _write_row(self, fid: str, line: str, header: bool = False) -> None:
-        """One row, written at once (unbuffered: nothing is lost when the runner stops). A
-        write that fails (a full disk) loses the row, counted per file, and the file is cut
-        back to its last whole row, as the daemons' writers do (csv_writer.h); the run goes
-        on. A header that could not be written is written before the next row."""
-        fd = self.files[fid]
-        if self.sizes[fid] == 0 and not header:
-            line = ",".join(SOCKET_COLUMNS) + "\n" + line
-        data = line.encode()
-        try:
-            n = os.write(fd, data)
-            if n != len(data):
-                raise OSError(errno.ENOSPC, f"short write ({n} of {len(data)} bytes)")
-            self.sizes[fid] += n
-        except OSError as exc:
-            e = self.write_errors.setdefault(socket_csv(self.rundir, fid).name,
-                                             {"errors": 0, "rows_lost": 0, "error": str(exc)})
-            e["errors"] += 1
-            e["rows_lost"] += line.count("\n") - (1 if self.sizes[fid] == 0 else 0)
-            try:
-                os.ftruncate(fd, self.sizes[fid])
-                os.lseek(fd, self.sizes[fid], os.SEEK_SET)
-            except OSError:
-                pass
-
     def errors_for_record(self) -> list[dict]:
-        return [{"file": k, **v} for k, v in sorted(self.write_errors.items())]
+        mine = super().errors_for_record()
+        return mine + (self.tcp_info.errors_for_record() if self.tcp_info else [])
+
+    @property
+    def has_write_errors(self) -> bool:
+        return bool(self.write_errors or (self.tcp_info and self.tcp_info.write_errors))
 
     def poll(self, now: float, force: bool = False) -> None:
         if not force and now < self.next_s:
@@ -166,6 +230,8 @@ class SocketSampler:
             # the time the counts were read, not the time the poll was due
             self._write(f"{time.monotonic() - self.t0:.3f}", parse_ss_sockets(cp.stdout),
                         ports, "poll")
+        if self.tcp_info is not None:
+            self.tcp_info.poll(now)
 
     def finish(self, procs: "ProcTable") -> None:
         """Stops the `ss -E` listeners (after the receivers ended: their sockets are
@@ -180,9 +246,11 @@ class SocketSampler:
                 self.warnings.append(f"{Path(log).name}: {exc}: final socket counts missing")
                 text = ""
             self._write("", parse_ss_sockets(text), ports, "closed")
+        if self.tcp_info is not None:
+            self.warnings.extend(self.tcp_info.warnings)
         self.close()
 
     def close(self) -> None:
-        for fd in self.files.values():
-            os.close(fd)
-        self.files = {}
+        super().close()
+        if self.tcp_info is not None:
+            self.tcp_info.close()

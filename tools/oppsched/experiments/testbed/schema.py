@@ -468,6 +468,11 @@ SCHEMA = {
         "pcaps": Field(bool, True, doc="tcpdump on each server's wired side and each client TUN"),
         "snaplen": Field(int, 128, min=96, max=65535),
         "ap": Field(bool, False, doc="also capture the AP's TUN (ap.pcap)"),
+        "tcp_info": Field(bool, False,
+                          doc="each flow's sender as its kernel sees it (ss -ti every 0.5 s): "
+                              "flow.ID.tcp_info.csv with cwnd, ssthresh, RTT, RTO, the "
+                              "reordering estimate, retransmissions, lost and unacked "
+                              "segments"),
         "mac": Field(bool, False, doc="MAC pcaps: every MAC PDU and PHY-MAC message of the "
                                       "apd (mac-ap.pcap) and of each client "
                                       "(mac-client.NAME.pcap); tools/wireshark/oppsched.lua "
