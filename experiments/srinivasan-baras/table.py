@@ -14,8 +14,10 @@ runs: how the users are placed against the paper's W (1.8851) and B (56.2517).
 --timeouts lists each of USER's (u01, u16, ...) retransmission timeouts in each run: when,
 the sequence number it resent, whether the sender had already resent that sequence (fast
 retransmit) since it was first sent, how many copies of it the client received (its
-capture, client.USER.pcap) and when the first came, and the longest gap between USER's
-slots in the second before the timer fired; then what each was: the fast retransmission
+capture, client.USER.pcap) and when the first came, the duplicate ACKs of it the sender
+got, the sender's reordering estimate at its last poll before (runs with
+capture.tcp_info), and the longest gap between USER's slots in the second before the
+timer fired; then what each was: the fast retransmission
 lost (one copy at the client), the previous timeout's retransmission lost, spurious (the first copy reached the client before the
 timer fired, or only after it with the retransmission a second copy), or the first copy
 lost without a fast retransmission (too few duplicate ACKs), with a count of each.
@@ -189,6 +191,9 @@ def timeouts(rundir: Path, user: str) -> list[dict]:
     at_client = _client_data_seqs(rundir / f"client.{user}.pcap", float(run["t0_wall_s"]))
     got = at_client["seq"].value_counts()
     first_at = at_client.groupby("seq")["t_s"].min()
+    # the sender's kernel state, where the run sampled it (capture.tcp_info)
+    ti_path = rundir / f"flow.{flow['id']}.tcp_info.csv"
+    ti = pd.read_csv(ti_path) if ti_path.exists() else None
     slots = pd.read_csv(rundir / "slots.csv", usecols=["t_ns", "user"])
     slot_t = ((slots[slots["user"] == uid]["t_ns"] - int(run["t0_mono_ns"])) / 1e9).to_numpy()
     out = []
@@ -220,7 +225,12 @@ def timeouts(rundir: Path, user: str) -> list[dict]:
             kind = LOST_ORIGINAL
         else:
             kind = OTHER
-        out.append({"t_s": t, "seq": int(seg.seq),
+        # the sender's reordering estimate (duplicate ACKs that make a loss) at the last
+        # poll before the timer fired; None without capture.tcp_info
+        polled = ti[ti.t_s < t] if ti is not None else None
+        reordering = int(polled.reordering.iloc[-1]) if polled is not None and len(polled) \
+            else None
+        out.append({"t_s": t, "seq": int(seg.seq), "reordering_before": reordering,
                     "resent_before_s": float(earlier.t_s.iloc[-1]) if len(earlier) else None,
                     "copies_at_client": copies, "first_at_client_s": first,
                     "slot_gap_before_s": _longest_gap(slot_t, t - 1.0, t),
@@ -234,7 +244,7 @@ def timeouts(rundir: Path, user: str) -> list[dict]:
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--timeouts"] and len(argv) > 2:
-        user, kinds, gaps, dups, prev = argv[1], {}, {}, {}, {}
+        user, kinds, gaps, dups, prev, reord = argv[1], {}, {}, {}, {}, {}
         for a in argv[2:]:
             rows = timeouts(Path(a), user)
             print(f"{a}: {len(rows)} timeouts of {user}")
@@ -249,10 +259,14 @@ def main(argv: list[str]) -> int:
                          if r["resent_before_s"] is not None else "not resent before, ")
                       + f"{r['copies_at_client']} cop{'y' if r['copies_at_client'] == 1 else 'ies'}"
                       f" at the client ({first}); {r['dupacks_before']} duplicate ACKs "
-                      f"before; longest slot gap in the second before "
+                      + (f"(the sender's reordering estimate {r['reordering_before']}) "
+                         if r["reordering_before"] is not None else "")
+                      + f"before; longest slot gap in the second before "
                       f"{r['slot_gap_before_s']:.2f} s: {r['kind']}")
                 dups.setdefault(r["kind"], []).append(r["dupacks_before"])
                 prev.setdefault(r["kind"], []).append(r["below_previous_recovery_point"])
+                if r["reordering_before"] is not None:
+                    reord.setdefault(r["kind"], []).append(r["reordering_before"])
         total = sum(kinds.values())
         print(f"{user}: {total} timeouts")
         for k, n in sorted(kinds.items(), key=lambda kv: -kv[1]):
@@ -260,7 +274,10 @@ def main(argv: list[str]) -> int:
                   f"{np.median(gaps[k]):.2f} s; duplicate ACKs before: "
                   f"{', '.join(f'{d} x{c}' for d, c in sorted(pd.Series(dups[k]).value_counts().items()))}"
                   f"; sent before the flow's previous timeout, below its recovery point: "
-                  f"{sum(prev[k])} of {n})")
+                  f"{sum(prev[k])} of {n}"
+                  + (f"; the sender's reordering estimate: "
+                     f"{', '.join(f'{d} x{c}' for d, c in sorted(pd.Series(reord[k]).value_counts().items()))}"
+                     if reord.get(k) else "") + ")")
         return 0
     if argv[:1] == ["--requested"] and len(argv) > 1:
         runs = [requested_frames(Path(a)) for a in argv[1:]]
