@@ -779,8 +779,9 @@ TEST(ClientCoreResidualLoss, a_dropped_packet_never_reaches_the_clamp_agent) {
     const std::uint64_t fed_before = h.core.stats().clamp_data_packets;
     std::uint64_t delivered = 0;
     for (int i = 0; i < 400; ++i)
-        delivered += h.down((i + 1) * kMs, {c.server_data(static_cast<std::uint32_t>(i) * 1000,
-                                                          1000)}, 0.01f).size();
+        delivered += h.down((i + 1) * kMs,
+                            {c.server_data(static_cast<std::uint32_t>(i) * 1000, 1000)}, 0.01f)
+                         .size();
     const auto& st = h.core.stats();
     EXPECT_GT(st.residual_dropped_packets, 100u);
     EXPECT_GT(delivered, 100u);

@@ -56,7 +56,10 @@ def test_ss_output_at_a_sender_gives_each_flows_data_connection_as_its_kernel_se
             "bbr:(bw:17bps,mrtt:0.02,cwnd_gain:2.88)\n"
             "ESTAB 0 0 10.1.0.1:35300 10.2.17.1:5218\n"
             "\t reno bytes_acked:1\n")  # closing: no RTT or cwnd, left out
-    got = flows.parse_ss_tcp_info(text)
+    info = flows.parse_ss_tcp_info(text)
+    assert set(info) == {(5216, 35110), (5216, 35108), (5217, 35200)}
+    chosen = {}
+    got = flows.data_connections(info, chosen)
     assert set(got) == {5216, 5217}
     assert got[5216] == {"cwnd": "7", "ssthresh": "6", "rtt_ms": "1264.5",
                          "rttvar_ms": "180.25", "rto_ms": "1536", "reordering": "12",
@@ -67,6 +70,18 @@ def test_ss_output_at_a_sender_gives_each_flows_data_connection_as_its_kernel_se
                          "retrans_total": "0", "lost": "0", "unacked": "0",
                          "bytes_acked": "5000"}
     assert list(got[5216]) == list(flows.TCP_INFO_COLUMNS[1:])
+    # The data connection closes first; iperf3's control connection, which outlives it,
+    # is never taken for it.
+    later = ("ESTAB 0 0 10.1.0.1:35108 10.2.15.1:5216\n"
+             "\t reno rto:204 rtt:0.5/0.25 mss:460 cwnd:10 bytes_acked:250\n")
+    assert flows.data_connections(flows.parse_ss_tcp_info(later), chosen) == {}
+    # A control connection seen first gives way to the data connection once it appears.
+    chosen = {}
+    first = ("ESTAB 0 0 10.1.0.1:35108 10.2.15.1:5216\n"
+             "\t reno rto:204 rtt:0.5/0.25 mss:460 cwnd:10 bytes_acked:37\n")
+    assert flows.data_connections(flows.parse_ss_tcp_info(first), chosen)[5216]["bytes_acked"] \
+        == "37"
+    assert flows.data_connections(info, chosen)[5216]["bytes_acked"] == "880000"
 
 
 def _trace(rows: list[tuple]) -> pd.DataFrame:

@@ -86,9 +86,9 @@ const field_spec kResidualLoss = daemon::number_field(
     "residual_loss", "probability", 0.0, value_range::closed_open(0, 1), "",
     "each delivered IP packet dropped with this probability before CLAMP and the TUN see it "
     "(Andrew & Hanly, CLAMP, Table I: 1e-3 after link-layer retransmissions); 0 = none");
-const field_spec kResidualLossSeed = daemon::integer_field(
-    "residual_loss", "seed", 1, value_range::closed(0, 9.007199254740992e15), "",
-    "seed of residual_loss's draws");
+const field_spec kResidualLossSeed =
+    daemon::integer_field("residual_loss", "seed", 1, value_range::closed(0, 9.007199254740992e15),
+                          "", "seed of residual_loss's draws");
 const field_spec kSeccomp = daemon::boolean_field(
     "", "seccomp", true, "install the seccomp allow-list once set up (docs/security.md)");
 

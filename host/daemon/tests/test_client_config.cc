@@ -77,8 +77,8 @@ TEST(ClientConfig, when_a_residual_loss_is_given_then_the_core_drops_at_that_rat
     const std::string e = error_of(kMinimal + "residual_loss: {probability: 1.0}\n");
     EXPECT_NE(e.find("residual_loss.probability"), std::string::npos) << e;
     EXPECT_NE(e.find("1"), std::string::npos) << e;
-    EXPECT_NE(error_of(kMinimal + "residual_loss: {probability: -1e-3}\n").find(
-                  "residual_loss.probability"),
+    EXPECT_NE(error_of(kMinimal + "residual_loss: {probability: -1e-3}\n")
+                  .find("residual_loss.probability"),
               std::string::npos);
 }
 

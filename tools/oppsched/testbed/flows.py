@@ -336,12 +336,11 @@ _SS_TCP_INFO = {
 }
 
 
-def parse_ss_tcp_info(text: str) -> dict[int, dict[str, str]]:
-    """`ss -Htin` output at a sender -> {peer port: {TCP_INFO_COLUMNS but t_s: value as
-    printed}} of the connection to that port that has acknowledged the most bytes (the
-    flow's data connection, not iperf3's control connection). A socket without cwnd, rtt
-    and rto in its line (closing) is left out."""
-    best: dict[int, tuple[int, dict]] = {}
+def parse_ss_tcp_info(text: str) -> dict[tuple[int, int], dict[str, str]]:
+    """`ss -Htin` output at a sender -> {(peer port, local port): {TCP_INFO_COLUMNS but
+    t_s: value as printed}} of every connected socket. A socket without cwnd, rtt and rto
+    in its line (closing) is left out."""
+    out: dict[tuple[int, int], dict[str, str]] = {}
     for s, line in _ss_info_lines(text):
         if line is None:
             continue
@@ -349,12 +348,29 @@ def parse_ss_tcp_info(text: str) -> dict[int, dict[str, str]]:
         for name, (rx, absent) in _SS_TCP_INFO.items():
             m = rx.search(line)
             row[name] = m.group(1) if m else absent
-        if None in row.values():
-            continue
+        if None not in row.values():
+            out[(s["peer_port"], s["local_port"])] = row
+    return out
+
+
+def data_connections(info: dict[tuple[int, int], dict[str, str]],
+                     chosen: dict[int, tuple[int, int]]) -> dict[int, dict[str, str]]:
+    """{peer port: row} of each flow's data connection among parse_ss_tcp_info's sockets:
+    the one that has acknowledged the most bytes (not iperf3's control connection), kept
+    by its local port once seen (`chosen`: peer port -> (local port, bytes acknowledged),
+    updated), so that the control connection, which outlives it, is never taken for it."""
+    out = {}
+    for (peer, local), row in info.items():
         acked = int(row["bytes_acked"])
-        if s["peer_port"] not in best or acked > best[s["peer_port"]][0]:
-            best[s["peer_port"]] = (acked, row)
-    return {port: row for port, (_, row) in best.items()}
+        have = chosen.get(peer)
+        if have is None or (local != have[0] and acked > have[1]):
+            chosen[peer] = (local, acked)
+        elif local == have[0]:
+            chosen[peer] = (local, max(acked, have[1]))
+    for (peer, local), row in info.items():
+        if chosen.get(peer, (None,))[0] == local:
+            out[peer] = row
+    return out
 
 
 def tcp_info_csv(rundir: Path, flow_id: str) -> Path:

@@ -14,9 +14,10 @@ from pathlib import Path
 from oppsched.experiments.testbed.processes import ProcTable
 from oppsched.paths import write_atomic
 from oppsched.safefs import open_beneath
-from oppsched.testbed.flows import (SOCKET_COLUMNS, TCP_INFO_COLUMNS, parse_ss_bytes_acked,
-                                    parse_ss_sender_info, parse_ss_sockets, parse_ss_tcp_info,
-                                    socket_csv, tcp_info_csv)
+from oppsched.testbed.flows import (SOCKET_COLUMNS, TCP_INFO_COLUMNS, data_connections,
+                                    parse_ss_bytes_acked, parse_ss_sender_info,
+                                    parse_ss_sockets, parse_ss_tcp_info, socket_csv,
+                                    tcp_info_csv)
 from oppsched.testbed.nsbase import NetnsError
 
 
@@ -141,10 +142,10 @@ class TcpInfoSampler(_FlowTraces):
     the retransmission timeout, the reordering estimate (the duplicate ACKs that make a
     loss), retransmissions (outstanding, total), lost and unacknowledged segments."""
 
-    def __init__(self, tb, plans, rundir: Path, t0: float):
+    def __init__(self, tb, plans, rundir: Path):
         super().__init__(rundir, tcp_info_csv, TCP_INFO_COLUMNS)
-        self.t0 = t0
         self.by_ns: dict[str, tuple] = {}  # ns name -> (node, {peer port: plan})
+        self.chosen: dict[str, dict] = {}  # ns name -> data_connections' memory
         self.warnings: list[str] = []
         for p in plans:
             if p.repeat or p.transport == "wrc":
@@ -153,15 +154,17 @@ class TcpInfoSampler(_FlowTraces):
             self.by_ns.setdefault(node.ns.name, (node, {}))[1][p.port] = p
             self._open(p.id)
 
-    def poll(self, now: float) -> None:
-        for node, ports in self.by_ns.values():
+    def poll(self, now: float, t0: float) -> None:
+        """One row per flow whose data connection `ss` shows; t_s after t0 (monotonic)."""
+        for name, (node, ports) in self.by_ns.items():
             try:
                 cp = node.ns.run(["ss", "-Htin"], check=False, timeout=5)
             except NetnsError as exc:
                 self.warnings.append(f"tcp_info poll at {now:.1f} s: {exc}")
                 continue
-            t = f"{time.monotonic() - self.t0:.3f}"
-            for port, row in parse_ss_tcp_info(cp.stdout).items():
+            t = f"{time.monotonic() - t0:.3f}"
+            rows = data_connections(parse_ss_tcp_info(cp.stdout), self.chosen.setdefault(name, {}))
+            for port, row in rows.items():
                 p = ports.get(port)
                 if p is not None:
                     self._write_row(p.id, ",".join([t] + [row[c] for c in TCP_INFO_COLUMNS[1:]])
@@ -190,7 +193,7 @@ class SocketSampler(_FlowTraces):
             node = tb.servers[p.server_index] if p.sender_in_client else tb.clients[p.device_index]
             self.by_ns.setdefault(node.ns.name, (node, {}))[1][p.port] = p
             self._open(p.id)
-        self.tcp_info = TcpInfoSampler(tb, plans, rundir, t0) if tcp_info else None
+        self.tcp_info = TcpInfoSampler(tb, plans, rundir) if tcp_info else None
 
     def start_events(self, spawn) -> None:
         """`ss -HtinE` in each receiving namespace, line-buffered (a stop loses nothing)
@@ -231,7 +234,7 @@ class SocketSampler(_FlowTraces):
             self._write(f"{time.monotonic() - self.t0:.3f}", parse_ss_sockets(cp.stdout),
                         ports, "poll")
         if self.tcp_info is not None:
-            self.tcp_info.poll(now)
+            self.tcp_info.poll(now, self.t0)
 
     def finish(self, procs: "ProcTable") -> None:
         """Stops the `ss -E` listeners (after the receivers ended: their sockets are
