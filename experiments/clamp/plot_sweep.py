@@ -1,11 +1,12 @@
 """Andrew & Hanly, CLAMP, Figs. 4, 5 and 7 from a fading-sweep.yaml sweep, laid out as the
 paper lays them out (one panel per protocol and Doppler):
 
-    .venv/bin/python experiments/clamp/plot_sweep.py results/clamp-sweep OUTDIR
+    .venv/bin/python experiments/clamp/plot_sweep.py results/clamp-sweep [MORE ...] OUTDIR
 
 (or a fading-sweep-low-rate.yaml sweep, which has no Doppler axis: 60 Hz)
 
-reads SWEEP/sweep.csv and writes OUTDIR/fig4.png (throughput per flow against mean
+reads SWEEP/sweep.csv (of each sweep named: more points of the same set-up, e.g. further
+values of a) and writes OUTDIR/fig4.png (throughput per flow against mean
 queueing delay), fig5.png (total throughput and mean 1-Mbyte download time) and fig7.png
 (NewReno's buffer and CLAMP's a against mean queueing delay), and a README.md in OUTDIR: per
 Doppler, one row per point (the README's tables), the late slots and residual loss that say
@@ -136,8 +137,9 @@ def tables(d: pd.DataFrame) -> str:
     return "\n".join(out) + "\n"
 
 
-def main(sweep: str, out: str) -> None:
-    d = pd.read_csv(Path(sweep) / "sweep.csv")
+def main(sweeps: list[str], out: str) -> None:
+    d = pd.concat([pd.read_csv(Path(sw) / "sweep.csv") for sw in sweeps], ignore_index=True)
+    sweep = "+".join(Path(sw).name for sw in sweeps)
     if "doppler_hz" not in d:  # fading-sweep-low-rate.yaml: 60 Hz only
         d["doppler_hz"] = 60.0
     outdir = Path(out)
@@ -209,14 +211,14 @@ def main(sweep: str, out: str) -> None:
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(outdir / "fig7.png", dpi=110)
-    text = (f"# Andrew & Hanly, CLAMP, Figs. 4, 5 and 7: the tables of {Path(sweep).name}\n\n"
-            f"Written by experiments/clamp/plot_sweep.py from its sweep.csv; the figures are "
+    text = (f"# Andrew & Hanly, CLAMP, Figs. 4, 5 and 7: the tables of {sweep}\n\n"
+            f"Written by experiments/clamp/plot_sweep.py from sweep.csv; the figures are "
             f"beside this page.\n\n" + tables(d))
     (outdir / "README.md").write_text(text)
     print(text, end="")
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
+    if len(sys.argv) < 3:
         sys.exit(__doc__)
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1:-1], sys.argv[-1])
