@@ -1,7 +1,7 @@
 """Andrew & Hanly, CLAMP, Figs. 4, 5 and 7 from a fading-sweep.yaml sweep, laid out as the
 paper lays them out (one panel per protocol and Doppler):
 
-    .venv/bin/python experiments/clamp/plot_sweep.py results/clamp-sweep [MORE ...] OUTDIR
+    .venv/bin/python experiments/clamp/plot_sweep.py [--settled-from S] SWEEP [MORE ...] OUTDIR
 
 (or a fading-sweep-low-rate.yaml sweep, which has no Doppler axis: 60 Hz)
 
@@ -14,10 +14,16 @@ whether the runs are usable, and Fig. 5(b)'s gain at 50 ms by the paper's own re
 (§V-F: 8 Mbit over each flow's long-lived rate, the mean over the flows, read off each
 curve at 50 ms of mean queueing delay). With several seeds per point (sweep.repeat) each
 point is their mean, with bars (and "±") of the 95 % interval of the mean (Student t); the
-gain at 50 ms is taken per seed (seed k of NewReno against seed k of CLAMP). Fig. 5(b)
+gain at 50 ms is taken per seed (seed k of NewReno against seed k of CLAMP). With
+--settled-from S every figure is of the window from S s to the run's planned end instead of
+the whole run after its warm-up (the controllers' start-up left out): each flow's goodput
+from its receiving sockets' count (flow.fNN.socket.csv), each device's queueing delay by
+Little's law on the slot trace's queue and new-TB bytes in the window, and from those the
+total, the 1-Mbyte download time and Jain's index over goodput / fair share. Fig. 5(b)
 carries the paper's statement as a marker: NewReno's download time above twice CLAMP's at
 50 ms, 10 m/s (60 Hz)."""
 
+import json
 import math
 import sys
 
@@ -137,8 +143,66 @@ def tables(d: pd.DataFrame) -> str:
     return "\n".join(out) + "\n"
 
 
-def main(sweeps: list[str], out: str) -> None:
+def _delivered_bytes(run: Path, flow: str) -> tuple[np.ndarray, np.ndarray]:
+    """(t_s after t0, bytes received so far) of a flow's receiving sockets, per poll."""
+    s = pd.read_csv(run / f"flow.{flow}.socket.csv")
+    s = s[s.event == "poll"].groupby("t_s").bytes_received.sum()
+    return s.index.values, s.values
+
+
+def settled_row(run: Path, t_from: float) -> dict:
+    """The sweep.csv figures of one run over [t_from, its planned end)."""
+    cfg = json.loads((run / "config.json").read_text())
+    t0 = json.loads((run / "run.json").read_text())["t0_mono_ns"]
+    end = float(cfg["duration_s"])
+    if not t_from < end:
+        raise SystemExit(f"plot_sweep.py: --settled-from {t_from:g} is not before the end "
+                         f"of {run} ({end:g} s)")
+    span = end - t_from
+    out = {}
+    per_dev = {}
+    for f in cfg["flows"]:
+        per_dev[f["device"]] = per_dev.get(f["device"], 0) + 1
+    share = []
+    for f in cfg["flows"]:
+        t, b = _delivered_bytes(run, f["id"])
+        bps = (np.interp(end, t, b) - np.interp(t_from, t, b)) * 8 / span
+        out[f"flow.{f['id']}.goodput_bps"] = bps
+        share.append(bps * per_dev[f["device"]])
+    rates = [out[f"flow.{f['id']}.goodput_bps"] for f in cfg["flows"]]
+    out["goodput_total_bps"] = float(sum(rates))
+    out["download_1MB_mean_s"] = float(np.mean([8e6 / r if r > 0 else np.inf for r in rates]))
+    out["jain_index_flows_fair_share"] = float(sum(share) ** 2 / (len(share) *
+                                                                   sum(x * x for x in share)))
+    slots = pd.read_csv(run / "slots.csv")
+    ts = (slots.t_ns - t0) / 1e9
+    w = slots[(ts >= t_from) & (ts < end)]
+    delays = []
+    for i, dev in enumerate(cfg["devices"]):
+        new_bytes = w.tb_bytes[(w.user == i) & (w.retx == 0)].sum()
+        if new_bytes > 0:
+            delays.append(1e3 * w[f"queue.{dev['name']}"].mean() / (new_bytes / span))
+    out["mean_queue_delay_ms"] = float(np.mean(delays)) if delays else np.nan
+    return out
+
+
+def settle(d: pd.DataFrame, sweeps: list[str], t_from: float) -> pd.DataFrame:
+    """d with each run's figures replaced by those of its settled window."""
+    d = d.copy()
+    for i, r in d.iterrows():
+        run = next((Path(sw) / "points" / r.point for sw in sweeps
+                    if (Path(sw) / "points" / r.point / "summary.json").exists()), None)
+        if run is None:
+            raise SystemExit(f"plot_sweep.py: no run folder for point {r.point}")
+        for k, v in settled_row(run, t_from).items():
+            d.loc[i, k] = v
+    return d
+
+
+def main(sweeps: list[str], out: str, settled_from: float | None = None) -> None:
     d = pd.concat([pd.read_csv(Path(sw) / "sweep.csv") for sw in sweeps], ignore_index=True)
+    if settled_from is not None:
+        d = settle(d, sweeps, settled_from)
     sweep = "+".join(Path(sw).name for sw in sweeps)
     if "doppler_hz" not in d:  # fading-sweep-low-rate.yaml: 60 Hz only
         d["doppler_hz"] = 60.0
@@ -162,7 +226,8 @@ def main(sweeps: list[str], out: str) -> None:
             ax.set_ylabel("throughput (Mb/s)")
             ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=8)
-    fig.suptitle("Throughput per flow (Andrew & Hanly, CLAMP, Fig. 4), testbed")
+    when = f", from {settled_from:g} s on" if settled_from is not None else ""
+    fig.suptitle(f"Throughput per flow (Andrew & Hanly, CLAMP, Fig. 4), testbed{when}")
     fig.tight_layout()
     fig.savefig(outdir / "fig4.png", dpi=110)
 
@@ -191,7 +256,7 @@ def main(sweeps: list[str], out: str) -> None:
         ax.set_xlabel("mean queueing delay (ms)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="upper right")
-    fig.suptitle("Andrew & Hanly, CLAMP, Fig. 5, testbed")
+    fig.suptitle(f"Andrew & Hanly, CLAMP, Fig. 5, testbed{when}")
     fig.tight_layout()
     fig.savefig(outdir / "fig5.png", dpi=110)
 
@@ -211,7 +276,10 @@ def main(sweeps: list[str], out: str) -> None:
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(outdir / "fig7.png", dpi=110)
+    window = (f"the window from {settled_from:g} s to each run's end" if settled_from is not None
+              else "each run after its warm-up")
     text = (f"# Andrew & Hanly, CLAMP, Figs. 4, 5 and 7: the tables of {sweep}\n\n"
+            f"Goodput, queueing delay and everything from them over {window}.\n\n"
             f"Written by experiments/clamp/plot_sweep.py from sweep.csv; the figures are "
             f"beside this page.\n\n" + tables(d))
     (outdir / "README.md").write_text(text)
@@ -219,6 +287,10 @@ def main(sweeps: list[str], out: str) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 3:
+    args = sys.argv[1:]
+    frm = None
+    if args[:1] == ["--settled-from"] and len(args) > 1:
+        frm, args = float(args[1]), args[2:]
+    if len(args) < 2:
         sys.exit(__doc__)
-    main(sys.argv[1:-1], sys.argv[-1])
+    main(args[:-1], args[-1], frm)

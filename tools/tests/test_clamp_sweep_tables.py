@@ -80,3 +80,39 @@ def test_the_tables_give_each_point_its_mean_and_interval_over_the_seeds(plot_sw
     assert cells[4].split(" / ")[2] == "1000 ± 248"  # f3: sd 100
     assert cells[7] == "7.0 ± 2.5"  # download: sd 1
     assert "late slots at the apd: max 0" in text
+
+
+def test_the_settled_window_takes_goodput_and_delay_from_that_window_alone(plot_sweep, tmp_path):
+    # Two flows on two devices over 300 s; the socket counts rise at 100 kB/s for f1 and
+    # 50 kB/s for f2 until 100 s, then at 200 and 100 kB/s; each device's queue holds
+    # 10 kB until 100 s, 40 kB after, and one new 1000-byte TB of each goes out every 10 ms.
+    import json
+    import numpy as np
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({
+        "duration_s": 300.0, "devices": [{"name": "R1"}, {"name": "R2"}],
+        "flows": [{"id": "f1", "device": "R1"}, {"id": "f2", "device": "R2"}]}))
+    t0 = 5_000_000_000
+    (run / "run.json").write_text(json.dumps({"t0_mono_ns": t0}))
+    t = np.arange(0, 300.01, 0.5)
+    for fid, (r1, r2) in {"f1": (100e3, 200e3), "f2": (50e3, 100e3)}.items():
+        b = np.where(t < 100, r1 * t, r1 * 100 + r2 * (t - 100))
+        pd.DataFrame({"t_s": t, "event": "poll", "peer_port": 1, "bytes_received": b,
+                      "bytes_sent": 0}).to_csv(run / f"flow.{fid}.socket.csv", index=False)
+    ts = np.arange(0, 300, 0.005)
+    q = np.where(ts < 100, 10e3, 40e3)
+    pd.DataFrame({"t_ns": (t0 + ts * 1e9).astype(np.int64), "user": np.arange(len(ts)) % 2,
+                  "retx": 0, "tb_bytes": 1000, "queue.R1": q, "queue.R2": q}) \
+        .to_csv(run / "slots.csv", index=False)
+    r = plot_sweep.settled_row(run, 150.0)
+    assert r["flow.f1.goodput_bps"] == pytest.approx(1.6e6)
+    assert r["flow.f2.goodput_bps"] == pytest.approx(0.8e6)
+    assert r["goodput_total_bps"] == pytest.approx(2.4e6)
+    assert r["download_1MB_mean_s"] == pytest.approx((5.0 + 10.0) / 2)
+    # 40 kB queued, 100 kB/s of new TBs per device: 400 ms
+    assert r["mean_queue_delay_ms"] == pytest.approx(400.0, rel=1e-3)
+    # one flow per device: Jain over the goodputs, (2.4)^2 / (2 (1.6^2 + 0.8^2))
+    assert r["jain_index_flows_fair_share"] == pytest.approx(2.4 ** 2 / (2 * (2.56 + 0.64)))
+    with pytest.raises(SystemExit, match="not before the end"):
+        plot_sweep.settled_row(run, 300.0)
