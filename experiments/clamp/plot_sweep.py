@@ -144,10 +144,12 @@ def tables(d: pd.DataFrame) -> str:
 
 
 def _delivered_bytes(run: Path, flow: str) -> tuple[np.ndarray, np.ndarray]:
-    """(t_s after t0, bytes received so far) of a flow's receiving sockets, per poll."""
+    """(t_s after t0, bytes received so far) of a flow's receiving sockets, per poll. A
+    socket destroyed at the flow's end drops out of the polls' sum: the count holds its
+    highest value from there (never falls)."""
     s = pd.read_csv(run / f"flow.{flow}.socket.csv")
     s = s[s.event == "poll"].groupby("t_s").bytes_received.sum()
-    return s.index.values, s.values
+    return s.index.values, np.maximum.accumulate(s.values)
 
 
 def settled_row(run: Path, t_from: float) -> dict:
