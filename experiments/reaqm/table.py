@@ -335,9 +335,8 @@ def settled(out: Path, sweeps: list[Path]) -> None:
         ax.set_ylabel(ylabel)
         ax.set_xticks(loads)
         ax.grid(alpha=0.3)
-        ax.set_title("Wang & Song, REAQM, Fig. 3 against load, settled: "
-                     f"{runs.window.iloc[0]} of each run, mean and 95 % interval over the seeds",
-                     fontsize=8)
+        ax.set_title(f"Wang & Song, REAQM, Fig. 3, settled ({runs.window.iloc[0]}): "
+                     "mean, 95 % interval over seeds", fontsize=8)
         ax.legend(fontsize=8)
         fig.tight_layout()
         fig.savefig(out / f"settled-{name}.png", dpi=110)
