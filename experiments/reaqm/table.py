@@ -180,6 +180,10 @@ def dynamics(out: Path, sweeps: list[Path]) -> None:
     runs = pd.DataFrame(rows).sort_values(["link", "variant", "seed"])
     runs.to_csv(out / "runs.csv", index=False, float_format="%.6g")
     ts = pd.concat(series)
+    # connections per step: those of the flows there from the start (the first group)
+    sweep0, r0 = latest_points(sweeps)[0]
+    cfg0 = json.loads((sweep0 / "points" / r0.point / "config.json").read_text())
+    group = sum(int(f.get("parallel", 1)) for f in cfg0["flows"] if not f.get("start_s"))
     steps = sorted(set(runs.step))
     if len(steps) != 1:
         raise SystemExit(f"table.py dynamics: runs of different step lengths {steps} in one table")
@@ -212,7 +216,8 @@ def dynamics(out: Path, sweeps: list[Path]) -> None:
         axes[0].set_ylabel("queue (1052-byte packets)")
         axes[1].set_ylabel("utilisation per second")
         axes[2].set_ylabel("link price p")
-        axes[2].set_xlabel(f"time (s); connections 10, 20, 30, 40, 50 then back, a step every {step:g} s")
+        axes[2].set_xlabel(f"time (s); {group} connections join per step, then leave in reverse "
+                           f"order, a step every {step:g} s")
         for ax in axes:
             for x in step * np.array([1, 2, 3, 4, 6, 7, 8, 9]):
                 ax.axvline(x, color="grey", lw=0.5, alpha=0.4)
