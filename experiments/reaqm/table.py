@@ -117,7 +117,8 @@ def load(out: Path, sweeps: list[Path]) -> None:
             if g.empty:
                 continue
             pts = [(n + (i - 1.5) * 0.6, *ci(gg[col])[:2]) for n, gg in g.groupby("connections")]
-            ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[p[2] for p in pts],
+            ax.errorbar([p[0] for p in pts], [p[1] for p in pts],  # one seed: no bar
+                        yerr=[p[2] if p[2] == p[2] else 0.0 for p in pts],
                         marker="o", capsize=3, label=label)
         if col == "queue_50_100s":
             ax.axhline(BUFFER, color="k", ls=":", lw=1, label="the paper's buffer (50 packets)")
