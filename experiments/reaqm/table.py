@@ -86,6 +86,34 @@ def late(runs: pd.DataFrame) -> None:
           f"{runs.late_phy.min()}-{runs.late_phy.max()} of {runs.slots.min()}-{runs.slots.max()}")
 
 
+def plot_against_load(runs: pd.DataFrame, out: Path, figures, queue_col: str, title: str,
+                      prefix: str = "") -> None:
+    """One plot per (column, y label, file name) of `figures` against connections: each
+    AQM's mean over the seeds with its 95 % interval (no bar for one seed), the paper's
+    buffer drawn on the queue's; OUT/<prefix><name>.png."""
+    for col, ylabel, name in figures:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for i, (var, label) in enumerate(NAMES.items()):
+            g = runs[runs.variant == var]
+            if g.empty:
+                continue
+            pts = [(n + (i - 1.5) * 0.6, *ci(gg[col])[:2]) for n, gg in g.groupby("connections")]
+            ax.errorbar([p[0] for p in pts], [p[1] for p in pts],
+                        yerr=[p[2] if p[2] == p[2] else 0.0 for p in pts],
+                        marker="o", capsize=3, label=label)
+        if col == queue_col:
+            ax.axhline(BUFFER, color="k", ls=":", lw=1, label="the paper's buffer (50 packets)")
+        ax.set_xlabel("connections")
+        ax.set_ylabel(ylabel)
+        ax.set_xticks(sorted(runs.connections.unique()))
+        ax.grid(alpha=0.3)
+        ax.set_title(title, fontsize=8)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out / f"{prefix}{name}.png", dpi=110)
+        plt.close(fig)
+
+
 def load(out: Path, sweeps: list[Path]) -> None:
     rows = []
     for sweep in sweeps:
@@ -107,31 +135,13 @@ def load(out: Path, sweeps: list[Path]) -> None:
             print(f"| {var} | {col} | " + " / ".join(
                 cell(gg[col], d) for _, gg in g.groupby("connections")) + " |")
     late(runs)
-    for col, ylabel, name in [("queue_50_100s", "mean queue, 50-100 s (1052-byte packets)", "mean-queue"),
-                              ("loss_pct", "loss ratio, whole run (%)", "loss-ratio"),
-                              ("util", "utilisation (MAC throughput / 10 Mb/s)", "utilisation"),
-                              ("mark_pct", "ECN mark ratio, whole run (%)", "mark-ratio")]:
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for i, (var, label) in enumerate(NAMES.items()):
-            g = runs[runs.variant == var]
-            if g.empty:
-                continue
-            pts = [(n + (i - 1.5) * 0.6, *ci(gg[col])[:2]) for n, gg in g.groupby("connections")]
-            ax.errorbar([p[0] for p in pts], [p[1] for p in pts],  # one seed: no bar
-                        yerr=[p[2] if p[2] == p[2] else 0.0 for p in pts],
-                        marker="o", capsize=3, label=label)
-        if col == "queue_50_100s":
-            ax.axhline(BUFFER, color="k", ls=":", lw=1, label="the paper's buffer (50 packets)")
-        ax.set_xlabel("connections")
-        ax.set_ylabel(ylabel)
-        ax.set_xticks(sorted(runs.connections.unique()))
-        ax.grid(alpha=0.3)
-        ax.set_title("Wang & Song, REAQM, Fig. 3 against load: 100 s, mean and 95 % interval "
-                     "over the seeds", fontsize=8)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(out / f"{name}.png", dpi=110)
-        plt.close(fig)
+    plot_against_load(
+        runs, out, [("queue_50_100s", "mean queue, 50-100 s (1052-byte packets)", "mean-queue"),
+                    ("loss_pct", "loss ratio, whole run (%)", "loss-ratio"),
+                    ("util", "utilisation (MAC throughput / 10 Mb/s)", "utilisation"),
+                    ("mark_pct", "ECN mark ratio, whole run (%)", "mark-ratio")],
+        "queue_50_100s", "Wang & Song, REAQM, Fig. 3 against load: 100 s, mean and 95 % "
+        "interval over the seeds")
 
 
 def latest_points(sweeps: list[Path]) -> list[tuple[Path, pd.Series]]:
@@ -322,31 +332,13 @@ def settled(out: Path, sweeps: list[Path]) -> None:
             print(f"| {NAMES.get(var, var)} | {col} | " + " | ".join(
                 cell(g[g.connections == n][col], d) for n in loads) + " |")
     late(runs)
-    for col, ylabel, name in [("queue", "mean queue (1052-byte packets)", "mean-queue"),
-                              ("loss_pct", "loss ratio (%)", "loss-ratio"),
-                              ("util", "utilisation (MAC throughput / 10 Mb/s)", "utilisation"),
-                              ("mark_pct", "ECN mark ratio (%)", "mark-ratio")]:
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for i, (var, label) in enumerate(NAMES.items()):
-            g = runs[runs.variant == var]
-            if g.empty:
-                continue
-            pts = [(n + (i - 1.5) * 0.6, *ci(gg[col])[:2]) for n, gg in g.groupby("connections")]
-            ax.errorbar([p[0] for p in pts], [p[1] for p in pts],  # one seed: no bar
-                        yerr=[p[2] if p[2] == p[2] else 0.0 for p in pts],
-                        marker="o", capsize=3, label=label)
-        if col == "queue":
-            ax.axhline(BUFFER, color="k", ls=":", lw=1, label="the paper's buffer (50 packets)")
-        ax.set_xlabel("connections")
-        ax.set_ylabel(ylabel)
-        ax.set_xticks(loads)
-        ax.grid(alpha=0.3)
-        ax.set_title(f"Wang & Song, REAQM, Fig. 3, settled ({runs.window.iloc[0]}): "
-                     "mean, 95 % interval over seeds", fontsize=8)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(out / f"settled-{name}.png", dpi=110)
-        plt.close(fig)
+    plot_against_load(
+        runs, out, [("queue", "mean queue (1052-byte packets)", "mean-queue"),
+                    ("loss_pct", "loss ratio (%)", "loss-ratio"),
+                    ("util", "utilisation (MAC throughput / 10 Mb/s)", "utilisation"),
+                    ("mark_pct", "ECN mark ratio (%)", "mark-ratio")],
+        "queue", f"Wang & Song, REAQM, Fig. 3, settled ({runs.window.iloc[0]}): mean, 95 % "
+        "interval over seeds", prefix="settled-")
 
 
 def main(argv: list[str]) -> int:
