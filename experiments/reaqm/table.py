@@ -19,6 +19,8 @@ queue from 5 s to the end and while 10 (5 s to 1 step), 30 (steps 2-3) and 50 (s
 connections are on, and the utilisation (acknowledged TB bytes / 10 Mb/s) while 20 (steps
 8-9) and 10 (steps 9-10) are left; OUT/runs.csv, OUT/timeseries.csv (per run and second: queue, utilisation and the
 AQM's link price p from slots.csv's aqm_price column, REM and REAQM) and time-<link>.png.
+Runs already in OUT's CSVs that the sweeps named do not hold are kept (a table measured in
+parts: REAQM and REM in one sweep, RED and AVQ in a later one).
 
 settle (load-sweep.yaml at one load, 300-s runs): per run the queue and the price in each
 50-s window, the whole run's loss and mark ratios and utilisation; OUT/settle.csv.
@@ -188,9 +190,24 @@ def dynamics(out: Path, sweeps: list[Path]) -> None:
         ts.insert(0, "variant", r.variant)
         ts.insert(0, "link", link)
         series.append(ts)
-    runs = pd.DataFrame(rows).sort_values(["link", "variant", "seed"])
+    runs, ts = pd.DataFrame(rows), pd.concat(series)
+    # A table built in parts (a sweep stopped and resumed as another): the rows already in
+    # OUT for runs (link, variant, seed) the sweeps named here do not hold are kept.
+    if (out / "runs.csv").exists() and (out / "timeseries.csv").exists():
+        key = ["link", "variant", "seed"]
+        new_keys = set(map(tuple, runs[key].astype(str).to_numpy()))
+        old_runs, old_ts = pd.read_csv(out / "runs.csv"), pd.read_csv(out / "timeseries.csv")
+        keep = [k not in new_keys for k in map(tuple, old_runs[key].astype(str).to_numpy())]
+        kept = old_runs[keep]
+        if len(kept):
+            print(f"table.py dynamics: keeping {len(kept)} runs already in {out / 'runs.csv'}: "
+                  + ", ".join(f"{r.variant} seed {r.seed}" for r in kept.itertuples()))
+            kept_keys = set(map(tuple, kept[key].astype(str).to_numpy()))
+            ts_keep = [k in kept_keys for k in map(tuple, old_ts[key].astype(str).to_numpy())]
+            runs = pd.concat([runs, kept], ignore_index=True)
+            ts = pd.concat([ts, old_ts[ts_keep]], ignore_index=True)
+    runs = runs.sort_values(["link", "variant", "seed"])
     runs.to_csv(out / "runs.csv", index=False, float_format="%.6g")
-    ts = pd.concat(series)
     # connections per step: those of the flows there from the start (the first group)
     sweep0, r0 = latest_points(sweeps)[0]
     cfg0 = json.loads((sweep0 / "points" / r0.point / "config.json").read_text())
