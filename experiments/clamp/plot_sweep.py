@@ -74,25 +74,29 @@ def _pm(v: pd.Series, scale: float = 1.0, fmt: str = "{:.0f}") -> str:
     return f"{fmt.format(v.mean())} ± {fmt.format(_half_width(v))}"
 
 
-def at_delay(d: pd.DataFrame, dop: float, variant: str, axis: str, seed, delay_ms: float):
-    """The mean 1-Mbyte download time of one seed's curve, linearly interpolated at delay_ms
-    of mean queueing delay (its end point where the curve ends within END_TOLERANCE_MS of
-    it); None where the curve does not come that close."""
+def at_delay(d: pd.DataFrame, dop: float, variant: str, axis: str, seed, delay_ms: float,
+             y: str = "download_1MB_mean_s"):
+    """Column y (by default the mean 1-Mbyte download time from the long-lived rates) of one
+    seed's curve, linearly interpolated at delay_ms of mean queueing delay (its end point
+    where the curve ends within END_TOLERANCE_MS of it); None where the curve does not come
+    that close."""
     x = d[(d["doppler_hz"] == dop) & (d["variant"] == variant) & (d["seed"] == seed)]
-    x = x.dropna(subset=["mean_queue_delay_ms", "download_1MB_mean_s"])
+    x = x.dropna(subset=["mean_queue_delay_ms", y])
     x = x.sort_values("mean_queue_delay_ms")
     if x.empty or not (x["mean_queue_delay_ms"].min() - END_TOLERANCE_MS <= delay_ms <=
                        x["mean_queue_delay_ms"].max() + END_TOLERANCE_MS):
         return None
-    return float(np.interp(delay_ms, x["mean_queue_delay_ms"], x["download_1MB_mean_s"]))
+    return float(np.interp(delay_ms, x["mean_queue_delay_ms"], x[y]))
 
 
-def gain_at(d: pd.DataFrame, dop: float, delay_ms: float = PAPER_DELAY_MS) -> pd.DataFrame:
-    """Per seed: NewReno's and CLAMP's mean download time at delay_ms, and their ratio."""
+def gain_at(d: pd.DataFrame, dop: float, delay_ms: float = PAPER_DELAY_MS,
+            y: str = "download_1MB_mean_s") -> pd.DataFrame:
+    """Per seed: NewReno's and CLAMP's mean download time (column y) at delay_ms, and their
+    ratio."""
     rows = []
     for seed in sorted(d["seed"].unique()):
-        reno = at_delay(d, dop, "clamp-off", "buffer_bytes", seed, delay_ms)
-        clamp = at_delay(d, dop, "clamp-on", "a_bytes", seed, delay_ms)
+        reno = at_delay(d, dop, "clamp-off", "buffer_bytes", seed, delay_ms, y)
+        clamp = at_delay(d, dop, "clamp-on", "a_bytes", seed, delay_ms, y)
         if reno is not None and clamp is not None:
             rows.append({"seed": seed, "newreno_s": reno, "clamp_s": clamp,
                          "gain": reno / clamp})

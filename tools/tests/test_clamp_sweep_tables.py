@@ -116,3 +116,36 @@ def test_the_settled_window_takes_goodput_and_delay_from_that_window_alone(plot_
     assert r["jain_index_flows_fair_share"] == pytest.approx(2.4 ** 2 / (2 * (2.56 + 0.64)))
     with pytest.raises(SystemExit, match="not before the end"):
         plot_sweep.settled_row(run, 300.0)
+
+
+def test_the_download_table_reads_fig_5b_off_the_real_downloads_per_seed(tmp_path):
+    # download_table.py: the gain at 50 ms from transfers.time_mean_of_flows_s (the real
+    # downloads), not from the long-lived rates' download_1MB_mean_s (left at 1 s here).
+    spec = importlib.util.spec_from_file_location(
+        "clamp_download_table", REPO / "experiments/clamp/download_table.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rows = []
+    for variant, value, seed, delay, dl in [
+            ("clamp-off", 15000, 1, 20.0, 16.0), ("clamp-off", 30000, 1, 60.0, 12.0),
+            ("clamp-on", 2000, 1, 40.0, 6.0), ("clamp-on", 5000, 1, 90.0, 7.0),
+            ("clamp-off", 15000, 2, 30.0, 20.0), ("clamp-off", 30000, 2, 70.0, 10.0),
+            ("clamp-on", 2000, 2, 45.0, 5.0), ("clamp-on", 5000, 2, 65.0, 6.0)]:
+        r = _sweep([(variant, value, seed, delay, 1.0, 900, 900)]).iloc[0].to_dict()
+        r.update({"ok": True, "point": f"{variant}-{value}-{seed}",
+                  "transfers.time_mean_of_flows_s": dl, "transfers.time_mean_s": dl / 2,
+                  "transfers.completed": 40 + seed,
+                  **{f"flow.f{i}.transfers.time_mean_s": dl * i / 2.5 for i in range(1, 5)}})
+        rows.append(r)
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    pd.DataFrame(rows).to_csv(sweep / "sweep.csv", index=False)
+    mod.main([str(sweep)], str(tmp_path / "out"))
+    text = (tmp_path / "out" / "README.md").read_text()
+    # seed 1: NewReno 13.0 s (16 + (12 - 16) * 30 / 40), CLAMP 6.2 s (6 + 1 * 10 / 50);
+    # seed 2: NewReno 15.0 s, CLAMP 5.25 s (5 + 1 * 5 / 20)
+    assert "(per seed: 2.10, 2.86)" in text, text
+    row = next(line for line in text.splitlines() if line.startswith("| NewReno | 15 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2] == "2" and cells[6] == "18.0 ± 25.4"  # 16 and 20: sd 2.83, t 12.71
+    assert (tmp_path / "out" / "fig5b.png").stat().st_size > 0
