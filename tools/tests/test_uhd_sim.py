@@ -64,8 +64,8 @@ def sim(tmp_path_factory, unavailable):
         state = ["--state", str(d)]
         rc, out, err = _cli(["uhd-sim", "start", "--config", str(d / "sim.ini")] + state)
         assert rc == 0, err
-        assert f"serial {SERIAL}) at addr=127.0.0.1" in out
         try:
+            assert f"serial {SERIAL}) at addr=127.0.0.1" in out, out
             yield d
         finally:
             rc, out, err = _cli(["uhd-sim", "stop"] + state)
@@ -353,6 +353,71 @@ def test_fault_4_get_mender_artifact_returns_none_without_mender(mpm):
         "print(repr(m.get_mender_artifact()))")
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip() == "None"
+
+
+_SIM = "/usr/lib/python3/dist-packages/usrp_mpm/simulator"
+
+
+def _load_sim_module(name: str) -> str:
+    """Code that loads usrp_mpm/simulator/NAME.py by its path as `m` (it imports only
+    uhd.chdr and the standard library: no usrp_mpm, so no shim is needed)."""
+    return ("import importlib.util\n"
+            f"spec = importlib.util.spec_from_file_location('m', '{_SIM}/{name}.py')\n"
+            "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n")
+
+
+def test_fault_5_rx_streams_are_paced_as_if_payload_bytes_were_samples(mpm):
+    """StreamSpec.seconds_per_packet is packet_samples / sample_rate, but packet_samples is
+    the packet's payload in bytes (1484 for UHD's 371 sc16 samples per packet): the RX
+    streams ran at a quarter of the rate (62 785 samples/s at 250 kS/s)."""
+    code = (_load_sim_module("rfnoc_common")
+            + "s = m.StreamSpec(); s.packet_samples = 1484; s.sample_rate = 250e3\n"
+              "print(repr(s.seconds_per_packet()))")
+    r = _without_shims(code)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert float(r.stdout) == 1484 / 250e3
+    r = subprocess.run(["/usr/bin/python3", "-c",
+                        "from usrp_mpm.simulator.rfnoc_common import StreamSpec\n"
+                        "s = StreamSpec(); s.packet_samples = 1484; s.sample_rate = 250e3\n"
+                        "print(repr(s.seconds_per_packet()))"],
+                       env=uhd_sim.environment(), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert float(r.stdout) == 371 / 250e3  # the shim: one packet per 371 samples' time
+
+
+_STRS = ("import queue\n"
+         "from uhd.chdr import StrsStatus\n"
+         "class Payload:\n"
+         "    status = StrsStatus.OKAY\n"
+         "    def __init__(self, n): self.xfer_count_pkts = self.xfer_count_bytes = n\n"
+         "class Strs:\n"
+         "    def __init__(self, n): self.n = n\n"
+         "    def get_payload_strs(self): return Payload(self.n)\n")
+
+
+def test_fault_6_a_continuous_rx_stream_dies_on_its_101st_flow_control_status(mpm):
+    """ChdrOutputStream.queue_packet puts UHD's flow-control status packets into a queue of
+    100 that its worker reads only when the downstream buffer is full (never, with UHD's
+    2.5 MB): the 101st raises queue.Full in the simulator's socket thread, which ends it
+    (a continuous RX stream stopped after about 700 packets, at any rate)."""
+    code = (_load_sim_module("chdr_stream") + _STRS
+            + "s = object.__new__(m.ChdrOutputStream); s.strs_queue = queue.Queue(100)\n"
+              "for i in range(101): s.queue_packet(Strs(i))\n")
+    r = _without_shims(code)
+    assert r.returncode != 0
+    assert r.stderr.rstrip().endswith("queue.Full"), r.stderr[-2000:]
+
+
+def test_fault_6_shim_applies_the_oldest_status_instead_of_failing(mpm):
+    code = ("from usrp_mpm.simulator import chdr_stream as m\n" + _STRS
+            + "s = object.__new__(m.ChdrOutputStream); s.strs_queue = queue.Queue(100)\n"
+              "s.recv = m.XferCount()\n"
+              "for i in range(1, 151): s.queue_packet(Strs(i))\n"
+              "print(s.strs_queue.qsize(), s.recv.num_packets)")
+    r = subprocess.run(["/usr/bin/python3", "-c", code], env=uhd_sim.environment(),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["100", "50"]  # the newest 100 queued, the 50th applied
 
 
 def test_shims_act_only_on_the_modules_they_repair():

@@ -97,6 +97,23 @@ def write_config(path: str | os.PathLike, serial: str = DEFAULT_SERIAL, preset: 
     return path
 
 
+def air(sample_rate: float, log_dir: str | os.PathLike | None = None,
+        **channel) -> tuple[dict, dict]:
+    """The `sink` and `source` of write_config for the simulated radio's antenna: AirSink
+    and AirSource (mpm_path/oppsched_sim_samples.py), which carry its TX bursts through the
+    project's channel emulator into its RX streams at `sample_rate` (the rate UHD is set
+    to: the simulated E320's timestamps tick at it). `channel`: AirSource's keywords
+    (snr_db, tx_power, gain_db, fading, doppler_hz, profile, seed, noise, late). With
+    log_dir, the sink logs to LOG_DIR/air_tx.jsonl and the source to LOG_DIR/air_rx.jsonl."""
+    sink = {"class": "AirSink", "import_path": SAMPLES, "tick_rate": sample_rate}
+    source = {"class": "AirSource", "import_path": SAMPLES, "sample_rate": sample_rate,
+              **channel}
+    if log_dir is not None:
+        sink["log"] = Path(log_dir) / "air_tx.jsonl"
+        source["log"] = Path(log_dir) / "air_rx.jsonl"
+    return sink, source
+
+
 def discover(timeout: float = 0.5, addr: str = ADDR) -> dict | None:
     """Sends MPM's discovery request to addr; returns the answer's key=value fields, or
     None without an answer."""
@@ -173,7 +190,8 @@ class Simulator:
 
     def start(self, timeout: float = 30.0) -> dict:
         """Starts the simulator; returns its discovery answer once its RPC server is ready
-        (the answer carries the device type only from then on)."""
+        (the answer carries the device type only from then on, and for a moment after that
+        an empty product and serial: seen under load, `(type e3xx, serial )`)."""
         if not self.config.is_file():
             raise SimulatorError(f"config: {self.config} does not exist")
         busy = ports_in_use()
@@ -192,7 +210,7 @@ class Simulator:
                                      f"before it was ready; its log, {self.log}, ends:\n"
                                      + _tail(self.log))
             info = discover(0.2)
-            if info and info.get("type"):
+            if info and info.get("type") and info.get("serial"):
                 return info
         self.stop()
         raise SimulatorError(f"the simulator did not answer discovery with a device type "

@@ -137,6 +137,59 @@ def _patch_periph_base(module):
 _PATCHES["usrp_mpm.periph_manager.base"] = _patch_periph_base
 
 
+# --- Fault 5: the simulator's RX streams run at a quarter of the sample rate. Its
+# ChdrOutputStream sends one packet per StreamSpec.seconds_per_packet() = packet_samples /
+# sample_rate, but packet_samples (the radio's "max words per packet" register as UHD 4.3
+# writes it) counts payload bytes: 1484 for the 371 sc16 samples UHD's RX streamer takes per
+# packet (its max_num_samps), and the simulator's sources fill payload_size = packet_samples
+# bytes, as its finite streams count total_samples * 4 bytes. At 250 kS/s the stream
+# delivered 62 785 samples/s. StreamSpec.seconds_per_packet gets the bytes' samples (4 bytes
+# per sc16 sample) over the sample rate.
+SC16_BYTES = 4
+
+
+def _patch_rfnoc_common(module):
+    def seconds_per_packet(self):
+        assert self.packet_samples != 0
+        assert self.sample_rate != 0
+        return self.packet_samples / SC16_BYTES / self.sample_rate
+
+    module.StreamSpec.seconds_per_packet = seconds_per_packet
+
+
+_PATCHES["usrp_mpm.simulator.rfnoc_common"] = _patch_rfnoc_common
+
+
+# --- Fault 6: a continuous RX stream stops after about 700 packets (260 000 samples), at any
+# rate. UHD acknowledges the stream's packets with flow-control status packets (STRS), which
+# the simulator's socket thread puts into the stream's queue of 100 with put_nowait; its
+# ChdrOutputStream reads that queue only when the downstream buffer is full, which UHD's
+# 2.5 MB capacity never is. The 101st STRS raises queue.Full in the socket thread ("Unable
+# to decode packet: ", then the traceback in sim.log), which ends it: every later call
+# times out. ChdrOutputStream.queue_packet gets a queue that does not fill: when it is full
+# the oldest status is applied at once (each STRS carries the cumulative counts, so
+# applying them in order is what the stream would have done).
+def _patch_chdr_stream(module):
+    import queue
+
+    def queue_packet(self, packet):
+        while True:
+            try:
+                self.strs_queue.put_nowait(packet)
+                return
+            except queue.Full:
+                try:
+                    old = self.strs_queue.get_nowait()
+                except queue.Empty:
+                    continue
+                self._update_recv(old.get_payload_strs())
+
+    module.ChdrOutputStream.queue_packet = queue_packet
+
+
+_PATCHES["usrp_mpm.simulator.chdr_stream"] = _patch_chdr_stream
+
+
 def install() -> None:
     """Puts the import hook first on sys.meta_path (once)."""
     if not any(isinstance(f, _Finder) for f in sys.meta_path):
