@@ -361,6 +361,47 @@ def test_slot_tx_runs_the_profiles_tx_lead_ahead_of_the_radio(tmp_path, fs, samp
     assert uhd.ap_profile(cfg)["tx_lead_s"] == 0.004
 
 
+def _tx_samples(tmp_path, backoff_db, n_slots=12):
+    """What the AP's TX chain hands its radio over n_slots slots (evdo, 1 Msps); backoff_db
+    None: the default."""
+    from gnuradio import blocks, gr
+    import numpy as np
+
+    tmp_path.mkdir()
+    cfg = _tx_cfg(tmp_path, "evdo", 0.5)
+    if backoff_db is not None:
+        cfg["uhd"]["ap"]["tx_backoff_db"] = backoff_db
+    tb = gr.top_block()
+    head = blocks.head(gr.sizeof_gr_complex, 1)
+    tx, _, _ = uhd.build_ap_tx(tb, cfg, 100, head)
+    head.set_length(n_slots * tx.slot_samples())
+    sink = blocks.vector_sink_c()
+    tb.connect(head, sink)
+    tb.run()
+    return np.asarray(sink.data(), dtype=np.complex64), _tags(sink), tx.slot_samples()
+
+
+@needs_gr
+def test_the_ap_sends_its_samples_within_uhds_full_scale_after_the_tx_backoff(tmp_path):
+    # UHD converts fc32 to the radio's sc16 with 1.0 as full scale. slot_tx's OFDM has unit
+    # mean power: unscaled, about a third of the I and Q values are beyond 1.0 and would
+    # clip. With the default 10 dB backoff none are, the power is a tenth, and the burst
+    # tags stay on their samples.
+    import numpy as np
+
+    raw, raw_tags, S = _tx_samples(tmp_path / "raw", 0.0)
+    x, tags, _ = _tx_samples(tmp_path / "default", None)
+    beyond = lambda v: np.mean((np.abs(v.real) > 1.0) | (np.abs(v.imag) > 1.0))  # noqa: E731
+    on = np.abs(raw) > 0
+    assert np.mean(np.abs(raw[on]) ** 2) == pytest.approx(1.0, rel=0.05)
+    assert beyond(raw) > 0.2
+    assert beyond(x) == 0.0 and np.max(np.abs(x)) < 1.0
+    assert np.mean(np.abs(x[on]) ** 2) == pytest.approx(0.1, rel=0.05)
+    for key in ("tx_time", "tx_sob", "tx_eob"):
+        assert [o for o, _ in tags[key]] == [o for o, _ in raw_tags[key]], key
+    assert [o for o, _ in tags["tx_sob"]] == [n * S for n in range(12)]
+
+
 @needs_gr
 def test_client_rx_chain_decodes_the_ap_bursts(tmp_path):
     from gnuradio import blocks, gr

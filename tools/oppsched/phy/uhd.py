@@ -5,14 +5,15 @@
 One process, one GNU Radio top block per radio (the graphs of flowgraphs/ap_tx_uhd.grc and
 flowgraphs/client_rx_uhd.grc):
 
-    AP:          mac_grant_source <-> slot_tx (burst mode) -> uhd.usrp_sink   (uhd.ap)
+    AP:          mac_grant_source <-> slot_tx (burst mode) -> backoff -> uhd.usrp_sink
+                                                                            (uhd.ap)
     client u:    uhd.usrp_source (users[u].uhd) -> slot_rx(user_id = u) -> rx_indication_sink
 
 With uplink slots (uplink.enabled: the shared medium over the air, TDD; flowgraphs/
 tdd_uhd.grc), every radio both sends and receives, each in its own slots:
 
-    slot_tx out 0 -> slot_gate(-1) -> uhd.usrp_sink (uhd.ap)        the AP's slots only
-    slot_tx out 1 -> slot_gate(u)  -> uhd.usrp_sink (users[u].uhd)  station u's own slots
+    slot_tx out 0 -> slot_gate(-1) -> backoff -> uhd.usrp_sink (uhd.ap)    the AP's slots
+    slot_tx out 1 -> slot_gate(u) -> backoff -> uhd.usrp_sink (users[u].uhd)  station u's
     uhd.usrp_source (uhd.ap) -> slot_rx(u, uplink, own slots only) -> rx_indication_sink
                                                                    (users[u].uplink_rx)
 
@@ -26,6 +27,9 @@ tx_time. The clients' receivers then report no missed slots (the AP is silent in
 slots: a missing slot is no fade), and the AP's receivers only their station's slots.
 uplink.mean_snr_db / doppler_hz (the emulator's) do not apply.
 
+backoff: each transmitting radio's samples scaled by 10^(-tx_backoff_db/20) (10 dB by
+default): slot_tx's OFDM has unit mean power and UHD's fc32 full scale is 1.0, so unscaled
+a third of the I and Q values would clip in the radio's conversion to sc16.
 The daemon-facing side is the loopback's, built by the same functions
 (oppsched.phy.loopback: connect_grants, connect_rx, tx_stats, user_stats,
 run_until_signal): the same ZeroMQ endpoints and messages (phy_requests / phy_grants to
@@ -241,16 +245,28 @@ def build_ap_tx(tb, cfg: dict, device_time_s: int, sink, station_sinks=None):
     buf = tx_buffer_samples(cfg)
     tx.set_max_output_buffer(buf)
     grants = loopback.connect_grants(tb, cfg, tx)
+    ap = cfg["uhd"]["ap"]["tx_backoff_db"]
     if station_sinks is None:
-        tb.connect(tx, sink)
+        tb.connect(tx, backoff(ap, buf), sink)
         return tx, grants, []
     gates = [oppsched.slot_gate(-1)] + [oppsched.slot_gate(u["id"]) for u in cfg["users"]]
     for g in gates:
         g.set_max_output_buffer(buf)  # each burst stays as close to its tx_time as without
-    tb.connect((tx, 0), gates[0], sink)
-    for g, snk in zip(gates[1:], station_sinks):
-        tb.connect((tx, 1), g, snk)
+    tb.connect((tx, 0), gates[0], backoff(ap, buf), sink)
+    for u, g, snk in zip(cfg["users"], gates[1:], station_sinks):
+        tb.connect((tx, 1), g, backoff(u["uhd"]["tx_backoff_db"], buf), snk)
     return tx, grants, gates
+
+
+def backoff(db: float, buf: int):
+    """A radio's TX backoff (RADIO_AP / RADIO_CLIENT tx_backoff_db): the samples scaled by
+    10^(-db/20) on their way to its usrp_sink, the burst tags kept (a sync block: tx_time,
+    tx_sob and tx_eob stay on their samples), its output buffer as small as slot_tx's."""
+    from gnuradio import blocks
+
+    m = blocks.multiply_const_cc(10 ** (-db / 20))
+    m.set_max_output_buffer(buf)
+    return m
 
 
 # The AP's receiver of each station over the air: its own slots, no missed-slot reports
