@@ -420,6 +420,52 @@ def test_fault_6_shim_applies_the_oldest_status_instead_of_failing(mpm):
     assert r.stdout.split() == ["100", "50"]  # the newest 100 queued, the 50th applied
 
 
+_PRODUCERS = ("import gevent\n"
+              "def producer():\n"
+              "    for i in range(100000):\n"
+              "        q.put(i)\n"
+              "gs = [gevent.spawn(producer), gevent.spawn(producer)]\n"
+              "gevent.joinall(gs, timeout=10)\n")
+
+
+def test_fault_7_the_socket_threads_queue_fails_a_second_writer_once_280_items_wait(mpm):
+    """SelectableQueue writes a wake-up byte per item into a socketpair: 280 items not yet
+    taken by the socket thread fill it, the writer then waits (under gevent) and a second
+    writer on the same socket raises ConcurrentObjectUseError (which ended a TX stream's
+    worker under load: the PHY's usrp_sink stalled)."""
+    code = ("from gevent import monkey; monkey.patch_all()\n"
+            "import ast, queue, socket\n"
+            f"src = open('{_SIM}/chdr_endpoint.py').read()\n"
+            "cls = next(n for n in ast.parse(src).body if isinstance(n, ast.ClassDef)\n"
+            "           and n.name == 'SelectableQueue')\n"
+            "ns = {'queue': queue, 'socket': socket}\n"
+            "exec(ast.get_source_segment(src, cls), ns)\n"
+            "q = ns['SelectableQueue']()\n" + _PRODUCERS
+            + "print([type(g.exception).__name__ if g.ready() else 'waiting' for g in gs],"
+              " q._queue.qsize())")
+    r = _without_shims(code)
+    assert r.returncode == 0, r.stderr[-2000:]
+    states, waiting = r.stdout.split("]")[0], int(r.stdout.split("]")[1])
+    assert "'waiting'" in states and "'ConcurrentObjectUseError'" in states, r.stdout
+    assert 100 < waiting < 100000, r.stdout  # the socketpair's room (280 here)
+
+
+def test_fault_7_shim_wakes_the_socket_thread_with_one_byte_however_many_wait(mpm):
+    code = ("from gevent import monkey; monkey.patch_all()\n"
+            "import select\n"
+            "from usrp_mpm.simulator import chdr_endpoint as m\n"
+            "q = m.SelectableQueue()\n" + _PRODUCERS
+            + "ok = [g.ready() and g.exception is None for g in gs]\n"
+              "n = 0\n"
+              "while select.select([q], [], [], 0)[0]:\n"
+              "    assert q.get() is not None; n += 1\n"
+              "print(ok, n, q._queue.qsize())")
+    r = subprocess.run(["/usr/bin/python3", "-c", code], env=uhd_sim.environment(),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["[True,", "True]", "200000", "0"]  # every item, in the loop's way
+
+
 def test_shims_act_only_on_the_modules_they_repair():
     """The shims' import hook leaves a process that does not import usrp_mpm untouched."""
     code = ("import sys; sys.path.insert(0, %r)\n"

@@ -183,6 +183,25 @@ def test_a_burst_whose_place_the_stream_has_passed_is_dropped_or_sent_at_once(
 
 
 @needs_gr
+def test_with_late_now_bursts_that_come_late_together_go_out_back_to_back(samples, tmp_path):
+    """A transmitter behind real time (the simulator starved): its late bursts keep their
+    order without overlapping, and a burst whose place the moved ones took follows them;
+    the next one whose place is free goes at its place."""
+    src = _noiseless(samples, late="now", log=str(tmp_path / "rx.jsonl"))
+    sink = _sink(samples)
+    _receive(samples, src, 3000)
+    for at in (1000, 1500, 2000, 4200, 6000):  # places at 1 MS/s; the first three passed
+        _send(samples, sink, _ramp(500), tx_time=1000.0 + at * 1e-6)
+    y = _receive(samples, src, 5000)
+    heard = np.flatnonzero(np.abs(y) > 0.25) + 3000
+    assert list(heard) == list(range(3000, 5000)) + list(range(6000, 6500))
+    recs = [json.loads(line) for line in (tmp_path / "rx.jsonl").read_text().splitlines()]
+    bursts = [(r["index"], r["late"], r["late_by"]) for r in recs if r["event"] == "burst"]
+    assert bursts == [(3000, True, 2000), (3500, True, 2000), (4000, True, 2000),
+                      (4500, True, 300), (6000, False, 0)]
+
+
+@needs_gr
 def test_a_burst_without_a_time_goes_out_at_the_streams_next_sample(samples):
     src = _noiseless(samples)
     sink = _sink(samples)

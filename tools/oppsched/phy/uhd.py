@@ -389,9 +389,13 @@ class UhdPhy:
         from oppsched.phy import iqcapture
 
         iqcapture.set_t0(self.iq, time.time())  # the streams start now (RX) / at t0 (TX)
+        # The AP's first: gr-uhd takes a radio's streamer when its graph starts, and UHD's
+        # device simulator (one device for both ends) fails to set up a TX streamer once an
+        # RX stream runs ("Timed out getting recv buff for management transaction"). Its
+        # bursts wait for their tx_time, so the order costs the receivers nothing.
+        self.tb.start()
         for tb in self.rx_tbs:
             tb.start()
-        self.tb.start()
 
     def stop(self) -> None:
         from oppsched.phy import iqcapture

@@ -98,14 +98,18 @@ def write_config(path: str | os.PathLike, serial: str = DEFAULT_SERIAL, preset: 
 
 
 def air(sample_rate: float, log_dir: str | os.PathLike | None = None,
-        **channel) -> tuple[dict, dict]:
+        buffer_s: float | None = None, **channel) -> tuple[dict, dict]:
     """The `sink` and `source` of write_config for the simulated radio's antenna: AirSink
     and AirSource (mpm_path/oppsched_sim_samples.py), which carry its TX bursts through the
     project's channel emulator into its RX streams at `sample_rate` (the rate UHD is set
     to: the simulated E320's timestamps tick at it). `channel`: AirSource's keywords
-    (snr_db, tx_power, gain_db, fading, doppler_hz, profile, seed, noise, late). With
-    log_dir, the sink logs to LOG_DIR/air_tx.jsonl and the source to LOG_DIR/air_rx.jsonl."""
+    (snr_db, tx_power, gain_db, fading, doppler_hz, profile, seed, noise, late);
+    `buffer_s`: AirSink's (how far ahead of its time a burst is taken; None: its
+    default). With log_dir, the sink logs to LOG_DIR/air_tx.jsonl and the source to
+    LOG_DIR/air_rx.jsonl."""
     sink = {"class": "AirSink", "import_path": SAMPLES, "tick_rate": sample_rate}
+    if buffer_s is not None:
+        sink["buffer_s"] = buffer_s
     source = {"class": "AirSource", "import_path": SAMPLES, "sample_rate": sample_rate,
               **channel}
     if log_dir is not None:

@@ -37,21 +37,37 @@ def _cmd_start(a) -> int:
         return 1
     state.mkdir(parents=True, exist_ok=True)
     try:
-        config = Path(a.config) if a.config else uhd_sim.write_config(state / "sim.ini",
-                                                                      serial=a.serial)
+        if a.config and a.air:
+            raise uhd_sim.SimulatorError("--config and --air: give one (--air writes the "
+                                         "config)")
+        config = Path(a.config) if a.config else uhd_sim.write_config(
+            state / "sim.ini", serial=a.serial, **(_air(a, state) if a.air else {}))
         sim = uhd_sim.Simulator(config, state / "sim.log", verbose=a.verbose)
         info = sim.start(timeout=a.timeout)
     except uhd_sim.SimulatorError as exc:
         print(f"oppsched uhd-sim: {exc}", file=sys.stderr)
         return 1
     (state / "pid").write_text(f"{sim.proc.pid}\n")
+    air = (f"  air: its TX bursts into its RX streams at {a.air:g} S/s, SNR {a.snr_db:g} dB "
+           f"(profile {a.profile}) for TX power {a.tx_power:g}\n" if a.air else "")
     print(f"UHD device simulator: {info.get('product')} (type {info.get('type')}, serial "
-          f"{info.get('serial')}) at {uhd_sim.DEVICE_ARGS}, pid {sim.proc.pid}\n"
+          f"{info.get('serial')}) at {uhd_sim.DEVICE_ARGS}, pid {sim.proc.pid}\n" + air +
           f"  config {config}, log {state / 'sim.log'}\n"
           f"  try: uhd_usrp_probe --args {uhd_sim.DEVICE_ARGS}\n"
           f"  stop: oppsched uhd-sim stop")
     sim.proc = None  # it runs on after this command
     return 0
+
+
+def _air(a, state: Path) -> dict:
+    """write_config's sink and source for --air: AirSink and AirSource at that rate."""
+    if not 1e5 <= a.air <= 1e7:
+        raise uhd_sim.SimulatorError(f"--air: {a.air:g} is not a sample rate in 1e5..1e7 S/s "
+                                     "(the rate the radio will be set to)")
+    sink, source = uhd_sim.air(a.air, state if a.air_log else None, buffer_s=a.buffer_s,
+                               snr_db=a.snr_db, tx_power=a.tx_power, profile=a.profile,
+                               seed=a.seed, late=a.late)
+    return {"sink": sink, "source": source}
 
 
 def _cmd_stop(a) -> int:
@@ -104,6 +120,28 @@ def add_parser(sub) -> None:
                     "with the E320 preset)")
     st.add_argument("--serial", default=uhd_sim.DEFAULT_SERIAL,
                     help="serial of the written config (default %(default)s)")
+    air = st.add_argument_group(
+        "air", "with --air RATE the written config carries the radio's TX bursts into its RX "
+        "streams through the project's channel emulator (AirSink, AirSource: "
+        "docs/howto/uhd-simulator.md); RATE is the sample rate the radio will be set to")
+    air.add_argument("--air", type=float, metavar="RATE", help="e.g. 250e3")
+    air.add_argument("--snr-db", type=float, default=30.0,
+                     help="mean Es/N0 per occupied subcarrier (default %(default)s)")
+    air.add_argument("--tx-power", type=float, default=0.1,
+                     help="mean power of the TX signal, 1.0 = full scale (default "
+                     "%(default)s: the UHD PHY's 10 dB tx_backoff_db)")
+    air.add_argument("--profile", default="3ms",
+                     help="numerology whose subcarriers the SNR is per (default %(default)s)")
+    air.add_argument("--seed", type=int, default=1, help="the noise's (default %(default)s)")
+    air.add_argument("--late", choices=("drop", "now"), default="drop",
+                     help="a burst past its place: dropped, as a USRP does, or sent at once "
+                     "(default %(default)s)")
+    air.add_argument("--buffer-s", type=float, default=None,
+                     help="a burst due later than this waits in the radio (default: "
+                     "AirSink's, 0.5)")
+    air.add_argument("--air-log", action="store_true",
+                     help="log every burst (STATE/air_tx.jsonl, air_rx.jsonl; about 100 kB/s "
+                     "at 250 kS/s)")
     st.add_argument("--timeout", type=float, default=30.0,
                     help="seconds to wait for it to answer (default %(default)s)")
     st.add_argument("-v", "--verbose", action="count", default=0,

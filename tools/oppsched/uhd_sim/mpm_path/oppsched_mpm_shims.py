@@ -190,6 +190,40 @@ def _patch_chdr_stream(module):
 _PATCHES["usrp_mpm.simulator.chdr_stream"] = _patch_chdr_stream
 
 
+# --- Fault 7: the simulator's socket thread sends what its streams queue (RX data, TX flow
+# control) from a SelectableQueue, which writes one wake-up byte per item into a socketpair
+# and reads one per item taken. When the socket thread falls behind (the simulator starved
+# of CPU for about 0.4 s at 250 kS/s), 280 bytes fill the socketpair: the next put waits
+# for it to drain (under gevent, in the writer's greenlet), and a second writer waiting on
+# the same socket raises gevent's ConcurrentObjectUseError, which ends that stream's worker
+# (seen: a TX stream's flow-control answers, the PHY's usrp_sink then stalled for good).
+# The queue gets wake-ups that never fill: one byte is unread while items are queued, put
+# writes it only when none is, get reads it back when it takes the last item. Under
+# gevent's monkey patching (usrp_mpm's) the streams' threads are greenlets of one OS
+# thread, and neither method yields between its check and its write or read.
+def _patch_chdr_endpoint(module):
+    cls = module.SelectableQueue
+    cls._oppsched_signalled = False
+
+    def put(self, item, block=True, timeout=None):
+        self._queue.put(item, block, timeout)
+        if not self._oppsched_signalled:
+            self._oppsched_signalled = True
+            self._send_signal_tx.send(b"\x00")
+
+    def get(self):
+        item = self._queue.get_nowait()
+        if self._queue.empty():
+            self._send_signal_rx.recv(1)
+            self._oppsched_signalled = False
+        return item
+
+    cls.put, cls.get = put, get
+
+
+_PATCHES["usrp_mpm.simulator.chdr_endpoint"] = _patch_chdr_endpoint
+
+
 def install() -> None:
     """Puts the import hook first on sys.meta_path (once)."""
     if not any(isinstance(f, _Finder) for f in sys.meta_path):

@@ -27,7 +27,10 @@ than real time (then the stream's air time falls behind the host clock: `lag_s` 
 log). A burst lands at sample round((tx_time - t0) * sample_rate) of every RX stream
 running then (a burst without a time at the stream's next sample). A burst whose place
 the stream has already passed when it reaches it is late: dropped (`late = drop`, as a
-USRP drops a late burst) or sent at the stream's next sample (`late = now`). When no
+USRP drops a late burst) or sent at the stream's next sample that the bursts placed
+before it leave free (`late = now`: a transmitter that falls behind real time then keeps
+its bursts back to back, later than their time, for a link that lives through the
+simulator's stalls). When no
 burst is due the stream carries the channel's noise: the emulator's output for silence.
 
 Back-pressure. A radio holds a timed burst in its buffer until its time and its flow
@@ -297,7 +300,8 @@ class AirSource:
                       the same seed, sample for sample)
     noise             false: no noise (the emulator's add_noise; tests)
     late              drop (a burst whose place has passed is not sent, as on a USRP)
-                      or now (it goes out at the stream's next sample)
+                      or now (it goes out at the stream's next sample that no burst
+                      placed before it takes: late bursts stay back to back)
     log               a file for JSON lines: the stream's start, each burst placed or
                       late, its end with counts and timing; '' none
     """
@@ -327,6 +331,7 @@ class AirSource:
         self.k = 0  # stream index of the next sample
         self._bases: dict[int, int | None] = {}  # burst -> its first sample (None: dropped)
         self._pending: list[tuple[int, np.ndarray]] = []  # (first sample, samples)
+        self._free = 0  # stream index after the last sample of the bursts placed
         self.packets = self.bursts = self.late_bursts = self.underflow = 0
         self._busy_s = 0.0
 
@@ -372,24 +377,29 @@ class AirSource:
                 samples, first = samples[cut:], first + cut
             if samples.size:
                 self._pending.append((first, samples))
+                self._free = max(self._free, first + samples.size)
 
     def _place(self, seg: _Segment) -> int | None:
         """The stream index of the first sample of seg's burst, or None when the stream
         does not send it: the burst began before the stream (not heard), or came after
-        its place had passed (late, with late = drop)."""
+        its place had passed (late, with late = drop). With late = now a late burst goes
+        at the stream's next sample not taken by a burst already placed, and so does one
+        whose place a burst moved there takes: the radio sends one burst at a time, so
+        the moved bursts stay back to back instead of overlapping."""
         before = seg.arrived < self.t0
         if seg.offset > 0 or (before and seg.tx_time is None):
             return None  # it was on the air before this stream started
         at = self.k if seg.tx_time is None else round((seg.tx_time - self.t0) * self.fs)
         if at < 0 and before:
             return None
-        late = at < self.k
-        placed = self.k if late and self.late == "now" else None if late else at
+        first = max(self.k, self._free) if self.late == "now" else self.k
+        late = at < first
+        placed = first if late and self.late == "now" else None if late else at
         self.late_bursts += late
         self.bursts += placed is not None
         self._log.write(event="burst", stream=self.stream, burst=seg.burst,
                         tx_time=seg.tx_time, index=placed, late=late,
-                        late_by=self.k - at if late else 0)
+                        late_by=first - at if late else 0)
         return placed
 
     def _air_samples(self, k: int, n: int) -> np.ndarray:
