@@ -5,7 +5,7 @@ and stopped as the file's comments say (`oppsched uhd-sim start --air ...`). One
 E320 stands for both radios: the AP's usrp_sink is its TX side, the device's usrp_source
 its RX side (docs/howto/uhd-simulator.md, "The UHD PHY on the simulator"). Skips with the
 simulator's reason when it cannot start here, and without root or the built daemons.
-About 45 s.
+About 30 s.
 """
 
 from __future__ import annotations

@@ -202,6 +202,25 @@ def test_with_late_now_bursts_that_come_late_together_go_out_back_to_back(sample
 
 
 @needs_gr
+def test_with_late_now_a_burst_is_dropped_rather_than_wait_past_the_late_backlog(samples,
+                                                                             tmp_path):
+    """A transmitter catching up sends its late bursts faster than real time: past
+    late_backlog_s of them waiting, the next is dropped, so the air does not stay as late
+    as the transmitter was."""
+    src = _noiseless(samples, late="now", late_backlog_s="0.001", log=str(tmp_path / "rx.jsonl"))
+    sink = _sink(samples)
+    _receive(samples, src, 3000)
+    for at in (1000, 1500, 2000, 2500, 6000):  # the fourth would wait 1500 samples: dropped
+        _send(samples, sink, _ramp(500), tx_time=1000.0 + at * 1e-6)
+    y = _receive(samples, src, 5000)
+    heard = np.flatnonzero(np.abs(y) > 0.25) + 3000
+    assert list(heard) == list(range(3000, 4500)) + list(range(6000, 6500))
+    recs = [json.loads(line) for line in (tmp_path / "rx.jsonl").read_text().splitlines()]
+    bursts = [(r["index"], r["late"]) for r in recs if r["event"] == "burst"]
+    assert bursts == [(3000, True), (3500, True), (4000, True), (None, True), (6000, False)]
+
+
+@needs_gr
 def test_a_burst_without_a_time_goes_out_at_the_streams_next_sample(samples):
     src = _noiseless(samples)
     sink = _sink(samples)
