@@ -94,7 +94,7 @@ def main(sweeps: list[str], out: str) -> None:
     ax.set_ylabel("mean time to download 1 Mbyte,\nmean over the flows (s)")
     ax.set_title("Andrew & Hanly, CLAMP, Fig. 5(b), testbed: real downloads", fontsize=9)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="lower left")
     fig.tight_layout()
     fig.savefig(outdir / "fig5b.png", dpi=110)
     name = "+".join(Path(sw).name for sw in sweeps)
