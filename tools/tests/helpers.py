@@ -54,6 +54,17 @@ flows:
 """
 
 
+def load_script(path: Path, name: str):
+    """A Python file that is not in a package (an experiment's table or plot script) as a
+    module, for its tests."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def require(ok: bool, why: str) -> None:
     """Skip locally; fail under CI (CI must never skip a test silently)."""
     if ok:

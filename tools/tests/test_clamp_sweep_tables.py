@@ -2,21 +2,15 @@
 interval over seeds) and Fig. 5(b)'s gain at 50 ms by the paper's reckoning, read per seed
 off each curve. No run: seconds."""
 
-import importlib.util
-
 import pandas as pd
 import pytest
 
-from helpers import REPO
+from helpers import REPO, load_script
 
 
 @pytest.fixture(scope="module")
 def plot_sweep():
-    spec = importlib.util.spec_from_file_location(
-        "clamp_plot_sweep", REPO / "experiments/clamp/plot_sweep.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(REPO / "experiments/clamp/plot_sweep.py", "clamp_plot_sweep")
 
 
 def _sweep(rows):
@@ -121,10 +115,7 @@ def test_the_settled_window_takes_goodput_and_delay_from_that_window_alone(plot_
 def test_the_download_table_reads_fig_5b_off_the_real_downloads_per_seed(tmp_path):
     # download_table.py: the gain at 50 ms from transfers.time_mean_of_flows_s (the real
     # downloads), not from the long-lived rates' download_1MB_mean_s (left at 1 s here).
-    spec = importlib.util.spec_from_file_location(
-        "clamp_download_table", REPO / "experiments/clamp/download_table.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script(REPO / "experiments/clamp/download_table.py", "clamp_download_table")
     rows = []
     for variant, value, seed, delay, dl in [
             ("clamp-off", 15000, 1, 20.0, 16.0), ("clamp-off", 30000, 1, 60.0, 12.0),

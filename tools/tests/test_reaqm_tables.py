@@ -2,23 +2,18 @@
 (REAQM in one sweep, RED in a later one) keeps the runs already in OUT that the later sweep
 does not hold, and a run both hold is taken from the sweep. No run: seconds."""
 
-import importlib.util
 import json
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import REPO
+from helpers import REPO, load_script
 
 
 @pytest.fixture(scope="module")
 def table():
-    spec = importlib.util.spec_from_file_location(
-        "reaqm_table", REPO / "experiments/reaqm/table.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script(REPO / "experiments/reaqm/table.py", "reaqm_table")
 
 
 def _sweep(root, variant, seeds, queue_pkts):

@@ -30,6 +30,16 @@ def _antenna(v: str) -> str | None:
     return None if re.fullmatch(r"[A-Za-z0-9/_+-]{1,32}", v) else "is not an antenna name"
 
 
+def tx_backoff(what: str) -> Field:
+    """A transmitting radio's backoff: the samples it sends scaled by 10^(-x/20) before
+    UHD (slot_tx's OFDM has unit mean power, peaks about 2.6; UHD's fc32 full scale is 1.0:
+    at 0 dB a third of the I and Q values clip; 10 dB leaves a sample beyond it with
+    probability about e^-10)."""
+    return Field(float, 10.0, min=0.0, max=40.0,
+                 doc=f"{what}: the samples sent are scaled by 10^(-x/20) before UHD, within "
+                     "its fc32 full scale of 1.0 (slot_tx's OFDM has unit mean power)")
+
+
 # One radio's settings, shared by phy.yaml and the experiment schema (testbed.py).
 RADIO_COMMON = {
     "args": Field(str, "", check=check_args,
@@ -47,12 +57,7 @@ RADIO_AP = {
     "freq_hz": Field(float, 2.45e9, min=10e6, max=6e9, doc="centre frequency"),
     "gain_db": Field(float, 50.0, min=0.0, max=100.0, doc="TX gain, plain dB"),
     "antenna": Field(str, "TX/RX", check=_antenna),
-    "tx_backoff_db": Field(float, 10.0, min=0.0, max=40.0,
-                           doc="the AP's transmission: the samples sent are scaled by 10^(-x/20) "
-                               "before UHD (slot_tx's OFDM has unit mean power, peaks "
-                               "about 2.6; UHD's fc32 full scale is 1.0: at 0 dB a third of "
-                               "the I and Q values clip; 10 dB leaves a sample beyond it "
-                               "with probability about e^-10)"),
+    "tx_backoff_db": tx_backoff("the AP's transmission"),
     "start_delay_s": Field(float, 2.0, min=0.1, max=60.0,
                            doc="the lead: slot 0 at device time T + start_delay_s, T the "
                                "whole second the device time was set to"),
@@ -69,12 +74,7 @@ RADIO_CLIENT = {
     "tx_gain_db": Field(float, 50.0, min=0.0, max=100.0,
                         doc="TX gain for its uplink slots (with a medium), plain dB"),
     "tx_antenna": Field(str, "TX/RX", check=_antenna, doc="TX port for its uplink slots"),
-    "tx_backoff_db": Field(float, 10.0, min=0.0, max=40.0,
-                           doc="its uplink slots (with a medium): the samples sent are scaled by 10^(-x/20) "
-                               "before UHD (slot_tx's OFDM has unit mean power, peaks "
-                               "about 2.6; UHD's fc32 full scale is 1.0: at 0 dB a third of "
-                               "the I and Q values clip; 10 dB leaves a sample beyond it "
-                               "with probability about e^-10)"),
+    "tx_backoff_db": tx_backoff("its uplink slots (with a medium)"),
 }
 # The settings of a radio's second direction, used only with uplink slots over the air:
 # role -> (gain key, antenna key). The AP's first direction is tx, a client's rx.
