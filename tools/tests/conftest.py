@@ -1,10 +1,15 @@
-"""pytest configuration for tools/tests: makes the shared `helpers` module importable, and
-hands the slowest test files out first when pytest-xdist runs files side by side."""
+"""pytest configuration for tools/tests: makes the shared `helpers` module importable,
+hands the slowest test files out first when pytest-xdist runs files side by side, and holds
+the machine lock shared around every test (helpers.the_machine_to_itself)."""
 
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from helpers import MACHINE  # noqa: E402
 
 # The files that take longest (whole shortened paper runs, many real runs), slowest first,
 # from `make test`'s --durations. With xdist's one-file-per-worker scheduling, a long file
@@ -36,3 +41,14 @@ def pytest_collection_modifyitems(session, config, items):
     rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
     # sorted() is stable: tests keep their order within a file, other files theirs.
     items[:] = sorted(items, key=lambda it: rank.get(it.path.name, len(rank)))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    # Shared around the whole protocol (set-up of module fixtures, the call, tear-down), so
+    # that a run holding the machine exclusively has no other test's run beside it.
+    MACHINE.acquire_shared()
+    try:
+        yield
+    finally:
+        MACHINE.release_shared()

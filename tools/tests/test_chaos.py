@@ -96,6 +96,59 @@ def test_the_proxy_drops_duplicates_reorders_and_delays_as_its_seed_says_and_cou
     assert _expected(8)[0] != dropped
 
 
+def test_messages_sent_after_a_bound_links_receiver_has_gone_are_counted_as_no_receiver(
+        tmp_path):
+    # The PHY stops before the proxy and connects to the grants link, which the proxy binds:
+    # a grant the apd sends after that has no one to go to. It is counted apart, not as a
+    # send the proxy failed, and every message still has exactly one fate.
+    z = tmp_path / "z"
+    z.mkdir()
+    stats = tmp_path / "stats.json"
+    conf = write_yaml(tmp_path / "gone.yaml", {
+        "seed": 1, "stats": str(stats),
+        "links": [{"name": "a", "pull": {"bind": f"ipc://{z}/in"},
+                   "push": {"bind": f"ipc://{z}/out"}}]})
+    proc = subprocess.Popen([sys.executable, "-m", "oppsched.testbed.chaos", "--config", str(conf)],
+                            cwd=REPO / "tools", stderr=subprocess.PIPE, text=True)
+    ctx = zmq.Context()
+    try:
+        deadline = time.monotonic() + 20
+        while not ((z / "in").exists() and (z / "out").exists()):
+            assert proc.poll() is None, proc.stderr.read()
+            assert time.monotonic() < deadline, "the proxy did not bind"
+            time.sleep(0.02)
+        push, pull = ctx.socket(zmq.PUSH), ctx.socket(zmq.PULL)
+        push.connect(f"ipc://{z}/in")
+        pull.connect(f"ipc://{z}/out")
+        pull.setsockopt(zmq.RCVTIMEO, 5000)
+        for i in range(10):
+            push.send(i.to_bytes(4, "big"))
+        got = [int.from_bytes(pull.recv(), "big") for _ in range(10)]
+        pull.close(0)  # the receiver goes
+        time.sleep(0.5)
+        for i in range(10, 13):
+            push.send(i.to_bytes(4, "big"))
+        deadline = time.monotonic() + 20
+        while True:  # until the proxy has taken all 13 (each unsent one waits 100 ms)
+            assert proc.poll() is None, proc.stderr.read()
+            assert time.monotonic() < deadline, "the proxy did not take the messages"
+            if stats.exists():
+                k = json.loads(stats.read_text())["links"]["a"]
+                if k["forwarded"] + k["no_receiver"] + k["send_failed"] == 13:
+                    break
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        ctx.destroy(linger=0)
+    k = json.loads(stats.read_text())["links"]["a"]
+    assert got == list(range(10))
+    assert k["received"] == 13 and k["forwarded"] == 10
+    assert k["no_receiver"] == 3 and k["send_failed"] == 0, k
+
+
 def test_a_probability_outside_0_1_is_refused_naming_the_key(tmp_path):
     conf = write_yaml(tmp_path / "bad.yaml", {"drop": 1.5, "links": [{"name": "a"}]})
     r = subprocess.run([sys.executable, "-m", "oppsched.testbed.chaos", "--config", str(conf)],

@@ -15,8 +15,7 @@ import math
 import pandas as pd
 import pytest
 
-from helpers import (REPO, needs_root, netns_prefix, one_timing_critical_run_at_a_time,
-                     require_real_testbed)
+from helpers import REPO, needs_root, netns_prefix, require_real_testbed, the_machine_to_itself
 from oppsched.run.runner import run_experiment
 
 def makefile_default(var: str) -> str:
@@ -53,8 +52,10 @@ def test_the_default_experiment_runs_at_the_papers_bandwidth_with_the_low_rate_f
 def default_run(tmp_path_factory):
     require_real_testbed()
     out = tmp_path_factory.mktemp("default")
-    # the sample PHY at 5 Msps needs the cores on time: no other timing-critical run beside
-    with netns_prefix(), one_timing_critical_run_at_a_time():
+    # the sample PHY at 5 Msps needs both cores: no other test beside it (its slot clock
+    # still falls behind real time on a slow machine: the run says so, and the goodput is
+    # compared with the MAC's bytes, whatever the time base)
+    with netns_prefix(), the_machine_to_itself():
         runs = run_experiment(EXPERIMENT, out, ["analysis.warmup_s=5", "capture.pcaps=false"],
                               duration=20.0)
     return {name: (s, path) for name, s, path in runs}
@@ -62,10 +63,16 @@ def default_run(tmp_path_factory):
 
 @needs_root
 def test_every_flow_of_the_default_experiment_is_carried_by_the_sample_phy(default_run):
-    # measured: 130-400 kb/s per flow, goodput/MAC 0.88-1.00 (iperf3's intervals and the
-    # slot trace do not cover exactly the same seconds)
+    # measured: 130-400 kb/s per flow; goodput/MAC over the slot trace's window 0.80-0.92
+    # (the rest: TCP/IP headers, retransmissions, the padding of TBs not filled)
     for name, (s, _) in default_run.items():
         assert s["config"]["phy"]["mode"] == "sample"
+        # Whether the slot clock kept real time depends on the machine (on a 2-core KVM
+        # guest, alone: 0.76-1.00 of real time; beside the rest of `make test`: 0.67-0.72);
+        # where it did not, the run says so.
+        behind = s["slots"]["realtime_fraction"] < 0.95
+        assert behind == any(w.startswith("slots: the PHY's slot clock kept")
+                             for w in s["warnings"]), (name, s["slots"], s["warnings"])
         for f in s["flows"]:
             # iperf3's own end-of-test report can be missing on a loaded machine (its client
             # stopped before the exchange: "interrupt - the client has terminated", seen
@@ -76,9 +83,10 @@ def test_every_flow_of_the_default_experiment_is_carried_by_the_sample_phy(defau
             else:
                 assert f["error"] is None, (name, f)
             assert f["goodput_bps"] > 50e3, (name, f)
-        goodput = sum(f["goodput_bps"] for f in s["flows"])
+        # the bytes the flows received over the slot trace's window, against the MAC's
+        goodput = s["aggregate_goodput_bps"]
         mac = sum(u["mac_throughput_bps"] for u in s["users"])
-        assert 0.7 * mac < goodput < 1.05 * mac, (name, goodput, mac)
+        assert 0.7 * mac < goodput < 1.0 * mac, (name, goodput, mac)
 
 
 @needs_root

@@ -341,6 +341,12 @@ def text_summary(runs) -> str:
     for label, s, _ in runs:
         lines.append(f"== {label}: {s['experiment']}, {s['duration_s']:.1f} s, "
                      f"{s['slots']['total']} slots ({s['slots']['empty']} empty, {s['slots']['late']} late)")
+        rt = s["slots"].get("realtime_fraction")
+        from oppsched.experiments.testbed.analysis import REALTIME_FRACTION_MIN
+        if rt is not None and rt < REALTIME_FRACTION_MIN:
+            lines.append(f"   WARNING: the slot clock kept {100 * rt:.0f} % of real time "
+                         f"({s['slots']['behind_s']:.1f} s behind at the end): the machine was "
+                         f"too busy for this PHY; its MAC figures are per slot time")
         dirs = s.get("directions") or {}
         both = bool((dirs.get("up") or {}).get("flows"))  # name the direction when any is up
         for f in s["flows"]:

@@ -24,7 +24,8 @@ chaos.yaml:
                         #   replaced by the next of its link's (round robin): a replay over
                         #   the air from an earlier run, in this run's slot (counted "replayed")
     stats: PATH         # JSON of the counters, written every 2 s and at exit (what was
-                        #   still delayed or held at exit: pending_at_exit)
+                        #   still delayed or held at exit: pending_at_exit; what was sent
+                        #   to a bound endpoint after its receiver had gone: no_receiver)
     links:              # each: a PULL where the sender's messages arrive, a PUSH onward
       - {name: requests, pull: {bind: ENDPOINT}, push: {connect: ENDPOINT}}
       - ...
@@ -69,6 +70,15 @@ class Link:
             s.setsockopt(zmq.RCVHWM, 100000)
             s.setsockopt(zmq.SNDHWM, 100000)
         self.push.setsockopt(zmq.SNDTIMEO, 100)
+        # A bound PUSH whose receiver has gone (the PHY, stopped first, connects to the
+        # grants link) blocks: what is sent then has no one to go to, which is not a fault of
+        # the proxy. A monitor counts the receivers, so that such a send is told apart
+        # (no_receiver) from one refused while a receiver was there (send_failed).
+        self.monitor = None
+        self.receivers = 0
+        if "bind" in spec["push"]:
+            self.monitor = self.push.get_monitor_socket(zmq.EVENT_ACCEPTED
+                                                        | zmq.EVENT_DISCONNECTED)
         for sock, side in ((self.pull, spec["pull"]), (self.push, spec["push"])):
             if "bind" in side:
                 sock.bind(side["bind"])
@@ -82,8 +92,8 @@ class Link:
         self.forge_rng = random.Random(seed + 7919)
         self.held: tuple[float, bytes] | None = None  # a message waiting to be overtaken
         self.counts = {"received": 0, "forwarded": 0, "dropped": 0, "duplicated": 0,
-                       "reordered": 0, "delayed": 0, "send_failed": 0, "forged": 0,
-                       "recorded": 0, "replayed": 0, "pending_at_exit": 0}
+                       "reordered": 0, "delayed": 0, "send_failed": 0, "no_receiver": 0,
+                       "forged": 0, "recorded": 0, "replayed": 0, "pending_at_exit": 0}
         rx = self.name.startswith("rx_")
         self.record_path = Path(conf["record"]) if rx and conf.get("record") else None
         self.record_max = int(conf.get("record_max", 16))
@@ -98,7 +108,26 @@ class Link:
             self.push.send(msg)
             self.counts["forwarded"] += 1
         except zmq.Again:
-            self.counts["send_failed"] += 1
+            self.count_receivers()
+            if self.monitor is not None and self.receivers == 0:
+                self.counts["no_receiver"] += 1
+            else:
+                self.counts["send_failed"] += 1
+
+    def count_receivers(self) -> None:
+        """Reads the monitor's events so far: receivers accepted and gone."""
+        if self.monitor is None:
+            return
+        from zmq.utils.monitor import recv_monitor_message
+        while True:
+            try:
+                ev = recv_monitor_message(self.monitor, zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            if ev["event"] == zmq.EVENT_ACCEPTED:
+                self.receivers += 1
+            elif ev["event"] == zmq.EVENT_DISCONNECTED:
+                self.receivers = max(0, self.receivers - 1)
 
     def on_message(self, msg: bytes, now: float, later: list) -> None:
         """Decides the fate of one message: four draws, always in this order."""
@@ -194,6 +223,9 @@ class Link:
             self.send(msg)
 
     def close(self) -> None:
+        if self.monitor is not None:
+            self.push.disable_monitor()
+            self.monitor.close(0)
         self.pull.close(0)
         self.push.close(0)
 
@@ -256,7 +288,8 @@ def run(conf: dict) -> int:
                 next_stats = now + STATS_PERIOD_S
     finally:
         # What was still delayed or held when the proxy was stopped is never sent: counted,
-        # so that forwarded + pending_at_exit = received - dropped + duplicated holds.
+        # so that forwarded + no_receiver + pending_at_exit = received - dropped + duplicated
+        # holds.
         for _, _, link, _ in later:
             link.counts["pending_at_exit"] += 1
         for link in links:

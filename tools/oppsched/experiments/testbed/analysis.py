@@ -39,6 +39,9 @@ from oppsched.experiments.testbed.traces import truncation_errors, write_errors
 from oppsched.testbed import daemonconf
 from oppsched.testbed.flows import BASE_PORT, intervals, sender_result
 
+# Below this share of real time kept by the slot clock, the run says so (summary warnings).
+REALTIME_FRACTION_MIN = 0.95
+
 
 def analyze(outdir: Path) -> dict:
     rundir = Path(outdir)
@@ -154,6 +157,23 @@ def analyze(outdir: Path) -> dict:
         slot_info = {"total": int(n), "empty": int((user_col < 0).sum()), "late": late,
                      "slot_s": slot_s, "seconds": span,
                      "window": "t0 to the end of the last flow" if window else "whole trace"}
+        if window:
+            # The slot clock against the wall clock: t_ns is slot n's scheduled instant
+            # (t0 + n slot_ns), so a PHY that fell behind (a machine too busy for its sample
+            # rate) had reached a slot scheduled well before the window's end when it ended.
+            # Its MAC figures are then per slot time and the flows' per second.
+            wall = (window[1] - window[0]) / 1e9
+            reached = (int(slots["t_ns"].max()) - window[0]) / 1e9
+            slot_info["wall_s"] = wall
+            slot_info["behind_s"] = wall - reached
+            frac = reached / wall if wall > 0 else None
+            slot_info["realtime_fraction"] = frac
+            if frac is not None and frac < REALTIME_FRACTION_MIN:
+                warnings.append(
+                    f"slots: the PHY's slot clock kept {100 * frac:.0f} % of real time (it "
+                    f"ended {wall - reached:.1f} s behind, {wall:.1f} s after t0): the machine "
+                    f"was too busy for it; the MAC figures are per slot time, the flows' per "
+                    f"second (slots.realtime_fraction)")
         mac_bytes_total = float(tb_bytes[(user_col >= 0) & (outcome == "ack")].sum())
         sent = (user_col >= 0)
         harq = {"tb_sent": int((sent & (retx == 0)).sum()),
