@@ -37,7 +37,8 @@ from oppsched.experiments.testbed.schema import check, integrity_opt_out
 from oppsched.experiments.testbed.startup import (_phy_rt_priority, _wait_files, _wait_log,
                                                   _wait_radio, preflight)
 from oppsched.experiments.testbed.traces import PARTIAL, recover_all
-from oppsched.experiments.testbed.topology import (daemon_users, flow_plans, flow_route_commands,
+from oppsched.experiments.testbed.topology import (daemon_users, default_route_commands,
+                                                   flow_plans, flow_route_commands,
                                                    prime_ssthresh, ssthresh_namespaces,
                                                    tcp_override_sysctls, testbed_topology,
                                                    write_wrc_configs)
@@ -166,12 +167,10 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
             for node, spec in list(zip(tb.servers, cfg["servers"])) + \
                     list(zip(tb.clients, cfg["devices"])):
                 node.ns.sysctl(tcp_override_sysctls(spec["tcp"]))
-            if cfg["tcp"]["initcwnd"] is not None:
-                for node in tb.servers:
-                    for fam, gw in (([], node.gw4), (["-6"], node.gw6)):
-                        if gw:
-                            node.ns.ip(*fam, "route", "change", "default", "via", gw, "dev",
-                                       node.dev, "initcwnd", cfg["tcp"]["initcwnd"])
+            # tcp.initcwnd (servers) and tcp.quickack (servers and devices) on the default
+            # routes
+            for node, argv in default_route_commands(cfg, tb.clients, tb.servers):
+                node.ns.ip(*argv)
             # flows[].mss_bytes, initcwnd and ssthresh: host routes between each flow's
             # two ends; an ssthresh reaches new connections through the kernel's TCP
             # metrics cache (oppsched.testbed.tcp_metrics), primed once the radio is up.

@@ -402,6 +402,10 @@ SCHEMA = {
         "initcwnd": Field((int, _NONE), None, min=1, max=1000,
                           doc="segments the servers' connections start with (initcwnd of "
                               "their default routes); null: the kernel's (10, RFC 6928)"),
+        "quickack": Field(bool, False,
+                          doc="every receiver acknowledges each segment at once (quickack on "
+                              "every route of the servers and the devices): no delayed ACKs, "
+                              "as ns-2's TCPSink; false: Linux's delayed ACKs"),
         "ssthresh": Field((int, _NONE), None, min=2, max=1000000,
                           doc="segments: the slow-start threshold every TCP flow's "
                               "connections start with, unless the flow gives its own; null: "
