@@ -205,6 +205,31 @@ def the_machine_to_itself():
 
 
 @contextmanager
+def the_simulator_to_itself(blocks: bool = False):
+    """Skips, saying why, unless UHD's device simulator can start here (and, with `blocks`,
+    the build's gnuradio.oppsched and gnuradio.uhd import: the PHY's blocks and the air's
+    channel); then holds the simulator's discovery lock with MPM's ports free, so that one
+    simulator runs at a time on the machine (MPM's ports are fixed)."""
+    from oppsched import uhd_sim
+    why = uhd_sim.unavailable()
+    if why:
+        pytest.skip(f"UHD's device simulator cannot start here: {why}")
+    if blocks:
+        try:
+            from gnuradio import oppsched as _gr_oppsched  # noqa: F401
+            from gnuradio import uhd as _gr_uhd  # noqa: F401
+        except ImportError as e:
+            pytest.skip(f"gnuradio.oppsched / gnuradio.uhd not importable (the build's "
+                        f"build/python): {e}")
+    with uhd_sim.discovery_lock():
+        busy = uhd_sim.ports_in_use()
+        if busy:
+            pytest.skip(f"MPM's {' and '.join(busy)} in use (another simulator or device "
+                        "daemon runs on this machine)")
+        yield
+
+
+@contextmanager
 def netns_prefix(prefix: str = PREFIX):
     """OPPSCHED_NETNS_PREFIX set to `prefix` inside the block (for module-scoped fixtures,
     which cannot use monkeypatch), restored after."""

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import the_simulator_to_itself
 from oppsched import uhd_sim
 
 HERE = Path(__file__).resolve().parent
@@ -47,16 +48,10 @@ def unavailable():
 
 
 @pytest.fixture(scope="module")
-def sim(tmp_path_factory, unavailable):
+def sim(tmp_path_factory):
     """The simulator, started and stopped with `oppsched uhd-sim`; TX samples go to a
     PacketLog (tx.jsonl). Holds the discovery lock while it runs."""
-    if unavailable:
-        pytest.skip(f"UHD's device simulator cannot start here: {unavailable}")
-    with uhd_sim.discovery_lock():
-        busy = uhd_sim.ports_in_use()
-        if busy:
-            pytest.skip(f"MPM's {' and '.join(busy)} in use (another simulator or device "
-                        "daemon runs on this machine)")
+    with the_simulator_to_itself():
         d = tmp_path_factory.mktemp("uhd-sim")
         uhd_sim.write_config(d / "sim.ini", serial=SERIAL,
                              sink={"class": "PacketLog", "import_path": uhd_sim.SAMPLES,
@@ -88,22 +83,16 @@ def session(sim):
 
 # --- the simulated device ------------------------------------------------------------------
 
-def test_uhd_python_api_starts_the_simulator_itself_with_type_sim(unavailable, tmp_path):
+def test_uhd_python_api_starts_the_simulator_itself_with_type_sim(tmp_path):
     """UHD's own way, type=sim,config=FILE: libuhd starts the simulator through
     usrp_mpm.process_manager, which imports the project's launcher (`oppsched uhd-sim env`'s
     PYTHONPATH). Runs before the module's simulator is up (MPM's ports are fixed)."""
-    if unavailable:
-        pytest.skip(f"UHD's device simulator cannot start here: {unavailable}")
     uhd_sim.write_config(tmp_path / "sim.ini", serial=SERIAL)
     code = ("import uhd, sys\n"
             "u = uhd.usrp.MultiUSRP(sys.argv[1])\n"
             "print('MBOARD', u.get_mboard_name(), u.get_usrp_rx_info(0)['mboard_serial'])\n"
             "del u\n")
-    with uhd_sim.discovery_lock():
-        busy = uhd_sim.ports_in_use()
-        if busy:
-            pytest.skip(f"MPM's {' and '.join(busy)} in use (another simulator or device "
-                        "daemon runs on this machine)")
+    with the_simulator_to_itself():
         # In a session of its own: the simulator's processes are its children, and one
         # left behind by a hung call would hold MPM's ports for every later test.
         p = subprocess.Popen([sys.executable, "-c", code,

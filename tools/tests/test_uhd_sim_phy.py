@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from helpers import the_simulator_to_itself
 from oppsched import uhd_sim
 
 HERE = Path(__file__).resolve().parent
@@ -31,22 +32,6 @@ DEVICE_ARGS = "addr=127.0.0.1,product=e320"  # ... and its RX side
 SECONDS = 4.0
 FIRST_SLOT, EVERY, TBS, MCS = 50, 5, 40, 2  # TBs in slots 50, 55, ... 245
 
-try:
-    from gnuradio import oppsched as gr_oppsched  # noqa: F401
-    from gnuradio import uhd as gr_uhd  # noqa: F401
-except ImportError:
-    gr_oppsched = None
-
-
-def _skip_unless_the_simulator_can_start():
-    why = uhd_sim.unavailable()
-    if why:
-        pytest.skip(f"UHD's device simulator cannot start here: {why}")
-    if gr_oppsched is None:
-        pytest.skip("gnuradio.oppsched / gnuradio.uhd not importable (the build's "
-                    "build/python): the PHY's blocks and AirSource's channel")
-
-
 @pytest.fixture(scope="module")
 def air_sim(tmp_path_factory):
     """The simulator with the air at RATE (AWGN at SNR_DB for the PHY's TX power, 0.1),
@@ -55,12 +40,7 @@ def air_sim(tmp_path_factory):
     slot and dropped most bursts as late (908 of 1371 in 4 s, or all after the first
     second); sent late instead, back to back, every slot reaches the air, so that what the
     tests check does not depend on the machine's load. Holds the discovery lock."""
-    _skip_unless_the_simulator_can_start()
-    with uhd_sim.discovery_lock():
-        busy = uhd_sim.ports_in_use()
-        if busy:
-            pytest.skip(f"MPM's {' and '.join(busy)} in use (another simulator or device "
-                        "daemon runs on this machine)")
+    with the_simulator_to_itself(blocks=True):
         d = tmp_path_factory.mktemp("uhd-sim-phy")
         sink, source = uhd_sim.air(RATE, d, snr_db=SNR_DB, tx_power=0.1, profile=PROFILE,
                                    seed=3, late="now")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import the_simulator_to_itself
 from oppsched import uhd_sim
 
 HERE = Path(__file__).resolve().parent
@@ -25,12 +26,6 @@ RUN_S = 10  # the file's 15 s shortened: the test's wall time stays under a minu
 RATE, PROFILE = 250e3, "3ms"
 AP_ARGS = "addr=127.0.0.1,type=e3xx"
 DEVICE_ARGS = "addr=127.0.0.1,product=e320"
-
-try:
-    from gnuradio import oppsched as gr_oppsched  # noqa: F401
-    from gnuradio import uhd as gr_uhd  # noqa: F401
-except ImportError:
-    gr_oppsched = None
 
 
 def _cli(argv: list[str]) -> tuple[int, str, str]:
@@ -53,22 +48,12 @@ def downlink_run(tmp_path_factory):
     from helpers import PREFIX, require_real_testbed
     from oppsched.run.runner import run_experiment
 
-    why = uhd_sim.unavailable()
-    if why:
-        pytest.skip(f"UHD's device simulator cannot start here: {why}")
-    if gr_oppsched is None:
-        pytest.skip("gnuradio.oppsched / gnuradio.uhd not importable (the build's "
-                    "build/python): the UHD PHY's blocks")
     require_real_testbed()
 
     start = next(line for line in EXPERIMENT.read_text().splitlines()
                  if "oppsched uhd-sim start" in line).split("oppsched ", 1)[1].split()
     d = tmp_path_factory.mktemp("uhd-sim-run")
-    with uhd_sim.discovery_lock():
-        busy = uhd_sim.ports_in_use()
-        if busy:
-            pytest.skip(f"MPM's {' and '.join(busy)} in use (another simulator or device "
-                        "daemon runs on this machine)")
+    with the_simulator_to_itself(blocks=True):
         state = ["--state", str(d / "sim")]
         rc, out, err = _cli(start + ["--air-log"] + state)
         assert rc == 0, err

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers import the_simulator_to_itself
 from oppsched import uhd_sim
 
 HERE = Path(__file__).resolve().parent
@@ -325,16 +326,7 @@ LEAD_S = 2.0  # the burst's place ahead of the stream: past the ~700 packets tha
 def air_sim(tmp_path_factory):
     """The simulator with AirSink and AirSource (an AWGN channel at SNR_DB, gain GAIN_DB,
     seeded), at SIM_RATE. Holds the discovery lock while it runs."""
-    why = uhd_sim.unavailable()
-    if why:
-        pytest.skip(f"UHD's device simulator cannot start here: {why}")
-    if gr_oppsched is None:
-        pytest.skip("gnuradio.oppsched not importable: AirSource's channel is its emulator")
-    with uhd_sim.discovery_lock():
-        busy = uhd_sim.ports_in_use()
-        if busy:
-            pytest.skip(f"MPM's {' and '.join(busy)} in use (another simulator or device "
-                        "daemon runs on this machine)")
+    with the_simulator_to_itself(blocks=True):
         d = tmp_path_factory.mktemp("uhd-sim-air")
         # late = now: a burst that reaches the simulator after its place (a loaded machine)
         # is still sent, where the source's log says, so that nothing here depends on speed
