@@ -35,6 +35,24 @@ def _expected(seed: int):
     return dropped, duplicated
 
 
+def _start_proxy(conf: Path, z: Path):
+    """The proxy of `conf` (one link "a": PULL bound at z/in, PUSH bound at z/out), once
+    both are bound: (process, context, push to its input, pull from its output)."""
+    proc = subprocess.Popen([sys.executable, "-m", "oppsched.testbed.chaos", "--config", str(conf)],
+                            cwd=REPO / "tools", stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 20
+    while not ((z / "in").exists() and (z / "out").exists()):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"the proxy did not bind: {proc.stderr.read()}")
+        time.sleep(0.02)
+    ctx = zmq.Context()
+    push, pull = ctx.socket(zmq.PUSH), ctx.socket(zmq.PULL)
+    push.connect(f"ipc://{z}/in")
+    pull.connect(f"ipc://{z}/out")
+    return proc, ctx, push, pull
+
+
 def _run_proxy(tmp_path: Path, seed: int):
     z = tmp_path / "z"
     z.mkdir(exist_ok=True)
@@ -42,18 +60,8 @@ def _run_proxy(tmp_path: Path, seed: int):
         "seed": seed, **P, "delay_ms": 3.0, "stats": str(tmp_path / f"chaos{seed}.json"),
         "links": [{"name": "a", "pull": {"bind": f"ipc://{z}/in"},
                    "push": {"bind": f"ipc://{z}/out"}}]})
-    proc = subprocess.Popen([sys.executable, "-m", "oppsched.testbed.chaos", "--config", str(conf)],
-                            cwd=REPO / "tools", stderr=subprocess.PIPE, text=True)
-    ctx = zmq.Context()
+    proc, ctx, push, pull = _start_proxy(conf, z)
     try:
-        deadline = time.monotonic() + 20
-        while not ((z / "in").exists() and (z / "out").exists()):
-            assert proc.poll() is None, proc.stderr.read()
-            assert time.monotonic() < deadline, "the proxy did not bind"
-            time.sleep(0.02)
-        push, pull = ctx.socket(zmq.PUSH), ctx.socket(zmq.PULL)
-        push.connect(f"ipc://{z}/in")
-        pull.connect(f"ipc://{z}/out")
         time.sleep(0.2)
         for i in range(N):
             push.send(i.to_bytes(4, "big"))
@@ -108,18 +116,8 @@ def test_messages_sent_after_a_bound_links_receiver_has_gone_are_counted_as_no_r
         "seed": 1, "stats": str(stats),
         "links": [{"name": "a", "pull": {"bind": f"ipc://{z}/in"},
                    "push": {"bind": f"ipc://{z}/out"}}]})
-    proc = subprocess.Popen([sys.executable, "-m", "oppsched.testbed.chaos", "--config", str(conf)],
-                            cwd=REPO / "tools", stderr=subprocess.PIPE, text=True)
-    ctx = zmq.Context()
+    proc, ctx, push, pull = _start_proxy(conf, z)
     try:
-        deadline = time.monotonic() + 20
-        while not ((z / "in").exists() and (z / "out").exists()):
-            assert proc.poll() is None, proc.stderr.read()
-            assert time.monotonic() < deadline, "the proxy did not bind"
-            time.sleep(0.02)
-        push, pull = ctx.socket(zmq.PUSH), ctx.socket(zmq.PULL)
-        push.connect(f"ipc://{z}/in")
-        pull.connect(f"ipc://{z}/out")
         pull.setsockopt(zmq.RCVTIMEO, 5000)
         for i in range(10):
             push.send(i.to_bytes(4, "big"))

@@ -337,12 +337,12 @@ def _compare(mod, outdir: Path, runs) -> list[str]:
 
 
 def text_summary(runs) -> str:
+    from oppsched.experiments.testbed.analysis import REALTIME_FRACTION_MIN
     lines = []
     for label, s, _ in runs:
         lines.append(f"== {label}: {s['experiment']}, {s['duration_s']:.1f} s, "
                      f"{s['slots']['total']} slots ({s['slots']['empty']} empty, {s['slots']['late']} late)")
         rt = s["slots"].get("realtime_fraction")
-        from oppsched.experiments.testbed.analysis import REALTIME_FRACTION_MIN
         if rt is not None and rt < REALTIME_FRACTION_MIN:
             lines.append(f"   WARNING: the slot clock kept {100 * rt:.0f} % of real time "
                          f"({s['slots']['behind_s']:.1f} s behind at the end): the machine was "
