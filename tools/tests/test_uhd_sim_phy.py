@@ -84,6 +84,7 @@ def phy_run(air_sim):
                        capture_output=True, text=True, timeout=180, cwd=d)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])
+    (d / "client.json").write_text(json.dumps(out))  # kept beside the air's logs, to read a failure
     rx_log = [json.loads(line) for line in (d / "air_rx.jsonl").read_text().splitlines()]
     return out, rx_log
 
@@ -127,20 +128,55 @@ def test_the_ap_tx_chain_reaches_the_client_rx_chain_through_the_simulated_radio
     assert set(decoded) <= on_air | {0, 1}  # slots 0 and 1 went out as one burst
 
 
+def _new_data_heard(granted: list, heard: set) -> tuple[int, int]:
+    """(TBs heard that the client takes as new data, TBs heard that it takes as a
+    retransmission). The grants toggle the NDI on one HARQ process (uhd_sim_phy_client.py:
+    the i-th grant's NDI is i odd), so a TB heard after a lost one can carry the NDI of the
+    last TB the client heard: HARQ then says retransmission, the client combines it with
+    that other TB's soft bits, and its CRC fails, as it should."""
+    new = repeat = 0
+    last = None
+    for i, s in enumerate(granted):
+        if s not in heard:
+            continue
+        ndi = i % 2 == 1
+        if last is None or ndi != last:
+            new += 1
+        else:
+            repeat += 1
+        last = ndi
+    return new, repeat
+
+
 def test_the_client_decodes_every_tb_granted_whose_burst_reached_the_air(phy_run):
     """TBS TBs of MCS 2 (14 bytes: QPSK 3/4 in 2 payload symbols) to the client, at 30 dB:
-    each one whose slot the air carried whole decodes (CRC-checked), none fails."""
+    each one whose slot the air carried whole decodes (CRC-checked), none fails; except
+    one that follows a TB the air lost (a late burst dropped) with the NDI of the TB heard
+    before it, which HARQ makes a retransmission of that TB, and which fails. Seen on a
+    loaded machine: slots 60, 85, 95-105 and 130-145 dropped as late, and exactly the 3
+    TBs that then repeated an NDI (65, 90, 110) failed."""
     out, rx_log = phy_run
     (user,) = out["stats"]["users"]
     assert out["tb_bytes"] == 14 and out["stats"]["tb_sent"] == TBS
     assert out["stats"]["grants"]["received"] == TBS
-    granted = set(out["granted"])
+    granted = out["granted"]
     heard = {_slot_of(out, r["tx_time"]) for r in _on_air(out, rx_log)}
     (end,) = [r for r in rx_log if r["event"] == "rx_end"]
-    assert user["addressed"] == len(granted & heard) or end["underflow_samples"] > 0
-    assert user["tb_ok"] == user["addressed"] and user["tb_failed"] == 0 or \
-        end["underflow_samples"] > 0, (user, end)
+    assert user["addressed"] == len(set(granted) & heard) or end["underflow_samples"] > 0
+    new, repeat = _new_data_heard(granted, heard)
+    assert (user["tb_ok"], user["tb_failed"]) == (new, repeat) or \
+        end["underflow_samples"] > 0, (user, end, new, repeat)
     assert user["tb_ok"] >= TBS // 2, user
+
+
+def test_a_tb_heard_after_a_lost_one_with_the_same_ndi_is_a_retransmission():
+    """The prediction the test above makes, on the loss pattern seen: grants every 5 slots
+    from 50, slots 60, 85, 95-105 and 130-145 lost."""
+    granted = list(range(50, 250, 5))
+    lost = {60, 85, 95, 100, 105, 130, 135, 140, 145}
+    assert _new_data_heard(granted, set(granted) - lost) == (28, 3)
+    assert _new_data_heard(granted, set(granted)) == (40, 0)
+    assert _new_data_heard(granted, set(granted) - {60, 65}) == (38, 0)
 
 
 def test_the_client_measures_the_snr_the_air_was_set_to(phy_run):
