@@ -191,7 +191,7 @@ rate_record rate_controller::on_gap(time_ns now, const data_sample& pkt, std::ui
     if (random) {
         r.what = decision::random_loss;
         ++stats_.random_losses;
-    } else if (pkt.rate_seq == rate_seq_) {
+    } else if (pkt.rate_seq == rate_seq_ || !params_.ignore_stale_congestion) {
         r.what = decision::congestion_loss;
         ++stats_.congestion_losses;
         set_rate(rate_ * params_.congestion_loss_factor);

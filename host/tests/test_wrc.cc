@@ -366,6 +366,27 @@ TEST(rate_controller, loss_outside_the_band_is_congestion_and_halves_the_rate_on
     EXPECT_EQ(f.rc.stats().lost, 8u);
 }
 
+TEST(rate_controller, with_stale_congestion_acted_on_a_gap_in_older_packets_halves_again) {
+    // Fig. 3 as printed (stale_congestion_loss: act): the second gap of the test above,
+    // in packets sent before the sender heard of the first halving, halves the rate again.
+    std::mt19937_64 rng(2);
+    rate_controller_params p = paper();
+    p.ignore_stale_congestion = false;
+    fake_flow f(p, 50.0);
+    for (int e = 0; e < 4; ++e) f.run_epoch(1.0, &rng, 0.002);
+    const double rate = f.rc.rate_pps();
+    const std::uint32_t rseq = f.rc.rate_seq();
+    f.deliver(f.t + ns_of(0.020), f.seq + 5, 0.02, rseq);
+    f.seq += 6;
+    f.deliver(f.t + ns_of(0.020), f.seq + 3, 0.02, rseq);
+    f.seq += 4;
+    ASSERT_EQ(f.events.size(), 2u);
+    EXPECT_EQ(f.events[1].what, decision::congestion_loss);
+    EXPECT_DOUBLE_EQ(f.rc.rate_pps(), rate * 0.25);
+    EXPECT_EQ(f.rc.stats().congestion_losses, 2u);
+    EXPECT_EQ(f.rc.stats().congestion_stale, 0u);
+}
+
 TEST(rate_controller, loss_before_any_separation_sample_is_taken_as_random) {
     rate_controller rc(paper());
     rc.on_packet(0, {0, 0.01, 0});

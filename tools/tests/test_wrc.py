@@ -264,6 +264,8 @@ def test_random_channel_loss_is_not_taken_for_congestion(wrc_bin, tmp_path):
     ("recv", {"bind": "127.0.0.1:9", "wrc": {"lavg_weight": 1.5}}, "wrc.lavg_weight: 1.5"),
     ("recv", {"bind": "127.0.0.1:9", "wrc": {"differentiation": "both"}},
      "wrc.differentiation: 'both' not one of"),
+    ("recv", {"bind": "127.0.0.1:9", "wrc": {"stale_congestion_loss": "halve"}},
+     "wrc.stale_congestion_loss: 'halve' not one of"),
     ("recv", {"bind": "127.0.0.1:9", "wrc": {"delta_initial": 0.6}},
      "wrc.delta_max: 0.5 not in [delta_initial, 1)"),
     ("recv", {"bind": "127.0.0.1:9", "epoch": 1}, "epoch: unknown key"),

@@ -82,6 +82,8 @@ receiver_params read_receiver_config(const config_node& root) {
         w.get<double>("loss_band_deviations", 2.0, value_range::non_negative());
     p.congestion_loss_factor =
         w.get<double>("congestion_loss_factor", 0.5, value_range::open_closed(0, 1));
+    p.ignore_stale_congestion =
+        w.get_choice("stale_congestion_loss", "ignore", {"ignore", "act"}) == "ignore";
     p.min_rate_pps = w.get<double>("min_rate_pps", 1.0, value_range::positive());
     p.max_rate_pps = w.get<double>("max_rate_pps", 0.0, value_range::non_negative());
     const std::string mode = w.get_choice("differentiation", "weighted_increase",

@@ -111,6 +111,10 @@ struct rate_controller_params {
     double loss_band_deviations = 2.0;
     // Rate multiplier on a congestion loss: "throttles the sending rate by half" (§III-A.4).
     double congestion_loss_factor = 0.5;
+    // A congestion loss revealed by a packet sent at an older rate (rate_seq behind the
+    // latest): ignored (true, this testbed's addition: one reaction per rate, as TCP's one
+    // per window), or acted on like any other (false: Fig. 3 and §III-A.4 as printed).
+    bool ignore_stale_congestion = true;
     // Gains of the receive-separation mean and mean deviation (Jacobson's 1/8 and 1/4).
     double separation_gain = 0.125;
     double deviation_gain = 0.25;

@@ -37,8 +37,8 @@ def recv_config(flow: dict, settings: dict, port: int, rundir: Path) -> dict:
     (the experiment's `wrc:` section, key for key as the program names them)."""
     alg = {k: settings[k] for k in ("epoch_ms", "alpha_pps", "delta_initial", "delta_max",
                                     "lavg_epochs", "lavg_weight", "loss_band_deviations",
-                                    "congestion_loss_factor", "min_rate_pps", "max_rate_pps",
-                                    "differentiation")}
+                                    "congestion_loss_factor", "stale_congestion_loss",
+                                    "min_rate_pps", "max_rate_pps", "differentiation")}
     return {"bind": f"0.0.0.0:{port}", "weight": float(flow["weight"]), "wrc": alg,
             "max_flows": 1, "feedback_every": int(settings["feedback_every"]),
             "idle_timeout_s": 0,

@@ -259,6 +259,11 @@ SCHEMA = {
                                           "deviations (§III-A.4)"),
         "congestion_loss_factor": Field(float, 0.5, min=1e-9, max=1.0,
                                         doc="rate multiplier on a congestion loss (half)"),
+        "stale_congestion_loss": Field(str, "ignore", choices=("ignore", "act"),
+                                       doc="a congestion loss revealed by a packet sent at "
+                                           "an older rate: ignore (the testbed's addition, "
+                                           "one halving per rate) or act (Fig. 3 as "
+                                           "printed)"),
         "min_rate_pps": Field(float, 1.0, min=1e-6, max=1e6, doc="floor of the rate"),
         "max_rate_pps": Field(float, 0.0, min=0.0, max=1e7, doc="ceiling; 0 = none"),
         "differentiation": Field(str, "weighted_increase",
