@@ -11,6 +11,14 @@ flow, W_actual / W_ideal as the mean and 95 % interval over the folders (Student
 Jain index after warm-up the same way (the seeds of one sweep point):
 
     .venv/bin/python experiments/nandagopal/table.py --seeds epoch-350=D1,D2,D3 epoch-1000=D4,D5,D6
+
+With --points, one row per sweep point folder group (the seeds of each <point>/<variant>
+under SWEEP/points): the link's total after warm-up, Jain's index over rate / weight,
+each flow's share of its weighted share, and the receivers' loss decisions summed over
+the flows (gaps taken for channel error; congestion losses that halved the rate; those
+ignored as revealed by a packet sent at an older rate), mean and 95 % interval:
+
+    .venv/bin/python experiments/nandagopal/table.py --points SWEEP
 """
 
 import json
@@ -108,6 +116,40 @@ def seeds_table(groups: list[tuple[str, list[Path]]]) -> str:
     return "\n".join(out)
 
 
+def _decisions(rundir: Path) -> dict:
+    """The receivers' loss decisions in one run, summed over its flows."""
+    out = {"random": 0, "halved": 0, "ignored": 0}
+    for f in sorted(rundir.glob("wrc.*.recv.stats.json")):
+        for fl in json.loads(f.read_text())["flows"].values():
+            out["random"] += fl["random_losses"]
+            out["halved"] += fl["congestion_losses"]
+            out["ignored"] += fl["congestion_ignored"]
+    return out
+
+
+def points_table(sweep: Path) -> str:
+    """One row per point and variant of a sweep (its seeds pooled), as the docstring says."""
+    out = ["| point | variant | seeds | total / link | Jain (rate / w) | "
+           + " | ".join(f"f{i} share" for i in range(1, 6))
+           + " | gaps: channel error | congestion, halved | congestion, ignored |",
+           "| --- | --- | --- | --- | --- | " + " | ".join("---" for _ in range(5))
+           + " | --- | --- | --- |"]
+    for vdir in sorted(p for p in (sweep / "points").glob("*/*") if p.is_dir()):
+        runs = sorted(d for d in vdir.glob("seed-*") if (d / "summary.json").exists())
+        if not runs:
+            continue
+        ws = [json.loads((d / "summary.json").read_text())["wrc"] for d in runs]
+        dec = [_decisions(d) for d in runs]
+        shares = [_ci([w["share_of_ideal"][f"f{i}"] for w in ws]) for i in range(1, 6)]
+        point = vdir.parent.name.replace("experiments_nandagopal_links_", "").replace(".csv", "")
+        out.append(f"| {point} | {vdir.name} | {len(runs)} | "
+                   f"{_ci([w['steady_total_pps'] / LINK_PPS for w in ws])} | "
+                   f"{_ci([w['jain_index_weighted'] for w in ws])} | " + " | ".join(shares)
+                   + " | " + " | ".join(_ci([x[k] for x in dec])
+                                        for k in ("random", "halved", "ignored")) + " |")
+    return "\n".join(out)
+
+
 if __name__ == "__main__":
     if len(sys.argv) < 2:
         sys.exit(__doc__)
@@ -119,6 +161,11 @@ if __name__ == "__main__":
                 sys.exit(f"--seeds: {arg!r} is not NAME=DIR,DIR,...")
             groups.append((name, [Path(d) for d in dirs.split(",")]))
         print(seeds_table(groups))
+        sys.exit(0)
+    if sys.argv[1] == "--points":
+        if len(sys.argv) != 3:
+            sys.exit("--points: give one sweep folder")
+        print(points_table(Path(sys.argv[2])))
         sys.exit(0)
     for d in sys.argv[1:]:
         print(table(Path(d)))

@@ -1,0 +1,37 @@
+"""experiments/nandagopal/table.py --points on made-up sweep folders: one row per point and
+variant, its seeds pooled, and the receivers' loss decisions summed over the flows."""
+
+import json
+
+from helpers import REPO, load_script
+
+table = load_script(REPO / "experiments/nandagopal/table.py", "nandagopal_table")
+
+
+def _run(d, total, shares, decisions):
+    d.mkdir(parents=True)
+    (d / "summary.json").write_text(json.dumps({"wrc": {
+        "steady_total_pps": total, "jain_index_weighted": 0.99,
+        "share_of_ideal": {f"f{i}": s for i, s in enumerate(shares, 1)}}}))
+    for i, (rnd, halved, ignored) in enumerate(decisions, 1):
+        (d / f"wrc.f{i}.recv.stats.json").write_text(json.dumps({"flows": {"1": {
+            "random_losses": rnd, "congestion_losses": halved,
+            "congestion_ignored": ignored}}}))
+
+
+def test_points_pool_each_variants_seeds_and_sum_the_decisions_over_flows(tmp_path):
+    pt = tmp_path / "points" / "error=experiments_nandagopal_links_error-3pct.csv"
+    for k, total in enumerate((60.0, 62.0, 64.0)):
+        _run(pt / "act" / f"seed-{k}", total, [1.0, 0.9, 1.1, 1.0, 1.0],
+             [(10, 1, 0)] * 5)
+    _run(pt / "ignore" / "seed-0", 70.0, [1.0] * 5, [(10, 1, 2)] * 5)
+    (pt / "ignore" / "seed-1").mkdir()  # a seed still running: no summary, left out
+    rows = table.points_table(tmp_path).splitlines()
+    assert len(rows) == 4, rows
+    act = rows[2].split(" | ")
+    assert act[0] == "| error=error-3pct" and act[1:3] == ["act", "3"]
+    m, h = table.mean_ci([60.0 / table.LINK_PPS, 62.0 / table.LINK_PPS, 64.0 / table.LINK_PPS])
+    assert act[3] == f"{m:.2f} ± {h:.2f}"
+    assert act[-3:] == ["50.00 ± 0.00", "5.00 ± 0.00", "0.00 ± 0.00 |"]
+    ignore = rows[3].split(" | ")
+    assert ignore[1:3] == ["ignore", "1"] and ignore[-2:] == ["5.00", "10.00 |"]
