@@ -101,6 +101,20 @@ def test_cwnd_trace_is_in_segments_after_t0(tmp_path):
     assert list(cw["rtt_ms"]) == [100.0, 300.0]
 
 
+def test_cwnd_trace_counts_segments_of_the_flows_mss_bytes_when_it_sets_one(tmp_path):
+    # With flows[].mss_bytes iperf3 reports tcp_mss (the option, timestamps included) and
+    # no tcp_mss_default; snd_cwnd is segments of the payload, mss_bytes.
+    _write_run(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    cfg["flows"][0]["mss_bytes"] = 460
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    (tmp_path / "flow.f1.sender.json").write_text(json.dumps({
+        "start": {"tcp_mss": 472}, "intervals": [
+            {"streams": [{"end": 0.5, "snd_cwnd": 20 * 460, "rtt": 100000, "rttvar": 50000,
+                          "retransmits": 0}]}]}))
+    assert list(tcp.cwnd_trace(tmp_path, "f1")["cwnd_segments"]) == [20]
+
+
 def test_grants_are_the_users_slots_after_t0(tmp_path):
     _write_run(tmp_path)
     g, q = tcp.grants(tmp_path, "u1")

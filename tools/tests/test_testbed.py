@@ -426,6 +426,29 @@ def test_iperf3_results_are_read(tmp_path):
     assert flows.sender_result(tmp_path / "missing.json")["error"]
 
 
+def test_an_iperf3_file_cut_mid_interval_and_written_again_is_read_from_its_whole_copy(
+        tmp_path):
+    # iperf3 3.12 interrupted while writing an interval (-J --logfile, 0.1-s intervals):
+    # the document cut there, then the whole document again, as found in a 16-flow run.
+    whole = {"start": {"connected": [{"socket": 6}]}, "intervals": [
+        {"sum": {"start": 0, "end": 0.1, "bytes": 100}, "streams": [{"snd_cwnd": 5520}]}],
+        "end": {"sum_received": {"bytes": 76360, "seconds": 85.4, "bits_per_second": 7154.1},
+                "sum_sent": {"bytes": 80000, "retransmits": 4}},
+        "error": "interrupt - the client has terminated"}
+    text = json.dumps(whole, indent="\t")
+    cut = text[:text.index('"snd_cwnd"')]  # in the middle of the interval's stream
+    p = tmp_path / "s.json"
+    p.write_text(cut + "\t\t\t" + text + "\n")
+    with pytest.raises(ValueError):
+        json.loads(p.read_text())
+    r = flows.sender_result(p)
+    assert r["bytes_received"] == 76360 and r["retransmits"] == 4, r
+    assert r["goodput_source"] == "sender" and r["error"].startswith("interrupt")
+    assert flows.intervals(p)["snd_cwnd"].tolist() == [5520]
+    (tmp_path / "t.json").write_text(cut)  # the cut document alone: nothing whole to read
+    assert flows.load_json(tmp_path / "t.json") is None
+
+
 def test_a_sender_stopped_at_the_deadline_takes_goodput_from_the_receiver(tmp_path):
     # iperf3 stopped before the receiver's totals reached the sender (its control messages
     # queued behind a long radio queue): the sender has 0 bytes, the receiver the truth.

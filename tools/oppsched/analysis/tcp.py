@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from oppsched.analysis import pcap
+from oppsched.testbed import flows
 from oppsched.config import ConfigError
 
 ACK_TRIGGER_S = 0.010  # an ACK this shortly before a retransmission triggered it
@@ -74,11 +75,13 @@ def cwnd_trace(rundir: Path, flow_id: str) -> pd.DataFrame:
     cfg, run = _load(rundir)
     _f, plan = _flow(cfg, run, flow_id)
     path = rundir / f"flow.{flow_id}.sender.json"
-    try:
-        d = json.loads(path.read_text())
-    except (FileNotFoundError, json.JSONDecodeError) as exc:
-        raise TcpViewError(f"{path.name}: unreadable iperf3 sender result ({exc})") from exc
-    mss = int((d.get("start") or {}).get("tcp_mss_default") or 1448)
+    d = flows.load_json(path)  # as the run's summary reads it (a cut-and-repeated file too)
+    if d is None:
+        raise TcpViewError(f"{path.name}: missing, or no whole iperf3 JSON document in it")
+    # The segment's payload: the flow's mss_bytes where it sets one (iperf3 then reports
+    # tcp_mss, the option's value with the timestamps' 12 bytes, and no tcp_mss_default),
+    # else the default iperf3 reports (1448 on a 1500-byte MTU with timestamps).
+    mss = int(_f.get("mss_bytes") or (d.get("start") or {}).get("tcp_mss_default") or 1448)
     t0 = float(plan.get("started_at_s") or 0.0)
     rows = []
     for iv in d.get("intervals", []):

@@ -183,7 +183,19 @@ def iperf_seconds(start_s: float, stop_s: float) -> int:
 # Results
 
 
+# Where an iperf3 JSON document begins: its first key is "start", an object (an interval's
+# "start" is a number).
+_IPERF3_DOCUMENT = re.compile(r'\{\s*"start"\s*:\s*\{')
+
+
 def load_json(path: Path) -> dict | None:
+    """iperf3's JSON result, or None when the file is missing or holds no whole document.
+
+    Besides a clean file: a line of text (e.g. a warning) before the JSON object; and the
+    file iperf3 3.12 leaves when it is interrupted while it writes an interval (-J with
+    --logfile): the document cut in the middle of that interval, then the whole document
+    again after it (seen in a 16-flow run with 0.1-s intervals). The last whole document
+    is taken."""
     try:
         text = Path(path).read_text()
     except OSError:
@@ -191,14 +203,21 @@ def load_json(path: Path) -> dict | None:
     try:
         return json.loads(text)
     except ValueError:
-        # iperf3 may prepend a line of text (e.g. a warning) before the JSON object
-        i = text.find("{")
-        if i < 0:
-            return None
+        pass
+    decoder = json.JSONDecoder()
+    for m in reversed(list(_IPERF3_DOCUMENT.finditer(text))):
         try:
-            return json.loads(text[i:])
+            d, _ = decoder.raw_decode(text, m.start())
+            return d
         except ValueError:
-            return None
+            continue
+    i = text.find("{")
+    if i < 0:
+        return None
+    try:
+        return json.loads(text[i:])
+    except ValueError:
+        return None
 
 
 def sender_result(path: Path, receiver_path: Path | None = None) -> dict:
