@@ -339,16 +339,26 @@ TEST(rate_controller, loss_within_two_mean_deviations_is_a_channel_error_and_doe
     EXPECT_EQ(f.run_epoch(1.0, &rng, 0.002).what, decision::increase);
 }
 
-TEST(rate_controller, loss_outside_the_band_is_congestion_and_halves_the_rate_once) {
+// Four epochs of a flow at 50 packets/s with a little receive jitter, so that the loss
+// band has a mean and a deviation.
+void settle(fake_flow& f) {
     std::mt19937_64 rng(2);
-    fake_flow f(paper(), 50.0);
     for (int e = 0; e < 4; ++e) f.run_epoch(1.0, &rng, 0.002);
+}
+
+// `lost` packets dropped at a full buffer, sent at rate `rseq`: they never took the link,
+// so the next one arrives one separation (20 ms) later, per_pktsep far below the band.
+void drop_at_full_buffer(fake_flow& f, std::uint32_t lost, std::uint32_t rseq) {
+    f.deliver(f.t + ns_of(0.020), f.seq + lost, 0.02, rseq);
+    f.seq += lost + 1;
+}
+
+TEST(rate_controller, loss_outside_the_band_is_congestion_and_halves_the_rate_once) {
+    fake_flow f(paper(), 50.0);
+    settle(f);
     const double rate = f.rc.rate_pps();
     const std::uint32_t rseq = f.rc.rate_seq();
-    // Five packets dropped at a full buffer: they never took the link, so the next one
-    // arrives one separation later: per_pktsep = 20 ms / 6, far below the band.
-    f.deliver(f.t + ns_of(0.020), f.seq + 5, 0.02, rseq);
-    f.seq += 6;
+    drop_at_full_buffer(f, 5, rseq);
     ASSERT_EQ(f.events.size(), 1u);
     EXPECT_EQ(f.events[0].what, decision::congestion_loss);
     EXPECT_EQ(f.events[0].lost, 5u);
@@ -356,8 +366,7 @@ TEST(rate_controller, loss_outside_the_band_is_congestion_and_halves_the_rate_on
     EXPECT_DOUBLE_EQ(f.rc.rate_pps(), rate * 0.5);
     EXPECT_EQ(f.rc.rate_seq(), rseq + 1);
     // Another such gap in packets the sender sent before it heard of the halving: ignored.
-    f.deliver(f.t + ns_of(0.020), f.seq + 3, 0.02, rseq);
-    f.seq += 4;
+    drop_at_full_buffer(f, 3, rseq);
     ASSERT_EQ(f.events.size(), 2u);
     EXPECT_EQ(f.events[1].what, decision::congestion_ignored);
     EXPECT_DOUBLE_EQ(f.rc.rate_pps(), rate * 0.5);
@@ -369,17 +378,14 @@ TEST(rate_controller, loss_outside_the_band_is_congestion_and_halves_the_rate_on
 TEST(rate_controller, with_stale_congestion_acted_on_a_gap_in_older_packets_halves_again) {
     // Fig. 3 as printed (stale_congestion_loss: act): the second gap of the test above,
     // in packets sent before the sender heard of the first halving, halves the rate again.
-    std::mt19937_64 rng(2);
     rate_controller_params p = paper();
     p.ignore_stale_congestion = false;
     fake_flow f(p, 50.0);
-    for (int e = 0; e < 4; ++e) f.run_epoch(1.0, &rng, 0.002);
+    settle(f);
     const double rate = f.rc.rate_pps();
     const std::uint32_t rseq = f.rc.rate_seq();
-    f.deliver(f.t + ns_of(0.020), f.seq + 5, 0.02, rseq);
-    f.seq += 6;
-    f.deliver(f.t + ns_of(0.020), f.seq + 3, 0.02, rseq);
-    f.seq += 4;
+    drop_at_full_buffer(f, 5, rseq);
+    drop_at_full_buffer(f, 3, rseq);
     ASSERT_EQ(f.events.size(), 2u);
     EXPECT_EQ(f.events[1].what, decision::congestion_loss);
     EXPECT_DOUBLE_EQ(f.rc.rate_pps(), rate * 0.25);
