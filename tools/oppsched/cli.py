@@ -7,12 +7,8 @@ import os
 import sys
 
 from oppsched import build
-from oppsched.commands.bench import run_bench
-from oppsched.commands.bench_capacity import run_capacity_bench
-from oppsched.commands.bench_live import run_live_bench
-from oppsched.commands.bench_phy import run_phy_bench
 from oppsched.config import ConfigError
-from oppsched.commands.decode import add_parser as decode_parser
+from oppsched.commands.parsers import decode_parser, tcpview_parser, timeline_parser
 from oppsched.testbed.keys import add_parser as keys_parser
 from oppsched.experiments.testbed import TestbedError
 from oppsched.experiments.testbed.schema import MAC_CHECKS, mac_checks
@@ -23,12 +19,11 @@ from oppsched.testbed.stale import cleanup_stale
 from oppsched.commands.plugin_check import add_parser as plugin_parser
 from oppsched.commands.plugin_new import add_parser as plugin_new_parser
 from oppsched.run.runner import RunFailed, analyze_dir, load_experiment, run_experiment
-from oppsched.run.sweep import run_sweep
-from oppsched.run.sweep_results import collect, is_sweep_dir
 from oppsched.run.sweepspec import expand
-from oppsched.commands.tcpview import add_parser as tcpview_parser
-from oppsched.analysis.timeline import add_parser as timeline_parser
 from oppsched.uhd_sim.command import add_parser as uhd_sim_parser
+
+# The commands' heavy modules (pandas, scipy, matplotlib, numpy) are imported by the
+# command that runs, not here: `--help` and `check` stay quick.
 
 
 def _metrics(a):
@@ -55,6 +50,8 @@ def _cmd_run(a) -> int:
 
 
 def _cmd_analyze(a) -> int:
+    from oppsched.run.sweep_results import collect, is_sweep_dir
+
     if is_sweep_dir(a.results):
         df = collect(a.results, reanalyze=True)
         print(f"oppsched: {len(df)} runs re-analysed; {a.results}/sweep.csv, "
@@ -65,6 +62,8 @@ def _cmd_analyze(a) -> int:
 
 
 def _cmd_sweep(a) -> int:
+    from oppsched.run.sweep import run_sweep
+
     if a.jobs < 1:
         raise ConfigError(f"--jobs: {a.jobs} is not a positive number of runs at a time")
     build.load(build.MAC), build.load(build.PHY)  # before the sweep folder is made
@@ -125,6 +124,11 @@ def _parse_list(text: str, arg: str, kind) -> list:
 
 
 def _cmd_bench(a) -> int:
+    from oppsched.commands.bench import run_bench
+    from oppsched.commands.bench_capacity import run_capacity_bench
+    from oppsched.commands.bench_live import run_live_bench
+    from oppsched.commands.bench_phy import run_phy_bench
+
     if a.duration is None:
         a.duration = {"live": 60.0, "plugin": 120.0}.get(a.what, 600.0)
     if a.what == "capacity":  # the sample loopback with real TCP, in real time

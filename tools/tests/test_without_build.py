@@ -171,3 +171,15 @@ def test_what_only_the_mac_library_checks_is_named_as_left_out_without_the_build
     assert without.returncode == 0, without.stderr
     assert any(x.startswith(NOTE) and "aqm parameters" in x
                for x in without.stdout.splitlines()), without.stdout
+
+
+def test_help_and_check_import_neither_pandas_nor_scipy_nor_matplotlib():
+    # They take seconds of CPU to import; only the commands that read traces or draw
+    # need them (cli.py, commands/parsers.py).
+    code = ("import sys\nfrom oppsched import cli\n"
+            "assert cli.main(['check', sys.argv[1]]) == 0\n"
+            "print(sorted(m for m in ('pandas', 'scipy', 'matplotlib') if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code, default_experiment()], cwd=REPO,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "[]", r.stdout

@@ -333,13 +333,6 @@ def run_folders(path) -> list[Path]:
     return sorted(p.parent for p in path.rglob("run.json") if (p.parent / "config.json").exists())
 
 
-def add_parser(sub) -> None:
-    p = sub.add_parser("timeline", help="write a run's traces on one clock as one table, "
-                       "timeline.csv.gz (every run folder under DIR; docs/timeline.md)")
-    p.add_argument("results", help="a run folder, a results folder or a sweep folder")
-    p.set_defaults(fn=_cmd)
-
-
 def _cmd(a) -> int:
     folders = run_folders(a.results)
     if not folders:

@@ -335,18 +335,6 @@ def format_summary(s: dict) -> str:
     return "\n".join(lines)
 
 
-def add_parser(sub) -> None:
-    d = sub.add_parser("decode", help="decode a SigMF IQ recording (capture.iq) offline "
-                       "through the same receiver; writes its per-slot trace")
-    d.add_argument("recording", nargs="+", help="RECORDING.sigmf-meta (one or more)")
-    d.add_argument("--out", required=True, help="folder for <name>.rx.csv and "
-                   "<name>.decode.json")
-    d.add_argument("--strict", action="store_true",
-                   help="exit 1 when a slot's result differs from the online annotation")
-    d.add_argument("--quiet", action="store_true", help="no progress lines")
-    d.set_defaults(fn=_cmd_decode)
-
-
 def _cmd_decode(a) -> int:
     bad = 0
     for rec in a.recording:

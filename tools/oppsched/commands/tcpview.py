@@ -135,22 +135,6 @@ def plot(rundir: Path, flows: list[str] | None = None, out: Path | None = None,
     return df
 
 
-def add_parser(sub) -> None:
-    p = sub.add_parser("tcpview", help="a run's TCP view: congestion window, RTT and AP queue "
-                       "against time, and time-sequence graphs with the user's slots "
-                       "(Srinivasan & Baras, Figs. 6-8)")
-    p.add_argument("results", help="results folder of one testbed run (with capture.pcaps)")
-    p.add_argument("--flows", help="comma-separated flow ids (default: the flows with the "
-                   "lowest and the highest goodput)")
-    p.add_argument("--out", help="where to write the PNGs and tcp-view.csv (default: the run "
-                   "folder)")
-    p.add_argument("--all", action="store_true", help="tcp-view.csv over every downstream "
-                   "flow (the figures stay those of --flows)")
-    p.add_argument("--zoom", default="0,5", help="the time-sequence graphs' zoomed window, "
-                   "A,B seconds after t0 (default: %(default)s)")
-    p.set_defaults(fn=_cmd)
-
-
 def _cmd(a) -> int:
     try:
         lo, hi = (float(x) for x in a.zoom.split(","))

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from oppsched.paths import write_atomic
 from oppsched.run import runner, sweepspec
@@ -148,6 +147,9 @@ def _ci95(x: np.ndarray) -> float:
     x = x[np.isfinite(x)]
     if len(x) < 2:
         return 0.0
+    # imported here, not at the top: scipy.stats takes about a second of CPU to import,
+    # and every oppsched command imports this module
+    from scipy import stats
     return float(stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
 
 

@@ -30,11 +30,22 @@ The modules, each depending only on those before it:
 What a run folder holds: see docs/testbed.md.
 """
 
-from oppsched.experiments.testbed.analysis import analyze
-from oppsched.experiments.testbed.orchestration import run
-from oppsched.experiments.testbed.plots import compare_plots, plot
+from importlib import import_module
+
 from oppsched.experiments.testbed.programs import TestbedError, find_programs, programs_available
 from oppsched.experiments.testbed.schema import SCHEMA, check, resolved_ecn
+
+# Imported on first use (PEP 562): analysis and plots bring pandas and matplotlib, which
+# `oppsched check` and `--help` do not need.
+_LAZY = {"run": "orchestration", "analyze": "analysis", "plot": "plots",
+         "compare_plots": "plots"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["SCHEMA", "check", "run", "analyze", "plot", "compare_plots", "TestbedError",
            "find_programs", "programs_available", "resolved_ecn"]
