@@ -19,6 +19,14 @@ the flows (gaps taken for channel error; congestion losses that halved the rate;
 ignored as revealed by a packet sent at an older rate), mean and 95 % interval:
 
     .venv/bin/python experiments/nandagopal/table.py --points SWEEP
+
+With --counters, the mechanism behind each flow's share, per group of run folders given as
+NAME=DIR,DIR,...: from the receivers' counters (wrc.<flow>.recv.stats.json) the fraction of
+epochs without a sample at the latest rate, the increases and the decreases per epoch and
+their ratio, and the flow's share of its weighted share in the period with the most flows,
+each the mean over the folders:
+
+    .venv/bin/python experiments/nandagopal/table.py --counters "1..5=D1,D2,D3"
 """
 
 import json
@@ -150,17 +158,52 @@ def points_table(sweep: Path) -> str:
     return "\n".join(out)
 
 
+def counters_table(groups: list[tuple[str, list[Path]]]) -> str:
+    """Per group and flow, the receivers' counters and the share, as the docstring says."""
+    out = ["| group | flow | epochs without a sample at the latest rate | increases per epoch "
+           "| decreases per epoch | increases / decreases | share, period with the most flows |",
+           "| --- | --- | --- | --- | --- | --- | --- |"]
+    for name, dirs in groups:
+        rows: dict[str, list] = {}
+        for d in dirs:
+            periods = json.loads((d / "summary.json").read_text())["wrc"]["periods"]
+            busiest = max(periods, key=lambda p: len(p["flows"]))
+            wsum = sum(x["weight"] for x in busiest["flows"].values())
+            for f in sorted(d.glob("wrc.*.recv.stats.json")):
+                fid = f.name.split(".")[1]
+                (c,) = json.loads(f.read_text())["flows"].values()
+                fl = busiest["flows"].get(fid)
+                share = (fl["w_actual_pps"] / (LINK_PPS * fl["weight"] / wsum)
+                         if fl else math.nan)
+                rows.setdefault(fid, []).append((c["empty_epochs"] / c["epochs"],
+                                                 c["increases"] / c["epochs"],
+                                                 c["decreases"] / c["epochs"], share))
+        for fid, vals in sorted(rows.items()):
+            empty, inc, dec, share = (statistics.mean(v) for v in zip(*vals))
+            ratio = f"{inc / dec:.1f}" if dec > 0 else "∞"
+            out.append(f"| {name} ({len(vals)} runs) | {fid} | {empty:.2f} | {inc:.3f} | "
+                       f"{dec:.3f} | {ratio} | {share:.2f} |")
+    return "\n".join(out)
+
+
+def _groups(args: list[str], option: str) -> list[tuple[str, list[Path]]]:
+    groups = []
+    for arg in args:
+        name, _, dirs = arg.partition("=")
+        if not dirs:
+            sys.exit(f"{option}: {arg!r} is not NAME=DIR,DIR,...")
+        groups.append((name, [Path(d) for d in dirs.split(",")]))
+    return groups
+
+
 if __name__ == "__main__":
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     if sys.argv[1] == "--seeds":
-        groups = []
-        for arg in sys.argv[2:]:
-            name, _, dirs = arg.partition("=")
-            if not dirs:
-                sys.exit(f"--seeds: {arg!r} is not NAME=DIR,DIR,...")
-            groups.append((name, [Path(d) for d in dirs.split(",")]))
-        print(seeds_table(groups))
+        print(seeds_table(_groups(sys.argv[2:], "--seeds")))
+        sys.exit(0)
+    if sys.argv[1] == "--counters":
+        print(counters_table(_groups(sys.argv[2:], "--counters")))
         sys.exit(0)
     if sys.argv[1] == "--points":
         if len(sys.argv) != 3:

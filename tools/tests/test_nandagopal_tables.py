@@ -35,3 +35,26 @@ def test_points_pool_each_variants_seeds_and_sum_the_decisions_over_flows(tmp_pa
     assert act[-3:] == ["50.00 ± 0.00", "5.00 ± 0.00", "0.00 ± 0.00 |"]
     ignore = rows[3].split(" | ")
     assert ignore[1:3] == ["ignore", "1"] and ignore[-2:] == ["5.00", "10.00 |"]
+
+
+def test_counters_give_each_flows_increases_decreases_and_share_in_the_busiest_period(tmp_path):
+    runs = []
+    for k, inc in enumerate((40, 60)):  # two seeds: means of the two
+        d = tmp_path / f"seed-{k}"
+        d.mkdir()
+        (d / "summary.json").write_text(json.dumps({"wrc": {"periods": [
+            {"flows": {"f1": {"weight": 1, "w_actual_pps": 10.0}}},
+            {"flows": {"f1": {"weight": 1, "w_actual_pps": 24.0 + k},
+                       "f2": {"weight": 2, "w_actual_pps": 40.0}}}]}}))
+        for fid, dec in (("f1", 10), ("f2", 0)):
+            (d / f"wrc.{fid}.recv.stats.json").write_text(json.dumps({"flows": {"1": {
+                "epochs": 100, "empty_epochs": 25, "increases": inc, "decreases": dec}}}))
+        runs.append(d)
+    rows = table.counters_table([("w", runs)]).splitlines()
+    assert len(rows) == 4, rows
+    f1 = rows[2].split(" | ")
+    # increases (0.40 + 0.60) / 2, decreases 0.10, share in the two-flow period: the mean
+    # of 24 and 25 packets/s against a third of the link
+    share = (24.5 / (table.LINK_PPS / 3))
+    assert f1 == ["| w (2 runs)", "f1", "0.25", "0.500", "0.100", "5.0", f"{share:.2f} |"]
+    assert rows[3].split(" | ")[5] == "∞"  # no decrease at all
