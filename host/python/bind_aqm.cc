@@ -31,14 +31,6 @@ time_ns seconds_arg(const char* name, double t_s) {
     return from_seconds(t_s);
 }
 
-std::vector<std::uint8_t> to_vector(const pb::bytes& b) {
-    const std::string_view s = b;
-    return {s.begin(), s.end()};
-}
-
-pb::bytes to_bytes(const std::vector<std::uint8_t>& v) {
-    return pb::bytes(reinterpret_cast<const char*>(v.data()), v.size());
-}
 
 // ---- keyword parameters -----------------------------------------------------------------
 
@@ -168,7 +160,7 @@ class py_queue_discipline {
     }
     bool enqueue(const pb::bytes& packet, double t_s, bool high_priority, std::uint32_t user) {
         ip_packet p;
-        p.data = to_vector(packet);
+        p.data = to_vec(packet);
         p.user = user;
         p.id = next_id_++;
         p.high_priority = high_priority;
@@ -221,7 +213,7 @@ class py_queue_set {
     }
     bool enqueue(const pb::bytes& packet, double t_s, std::uint32_t user, bool high_priority) {
         ip_packet p;
-        p.data = to_vector(packet);
+        p.data = to_vec(packet);
         p.user = user;
         p.id = next_id_++;
         p.high_priority = high_priority;

@@ -18,13 +18,6 @@
 namespace oppsched::py {
 namespace {
 
-pybind11::bytes to_bytes(const std::vector<std::uint8_t>& v) {
-    return pybind11::bytes(reinterpret_cast<const char*>(v.data()), v.size());
-}
-std::vector<std::uint8_t> to_vec(const pybind11::bytes& b) {
-    const std::string s = b;
-    return std::vector<std::uint8_t>(s.begin(), s.end());
-}
 
 template <class T>
 T range_checked(const pybind11::handle& h, const char* field, long long lo, long long hi) {

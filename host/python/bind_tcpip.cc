@@ -17,13 +17,6 @@ namespace {
 
 using tcpip::packet_info;
 
-std::vector<std::uint8_t> to_vec(const pybind11::bytes& b) {
-    const std::string s = b;
-    return std::vector<std::uint8_t>(s.begin(), s.end());
-}
-pybind11::bytes to_bytes(const std::vector<std::uint8_t>& v) {
-    return pybind11::bytes(reinterpret_cast<const char*>(v.data()), v.size());
-}
 
 packet_info parse_or_throw(const std::vector<std::uint8_t>& p) {
     auto r = tcpip::parse(p);

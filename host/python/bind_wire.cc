@@ -14,13 +14,6 @@ using namespace oppsched::wire;
 namespace oppsched::py {
 namespace {
 
-std::vector<std::uint8_t> to_vec(const pybind11::bytes& b) {
-    const std::string s = b;
-    return {s.begin(), s.end()};
-}
-pybind11::bytes to_bytes(const std::vector<std::uint8_t>& v) {
-    return pybind11::bytes(reinterpret_cast<const char*>(v.data()), v.size());
-}
 
 // A message's fields as a dict, named as for_each_wire_field names them.
 struct dict_writer {

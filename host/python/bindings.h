@@ -3,7 +3,9 @@
 #include <pybind11/stl.h>
 
 #include <cmath>
+#include <cstdint>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -12,6 +14,15 @@
 #include "oppsched/stats_fields.h"
 
 namespace oppsched::py {
+
+// Python bytes <-> the byte vectors of the MAC library.
+inline std::vector<std::uint8_t> to_vec(const pybind11::bytes& b) {
+    const std::string_view s = b;
+    return {s.begin(), s.end()};
+}
+inline pybind11::bytes to_bytes(const std::vector<std::uint8_t>& v) {
+    return pybind11::bytes(reinterpret_cast<const char*>(v.data()), v.size());
+}
 
 // A stats struct as a dict, keyed as oppsched/stats_fields.h names its fields.
 template <class S>

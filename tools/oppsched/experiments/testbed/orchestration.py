@@ -370,15 +370,14 @@ def _run(cfg: dict, rundir: Path, work: Path, prefix: str, run_id: str, run_user
             procs.stop("phy", 10.0)
             if chaos_file is not None:
                 procs.stop("chaos", 10.0)
-            for u in users:
-                procs.stop(f"client.{u.name}", 10.0)
+            procs.stop_all([f"client.{u.name}" for u in users], 10.0)
             procs.stop("apd", 10.0)
             # What reached the TUN after the apd's last read (its drops once no reader was
             # left) is in the balance too.
             record["ap_tun_end"] = _link_counters(tb.ap, lay.tun)
-            for c in caps:
-                if procs.stop(c.name, 5.0) == 0:
-                    stem = c.name.split(".", 1)[1]
+            for name, code in procs.stop_all([c.name for c in caps], 5.0).items():
+                if code == 0:
+                    stem = name.split(".", 1)[1]
                     os.replace(work / f"{stem}.pcap{PARTIAL}", work / f"{stem}.pcap")
             record["wired_stats"] = None
             # A daemon that does not exit 0 when stopped (a crash, an error on the way out,

@@ -118,6 +118,24 @@ class ProcTable:
             self.rows[name]["ended_mono_s"] = time.monotonic()
         return self.rows[name]["exit_code"]
 
+    def stop_all(self, names, timeout: float, sig: int = signal.SIGTERM) -> dict:
+        """stop() of several processes at once: each is signalled before any is waited
+        for, so peers (the captures, the clients) stop in the time of the slowest, not of
+        their sum. Returns each one's exit code."""
+        names = list(names)
+        for name in names:
+            if not self.poll(name):
+                self.sample(name)
+                try:
+                    os.kill(self.procs[name].pid, sig)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not all(self.poll(n) for n in names):
+            time.sleep(0.01)
+        # those still running: stop() kills them (SIGTERM and SIGKILL to the group)
+        return {n: self.stop(n, 0.0, sig) for n in names}
+
     def check_alive(self, names) -> None:
         for n in names:
             if self.poll(n):
