@@ -31,7 +31,6 @@ time_ns seconds_arg(const char* name, double t_s) {
     return from_seconds(t_s);
 }
 
-
 // ---- keyword parameters -----------------------------------------------------------------
 
 template <class T>

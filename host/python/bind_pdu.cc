@@ -18,7 +18,6 @@
 namespace oppsched::py {
 namespace {
 
-
 template <class T>
 T range_checked(const pybind11::handle& h, const char* field, long long lo, long long hi) {
     const long long v = h.cast<long long>();

@@ -17,7 +17,6 @@ namespace {
 
 using tcpip::packet_info;
 
-
 packet_info parse_or_throw(const std::vector<std::uint8_t>& p) {
     auto r = tcpip::parse(p);
     if (!r) throw_invalid(r.error());

@@ -14,7 +14,6 @@ using namespace oppsched::wire;
 namespace oppsched::py {
 namespace {
 
-
 // A message's fields as a dict, named as for_each_wire_field names them.
 struct dict_writer {
     pybind11::dict& d;

@@ -13,6 +13,7 @@ start here.
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -116,8 +117,10 @@ def test_the_ap_tx_chain_reaches_the_client_rx_chain_through_the_simulated_radio
     assert len(on_air) > 1.0 / st["slot_s"], len(on_air)
     assert user["header_errors"] == 0 or end["underflow_samples"] > 0
     # the reports: detected slots once a header has given the slot numbers, all but the
-    # last few, still on their way to the message port when the graph stopped
-    assert out["detected"] <= user["slots_detected"] <= out["detected"] + 5
+    # last few, still on their way to the message port when the graph stopped: those of
+    # at most the last 0.1 s (measured: up to 5 with one test beside it, 7 with two)
+    in_flight = math.ceil(0.1 / st["slot_s"])
+    assert out["detected"] <= user["slots_detected"] <= out["detected"] + in_flight
     decoded = out["decoded_slots"]
     assert len(decoded) <= user["headers_ok"] <= len(decoded) + 5
     # every slot the air carried whole is detected with its header decoded, up to the last
