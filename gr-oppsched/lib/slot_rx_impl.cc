@@ -11,7 +11,7 @@ namespace gr {
 namespace oppsched {
 
 namespace {
-const pmt::pmt_t k_rx_port = pmt::mp("rx");
+const pmt::pmt_t k_reports_port = pmt::mp("rx");
 const pmt::pmt_t k_symbols_port = pmt::mp("symbols");
 const pmt::pmt_t k_slot = pmt::mp("slot");
 const pmt::pmt_t k_mcs = pmt::mp("mcs");
@@ -39,7 +39,7 @@ slot_rx_impl::slot_rx_impl(const numerology& num, int user_id, const slot_sync_p
     : gr::sync_block("slot_rx", gr::io_signature::make(1, 1, sizeof(gr_complex)),
                      gr::io_signature::make(0, 0, 0)),
       d_rx(num, user_id, sp, dp, missed_slots, uplink, own_slots_only) {
-    message_port_register_out(k_rx_port);
+    message_port_register_out(k_reports_port);
     message_port_register_out(k_symbols_port);
 }
 
@@ -49,7 +49,7 @@ slot_receiver_stats slot_rx_impl::stats() const {
 }
 
 void slot_rx_impl::publish(std::vector<slot_msg::rx_report>& reports) {
-    for (const auto& r : reports) message_port_pub(k_rx_port, slot_msg::to_pmt(r));
+    for (const auto& r : reports) message_port_pub(k_reports_port, slot_msg::to_pmt(r));
     reports.clear();
 }
 

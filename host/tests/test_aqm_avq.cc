@@ -10,8 +10,6 @@ using namespace oppsched::aqm::testing;
 
 namespace {
 
-constexpr std::uint8_t kEct = tcpip::kEct0;
-
 aqm_params avq_config(double capacity_bps, std::size_t limit_packets = 1000) {
     aqm_params c = default_config(aqm_kind::avq);
     c.limits = {0, limit_packets};

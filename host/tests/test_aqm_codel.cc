@@ -13,8 +13,6 @@ using namespace oppsched::aqm::testing;
 
 namespace {
 
-constexpr std::uint8_t kEct = tcpip::kEct0;
-
 aqm_params codel_config(bool ecn = false) {
     aqm_params c = default_config(aqm_kind::codel);
     c.limits = {0, 10000};

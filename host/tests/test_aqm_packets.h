@@ -11,6 +11,9 @@
 
 namespace oppsched::aqm::testing {
 
+// ECN-capable transport, as the AQM tests' data packets carry it.
+constexpr std::uint8_t kEct = tcpip::kEct0;
+
 struct tcp_spec {
     std::uint8_t ip_version = 4;
     std::uint8_t ecn = tcpip::kNotEct;

@@ -12,8 +12,6 @@ using namespace oppsched::aqm::testing;
 
 namespace {
 
-constexpr std::uint8_t kEct = tcpip::kEct0;
-
 // Departure-rate mode at a fixed 1 Mb/s: qdelay = queued bytes x 8 / 1e6 exactly.
 aqm_params pie_rate_config() {
     aqm_params c = default_config(aqm_kind::pie);

@@ -12,8 +12,6 @@ using namespace oppsched::aqm::testing;
 
 namespace {
 
-constexpr std::uint8_t kEct = tcpip::kEct0;
-
 TEST(drop_tail_discipline, drops_only_arrivals_that_exceed_the_packet_limit) {
     aqm_params c = default_config(aqm_kind::droptail);
     c.limits = {0, 3};

@@ -13,7 +13,6 @@ using namespace oppsched::aqm::testing;
 
 namespace {
 
-constexpr std::uint8_t kEct = tcpip::kEct0;
 constexpr time_ns kT = 2 * kNsPerMs;  // update interval
 // 8 Mb/s serves 2000 bytes per 2 ms: c = 2 packets of 1000 bytes per interval.
 constexpr double kCap8M = 8e6;
