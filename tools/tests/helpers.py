@@ -40,7 +40,8 @@ PREFIX = "ottb"
 # results moved side by side. OPPSCHED_TEST_RUN_JOBS=1 runs everything one after another.
 RUN_JOBS = max(1, int(os.environ.get("OPPSCHED_TEST_RUN_JOBS", "1")))
 
-# The smallest testbed experiment: one device, one server, one flow.
+# The smallest testbed experiment: one device, one server, one flow; without the per-run
+# PNGs (analysis.plots: about 1.5 s of CPU per run; the tests of the plots turn them on).
 BASE = """
 experiment: t
 kind: testbed
@@ -51,7 +52,10 @@ servers:
   - {name: S1, rtt_ms: 20}
 flows:
   - {id: f1, server: S1, device: R1}
+analysis: {plots: false}
 """
+# The override that leaves the per-run PNGs out of a run of an experiment file.
+NO_PLOTS = "analysis.plots=false"
 
 
 def load_script(path: Path, name: str):
@@ -288,12 +292,14 @@ def require_real_testbed() -> None:
 def shortened_sweep(out: Path, experiment: Path, overrides=(),
                     duration: float | None = None, jobs: int = RUN_JOBS) -> Path:
     """A paper experiment's sweep, shortened by `overrides` (--set) and `duration`, run for
-    real under the tests' namespace prefix, `jobs` points at a time; every point must
-    finish. Returns `out`, where sweep.csv and points/ are."""
+    real under the tests' namespace prefix, `jobs` points at a time, without the per-run
+    PNGs (the sweep's own plots are drawn); every point must finish. Returns `out`, where
+    sweep.csv and points/ are."""
     from oppsched.run.sweep import run_sweep
     require_real_testbed()
     with netns_prefix():
-        failed = run_sweep(experiment, out, list(overrides), duration=duration, jobs=jobs)
+        failed = run_sweep(experiment, out, [NO_PLOTS, *overrides], duration=duration,
+                           jobs=jobs)
     assert failed == 0, f"{failed} point(s) of {experiment} failed"
     return out
 

@@ -15,7 +15,8 @@ import math
 import pandas as pd
 import pytest
 
-from helpers import REPO, needs_root, netns_prefix, require_real_testbed, the_machine_to_itself
+from helpers import (NO_PLOTS, REPO, needs_root, netns_prefix, require_real_testbed,
+                     the_machine_to_itself)
 from oppsched.run.runner import run_experiment
 
 def makefile_default(var: str) -> str:
@@ -56,7 +57,8 @@ def default_run(tmp_path_factory):
     # still falls behind real time on a slow machine: the run says so, and the goodput is
     # compared with the MAC's bytes, whatever the time base)
     with netns_prefix(), the_machine_to_itself():
-        runs = run_experiment(EXPERIMENT, out, ["analysis.warmup_s=5", "capture.pcaps=false"],
+        runs = run_experiment(EXPERIMENT, out, [NO_PLOTS, "analysis.warmup_s=5",
+                                                "capture.pcaps=false"],
                               duration=20.0)
     return {name: (s, path) for name, s, path in runs}
 

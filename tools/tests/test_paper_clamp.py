@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import (REPO, RUN_JOBS, needs_root, netns_prefix, one_timing_critical_run_at_a_time,
-                     require_real_testbed)
+from helpers import (NO_PLOTS, REPO, RUN_JOBS, needs_root, netns_prefix,
+                     one_timing_critical_run_at_a_time, require_real_testbed)
 from oppsched.run.runner import run_experiment
 
 EXPERIMENT = REPO / "experiments" / "clamp" / "deterministic.yaml"
@@ -65,7 +65,7 @@ def fig2_run(tmp_path_factory):
     # CLAMP: the daemons and the PHY run at real-time priority, one such run at a time.
     with netns_prefix(), one_timing_critical_run_at_a_time():
         run_experiment(EXPERIMENT, out, [
-            "flows[1].start_s=20", f"flows[1].stop_s={DURATION}",
+            NO_PLOTS, "flows[1].start_s=20", f"flows[1].stop_s={DURATION}",
             "flows[2].start_s=30", f"flows[2].stop_s={DURATION}", "capture.pcaps=false",
             "topology.client_rt_priority=20", "topology.apd_rt_priority=40",
             "extra.phy={timing: {rt_priority: 50}}"],

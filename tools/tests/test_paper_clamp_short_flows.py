@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from helpers import REPO, RUN_JOBS, needs_root, netns_prefix, require_real_testbed
+from helpers import NO_PLOTS, REPO, RUN_JOBS, needs_root, netns_prefix, require_real_testbed
 from oppsched.testbed import transfers
 from oppsched.run.runner import run_experiment
 
@@ -33,7 +33,7 @@ def runs(tmp_path_factory):
     out = tmp_path_factory.mktemp("clamp-short-flows")
     with netns_prefix():
         run_experiment(EXPERIMENT, out, [
-            f"flows[1].start_s={START}", f"flows[1].repeat.idle_mean_s={MEAN_IDLE}",
+            NO_PLOTS, f"flows[1].start_s={START}", f"flows[1].repeat.idle_mean_s={MEAN_IDLE}",
             f"analysis.warmup_s={START}", "capture.pcaps=false"], duration=DURATION,
             jobs=RUN_JOBS)
     return out

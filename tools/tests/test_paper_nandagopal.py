@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from helpers import (BASE, REPO, built_program, cfg_of, error_of, needs_root, netns_prefix,
-                     require, require_real_testbed)
+from helpers import (BASE, NO_PLOTS, REPO, built_program, cfg_of, error_of, needs_root,
+                     netns_prefix, require, require_real_testbed)
 from oppsched.testbed import daemonconf, wrcflows
 from oppsched.experiments import testbed
 from oppsched.experiments.testbed.topology import write_wrc_configs
@@ -133,7 +133,7 @@ def test_the_summary_of_wrc_flows_comes_from_their_receivers_and_weighs_their_ra
     # weighted (Jain over rate / weight 1, each at its share), 2 and 4 of 100 and 200 lost.
     text = WRC.replace("duration_s: 4", "duration_s: 20").replace(
         "  - {id: f1,", "  - {id: f0, server: S1, device: R1, transport: wrc, weight: 1}\n"
-        "  - {id: f1,") + "analysis: {warmup_s: 4}\n"
+        "  - {id: f1,").replace("analysis: {plots: false}", "analysis: {plots: false, warmup_s: 4}")
     cfg = cfg_of(text, ["flows[1].weight=2"])
     cfg.update(experiment="t", variant="")
     (tmp_path / "config.json").write_text(json.dumps(cfg))
@@ -186,7 +186,7 @@ def five_flows(tmp_path_factory):
     out = tmp_path_factory.mktemp("nandagopal-weights")
     with netns_prefix():
         run_experiment(EXPERIMENT, out, [
-            "flows[0].start_s=0", "flows[0].stop_s=null", "flows[1].start_s=0",
+            NO_PLOTS, "flows[0].start_s=0", "flows[0].stop_s=null", "flows[1].start_s=0",
             "flows[1].stop_s=null", f"analysis.warmup_s={WARMUP}"], duration=DURATION)
     return json.loads((out / "summary.json").read_text())
 

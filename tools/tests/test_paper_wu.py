@@ -16,8 +16,9 @@ import json
 import pytest
 import yaml
 
-from helpers import (BASE, REPO, RUN_JOBS, cfg_of, error_of, needs_root, netns_prefix,
-                     one_timing_critical_run_at_a_time, require_real_testbed, run_layout)
+from helpers import (BASE, NO_PLOTS, REPO, RUN_JOBS, cfg_of, error_of, needs_root,
+                     netns_prefix, one_timing_critical_run_at_a_time, require_real_testbed,
+                     run_layout)
 from oppsched.testbed import daemonconf
 from oppsched.experiments.testbed.daemonsummary import medium_summary
 from oppsched.run.runner import run_experiment
@@ -151,7 +152,7 @@ def buffer20(tmp_path_factory):
     path = out / "buffer20.yaml"
     path.write_text(yaml.safe_dump(spec))
     with netns_prefix():
-        run_experiment(path, out / "runs", [f"queue.limit_packets={BUFFER}",
+        run_experiment(path, out / "runs", [NO_PLOTS, f"queue.limit_packets={BUFFER}",
                                             f"analysis.warmup_s={WARMUP}"], duration=DURATION,
                        jobs=RUN_JOBS)
     return {v: json.loads((out / "runs" / v / "summary.json").read_text())
@@ -211,7 +212,7 @@ def station_queues(tmp_path_factory):
     path = out / "stations.yaml"
     path.write_text(yaml.safe_dump(spec))
     with netns_prefix(), one_timing_critical_run_at_a_time():
-        run_experiment(path, out / "runs", [f"queue.limit_packets={BUFFER}",
+        run_experiment(path, out / "runs", [NO_PLOTS, f"queue.limit_packets={BUFFER}",
                                             "medium.station_queue=client",
                                             "topology.client_rt_priority=20",
                                             "topology.apd_rt_priority=40",

@@ -653,6 +653,7 @@ def fake_run(tmp_path_factory):
         "  - {id: f1, server: S1, device: R1}",
         "  - {id: f1, server: S1, device: R1}\n"
         "  - {id: f2, server: S1, device: R1, family: ipv6, parallel: 2, start_s: 1}")
+        .replace("analysis: {plots: false}", "analysis: {plots: true}")
         + f"build_dir: {build}\n")
     with netns_prefix():
         runs = run_experiment(exp, tmp / "out")

@@ -298,7 +298,7 @@ def analyze_run(rundir: Path) -> dict:
     mod = kind_module(cfg["kind"])
     summary = mod.analyze(Path(rundir))
     try:
-        summary["plots"] = mod.plot(Path(rundir), summary)
+        summary["plots"] = mod.plot(Path(rundir), summary) if _plots(cfg) else []
     except OSError as exc:  # a full disk: the summary, which says so, matters more
         summary["plots"] = []
         summary.setdefault("errors", []).append(f"plots: {type(exc).__name__}: {exc}")
@@ -331,9 +331,16 @@ def analyze_dir(outdir) -> list[tuple[str, dict, Path]]:
     return runs
 
 
+def _plots(cfg: dict) -> bool:
+    """analysis.plots: whether a run draws its PNGs (kinds without the key always do)."""
+    return bool((cfg.get("analysis") or {}).get("plots", True))
+
+
 def _compare(mod, outdir: Path, runs) -> list[str]:
     fn = getattr(mod, "compare_plots", None)
-    return fn(Path(outdir), runs) if fn else []
+    if not fn or not all(_plots(s.get("config") or {}) for _, s, _ in runs):
+        return []
+    return fn(Path(outdir), runs)
 
 
 def text_summary(runs) -> str:

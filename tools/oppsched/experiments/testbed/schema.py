@@ -525,7 +525,12 @@ SCHEMA = {
     },
     "iperf": {"interval_s": Field(float, 0.5, min=0.1, max=60.0, doc="iperf3 -i")},
     "analysis": {"warmup_s": Field(float, 0.0, min=0.0,
-                                   doc="goodput_steady_bps leaves out each flow's first seconds")},
+                                   doc="goodput_steady_bps leaves out each flow's first seconds"),
+                 "plots": Field(bool, True,
+                                doc="each run's PNGs and the comparison's; false: the summary "
+                                    "and the report's tables only (a sweep of many points, "
+                                    "which draws its own plots: about 1.5 s of CPU per run "
+                                    "saved)")},
     "timeouts": {
         "startup_s": Field(float, 30.0, min=1.0, doc="daemons and radio ready"),
         "grace_s": Field(float, 15.0, min=1.0, doc="after duration_s, for flows to end"),
