@@ -27,7 +27,17 @@ their ratio, and the flow's share of its weighted share in the period with the m
 each the mean over the folders:
 
     .venv/bin/python experiments/nandagopal/table.py --counters "1..5=D1,D2,D3"
+
+With --by-samples, the same groups: per flow, from the receivers' epoch traces
+(wrc.<flow>.epochs.csv, every epoch end over the whole run), the mean number of ratio
+samples per epoch (packets echoing the latest rate, Fig. 3 line 6), the fraction of epochs
+with 0, 1, 2-3 and 4 or more, and how often an epoch with 1, 2-3 and 4 or more samples ends
+in a decrease, each the mean over the folders:
+
+    .venv/bin/python experiments/nandagopal/table.py --by-samples "1000 ms=D1,D2,D3"
 """
+
+import csv
 
 import json
 import math
@@ -186,6 +196,52 @@ def counters_table(groups: list[tuple[str, list[Path]]]) -> str:
     return "\n".join(out)
 
 
+SAMPLE_BINS = (("1", 1, 1), ("2–3", 2, 3), ("≥ 4", 4, math.inf))
+
+
+def _epochs_by_samples(trace: Path) -> tuple[float, list[float], list[float]]:
+    """One flow's epoch ends: the mean samples per epoch, the fraction of epochs with 0, 1,
+    2-3, 4+ samples, and the decrease fraction of the epochs in each bin but 0 (nan where
+    a bin is empty)."""
+    with trace.open(newline="") as f:
+        ends = [(int(r["samples"]), r["decision"]) for r in csv.DictReader(f)
+                if r["decision"] in ("increase", "decrease", "none")]
+    if not ends:
+        raise SystemExit(f"{trace}: no epoch ends")
+    n = len(ends)
+    frac = [sum(1 for k, _ in ends if k == 0) / n]
+    dec = []
+    for _, lo, hi in SAMPLE_BINS:
+        binned = [d for k, d in ends if lo <= k <= hi]
+        frac.append(len(binned) / n)
+        dec.append(sum(1 for d in binned if d == "decrease") / len(binned) if binned
+                   else math.nan)
+    return sum(k for k, _ in ends) / n, frac, dec
+
+
+def by_samples_table(groups: list[tuple[str, list[Path]]]) -> str:
+    """Per group and flow, samples per epoch and decreases by samples, as the docstring
+    says."""
+    bins = [b for b, _, _ in SAMPLE_BINS]
+    out = ["| group | flow | samples per epoch | epochs with 0 / " + " / ".join(bins)
+           + " samples | decreases, epochs with " + " / ".join(bins) + " samples |",
+           "| --- | --- | --- | --- | --- |"]
+    for name, dirs in groups:
+        rows: dict[str, list] = {}
+        for d in dirs:
+            for trace in sorted(d.glob("wrc.*.epochs.csv")):
+                rows.setdefault(trace.name.split(".")[1], []).append(
+                    _epochs_by_samples(trace))
+        for fid, vals in sorted(rows.items()):
+            mean = statistics.mean(v[0] for v in vals)
+            frac = [statistics.mean(v[1][i] for v in vals) for i in range(len(bins) + 1)]
+            dec = [statistics.mean(v[2][i] for v in vals) for i in range(len(bins))]
+            out.append(f"| {name} ({len(vals)} runs) | {fid} | {mean:.1f} | "
+                       + " / ".join(f"{x:.2f}" for x in frac) + " | "
+                       + " / ".join("–" if math.isnan(x) else f"{x:.2f}" for x in dec) + " |")
+    return "\n".join(out)
+
+
 def _groups(args: list[str], option: str) -> list[tuple[str, list[Path]]]:
     groups = []
     for arg in args:
@@ -204,6 +260,9 @@ if __name__ == "__main__":
         sys.exit(0)
     if sys.argv[1] == "--counters":
         print(counters_table(_groups(sys.argv[2:], "--counters")))
+        sys.exit(0)
+    if sys.argv[1] == "--by-samples":
+        print(by_samples_table(_groups(sys.argv[2:], "--by-samples")))
         sys.exit(0)
     if sys.argv[1] == "--points":
         if len(sys.argv) != 3:

@@ -58,3 +58,23 @@ def test_counters_give_each_flows_increases_decreases_and_share_in_the_busiest_p
     share = (24.5 / (table.LINK_PPS / 3))
     assert f1 == ["| w (2 runs)", "f1", "0.25", "0.500", "0.100", "5.0", f"{share:.2f} |"]
     assert rows[3].split(" | ")[5] == "∞"  # no decrease at all
+
+
+def test_by_samples_bins_each_flows_epoch_ends_and_counts_their_decreases(tmp_path):
+    # one run, one flow: 10 epoch ends (a loss row in between is not one) with 0, 1, 1, 2,
+    # 3, 4, 5, 6, 1, 0 samples; the 1-sample epochs decrease once in three, 2-3 never, 4+
+    # once in three
+    d = tmp_path / "seed-0"
+    d.mkdir()
+    ends = [(0, "none"), (1, "decrease"), (1, "increase"), (2, "increase"), (3, "increase"),
+            (4, "decrease"), (5, "increase"), (6, "increase"), (1, "increase"), (0, "none")]
+    lines = ["t_s,flow,epoch,decision,samples"]
+    for k, (n, dec) in enumerate(ends):
+        lines.append(f"{k},1,{k},{dec},{n}")
+        if k == 4:
+            lines.append(f"{k}.5,1,{k},random,0")
+    (d / "wrc.f5.epochs.csv").write_text("\n".join(lines) + "\n")
+    rows = table.by_samples_table([("e", [d])]).splitlines()
+    assert len(rows) == 3, rows
+    assert rows[2].split(" | ") == ["| e (1 runs)", "f5", "2.3", "0.20 / 0.30 / 0.20 / 0.30",
+                                    "0.33 / 0.00 / 0.33 |"]

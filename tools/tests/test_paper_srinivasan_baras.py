@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from helpers import (NO_PLOTS, REPO, needs_root, netns_prefix, require_real_testbed,
+from helpers import (REPO, needs_root, netns_prefix, require_real_testbed,
                      write_experiment)
 from oppsched.run.runner import run_experiment
 from oppsched.run.sweep import run_sweep
@@ -174,6 +174,6 @@ def test_mac_throughput_grows_as_pf_alpha_falls_for_the_papers_users(tmp_path):
     mac = {}
     for a in (0.1, 0.001):
         ((_, s, _),) = run_experiment(CALIBRATION, tmp_path / f"a{a}",
-                                      [NO_PLOTS, f"scheduler.alpha={a}"], duration=20.0)
+                                      [f"scheduler.alpha={a}"], duration=20.0)
         mac[a] = s["aggregate_mac_throughput_bps"]
     assert mac[0.001] > 1.3 * mac[0.1], mac
