@@ -411,6 +411,11 @@ SCHEMA = {
                           doc="every receiver acknowledges each segment at once (quickack on "
                               "every route of the servers and the devices): no delayed ACKs, "
                               "as ns-2's TCPSink; false: Linux's delayed ACKs"),
+        "rto_min_ms": Field((int, _NONE), None, min=1, max=60000,
+                            doc="ms: the least retransmission timeout of every connection "
+                                "(rto_min, locked, on every route of the servers and the "
+                                "devices); null: Linux's 200 ms. ns-2's TCP agents default "
+                                "to 1000 ms"),
         "ssthresh": Field((int, _NONE), None, min=2, max=1000000,
                           doc="segments: the slow-start threshold every TCP flow's "
                               "connections start with, unless the flow gives its own; null: "

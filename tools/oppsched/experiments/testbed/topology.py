@@ -82,24 +82,33 @@ def flow_route_commands(cfg: dict, clients, servers) -> list[tuple[object, list[
                 argv += ["initcwnd", str(iw)]
             if r["ssthresh"] is not None:
                 argv += ["ssthresh", "lock", str(r["ssthresh"])]
-            if cfg["tcp"]["quickack"]:
-                argv += ["quickack", "1"]
+            argv += _all_routes_attrs(cfg)
             out.append((node, argv))
     return out
 
 
+def _all_routes_attrs(cfg: dict) -> list[str]:
+    """The route attributes of every route of the servers and the devices: tcp.quickack
+    and tcp.rto_min_ms (locked: Linux takes a route's rto_min only when it is locked)."""
+    attrs = []
+    if cfg["tcp"]["quickack"]:
+        attrs += ["quickack", "1"]
+    if cfg["tcp"]["rto_min_ms"] is not None:
+        attrs += ["rto_min", "lock", f"{cfg['tcp']['rto_min_ms']}ms"]
+    return attrs
+
+
 def default_route_commands(cfg: dict, clients, servers) -> list[tuple[object, list[str]]]:
     """(node, `ip` arguments) that put tcp.initcwnd on the servers' default routes and
-    tcp.quickack on the servers' and the devices' (the host routes of flow_route_commands
-    carry both too): `ip route change`, which replaces the route's attributes, so one
-    command per route carries all of them."""
+    tcp.quickack and tcp.rto_min_ms on the servers' and the devices' (the host routes of
+    flow_route_commands carry them too): `ip route change`, which replaces the route's
+    attributes, so one command per route carries all of them."""
     out = []
     for node, is_server in [(n, True) for n in servers] + [(n, False) for n in clients]:
         attrs = []
         if is_server and cfg["tcp"]["initcwnd"] is not None:
             attrs += ["initcwnd", str(cfg["tcp"]["initcwnd"])]
-        if cfg["tcp"]["quickack"]:
-            attrs += ["quickack", "1"]
+        attrs += _all_routes_attrs(cfg)
         if not attrs:
             continue
         for fam, gw, addr in (([], node.gw4, node.addr4), (["-6"], node.gw6, node.addr6)):
