@@ -413,7 +413,7 @@ SCHEMA = {
                               "as ns-2's TCPSink; false: Linux's delayed ACKs"),
         "rto_min_ms": Field((int, _NONE), None, min=1, max=60000,
                             doc="ms: the least retransmission timeout of every connection "
-                                "(rto_min, locked, on every route of the servers and the "
+                                "(rto_min, which ip locks, on every route of the servers and the "
                                 "devices); null: Linux's 200 ms. ns-2's TCP agents default "
                                 "to 1000 ms"),
         "ssthresh": Field((int, _NONE), None, min=2, max=1000000,
