@@ -38,7 +38,6 @@ in a decrease, each the mean over the folders:
 """
 
 import csv
-
 import json
 import math
 import statistics

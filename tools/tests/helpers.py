@@ -41,7 +41,7 @@ PREFIX = "ottb"
 RUN_JOBS = max(1, int(os.environ.get("OPPSCHED_TEST_RUN_JOBS", "1")))
 
 # The smallest testbed experiment: one device, one server, one flow; without the per-run
-# PNGs (analysis.plots: about 1.5 s of CPU per run; the tests of the plots turn them on).
+# PNGs (analysis.plots: about 1 s of CPU per run; the tests of the plots turn them on).
 BASE = """
 experiment: t
 kind: testbed

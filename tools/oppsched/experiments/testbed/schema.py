@@ -534,7 +534,7 @@ SCHEMA = {
                  "plots": Field(bool, True,
                                 doc="each run's PNGs and the comparison's; false: the summary "
                                     "and the report's tables only (a sweep of many points, "
-                                    "which draws its own plots: about 1.5 s of CPU per run "
+                                    "which draws its own plots: about 1 s of CPU per run "
                                     "saved)")},
     "timeouts": {
         "startup_s": Field(float, 30.0, min=1.0, doc="daemons and radio ready"),
