@@ -74,7 +74,14 @@ def test_node_fair_on_the_sample_phy_decodes_uplink_tcp_at_the_ap(tmp_path):
         runs = run_experiment(exp, tmp_path / "out")
     out, s = tmp_path / "out", runs[0][1]
     flows = {f["id"]: f for f in s["flows"]}
-    assert flows["up"]["error"] is None and flows["down"]["error"] is None
+    for f in flows.values():
+        # iperf3's own end report can be missing on a loaded machine ("interrupt - the
+        # client has terminated", a clean-clone make test); the run then counts the bytes
+        # at the receiving socket, as test_default_experiment.py allows
+        if f["error"] == "interrupt - the client has terminated":
+            assert f["bytes_delivered_socket"] > 0, f
+        else:
+            assert f["error"] is None, f
     assert flows["up"]["goodput_bps"] > 50e3, flows["up"]  # upstream TCP crosses the uplink
     assert flows["down"]["goodput_bps"] > 50e3, flows["down"]
     t = pd.read_csv(out / "medium.csv")
@@ -114,7 +121,14 @@ def test_stations_that_hold_their_own_queues_send_their_tbs_through_the_blocks(t
                               duration=10.0)
     out, s = tmp_path / "out", runs[0][1]
     flows = {f["id"]: f for f in s["flows"]}
-    assert flows["up"]["error"] is None and flows["down"]["error"] is None
+    for f in flows.values():
+        # iperf3's own end report can be missing on a loaded machine ("interrupt - the
+        # client has terminated", a clean-clone make test); the run then counts the bytes
+        # at the receiving socket, as test_default_experiment.py allows
+        if f["error"] == "interrupt - the client has terminated":
+            assert f["bytes_delivered_socket"] > 0, f
+        else:
+            assert f["error"] is None, f
     assert flows["up"]["goodput_bps"] > 50e3, flows["up"]
     assert flows["down"]["goodput_bps"] > 50e3, flows["down"]
     up = pd.read_csv(out / "medium.csv").query("direction == 'up'")
