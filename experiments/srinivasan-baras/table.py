@@ -5,6 +5,7 @@ interval of the mean over the seeds (Student t), from a sweep folder of alpha-sw
     .venv/bin/python experiments/srinivasan-baras/table.py SWEEP_OUT
     .venv/bin/python experiments/srinivasan-baras/table.py --requested RUN [RUN ...]
     .venv/bin/python experiments/srinivasan-baras/table.py --timeouts USER RUN [RUN ...]
+    .venv/bin/python experiments/srinivasan-baras/table.py --recoveries USER RUN [RUN ...]
 
 --requested gives every user's mean requested rate per scheduled slot, in 8-byte frames,
 from the run folders of calibration.yaml (macsim: Table I's rate at the slot's SNR) or of
@@ -21,6 +22,13 @@ timer fired; then what each was: the fast retransmission
 lost (one copy at the client), the previous timeout's retransmission lost, spurious (the first copy reached the client before the
 timer fired, or only after it with the retransmission a second copy), or the first copy
 lost without a fast retransmission (too few duplicate ACKs), with a count of each.
+
+--recoveries lists each of USER's fast retransmissions that was lost (no copy reached the
+client before the sender resent it) with the new segments the sender sent between the
+first duplicate ACK and the retransmission (limited transmit, RFC 3042), the packets in
+USER's AP queue when the retransmission arrived (packets.csv) and how many of them came
+after the first duplicate ACK; then whether the retransmission would have found room
+without those; and the same counts over all fast retransmissions.
 
 Per run and user (summary.json, slots.csv, packets.csv, the wired capture):
 - requested frames per scheduled slot: Table I's rate at the CQI the user reported for
@@ -242,6 +250,103 @@ def timeouts(rundir: Path, user: str) -> list[dict]:
     return out
 
 
+def _queue_series(rundir: Path, uid: int, t0_mono_ns: int) -> pd.DataFrame:
+    """The user's AP queue from packets.csv: per event, t_s (after t0) and the packets
+    queued after it (an enqueue adds one; a dequeue, or an overflow drop, which follows its
+    packet's enqueue at once, takes one away); and the enqueue rows (t_s, dropped)."""
+    pk = pd.read_csv(rundir / "packets.csv")
+    pk = pk[pk["user"] == uid]
+    pk = pk[pk["event"].isin(["enqueue", "dequeue"])
+            | ((pk["event"] == "drop") & (pk["reason"] == "overflow"))]
+    step = np.where(pk["event"] == "enqueue", 1, -1)
+    t = (pk["t_ns"].to_numpy() - t0_mono_ns) / 1e9
+    return pd.DataFrame({"t_s": t, "queued": np.cumsum(step), "event": pk["event"].to_numpy(),
+                         "reason": pk["reason"].to_numpy()})
+
+
+def queue_at(q: pd.DataFrame, t: float, since: float) -> tuple[int, int]:
+    """From _queue_series: the packets queued just before time t, and how many of them
+    (the newest, the queue being a FIFO) were enqueued at `since` or later."""
+    before = q[q["t_s"] < t]
+    queued = int(before["queued"].iloc[-1]) if len(before) else 0
+    # an overflow drop follows its packet's enqueue at once: that packet is not queued
+    dropped = before["event"].to_numpy()[1:] == "drop"
+    kept = np.ones(len(before), dtype=bool)
+    kept[:-1] &= ~dropped
+    kept_t = before["t_s"].to_numpy()[kept & (before["event"].to_numpy() == "enqueue")]
+    newest = kept_t[len(kept_t) - queued:] if queued else kept_t[:0]
+    return queued, int((newest >= since).sum())
+
+
+def recoveries(rundir: Path, user: str) -> tuple[list[dict], float, int]:
+    """Each fast retransmission of `user`'s flow, and what stood in the user's AP queue
+    when it arrived there: (rows, the sender-to-queue delay used, the queue's limit).
+
+    Per row: t_s (sent), seq, lost (the client's capture holds no copy of the sequence
+    that arrived after it was sent and before the sender sent it again), limited_transmit (new segments the sender sent between the first
+    duplicate ACK of the sequence and the retransmission: RFC 3042's limited transmit,
+    which ns-2's Reno does not do), queued_at_arrival (the user's AP packets just before
+    the retransmission arrived), of_them_sent_after_first_dupack (the queue's newest
+    packets that arrived after the first duplicate ACK's segments could: at most the
+    limited-transmit segments), fits_without (queued_at_arrival minus those is below the
+    limit: the retransmission would have found room had they not been sent).
+
+    The delay from the sender's capture to the queue is the median over the lost
+    retransmissions of the time to the user's next overflow drop (each is dropped there
+    on arrival); half the server's RTT in a run that lost none."""
+    s = json.loads((rundir / "summary.json").read_text())
+    run = json.loads((rundir / "run.json").read_text())
+    flow = next(f for f in s["flows"] if f["user"] == user)
+    uid = next(u["id"] for u in s["users"] if u["name"] == user)
+    cfg = json.loads((rundir / "config.json").read_text())
+    limit = int(cfg["queue"]["limit_packets"])
+    segs, acks = tcpview.time_sequence(rundir, flow["id"])
+    at_client = _client_data_seqs(rundir / f"client.{user}.pcap", float(run["t0_wall_s"]))
+    q = _queue_series(rundir, uid, int(run["t0_mono_ns"]))
+    drops = q[q["event"] == "drop"]["t_s"].to_numpy()
+    enq = q[q["event"] == "enqueue"]["t_s"].to_numpy()
+    fast = segs[segs["retrans"] & ~segs["timeout"]]
+    rows = []
+    for i, seg in fast.iterrows():
+        t = float(seg.t_s)
+        # the first copy: the last time this sequence was sent before (as new data)
+        before = segs.loc[:i - 1]
+        first = before[before.seq == seg.seq]
+        if not len(first) or first.retrans.any():
+            continue  # not a fast retransmission: a resend of a retransmission
+        t_first = float(first.t_s.iloc[-1])
+        dups = acks[(acks.ack == seg.seq) & acks.dup & (acks.t_s > t_first) & (acks.t_s < t)]
+        if len(dups) < 1:
+            continue
+        t_dup1 = float(dups.t_s.iloc[0])
+        top = float(before[before.t_s < t_dup1].end.max())
+        lt = before[(before.t_s >= t_dup1) & ~before.retrans & (before.seq >= top)]
+        # a copy of this retransmission: one the client got before the sender resent the
+        # sequence again (by its timer)
+        later = segs.loc[i + 1:]
+        again = later[later.seq == seg.seq]
+        t_again = float(again.t_s.iloc[0]) if len(again) else math.inf
+        copies = at_client[(at_client.seq == seg.seq) & (at_client.t_s > t)
+                           & (at_client.t_s < t_again)]
+        nxt = drops[drops > t]
+        rows.append({"t_s": t, "seq": int(seg.seq), "lost": len(copies) == 0,
+                     "t_dup1": t_dup1, "limited_transmit": int(len(lt)),
+                     "next_drop_after_s": float(nxt[0] - t) if len(nxt) else math.inf})
+    lost_delays = [r["next_drop_after_s"] for r in rows if r["lost"]
+                   and r["next_drop_after_s"] < 0.1]
+    server = next(v for v in cfg["servers"] if v["name"] == flow["server"])
+    d = float(np.median(lost_delays)) if lost_delays else float(server["rtt_ms"]) / 2e3
+    for r in rows:
+        # its arrival: the user's enqueue nearest the delay after it was sent
+        near = enq[np.abs(enq - (r["t_s"] + d)) < 3e-3]
+        arrive = float(near[np.argmin(np.abs(near - (r["t_s"] + d)))]) if len(near) \
+            else r["t_s"] + d
+        queued, late = queue_at(q, arrive, r["t_dup1"] + d)
+        r.update(queued_at_arrival=queued, of_them_sent_after_first_dupack=late,
+                 fits_without=queued - late < limit)
+    return rows, d, limit
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--timeouts"] and len(argv) > 2:
         user, kinds, gaps, dups, prev, reord = argv[1], {}, {}, {}, {}, {}
@@ -278,6 +383,39 @@ def main(argv: list[str]) -> int:
                   + (f"; the sender's reordering estimate: "
                      f"{', '.join(f'{d} x{c}' for d, c in sorted(pd.Series(reord[k]).value_counts().items()))}"
                      if reord.get(k) else "") + ")")
+        return 0
+    if argv[:1] == ["--recoveries"] and len(argv) > 2:
+        user, total = argv[1], {"fast": 0, "lost": 0, "fits": 0}
+        lt_all, lt_lost, q_kept = [], [], []
+        for a in argv[2:]:
+            rows, d, limit = recoveries(Path(a), user)
+            lost = [r for r in rows if r["lost"]]
+            print(f"{a}: {len(rows)} fast retransmissions of {user}, {len(lost)} lost; "
+                  f"sender to AP queue {d * 1e3:.1f} ms; the queue's limit {limit} packets")
+            for r in lost:
+                print(f"  {r['t_s']:8.2f} s  seq {r['seq']:>9}  {r['limited_transmit']} new "
+                      f"segments sent after the first duplicate ACK; the queue held "
+                      f"{r['queued_at_arrival']} packets at its arrival, "
+                      f"{r['of_them_sent_after_first_dupack']} of them sent after the first "
+                      f"duplicate ACK: "
+                      + ("room without them" if r["fits_without"] else "full without them"))
+            total["fast"] += len(rows)
+            total["lost"] += len(lost)
+            total["fits"] += sum(bool(r["fits_without"]) for r in lost)
+            lt_all += [r["limited_transmit"] for r in rows]
+            lt_lost += [r["limited_transmit"] for r in lost]
+            q_kept += [r["queued_at_arrival"] for r in rows
+                       if not r["lost"] and r["queued_at_arrival"] is not None]
+
+        def counts(v):
+            return ", ".join(f"{k} x{c}" for k, c in sorted(pd.Series(v).value_counts().items()))
+        print(f"{user}: {total['fast']} fast retransmissions, {total['lost']} lost, "
+              f"{total['fits']} of those would have found room without the segments sent "
+              f"after the first duplicate ACK")
+        print(f"  new segments sent between the first duplicate ACK and the retransmission: "
+              f"all {counts(lt_all)}; the lost ones {counts(lt_lost)}")
+        if q_kept:
+            print(f"  the queue at the arrival of those delivered: {counts(q_kept)} packets")
         return 0
     if argv[:1] == ["--requested"] and len(argv) > 1:
         runs = [requested_frames(Path(a)) for a in argv[1:]]
