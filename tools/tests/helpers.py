@@ -304,6 +304,21 @@ def shortened_sweep(out: Path, experiment: Path, overrides=(),
     return out
 
 
+# iperf3's client stopped before its end-of-test exchange (a loaded machine: seen in the
+# default experiment's and the sample PHY's runs beside the rest of make test)
+IPERF3_INTERRUPTED = "interrupt - the client has terminated"
+
+
+def assert_flow_ended(f: dict, context=None) -> None:
+    """A flow of summary.json ended without an error, or with iperf3's end report lost to
+    an interrupted client: the run then counts its bytes at the receiving socket, which
+    must have carried some."""
+    if f["error"] == IPERF3_INTERRUPTED:
+        assert f["bytes_delivered_socket"] > 0, (context, f)
+    else:
+        assert f["error"] is None, (context, f)
+
+
 def assert_run_gone(run_name: str, ns_names=()) -> None:
     """Nothing of a run is left: its namespaces (every one named after the run, and each of
     `ns_names` by name and by its /run/netns file), marked processes, processes naming the
