@@ -497,10 +497,12 @@ def test_recorded_loopback_run_decodes_offline_to_exactly_the_online_results(rec
     combined_ok = [d for d in tb if d["crc_ok"] and d["combined"] > 1]
     assert len(failed) >= 20 and len(combined_ok) >= 20, (len(failed), len(combined_ok))
     assert len(tb) - len(failed) >= 100
-    # A report the PHY sent in its last moment may have no samples in the recording: at
-    # SIGTERM the recorder can close before that slot's samples reach it (a fresh machine
-    # had slot 3046 reported online and absent offline). Only the stream's end may lack
-    # them, and only its last 0.1 s of slots; every slot before is compared.
+    # A report the PHY sent in its last moment may have no samples in the recording: the
+    # recorder reads the stream beside slot_rx, and at SIGTERM GNU Radio's stop()
+    # interrupts each block where it is, the recorder up to a buffer behind (a fresh
+    # machine had slot 3046 reported online and absent offline; docs/phy.md). Only the
+    # stream's end may lack them, and only its last 0.1 s of slots; every slot before is
+    # compared.
     last = max(rows)
     tail = [d["slot"] for d in online if d["slot"] > last]
     assert len(tail) <= math.ceil(0.1 / loopback.profile_slot_s("evdo", 1e6)), tail
