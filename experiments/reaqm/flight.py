@@ -2,15 +2,15 @@
 (Wang & Song, REAQM, Figs. 3-4 at the paper's 300 connections: why the marks do not bring
 the aggregate input below the link):
 
-    .venv/bin/python experiments/reaqm/flight.py [--from S] [--to S] RUN [RUN ...]
+    .venv/bin/python experiments/reaqm/flight.py [--windows A-B,C-D,...] RUN [RUN ...]
 
 RUN: a dynamics.yaml run folder made with capture.pcaps. Every data connection (iperf3's
-control connections, under 100 kB, are left out) is sampled once a second from --from to
---to (default: the experiment's warm-up to its end) while it is open (its first segment to
-its last): its data in flight (the highest byte sent less the highest acknowledged, in
+control connections, under 100 kB, are left out) is sampled once a second in each window
+(seconds after the run's start; default: the experiment's warm-up to its end) while it is
+open (its first segment to its last): its data in flight (the highest byte sent less the highest acknowledged, in
 segments of its largest payload), and whether it sent anything in the second before. A
 connection with data in flight that sent nothing for a second is waiting for its
-retransmission timer. Per run: the open connections, the share waiting on the timer, the
+retransmission timer. Per run and window: the open connections, the share waiting on the timer, the
 shares of the others with 1, 2, 3-4 and 5 or more segments in flight, the sum in flight
 (segments), and the timer's retransmissions (a retransmission with no ACK of its
 connection in the ACK_TRIGGER_S before it) per connection and minute. With ECN a Linux
@@ -65,16 +65,18 @@ def timer_retransmissions(data: pd.DataFrame, acks: pd.DataFrame) -> int:
     return int(((re - last) > ACK_TRIGGER_S).sum())
 
 
-def census(rundir: Path, t_from: float | None = None, t_to: float | None = None) -> dict:
+def census(rundir: Path, windows: list[tuple[float, float]] | None = None) -> list[dict]:
+    """flight.py's figures for each window of one run (the captures read once)."""
     cfg = json.loads((rundir / "config.json").read_text())
     run = json.loads((rundir / "run.json").read_text())
     t0 = float(run["t0_wall_s"])
-    if t_from is None:
-        t_from = float(cfg.get("analysis", {}).get("warmup_s", 0.0))
-    if t_to is None:
-        t_to = float(cfg["duration_s"])
-    times = np.arange(t_from, t_to, 1.0)
-    samples, timers, conn_s = [], 0, 0.0
+    if not windows:
+        windows = [(float(cfg.get("analysis", {}).get("warmup_s", 0.0)),
+                    float(cfg["duration_s"]))]
+    times = np.concatenate([np.arange(a, b, 1.0) for a, b in windows])
+    samples = []
+    timers = np.zeros(len(windows))
+    conn_s = np.zeros(len(windows))
     for srv in cfg["servers"]:
         path = rundir / f"wired.{srv['name']}.pcap"
         if not path.exists():
@@ -98,36 +100,34 @@ def census(rundir: Path, t_from: float | None = None, t_to: float | None = None)
                      & (df.dport == sport) & ((df["flags"] & pcap.TCP_ACK) != 0)]
             acks = pd.DataFrame({"t_s": rev.t_s.to_numpy(),
                                  "ack": pcap._unwrap(rev.ack.to_numpy(), base)})
-            mss = int(data.payload.max())
-            s = connection_samples(data, acks, times, mss)
-            samples.append(s)
-            inside = data[(data.t_s >= t_from) & (data.t_s < t_to)]
-            if len(inside):
-                timers += timer_retransmissions(
-                    inside, acks[(acks.t_s >= t_from - 1) & (acks.t_s < t_to)])
-                conn_s += float(inside.t_s.max() - inside.t_s.min())
+            samples.append(connection_samples(data, acks, times, int(data.payload.max())))
+            for k, (a, b) in enumerate(windows):
+                inside = data[(data.t_s >= a) & (data.t_s < b)]
+                if len(inside):
+                    timers[k] += timer_retransmissions(
+                        inside, acks[(acks.t_s >= a - 1) & (acks.t_s < b)])
+                    conn_s[k] += float(inside.t_s.max() - inside.t_s.min())
     all_s = pd.concat(samples, ignore_index=True)
-    per_t = all_s.groupby("t_s")
-    sending = all_s[~all_s.waiting]
-    f = np.round(sending.flight)
-    out = {"run": str(rundir), "t_from": t_from, "t_to": t_to,
-           "open_mean": float(per_t.size().mean()),
-           "waiting": float(all_s.waiting.mean()),
-           "flight_sum_mean": float(per_t.flight.sum().mean()),
-           "timer_per_conn_min": timers / conn_s * 60 if conn_s else float("nan")}
-    for name, lo, hi in (("f0", 0, 0), ("f1", 1, 1), ("f2", 2, 2), ("f3_4", 3, 4),
-                         ("f5", 5, np.inf)):
-        out[name] = float(((f >= lo) & (f <= hi)).mean()) if len(f) else float("nan")
+    out = []
+    for k, (a, b) in enumerate(windows):
+        w = all_s[(all_s.t_s >= a) & (all_s.t_s < b)]
+        per_t = w.groupby("t_s")
+        f = np.round(w[~w.waiting].flight)
+        r = {"run": str(rundir), "t_from": a, "t_to": b,
+             "open_mean": float(per_t.size().mean()), "waiting": float(w.waiting.mean()),
+             "flight_sum_mean": float(per_t.flight.sum().mean()),
+             "timer_per_conn_min": timers[k] / conn_s[k] * 60 if conn_s[k] else float("nan")}
+        for name, lo, hi in (("f0", 0, 0), ("f1", 1, 1), ("f2", 2, 2), ("f3_4", 3, 4),
+                             ("f5", 5, np.inf)):
+            r[name] = float(((f >= lo) & (f <= hi)).mean()) if len(f) else float("nan")
+        out.append(r)
     return out
 
 
 def main(argv: list[str]) -> int:
-    t_from = t_to = None
-    while argv[:1] in (["--from"], ["--to"]):
-        if argv[0] == "--from":
-            t_from = float(argv[1])
-        else:
-            t_to = float(argv[1])
+    windows = None
+    if argv[:1] == ["--windows"] and len(argv) > 1:
+        windows = [tuple(float(x) for x in w.split("-")) for w in argv[1].split(",")]
         argv = argv[2:]
     if not argv:
         print(__doc__)
@@ -137,12 +137,12 @@ def main(argv: list[str]) -> int:
           "retransmissions per connection-minute |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for a in argv:
-        r = census(Path(a), t_from, t_to)
         p = Path(a)
-        print(f"| {p.parent.name}/{p.name} | {r['t_from']:g}-{r['t_to']:g} | "
-              f"{r['open_mean']:.0f} | {r['waiting']:.2f} | {r['f0']:.2f} / {r['f1']:.2f} / "
-              f"{r['f2']:.2f} / {r['f3_4']:.2f} / {r['f5']:.2f} | {r['flight_sum_mean']:.0f} | "
-              f"{r['timer_per_conn_min']:.2f} |")
+        for r in census(p, windows):
+            print(f"| {p.parent.name}/{p.name} | {r['t_from']:g}-{r['t_to']:g} | "
+                  f"{r['open_mean']:.0f} | {r['waiting']:.2f} | {r['f0']:.2f} / {r['f1']:.2f} / "
+                  f"{r['f2']:.2f} / {r['f3_4']:.2f} / {r['f5']:.2f} | "
+                  f"{r['flight_sum_mean']:.0f} | {r['timer_per_conn_min']:.2f} |")
     return 0
 
 

@@ -174,6 +174,43 @@ def test_a_flow_iperf3_reports_nothing_for_and_without_a_socket_trace_is_an_erro
     assert any(e.startswith("flow f1:") and "no flow.f1.socket.csv" in e for e in s["errors"])
 
 
+def test_a_flow_whose_iperf3_could_not_connect_is_an_error_naming_it(tmp_path):
+    # 300 connections under an AQM that marks 87 % of the packets: the handshake is not
+    # ECN-capable, so it is dropped at that rate, and iperf3's client (30 streams) gives
+    # up; two of its streams had delivered a few hundred bytes
+    run = _interrupted_run(tmp_path, [(8.0, "poll", 40002, 500, 0),
+                                      (None, "closed", 40002, 777, 0)])
+    sender = json.loads((run / "flow.f1.sender.json").read_text())
+    sender["error"] = "unable to connect stream: Connection timed out"
+    (run / "flow.f1.sender.json").write_text(json.dumps(sender))
+    s = testbed.analyze(run)
+    (err,) = [e for e in s["errors"] if e.startswith("flow f1:")]
+    assert "could not connect" in err and "Connection timed out" in err, err
+    assert "did not run as planned" in err
+    # and not merely a warning, as a flow cut before its end-of-test exchange is
+    assert not [w for w in s["warnings"] if w.startswith("flow f1:")]
+
+
+def test_a_flow_stopped_before_any_byte_reached_its_receiver_is_an_error(tmp_path):
+    # still connecting when the runner stopped it at its planned end: iperf3 says only that
+    # it was interrupted, and the receiving sockets never saw a byte
+    s = testbed.analyze(_interrupted_run(tmp_path, [(2.5, "poll", 6201, 120, 4),
+                                                    (None, "closed", 6201, 150, 4)]))
+    (err,) = [e for e in s["errors"] if e.startswith("flow f1:")]
+    assert "no byte reached its receiver" in err and "interrupt" in err, err
+
+
+def test_a_flow_some_of_whose_streams_never_delivered_is_an_error(tmp_path):
+    # two parallel streams planned, one socket ever received data
+    run = _interrupted_run(tmp_path, ALPHA_01_SOCKET)
+    cfg = json.loads((run / "config.json").read_text())
+    cfg["flows"][0]["parallel"] = 2
+    (run / "config.json").write_text(json.dumps(cfg))
+    s = testbed.analyze(run)
+    (err,) = [e for e in s["errors"] if e.startswith("flow f1:")]
+    assert "1 of its 2 streams delivered anything" in err, err
+
+
 def _agreeing_run(tmp_path: Path, iperf_bytes: int, socket_bytes: int,
                   closed: bool = True) -> dict:
     rows = [(10.0, "poll", 40002, socket_bytes // 2, 0)]

@@ -46,6 +46,9 @@ def _bytes_by_planned_end(receiver_json: Path, plan: dict) -> int | None:
 # did not record counts its last poll, up to one poll period short of its final bytes
 # (SOCKET_POLL_S = 0.5 s of a flow of tens of seconds: the 2 %).
 SOCKET_AGREE_FRACTION = 0.02
+# iperf3's error when a connection of the test could not be opened ("unable to connect to
+# server: ...", "unable to connect stream: ...")
+IPERF3_CONNECT_FAILED = "unable to connect"
 SOCKET_AGREE_MSS_BYTES = 4 * 1500
 
 
@@ -57,8 +60,10 @@ def _check_socket_count(rundir: Path, f: dict, plan: dict, row: dict,
     its goodput from the sockets (`goodput_source` `socket`: bytes by the planned end
     over the planned seconds) and is named, with both counts, in the summary's warnings;
     one whose iperf3 count exceeds the sockets' by more than the bound above, or that has
-    neither, is an error of the summary (a warning where a socket's close went unrecorded:
-    its count is then a lower bound). Never a silent 0."""
+    neither, or that never ran as planned (iperf3 could not connect, no byte reached the
+    receiver, or fewer of its `parallel` streams delivered anything), is an error
+    of the summary (a warning where a socket's close went unrecorded: its count is then a
+    lower bound). Never a silent 0."""
     path = socket_csv(rundir, f["id"])
     df = read_csv(path, errors)
     planned = plan.get("seconds")
@@ -92,6 +97,24 @@ def _check_socket_count(rundir: Path, f: dict, plan: dict, row: dict,
         # end-of-test exchange either, so its report is missing exactly where the run's
         # finding is. The flow is named in the summary's `warnings`, never a silent 0.
         row["iperf3_report_missing"] = True
+        planned_streams = int(f.get("parallel") or 1)
+        if IPERF3_CONNECT_FAILED in (row["error"] or "") or got == 0 \
+                or sock["streams"] < planned_streams:
+            # The flow never ran as planned: iperf3 could not open its connections (a
+            # handshake packet, which is never ECN-capable, lost at the AP: an AQM that
+            # marks most packets drops that share of the others), or was stopped at its
+            # planned end still trying. Whatever some of its streams delivered is not the
+            # planned flow.
+            why = (f"iperf3 could not connect ({row['error']})"
+                   if IPERF3_CONNECT_FAILED in (row["error"] or "") else
+                   f"no byte reached its receiver ({row['error'] or 'no end-of-test totals'})"
+                   if got == 0 else
+                   f"{sock['streams']} of its {planned_streams} streams delivered anything "
+                   f"({row['error'] or 'no end-of-test totals'})")
+            errors.append(f"flow {fid}: {why}: the flow did not run as planned (its receiving "
+                          f"sockets got {got} bytes by the planned end); a lost SYN or "
+                          "SYN-ACK? e.g. an AQM dropping non-ECN packets at its marking rate")
+            return
         warnings.append(f"flow {fid}: iperf3 reported no bytes received (its report is missing "
                       f"or says 0: {row['error'] or 'no end-of-test totals'}); its receiving "
                       f"sockets got "
