@@ -16,7 +16,10 @@ namespace oppsched::aqm::detail {
 class discipline_base : public queue_discipline {
   public:
     explicit discipline_base(const aqm_params& config)
-        : limits_(config.limits), ecn_(config.ecn), rng_(config.seed) {}
+        : limits_(config.limits),
+          ecn_(config.ecn),
+          spare_handshake_(config.spare_handshake),
+          rng_(config.seed) {}
 
     const queue_limits& limits() const override { return limits_; }
     void set_drop_sink(drop_sink sink) override { sink_ = std::move(sink); }
@@ -42,6 +45,14 @@ class discipline_base : public queue_discipline {
         return true;
     }
     bool can_mark(const ip_packet& p) const { return ecn_ && ecn_field(p.data) != tcpip::kNotEct; }
+    // aqm_params::spare_handshake: a TCP SYN or SYN-ACK the AQM's signal must not drop.
+    bool spared(const ip_packet& p) {
+        if (!spare_handshake_) return false;
+        const auto info = tcpip::parse(p.data);
+        if (!info || !info->tcp || !(info->tcp->flags & tcpip::kSyn)) return false;
+        ++stats_.spared_handshakes;
+        return true;
+    }
     double uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
     void count_enqueued(const ip_packet& p) {
         ++stats_.enqueued;
@@ -54,6 +65,7 @@ class discipline_base : public queue_discipline {
 
     queue_limits limits_;
     bool ecn_;
+    bool spare_handshake_;
     std::mt19937_64 rng_;
     aqm_stats stats_;
 
@@ -84,7 +96,8 @@ class fifo_discipline : public discipline_base {
         ++stats_.offered;
         p.arrival = now;
         advance(now);
-        const verdict v = decide(p, now);
+        verdict v = decide(p, now);
+        if (v != verdict::accept && !can_mark(p) && spared(p)) v = verdict::accept;
         if (v == verdict::drop || (v == verdict::signal && !can_mark(p))) {
             report_drop(std::move(p), drop_reason::early_drop, now);
             return false;

@@ -103,6 +103,10 @@ const std::map<std::string, std::function<void(aqm_params&, pb::handle)>>& queue
              c.limits.bytes = cast_arg<std::size_t>("limit_bytes", h);
          }},
         {"ecn", [](aqm_params& c, pb::handle h) { c.ecn = cast_arg<bool>("ecn", h); }},
+        {"spare_handshake",
+         [](aqm_params& c, pb::handle h) {
+             c.spare_handshake = cast_arg<bool>("spare_handshake", h);
+         }},
         {"seed", [](aqm_params& c, pb::handle h) { c.seed = cast_arg<std::uint64_t>("seed", h); }},
     };
     return m;
@@ -384,7 +388,8 @@ void bind_aqm(pybind11::module_& m) {
         "make_aqm(kind, params=None, **kwargs) -> Aqm: the AQM `kind` (one of AQM_KINDS) with "
         "its parameters by their registered names, from the dict `params` and the keywords; "
         "names, defaults, ranges and units: aqm_registry() (docs/algorithms.md). The queue's "
-        "own keywords: limit_packets (default 50), limit_bytes (0 = none), ecn (True), seed.");
+        "own keywords: limit_packets (default 50), limit_bytes (0 = none), ecn (True), "
+        "spare_handshake (False), seed.");
 
     pb::class_<py_queue_set>(m, "queue_set",
                              "Users -> queues: one AQM per user, or one shared FIFO "

@@ -150,3 +150,37 @@ TEST(red_discipline, average_decays_over_an_idle_period_at_the_link_rate) {
 }
 
 }  // namespace
+
+namespace {
+
+// RED held above 2 max_th (every arrival signalled): a not-ECN-capable SYN is dropped as
+// any such packet, unless the AQM spares the handshake; then only a full buffer drops it.
+TEST(red_discipline, spare_handshake_queues_syns_an_early_drop_would_take_and_nothing_else) {
+    for (const bool spare : {false, true}) {
+        aqm_params c = red_config(1.0);
+        c.limits = {0, 40};
+        c.spare_handshake = spare;
+        harness h(c);
+        for (int i = 0; i < 35; ++i) ASSERT_TRUE(h.offer(data_packet(1000, kEct), 0));
+        ASSERT_GE(h.aqm->stats().drop_probability, 1.0);
+        tcp_spec syn;
+        syn.flags = tcpip::kSyn;
+        tcp_spec syn_ack;
+        syn_ack.flags = tcpip::kSyn | tcpip::kAck;
+        EXPECT_EQ(h.offer(tcp_packet(syn), 0), spare) << spare;
+        EXPECT_EQ(h.offer(tcp_packet(syn_ack), 0), spare) << spare;
+        // a not-ECN-capable data packet and a pure ACK are dropped either way
+        EXPECT_FALSE(h.offer(data_packet(1000, tcpip::kNotEct), 0));
+        EXPECT_FALSE(h.offer(tcp_packet(tcp_spec{}), 0));
+        EXPECT_EQ(h.aqm->stats().spared_handshakes, spare ? 2u : 0u);
+        EXPECT_EQ(h.aqm->stats().dropped_by(drop_reason::early_drop), spare ? 2u : 4u);
+        if (spare) {
+            // the buffer still bounds them: fill it, and a SYN overflows
+            while (h.aqm->packets() < 40) ASSERT_TRUE(h.offer(data_packet(1000, kEct), 0));
+            EXPECT_FALSE(h.offer(tcp_packet(syn), 0));
+            EXPECT_EQ(h.drops.back().reason, drop_reason::overflow);
+        }
+    }
+}
+
+}  // namespace

@@ -56,11 +56,13 @@ TEST(StatsFields, aqm_total_drops_are_dropped_total_and_state_keeps_its_type) {
     s.price = 0.25;
     s.dropping = true;
     s.codel_count = 7;
+    s.spared_handshakes = 4;
     const auto v = values_of(s);
     EXPECT_EQ(v.at("dropped_total"), 5);
     EXPECT_EQ(v.at("price"), 0.25);
     EXPECT_EQ(v.at("dropping"), 1);
     EXPECT_EQ(v.at("codel_count"), 7);
+    EXPECT_EQ(v.at("spared_handshakes"), 4);
     EXPECT_EQ(v.count("dropped"), 0u);  // per reason: aqm_stats::dropped, not a scalar key
     int doubles = 0, bools = 0, counters = 0;
     for_each_field(s, [&](const char*, const auto& value) {
@@ -71,7 +73,7 @@ TEST(StatsFields, aqm_total_drops_are_dropped_total_and_state_keeps_its_type) {
     });
     EXPECT_EQ(doubles, 9);
     EXPECT_EQ(bools, 1);
-    EXPECT_EQ(counters, 12);
+    EXPECT_EQ(counters, 13);
 }
 
 TEST(StatsFields, every_struct_names_each_field_once) {

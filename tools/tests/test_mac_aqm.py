@@ -115,6 +115,19 @@ def test_red_marks_ect_and_drops_not_ect_above_twice_max_th():
     assert all(ecn_of(p) in (ECT0, CE) for p in out)
 
 
+def test_spare_handshake_queues_the_syn_red_would_drop_above_twice_max_th():
+    syn = raw(IP(src="10.0.0.1", dst="10.0.0.2") / TCP(sport=5000, dport=80, flags="S"))
+    kept = {}
+    for spare in (False, True):
+        q = mac.make_aqm("red", w_q=1.0, limit_packets=100, spare_handshake=spare)
+        while q.packets < 31:  # past 2 max_th: every arrival is signalled
+            assert q.enqueue(data(ecn=ECT0), 0.0)
+        kept[spare] = q.enqueue(syn, 0.0)
+        assert not q.enqueue(data(), 0.0)  # a not-ECN-capable data packet: dropped either way
+        assert q.stats["spared_handshakes"] == int(spare)
+    assert kept == {False: False, True: True}
+
+
 def test_ecn_false_drops_instead_of_marking():
     q = mac.make_aqm("red", w_q=1.0, limit_packets=100, ecn=False)
     for _ in range(60):

@@ -78,6 +78,10 @@ const field_spec kUserQueueLimitBytes =
                           "this user's queue limit; absent: queue.limit_bytes");
 const field_spec kAqmEcn =
     daemon::boolean_field("aqm", "ecn", true, "mark ECN-capable packets instead of dropping them");
+const field_spec kAqmSpareHandshake = daemon::boolean_field(
+    "aqm", "spare_handshake", false,
+    "a TCP SYN or SYN-ACK (never ECN-capable) is not early-dropped by an AQM that decides at "
+    "arrival, only when the buffer is full (ns-2's one-way agents open no connection)");
 const field_spec kHarqFirst = daemon::boolean_field(
     "scheduler", "harq_first", true,
     "a pending HARQ retransmission takes the slot before the scheduler chooses");
@@ -218,6 +222,7 @@ aqm::aqm_params read_cpp_aqm(const config_node& root, const config_node& a,
     plugin = p;
     aqm::aqm_params c = aqm::default_config(aqm::aqm_kind::droptail);
     c.ecn = read_field<bool>(a, kAqmEcn);
+    c.spare_handshake = read_field<bool>(a, kAqmSpareHandshake);  // no early drops to spare
     c.seed = root.get<std::uint64_t>("seed", 1);
     return c;
 }
@@ -239,6 +244,7 @@ aqm::aqm_params read_python_aqm(const config_node& root, const config_node& a,
     plugin = p;
     aqm::aqm_params c = aqm::default_config(aqm::aqm_kind::droptail);
     c.ecn = read_field<bool>(a, kAqmEcn);
+    c.spare_handshake = read_field<bool>(a, kAqmSpareHandshake);  // no early drops to spare
     c.seed = root.get<std::uint64_t>("seed", 1);
     return c;
 }
@@ -262,6 +268,7 @@ aqm::aqm_params read_aqm(const config_node& root, std::optional<apd_params::pyth
     }
     aqm::aqm_params c = aqm::default_config(*kind);
     c.ecn = read_field<bool>(a, kAqmEcn);
+    c.spare_handshake = read_field<bool>(a, kAqmSpareHandshake);
     c.seed = root.get<std::uint64_t>("seed", 1);
     const config_node params = a.child_or_empty("params");
     if (!params.is_map()) a.fail("params", "must be a mapping");
@@ -456,6 +463,7 @@ const std::vector<field_spec>& apd_fields() {
                                      kQueueLimitPackets,
                                      kUserQueueLimitBytes,
                                      kAqmEcn,
+                                     kAqmSpareHandshake,
                                      kClampEnabled,
                                      kClampA,
                                      kClampB,

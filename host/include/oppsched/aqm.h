@@ -81,7 +81,8 @@ struct aqm_stats {
     std::uint64_t dequeued = 0;
     std::uint64_t enqueued_bytes = 0;
     std::uint64_t dequeued_bytes = 0;
-    std::uint64_t marked = 0;                               // packets marked CE by this AQM
+    std::uint64_t marked = 0;             // packets marked CE by this AQM
+    std::uint64_t spared_handshakes = 0;  // SYNs a signal would have dropped (spare_handshake)
     std::array<std::uint64_t, kDropReasonCount> dropped{};  // by drop_reason
     std::uint64_t dropped_bytes = 0;
     std::uint64_t dropped_total() const;
@@ -261,7 +262,13 @@ using algorithm_params =
 struct aqm_params {
     algorithm_params params = drop_tail_params{};  // the kind is the alternative held
     queue_limits limits{};
-    bool ecn = true;         // mark ECN-capable packets instead of dropping them
+    bool ecn = true;  // mark ECN-capable packets instead of dropping them
+    // A TCP segment with SYN set (SYN, SYN-ACK) is never early-dropped by an AQM that
+    // decides at arrival (RED, REM, REAQM, AVQ, PIE): it is queued, or dropped only when the
+    // buffer is full. A handshake is never ECN-capable (RFC 3168 §6.1.1), so an AQM that
+    // marks most packets drops that share of SYNs; ns-2's one-way agents, which the AQM
+    // papers simulate, open no connection. Off by default (a real network's behaviour).
+    bool spare_handshake = false;
     std::uint64_t seed = 1;  // of the AQM's own std::mt19937_64
     rate_params rate{};
     aqm_kind kind() const { return static_cast<aqm_kind>(params.index()); }

@@ -44,6 +44,7 @@ void for_each_field(const aqm_stats& s, F&& f) {
     f("enqueued_bytes", s.enqueued_bytes);
     f("dequeued_bytes", s.dequeued_bytes);
     f("marked", s.marked);
+    f("spared_handshakes", s.spared_handshakes);
     f("dropped_total", s.dropped_total());
     f("dropped_bytes", s.dropped_bytes);
     f("drop_probability", s.drop_probability);

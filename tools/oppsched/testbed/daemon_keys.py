@@ -48,6 +48,7 @@ DAEMON_KEYS = {
     "queue.limit_packets": (("apd", "queue.limit_packets"),),
     "devices[].queue.limit_bytes": (("apd", "users[].queue_limit_bytes"),),
     "aqm.ecn": (("apd", "aqm.ecn"),),
+    "aqm.spare_handshake": (("apd", "aqm.spare_handshake"),),
     "clamp.b": (("apd", "clamp.b"),),
     "clamp.ema_rate_per_s": (("apd", "clamp.ema_rate_per_s"),),
     "scheduler.harq_first": (("apd", "scheduler.harq_first"),),

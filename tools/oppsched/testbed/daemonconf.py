@@ -342,7 +342,8 @@ def priority_dscp(cfg: dict) -> int | None:
 
 def _aqm(cfg: dict, lay: Layout) -> dict:
     a = cfg["aqm"]
-    out = {"kind": a["kind"], "ecn": MAPPED, "params": dict(a["params"]),
+    out = {"kind": a["kind"], "ecn": MAPPED, "spare_handshake": MAPPED,
+           "params": dict(a["params"]),
            "priority_dscp": priority_dscp(cfg)}
     if a["kind"] == plugin.PYTHON_KIND:
         out["file"] = lay.aqm_plugin or str(Path(a["file"]).resolve())

@@ -289,6 +289,10 @@ SCHEMA = {
                       doc="a built-in kind, or python: a plugin in Python, plugin: a plugin "
                           "in a shared library (docs/extending.md)"),
         "ecn": _daemon("aqm.ecn", doc="mark ECN-capable packets instead of dropping them"),
+        "spare_handshake": _daemon(
+            "aqm.spare_handshake", doc="a TCP SYN or SYN-ACK (never ECN-capable) is not "
+            "early-dropped by an AQM that decides at arrival (red, rem, reaqm, avq, pie), only "
+            "when the buffer is full: the papers' ns-2 agents open no connection"),
         "params": Field(dict, {}, doc="the kind's parameters (oppsched.mac.make_aqm names); "
                                       "python: the class's keyword arguments; plugin: the "
                                       "library's params (numbers and strings)"),
@@ -1228,14 +1232,16 @@ def _check_aqm_params(cfg: dict) -> None:
         except ValueError as exc:
             raise ConfigError(f"aqm: {exc}") from None
         return
-    reserved = {"limit_bytes", "limit_packets", "ecn", "seed"} & set(a["params"])
+    reserved = {"limit_bytes", "limit_packets", "ecn", "spare_handshake", "seed"} \
+        & set(a["params"])
     if reserved:
         raise ConfigError(f"aqm.params.{sorted(reserved)[0]}: set it in queue/aqm, not in params")
     if not mac_checks():
         return
     try:
         mac.make_aqm(a["kind"], limit_bytes=cfg["queue"]["limit_bytes"],
-             limit_packets=cfg["queue"]["limit_packets"], ecn=a["ecn"], **a["params"])
+             limit_packets=cfg["queue"]["limit_packets"], ecn=a["ecn"],
+             spare_handshake=a["spare_handshake"], **a["params"])
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"aqm.params: {exc}") from None
 
