@@ -89,7 +89,14 @@ def test_the_idle_times_are_the_seeds_exponential_draws_and_are_waited_out(runs,
     assert d["idle_after_s"].tolist() == pytest.approx(drawn, rel=1e-9)
     gaps = d["start_s"].iloc[1:].to_numpy() - d["end_s"].iloc[:-1].to_numpy()
     idle = d["idle_after_s"].iloc[:-1].to_numpy()
-    assert (gaps >= idle - 1e-3).all() and (gaps < idle + 0.1).all(), (gaps, idle)
+    # every idle waited out in full; and nothing else waited: the time between one
+    # transfer's end and the next one's start beyond its idle is writing a row, which a
+    # loaded machine can hold up now and then (0.12 s once, a fresh machine beside the rest
+    # of make test), so its median is bounded, not each (sleeping twice, or a second draw,
+    # would put the median near the mean idle)
+    over = gaps - idle
+    assert (over >= -1e-3).all(), (gaps, idle)
+    assert np.median(over) < 0.05 and (over < 1.0).all(), (gaps, idle)
 
 
 @needs_root
