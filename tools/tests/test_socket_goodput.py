@@ -191,13 +191,14 @@ def test_a_flow_whose_iperf3_could_not_connect_is_an_error_naming_it(tmp_path):
     assert not [w for w in s["warnings"] if w.startswith("flow f1:")]
 
 
-def test_a_flow_stopped_before_any_byte_reached_its_receiver_is_an_error(tmp_path):
-    # still connecting when the runner stopped it at its planned end: iperf3 says only that
-    # it was interrupted, and the receiving sockets never saw a byte
+def test_a_single_stream_that_got_nothing_is_named_as_starved_not_failed(tmp_path):
+    # a starved flow (Wu et al.'s drop-tail downstream flows in a short run): iperf3 says
+    # only that it was interrupted, the receiving socket never saw a byte; the run stands
     s = testbed.analyze(_interrupted_run(tmp_path, [(2.5, "poll", 6201, 120, 4),
                                                     (None, "closed", 6201, 150, 4)]))
-    (err,) = [e for e in s["errors"] if e.startswith("flow f1:")]
-    assert "no byte reached its receiver" in err and "interrupt" in err, err
+    assert not [e for e in s["errors"] if e.startswith("flow f1:")], s["errors"]
+    (w,) = [w for w in s["warnings"] if w.startswith("flow f1:")]
+    assert "got 0 bytes" in w, w
 
 
 def test_a_flow_some_of_whose_streams_never_delivered_is_an_error(tmp_path):
