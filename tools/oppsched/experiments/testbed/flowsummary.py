@@ -46,10 +46,10 @@ def _bytes_by_planned_end(receiver_json: Path, plan: dict) -> int | None:
 # did not record counts its last poll, up to one poll period short of its final bytes
 # (SOCKET_POLL_S = 0.5 s of a flow of tens of seconds: the 2 %).
 SOCKET_AGREE_FRACTION = 0.02
+SOCKET_AGREE_MSS_BYTES = 4 * 1500
 # iperf3's error when a connection of the test could not be opened ("unable to connect to
 # server: ...", "unable to connect stream: ...")
 IPERF3_CONNECT_FAILED = "unable to connect"
-SOCKET_AGREE_MSS_BYTES = 4 * 1500
 
 
 def _check_socket_count(rundir: Path, f: dict, plan: dict, row: dict,
