@@ -19,6 +19,7 @@ class discipline_base : public queue_discipline {
         : limits_(config.limits),
           ecn_(config.ecn),
           spare_handshake_(config.spare_handshake),
+          mark_not_ect_(config.mark_not_ect),
           rng_(config.seed) {}
 
     const queue_limits& limits() const override { return limits_; }
@@ -39,12 +40,23 @@ class discipline_base : public queue_discipline {
     // Congestion signal on a packet that will be queued: CE-mark it if ECN is on and the
     // packet is ECN-capable. Returns false if it must be dropped instead.
     bool try_mark(ip_packet& p) {
-        if (!ecn_ || ecn_field(p.data) == tcpip::kNotEct) return false;
-        if (!tcpip::mark_ce(p.data)) return false;  // malformed: cannot mark, so drop
+        if (!ecn_) return false;
+        const bool not_ect = ecn_field(p.data) == tcpip::kNotEct;
+        if (not_ect && !marks_not_ect(p)) return false;
+        if (!tcpip::mark_ce(p.data, not_ect)) return false;  // malformed: cannot mark, so drop
         ++stats_.marked;
+        if (not_ect) ++stats_.marked_not_ect;
         return true;
     }
-    bool can_mark(const ip_packet& p) const { return ecn_ && ecn_field(p.data) != tcpip::kNotEct; }
+    bool can_mark(const ip_packet& p) const {
+        return ecn_ && (ecn_field(p.data) != tcpip::kNotEct || marks_not_ect(p));
+    }
+    // aqm_params::mark_not_ect: a Not-ECT TCP segment other than a SYN is markable.
+    bool marks_not_ect(const ip_packet& p) const {
+        if (!mark_not_ect_) return false;
+        const auto info = tcpip::parse(p.data);
+        return info && info->tcp && !(info->tcp->flags & tcpip::kSyn);
+    }
     // aqm_params::spare_handshake: a TCP SYN or SYN-ACK the AQM's signal must not drop.
     bool spared(const ip_packet& p) {
         if (!spare_handshake_) return false;
@@ -66,6 +78,7 @@ class discipline_base : public queue_discipline {
     queue_limits limits_;
     bool ecn_;
     bool spare_handshake_;
+    bool mark_not_ect_;
     std::mt19937_64 rng_;
     aqm_stats stats_;
 

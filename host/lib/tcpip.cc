@@ -253,11 +253,11 @@ expected<packet_info> parse(const std::uint8_t* d, std::size_t len) {
     return info;
 }
 
-bool mark_ce(std::vector<std::uint8_t>& packet) {
+bool mark_ce(std::vector<std::uint8_t>& packet, bool not_ect_too) {
     auto r = parse(packet);
     if (!r) return false;
     const packet_info& info = r.value();
-    if (info.ecn == kNotEct) return false;
+    if (info.ecn == kNotEct && !not_ect_too) return false;
     if (info.ecn == kCe) return true;  // already marked: nothing to change
     std::uint8_t* d = packet.data();
     if (info.ip_version == 4) {

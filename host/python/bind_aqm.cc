@@ -107,6 +107,10 @@ const std::map<std::string, std::function<void(aqm_params&, pb::handle)>>& queue
          [](aqm_params& c, pb::handle h) {
              c.spare_handshake = cast_arg<bool>("spare_handshake", h);
          }},
+        {"mark_not_ect",
+         [](aqm_params& c, pb::handle h) {
+             c.mark_not_ect = cast_arg<bool>("mark_not_ect", h);
+         }},
         {"seed", [](aqm_params& c, pb::handle h) { c.seed = cast_arg<std::uint64_t>("seed", h); }},
     };
     return m;
@@ -389,7 +393,7 @@ void bind_aqm(pybind11::module_& m) {
         "its parameters by their registered names, from the dict `params` and the keywords; "
         "names, defaults, ranges and units: aqm_registry() (docs/algorithms.md). The queue's "
         "own keywords: limit_packets (default 50), limit_bytes (0 = none), ecn (True), "
-        "spare_handshake (False), seed.");
+        "spare_handshake (False), mark_not_ect (False), seed.");
 
     pb::class_<py_queue_set>(m, "queue_set",
                              "Users -> queues: one AQM per user, or one shared FIFO "

@@ -183,4 +183,48 @@ TEST(red_discipline, spare_handshake_queues_syns_an_early_drop_would_take_and_no
     }
 }
 
+// RED held above 2 max_th: a Not-ECT data segment (a Linux retransmission, RFC 3168 §6.1.5)
+// and a pure ACK (§6.1.4) are dropped, unless mark_not_ect treats them as ECN-capable: then
+// they are queued CE-marked, with a valid IPv4 header checksum. A SYN is not marked (it is
+// spare_handshake's); with ecn off nothing is marked.
+TEST(red_discipline, mark_not_ect_marks_a_retransmission_and_a_pure_ack_but_not_a_syn) {
+    for (const bool mark : {false, true}) {
+        aqm_params c = red_config(1.0);
+        c.limits = {0, 40};
+        c.mark_not_ect = mark;
+        harness h(c);
+        for (int i = 0; i < 35; ++i) ASSERT_TRUE(h.offer(data_packet(1000, kEct), 0));
+        ASSERT_GE(h.aqm->stats().drop_probability, 1.0);
+        EXPECT_EQ(h.offer(data_packet(1000, tcpip::kNotEct, 5001, 77), 0), mark) << mark;
+        EXPECT_EQ(h.offer(tcp_packet(tcp_spec{}), 0), mark);  // a pure ACK
+        tcp_spec syn;
+        syn.flags = tcpip::kSyn;
+        EXPECT_FALSE(h.offer(tcp_packet(syn), 0));
+        EXPECT_EQ(h.aqm->stats().marked_not_ect, mark ? 2u : 0u);
+        EXPECT_EQ(h.aqm->stats().dropped_by(drop_reason::early_drop), mark ? 1u : 3u);
+        if (mark) {
+            std::optional<ip_packet> last;
+            while (auto p = h.aqm->dequeue(0)) {
+                if (tcpip::parse(p->data)->tcp->payload_len > 0) last = std::move(p);
+            }
+            ASSERT_TRUE(last);
+            const auto info = tcpip::parse(last->data);
+            ASSERT_TRUE(info);
+            EXPECT_EQ(info->tcp->seq, 77u);
+            EXPECT_EQ(info->ecn, tcpip::kCe);
+            EXPECT_EQ(tcpip::ipv4_header_checksum(last->data.data(), 20),
+                      (last->data[10] << 8) | last->data[11]);
+        }
+    }
+    aqm_params off = red_config(1.0);
+    off.limits = {0, 40};
+    off.mark_not_ect = true;
+    off.ecn = false;
+    harness h(off);
+    for (int i = 0; i < 1000; ++i) h.offer(data_packet(1000, tcpip::kNotEct), 0);
+    EXPECT_GT(h.aqm->stats().dropped_by(drop_reason::early_drop), 0u);
+    EXPECT_EQ(h.aqm->stats().marked, 0u);
+    EXPECT_EQ(h.aqm->stats().marked_not_ect, 0u);
+}
+
 }  // namespace

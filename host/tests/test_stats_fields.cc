@@ -57,12 +57,14 @@ TEST(StatsFields, aqm_total_drops_are_dropped_total_and_state_keeps_its_type) {
     s.dropping = true;
     s.codel_count = 7;
     s.spared_handshakes = 4;
+    s.marked_not_ect = 3;
     const auto v = values_of(s);
     EXPECT_EQ(v.at("dropped_total"), 5);
     EXPECT_EQ(v.at("price"), 0.25);
     EXPECT_EQ(v.at("dropping"), 1);
     EXPECT_EQ(v.at("codel_count"), 7);
     EXPECT_EQ(v.at("spared_handshakes"), 4);
+    EXPECT_EQ(v.at("marked_not_ect"), 3);
     EXPECT_EQ(v.count("dropped"), 0u);  // per reason: aqm_stats::dropped, not a scalar key
     int doubles = 0, bools = 0, counters = 0;
     for_each_field(s, [&](const char*, const auto& value) {
@@ -73,7 +75,7 @@ TEST(StatsFields, aqm_total_drops_are_dropped_total_and_state_keeps_its_type) {
     });
     EXPECT_EQ(doubles, 9);
     EXPECT_EQ(bools, 1);
-    EXPECT_EQ(counters, 13);
+    EXPECT_EQ(counters, 14);
 }
 
 TEST(StatsFields, every_struct_names_each_field_once) {

@@ -1262,6 +1262,21 @@ DAEMON_FIELDS = {'apd': {'lead_slots': {'type': 'integer',
                                          'early-dropped by an AQM that decides at arrival, only '
                                          "when the buffer is full (ns-2's one-way agents open no "
                                          'connection)'},
+         'aqm.mark_not_ect': {'type': 'boolean',
+                              'default': False,
+                              'min': None,
+                              'max': None,
+                              'min_open': True,
+                              'max_open': True,
+                              'zero_off': False,
+                              'violation': None,
+                              'choices': [],
+                              'unit': '',
+                              'help': 'a Not-ECT TCP segment other than a SYN (a retransmission or '
+                                      "a pure ACK, RFC 3168 6.1.4-6.1.5) is CE-marked by the AQM's "
+                                      "signal instead of dropped, as if ECN-capable: ns-2's ECN "
+                                      'agents send every data packet ECT and no ACK through the '
+                                      'queue (an ablation)'},
          'clamp.enabled': {'type': 'boolean',
                            'default': False,
                            'min': None,

@@ -128,6 +128,24 @@ def test_spare_handshake_queues_the_syn_red_would_drop_above_twice_max_th():
     assert kept == {False: False, True: True}
 
 
+def test_mark_not_ect_marks_a_retransmission_and_a_pure_ack_red_would_drop_not_a_syn():
+    # Linux sends a retransmission and a pure ACK Not-ECT (RFC 3168 6.1.4-6.1.5); ns-2's ECN
+    # agents send every data packet ECT and no ACK through the queue
+    pure_ack = raw(IP(src="10.0.0.1", dst="10.0.0.2") / TCP(sport=5000, dport=80, flags="A"))
+    syn = raw(IP(src="10.0.0.1", dst="10.0.0.2") / TCP(sport=5000, dport=80, flags="S"))
+    for mark in (False, True):
+        q = mac.make_aqm("red", w_q=1.0, limit_packets=100, mark_not_ect=mark)
+        while q.packets < 31:  # past 2 max_th: every arrival is signalled
+            assert q.enqueue(data(ecn=ECT0), 0.0)
+        assert q.enqueue(data(seq=9), 0.0) == mark
+        assert q.enqueue(pure_ack, 0.0) == mark
+        assert not q.enqueue(syn, 0.0)  # spare_handshake's, not this option's
+        assert q.stats["marked_not_ect"] == 2 * int(mark)
+        out = [q.dequeue(0.0) for _ in range(q.packets)]
+        assert [ecn_of(p) for p in out if IP(p)[TCP].seq == 9] == ([CE] if mark else [])
+        assert [ecn_of(p) for p in out if IP(p)[TCP].flags == "A"] == ([CE] if mark else [])
+
+
 def test_ecn_false_drops_instead_of_marking():
     q = mac.make_aqm("red", w_q=1.0, limit_packets=100, ecn=False)
     for _ in range(60):

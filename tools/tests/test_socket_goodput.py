@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from oppsched.config import ConfigError
 from oppsched.testbed import flows
 from oppsched.experiments import testbed
 from oppsched.experiments.testbed import analysis
@@ -191,14 +192,71 @@ def test_a_flow_whose_iperf3_could_not_connect_is_an_error_naming_it(tmp_path):
     assert not [w for w in s["warnings"] if w.startswith("flow f1:")]
 
 
-def test_a_single_stream_that_got_nothing_is_named_as_starved_not_failed(tmp_path):
-    # a starved flow (Wu et al.'s drop-tail downstream flows in a short run): iperf3 says
-    # only that it was interrupted, the receiving socket never saw a byte; the run stands
-    s = testbed.analyze(_interrupted_run(tmp_path, [(2.5, "poll", 6201, 120, 4),
-                                                    (None, "closed", 6201, 150, 4)]))
+def _starved_run(tmp_path: Path, zero_goodput: str | None = None) -> Path:
+    # iperf3 says only that it was interrupted, the receiving socket never saw a byte
+    run = _interrupted_run(tmp_path, [(2.5, "poll", 6201, 120, 4),
+                                      (None, "closed", 6201, 150, 4)])
+    if zero_goodput is not None:
+        cfg = json.loads((run / "config.json").read_text())
+        cfg["analysis"]["zero_goodput"] = zero_goodput
+        (run / "config.json").write_text(json.dumps(cfg))
+    return run
+
+
+def test_a_single_stream_that_got_nothing_is_an_error_naming_it(tmp_path):
+    s = testbed.analyze(_starved_run(tmp_path))
+    (err,) = [e for e in s["errors"] if e.startswith("flow f1:")]
+    assert "delivered nothing of the test" in err and "got 0 bytes in all" in err, err
+    assert s["flows"][0]["goodput_bps"] == 0.0
+
+
+def test_a_flow_that_got_nothing_is_a_named_warning_where_starvation_is_the_finding(tmp_path):
+    # Wu et al.'s drop-tail downstream flows in a short run: the experiment says so
+    s = testbed.analyze(_starved_run(tmp_path, "warning"))
     assert not [e for e in s["errors"] if e.startswith("flow f1:")], s["errors"]
     (w,) = [w for w in s["warnings"] if w.startswith("flow f1:")]
-    assert "got 0 bytes" in w, w
+    assert "delivered nothing of the test" in w and "starved" in w, w
+
+
+def test_a_flow_whose_iperf3_report_says_0_bytes_is_an_error(tmp_path):
+    # the end-of-test exchange completed and says 0: the socket trace agrees (nothing came)
+    run = _interrupted_run(tmp_path, [(10.0, "poll", 40002, 0, 0),
+                                      (None, "closed", 40002, 0, 0)])
+    (run / "flow.f1.sender.json").write_text(json.dumps({"end": {
+        "sum_sent": {"bytes": 0}, "streams": [],
+        "sum_received": {"bytes": 0, "seconds": 20.0, "bits_per_second": 0.0}}}))
+    r = json.loads((run / "run.json").read_text())
+    r["flows"][0].update(ended_at_s=21.0, exit_code=0, extra={})
+    (run / "run.json").write_text(json.dumps(r))
+    s = testbed.analyze(run)
+    (err,) = [e for e in s["errors"] if e.startswith("flow f1:")]
+    assert "delivered nothing of the test" in err, err
+
+
+def test_a_flow_whose_streams_got_only_iperf3s_opening_did_not_run(tmp_path):
+    # RED at 300 connections: every stream opened and got iperf3's 37-byte cookie, and the
+    # test never started (the control connection's ACKs, Not-ECT, dropped at the marking
+    # rate). Two streams planned: an error of the flow, not a warning
+    run = _interrupted_run(tmp_path, [(2.5, "poll", 6201, 120, 4), (8.0, "poll", 40002, 37, 0),
+                                      (None, "closed", 40002, 37, 0),
+                                      (None, "closed", 40004, 37, 0)])
+    cfg = json.loads((run / "config.json").read_text())
+    cfg["flows"][0]["parallel"] = 2
+    (run / "config.json").write_text(json.dumps(cfg))
+    s = testbed.analyze(run)
+    (err,) = [e for e in s["errors"] if e.startswith("flow f1:")]
+    assert "0 of its 2 streams delivered more than iperf3's 37-byte opening" in err, err
+    assert s["flows"][0]["socket_streams"] == 2
+    # one stream with its opening only: nothing of the test, so the zero-goodput rule
+    s = testbed.analyze(_interrupted_run(tmp_path, [(None, "closed", 40002, 37, 0)]))
+    (err,) = [e for e in s["errors"] if e.startswith("flow f1:")]
+    assert "delivered nothing of the test" in err and "37 bytes" in err, err
+
+
+def test_zero_goodput_accepts_only_error_or_warning():
+    with pytest.raises(ConfigError, match="zero_goodput.*'fail'"):
+        cfg_of(BASE.replace("analysis: {plots: false}",
+                            "analysis: {plots: false, zero_goodput: fail}"))
 
 
 def test_a_flow_some_of_whose_streams_never_delivered_is_an_error(tmp_path):
@@ -209,7 +267,7 @@ def test_a_flow_some_of_whose_streams_never_delivered_is_an_error(tmp_path):
     (run / "config.json").write_text(json.dumps(cfg))
     s = testbed.analyze(run)
     (err,) = [e for e in s["errors"] if e.startswith("flow f1:")]
-    assert "1 of its 2 streams delivered anything" in err, err
+    assert "1 of its 2 streams delivered more than iperf3's 37-byte opening" in err, err
 
 
 def _agreeing_run(tmp_path: Path, iperf_bytes: int, socket_bytes: int,

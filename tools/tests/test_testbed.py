@@ -380,15 +380,17 @@ def test_pcap_reader_counts_unique_bytes_and_scales_windows(tmp_path):
                                     options=[("MSS", 1448), ("WScale", 7)]),
         IP(src=cli, dst=srv) / TCP(sport=5201, dport=4000, flags="SA", seq=900, ack=101,
                                     window=65535, options=[("MSS", 1448), ("WScale", 9)]),
-        IP(src=srv, dst=cli) / TCP(sport=4000, dport=5201, flags="A", seq=101, ack=901) / (b"x" * 1000),
-        IP(src=srv, dst=cli) / TCP(sport=4000, dport=5201, flags="A", seq=1101, ack=901) / (b"x" * 1000),
-        IP(src=srv, dst=cli) / TCP(sport=4000, dport=5201, flags="A", seq=1101, ack=901) / (b"x" * 1000),  # retx
+        IP(src=srv, dst=cli, tos=0x02) / TCP(sport=4000, dport=5201, flags="A", seq=101, ack=901) / (b"x" * 1000),
+        IP(src=srv, dst=cli, tos=0x03) / TCP(sport=4000, dport=5201, flags="A", seq=1101, ack=901) / (b"x" * 1000),
+        IP(src=srv, dst=cli, tos=0xb8) / TCP(sport=4000, dport=5201, flags="A", seq=1101, ack=901) / (b"x" * 1000),  # retx
         IP(src=cli, dst=srv) / TCP(sport=5201, dport=4000, flags="A", seq=901, ack=2101, window=10),
     ]
     p = tmp_path / "a.pcap"
     _write_pcap(p, [(1000.0 + i * 0.01, bytes(x)) for i, x in enumerate(pk)])
     df = pcap.read_tcp(p)
     assert len(df) == 6 and list(df["payload"]) == [0, 0, 1000, 1000, 1000, 0]
+    # the ECN codepoint, not the DSCP beside it: ECT(0), CE, then a not-ECT retransmission
+    assert list(df["ecn"]) == [0, 0, 2, 3, 0, 0]
     assert pcap.bytes_to_port(df, cli, 5201) == 2000  # the retransmission counts once
     assert pcap.acked_bytes(df, cli, 5201) == 2000  # the receiver's cumulative ACK
     w = pcap.advertised_windows(df, cli, 5201)
@@ -396,11 +398,12 @@ def test_pcap_reader_counts_unique_bytes_and_scales_windows(tmp_path):
     (c,) = pcap.connections(df)
     assert c["resp_wscale"] == 9 and c["init_wscale"] == 7 and c["bytes_init_to_resp"] == 2000
     # IPv6, truncated capture: payload length still comes from the IP header
-    six = IPv6(src="fd00:1::1", dst="fd00:2::1") / TCP(sport=1, dport=5202, seq=5, flags="A") / (b"y" * 1400)
+    six = IPv6(src="fd00:1::1", dst="fd00:2::1", tc=0xb9) / TCP(sport=1, dport=5202, seq=5, flags="A") / (b"y" * 1400)
     q = tmp_path / "b.pcap"
     _write_pcap(q, [(1.0, bytes(six)[:128])])
     d6 = pcap.read_tcp(q)
     assert d6["payload"].tolist() == [1400] and d6["dst"].tolist() == ["fd00:2::1"]
+    assert d6["ecn"].tolist() == [1]  # ECT(1), from the traffic class
     assert pcap.bytes_to_port(d6, "fd00:2:0::1", 5202) == 1400  # addresses normalised
     assert len(pcap.advertised_windows(d6, "fd00:1:0::1", 1)) == 1
 

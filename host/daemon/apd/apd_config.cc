@@ -82,6 +82,11 @@ const field_spec kAqmSpareHandshake = daemon::boolean_field(
     "aqm", "spare_handshake", false,
     "a TCP SYN or SYN-ACK (never ECN-capable) is not early-dropped by an AQM that decides at "
     "arrival, only when the buffer is full (ns-2's one-way agents open no connection)");
+const field_spec kAqmMarkNotEct = daemon::boolean_field(
+    "aqm", "mark_not_ect", false,
+    "a Not-ECT TCP segment other than a SYN (a retransmission or a pure ACK, RFC 3168 "
+    "6.1.4-6.1.5) is CE-marked by the AQM's signal instead of dropped, as if ECN-capable: "
+    "ns-2's ECN agents send every data packet ECT and no ACK through the queue (an ablation)");
 const field_spec kHarqFirst = daemon::boolean_field(
     "scheduler", "harq_first", true,
     "a pending HARQ retransmission takes the slot before the scheduler chooses");
@@ -223,6 +228,7 @@ aqm::aqm_params read_cpp_aqm(const config_node& root, const config_node& a,
     aqm::aqm_params c = aqm::default_config(aqm::aqm_kind::droptail);
     c.ecn = read_field<bool>(a, kAqmEcn);
     c.spare_handshake = read_field<bool>(a, kAqmSpareHandshake);  // no early drops to spare
+    c.mark_not_ect = read_field<bool>(a, kAqmMarkNotEct);
     c.seed = root.get<std::uint64_t>("seed", 1);
     return c;
 }
@@ -245,6 +251,7 @@ aqm::aqm_params read_python_aqm(const config_node& root, const config_node& a,
     aqm::aqm_params c = aqm::default_config(aqm::aqm_kind::droptail);
     c.ecn = read_field<bool>(a, kAqmEcn);
     c.spare_handshake = read_field<bool>(a, kAqmSpareHandshake);  // no early drops to spare
+    c.mark_not_ect = read_field<bool>(a, kAqmMarkNotEct);
     c.seed = root.get<std::uint64_t>("seed", 1);
     return c;
 }
@@ -269,6 +276,7 @@ aqm::aqm_params read_aqm(const config_node& root, std::optional<apd_params::pyth
     aqm::aqm_params c = aqm::default_config(*kind);
     c.ecn = read_field<bool>(a, kAqmEcn);
     c.spare_handshake = read_field<bool>(a, kAqmSpareHandshake);
+    c.mark_not_ect = read_field<bool>(a, kAqmMarkNotEct);
     c.seed = root.get<std::uint64_t>("seed", 1);
     const config_node params = a.child_or_empty("params");
     if (!params.is_map()) a.fail("params", "must be a mapping");
@@ -464,6 +472,7 @@ const std::vector<field_spec>& apd_fields() {
                                      kUserQueueLimitBytes,
                                      kAqmEcn,
                                      kAqmSpareHandshake,
+                                     kAqmMarkNotEct,
                                      kClampEnabled,
                                      kClampA,
                                      kClampB,

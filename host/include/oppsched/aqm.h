@@ -83,6 +83,7 @@ struct aqm_stats {
     std::uint64_t dequeued_bytes = 0;
     std::uint64_t marked = 0;             // packets marked CE by this AQM
     std::uint64_t spared_handshakes = 0;  // SYNs a signal would have dropped (spare_handshake)
+    std::uint64_t marked_not_ect = 0;     // Not-ECT segments marked (mark_not_ect)
     std::array<std::uint64_t, kDropReasonCount> dropped{};  // by drop_reason
     std::uint64_t dropped_bytes = 0;
     std::uint64_t dropped_total() const;
@@ -269,6 +270,14 @@ struct aqm_params {
     // marks most packets drops that share of SYNs; ns-2's one-way agents, which the AQM
     // papers simulate, open no connection. Off by default (a real network's behaviour).
     bool spare_handshake = false;
+    // A Not-ECT TCP segment other than a SYN or SYN-ACK (spare_handshake's) is CE-marked by
+    // the AQM's signal instead of dropped (with ecn on), as if it were ECN-capable: Linux
+    // sends a retransmission and a pure ACK Not-ECT (RFC 3168 §6.1.4-6.1.5), which an AQM
+    // marking most packets drops at that rate; ns-2's ECN agents send every data packet ECT
+    // and none of their ACKs cross the queue. A receiver of an ECN connection echoes a mark
+    // on data; one on a pure ACK has no effect. An ablation: off by default (a real
+    // network's behaviour).
+    bool mark_not_ect = false;
     std::uint64_t seed = 1;  // of the AQM's own std::mt19937_64
     rate_params rate{};
     aqm_kind kind() const { return static_cast<aqm_kind>(params.index()); }

@@ -45,6 +45,7 @@ void for_each_field(const aqm_stats& s, F&& f) {
     f("dequeued_bytes", s.dequeued_bytes);
     f("marked", s.marked);
     f("spared_handshakes", s.spared_handshakes);
+    f("marked_not_ect", s.marked_not_ect);
     f("dropped_total", s.dropped_total());
     f("dropped_bytes", s.dropped_bytes);
     f("drop_probability", s.drop_probability);

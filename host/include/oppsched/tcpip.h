@@ -111,7 +111,9 @@ inline expected<packet_info> parse(const std::vector<std::uint8_t>& p) {
 
 // Sets CE on an ECN-capable packet (ECT(0)/ECT(1)/CE) and fixes the IPv4 header checksum.
 // Returns false, and leaves the packet untouched, if it is not ECN-capable or malformed.
-bool mark_ce(std::vector<std::uint8_t>& packet);
+// With not_ect_too a Not-ECT packet is marked as well: only for aqm_params::
+// mark_not_ect, an ablation that treats a segment as ns-2's ECN agents would send it.
+bool mark_ce(std::vector<std::uint8_t>& packet, bool not_ect_too = false);
 
 // ---------------------------------------------------------------------------------------
 // Checksums.

@@ -25,7 +25,7 @@ import pandas as pd
 TCP_FIN, TCP_SYN, TCP_RST, TCP_PSH, TCP_ACK = 0x01, 0x02, 0x04, 0x08, 0x10
 
 COLUMNS = ["t_s", "v6", "src", "dst", "sport", "dport", "seq", "ack", "flags", "win",
-           "wscale", "mss", "payload", "ip_len", "tcp_csum"]
+           "wscale", "mss", "payload", "ip_len", "tcp_csum", "ecn"]
 
 _MAGIC_US = 0xA1B2C3D4
 _MAGIC_NS = 0xA1B23C4D
@@ -130,7 +130,8 @@ def read_tcp(path: str | Path) -> pd.DataFrame:
 
     `win` is the raw 16-bit window field; `wscale`/`mss` are the options of that segment
     (-1 if absent; only SYNs carry them). `payload` is the TCP payload length from the IP
-    length fields, correct even when the capture was truncated by the snaplen.
+    length fields, correct even when the capture was truncated by the snaplen. `ecn` is the
+    IP header's ECN codepoint (RFC 3168: 0 not-ECT, 2 ECT(0), 1 ECT(1), 3 CE).
     """
     rows = []
     for t, lt, d, _orig in iter_frames(path):
@@ -145,6 +146,7 @@ def read_tcp(path: str | Path) -> pd.DataFrame:
             ip_len = struct.unpack_from("!H", d, off + 2)[0]
             src, dst = d[off + 12:off + 16], d[off + 16:off + 20]
             frag = struct.unpack_from("!H", d, off + 6)[0] & 0x1FFF
+            ecn = d[off + 1] & 0x03
             if frag:
                 continue
             t_off, l4_len = off + ihl, ip_len - ihl
@@ -156,6 +158,7 @@ def read_tcp(path: str | Path) -> pd.DataFrame:
             ip_len = plen + 40
             src, dst = d[off + 8:off + 24], d[off + 24:off + 40]
             t_off, l4_len = off + 40, plen
+            ecn = (d[off + 1] >> 4) & 0x03  # the traffic class's low two bits
             v6 = True
         else:
             continue
@@ -166,7 +169,7 @@ def read_tcp(path: str | Path) -> pd.DataFrame:
         if flags & TCP_SYN and doff > 20:
             ws, mss = _tcp_options(d[t_off + 20:t_off + min(doff, len(d) - t_off)])
         rows.append((t, v6, _ip_str(src), _ip_str(dst), sport, dport, seq, ack, flags, win,
-                     ws, mss, max(0, l4_len - doff), ip_len, csum))
+                     ws, mss, max(0, l4_len - doff), ip_len, csum, ecn))
     return pd.DataFrame(rows, columns=COLUMNS)
 
 

@@ -49,6 +49,7 @@ DAEMON_KEYS = {
     "devices[].queue.limit_bytes": (("apd", "users[].queue_limit_bytes"),),
     "aqm.ecn": (("apd", "aqm.ecn"),),
     "aqm.spare_handshake": (("apd", "aqm.spare_handshake"),),
+    "aqm.mark_not_ect": (("apd", "aqm.mark_not_ect"),),
     "clamp.b": (("apd", "clamp.b"),),
     "clamp.ema_rate_per_s": (("apd", "clamp.ema_rate_per_s"),),
     "scheduler.harq_first": (("apd", "scheduler.harq_first"),),

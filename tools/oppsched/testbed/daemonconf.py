@@ -343,6 +343,7 @@ def priority_dscp(cfg: dict) -> int | None:
 def _aqm(cfg: dict, lay: Layout) -> dict:
     a = cfg["aqm"]
     out = {"kind": a["kind"], "ecn": MAPPED, "spare_handshake": MAPPED,
+           "mark_not_ect": MAPPED,
            "params": dict(a["params"]),
            "priority_dscp": priority_dscp(cfg)}
     if a["kind"] == plugin.PYTHON_KIND:

@@ -468,6 +468,12 @@ def parse_ss_sockets(text: str) -> list[dict]:
     return _ss_sockets(text, ("bytes_received", "bytes_sent"))
 
 
+# iperf3's opening message on each of its connections (the test's cookie), which the
+# receiving socket counts before any of the test's data: a stream that got no more did not
+# carry the test (its start was never signalled: the control connection's messages lost).
+IPERF3_COOKIE_BYTES = 37
+
+
 def socket_delivered(df: pd.DataFrame | None, planned_end_s: float | None,
                      ended_at_s: float | None = None) -> dict | None:
     """What a flow's receiving sockets got, from its socket trace (flow.<id>.socket.csv):
@@ -479,14 +485,16 @@ def socket_delivered(df: pd.DataFrame | None, planned_end_s: float | None,
       linearly between the polls around it; a socket last polled before it counts its
       total there (the flow had ended: nothing arrived after), taken at ended_at_s where
       that is later than its last poll. None planned_end_s: bytes_total;
-    streams: data sockets seen.
+    streams: data sockets seen; streams_with_data: those that got more than iperf3's
+      opening (IPERF3_COOKIE_BYTES).
 
     iperf3's control connection shares the flow's port; it is the one socket on which the
     receiving end sends data (iperf3's state bytes, from the moment it accepts: its
     bytes_sent is never 0 in a poll), so it is left out. None for a missing trace."""
     if df is None:
         return None
-    out = {"bytes_total": 0, "bytes_by_planned_end": 0, "streams": 0, "source": "socket_closed"}
+    out = {"bytes_total": 0, "bytes_by_planned_end": 0, "streams": 0, "streams_with_data": 0,
+           "source": "socket_closed"}
     if df.empty:
         return out
     for _peer, g in df.groupby("peer_port"):
@@ -502,6 +510,7 @@ def socket_delivered(df: pd.DataFrame | None, planned_end_s: float | None,
             out["source"] = "socket_poll"
         total = max(total, int(polls["bytes_received"].max()) if len(polls) else 0)
         out["bytes_total"] += total
+        out["streams_with_data"] += total > IPERF3_COOKIE_BYTES
         if planned_end_s is None:
             out["bytes_by_planned_end"] += total
             continue

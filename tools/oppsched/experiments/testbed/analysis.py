@@ -30,7 +30,7 @@ from oppsched.experiments.testbed.daemonsummary import (_clamp_summary, _find_nu
 from oppsched.experiments.testbed.flowsummary import (_bytes_by_planned_end, _check_socket_count,
                                                       _jain_fair_share, _transfer_flow,
                                                       _transfers_total, _wrc_flow, _wrc_total,
-                                                      direction_totals)
+                                                      direction_totals, zero_goodput)
 from oppsched.experiments.testbed.readers import (_truthy, read_json, read_slots, slot_column,
                                                   trace_error)
 from oppsched.experiments.testbed.reliability import conservation_summary
@@ -127,6 +127,7 @@ def analyze(outdir: Path) -> dict:
                 row["bytes_pcap"] = b
                 row["goodput_pcap_bps"] = 8.0 * b / snd["seconds"]
         flows.append(row)
+    zero_goodput(flows, cfg, errors, warnings)
 
     # -- users and slots: slots.csv
     slots = read_slots(rundir, errors)

@@ -13,7 +13,8 @@ from oppsched.analysis.metrics import jain_index
 from oppsched.experiments.testbed.readers import read_csv, read_json
 from oppsched.experiments.testbed.schema import FLOW_DIRECTIONS, wrc_packet_bytes, wrc_weight
 from oppsched.testbed import transfers, wrcflows
-from oppsched.testbed.flows import BASE_PORT, intervals, socket_csv, socket_delivered
+from oppsched.testbed.flows import (BASE_PORT, IPERF3_COOKIE_BYTES, intervals, socket_csv,
+                                    socket_delivered)
 
 
 def _bytes_by_planned_end(receiver_json: Path, plan: dict) -> int | None:
@@ -61,9 +62,10 @@ def _check_socket_count(rundir: Path, f: dict, plan: dict, row: dict,
     over the planned seconds) and is named, with both counts, in the summary's warnings;
     one whose iperf3 count exceeds the sockets' by more than the bound above, or that has
     neither, or that never ran as planned (iperf3 could not connect, or fewer of its
-    `parallel` streams than it has delivered anything), is an error
-    of the summary (a warning where a socket's close went unrecorded: its count is then a
-    lower bound). Never a silent 0."""
+    `parallel` streams than it has delivered more than iperf3's opening message), is an
+    error of the summary (a warning where a socket's close went unrecorded: its count is
+    then a lower bound); one that delivered nothing of the test, zero_goodput's. Never a
+    silent 0."""
     path = socket_csv(rundir, f["id"])
     df = read_csv(path, errors)
     planned = plan.get("seconds")
@@ -102,7 +104,7 @@ def _check_socket_count(rundir: Path, f: dict, plan: dict, row: dict,
         # flows in a short run): a finding, named below as a warning; streams of a parallel
         # flow that never delivered did not run.
         if IPERF3_CONNECT_FAILED in (row["error"] or "") \
-                or (planned_streams > 1 and sock["streams"] < planned_streams):
+                or (planned_streams > 1 and sock["streams_with_data"] < planned_streams):
             # The flow never ran as planned: iperf3 could not open its connections (a
             # handshake packet, which is never ECN-capable, lost at the AP: an AQM that
             # marks most packets drops that share of the others), or was stopped at its
@@ -110,12 +112,16 @@ def _check_socket_count(rundir: Path, f: dict, plan: dict, row: dict,
             # planned flow.
             why = (f"iperf3 could not connect ({row['error']})"
                    if IPERF3_CONNECT_FAILED in (row["error"] or "") else
-                   f"{sock['streams']} of its {planned_streams} streams delivered anything "
+                   f"{sock['streams_with_data']} of its {planned_streams} streams delivered "
+                   f"more than iperf3's {IPERF3_COOKIE_BYTES}-byte opening "
                    f"({row['error'] or 'no end-of-test totals'})")
             errors.append(f"flow {fid}: {why}: the flow did not run as planned (its receiving "
                           f"sockets got {got} bytes by the planned end); a lost SYN or "
-                          "SYN-ACK? e.g. an AQM dropping non-ECN packets at its marking rate")
+                          "SYN-ACK, or an ACK of iperf3's control connection? e.g. an AQM "
+                          "dropping Not-ECT packets at its marking rate")
             return
+        if got <= IPERF3_COOKIE_BYTES * max(1, sock["streams"]):
+            return  # nothing of the test delivered: zero_goodput() names the flow
         warnings.append(f"flow {fid}: iperf3 reported no bytes received (its report is missing "
                       f"or says 0: {row['error'] or 'no end-of-test totals'}); its receiving "
                       f"sockets got "
@@ -145,6 +151,36 @@ def _check_socket_count(rundir: Path, f: dict, plan: dict, row: dict,
                             "its last poll, a lower bound")
         else:
             errors.append(msg)
+
+
+def zero_goodput(rows: list[dict], cfg: dict, errors: list, warnings: list) -> None:
+    """Names every timed flow whose receiver got nothing of the test by its planned end: by
+    iperf3's report, or by its receiving sockets where that report is missing (which count
+    iperf3's opening message on each stream: no more is nothing). An error of the run
+    (analysis.zero_goodput: error, the default): a 0 in a table is then never silent. A
+    warning where the experiment's finding is starvation (analysis.zero_goodput: warning:
+    Wu et al.'s drop-tail downstream flows in a short run), and the run stands."""
+    for row in rows:
+        if row.get("goodput_source") in ("transfers", "wrc receiver", None):
+            continue  # None: no count at all, which _check_socket_count made an error
+        if any(e.startswith(f"flow {row['id']}: ") for e in errors):
+            continue  # named already (it did not run as planned)
+        # the socket count includes iperf3's opening message on each stream
+        opening = IPERF3_COOKIE_BYTES * max(1, row.get("socket_streams") or 1) \
+            if row["goodput_source"] == "socket" else 0
+        if (row.get("bytes_received") or 0) > opening:
+            continue
+        sock = row.get("bytes_delivered_socket_total")
+        msg = (f"flow {row['id']}: delivered nothing of the test by its planned end "
+               f"({row.get('bytes_received') or 0} bytes, iperf3's openings at most; goodput from "
+               f"{row['goodput_source']}; its receiving sockets got "
+               f"{'no count' if sock is None else f'{sock} bytes'} in all; iperf3: "
+               f"{row.get('error') or 'no error'})")
+        if cfg["analysis"]["zero_goodput"] == "warning":
+            warnings.append(msg + ": starved (analysis.zero_goodput is warning)")
+        else:
+            errors.append(msg + ": a flow the run did not measure (analysis.zero_goodput: "
+                          "warning where starvation is the finding)")
 
 
 def _transfer_flow(rundir: Path, f: dict, plan: dict, k: int, cfg: dict,

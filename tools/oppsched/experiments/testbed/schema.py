@@ -293,6 +293,11 @@ SCHEMA = {
             "aqm.spare_handshake", doc="a TCP SYN or SYN-ACK (never ECN-capable) is not "
             "early-dropped by an AQM that decides at arrival (red, rem, reaqm, avq, pie), only "
             "when the buffer is full: the papers' ns-2 agents open no connection"),
+        "mark_not_ect": _daemon(
+            "aqm.mark_not_ect", doc="an ablation: a Not-ECT TCP segment other than a SYN "
+            "(Linux sends retransmissions and pure ACKs Not-ECT, RFC 3168 6.1.4-6.1.5) is "
+            "CE-marked by the AQM's signal instead of dropped, as if ECN-capable: ns-2's ECN "
+            "agents send every data packet ECT and no ACK through the queue"),
         "params": Field(dict, {}, doc="the kind's parameters (oppsched.mac.make_aqm names); "
                                       "python: the class's keyword arguments; plugin: the "
                                       "library's params (numbers and strings)"),
@@ -535,6 +540,11 @@ SCHEMA = {
     "iperf": {"interval_s": Field(float, 0.5, min=0.1, max=60.0, doc="iperf3 -i")},
     "analysis": {"warmup_s": Field(float, 0.0, min=0.0,
                                    doc="goodput_steady_bps leaves out each flow's first seconds"),
+                 "zero_goodput": Field(str, "error", choices=("error", "warning"),
+                                       doc="a timed flow that delivered nothing by its "
+                                           "planned end: an error of the run naming it; "
+                                           "warning where starvation is the finding (Wu "
+                                           "et al.'s drop-tail downstream flows)"),
                  "plots": Field(bool, True,
                                 doc="each run's PNGs and the comparison's; false: the summary "
                                     "and the report's tables only (a sweep of many points, "
@@ -1232,8 +1242,8 @@ def _check_aqm_params(cfg: dict) -> None:
         except ValueError as exc:
             raise ConfigError(f"aqm: {exc}") from None
         return
-    reserved = {"limit_bytes", "limit_packets", "ecn", "spare_handshake", "seed"} \
-        & set(a["params"])
+    reserved = {"limit_bytes", "limit_packets", "ecn", "spare_handshake", "mark_not_ect",
+                "seed"} & set(a["params"])
     if reserved:
         raise ConfigError(f"aqm.params.{sorted(reserved)[0]}: set it in queue/aqm, not in params")
     if not mac_checks():
@@ -1241,7 +1251,8 @@ def _check_aqm_params(cfg: dict) -> None:
     try:
         mac.make_aqm(a["kind"], limit_bytes=cfg["queue"]["limit_bytes"],
              limit_packets=cfg["queue"]["limit_packets"], ecn=a["ecn"],
-             spare_handshake=a["spare_handshake"], **a["params"])
+             spare_handshake=a["spare_handshake"],
+             mark_not_ect=a["mark_not_ect"], **a["params"])
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"aqm.params: {exc}") from None
 
