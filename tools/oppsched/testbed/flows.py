@@ -472,6 +472,9 @@ def parse_ss_sockets(text: str) -> list[dict]:
 # receiving socket counts before any of the test's data: a stream that got no more did not
 # carry the test (its start was never signalled: the control connection's messages lost).
 IPERF3_COOKIE_BYTES = 37
+# What a socket that got only that counts: the opening and the FIN, which the kernel's
+# count includes as a byte.
+OPENING_ONLY_BYTES = IPERF3_COOKIE_BYTES + 1
 
 
 def socket_delivered(df: pd.DataFrame | None, planned_end_s: float | None,
@@ -486,7 +489,7 @@ def socket_delivered(df: pd.DataFrame | None, planned_end_s: float | None,
       total there (the flow had ended: nothing arrived after), taken at ended_at_s where
       that is later than its last poll. None planned_end_s: bytes_total;
     streams: data sockets seen; streams_with_data: those that got more than iperf3's
-      opening (IPERF3_COOKIE_BYTES).
+      opening and a FIN (OPENING_ONLY_BYTES).
 
     iperf3's control connection shares the flow's port; it is the one socket on which the
     receiving end sends data (iperf3's state bytes, from the moment it accepts: its
@@ -510,7 +513,7 @@ def socket_delivered(df: pd.DataFrame | None, planned_end_s: float | None,
             out["source"] = "socket_poll"
         total = max(total, int(polls["bytes_received"].max()) if len(polls) else 0)
         out["bytes_total"] += total
-        out["streams_with_data"] += total > IPERF3_COOKIE_BYTES
+        out["streams_with_data"] += total > OPENING_ONLY_BYTES
         if planned_end_s is None:
             out["bytes_by_planned_end"] += total
             continue
