@@ -108,9 +108,7 @@ const std::map<std::string, std::function<void(aqm_params&, pb::handle)>>& queue
              c.spare_handshake = cast_arg<bool>("spare_handshake", h);
          }},
         {"mark_not_ect",
-         [](aqm_params& c, pb::handle h) {
-             c.mark_not_ect = cast_arg<bool>("mark_not_ect", h);
-         }},
+         [](aqm_params& c, pb::handle h) { c.mark_not_ect = cast_arg<bool>("mark_not_ect", h); }},
         {"seed", [](aqm_params& c, pb::handle h) { c.seed = cast_arg<std::uint64_t>("seed", h); }},
     };
     return m;
