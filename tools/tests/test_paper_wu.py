@@ -231,10 +231,15 @@ def test_stations_that_hold_their_own_queues_send_upstream_tcp_in_granted_slots(
     assert up > 1e6, up  # the five upstream flows cross in the stations' own TBs
     assert down < 0.5 * up, (up, down)  # and the drop-tail AP still holds the downlink back
     apd = json.loads((rundir / "apd.stats.json").read_text())["medium"]["up"]
+    carried = 0
     for f in (f for f in s["flows"] if f["direction"] == "up"):
         dev = f["user"]
         st = json.loads((rundir / f"client.{dev}.stats.json").read_text())["station"]
-        assert st["packets_in"] > 100 and st["dropped_full"] == 0, (dev, st)
+        # every station queued its own flow's packets; one upstream flow may starve in
+        # 20 s under the drop-tail AP, where its ACKs queue (on one fresh machine D4's
+        # station took 16 packets in the whole run)
+        assert st["packets_in"] > 0 and st["dropped_full"] == 0, (dev, st)
+        carried += st["packets_in"] > 100
         assert st["status_reports"] > 0 and st["grants_refused"] == 0, (dev, st)
         # every grant the apd sent reached the station and gave a TB; one in 20 at most
         # came after its slot began
@@ -242,3 +247,4 @@ def test_stations_that_hold_their_own_queues_send_upstream_tcp_in_granted_slots(
         assert st["tbs_new"] + st["tbs_repeated"] == st["grants"], (dev, st)
         assert apd[dev]["tbs_late"] <= 0.05 * apd[dev]["grants"] + 2, (dev, apd[dev])
         assert s["medium"]["uplink"][dev]["packets_in"] == st["packets_in"]
+    assert carried >= 4, carried
