@@ -48,6 +48,14 @@ def _rel(seq: pd.Series, base: pd.Series) -> np.ndarray:
     return ((seq.to_numpy(np.int64) - base.to_numpy(np.int64)) % (1 << 32)).astype(np.int64)
 
 
+def _retransmitted(data: pd.DataFrame, end: pd.Series) -> pd.Series:
+    """Per segment (in time order): it ends at or below the highest byte its connection
+    sent before it."""
+    before = end.groupby([data[k] for k in KEY]).transform(
+        lambda e: np.concatenate([[0], np.maximum.accumulate(e.to_numpy())[:-1]]))
+    return end <= before
+
+
 def segments(wired: pd.DataFrame, port_min: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The data connections a server opened (control connections left out) and their data
     segments as sent: (conns: KEY + t_syn, ecn_ok; sent: KEY + t_s, seq (relative to the
@@ -69,10 +77,7 @@ def segments(wired: pd.DataFrame, port_min: int = 0) -> tuple[pd.DataFrame, pd.D
     data = wired[wired["payload"] > 0].merge(conns[KEY + ["isn"]], on=KEY)
     data = data.sort_values("t_s", kind="stable")
     data["seq"] = _rel(data["seq"], data["isn"])
-    end = data["seq"] + data["payload"]
-    before = end.groupby([data[k] for k in KEY]).transform(
-        lambda e: np.concatenate([[0], np.maximum.accumulate(e.to_numpy())[:-1]]))
-    data["retx"] = end <= before
+    data["retx"] = _retransmitted(data, data["seq"] + data["payload"])
     return (conns.drop(columns=["flags"]).reset_index(drop=True),
             data[KEY + ["t_s", "seq", "payload", "ecn", "retx"]].reset_index(drop=True))
 
@@ -97,12 +102,11 @@ def control(wired: pd.DataFrame, client: pd.DataFrame, conns: pd.DataFrame) -> d
     got = got[(got["payload"] == 0) & ((got["flags"] & (SYN | ACK)) == ACK)]
     peer = mine(wired, back).sort_values("t_s", kind="stable")
     peer = peer[peer["payload"] > 0]
-    end = peer["seq"].astype(np.int64) + peer["payload"]  # no wrap within a few messages
-    top = end.groupby([peer[k] for k in KEY]).transform(
-        lambda e: np.concatenate([[0], np.maximum.accumulate(e.to_numpy())[:-1]]))
+    # no wrap within a few messages
+    retx = _retransmitted(peer, peer["seq"].astype(np.int64) + peer["payload"])
     return {"control": len(keys), "control_acks_sent": int(len(acks)),
             "control_acks_delivered": float(len(got)) / len(acks) if len(acks) else None,
-            "control_peer_retx": int((end <= top).sum())}
+            "control_peer_retx": int(retx.sum())}
 
 
 def delivered(sent: pd.DataFrame, client: pd.DataFrame, conns: pd.DataFrame) -> pd.DataFrame:
